@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model"
+)
+
+// summary is what inspect reports, read from config.json and the tensor
+// headers only (no weights are loaded).
+type summary struct {
+	Dir        string   `json:"dir"`
+	Arch       string   `json:"architecture"`
+	ModelType  string   `json:"model_type"`
+	Format     string   `json:"format"`
+	Files      []string `json:"files"`
+	Layers     int      `json:"layers"`
+	DModel     int      `json:"d_model"`
+	Heads      int      `json:"heads"`
+	KVHeads    int      `json:"kv_heads"`
+	DHead      int      `json:"head_dim"`
+	DMLP       int      `json:"d_mlp"`
+	Vocab      int      `json:"vocab"`
+	MaxPos     int      `json:"max_position_embeddings"`
+	DTypes     []string `json:"dtypes"`
+	Parameters int64    `json:"parameters"`
+	Gate       string   `json:"gate"`
+	QKNorm     bool     `json:"qk_norm"`
+	QKVBias    bool     `json:"qkv_bias"`
+	Tied       bool     `json:"tied_embeddings"`
+	RoPE       string   `json:"rope"`
+}
+
+func inspect(dir string) (*summary, error) {
+	cfg, err := model.LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+	s := &summary{Dir: dir, Arch: string(cfg.Arch), ModelType: cfg.ModelType, Format: ck.Format(), Files: ck.Files(),
+		Layers: cfg.Layers, DModel: cfg.DModel, Heads: cfg.Heads, KVHeads: cfg.KVHeads, DHead: cfg.DHead,
+		DMLP: cfg.DMLP, Vocab: cfg.Vocab, MaxPos: cfg.MaxPos, Gate: string(cfg.Gate), QKNorm: cfg.QKNorm,
+		QKVBias: cfg.QKVBias, Tied: cfg.TiedHead, RoPE: "learned positions"}
+	if cfg.Arch != model.ArchGPT2 {
+		s.RoPE = fmt.Sprintf("rotate-half, theta %g, scaling %s", cfg.RoPE.Theta, cfg.RoPE.Type)
+		if cfg.RoPE.Type != "default" {
+			s.RoPE += fmt.Sprintf(" (factor %g)", cfg.RoPE.Factor)
+		}
+	}
+	types := map[string]bool{}
+	for _, n := range ck.Names() {
+		info, _ := ck.Info(n)
+		types[info.DType] = true
+		p := int64(1)
+		for _, d := range info.Shape {
+			p *= int64(d)
+		}
+		s.Parameters += p
+	}
+	for t := range types {
+		s.DTypes = append(s.DTypes, t)
+	}
+	sort.Strings(s.DTypes)
+	return s, nil
+}
+
+func cmdInspect(args []string, w io.Writer) error {
+	fs := newFlags("inspect")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("want one checkpoint directory, got %d arguments", len(pos))
+	}
+	s, err := inspect(pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	fmt.Fprintf(w, "checkpoint:    %s (%s: %v)\n", s.Dir, s.Format, s.Files)
+	fmt.Fprintf(w, "architecture:  %s (model_type %s)\n", s.Arch, s.ModelType)
+	fmt.Fprintf(w, "layers:        %d\n", s.Layers)
+	fmt.Fprintf(w, "d_model:       %d\n", s.DModel)
+	fmt.Fprintf(w, "heads:         %d\n", s.Heads)
+	fmt.Fprintf(w, "kv heads:      %d\n", s.KVHeads)
+	fmt.Fprintf(w, "head dim:      %d\n", s.DHead)
+	fmt.Fprintf(w, "mlp dim:       %d\n", s.DMLP)
+	fmt.Fprintf(w, "vocab:         %d\n", s.Vocab)
+	fmt.Fprintf(w, "max positions: %d\n", s.MaxPos)
+	fmt.Fprintf(w, "dtype:         %v\n", s.DTypes)
+	fmt.Fprintf(w, "parameters:    %d\n", s.Parameters)
+	fmt.Fprintf(w, "gate:          %s\n", s.Gate)
+	fmt.Fprintf(w, "qk-norm:       %v\n", s.QKNorm)
+	fmt.Fprintf(w, "qkv bias:      %v\n", s.QKVBias)
+	fmt.Fprintf(w, "tied head:     %v\n", s.Tied)
+	fmt.Fprintf(w, "positions:     %s\n", s.RoPE)
+	return nil
+}
+
+func cmdHooks(args []string, w io.Writer) error {
+	for _, p := range hooks.Points {
+		fmt.Fprintf(w, "%-34s %-42s %s\n", p.Name, p.Shape, p.Doc)
+	}
+	return nil
+}

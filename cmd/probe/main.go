@@ -1,0 +1,120 @@
+// Command probe loads transformer checkpoints, runs hooked forward passes and
+// measures attention as a filter (see README.md).
+//
+// Usage:
+//
+//	probe inspect <dir>
+//	probe capture --model <dir> (--ids <file.json> | --text <file> [--max-tokens N]) --hook <name> ... --out <file.safetensors>
+//	probe tokenize (--model <dir> | --tokenizer <tokenizer.json>) --text <file> [--no-special-tokens]
+//	probe generate --arch qwen3|gated|llama|qwen2|gpt2 [--layers N ...] --out <dir>
+//	probe demo [--out <dir>]
+//	probe hooks
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+type command struct {
+	name, usage string
+	run         func(args []string, stdout io.Writer) error
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"inspect", "inspect <dir>: architecture, shapes, dtype, parameter count, gate type", cmdInspect},
+		{"capture", "capture --model <dir> (--ids <file.json> | --text <file>) --hook <name> ... --out <file.safetensors>", cmdCapture},
+		{"tokenize", "tokenize (--model <dir> | --tokenizer <file>) --text <file> [--no-special-tokens]: ids as JSON", cmdTokenize},
+		{"generate", "generate --arch <arch> --out <dir>: write a randomly initialized HF checkpoint", cmdGenerate},
+		{"demo", "demo [--out <dir>]: generate a small gated checkpoint, inspect it, capture hooks", cmdDemo},
+		{"hooks", "hooks: list the hook points and their shapes", cmdHooks},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: probe <command> [options]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %s\n", c.usage)
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the exit code. Errors are
+// printed to stderr as one message; a panic becomes an error message too.
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "probe: internal error: %v\n", r)
+			code = 3
+		}
+	}()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			err := c.run(args[1:], stdout)
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "probe %s: %v\n", c.name, err)
+				return 1
+			}
+			return 0
+		}
+	}
+	fmt.Fprintf(stderr, "probe: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// newFlags makes a flag set that reports errors instead of exiting.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("probe "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parse parses args, allowing positional arguments before flags, and
+// returns the positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				var b strings.Builder
+				fs.SetOutput(&b)
+				fs.PrintDefaults()
+				fmt.Fprint(os.Stderr, b.String())
+				return nil, err
+			}
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// multi is a repeatable string flag.
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(s string) error { *m = append(*m, s); return nil }

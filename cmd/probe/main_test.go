@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/checkpoint"
+)
+
+var goldenDir = filepath.Join("..", "..", "..", "shared", "golden")
+
+func needGolden(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(goldenDir); err != nil {
+		t.Skipf("golden data not found at %s (it comes with ../shared in CI)", goldenDir)
+	}
+}
+
+// probe runs one command line and returns its exit code, stdout and stderr.
+func probe(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestInspectGolden(t *testing.T) {
+	needGolden(t)
+	code, out, errs := probe(t, "inspect", "--json", filepath.Join(goldenDir, "qwen3_gate_headwise"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var s summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	want := summary{Arch: "gated", Layers: 3, DModel: 64, Heads: 4, KVHeads: 2, DHead: 16, Vocab: 512, Parameters: 144672, Gate: "headwise"}
+	if s.Arch != want.Arch || s.Layers != want.Layers || s.DModel != want.DModel || s.Heads != want.Heads ||
+		s.KVHeads != want.KVHeads || s.DHead != want.DHead || s.Vocab != want.Vocab || s.Parameters != want.Parameters || s.Gate != want.Gate {
+		t.Errorf("inspect = %+v, want %+v", s, want)
+	}
+	code, out, _ = probe(t, "inspect", filepath.Join(goldenDir, "gpt2"))
+	if code != 0 || !strings.Contains(out, "architecture:  gpt2") || !strings.Contains(out, "parameters:    199232") {
+		t.Errorf("inspect gpt2: exit %d\n%s", code, out)
+	}
+}
+
+func TestCaptureGolden(t *testing.T) {
+	needGolden(t)
+	dir := filepath.Join(goldenDir, "qwen3_gate_headwise")
+	g, err := checkpoint.OpenFile(filepath.Join(dir, "golden.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	raw, _ := g.Int64("input_ids")
+	ids := [][]int64{raw[:48], raw[48:]}
+	tmp := t.TempDir()
+	idsFile := filepath.Join(tmp, "ids.json")
+	data, _ := json.Marshal(ids)
+	os.WriteFile(idsFile, data, 0o644)
+	outFile := filepath.Join(tmp, "cap.safetensors")
+	code, _, errs := probe(t, "capture", "--model", dir, "--ids", idsFile, "--hook", "blocks.*.attn.hook_pattern",
+		"--hook", "blocks.1.attn.hook_gate", "--out", outFile)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	c, err := checkpoint.OpenFile(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	wantNames := []string{"blocks.0.attn.hook_pattern", "blocks.1.attn.hook_gate", "blocks.1.attn.hook_pattern", "blocks.2.attn.hook_pattern", "input_ids"}
+	if got := c.Names(); strings.Join(got, " ") != strings.Join(wantNames, " ") {
+		t.Fatalf("captured %v, want %v", got, wantNames)
+	}
+	for l, name := range map[string]string{"attn.2": "blocks.2.attn.hook_pattern", "gate.1": "blocks.1.attn.hook_gate"} {
+		got, _ := c.Float32(name)
+		want, _ := g.Float32(l)
+		info, _ := c.Info(name)
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d values (shape %v), golden %s has %d", name, len(got), info.Shape, l, len(want))
+		}
+		var worst float64
+		for i := range got {
+			worst = max(worst, float64(abs(got[i]-want[i])))
+		}
+		if worst > 3e-5 {
+			t.Errorf("%s vs golden %s: max abs error %g", name, l, worst)
+		}
+	}
+	if in, _ := c.Info("input_ids"); in.DType != "I64" || in.Shape[0] != 2 || in.Shape[1] != 48 {
+		t.Errorf("input_ids stored as %s %v", in.DType, in.Shape)
+	}
+}
+
+func abs(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestTokenizeGolden(t *testing.T) {
+	needGolden(t)
+	tmp := t.TempDir()
+	text := filepath.Join(tmp, "t.txt")
+	os.WriteFile(text, []byte("Hello world<|endoftext|> again"), 0o644)
+	code, out, errs := probe(t, "tokenize", "--tokenizer", filepath.Join(goldenDir, "tokenizers", "gpt2", "tokenizer.json"), "--text", text)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if strings.TrimSpace(out) != "[15496,995,50256,757]" {
+		t.Errorf("ids = %s", out)
+	}
+}
+
+// TestErrors: bad input gives one clear message naming what is wrong, a
+// non-zero exit and no panic trace.
+func TestErrors(t *testing.T) {
+	needGolden(t)
+	tmp := t.TempDir()
+	gated := filepath.Join(goldenDir, "qwen3_gate_headwise")
+	write := func(name, content string) string {
+		p := filepath.Join(tmp, name)
+		os.WriteFile(p, []byte(content), 0o644)
+		return p
+	}
+	bigID := write("big.json", "[[1,2,512]]")
+	empty := write("empty.json", "[]")
+	bad := write("bad.json", "{")
+	long := make([]int, 2049)
+	data, _ := json.Marshal([][]int{long})
+	longIDs := write("long.json", string(data))
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nosuch"}, `unknown command "nosuch"`},
+		{[]string{"inspect"}, "want one checkpoint directory"},
+		{[]string{"inspect", tmp}, "config.json"},
+		{[]string{"capture", "--model", gated, "--ids", bigID, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "token id 512"},
+		{[]string{"capture", "--model", gated, "--ids", empty, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "empty batch"},
+		{[]string{"capture", "--model", gated, "--ids", bad, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "bad.json"},
+		{[]string{"capture", "--model", gated, "--ids", longIDs, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "max_position_embeddings 2048"},
+		{[]string{"capture", "--model", gated, "--ids", bigID, "--hook", "blocks.9.attn.hook_z", "--out", filepath.Join(tmp, "o.st")}, "layer 9 out of range"},
+		{[]string{"capture", "--model", gated, "--ids", bigID, "--hook", "blocks.0.hook_nothing", "--out", filepath.Join(tmp, "o.st")}, `unknown hook "blocks.0.hook_nothing"`},
+		{[]string{"capture", "--model", filepath.Join(goldenDir, "llama_gqa"), "--ids", bigID, "--hook", "blocks.0.attn.hook_gate", "--out", filepath.Join(tmp, "o.st")}, "no attention output gate"},
+		{[]string{"capture", "--model", gated, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "exactly one of --ids and --text"},
+		{[]string{"capture", "--model", gated, "--text", bigID, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "has no tokenizer.json"},
+		{[]string{"capture", "--bogus"}, "flag provided but not defined: -bogus"},
+	}
+	for _, c := range cases {
+		code, _, errs := probe(t, c.args...)
+		if code == 0 || !strings.Contains(errs, c.want) || strings.Contains(errs, "goroutine") {
+			t.Errorf("probe %v: exit %d, stderr %q; want an error containing %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+func TestDemo(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, errs := probe(t, "demo", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"architecture:  gated", "gate:          headwise", "wrote 14 tensors"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, stdout)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package hooks
+
+// AttnTile is a block of post-softmax attention rows of one head, handed to
+// an AttnConsumer while the forward pass runs. The pass never builds a T×T
+// matrix for streaming: a tile holds Rows query rows at a time.
+//
+// Row r describes query position t = Q0+r. Its weights α[t, 0..t] are
+// Alpha[r*Stride : r*Stride+t+1] (causal: keys beyond t are not part of the
+// row and may hold anything). The weights are post-softmax and pre-gate; for
+// the seeds' mechanisms they are the unattenuated pattern (see the model's
+// documentation of hook_pattern).
+//
+// V holds the head's value vectors for every key position of the sequence,
+// row j at V[j*VStride : j*VStride+DHead] (for grouped-query attention it is
+// the shared KV head's values, exactly the vectors this head multiplies
+// by α).
+type AttnTile struct {
+	Batch, Layer, Head int
+
+	Q0     int       // query position of row 0
+	Rows   int       // number of query rows in the tile
+	Stride int       // distance between rows in Alpha
+	Alpha  []float32 // [Rows, Stride]
+
+	T       int       // sequence length (number of key positions)
+	DHead   int       // value dimension of the head
+	VStride int       // distance between value rows in V
+	V       []float32 // [T, VStride], first DHead entries of each row used
+}
+
+// Row returns α[t, 0..t] for query t = Q0+r.
+func (a *AttnTile) Row(r int) []float32 {
+	t := a.Q0 + r
+	return a.Alpha[r*a.Stride : r*a.Stride+t+1]
+}
+
+// Value returns v_j, the value vector at key position j.
+func (a *AttnTile) Value(j int) []float32 {
+	return a.V[j*a.VStride : j*a.VStride+a.DHead]
+}
+
+// AttnConsumer receives the attention rows of the layers and heads it was
+// registered for. ConsumeAttn may be called concurrently for different
+// (batch, head) pairs of a layer, but never concurrently for the same
+// (batch, layer, head); within one (batch, layer, head) tiles arrive in
+// increasing Q0 and cover every query exactly once. The tile and its slices
+// are only valid during the call: copy what must be kept.
+type AttnConsumer interface {
+	ConsumeAttn(tile *AttnTile) error
+}

@@ -1,0 +1,373 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// Arch names a supported architecture.
+type Arch string
+
+// The architectures this package runs.
+const (
+	ArchLlama Arch = "llama" // Llama 1–3, Mistral without sliding window
+	ArchQwen2 Arch = "qwen2" // Qwen2 / Qwen2.5: q/k/v bias
+	ArchQwen3 Arch = "qwen3" // Qwen3: per-head QK RMSNorm before RoPE
+	ArchGated Arch = "gated" // Qiu et al. gated attention (Qwen3 code with an output gate packed in q_proj)
+	ArchGPT2  Arch = "gpt2"  // GPT-2: LayerNorm, learned positions, Conv1D weights
+)
+
+// GateKind says whether and how attention outputs are gated.
+type GateKind string
+
+// Gate kinds of Qiu et al.'s gated attention.
+const (
+	GateNone        GateKind = "none"
+	GateHeadwise    GateKind = "headwise"    // one sigmoid scalar per head and position
+	GateElementwise GateKind = "elementwise" // one sigmoid per head dimension and position
+)
+
+// Config is the architecture description the forward pass needs, read from a
+// Hugging Face config.json and normalized across model families.
+type Config struct {
+	Arch      Arch
+	ModelType string // config.json model_type as written
+
+	Layers   int
+	DModel   int
+	Heads    int
+	KVHeads  int
+	DHead    int
+	DMLP     int
+	Vocab    int
+	MaxPos   int // max_position_embeddings (GPT-2: n_positions)
+	NormEps  float64
+	Act      string // hidden_act / activation_function
+	TiedHead bool
+
+	QKNorm    bool     // Qwen3 / Qiu use_qk_norm
+	Gate      GateKind // Qiu output gate
+	QKVBias   bool     // bias on q, k, v projections
+	OBias     bool     // bias on o_proj
+	MLPBias   bool     // bias on the MLP projections (Llama mlp_bias; GPT-2 always)
+	RoPE      RoPEConfig
+	Sliding   int // sliding_window when in use (0: none)
+	DType     string
+	GPT2Scale struct {
+		ByInverseLayer bool // scale_attn_by_inverse_layer_idx
+		Weights        bool // scale_attn_weights
+	}
+}
+
+// RoPEConfig holds rotary embedding parameters (rotate-half convention).
+type RoPEConfig struct {
+	Theta    float64
+	Type     string  // "default", "linear", "dynamic", "llama3"
+	Factor   float64 // scaling factor
+	LowFreq  float64 // llama3 low_freq_factor
+	HighFreq float64 // llama3 high_freq_factor
+	OrigMax  int     // llama3 original_max_position_embeddings
+}
+
+// rawConfig mirrors the config.json fields of every supported family.
+type rawConfig struct {
+	ModelType     string   `json:"model_type"`
+	Architectures []string `json:"architectures"`
+
+	HiddenSize        *int     `json:"hidden_size"`
+	NumLayers         *int     `json:"num_hidden_layers"`
+	NumHeads          *int     `json:"num_attention_heads"`
+	NumKVHeads        *int     `json:"num_key_value_heads"`
+	HeadDim           *int     `json:"head_dim"`
+	Intermediate      *int     `json:"intermediate_size"`
+	VocabSize         *int     `json:"vocab_size"`
+	MaxPos            *int     `json:"max_position_embeddings"`
+	RMSNormEps        *float64 `json:"rms_norm_eps"`
+	HiddenAct         string   `json:"hidden_act"`
+	RopeTheta         *float64 `json:"rope_theta"`
+	RopeScaling       json.RawMessage
+	TieWordEmbeddings *bool  `json:"tie_word_embeddings"`
+	AttentionBias     bool   `json:"attention_bias"`
+	MLPBias           bool   `json:"mlp_bias"`
+	SlidingWindow     *int   `json:"sliding_window"`
+	UseSlidingWindow  *bool  `json:"use_sliding_window"`
+	TorchDType        string `json:"torch_dtype"`
+	Headwise          *bool  `json:"headwise_attn_output_gate"`
+	Elementwise       *bool  `json:"elementwise_attn_output_gate"`
+	UseQKNorm         *bool  `json:"use_qk_norm"`
+	QKVBias           *bool  `json:"qkv_bias"`
+
+	// GPT-2
+	NEmbd             *int     `json:"n_embd"`
+	NLayer            *int     `json:"n_layer"`
+	NHead             *int     `json:"n_head"`
+	NInner            *int     `json:"n_inner"`
+	NPositions        *int     `json:"n_positions"`
+	LNEps             *float64 `json:"layer_norm_epsilon"`
+	ActFn             string   `json:"activation_function"`
+	ScaleAttnWeights  *bool    `json:"scale_attn_weights"`
+	ScaleByInverseIdx bool     `json:"scale_attn_by_inverse_layer_idx"`
+}
+
+// LoadConfig reads dir/config.json.
+func LoadConfig(dir string) (*Config, error) {
+	path := filepath.Join(dir, "config.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig parses the bytes of a config.json.
+func ParseConfig(data []byte) (*Config, error) {
+	var r rawConfig
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("not valid JSON: %v", err)
+	}
+	var raw map[string]json.RawMessage
+	_ = json.Unmarshal(data, &raw)
+	r.RopeScaling = raw["rope_scaling"]
+
+	c := &Config{ModelType: r.ModelType, DType: r.TorchDType}
+	gated := (r.Headwise != nil && *r.Headwise) || (r.Elementwise != nil && *r.Elementwise)
+	switch {
+	case r.ModelType == "gpt2":
+		c.Arch = ArchGPT2
+	case gated && (r.ModelType == "qwen3" || r.ModelType == "qwen2"):
+		// Qiu et al.'s checkpoints run their Qwen3 modeling code; some
+		// say model_type qwen2. The gate fields identify them.
+		c.Arch = ArchGated
+	case r.ModelType == "qwen3":
+		c.Arch = ArchQwen3
+	case r.ModelType == "qwen2":
+		c.Arch = ArchQwen2
+	case r.ModelType == "llama" || r.ModelType == "mistral":
+		c.Arch = ArchLlama
+	case r.ModelType == "":
+		return nil, fmt.Errorf("field model_type is missing")
+	default:
+		return nil, fmt.Errorf("model_type %q is not supported (supported: llama, mistral, qwen2, qwen3, Qiu gated qwen2/qwen3, gpt2)", r.ModelType)
+	}
+	if c.Arch == ArchGPT2 {
+		return c, c.fromGPT2(&r)
+	}
+	return c, c.fromDecoder(&r, gated)
+}
+
+func need(name string, p *int) (int, error) {
+	if p == nil {
+		return 0, fmt.Errorf("field %s is missing", name)
+	}
+	if *p <= 0 {
+		return 0, fmt.Errorf("field %s = %d must be positive", name, *p)
+	}
+	return *p, nil
+}
+
+func (c *Config) fromDecoder(r *rawConfig, gated bool) error {
+	var err error
+	for _, f := range []struct {
+		dst  *int
+		name string
+		p    *int
+	}{
+		{&c.DModel, "hidden_size", r.HiddenSize},
+		{&c.Layers, "num_hidden_layers", r.NumLayers},
+		{&c.Heads, "num_attention_heads", r.NumHeads},
+		{&c.DMLP, "intermediate_size", r.Intermediate},
+		{&c.Vocab, "vocab_size", r.VocabSize},
+		{&c.MaxPos, "max_position_embeddings", r.MaxPos},
+	} {
+		if *f.dst, err = need(f.name, f.p); err != nil {
+			return err
+		}
+	}
+	c.KVHeads = c.Heads
+	if r.NumKVHeads != nil {
+		if c.KVHeads, err = need("num_key_value_heads", r.NumKVHeads); err != nil {
+			return err
+		}
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+	}
+	if r.HeadDim != nil {
+		if c.DHead, err = need("head_dim", r.HeadDim); err != nil {
+			return err
+		}
+	} else {
+		if c.DModel%c.Heads != 0 {
+			return fmt.Errorf("hidden_size %d is not a multiple of num_attention_heads %d and head_dim is not given", c.DModel, c.Heads)
+		}
+		c.DHead = c.DModel / c.Heads
+	}
+	if c.DHead%2 != 0 {
+		return fmt.Errorf("head_dim %d must be even for RoPE", c.DHead)
+	}
+	c.NormEps = 1e-6
+	if r.RMSNormEps != nil {
+		c.NormEps = *r.RMSNormEps
+	}
+	c.Act = r.HiddenAct
+	if c.Act == "" {
+		c.Act = "silu"
+	}
+	if _, ok := activations[c.Act]; !ok {
+		return fmt.Errorf("hidden_act %q is not supported", c.Act)
+	}
+	c.TiedHead = r.TieWordEmbeddings != nil && *r.TieWordEmbeddings
+	if r.TieWordEmbeddings == nil {
+		// transformers' PretrainedConfig default is true.
+		c.TiedHead = true
+	}
+	switch c.Arch {
+	case ArchQwen2:
+		c.QKVBias = true
+	case ArchQwen3, ArchLlama:
+		c.QKVBias, c.OBias = r.AttentionBias, r.AttentionBias
+		c.QKNorm = c.Arch == ArchQwen3
+		c.MLPBias = r.MLPBias
+	case ArchGated:
+		// Qiu et al.'s attention puts bias on q, k, v and o when qkv_bias.
+		b := r.QKVBias != nil && *r.QKVBias
+		c.QKVBias, c.OBias = b, b
+		c.QKNorm = r.UseQKNorm == nil || *r.UseQKNorm
+		if r.Headwise != nil && *r.Headwise && r.Elementwise != nil && *r.Elementwise {
+			return fmt.Errorf("headwise_attn_output_gate and elementwise_attn_output_gate are both true")
+		}
+		c.Gate = GateElementwise
+		if r.Headwise != nil && *r.Headwise {
+			c.Gate = GateHeadwise
+		}
+	}
+	if c.Gate == "" {
+		c.Gate = GateNone
+	}
+	if r.SlidingWindow != nil && *r.SlidingWindow > 0 {
+		use := r.UseSlidingWindow == nil || *r.UseSlidingWindow
+		if c.Arch == ArchQwen3 || c.Arch == ArchQwen2 || c.Arch == ArchGated {
+			use = r.UseSlidingWindow != nil && *r.UseSlidingWindow
+		}
+		if use {
+			c.Sliding = *r.SlidingWindow
+		}
+	}
+	c.RoPE.Theta = 10000
+	if r.RopeTheta != nil {
+		c.RoPE.Theta = *r.RopeTheta
+	}
+	if c.RoPE.Theta <= 0 || math.IsNaN(c.RoPE.Theta) {
+		return fmt.Errorf("rope_theta %v must be positive", c.RoPE.Theta)
+	}
+	return c.RoPE.parseScaling(r.RopeScaling, c.MaxPos)
+}
+
+func (rc *RoPEConfig) parseScaling(raw json.RawMessage, maxPos int) error {
+	rc.Type, rc.Factor = "default", 1
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var s struct {
+		Type     string   `json:"type"`
+		RopeType string   `json:"rope_type"`
+		Factor   *float64 `json:"factor"`
+		Low      *float64 `json:"low_freq_factor"`
+		High     *float64 `json:"high_freq_factor"`
+		OrigMax  *int     `json:"original_max_position_embeddings"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("field rope_scaling: %v", err)
+	}
+	t := s.RopeType
+	if t == "" {
+		t = s.Type
+	}
+	rc.Type = t
+	switch t {
+	case "default":
+		return nil
+	case "linear", "dynamic", "llama3":
+	default:
+		return fmt.Errorf("rope_scaling type %q is not supported (supported: default, linear, dynamic, llama3)", t)
+	}
+	if s.Factor == nil || *s.Factor <= 0 {
+		return fmt.Errorf("rope_scaling.factor must be given and positive for type %q", t)
+	}
+	rc.Factor = *s.Factor
+	if t == "llama3" {
+		if s.Low == nil || s.High == nil || s.OrigMax == nil {
+			return fmt.Errorf("rope_scaling type llama3 needs low_freq_factor, high_freq_factor and original_max_position_embeddings")
+		}
+		rc.LowFreq, rc.HighFreq, rc.OrigMax = *s.Low, *s.High, *s.OrigMax
+	}
+	if t == "dynamic" {
+		rc.OrigMax = maxPos
+	}
+	return nil
+}
+
+func (c *Config) fromGPT2(r *rawConfig) error {
+	var err error
+	if c.DModel, err = need("n_embd", r.NEmbd); err != nil {
+		return err
+	}
+	if c.Layers, err = need("n_layer", r.NLayer); err != nil {
+		return err
+	}
+	if c.Heads, err = need("n_head", r.NHead); err != nil {
+		return err
+	}
+	if c.Vocab, err = need("vocab_size", r.VocabSize); err != nil {
+		return err
+	}
+	if c.MaxPos, err = need("n_positions", r.NPositions); err != nil {
+		return err
+	}
+	if c.DModel%c.Heads != 0 {
+		return fmt.Errorf("n_embd %d is not a multiple of n_head %d", c.DModel, c.Heads)
+	}
+	c.KVHeads, c.DHead = c.Heads, c.DModel/c.Heads
+	c.DMLP = 4 * c.DModel
+	if r.NInner != nil {
+		if c.DMLP, err = need("n_inner", r.NInner); err != nil {
+			return err
+		}
+	}
+	c.NormEps = 1e-5
+	if r.LNEps != nil {
+		c.NormEps = *r.LNEps
+	}
+	c.Act = r.ActFn
+	if c.Act == "" {
+		c.Act = "gelu_new"
+	}
+	if _, ok := activations[c.Act]; !ok {
+		return fmt.Errorf("activation_function %q is not supported", c.Act)
+	}
+	c.TiedHead = r.TieWordEmbeddings == nil || *r.TieWordEmbeddings
+	c.QKVBias, c.OBias, c.MLPBias = true, true, true
+	c.Gate = GateNone
+	c.GPT2Scale.Weights = r.ScaleAttnWeights == nil || *r.ScaleAttnWeights
+	c.GPT2Scale.ByInverseLayer = r.ScaleByInverseIdx
+	return nil
+}
+
+// GatePerHead is the number of gate values per head and position: 0, 1
+// (headwise) or DHead (elementwise).
+func (c *Config) GatePerHead() int {
+	switch c.Gate {
+	case GateHeadwise:
+		return 1
+	case GateElementwise:
+		return c.DHead
+	}
+	return 0
+}

@@ -1,0 +1,230 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/filterlens/probe/hooks"
+)
+
+// Forward runs the model on a batch of equal-length token id sequences. Every
+// intermediate passes through its hook point in opt.Hooks (see
+// hooks.Points); attention rows stream to the registered consumers. The T×T
+// pattern is materialized only for layers whose hook_pattern is hooked.
+func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
+	T, err := m.checkIDs(ids, opt)
+	if err != nil {
+		return nil, err
+	}
+	c, hs := &m.Config, opt.Hooks
+	B, D, H, KV, dh, F := len(ids), c.DModel, c.Heads, c.KVHeads, c.DHead, c.DMLP
+	n := B * T
+	run := func(name string, x []float32, shape ...int) {
+		if err == nil {
+			err = hs.Run(name, x, shape...)
+		}
+	}
+
+	x := make([]float32, n*D) // residual stream [B·T, D]
+	h := make([]float32, n*D) // normalized input of a sub-block
+	q := make([]float32, n*H*dh)
+	k := make([]float32, n*KV*dh)
+	v := make([]float32, n*KV*dh)
+	z := make([]float32, n*H*dh)
+	out := make([]float32, n*D) // sub-block output
+	a1 := make([]float32, n*F)  // MLP hidden
+	var a2, gate []float32
+	if m.Layers[0].WGate != nil {
+		a2 = make([]float32, n*F)
+	}
+	gp := c.GatePerHead()
+	if gp > 0 {
+		gate = make([]float32, n*H*gp)
+	}
+
+	// token embedding (+ learned positions for GPT-2)
+	for b, seq := range ids {
+		for t, id := range seq {
+			copy(x[(b*T+t)*D:(b*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+		}
+	}
+	run("hook_embed", x, B, T, D)
+	if m.PosEmbed != nil {
+		pos := make([]float32, n*D)
+		for b := 0; b < B; b++ {
+			copy(pos[b*T*D:(b+1)*T*D], m.PosEmbed[:T*D])
+		}
+		run("hook_pos_embed", pos, B, T, D)
+		addTo(x, pos)
+	}
+	var rope *ropeTable
+	if c.Arch != ArchGPT2 {
+		rope = newRopeTable(c.RoPE, dh, T)
+	}
+
+	for l := range m.Layers {
+		L := &m.Layers[l]
+		name := func(p string) string { return hooks.Name(p, l) }
+		run(name("blocks.{l}.hook_resid_pre"), x, B, T, D)
+
+		// attention norm
+		m.norm(h, x, L.Norm1W, L.Norm1B)
+		run(name("blocks.{l}.ln1.hook_normalized"), h, B, T, D)
+
+		// q, k, v projections (and the gate logits of gated models)
+		linear(q, h, n, D, L.Wq, H*dh, L.Bq)
+		linear(k, h, n, D, L.Wk, KV*dh, L.Bk)
+		linear(v, h, n, D, L.Wv, KV*dh, L.Bv)
+		run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dh)
+		run(name("blocks.{l}.attn.hook_k"), k, B, T, KV, dh)
+		run(name("blocks.{l}.attn.hook_v"), v, B, T, KV, dh)
+		if gate != nil {
+			linear(gate, h, n, D, L.Wg, H*gp, L.Bg)
+			for i, g := range gate {
+				gate[i] = sigmoid(g)
+			}
+		}
+
+		// QK-norm per head, then RoPE (rotate-half)
+		if L.QNorm != nil {
+			rmsNorm(q, q, dh, L.QNorm, c.NormEps)
+			rmsNorm(k, k, dh, L.KNorm, c.NormEps)
+		}
+		if rope != nil {
+			for r := 0; r < n; r++ {
+				t := r % T
+				for i := 0; i < H; i++ {
+					rope.apply(q[(r*H+i)*dh:(r*H+i+1)*dh], t)
+				}
+				for i := 0; i < KV; i++ {
+					rope.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
+				}
+			}
+		}
+		run(name("blocks.{l}.attn.hook_rot_q"), q, B, T, H, dh)
+		run(name("blocks.{l}.attn.hook_rot_k"), k, B, T, KV, dh)
+		if err != nil {
+			return nil, err
+		}
+
+		// softmax(q·kᵀ/√dh + causal mask)·v, streamed in query tiles
+		args := &attnArgs{
+			layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh,
+			scale: m.attnScale(l), window: c.Sliding,
+			q: q, k: k, v: v, z: z,
+			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
+		}
+		patName := name("blocks.{l}.attn.hook_pattern")
+		if hs.Has(patName) {
+			args.pattern = make([]float32, B*H*T*T)
+		}
+		if err := causalAttention(args); err != nil {
+			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
+		}
+		if args.pattern != nil {
+			run(patName, args.pattern, B, H, T, T)
+			patternTimesV(args)
+		}
+
+		// output gate: z ⊙ sigmoid(gate logits), per head or per element
+		if gate != nil {
+			if gp == 1 {
+				run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H)
+			} else {
+				run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H, dh)
+			}
+			for r := 0; r < n*H; r++ {
+				zr := z[r*dh : (r+1)*dh]
+				if gp == 1 {
+					for i := range zr {
+						zr[i] *= gate[r]
+					}
+				} else {
+					for i := range zr {
+						zr[i] *= gate[r*dh+i]
+					}
+				}
+			}
+		}
+		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dh)
+
+		// o_proj, residual connection
+		linear(out, z, n, H*dh, L.Wo, D, L.Bo)
+		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		addTo(x, out)
+		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
+
+		// MLP norm, MLP: down(act(gate(h)) ⊙ up(h)) or GPT-2's proj(act(fc(h)))
+		m.norm(h, x, L.Norm2W, L.Norm2B)
+		run(name("blocks.{l}.ln2.hook_normalized"), h, B, T, D)
+		act := activations[c.Act]
+		if L.WGate != nil {
+			linear(a1, h, n, D, L.WGate, F, L.BGate)
+			run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
+			linear(a2, h, n, D, L.WUp, F, L.BUp)
+			for i, g := range a1 {
+				a1[i] = act(g) * a2[i]
+			}
+		} else {
+			linear(a1, h, n, D, L.WUp, F, L.BUp)
+			run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
+			for i, g := range a1 {
+				a1[i] = act(g)
+			}
+		}
+		run(name("blocks.{l}.mlp.hook_post"), a1, B, T, F)
+		linear(out, a1, n, F, L.WDown, D, L.BDown)
+		run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
+
+		// residual connection
+		addTo(x, out)
+		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
+		if err != nil {
+			return nil, err
+		}
+		if i := firstNonFinite(x); i >= 0 {
+			return nil, fmt.Errorf("model: non-finite value %v in the residual stream after layer %d at batch %d position %d dim %d",
+				x[i], l, i/D/T, (i/D)%T, i%D)
+		}
+	}
+
+	// final norm
+	m.norm(h, x, m.FinalW, m.FinalB)
+	run("ln_final.hook_normalized", h, B, T, D)
+
+	res := &Output{Batch: B, T: T}
+	if opt.Logits || hs.Has("logits") {
+		res.Logits = make([]float32, n*c.Vocab)
+		linear(res.Logits, h, n, D, m.Head, c.Vocab, nil)
+		run("logits", res.Logits, B, T, c.Vocab)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// norm applies the architecture's norm: LayerNorm when a bias is present
+// (GPT-2), RMSNorm otherwise.
+func (m *Model) norm(dst, x []float32, w, b []float32) {
+	if b != nil {
+		layerNorm(dst, x, m.DModel, w, b, m.NormEps)
+	} else {
+		rmsNorm(dst, x, m.DModel, w, m.NormEps)
+	}
+}
+
+// attnScale is the factor on q·k: 1/√dh (GPT-2: optional, and optionally
+// divided by layer index + 1).
+func (m *Model) attnScale(l int) float32 {
+	s := 1 / math.Sqrt(float64(m.DHead))
+	if m.Arch == ArchGPT2 {
+		if !m.GPT2Scale.Weights {
+			s = 1
+		}
+		if m.GPT2Scale.ByInverseLayer {
+			s /= float64(l + 1)
+		}
+	}
+	return float32(s)
+}

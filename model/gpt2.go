@@ -1,0 +1,52 @@
+package model
+
+import "fmt"
+
+// loadGPT2 reads a GPT-2 checkpoint: learned positions (wpe), LayerNorm
+// pre-norm blocks, fused c_attn, and Conv1D weights stored [in, out], which
+// are transposed here to the [out, in] layout every projection uses.
+//
+// Names: [transformer.]wte, wpe, h.{l}.{ln_1, attn.c_attn, attn.c_proj, ln_2,
+// mlp.c_fc, mlp.c_proj}, ln_f, lm_head (when untied). The causal-mask
+// buffers attn.bias / attn.masked_bias of older checkpoints are ignored.
+func loadGPT2(m *Model, ld *loader) {
+	c := &m.Config
+	D, F, V := c.DModel, c.DMLP, c.Vocab
+	p := "transformer."
+	if !ld.has(p+"wte.weight") && ld.has("wte.weight") {
+		p = ""
+	}
+	ld.ignore(".attn.bias", ".attn.masked_bias")
+	m.Embed = ld.get(p+"wte.weight", V, D)
+	m.PosEmbed = ld.get(p+"wpe.weight", c.MaxPos, D)
+	m.Layers = make([]Layer, c.Layers)
+	for l := range m.Layers {
+		L := &m.Layers[l]
+		b := fmt.Sprintf("%sh.%d.", p, l)
+		L.Norm1W, L.Norm1B = ld.get(b+"ln_1.weight", D), ld.get(b+"ln_1.bias", D)
+		qkv := transpose(ld.get(b+"attn.c_attn.weight", D, 3*D), D, 3*D) // [3D, D]
+		qkvB := ld.get(b+"attn.c_attn.bias", 3*D)
+		L.Wq, L.Wk, L.Wv = qkv[:D*D], qkv[D*D:2*D*D], qkv[2*D*D:]
+		L.Bq, L.Bk, L.Bv = qkvB[:D], qkvB[D:2*D], qkvB[2*D:]
+		L.Wo = transpose(ld.get(b+"attn.c_proj.weight", D, D), D, D)
+		L.Bo = ld.get(b+"attn.c_proj.bias", D)
+		L.Norm2W, L.Norm2B = ld.get(b+"ln_2.weight", D), ld.get(b+"ln_2.bias", D)
+		L.WUp = transpose(ld.get(b+"mlp.c_fc.weight", D, F), D, F)
+		L.BUp = ld.get(b+"mlp.c_fc.bias", F)
+		L.WDown = transpose(ld.get(b+"mlp.c_proj.weight", F, D), F, D)
+		L.BDown = ld.get(b+"mlp.c_proj.bias", D)
+	}
+	m.FinalW, m.FinalB = ld.get(p+"ln_f.weight", D), ld.get(p+"ln_f.bias", D)
+	loadHead(m, ld, "lm_head.weight")
+}
+
+// transpose returns the [cols, rows] transpose of a [rows, cols] matrix.
+func transpose(a []float32, rows, cols int) []float32 {
+	t := make([]float32, len(a))
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			t[c*rows+r] = a[r*cols+c]
+		}
+	}
+	return t
+}

@@ -1,0 +1,263 @@
+// Package model loads Hugging Face checkpoints (config.json plus safetensors
+// or pytorch_model.bin) and runs forward passes in which every intermediate
+// is a named hook point (package hooks).
+//
+// All computation is float32 with float64 accumulation for long sums (norms,
+// softmax normalizers). Weights stored as F16 or BF16 are widened on load.
+package model
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/hooks"
+)
+
+// Layer holds one transformer block's weights, all [out, in] row-major
+// (nn.Linear layout). Nil biases and norms are absent in the architecture.
+type Layer struct {
+	Norm1W, Norm1B []float32 // pre-attention norm (B only for LayerNorm)
+	Wq, Bq         []float32 // [H·dh, D]
+	Wk, Bk         []float32 // [KV·dh, D]
+	Wv, Bv         []float32 // [KV·dh, D]
+	Wg, Bg         []float32 // output-gate logits [H·g, D], g = 1 or dh (gated models)
+	QNorm, KNorm   []float32 // per-head RMSNorm weights [dh] (QK-norm)
+	Wo, Bo         []float32 // [D, H·dh]
+	Norm2W, Norm2B []float32 // pre-MLP norm
+	WGate, BGate   []float32 // SwiGLU gate projection [F, D] (nil for GPT-2)
+	WUp, BUp       []float32 // [F, D]
+	WDown, BDown   []float32 // [D, F]
+}
+
+// Model is a loaded checkpoint ready to run.
+type Model struct {
+	Config
+	Embed    []float32 // [V, D]
+	PosEmbed []float32 // [MaxPos, D] (GPT-2)
+	Layers   []Layer
+	FinalW   []float32
+	FinalB   []float32
+	Head     []float32 // [V, D]; the same slice as Embed when tied
+
+	Dir        string
+	Format     string   // checkpoint format (see checkpoint.Checkpoint.Format)
+	Files      []string // files the weights came from
+	DTypes     []string // stored dtypes of the weights
+	Parameters int64    // stored parameter count (tied head counted once)
+}
+
+// LoadOptions control Load.
+type LoadOptions struct {
+	// AllowUnexpected accepts tensors the architecture does not use
+	// (they are listed in the error otherwise).
+	AllowUnexpected bool
+}
+
+// Load reads config.json and the weights of a checkpoint directory.
+func Load(dir string, opt LoadOptions) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ck.Close()
+	m := &Model{Config: *cfg, Dir: dir, Format: ck.Format(), Files: ck.Files()}
+	ld := newLoader(ck, dir)
+	if cfg.Arch == ArchGPT2 {
+		loadGPT2(m, ld)
+	} else {
+		loadDecoder(m, ld)
+	}
+	if err := ld.finish(opt.AllowUnexpected); err != nil {
+		return nil, err
+	}
+	m.DTypes, m.Parameters = ld.dtypes(), ld.params
+	return m, nil
+}
+
+// loader reads named tensors, checks their shapes, and remembers which
+// stored tensors were used so that missing and unexpected ones can be
+// reported together by name.
+type loader struct {
+	ck      *checkpoint.Checkpoint
+	gen     *generator // when set, tensors are made up instead of read (see Generate)
+	dir     string
+	used    map[string]bool
+	missing []string
+	errs    []string
+	types   map[string]bool
+	params  int64
+}
+
+func newLoader(ck *checkpoint.Checkpoint, dir string) *loader {
+	return &loader{ck: ck, dir: dir, used: map[string]bool{}, types: map[string]bool{}}
+}
+
+func (ld *loader) has(name string) bool {
+	if ld.gen != nil {
+		return ld.gen.has(name)
+	}
+	_, ok := ld.ck.Info(name)
+	return ok
+}
+
+// get returns the tensor name as float32, checking that its shape is shape.
+// Problems are collected and reported by finish.
+func (ld *loader) get(name string, shape ...int) []float32 {
+	if ld.gen != nil {
+		return ld.gen.make(name, shape)
+	}
+	info, ok := ld.ck.Info(name)
+	if !ok {
+		ld.missing = append(ld.missing, name)
+		return make([]float32, prod(shape))
+	}
+	ld.used[name] = true
+	if !equalShape(info.Shape, shape) {
+		ld.errs = append(ld.errs, fmt.Sprintf("tensor %q: expected shape %v from config.json, found %v", name, shape, info.Shape))
+		return make([]float32, prod(shape))
+	}
+	data, err := ld.ck.Float32(name)
+	if err != nil {
+		ld.errs = append(ld.errs, err.Error())
+		return make([]float32, prod(shape))
+	}
+	ld.types[info.DType] = true
+	ld.params += int64(len(data))
+	return data
+}
+
+// ignore marks stored buffers the pass recomputes (rotary inv_freq, GPT-2's
+// causal mask) as expected.
+func (ld *loader) ignore(suffixes ...string) {
+	if ld.gen != nil {
+		return
+	}
+	for _, n := range ld.ck.Names() {
+		for _, s := range suffixes {
+			if strings.HasSuffix(n, s) {
+				ld.used[n] = true
+			}
+		}
+	}
+}
+
+func (ld *loader) finish(allowUnexpected bool) error {
+	var unexpected []string
+	for _, n := range ld.ck.Names() {
+		if !ld.used[n] {
+			unexpected = append(unexpected, n)
+		}
+	}
+	var msg []string
+	if len(ld.missing) > 0 {
+		msg = append(msg, fmt.Sprintf("missing tensors: %s", list(ld.missing)))
+	}
+	msg = append(msg, ld.errs...)
+	if len(unexpected) > 0 && !allowUnexpected {
+		msg = append(msg, fmt.Sprintf("unexpected tensors (not used by this architecture; --allow-unexpected to ignore): %s", list(unexpected)))
+	}
+	if len(msg) > 0 {
+		return fmt.Errorf("model: %s: %s", ld.dir, strings.Join(msg, "; "))
+	}
+	return nil
+}
+
+func (ld *loader) dtypes() []string {
+	var ts []string
+	for t := range ld.types {
+		ts = append(ts, t)
+	}
+	sort.Strings(ts)
+	return ts
+}
+
+func list(names []string) string {
+	const max = 12
+	if len(names) > max {
+		return strings.Join(names[:max], ", ") + fmt.Sprintf(" and %d more", len(names)-max)
+	}
+	return strings.Join(names, ", ")
+}
+
+func prod(shape []int) int {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	return n
+}
+
+func equalShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Options control a forward pass.
+type Options struct {
+	Hooks *hooks.Set
+	// Logits requests the [B, T, V] logits in Output (they are also
+	// computed when the "logits" hook is registered).
+	Logits bool
+	// AllowExtrapolation runs sequences longer than max_position_embeddings
+	// (refused otherwise; GPT-2's learned positions cannot extrapolate).
+	AllowExtrapolation bool
+	// TileRows is the number of query rows per attention tile (default 64).
+	TileRows int
+	// Threads is the number of attention workers (default GOMAXPROCS).
+	Threads int
+}
+
+// Output holds what a forward pass returns beyond its hooks.
+type Output struct {
+	Batch, T int
+	Logits   []float32 // [B, T, V] when requested
+}
+
+// checkIDs validates a batch of token ids.
+func (m *Model) checkIDs(ids [][]int, opt Options) (int, error) {
+	if len(ids) == 0 || len(ids[0]) == 0 {
+		return 0, fmt.Errorf("model: empty input (no tokens)")
+	}
+	T := len(ids[0])
+	for b, seq := range ids {
+		if len(seq) != T {
+			return 0, fmt.Errorf("model: batch sequences differ in length: sequence 0 has %d tokens, sequence %d has %d", T, b, len(seq))
+		}
+		for t, id := range seq {
+			if id < 0 || id >= m.Vocab {
+				return 0, fmt.Errorf("model: token id %d at sequence %d position %d is outside the vocabulary [0, %d)", id, b, t, m.Vocab)
+			}
+		}
+	}
+	if T > m.MaxPos && (m.Arch == ArchGPT2 || !opt.AllowExtrapolation) {
+		if m.Arch == ArchGPT2 {
+			return 0, fmt.Errorf("model: sequence of %d tokens exceeds GPT-2's %d learned positions (n_positions)", T, m.MaxPos)
+		}
+		return 0, fmt.Errorf("model: sequence of %d tokens exceeds max_position_embeddings %d (use --allow-extrapolation to run it anyway)", T, m.MaxPos)
+	}
+	return T, nil
+}
+
+// finite reports the first non-finite value of x, if any.
+func firstNonFinite(x []float32) int {
+	for i, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return i
+		}
+	}
+	return -1
+}
