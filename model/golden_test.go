@@ -113,6 +113,7 @@ func checkClose(t *testing.T, what string, got, ref []float32) {
 		return
 	}
 	rel, i := relErr(got, ref)
+	t.Logf("%s: rel. error %.2g", what, rel)
 	if rel > parityTol || math.IsNaN(rel) {
 		t.Errorf("%s: rel. error %.3g > %.0e (worst at flat index %d: got %v, want %v)", what, rel, parityTol, i, got[i], ref[i])
 	}

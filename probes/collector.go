@@ -1,0 +1,475 @@
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/filterlens/probe/hooks"
+)
+
+// Metric names accepted by Collector.Metric, Get and GetDim. The names of
+// the metrics that the golden diagnostics.safetensors files hold are the
+// same as there.
+const (
+	MetricNEff              = "neff"                // Kish n_eff = 1/Σα² (NEff)
+	MetricNEffEntropy       = "neff_entropy"        // exp(−Σα log α) (NEffEntropy)
+	MetricSumAlpha          = "sum_alpha"           // Σα (1 up to rounding for softmax rows)
+	MetricSMean             = "S_mean"              // S̄ = mean_i S_i
+	MetricLambdaObs         = "lambda_obs"          // λobs, reduction FromMean (i)
+	MetricK                 = "K"                   // K(λobs, λ), reduction FromMean (i)
+	MetricLambdaObsDimMean  = "lambda_obs_dim_mean" // mean_i λobs_i, reduction PerDimMean (ii)
+	MetricKDimMean          = "K_dim_mean"          // mean_i K(λobs_i, λ), reduction (ii)
+	MetricLambdaObsHarmonic = "lambda_obs_harmonic" // 1/mean_i Var_i, reduction Harmonic (iii)
+	MetricBOSMass           = "bos_mass"            // α mass on CollectorOptions.BOSKeys (default α_0)
+	MetricENorm             = "e_norm"              // ‖e‖, norm of the pre-gate head output Σα v
+	MetricGate              = "gate"                // output gate (SetGate); NaN where never set
+
+	MetricS            = "S"              // per-dimension S_i, [B,L,H,T,DHead] (KeepPerDim)
+	MetricLambdaObsDim = "lambda_obs_dim" // per-dimension λobs_i, [B,L,H,T,DHead] (KeepPerDim)
+)
+
+// CollectorOptions configures a Collector. The zero value reproduces the
+// paper's App. I diagnostic and the golden diagnostics files.
+type CollectorOptions struct {
+	// Lambda selects the λobs form and its parameters (default Eq. 6 with
+	// ν = 1, σ0² = 1/d_head, no cap). Lambda.Reduction is ignored: the
+	// Collector stores all three reductions (MetricLambdaObs,
+	// MetricLambdaObsDimMean, MetricLambdaObsHarmonic).
+	Lambda LambdaOptions
+	// LambdaPrior is the prior precision λ in K = λobs/(λ + λobs). Zero
+	// selects the App. I value λ = 1.
+	LambdaPrior float64
+	// Moments selects how S is computed (default TwoPass; Expanded only
+	// for comparison, see MomentsMethod).
+	Moments MomentsMethod
+	// KeepPerDim also keeps the per-dimension S_i and λobs_i for every row
+	// (MetricS, MetricLambdaObsDim, layout [B,L,H,T,DHead]): 2·DHead more
+	// float64 per cell.
+	KeepPerDim bool
+	// ContinueOnNonFinite makes ConsumeAttn store a row whose weights or
+	// values are NaN/Inf (its metrics then hold NaN/Inf), count it and go
+	// on, instead of returning a *NonFiniteError. The first such row is
+	// recorded either way (FirstNonFinite).
+	ContinueOnNonFinite bool
+	// BOSKeys are the key positions whose attention mass is stored as
+	// MetricBOSMass (ColumnMass). Nil selects {0}: α[t, 0], the first token
+	// of the sequence (notes §F.1.3: with a prepended BOS/<|endoftext|> it is
+	// that token, otherwise the first chunk token).
+	BOSKeys []int
+}
+
+// NonFiniteError reports an attention row whose weights or values contain
+// NaN or ±Inf.
+type NonFiniteError struct {
+	Batch, Layer, Head, Query int
+	// Where is "attention weights" when the row's α are not finite, and
+	// "values" when α are finite but some value vector entry v_j (j ≤ t) is
+	// not.
+	Where string
+}
+
+// Error names the batch, layer, head and query of the row.
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("probes: non-finite %s in attention row: layer %d, head %d, query %d (batch %d)",
+		e.Where, e.Layer, e.Head, e.Query, e.Batch)
+}
+
+// Collector is a hooks.AttnConsumer that computes the BFT diagnostics of
+// every streamed attention row and keeps one float64 per metric and
+// (batch, layer, head, query) cell, never a T×T matrix.
+//
+// Every per-cell metric is a flat slice of length B·L·H·T with layout
+// [B, L, H, T]: cell (b, l, h, t) is at index Index(b, l, h, t) =
+// ((b·L + l)·H + h)·T + t. The per-dimension metrics (KeepPerDim) have
+// layout [B, L, H, T, DHead]. Cells that no row has reached hold NaN.
+//
+// ConsumeAttn may run concurrently for different (batch, head) pairs (and
+// different layers): each call writes only its own cells and uses its own
+// scratch from a pool, so there is no allocation per row and no lock on the
+// hot path. SetGate may run concurrently with ConsumeAttn. Read the results
+// after the forward pass has returned.
+type Collector struct {
+	// B, L, H, T and DHead are the shapes given to NewCollector: batch,
+	// layers, query heads, maximum sequence length (queries) and value
+	// dimension per head.
+	B, L, H, T, DHead int
+
+	// Per-cell metrics, layout [B, L, H, T] (see the Metric* constants).
+	NEff, NEffEntropy, SumAlpha, SMean []float64
+	// LambdaObs and K use reduction FromMean (i); LambdaObsDimMean and
+	// KDimMean reduction PerDimMean (ii); LambdaObsHarmonic reduction
+	// Harmonic (iii).
+	LambdaObs, K, LambdaObsDimMean, KDimMean, LambdaObsHarmonic []float64
+	BOSMass, ENorm, Gate                                        []float64
+
+	// Per-dimension metrics, layout [B, L, H, T, DHead]; nil unless
+	// CollectorOptions.KeepPerDim.
+	S, LambdaObsDim []float64
+
+	opts    CollectorOptions // resolved
+	lambdaK float64          // resolved LambdaPrior
+	pool    sync.Pool        // *scratch
+
+	mu       sync.Mutex
+	firstBad *NonFiniteError
+	nBad     atomic.Int64
+}
+
+// scratch is one goroutine's per-call working memory (len DHead each).
+type scratch struct {
+	e, s, b, lam []float64
+}
+
+// NewCollector returns a Collector for batch size b, nLayers layers, nHeads
+// query heads, sequences of at most seqLen queries and value dimension dHead
+// per head. It allocates 12·b·nLayers·nHeads·seqLen float64 (plus
+// 2·dHead times that with KeepPerDim), all set to NaN.
+func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) (*Collector, error) {
+	if b <= 0 || nLayers <= 0 || nHeads <= 0 || seqLen <= 0 || dHead <= 0 {
+		return nil, fmt.Errorf("probes: NewCollector: shapes must be positive, got B=%d L=%d H=%d T=%d dHead=%d",
+			b, nLayers, nHeads, seqLen, dHead)
+	}
+	if err := opts.Lambda.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.LambdaPrior < 0 || math.IsNaN(opts.LambdaPrior) {
+		return nil, fmt.Errorf("probes: CollectorOptions.LambdaPrior = %v, want ≥ 0 (0 selects 1)", opts.LambdaPrior)
+	}
+	if opts.Moments != TwoPass && opts.Moments != Expanded {
+		return nil, fmt.Errorf("probes: unknown MomentsMethod %d", int(opts.Moments))
+	}
+	opts.Lambda = opts.Lambda.WithDefaults(dHead)
+	if opts.BOSKeys == nil {
+		opts.BOSKeys = []int{0}
+	} else {
+		opts.BOSKeys = append([]int(nil), opts.BOSKeys...)
+	}
+	c := &Collector{B: b, L: nLayers, H: nHeads, T: seqLen, DHead: dHead, opts: opts, lambdaK: opts.LambdaPrior}
+	if c.lambdaK == 0 {
+		c.lambdaK = 1
+	}
+	n := b * nLayers * nHeads * seqLen
+	for _, p := range c.cellMetrics() {
+		*p = nanSlice(n)
+	}
+	if opts.KeepPerDim {
+		c.S = nanSlice(n * dHead)
+		c.LambdaObsDim = nanSlice(n * dHead)
+	}
+	c.pool.New = func() any {
+		buf := make([]float64, 4*dHead)
+		return &scratch{e: buf[:dHead:dHead], s: buf[dHead : 2*dHead : 2*dHead],
+			b: buf[2*dHead : 3*dHead : 3*dHead], lam: buf[3*dHead:]}
+	}
+	return c, nil
+}
+
+func nanSlice(n int) []float64 {
+	x := make([]float64, n)
+	nan := math.NaN()
+	for i := range x {
+		x[i] = nan
+	}
+	return x
+}
+
+func (c *Collector) cellMetrics() []*[]float64 {
+	return []*[]float64{&c.NEff, &c.NEffEntropy, &c.SumAlpha, &c.SMean, &c.LambdaObs, &c.K,
+		&c.LambdaObsDimMean, &c.KDimMean, &c.LambdaObsHarmonic, &c.BOSMass, &c.ENorm, &c.Gate}
+}
+
+// Options returns the Collector's options with defaults resolved.
+func (c *Collector) Options() CollectorOptions { return c.opts }
+
+// Index returns the flat index of cell (b, l, h, t) in the [B, L, H, T]
+// metric slices.
+func (c *Collector) Index(b, l, h, t int) int {
+	return ((b*c.L+l)*c.H+h)*c.T + t
+}
+
+// Metrics returns the names of the metrics this Collector holds: the
+// per-cell ones, then the per-dimension ones when KeepPerDim is set.
+func (c *Collector) Metrics() []string {
+	names := []string{MetricNEff, MetricNEffEntropy, MetricSumAlpha, MetricSMean, MetricLambdaObs, MetricK,
+		MetricLambdaObsDimMean, MetricKDimMean, MetricLambdaObsHarmonic, MetricBOSMass, MetricENorm, MetricGate}
+	if c.opts.KeepPerDim {
+		names = append(names, MetricS, MetricLambdaObsDim)
+	}
+	return names
+}
+
+// Metric returns the flat slice of the named metric (layout [B, L, H, T],
+// or [B, L, H, T, DHead] for MetricS and MetricLambdaObsDim) and whether the
+// Collector holds it. The slice is the Collector's own storage.
+func (c *Collector) Metric(name string) ([]float64, bool) {
+	var x []float64
+	switch name {
+	case MetricNEff:
+		x = c.NEff
+	case MetricNEffEntropy:
+		x = c.NEffEntropy
+	case MetricSumAlpha:
+		x = c.SumAlpha
+	case MetricSMean:
+		x = c.SMean
+	case MetricLambdaObs:
+		x = c.LambdaObs
+	case MetricK:
+		x = c.K
+	case MetricLambdaObsDimMean:
+		x = c.LambdaObsDimMean
+	case MetricKDimMean:
+		x = c.KDimMean
+	case MetricLambdaObsHarmonic:
+		x = c.LambdaObsHarmonic
+	case MetricBOSMass:
+		x = c.BOSMass
+	case MetricENorm:
+		x = c.ENorm
+	case MetricGate:
+		x = c.Gate
+	case MetricS:
+		x = c.S
+	case MetricLambdaObsDim:
+		x = c.LambdaObsDim
+	}
+	return x, x != nil
+}
+
+// Get returns the named per-cell metric at (b, l, h, t). It panics if the
+// name is not a per-cell metric (see Metrics) or an index is out of range.
+func (c *Collector) Get(metric string, b, l, h, t int) float64 {
+	x, ok := c.Metric(metric)
+	if !ok || metric == MetricS || metric == MetricLambdaObsDim {
+		panic(fmt.Sprintf("probes: Collector.Get: %q is not a per-cell metric of this Collector", metric))
+	}
+	c.checkCell(b, l, h, t)
+	return x[c.Index(b, l, h, t)]
+}
+
+// GetDim returns the named per-dimension metric (MetricS or
+// MetricLambdaObsDim, kept with KeepPerDim) at (b, l, h, t, i). It panics if
+// the metric is not held or an index is out of range.
+func (c *Collector) GetDim(metric string, b, l, h, t, i int) float64 {
+	x, ok := c.Metric(metric)
+	if !ok || (metric != MetricS && metric != MetricLambdaObsDim) {
+		panic(fmt.Sprintf("probes: Collector.GetDim: %q is not a per-dimension metric of this Collector", metric))
+	}
+	c.checkCell(b, l, h, t)
+	if i < 0 || i >= c.DHead {
+		panic(fmt.Sprintf("probes: Collector.GetDim: dimension %d out of range [0,%d)", i, c.DHead))
+	}
+	return x[c.Index(b, l, h, t)*c.DHead+i]
+}
+
+func (c *Collector) checkCell(b, l, h, t int) {
+	if b < 0 || b >= c.B || l < 0 || l >= c.L || h < 0 || h >= c.H || t < 0 || t >= c.T {
+		panic(fmt.Sprintf("probes: cell (b=%d, l=%d, h=%d, t=%d) out of range [%d,%d,%d,%d]",
+			b, l, h, t, c.B, c.L, c.H, c.T))
+	}
+}
+
+// SetGate stores the output gate value g of query t of head h in layer l,
+// batch b (the argument order follows the model's [B, T, H] gate layout;
+// storage is [B, L, H, T] like every metric). For an element-wise gate pass
+// GateMean of the head's d_head gate values, or use SetGateVector. It panics
+// if an index is out of range.
+func (c *Collector) SetGate(b, l, t, h int, g float64) {
+	c.checkCell(b, l, h, t)
+	c.Gate[c.Index(b, l, h, t)] = g
+}
+
+// SetGateVector stores GateMean(g), the mean of an element-wise gate over
+// the head dimension, as the gate of (b, l, t, h); see SetGate.
+func (c *Collector) SetGateVector(b, l, t, h int, g []float32) {
+	c.SetGate(b, l, t, h, GateMean(g))
+}
+
+// SetLayerGates stores the gates of one whole layer, given in the model's
+// layout [B, T', H, perHead] with T' ≤ T queries: perHead = 1 for a
+// head-wise gate, perHead = d_head for an element-wise gate (reduced by
+// GateMean). len(gates) must be a multiple of B·H·perHead.
+func (c *Collector) SetLayerGates(l int, gates []float32, perHead int) error {
+	if l < 0 || l >= c.L {
+		return fmt.Errorf("probes: SetLayerGates: layer %d out of range [0,%d)", l, c.L)
+	}
+	row := c.H * perHead
+	if perHead <= 0 || len(gates)%(c.B*row) != 0 {
+		return fmt.Errorf("probes: SetLayerGates: %d gate values do not form [B=%d, T, H=%d, %d]",
+			len(gates), c.B, c.H, perHead)
+	}
+	nt := len(gates) / (c.B * row)
+	if nt > c.T {
+		return fmt.Errorf("probes: SetLayerGates: %d queries exceed T=%d", nt, c.T)
+	}
+	for b := 0; b < c.B; b++ {
+		for t := 0; t < nt; t++ {
+			for h := 0; h < c.H; h++ {
+				o := ((b*nt+t)*c.H + h) * perHead
+				c.Gate[c.Index(b, l, h, t)] = GateMean(gates[o : o+perHead])
+			}
+		}
+	}
+	return nil
+}
+
+// FirstNonFinite returns the first row (in the order the Collector saw
+// them) whose weights or values were not finite, and whether there was one.
+func (c *Collector) FirstNonFinite() (NonFiniteError, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.firstBad == nil {
+		return NonFiniteError{}, false
+	}
+	return *c.firstBad, true
+}
+
+// NonFiniteRows returns how many rows with non-finite weights or values the
+// Collector has seen.
+func (c *Collector) NonFiniteRows() int64 { return c.nBad.Load() }
+
+// ErrTileShape is wrapped by the errors ConsumeAttn returns for tiles that
+// do not fit the Collector or are inconsistent.
+var ErrTileShape = errors.New("probes: tile shape")
+
+func (c *Collector) checkTile(a *hooks.AttnTile) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: batch %d layer %d head %d: %s", ErrTileShape, a.Batch, a.Layer, a.Head,
+			fmt.Sprintf(format, args...))
+	}
+	switch {
+	case a.Batch < 0 || a.Batch >= c.B || a.Layer < 0 || a.Layer >= c.L || a.Head < 0 || a.Head >= c.H:
+		return bad("(batch, layer, head) outside the collector's [B=%d, L=%d, H=%d]", c.B, c.L, c.H)
+	case a.DHead != c.DHead:
+		return bad("DHead %d, collector has %d", a.DHead, c.DHead)
+	case a.Q0 < 0 || a.Rows < 0:
+		return bad("Q0 %d, Rows %d", a.Q0, a.Rows)
+	}
+	if a.Rows == 0 {
+		return nil
+	}
+	last := a.Q0 + a.Rows // length of the last row, and the number of keys it reads
+	switch {
+	case last > c.T:
+		return bad("queries [%d,%d) exceed the collector's T=%d", a.Q0, last, c.T)
+	case last > a.T:
+		return bad("queries [%d,%d) exceed the tile's T=%d key positions", a.Q0, last, a.T)
+	case a.Stride < last:
+		return bad("Stride %d shorter than the last row (%d weights)", a.Stride, last)
+	case len(a.Alpha) < (a.Rows-1)*a.Stride+last:
+		return bad("len(Alpha) %d < (Rows−1)·Stride + %d = %d", len(a.Alpha), last, (a.Rows-1)*a.Stride+last)
+	case a.VStride < a.DHead:
+		return bad("VStride %d < DHead %d", a.VStride, a.DHead)
+	case len(a.V) < (last-1)*a.VStride+a.DHead:
+		return bad("len(V) %d < %d needed for keys 0..%d", len(a.V), (last-1)*a.VStride+a.DHead, last-1)
+	}
+	return nil
+}
+
+// ConsumeAttn implements hooks.AttnConsumer: it computes and stores the
+// diagnostics of every row of the tile. It returns an error wrapping
+// ErrTileShape for a tile that does not fit, and a *NonFiniteError at the
+// first row whose weights or values are NaN/Inf (that row's metrics are
+// stored as computed; later rows of the tile are not processed) unless
+// ContinueOnNonFinite is set.
+func (c *Collector) ConsumeAttn(a *hooks.AttnTile) error {
+	if err := c.checkTile(a); err != nil {
+		return err
+	}
+	if a.Rows == 0 {
+		return nil
+	}
+	sc := c.pool.Get().(*scratch)
+	defer c.pool.Put(sc)
+	base := c.Index(a.Batch, a.Layer, a.Head, 0)
+	for r := 0; r < a.Rows; r++ {
+		t := a.Q0 + r
+		if where := c.row(sc, base+t, a.Row(r), a.V, a.VStride); where != "" {
+			e := &NonFiniteError{Batch: a.Batch, Layer: a.Layer, Head: a.Head, Query: t, Where: where}
+			c.nBad.Add(1)
+			c.mu.Lock()
+			if c.firstBad == nil {
+				c.firstBad = e
+			}
+			c.mu.Unlock()
+			if !c.opts.ContinueOnNonFinite {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// row computes and stores one row's metrics at flat cell index idx. It
+// returns "" for a finite row, else which input was not finite.
+func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStride int) string {
+	var s1, s2, h float64
+	for _, a := range alpha {
+		x := float64(a)
+		s1 += x
+		s2 += x * x
+		if a != 0 {
+			h -= x * math.Log(x)
+		}
+	}
+	neff := 1 / s2
+
+	o := &c.opts.Lambda
+	var bm []float64
+	if o.Form == Sandwich {
+		bm = sc.b
+	}
+	MomentsStrided(sc.e, sc.s, bm, alpha, V, vStride, c.opts.Moments)
+
+	var sumS, sumE, e2 float64
+	for i, ei := range sc.e {
+		sumE += ei
+		e2 += ei * ei
+		sumS += sc.s[i]
+	}
+	d := float64(c.DHead)
+	sMean := sumS / d
+
+	st := RowStats{NEff: neff, SumAlpha: s1, S: sc.s, B: bm}
+	stat := o.stat(&st)
+	// (i) from the mean statistic.
+	lam := o.lambda1(&st, Mean(stat))
+	// (ii) per dimension, then mean; (iii) harmonic.
+	var sumLam, sumK, sumVar float64
+	for i, si := range stat {
+		li := o.lambda1(&st, si)
+		sc.lam[i] = li
+		sumLam += li
+		sumK += KalmanGain(li, c.lambdaK)
+		sumVar += o.variance1(&st, si)
+	}
+
+	c.NEff[idx] = neff
+	c.NEffEntropy[idx] = math.Exp(h)
+	c.SumAlpha[idx] = s1
+	c.SMean[idx] = sMean
+	c.LambdaObs[idx] = lam
+	c.K[idx] = KalmanGain(lam, c.lambdaK)
+	c.LambdaObsDimMean[idx] = sumLam / d
+	c.KDimMean[idx] = sumK / d
+	c.LambdaObsHarmonic[idx] = d / sumVar
+	c.BOSMass[idx] = ColumnMass(alpha, c.opts.BOSKeys)
+	c.ENorm[idx] = math.Sqrt(e2)
+	if c.opts.KeepPerDim {
+		copy(c.S[idx*c.DHead:(idx+1)*c.DHead], sc.s)
+		copy(c.LambdaObsDim[idx*c.DHead:(idx+1)*c.DHead], sc.lam)
+	}
+
+	switch {
+	case !finite(s1) || !finite(s2):
+		return "attention weights"
+	case !finite(sumE) || !finite(sumS) || !finite(e2):
+		return "values"
+	}
+	return ""
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
