@@ -41,6 +41,7 @@ var Points = []Point{
 	{"blocks.{l}.attn.hook_rot_q", "[batch,pos,head,d_head]", "query after QK-norm and RoPE, as it enters the dot product"},
 	{"blocks.{l}.attn.hook_rot_k", "[batch,pos,kv_head,d_head]", "key after QK-norm and RoPE"},
 	{"blocks.{l}.attn.hook_pattern", "[batch,head,query,key]", "post-softmax attention weights, before any output gate; materialized only when hooked"},
+	{"blocks.{l}.attn.hook_pattern_decayed", "[batch,head,query,key]", "RFA only: decayed attention A = Â ⊙ E (Â is hook_pattern); rows sum to ≤ 1; materialized only when hooked"},
 	{"blocks.{l}.attn.hook_gate", "[batch,pos,head] or [batch,pos,head,d_head]", "output gate sigmoid(logit), headwise or elementwise (gated models only)"},
 	{"blocks.{l}.attn.hook_z", "[batch,pos,head,d_head]", "per-head attention output Σ_j α_tj v_j, after the gate, before o_proj"},
 	{"blocks.{l}.hook_attn_out", "[batch,pos,d_model]", "attention block output (after o_proj) added to the residual"},

@@ -60,6 +60,7 @@ type Config struct {
 		ByInverseLayer bool // scale_attn_by_inverse_layer_idx
 		Weights        bool // scale_attn_weights
 	}
+	RFA *RFAConfig // Robust Filter Attention settings (ArchRFA only; see rfa_config.go)
 }
 
 // RoPEConfig holds rotary embedding parameters (rotate-half convention).
@@ -135,6 +136,10 @@ func ParseConfig(data []byte) (*Config, error) {
 	var raw map[string]json.RawMessage
 	_ = json.Unmarshal(data, &raw)
 	r.RopeScaling = raw["rope_scaling"]
+	if isRFAConfig(raw) {
+		c := &Config{}
+		return c, c.fromRFA(data)
+	}
 
 	c := &Config{ModelType: r.ModelType, DType: r.TorchDType}
 	gated := (r.Headwise != nil && *r.Headwise) || (r.Elementwise != nil && *r.Elementwise)

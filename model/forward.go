@@ -12,6 +12,9 @@ import (
 // hooks.Points); attention rows stream to the registered consumers. The T×T
 // pattern is materialized only for layers whose hook_pattern is hooked.
 func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
+	if m.rfa != nil {
+		return m.forwardRFA(ids, opt)
+	}
 	T, err := m.checkIDs(ids, opt)
 	if err != nil {
 		return nil, err

@@ -47,6 +47,8 @@ type Model struct {
 	Files      []string // files the weights came from
 	DTypes     []string // stored dtypes of the weights
 	Parameters int64    // stored parameter count (tied head counted once)
+
+	rfa *rfaWeights // Robust Filter Attention tensors (ArchRFA only; Forward runs forwardRFA, see rfa.go)
 }
 
 // LoadOptions control Load.
@@ -69,7 +71,9 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	defer ck.Close()
 	m := &Model{Config: *cfg, Dir: dir, Format: ck.Format(), Files: ck.Files()}
 	ld := newLoader(ck, dir)
-	if cfg.Arch == ArchGPT2 {
+	if cfg.Arch == ArchRFA {
+		loadRFA(m, ld)
+	} else if cfg.Arch == ArchGPT2 {
 		loadGPT2(m, ld)
 	} else {
 		loadDecoder(m, ld)
