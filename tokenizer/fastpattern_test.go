@@ -1,0 +1,127 @@
+package tokenizer
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/dlclark/regexp2"
+)
+
+// fastPatterns are the patterns that have a hand-written matcher.
+var fastPatterns = []string{gpt2Pattern, llama3Pattern, qwen2Pattern}
+
+// regexp2Reference compiles pattern on regexp2 only, bypassing the
+// hand-written matchers.
+func regexp2Reference(t testing.TB, pattern string) matcher {
+	re, err := regexp2.Compile(onigToDotNet(pattern), regexp2.Multiline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return regexMatcher{re}
+}
+
+// matcherAlphabet mixes every class the patterns care about: ASCII and
+// Unicode letters, digits and other numbers, apostrophes and contraction
+// letters in both cases, spaces, line breaks and other whitespace,
+// punctuation, symbols, marks and astral characters.
+var matcherAlphabet = []string{
+	"a", "b", "Z", "é", "ß", "Ω", "中", "\U0001d518", "s", "S", "t", "T", "r", "R", "e", "E", "v", "V",
+	"m", "M", "l", "L", "d", "D", "'", "''", "’", "0", "7", "²", "Ⅻ", "٣", "\U0001d7d9",
+	" ", " ", " ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u3000", "\u2028", "\u0085", "\v", "\f",
+	"!", ".", ",", "-", "_", "(", "@", "$", "€", "🍕", "\u0301", "\u200d", "\ufeff", "\x00",
+}
+
+func randomMatcherText(rng *rand.Rand) string {
+	var b strings.Builder
+	n := rng.IntN(30)
+	for i := 0; i < n; i++ {
+		b.WriteString(matcherAlphabet[rng.IntN(len(matcherAlphabet))])
+	}
+	return b.String()
+}
+
+// TestFastMatchers checks the hand-written matchers against regexp2 running
+// the same patterns.
+func TestFastMatchers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, p := range fastPatterns {
+		fast, ref := fastMatcherFor(p), regexp2Reference(t, p)
+		if fast == nil {
+			t.Fatalf("no fast matcher for %q", p)
+		}
+		texts := []string{"", " ", "  ", "\n", "a", "'s", "'S", "'ll", "'LL", "'l", "'", "''s", " 's", "  a", "a  ", "a \n b", "\r\n\r\n", "  \n  \n\t\t\n   ", "123456789", "a1b22c333"}
+		for i := 0; i < 20000; i++ {
+			texts = append(texts, randomMatcherText(rng))
+		}
+		for _, s := range texts {
+			got := collectMatches(t, fast, s)
+			want := collectMatches(t, ref, s)
+			if !slices.Equal(got, want) {
+				t.Fatalf("pattern %q on %q:\n fast    %v\n regexp2 %v", p, s, got, want)
+			}
+		}
+	}
+}
+
+// TestFastMatcherLongS checks Oniguruma's case folding in (?i:'s): "'ſ" is a
+// contraction for Hugging Face (regexp2 does not fold ſ to s).
+func TestFastMatcherLongS(t *testing.T) {
+	m := fastMatcherFor(qwen2Pattern)
+	got := collectMatches(t, m, "it'ſx")
+	want := [][2]int{{0, 2}, {2, 5}, {5, 6}}
+	if !slices.Equal(got, want) {
+		t.Errorf("qwen2 on \"it'ſx\" = %v; want %v", got, want)
+	}
+	got = collectMatches(t, fastMatcherFor(gpt2Pattern), "it'ſx")
+	want = [][2]int{{0, 2}, {2, 3}, {3, 6}} // case sensitive: ' then ſx
+	if !slices.Equal(got, want) {
+		t.Errorf("gpt2 on \"it'ſx\" = %v; want %v", got, want)
+	}
+}
+
+// FuzzFastMatchers compares the hand-written matchers with regexp2 on
+// arbitrary text.
+func FuzzFastMatchers(f *testing.F) {
+	for _, s := range []string{"Hello, world!", "  \n\t x 'll", "a1234 ²³ 'S"} {
+		f.Add(s)
+	}
+	refs := make([]matcher, len(fastPatterns))
+	for i, p := range fastPatterns {
+		refs[i] = regexp2Reference(f, p)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8ValidNoLongS(s) {
+			return
+		}
+		for i, p := range fastPatterns {
+			got := collectMatches(t, fastMatcherFor(p), s)
+			want := collectMatches(t, refs[i], s)
+			if !slices.Equal(got, want) {
+				t.Fatalf("pattern %q on %q:\n fast    %v\n regexp2 %v", p, s, got, want)
+			}
+		}
+	})
+}
+
+// utf8ValidNoLongS reports whether s is valid UTF-8 without 'ſ', on which
+// the fast matchers follow Oniguruma rather than regexp2.
+func utf8ValidNoLongS(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 'ſ')
+}
+
+// collectMatches returns the spans m finds in s.
+func collectMatches(t testing.TB, m matcher, s string) [][2]int {
+	t.Helper()
+	var out [][2]int
+	err := m.forEach(s, func(start, end int) error {
+		out = append(out, [2]int{start, end})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

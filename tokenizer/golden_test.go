@@ -1,0 +1,108 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// goldenDir holds reference cases made with Hugging Face's tokenizers 0.22.2
+// (see its README.md). It lives outside this module's package folder.
+var goldenDir = filepath.Join("..", "..", "shared", "golden", "tokenizers")
+
+// goldenCase is one entry of a cases.json file.
+type goldenCase struct {
+	Text               string   `json:"text"`
+	IDs                []int    `json:"ids"`
+	IDsWithSpecial     []int    `json:"ids_with_special"`
+	Decoded            string   `json:"decoded"`
+	DecodedSkipSpecial string   `json:"decoded_skip_special"`
+	Tokens             []string `json:"tokens"`
+}
+
+var goldenFolders = []string{"gpt2", "qwen3", "qwen3_bos"}
+
+var (
+	goldenMu    sync.Mutex
+	goldenCache = map[string]*Tokenizer{}
+)
+
+// loadGolden loads the tokenizer of a golden folder once per test binary, or
+// skips the test when the golden data is not there.
+func loadGolden(tb testing.TB, folder string) (*Tokenizer, []goldenCase) {
+	tb.Helper()
+	dir := filepath.Join(goldenDir, folder)
+	file := filepath.Join(dir, "tokenizer.json")
+	if _, err := os.Stat(file); err != nil {
+		file += ".gz"
+		if _, err := os.Stat(file); err != nil {
+			tb.Skipf("golden tokenizer for %s not found under %s (the shared golden data is not checked out)", folder, dir)
+		}
+	}
+	goldenMu.Lock()
+	defer goldenMu.Unlock()
+	tok := goldenCache[folder]
+	if tok == nil {
+		var err error
+		if tok, err = Load(file); err != nil {
+			tb.Fatalf("Load(%s): %v", file, err)
+		}
+		goldenCache[folder] = tok
+	}
+	var cases []goldenCase
+	data, err := os.ReadFile(filepath.Join(dir, "cases.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &cases)
+	}
+	if err != nil {
+		tb.Fatalf("cases.json of %s: %v", folder, err)
+	}
+	return tok, cases
+}
+
+func TestGolden(t *testing.T) {
+	for _, folder := range goldenFolders {
+		t.Run(folder, func(t *testing.T) {
+			tok, cases := loadGolden(t, folder)
+			if len(cases) == 0 {
+				t.Fatal("no cases")
+			}
+			failed := 0
+			for i, c := range cases {
+				ok := true
+				got, err := tok.Encode(c.Text, false)
+				if err != nil || !slices.Equal(got, c.IDs) {
+					t.Errorf("#%d %q: Encode(false) = %v, %v\n want %v\n got tokens  %q\n want tokens %q",
+						i, c.Text, got, err, c.IDs, tok.Tokens(got), c.Tokens)
+					ok = false
+				}
+				got, err = tok.Encode(c.Text, true)
+				if err != nil || !slices.Equal(got, c.IDsWithSpecial) {
+					t.Errorf("#%d %q: Encode(true) = %v, %v; want %v", i, c.Text, got, err, c.IDsWithSpecial)
+					ok = false
+				}
+				dec, err := tok.Decode(c.IDs, false)
+				if err != nil || dec != c.Decoded {
+					t.Errorf("#%d: Decode(ids, false) = %q, %v; want %q", i, dec, err, c.Decoded)
+					ok = false
+				}
+				dec, err = tok.Decode(c.IDsWithSpecial, true)
+				if err != nil || dec != c.DecodedSkipSpecial {
+					t.Errorf("#%d: Decode(ids_with_special, true) = %q, %v; want %q", i, dec, err, c.DecodedSkipSpecial)
+					ok = false
+				}
+				if toks := tok.Tokens(c.IDs); !slices.Equal(toks, c.Tokens) {
+					t.Errorf("#%d: Tokens = %q; want %q", i, toks, c.Tokens)
+					ok = false
+				}
+				if !ok {
+					failed++
+				}
+			}
+			t.Logf("%s: %d/%d cases pass", folder, len(cases)-failed, len(cases))
+		})
+	}
+}

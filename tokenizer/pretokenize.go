@@ -1,0 +1,309 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// preTokenizer cuts normalized text into the pieces ("words") that the model
+// tokenizes one by one. It may also rewrite them (ByteLevel maps bytes to its
+// alphabet).
+type preTokenizer interface {
+	// each calls emit with every piece made from s, in order, and stops at
+	// the first error emit returns. Empty pieces are dropped, as Hugging
+	// Face does.
+	each(s string, emit func(string) error) error
+}
+
+// splitBehavior says what Split does with the matches of its pattern.
+type splitBehavior int
+
+const (
+	splitRemoved splitBehavior = iota
+	splitIsolated
+	splitMergedWithPrevious
+	splitMergedWithNext
+	splitContiguous
+)
+
+var splitBehaviors = map[string]splitBehavior{
+	"Removed":            splitRemoved,
+	"Isolated":           splitIsolated,
+	"MergedWithPrevious": splitMergedWithPrevious,
+	"MergedWithNext":     splitMergedWithNext,
+	"Contiguous":         splitContiguous,
+}
+
+// splitString cuts s with m as Hugging Face's NormalizedString::split and
+// calls emit with the non-empty pieces.
+//
+// Hugging Face computes the pieces as folds over the list of spans (for
+// MergedWithNext, a fold from the end); here they are made in one pass
+// forward, holding back at most one piece.
+func splitString(s string, m matcher, invert bool, behavior splitBehavior, emit func(string) error) error {
+	out := func(start, end int) error {
+		if end > start {
+			return emit(s[start:end])
+		}
+		return nil
+	}
+	var (
+		held               bool // a piece is held back: [heldStart, heldEnd)
+		heldStart, heldEnd int
+		prevMatch          bool
+	)
+	err := forEachSpan(m, s, invert, func(start, end int, match bool) error {
+		switch behavior {
+		case splitIsolated:
+			return out(start, end)
+		case splitRemoved:
+			if match {
+				return nil
+			}
+			return out(start, end)
+		case splitContiguous, splitMergedWithPrevious:
+			// Contiguous glues a span to the previous piece when both are
+			// matches or both are not; MergedWithPrevious glues a match
+			// that follows a non-match.
+			glue := match == prevMatch
+			if behavior == splitMergedWithPrevious {
+				glue = match && !prevMatch
+			}
+			prevMatch = match
+			if held && glue {
+				heldEnd = end
+				return nil
+			}
+			var err error
+			if held {
+				err = out(heldStart, heldEnd)
+			}
+			held, heldStart, heldEnd = true, start, end
+			return err
+		default: // splitMergedWithNext: a match is glued to a following non-match
+			if held {
+				held = false
+				if !match {
+					return out(heldStart, end)
+				}
+				if err := out(heldStart, heldEnd); err != nil {
+					return err
+				}
+			}
+			if match {
+				held, heldStart, heldEnd = true, start, end
+				return nil
+			}
+			return out(start, end)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if held {
+		return out(heldStart, heldEnd)
+	}
+	return nil
+}
+
+// splitPreTokenizer is the Split pre-tokenizer.
+type splitPreTokenizer struct {
+	pattern  matcher
+	behavior splitBehavior
+	invert   bool
+}
+
+func (p splitPreTokenizer) each(s string, emit func(string) error) error {
+	return splitString(s, p.pattern, p.invert, p.behavior, emit)
+}
+
+// byteLevelPreTokenizer is the ByteLevel pre-tokenizer: optionally adds a
+// leading space, optionally splits with the GPT-2 regex (Isolated), then maps
+// every byte to the byte-level alphabet.
+type byteLevelPreTokenizer struct {
+	addPrefixSpace bool
+	regex          matcher // nil when use_regex is false
+}
+
+func (p byteLevelPreTokenizer) each(s string, emit func(string) error) error {
+	if p.addPrefixSpace && !strings.HasPrefix(s, " ") {
+		s = " " + s
+	}
+	if p.regex == nil {
+		if s == "" {
+			return nil
+		}
+		return emit(byteLevelEncode(s))
+	}
+	return forEachSpan(p.regex, s, false, func(start, end int, _ bool) error {
+		if end > start {
+			return emit(byteLevelEncode(s[start:end]))
+		}
+		return nil
+	})
+}
+
+// digitsPreTokenizer is the Digits pre-tokenizer: numeric characters are
+// split off one by one (individual_digits) or in runs.
+type digitsPreTokenizer struct{ individual bool }
+
+func (p digitsPreTokenizer) each(s string, emit func(string) error) error {
+	behavior := splitContiguous
+	if p.individual {
+		behavior = splitIsolated
+	}
+	return splitString(s, runeMatcher(unicode.IsNumber), false, behavior, emit)
+}
+
+// isRustWord reports whether r is a word character (\w) for Rust's regex
+// crate, which the Whitespace pre-tokenizer and single_word use: Alphabetic,
+// Mark, Decimal_Number, Connector_Punctuation or Join_Control. (Oniguruma's
+// \w, in Split patterns, is another set: see onigWordClass.)
+func isRustWord(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.Is(unicode.Nd, r) ||
+		unicode.Is(unicode.Nl, r) || unicode.Is(unicode.Pc, r) ||
+		unicode.Is(unicode.Other_Alphabetic, r) || r == 0x200C || r == 0x200D
+}
+
+// wordsMatcher matches `\w+|[^\w\s]+` (Rust regex classes), the pattern of
+// the Whitespace pre-tokenizer.
+type wordsMatcher struct{}
+
+func (wordsMatcher) forEach(s string, fn func(start, end int) error) error {
+	start, kind := -1, 0 // kind 1: word run, 2: punctuation run
+	for i, r := range s {
+		k := 0
+		switch {
+		case isRustWord(r):
+			k = 1
+		case !unicode.IsSpace(r):
+			k = 2
+		}
+		if k != kind {
+			if kind != 0 {
+				if err := fn(start, i); err != nil {
+					return err
+				}
+			}
+			start, kind = i, k
+		}
+	}
+	if kind != 0 {
+		return fn(start, len(s))
+	}
+	return nil
+}
+
+// sequencePreTokenizer applies pre-tokenizers one after the other.
+type sequencePreTokenizer []preTokenizer
+
+func (seq sequencePreTokenizer) each(s string, emit func(string) error) error {
+	if len(seq) == 0 {
+		if s == "" {
+			return nil
+		}
+		return emit(s)
+	}
+	if len(seq) == 1 {
+		return seq[0].each(s, emit)
+	}
+	rest := seq[1:]
+	return seq[0].each(s, func(piece string) error { return rest.each(piece, emit) })
+}
+
+// gpt2Regex is the compiled GPT-2 pattern, shared by ByteLevel pre-tokenizers.
+var gpt2Regex matcher
+
+func init() {
+	m, err := compileRegex(gpt2Pattern)
+	if err != nil {
+		panic("tokenizer: GPT-2 pattern: " + err.Error())
+	}
+	gpt2Regex = m
+}
+
+// parsePreTokenizer builds the pre-tokenizer described by raw (the JSON
+// value at path). A JSON null gives a nil pre-tokenizer.
+func parsePreTokenizer(raw json.RawMessage, path string) (preTokenizer, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	typ, err := componentType(raw, path)
+	if err != nil {
+		return nil, err
+	}
+	switch typ {
+	case "Sequence":
+		var v struct {
+			PreTokenizers []json.RawMessage `json:"pretokenizers"`
+		}
+		if err := decodeComponent(raw, path, &v); err != nil {
+			return nil, err
+		}
+		if v.PreTokenizers == nil {
+			return nil, fmt.Errorf("%s.pretokenizers is missing", path)
+		}
+		seq := make(sequencePreTokenizer, 0, len(v.PreTokenizers))
+		for i, r := range v.PreTokenizers {
+			p, err := parsePreTokenizer(r, fmt.Sprintf("%s.pretokenizers[%d]", path, i))
+			if err != nil {
+				return nil, err
+			}
+			if p == nil {
+				return nil, fmt.Errorf("%s.pretokenizers[%d] is null", path, i)
+			}
+			seq = append(seq, p)
+		}
+		return seq, nil
+	case "Split":
+		var v struct {
+			Pattern  json.RawMessage `json:"pattern"`
+			Behavior *string         `json:"behavior"`
+			Invert   bool            `json:"invert"`
+		}
+		if err := decodeComponent(raw, path, &v); err != nil {
+			return nil, err
+		}
+		m, err := parsePattern(v.Pattern, path+".pattern")
+		if err != nil {
+			return nil, err
+		}
+		if v.Behavior == nil {
+			return nil, fmt.Errorf("%s.behavior is missing", path)
+		}
+		b, ok := splitBehaviors[*v.Behavior]
+		if !ok {
+			return nil, fmt.Errorf("%s.behavior %q is not supported", path, *v.Behavior)
+		}
+		return splitPreTokenizer{pattern: m, behavior: b, invert: v.Invert}, nil
+	case "ByteLevel":
+		var v struct {
+			AddPrefixSpace *bool `json:"add_prefix_space"`
+			UseRegex       *bool `json:"use_regex"`
+		}
+		if err := decodeComponent(raw, path, &v); err != nil {
+			return nil, err
+		}
+		p := byteLevelPreTokenizer{addPrefixSpace: v.AddPrefixSpace == nil || *v.AddPrefixSpace}
+		if v.UseRegex == nil || *v.UseRegex {
+			p.regex = gpt2Regex
+		}
+		return p, nil
+	case "Digits":
+		var v struct {
+			IndividualDigits bool `json:"individual_digits"`
+		}
+		if err := decodeComponent(raw, path, &v); err != nil {
+			return nil, err
+		}
+		return digitsPreTokenizer{individual: v.IndividualDigits}, nil
+	case "Whitespace":
+		// `\w+|[^\w\s]+`, keeping the matches and removing the rest.
+		return splitPreTokenizer{pattern: wordsMatcher{}, invert: true, behavior: splitRemoved}, nil
+	case "WhitespaceSplit":
+		return splitPreTokenizer{pattern: runeMatcher(unicode.IsSpace), behavior: splitRemoved}, nil
+	}
+	return nil, unsupported(path, typ)
+}
