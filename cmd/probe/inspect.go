@@ -50,7 +50,11 @@ func inspect(dir string) (*summary, error) {
 		Layers: cfg.Layers, DModel: cfg.DModel, Heads: cfg.Heads, KVHeads: cfg.KVHeads, DHead: cfg.DHead,
 		DMLP: cfg.DMLP, Vocab: cfg.Vocab, MaxPos: cfg.MaxPos, Gate: string(cfg.Gate), QKNorm: cfg.QKNorm,
 		QKVBias: cfg.QKVBias, Tied: cfg.TiedHead, RoPE: "learned positions"}
-	if cfg.Arch != model.ArchGPT2 {
+	switch cfg.Arch {
+	case model.ArchGPT2:
+	case model.ArchRFA:
+		s.RoPE = "RFA rotations e^{iωt} with decay e^{−μ·lag} (probe params lists them per head)"
+	default:
 		s.RoPE = fmt.Sprintf("rotate-half, theta %g, scaling %s", cfg.RoPE.Theta, cfg.RoPE.Type)
 		if cfg.RoPE.Type != "default" {
 			s.RoPE += fmt.Sprintf(" (factor %g)", cfg.RoPE.Factor)

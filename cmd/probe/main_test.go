@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/tokenizer"
 )
 
 var goldenDir = filepath.Join("..", "..", "..", "shared", "golden")
@@ -172,5 +173,48 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// TestCaptureText: --text goes through the model's own tokenizer.json.
+func TestCaptureText(t *testing.T) {
+	needGolden(t)
+	tmp := t.TempDir()
+	ck := filepath.Join(tmp, "ck")
+	if code, _, errs := probe(t, "generate", "--arch", "gpt2", "--layers", "1", "--d-model", "16", "--heads", "2",
+		"--kv-heads", "2", "--vocab", "50257", "--max-pos", "64", "--out", ck); code != 0 {
+		t.Fatal(errs)
+	}
+	tok, err := os.ReadFile(filepath.Join(goldenDir, "tokenizers", "gpt2", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ck, "tokenizer.json"), tok, 0o644)
+	text := filepath.Join(tmp, "t.txt")
+	os.WriteFile(text, []byte("The jury said it did find that many of the problems were real."), 0o644)
+	out := filepath.Join(tmp, "c.safetensors")
+	code, _, errs := probe(t, "capture", "--model", ck, "--text", text, "--max-tokens", "5", "--hook", "logits", "--out", out)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	c, err := checkpoint.OpenFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ids, _ := c.Int64("input_ids")
+	tk, err := tokenizer.Load(filepath.Join(ck, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, id := range ids {
+		got = append(got, int(id))
+	}
+	if s, _ := tk.Decode(got, false); len(ids) != 5 || s != "The jury said it did" {
+		t.Fatalf("input_ids %v decode to %q, want the first 5 tokens \"The jury said it did\"", ids, s)
+	}
+	if info, _ := c.Info("logits"); len(info.Shape) != 3 || info.Shape[1] != 5 || info.Shape[2] != 50257 {
+		t.Errorf("logits shape %v", info.Shape)
 	}
 }
