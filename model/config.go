@@ -61,6 +61,14 @@ type Config struct {
 		Weights        bool // scale_attn_weights
 	}
 	RFA *RFAConfig // Robust Filter Attention settings (ArchRFA only; see rfa_config.go)
+	// SelRoPE holds the Selective-RoPE rotary options (ArchSelRoPE only; see selrope_model.go).
+	SelRoPE *SelRoPEConfig
+	// BFT holds the Bayesian Filtering Transformer options (ArchBFT only; see bft_config.go).
+	BFT *BFTConfig
+	// RT holds the RT-Transformer options (ArchRT only; see rt_config.go).
+	RT *RTConfig
+	// AFA holds the Adaptive Filter Attention options (ArchAFA only; see afa_config.go).
+	AFA *AFAConfig
 }
 
 // RoPEConfig holds rotary embedding parameters (rotate-half convention).
@@ -139,6 +147,22 @@ func ParseConfig(data []byte) (*Config, error) {
 	if isRFAConfig(raw) {
 		c := &Config{}
 		return c, c.fromRFA(data)
+	}
+	if isAFAConfig(raw) {
+		c := &Config{}
+		return c, c.fromAFA(data, raw)
+	}
+	if isRTConfig(raw) {
+		c := &Config{}
+		return c, c.fromRT(data, raw)
+	}
+	if isBFTConfig(raw) {
+		c := &Config{}
+		return c, c.fromBFT(&r, raw)
+	}
+	if isSelRoPEConfig(raw) {
+		c := &Config{}
+		return c, c.fromSelRoPE(data)
 	}
 
 	c := &Config{ModelType: r.ModelType, DType: r.TorchDType}

@@ -15,6 +15,15 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 	if m.rfa != nil {
 		return m.forwardRFA(ids, opt)
 	}
+	if m.bft != nil {
+		return m.forwardBFT(ids, opt)
+	}
+	if m.rt != nil {
+		return m.forwardRT(ids, opt)
+	}
+	if m.afa != nil {
+		return m.forwardAFA(ids, opt)
+	}
 	T, err := m.checkIDs(ids, opt)
 	if err != nil {
 		return nil, err
@@ -61,7 +70,7 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 		addTo(x, pos)
 	}
 	var rope *ropeTable
-	if c.Arch != ArchGPT2 {
+	if c.Arch != ArchGPT2 && m.selrope == nil {
 		rope = newRopeTable(c.RoPE, dh, T)
 	}
 
@@ -103,6 +112,10 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 					rope.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
 				}
 			}
+		}
+		if m.selrope != nil && err == nil {
+			// Selective RoPE: input-dependent cumulative angles from h (selrope_model.go)
+			err = m.selrope.rotate(l, h, q, k, B, T, hs)
 		}
 		run(name("blocks.{l}.attn.hook_rot_q"), q, B, T, H, dh)
 		run(name("blocks.{l}.attn.hook_rot_k"), k, B, T, KV, dh)

@@ -70,6 +70,8 @@ func Generate(cfg Config, seed uint64) (*Model, []checkpoint.Tensor) {
 	ld := &loader{gen: g}
 	if cfg.Arch == ArchGPT2 {
 		loadGPT2(m, ld)
+	} else if cfg.Arch == ArchSelRoPE {
+		loadSelRoPE(m, ld)
 	} else {
 		loadDecoder(m, ld)
 	}
@@ -99,6 +101,9 @@ func WriteHF(dir string, cfg Config, tensors []checkpoint.Tensor) error {
 // HFConfig returns the config.json fields that describe c to Hugging Face
 // transformers (and to ParseConfig).
 func (c *Config) HFConfig() map[string]any {
+	if c.SelRoPE != nil {
+		return c.selropeHFConfig()
+	}
 	if c.Arch == ArchGPT2 {
 		return map[string]any{
 			"model_type": "gpt2", "architectures": []string{"GPT2LMHeadModel"},
@@ -145,6 +150,9 @@ func (c *Config) HFConfig() map[string]any {
 // the given layers, d_model, heads and kv heads, head_dim d_model/heads,
 // MLP 3·d_model (GPT-2: 4·d_model), vocabulary vocab.
 func SmallConfig(arch Arch, layers, dModel, heads, kvHeads, vocab, maxPos int) (Config, error) {
+	if arch == ArchSelRoPE {
+		return smallSelRoPEDefault(layers, dModel, heads, kvHeads, vocab, maxPos) // selrope_model.go
+	}
 	c := Config{Arch: arch, Layers: layers, DModel: dModel, Heads: heads, KVHeads: kvHeads,
 		DHead: dModel / heads, DMLP: 3 * dModel, Vocab: vocab, MaxPos: maxPos, NormEps: 1e-6,
 		Act: "silu", TiedHead: true, Gate: GateNone, RoPE: RoPEConfig{Theta: 10000, Type: "default", Factor: 1}}

@@ -49,6 +49,20 @@ type Model struct {
 	Parameters int64    // stored parameter count (tied head counted once)
 
 	rfa *rfaWeights // Robust Filter Attention tensors (ArchRFA only; Forward runs forwardRFA, see rfa.go)
+
+	// selrope holds the Selective-RoPE rotary modules (ArchSelRoPE only;
+	// Forward rotates q and k with them instead of RoPE, see selrope_model.go).
+	selrope *selropeWeights
+
+	// bft holds the Bayesian Filtering Transformer tensors beyond the Llama
+	// layers (ArchBFT only; Forward runs forwardBFT, see bft.go).
+	bft *bftWeights
+	// rt holds the RT-Transformer filter parameters (ArchRT only; Forward
+	// runs forwardRT, see rt.go).
+	rt *rtWeights
+	// afa holds the Adaptive Filter Attention parameters (ArchAFA only;
+	// Forward runs forwardAFA, see afa.go).
+	afa *afaWeights
 }
 
 // LoadOptions control Load.
@@ -73,6 +87,14 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	ld := newLoader(ck, dir)
 	if cfg.Arch == ArchRFA {
 		loadRFA(m, ld)
+	} else if cfg.Arch == ArchBFT {
+		loadBFT(m, ld)
+	} else if cfg.Arch == ArchRT {
+		loadRT(m, ld)
+	} else if cfg.Arch == ArchAFA {
+		loadAFA(m, ld)
+	} else if cfg.Arch == ArchSelRoPE {
+		loadSelRoPE(m, ld)
 	} else if cfg.Arch == ArchGPT2 {
 		loadGPT2(m, ld)
 	} else {

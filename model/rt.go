@@ -1,0 +1,505 @@
+package model
+
+// RT-Transformer (paper 004, "RT-Transformer: The Transformer Block as a
+// Spherical State Estimator"): Radial–Tangential Robust Filter Attention,
+// Algorithm 1 (RT-RFA), inside Algorithm 2's block, stacked into a
+// language model (layout and options: rt_config.go). Per layer, per head h
+// (C complex channels stored as 2C reals (re, im), t_i = i):
+//
+//	1  Q, K, V = L_{q,k,v}(Z);  M_i = ‖V_i‖;  Q, K, V ← Norm(Q, K, V)         (M before normalizing)
+//	2  E_ij = e^{−μ(i−j)};  Q̃, K̃, Ṽ = e^{−iωt} ⊙ (Q, K, V)                    (RoPE rotation)
+//	3  Σ_ij = σ̃²(1 − E_ij²) + η²E_ij² + γ²,  Σ₀ = η² + γ²,  M̂_ij = M_j E_ij
+//	   κ_ij = ( Σ₀/(M_i² + ε) + Σ_ij/(M̂_ij² + ε) + τ_θ² )⁻¹                   (Eq. 10: directional precision)
+//	4  ‖R_ij‖² = ‖Q_i‖² + ‖K_j‖² − 2 Re(Q̃_i†K̃_j)
+//	   L_ij = log κ_ij − ((ν + d)/d)·log(1 + κ_ij‖R_ij‖²/ν);  A = softmax_j(β_s L + M_causal)   (Eqs. 11, 14)
+//	5  V̄_i = e^{+iωt_i} ⊙ Σ_j A_ij Ṽ_j                                        (consensus ū_i, Eq. 13; no decay on A)
+//	6  Ū_i = V̄_i − (V_iᵀV̄_i/‖V_i‖²) V_i;  Z̄ = L_o(Ū);  Z⁺ = Z + Z̄            (tangent-space update, Eq. 15/18)
+//	7  U⁺ = Norm(Z⁺)                                                          (retraction)
+//	Algorithm 2: Z_out = Z⁺ + FFN(U⁺)
+//	logits = lm_head(RMSNorm(Z)) after the last block
+//
+// Hook points (hooks.Points), with RT's meaning (d_head = 2C, (re, im)
+// interleaved per channel):
+//
+//	hook_embed, blocks.{l}.hook_resid_pre    Z entering the block (no pre-attention norm)
+//	blocks.{l}.attn.hook_q/k/v               L_{q,k,v}(Z) before normalization
+//	blocks.{l}.attn.hook_rot_q/k             Q̃, K̃: normalized and rotated
+//	blocks.{l}.rt.hook_magnitude             M_i [batch,pos,head] (the token's directional confidence)
+//	blocks.{l}.attn.hook_pattern             A [batch,head,query,key] (rows sum to 1)
+//	blocks.{l}.rt.hook_log_precision         log Σ_j κ̃_ij, κ̃ = κ·(1 + κR²/ν)^{−(ν+d)/d} = e^L  [batch,pos,head]
+//	blocks.{l}.rt.hook_consensus             V̄ = ū [batch,pos,head,d_head] (‖ū‖ ≤ 1: concentration)
+//	blocks.{l}.rt.hook_self_agreement        ρ_i = V_iᵀV̄_i/‖V_i‖² [batch,pos,head]
+//	blocks.{l}.attn.hook_z                   Ū (after the tangent projection), what L_o reads
+//	blocks.{l}.hook_attn_out                 Z̄;  blocks.{l}.hook_resid_mid  Z⁺
+//	blocks.{l}.ln2.hook_normalized           U⁺ (the FFN input)
+//	blocks.{l}.mlp.hook_pre/post, hook_mlp_out, hook_resid_post, ln_final.hook_normalized, logits
+//
+// Streaming: consumers receive A rows with the rotated unit values Ṽ_j as
+// V (hooks.AttnTile.DHead = 2C): the vectors A multiplies in the common
+// frame, so a consumer's Σ_j A_ij Ṽ_j has the norm of the consensus ‖ū_i‖.
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/filterlens/probe/hooks"
+)
+
+// rtWeights holds the per-layer RT filter parameters (raw, as stored) and
+// retraction gains.
+type rtWeights struct {
+	Layers []rtLayer
+}
+
+type rtLayer struct {
+	Omega                                     []float32 // [H, C]
+	Mu, Sigma, Eta, Gamma, TauTheta, Nu, Beta []float32 // [H] raw
+	RetractW                                  []float32 // [D] (rms retraction)
+}
+
+// loadRT reads an RT checkpoint (names in rt_config.go).
+func loadRT(m *Model, ld *loader) {
+	c := &m.Config
+	D, H, W, F, V := c.DModel, c.Heads, c.Heads*c.DHead, c.DMLP, c.Vocab
+	C := c.DHead / 2
+	w := &rtWeights{Layers: make([]rtLayer, c.Layers)}
+	m.rt = w
+	bias := func(on bool, name string, n int) []float32 {
+		if !on {
+			return nil
+		}
+		return ld.get(name, n)
+	}
+	m.Embed = ld.get("model.embed_tokens.weight", V, D)
+	m.Layers = make([]Layer, c.Layers)
+	for l := range m.Layers {
+		L, P := &m.Layers[l], &w.Layers[l]
+		p := fmt.Sprintf("model.layers.%d.", l)
+		a := p + "attn."
+		L.Wq, L.Bq = ld.get(a+"q_proj.weight", W, D), bias(c.QKVBias, a+"q_proj.bias", W)
+		L.Wk, L.Bk = ld.get(a+"k_proj.weight", W, D), bias(c.QKVBias, a+"k_proj.bias", W)
+		L.Wv, L.Bv = ld.get(a+"v_proj.weight", W, D), bias(c.QKVBias, a+"v_proj.bias", W)
+		L.Wo, L.Bo = ld.get(a+"o_proj.weight", D, W), bias(c.OBias, a+"o_proj.bias", D)
+		P.Omega = ld.get(a+"omega", H, C)
+		for _, f := range []struct {
+			dst  *[]float32
+			name string
+		}{{&P.Mu, "mu_raw"}, {&P.Sigma, "sigma_raw"}, {&P.Eta, "eta_raw"}, {&P.Gamma, "gamma_raw"},
+			{&P.TauTheta, "tau_theta_raw"}, {&P.Nu, "nu_raw"}, {&P.Beta, "beta_raw"}} {
+			*f.dst = ld.get(a+f.name, H)
+		}
+		if c.RT.Retraction == "rms" {
+			P.RetractW = ld.get(p+"retract_norm.weight", D)
+		}
+		L.WGate = ld.get(p+"mlp.gate_proj.weight", F, D)
+		L.WUp = ld.get(p+"mlp.up_proj.weight", F, D)
+		L.WDown = ld.get(p+"mlp.down_proj.weight", D, F)
+	}
+	m.FinalW = ld.get("model.norm.weight", D)
+	loadHead(m, ld, "lm_head.weight")
+}
+
+// RTHeadParams are one RT head's parameters after their transformations
+// (rt_config.go), with the options of the kernel.
+type RTHeadParams struct {
+	Layer, Head int
+	C           int       // complex channels of the head
+	Omega       []float64 // ω per channel (rad/token)
+	Mu          float64   // μ, decay of the transported magnitude and of the kernel
+	Sigma2      float64   // σ̃² (kernel "alg1") or σ² (kernel "prop1")
+	Eta2        float64   // η², key/measurement tangential noise
+	Gamma2      float64   // γ², query noise floor
+	TauTheta2   float64   // τ_θ², angular noise floor
+	Nu          float64   // ν, robustness
+	Beta        float64   // β_s, inverse temperature
+	RobustD     float64   // the d of the exponent: C or 2C (rt.robust_dim)
+	RobustExp   float64   // (ν + d)/d
+	Kernel      string
+	KappaEps    float64
+	MinExponent float64
+}
+
+// Decay returns E(Δt) = exp(max(−μΔt, MinExponent)).
+func (p *RTHeadParams) Decay(lag float64) float64 {
+	return math.Exp(max(-p.Mu*lag, p.MinExponent))
+}
+
+// KeyVariance returns Σ(Δt) of Algorithm 1 step 3 ("alg1":
+// σ̃²(1 − E²) + η²E² + γ²) or of Prop. 1 ("prop1": σ²φ(μ, Δt) + η²E² + γ²,
+// φ = −expm1(−2μΔt)/(2μ), or Δt at μ = 0). Σ(0) = η² + γ² in both.
+func (p *RTHeadParams) KeyVariance(lag float64) float64 {
+	E := p.Decay(lag)
+	var proc float64
+	switch {
+	case p.Kernel == "prop1" && p.Mu == 0:
+		proc = p.Sigma2 * lag
+	case p.Kernel == "prop1":
+		proc = p.Sigma2 * -math.Expm1(-2*p.Mu*lag) / (2 * p.Mu)
+	default:
+		proc = p.Sigma2 * (1 - E*E)
+	}
+	return proc + p.Eta2*E*E + p.Gamma2
+}
+
+// Kappa returns the directional precision κ (Eq. 10) of query magnitude²
+// mi2 and key magnitude² mj2 at lag Δt:
+// (Σ(0)/(mi2 + ε) + Σ(Δt)/(mj2·E² + ε) + τ_θ²)⁻¹.
+func (p *RTHeadParams) Kappa(mi2, mj2, lag float64) float64 {
+	E := p.Decay(lag)
+	return 1 / (p.KeyVariance(0)/(mi2+p.KappaEps) + p.KeyVariance(lag)/(mj2*E*E+p.KappaEps) + p.TauTheta2)
+}
+
+// Logit returns L = log κ − ((ν+d)/d)·log(1 + κ·r2/ν) (Algorithm 1 step 4),
+// for precision kappa and squared residual r2 = ‖R‖²; A = softmax(β_s L).
+func (p *RTHeadParams) Logit(kappa, r2 float64) float64 {
+	return math.Log(kappa) - p.RobustExp*math.Log1p(kappa*r2/p.Nu)
+}
+
+// IsRT reports whether the model is an RT-Transformer.
+func (m *Model) IsRT() bool { return m.rt != nil }
+
+// RTParams returns the parameters of every (layer, head), layer major.
+func (m *Model) RTParams() ([]RTHeadParams, error) {
+	if m.rt == nil {
+		return nil, fmt.Errorf("model: %s is a %s checkpoint, not an RT-Transformer (config.json \"model_type\": %q)", m.Dir, m.Arch, rtModelType)
+	}
+	var ps []RTHeadParams
+	for l := range m.rt.Layers {
+		for h := 0; h < m.Heads; h++ {
+			ps = append(ps, m.rtHead(l, h))
+		}
+	}
+	return ps, nil
+}
+
+func (m *Model) rtHead(l, h int) RTHeadParams {
+	P, rc, C := &m.rt.Layers[l], m.RT, m.DHead/2
+	p := RTHeadParams{Layer: l, Head: h, C: C,
+		Mu: softplus(P.Mu[h]), Sigma2: softplus(P.Sigma[h]), Eta2: softplus(P.Eta[h]), Gamma2: softplus(P.Gamma[h]),
+		TauTheta2: softplus(P.TauTheta[h]), Nu: softplus(P.Nu[h]), Beta: softplus(P.Beta[h]),
+		Kernel: rc.Kernel, KappaEps: rc.KappaEps, MinExponent: rc.MinExponent}
+	d := float64(C)
+	if rc.RobustDim == "real" {
+		d = float64(2 * C)
+	}
+	p.RobustD, p.RobustExp = d, (p.Nu+d)/d
+	p.Omega = make([]float64, C)
+	for i := range p.Omega {
+		p.Omega[i] = float64(P.Omega[h*C+i])
+	}
+	return p
+}
+
+// rotateComplex writes dst = e^{sign·iω_c·t} ⊙ src for complex tensors
+// [B·T, H, C, 2] at t = row mod T, with omega [H·C] per channel; angles and
+// their sines in float64. dst may be src.
+func rotateComplex(dst, src []float32, omega []float64, T int, sign float64) {
+	w := 2 * len(omega)
+	for r := 0; r*w < len(src); r++ {
+		t := float64(r % T)
+		for ch, om := range omega {
+			s, co := math.Sincos(sign * om * t)
+			o := r*w + 2*ch
+			re, im := float64(src[o]), float64(src[o+1])
+			dst[o] = float32(re*co - im*s)
+			dst[o+1] = float32(re*s + im*co)
+		}
+	}
+}
+
+// l2Normalize divides each group of width g of x in place by
+// max(‖group‖, 1e-12) (torch.nn.functional.normalize) and returns the norms.
+func l2Normalize(x []float32, g int, norms []float32) {
+	for r := 0; r*g < len(x); r++ {
+		v := x[r*g : (r+1)*g]
+		nrm := math.Sqrt(sqNorm(v))
+		norms[r] = float32(nrm)
+		inv := 1 / max(nrm, 1e-12)
+		for i := range v {
+			v[i] = float32(float64(v[i]) * inv)
+		}
+	}
+}
+
+// rtAttnArgs describes one layer's RT-RFA attention over a batch. Complex
+// buffers are [B·T, H, 2C].
+type rtAttnArgs struct {
+	layer, batch, T, heads, dHead int
+	params                        []RTHeadParams
+	qt, kt, vt                    []float32 // Q̃, K̃, Ṽ
+	qn2, kn2                      []float32 // ‖Q_i‖², ‖K_j‖² per head (1 with norm_scope "head")
+	mag2                          []float32 // M_i² [B·T, H]
+	agg                           []float32 // out: Σ_j A_ij Ṽ_j (not written when pattern != nil)
+	logPrec                       []float32 // out: log Σ_j e^{L_ij} [B·T, H]
+
+	consumers []hooks.AttnConsumer
+	pattern   []float32
+	tileRows  int
+	threads   int
+}
+
+// rtAttention runs Algorithm 1 steps 3–5 for every (batch, head), one
+// tile of query rows at a time: the transported cosines Re(Q̃_i†K̃_j) by
+// one matmul, κ and the Student-t logits per pair (float64), the causal
+// softmax of β_s L, the tile to the consumers, then Σ_j A_ij Ṽ_j by a
+// second matmul.
+func rtAttention(a *rtAttnArgs) error {
+	tile := a.tileRows
+	if tile <= 0 {
+		tile = 64
+	}
+	threads := threadCount(a.threads)
+	type scratch struct {
+		scores []float32
+		lg     []float64
+		E, S   []float64
+	}
+	sc := make([]scratch, threads)
+	for i := range sc {
+		sc[i] = scratch{scores: make([]float32, tile*a.T), lg: make([]float64, a.T), E: make([]float64, a.T), S: make([]float64, a.T)}
+	}
+	return forEachHead(a.batch, a.heads, threads, func(w, b, h int) error {
+		s := &sc[w]
+		p := &a.params[h]
+		for lag := 0; lag < a.T; lag++ {
+			s.E[lag], s.S[lag] = p.Decay(float64(lag)), p.KeyVariance(float64(lag))
+		}
+		return rtAttendHead(a, b, h, tile, s.scores, s.lg, s.E, s.S)
+	})
+}
+
+func rtAttendHead(a *rtAttnArgs, b, h, tile int, scores []float32, lg, E, Sig []float64) error {
+	T, dw, H := a.T, a.dHead, a.heads
+	W := H * dw
+	p := &a.params[h]
+	base := b*T*W + h*dw
+	keys := blas32.General{Rows: T, Cols: dw, Stride: W, Data: a.kt[base:]}
+	vals := blas32.General{Rows: T, Cols: dw, Stride: W, Data: a.vt[base:]}
+	at := hooks.AttnTile{Batch: b, Layer: a.layer, Head: h, T: T, DHead: dw, VStride: W, V: a.vt[base:]}
+	sig0 := Sig[0]
+	for q0 := 0; q0 < T; q0 += tile {
+		rows := min(tile, T-q0)
+		ncol := q0 + rows
+		s := blas32.General{Rows: rows, Cols: ncol, Stride: ncol, Data: scores[:rows*ncol]}
+		qtile := blas32.General{Rows: rows, Cols: dw, Stride: W, Data: a.qt[base+q0*W:]}
+		kk := keys
+		kk.Rows = ncol
+		blas32.Gemm(blas.NoTrans, blas.Trans, 1, qtile, kk, 0, s) // Re(Q̃_i†K̃_j)
+		for r := 0; r < rows; r++ {
+			i := q0 + r
+			ri := (b*T+i)*H + h
+			qTerm := sig0 / (float64(a.mag2[ri]) + p.KappaEps)
+			row := s.Data[r*ncol : (r+1)*ncol]
+			for j := 0; j <= i; j++ {
+				rj := (b*T+j)*H + h
+				lag := i - j
+				kappa := 1 / (qTerm + Sig[lag]/(float64(a.mag2[rj])*E[lag]*E[lag]+p.KappaEps) + p.TauTheta2)
+				r2 := max(float64(a.qn2[ri])+float64(a.kn2[rj])-2*float64(row[j]), 0)
+				lg[j] = p.Logit(kappa, r2)
+			}
+			a.logPrec[ri] = float32(logSumExp(lg[:i+1]))
+			mx := math.Inf(-1)
+			for _, L := range lg[:i+1] {
+				mx = max(mx, L)
+			}
+			for j, L := range lg[:i+1] {
+				row[j] = float32(p.Beta * (L - mx)) // shifted in float64 before the float32 softmax
+			}
+			softmaxRow(row[:i+1])
+			clear(row[i+1:])
+			if a.pattern != nil {
+				copy(a.pattern[((b*H+h)*T+i)*T:][:i+1], row[:i+1])
+			}
+		}
+		if len(a.consumers) > 0 {
+			at.Q0, at.Rows, at.Stride, at.Alpha = q0, rows, ncol, s.Data
+			for _, c := range a.consumers {
+				if err := c.ConsumeAttn(&at); err != nil {
+					return err
+				}
+			}
+		}
+		if a.pattern != nil {
+			continue // the aggregate is formed from the (possibly changed) pattern after its hook
+		}
+		vv := vals
+		vv.Rows = ncol
+		out := blas32.General{Rows: rows, Cols: dw, Stride: W, Data: a.agg[base+q0*W:]}
+		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vv, 0, out)
+	}
+	return nil
+}
+
+// forwardRT is Forward for ArchRT (algorithm and hook points at the top of
+// this file).
+func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
+	T, err := m.checkIDs(ids, opt)
+	if err != nil {
+		return nil, err
+	}
+	c, rc, hs := &m.Config, m.RT, opt.Hooks
+	B, D, H, dw, F := len(ids), c.DModel, c.Heads, c.DHead, c.DMLP
+	C, W, n := dw/2, H*dw, B*T
+	run := func(name string, x []float32, shape ...int) {
+		if err == nil {
+			err = hs.Run(name, x, shape...)
+		}
+	}
+	x, u := make([]float32, n*D), make([]float32, n*D)
+	q, k, v := make([]float32, n*W), make([]float32, n*W), make([]float32, n*W)
+	qt, kt, vt := make([]float32, n*W), make([]float32, n*W), make([]float32, n*W)
+	agg, z := make([]float32, n*W), make([]float32, n*W)
+	qn2, kn2, mag2 := make([]float32, n*H), make([]float32, n*H), make([]float32, n*H)
+	mag, logPrec, rho := make([]float32, n*H), make([]float32, n*H), make([]float32, n*H)
+	out, g, a := make([]float32, n*D), make([]float32, n*F), make([]float32, n*F)
+	norms := make([]float32, n*H)
+	act := activations[c.Act]
+
+	for bb, seq := range ids {
+		for t, id := range seq {
+			copy(x[(bb*T+t)*D:(bb*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+		}
+	}
+	run("hook_embed", x, B, T, D)
+
+	for l := range m.Layers {
+		L := &m.Layers[l]
+		name := func(p string) string { return hooks.Name(p, l) }
+		run(name("blocks.{l}.hook_resid_pre"), x, B, T, D)
+
+		// 1 Projections R → C, magnitudes from V, normalization.
+		linear(q, x, n, D, L.Wq, W, L.Bq)
+		linear(k, x, n, D, L.Wk, W, L.Bk)
+		linear(v, x, n, D, L.Wv, W, L.Bv)
+		run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dw)
+		run(name("blocks.{l}.attn.hook_k"), k, B, T, H, dw)
+		run(name("blocks.{l}.attn.hook_v"), v, B, T, H, dw)
+		copy(qt, q)
+		copy(kt, k)
+		copy(vt, v)
+		group := dw // norm_scope "head": one norm per head slice
+		if rc.NormScope == "global" {
+			group = W
+		}
+		ng := len(qt) / group
+		l2Normalize(vt, group, norms[:ng])
+		for r := 0; r < n*H; r++ {
+			mag[r] = norms[r*dw/group]
+		}
+		l2Normalize(qt, group, norms[:ng])
+		l2Normalize(kt, group, norms[:ng])
+		for r := 0; r < n*H; r++ {
+			qn2[r] = float32(sqNorm(qt[r*dw : (r+1)*dw]))
+			kn2[r] = float32(sqNorm(kt[r*dw : (r+1)*dw]))
+		}
+		copy(z, vt) // the unrotated unit values V (step 6 projects against them)
+		run(name("blocks.{l}.rt.hook_magnitude"), mag, B, T, H)
+		for i, mv := range mag {
+			mag2[i] = mv * mv
+		}
+
+		// 2 Rotation into the common frame.
+		params := make([]RTHeadParams, H)
+		omega := make([]float64, H*C)
+		for h := range params {
+			params[h] = m.rtHead(l, h)
+			copy(omega[h*C:], params[h].Omega)
+		}
+		rotateComplex(qt, qt, omega, T, -1)
+		rotateComplex(kt, kt, omega, T, -1)
+		rotateComplex(vt, vt, omega, T, -1)
+		run(name("blocks.{l}.attn.hook_rot_q"), qt, B, T, H, dw)
+		run(name("blocks.{l}.attn.hook_rot_k"), kt, B, T, H, dw)
+		if err != nil {
+			return nil, err
+		}
+
+		// 3–5 Precision, robust logits, attention and aggregation.
+		args := &rtAttnArgs{layer: l, batch: B, T: T, heads: H, dHead: dw, params: params,
+			qt: qt, kt: kt, vt: vt, qn2: qn2, kn2: kn2, mag2: mag2, agg: agg, logPrec: logPrec,
+			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads}
+		patName := name("blocks.{l}.attn.hook_pattern")
+		if hs.Has(patName) {
+			args.pattern = make([]float32, B*H*T*T)
+		}
+		if err := rtAttention(args); err != nil {
+			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
+		}
+		if args.pattern != nil {
+			run(patName, args.pattern, B, H, T, T)
+			patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, pattern: args.pattern, v: vt, z: agg})
+		}
+		run(name("blocks.{l}.rt.hook_log_precision"), logPrec, B, T, H)
+		rotateComplex(agg, agg, omega, T, +1) // V̄ = e^{iωt} ⊙ Σ_j A_ij Ṽ_j
+		run(name("blocks.{l}.rt.hook_consensus"), agg, B, T, H, dw)
+
+		// 6 Tangent projection against the unit value V_i, L_o, residual.
+		for r := 0; r < n*H; r++ {
+			vh, vb := z[r*dw:(r+1)*dw], agg[r*dw:(r+1)*dw]
+			var dot float64
+			for i, x := range vh {
+				dot += float64(x) * float64(vb[i])
+			}
+			rho[r] = float32(dot / max(sqNorm(vh), 1e-30))
+		}
+		run(name("blocks.{l}.rt.hook_self_agreement"), rho, B, T, H)
+		for r := 0; r < n*H; r++ {
+			vh, vb := z[r*dw:(r+1)*dw], agg[r*dw:(r+1)*dw]
+			for i := range vh {
+				if rc.TangentProjection {
+					vh[i] = vb[i] - rho[r]*vh[i]
+				} else {
+					vh[i] = vb[i]
+				}
+			}
+		}
+		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dw)
+		linear(out, z, n, W, L.Wo, D, L.Bo)
+		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		addTo(x, out)
+		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
+
+		// 7 Retraction U⁺ = Norm(Z⁺); Algorithm 2: Z_out = Z⁺ + FFN(U⁺).
+		if rc.Retraction == "rms" {
+			rmsNorm(u, x, D, m.rt.Layers[l].RetractW, c.NormEps)
+		} else {
+			copy(u, x)
+			l2Normalize(u, D, norms[:n])
+		}
+		run(name("blocks.{l}.ln2.hook_normalized"), u, B, T, D)
+		linear(g, u, n, D, L.WGate, F, nil)
+		run(name("blocks.{l}.mlp.hook_pre"), g, B, T, F)
+		linear(a, u, n, D, L.WUp, F, nil)
+		for i, gi := range g {
+			a[i] *= act(gi)
+		}
+		run(name("blocks.{l}.mlp.hook_post"), a, B, T, F)
+		linear(out, a, n, F, L.WDown, D, nil)
+		run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
+		addTo(x, out)
+		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
+		if err != nil {
+			return nil, err
+		}
+		if i := firstNonFinite(x); i >= 0 {
+			return nil, fmt.Errorf("model: non-finite value %v in the residual stream after layer %d at batch %d position %d dim %d",
+				x[i], l, i/D/T, (i/D)%T, i%D)
+		}
+	}
+
+	rmsNorm(u, x, D, m.FinalW, c.NormEps)
+	run("ln_final.hook_normalized", u, B, T, D)
+	res := &Output{Batch: B, T: T}
+	if opt.Logits || hs.Has("logits") {
+		res.Logits = make([]float32, n*c.Vocab)
+		linear(res.Logits, u, n, D, m.Head, c.Vocab, nil)
+		run("logits", res.Logits, B, T, c.Vocab)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
