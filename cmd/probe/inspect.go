@@ -54,6 +54,10 @@ func inspect(dir string) (*summary, error) {
 	case model.ArchGPT2:
 	case model.ArchRFA:
 		s.RoPE = "RFA rotations e^{iωt} with decay e^{−μ·lag} (probe params lists them per head)"
+	case model.ArchSelRoPE:
+		s.RoPE = "Selective RoPE: input-dependent cumulative angles (hook_angle, hook_angular_velocity)"
+	case model.ArchRT, model.ArchAFA:
+		s.RoPE = "rotations e^{iωt} with learned decay inside the filter kernel"
 	default:
 		s.RoPE = fmt.Sprintf("rotate-half, theta %g, scaling %s", cfg.RoPE.Theta, cfg.RoPE.Type)
 		if cfg.RoPE.Type != "default" {

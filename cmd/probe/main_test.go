@@ -218,3 +218,49 @@ func TestCaptureText(t *testing.T) {
 		t.Errorf("logits shape %v", info.Shape)
 	}
 }
+
+// TestEveryArchitecture: every architecture the tool generates loads back,
+// inspects, and captures the standard hooks (one vocabulary for all).
+func TestEveryArchitecture(t *testing.T) {
+	tmp := t.TempDir()
+	ids := filepath.Join(tmp, "ids.json")
+	os.WriteFile(ids, []byte("[[1,5,9,2,7,3,8,4,6,0,11,12],[3,3,2,1,9,8,7,6,5,4,3,2]]"), 0o644)
+	for _, arch := range []string{"qwen3", "gated", "llama", "qwen2", "gpt2", "selrope", "bft", "rt_transformer", "afa"} {
+		t.Run(arch, func(t *testing.T) {
+			ck := filepath.Join(tmp, arch)
+			if code, _, errs := probe(t, "generate", "--arch", arch, "--layers", "2", "--d-model", "32", "--heads", "4",
+				"--kv-heads", "4", "--vocab", "64", "--max-pos", "128", "--out", ck); code != 0 {
+				t.Fatal(errs)
+			}
+			if code, out, errs := probe(t, "inspect", ck); code != 0 || !strings.Contains(out, "layers:        2") {
+				t.Fatalf("inspect: exit %d %s\n%s", code, errs, out)
+			}
+			out := filepath.Join(tmp, arch+".safetensors")
+			if code, _, errs := probe(t, "capture", "--model", ck, "--ids", ids, "--hook", "blocks.*.attn.hook_pattern",
+				"--hook", "blocks.1.hook_resid_post", "--hook", "logits", "--out", out); code != 0 {
+				t.Fatal(errs)
+			}
+			c, err := checkpoint.OpenFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			p, _ := c.Float32("blocks.1.attn.hook_pattern")
+			if len(p) != 2*4*12*12 {
+				t.Fatalf("pattern has %d values, want [2,4,12,12]", len(p))
+			}
+			for q := 0; q < 12; q++ { // causal rows of batch 0, head 0 sum to 1
+				var s float64
+				for j := 0; j < 12; j++ {
+					if j > q && p[q*12+j] != 0 {
+						t.Fatalf("pattern[%d,%d] = %v above the diagonal", q, j, p[q*12+j])
+					}
+					s += float64(p[q*12+j])
+				}
+				if s < 0.999 || s > 1.001 {
+					t.Fatalf("row %d of the pattern sums to %v", q, s)
+				}
+			}
+		})
+	}
+}
