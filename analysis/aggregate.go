@@ -1,0 +1,566 @@
+package analysis
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/filterlens/probe/probes"
+)
+
+// Query windows of the heads table (HeadRow.Window).
+const (
+	WindowLast = "last" // the last LastFrac of the queries (Figs. 2–3, K of Fig. 4)
+	WindowBOS  = "bos"  // the last BOSFrac of the queries (BOS mass of Fig. 4)
+	WindowAll  = "all"  // every query
+)
+
+// HeadRow is one row of the per-(layer, head) summary table: one metric of
+// one (T, layer, head) over one query window, pooled over the samples.
+type HeadRow struct {
+	T         int64   `parquet:"T"`
+	Layer     int64   `parquet:"layer"`
+	Head      int64   `parquet:"head"`
+	Metric    string  `parquet:"metric,dict"`
+	Window    string  `parquet:"window,dict"`
+	Samples   int64   `parquet:"samples"`
+	N         int64   `parquet:"n"`
+	Mean      float64 `parquet:"mean"`
+	Std       float64 `parquet:"std"`
+	NonFinite int64   `parquet:"nonfinite"`
+}
+
+// Fig2Row is one metric at one length over the Figs. 2–3 pool (last
+// LastFrac queries, the last layers, every head, every sample) under both
+// std conventions: pooled elements (sample, layer, head, query), and the
+// means of the (sample, layer) units. The ratio metrics
+// ("lambda_obs_ratio/…") are Fig. 2(c) in its three readings; Paper is the
+// paper's value at this length where it has one.
+type Fig2Row struct {
+	T         int64   `parquet:"T"`
+	Metric    string  `parquet:"metric,dict"`
+	N         int64   `parquet:"n"`
+	Mean      float64 `parquet:"mean"`
+	StdPooled float64 `parquet:"std_pooled"`
+	Units     int64   `parquet:"units"`
+	MeanUnits float64 `parquet:"mean_units"`
+	StdUnits  float64 `parquet:"std_units"`
+	Paper     float64 `parquet:"paper"`
+}
+
+// Fig3Row is Fig. 3 at one length: the aggregate n̄_eff and S̄, the λobs
+// that the options' form (Eq. 6) predicts from them, the measured mean gain
+// K_meas (mean of per-element K), λ fitted once at Tmin in closed form
+// (λ = λobs(Tmin)(1 − K_meas(Tmin))/K_meas(Tmin)), the predicted
+// K_opt = λobs/(λ + λobs), its relative error |K_opt − K_meas|/K_meas, the
+// signed difference K_opt − K_meas, and K_meas(T) − K_meas(Tmin), the
+// change the prediction has to follow.
+type Fig3Row struct {
+	T           int64   `parquet:"T"`
+	NEff        float64 `parquet:"neff"`
+	SMean       float64 `parquet:"S_mean"`
+	LambdaPred  float64 `parquet:"lambda_pred"`
+	KMeas       float64 `parquet:"K_meas"`
+	LambdaFit   float64 `parquet:"lambda_fit"`
+	KOpt        float64 `parquet:"K_opt"`
+	RelErr      float64 `parquet:"rel_err"`
+	DeltaK      float64 `parquet:"delta_K"`
+	KChange     float64 `parquet:"K_change"`
+	PaperRelErr float64 `parquet:"paper_rel_err"`
+}
+
+// Fig4Row is one (layer, head) cell of Fig. 4: K over the last-LastFrac
+// queries and BOS mass over the last-BOSFrac queries, over the Fig. 4
+// lengths and every sample, under the chosen weighting (K, BOS) and the
+// other one (KPasses/BOSPasses: equal weight per pass; KQueries/BOSQueries:
+// every query pooled).
+type Fig4Row struct {
+	Layer      int64   `parquet:"layer"`
+	Head       int64   `parquet:"head"`
+	K          float64 `parquet:"K"`
+	BOS        float64 `parquet:"bos_mass"`
+	KPasses    float64 `parquet:"K_passes"`
+	BOSPasses  float64 `parquet:"bos_mass_passes"`
+	KQueries   float64 `parquet:"K_queries"`
+	BOSQueries float64 `parquet:"bos_mass_queries"`
+	Passes     int64   `parquet:"passes"`
+	LastLayers bool    `parquet:"last_layers"`
+}
+
+// Fig4Stats are the statistics of the Fig. 4 cells.
+type Fig4Stats struct {
+	Lengths  []int       `json:"lengths"`
+	Pool     string      `json:"pool"`
+	Cells    int         `json:"cells"`
+	R        Float       `json:"pearson_r"`
+	P        Float       `json:"p_two_sided"`
+	DF       int         `json:"df"`
+	Spearman Float       `json:"spearman_rho"`
+	CI       BootstrapCI `json:"bootstrap_ci"`
+	// The paper's threshold checks: the largest BOS mass; the heads with
+	// BOS mass > 0.05 (count, smallest K, layer range, −1 when none); heads
+	// above 0.3; the K range and mean BOS mass of the last layers.
+	MaxBOS        Float    `json:"max_bos_mass"`
+	SinkHeads     int      `json:"heads_bos_over_0.05"`
+	SinkMinK      Float    `json:"min_K_of_those"`
+	SinkLayers    [2]int   `json:"layers_of_those"`
+	HeadsOver03   int      `json:"heads_bos_over_0.3"`
+	LastLayersK   [2]Float `json:"last_layers_K_range"`
+	LastLayersBOS Float    `json:"last_layers_mean_bos_mass"`
+}
+
+// Summary gathers the scalar results of a sweep's aggregation.
+type Summary struct {
+	Lengths       []int      `json:"lengths"`
+	TMin          int        `json:"T_min"`
+	Samples       int        `json:"samples"`
+	LayersUsed    []int      `json:"layers_used"`
+	LambdaFit     Float      `json:"fig3_lambda_fit"`
+	Fig3MaxRelErr Float      `json:"fig3_max_rel_err"`
+	Fig4          Fig4Stats  `json:"fig4"`
+	NonFinite     int64      `json:"nonfinite_values"`
+	Agg           AggOptions `json:"analysis"`
+	Notes         []string   `json:"notes"`
+}
+
+// Results are the tables and statistics built from a sweep's passes.
+type Results struct {
+	Heads   []HeadRow
+	Fig2    []Fig2Row
+	Fig3    []Fig3Row
+	Fig4    []Fig4Row
+	Summary Summary
+}
+
+// Shape is what the aggregation needs to know of the model.
+type Shape struct {
+	Layers, Heads int
+	Gated         bool
+}
+
+type statKey struct {
+	T, sample, layer, head int
+	metric                 string
+}
+
+type windowStats struct {
+	last, bos, all Moments
+	nonfinite      int64
+}
+
+// Aggregate builds the tables of App. I from the bucket rows of every pass
+// of a sweep, in any order (see Aggregator).
+func Aggregate(rows []BucketRow, shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOptions) (*Results, error) {
+	a, err := NewAggregator(shape, sw, probe, agg)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Add(rows); err != nil {
+		return nil, err
+	}
+	return a.Results()
+}
+
+// NewAggregator returns an Aggregator: sw gives the lengths, samples,
+// windows and k unit, probe the resolved λobs options (for Fig. 3), agg
+// the aggregation options.
+func NewAggregator(shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOptions) (*Aggregator, error) {
+	if err := agg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(sw.Lengths) == 0 || sw.Samples < 1 {
+		return nil, fmt.Errorf("no passes to aggregate (lengths %v, %d samples)", sw.Lengths, sw.Samples)
+	}
+	a := &Aggregator{stats: map[statKey]*windowStats{}, seen: map[[2]int]bool{}, shape: shape, sw: sw, probe: probe,
+		agg: agg, metrics: passMetrics(shape.Gated), order: map[string]int{}}
+	for i, m := range a.metrics {
+		a.order[m] = i
+	}
+	return a, nil
+}
+
+// Add accumulates bucket rows (typically one pass's). Rows of one (T,
+// sample, layer, head, metric) may come in any order and in several
+// calls; they are combined in query order within each call.
+func (a *Aggregator) Add(rows []BucketRow) error {
+	sorted := slices.Clone(rows)
+	slices.SortFunc(sorted, func(x, y BucketRow) int {
+		return cmp.Or(cmp.Compare(x.T, y.T), cmp.Compare(x.Sample, y.Sample), cmp.Compare(x.Layer, y.Layer),
+			cmp.Compare(x.Head, y.Head), cmp.Compare(a.order[x.Metric], a.order[y.Metric]), cmp.Compare(x.QLo, y.QLo))
+	})
+	for i := range sorted {
+		r := &sorted[i]
+		if _, ok := a.order[r.Metric]; !ok {
+			return fmt.Errorf("bucket row (T=%d, sample %d): unknown metric %q", r.T, r.Sample, r.Metric)
+		}
+		T := int(r.T)
+		k := statKey{T, int(r.Sample), int(r.Layer), int(r.Head), r.Metric}
+		if k.layer < 0 || k.layer >= a.shape.Layers || k.head < 0 || k.head >= a.shape.Heads {
+			return fmt.Errorf("bucket row (T=%d, sample %d): layer %d head %d outside the model's %d layers × %d heads",
+				T, k.sample, k.layer, k.head, a.shape.Layers, a.shape.Heads)
+		}
+		ws := a.stats[k]
+		if ws == nil {
+			ws = &windowStats{}
+			a.stats[k] = ws
+		}
+		m := r.Moments()
+		ws.all = ws.all.Combine(m)
+		ws.nonfinite += r.NonFinite
+		for _, w := range []struct {
+			start int
+			dst   *Moments
+		}{{WindowStart(T, a.sw.LastFrac), &ws.last}, {WindowStart(T, a.sw.BOSFrac), &ws.bos}} {
+			switch {
+			case int(r.QLo) >= w.start:
+				*w.dst = w.dst.Combine(m)
+			case int(r.QHi) > w.start:
+				return fmt.Errorf("bucket [%d,%d) of (T=%d, sample %d) straddles the window start %d: the passes were made with other windows",
+					r.QLo, r.QHi, T, k.sample, w.start)
+			}
+		}
+		a.seen[[2]int{T, k.sample}] = true
+	}
+	return nil
+}
+
+// Results checks that every pass was added and builds the tables.
+func (a *Aggregator) Results() (*Results, error) {
+	for _, T := range a.sw.Lengths {
+		for s := 0; s < a.sw.Samples; s++ {
+			if !a.seen[[2]int{T, s}] {
+				return nil, fmt.Errorf("no rows for pass (T=%d, sample %d)", T, s)
+			}
+		}
+	}
+	a.notes, a.used = nil, nil
+	a.layers()
+	res := &Results{}
+	res.Summary = Summary{Lengths: a.sw.Lengths, TMin: a.sw.Lengths[0], Samples: a.sw.Samples, LayersUsed: a.used, Agg: a.agg}
+	for _, ws := range a.stats {
+		res.Summary.NonFinite += ws.nonfinite
+	}
+	res.Heads = a.heads()
+	res.Fig2 = a.fig2()
+	var lamFit, maxErr float64
+	res.Fig3, lamFit, maxErr = a.fig3()
+	res.Summary.LambdaFit, res.Summary.Fig3MaxRelErr = Float(lamFit), Float(maxErr)
+	var err error
+	res.Fig4, res.Summary.Fig4, err = a.fig4()
+	if err != nil {
+		return nil, err
+	}
+	res.Summary.Agg.Fig4Lengths = res.Summary.Fig4.Lengths
+	res.Summary.Notes = a.notes
+	return res, nil
+}
+
+// Aggregator accumulates the bucket rows of a sweep's passes, one pass at
+// a time, into exact per-(T, sample, layer, head, metric) window moments
+// (memory O(passes·L·H·metrics), not O(rows)), and builds the tables from
+// them.
+type Aggregator struct {
+	stats   map[statKey]*windowStats
+	seen    map[[2]int]bool
+	order   map[string]int
+	shape   Shape
+	sw      SweepOptions
+	probe   ProbeOptions
+	agg     AggOptions
+	metrics []string
+	used    []int
+	notes   []string
+}
+
+func (a *Aggregator) note(format string, args ...any) {
+	a.notes = append(a.notes, fmt.Sprintf(format, args...))
+}
+
+// layers picks the last-k layers of Figs. 2–3.
+func (a *Aggregator) layers() {
+	k := a.agg.LastLayers
+	if k > a.shape.Layers {
+		a.note("the model has %d layers, fewer than last-layers = %d: Figs. 2–3 pool all of them", a.shape.Layers, k)
+		k = a.shape.Layers
+	}
+	for l := a.shape.Layers - k; l < a.shape.Layers; l++ {
+		a.used = append(a.used, l)
+	}
+}
+
+func (a *Aggregator) get(T, s, l, h int, m string) *windowStats {
+	if ws := a.stats[statKey{T, s, l, h, m}]; ws != nil {
+		return ws
+	}
+	return &windowStats{}
+}
+
+func pick(ws *windowStats, window string) Moments {
+	switch window {
+	case WindowLast:
+		return ws.last
+	case WindowBOS:
+		return ws.bos
+	}
+	return ws.all
+}
+
+func (a *Aggregator) heads() []HeadRow {
+	var rows []HeadRow
+	for _, T := range a.sw.Lengths {
+		for l := 0; l < a.shape.Layers; l++ {
+			for h := 0; h < a.shape.Heads; h++ {
+				for _, m := range a.metrics {
+					for _, w := range []string{WindowLast, WindowBOS, WindowAll} {
+						var mo Moments
+						var bad int64
+						for s := 0; s < a.sw.Samples; s++ {
+							ws := a.get(T, s, l, h, m)
+							mo = mo.Combine(pick(ws, w))
+							if w == WindowAll {
+								bad += ws.nonfinite
+							}
+						}
+						rows = append(rows, HeadRow{T: int64(T), Layer: int64(l), Head: int64(h), Metric: m, Window: w,
+							Samples: int64(a.sw.Samples), N: mo.N, Mean: mo.Mean(), Std: mo.Std(a.agg.DDOF), NonFinite: bad})
+					}
+				}
+			}
+		}
+	}
+	return rows
+}
+
+// pool returns, for one length and metric over the Figs. 2–3 pool, the
+// pooled moments and the moments of the (sample, layer) unit means.
+func (a *Aggregator) pool(T int, m string) (pooled, units Moments) {
+	var means []float64
+	for s := 0; s < a.sw.Samples; s++ {
+		for _, l := range a.used {
+			var u Moments
+			for h := 0; h < a.shape.Heads; h++ {
+				u = u.Combine(a.get(T, s, l, h, m).last)
+			}
+			pooled = pooled.Combine(u)
+			if u.N > 0 {
+				means = append(means, u.Mean())
+			}
+		}
+	}
+	return pooled, MomentsOf(means)
+}
+
+// cellMean is the pooled mean of one (layer, head) cell over the samples
+// of length T in the last window.
+func (a *Aggregator) cellMean(T, l, h int, m string) float64 {
+	var mo Moments
+	for s := 0; s < a.sw.Samples; s++ {
+		mo = mo.Combine(a.get(T, s, l, h, m).last)
+	}
+	return mo.Mean()
+}
+
+func (a *Aggregator) fig2() []Fig2Row {
+	var rows []Fig2Row
+	ddof, unit := a.agg.DDOF, a.sw.KUnit
+	paper := map[string][]float64{probes.MetricNEff: Paper.NEff, probes.MetricGate: Paper.Gate}
+	tmin := a.sw.Lengths[0]
+	lamMin, _ := a.pool(tmin, probes.MetricLambdaObs)
+	kMin, _ := a.pool(tmin, probes.MetricK)
+	lamFromK := func(k float64) float64 { return a.probe.LambdaPrior * k / (1 - k) }
+	for _, T := range a.sw.Lengths {
+		for _, m := range a.metrics {
+			p, u := a.pool(T, m)
+			pv := math.NaN()
+			if xs, ok := paper[m]; ok {
+				pv = paperValue(xs, T, unit)
+			}
+			rows = append(rows, Fig2Row{T: int64(T), Metric: m, N: p.N, Mean: p.Mean(), StdPooled: p.Std(ddof),
+				Units: u.N, MeanUnits: u.Mean(), StdUnits: u.Std(ddof), Paper: pv})
+		}
+		paperRatio := paperValue(Paper.LambdaRatio, T, unit)
+		// (c) ratio of means: λ̄(T)/λ̄(Tmin); stds scaled by the same λ̄(Tmin).
+		p, u := a.pool(T, probes.MetricLambdaObs)
+		den := lamMin.Mean()
+		rows = append(rows, Fig2Row{T: int64(T), Metric: "lambda_obs_ratio/" + RatioOfMeans, N: p.N,
+			Mean: p.Mean() / den, StdPooled: p.Std(ddof) / den, Units: u.N, MeanUnits: u.Mean() / den,
+			StdUnits: u.Std(ddof) / den, Paper: paperRatio})
+		// mean over (layer, head) cells of the last layers of the cell ratios.
+		var ratios []float64
+		for _, l := range a.used {
+			for h := 0; h < a.shape.Heads; h++ {
+				if r := a.cellMean(T, l, h, probes.MetricLambdaObs) / a.cellMean(tmin, l, h, probes.MetricLambdaObs); !math.IsNaN(r) && !math.IsInf(r, 0) {
+					ratios = append(ratios, r)
+				}
+			}
+		}
+		c := MomentsOf(ratios)
+		rows = append(rows, Fig2Row{T: int64(T), Metric: "lambda_obs_ratio/" + MeanOfRatios, N: c.N, Mean: c.Mean(),
+			StdPooled: math.NaN(), Units: c.N, MeanUnits: c.Mean(), StdUnits: c.Std(ddof), Paper: paperRatio})
+		// recovered from the mean gain.
+		kT, _ := a.pool(T, probes.MetricK)
+		rows = append(rows, Fig2Row{T: int64(T), Metric: "lambda_obs_ratio/" + RatioFromK, N: kT.N,
+			Mean: lamFromK(kT.Mean()) / lamFromK(kMin.Mean()), StdPooled: math.NaN(), MeanUnits: math.NaN(),
+			StdUnits: math.NaN(), Paper: paperRatio})
+	}
+	return rows
+}
+
+func (a *Aggregator) fig3() ([]Fig3Row, float64, float64) {
+	var rows []Fig3Row
+	if a.probe.Form == "sandwich" {
+		a.note("Fig. 3 needs Eq. 5 or 6: with the sandwich form λobs cannot be predicted from n_eff and S")
+	}
+	var lamFit, kMin float64
+	maxErr := math.NaN()
+	for i, T := range a.sw.Lengths {
+		n, _ := a.pool(T, probes.MetricNEff)
+		s, _ := a.pool(T, probes.MetricSMean)
+		k, _ := a.pool(T, probes.MetricK)
+		lam := a.probe.LambdaFromAggregates(n.Mean(), s.Mean())
+		kMeas := k.Mean()
+		if i == 0 {
+			lamFit = lam * (1 - kMeas) / kMeas
+			kMin = kMeas
+		}
+		kOpt := lam / (lamFit + lam)
+		if math.IsInf(lam, 1) {
+			kOpt = 1
+		}
+		rel := math.Abs(kOpt-kMeas) / kMeas
+		if i > 0 && (math.IsNaN(maxErr) || rel > maxErr) {
+			maxErr = rel
+		}
+		rows = append(rows, Fig3Row{T: int64(T), NEff: n.Mean(), SMean: s.Mean(), LambdaPred: lam, KMeas: kMeas,
+			LambdaFit: lamFit, KOpt: kOpt, RelErr: rel, DeltaK: kOpt - kMeas, KChange: kMeas - kMin,
+			PaperRelErr: paperFig3(T, a.sw.KUnit)})
+	}
+	return rows, lamFit, maxErr
+}
+
+// fig4Lengths resolves the Fig. 4 lengths.
+func (a *Aggregator) fig4Lengths() ([]int, error) {
+	have := map[int]bool{}
+	for _, T := range a.sw.Lengths {
+		have[T] = true
+	}
+	if len(a.agg.Fig4Lengths) > 0 {
+		for _, T := range a.agg.Fig4Lengths {
+			if !have[T] {
+				return nil, fmt.Errorf("fig4 length %d is not one of the sweep's lengths %v", T, a.sw.Lengths)
+			}
+		}
+		return slices.Sorted(slices.Values(a.agg.Fig4Lengths)), nil
+	}
+	var ls []int
+	for _, k := range []int{4, 8} {
+		if have[k*a.sw.KUnit] {
+			ls = append(ls, k*a.sw.KUnit)
+		}
+	}
+	if len(ls) < 2 {
+		a.note("Fig. 4: the paper's lengths 4k and 8k are not both in the sweep; using %v", func() []int {
+			if len(ls) == 0 {
+				return a.sw.Lengths
+			}
+			return ls
+		}())
+	}
+	if len(ls) == 0 {
+		ls = slices.Clone(a.sw.Lengths)
+	}
+	return ls, nil
+}
+
+func (a *Aggregator) fig4() ([]Fig4Row, Fig4Stats, error) {
+	lengths, err := a.fig4Lengths()
+	st := Fig4Stats{Lengths: lengths, Pool: a.agg.Fig4Pool}
+	if err != nil {
+		return nil, st, err
+	}
+	last := map[int]bool{}
+	for _, l := range a.used {
+		last[l] = true
+	}
+	var rows []Fig4Row
+	var xs, ys []float64
+	for l := 0; l < a.shape.Layers; l++ {
+		for h := 0; h < a.shape.Heads; h++ {
+			var kq, bq Moments
+			var kp, bp []float64
+			for _, T := range lengths {
+				for s := 0; s < a.sw.Samples; s++ {
+					k := a.get(T, s, l, h, probes.MetricK).last
+					b := a.get(T, s, l, h, probes.MetricBOSMass).bos
+					kq, bq = kq.Combine(k), bq.Combine(b)
+					if k.N > 0 && b.N > 0 {
+						kp, bp = append(kp, k.Mean()), append(bp, b.Mean())
+					}
+				}
+			}
+			row := Fig4Row{Layer: int64(l), Head: int64(h), KPasses: MomentsOf(kp).Mean(), BOSPasses: MomentsOf(bp).Mean(),
+				KQueries: kq.Mean(), BOSQueries: bq.Mean(), Passes: int64(len(kp)), LastLayers: last[l]}
+			row.K, row.BOS = row.KPasses, row.BOSPasses
+			if a.agg.Fig4Pool == PoolQueries {
+				row.K, row.BOS = row.KQueries, row.BOSQueries
+			}
+			rows = append(rows, row)
+			if !math.IsNaN(row.K) && !math.IsNaN(row.BOS) {
+				xs, ys = append(xs, row.K), append(ys, row.BOS)
+			}
+		}
+	}
+	st.Cells = len(xs)
+	nan := Float(math.NaN())
+	st.R, st.P, st.Spearman = nan, nan, nan
+	st.CI = BootstrapCI{Lo: nan, Hi: nan, Level: a.agg.CILevel, Seed: a.agg.Seed}
+	st.DF = st.Cells - 2
+	if st.Cells >= 3 {
+		r, _ := Pearson(xs, ys)
+		rho, _ := Spearman(xs, ys)
+		st.R, st.P, st.Spearman = Float(r), Float(PearsonP(r, st.Cells)), Float(rho)
+		if a.agg.Bootstrap > 0 {
+			st.CI, err = BootstrapPearson(xs, ys, a.agg.Bootstrap, a.agg.CILevel, a.agg.Seed)
+			if err != nil {
+				return nil, st, err
+			}
+		}
+	} else {
+		a.note("Fig. 4 has %d cells: no correlation", st.Cells)
+	}
+	maxBOS, sinkMinK := math.NaN(), math.NaN()
+	st.SinkLayers = [2]int{-1, -1}
+	var lastK, lastBOS []float64
+	for _, r := range rows {
+		if math.IsNaN(r.K) || math.IsNaN(r.BOS) {
+			continue
+		}
+		if math.IsNaN(maxBOS) || r.BOS > maxBOS {
+			maxBOS = r.BOS
+		}
+		if r.BOS > Paper.BOSSinkMass {
+			st.SinkHeads++
+			if math.IsNaN(sinkMinK) || r.K < sinkMinK {
+				sinkMinK = r.K
+			}
+			if st.SinkLayers[0] < 0 || int(r.Layer) < st.SinkLayers[0] {
+				st.SinkLayers[0] = int(r.Layer)
+			}
+			st.SinkLayers[1] = max(st.SinkLayers[1], int(r.Layer))
+		}
+		if r.BOS > Paper.MaxBOS {
+			st.HeadsOver03++
+		}
+		if r.LastLayers {
+			lastK, lastBOS = append(lastK, r.K), append(lastBOS, r.BOS)
+		}
+	}
+	st.MaxBOS, st.SinkMinK = Float(maxBOS), Float(sinkMinK)
+	st.LastLayersK = [2]Float{nan, nan}
+	if len(lastK) > 0 {
+		st.LastLayersK = [2]Float{Float(slices.Min(lastK)), Float(slices.Max(lastK))}
+	}
+	st.LastLayersBOS = Float(MomentsOf(lastBOS).Mean())
+	return rows, st, nil
+}

@@ -1,0 +1,287 @@
+package analysis
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"github.com/filterlens/probe/model"
+)
+
+// FileHash identifies a file by its sha256.
+type FileHash struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// HashFile returns the sha256 of the file at path.
+func HashFile(path string) (FileHash, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return FileHash{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return FileHash{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return FileHash{Path: path, SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
+}
+
+// ModelInfo describes the checkpoint a sweep ran on.
+type ModelInfo struct {
+	Dir        string     `json:"dir"`
+	Arch       string     `json:"arch"`
+	ModelType  string     `json:"model_type"`
+	Layers     int        `json:"layers"`
+	DModel     int        `json:"d_model"`
+	Heads      int        `json:"heads"`
+	KVHeads    int        `json:"kv_heads"`
+	DHead      int        `json:"d_head"`
+	Vocab      int        `json:"vocab"`
+	MaxPos     int        `json:"max_position_embeddings"`
+	Gate       string     `json:"gate"`
+	DTypes     []string   `json:"stored_dtypes"`
+	Compute    string     `json:"compute_dtype"`
+	Parameters int64      `json:"parameters"`
+	Files      []FileHash `json:"files"` // config.json and the weight files
+	// Digest is the sha256 over the files' names and hashes: the model's
+	// identity in pass keys.
+	Digest string `json:"digest"`
+}
+
+// Shape returns the model's shape for aggregation.
+func (m ModelInfo) Shape() Shape {
+	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != ""}
+}
+
+// DescribeModel hashes the checkpoint's config.json and weight files and
+// describes the model.
+func DescribeModel(m *model.Model) (ModelInfo, error) {
+	info := ModelInfo{Dir: m.Dir, Arch: string(m.Arch), ModelType: m.ModelType, Layers: m.Config.Layers,
+		DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
+		Gate: string(m.Gate), DTypes: m.DTypes, Compute: "float32 (float64 accumulation of norms, softmax sums and diagnostics)",
+		Parameters: m.Parameters}
+	files := []string{filepath.Join(m.Dir, "config.json")}
+	for _, f := range m.Files {
+		if !filepath.IsAbs(f) && !strings.HasPrefix(f, m.Dir) {
+			f = filepath.Join(m.Dir, f)
+		}
+		files = append(files, f)
+	}
+	h := sha256.New()
+	for _, f := range files {
+		fh, err := HashFile(f)
+		if err != nil {
+			return info, err
+		}
+		if rel, err := filepath.Rel(m.Dir, fh.Path); err == nil {
+			fh.Path = rel
+		}
+		info.Files = append(info.Files, fh)
+		fmt.Fprintf(h, "%s %s\n", fh.Path, fh.SHA256)
+	}
+	info.Digest = hex.EncodeToString(h.Sum(nil))
+	return info, nil
+}
+
+// SourceInfo describes the token stream a sweep cut its chunks from.
+type SourceInfo struct {
+	Kind      string    `json:"kind"` // "text" (tokenized here) or "ids" (a JSON list of ints)
+	File      FileHash  `json:"file"`
+	Tokenizer *FileHash `json:"tokenizer,omitempty"`
+	// AddSpecialTokens says whether the tokenizer's post-processor added
+	// its special tokens (never: a BOS is the sweep's explicit option).
+	AddSpecialTokens bool   `json:"add_special_tokens"`
+	Tokens           int    `json:"tokens"`
+	Digest           string `json:"digest"` // TokenDigest of the whole stream
+}
+
+// ToolInfo identifies the program that wrote a result.
+type ToolInfo struct {
+	Name     string `json:"name"`
+	Module   string `json:"module"`
+	Version  string `json:"version"`
+	Revision string `json:"vcs_revision,omitempty"`
+	Modified bool   `json:"vcs_modified,omitempty"`
+	Go       string `json:"go"`
+	Platform string `json:"platform"`
+	BLAS     string `json:"blas"` // matrix products: gonum (pure Go) or openblas (build tag)
+	Format   string `json:"format"`
+}
+
+// Tool returns the running program's identity from its build information.
+func Tool() ToolInfo {
+	t := ToolInfo{Name: "probe", Module: "github.com/filterlens/probe", Version: "(devel)", Go: runtime.Version(),
+		Platform: runtime.GOOS + "/" + runtime.GOARCH, BLAS: model.BLAS(), Format: FormatVersion}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			t.Version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				t.Revision = s.Value
+			case "vcs.modified":
+				t.Modified = s.Value == "true"
+			}
+		}
+	}
+	return t
+}
+
+// Option is one command-line option as given, with its default.
+type Option struct {
+	Name    string `json:"name"`
+	Value   string `json:"value"`
+	Default string `json:"default"`
+	Set     bool   `json:"set"` // given on the command line
+	Usage   string `json:"usage"`
+}
+
+// Shard selects the passes i, i+n, i+2n, … (0-based, in (T, sample)
+// order) of a sweep.
+type Shard struct {
+	Index int `json:"index"`
+	Count int `json:"count"`
+}
+
+// ParseShard parses "i/n" with 0 ≤ i < n.
+func ParseShard(s string) (Shard, error) {
+	var sh Shard
+	if _, err := fmt.Sscanf(s, "%d/%d", &sh.Index, &sh.Count); err != nil || fmt.Sprintf("%d/%d", sh.Index, sh.Count) != s {
+		return sh, fmt.Errorf("shard %q: want i/n, e.g. 0/4 (i is 0-based)", s)
+	}
+	if sh.Count < 1 || sh.Index < 0 || sh.Index >= sh.Count {
+		return sh, fmt.Errorf("shard %q: want 0 ≤ i < n (i is 0-based)", s)
+	}
+	return sh, nil
+}
+
+func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
+
+// Timings are wall-clock seconds of the parts of a run.
+type Timings struct {
+	Total    float64 `json:"total"`
+	Hashing  float64 `json:"hashing"`
+	Loading  float64 `json:"loading"`
+	Tokenize float64 `json:"tokenize"`
+	Passes   float64 `json:"passes"` // forward passes with diagnostics run by this process
+	Tables   float64 `json:"tables"`
+}
+
+// Manifest is a sweep's record: what ran on what, with which options, and
+// how long it took. It is written as manifest.json beside the tables (or
+// manifest-shard-I-of-N.json by a shard).
+type Manifest struct {
+	Tool     ToolInfo     `json:"tool"`
+	Created  string       `json:"created"`
+	Complete bool         `json:"complete"`
+	Error    string       `json:"error,omitempty"`
+	Args     []string     `json:"args,omitempty"`
+	Shard    Shard        `json:"shard"`
+	Model    ModelInfo    `json:"model"`
+	Source   SourceInfo   `json:"source"`
+	Sweep    SweepOptions `json:"sweep"`
+	Analysis AggOptions   `json:"analysis"`
+	// LayersUsed are the layers Figs. 2–3 pooled.
+	LayersUsed []int `json:"layers_used,omitempty"`
+	// Conventions spell out the readings behind the numbers.
+	Conventions map[string]string `json:"conventions"`
+	Chunks      []Chunk           `json:"chunks"`
+	Passes      []PassRecord      `json:"passes"`
+	// Reused lists the pass files a re-run found finished and kept.
+	Reused []string `json:"reused,omitempty"`
+	// Flags lists passes with non-finite activations (--on-nonfinite
+	// flag) and other conditions a reader must know.
+	Flags      []string `json:"flags,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
+	Threads    int      `json:"threads"`
+	GOMAXPROCS int      `json:"gomaxprocs"`
+	NumCPU     int      `json:"num_cpu"`
+	Timings    Timings  `json:"timings"`
+	Options    []Option `json:"options,omitempty"`
+	Tables     []string `json:"tables,omitempty"`
+	// MergedFrom lists the folders probe merge combined.
+	MergedFrom []string `json:"merged_from,omitempty"`
+}
+
+// conventions describes the fixed readings of a sweep for its manifest.
+func conventions(sw SweepOptions, agg AggOptions) map[string]string {
+	return map[string]string{
+		"T":            "context length of a pass = tokens in the forward pass; a prepended BOS token counts in T",
+		"queries":      "0-based query positions t = 0..T−1; windows are the last ⌊f·T⌋ queries: t ≥ T − ⌊f·T⌋",
+		"window_last":  fmt.Sprintf("t ≥ T − ⌊%v·T⌋ (Figs. 2–3; K in Fig. 4)", sw.LastFrac),
+		"window_bos":   fmt.Sprintf("t ≥ T − ⌊%v·T⌋ (BOS mass in Fig. 4)", sw.BOSFrac),
+		"layers":       "0-based; Figs. 2–3 pool the last analysis.last_layers layers (layers_used)",
+		"bos_mass":     "α[t, 0]: attention on position 0 (the BOS token when one is prepended, else the chunk's first token)",
+		"scalar_S":     "S_mean = mean over the head dimension of S_i; lambda_obs and K apply Eq. 6 to S_mean (reduction (i)); lambda_obs_dim_mean, K_dim_mean: reduction (ii); lambda_obs_harmonic: (iii)",
+		"std":          fmt.Sprintf("ddof = %d; std_pooled over (sample, layer, head, query) elements, std_units over the means of (sample, layer) units", agg.DDOF),
+		"fig3":         "λ = λobs(Tmin)(1 − K_meas(Tmin))/K_meas(Tmin), λobs from the pooled n_eff and S_mean via the sweep's λobs form; K_meas = pooled mean of per-element K",
+		"fig4":         "one cell per (layer, head) over all layers; K over window_last, BOS mass over window_bos; weighting analysis.fig4_pool",
+		"bucket_stats": "per bucket and metric: n finite values, sum, m2 = Σ(x − sum/n)²; raw Σx² = m2 + sum²/n",
+		"nonfinite":    "NaN/±Inf values are excluded from every statistic and counted in the nonfinite columns",
+	}
+}
+
+// WriteJSON writes v as indented JSON to path, atomically.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	b = append(b, '\n')
+	return writeFileAtomic(path, func(w io.Writer) error { _, err := w.Write(b); return err })
+}
+
+// ReadManifest reads a manifest JSON file.
+func ReadManifest(path string) (*Manifest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: not a sweep manifest: %w", path, err)
+	}
+	if m.Tool.Format != FormatVersion {
+		return nil, fmt.Errorf("%s: format %q, this probe reads %q", path, m.Tool.Format, FormatVersion)
+	}
+	return &m, nil
+}
+
+// ManifestName returns the manifest file name of a shard (manifest.json
+// for an unsharded run).
+func ManifestName(s Shard) string {
+	if s.Count <= 1 {
+		return "manifest.json"
+	}
+	return fmt.Sprintf("manifest-shard-%d-of-%d.json", s.Index, s.Count)
+}
+
+// keyDiff names the fields in which two pass keys differ.
+func keyDiff(a, b PassKey) []string {
+	var ma, mb map[string]any
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	json.Unmarshal(ja, &ma)
+	json.Unmarshal(jb, &mb)
+	var diff []string
+	for k, v := range ma {
+		if fmt.Sprint(v) != fmt.Sprint(mb[k]) {
+			diff = append(diff, fmt.Sprintf("%s (%v here, %v in the file)", k, v, mb[k]))
+		}
+	}
+	sort.Strings(diff)
+	return diff
+}

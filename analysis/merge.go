@@ -1,0 +1,166 @@
+package analysis
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// FindManifests returns the manifests of a sweep folder: manifest.json
+// and/or manifest-shard-*.json.
+func FindManifests(dir string) ([]*Manifest, []string, error) {
+	paths, _ := filepath.Glob(filepath.Join(dir, "manifest-shard-*-of-*.json"))
+	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
+		paths = append([]string{filepath.Join(dir, "manifest.json")}, paths...)
+	}
+	if len(paths) == 0 {
+		return nil, nil, fmt.Errorf("%s: no manifest.json or manifest-shard-*.json (not a probe sweep folder)", dir)
+	}
+	var ms []*Manifest
+	for _, p := range paths {
+		m, err := ReadManifest(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		ms = append(ms, m)
+	}
+	return ms, paths, nil
+}
+
+// sameSweep reports why two manifests do not describe the same sweep, or
+// "" when they do.
+func sameSweep(a, b *Manifest) string {
+	eq := func(x, y any) bool {
+		jx, _ := json.Marshal(x)
+		jy, _ := json.Marshal(y)
+		return string(jx) == string(jy)
+	}
+	switch {
+	case a.Model.Digest != b.Model.Digest:
+		return fmt.Sprintf("model digest %s vs %s", a.Model.Digest, b.Model.Digest)
+	case a.Source.Digest != b.Source.Digest:
+		return fmt.Sprintf("token stream digest %s vs %s", a.Source.Digest, b.Source.Digest)
+	case !eq(a.Sweep, b.Sweep):
+		return "sweep options differ"
+	case !eq(a.Chunks, b.Chunks):
+		return "chunk offsets differ"
+	}
+	return ""
+}
+
+// MergeOptions configure Merge.
+type MergeOptions struct {
+	Formats []string
+	// Agg overrides the aggregation options of the shards' manifests when
+	// non-nil.
+	Agg        *AggOptions
+	CLIOptions []Option
+	Args       []string
+}
+
+// Merge combines the pass files of shard folders (made by sweep --shard
+// i/n with the same model, text and options) into out: it copies the pass
+// files into out/passes, checks that every pass of the sweep is there, and
+// writes the same tables and summary as an unsharded run would, plus a
+// manifest.json. A missing pass is an error naming it and the shard that
+// owns it.
+func Merge(dirs []string, out string, opt MergeOptions) (*Manifest, error) {
+	start := time.Now()
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("no folders to merge")
+	}
+	var base *Manifest
+	var baseFile string
+	for _, d := range dirs {
+		ms, paths, err := FindManifests(d)
+		if err != nil {
+			return nil, err
+		}
+		for i, m := range ms {
+			if base == nil {
+				base, baseFile = m, paths[i]
+				continue
+			}
+			if why := sameSweep(base, m); why != "" {
+				return nil, fmt.Errorf("%s and %s are not shards of one sweep: %s", baseFile, paths[i], why)
+			}
+		}
+	}
+	if len(opt.Formats) == 0 {
+		opt.Formats = []string{FormatParquet}
+	}
+	if err := os.MkdirAll(filepath.Join(out, "passes"), 0o755); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for i, c := range base.Chunks {
+		dst := passPath(out, c.T, c.Sample)
+		src := ""
+		for _, d := range dirs {
+			p := passPath(d, c.T, c.Sample)
+			if _, err := ReadPassRecord(p); err == nil {
+				src = p
+				break
+			}
+		}
+		if src == "" {
+			owner := ""
+			if n := base.Shard.Count; n > 1 {
+				owner = fmt.Sprintf(" (shard %d/%d)", i%n, n)
+			}
+			missing = append(missing, fmt.Sprintf("T=%d sample %d%s", c.T, c.Sample, owner))
+			continue
+		}
+		if err := copyFileAtomic(src, dst); err != nil {
+			return nil, err
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%d of %d passes have no complete file in %s: %s", len(missing), len(base.Chunks),
+			strings.Join(dirs, ", "), strings.Join(missing, ", "))
+	}
+	man := *base
+	man.Tool = Tool()
+	man.Created = time.Now().UTC().Format(time.RFC3339)
+	man.Shard = Shard{0, 1}
+	man.Error, man.Reused, man.Notes, man.Flags = "", nil, nil, nil
+	man.MergedFrom = dirs
+	man.Args, man.Options = opt.Args, opt.CLIOptions
+	if opt.Agg != nil {
+		man.Analysis = *opt.Agg
+	}
+	man.Conventions = conventions(man.Sweep, man.Analysis)
+	t0 := time.Now()
+	if _, err := Finalize(out, &man, opt.Formats); err != nil {
+		return nil, err
+	}
+	man.Timings = Timings{Tables: time.Since(t0).Seconds()}
+	for _, p := range man.Passes {
+		man.Timings.Passes += p.Seconds
+	}
+	man.Timings.Total = time.Since(start).Seconds()
+	man.Complete = true
+	return &man, WriteJSON(filepath.Join(out, "manifest.json"), &man)
+}
+
+// copyFileAtomic copies src to dst through a temporary file; it does
+// nothing when they are the same file.
+func copyFileAtomic(src, dst string) error {
+	si, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if di, err := os.Stat(dst); err == nil && os.SameFile(si, di) {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return writeFileAtomic(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err })
+}

@@ -1,0 +1,295 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/filterlens/probe/probes"
+)
+
+// FormatVersion names the layout of pass files and tables; it is part of
+// every pass key, so files of another layout are never taken as finished.
+const FormatVersion = "probe-sweep/1"
+
+// ProbeOptions are the per-row diagnostic options of a sweep (they become
+// probes.CollectorOptions). Zero values select the paper's App. I choices;
+// Resolve fills them in so that the manifest records the values used.
+type ProbeOptions struct {
+	// Form is the λobs estimator: "reml" (Eq. 6 with the conjugate prior,
+	// the App. I diagnostic; default), "naive" (Eq. 5) or "sandwich"
+	// (Eq. 13).
+	Form string `json:"lambda_form"`
+	// Nu is ν of Eq. 6 (default 1, App. I).
+	Nu float64 `json:"nu"`
+	// Sigma02 is σ0² of Eq. 6 (default 1/d_head, App. I "σ0² = 1/d_h").
+	Sigma02 float64 `json:"sigma02"`
+	// LambdaPrior is λ in K = λobs/(λ + λobs) (default 1: App. I's "gain K
+	// at λ = 1").
+	LambdaPrior float64 `json:"lambda_prior"`
+	// LambdaMax caps λobs when positive (default 0: no cap, as in App. I).
+	LambdaMax float64 `json:"lambda_max"`
+	// Moments is how S is computed: "two-pass" (default; stable) or
+	// "expanded" (Eq. 7's Σαv² − e², for comparison only).
+	Moments string `json:"moments"`
+}
+
+// Resolve fills in the defaults for head dimension dHead and checks the
+// values.
+func (p ProbeOptions) Resolve(dHead int) (ProbeOptions, error) {
+	if p.Form == "" {
+		p.Form = "reml"
+	}
+	if p.Moments == "" {
+		p.Moments = "two-pass"
+	}
+	if p.Nu == 0 {
+		p.Nu = 1
+	}
+	if p.Sigma02 == 0 {
+		p.Sigma02 = 1 / float64(dHead)
+	}
+	if p.LambdaPrior == 0 {
+		p.LambdaPrior = 1
+	}
+	_, err := p.collector()
+	return p, err
+}
+
+// collector converts resolved options.
+func (p ProbeOptions) collector() (probes.CollectorOptions, error) {
+	var o probes.CollectorOptions
+	switch p.Form {
+	case "reml":
+		o.Lambda.Form = probes.REMLPrior
+	case "naive":
+		o.Lambda.Form = probes.REMLNaive
+	case "sandwich":
+		o.Lambda.Form = probes.Sandwich
+	default:
+		return o, fmt.Errorf("lambda form %q: want reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)", p.Form)
+	}
+	switch p.Moments {
+	case "two-pass":
+		o.Moments = probes.TwoPass
+	case "expanded":
+		o.Moments = probes.Expanded
+	default:
+		return o, fmt.Errorf("moments %q: want two-pass or expanded", p.Moments)
+	}
+	for _, v := range []struct {
+		name string
+		x    float64
+	}{{"nu", p.Nu}, {"sigma02", p.Sigma02}, {"lambda prior", p.LambdaPrior}, {"lambda max", p.LambdaMax}} {
+		if v.x < 0 || math.IsNaN(v.x) || math.IsInf(v.x, 0) {
+			return o, fmt.Errorf("%s = %v: want a finite value ≥ 0", v.name, v.x)
+		}
+	}
+	o.Lambda.Nu, o.Lambda.Sigma02, o.Lambda.LambdaMax = p.Nu, p.Sigma02, p.LambdaMax
+	o.LambdaPrior = p.LambdaPrior
+	if err := o.Lambda.Validate(); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// LambdaFromAggregates applies the options' λobs form to aggregate n_eff and
+// S̄ (Fig. 3's "λobs predicted by Eq. 6 from the measured n_eff(T) and
+// S(T)"). The sandwich form needs Σα²(v−e)², which is not aggregated: it
+// gives NaN.
+func (p ProbeOptions) LambdaFromAggregates(neff, s float64) float64 {
+	switch p.Form {
+	case "reml":
+		return probes.LambdaREML(neff, s, p.Nu, p.Sigma02)
+	case "naive":
+		return probes.LambdaNaive(neff, s)
+	}
+	return math.NaN()
+}
+
+// Non-finite policies (SweepOptions.OnNonFinite).
+const (
+	// NonFiniteStop stops the sweep at the first attention row with NaN/Inf
+	// weights or values and reports its T, sample, layer, head and query
+	// (default: never silently wrong numbers). Finished passes are kept.
+	NonFiniteStop = "stop"
+	// NonFiniteFlag records the pass with its non-finite rows counted
+	// (BucketRow.NonFinite) and left out of every statistic, flags it in
+	// the manifest and goes on.
+	NonFiniteFlag = "flag"
+)
+
+// SweepOptions are the options that decide which passes a sweep runs and
+// what each pass stores. All are recorded in the manifest.
+type SweepOptions struct {
+	// LengthsArg is the lengths list as given ("1k,2k,4k"); Lengths the
+	// resolved context lengths T, ascending.
+	LengthsArg string `json:"lengths_arg"`
+	Lengths    []int  `json:"lengths"`
+	// KUnit is what "k" means in LengthsArg: 1000 (default; WikiText-style
+	// round numbers) or 1024. The paper does not say (notes §F.1.6).
+	KUnit int `json:"k"`
+	// Samples is the number of chunks per length (paper: 5).
+	Samples int `json:"samples"`
+	// Disjoint is DisjointAll (default) or DisjointWithin; Placement is
+	// PlaceSequential (default) or PlaceShuffled with Seed; Offset is the
+	// first stream token used (default 0). See ChunkOptions.
+	Disjoint  string `json:"disjoint"`
+	Placement string `json:"placement"`
+	Seed      uint64 `json:"seed"`
+	Offset    int    `json:"offset"`
+	// BOSToken is a token id prepended to every pass, −1 for none
+	// (default: the gated checkpoints' tokenizer adds none, notes §B.1,
+	// §F.1.3). When set it counts in T: a pass of length T is the BOS
+	// token and T − 1 stream tokens, so the query windows, the position
+	// limit and the BOS mass (α on position 0, now the BOS token) refer to
+	// the same positions in both modes.
+	BOSToken int `json:"bos_token"`
+	// BOSCountsInT is always true (see BOSToken); recorded for readers.
+	BOSCountsInT bool `json:"bos_counts_in_T"`
+	// Bucket is the query bucket size of the per-bucket table (default 64).
+	// Buckets are also cut at the window starts, so aggregates are exact
+	// whatever the size.
+	Bucket int `json:"bucket"`
+	// LastFrac is the query window of Figs. 2–3 and of K in Fig. 4: the
+	// last LastFrac of the queries (default 0.25: "last-25% queries").
+	LastFrac float64 `json:"last_frac"`
+	// BOSFrac is the query window of the BOS mass in Fig. 4: the last
+	// BOSFrac of the queries (default 0.5: "second-half queries",
+	// t ≥ ⌈T/2⌉).
+	BOSFrac float64 `json:"bos_frac"`
+	// AllowExtrapolation runs lengths beyond max_position_embeddings.
+	AllowExtrapolation bool `json:"allow_extrapolation"`
+	// OnNonFinite is NonFiniteStop (default) or NonFiniteFlag.
+	OnNonFinite string `json:"on_nonfinite"`
+	// Probe are the per-row diagnostic options.
+	Probe ProbeOptions `json:"probe"`
+}
+
+// DefaultSweepOptions returns the defaults (lengths and samples excepted).
+func DefaultSweepOptions() SweepOptions {
+	return SweepOptions{KUnit: 1000, Samples: 5, Disjoint: DisjointAll, Placement: PlaceSequential, BOSToken: -1,
+		BOSCountsInT: true, Bucket: 64, LastFrac: 0.25, BOSFrac: 0.5, OnNonFinite: NonFiniteStop}
+}
+
+// ChunkOptions returns the chunk layout of the sweep.
+func (o *SweepOptions) ChunkOptions() ChunkOptions {
+	return ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement,
+		Seed: o.Seed, Offset: o.Offset, BOS: o.BOSToken >= 0}
+}
+
+// Validate checks the options against a model configuration (layers are
+// not needed; max positions and vocabulary are).
+func (o *SweepOptions) Validate(maxPos, vocab int) error {
+	o.BOSCountsInT = true
+	if len(o.Lengths) == 0 {
+		l, err := ParseLengths(o.LengthsArg, o.KUnit)
+		if err != nil {
+			return err
+		}
+		o.Lengths = l
+	}
+	co := o.ChunkOptions()
+	if err := co.resolve(); err != nil {
+		return err
+	}
+	o.Disjoint, o.Placement = co.Disjoint, co.Placement
+	switch {
+	case o.Bucket < 1:
+		return fmt.Errorf("bucket = %d: want at least 1 query", o.Bucket)
+	case !(o.LastFrac > 0 && o.LastFrac <= 1):
+		return fmt.Errorf("last-frac = %v: want a fraction in (0, 1]", o.LastFrac)
+	case !(o.BOSFrac > 0 && o.BOSFrac <= 1):
+		return fmt.Errorf("bos-frac = %v: want a fraction in (0, 1]", o.BOSFrac)
+	case o.OnNonFinite != NonFiniteStop && o.OnNonFinite != NonFiniteFlag:
+		return fmt.Errorf("on-nonfinite %q: want stop or flag", o.OnNonFinite)
+	case o.BOSToken < -1 || (vocab > 0 && o.BOSToken >= vocab):
+		return fmt.Errorf("bos-token %d: outside the vocabulary [0, %d) (−1 for none)", o.BOSToken, vocab)
+	}
+	if T := o.Lengths[len(o.Lengths)-1]; maxPos > 0 && T > maxPos && !o.AllowExtrapolation {
+		return fmt.Errorf("length %d exceeds the model's max_position_embeddings %d (pass --allow-extrapolation to run it anyway)", T, maxPos)
+	}
+	for _, T := range o.Lengths {
+		if WindowStart(T, o.LastFrac) >= T || WindowStart(T, o.BOSFrac) >= T {
+			return fmt.Errorf("length %d: the last %v / %v of its queries is empty", T, o.LastFrac, o.BOSFrac)
+		}
+	}
+	return nil
+}
+
+// Fig. 4 weightings (AggOptions.Fig4Pool).
+const (
+	// PoolPasses gives every (T, sample) pass the same weight: a cell's K
+	// is the mean over passes of the pass's window mean (default: "aggregated
+	// over 5 samples and T ∈ {4k, 8k}" read as 10 equal passes).
+	PoolPasses = "passes"
+	// PoolQueries pools every query of every pass (an 8k pass then weighs
+	// twice a 4k pass).
+	PoolQueries = "queries"
+)
+
+// λobs ratio readings of Fig. 2(c) (AggOptions.LambdaRatio).
+const (
+	// RatioOfMeans is mean λobs(T) / mean λobs(Tmin) over the pooled
+	// elements (default).
+	RatioOfMeans = "ratio-of-means"
+	// MeanOfRatios is the mean over (layer, head) cells of the last layers
+	// of λobs(T, l, h)/λobs(Tmin, l, h), each a pooled cell mean.
+	MeanOfRatios = "mean-of-ratios"
+	// RatioFromK "recovers" λobs from the mean gain: λ·K̄/(1 − K̄), then
+	// takes the ratio (the figure's title says "Recovered").
+	RatioFromK = "from-K"
+)
+
+// AggOptions are the App. I aggregation options. They do not change the
+// pass files, only the tables built from them, so summarize and merge may
+// override them.
+type AggOptions struct {
+	// LastLayers is how many of the deepest layers Figs. 2–3 pool (default
+	// 7: "the last 7 deep layers"; a model with fewer layers uses all, and
+	// the manifest says so).
+	LastLayers int `json:"last_layers"`
+	// DDOF is the delta degrees of freedom of every std: 0 (default; the
+	// population std of numpy's np.std, the likely tool behind the figure;
+	// the difference to ddof 1 is 1.5 % over the 35 (sample, layer) units
+	// and nil over pooled elements) or 1.
+	DDOF int `json:"ddof"`
+	// Fig4Lengths are the lengths Fig. 4 aggregates (default: 4k and 8k in
+	// the sweep's k unit when present — the paper's choice —, else all).
+	Fig4Lengths []int `json:"fig4_lengths"`
+	// Fig4Pool is PoolPasses (default) or PoolQueries.
+	Fig4Pool string `json:"fig4_pool"`
+	// Bootstrap is the number of bootstrap resamples of the Fig. 4 cells
+	// (default 10000), Seed their PCG seed (default 1) and CILevel the
+	// interval's level (default 0.95).
+	Bootstrap int     `json:"bootstrap"`
+	Seed      uint64  `json:"seed"`
+	CILevel   float64 `json:"ci_level"`
+	// LambdaRatio is the reading of Fig. 2(c) shown first (default
+	// RatioOfMeans; all three are stored).
+	LambdaRatio string `json:"lambda_ratio"`
+}
+
+// DefaultAggOptions returns the defaults.
+func DefaultAggOptions() AggOptions {
+	return AggOptions{LastLayers: 7, DDOF: 0, Fig4Pool: PoolPasses, Bootstrap: 10000, Seed: 1, CILevel: 0.95,
+		LambdaRatio: RatioOfMeans}
+}
+
+// Validate checks the options.
+func (a *AggOptions) Validate() error {
+	switch {
+	case a.LastLayers < 1:
+		return fmt.Errorf("last-layers = %d: want at least 1", a.LastLayers)
+	case a.DDOF != 0 && a.DDOF != 1:
+		return fmt.Errorf("ddof = %d: want 0 or 1", a.DDOF)
+	case a.Fig4Pool != PoolPasses && a.Fig4Pool != PoolQueries:
+		return fmt.Errorf("fig4-pool %q: want passes or queries", a.Fig4Pool)
+	case a.Bootstrap < 0:
+		return fmt.Errorf("bootstrap = %d: want ≥ 0 (0 skips the interval)", a.Bootstrap)
+	case !(a.CILevel > 0 && a.CILevel < 1):
+		return fmt.Errorf("ci-level = %v: want a level in (0, 1)", a.CILevel)
+	case a.LambdaRatio != RatioOfMeans && a.LambdaRatio != MeanOfRatios && a.LambdaRatio != RatioFromK:
+		return fmt.Errorf("lambda-ratio %q: want ratio-of-means, mean-of-ratios or from-K", a.LambdaRatio)
+	}
+	return nil
+}

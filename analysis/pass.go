@@ -1,0 +1,265 @@
+package analysis
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/filterlens/probe/probes"
+)
+
+// BucketRow is one row of the tidy per-bucket table: the exact summary of
+// one metric over the queries [QLo, QHi) of one (T, sample, layer, head).
+// N counts the queries whose value is finite, Sum is their sum and M2 the
+// sum of their squared deviations from the bucket mean Sum/N (the raw sum
+// of squares is M2 + Sum²/N); NonFinite counts the queries of the bucket
+// whose value is NaN or ±Inf (only possible under --on-nonfinite flag).
+// Every aggregate of App. I is a combination of these rows (see Moments),
+// so it is exact, not a mean of bucket means.
+type BucketRow struct {
+	T         int64   `parquet:"T"`
+	Sample    int64   `parquet:"sample"`
+	Layer     int64   `parquet:"layer"`
+	Head      int64   `parquet:"head"`
+	QLo       int64   `parquet:"q_lo"`
+	QHi       int64   `parquet:"q_hi"`
+	Metric    string  `parquet:"metric,dict"`
+	N         int64   `parquet:"n"`
+	Sum       float64 `parquet:"sum"`
+	M2        float64 `parquet:"m2"`
+	NonFinite int64   `parquet:"nonfinite"`
+}
+
+// Moments returns the row's statistics as Moments.
+func (r *BucketRow) Moments() Moments { return Moments{N: r.N, Sum: r.Sum, M2: r.M2} }
+
+// WindowStart returns the first query of the window "the last fraction f of
+// the queries" of a length-T pass: T − ⌊f·T⌋ (so "the last 25 %" of 1000
+// queries is t ∈ [750, 1000), and "the second half" (f = 0.5) is t ≥ ⌈T/2⌉).
+func WindowStart(T int, f float64) int {
+	n := int(math.Floor(f*float64(T) + 1e-9))
+	return T - min(max(n, 0), T)
+}
+
+// BucketEdges returns the query bucket boundaries of a length-T pass:
+// multiples of size, plus the starts of the windows (so that no bucket
+// straddles a window edge and window aggregates stay exact), plus 0 and T.
+func BucketEdges(T, size int, windowStarts ...int) []int {
+	edges := []int{0, T}
+	for q := size; q < T; q += size {
+		edges = append(edges, q)
+	}
+	for _, s := range windowStarts {
+		if s > 0 && s < T {
+			edges = append(edges, s)
+		}
+	}
+	slices.Sort(edges)
+	return slices.Compact(edges)
+}
+
+// passMetrics are the per-cell Collector metrics stored for every pass, in
+// table order (gate only for gated models).
+func passMetrics(gated bool) []string {
+	m := []string{probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSumAlpha, probes.MetricSMean,
+		probes.MetricLambdaObs, probes.MetricK, probes.MetricLambdaObsDimMean, probes.MetricKDimMean,
+		probes.MetricLambdaObsHarmonic, probes.MetricBOSMass, probes.MetricENorm}
+	if gated {
+		m = append(m, probes.MetricGate)
+	}
+	return m
+}
+
+// BucketRows summarizes batch entry b of a Collector into bucket rows for
+// pass (T, sample): every layer, head and metric over the buckets between
+// edges. The collector's T must be at least the last edge.
+func BucketRows(c *probes.Collector, b, T, sample int, edges []int, gated bool) []BucketRow {
+	metrics := passMetrics(gated)
+	rows := make([]BucketRow, 0, c.L*c.H*len(metrics)*(len(edges)-1))
+	buf := make([]float64, 0, T)
+	for l := 0; l < c.L; l++ {
+		for h := 0; h < c.H; h++ {
+			base := c.Index(b, l, h, 0)
+			for _, name := range metrics {
+				x, _ := c.Metric(name)
+				for i := 0; i+1 < len(edges); i++ {
+					lo, hi := edges[i], edges[i+1]
+					buf = buf[:0]
+					for _, v := range x[base+lo : base+hi] {
+						if !math.IsNaN(v) && !math.IsInf(v, 0) {
+							buf = append(buf, v)
+						}
+					}
+					m := MomentsOf(buf)
+					rows = append(rows, BucketRow{T: int64(T), Sample: int64(sample), Layer: int64(l), Head: int64(h),
+						QLo: int64(lo), QHi: int64(hi), Metric: name, N: m.N, Sum: m.Sum, M2: m.M2,
+						NonFinite: int64(hi-lo) - m.N})
+				}
+			}
+		}
+	}
+	return rows
+}
+
+// PassKey is everything that determines the rows of one pass. Its hash is
+// stored in the pass file, so that a re-run takes a finished file only
+// when it was made from the same model, tokens and options.
+type PassKey struct {
+	Format string `json:"format"` // FormatVersion
+	// Model is the digest of the checkpoint's config.json and weight files
+	// (ModelInfo.Digest).
+	Model  string `json:"model"`
+	T      int    `json:"T"`
+	Sample int    `json:"sample"`
+	Start  int    `json:"start"`
+	End    int    `json:"end"`
+	// Tokens is the sha256 of the pass's token ids (BOS included) as
+	// little-endian int32.
+	Tokens   string       `json:"tokens"`
+	BOSToken int          `json:"bos_token"` // −1: none
+	Bucket   int          `json:"bucket"`
+	LastFrac float64      `json:"last_frac"`
+	BOSFrac  float64      `json:"bos_frac"`
+	Probe    ProbeOptions `json:"probe"`
+}
+
+// Hash returns the hex sha256 of the key's JSON encoding.
+func (k PassKey) Hash() string {
+	b, _ := json.Marshal(k)
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// TokenDigest returns the hex sha256 of ids as little-endian int32.
+func TokenDigest(ids []int) string {
+	h := sha256.New()
+	var b [4]byte
+	for _, id := range ids {
+		binary.LittleEndian.PutUint32(b[:], uint32(int32(id)))
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// NonFiniteInfo records the non-finite activations met in a pass run
+// under --on-nonfinite flag.
+type NonFiniteInfo struct {
+	Layer int    `json:"layer"`
+	Head  int    `json:"head"`
+	Query int    `json:"query"`
+	Where string `json:"where"` // "attention weights" or "values"
+	Rows  int64  `json:"rows"`  // attention rows with non-finite inputs
+	// Aborted holds the forward pass's error when it stopped early (the
+	// model refuses to continue past a non-finite residual stream); the
+	// cells of the layers it did not reach are counted as non-finite.
+	Aborted string `json:"aborted,omitempty"`
+}
+
+// PassRecord describes one finished pass; it is stored as JSON in the
+// footer metadata of the pass's Parquet file under the key "probe.pass"
+// and repeated in the manifest.
+type PassRecord struct {
+	Key             PassKey        `json:"key"`
+	Hash            string         `json:"hash"`
+	File            string         `json:"file"`
+	Rows            int64          `json:"rows"`
+	Seconds         float64        `json:"seconds"` // forward pass with diagnostics
+	TokensPerSecond float64        `json:"tokens_per_second"`
+	Threads         int            `json:"threads"`
+	NonFinite       *NonFiniteInfo `json:"nonfinite,omitempty"`
+}
+
+// passMetaKey is the Parquet footer key of a pass file's PassRecord.
+const passMetaKey = "probe.pass"
+
+// PassFileName is the name of the pass file of (T, sample) inside a
+// sweep's passes/ folder.
+func PassFileName(T, sample int) string { return fmt.Sprintf("T%d-s%d.parquet", T, sample) }
+
+// writePass writes a pass file atomically: rows plus the record in the
+// footer.
+func writePass(path string, rec PassRecord, rows []BucketRow) error {
+	rec.Rows = int64(len(rows))
+	meta, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, func(w io.Writer) error {
+		return writeParquet(w, rows, map[string]string{passMetaKey: string(meta)})
+	})
+}
+
+// ErrIncomplete is wrapped by errors about pass files that are not whole
+// (no valid Parquet footer, no pass record, or fewer rows than recorded).
+var ErrIncomplete = errors.New("incomplete pass file")
+
+// ReadPassRecord reads only the footer of a pass file: its record. It
+// fails with an error wrapping ErrIncomplete when the file is not a
+// complete pass file.
+func ReadPassRecord(path string) (PassRecord, error) {
+	var rec PassRecord
+	f, err := os.Open(path)
+	if err != nil {
+		return rec, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return rec, err
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return rec, fmt.Errorf("%s: %w: %v", path, ErrIncomplete, err)
+	}
+	meta, ok := pf.Lookup(passMetaKey)
+	if !ok {
+		return rec, fmt.Errorf("%s: %w: no %q footer entry", path, ErrIncomplete, passMetaKey)
+	}
+	if err := json.Unmarshal([]byte(meta), &rec); err != nil {
+		return rec, fmt.Errorf("%s: %w: footer entry %q: %v", path, ErrIncomplete, passMetaKey, err)
+	}
+	if pf.NumRows() != rec.Rows {
+		return rec, fmt.Errorf("%s: %w: %d rows, the record says %d", path, ErrIncomplete, pf.NumRows(), rec.Rows)
+	}
+	if rec.Hash != rec.Key.Hash() {
+		return rec, fmt.Errorf("%s: %w: record hash %s does not match its key", path, ErrIncomplete, rec.Hash)
+	}
+	return rec, nil
+}
+
+// ReadPass reads a whole pass file: its record and rows.
+func ReadPass(path string) (PassRecord, []BucketRow, error) {
+	rec, err := ReadPassRecord(path)
+	if err != nil {
+		return rec, nil, err
+	}
+	rows, err := ReadTable[BucketRow](path)
+	if err != nil {
+		return rec, nil, err
+	}
+	if int64(len(rows)) != rec.Rows {
+		return rec, nil, fmt.Errorf("%s: %w: read %d rows, the record says %d", path, ErrIncomplete, len(rows), rec.Rows)
+	}
+	for i := range rows {
+		if rows[i].T != int64(rec.Key.T) || rows[i].Sample != int64(rec.Key.Sample) {
+			return rec, nil, fmt.Errorf("%s: row %d is (T=%d, sample %d), the file is (T=%d, sample %d)",
+				path, i, rows[i].T, rows[i].Sample, rec.Key.T, rec.Key.Sample)
+		}
+	}
+	return rec, rows, nil
+}
+
+// passPath returns dir/passes/<file>.
+func passPath(dir string, T, sample int) string {
+	return filepath.Join(dir, "passes", PassFileName(T, sample))
+}

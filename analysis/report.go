@@ -1,0 +1,218 @@
+package analysis
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/filterlens/probe/probes"
+)
+
+// LoadResults reads a finished sweep folder (its manifest.json and pass
+// files) and aggregates it again, with agg overriding the manifest's
+// aggregation options when non-nil. Nothing is written.
+func LoadResults(dir string, agg *AggOptions) (*Manifest, *Results, error) {
+	path := filepath.Join(dir, "manifest.json")
+	man, err := ReadManifest(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if shards, _ := filepath.Glob(filepath.Join(dir, "manifest-shard-*.json")); len(shards) > 0 {
+			return nil, nil, fmt.Errorf("%s holds shard results only: combine them with probe merge first", dir)
+		}
+		return nil, nil, fmt.Errorf("%s: no manifest.json (not a probe sweep folder)", dir)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if !man.Complete {
+		return nil, nil, fmt.Errorf("%s: the sweep did not finish (%s); run it again to complete it", path, man.Error)
+	}
+	if agg != nil {
+		man.Analysis = *agg
+	}
+	a, err := NewAggregator(man.Model.Shape(), man.Sweep, man.Sweep.Probe, man.Analysis)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, c := range man.Chunks {
+		_, rows, err := readChunk(dir, man, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := a.Add(rows); err != nil {
+			return nil, nil, err
+		}
+	}
+	res, err := a.Results()
+	if err != nil {
+		return nil, nil, err
+	}
+	man.LayersUsed = res.Summary.LayersUsed
+	return man, res, nil
+}
+
+func num(x float64, prec int) string {
+	switch {
+	case math.IsNaN(x):
+		return "—"
+	case math.IsInf(x, 1):
+		return "+Inf"
+	case math.IsInf(x, -1):
+		return "−Inf"
+	}
+	return fmt.Sprintf("%.*f", prec, x)
+}
+
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f%%", 100*x)
+}
+
+func layerRange(ls []int) string {
+	if len(ls) == 0 {
+		return "none"
+	}
+	if len(ls) == 1 {
+		return fmt.Sprint(ls[0])
+	}
+	return fmt.Sprintf("%d–%d", ls[0], ls[len(ls)-1])
+}
+
+func series(xs []float64, prec int) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, num(x, prec))
+	}
+	return strings.Join(s, " → ")
+}
+
+// fig2Lookup indexes Fig2Rows by (T, metric).
+func fig2Lookup(rows []Fig2Row) func(T int, m string) Fig2Row {
+	idx := map[string]Fig2Row{}
+	for _, r := range rows {
+		idx[fmt.Sprint(r.T, "/", r.Metric)] = r
+	}
+	return func(T int, m string) Fig2Row {
+		if r, ok := idx[fmt.Sprint(T, "/", m)]; ok {
+			return r
+		}
+		nan := math.NaN()
+		return Fig2Row{Mean: nan, StdPooled: nan, StdUnits: nan, MeanUnits: nan, Paper: nan}
+	}
+}
+
+// WriteReport prints the Fig. 2, 3 and 4 numbers of a sweep as text tables
+// beside the paper's published values (Paper).
+func WriteReport(w io.Writer, man *Manifest, res *Results) error {
+	sw, agg, s := man.Sweep, man.Analysis, res.Summary
+	unit := sw.KUnit
+	L := func(T int) string { return FormatLength(T, unit) }
+	var lengths []string
+	for _, T := range sw.Lengths {
+		lengths = append(lengths, L(T))
+	}
+	bos := "none"
+	if sw.BOSToken >= 0 {
+		bos = fmt.Sprintf("token %d prepended (counts in T)", sw.BOSToken)
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("Sweep of %s (%s, %d layers × %d heads, d_head %d, gate %s)\n", man.Model.Dir, man.Model.Arch, man.Model.Layers,
+		man.Model.Heads, man.Model.DHead, man.Model.Gate)
+	p("  text: %s (%d tokens); T = %s (k = %d); %d samples per length; chunks disjoint %s, %s; BOS: %s\n",
+		man.Source.File.Path, man.Source.Tokens, strings.Join(lengths, ", "), unit, sw.Samples, sw.Disjoint, sw.Placement, bos)
+	p("  λobs: %s, ν = %g, σ0² = %g, K at λ = %g, reduction (i) (S̄ = mean_i S_i)\n", sw.Probe.Form, sw.Probe.Nu,
+		sw.Probe.Sigma02, sw.Probe.LambdaPrior)
+	p("  Figs. 2–3 pool: last %g of queries × layers %s (last %d) × all heads × samples; std ddof = %d\n",
+		sw.LastFrac, layerRange(s.LayersUsed), len(s.LayersUsed), agg.DDOF)
+	p("  paper: %s; lengths 1k…10k, 5 samples\n\n", Paper.Model)
+
+	get := fig2Lookup(res.Fig2)
+	p("Fig. 2 — mean ± std: pooled (sample, layer, head, query) elements | (sample, layer) means\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "T\tn_eff\t± pooled\t± units\tpaper\t\tgate\t± pooled\t± units\tpaper\t\tλobs ratio\tpaper\tmean of ratios\tfrom K\t")
+	for _, T := range sw.Lengths {
+		n, g := get(T, probes.MetricNEff), get(T, probes.MetricGate)
+		rm, mr, fk := get(T, "lambda_obs_ratio/"+RatioOfMeans), get(T, "lambda_obs_ratio/"+MeanOfRatios), get(T, "lambda_obs_ratio/"+RatioFromK)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\t%s\t%s\t%s\t%s\t\t%s\t%s\t%s\t%s\t\n", L(T),
+			num(n.Mean, 2), num(n.StdPooled, 2), num(n.StdUnits, 2), num(paperValue(Paper.NEff, T, unit), 1),
+			num(g.Mean, 3), num(g.StdPooled, 3), num(g.StdUnits, 3), num(paperValue(Paper.Gate, T, unit), 3),
+			num(rm.Mean, 3), num(paperValue(Paper.LambdaRatio, T, unit), 2), num(mr.Mean, 3), num(fk.Mean, 3))
+	}
+	tw.Flush()
+	if len(sw.Lengths) > 1 {
+		first, last := sw.Lengths[0], sw.Lengths[len(sw.Lengths)-1]
+		n0, n1 := get(first, probes.MetricNEff).Mean, get(last, probes.MetricNEff).Mean
+		g0, g1 := get(first, probes.MetricGate).Mean, get(last, probes.MetricGate).Mean
+		p("  n_eff ×%s from %s to %s (paper ×2.18); gate drift %s (paper +0.027, within-length std %g); λobs ratio ×%s (paper ×1.28)\n",
+			num(n1/n0, 2), L(first), L(last), num(g1-g0, 3), Paper.GateSpread,
+			num(get(last, "lambda_obs_ratio/"+RatioOfMeans).Mean, 2))
+	}
+	p("  paper at T = 1k…10k: n_eff %s; gate %s; λobs ratio %s\n", series(Paper.NEff, 1), series(Paper.Gate, 3), series(Paper.LambdaRatio, 2))
+	p("  (the first λobs-ratio column is the ratio of means; also stored: the mean over (layer, head) cells of their ratios, and λ recovered from mean K as λ·K/(1−K))\n\n")
+
+	p("Fig. 3 — λ anchored at T = %s in closed form: λ = λobs(Tmin)(1 − K_meas)/K_meas = %s\n", L(s.TMin), num(float64(s.LambdaFit), 5))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "T\tn_eff\tS_mean\tλobs predicted\tK_meas\tK_opt\trel. error\tpaper\tK_opt − K_meas\tK_meas − K_meas(Tmin)\t")
+	for _, r := range res.Fig3 {
+		rel := pct(r.RelErr)
+		if int(r.T) == s.TMin {
+			rel = "(anchor)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", L(int(r.T)), num(r.NEff, 2), num(r.SMean, 5),
+			num(r.LambdaPred, 3), num(r.KMeas, 5), num(r.KOpt, 5), rel, pct(r.PaperRelErr), num(r.DeltaK, 6), num(r.KChange, 6))
+	}
+	tw.Flush()
+	p("  max relative error %s (paper 0.28%%); K moves by %s over the sweep, so compare the errors with that change\n\n",
+		pct(float64(s.Fig3MaxRelErr)), func() string {
+			if len(res.Fig3) == 0 {
+				return "—"
+			}
+			return num(res.Fig3[len(res.Fig3)-1].KChange, 5)
+		}())
+
+	f := s.Fig4
+	var fl []string
+	for _, T := range f.Lengths {
+		fl = append(fl, L(T))
+	}
+	p("Fig. 4 — %d (layer, head) cells over T ∈ {%s} × %d samples, weighting %s; K over the last %g, BOS mass over the last %g of queries\n",
+		f.Cells, strings.Join(fl, ", "), sw.Samples, f.Pool, sw.LastFrac, sw.BOSFrac)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\tthis sweep\tpaper\t\n")
+	fmt.Fprintf(tw, "cells\t%d\t%d\t\n", f.Cells, Paper.Fig4Cells)
+	fmt.Fprintf(tw, "Pearson r\t%s  (%g%% bootstrap CI [%s, %s], %d resamples)\t+%.2f\t\n", num(float64(f.R), 3),
+		100*f.CI.Level, num(float64(f.CI.Lo), 3), num(float64(f.CI.Hi), 3), f.CI.Resamples, Paper.Fig4R)
+	fmt.Fprintf(tw, "p (two-sided, t with df = %d)\t%.3g\t%.2g\t\n", f.DF, float64(f.P), Paper.Fig4P)
+	fmt.Fprintf(tw, "Spearman ρ\t%s\t—\t\n", num(float64(f.Spearman), 3))
+	fmt.Fprintf(tw, "max BOS mass\t%s\tbelow %g\t\n", num(float64(f.MaxBOS), 4), Paper.MaxBOS)
+	sinkL := "—"
+	if f.SinkHeads > 0 {
+		sinkL = fmt.Sprintf("%d–%d", f.SinkLayers[0], f.SinkLayers[1])
+	}
+	fmt.Fprintf(tw, "heads with BOS mass > %g\t%d, min K %s, layers %s\tall K > %g, layers %d–%d\t\n", Paper.BOSSinkMass,
+		f.SinkHeads, num(float64(f.SinkMinK), 4), sinkL, Paper.BOSSinkK, Paper.SinkLayers[0], Paper.SinkLayers[1])
+	fmt.Fprintf(tw, "heads with BOS mass > %g\t%d\t0\t\n", Paper.MaxBOS, f.HeadsOver03)
+	fmt.Fprintf(tw, "last layers (%s): K range, mean BOS\t[%s, %s], %s\tK ∈ [%g, %g], BOS ≈ 0 (layers > 20)\t\n",
+		layerRange(s.LayersUsed), num(float64(f.LastLayersK[0]), 3), num(float64(f.LastLayersK[1]), 3),
+		num(float64(f.LastLayersBOS), 4), Paper.LateK[0], Paper.LateK[1])
+	tw.Flush()
+	if s.NonFinite > 0 || len(man.Flags) > 0 {
+		p("\nWARNING: %d non-finite metric values were left out of every statistic:\n", s.NonFinite)
+		for _, fl := range man.Flags {
+			p("  %s\n", fl)
+		}
+	}
+	if len(s.Notes) > 0 {
+		p("\nNotes:\n")
+		for _, n := range s.Notes {
+			p("  %s\n", n)
+		}
+	}
+	return nil
+}

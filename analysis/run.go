@@ -1,0 +1,479 @@
+package analysis
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"gorgonia.org/tensor"
+
+	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
+)
+
+// Progress reports where a sweep is; Sweep.Progress receives one at the
+// start of every pass, after every layer of it, and at its end.
+type Progress struct {
+	Pass, Passes  int // 1-based index of the pass among this shard's, and their number
+	T, Sample     int
+	Layer, Layers int  // layers finished in the current pass
+	Reused        bool // the pass file was already complete and is kept
+	Done          bool // the pass is finished (run or reused)
+	// Work is the estimated cost of the passes run so far (reused ones
+	// excluded) including the current pass's finished layers, WorkLeft
+	// that of the passes still to run; the ratio gives an ETA that accounts
+	// for attention's T² cost (see PassCost).
+	Work, WorkLeft float64
+	Tokens         int64 // tokens of the passes run so far (finished ones)
+	Elapsed        time.Duration
+}
+
+// PassCost estimates the floating-point work of one length-T pass with
+// diagnostics: the projections and MLP (2 flops per weight and token) plus
+// causal attention and the per-row diagnostics (about 7·d_head flops per
+// (query, key) pair and head: q·k, α·v and the two passes of S).
+func PassCost(c *model.Config, T int) float64 {
+	perLayer := 2*c.DModel*c.Heads*c.DHead + 2*c.DModel*c.KVHeads*c.DHead + 3*c.DModel*c.DMLP
+	lin := 2 * float64(perLayer) * float64(c.Layers)
+	attn := 7 * float64(c.Layers*c.Heads*c.DHead) * float64(T+1) / 2
+	return float64(T) * (lin + attn)
+}
+
+// Sweep runs the passes of a sweep (or of one shard of it), writes one
+// pass file per (T, sample), and for an unsharded run the tables.
+type Sweep struct {
+	Model   *model.Model
+	Info    ModelInfo // DescribeModel(Model)
+	Source  SourceInfo
+	Stream  []int // the token stream
+	Options SweepOptions
+	Agg     AggOptions
+	Out     string
+	Shard   Shard // zero value: the whole sweep
+	Threads int   // attention workers (0: GOMAXPROCS)
+	Formats []string
+	// Options and arguments as given on the command line, for the manifest.
+	CLIOptions []Option
+	Args       []string
+	// Progress, when set, is called as the sweep advances.
+	Progress func(Progress)
+	// Timings already spent (hashing, loading, tokenizing) by the caller.
+	Timings Timings
+}
+
+// Run runs the sweep. Finished pass files with the same key are kept; a
+// pass file made with other options is an error naming the file and the
+// fields that differ. On a failure every finished pass file stays, and the
+// manifest records the error. It returns the manifest it wrote and, for an
+// unsharded run, the aggregated results.
+func (s *Sweep) Run() (*Manifest, *Results, error) {
+	start := time.Now()
+	man, chunks, err := s.prepare()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(s.Out, "passes"), 0o755); err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*Manifest, *Results, error) {
+		man.Error = err.Error()
+		man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
+		path := filepath.Join(s.Out, ManifestName(s.Shard))
+		if old, rerr := ReadManifest(path); rerr == nil && old.Complete {
+			// keep the record of the finished sweep; its tables are intact
+			path = strings.TrimSuffix(path, ".json") + ".failed.json"
+		}
+		if werr := WriteJSON(path, man); werr != nil {
+			return man, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
+		}
+		return man, nil, err
+	}
+
+	var mine []Chunk
+	for i, c := range chunks {
+		if i%s.Shard.Count == s.Shard.Index {
+			mine = append(mine, c)
+		}
+	}
+	remaining := 0.0 // estimated work of the passes not finished yet
+	for _, c := range mine {
+		remaining += PassCost(&s.Model.Config, c.T)
+	}
+	pr := Progress{Passes: len(mine), Layers: s.Model.Config.Layers, WorkLeft: remaining}
+	report := func() {
+		if s.Progress != nil {
+			pr.Elapsed = time.Since(start)
+			s.Progress(pr)
+		}
+	}
+	passStart := time.Now()
+	for i, c := range mine {
+		cost := PassCost(&s.Model.Config, c.T)
+		pr.Pass, pr.T, pr.Sample, pr.Layer, pr.Reused, pr.Done = i+1, c.T, c.Sample, 0, false, false
+		path := passPath(s.Out, c.T, c.Sample)
+		key := s.key(c)
+		if _, err := os.Stat(path); err == nil {
+			rec, err := ReadPassRecord(path)
+			switch {
+			case errors.Is(err, ErrIncomplete):
+				man.Notes = append(man.Notes, fmt.Sprintf("%s was incomplete (%v) and was run again", path, err))
+			case err != nil:
+				return fail(err)
+			case rec.Hash != key.Hash():
+				return fail(fmt.Errorf("%s was made from another model, text or options (%s); use another --out or remove the file",
+					path, strings.Join(keyDiff(key, rec.Key), "; ")))
+			default:
+				man.Passes = append(man.Passes, rec)
+				man.Reused = append(man.Reused, rec.File)
+				if rec.NonFinite != nil {
+					man.Flags = append(man.Flags, flagLine(rec))
+				}
+				remaining -= cost
+				pr.WorkLeft = remaining
+				pr.Reused, pr.Done = true, true
+				report()
+				continue
+			}
+		}
+		report()
+		base := pr.Work
+		rec, rows, err := s.runPass(c, key, func(layers int) {
+			frac := float64(layers) / float64(pr.Layers)
+			pr.Layer = layers
+			pr.Work, pr.WorkLeft = base+cost*frac, remaining-cost*frac
+			report()
+		})
+		if err != nil {
+			return fail(err)
+		}
+		if err := writePass(path, rec, rows); err != nil {
+			return fail(err)
+		}
+		rec.Rows = int64(len(rows))
+		man.Passes = append(man.Passes, rec)
+		if rec.NonFinite != nil {
+			man.Flags = append(man.Flags, flagLine(rec))
+		}
+		remaining -= cost
+		pr.Work, pr.WorkLeft = base+cost, remaining
+		pr.Tokens += int64(c.T)
+		pr.Layer, pr.Done = pr.Layers, true
+		report()
+	}
+	man.Timings.Passes = time.Since(passStart).Seconds()
+
+	if s.Shard.Count > 1 {
+		man.Complete = true
+		man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
+		return man, nil, WriteJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man)
+	}
+	t0 := time.Now()
+	res, err := Finalize(s.Out, man, s.Formats)
+	if err != nil {
+		return fail(err)
+	}
+	man.Timings.Tables = time.Since(t0).Seconds()
+	man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
+	man.LayersUsed = res.Summary.LayersUsed
+	man.Complete = true
+	return man, res, WriteJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man)
+}
+
+func flagLine(rec PassRecord) string {
+	nf := rec.NonFinite
+	s := fmt.Sprintf("pass T=%d sample %d: %d attention rows with non-finite %s, first at layer %d, head %d, query %d",
+		rec.Key.T, rec.Key.Sample, nf.Rows, nf.Where, nf.Layer, nf.Head, nf.Query)
+	if nf.Aborted != "" {
+		s += "; the forward pass stopped: " + nf.Aborted
+	}
+	return s
+}
+
+// prepare validates the options, plans the chunks and starts the manifest.
+func (s *Sweep) prepare() (*Manifest, []Chunk, error) {
+	if s.Model == nil {
+		return nil, nil, errors.New("analysis: Sweep.Model is nil")
+	}
+	if s.Shard.Count == 0 {
+		s.Shard = Shard{0, 1}
+	}
+	if s.Shard.Index < 0 || s.Shard.Index >= s.Shard.Count {
+		return nil, nil, fmt.Errorf("shard %v: want 0 ≤ i < n", s.Shard)
+	}
+	if len(s.Formats) == 0 {
+		s.Formats = []string{FormatParquet}
+	}
+	if s.Threads <= 0 {
+		s.Threads = runtime.GOMAXPROCS(0)
+	}
+	cfg := &s.Model.Config
+	if err := s.Options.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
+		return nil, nil, err
+	}
+	if cfg.Arch == model.ArchGPT2 && s.Options.Lengths[len(s.Options.Lengths)-1] > cfg.MaxPos {
+		return nil, nil, fmt.Errorf("length %d exceeds GPT-2's %d learned positions (it cannot extrapolate)",
+			s.Options.Lengths[len(s.Options.Lengths)-1], cfg.MaxPos)
+	}
+	p, err := s.Options.Probe.Resolve(cfg.DHead)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.Options.Probe = p
+	if err := s.Agg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	chunks, err := PlanChunks(len(s.Stream), s.Options.ChunkOptions())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", s.Source.File.Path, err)
+	}
+	for _, c := range chunks {
+		for i, id := range s.Stream[c.Start:c.End] {
+			if id < 0 || id >= cfg.Vocab {
+				return nil, nil, fmt.Errorf("%s: token %d at stream position %d is outside the model's vocabulary [0, %d)",
+					s.Source.File.Path, id, c.Start+i, cfg.Vocab)
+			}
+		}
+	}
+	man := &Manifest{Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args, Shard: s.Shard,
+		Model: s.Info, Source: s.Source, Sweep: s.Options, Analysis: s.Agg, Conventions: conventions(s.Options, s.Agg),
+		Chunks: chunks, Threads: s.Threads, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
+		Timings: s.Timings, Options: s.CLIOptions, Passes: []PassRecord{}}
+	return man, chunks, nil
+}
+
+// passIDs returns the token ids of a pass: the optional BOS, then the chunk.
+func (s *Sweep) passIDs(c Chunk) []int {
+	ids := make([]int, 0, c.T)
+	if s.Options.BOSToken >= 0 {
+		ids = append(ids, s.Options.BOSToken)
+	}
+	return append(ids, s.Stream[c.Start:c.End]...)
+}
+
+// expectedKey is the key of chunk c without its token digest.
+func expectedKey(info ModelInfo, o SweepOptions, c Chunk) PassKey {
+	return PassKey{Format: FormatVersion, Model: info.Digest, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
+		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe}
+}
+
+func (s *Sweep) key(c Chunk) PassKey {
+	k := expectedKey(s.Info, s.Options, c)
+	k.Tokens = TokenDigest(s.passIDs(c))
+	return k
+}
+
+// runPass runs one forward pass with the Collector on every layer and the
+// gate hook, and summarizes it into bucket rows.
+func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, []BucketRow, error) {
+	m := s.Model
+	cfg := &m.Config
+	rec := PassRecord{Key: key, Hash: key.Hash(), File: PassFileName(c.T, c.Sample), Threads: s.Threads}
+	copts, _ := s.Options.Probe.collector()
+	copts.ContinueOnNonFinite = s.Options.OnNonFinite == NonFiniteFlag
+	col, err := probes.NewCollector(1, cfg.Layers, cfg.Heads, c.T, cfg.DHead, copts)
+	if err != nil {
+		return rec, nil, err
+	}
+	hs := CollectorHooks(col, cfg)
+	done := 0
+	hs.Add("blocks.*.hook_resid_post", func(string, *tensor.Dense) error {
+		done++
+		layerDone(done)
+		return nil
+	})
+	t0 := time.Now()
+	_, ferr := m.Forward([][]int{s.passIDs(c)}, model.Options{Hooks: hs, AllowExtrapolation: s.Options.AllowExtrapolation,
+		Threads: s.Threads})
+	rec.Seconds = time.Since(t0).Seconds()
+	rec.TokensPerSecond = float64(c.T) / rec.Seconds
+	where := fmt.Sprintf("pass T=%d sample %d (stream tokens [%d,%d))", c.T, c.Sample, c.Start, c.End)
+	if ferr != nil {
+		var nf *probes.NonFiniteError
+		switch {
+		case errors.As(ferr, &nf):
+			return rec, nil, fmt.Errorf("%s: non-finite %s in layer %d, head %d, query %d; the passes finished before it are kept in %s (--on-nonfinite flag records such passes and goes on)",
+				where, nf.Where, nf.Layer, nf.Head, nf.Query, s.Out)
+		case copts.ContinueOnNonFinite && (col.NonFiniteRows() > 0 || strings.Contains(ferr.Error(), "non-finite")):
+			// recorded below
+		default:
+			return rec, nil, fmt.Errorf("%s: %w", where, ferr)
+		}
+	}
+	if first, ok := col.FirstNonFinite(); ok || ferr != nil {
+		info := &NonFiniteInfo{Layer: -1, Head: -1, Query: -1, Rows: col.NonFiniteRows()}
+		if ok {
+			info.Layer, info.Head, info.Query, info.Where = first.Layer, first.Head, first.Query, first.Where
+		}
+		if ferr != nil {
+			info.Aborted = ferr.Error()
+		}
+		rec.NonFinite = info
+	}
+	edges := BucketEdges(c.T, s.Options.Bucket, WindowStart(c.T, s.Options.LastFrac), WindowStart(c.T, s.Options.BOSFrac))
+	rows := BucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone)
+	return rec, rows, nil
+}
+
+// CollectorHooks returns a hook set that streams every layer's attention
+// rows to col and stores the output gates of gated models in it: what a
+// forward pass needs for the App. I diagnostics.
+func CollectorHooks(col *probes.Collector, cfg *model.Config) *hooks.Set {
+	hs := &hooks.Set{}
+	hs.Stream(-1, col)
+	if gp := cfg.GatePerHead(); gp > 0 {
+		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
+			parts := strings.Split(name, ".")
+			l := -1
+			if len(parts) > 1 {
+				l, _ = strconv.Atoi(parts[1])
+			}
+			if l < 0 {
+				return fmt.Errorf("unexpected gate hook name %q", name)
+			}
+			return col.SetLayerGates(l, x.Data().([]float32), gp)
+		})
+	}
+	return hs
+}
+
+// Finalize reads the pass files of every chunk of man (from dir/passes),
+// checks them against the manifest, and writes the tables (buckets, heads,
+// fig2, fig3, fig4 in each format, and summary.json) into dir. The
+// manifest's Passes and Tables are set from what it read and wrote.
+func Finalize(dir string, man *Manifest, formats []string) (*Results, error) {
+	agg, err := NewAggregator(man.Model.Shape(), man.Sweep, man.Sweep.Probe, man.Analysis)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]PassRecord, 0, len(man.Chunks))
+	for _, c := range man.Chunks {
+		rec, rows, err := readChunk(dir, man, c)
+		if err != nil {
+			return nil, err
+		}
+		if err := agg.Add(rows); err != nil {
+			return nil, fmt.Errorf("%s: %w", passPath(dir, c.T, c.Sample), err)
+		}
+		recs = append(recs, rec)
+	}
+	res, err := agg.Results()
+	if err != nil {
+		return nil, err
+	}
+	man.Passes = recs
+	man.Flags = nil
+	for _, r := range recs {
+		if r.NonFinite != nil {
+			man.Flags = append(man.Flags, flagLine(r))
+		}
+	}
+	man.LayersUsed = res.Summary.LayersUsed
+	man.Notes = append(man.Notes, res.Summary.Notes...)
+	man.Tables = nil
+	// buckets: streamed pass by pass (one Parquet row group per pass).
+	for _, f := range formats {
+		path := filepath.Join(dir, "buckets."+f)
+		err := writeFileAtomic(path, func(w io.Writer) error {
+			return writeBuckets(w, f, func(emit func([]BucketRow) error) error {
+				for _, c := range man.Chunks {
+					_, rows, err := readChunk(dir, man, c)
+					if err != nil {
+						return err
+					}
+					if err := emit(rows); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+		man.Tables = append(man.Tables, filepath.Base(path))
+	}
+	for _, t := range []struct {
+		name  string
+		write func() error
+	}{
+		{"heads", func() error { return WriteTable(dir, "heads", res.Heads, formats) }},
+		{"fig2", func() error { return WriteTable(dir, "fig2", res.Fig2, formats) }},
+		{"fig3", func() error { return WriteTable(dir, "fig3", res.Fig3, formats) }},
+		{"fig4", func() error { return WriteTable(dir, "fig4", res.Fig4, formats) }},
+	} {
+		if err := t.write(); err != nil {
+			return nil, err
+		}
+		for _, f := range formats {
+			man.Tables = append(man.Tables, t.name+"."+f)
+		}
+	}
+	if err := WriteJSON(filepath.Join(dir, "summary.json"), res.Summary); err != nil {
+		return nil, err
+	}
+	man.Tables = append(man.Tables, "summary.json")
+	return res, nil
+}
+
+// readChunk reads and checks the pass file of chunk c.
+func readChunk(dir string, man *Manifest, c Chunk) (PassRecord, []BucketRow, error) {
+	path := passPath(dir, c.T, c.Sample)
+	rec, rows, err := ReadPass(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return rec, nil, fmt.Errorf("pass (T=%d, sample %d) has no file %s: run its shard (or the sweep) again", c.T, c.Sample, path)
+		}
+		return rec, nil, err
+	}
+	want := expectedKey(man.Model, man.Sweep, c)
+	want.Tokens = rec.Key.Tokens
+	if rec.Hash != want.Hash() {
+		return rec, nil, fmt.Errorf("%s does not belong to this sweep: %s", path, strings.Join(keyDiff(want, rec.Key), "; "))
+	}
+	return rec, rows, nil
+}
+
+// writeBuckets streams bucket rows in one format; each(emit) calls emit
+// once per pass.
+func writeBuckets(w io.Writer, format string, each func(emit func([]BucketRow) error) error) error {
+	switch format {
+	case FormatParquet:
+		pw := parquet.NewGenericWriter[BucketRow](w, parquetOptions(nil)...)
+		err := each(func(rows []BucketRow) error {
+			if _, err := pw.Write(rows); err != nil {
+				return err
+			}
+			return pw.Flush()
+		})
+		if err != nil {
+			return err
+		}
+		return pw.Close()
+	case FormatCSV:
+		first := true
+		return each(func(rows []BucketRow) error {
+			var b strings.Builder
+			if err := WriteCSV(&b, rows); err != nil {
+				return err
+			}
+			out := b.String()
+			if !first {
+				out = out[strings.IndexByte(out, '\n')+1:] // header once
+			}
+			first = false
+			_, err := io.WriteString(w, out)
+			return err
+		})
+	case FormatJSONL:
+		return each(func(rows []BucketRow) error { return WriteJSONL(w, rows) })
+	}
+	return fmt.Errorf("unknown table format %q", format)
+}

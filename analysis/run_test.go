@@ -1,0 +1,566 @@
+package analysis
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
+)
+
+// smallSweep is the sweep most tests run: a gated 3-layer model, lengths
+// 24 and 40, 3 samples, buckets of 7 queries (which divide neither window).
+func smallSweep(t testing.TB) (dir string, stream []int, opts SweepOptions, agg AggOptions) {
+	dir = genModel(t, model.ArchGated, 3, 32, 4, 2, 101, 512, nil)
+	stream = randomStream(400, 0, 101, 5)
+	opts = DefaultSweepOptions()
+	opts.LengthsArg, opts.Samples, opts.Bucket = "24,40", 3, 7
+	agg = DefaultAggOptions()
+	agg.LastLayers, agg.DDOF, agg.Bootstrap = 2, 1, 300
+	return
+}
+
+// naive recomputes the App. I aggregates straight from per-query values,
+// with none of the package's bucket or moment machinery: it runs every
+// pass again with a fresh Collector and pools plain slices.
+type naive struct {
+	sw   *Sweep
+	cols map[[2]int]*probes.Collector
+	used []int
+	ddof int
+}
+
+func newNaive(t *testing.T, sw *Sweep, chunks []Chunk, used []int, ddof int) *naive {
+	n := &naive{sw: sw, cols: map[[2]int]*probes.Collector{}, used: used, ddof: ddof}
+	c := &sw.Model.Config
+	for _, ch := range chunks {
+		col, err := probes.NewCollector(1, c.Layers, c.Heads, ch.T, c.DHead, probes.CollectorOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sw.Model.Forward([][]int{sw.passIDs(ch)}, model.Options{Hooks: CollectorHooks(col, c)}); err != nil {
+			t.Fatal(err)
+		}
+		n.cols[[2]int{ch.T, ch.Sample}] = col
+	}
+	return n
+}
+
+func meanStd(x []float64, ddof int) (float64, float64) {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	m := s / float64(len(x))
+	var ss float64
+	for _, v := range x {
+		ss += (v - m) * (v - m)
+	}
+	return m, math.Sqrt(ss / float64(len(x)-ddof))
+}
+
+// values lists metric m of (T, sample, layer, head) for queries t ≥ from.
+func (n *naive) values(T, s, l, h int, m string, from int) []float64 {
+	col := n.cols[[2]int{T, s}]
+	x, _ := col.Metric(m)
+	i := col.Index(0, l, h, 0)
+	return x[i+from : i+T]
+}
+
+func (n *naive) pool(T int, m string) (mean, std, umean, ustd float64) {
+	var all, units []float64
+	from := WindowStart(T, n.sw.Options.LastFrac)
+	for s := 0; s < n.sw.Options.Samples; s++ {
+		for _, l := range n.used {
+			var unit []float64
+			for h := 0; h < n.sw.Model.Heads; h++ {
+				unit = append(unit, n.values(T, s, l, h, m, from)...)
+			}
+			all = append(all, unit...)
+			um, _ := meanStd(unit, 0)
+			units = append(units, um)
+		}
+	}
+	mean, std = meanStd(all, n.ddof)
+	umean, ustd = meanStd(units, n.ddof)
+	return
+}
+
+func TestSweepAggregatesAreExact(t *testing.T) {
+	dir, stream, opts, agg := smallSweep(t)
+	out := t.TempDir()
+	sw := newSweep(t, dir, stream, out, opts, agg)
+	man, res, err := sw.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !man.Complete || len(man.Passes) != 6 || !slices.Equal(man.LayersUsed, []int{1, 2}) {
+		t.Fatalf("manifest: complete %v, %d passes, layers %v", man.Complete, len(man.Passes), man.LayersUsed)
+	}
+	nv := newNaive(t, sw, man.Chunks, []int{1, 2}, 1)
+	check := func(what string, got, want float64) {
+		t.Helper()
+		if e := relErr(got, want); e > 1e-12 || math.IsNaN(e) {
+			t.Errorf("%s = %.17g, naive %.17g (rel %.2g)", what, got, want, e)
+		}
+	}
+	// A std far below its mean (Σα ≈ 1 ± 1e-8) has only the digits that
+	// the values carry beyond the mean: allow rounding relative to the mean.
+	checkStd := func(what string, got, want, mean float64) {
+		t.Helper()
+		if d := math.Abs(got - want); d > 1e-12*want+1e-14*math.Abs(mean) || math.IsNaN(d) {
+			t.Errorf("%s = %.17g, naive %.17g (mean %.3g)", what, got, want, mean)
+		}
+	}
+
+	// Fig. 2: every metric under both conventions.
+	f2 := map[string]Fig2Row{}
+	for _, r := range res.Fig2 {
+		f2[fmt.Sprint(r.T, r.Metric)] = r
+	}
+	for _, T := range []int{24, 40} {
+		for _, m := range passMetrics(true) {
+			r := f2[fmt.Sprint(T, m)]
+			mean, std, um, us := nv.pool(T, m)
+			check(fmt.Sprintf("fig2 T=%d %s mean", T, m), r.Mean, mean)
+			checkStd(fmt.Sprintf("fig2 T=%d %s std_pooled", T, m), r.StdPooled, std, mean)
+			check(fmt.Sprintf("fig2 T=%d %s mean_units", T, m), r.MeanUnits, um)
+			checkStd(fmt.Sprintf("fig2 T=%d %s std_units", T, m), r.StdUnits, us, um)
+			if r.N != int64(3*2*4*(T-WindowStart(T, 0.25))) || r.Units != 6 {
+				t.Errorf("fig2 T=%d %s: n %d units %d", T, m, r.N, r.Units)
+			}
+		}
+		lam, _, _, _ := nv.pool(T, probes.MetricLambdaObs)
+		lam0, _, _, _ := nv.pool(24, probes.MetricLambdaObs)
+		check(fmt.Sprintf("T=%d ratio of means", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+RatioOfMeans)].Mean, lam/lam0)
+		var ratios []float64
+		for _, l := range []int{1, 2} {
+			for h := 0; h < 4; h++ {
+				var a, b []float64
+				for s := 0; s < 3; s++ {
+					a = append(a, nv.values(T, s, l, h, probes.MetricLambdaObs, WindowStart(T, 0.25))...)
+					b = append(b, nv.values(24, s, l, h, probes.MetricLambdaObs, WindowStart(24, 0.25))...)
+				}
+				ma, _ := meanStd(a, 0)
+				mb, _ := meanStd(b, 0)
+				ratios = append(ratios, ma/mb)
+			}
+		}
+		mr, _ := meanStd(ratios, 0)
+		check(fmt.Sprintf("T=%d mean of ratios", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+MeanOfRatios)].Mean, mr)
+		k, _, _, _ := nv.pool(T, probes.MetricK)
+		k0, _, _, _ := nv.pool(24, probes.MetricK)
+		check(fmt.Sprintf("T=%d ratio from K", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+RatioFromK)].Mean, (k/(1-k))/(k0/(1-k0)))
+	}
+
+	// Fig. 3: closed-form λ at Tmin, Eq. 6 from the pooled n_eff and S_mean.
+	dh := 8.0
+	n0, _, _, _ := nv.pool(24, probes.MetricNEff)
+	s0, _, _, _ := nv.pool(24, probes.MetricSMean)
+	k0, _, _, _ := nv.pool(24, probes.MetricK)
+	lamFit := (n0 + 1) / (s0 + 1/dh) * (1 - k0) / k0
+	check("fig3 lambda fit", float64(res.Summary.LambdaFit), lamFit)
+	for _, r := range res.Fig3 {
+		T := int(r.T)
+		n, _, _, _ := nv.pool(T, probes.MetricNEff)
+		s, _, _, _ := nv.pool(T, probes.MetricSMean)
+		k, _, _, _ := nv.pool(T, probes.MetricK)
+		lam := (n + 1) / (s + 1/dh)
+		kOpt := lam / (lamFit + lam)
+		check(fmt.Sprintf("fig3 T=%d K_opt", T), r.KOpt, kOpt)
+		check(fmt.Sprintf("fig3 T=%d rel err", T), r.RelErr+1, math.Abs(kOpt-k)/k+1)
+		check(fmt.Sprintf("fig3 T=%d K_meas", T), r.KMeas, k)
+	}
+	if res.Fig3[0].RelErr > 1e-15 {
+		t.Errorf("fig3 at the anchor: rel err %g, want 0", res.Fig3[0].RelErr)
+	}
+
+	// Fig. 4: every (layer, head) cell over all lengths (4k/8k absent),
+	// both weightings, and the correlation.
+	var xs, ys []float64
+	for _, r := range res.Fig4 {
+		l, h := int(r.Layer), int(r.Head)
+		var kp, bp, kq, bq []float64
+		for _, T := range []int{24, 40} {
+			for s := 0; s < 3; s++ {
+				k := nv.values(T, s, l, h, probes.MetricK, WindowStart(T, 0.25))
+				b := nv.values(T, s, l, h, probes.MetricBOSMass, WindowStart(T, 0.5))
+				mk, _ := meanStd(k, 0)
+				mb, _ := meanStd(b, 0)
+				kp, bp, kq, bq = append(kp, mk), append(bp, mb), append(kq, k...), append(bq, b...)
+			}
+		}
+		for _, c := range []struct {
+			name      string
+			got, want []float64
+		}{{"K_passes", []float64{r.KPasses, r.K}, kp}, {"bos_passes", []float64{r.BOSPasses, r.BOS}, bp},
+			{"K_queries", []float64{r.KQueries}, kq}, {"bos_queries", []float64{r.BOSQueries}, bq}} {
+			w, _ := meanStd(c.want, 0)
+			for _, g := range c.got {
+				check(fmt.Sprintf("fig4 (%d,%d) %s", l, h, c.name), g, w)
+			}
+		}
+		xs, ys = append(xs, r.K), append(ys, r.BOS)
+	}
+	if len(res.Fig4) != 12 || res.Summary.Fig4.Cells != 12 || res.Summary.Fig4.DF != 10 {
+		t.Errorf("fig4: %d rows, %d cells", len(res.Fig4), res.Summary.Fig4.Cells)
+	}
+	check("fig4 r", float64(res.Summary.Fig4.R), stat.Correlation(xs, ys, nil))
+	check("fig4 p", float64(res.Summary.Fig4.P), PearsonP(stat.Correlation(xs, ys, nil), 12))
+	if !strings.Contains(strings.Join(res.Summary.Notes, "\n"), "4k and 8k are not both in the sweep") {
+		t.Errorf("notes %q should say that Fig. 4 fell back to all lengths", res.Summary.Notes)
+	}
+
+	// Heads table: every row against the naive pooled values.
+	if len(res.Heads) != 2*3*4*len(passMetrics(true))*3 {
+		t.Fatalf("heads: %d rows", len(res.Heads))
+	}
+	for _, r := range res.Heads {
+		T, from := int(r.T), 0
+		switch r.Window {
+		case WindowLast:
+			from = WindowStart(T, 0.25)
+		case WindowBOS:
+			from = WindowStart(T, 0.5)
+		}
+		var x []float64
+		for s := 0; s < 3; s++ {
+			x = append(x, nv.values(T, s, int(r.Layer), int(r.Head), r.Metric, from)...)
+		}
+		m, sd := meanStd(x, 1)
+		check(fmt.Sprintf("heads %+v mean", r), r.Mean, m)
+		checkStd(fmt.Sprintf("heads %+v std", r), r.Std, sd, m)
+		if r.N != int64(len(x)) {
+			t.Errorf("heads %+v: n %d, want %d", r, r.N, len(x))
+		}
+	}
+
+	// The tables on disk are what Run returned.
+	f3, err := ReadTable[Fig3Row](filepath.Join(out, "fig3.parquet"))
+	if err != nil || fmt.Sprint(f3) != fmt.Sprint(res.Fig3) {
+		t.Errorf("fig3.parquet = %v, %v; want %v", f3, err, res.Fig3)
+	}
+	buckets, err := ReadTable[BucketRow](filepath.Join(out, "buckets.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range buckets {
+		if r.NonFinite != 0 || r.N != r.QHi-r.QLo || (r.QLo%7 != 0 && r.QLo != int64(WindowStart(int(r.T), 0.25)) &&
+			r.QLo != int64(WindowStart(int(r.T), 0.5))) {
+			t.Fatalf("bucket row %+v", r)
+		}
+	}
+}
+
+func TestBucketSizeDoesNotChangeAggregates(t *testing.T) {
+	dir, stream, opts, agg := smallSweep(t)
+	var results []*Results
+	for _, b := range []int{1, 5, 64} {
+		o := opts
+		o.Bucket = b
+		_, res, err := newSweep(t, dir, stream, t.TempDir(), o, agg).Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, res)
+	}
+	for i, res := range results[1:] {
+		for j, r := range res.Fig2 {
+			w := results[0].Fig2[j]
+			stdOK := func(a, b float64) bool {
+				return (math.IsNaN(a) && math.IsNaN(b)) || math.Abs(a-b) <= 1e-11*b+1e-14*math.Abs(w.Mean)
+			}
+			if relErr(r.Mean, w.Mean) > 1e-13 || !stdOK(r.StdPooled, w.StdPooled) || !stdOK(r.StdUnits, w.StdUnits) {
+				t.Errorf("bucket size #%d: fig2 %+v, with bucket 1 %+v", i+1, r, w)
+			}
+		}
+	}
+}
+
+// files returns the regular files under dir (relative path → bytes),
+// skipping the manifests, which hold timings.
+func files(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() || strings.HasPrefix(e.Name(), "manifest") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+func TestShardsMergeToTheUnshardedTables(t *testing.T) {
+	dir, stream, opts, agg := smallSweep(t)
+	formats := []string{FormatParquet, FormatCSV, FormatJSONL}
+	whole := t.TempDir()
+	sw := newSweep(t, dir, stream, whole, opts, agg)
+	sw.Formats = formats
+	if _, _, err := sw.Run(); err != nil {
+		t.Fatal(err)
+	}
+	var shards []string
+	for i := 0; i < 4; i++ {
+		d := t.TempDir()
+		sw := newSweep(t, dir, stream, d, opts, agg)
+		sw.Shard = Shard{i, 4}
+		man, res, err := sw.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != nil || len(man.Passes) != len(man.Chunks)/4+boolInt(i < len(man.Chunks)%4) {
+			t.Fatalf("shard %d: %d passes of %d", i, len(man.Passes), len(man.Chunks))
+		}
+		if _, err := os.Stat(filepath.Join(d, fmt.Sprintf("manifest-shard-%d-of-4.json", i))); err != nil {
+			t.Fatal(err)
+		}
+		shards = append(shards, d)
+	}
+
+	_, err := Merge(shards[:3], t.TempDir(), MergeOptions{})
+	if err == nil || !strings.Contains(err.Error(), "1 of 6 passes have no complete file") || !strings.Contains(err.Error(), "T=40 sample 0 (shard 3/4)") {
+		t.Errorf("merge without shard 3: %v", err)
+	}
+
+	merged := t.TempDir()
+	man, err := Merge(shards, merged, MergeOptions{Formats: formats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !man.Complete || len(man.Passes) != 6 || len(man.MergedFrom) != 4 {
+		t.Errorf("merged manifest: %+v", man)
+	}
+	want, got := files(t, whole), files(t, merged)
+	if len(want) != 16 {
+		t.Errorf("unsharded run wrote %d table files, want 16", len(want))
+	}
+	for name, b := range want {
+		if !bytes.Equal(got[name], b) {
+			t.Errorf("%s differs between the unsharded run and the merge of its shards", name)
+		}
+	}
+	// The pass files hold their own timings; their rows must agree.
+	for name := range files(t, filepath.Join(whole, "passes")) {
+		_, wr, err1 := ReadPass(filepath.Join(whole, "passes", name))
+		_, gr, err2 := ReadPass(filepath.Join(merged, "passes", name))
+		if err1 != nil || err2 != nil || !slices.Equal(wr, gr) {
+			t.Errorf("pass %s: rows differ (%v, %v)", name, err1, err2)
+		}
+	}
+
+	// Shards of another sweep do not merge.
+	other := t.TempDir()
+	o := opts
+	o.Bucket = 9
+	sw = newSweep(t, dir, stream, other, o, agg)
+	sw.Shard = Shard{0, 4}
+	if _, _, err := sw.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Merge([]string{shards[0], other}, t.TempDir(), MergeOptions{}); err == nil || !strings.Contains(err.Error(), "not shards of one sweep") {
+		t.Errorf("merging different sweeps: %v", err)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestResumeSkipsOnlyCompletePasses(t *testing.T) {
+	dir, stream, opts, agg := smallSweep(t)
+	out := t.TempDir()
+	if _, _, err := newSweep(t, dir, stream, out, opts, agg).Run(); err != nil {
+		t.Fatal(err)
+	}
+	first := files(t, out)
+	p0 := filepath.Join(out, "passes", PassFileName(24, 1))
+	p1 := filepath.Join(out, "passes", PassFileName(40, 2))
+	whole, _ := os.ReadFile(p0)
+
+	// A second run reuses everything and rewrites identical tables.
+	man, _, err := newSweep(t, dir, stream, out, opts, agg).Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Reused) != 6 {
+		t.Errorf("re-run reused %d passes, want 6", len(man.Reused))
+	}
+	for name, b := range files(t, out) {
+		if !bytes.Equal(first[name], b) {
+			t.Errorf("%s changed on a re-run that ran nothing", name)
+		}
+	}
+
+	// A truncated file (no footer) and a file with a damaged footer are
+	// not complete: they are run again, the others are kept.
+	if err := os.WriteFile(p0, whole[:len(whole)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := os.ReadFile(p1)
+	bad[len(bad)-10] ^= 0xff
+	os.WriteFile(p1, bad, 0o644)
+	if _, err := ReadPassRecord(p0); !errors.Is(err, ErrIncomplete) {
+		t.Errorf("truncated pass file: %v, want ErrIncomplete", err)
+	}
+	man, _, err = newSweep(t, dir, stream, out, opts, agg).Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Reused) != 4 || !strings.Contains(strings.Join(man.Notes, "\n"), "was incomplete") {
+		t.Errorf("after damaging 2 files: reused %v, notes %q", man.Reused, man.Notes)
+	}
+	for _, name := range []string{"fig2.parquet", "fig3.parquet", "fig4.parquet", "heads.parquet", "summary.json"} {
+		b, _ := os.ReadFile(filepath.Join(out, name))
+		if !bytes.Equal(first[name], b) {
+			t.Errorf("%s differs after re-running the damaged passes", name)
+		}
+	}
+
+	// A pass file made with other options is not taken, and not overwritten.
+	o := opts
+	o.BOSToken = 3
+	_, _, err = newSweep(t, dir, stream, out, o, agg).Run()
+	if err == nil || !strings.Contains(err.Error(), "T24-s0.parquet was made from another model, text or options") ||
+		!strings.Contains(err.Error(), "bos_token (3 here, -1 in the file)") {
+		t.Errorf("other options into the same folder: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "fig2.parquet")); !bytes.Equal(b, first["fig2.parquet"]) {
+		t.Error("the failed run changed the tables")
+	}
+	// The finished sweep's manifest stays; the failure is recorded beside it.
+	if m, err := ReadManifest(filepath.Join(out, "manifest.json")); err != nil || !m.Complete {
+		t.Errorf("manifest after the failed run: %v", err)
+	}
+	m, err := ReadManifest(filepath.Join(out, "manifest.failed.json"))
+	if err != nil || m.Complete || !strings.Contains(m.Error, "another model") {
+		t.Errorf("manifest.failed.json: %v, %+v", err, m)
+	}
+}
+
+// poisonToken makes the embedding of token id 0 NaN: any pass whose chunk
+// holds it meets NaN attention at layer 0 from that position on.
+func poisonToken(ts []checkpoint.Tensor) {
+	for _, t := range ts {
+		if t.Name == "model.embed_tokens.weight" {
+			d := t.Data.([]float32)
+			for i := 0; i < t.Shape[1]; i++ {
+				d[i] = float32(math.NaN())
+			}
+		}
+	}
+}
+
+func TestNonFiniteStopAndFlag(t *testing.T) {
+	dir := genModel(t, model.ArchGated, 3, 32, 4, 2, 101, 512, poisonToken)
+	stream := randomStream(400, 1, 101, 5) // no token 0 …
+	stream[24+24+10] = 0                   // … but one in (T=24, sample 2) at query 10
+	opts := DefaultSweepOptions()
+	opts.LengthsArg, opts.Samples = "24,40", 3
+	agg := DefaultAggOptions()
+	agg.Bootstrap = 0
+
+	out := t.TempDir()
+	_, _, err := newSweep(t, dir, stream, out, opts, agg).Run()
+	if err == nil || !strings.Contains(err.Error(), "pass T=24 sample 2 (stream tokens [48,72)): non-finite") ||
+		!strings.Contains(err.Error(), "in layer 0, head") || !strings.Contains(err.Error(), "query 10") {
+		t.Fatalf("stop: %v", err)
+	}
+	for _, s := range []int{0, 1} {
+		if _, err := ReadPassRecord(filepath.Join(out, "passes", PassFileName(24, s))); err != nil {
+			t.Errorf("the pass finished before the failure was lost: %v", err)
+		}
+	}
+
+	opts.OnNonFinite = NonFiniteFlag
+	man, res, err := newSweep(t, dir, stream, out, opts, agg).Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Reused) != 2 || len(man.Flags) != 1 || !strings.Contains(man.Flags[0], "pass T=24 sample 2") ||
+		!strings.Contains(man.Flags[0], "first at layer 0") || !strings.Contains(man.Flags[0], "query 10") {
+		t.Errorf("flag: reused %v, flags %q", man.Reused, man.Flags)
+	}
+	var rec PassRecord
+	for _, p := range man.Passes {
+		if p.Key.T == 24 && p.Key.Sample == 2 {
+			rec = p
+		}
+	}
+	if rec.NonFinite == nil || rec.NonFinite.Query != 10 || rec.NonFinite.Layer != 0 || rec.NonFinite.Rows != 4*14 {
+		t.Errorf("pass record: %+v", rec.NonFinite)
+	}
+	// Layer 0: 11 metrics of 14 NaN rows × 4 heads, plus the gate of the
+	// poisoned position in 4 heads; layers 1–2 were never reached (12
+	// metrics × 2 layers × 4 heads × 24 queries).
+	if want := int64(11*14*4 + 4 + 12*2*4*24); res.Summary.NonFinite != want {
+		t.Errorf("summary counts %d non-finite values, want %d", res.Summary.NonFinite, want)
+	}
+	for _, r := range res.Fig2 {
+		// 6 window queries × 4 heads × 3 layers × 3 samples, less the flagged pass's 72
+		if r.T == 24 && r.Metric == probes.MetricNEff && (r.N != 144 || math.IsNaN(r.Mean)) {
+			t.Errorf("fig2 n_eff at T=24 should leave the flagged values out: %+v", r)
+		}
+	}
+}
+
+func TestSweepRefusesBadOptions(t *testing.T) {
+	dir, stream, opts, agg := smallSweep(t)
+	for _, c := range []struct {
+		edit func(*SweepOptions, *AggOptions)
+		msg  string
+	}{
+		{func(o *SweepOptions, _ *AggOptions) { o.LengthsArg = "24,24" }, "duplicate length"},
+		{func(o *SweepOptions, _ *AggOptions) { o.Samples = 0 }, "samples = 0"},
+		{func(o *SweepOptions, _ *AggOptions) { o.LengthsArg = "1k" }, "exceeds the model's max_position_embeddings 512"},
+		{func(o *SweepOptions, _ *AggOptions) { o.LengthsArg = "300" }, "the token stream has 400 tokens"},
+		{func(o *SweepOptions, _ *AggOptions) { o.OnNonFinite = "ignore" }, `on-nonfinite "ignore"`},
+		{func(o *SweepOptions, _ *AggOptions) { o.BOSToken = 101 }, "bos-token 101"},
+		{func(o *SweepOptions, _ *AggOptions) { o.Probe.Form = "mle" }, `lambda form "mle"`},
+		{func(_ *SweepOptions, a *AggOptions) { a.DDOF = 2 }, "ddof = 2"},
+		{func(_ *SweepOptions, a *AggOptions) { a.Fig4Pool = "cells" }, `fig4-pool "cells"`},
+	} {
+		o, a := opts, agg
+		c.edit(&o, &a)
+		out := t.TempDir()
+		_, _, err := newSweep(t, dir, stream, out, o, a).Run()
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("error %v, want one containing %q", err, c.msg)
+		}
+	}
+	// A stream token outside the vocabulary is named by its position.
+	bad := slices.Clone(stream)
+	bad[30] = 5000
+	_, _, err := newSweep(t, dir, bad, t.TempDir(), opts, agg).Run()
+	if err == nil || !strings.Contains(err.Error(), "token 5000 at stream position 30") {
+		t.Errorf("token outside the vocabulary: %v", err)
+	}
+	// Extrapolation is allowed on request.
+	o := opts
+	o.LengthsArg, o.Samples, o.AllowExtrapolation = "520", 1, true
+	long := randomStream(600, 0, 101, 2)
+	if _, _, err := newSweep(t, dir, long, t.TempDir(), o, agg).Run(); err != nil {
+		t.Errorf("--allow-extrapolation: %v", err)
+	}
+}

@@ -1,0 +1,276 @@
+package analysis
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// Table formats.
+const (
+	FormatParquet = "parquet"
+	FormatCSV     = "csv"
+	FormatJSONL   = "jsonl"
+)
+
+// ParseFormats parses a comma-separated list of table formats (parquet,
+// csv, jsonl) and returns them in that canonical order without
+// duplicates.
+func ParseFormats(s string) ([]string, error) {
+	want := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(strings.ToLower(f))
+		switch f {
+		case FormatParquet, FormatCSV, FormatJSONL:
+			want[f] = true
+		case "":
+		default:
+			return nil, fmt.Errorf("format %q: want parquet, csv or jsonl", f)
+		}
+	}
+	var out []string
+	for _, f := range []string{FormatParquet, FormatCSV, FormatJSONL} {
+		if want[f] {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no table format given (parquet, csv, jsonl)")
+	}
+	return out, nil
+}
+
+// writeFileAtomic writes path through a temporary file in the same folder
+// that is flushed, fsynced and renamed over path, so that a reader never
+// sees a partial file under the final name (a crash leaves at most a
+// ".name.tmp-*" file behind, which nothing reads).
+func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err = write(bw); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err = bw.Flush(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("%s: fsync: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync() // make the rename durable; not every file system supports it
+		d.Close()
+	}
+	return nil
+}
+
+// parquetOptions are the writer options of every Parquet file the package
+// writes: Snappy pages, and no build-dependent "created by" string, so that
+// equal rows give byte-identical files.
+func parquetOptions(meta map[string]string) []parquet.WriterOption {
+	opts := []parquet.WriterOption{
+		parquet.Compression(&parquet.Snappy),
+		parquet.CreatedBy("github.com/filterlens/probe", FormatVersion, ""),
+	}
+	keys := make([]string, 0, len(meta))
+	for k := range meta {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		opts = append(opts, parquet.KeyValueMetadata(k, meta[k]))
+	}
+	return opts
+}
+
+// writeParquet writes rows (structs with parquet tags) to w.
+func writeParquet[T any](w io.Writer, rows []T, meta map[string]string) error {
+	pw := parquet.NewGenericWriter[T](w, parquetOptions(meta)...)
+	if len(rows) > 0 {
+		if _, err := pw.Write(rows); err != nil {
+			return err
+		}
+	}
+	return pw.Close()
+}
+
+// WriteTable writes rows as dir/name.parquet, .csv and/or .jsonl (one file
+// per format), each atomically. T is a struct whose exported fields carry
+// `parquet:"column"` tags; the same names head the CSV columns and key the
+// JSON objects, in field order. Non-finite floats are written as NaN/±Inf
+// in Parquet, as an empty field (NaN) or +Inf/-Inf in CSV, and as null in
+// JSONL.
+func WriteTable[T any](dir, name string, rows []T, formats []string) error {
+	for _, f := range formats {
+		path := filepath.Join(dir, name+"."+f)
+		var err error
+		switch f {
+		case FormatParquet:
+			err = writeFileAtomic(path, func(w io.Writer) error { return writeParquet(w, rows, nil) })
+		case FormatCSV:
+			err = writeFileAtomic(path, func(w io.Writer) error { return WriteCSV(w, rows) })
+		case FormatJSONL:
+			err = writeFileAtomic(path, func(w io.Writer) error { return WriteJSONL(w, rows) })
+		default:
+			err = fmt.Errorf("unknown table format %q", f)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadTable reads a Parquet file of rows of type T.
+func ReadTable[T any](path string) ([]T, error) {
+	rows, err := parquet.ReadFile[T](path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rows, nil
+}
+
+type column struct {
+	index int
+	name  string
+}
+
+// columnsOf lists the tagged fields of struct type t.
+func columnsOf(t reflect.Type) []column {
+	var cols []column
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("parquet")
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		cols = append(cols, column{i, name})
+	}
+	return cols
+}
+
+// WriteCSV writes rows as CSV with a header line (see WriteTable).
+func WriteCSV[T any](w io.Writer, rows []T) error {
+	cols := columnsOf(reflect.TypeFor[T]())
+	cw := csv.NewWriter(w)
+	rec := make([]string, len(cols))
+	for i, c := range cols {
+		rec[i] = c.name
+	}
+	if err := cw.Write(rec); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		v := reflect.ValueOf(r)
+		for i, c := range cols {
+			rec[i] = csvValue(v.Field(c.index))
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func csvValue(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.Float64, reflect.Float32:
+		return FormatFloat(v.Float())
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return strconv.FormatInt(v.Int(), 10)
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool())
+	case reflect.String:
+		return v.String()
+	}
+	panic(fmt.Sprintf("analysis: unsupported column kind %v", v.Kind()))
+}
+
+// FormatFloat writes x in the shortest form that reads back exactly, with
+// NaN as the empty string and infinities as +Inf / -Inf.
+func FormatFloat(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return ""
+	case math.IsInf(x, 1):
+		return "+Inf"
+	case math.IsInf(x, -1):
+		return "-Inf"
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
+}
+
+// WriteJSONL writes rows as one JSON object per line (see WriteTable).
+func WriteJSONL[T any](w io.Writer, rows []T) error {
+	cols := columnsOf(reflect.TypeFor[T]())
+	var b bytes.Buffer
+	for _, r := range rows {
+		b.Reset()
+		v := reflect.ValueOf(r)
+		b.WriteByte('{')
+		for i, c := range cols {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			key, _ := json.Marshal(c.name)
+			b.Write(key)
+			b.WriteByte(':')
+			f := v.Field(c.index)
+			switch f.Kind() {
+			case reflect.Float64, reflect.Float32:
+				x := f.Float()
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					b.WriteString("null")
+				} else {
+					b.WriteString(strconv.FormatFloat(x, 'g', -1, 64))
+				}
+			case reflect.String:
+				s, _ := json.Marshal(f.String())
+				b.Write(s)
+			default:
+				b.WriteString(csvValue(f))
+			}
+		}
+		b.WriteString("}\n")
+		if _, err := w.Write(b.Bytes()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

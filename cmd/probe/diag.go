@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
+)
+
+// diagColumns are the columns of probe diag's CSV, in order.
+var diagColumns = []string{"sample", "layer", "head", "query", "neff", "neff_entropy", "s_mean", "lambda_obs", "k_bft",
+	"k_dim_mean", "bos_mass", "gate"}
+
+func cmdDiag(args []string, w io.Writer) error {
+	fs := newFlags("diag")
+	dir := fs.String("model", "", "checkpoint directory")
+	idsFile := fs.String("ids", "", "JSON list of equal-length token id lists (one batch)")
+	out := fs.String("out", "", "output CSV file")
+	allowExt := fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
+	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
+	onNF := fs.String("on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	case *dir == "":
+		return fmt.Errorf("--model is required")
+	case *idsFile == "":
+		return fmt.Errorf("--ids is required")
+	case *out == "":
+		return fmt.Errorf("--out is required")
+	case *onNF != analysis.NonFiniteStop && *onNF != analysis.NonFiniteFlag:
+		return fmt.Errorf("--on-nonfinite %q: want stop or flag", *onNF)
+	}
+	ids, err := readIDBatch(*idsFile)
+	if err != nil {
+		return err
+	}
+	for b, seq := range ids {
+		if len(seq) != len(ids[0]) {
+			return fmt.Errorf("%s: sequence %d has %d tokens, sequence 0 has %d (the batch must be rectangular)",
+				*idsFile, b, len(seq), len(ids[0]))
+		}
+	}
+	m, err := model.Load(*dir, model.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	B, T, c := len(ids), len(ids[0]), &m.Config
+	if T == 0 {
+		return fmt.Errorf("%s: empty sequences", *idsFile)
+	}
+	// App. I defaults: Eq. 6, ν = 1, σ0² = 1/d_head, λ = 1, two-pass S.
+	col, err := probes.NewCollector(B, c.Layers, c.Heads, T, c.DHead,
+		probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag})
+	if err != nil {
+		return err
+	}
+	_, ferr := m.Forward(ids, model.Options{Hooks: analysis.CollectorHooks(col, c), AllowExtrapolation: *allowExt, Threads: *threads})
+	if ferr != nil && (*onNF == analysis.NonFiniteStop || col.NonFiniteRows() == 0) {
+		return ferr
+	}
+	gated := c.Gate != model.GateNone
+	err = writeAtomic(*out, func(f io.Writer) error {
+		bw := bufio.NewWriterSize(f, 1<<20)
+		for i, name := range diagColumns {
+			if i > 0 {
+				bw.WriteByte(',')
+			}
+			bw.WriteString(name)
+		}
+		bw.WriteByte('\n')
+		var buf []byte
+		for b := 0; b < B; b++ {
+			for l := 0; l < c.Layers; l++ {
+				for h := 0; h < c.Heads; h++ {
+					for t := 0; t < T; t++ {
+						i := col.Index(b, l, h, t)
+						buf = buf[:0]
+						buf = strconv.AppendInt(buf, int64(b), 10)
+						buf = append(buf, ',')
+						buf = strconv.AppendInt(buf, int64(l), 10)
+						buf = append(buf, ',')
+						buf = strconv.AppendInt(buf, int64(h), 10)
+						buf = append(buf, ',')
+						buf = strconv.AppendInt(buf, int64(t), 10)
+						for _, x := range []float64{col.NEff[i], col.NEffEntropy[i], col.SMean[i], col.LambdaObs[i],
+							col.K[i], col.KDimMean[i], col.BOSMass[i]} {
+							buf = append(buf, ',')
+							buf = strconv.AppendFloat(buf, x, 'g', -1, 64)
+						}
+						buf = append(buf, ',')
+						if gated {
+							buf = strconv.AppendFloat(buf, col.Gate[i], 'g', -1, 64)
+						}
+						buf = append(buf, '\n')
+						bw.Write(buf)
+					}
+				}
+			}
+		}
+		return bw.Flush()
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "wrote %d rows (%d samples × %d layers × %d heads × %d queries) to %s\n", B*c.Layers*c.Heads*T, B,
+		c.Layers, c.Heads, T, *out)
+	if nf, ok := col.FirstNonFinite(); ok {
+		fmt.Fprintf(w, "flagged: %d attention rows with non-finite inputs, first %s\n", col.NonFiniteRows(), nf.Error())
+		if ferr != nil {
+			fmt.Fprintf(w, "flagged: the forward pass stopped early (%v); unreached layers are NaN\n", ferr)
+		}
+	}
+	return nil
+}
+
+// writeAtomic writes path through a temporary file renamed into place.
+func writeAtomic(path string, write func(io.Writer) error) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = write(f); err != nil {
+		return err
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

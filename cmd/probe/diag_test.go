@@ -1,0 +1,252 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/checkpoint"
+)
+
+// diagCases are the golden folders with diagnostics.safetensors.
+var diagCases = []string{"qwen3_gqa", "qwen3_gate_headwise", "qwen3_gate_elementwise", "llama_gqa", "qwen2_bias", "gpt2"}
+
+// readDiagCSV parses probe diag's output: the header and the rows as
+// float64 columns (empty fields as NaN).
+func readDiagCSV(t *testing.T, path string) ([]string, [][]float64, [][]string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := make([][]float64, len(recs[0]))
+	for _, r := range recs[1:] {
+		for i, v := range r {
+			x := math.NaN()
+			if v != "" {
+				if x, err = strconv.ParseFloat(v, 64); err != nil {
+					t.Fatalf("%s: field %q: %v", path, v, err)
+				}
+			}
+			cols[i] = append(cols[i], x)
+		}
+	}
+	return recs[0], cols, recs[1:]
+}
+
+// TestDiagMatchesGolden runs probe diag on every golden case's batch
+// through the Go forward pass and compares each column with the reference
+// diagnostics (numpy float64 from PyTorch's float32 attention and values),
+// within the tolerances of the golden README; neff_entropy, which the
+// golden files do not hold, is computed here from their attention, and
+// gate from their gate.{l} tensors.
+func TestDiagMatchesGolden(t *testing.T) {
+	needGolden(t)
+	for _, name := range diagCases {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(goldenDir, name)
+			g, err := checkpoint.OpenFile(filepath.Join(dir, "golden.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			d, err := checkpoint.OpenFile(filepath.Join(dir, "diagnostics.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			info, _ := d.Info("neff")
+			B, L, H, T := info.Shape[0], info.Shape[1], info.Shape[2], info.Shape[3]
+			raw, err := g.Int64("input_ids")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := make([][]int64, B)
+			for b := range ids {
+				ids[b] = raw[b*T : (b+1)*T]
+			}
+			tmp := t.TempDir()
+			idsFile, out := filepath.Join(tmp, "ids.json"), filepath.Join(tmp, "diag.csv")
+			data, _ := json.Marshal(ids)
+			os.WriteFile(idsFile, data, 0o644)
+			code, _, errs := probe(t, "diag", "--model", dir, "--ids", idsFile, "--out", out)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			header, cols, recs := readDiagCSV(t, out)
+			if got := strings.Join(header, ","); got != "sample,layer,head,query,neff,neff_entropy,s_mean,lambda_obs,k_bft,k_dim_mean,bos_mass,gate" {
+				t.Fatalf("header %q", got)
+			}
+			if len(recs) != B*L*H*T {
+				t.Fatalf("%d rows, want %d", len(recs), B*L*H*T)
+			}
+			// keys in [B, L, H, T] order
+			for i := 0; i < len(recs); i += 97 {
+				want := fmt.Sprintf("%d,%d,%d,%d", i/(L*H*T), i/(H*T)%L, i/T%H, i%T)
+				if got := strings.Join(recs[i][:4], ","); got != want {
+					t.Fatalf("row %d keys %s, want %s", i, got, want)
+				}
+			}
+
+			for _, c := range []struct {
+				col, golden string
+				tol         float64
+				rel         bool
+			}{
+				{"neff", "neff", 1e-4, true},
+				{"s_mean", "S_mean", 5e-5, false},
+				{"lambda_obs", "lambda_obs", 1e-4, true},
+				{"k_bft", "K", 1e-5, false},
+				{"k_dim_mean", "K_dim_mean", 1e-5, false},
+				{"bos_mass", "bos_mass", 3e-5, false},
+			} {
+				want, err := d.Float64(c.golden)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := cols[diagColumn(header, c.col)]
+				worst := diagCompare(got, want, c.rel)
+				kind := "abs"
+				if c.rel {
+					kind = "rel"
+				}
+				t.Logf("%-11s max %s error %.3g (tolerance %g)", c.col, kind, worst, c.tol)
+				if !(worst <= c.tol) {
+					t.Errorf("%s: max %s error %.3g > %g", c.col, kind, worst, c.tol)
+				}
+			}
+
+			// neff_entropy from the golden attention; gate from gate.{l}.
+			ent, gate := make([]float64, B*L*H*T), make([]float64, B*L*H*T)
+			gated := false
+			for l := 0; l < L; l++ {
+				attn, err := g.Float32(fmt.Sprintf("attn.%d", l))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for b := 0; b < B; b++ {
+					for h := 0; h < H; h++ {
+						for q := 0; q < T; q++ {
+							var s float64
+							for _, a := range attn[((b*H+h)*T+q)*T:][:q+1] {
+								if a > 0 {
+									s -= float64(a) * math.Log(float64(a))
+								}
+							}
+							ent[((b*L+l)*H+h)*T+q] = math.Exp(s)
+						}
+					}
+				}
+				gi, ok := g.Info(fmt.Sprintf("gate.%d", l))
+				if !ok {
+					continue
+				}
+				gated = true
+				gv, _ := g.Float32(gi.Name)
+				per := 1
+				if len(gi.Shape) == 4 {
+					per = gi.Shape[3]
+				}
+				for b := 0; b < B; b++ {
+					for q := 0; q < T; q++ {
+						for h := 0; h < H; h++ {
+							var s float64
+							for _, x := range gv[((b*T+q)*H+h)*per:][:per] {
+								s += float64(x)
+							}
+							gate[((b*L+l)*H+h)*T+q] = s / float64(per)
+						}
+					}
+				}
+			}
+			worst := diagCompare(cols[diagColumn(header, "neff_entropy")], ent, true)
+			t.Logf("neff_entropy max rel error %.3g (tolerance 1e-4)", worst)
+			if !(worst <= 1e-4) {
+				t.Errorf("neff_entropy: max rel error %.3g", worst)
+			}
+			gcol := cols[diagColumn(header, "gate")]
+			if gated {
+				worst := diagCompare(gcol, gate, false)
+				t.Logf("gate        max abs error %.3g (tolerance 1e-5)", worst)
+				if !(worst <= 1e-5) {
+					t.Errorf("gate: max abs error %.3g", worst)
+				}
+			} else {
+				for i, r := range recs {
+					if r[len(r)-1] != "" {
+						t.Fatalf("row %d: gate %q for a model without gates, want empty", i, r[len(r)-1])
+					}
+				}
+				_ = gcol
+			}
+		})
+	}
+}
+
+func diagColumn(xs []string, x string) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	panic("no column " + x)
+}
+
+// diagCompare returns the worst relative (rel) or absolute error of got
+// against want; a NaN anywhere is +Inf. Relative errors use |want|, and
+// absolute ones where want is 0.
+func diagCompare(got, want []float64, rel bool) float64 {
+	if len(got) != len(want) {
+		return math.Inf(1)
+	}
+	worst := 0.0
+	for i, w := range want {
+		e := math.Abs(got[i] - w)
+		if rel && w != 0 {
+			e /= math.Abs(w)
+		}
+		if math.IsNaN(e) {
+			return math.Inf(1)
+		}
+		worst = math.Max(worst, e)
+	}
+	return worst
+}
+
+func TestDiagErrors(t *testing.T) {
+	needGolden(t)
+	tmp := t.TempDir()
+	dir := filepath.Join(goldenDir, "qwen3_gqa")
+	ragged := filepath.Join(tmp, "ragged.json")
+	os.WriteFile(ragged, []byte("[[1,2,3],[4,5]]"), 0o644)
+	flat := filepath.Join(tmp, "flat.json")
+	os.WriteFile(flat, []byte("[1,2,3]"), 0o644)
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"diag", "--model", dir, "--ids", ragged, "--out", filepath.Join(tmp, "x.csv")}, "sequence 1 has 2 tokens, sequence 0 has 3"},
+		{[]string{"diag", "--model", dir, "--ids", flat, "--out", filepath.Join(tmp, "x.csv")}, "want a JSON list of token id lists"},
+		{[]string{"diag", "--model", dir, "--ids", ragged}, "--out is required"},
+		{[]string{"diag", "--model", dir, "--ids", ragged, "--out", "x", "--frobnicate"}, "flag provided but not defined: -frobnicate"},
+	} {
+		code, _, errs := probe(t, c.args...)
+		if code != 1 || !strings.Contains(errs, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", c.args, code, errs, c.msg)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "x.csv")); err == nil {
+		t.Error("a failed diag left an output file")
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/filterlens/probe/report"
+	"github.com/filterlens/probe/report/papers"
+)
+
+// cmdFigures writes a paper's analytic figures (no checkpoint): PNG and SVG
+// per figure and an index.html report in --out.
+func cmdFigures(args []string, w io.Writer) error {
+	fs := newFlags("figures")
+	paper := fs.String("paper", "", "rfa, selrope, rt or bft (or all)")
+	out := fs.String("out", "", "output directory (created)")
+	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
+	echarts := fs.String("echarts", "", "echarts.min.js to inline (default: $"+report.EChartsEnv+" or "+report.EChartsRelPath+")")
+	dpi := fs.Int("dpi", 150, "PNG resolution")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	var list []string
+	switch *paper {
+	case "":
+		return fmt.Errorf("--paper is required (%s or all)", strings.Join(papers.Paper, ", "))
+	case "all":
+		list = papers.Paper
+	default:
+		list = []string{*paper}
+	}
+	for _, p := range list {
+		r, err := papers.Build(p)
+		if err != nil {
+			return err
+		}
+		dir := *out
+		if len(list) > 1 {
+			dir = *out + "/" + p
+		}
+		res, err := r.Write(dir, report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s: %d figures → %s\n", p, len(r.Figures), res.HTML)
+	}
+	return nil
+}

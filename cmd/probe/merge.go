@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/filterlens/probe/analysis"
+)
+
+func cmdMerge(args []string, w io.Writer) error {
+	fs := newFlags("merge")
+	out := fs.String("out", "", "output folder (may be one of the shard folders)")
+	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
+	af := addAggFlags(fs)
+	dirs, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(dirs) == 0 {
+		return fmt.Errorf("give the shard folders to merge: probe merge <dir> ... --out <dir>")
+	}
+	if *out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	fmts, err := analysis.ParseFormats(*formats)
+	if err != nil {
+		return err
+	}
+	ms, _, err := analysis.FindManifests(dirs[0])
+	if err != nil {
+		return err
+	}
+	agg, err := af.options(ms[0].Analysis, ms[0].Sweep.KUnit, true)
+	if err != nil {
+		return err
+	}
+	man, err := analysis.Merge(dirs, *out, analysis.MergeOptions{Formats: fmts, Agg: &agg, CLIOptions: cliOptions(fs),
+		Args: append([]string{"merge"}, args...)})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "merged %d passes from %d folders into %s: %v\n", len(man.Passes), len(dirs), *out, man.Tables)
+	for _, f := range man.Flags {
+		fmt.Fprintf(w, "flagged: %s\n", f)
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/filterlens/probe/analysis"
+)
+
+// progressOut is where sweep draws its progress bar (tests replace it).
+var progressOut io.Writer = os.Stderr
+
+// progressBar draws a sweep's progress: on a terminal one line redrawn in
+// place (at most ten times a second), elsewhere one line per finished pass.
+type progressBar struct {
+	w     io.Writer
+	tty   bool
+	last  time.Time
+	drawn bool
+}
+
+func newProgressBar(w io.Writer) *progressBar {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &progressBar{w: w, tty: tty}
+}
+
+// line renders one progress state.
+func progressLine(p analysis.Progress) string {
+	frac := 1.0
+	if tot := p.Work + p.WorkLeft; tot > 0 {
+		frac = p.Work / tot
+	}
+	const width = 24
+	n := int(frac*width + 0.5)
+	bar := strings.Repeat("=", n) + strings.Repeat(" ", width-n)
+	state := fmt.Sprintf("layer %d/%d", p.Layer, p.Layers)
+	if p.Reused {
+		state = "already finished"
+	} else if p.Done {
+		state = "done"
+	}
+	tokens := float64(p.Tokens)
+	if !p.Done && p.Layers > 0 {
+		tokens += float64(p.T) * float64(p.Layer) / float64(p.Layers)
+	}
+	secs := p.Elapsed.Seconds()
+	rate, eta := "—", "—"
+	if secs > 0 && tokens > 0 {
+		rate = fmt.Sprintf("%.0f tok/s", tokens/secs)
+	}
+	if p.Work > 0 {
+		eta = time.Duration(secs * p.WorkLeft / p.Work * float64(time.Second)).Round(time.Second).String()
+	}
+	return fmt.Sprintf("[%s] %3.0f%%  pass %d/%d (T=%d, sample %d) %s  %s  ETA %s",
+		bar, 100*frac, p.Pass, p.Passes, p.T, p.Sample, state, rate, eta)
+}
+
+func (b *progressBar) update(p analysis.Progress) {
+	if !b.tty {
+		if p.Done {
+			fmt.Fprintln(b.w, progressLine(p))
+		}
+		return
+	}
+	if !p.Done && time.Since(b.last) < 100*time.Millisecond {
+		return
+	}
+	b.last = time.Now()
+	fmt.Fprintf(b.w, "\r\033[K%s", progressLine(p))
+	b.drawn = true
+}
+
+// finish ends the redrawn line.
+func (b *progressBar) finish() {
+	if b.tty && b.drawn {
+		fmt.Fprintln(b.w)
+	}
+}

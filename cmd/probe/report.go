@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/report"
+	"github.com/filterlens/probe/report/attnmap"
+	"github.com/filterlens/probe/report/sweep"
+)
+
+// cmdReport writes the BFT Figs. 2–4 report of a finished `probe sweep`
+// folder, or (`probe report attention …`) attention maps of a capture.
+func cmdReport(args []string, w io.Writer) error {
+	if len(args) > 0 && args[0] == "attention" {
+		return cmdReportAttention(args[1:], w)
+	}
+	fs := newFlags("report")
+	out := fs.String("out", "", "HTML file to write (default <results-dir>/report.html); PNG and SVG go beside it")
+	std := fs.String("std", sweep.StdUnits, "Fig. 2 bands: units (std of (sample, layer) means) or pooled (std of all pooled elements)")
+	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
+	echarts := fs.String("echarts", "", "echarts.min.js to inline (default: $"+report.EChartsEnv+" or "+report.EChartsRelPath+")")
+	dpi := fs.Int("dpi", 150, "PNG resolution")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("want one results directory (a finished probe sweep folder), or `probe report attention …`")
+	}
+	man, res, err := analysis.LoadResults(pos[0], nil)
+	if err != nil {
+		return err
+	}
+	in, err := sweep.FromAnalysis(man, res, *std)
+	if err != nil {
+		return err
+	}
+	r, err := sweep.Build(in)
+	if err != nil {
+		return err
+	}
+	html := *out
+	if html == "" {
+		html = filepath.Join(pos[0], "report.html")
+	}
+	wr, err := r.Write(filepath.Dir(html), report.WriteOptions{HTML: filepath.Base(html), Static: *static, ECharts: *echarts, DPI: *dpi})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d figures → %s\n", len(r.Figures), wr.HTML)
+	return nil
+}
+
+// cmdReportAttention draws attention maps of one captured layer.
+func cmdReportAttention(args []string, w io.Writer) error {
+	fs := newFlags("report attention")
+	capture := fs.String("capture", "", "safetensors file written by probe capture with blocks.{l}.attn.hook_pattern")
+	layer := fs.Int("layer", -1, "layer to draw")
+	heads := fs.String("heads", "", "comma-separated heads (default: all)")
+	batch := fs.Int("batch", 0, "sequence of the captured batch")
+	gamma := fs.Float64("gamma", 0.25, "contrast exponent: draw Â^γ (RFA App. F.3: 0.25; 1 for plain Â)")
+	pool := fs.String("pool", attnmap.PoolMax, "downsampling of long T: max or mean over each block")
+	maxSize := fs.Int("max-size", 128, "largest number of blocks per side (0: one cell per token pair)")
+	out := fs.String("out", "", "output directory (created)")
+	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts")
+	echarts := fs.String("echarts", "", "echarts.min.js to inline")
+	dpi := fs.Int("dpi", 150, "PNG resolution")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *capture == "":
+		return fmt.Errorf("--capture is required")
+	case *layer < 0:
+		return fmt.Errorf("--layer is required")
+	case *out == "":
+		return fmt.Errorf("--out is required")
+	case *gamma <= 0:
+		return fmt.Errorf("--gamma must be positive")
+	}
+	var hs []int
+	if *heads != "" {
+		for _, s := range strings.Split(*heads, ",") {
+			h, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf("--heads %q: %v", *heads, err)
+			}
+			hs = append(hs, h)
+		}
+	}
+	f, err := attnmap.FromCapture(*capture, attnmap.Options{Layer: *layer, Heads: hs, Batch: *batch, Gamma: *gamma, Pool: *pool, MaxSize: *maxSize})
+	if err != nil {
+		return err
+	}
+	r := &report.Report{Title: fmt.Sprintf("Attention maps — %s, layer %d", filepath.Base(*capture), *layer), Figures: []*report.Figure{f}}
+	wr, err := r.Write(*out, report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "attention maps of layer %d → %s\n", *layer, wr.HTML)
+	return nil
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/report"
+	"github.com/filterlens/probe/report/attnmap"
+	"github.com/filterlens/probe/report/browser"
+	"github.com/filterlens/probe/report/papers"
+)
+
+// browserOrSkip returns chromium when both it and echarts.min.js are
+// installed (CI installs both in .ci/setup.sh), else "" with the reason
+// logged: the commands are then tested in --static mode only.
+func browserOrSkip(t *testing.T) string {
+	t.Helper()
+	chromium, err := browser.Find()
+	if err != nil {
+		t.Logf("no browser check: %v", err)
+		return ""
+	}
+	if _, err := report.LocateECharts(); err != nil {
+		t.Logf("no browser check: %v", err)
+		return ""
+	}
+	return chromium
+}
+
+// checkPage opens a report offline in headless Chromium and fails on any
+// external or failed request, console error, or blank chart container.
+func checkPage(t *testing.T, chromium, html string, wantCharts int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	res, err := browser.Check(ctx, chromium, html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Problems(0.02) {
+		t.Errorf("%s: %s", filepath.Base(filepath.Dir(html)), p)
+	}
+	if len(res.Charts) != wantCharts {
+		t.Errorf("%s: %d chart containers, want %d", html, len(res.Charts), wantCharts)
+	}
+}
+
+func TestFiguresCommand(t *testing.T) {
+	chromium := browserOrSkip(t)
+	out := t.TempDir()
+	args := []string{"figures", "--paper", "all", "--out", out, "--dpi", "40"}
+	if chromium == "" {
+		args = append(args, "--static")
+	}
+	code, stdout, stderr := probe(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, p := range papers.Paper {
+		r, err := papers.Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		charts := 0
+		for _, f := range r.Figures {
+			charts += len(f.Panels)
+			for _, ext := range []string{".png", ".svg"} {
+				if st, err := os.Stat(filepath.Join(out, p, f.ID+ext)); err != nil || st.Size() < 1000 {
+					t.Errorf("%s%s missing or tiny", f.ID, ext)
+				}
+			}
+		}
+		html := filepath.Join(out, p, "index.html")
+		if !strings.Contains(stdout, html) {
+			t.Errorf("output does not name %s:\n%s", html, stdout)
+		}
+		if chromium != "" {
+			checkPage(t, chromium, html, charts)
+		}
+	}
+	if code, _, stderr := probe(t, "figures", "--paper", "afa", "--out", out); code == 0 || !strings.Contains(stderr, "unknown paper") {
+		t.Errorf("unknown paper: exit %d, %s", code, stderr)
+	}
+}
+
+// writeCapture writes a capture file with a causal softmax pattern for
+// layer 1: batch 1, 2 heads, T query and key positions.
+func writeCapture(t *testing.T, path string, T int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	data := make([]float32, 2*T*T)
+	for h := 0; h < 2; h++ {
+		for q := 0; q < T; q++ {
+			row := data[(h*T+q)*T : (h*T+q+1)*T]
+			var sum float64
+			for k := 0; k <= q; k++ {
+				logit := rng.NormFloat64() - 0.05*float64(q-k)
+				if k == 0 && h == 1 {
+					logit += 4 // a sink head
+				}
+				row[k] = float32(math.Exp(logit))
+				sum += float64(row[k])
+			}
+			for k := 0; k <= q; k++ {
+				row[k] /= float32(sum)
+			}
+		}
+	}
+	if err := checkpoint.WriteSafetensors(path, []checkpoint.Tensor{{Name: attnmap.HookName(1), Shape: []int{1, 2, T, T}, Data: data}}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReportAttention(t *testing.T) {
+	chromium := browserOrSkip(t)
+	dir := t.TempDir()
+	capFile := filepath.Join(dir, "cap.safetensors")
+	writeCapture(t, capFile, 300)
+	out := filepath.Join(dir, "maps")
+	args := []string{"report", "attention", "--capture", capFile, "--layer", "1", "--heads", "0,1", "--max-size", "64", "--out", out, "--dpi", "40"}
+	if chromium == "" {
+		args = append(args, "--static")
+	}
+	if code, _, stderr := probe(t, args...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "attention-L1-b0.png")); err != nil {
+		t.Error(err)
+	}
+	if chromium != "" {
+		checkPage(t, chromium, filepath.Join(out, "index.html"), 2)
+	}
+	if code, _, stderr := probe(t, "report", "attention", "--capture", capFile, "--layer", "0", "--out", out); code == 0 || !strings.Contains(stderr, "blocks.1.attn.hook_pattern") {
+		t.Errorf("missing layer: exit %d, %s", code, stderr)
+	}
+}
+
+// TestReportSweep runs a real (tiny) sweep on the golden gated checkpoint
+// and draws its report.
+func TestReportSweep(t *testing.T) {
+	needGolden(t)
+	chromium := browserOrSkip(t)
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 6))
+	ids := make([]int, 500)
+	for i := range ids {
+		ids[i] = 1 + rng.IntN(500)
+	}
+	idsFile := filepath.Join(dir, "ids.json")
+	data, _ := json.Marshal(ids)
+	os.WriteFile(idsFile, data, 0o644)
+	sw := filepath.Join(dir, "sweep")
+	code, _, stderr := probe(t, "sweep", "--model", filepath.Join(goldenDir, "qwen3_gate_headwise"), "--ids", idsFile,
+		"--lengths", "32,64", "--samples", "2", "--out", sw, "--progress=false", "--bootstrap", "100")
+	if code != 0 {
+		t.Fatalf("sweep: exit %d: %s", code, stderr)
+	}
+	html := filepath.Join(dir, "out", "bft.html")
+	args := []string{"report", sw, "--out", html, "--dpi", "40"}
+	if chromium == "" {
+		args = append(args, "--static")
+	}
+	if code, _, stderr := probe(t, args...); code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	page, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"bft-fig2.png", "bft-fig3.png", "bft-fig4.png", "32.5", "1.3e-07"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if chromium != "" {
+		checkPage(t, chromium, html, 3+2+1)
+	}
+	if code, _, stderr := probe(t, "report", dir); code == 0 || !strings.Contains(stderr, "manifest.json") {
+		t.Errorf("not a sweep folder: exit %d, %s", code, stderr)
+	}
+}

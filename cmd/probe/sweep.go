@@ -1,0 +1,280 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/model"
+)
+
+// aggFlags are the App. I aggregation options shared by sweep, summarize
+// and merge.
+type aggFlags struct {
+	fs          *flag.FlagSet
+	lastLayers  *int
+	ddof        *int
+	fig4Lengths *string
+	fig4Pool    *string
+	bootstrap   *int
+	seed        *uint64
+	ciLevel     *float64
+	lambdaRatio *string
+}
+
+func addAggFlags(fs *flag.FlagSet) *aggFlags {
+	d := analysis.DefaultAggOptions()
+	return &aggFlags{
+		fs:          fs,
+		lastLayers:  fs.Int("last-layers", d.LastLayers, "Figs. 2–3 pool the last N layers (paper: 7; all when the model has fewer)"),
+		ddof:        fs.Int("ddof", d.DDOF, "delta degrees of freedom of every std: 0 (numpy's np.std) or 1"),
+		fig4Lengths: fs.String("fig4-lengths", "", "lengths Fig. 4 aggregates, e.g. 4k,8k (default: 4k and 8k when in the sweep, else all)"),
+		fig4Pool:    fs.String("fig4-pool", d.Fig4Pool, "Fig. 4 weighting: passes (each (T, sample) pass equally) or queries (every query pooled)"),
+		bootstrap:   fs.Int("bootstrap", d.Bootstrap, "bootstrap resamples of the Fig. 4 correlation (0: none)"),
+		seed:        fs.Uint64("bootstrap-seed", d.Seed, "seed of the bootstrap"),
+		ciLevel:     fs.Float64("ci-level", d.CILevel, "level of the bootstrap interval"),
+		lambdaRatio: fs.String("lambda-ratio", d.LambdaRatio, "reading of Fig. 2(c) shown first: ratio-of-means, mean-of-ratios or from-K (all are stored)"),
+	}
+}
+
+// options returns base with the aggregation flags applied: all of them
+// (onlySet false) or only those given on the command line.
+func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (analysis.AggOptions, error) {
+	set := map[string]bool{}
+	a.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	use := func(name string) bool { return !onlySet || set[name] }
+	if use("last-layers") {
+		base.LastLayers = *a.lastLayers
+	}
+	if use("ddof") {
+		base.DDOF = *a.ddof
+	}
+	if use("fig4-lengths") {
+		base.Fig4Lengths = nil
+		if *a.fig4Lengths != "" {
+			ls, err := analysis.ParseLengths(*a.fig4Lengths, kUnit)
+			if err != nil {
+				return base, fmt.Errorf("--fig4-lengths: %w", err)
+			}
+			base.Fig4Lengths = ls
+		}
+	}
+	if use("fig4-pool") {
+		base.Fig4Pool = *a.fig4Pool
+	}
+	if use("bootstrap") {
+		base.Bootstrap = *a.bootstrap
+	}
+	if use("bootstrap-seed") {
+		base.Seed = *a.seed
+	}
+	if use("ci-level") {
+		base.CILevel = *a.ciLevel
+	}
+	if use("lambda-ratio") {
+		base.LambdaRatio = *a.lambdaRatio
+	}
+	return base, base.Validate()
+}
+
+// cliOptions lists every flag of fs with its value and default, for the
+// manifest.
+func cliOptions(fs *flag.FlagSet) []analysis.Option {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var opts []analysis.Option
+	fs.VisitAll(func(f *flag.Flag) {
+		opts = append(opts, analysis.Option{Name: f.Name, Value: f.Value.String(), Default: f.DefValue, Set: set[f.Name], Usage: f.Usage})
+	})
+	return opts
+}
+
+// readIDStream reads sweep's --ids: one token stream, a JSON list of ints.
+func readIDStream(path string) ([]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int
+	if err := json.Unmarshal(data, &ids); err != nil {
+		var batch [][]int
+		if json.Unmarshal(data, &batch) == nil {
+			return nil, fmt.Errorf("%s: sweep --ids takes one token stream (a JSON list of ints, e.g. [1,2,3]), not a batch of lists", path)
+		}
+		return nil, fmt.Errorf("%s: want one token stream, a JSON list of ints (e.g. [1,2,3]): %v", path, err)
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%s: empty token stream", path)
+	}
+	return ids, nil
+}
+
+func cmdSweep(args []string, w io.Writer) error {
+	fs := newFlags("sweep")
+	d := analysis.DefaultSweepOptions()
+	dir := fs.String("model", "", "checkpoint directory")
+	textFile := fs.String("text", "", "text file, tokenized with the model's tokenizer.json (or --tokenizer) into one stream")
+	idsFile := fs.String("ids", "", "token stream: a JSON list of ints")
+	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the model's)")
+	lengths := fs.String("lengths", "", "context lengths T, e.g. 1k,2k,4k,6k,8k,10k (required)")
+	samples := fs.Int("samples", d.Samples, "chunks per length")
+	out := fs.String("out", "", "output folder (required); re-running into it skips finished passes")
+	shard := fs.String("shard", "0/1", "run passes i, i+n, … of the sweep (i/n, 0-based); combine with probe merge")
+	k := fs.Int("k", d.KUnit, "what k means in --lengths: 1000 or 1024")
+	bos := fs.Int("bos-token", d.BOSToken, "token id prepended to every pass, counted in T (-1: none)")
+	disjoint := fs.String("disjoint", d.Disjoint, "chunks disjoint across all lengths (all) or only within a length (within)")
+	placement := fs.String("placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed")
+	seed := fs.Uint64("seed", d.Seed, "seed of --placement shuffled")
+	offset := fs.Int("offset", d.Offset, "first stream token to use")
+	bucket := fs.Int("bucket", d.Bucket, "query bucket size of the per-bucket table")
+	lastFrac := fs.Float64("last-frac", d.LastFrac, "query window of Figs. 2–3 and of K in Fig. 4: the last fraction of queries")
+	bosFrac := fs.Float64("bos-frac", d.BOSFrac, "query window of the BOS mass in Fig. 4: the last fraction of queries")
+	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
+	allowExt := fs.Bool("allow-extrapolation", false, "run lengths beyond max_position_embeddings")
+	onNF := fs.String("on-nonfinite", d.OnNonFinite, "NaN/Inf in attention rows: stop (report layer, head, query) or flag (record, leave out, go on)")
+	form := fs.String("lambda-form", "reml", "λobs estimator: reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)")
+	nu := fs.Float64("nu", 1, "ν of Eq. 6")
+	sigma02 := fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)")
+	lamPrior := fs.Float64("lambda-prior", 1, "λ in K = λobs/(λ + λobs)")
+	lamMax := fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
+	moments := fs.String("moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
+	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
+	progress := fs.Bool("progress", true, "progress bar on stderr")
+	af := addAggFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	case *dir == "":
+		return fmt.Errorf("--model is required")
+	case *out == "":
+		return fmt.Errorf("--out is required")
+	case (*idsFile == "") == (*textFile == ""):
+		return fmt.Errorf("give exactly one of --ids and --text")
+	case *lengths == "":
+		return fmt.Errorf("--lengths is required (e.g. 1k,2k,4k)")
+	}
+	sh, err := analysis.ParseShard(*shard)
+	if err != nil {
+		return err
+	}
+	fmts, err := analysis.ParseFormats(*formats)
+	if err != nil {
+		return err
+	}
+	opts := analysis.SweepOptions{LengthsArg: *lengths, KUnit: *k, Samples: *samples, Disjoint: *disjoint,
+		Placement: *placement, Seed: *seed, Offset: *offset, BOSToken: *bos, Bucket: *bucket, LastFrac: *lastFrac,
+		BOSFrac: *bosFrac, AllowExtrapolation: *allowExt, OnNonFinite: *onNF,
+		Probe: analysis.ProbeOptions{Form: *form, Nu: *nu, Sigma02: *sigma02, LambdaPrior: *lamPrior, LambdaMax: *lamMax, Moments: *moments}}
+	if *k != 1000 && *k != 1024 {
+		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
+	}
+	agg, err := af.options(analysis.DefaultAggOptions(), *k, false)
+	if err != nil {
+		return err
+	}
+
+	// Cheap checks first: options, lengths and the stream, before the weights.
+	cfg, err := model.LoadConfig(*dir)
+	if err != nil {
+		return err
+	}
+	if err := opts.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
+		return err
+	}
+	if _, err := opts.Probe.Resolve(cfg.DHead); err != nil {
+		return err
+	}
+	var tm analysis.Timings
+	src := analysis.SourceInfo{Kind: "ids"}
+	var stream []int
+	t0 := time.Now()
+	if *idsFile != "" {
+		if stream, err = readIDStream(*idsFile); err != nil {
+			return err
+		}
+		if src.File, err = analysis.HashFile(*idsFile); err != nil {
+			return err
+		}
+	} else {
+		tok, err := loadTokenizer(*dir, *tokFile)
+		if err != nil {
+			return err
+		}
+		tf := *tokFile
+		if tf == "" {
+			tf = filepath.Join(*dir, "tokenizer.json")
+		}
+		th, err := analysis.HashFile(tf)
+		if err != nil {
+			return err
+		}
+		text, err := os.ReadFile(*textFile)
+		if err != nil {
+			return err
+		}
+		if stream, err = tok.Encode(string(text), false); err != nil {
+			return fmt.Errorf("%s: %w", *textFile, err)
+		}
+		src.Kind, src.Tokenizer = "text", &th
+		if src.File, err = analysis.HashFile(*textFile); err != nil {
+			return err
+		}
+		tm.Tokenize = time.Since(t0).Seconds()
+	}
+	src.Tokens, src.Digest = len(stream), analysis.TokenDigest(stream)
+	if _, err := analysis.PlanChunks(len(stream), opts.ChunkOptions()); err != nil {
+		what := *idsFile
+		if what == "" {
+			what = *textFile + " (tokenized)"
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+
+	t0 = time.Now()
+	m, err := model.Load(*dir, model.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	tm.Loading = time.Since(t0).Seconds()
+	t0 = time.Now()
+	info, err := analysis.DescribeModel(m)
+	if err != nil {
+		return err
+	}
+	tm.Hashing = time.Since(t0).Seconds()
+
+	sw := &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: *out,
+		Shard: sh, Threads: *threads, Formats: fmts, CLIOptions: cliOptions(fs), Args: append([]string{"sweep"}, args...),
+		Timings: tm}
+	if *progress {
+		bar := newProgressBar(progressOut)
+		sw.Progress = bar.update
+		defer bar.finish()
+	}
+	man, res, err := sw.Run()
+	if err != nil {
+		return err
+	}
+	run := len(man.Passes) - len(man.Reused)
+	fmt.Fprintf(w, "%d passes (%d run, %d already finished) in %s; manifest %s\n", len(man.Passes), run, len(man.Reused),
+		*out, analysis.ManifestName(sh))
+	for _, f := range man.Flags {
+		fmt.Fprintf(w, "flagged: %s\n", f)
+	}
+	if sh.Count > 1 {
+		fmt.Fprintf(w, "shard %v done; when every shard is, combine them with: probe merge <shard folders…> --out <dir>\n", sh)
+		return nil
+	}
+	fmt.Fprintf(w, "tables: %s\n\n", strings.Join(man.Tables, ", "))
+	return analysis.WriteReport(w, man, res)
+}
