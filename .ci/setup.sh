@@ -66,3 +66,10 @@ for p in $NB_PKGS; do
   fi
 done
 bash scripts/notebook-kernels.sh
+
+# Slurm scale-out test (scripts/slurm/ci-test.sh): a one-node cluster of
+# Debian's slurm-wlm (slurmctld + slurmd) and munge, started by the test
+# itself in a temporary folder.
+if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge
+fi

@@ -1,0 +1,3 @@
+module github.com/filterlens/probe/notebooks/client
+
+go 1.19
