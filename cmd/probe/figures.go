@@ -10,7 +10,9 @@ import (
 )
 
 // cmdFigures writes a paper's analytic figures (no checkpoint): PNG and SVG
-// per figure and an index.html report in --out.
+// per figure and an index.html report in --out. With --paper rfa and
+// --model, --series or --history it draws the RFA figures of checkpoints
+// instead (figures_rfa.go).
 func cmdFigures(args []string, w io.Writer) error {
 	fs := newFlags("figures")
 	paper := fs.String("paper", "", "rfa, selrope, rt or bft (or all)")
@@ -18,11 +20,18 @@ func cmdFigures(args []string, w io.Writer) error {
 	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
 	echarts := fs.String("echarts", "", "echarts.min.js to inline (default: $"+report.EChartsEnv+" or "+report.EChartsRelPath+")")
 	dpi := fs.Int("dpi", 150, "PNG resolution")
+	rfa := addRFAFigureFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {
 		return fmt.Errorf("--out is required")
+	}
+	if rfa.active() {
+		if *paper != "rfa" {
+			return fmt.Errorf("--model, --series and --history draw RFA figures from checkpoints: use them with --paper rfa")
+		}
+		return cmdFiguresRFA(rfa, *out, report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}, w)
 	}
 	var list []string
 	switch *paper {

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/report"
+	"github.com/filterlens/probe/report/attnmap"
+	"github.com/filterlens/probe/report/papers"
+)
+
+// rfaFigureFlags are the options of `probe figures --paper rfa` that draw
+// the paper's figures from checkpoints instead of formulas:
+//
+//	--model <dir>       Figs. 3–4 from the checkpoint's learned per-head values, Figs. 11–14 from a forward pass
+//	--series <dirs>     Figs. 8–10 from a series of checkpoints (comma-separated, or one folder of checkpoint-* subfolders)
+//	--history <file>    Figs. 8–10 from a JSON parameter history (format: papers.ReadRFAHistory)
+type rfaFigureFlags struct {
+	model, series, history *string
+	layer                  *int
+	maxLag                 *float64
+	lagAxis                *string
+	attnTokens             *int
+	ids, text, tokenizer   *string
+	seed                   *uint64
+	heads                  *string
+	pool                   *string
+	maxSize                *int
+	decayed                *bool
+	extrapolate            *bool
+}
+
+// addRFAFigureFlags registers the checkpoint options on the figures flag set.
+func addRFAFigureFlags(fs *flag.FlagSet) *rfaFigureFlags {
+	return &rfaFigureFlags{
+		model:       fs.String("model", "", "RFA checkpoint: Figs. 3–4 from its learned per-head values and Figs. 11–14 attention maps (--paper rfa)"),
+		series:      fs.String("series", "", "checkpoints over training, comma-separated or one folder of checkpoint-* subfolders: Figs. 8–10 (--paper rfa)"),
+		history:     fs.String("history", "", "JSON parameter history {\"step\": [...], \"l{l}.sigma_sq_v\": [[per head]...], ...} or the authors' history dict as JSON: Figs. 8–10"),
+		layer:       fs.Int("layer", -1, "layer to draw; -1: the last"),
+		maxLag:      fs.Float64("max-lag", 0, "largest lag of Figs. 3–4 (default: the model's longest context, its t_measure length)"),
+		lagAxis:     fs.String("lag-axis", "log", "lag axis of Figs. 3–4: log (1 … max-lag) or linear (0 … max-lag)"),
+		attnTokens:  fs.Int("attn-tokens", -1, "sequence length T of the attention maps; -1: 4096 (the paper's L), or the model's longest context if shorter; 0: no maps"),
+		ids:         fs.String("ids", "", "token ids for the attention maps: a JSON list of ints (or of lists: the first is used); default: random ids"),
+		text:        fs.String("text", "", "text file tokenized with the model's tokenizer.json for the attention maps"),
+		tokenizer:   fs.String("tokenizer", "", "tokenizer.json for --text (default: the model's)"),
+		seed:        fs.Uint64("seed", 1, "seed of the random token ids of the attention maps"),
+		heads:       fs.String("heads", "", "comma-separated heads of the attention maps (default: all)"),
+		pool:        fs.String("pool", attnmap.PoolMax, "downsampling of the attention maps: max or mean over each block"),
+		maxSize:     fs.Int("max-size", 128, "largest number of blocks per side of an attention map (0: one cell per token pair)"),
+		decayed:     fs.Bool("attn-decayed", false, "also draw the decayed attention A = Â ⊙ E (hook_pattern_decayed), RFA only"),
+		extrapolate: fs.Bool("allow-extrapolation", false, "run attention maps longer than the model's longest context"),
+	}
+}
+
+// active reports whether any checkpoint input was given.
+func (f *rfaFigureFlags) active() bool {
+	return *f.model != "" || *f.series != "" || *f.history != ""
+}
+
+// attentionIDs returns the token ids of the attention maps and a sentence
+// saying where they come from.
+func (f *rfaFigureFlags) attentionIDs(m *model.Model, T int) ([]int, string, error) {
+	switch {
+	case *f.ids != "" && *f.text != "":
+		return nil, "", fmt.Errorf("give --ids or --text, not both")
+	case *f.ids != "":
+		ids, err := readIDStream(*f.ids)
+		if err != nil {
+			batch, berr := readIDBatch(*f.ids)
+			if berr != nil {
+				return nil, "", err
+			}
+			ids = batch[0]
+		}
+		if len(ids) < T {
+			return nil, "", fmt.Errorf("%s holds %d tokens, fewer than --attn-tokens %d", *f.ids, len(ids), T)
+		}
+		return ids[:T], fmt.Sprintf("the first %d ids of %s", T, *f.ids), nil
+	case *f.text != "":
+		ids, err := readText(*f.model, *f.tokenizer, *f.text, T, true)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(ids) < T {
+			return nil, "", fmt.Errorf("%s gives %d tokens, fewer than --attn-tokens %d", *f.text, len(ids), T)
+		}
+		return ids, fmt.Sprintf("the first %d tokens of %s", T, *f.text), nil
+	}
+	rng := rand.New(rand.NewPCG(*f.seed, 0x5eed))
+	ids := make([]int, T)
+	for i := range ids {
+		ids[i] = rng.IntN(m.Config.Vocab)
+	}
+	return ids, fmt.Sprintf("%d random ids, uniform on [0, %d), PCG seed %d (no text: the maps show the learned prior and the rotations, not content)", T, m.Config.Vocab, *f.seed), nil
+}
+
+// parseHeads reads --heads.
+func parseHeads(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var hs []int
+	for _, part := range strings.Split(s, ",") {
+		h, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("--heads %q: %v", s, err)
+		}
+		hs = append(hs, h)
+	}
+	return hs, nil
+}
+
+// cmdFiguresRFA draws the RFA figures of the checkpoint inputs into out.
+func cmdFiguresRFA(f *rfaFigureFlags, out string, wo report.WriteOptions, w io.Writer) error {
+	in := papers.RFACheckpointInput{Model: *f.model}
+	var m *model.Model
+	if *f.model != "" {
+		var err error
+		if m, err = model.Load(*f.model, model.LoadOptions{}); err != nil {
+			return err
+		}
+		in.RFA, in.Layers = m.IsRFA(), m.Config.Layers
+		layer := *f.layer
+		if layer < 0 {
+			layer = m.Config.Layers - 1
+		}
+		if layer >= m.Config.Layers {
+			return fmt.Errorf("--layer %d: %s has %d layers", layer, *f.model, m.Config.Layers)
+		}
+		in.Layer = layer
+		if in.RFA {
+			in.Ablation = m.Config.RFA.Ablation
+			all, err := m.RFAParams()
+			if err != nil {
+				return err
+			}
+			if in.Params, err = papers.LayerParams(all, layer); err != nil {
+				return err
+			}
+			in.MapsParams = in.Params
+			in.Lags = papers.RFALagAxis{Max: *f.maxLag, Source: "given"}
+			if in.Lags.Max <= 0 {
+				in.Lags = papers.RFALagAxis{Max: float64(m.Config.MaxPos), Source: "default: the model's longest context (t_measure)"}
+			}
+			switch *f.lagAxis {
+			case "log":
+				in.Lags.Log = true
+			case "linear":
+			default:
+				return fmt.Errorf("--lag-axis %q: want log or linear", *f.lagAxis)
+			}
+		} else if *f.decayed {
+			return fmt.Errorf("--attn-decayed: %s is a %s model; the decayed attention A = Â ⊙ E exists for RFA models only", *f.model, m.Config.Arch)
+		}
+		T := *f.attnTokens
+		if T < 0 {
+			T = 4096
+			if m.Config.MaxPos > 0 {
+				T = min(T, m.Config.MaxPos)
+			}
+		}
+		if T > 0 {
+			hs, err := parseHeads(*f.heads)
+			if err != nil {
+				return err
+			}
+			ids, src, err := f.attentionIDs(m, T)
+			if err != nil {
+				return err
+			}
+			in.MapsTokens = src
+			in.Maps, err = papers.StreamAttentionMaps(m, ids, layer, hs, *f.maxSize, *f.pool, *f.decayed,
+				model.Options{AllowExtrapolation: *f.extrapolate})
+			if err != nil {
+				return err
+			}
+		}
+		if !in.RFA && in.Maps == nil {
+			return fmt.Errorf("%s is a %s model, not RFA: only its attention maps can be drawn, and --attn-tokens is 0", *f.model, m.Config.Arch)
+		}
+	}
+	switch {
+	case *f.series != "" && *f.history != "":
+		return fmt.Errorf("give --series or --history, not both")
+	case *f.series != "":
+		h, err := papers.LoadRFASeries(strings.Split(*f.series, ","), *f.layer)
+		if err != nil {
+			return err
+		}
+		in.History = h
+	case *f.history != "":
+		var mu []float64
+		if m != nil && in.RFA {
+			// μ is a fixed buffer in the authors' runs: the checkpoint
+			// supplies it to a history that did not log it.
+			all, err := m.RFAParams()
+			if err != nil {
+				return err
+			}
+			layer := *f.layer
+			if layer < 0 {
+				layer = m.Config.Layers - 1
+			}
+			ps, err := papers.LayerParams(all, layer)
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				mu = append(mu, p.Mu)
+			}
+		}
+		h, err := papers.ReadRFAHistory(*f.history, *f.layer, mu)
+		if err != nil {
+			return err
+		}
+		in.History = h
+	}
+	in.Manifest = []report.Option{{Name: "paper", Value: "papers/000 (RFA), Figs. 3, 4 (App. B.4), 8–10 (App. F.2), 11–14 (App. F.3)", Source: "shared/papers; notes 000 §C"}}
+	if *f.model != "" {
+		in.Manifest = append(in.Manifest, report.Option{Name: "checkpoint", Value: *f.model, Source: "--model"})
+	}
+	r, err := papers.RFACheckpointReport(in)
+	if err != nil {
+		return err
+	}
+	res, err := r.Write(out, wo)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, fig := range r.Figures {
+		ids = append(ids, fig.ID)
+	}
+	fmt.Fprintf(w, "rfa: %d figures (%s) → %s\n", len(r.Figures), strings.Join(ids, ", "), res.HTML)
+	return nil
+}

@@ -1,0 +1,781 @@
+package papers
+
+// Data behind the RFA checkpoint figures (rfa_checkpoint.go): the curves and
+// trajectories are computed here from a checkpoint's learned values, with no
+// plotting, so that each piece is unit-tested on its own.
+//
+//   - Figs. 3–4: the prior precision P_Δt and bias B_Δt of each head as the
+//     forward pass evaluates them (probes.RFAPrecisionPrior and
+//     probes.RFAAdditiveBias: the learned shift Δt₊, the clamp of the decay
+//     exponent and the authors' +0.01 on V included).
+//   - Figs. 8–10: per-head parameters of one layer over training
+//     (RFAParamHistory), from a series of checkpoint directories
+//     (LoadRFASeries) or from a JSON history file (ReadRFAHistory).
+//   - Figs. 11–14: attention maps of one layer streamed row by row from a
+//     forward pass into report/attnmap's downsampling grids
+//     (StreamAttentionMaps), so no T×T matrix is ever held.
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
+	"github.com/filterlens/probe/report/analytic"
+	"github.com/filterlens/probe/report/attnmap"
+)
+
+// RFALagGrid returns n lags for the Figs. 3–4 curves: evenly spaced on
+// [0, maxLag] (logAxis false), or geometrically spaced on [1, maxLag] for a
+// logarithmic lag axis (lag 0 cannot be drawn there; the figure's table
+// gives the values at lag 0). maxLag must exceed 1 for a log axis.
+func RFALagGrid(maxLag float64, n int, logAxis bool) ([]float64, error) {
+	switch {
+	case n < 2:
+		return nil, fmt.Errorf("papers: lag grid of %d points", n)
+	case logAxis && !(maxLag > 1):
+		return nil, fmt.Errorf("papers: a logarithmic lag axis needs a largest lag above 1, got %g", maxLag)
+	case !(maxLag > 0) || math.IsInf(maxLag, 0):
+		return nil, fmt.Errorf("papers: largest lag %g", maxLag)
+	}
+	if !logAxis {
+		return analytic.Linspace(0, maxLag, n), nil
+	}
+	out := analytic.Linspace(0, math.Log(maxLag), n)
+	for i, v := range out {
+		out[i] = math.Exp(v)
+	}
+	out[0], out[n-1] = 1, maxLag
+	return out, nil
+}
+
+// RFAPriorCurves returns one head's prior precision P_Δt(τ) = 1/V(τ) and
+// bias B_Δt(τ) = −log V(τ) (RFA Eq. 9, Alg. 1) at each lag τ (tokens), as
+// the forward pass evaluates them: s = τ + Δt₊, the decay exponent clamped,
+// V = σ²(1 − E²)/(2μ) + η²E² + γ² + c (σ²s + … for μ ≈ 0).
+func RFAPriorCurves(p *model.RFAHeadParams, lags []float64) (P, B []float64) {
+	P, B = make([]float64, len(lags)), make([]float64, len(lags))
+	for i, l := range lags {
+		P[i] = probes.RFAPrecisionPrior(p, l)
+		B[i] = probes.RFAAdditiveBias(p, l)
+	}
+	return P, B
+}
+
+// LayerParams returns the heads of one layer from a model's RFAParams (in
+// head order), or an error naming the layers there are.
+func LayerParams(all []model.RFAHeadParams, layer int) ([]model.RFAHeadParams, error) {
+	var out []model.RFAHeadParams
+	layers := 0
+	for _, p := range all {
+		layers = max(layers, p.Layer+1)
+		if p.Layer == layer {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("papers: layer %d out of range (the model has %d layers)", layer, layers)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Head < out[j].Head })
+	return out, nil
+}
+
+// RFAQuantity is one per-head parameter drawn over training (Figs. 8–10).
+type RFAQuantity int
+
+// The quantities of Figs. 8–10, in figure order.
+const (
+	RFAGamma2      RFAQuantity = iota // γ², query (anchor) measurement noise
+	RFAEta2                           // η², key (historical) measurement noise
+	RFASteadyState                    // σ̃² = σ²/(2μ), steady-state process variance (undefined for μ = 0)
+	RFASigma2                         // σ², process-noise intensity
+	RFANuOverD                        // ν/d, Student-t robustness
+	RFATau                            // τ_s, softmax inverse temperature
+	RFAAlpha                          // α = η² − σ̃² (undefined for μ = 0)
+	RFABeta                           // β = γ² + σ̃² (undefined for μ = 0)
+)
+
+// Symbol is the quantity's symbol as the paper writes it.
+func (q RFAQuantity) Symbol() string {
+	return [...]string{"γ²", "η²", "σ²/2μ", "σ²", "ν/d", "τ", "α", "β"}[q]
+}
+
+// Title is the quantity's name as the paper's panel titles give it.
+func (q RFAQuantity) Title() string {
+	return [...]string{
+		"Query measurement noise variance γ²",
+		"Key measurement noise variance η²",
+		"Steady-state process variance σ²/2μ",
+		"Process-noise intensity σ²",
+		"Robustness ν/d",
+		"Inverse temperature τ",
+		"Phase parameter α = η² − σ²/2μ",
+		"Stationary variance β = γ² + σ²/2μ",
+	}[q]
+}
+
+// RFAParamHistory holds one layer's per-head filter parameters at a
+// sequence of points in training (RFA Figs. 8–10). Every matrix is
+// [point][head]; Mu may be nil when the source has no decays, and then
+// σ̃², α and β are undefined.
+type RFAParamHistory struct {
+	Layer  int       // 0-based; −1 when the source does not say (the authors' history logs the last block)
+	XLabel string    // what Steps count: "training step", "epoch", "checkpoint (order given)"
+	Steps  []float64 // increasing
+	Labels []string  // where each point comes from (a checkpoint directory, a history index)
+	Source string    // the series as a whole (directories, a file)
+
+	Mu, Sigma2, Eta2, Gamma2, Tau, NuOverD [][]float64
+
+	// BrownianBelow: heads with |μ| below it are Brownian (μ = 0), with no
+	// σ̃², α or β (the authors' 1e-5).
+	BrownianBelow float64
+}
+
+// Len returns the number of points.
+func (h *RFAParamHistory) Len() int { return len(h.Steps) }
+
+// Heads returns the number of heads.
+func (h *RFAParamHistory) Heads() int {
+	if len(h.Eta2) == 0 {
+		return 0
+	}
+	return len(h.Eta2[0])
+}
+
+// Brownian reports whether head is a μ = 0 head at every point (so that
+// σ̃², α and β are undefined throughout, and Figs. 8 and 10 omit it).
+func (h *RFAParamHistory) Brownian(head int) bool {
+	if h.Mu == nil {
+		return false
+	}
+	for i := range h.Mu {
+		if math.Abs(h.Mu[i][head]) >= h.BrownianBelow {
+			return false
+		}
+	}
+	return true
+}
+
+// Has reports whether the history can give quantity q.
+func (h *RFAParamHistory) Has(q RFAQuantity) bool {
+	switch q {
+	case RFASteadyState, RFAAlpha, RFABeta:
+		return h.Mu != nil && h.Sigma2 != nil && h.Eta2 != nil && h.Gamma2 != nil
+	}
+	return h.matrix(q) != nil
+}
+
+func (h *RFAParamHistory) matrix(q RFAQuantity) [][]float64 {
+	switch q {
+	case RFAGamma2:
+		return h.Gamma2
+	case RFAEta2:
+		return h.Eta2
+	case RFASigma2:
+		return h.Sigma2
+	case RFANuOverD:
+		return h.NuOverD
+	case RFATau:
+		return h.Tau
+	}
+	return nil
+}
+
+// Curve returns quantity q of one head at every point, NaN where it is
+// undefined (σ̃², α, β of a μ = 0 head) or missing. The derived quantities
+// follow probes.RFARegime: σ̃² = σ²/(2μ), α = η² − σ̃², β = γ² + σ̃².
+func (h *RFAParamHistory) Curve(q RFAQuantity, head int) []float64 {
+	out := make([]float64, h.Len())
+	for i := range out {
+		out[i] = math.NaN()
+	}
+	if !h.Has(q) {
+		return out
+	}
+	if m := h.matrix(q); m != nil {
+		for i := range out {
+			out[i] = m[i][head]
+		}
+		return out
+	}
+	for i := range out {
+		p := model.RFAHeadParams{Mu: h.Mu[i][head], Sigma2: h.Sigma2[i][head], Eta2: h.Eta2[i][head],
+			Gamma2: h.Gamma2[i][head], BrownianBelow: h.BrownianBelow}
+		r := probes.RFARegime(&p)
+		switch q {
+		case RFASteadyState:
+			out[i] = r.SteadyState
+		case RFAAlpha:
+			out[i] = r.Alpha
+		case RFABeta:
+			out[i] = r.Beta
+		}
+	}
+	return out
+}
+
+// validate checks shapes: every matrix present has one row per step and
+// the same number of heads, and the steps increase.
+func (h *RFAParamHistory) validate() error {
+	n := h.Len()
+	if n == 0 {
+		return fmt.Errorf("papers: empty parameter history")
+	}
+	if h.Eta2 == nil || h.Gamma2 == nil || h.Sigma2 == nil {
+		return fmt.Errorf("papers: parameter history needs σ², η² and γ² (sigma_sq_v, eta_sq_v, gamma_sq_v)")
+	}
+	if len(h.Labels) != n {
+		return fmt.Errorf("papers: %d labels for %d points", len(h.Labels), n)
+	}
+	H := h.Heads()
+	for _, m := range []struct {
+		name string
+		v    [][]float64
+	}{{"mu", h.Mu}, {"sigma_sq_v", h.Sigma2}, {"eta_sq_v", h.Eta2}, {"gamma_sq_v", h.Gamma2}, {"tau", h.Tau}, {"nu_over_d", h.NuOverD}} {
+		if m.v == nil {
+			continue
+		}
+		if len(m.v) != n {
+			return fmt.Errorf("papers: %s has %d points, the steps %d", m.name, len(m.v), n)
+		}
+		for i, row := range m.v {
+			if len(row) != H || H == 0 {
+				return fmt.Errorf("papers: %s point %d has %d heads, want %d", m.name, i, len(row), H)
+			}
+		}
+	}
+	for i := 1; i < n; i++ {
+		if !(h.Steps[i] > h.Steps[i-1]) {
+			return fmt.Errorf("papers: steps must increase: %g then %g (%s, %s)", h.Steps[i-1], h.Steps[i], h.Labels[i-1], h.Labels[i])
+		}
+	}
+	return nil
+}
+
+// RFAHistoryFromParams builds a history from per-point model parameters
+// (each point's RFAParams, every layer or just the chosen one), taking the
+// heads of layer.
+func RFAHistoryFromParams(layer int, steps []float64, labels []string, points [][]model.RFAHeadParams) (*RFAParamHistory, error) {
+	if len(steps) != len(points) || len(labels) != len(points) {
+		return nil, fmt.Errorf("papers: %d steps, %d labels for %d points", len(steps), len(labels), len(points))
+	}
+	h := &RFAParamHistory{Layer: layer, Steps: steps, Labels: labels, BrownianBelow: analytic.BrownianMuCutoff}
+	for i, all := range points {
+		ps, err := LayerParams(all, layer)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", labels[i], err)
+		}
+		if i > 0 && len(ps) != h.Heads() {
+			return nil, fmt.Errorf("papers: %s has %d heads in layer %d, %s has %d", labels[i], len(ps), layer, labels[0], h.Heads())
+		}
+		row := func(f func(p *model.RFAHeadParams) float64) []float64 {
+			out := make([]float64, len(ps))
+			for k := range ps {
+				out[k] = f(&ps[k])
+			}
+			return out
+		}
+		h.Mu = append(h.Mu, row(func(p *model.RFAHeadParams) float64 { return p.Mu }))
+		h.Sigma2 = append(h.Sigma2, row(func(p *model.RFAHeadParams) float64 { return p.Sigma2 }))
+		h.Eta2 = append(h.Eta2, row(func(p *model.RFAHeadParams) float64 { return p.Eta2 }))
+		h.Gamma2 = append(h.Gamma2, row(func(p *model.RFAHeadParams) float64 { return p.Gamma2 }))
+		h.Tau = append(h.Tau, row(func(p *model.RFAHeadParams) float64 { return p.Tau }))
+		h.NuOverD = append(h.NuOverD, row(func(p *model.RFAHeadParams) float64 { return p.NuOverD() }))
+		if ps[0].BrownianBelow > 0 {
+			h.BrownianBelow = ps[0].BrownianBelow
+		}
+	}
+	return h, h.validate()
+}
+
+// RFASeriesPoint is one checkpoint directory of a training series with its
+// position in training.
+type RFASeriesPoint struct {
+	Dir        string
+	Step       float64
+	StepSource string // "trainer_state.json global_step", "directory name", "order given"
+	Epoch      bool   // the step counts epochs (the name says epoch)
+}
+
+// stepName matches the usual checkpoint directory names: checkpoint-1200
+// (Hugging Face Trainer), step_500, iter300, ckpt-7, epoch_12 (the RFA
+// authors' rfa_lm_epoch_12), or a bare number.
+var stepName = regexp.MustCompile(`(?i)(?:^|[^a-z])(checkpoint|ckpt|global_step|step|iter|iteration|epoch)[-_]?(\d+)$|^(\d+)$`)
+
+// seriesStep reads a checkpoint directory's position in training:
+// global_step of its trainer_state.json when present, else the number in
+// its name (see stepName). ok is false when neither says.
+func seriesStep(dir string) (p RFASeriesPoint, ok bool, err error) {
+	p.Dir = dir
+	if data, err := os.ReadFile(filepath.Join(dir, "trainer_state.json")); err == nil {
+		var st struct {
+			GlobalStep *float64 `json:"global_step"`
+		}
+		if err := json.Unmarshal(data, &st); err != nil {
+			return p, false, fmt.Errorf("%s: %v", filepath.Join(dir, "trainer_state.json"), err)
+		}
+		if st.GlobalStep != nil {
+			p.Step, p.StepSource = *st.GlobalStep, "trainer_state.json global_step"
+			return p, true, nil
+		}
+	}
+	base := strings.TrimSuffix(filepath.Base(filepath.Clean(dir)), ".safetensors")
+	m := stepName.FindStringSubmatch(base)
+	if m == nil {
+		return p, false, nil
+	}
+	num := m[2]
+	if num == "" {
+		num = m[3]
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return p, false, nil
+	}
+	p.Step, p.StepSource, p.Epoch = v, "directory name", strings.EqualFold(m[1], "epoch")
+	return p, true, nil
+}
+
+// isCheckpointDir reports whether dir holds a config.json.
+func isCheckpointDir(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, "config.json"))
+	return err == nil && !st.IsDir()
+}
+
+// RFASeriesDirs resolves --series: a list of checkpoint directories, or a
+// single directory whose subdirectories holding a config.json are the
+// checkpoints (checkpoint-* as the Hugging Face Trainer writes them). Each
+// point's step is global_step from its trainer_state.json, else the number
+// in its name (checkpoint-1200, step_500, epoch_12, 1200); the points are
+// sorted by step. When some directory says neither, every point keeps the
+// order given and counts as step 0, 1, 2, … (XLabel says so). It returns
+// the points and the x-axis label.
+func RFASeriesDirs(entries []string) ([]RFASeriesPoint, string, error) {
+	var dirs []string
+	for _, e := range entries {
+		if e = strings.TrimSpace(e); e != "" {
+			dirs = append(dirs, e)
+		}
+	}
+	if len(dirs) == 1 && !isCheckpointDir(dirs[0]) {
+		ents, err := os.ReadDir(dirs[0])
+		if err != nil {
+			return nil, "", err
+		}
+		parent := dirs[0]
+		dirs = nil
+		for _, e := range ents {
+			if d := filepath.Join(parent, e.Name()); e.IsDir() && isCheckpointDir(d) {
+				dirs = append(dirs, d)
+			}
+		}
+		if len(dirs) == 0 {
+			return nil, "", fmt.Errorf("papers: %s is not a checkpoint (no config.json) and has no checkpoint subdirectories (checkpoint-*/config.json)", parent)
+		}
+	}
+	if len(dirs) == 0 {
+		return nil, "", fmt.Errorf("papers: empty checkpoint series")
+	}
+	var pts []RFASeriesPoint
+	allStepped, epochs := true, 0
+	for _, d := range dirs {
+		if !isCheckpointDir(d) {
+			return nil, "", fmt.Errorf("papers: %s has no config.json", d)
+		}
+		p, ok, err := seriesStep(d)
+		if err != nil {
+			return nil, "", err
+		}
+		allStepped = allStepped && ok
+		if p.Epoch {
+			epochs++
+		}
+		pts = append(pts, p)
+	}
+	if !allStepped {
+		for i := range pts {
+			pts[i] = RFASeriesPoint{Dir: pts[i].Dir, Step: float64(i), StepSource: "order given"}
+		}
+		return pts, "checkpoint (in the order given)", nil
+	}
+	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Step < pts[j].Step })
+	for i := 1; i < len(pts); i++ {
+		if pts[i].Step == pts[i-1].Step {
+			return nil, "", fmt.Errorf("papers: %s and %s are both at step %g", pts[i-1].Dir, pts[i].Dir, pts[i].Step)
+		}
+	}
+	label := "training step"
+	if epochs == len(pts) {
+		label = "epoch"
+	}
+	return pts, label, nil
+}
+
+// LoadRFASeries loads every checkpoint of a series (RFASeriesDirs), one at a
+// time, and returns layer's parameters over training (layer < 0: the last
+// layer). Only the per-head parameters are kept.
+func LoadRFASeries(entries []string, layer int) (*RFAParamHistory, error) {
+	pts, xlabel, err := RFASeriesDirs(entries)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		steps  []float64
+		labels []string
+		params [][]model.RFAHeadParams
+		layers int
+	)
+	for i, p := range pts {
+		m, err := model.Load(p.Dir, model.LoadOptions{})
+		if err != nil {
+			return nil, err
+		}
+		ps, err := m.RFAParams()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Dir, err)
+		}
+		if i == 0 {
+			layers = m.Config.Layers
+		} else if m.Config.Layers != layers {
+			return nil, fmt.Errorf("papers: %s has %d layers, %s has %d", p.Dir, m.Config.Layers, pts[0].Dir, layers)
+		}
+		steps = append(steps, p.Step)
+		labels = append(labels, filepath.Base(filepath.Clean(p.Dir)))
+		params = append(params, ps)
+	}
+	if layer < 0 {
+		layer = layers - 1
+	}
+	h, err := RFAHistoryFromParams(layer, steps, labels, params)
+	if err != nil {
+		return nil, err
+	}
+	h.XLabel = xlabel
+	var src []string
+	for _, p := range pts {
+		src = append(src, fmt.Sprintf("%s (step %g from %s)", p.Dir, p.Step, p.StepSource))
+	}
+	h.Source = strings.Join(src, "; ")
+	return h, nil
+}
+
+// History file keys. A history file is one JSON object:
+//
+//	{
+//	  "step":    [s_0, s_1, …],        optional: the x of each point (default 0, 1, 2, …: the
+//	                                   authors log once per optimizer step)
+//	  "x_label": "training step",      optional
+//	  "layer":   5,                    optional: the layer of the unprefixed keys
+//	  "l{l}.sigma_sq_v": [[σ²_h …], …], one row of per-head values per point, for layer l, under the
+//	  "l{l}.eta_sq_v", "l{l}.gamma_sq_v", "l{l}.tau", "l{l}.nu_over_d", "l{l}.mu_v",
+//	                                   authors' metadata names (as `probe params --json` and the
+//	                                   golden files name them)
+//	  or, unprefixed, the authors' training history names (their history dict, one block):
+//	  "sigma" (= σ², sigma_sq_v), "eta" (η²), "gamma" (γ²), "tau", "nu_over_d", "mu"
+//	}
+//
+// Other keys ("loss", "sigma_tilde", …) are ignored. σ², η², γ² are
+// required; without μ ("mu"/"l{l}.mu_v") σ̃², α and β need the decays from
+// elsewhere (ReadRFAHistory's mu). A point's row may be nested ([[…]]): it
+// is flattened. null reads as a missing value (NaN).
+var (
+	historyPrefixed = regexp.MustCompile(`^l(\d+)\.(mu_v|sigma_sq_v|eta_sq_v|gamma_sq_v|tau|nu_over_d|sigma_tilde_sq_v)$`)
+	historyAuthors  = map[string]string{"mu": "mu_v", "sigma": "sigma_sq_v", "eta": "eta_sq_v", "gamma": "gamma_sq_v",
+		"tau": "tau", "nu_over_d": "nu_over_d", "sigma_tilde": "sigma_tilde_sq_v"}
+)
+
+// flattenNumbers flattens nested JSON arrays of numbers (null → NaN).
+func flattenNumbers(v any, out []float64) ([]float64, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(out, math.NaN()), nil
+	case float64:
+		return append(out, x), nil
+	case []any:
+		for _, e := range x {
+			var err error
+			if out, err = flattenNumbers(e, out); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%v is not a number", v)
+}
+
+// ReadRFAHistory reads a JSON history file (format above) and returns the
+// parameters of layer (layer < 0: the largest layer among prefixed keys,
+// or the unprefixed keys' layer). mu, when not nil, gives each head's fixed
+// decay for histories without μ (the authors' μ is a fixed buffer, so a
+// checkpoint of the same run supplies it).
+func ReadRFAHistory(path string, layer int, mu []float64) (*RFAParamHistory, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("%s: want a JSON object of per-step lists (see `probe figures --help`): %v", path, err)
+	}
+	h := &RFAParamHistory{Layer: -1, XLabel: "training step", BrownianBelow: analytic.BrownianMuCutoff, Source: path}
+	fileLayer := -1
+	if r, ok := raw["layer"]; ok {
+		if err := json.Unmarshal(r, &fileLayer); err != nil {
+			return nil, fmt.Errorf("%s: \"layer\": %v", path, err)
+		}
+	}
+	if r, ok := raw["x_label"]; ok {
+		if err := json.Unmarshal(r, &h.XLabel); err != nil {
+			return nil, fmt.Errorf("%s: \"x_label\": %v", path, err)
+		}
+	}
+	// Collect the candidate keys per layer (−2 marks the unprefixed ones).
+	const unprefixed = -2
+	byLayer := map[int]map[string]string{} // layer → metadata name → file key
+	for k := range raw {
+		if m := historyPrefixed.FindStringSubmatch(k); m != nil {
+			l, _ := strconv.Atoi(m[1])
+			if byLayer[l] == nil {
+				byLayer[l] = map[string]string{}
+			}
+			byLayer[l][m[2]] = k
+		} else if name, ok := historyAuthors[k]; ok {
+			if byLayer[unprefixed] == nil {
+				byLayer[unprefixed] = map[string]string{}
+			}
+			byLayer[unprefixed][name] = k
+		}
+	}
+	var prefixed []int
+	for l := range byLayer {
+		if l >= 0 {
+			prefixed = append(prefixed, l)
+		}
+	}
+	slices.Sort(prefixed)
+	var keys map[string]string
+	switch {
+	case layer >= 0 && byLayer[layer] != nil:
+		keys, h.Layer = byLayer[layer], layer
+	case layer >= 0 && byLayer[unprefixed] != nil && (fileLayer < 0 || fileLayer == layer):
+		keys, h.Layer = byLayer[unprefixed], layer
+	case layer < 0 && len(prefixed) > 0:
+		h.Layer = prefixed[len(prefixed)-1]
+		keys = byLayer[h.Layer]
+	case layer < 0 && byLayer[unprefixed] != nil:
+		keys, h.Layer = byLayer[unprefixed], fileLayer
+	default:
+		return nil, fmt.Errorf("%s: no parameters of layer %d (prefixed layers %v; unprefixed keys of layer %d); want keys such as \"l%d.sigma_sq_v\" or the authors' \"sigma\", \"eta\", \"gamma\"",
+			path, layer, prefixed, fileLayer, max(layer, 0))
+	}
+	read := func(name string) ([][]float64, error) {
+		k, ok := keys[name]
+		if !ok {
+			return nil, nil
+		}
+		var rows []any
+		if err := json.Unmarshal(raw[k], &rows); err != nil {
+			return nil, fmt.Errorf("%s: %q: want a list with one row of per-head values per point: %v", path, k, err)
+		}
+		out := make([][]float64, len(rows))
+		for i, r := range rows {
+			v, err := flattenNumbers(r, nil)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %q point %d: %v", path, k, i, err)
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	for _, f := range []struct {
+		name string
+		dst  *[][]float64
+	}{{"mu_v", &h.Mu}, {"sigma_sq_v", &h.Sigma2}, {"eta_sq_v", &h.Eta2}, {"gamma_sq_v", &h.Gamma2}, {"tau", &h.Tau}, {"nu_over_d", &h.NuOverD}} {
+		if *f.dst, err = read(f.name); err != nil {
+			return nil, err
+		}
+	}
+	if h.Eta2 == nil || h.Gamma2 == nil || h.Sigma2 == nil {
+		return nil, fmt.Errorf("%s: layer %d needs σ², η² and γ² (\"l{l}.sigma_sq_v\", \"l{l}.eta_sq_v\", \"l{l}.gamma_sq_v\", or the authors' \"sigma\", \"eta\", \"gamma\")", path, h.Layer)
+	}
+	n := len(h.Eta2)
+	if r, ok := raw["step"]; ok {
+		if err := json.Unmarshal(r, &h.Steps); err != nil {
+			return nil, fmt.Errorf("%s: \"step\": want a list of numbers: %v", path, err)
+		}
+	} else {
+		for i := 0; i < n; i++ {
+			h.Steps = append(h.Steps, float64(i))
+		}
+	}
+	if len(h.Steps) != n {
+		return nil, fmt.Errorf("%s: %d steps for %d points", path, len(h.Steps), n)
+	}
+	if h.Mu == nil && mu != nil {
+		H := len(h.Eta2[0])
+		if len(mu) != H {
+			return nil, fmt.Errorf("%s: %d heads, but %d decays μ were given", path, H, len(mu))
+		}
+		for i := 0; i < n; i++ {
+			h.Mu = append(h.Mu, slices.Clone(mu))
+		}
+	}
+	for i := 0; i < n; i++ {
+		h.Labels = append(h.Labels, fmt.Sprintf("%s[%d]", filepath.Base(path), i))
+	}
+	if err := h.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return h, nil
+}
+
+// PositiveQuantile returns the q-quantile (0 ≤ q ≤ 1, nearest rank) of the
+// positive values of z, or 0 when there are none. Attention maps use it to
+// clip a linear colour scale, whose maximum is otherwise the weight 1 of
+// query 0 on itself.
+func PositiveQuantile(z []float64, q float64) float64 {
+	var pos []float64
+	for _, v := range z {
+		if v > 0 {
+			pos = append(pos, v)
+		}
+	}
+	if len(pos) == 0 {
+		return 0
+	}
+	slices.Sort(pos)
+	k := int(math.Ceil(q*float64(len(pos)))) - 1
+	return pos[min(max(k, 0), len(pos)-1)]
+}
+
+// RFAAttentionMaps holds streamed attention maps of one layer's heads.
+type RFAAttentionMaps struct {
+	Layer int
+	T     int
+	Heads []int
+	// Hat holds Â (hook_pattern, rows sum to 1) per head; Decayed holds
+	// A = Â ⊙ E (hook_pattern_decayed) when it was asked for (RFA only).
+	Hat, Decayed []*attnmap.Grid
+	Pool         string
+	MaxSize      int
+}
+
+// attnStream is the hooks.AttnConsumer behind StreamAttentionMaps: each
+// streamed row of a wanted head goes into that head's grids. Different
+// heads may arrive concurrently; each has its own grids and row buffer.
+type attnStream struct {
+	index   map[int]int // head → position in Heads
+	hat     []*attnmap.Grid
+	dec     []*attnmap.Grid
+	decay   [][]float64 // per position: E(lag), lag 0..T−1 (RFA decayed maps only)
+	scratch [][]float32
+}
+
+// ConsumeAttn adds the tile's rows (keys beyond the query as 0) to the
+// head's grids.
+func (s *attnStream) ConsumeAttn(t *hooks.AttnTile) error {
+	i, ok := s.index[t.Head]
+	if !ok || t.Batch != 0 {
+		return nil
+	}
+	buf := s.scratch[i]
+	for r := 0; r < t.Rows; r++ {
+		q := t.Q0 + r
+		row := t.Row(r)
+		copy(buf, row)
+		clear(buf[len(row):])
+		if err := s.hat[i].AddRow(q, buf); err != nil {
+			return err
+		}
+		if s.dec != nil {
+			E := s.decay[i]
+			for j := range row {
+				buf[j] = float32(float64(row[j]) * E[q-j])
+			}
+			if err := s.dec[i].AddRow(q, buf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// StreamAttentionMaps runs one forward pass of ids and streams the
+// attention rows of layer's heads (nil: all) into downsampling grids of at
+// most maxSize blocks per side (report/attnmap). Only O(T) memory per head
+// is used beyond the grids, whatever T. decayed also draws A = Â ⊙ E with
+// E(τ) = probes.RFADecay, the weights the values are summed with (RFA
+// models only). The stream is registered on opt.Hooks when it is set (its
+// other hooks run in the same pass), else on a fresh set.
+func StreamAttentionMaps(m *model.Model, ids []int, layer int, heads []int, maxSize int, pool string, decayed bool, opt model.Options) (*RFAAttentionMaps, error) {
+	T := len(ids)
+	if T == 0 {
+		return nil, fmt.Errorf("papers: no tokens")
+	}
+	if layer < 0 || layer >= m.Config.Layers {
+		return nil, fmt.Errorf("papers: layer %d out of range (the model has %d layers)", layer, m.Config.Layers)
+	}
+	if heads == nil {
+		for h := 0; h < m.Config.Heads; h++ {
+			heads = append(heads, h)
+		}
+	}
+	s := &attnStream{index: map[int]int{}}
+	var params []model.RFAHeadParams
+	if decayed {
+		if !m.IsRFA() {
+			return nil, fmt.Errorf("papers: the decayed attention A = Â ⊙ E exists for RFA models only")
+		}
+		all, err := m.RFAParams()
+		if err != nil {
+			return nil, err
+		}
+		if params, err = LayerParams(all, layer); err != nil {
+			return nil, err
+		}
+	}
+	for i, h := range heads {
+		if h < 0 || h >= m.Config.Heads {
+			return nil, fmt.Errorf("papers: head %d out of range (layer %d has %d heads)", h, layer, m.Config.Heads)
+		}
+		if _, dup := s.index[h]; dup {
+			return nil, fmt.Errorf("papers: head %d given twice", h)
+		}
+		s.index[h] = i
+		g, err := attnmap.NewGrid(T, T, maxSize, pool)
+		if err != nil {
+			return nil, err
+		}
+		s.hat = append(s.hat, g)
+		s.scratch = append(s.scratch, make([]float32, T))
+		if decayed {
+			g, _ := attnmap.NewGrid(T, T, maxSize, pool)
+			s.dec = append(s.dec, g)
+			E := make([]float64, T)
+			for lag := range E {
+				E[lag] = probes.RFADecay(&params[h], float64(lag))
+			}
+			s.decay = append(s.decay, E)
+		}
+	}
+	hs := opt.Hooks
+	if hs == nil {
+		hs = &hooks.Set{}
+		opt.Hooks = hs
+	}
+	hs.Stream(layer, s)
+	if _, err := m.Forward([][]int{ids}, opt); err != nil {
+		return nil, err
+	}
+	return &RFAAttentionMaps{Layer: layer, T: T, Heads: heads, Hat: s.hat, Decayed: s.dec, Pool: pool, MaxSize: maxSize}, nil
+}
