@@ -200,7 +200,8 @@ func writePass(path string, rec PassRecord, rows []BucketRow) error {
 }
 
 // ErrIncomplete is wrapped by errors about pass files that are not whole
-// (no valid Parquet footer, no pass record, or fewer rows than recorded).
+// (no valid Parquet footer, no pass record, fewer rows than recorded, or
+// rows that cannot be read back, such as a page failing its CRC).
 var ErrIncomplete = errors.New("incomplete pass file")
 
 // ReadPassRecord reads only the footer of a pass file: its record. It
@@ -245,7 +246,7 @@ func ReadPass(path string) (PassRecord, []BucketRow, error) {
 	}
 	rows, err := ReadTable[BucketRow](path)
 	if err != nil {
-		return rec, nil, err
+		return rec, nil, fmt.Errorf("%w: %w", ErrIncomplete, err)
 	}
 	if int64(len(rows)) != rec.Rows {
 		return rec, nil, fmt.Errorf("%s: %w: read %d rows, the record says %d", path, ErrIncomplete, len(rows), rec.Rows)

@@ -121,7 +121,9 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 		path := passPath(s.Out, c.T, c.Sample)
 		key := s.key(c)
 		if _, err := os.Stat(path); err == nil {
-			rec, err := ReadPassRecord(path)
+			// Read it whole: a damaged page (CRC mismatch) makes it
+			// incomplete too, and it is run again.
+			rec, _, err := ReadPass(path)
 			switch {
 			case errors.Is(err, ErrIncomplete):
 				man.Notes = append(man.Notes, fmt.Sprintf("%s was incomplete (%v) and was run again", path, err))

@@ -359,12 +359,23 @@ func (t *tensor) chunks(fn func(raw []byte, at int64) error) error {
 		return nil
 	}
 	if t.stride == nil {
+		src := t.src
+		if s, ok := src.(inflateSource); ok {
+			// One decompressor for the whole tensor: reopening the entry
+			// per chunk would inflate it quadratically often.
+			st, err := s.stream(t.offset * t.elemSize)
+			if err != nil {
+				return t.errorf("reading %s: %v", t.srcName, err)
+			}
+			defer st.close()
+			src = st
+		}
 		n := min(t.numel, chunkElems)
 		buf := make([]byte, n*t.elemSize)
 		for at := int64(0); at < t.numel; at += n {
 			k := min(n, t.numel-at)
 			b := buf[:k*t.elemSize]
-			if err := t.src.readAt(b, (t.offset+at)*t.elemSize); err != nil {
+			if err := src.readAt(b, (t.offset+at)*t.elemSize); err != nil {
 				return t.errorf("reading %s: %v", t.srcName, err)
 			}
 			if err := fn(b, at); err != nil {

@@ -460,3 +460,42 @@ func (s inflateSource) readAt(p []byte, off int64) error {
 	_, err = io.ReadFull(rc, p)
 	return err
 }
+
+// inflateStream reads an inflateSource front to back with one
+// decompressor, for contiguous reads at growing offsets.
+type inflateStream struct {
+	rc  io.ReadCloser
+	pos int64 // next byte offset
+	n   int64
+}
+
+// stream opens s for reading from byte off on.
+func (s inflateSource) stream(off int64) (*inflateStream, error) {
+	if off < 0 || off > s.n {
+		return nil, fmt.Errorf("read at %d is outside the %d-byte entry", off, s.n)
+	}
+	rc, err := s.f.Open()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.CopyN(io.Discard, rc, off); err != nil {
+		rc.Close()
+		return nil, err
+	}
+	return &inflateStream{rc: rc, pos: off, n: s.n}, nil
+}
+
+// readAt fills p from byte offset off, which must be where the previous
+// read ended.
+func (s *inflateStream) readAt(p []byte, off int64) error {
+	if off != s.pos || int64(len(p)) > s.n-off {
+		return fmt.Errorf("read of %d bytes at %d: the entry is read sequentially, at %d of %d bytes", len(p), off, s.pos, s.n)
+	}
+	if _, err := io.ReadFull(s.rc, p); err != nil {
+		return err
+	}
+	s.pos += int64(len(p))
+	return nil
+}
+
+func (s *inflateStream) close() { s.rc.Close() }

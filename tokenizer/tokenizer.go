@@ -48,6 +48,7 @@ package tokenizer
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,21 +73,42 @@ type Tokenizer struct {
 	vocabSize  int
 }
 
+// maxJSONSize bounds a tokenizer.json, plain or gunzipped (released ones
+// are tens of MiB at most), so that a gzip bomb cannot make Load allocate
+// without bound. A variable so that tests can lower it.
+var maxJSONSize int64 = 256 << 20
+
 // Load reads a tokenizer.json file, or a gzip of one (detected by its magic
-// bytes, whatever the file name).
+// bytes, whatever the file name), of at most 256 MiB (uncompressed).
 func Load(path string) (*Tokenizer, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	if st.Size() > maxJSONSize {
+		return nil, fmt.Errorf("tokenizer: %s: %d bytes, more than the %d a tokenizer.json may have", path, st.Size(), maxJSONSize)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
+		// The trailer's size (mod 2^32) refuses an honest bomb before
+		// inflating; the limited read stops a lying one.
+		if n := len(data); n >= 18 && int64(binary.LittleEndian.Uint32(data[n-4:])) > maxJSONSize {
+			return nil, fmt.Errorf("tokenizer: %s: the gzip trailer declares %d bytes uncompressed, more than the %d a tokenizer.json may have",
+				path, binary.LittleEndian.Uint32(data[n-4:]), maxJSONSize)
+		}
 		zr, err := gzip.NewReader(bytes.NewReader(data))
 		if err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
 		}
-		data, err = io.ReadAll(zr)
+		data, err = io.ReadAll(io.LimitReader(zr, maxJSONSize+1))
 		if err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+		}
+		if int64(len(data)) > maxJSONSize {
+			return nil, fmt.Errorf("tokenizer: %s: inflates to more than the %d bytes a tokenizer.json may have", path, maxJSONSize)
 		}
 	}
 	return FromJSON(data)

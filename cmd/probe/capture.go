@@ -14,7 +14,9 @@ import (
 	"github.com/filterlens/probe/tokenizer"
 )
 
-// readIDBatch reads --ids: a JSON list of equal-length token id lists.
+// readIDBatch reads --ids: a JSON list of equal-length, non-empty token id
+// lists of non-negative ids. Errors name the file, and the sequence and
+// position at fault.
 func readIDBatch(path string) ([][]int, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -27,7 +29,29 @@ func readIDBatch(path string) ([][]int, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%s: empty batch", path)
 	}
+	for b, seq := range ids {
+		switch {
+		case len(seq) == 0:
+			return nil, fmt.Errorf("%s: sequence %d is empty", path, b)
+		case len(seq) != len(ids[0]):
+			return nil, fmt.Errorf("%s: sequence %d has %d tokens, sequence 0 has %d (the batch must be rectangular)",
+				path, b, len(seq), len(ids[0]))
+		}
+		if t := firstNegative(seq); t >= 0 {
+			return nil, fmt.Errorf("%s: token id %d at sequence %d position %d is negative", path, seq[t], b, t)
+		}
+	}
 	return ids, nil
+}
+
+// firstNegative returns the index of the first negative id, or -1.
+func firstNegative(ids []int) int {
+	for i, id := range ids {
+		if id < 0 {
+			return i
+		}
+	}
+	return -1
 }
 
 // loadTokenizer finds tokenizer.json in a model directory.

@@ -112,6 +112,9 @@ func readIDStream(path string) ([]int, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%s: empty token stream", path)
 	}
+	if i := firstNegative(ids); i >= 0 {
+		return nil, fmt.Errorf("%s: token id %d at stream position %d is negative", path, ids[i], i)
+	}
 	return ids, nil
 }
 
