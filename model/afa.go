@@ -504,6 +504,9 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 			}
 		}
 		run(name("blocks.{l}.attn.hook_z"), agg, B, T, H, dw)
+		if err == nil {
+			err = headFault(agg, l, T, H, dw)
+		}
 
 		// Step 18: Re(L_P(Z⁺)), residual; then the FFN sub-block.
 		linear(out, agg, n, W, L.Wo, D, L.Bo)

@@ -31,12 +31,16 @@ type attnArgs struct {
 
 // causalAttention computes z = softmax(q·kᵀ·scale + causal mask)·v for every
 // (batch, head), one tile of query rows at a time, so memory stays
-// O(tileRows·T) per worker. Each tile's rows go to the consumers before they
-// are multiplied by v; consumers that implement MomentsConsumer get the
-// tile's moments, computed here with one float64 matrix product per tile
-// (see AttnMoments). Query head h reads KV head h / (H/KV).
+// O(tileRows·T) per worker. The query heads that share a KV head (grouped-
+// query attention) are stacked into one matrix product per tile, so that
+// the keys and values are packed once for all of them. Each head's tile
+// goes to the consumers before it is multiplied by v; consumers that
+// implement MomentsConsumer get the tile's moments, computed here with one
+// float64 matrix product per tile (see AttnMoments). Consumers only
+// observe: the output is the same, bit for bit, with or without them.
+// Query head h reads KV head h / (H/KV).
 func causalAttention(a *attnArgs) error {
-	type job struct{ b, h int }
+	type job struct{ b, kvh, j0, j1 int } // batch, KV head, its query heads j0 … j1−1 (within the group)
 	jobs := make(chan job)
 	var (
 		wg       sync.WaitGroup
@@ -51,6 +55,10 @@ func causalAttention(a *attnArgs) error {
 	if tile <= 0 {
 		tile = defaultTileRows
 	}
+	// Query heads per matrix product: up to the group, at most
+	// maxStackRows rows, and small enough to leave every worker a job.
+	group := a.heads / a.kvHeads
+	stack := max(1, min(group, maxStackRows/tile, a.batch*a.heads/threads))
 	var plain []hooks.AttnConsumer
 	var moments []MomentsConsumer
 	for _, c := range a.consumers {
@@ -64,12 +72,11 @@ func causalAttention(a *attnArgs) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hw := &headWork{scores: make([]float32, tile*a.T), plain: plain, moments: moments}
-			if len(moments) > 0 {
-				hw.mw = newMomentsWork(tile, a.T, a.dHead)
-			}
+			hw := getHeadWork(stack*tile, a.T, a.dHead, len(moments) > 0)
+			defer headWorkPool.Put(hw)
+			hw.plain, hw.moments = plain, moments
 			for j := range jobs {
-				if err := attendHead(a, j.b, j.h, tile, hw); err != nil {
+				if err := attendGroup(a, j.b, j.kvh, j.j0, j.j1, tile, hw); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -80,8 +87,10 @@ func causalAttention(a *attnArgs) error {
 		}()
 	}
 	for b := 0; b < a.batch; b++ {
-		for h := 0; h < a.heads; h++ {
-			jobs <- job{b, h}
+		for kvh := 0; kvh < a.kvHeads; kvh++ {
+			for j0 := 0; j0 < group; j0 += stack {
+				jobs <- job{b, kvh, j0, min(j0+stack, group)}
+			}
 		}
 	}
 	close(jobs)
@@ -90,26 +99,65 @@ func causalAttention(a *attnArgs) error {
 }
 
 // defaultTileRows is the number of query rows per attention tile when
-// Options.TileRows is 0 (BenchmarkAttentionTile compares sizes).
-const defaultTileRows = 64
+// Options.TileRows is 0, and maxStackRows the most rows (query heads ×
+// tile rows) one matrix product of causalAttention stacks
+// (BenchmarkAttentionTile compares sizes).
+const (
+	defaultTileRows = 64
+	maxStackRows    = 256
+)
 
 // headWork is one attention worker's scratch and consumers.
 type headWork struct {
-	scores  []float32 // [tile, T]
+	scores  []float32 // [heads·tile, T]
+	qp, zp  []float32 // [heads·tile, dh]: packed queries and outputs
 	plain   []hooks.AttnConsumer
 	moments []MomentsConsumer
 	mw      *momentsWork // nil without moments consumers
 }
 
-// attendHead runs one (batch, head) in tiles of query rows.
-func attendHead(a *attnArgs, b, h, tile int, hw *headWork) error {
+// headWorkPool keeps the workers' scratch between layers and passes (a
+// worker's score and weight buffers are n·T floats: megabytes at long T).
+var headWorkPool sync.Pool
+
+// getHeadWork returns scratch for n stacked query rows of T keys and head
+// dimension dh, with moments scratch when moments is set.
+func getHeadWork(n, T, dh int, moments bool) *headWork {
+	hw, _ := headWorkPool.Get().(*headWork)
+	if hw == nil {
+		hw = &headWork{}
+	}
+	hw.scores = grow(hw.scores, n*T)
+	hw.qp = grow(hw.qp, n*dh)
+	hw.zp = grow(hw.zp, n*dh)
+	if !moments {
+		hw.mw = nil
+	} else if hw.mw == nil || !hw.mw.fits(n, T, dh) {
+		hw.mw = newMomentsWork(n, T, dh)
+	}
+	return hw
+}
+
+// grow returns x with length n, reusing its storage when large enough.
+func grow[E any](x []E, n int) []E {
+	if cap(x) >= n {
+		return x[:n]
+	}
+	return make([]E, n)
+}
+
+// attendGroup runs the query heads kvh·group + j0 … kvh·group + j1−1 of
+// batch entry b, which share KV head kvh, in tiles of query rows. Rows are
+// stacked head-major: row j·rows + r of a tile is head j0+j, query q0+r.
+func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 	dh, T := a.dHead, a.T
 	qStride, kvStride := a.heads*dh, a.kvHeads*dh
-	kvh := h / (a.heads / a.kvHeads)
+	h0 := kvh*(a.heads/a.kvHeads) + j0
+	nh := j1 - j0
 	kBase := b*T*kvStride + kvh*dh
 	keys := blas32.General{Rows: T, Cols: dh, Stride: kvStride, Data: a.k[kBase:]}
 	vals := blas32.General{Rows: T, Cols: dh, Stride: kvStride, Data: a.v[kBase:]}
-	at := hooks.AttnTile{Batch: b, Layer: a.layer, Head: h, T: T, DHead: dh, VStride: kvStride, V: a.v[kBase:]}
+	at := hooks.AttnTile{Batch: b, Layer: a.layer, T: T, DHead: dh, VStride: kvStride, V: a.v[kBase:]}
 	mw := hw.mw
 	if mw != nil {
 		mw.setValues(a.v[kBase:], kvStride, T)
@@ -118,30 +166,50 @@ func attendHead(a *attnArgs, b, h, tile int, hw *headWork) error {
 	for q0 := 0; q0 < T; q0 += tile {
 		rows := min(tile, T-q0)
 		ncol := q0 + rows // keys 0..q0+rows−1 are visible to some row of the tile
-		s := blas32.General{Rows: rows, Cols: ncol, Stride: ncol, Data: hw.scores[:rows*ncol]}
-		qt := blas32.General{Rows: rows, Cols: dh, Stride: qStride, Data: a.q[(b*T+q0)*qStride+h*dh:]}
+		n := nh * rows
+		for j := 0; j < nh; j++ {
+			for r := 0; r < rows; r++ {
+				copy(hw.qp[(j*rows+r)*dh:(j*rows+r+1)*dh], a.q[(b*T+q0+r)*qStride+(h0+j)*dh:][:dh])
+			}
+		}
+		s := blas32.General{Rows: n, Cols: ncol, Stride: ncol, Data: hw.scores[:n*ncol]}
 		kt := keys
 		kt.Rows = ncol
-		blas32.Gemm(blas.NoTrans, blas.Trans, a.scale, qt, kt, 0, s)
+		blas32.Gemm(blas.NoTrans, blas.Trans, a.scale, blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.qp[:n*dh]}, kt, 0, s)
 
-		softmaxTile(s.Data, rows, ncol, q0, a.window, mw)
-		if a.pattern != nil {
-			for r := 0; r < rows; r++ {
-				t := q0 + r
-				copy(a.pattern[((b*a.heads+h)*T+t)*T:][:t+1], s.Data[r*ncol:r*ncol+t+1])
+		for j := 0; j < nh; j++ {
+			sj := s.Data[j*rows*ncol : (j+1)*rows*ncol]
+			if mw == nil {
+				softmaxTile(sj, rows, ncol, q0, a.window, nil, nil, nil, nil)
+			} else {
+				o := j * rows
+				softmaxTile(sj, rows, ncol, q0, a.window, mw.a64[o*ncol:(o+rows)*ncol], mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows])
+			}
+			if a.pattern != nil {
+				for r := 0; r < rows; r++ {
+					t := q0 + r
+					copy(a.pattern[((b*a.heads+h0+j)*T+t)*T:][:t+1], sj[r*ncol:r*ncol+t+1])
+				}
 			}
 		}
-		at.Q0, at.Rows, at.Stride, at.Alpha = q0, rows, ncol, s.Data
-		for _, c := range hw.plain {
-			if err := c.ConsumeAttn(&at); err != nil {
-				return err
-			}
-		}
+		finite := true
 		if len(hw.moments) > 0 {
-			finite := mw.finish(rows, ncol)
+			finite = mw.finish(n, ncol)
+		}
+		for j := 0; j < nh; j++ {
+			at.Head, at.Q0, at.Rows, at.Stride, at.Alpha = h0+j, q0, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol]
+			for _, c := range hw.plain {
+				if err := c.ConsumeAttn(&at); err != nil {
+					return err
+				}
+			}
+			if len(hw.moments) == 0 {
+				continue
+			}
+			o := j * rows
 			am := &mw.moments
-			*am = AttnMoments{Tile: &at, SumAlpha: mw.s1[:rows], SumSq: mw.s2[:rows], Entropy: mw.ent[:rows],
-				E: mw.e[:rows*dh], S: mw.s[:rows*dh]}
+			*am = AttnMoments{Tile: &at, SumAlpha: mw.s1[o : o+rows], SumSq: mw.s2[o : o+rows], Entropy: mw.ent[o : o+rows],
+				E: mw.e[o*dh : (o+rows)*dh], S: mw.s[o*dh : (o+rows)*dh]}
 			for _, c := range hw.moments {
 				var err error
 				if finite {
@@ -157,22 +225,73 @@ func attendHead(a *attnArgs, b, h, tile int, hw *headWork) error {
 		if a.pattern != nil {
 			continue // z is computed from the (possibly changed) pattern after the hook
 		}
-		vt := vals
-		vt.Rows = ncol
-		zt := blas32.General{Rows: rows, Cols: dh, Stride: qStride, Data: a.z[(b*T+q0)*qStride+h*dh:]}
-		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vt, 0, zt)
+		zp := blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.zp[:n*dh]}
+		if finiteRows(a.v[kBase:], kvStride, dh, q0, ncol) {
+			vt := vals
+			vt.Rows = ncol
+			blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vt, 0, zp)
+		} else {
+			causalTimesV(s, vals, q0, rows, zp)
+		}
+		for j := 0; j < nh; j++ {
+			for r := 0; r < rows; r++ {
+				copy(a.z[(b*T+q0+r)*qStride+(h0+j)*dh:][:dh], hw.zp[(j*rows+r)*dh:(j*rows+r+1)*dh])
+			}
+		}
 	}
 	return nil
 }
 
-// softmaxTile turns the rows × ncol scores of the query rows q0 … q0+rows−1
-// into attention weights in place: row r (query t = q0+r) gets the softmax
-// of its keys max(0, t−window+1) … t and 0 elsewhere. With mw non-nil it
-// also fills mw's float64 weights and per-row Σα, Σα² and entropy.
+// finiteRows reports whether the value vectors j0 … j1−1 (V[j·stride :
+// j·stride+dh]) hold only finite numbers.
+func finiteRows(V []float32, stride, dh, j0, j1 int) bool {
+	for j := j0; j < j1; j++ {
+		for _, x := range V[j*stride : j*stride+dh] {
+			if x-x != 0 { // NaN or ±Inf
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// causalTimesV computes zp = α·v for a tile whose diagonal block of values
+// (keys q0 … q0+rows−1) is not finite, without reading a value its row
+// cannot see: one product over the keys before q0, which every row sees,
+// then row by row over keys q0 … t. (The one-product path would multiply
+// the zero weights of future keys by their NaN/Inf values, and the error
+// would point at an earlier query than the faulty token.) Rows are stacked
+// as in attendGroup: row i is query q0 + i mod rows.
+func causalTimesV(s, vals blas32.General, q0, rows int, zp blas32.General) {
+	dh := zp.Cols
+	if q0 > 0 {
+		past, vp := s, vals
+		past.Cols, vp.Rows = q0, q0
+		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, past, vp, 0, zp)
+	} else {
+		clear(zp.Data[:zp.Rows*dh])
+	}
+	for i := 0; i < s.Rows; i++ {
+		t := q0 + i%rows
+		z := zp.Data[i*dh : (i+1)*dh]
+		for j := q0; j <= t; j++ {
+			aj := s.Data[i*s.Stride+j]
+			for d, v := range vals.Data[j*vals.Stride : j*vals.Stride+dh] {
+				z[d] += aj * v
+			}
+		}
+	}
+}
+
+// softmaxTile turns the rows × ncol scores s of the query rows q0 …
+// q0+rows−1 into attention weights in place: row r (query t = q0+r) gets
+// the softmax of its keys max(0, t−window+1) … t and 0 elsewhere. With a64
+// non-nil it also writes the weights as float64 into a64 (same layout) and
+// each row's Σα, Σα² and entropy −Σα log α into s1, s2 and ent.
 var softmaxTile = softmaxTileGo
 
 // softmaxTileGo is softmaxTile in Go.
-func softmaxTileGo(s []float32, rows, ncol, q0, window int, mw *momentsWork) {
+func softmaxTileGo(s []float32, rows, ncol, q0, window int, a64, s1, s2, ent []float64) {
 	for r := 0; r < rows; r++ {
 		t := q0 + r
 		row := s[r*ncol : (r+1)*ncol]
@@ -181,13 +300,13 @@ func softmaxTileGo(s []float32, rows, ncol, q0, window int, mw *momentsWork) {
 			lo = t - window + 1
 		}
 		clear(row[t+1:]) // causal mask; the P·V product reads these
-		if mw == nil {
+		if a64 == nil {
 			softmaxRowStats(row[:t+1], lo, nil)
 			continue
 		}
-		a64 := mw.a64[r*ncol : (r+1)*ncol]
-		clear(a64[t+1:])
-		mw.s1[r], mw.s2[r], mw.ent[r] = softmaxRowStats(row[:t+1], lo, a64)
+		ar := a64[r*ncol : (r+1)*ncol]
+		clear(ar[t+1:])
+		s1[r], s2[r], ent[r] = softmaxRowStats(row[:t+1], lo, ar)
 	}
 }
 

@@ -76,6 +76,11 @@ func newMomentsWork(tile, T, dh int) *momentsWork {
 		ent: make([]float64, tile), e: make([]float64, tile*dh), s: make([]float64, tile*dh)}
 }
 
+// fits reports whether w serves tiles of n rows over T keys of dimension dh.
+func (w *momentsWork) fits(n, T, dh int) bool {
+	return w.dh == dh && len(w.a64) >= n*T && len(w.ww) >= T*2*dh && len(w.s1) >= n
+}
+
 // setValues fills ww and c from the value vectors v_j = V[j·stride :
 // j·stride+dh], j < T.
 func (w *momentsWork) setValues(V []float32, stride, T int) {

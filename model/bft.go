@@ -390,6 +390,9 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 			z[i] = gain[i] * e[i]
 		}
 		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dh)
+		if err == nil {
+			err = headFault(z, l, T, H, dh)
+		}
 		if L.Wo != nil {
 			linear(out, z, n, H*dh, L.Wo, D, L.Bo)
 		} else {

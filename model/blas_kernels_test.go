@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/filterlens/probe/hooks"
@@ -44,9 +45,12 @@ func TestExpf(t *testing.T) {
 }
 
 // momentsRecorder checks every tile's moments against float64 two-pass
-// sums over the tile's own weights and values.
+// sums over the tile's own weights and values, and counts the rows it sees
+// per (batch, head, query).
 type momentsRecorder struct {
 	t                    *testing.T
+	mu                   sync.Mutex
+	seen                 map[[3]int]int
 	tiles, rows          int
 	worstSum, worstE     float64
 	worstS, worstEntropy float64
@@ -58,9 +62,14 @@ func (m *momentsRecorder) ConsumeAttn(*hooks.AttnTile) error {
 }
 
 func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	a := am.Tile
 	d := a.DHead
 	m.tiles++
+	for r := 0; r < a.Rows; r++ {
+		m.seen[[3]int{a.Batch, a.Head, a.Q0 + r}]++
+	}
 	e := make([]float64, d)
 	for r := 0; r < a.Rows; r++ {
 		m.rows++
@@ -101,11 +110,12 @@ func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
 // TestAttentionMoments: the moments that causalAttention hands to a
 // MomentsConsumer match float64 two-pass sums over the tile's weights
 // (AttnMoments' stated accuracy), with and without a sliding window, for
-// tiles that do and do not divide T, on values with a large common offset
-// and a sink key.
+// tiles that do and do not divide T, grouped and ungrouped heads, on values
+// with a large common offset and a sink key; and the output z is the same
+// as without consumers, bit for bit.
 func TestAttentionMoments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const B, T, H, KV, dh = 2, 150, 4, 2, 16
+	const B, T, dh = 2, 150, 16
 	randn := func(n int, sd, offset float64) []float32 {
 		x := make([]float32, n)
 		for i := range x {
@@ -114,10 +124,12 @@ func TestAttentionMoments(t *testing.T) {
 		return x
 	}
 	for _, tc := range []struct {
-		name         string
-		tile, window int
-	}{{"tile7", 7, 0}, {"tile64", 64, 0}, {"window", 16, 40}} {
+		name                string
+		H, KV, tile, window int
+	}{{"tile7", 4, 2, 7, 0}, {"tile64", 4, 2, 64, 0}, {"window", 4, 2, 16, 40}, {"mha", 3, 3, 32, 0},
+		{"group8", 8, 1, 64, 0}} { // group8: the 8 query heads of the KV head in two stacks of 4
 		t.Run(tc.name, func(t *testing.T) {
+			H, KV := tc.H, tc.KV
 			q, k := randn(B*T*H*dh, 1, 0), randn(B*T*KV*dh, 1, 0)
 			v := randn(B*T*KV*dh, 0.1, 30) // S ≪ e²: the case two-pass sums exist for
 			for b := 0; b < B; b++ {       // key 0 is a sink: large q·k0 for every query
@@ -130,21 +142,127 @@ func TestAttentionMoments(t *testing.T) {
 					}
 				}
 			}
-			rec := &momentsRecorder{t: t}
+			rec := &momentsRecorder{t: t, seen: map[[3]int]int{}}
 			a := &attnArgs{batch: B, T: T, heads: H, kvHeads: KV, dHead: dh, scale: 0.25, window: tc.window,
 				q: q, k: k, v: v, z: make([]float32, B*T*H*dh), consumers: []hooks.AttnConsumer{rec},
-				tileRows: tc.tile, threads: 1}
+				tileRows: tc.tile, threads: 2}
 			if err := causalAttention(a); err != nil {
 				t.Fatal(err)
 			}
+			// Consumers only observe: z is the same without them, bit for bit.
+			plain := *a
+			plain.consumers, plain.z = nil, make([]float32, len(a.z))
+			if err := causalAttention(&plain); err != nil {
+				t.Fatal(err)
+			}
+			for i := range a.z {
+				if a.z[i] != plain.z[i] {
+					t.Fatalf("z[%d] = %v with a moments consumer, %v without", i, a.z[i], plain.z[i])
+				}
+			}
 			t.Logf("%d tiles, %d rows: worst rel. error Σα/Σα² %.2g, e %.2g, S %.2g, exp(entropy) %.2g",
 				rec.tiles, rec.rows, rec.worstSum, rec.worstE, rec.worstS, rec.worstEntropy)
-			if rec.rows != B*H*T {
-				t.Errorf("%d rows seen, want %d", rec.rows, B*H*T)
+			if rec.rows != B*H*T || len(rec.seen) != B*H*T {
+				t.Errorf("%d rows seen (%d distinct), want each of the %d once", rec.rows, len(rec.seen), B*H*T)
 			}
 			if rec.worstSum > 1e-13 || rec.worstE > 1e-13 || rec.worstS > 1e-9 || rec.worstEntropy > 1e-6 {
 				t.Errorf("moments outside their stated accuracy")
 			}
 		})
+	}
+}
+
+// TestLinearBF16: a projection with bfloat16 weights widened on the fly
+// equals the float32 projection with the same bf16-rounded weights widened
+// up front (the widening is exact; each output is the same dot product, bit
+// for bit with gonum and OpenBLAS's AVX-512 kernels, within 2e-6 relative
+// where OpenBLAS's edge kernels order a sum differently), for shapes with
+// and without the row split and with partial weight blocks.
+func TestLinearBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, sh := range []struct{ n, in, out int }{{3, 64, 100}, {700, 96, 300}, {256, 512, 1536}, {1, 8, 1}} {
+		x := make([]float32, sh.n*sh.in)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		wb := make([]uint16, sh.out*sh.in)
+		w32 := make([]float32, len(wb))
+		for i := range wb {
+			f := float32(rng.NormFloat64() * 0.05)
+			wb[i] = uint16(math.Float32bits(f) >> 16) // truncation: any bf16 value will do
+			w32[i] = math.Float32frombits(uint32(wb[i]) << 16)
+		}
+		bias := make([]float32, sh.out)
+		for i := range bias {
+			bias[i] = float32(rng.NormFloat64())
+		}
+		for _, b := range [][]float32{nil, bias} {
+			want := make([]float32, sh.n*sh.out)
+			got := make([]float32, sh.n*sh.out)
+			linear(want, x, sh.n, sh.in, w32, sh.out, b)
+			linearBF16(got, x, sh.n, sh.in, wb, sh.out, b)
+			diff := 0
+			for i := range want {
+				if got[i] != want[i] {
+					diff++
+				}
+			}
+			rel, i := relErr(got, want)
+			if diff > 0 {
+				t.Logf("n=%d in=%d out=%d bias=%v (%s): %d of %d outputs differ in the last bits, rel. error %.2g",
+					sh.n, sh.in, sh.out, b != nil, BLAS(), diff, len(want), rel)
+			}
+			if rel > 2e-6 {
+				t.Errorf("n=%d in=%d out=%d bias=%v: rel. error %.3g at %d (%v, float32 weights give %v)",
+					sh.n, sh.in, sh.out, b != nil, rel, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestSwiGLU: swiglu equals act(gate)·up element by element (within 4 ulp
+// of the float64 silu·u, absolute 1e-37 where that underflows), for lengths that do and do not fill its chunks, and keeps
+// NaN and the limit of silu at +Inf.
+func TestSwiGLU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 7, 8, 4097, 100_003} {
+		g := make([]float32, n)
+		u := make([]float32, n)
+		for i := range g {
+			g[i] = float32(rng.NormFloat64() * 4)
+			u[i] = float32(rng.NormFloat64())
+		}
+		if n > 8 {
+			copy(g, []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 100, -100, 88.5, -88.5, 0})
+		}
+		orig := append([]float32(nil), g...)
+		swiglu(g, u, "silu")
+		worst := 0.0
+		for i, x := range orig {
+			want := float64(x) / (1 + math.Exp(-float64(x))) * float64(u[i])
+			got := float64(g[i])
+			switch {
+			case math.IsNaN(float64(x)) || math.IsInf(float64(x), -1):
+				// NaN in, NaN out; silu(−Inf) = −0·u or NaN (−Inf/Inf): either is accepted
+				if math.IsNaN(float64(x)) && !math.IsNaN(got) {
+					t.Errorf("n=%d: silu(NaN)·u = %v, want NaN", n, got)
+				}
+				continue
+			case math.IsInf(want, 0):
+				if got != want {
+					t.Errorf("n=%d: silu(%v)·%v = %v, want %v", n, x, u[i], got, want)
+				}
+				continue
+			}
+			// ulps of the result, with 1e-37 as the floor (silu(x) for x ≲ −85
+			// is below it and underflows to −0 once e^−x overflows)
+			ulp := float64(math.Nextafter32(float32(math.Abs(want)), float32(math.Inf(1))) - float32(math.Abs(want)))
+			if e := math.Abs(got-want) / math.Max(ulp, 1e-37); e > worst {
+				worst = e
+			}
+		}
+		if worst > 4 {
+			t.Errorf("n=%d (%s): worst error %.1f ulp, want ≤ 4", n, BLAS(), worst)
+		}
 	}
 }

@@ -4,6 +4,7 @@ package model
 
 // #cgo LDFLAGS: -lopenblas
 // void openblas_set_num_threads(int);
+// int blas_thread_shutdown_(void);
 import "C"
 
 import (
@@ -17,9 +18,14 @@ import (
 // moments) runs on OpenBLAS instead of gonum's pure-Go kernels.
 // OpenBLAS runs single-threaded: the pass splits work across goroutines
 // itself (rows of projections, heads of attention), which avoids OpenBLAS's
-// thread pools fighting each other when several goroutines call it.
+// thread pools fighting each other when several goroutines call it. The
+// worker threads OpenBLAS started when it was loaded are shut down too:
+// idle, they still spun and yielded, about a tenth of the CPU time of a
+// forward pass on a 2-core machine (as if OPENBLAS_NUM_THREADS=1 had been
+// set before the process started).
 func init() {
 	C.openblas_set_num_threads(1)
+	C.blas_thread_shutdown_()
 	blas32.Use(netlib.Implementation{})
 	blas64.Use(netlib.Implementation{})
 	blasName = "openblas"

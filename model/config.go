@@ -135,8 +135,88 @@ func LoadConfig(dir string) (*Config, error) {
 	return cfg, nil
 }
 
-// ParseConfig parses the bytes of a config.json.
+// ParseConfig parses the bytes of a config.json. Besides each family's own
+// checks, the sizes must be positive and every weight matrix they imply must
+// stay within maxConfigElems elements (checkSizes), so that no product of
+// them overflows and a config.json cannot make the loader allocate without
+// bound.
 func ParseConfig(data []byte) (*Config, error) {
+	c, err := parseConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkSizes(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// maxConfigElems bounds the element count of any one weight matrix a
+// config.json implies (2^40, about 4 TiB of float32; the largest matrices of
+// released models are near 2^33).
+const maxConfigElems = 1 << 40
+
+// maxConfigLayers bounds the layer count (Load allocates a record per layer
+// before it reads any tensor; released models have at most a few hundred).
+const maxConfigLayers = 1 << 14
+
+// checkSizes checks the normalized sizes of any family: positive, at most
+// maxConfigLayers layers, a finite non-negative norm epsilon, and matrices
+// of at most maxConfigElems elements computed without overflow.
+func (c *Config) checkSizes() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"layers", c.Layers}, {"model width", c.DModel}, {"attention heads", c.Heads}, {"key/value heads", c.KVHeads},
+		{"head dimension", c.DHead}, {"vocabulary size", c.Vocab}, {"max positions", c.MaxPos}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s = %d must be positive", f.name, f.v)
+		}
+	}
+	if c.Layers > maxConfigLayers {
+		return fmt.Errorf("layers = %d exceeds %d", c.Layers, maxConfigLayers)
+	}
+	if c.DMLP < 0 {
+		return fmt.Errorf("MLP width = %d must not be negative", c.DMLP)
+	}
+	if math.IsNaN(c.NormEps) || math.IsInf(c.NormEps, 0) || c.NormEps < 0 {
+		return fmt.Errorf("norm epsilon %v must be finite and ≥ 0", c.NormEps)
+	}
+	mul := func(a, b int) (int, bool) {
+		if a > 0 && b > maxConfigElems/a {
+			return 0, false
+		}
+		return a * b, true
+	}
+	qRows, ok1 := mul(c.Heads, c.DHead)
+	kvRows, ok2 := mul(c.KVHeads, c.DHead)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("attention heads × head dimension (%d × %d, key/value %d × %d) exceeds %d", c.Heads, c.DHead, c.KVHeads, c.DHead, maxConfigElems)
+	}
+	for _, m := range []struct {
+		what string
+		a, b int
+		on   bool
+	}{
+		{"embedding (vocabulary × model width)", c.Vocab, c.DModel, true},
+		{"query projection (heads·head dimension × model width)", qRows, c.DModel, true},
+		{"key/value projection (key/value heads·head dimension × model width)", kvRows, c.DModel, true},
+		{"MLP projection (MLP width × model width)", c.DMLP, c.DModel, true},
+		// only GPT-2 stores a table of learned positions
+		{"position table (max positions × model width)", c.MaxPos, c.DModel, c.Arch == ArchGPT2},
+	} {
+		if !m.on {
+			continue
+		}
+		if _, ok := mul(m.a, m.b); !ok {
+			return fmt.Errorf("%s = %d × %d elements exceeds %d", m.what, m.a, m.b, maxConfigElems)
+		}
+	}
+	return nil
+}
+
+// parseConfig parses config.json into the family's Config.
+func parseConfig(data []byte) (*Config, error) {
 	var r rawConfig
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("not valid JSON: %v", err)

@@ -163,12 +163,19 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 			}
 		}
 		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dh)
+		if err == nil {
+			err = headFault(z, l, T, H, dh)
+		}
 
 		// o_proj, residual connection
 		linear(out, z, n, H*dh, L.Wo, D, L.Bo)
 		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
+		if i := firstNonFinite(x); i >= 0 && err == nil {
+			err = fmt.Errorf("model: non-finite value %v in the residual stream after the attention output projection of layer %d at batch %d position %d dim %d (every head's output was finite)",
+				x[i], l, i/D/T, (i/D)%T, i%D)
+		}
 
 		// MLP norm, MLP: down(act(gate(h)) ⊙ up(h)) or GPT-2's proj(act(fc(h)))
 		m.norm(h, x, L.Norm2W, L.Norm2B)
@@ -218,6 +225,20 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// headFault checks a layer's attention output z, laid out [B, T, H, width]
+// (what the output projection reads), and names the first head and
+// position holding NaN or ±Inf; nil when all is finite. One scan per layer,
+// negligible beside the projections.
+func headFault(z []float32, l, T, H, width int) error {
+	i := firstNonFinite(z)
+	if i < 0 {
+		return nil
+	}
+	row := i / (H * width)
+	return fmt.Errorf("model: non-finite value %v in the attention output of layer %d, head %d, at batch %d position %d (element %d of the head)",
+		z[i], l, (i/width)%H, row/T, row%T, i%width)
 }
 
 // norm applies the architecture's norm: LayerNorm when a bias is present

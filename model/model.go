@@ -7,6 +7,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -85,21 +86,23 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	defer ck.Close()
 	m := &Model{Config: *cfg, Dir: dir, Format: ck.Format(), Files: ck.Files()}
 	ld := newLoader(ck, dir)
-	if cfg.Arch == ArchRFA {
-		loadRFA(m, ld)
-	} else if cfg.Arch == ArchBFT {
-		loadBFT(m, ld)
-	} else if cfg.Arch == ArchRT {
-		loadRT(m, ld)
-	} else if cfg.Arch == ArchAFA {
-		loadAFA(m, ld)
-	} else if cfg.Arch == ArchSelRoPE {
-		loadSelRoPE(m, ld)
-	} else if cfg.Arch == ArchGPT2 {
-		loadGPT2(m, ld)
-	} else {
-		loadDecoder(m, ld)
-	}
+	ld.guard(func() {
+		if cfg.Arch == ArchRFA {
+			loadRFA(m, ld)
+		} else if cfg.Arch == ArchBFT {
+			loadBFT(m, ld)
+		} else if cfg.Arch == ArchRT {
+			loadRT(m, ld)
+		} else if cfg.Arch == ArchAFA {
+			loadAFA(m, ld)
+		} else if cfg.Arch == ArchSelRoPE {
+			loadSelRoPE(m, ld)
+		} else if cfg.Arch == ArchGPT2 {
+			loadGPT2(m, ld)
+		} else {
+			loadDecoder(m, ld)
+		}
+	})
 	if err := ld.finish(opt.AllowUnexpected); err != nil {
 		return nil, err
 	}
@@ -119,6 +122,53 @@ type loader struct {
 	errs    []string
 	types   map[string]bool
 	params  int64
+	// stand is the number of zero elements handed out so far in place of
+	// tensors that are missing, misshapen or unreadable (see standIn).
+	stand int
+	// stopped is set when standIn stopped the loading: the tensors not
+	// reached are then not reported as unexpected.
+	stopped bool
+}
+
+// maxStandIn bounds the zero elements a loader hands out in place of
+// tensors it could not read (so that loading goes on and every problem is
+// reported at once): config.json alone must not make Load allocate more.
+const maxStandIn = 1 << 22
+
+// errStopLoading is what standIn panics with when the stand-ins would
+// exceed maxStandIn; guard recovers it.
+var errStopLoading = errors.New("model: loading stopped")
+
+// standIn returns zeros of the given shape in place of tensor name, which
+// could not be used. Past maxStandIn elements in all it records why and
+// stops the loading (panic recovered by guard), since config.json then
+// claims far more than the checkpoint holds.
+func (ld *loader) standIn(name string, shape []int) []float32 {
+	n := 1
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > (maxStandIn-ld.stand)/d) {
+			ld.errs = append(ld.errs, fmt.Sprintf("stopped checking at tensor %q: config.json asks for shape %v, too large to stand in for a tensor that is missing or does not match (limit %d elements)",
+				name, shape, maxStandIn))
+			panic(errStopLoading)
+		}
+		n *= d
+	}
+	ld.stand += n
+	return make([]float32, n)
+}
+
+// guard runs a family's loader, turning the stop of standIn into the
+// errors finish reports.
+func (ld *loader) guard(load func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r != errStopLoading {
+				panic(r)
+			}
+			ld.stopped = true
+		}
+	}()
+	load()
 }
 
 func newLoader(ck *checkpoint.Checkpoint, dir string) *loader {
@@ -142,17 +192,17 @@ func (ld *loader) get(name string, shape ...int) []float32 {
 	info, ok := ld.ck.Info(name)
 	if !ok {
 		ld.missing = append(ld.missing, name)
-		return make([]float32, prod(shape))
+		return ld.standIn(name, shape)
 	}
 	ld.used[name] = true
 	if !equalShape(info.Shape, shape) {
 		ld.errs = append(ld.errs, fmt.Sprintf("tensor %q: expected shape %v from config.json, found %v", name, shape, info.Shape))
-		return make([]float32, prod(shape))
+		return ld.standIn(name, shape)
 	}
 	data, err := ld.ck.Float32(name)
 	if err != nil {
 		ld.errs = append(ld.errs, err.Error())
-		return make([]float32, prod(shape))
+		return ld.standIn(name, shape)
 	}
 	ld.types[info.DType] = true
 	ld.params += int64(len(data))
@@ -186,7 +236,7 @@ func (ld *loader) finish(allowUnexpected bool) error {
 		msg = append(msg, fmt.Sprintf("missing tensors: %s", list(ld.missing)))
 	}
 	msg = append(msg, ld.errs...)
-	if len(unexpected) > 0 && !allowUnexpected {
+	if len(unexpected) > 0 && !allowUnexpected && !ld.stopped {
 		msg = append(msg, fmt.Sprintf("unexpected tensors (not used by this architecture; --allow-unexpected to ignore): %s", list(unexpected)))
 	}
 	if len(msg) > 0 {

@@ -210,7 +210,7 @@ func TestInterventions(t *testing.T) {
 
 // TestLongContextMemory runs T = 16384 on a 4-layer model with every head's
 // rows streaming to a consumer and checks that the pass allocated far less
-// than one T×T matrix (1 GiB in float32).
+// than one T×T matrix (1 GiB in float32): under a quarter of it.
 func TestLongContextMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long context in -short mode")
@@ -243,8 +243,8 @@ func TestLongContextMemory(t *testing.T) {
 	alloc := after.TotalAlloc - before.TotalAlloc
 	const tt = 4 * T * T
 	t.Logf("T=%d: allocated %.1f MiB in total (one T×T float32 matrix: %d MiB)", T, float64(alloc)/(1<<20), tt>>20)
-	if alloc > tt/8 {
-		t.Fatalf("forward at T=%d allocated %d bytes, more than 1/8 of a T×T matrix (%d)", T, alloc, tt)
+	if alloc > tt/4 {
+		t.Fatalf("forward at T=%d allocated %d bytes, more than 1/4 of one T×T matrix (%d)", T, alloc, tt)
 	}
 }
 

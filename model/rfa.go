@@ -524,6 +524,9 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 			rotate(z, z, ks, T, +1, true)
 		}
 		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, d, 2)
+		if err == nil {
+			err = headFault(z, l, T, H, 2*d)
+		}
 
 		// Output projection C → R, outer residual.
 		linear(out, z, n, W, L.Wo, D, L.Bo)

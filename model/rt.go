@@ -457,6 +457,9 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			}
 		}
 		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dw)
+		if err == nil {
+			err = headFault(z, l, T, H, dw)
+		}
 		linear(out, z, n, W, L.Wo, D, L.Bo)
 		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
 		addTo(x, out)

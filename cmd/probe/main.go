@@ -35,12 +35,13 @@ func init() {
 		{"generate", "generate --arch <arch> --out <dir>: write a randomly initialized HF checkpoint", cmdGenerate},
 		{"demo", "demo [--out <dir>]: generate a small gated checkpoint, inspect it, capture hooks", cmdDemo},
 		{"hooks", "hooks: list the hook points and their shapes", cmdHooks},
-		{"figures", "figures --paper rfa|selrope|rt|bft|all --out <dir> [--static]: the papers' analytic figures (no checkpoint)", cmdFigures},
+		{"figures", "figures --paper rfa|selrope|rt|bft|all --out <dir> [--static] [--model|--series|--history (rfa)]: the papers' figures (analytic; RFA also from checkpoints)", cmdFigures},
 		{"report", "report <sweep-dir> [--out report.html] | report attention --capture <file> --layer L [--heads 0,1] [--gamma 0.25] --out <dir>", cmdReport},
 		{"sweep", "sweep --model <dir> (--text <file> | --ids <file>) --lengths 1k,2k,4k --samples 5 --out <dir>: BFT App. I diagnostic sweep", cmdSweep},
 		{"diag", "diag --model <dir> --ids <file.json> --out <file.csv>: per-(sample, layer, head, query) filter diagnostics", cmdDiag},
 		{"summarize", "summarize <dir>: Figs. 2–4 of a sweep beside the paper's numbers", cmdSummarize},
 		{"merge", "merge <dir> ... --out <dir>: combine sweep shards into the tables of an unsharded run", cmdMerge},
+		{"bench", "bench --model <dir> --tokens T [--reps N] [--no-diagnostics]: forward-pass speed and peak RSS as one JSON object", cmdBench},
 		{"params", "params <dir> [--json]: RFA per-head filter parameters (μ, ω band, σ², η², γ², τ, ν/d, α, β, regime, ALiBi slope)", cmdParams},
 	}
 }

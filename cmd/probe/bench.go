@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
+)
+
+// benchResult is the one JSON object probe bench prints.
+type benchResult struct {
+	TokensPerS float64 `json:"tokens_per_s"` // T / Seconds
+	Seconds    float64 `json:"seconds"`      // best forward pass of the reps
+	PeakRSSMiB float64 `json:"peak_rss_mib"` // peak resident set of the process (VmHWM), loading included
+	Threads    int     `json:"threads"`      // attention workers: --threads, default GOMAXPROCS (projections always split over GOMAXPROCS)
+}
+
+// Diagnostic paths of probe bench.
+const (
+	diagMoments = "moments" // the pass computes the row moments with matrix products (model.MomentsConsumer)
+	diagRows    = "rows"    // probes.Collector.ConsumeAttn walks every row (what probe sweep and probe diag run today)
+)
+
+// cmdBench runs probe bench: one batch of T random (seeded) tokens through
+// the model, --reps times, with every App. I diagnostic streaming on every
+// layer unless --no-diagnostics (results discarded), and prints one JSON
+// object (benchResult). Checkpoint loading is not timed; the peak RSS is
+// the whole process's. scripts/bench/compare.sh runs it beside PyTorch
+// (docs/performance.md).
+func cmdBench(args []string, w io.Writer) error {
+	fs := newFlags("bench")
+	dir := fs.String("model", "", "checkpoint directory")
+	T := fs.Int("tokens", 1024, "sequence length T (one batch of T random tokens)")
+	reps := fs.Int("reps", 3, "forward passes; the fastest is reported")
+	noDiag := fs.Bool("no-diagnostics", false, "plain forward pass, no attention consumer")
+	path := fs.String("diag-path", diagMoments, "how the diagnostics are computed: moments (the pass's matrix products) or rows (probes.Collector row by row)")
+	seed := fs.Uint64("seed", 1, "seed of the random tokens")
+	idsFile := fs.String("ids", "", "JSON list of token ids to use instead of random ones (its first --tokens ids; all of them when --tokens is not given)")
+	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
+	tile := fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	case *dir == "":
+		return fmt.Errorf("--model is required")
+	case *T <= 0:
+		return fmt.Errorf("--tokens %d: want a positive length", *T)
+	case *reps <= 0:
+		return fmt.Errorf("--reps %d: want at least 1", *reps)
+	case *path != diagMoments && *path != diagRows:
+		return fmt.Errorf("--diag-path %q: want %s or %s", *path, diagMoments, diagRows)
+	}
+	m, err := model.Load(*dir, model.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	c := &m.Config
+	var ids []int
+	if *idsFile != "" {
+		if ids, err = readIDStream(*idsFile); err != nil {
+			return err
+		}
+		tokensSet := false
+		fs.Visit(func(f *flag.Flag) { tokensSet = tokensSet || f.Name == "tokens" })
+		if tokensSet {
+			if len(ids) < *T {
+				return fmt.Errorf("%s: %d ids, --tokens %d", *idsFile, len(ids), *T)
+			}
+			ids = ids[:*T]
+		}
+		*T = len(ids)
+		for i, id := range ids {
+			if id < 0 || id >= c.Vocab {
+				return fmt.Errorf("%s: id %d at position %d is outside the vocabulary [0, %d)", *idsFile, id, i, c.Vocab)
+			}
+		}
+	} else {
+		rng := rand.New(rand.NewPCG(*seed, 0x9e3779b97f4a7c15))
+		ids = make([]int, *T)
+		for i := range ids {
+			ids[i] = rng.IntN(c.Vocab)
+		}
+	}
+	opt := model.Options{AllowExtrapolation: true, Threads: *threads, TileRows: *tile}
+	if !*noDiag {
+		// Every diagnostic of the App. I protocol streams on every layer
+		// (n_eff, S, λobs in its three reductions, K, BOS mass, ‖e‖, gates);
+		// the Collector is allocated once, outside the timed passes.
+		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.DHead, probes.CollectorOptions{})
+		if err != nil {
+			return err
+		}
+		opt.Hooks = benchHooks(col, c, *path == diagMoments)
+	}
+	res := benchResult{Threads: *threads}
+	if res.Threads <= 0 {
+		res.Threads = runtime.GOMAXPROCS(0)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	for r := 0; r < *reps; r++ {
+		t0 := time.Now()
+		if _, err := m.Forward([][]int{ids}, opt); err != nil {
+			return err
+		}
+		if s := time.Since(t0).Seconds(); r == 0 || s < res.Seconds {
+			res.Seconds = s
+		}
+	}
+	res.TokensPerS = float64(*T) / res.Seconds
+	res.PeakRSSMiB = peakRSSMiB()
+	out, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(out))
+	return err
+}
+
+// benchHooks streams every layer's attention rows to col — through
+// newMomentsCollector when moments is set, else directly — and stores the
+// output gates of gated models in it.
+func benchHooks(col *probes.Collector, c *model.Config, moments bool) *hooks.Set {
+	hs := &hooks.Set{}
+	if moments {
+		hs.Stream(-1, newMomentsCollector(col))
+	} else {
+		hs.Stream(-1, col)
+	}
+	if gp := c.GatePerHead(); gp > 0 {
+		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
+			l, err := strconv.Atoi(strings.Split(name, ".")[1])
+			if err != nil {
+				return fmt.Errorf("unexpected gate hook name %q", name)
+			}
+			return col.SetLayerGates(l, x.Data().([]float32), gp)
+		})
+	}
+	return hs
+}
+
+// peakRSSMiB returns the peak resident set size of this process in MiB:
+// VmHWM from /proc/self/status, or getrusage's ru_maxrss where /proc is
+// missing.
+func peakRSSMiB() float64 {
+	if f, err := os.Open("/proc/self/status"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				fields := strings.Fields(rest) // "123456 kB"
+				if kb, err := strconv.ParseFloat(fields[0], 64); err == nil && len(fields) == 2 && fields[1] == "kB" {
+					return kb / 1024
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		return float64(ru.Maxrss) / 1024 // kilobytes on Linux
+	}
+	return 0
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
+)
+
+// TestBenchCommand: probe bench prints one JSON object with the four
+// fields, with and without diagnostics, on both diagnostic paths.
+func TestBenchCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if code, _, errs := probe(t, "generate", "--arch", "gated", "--layers", "2", "--d-model", "64", "--heads", "4",
+		"--kv-heads", "2", "--vocab", "300", "--max-pos", "512", "--out", dir); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	ids := filepath.Join(t.TempDir(), "ids.json")
+	if err := os.WriteFile(ids, []byte("["+strings.Repeat("5,", 69)+"6]"), 0o644); err != nil { // 70 ids
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--no-diagnostics"}, {}, {"--diag-path", "rows"}, {"--threads", "1", "--tile", "5"}, {"--ids", ids},
+	} {
+		code, out, errs := probe(t, append([]string{"bench", "--model", dir, "--tokens", "70", "--reps", "2"}, args...)...)
+		if code != 0 {
+			t.Fatalf("bench %v: exit %d: %s", args, code, errs)
+		}
+		if n := strings.Count(strings.TrimSpace(out), "\n"); n != 0 {
+			t.Errorf("bench %v: %d lines, want one JSON object:\n%s", args, n+1, out)
+		}
+		var fields map[string]float64
+		if err := json.Unmarshal([]byte(out), &fields); err != nil {
+			t.Fatalf("bench %v: %v\n%s", args, err, out)
+		}
+		for _, k := range []string{"tokens_per_s", "seconds", "peak_rss_mib", "threads"} {
+			if !(fields[k] > 0) {
+				t.Errorf("bench %v: %s = %v, want > 0 (%s)", args, k, fields[k], out)
+			}
+		}
+		if len(fields) != 4 {
+			t.Errorf("bench %v: %d fields, want 4: %s", args, len(fields), out)
+		}
+		if math.Abs(fields["tokens_per_s"]*fields["seconds"]-70) > 1e-6*70 {
+			t.Errorf("bench %v: tokens_per_s·seconds = %v, want 70", args, fields["tokens_per_s"]*fields["seconds"])
+		}
+	}
+	for _, bad := range [][]string{{"--tokens", "0"}, {"--reps", "0"}, {"--diag-path", "x"}, {"--ids", ids, "--tokens", "71"}} {
+		if code, _, _ := probe(t, append([]string{"bench", "--model", dir}, bad...)...); code != 1 {
+			t.Errorf("bench %v: exit %d, want 1", bad, code)
+		}
+	}
+}
+
+// TestBenchMomentsMatchCollector: the diagnostics formed from the pass's
+// moments (momentsCollector) equal probes.Collector's own row-by-row ones
+// within 1e-6 relative, for every metric and cell, on Qwen3 and gated
+// models, with the per-dimension metrics kept.
+func TestBenchMomentsMatchCollector(t *testing.T) {
+	for _, arch := range []model.Arch{model.ArchQwen3, model.ArchGated} {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg, err := model.SmallConfig(arch, 3, 64, 4, 2, 300, 1024)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _ := model.Generate(cfg, 7)
+			const T = 300
+			ids := make([]int, T)
+			for i := range ids {
+				ids[i] = (i*i*31 + 7*i) % cfg.Vocab
+			}
+			cols := map[bool]*probes.Collector{}
+			for _, moments := range []bool{false, true} {
+				col, err := probes.NewCollector(1, cfg.Layers, cfg.Heads, T, cfg.DHead, probes.CollectorOptions{KeepPerDim: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := m.Forward([][]int{ids}, model.Options{Hooks: benchHooks(col, &m.Config, moments), TileRows: 32}); err != nil {
+					t.Fatal(err)
+				}
+				cols[moments] = col
+			}
+			for _, name := range cols[false].Metrics() {
+				want, _ := cols[false].Metric(name)
+				got, _ := cols[true].Metric(name)
+				worst, at := 0.0, 0
+				for i := range want {
+					if math.IsNaN(want[i]) && math.IsNaN(got[i]) {
+						continue
+					}
+					// relative, with an absolute floor of 1e-12 for
+					// dispersions that are 0 up to rounding (query 0)
+					if e := math.Abs(got[i]-want[i]) / (math.Abs(want[i]) + 1e-12); e > worst || math.IsNaN(e) {
+						worst, at = e, i
+					}
+				}
+				t.Logf("%-20s worst rel. error %.2g", name, worst)
+				if worst > 1e-6 || math.IsNaN(worst) {
+					t.Errorf("%s: rel. error %.3g at flat index %d: moments %v, rows %v", name, worst, at, got[at], want[at])
+				}
+			}
+		})
+	}
+}

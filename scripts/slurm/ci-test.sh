@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# CI test of the Slurm scale-out (docs/slurm.md), on a one-node cluster on
+# this machine (local-cluster.sh: munge, slurmctld, slurmd): a small sweep run
+# unsharded, then as a job array of 3 shards plus the merge job
+# (submit.sh -w); every table of the merged folder must be byte-identical to
+# the unsharded run's. Bounded: the whole test is killed after $LIMIT
+# seconds (default 170) and the cluster is always stopped. .ci/run calls it.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+LIMIT=${LIMIT:-170}
+
+if [ -z "${PROBE_SLURM_CI_INNER:-}" ]; then
+  # Run the body under a hard time limit, in its own process group, so that
+  # a hung daemon or job cannot hold CI.
+  export PROBE_SLURM_CI_INNER=1
+  status=0
+  timeout --kill-after=10 "$LIMIT" "$0" "$@" || status=$?
+  [ "$status" -eq 124 ] && echo "slurm CI test: timed out after ${LIMIT} s" >&2
+  exit "$status"
+fi
+
+work=$(mktemp -d /tmp/probe-slurm-ci.XXXXXX)
+cleanup() {
+  scripts/slurm/local-cluster.sh stop "$work/cluster" || true
+  if [ "${KEEP:-}" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+t0=$(date +%s)
+
+go build -o "$work/probe" ./cmd/probe
+eval "$(scripts/slurm/local-cluster.sh start "$work/cluster")"
+echo "cluster up ($(($(date +%s) - t0)) s): $(sinfo -h -o '%P %D %t %c CPUs')"
+
+"$work/probe" generate --arch gated --layers 2 --d-model 64 --heads 4 --kv-heads 2 --vocab 512 --max-pos 4096 \
+  --seed 5 --out "$work/model" >/dev/null
+awk 'BEGIN { srand(3); printf "["; for (i = 0; i < 8000; i++) printf "%s%d", (i ? "," : ""), int(rand() * 512); print "]" }' \
+  > "$work/ids.json"
+args=(--model "$work/model" --ids "$work/ids.json" --lengths 256,512,1024 --k 1024 --samples 2
+  --format parquet,csv --bootstrap 200)
+
+"$work/probe" sweep "${args[@]}" --progress=false --out "$work/whole" > "$work/whole.txt"
+scripts/slurm/submit.sh -w -n 3 -o "$work/array" -p "$work/probe" -m "--format parquet,csv" -- "${args[@]}"
+
+for k in 0 1 2; do
+  grep -q "probe sweep shard $k/3 on " "$work/array/logs/shard-$k.out" ||
+    { echo "shard $k did not run under Slurm:"; cat "$work/array/logs/shard-$k.out"; exit 1; }
+done
+n=0
+for f in "$work/whole"/*; do
+  name=$(basename "$f")
+  case "$name" in manifest*|passes) continue ;; esac
+  cmp -s "$f" "$work/array/merged/$name" || { echo "slurm CI test: $name differs between the merged array and the unsharded sweep"; exit 1; }
+  n=$((n + 1))
+done
+[ "$n" -ge 10 ] || { echo "slurm CI test: only $n table files compared"; exit 1; }
+echo "slurm CI test: $n tables of the 3-shard job array + merge identical to the unsharded sweep ($(($(date +%s) - t0)) s)"
