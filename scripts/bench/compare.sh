@@ -7,7 +7,9 @@
 #       plus the BFT diagnostics computed from them in torch     (--mode attn)
 #   (c) probe bench --no-diagnostics          (OpenBLAS build)
 #   (d) probe bench                           (all diagnostics on every layer)
-#   (e), (f) as (c), (d) with the pure-Go build (PURE_GO=1)
+#   (e), (f) as (c), (d) with the pure-Go build (PURE_GO=1: gonum's kernels;
+#       PURE_GO=simd: built with GOEXPERIMENT=simd, the AVX-512 kernels of
+#       model/blas_simd.go)
 #
 # Every measurement is its own process; the modes alternate within each round
 # (rotated so none always runs first) and the best tokens/s of the rounds is
@@ -21,9 +23,10 @@
 #   scripts/bench/compare.sh                          # T = 1024 4096, 3 rounds
 #   TOKENS="1024 4096 16384" ROUNDS=2 scripts/bench/compare.sh
 #   SIZE=93M PURE_GO=1 scripts/bench/compare.sh
+#   MODES=cdef PURE_GO=simd TOKENS=1024 scripts/bench/compare.sh   # OpenBLAS vs pure Go only
 #
 # Environment: TOKENS, ROUNDS (3), REPS (1 forward pass per process), THREADS
-# (2: torch.set_num_threads and GOMAXPROCS), SIZE, PURE_GO, OUT (keep the
+# (2: torch.set_num_threads and GOMAXPROCS), SIZE, PURE_GO, MODES (abcd), OUT (keep the
 # work folder there; default a temporary one), FORCE=1 (run PyTorch modes
 # even when their attention maps cannot fit in memory), OPENBLAS_CORETYPE
 # (see below; recorded in the results).
@@ -46,10 +49,11 @@ if [ -n "${OUT:-}" ]; then work=$OUT; mkdir -p "$work"; else work=$(mktemp -d); 
 
 CGO_LDFLAGS=-lopenblas go build -tags openblas -o "$work/probe" ./cmd/probe
 gobin=()
-if [ -n "${PURE_GO:-}" ]; then
-  go build -o "$work/probe-go" ./cmd/probe
-  gobin=(--probe-go "$work/probe-go")
-fi
+case "${PURE_GO:-}" in
+"") ;;
+simd) GOEXPERIMENT=simd go build -o "$work/probe-go" ./cmd/probe; gobin=(--probe-go "$work/probe-go") ;;
+*) go build -o "$work/probe-go" ./cmd/probe; gobin=(--probe-go "$work/probe-go") ;;
+esac
 
 # Both sides use the same libopenblas (torch through libblas.so.3), with the
 # kernels OpenBLAS picks for this CPU, or those forced by $OPENBLAS_CORETYPE
@@ -82,5 +86,5 @@ force=()
 [ -n "${FORCE:-}" ] && force=(--force)
 # shellcheck disable=SC2086
 $PY scripts/bench/qwen3_torch.py compare --model "$work/model" --probe "$work/probe" "${gobin[@]}" \
-  --tokens $TOKENS --rounds "$ROUNDS" --reps "$REPS" --threads "$THREADS" --work "$work" \
+  --tokens $TOKENS --modes "${MODES:-abcd}" --rounds "$ROUNDS" --reps "$REPS" --threads "$THREADS" --work "$work" \
   --go-sgemm "$gopeak" --json "$work/results.json" "${force[@]}"
