@@ -128,6 +128,9 @@ func cmdBench(args []string, w io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	for r := 0; r < *reps; r++ {
+		// Collect the previous pass's buffers first (not timed), so that the
+		// peak RSS is that of one pass whatever --reps is.
+		runtime.GC()
 		t0 := time.Now()
 		if _, err := m.Forward([][]int{ids}, opt); err != nil {
 			return err

@@ -4,27 +4,27 @@
 # unsharded, then as a job array of 3 shards plus the merge job
 # (submit.sh -w); every table of the merged folder must be byte-identical to
 # the unsharded run's. Bounded: the whole test is killed after $LIMIT
-# seconds (default 170) and the cluster is always stopped. .ci/run calls it.
+# seconds (default 170) and the cluster is always stopped; its ports are
+# picked at random (PORT overrides). .ci/run calls it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LIMIT=${LIMIT:-170}
 
-if [ -z "${PROBE_SLURM_CI_INNER:-}" ]; then
-  # Run the body under a hard time limit, in its own process group, so that
-  # a hung daemon or job cannot hold CI.
-  export PROBE_SLURM_CI_INNER=1
+if [ -z "${PROBE_SLURM_CI_WORK:-}" ]; then
+  # Outer part: run the body under a hard time limit, then stop the cluster
+  # whatever happened to the body (the daemons detach from it), free ports.
+  work=$(mktemp -d /tmp/probe-slurm-ci.XXXXXX)
+  export PROBE_SLURM_CI_WORK=$work PORT=${PORT:-$((20000 + RANDOM % 20000))}
   status=0
   timeout --kill-after=10 "$LIMIT" "$0" "$@" || status=$?
   [ "$status" -eq 124 ] && echo "slurm CI test: timed out after ${LIMIT} s" >&2
+  scripts/slurm/local-cluster.sh stop "$work/cluster" || true
+  if [ "${KEEP:-}" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
   exit "$status"
 fi
 
-work=$(mktemp -d /tmp/probe-slurm-ci.XXXXXX)
-cleanup() {
-  scripts/slurm/local-cluster.sh stop "$work/cluster" || true
-  if [ "${KEEP:-}" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
+work=$PROBE_SLURM_CI_WORK
+trap 'scripts/slurm/local-cluster.sh stop "$work/cluster" || true' EXIT
 t0=$(date +%s)
 
 go build -o "$work/probe" ./cmd/probe
