@@ -32,16 +32,18 @@ type MomentsConsumer interface {
 //
 // with d = Tile.DHead, all in float64 from the float32 weights α the tile
 // holds. They agree with the row-by-row float64 sums (probes.Moments,
-// two-pass) to about 1e-15 relative, except for two documented
-// differences: the entropy uses log α_tj = (x_tj − m_t) − log Z_t (score
-// minus row maximum, minus the log normalizer) instead of the log of the
-// rounded float32 weight, which changes exp(Entropy) by at most about
-// 6e-8·(2 + Entropy) relative; and S is formed as
-// Σα w² − 2u Σα w + u² Σα with w = v − c (c the mean value vector of the
-// head over all keys, u = e − c) and clamped at 0, so its absolute error is
-// about 1e-16·Σ_j α_tj (v_ji − c_i)² (relative error above 1e-6 only for
-// rows whose dispersion is 1e-10 of that, i.e. nearly one-hot rows, where
-// S itself is ≈ 0).
+// two-pass) to about 1e-15 relative for SumAlpha, SumSq and E, with two
+// documented differences: the entropy uses log α_tj = (x_tj − m_t) − log
+// Z_t (score minus row maximum, minus the log normalizer) instead of the
+// log of the rounded float32 weight, which changes exp(Entropy) by at most
+// about 6e-8·(2 + Entropy) relative; and S is first formed from two matrix
+// products as Σα w² − 2u Σα w + u² Σα with w = v − c (c the mean value
+// vector of the head over all keys, u = e − c), whose absolute error is
+// about T·1e-16·G_ti with G_ti = Σ_j α_tj (v_ji − c_i)². Where that could
+// matter — S_ti < 1e-4·G_ti, i.e. nearly one-hot rows or values far from
+// the head's mean — the row's S is recomputed by the two-pass sum
+// Σ_j α_tj (v_ji − e_ti)² (momentsGuard), so S is within about 1e-9
+// relative of the two-pass value on every row (TestMomentsMatchTwoPass).
 //
 // Tile is the tile itself (weights and value vectors), for what the
 // moments do not cover (e.g. the mass on chosen key positions) and as a
@@ -67,7 +69,14 @@ type momentsWork struct {
 	ent     []float64 // [rows] entropy
 	e, s    []float64 // [rows, dh]
 	moments AttnMoments
+	v       []float32 // the head's value vectors v_j = v[j·stride:][:dh] (setValues)
+	stride  int
+	redone  int // rows whose S was recomputed by two passes (for tests)
 }
+
+// momentsGuard is the ratio S/G below which finish recomputes a row's S by
+// two passes: the matrix-product form loses about log10(G/S) digits.
+const momentsGuard = 1e-4
 
 func newMomentsWork(tile, T, dh int) *momentsWork {
 	return &momentsWork{dh: dh,
@@ -85,6 +94,7 @@ func (w *momentsWork) fits(n, T, dh int) bool {
 // j·stride+dh], j < T.
 func (w *momentsWork) setValues(V []float32, stride, T int) {
 	dh := w.dh
+	w.v, w.stride = V, stride
 	c := w.c
 	clear(c)
 	for j := 0; j < T; j++ {
@@ -119,22 +129,46 @@ func (w *momentsWork) finish(rows, ncol int) bool {
 		fg := w.fg[r*2*dh : (r+1)*2*dh]
 		e, s := w.e[r*dh:(r+1)*dh], w.s[r*dh:(r+1)*dh]
 		var sum float64
+		redo := false
 		for i, ci := range w.c {
 			f, g := fg[i], fg[dh+i]
 			u := f + ci*(s1-1) // e − c
 			e[i] = f + ci*s1
 			si := g - u*(2*f-u*s1)
+			if si < momentsGuard*g {
+				redo = true
+			}
 			if si < 0 {
 				si = 0
 			}
 			s[i] = si
 			sum += si + e[i]
 		}
+		if redo && !math.IsNaN(sum) && !math.IsInf(sum, 0) {
+			w.twoPassS(s, e, w.a64[r*ncol:(r+1)*ncol])
+			w.redone++
+		}
 		if math.IsNaN(sum) || math.IsInf(sum, 0) || math.IsNaN(s1+w.s2[r]) || math.IsInf(s1+w.s2[r], 0) {
 			ok = false
 		}
 	}
 	return ok
+}
+
+// twoPassS sets s_i = Σ_j α_j (v_ji − e_i)² over the keys of one row
+// (weights a, e already computed): the second pass of the two-pass form.
+func (w *momentsWork) twoPassS(s, e, a []float64) {
+	clear(s)
+	dh := w.dh
+	for j, aj := range a {
+		if aj == 0 {
+			continue
+		}
+		for i, x := range w.v[j*w.stride : j*w.stride+dh] {
+			d := float64(x) - e[i]
+			s[i] += aj * d * d
+		}
+	}
 }
 
 // softmaxRowStats replaces row[lo:] with softmax(row[lo:]) and row[:lo]

@@ -74,7 +74,7 @@ func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
 	for r := 0; r < a.Rows; r++ {
 		m.rows++
 		alpha := a.Row(r)
-		var s1, s2, h, scale float64
+		var s1, s2, h float64
 		clear(e)
 		for j, x := range alpha {
 			xf := float64(x)
@@ -93,12 +93,11 @@ func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
 				v := float64(a.Value(j)[i])
 				s += float64(x) * (v - e[i]) * (v - e[i])
 				abs += float64(x) * math.Abs(v)
-				scale = math.Max(scale, float64(x)*v*v)
 			}
 			m.worstE = math.Max(m.worstE, math.Abs(am.E[r*d+i]-e[i])/abs)
-			// S: relative, beside an absolute floor of 1e-13 of the
-			// largest weighted square (see AttnMoments).
-			m.worstS = math.Max(m.worstS, math.Abs(am.S[r*d+i]-s)/(s+1e-7*scale))
+			// S: relative to the two-pass value (the guarded matrix-product
+			// form, see AttnMoments), absolute only where S is 0.
+			m.worstS = math.Max(m.worstS, math.Abs(am.S[r*d+i]-s)/math.Max(s, 1e-300))
 		}
 		m.worstSum = math.Max(m.worstSum, math.Abs(am.SumAlpha[r]-s1)/s1)
 		m.worstSum = math.Max(m.worstSum, math.Abs(am.SumSq[r]-s2)/s2)

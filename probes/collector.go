@@ -45,6 +45,10 @@ type CollectorOptions struct {
 	// Moments selects how S is computed (default TwoPass; Expanded only
 	// for comparison, see MomentsMethod).
 	Moments MomentsMethod
+	// Kernel selects where the row moments come from: the attention pass's
+	// matrix products where the model offers them (MatrixKernel, the
+	// default) or a walk over every row (RowKernel). See Kernel.
+	Kernel Kernel
 	// KeepPerDim also keeps the per-dimension S_i and λobs_i for every row
 	// (MetricS, MetricLambdaObsDim, layout [B,L,H,T,DHead]): 2·DHead more
 	// float64 per cell.
@@ -140,6 +144,9 @@ func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) 
 	}
 	if opts.Moments != TwoPass && opts.Moments != Expanded {
 		return nil, fmt.Errorf("probes: unknown MomentsMethod %d", int(opts.Moments))
+	}
+	if opts.Kernel != MatrixKernel && opts.Kernel != RowKernel {
+		return nil, fmt.Errorf("probes: unknown Kernel %d", int(opts.Kernel))
 	}
 	opts.Lambda = opts.Lambda.WithDefaults(dHead)
 	if opts.BOSKeys == nil {

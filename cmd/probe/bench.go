@@ -30,12 +30,6 @@ type benchResult struct {
 	Threads    int     `json:"threads"`      // attention workers: --threads, default GOMAXPROCS (projections always split over GOMAXPROCS)
 }
 
-// Diagnostic paths of probe bench.
-const (
-	diagMoments = "moments" // the pass computes the row moments with matrix products (model.MomentsConsumer)
-	diagRows    = "rows"    // probes.Collector.ConsumeAttn walks every row (what probe sweep and probe diag run today)
-)
-
 // cmdBench runs probe bench: one batch of T random (seeded) tokens through
 // the model, --reps times, with every App. I diagnostic streaming on every
 // layer unless --no-diagnostics (results discarded), and prints one JSON
@@ -48,7 +42,7 @@ func cmdBench(args []string, w io.Writer) error {
 	T := fs.Int("tokens", 1024, "sequence length T (one batch of T random tokens)")
 	reps := fs.Int("reps", 3, "forward passes; the fastest is reported")
 	noDiag := fs.Bool("no-diagnostics", false, "plain forward pass, no attention consumer")
-	path := fs.String("diag-path", diagMoments, "how the diagnostics are computed: moments (the pass's matrix products) or rows (probes.Collector row by row)")
+	path := fs.String("kernel", probes.MatrixKernel.String(), "where the diagnostics' row moments come from: matrix (the attention pass's matrix products) or rows (probes.Collector row by row); see probes.Kernel")
 	seed := fs.Uint64("seed", 1, "seed of the random tokens")
 	idsFile := fs.String("ids", "", "JSON list of token ids to use instead of random ones (its first --tokens ids; all of them when --tokens is not given)")
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
@@ -67,8 +61,8 @@ func cmdBench(args []string, w io.Writer) error {
 		return fmt.Errorf("--tokens %d: want a positive length", *T)
 	case *reps <= 0:
 		return fmt.Errorf("--reps %d: want at least 1", *reps)
-	case *path != diagMoments && *path != diagRows:
-		return fmt.Errorf("--diag-path %q: want %s or %s", *path, diagMoments, diagRows)
+	case !validKernel(*path):
+		return fmt.Errorf("--kernel %q: want %s or %s", *path, probes.MatrixKernel, probes.RowKernel)
 	}
 	m, err := model.Load(*dir, model.LoadOptions{})
 	if err != nil {
@@ -106,11 +100,12 @@ func cmdBench(args []string, w io.Writer) error {
 		// Every diagnostic of the App. I protocol streams on every layer
 		// (n_eff, S, λobs in its three reductions, K, BOS mass, ‖e‖, gates);
 		// the Collector is allocated once, outside the timed passes.
-		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.DHead, probes.CollectorOptions{})
+		kernel, _ := probes.ParseKernel(*path)
+		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.DHead, probes.CollectorOptions{Kernel: kernel})
 		if err != nil {
 			return err
 		}
-		opt.Hooks = benchHooks(col, c, *path == diagMoments)
+		opt.Hooks = benchHooks(col, c)
 	}
 	res := benchResult{Threads: *threads}
 	if res.Threads <= 0 {
@@ -149,16 +144,13 @@ func cmdBench(args []string, w io.Writer) error {
 	return err
 }
 
-// benchHooks streams every layer's attention rows to col — through
-// newMomentsCollector when moments is set, else directly — and stores the
+func validKernel(s string) bool { _, ok := probes.ParseKernel(s); return ok }
+
+// benchHooks streams every layer's attention rows to col and stores the
 // output gates of gated models in it.
-func benchHooks(col *probes.Collector, c *model.Config, moments bool) *hooks.Set {
+func benchHooks(col *probes.Collector, c *model.Config) *hooks.Set {
 	hs := &hooks.Set{}
-	if moments {
-		hs.Stream(-1, newMomentsCollector(col))
-	} else {
-		hs.Stream(-1, col)
-	}
+	hs.Stream(-1, col)
 	if gp := c.GatePerHead(); gp > 0 {
 		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
 			l, err := strconv.Atoi(strings.Split(name, ".")[1])

@@ -25,7 +25,7 @@ func TestBenchCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"--no-diagnostics"}, {}, {"--diag-path", "rows"}, {"--threads", "1", "--tile", "5"}, {"--ids", ids},
+		{"--no-diagnostics"}, {}, {"--kernel", "rows"}, {"--threads", "1", "--tile", "5"}, {"--ids", ids},
 	} {
 		code, out, errs := probe(t, append([]string{"bench", "--model", dir, "--tokens", "70", "--reps", "2"}, args...)...)
 		if code != 0 {
@@ -50,7 +50,7 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("bench %v: tokens_per_s·seconds = %v, want 70", args, fields["tokens_per_s"]*fields["seconds"])
 		}
 	}
-	for _, bad := range [][]string{{"--tokens", "0"}, {"--reps", "0"}, {"--diag-path", "x"}, {"--ids", ids, "--tokens", "71"}} {
+	for _, bad := range [][]string{{"--tokens", "0"}, {"--reps", "0"}, {"--kernel", "x"}, {"--ids", ids, "--tokens", "71"}} {
 		if code, _, _ := probe(t, append([]string{"bench", "--model", dir}, bad...)...); code != 1 {
 			t.Errorf("bench %v: exit %d, want 1", bad, code)
 		}
@@ -58,7 +58,7 @@ func TestBenchCommand(t *testing.T) {
 }
 
 // TestBenchMomentsMatchCollector: the diagnostics formed from the pass's
-// moments (momentsCollector) equal probes.Collector's own row-by-row ones
+// moments (probes.MatrixKernel) equal probes.Collector's own row-by-row ones
 // within 1e-6 relative, for every metric and cell, on Qwen3 and gated
 // models, with the per-dimension metrics kept.
 func TestBenchMomentsMatchCollector(t *testing.T) {
@@ -76,11 +76,15 @@ func TestBenchMomentsMatchCollector(t *testing.T) {
 			}
 			cols := map[bool]*probes.Collector{}
 			for _, moments := range []bool{false, true} {
-				col, err := probes.NewCollector(1, cfg.Layers, cfg.Heads, T, cfg.DHead, probes.CollectorOptions{KeepPerDim: true})
+				kernel := probes.RowKernel
+				if moments {
+					kernel = probes.MatrixKernel
+				}
+				col, err := probes.NewCollector(1, cfg.Layers, cfg.Heads, T, cfg.DHead, probes.CollectorOptions{KeepPerDim: true, Kernel: kernel})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := m.Forward([][]int{ids}, model.Options{Hooks: benchHooks(col, &m.Config, moments), TileRows: 32}); err != nil {
+				if _, err := m.Forward([][]int{ids}, model.Options{Hooks: benchHooks(col, &m.Config), TileRows: 32}); err != nil {
 					t.Fatal(err)
 				}
 				cols[moments] = col

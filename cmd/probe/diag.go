@@ -25,6 +25,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	allowExt := fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	onNF := fs.String("on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
+	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -60,8 +61,12 @@ func cmdDiag(args []string, w io.Writer) error {
 		return fmt.Errorf("%s: empty sequences", *idsFile)
 	}
 	// App. I defaults: Eq. 6, ν = 1, σ0² = 1/d_head, λ = 1, two-pass S.
+	k, ok := probes.ParseKernel(*kernel)
+	if !ok {
+		return fmt.Errorf("--kernel %q: want %s or %s", *kernel, probes.MatrixKernel, probes.RowKernel)
+	}
 	col, err := probes.NewCollector(B, c.Layers, c.Heads, T, c.DHead,
-		probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag})
+		probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k})
 	if err != nil {
 		return err
 	}

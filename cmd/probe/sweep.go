@@ -147,6 +147,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	lamPrior := fs.Float64("lambda-prior", 1, "λ in K = λobs/(λ + λobs)")
 	lamMax := fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
 	moments := fs.String("moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
+	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
 	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
 	progress := fs.Bool("progress", true, "progress bar on stderr")
 	af := addAggFlags(fs)
@@ -177,7 +178,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	opts := analysis.SweepOptions{LengthsArg: *lengths, KUnit: *k, Samples: *samples, Disjoint: *disjoint,
 		Placement: *placement, Seed: *seed, Offset: *offset, BOSToken: *bos, Bucket: *bucket, LastFrac: *lastFrac,
 		BOSFrac: *bosFrac, AllowExtrapolation: *allowExt, OnNonFinite: *onNF,
-		Probe: analysis.ProbeOptions{Form: *form, Nu: *nu, Sigma02: *sigma02, LambdaPrior: *lamPrior, LambdaMax: *lamMax, Moments: *moments}}
+		Probe: analysis.ProbeOptions{Form: *form, Nu: *nu, Sigma02: *sigma02, LambdaPrior: *lamPrior, LambdaMax: *lamMax, Moments: *moments, Kernel: *kernel}}
 	if *k != 1000 && *k != 1024 {
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
 	}

@@ -1,0 +1,105 @@
+package probes
+
+import (
+	"math"
+
+	"github.com/filterlens/probe/model"
+)
+
+// Kernel selects where a Collector gets each row's moments (Σα, Σα², the
+// entropy, e and S) from.
+type Kernel int
+
+const (
+	// MatrixKernel (the default) takes them from the attention pass itself
+	// where the model offers them (model.MomentsConsumer: the Llama-family
+	// attention of Llama, Mistral, Qwen2, Qwen3, Qiu's gated attention and
+	// GPT-2), computed there with float64 matrix products over whole tiles,
+	// with S recomputed by two passes on every row where the product form
+	// could lose digits (model.AttnMoments states the accuracy: e within
+	// ~1e-15, S within ~1e-9 relative of the two-pass sums). Other models,
+	// the Sandwich form, the Expanded method and tiles with NaN/Inf fall back
+	// to RowKernel.
+	MatrixKernel Kernel = iota
+	// RowKernel walks every row's weights and value vectors twice in
+	// ConsumeAttn (Moments, two-pass): about 3× slower at long context,
+	// the reference the matrix kernel is tested against.
+	RowKernel
+)
+
+// String returns the kernel's name as flags and manifests spell it.
+func (k Kernel) String() string {
+	switch k {
+	case MatrixKernel:
+		return "matrix"
+	case RowKernel:
+		return "rows"
+	}
+	return "Kernel(?)"
+}
+
+// ParseKernel parses "matrix" or "rows".
+func ParseKernel(s string) (Kernel, bool) {
+	for _, k := range []Kernel{MatrixKernel, RowKernel} {
+		if k.String() == s {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// ConsumeMoments implements model.MomentsConsumer: it stores the
+// diagnostics of every row of the tile formed from the moments the
+// attention pass computed (MatrixKernel), with the same functions and order
+// of operations as ConsumeAttn, so the two agree to the moments' rounding
+// (TestBenchMomentsMatchCollector in cmd/probe: worst 7e-8, the entropy
+// n_eff; all others ≤ 2e-12). It hands the tile to ConsumeAttn when the
+// options need more than the moments (RowKernel, Sandwich, Expanded) and
+// when the tile does not fit (ConsumeAttn reports the shape error).
+func (c *Collector) ConsumeMoments(am *model.AttnMoments) error {
+	a := am.Tile
+	o := c.opts
+	if o.Kernel != MatrixKernel || o.Lambda.Form == Sandwich || o.Moments != TwoPass {
+		return c.ConsumeAttn(a)
+	}
+	if c.checkTile(a) != nil {
+		return c.ConsumeAttn(a)
+	}
+	sc := c.pool.Get().(*scratch)
+	defer c.pool.Put(sc)
+	d := a.DHead
+	fromMean, harmonic := o.Lambda, o.Lambda
+	fromMean.Reduction, harmonic.Reduction = FromMean, Harmonic
+	base := c.Index(a.Batch, a.Layer, a.Head, 0)
+	for r := 0; r < a.Rows; r++ {
+		idx := base + a.Q0 + r
+		e, s := am.E[r*d:(r+1)*d], am.S[r*d:(r+1)*d]
+		st := RowStats{NEff: 1 / am.SumSq[r], SumAlpha: am.SumAlpha[r], S: s}
+		lam := fromMean.Lambda(st)
+		o.Lambda.LambdaDim(sc.lam, st)
+		var sumS, e2, sumLam float64
+		for i, ei := range e {
+			e2 += ei * ei
+			sumS += s[i]
+			sumLam += sc.lam[i]
+		}
+		c.NEff[idx] = st.NEff
+		c.NEffEntropy[idx] = math.Exp(am.Entropy[r])
+		c.SumAlpha[idx] = st.SumAlpha
+		c.SMean[idx] = sumS / float64(d)
+		c.LambdaObs[idx] = lam
+		c.K[idx] = KalmanGain(lam, c.lambdaK)
+		c.LambdaObsDimMean[idx] = sumLam / float64(d)
+		c.KDimMean[idx] = KDimMean(sc.lam, c.lambdaK)
+		c.LambdaObsHarmonic[idx] = harmonic.Lambda(st)
+		c.BOSMass[idx] = ColumnMass(a.Row(r), o.BOSKeys)
+		c.ENorm[idx] = math.Sqrt(e2)
+		if o.KeepPerDim {
+			copy(c.S[idx*d:(idx+1)*d], s)
+			copy(c.LambdaObsDim[idx*d:(idx+1)*d], sc.lam)
+		}
+	}
+	return nil
+}
+
+var _ model.MomentsConsumer = (*Collector)(nil)
