@@ -1,0 +1,202 @@
+//go:build amd64 && !openblas
+
+package model
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/cpu"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// On an amd64 CPU with AVX-512 (and an OS that saves its registers), the
+// pure-Go build — no cgo — runs its matrix products on blocked kernels
+// whose innermost 6×32 (float32) and 6×16 (float64) tiles are Go assembly
+// (blas_gemm_amd64.s): several times gonum's rate. Everything else (other
+// BLAS routines, transposed A) stays gonum's. Without AVX-512 the build
+// is plain gonum. PROBE_BLAS=gonum in the environment keeps gonum's kernels
+// (for comparisons).
+func init() {
+	if !cpu.X86.HasAVX512F || os.Getenv("PROBE_BLAS") == "gonum" {
+		return
+	}
+	blas32.Use(gemmBLAS{})
+	blas64.Use(gemmBLAS{})
+	blasName = "gonum+avx512"
+}
+
+// gemmBLAS is gonum's BLAS with Sgemm and Dgemm on the AVX-512 assembly
+// micro-kernels of blas_gemm_amd64.s.
+type gemmBLAS struct{ gonum.Implementation }
+
+// Blocking of the products (Goto's scheme): C is updated in micro-tiles of
+// mr × nr from packed panels of A (mr rows × kc) and B (kc × nr columns);
+// A is packed gemmMC rows at a time, B gemmNC columns, both gemmKC deep.
+const (
+	sMR, sNR = 6, 32 // float32 micro-tile: 12 zmm accumulators
+	dMR, dNR = 6, 16 // float64 micro-tile
+	gemmKC   = 256
+	gemmMC   = 96 // a multiple of 6
+	gemmNC   = 1024
+)
+
+// Sgemm computes C = alpha·A·op(B) + beta·C (row-major), on the AVX-512
+// kernel for A not transposed and on gonum's otherwise.
+func (s gemmBLAS) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if tA != blas.NoTrans || (tB != blas.NoTrans && tB != blas.Trans) {
+		s.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	checkGemm(tB == blas.Trans, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	gemmBlocked(tB == blas.Trans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sMR, sNR, kernelS6x32, &sPool)
+}
+
+// Dgemm is Sgemm in float64.
+func (s gemmBLAS) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	if tA != blas.NoTrans || (tB != blas.NoTrans && tB != blas.Trans) {
+		s.Implementation.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	checkGemm(tB == blas.Trans, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	gemmBlocked(tB == blas.Trans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, dMR, dNR, kernelD6x16, &dPool)
+}
+
+// checkGemm panics, as gonum does, on dimensions the slices cannot hold.
+func checkGemm(transB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) {
+	rb, cb := k, n
+	if transB {
+		rb, cb = n, k
+	}
+	switch {
+	case m < 0 || n < 0 || k < 0:
+		panic(fmt.Sprintf("blas: negative dimension m=%d n=%d k=%d", m, n, k))
+	case lda < max(1, k) || ldb < max(1, cb) || ldc < max(1, n):
+		panic(fmt.Sprintf("blas: bad leading dimension lda=%d ldb=%d ldc=%d for m=%d n=%d k=%d", lda, ldb, ldc, m, n, k))
+	case m > 0 && k > 0 && la < lda*(m-1)+k,
+		rb > 0 && cb > 0 && lb < ldb*(rb-1)+cb,
+		m > 0 && n > 0 && lc < ldc*(m-1)+n:
+		panic("blas: insufficient length of a, b or c")
+	}
+}
+
+type gemmFloat interface{ float32 | float64 }
+
+// gemmBuffers are one call's packing buffers.
+type gemmBuffers[E gemmFloat] struct{ ap, bp, ct []E }
+
+var (
+	sPool = sync.Pool{New: func() any { return newGemmBuffers[float32](sMR, sNR) }}
+	dPool = sync.Pool{New: func() any { return newGemmBuffers[float64](dMR, dNR) }}
+)
+
+func newGemmBuffers[E gemmFloat](mr, nr int) *gemmBuffers[E] {
+	return &gemmBuffers[E]{ap: make([]E, gemmMC*gemmKC), bp: make([]E, (gemmNC+nr)*gemmKC), ct: make([]E, mr*nr)}
+}
+
+// gemmBlocked computes C = alpha·A·op(B) + beta·C with the micro-kernel
+// kernel (C[mr×nr] += Ap·Bp over kc), packing alpha·A and B into zero-padded
+// panels so that edge tiles use the same kernel on a scratch tile.
+func gemmBlocked[E gemmFloat](transB bool, m, n, k int, alpha E, a []E, lda int, b []E, ldb int, beta E, c []E, ldc int,
+	mr, nr int, kernel func(kc int, ap, bp, c []E, ldc int), pool *sync.Pool) {
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		switch beta {
+		case 0:
+			clear(row)
+		case 1:
+		default:
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+	}
+	if k == 0 || alpha == 0 || m == 0 || n == 0 {
+		return
+	}
+	buf := pool.Get().(*gemmBuffers[E])
+	defer pool.Put(buf)
+	for jc := 0; jc < n; jc += gemmNC {
+		nc := min(gemmNC, n-jc)
+		for pc := 0; pc < k; pc += gemmKC {
+			kc := min(gemmKC, k-pc)
+			packB(transB, b, ldb, pc, kc, jc, nc, nr, buf.bp)
+			for ic := 0; ic < m; ic += gemmMC {
+				mc := min(gemmMC, m-ic)
+				packA(a, lda, ic, mc, pc, kc, mr, alpha, buf.ap)
+				for jr := 0; jr < nc; jr += nr {
+					bpan := buf.bp[(jr/nr)*nr*kc : (jr/nr+1)*nr*kc]
+					for ir := 0; ir < mc; ir += mr {
+						apan := buf.ap[(ir/mr)*mr*kc : (ir/mr+1)*mr*kc]
+						if ir+mr <= mc && jr+nr <= nc {
+							kernel(kc, apan, bpan, c[(ic+ir)*ldc+jc+jr:], ldc)
+							continue
+						}
+						clear(buf.ct)
+						kernel(kc, apan, bpan, buf.ct, nr)
+						for i := 0; i < min(mr, mc-ir); i++ {
+							row := c[(ic+ir+i)*ldc+jc+jr:]
+							for j, v := range buf.ct[i*nr : i*nr+min(nr, nc-jr)] {
+								row[j] += v
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// packA writes alpha·A[ic:ic+mc, pc:pc+kc] as panels of mr rows: panel q
+// holds, for each p < kc, the mr values of column pc+p (zero beyond mc).
+func packA[E gemmFloat](a []E, lda, ic, mc, pc, kc, mr int, alpha E, ap []E) {
+	for q := 0; q*mr < mc; q++ {
+		pan := ap[q*mr*kc : (q+1)*mr*kc]
+		for i := 0; i < mr; i++ {
+			r := q*mr + i
+			if r >= mc {
+				for p := 0; p < kc; p++ {
+					pan[p*mr+i] = 0
+				}
+				continue
+			}
+			src := a[(ic+r)*lda+pc : (ic+r)*lda+pc+kc]
+			for p, v := range src {
+				pan[p*mr+i] = alpha * v
+			}
+		}
+	}
+}
+
+// packB writes op(B)[pc:pc+kc, jc:jc+nc] as panels of nr columns: panel q
+// holds, for each p < kc, the nr values of row pc+p (zero beyond nc).
+func packB[E gemmFloat](transB bool, b []E, ldb, pc, kc, jc, nc, nr int, bp []E) {
+	for q := 0; q*nr < nc; q++ {
+		pan := bp[q*nr*kc : (q+1)*nr*kc]
+		w := min(nr, nc-q*nr)
+		if !transB {
+			for p := 0; p < kc; p++ {
+				dst := pan[p*nr : (p+1)*nr]
+				copy(dst, b[(pc+p)*ldb+jc+q*nr:][:w])
+				clear(dst[w:])
+			}
+			continue
+		}
+		for j := 0; j < nr; j++ {
+			if j >= w {
+				for p := 0; p < kc; p++ {
+					pan[p*nr+j] = 0
+				}
+				continue
+			}
+			src := b[(jc+q*nr+j)*ldb+pc : (jc+q*nr+j)*ldb+pc+kc]
+			for p, v := range src {
+				pan[p*nr+j] = v
+			}
+		}
+	}
+}

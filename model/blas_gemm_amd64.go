@@ -1,0 +1,31 @@
+//go:build amd64 && !openblas
+
+package model
+
+// kernelS6x32 computes C[6×32] += Ap·Bp over kc (Ap: kc × 6 and Bp: kc × 32,
+// packed by packA/packB; C row-major with row stride ldc), in twelve zmm
+// accumulators (blas_gemm_amd64.s).
+func kernelS6x32(kc int, ap, bp, c []float32, ldc int) {
+	if kc <= 0 {
+		return
+	}
+	_, _ = ap[6*kc-1], bp[32*kc-1]
+	_ = c[5*ldc+31]
+	kernelS6x32AVX512(kc, &ap[0], &bp[0], &c[0], ldc)
+}
+
+// kernelD6x16 is kernelS6x32 in float64: C[6×16] += Ap·Bp.
+func kernelD6x16(kc int, ap, bp, c []float64, ldc int) {
+	if kc <= 0 {
+		return
+	}
+	_, _ = ap[6*kc-1], bp[16*kc-1]
+	_ = c[5*ldc+15]
+	kernelD6x16AVX512(kc, &ap[0], &bp[0], &c[0], ldc)
+}
+
+//go:noescape
+func kernelS6x32AVX512(kc int, ap, bp, c *float32, ldc int)
+
+//go:noescape
+func kernelD6x16AVX512(kc int, ap, bp, c *float64, ldc int)
