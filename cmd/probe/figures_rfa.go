@@ -117,114 +117,7 @@ func parseHeads(s string) ([]int, error) {
 
 // cmdFiguresRFA draws the RFA figures of the checkpoint inputs into out.
 func cmdFiguresRFA(f *rfaFigureFlags, out string, wo report.WriteOptions, w io.Writer) error {
-	in := papers.RFACheckpointInput{Model: *f.model}
-	var m *model.Model
-	if *f.model != "" {
-		var err error
-		if m, err = model.Load(*f.model, model.LoadOptions{}); err != nil {
-			return err
-		}
-		in.RFA, in.Layers = m.IsRFA(), m.Config.Layers
-		layer := *f.layer
-		if layer < 0 {
-			layer = m.Config.Layers - 1
-		}
-		if layer >= m.Config.Layers {
-			return fmt.Errorf("--layer %d: %s has %d layers", layer, *f.model, m.Config.Layers)
-		}
-		in.Layer = layer
-		if in.RFA {
-			in.Ablation = m.Config.RFA.Ablation
-			all, err := m.RFAParams()
-			if err != nil {
-				return err
-			}
-			if in.Params, err = papers.LayerParams(all, layer); err != nil {
-				return err
-			}
-			in.MapsParams = in.Params
-			in.Lags = papers.RFALagAxis{Max: *f.maxLag, Source: "given"}
-			if in.Lags.Max <= 0 {
-				in.Lags = papers.RFALagAxis{Max: float64(m.Config.MaxPos), Source: "default: the model's longest context (t_measure)"}
-			}
-			switch *f.lagAxis {
-			case "log":
-				in.Lags.Log = true
-			case "linear":
-			default:
-				return fmt.Errorf("--lag-axis %q: want log or linear", *f.lagAxis)
-			}
-		} else if *f.decayed {
-			return fmt.Errorf("--attn-decayed: %s is a %s model; the decayed attention A = Â ⊙ E exists for RFA models only", *f.model, m.Config.Arch)
-		}
-		T := *f.attnTokens
-		if T < 0 {
-			T = 4096
-			if m.Config.MaxPos > 0 {
-				T = min(T, m.Config.MaxPos)
-			}
-		}
-		if T > 0 {
-			hs, err := parseHeads(*f.heads)
-			if err != nil {
-				return err
-			}
-			ids, src, err := f.attentionIDs(m, T)
-			if err != nil {
-				return err
-			}
-			in.MapsTokens = src
-			in.Maps, err = papers.StreamAttentionMaps(m, ids, layer, hs, *f.maxSize, *f.pool, *f.decayed,
-				model.Options{AllowExtrapolation: *f.extrapolate})
-			if err != nil {
-				return err
-			}
-		}
-		if !in.RFA && in.Maps == nil {
-			return fmt.Errorf("%s is a %s model, not RFA: only its attention maps can be drawn, and --attn-tokens is 0", *f.model, m.Config.Arch)
-		}
-	}
-	switch {
-	case *f.series != "" && *f.history != "":
-		return fmt.Errorf("give --series or --history, not both")
-	case *f.series != "":
-		h, err := papers.LoadRFASeries(strings.Split(*f.series, ","), *f.layer)
-		if err != nil {
-			return err
-		}
-		in.History = h
-	case *f.history != "":
-		var mu []float64
-		if m != nil && in.RFA {
-			// μ is a fixed buffer in the authors' runs: the checkpoint
-			// supplies it to a history that did not log it.
-			all, err := m.RFAParams()
-			if err != nil {
-				return err
-			}
-			layer := *f.layer
-			if layer < 0 {
-				layer = m.Config.Layers - 1
-			}
-			ps, err := papers.LayerParams(all, layer)
-			if err != nil {
-				return err
-			}
-			for _, p := range ps {
-				mu = append(mu, p.Mu)
-			}
-		}
-		h, err := papers.ReadRFAHistory(*f.history, *f.layer, mu)
-		if err != nil {
-			return err
-		}
-		in.History = h
-	}
-	in.Manifest = []report.Option{{Name: "paper", Value: "papers/000 (RFA), Figs. 3, 4 (App. B.4), 8–10 (App. F.2), 11–14 (App. F.3)", Source: "shared/papers; notes 000 §C"}}
-	if *f.model != "" {
-		in.Manifest = append(in.Manifest, report.Option{Name: "checkpoint", Value: *f.model, Source: "--model"})
-	}
-	r, err := papers.RFACheckpointReport(in)
+	r, err := rfaCheckpointReport(f)
 	if err != nil {
 		return err
 	}
@@ -238,4 +131,116 @@ func cmdFiguresRFA(f *rfaFigureFlags, out string, wo report.WriteOptions, w io.W
 	}
 	fmt.Fprintf(w, "rfa: %d figures (%s) → %s\n", len(r.Figures), strings.Join(ids, ", "), res.HTML)
 	return nil
+}
+
+// rfaCheckpointReport builds the report of the checkpoint inputs.
+func rfaCheckpointReport(f *rfaFigureFlags) (*report.Report, error) {
+	in := papers.RFACheckpointInput{Model: *f.model}
+	var m *model.Model
+	if *f.model != "" {
+		var err error
+		if m, err = model.Load(*f.model, model.LoadOptions{}); err != nil {
+			return nil, err
+		}
+		in.RFA, in.Layers = m.IsRFA(), m.Config.Layers
+		layer := *f.layer
+		if layer < 0 {
+			layer = m.Config.Layers - 1
+		}
+		if layer >= m.Config.Layers {
+			return nil, fmt.Errorf("--layer %d: %s has %d layers", layer, *f.model, m.Config.Layers)
+		}
+		in.Layer = layer
+		if in.RFA {
+			in.Ablation = m.Config.RFA.Ablation
+			all, err := m.RFAParams()
+			if err != nil {
+				return nil, err
+			}
+			if in.Params, err = papers.LayerParams(all, layer); err != nil {
+				return nil, err
+			}
+			in.MapsParams = in.Params
+			in.Lags = papers.RFALagAxis{Max: *f.maxLag, Source: "given"}
+			if in.Lags.Max <= 0 {
+				in.Lags = papers.RFALagAxis{Max: float64(m.Config.MaxPos), Source: "default: the model's longest context (t_measure)"}
+			}
+			switch *f.lagAxis {
+			case "log":
+				in.Lags.Log = true
+			case "linear":
+			default:
+				return nil, fmt.Errorf("--lag-axis %q: want log or linear", *f.lagAxis)
+			}
+		} else if *f.decayed {
+			return nil, fmt.Errorf("--attn-decayed: %s is a %s model; the decayed attention A = Â ⊙ E exists for RFA models only", *f.model, m.Config.Arch)
+		}
+		T := *f.attnTokens
+		if T < 0 {
+			T = 4096
+			if m.Config.MaxPos > 0 {
+				T = min(T, m.Config.MaxPos)
+			}
+		}
+		if T > 0 {
+			hs, err := parseHeads(*f.heads)
+			if err != nil {
+				return nil, err
+			}
+			ids, src, err := f.attentionIDs(m, T)
+			if err != nil {
+				return nil, err
+			}
+			in.MapsTokens = src
+			in.Maps, err = papers.StreamAttentionMaps(m, ids, layer, hs, *f.maxSize, *f.pool, *f.decayed,
+				model.Options{AllowExtrapolation: *f.extrapolate})
+			if err != nil {
+				return nil, err
+			}
+		}
+		if !in.RFA && in.Maps == nil {
+			return nil, fmt.Errorf("%s is a %s model, not RFA: only its attention maps can be drawn, and --attn-tokens is 0", *f.model, m.Config.Arch)
+		}
+	}
+	switch {
+	case *f.series != "" && *f.history != "":
+		return nil, fmt.Errorf("give --series or --history, not both")
+	case *f.series != "":
+		h, err := papers.LoadRFASeries(strings.Split(*f.series, ","), *f.layer)
+		if err != nil {
+			return nil, err
+		}
+		in.History = h
+	case *f.history != "":
+		var mu []float64
+		if m != nil && in.RFA {
+			// μ is a fixed buffer in the authors' runs: the checkpoint
+			// supplies it to a history that did not log it.
+			all, err := m.RFAParams()
+			if err != nil {
+				return nil, err
+			}
+			layer := *f.layer
+			if layer < 0 {
+				layer = m.Config.Layers - 1
+			}
+			ps, err := papers.LayerParams(all, layer)
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range ps {
+				mu = append(mu, p.Mu)
+			}
+		}
+		h, err := papers.ReadRFAHistory(*f.history, *f.layer, mu)
+		if err != nil {
+			return nil, err
+		}
+		in.History = h
+	}
+	in.Manifest = []report.Option{{Name: "paper", Value: "papers/000 (RFA), Figs. 3, 4 (App. B.4), 8–10 (App. F.2), 11–14 (App. F.3)", Source: "shared/papers; notes 000 §C"}}
+	if *f.model != "" {
+		in.Manifest = append(in.Manifest, report.Option{Name: "checkpoint", Value: *f.model, Source: "--model"})
+	}
+	return papers.RFACheckpointReport(in)
 }
