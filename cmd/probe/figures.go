@@ -15,7 +15,7 @@ import (
 // instead (figures_rfa.go).
 func cmdFigures(args []string, w io.Writer) error {
 	fs := newFlags("figures")
-	paper := fs.String("paper", "", "rfa, selrope, rt or bft (or all)")
+	paper := fs.String("paper", "", "rfa, selrope, rt or bft (or all): analytic figures; afa with --model: Figs. 1–3 of trained toy filters")
 	out := fs.String("out", "", "output directory (created)")
 	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
 	echarts := fs.String("echarts", "", "echarts.min.js to inline (default: $"+report.EChartsEnv+" or "+report.EChartsRelPath+")")
@@ -27,11 +27,28 @@ func cmdFigures(args []string, w io.Writer) error {
 	if *out == "" {
 		return fmt.Errorf("--out is required")
 	}
+	wo := report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}
+	if *paper == "afa" {
+		// AFA's figures exist only from trained toy filters (zoo/checkpoints/afa_toy).
+		if *rfa.model == "" {
+			return fmt.Errorf("--paper afa draws Figs. 1–3 from trained toy filters: give --model <afa_toy folder> (e.g. zoo/checkpoints/afa_toy)")
+		}
+		r, err := papers.AFAToyReport(*rfa.model, papers.AFAToyOptions{})
+		if err != nil {
+			return err
+		}
+		res, err := r.Write(*out, wo)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "afa: %d figures → %s\n", len(r.Figures), res.HTML)
+		return nil
+	}
 	if rfa.active() {
 		if *paper != "rfa" {
-			return fmt.Errorf("--model, --series and --history draw RFA figures from checkpoints: use them with --paper rfa")
+			return fmt.Errorf("--model, --series and --history draw RFA figures from checkpoints: use them with --paper rfa (or --model with --paper afa)")
 		}
-		return cmdFiguresRFA(rfa, *out, report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}, w)
+		return cmdFiguresRFA(rfa, *out, wo, w)
 	}
 	var list []string
 	switch *paper {
