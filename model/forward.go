@@ -24,6 +24,12 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 	if m.afa != nil {
 		return m.forwardAFA(ids, opt)
 	}
+	return m.forward(ids, opt, nil)
+}
+
+// forward is the Llama-family pass; gr, when not nil, replaces the output
+// gate (ForwardGate, gate_override.go).
+func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) {
 	T, err := m.checkIDs(ids, opt)
 	if err != nil {
 		return nil, err
@@ -130,6 +136,9 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 			q: q, k: k, v: v, z: z,
 			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
 		}
+		if gr != nil {
+			args.consumers = gr.consumers(args.consumers, B, T, H)
+		}
 		patName := name("blocks.{l}.attn.hook_pattern")
 		if hs.Has(patName) {
 			args.pattern = make([]float32, B*H*T*T)
@@ -144,6 +153,9 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 
 		// output gate: z ⊙ sigmoid(gate logits), per head or per element
 		if gate != nil {
+			if gr != nil && err == nil {
+				err = gr.apply(l, gate, gp, B, T, H)
+			}
 			if gp == 1 {
 				run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H)
 			} else {

@@ -33,7 +33,7 @@ func init() {
 		{"capture", "capture --model <dir> (--ids <file.json> | --text <file>) --hook <name> ... --out <file.safetensors>", cmdCapture},
 		{"tokenize", "tokenize (--model <dir> | --tokenizer <file>) --text <file> [--no-special-tokens]: ids as JSON", cmdTokenize},
 		{"generate", "generate --arch <arch> --out <dir>: write a randomly initialized HF checkpoint", cmdGenerate},
-		{"demo", "demo [--out <dir>]: generate a small gated checkpoint, inspect it, capture hooks", cmdDemo},
+		{"demo", "demo [--out <dir>] [--static]: the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, perplexity and Prediction 3) in one report.html", cmdDemo},
 		{"hooks", "hooks: list the hook points and their shapes", cmdHooks},
 		{"figures", "figures --paper rfa|selrope|rt|bft|all --out <dir> [--static] [--model|--series|--history (rfa)]: the papers' figures (analytic; RFA also from checkpoints)", cmdFigures},
 		{"report", "report <sweep-dir> [--out report.html] | report attention --capture <file> --layer L [--heads 0,1] [--gamma 0.25] --out <dir>", cmdReport},
@@ -42,6 +42,7 @@ func init() {
 		{"summarize", "summarize <dir>: Figs. 2–4 of a sweep beside the paper's numbers", cmdSummarize},
 		{"merge", "merge <dir> ... --out <dir>: combine sweep shards into the tables of an unsharded run", cmdMerge},
 		{"bench", "bench --model <dir> --tokens T [--reps N] [--no-diagnostics]: forward-pass speed and peak RSS as one JSON object", cmdBench},
+		{"ppl", "ppl --model <dir>[,<dir>...] (--ids <file> | --text <file>) [--lengths 256,...,4096] [--samples N] [--gate learned,one,k,k-matched] --out <dir>: perplexity vs context length, gate variants (BFT Prediction 3)", cmdPPL},
 		{"params", "params <dir> [--json]: RFA per-head filter parameters (μ, ω band, σ², η², γ², τ, ν/d, α, β, regime, ALiBi slope)", cmdParams},
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,10 +11,12 @@ import (
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
+	"github.com/filterlens/probe/report/papers"
 	"github.com/filterlens/probe/report/sweep"
 )
 
 // cmdReport writes the BFT Figs. 2–4 report of a finished `probe sweep`
+// folder, the perplexity-vs-T and Prediction 3 report of a `probe ppl`
 // folder, or (`probe report attention …`) attention maps of a capture.
 func cmdReport(args []string, w io.Writer) error {
 	if len(args) > 0 && args[0] == "attention" {
@@ -30,19 +33,30 @@ func cmdReport(args []string, w io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("want one results directory (a finished probe sweep folder), or `probe report attention …`")
+		return fmt.Errorf("want one results directory (a finished probe sweep or probe ppl folder), or `probe report attention …`")
 	}
-	man, res, err := analysis.LoadResults(pos[0], nil)
-	if err != nil {
-		return err
-	}
-	in, err := sweep.FromAnalysis(man, res, *std)
-	if err != nil {
-		return err
-	}
-	r, err := sweep.Build(in)
-	if err != nil {
-		return err
+	var r *report.Report
+	if _, err := os.Stat(filepath.Join(pos[0], "ppl_manifest.json")); err == nil {
+		// A probe ppl folder: perplexity vs T and BFT's Prediction 3.
+		res, err := analysis.ReadPPL(pos[0])
+		if err != nil {
+			return err
+		}
+		if r, err = papers.ZooReport(res); err != nil {
+			return err
+		}
+	} else {
+		man, res, err := analysis.LoadResults(pos[0], nil)
+		if err != nil {
+			return err
+		}
+		in, err := sweep.FromAnalysis(man, res, *std)
+		if err != nil {
+			return err
+		}
+		if r, err = sweep.Build(in); err != nil {
+			return err
+		}
 	}
 	html := *out
 	if html == "" {

@@ -1,0 +1,829 @@
+package analysis
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/stat/distuv"
+	"gorgonia.org/tensor"
+
+	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
+)
+
+// Perplexity against context length, the protocol of RFA's Table 1
+// (test perplexity at L ∈ {512, …, 4096} of models trained at one
+// context), and the inference-time test of BFT's Prediction 3 (App. I):
+// the same passes with a gated checkpoint's learned output gate replaced
+// by 1 or by the Kalman gain K_BFT computed from each query's attention row
+// (model.ForwardGate, probes.KGate).
+//
+// For each model, each length T and each sample s, a chunk of T + 1 stream
+// tokens x_0 … x_T is cut (PlanChunks, non-overlapping); one forward pass
+// over x_0 … x_{T−1} predicts x_{t+1} at position t, with
+// NLL_t = logsumexp(z_t) − z_t[x_{t+1}] in float64 from the float32
+// logits. A chunk's mean NLL is over its scored positions t ≥ first
+// (PPLOptions.Positions); a length's is over all scored tokens of all its
+// chunks, and ppl = exp(mean NLL).
+
+// PPL gate variants besides the probes.GateMapping names (k, k-matched,
+// k-lambda, mean).
+const (
+	// VariantLearned is the checkpoint as trained: its learned output gate
+	// when it has one. Ungated models run this variant only.
+	VariantLearned = "learned"
+	// VariantOne sets every output gate to 1 (the gate removed).
+	VariantOne = "one"
+)
+
+// Position selections (PPLOptions.Positions).
+const (
+	PositionsAll         = "all"          // every position t = 0 … T−1 (default)
+	PositionsLastQuarter = "last-quarter" // t ≥ T − ⌊T/4⌋
+	PositionsFromPrefix  = "from:"        // "from:N": t ≥ N (e.g. from:256 isolates extrapolation)
+)
+
+// PPLOptions are the options of a perplexity run, recorded in its manifest.
+type PPLOptions struct {
+	// Lengths are the context lengths T (tokens in a forward pass),
+	// ascending. A chunk holds T + 1 stream tokens.
+	Lengths []int `json:"lengths"`
+	// Samples is the number of chunks per length (N).
+	Samples int `json:"samples"`
+	// Disjoint, Placement, Seed and Offset lay the chunks out as in a
+	// sweep (ChunkOptions): by default back to back from Offset, every
+	// chunk of every length disjoint.
+	Disjoint  string `json:"disjoint"`
+	Placement string `json:"placement"`
+	Seed      uint64 `json:"seed"`
+	Offset    int    `json:"offset"`
+	// Positions selects the scored positions: PositionsAll (default),
+	// PositionsLastQuarter or "from:N".
+	Positions string `json:"positions"`
+	// Variants are the gate variants run on gated models, in order:
+	// VariantLearned, VariantOne and the probes.GateMapping names.
+	Variants []string `json:"variants"`
+	// LambdaForm is the λobs estimator of the K mappings: "reml" (Eq. 6,
+	// default) or "naive" (Eq. 5). Nu and Sigma02 are Eq. 6's ν and σ0²
+	// (0: the paper's 1 and 1/d_head); Prior is λ in K = λobs/(λ + λobs)
+	// for k and k-matched (0: 1); LambdaMax caps λobs (0: no cap).
+	LambdaForm string  `json:"lambda_form"`
+	Nu         float64 `json:"nu"`
+	Sigma02    float64 `json:"sigma02"`
+	Prior      float64 `json:"prior"`
+	LambdaMax  float64 `json:"lambda_max"`
+	// CalibLength and CalibSamples size the calibration chunks of the
+	// calibrated mappings (k-matched, k-lambda, mean): CalibSamples chunks
+	// of CalibLength tokens, run with the learned gate, placed at the start
+	// of the stream (from Offset) before every evaluation chunk, so no
+	// evaluated token is used for calibration. CalibLength 0 selects the
+	// smallest length; CalibSamples 0 selects 1.
+	CalibLength  int `json:"calib_length"`
+	CalibSamples int `json:"calib_samples"`
+	// TrainLength is the training context T_train of the models (0:
+	// unknown), for the figures and the T − T_train column only.
+	TrainLength int `json:"train_length"`
+	// CILevel is the level of the intervals (default 0.95).
+	CILevel float64 `json:"ci_level"`
+}
+
+// DefaultPPLOptions returns the defaults: T ∈ {256, 512, 1024, 2048,
+// 4096}, 4 samples, every position, every gate variant, K_BFT of App. I.
+func DefaultPPLOptions() PPLOptions {
+	return PPLOptions{Lengths: []int{256, 512, 1024, 2048, 4096}, Samples: 4, Disjoint: DisjointAll,
+		Placement: PlaceSequential, Positions: PositionsAll, LambdaForm: "reml", CILevel: 0.95,
+		Variants: []string{VariantLearned, VariantOne, string(probes.MapK), string(probes.MapKMatched), string(probes.MapKLambda), string(probes.MapMean)}}
+}
+
+// ParseVariants parses a comma-separated list of gate variants.
+func ParseVariants(s string) ([]string, error) {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		if v != VariantLearned && v != VariantOne {
+			if _, err := probes.ParseGateMapping(v); err != nil {
+				return nil, fmt.Errorf("gate variant %q: want learned, one, k, k-matched, k-lambda or mean", v)
+			}
+		}
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("gate variant %q given twice", v)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no gate variant given (learned, one, k, k-matched, k-lambda, mean)")
+	}
+	return out, nil
+}
+
+// FirstPosition returns the first scored position of a length-T pass under
+// the Positions option.
+func (o *PPLOptions) FirstPosition(T int) (int, error) {
+	switch {
+	case o.Positions == "" || o.Positions == PositionsAll:
+		return 0, nil
+	case o.Positions == PositionsLastQuarter:
+		return T - T/4, nil
+	case strings.HasPrefix(o.Positions, PositionsFromPrefix):
+		n, err := strconv.Atoi(strings.TrimPrefix(o.Positions, PositionsFromPrefix))
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("positions %q: want from:N with N ≥ 0", o.Positions)
+		}
+		if n >= T {
+			return 0, fmt.Errorf("positions %q score nothing at T = %d (positions are 0 … T−1)", o.Positions, T)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("positions %q: want all, last-quarter or from:N", o.Positions)
+}
+
+// calibrated reports whether any variant needs a calibration pass.
+func (o *PPLOptions) calibrated() bool {
+	for _, v := range o.Variants {
+		if probes.GateMapping(v).Calibrated() {
+			return true
+		}
+	}
+	return false
+}
+
+// kGateOptions returns the probes options of mapping v.
+func (o *PPLOptions) kGateOptions(v string) (probes.KGateOptions, error) {
+	k := probes.KGateOptions{Mapping: probes.GateMapping(v), Prior: o.Prior,
+		Lambda: probes.LambdaOptions{Nu: o.Nu, Sigma02: o.Sigma02, LambdaMax: o.LambdaMax}}
+	switch o.LambdaForm {
+	case "", "reml":
+		k.Lambda.Form = probes.REMLPrior
+	case "naive":
+		k.Lambda.Form = probes.REMLNaive
+	default:
+		return k, fmt.Errorf("lambda form %q: want reml (Eq. 6) or naive (Eq. 5)", o.LambdaForm)
+	}
+	return k, nil
+}
+
+// Validate fills defaults and checks the options.
+func (o *PPLOptions) Validate() error {
+	if o.Positions == "" {
+		o.Positions = PositionsAll
+	}
+	if o.CILevel == 0 {
+		o.CILevel = 0.95
+	}
+	if o.CalibSamples == 0 {
+		o.CalibSamples = 1
+	}
+	if o.LambdaForm == "" {
+		o.LambdaForm = "reml"
+	}
+	co := o.chunkOptions(0)
+	if err := co.resolve(); err != nil {
+		return err
+	}
+	o.Disjoint, o.Placement = co.Disjoint, co.Placement
+	if len(o.Variants) == 0 {
+		return errors.New("no gate variants")
+	}
+	if _, err := ParseVariants(strings.Join(o.Variants, ",")); err != nil {
+		return err
+	}
+	for _, T := range o.Lengths {
+		if _, err := o.FirstPosition(T); err != nil {
+			return err
+		}
+	}
+	if o.CalibLength == 0 {
+		o.CalibLength = o.Lengths[0]
+	}
+	switch {
+	case !(o.CILevel > 0 && o.CILevel < 1):
+		return fmt.Errorf("ci level %v: want a fraction in (0, 1)", o.CILevel)
+	case o.CalibLength < 1 || o.CalibSamples < 1:
+		return fmt.Errorf("calibration of %d chunks of %d tokens: want at least 1 of at least 1", o.CalibSamples, o.CalibLength)
+	case o.TrainLength < 0:
+		return fmt.Errorf("train length %d is negative", o.TrainLength)
+	}
+	if _, err := o.kGateOptions(string(probes.MapK)); err != nil {
+		return err
+	}
+	if _, err := probes.NewKGate(probes.KGateOptions{Prior: o.Prior, Lambda: probes.LambdaOptions{Nu: o.Nu, Sigma02: o.Sigma02, LambdaMax: o.LambdaMax}}, 1, 1, 1); err != nil {
+		return err
+	}
+	return nil
+}
+
+// calibTokens is the stream tokens the calibration chunks take.
+func (o *PPLOptions) calibTokens() int {
+	if !o.calibrated() {
+		return 0
+	}
+	return o.CalibLength * o.CalibSamples
+}
+
+// chunkOptions lays out the evaluation chunks (T + 1 tokens each) after
+// the calibration chunks.
+func (o *PPLOptions) chunkOptions(calib int) ChunkOptions {
+	ls := make([]int, len(o.Lengths))
+	for i, T := range o.Lengths {
+		ls[i] = T + 1
+	}
+	return ChunkOptions{Lengths: ls, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement, Seed: o.Seed,
+		Offset: o.Offset + calib}
+}
+
+// PlanPPL returns the evaluation chunks (Chunk.T is the context length T;
+// the chunk holds T + 1 tokens) and the calibration chunks (Chunk.T is
+// CalibLength; no calibration chunk unless a calibrated variant is asked
+// for) of a stream of streamLen tokens. The options must be validated.
+func PlanPPL(streamLen int, o PPLOptions) (eval, calib []Chunk, err error) {
+	ct := o.calibTokens()
+	for s := 0; ct > 0 && s < o.CalibSamples; s++ {
+		start := o.Offset + s*o.CalibLength
+		calib = append(calib, Chunk{T: o.CalibLength, Sample: s, Start: start, End: start + o.CalibLength})
+	}
+	eval, err = PlanChunks(streamLen, o.chunkOptions(ct))
+	if err != nil {
+		if ct > 0 {
+			err = fmt.Errorf("%w (after %d calibration tokens)", err, ct)
+		}
+		return nil, nil, err
+	}
+	for i := range eval {
+		eval[i].T--
+	}
+	return eval, calib, nil
+}
+
+// PPLChunkRow is one (model, variant, T, sample) pass.
+type PPLChunkRow struct {
+	Model   string  `parquet:"model"`
+	Variant string  `parquet:"variant"`
+	T       int     `parquet:"T"`
+	Sample  int     `parquet:"sample"`
+	Start   int     `parquet:"start"` // stream tokens [start, end): inputs [start, end−1), targets [start+1, end)
+	End     int     `parquet:"end"`
+	First   int     `parquet:"first_pos"` // first scored position
+	N       int     `parquet:"n_pred"`
+	NLLSum  float64 `parquet:"nll_sum"`
+	NLL     float64 `parquet:"mean_nll"`
+	PPL     float64 `parquet:"ppl"`
+	Extrap  bool    `parquet:"extrapolated"` // T > max_position_embeddings
+}
+
+// PPLSummaryRow is one (model, variant, T): the mean NLL over every scored
+// token of the N chunks, ppl = exp of it, the std of the N chunk means
+// (ddof 1), their standard error, and a Student-t interval at CILevel on
+// the mean NLL, mapped through exp for ppl. DNLL is the mean paired
+// difference of chunk NLLs to the learned variant on the same chunks
+// (negative: better than the learned gate), with its interval; NaN for the
+// learned variant itself and when it did not run.
+type PPLSummaryRow struct {
+	Model    string  `parquet:"model"`
+	Variant  string  `parquet:"variant"`
+	T        int     `parquet:"T"`
+	Samples  int     `parquet:"samples"`
+	First    int     `parquet:"first_pos"`
+	N        int     `parquet:"n_pred"`
+	NLL      float64 `parquet:"mean_nll"`
+	Std      float64 `parquet:"chunk_std"`
+	SE       float64 `parquet:"se"`
+	NLLLo    float64 `parquet:"nll_lo"`
+	NLLHi    float64 `parquet:"nll_hi"`
+	PPL      float64 `parquet:"ppl"`
+	PPLLo    float64 `parquet:"ppl_lo"`
+	PPLHi    float64 `parquet:"ppl_hi"`
+	DNLL     float64 `parquet:"d_nll_vs_learned"`
+	DNLLLo   float64 `parquet:"d_nll_lo"`
+	DNLLHi   float64 `parquet:"d_nll_hi"`
+	Extrap   bool    `parquet:"extrapolated"`
+	MaxPos   int     `parquet:"max_pos"`
+	TMinusTr int     `parquet:"t_minus_train"` // T − TrainLength (T when it is unknown)
+}
+
+// PPLCalibRow is the calibration of one (model, mapping, layer, head).
+type PPLCalibRow struct {
+	Model    string  `parquet:"model"`
+	Variant  string  `parquet:"variant"`
+	Layer    int     `parquet:"layer"`
+	Head     int     `parquet:"head"`
+	Rows     int64   `parquet:"rows"`      // query rows of the calibration chunks
+	MeanGate float64 `parquet:"mean_gate"` // learned gate's mean
+	MeanK    float64 `parquet:"mean_k"`    // K_BFT's mean at the prior λ
+	Scale    float64 `parquet:"scale"`     // k-matched: mean_gate/mean_k
+	Lambda   float64 `parquet:"lambda"`    // k-lambda: fitted λ (NaN otherwise)
+}
+
+// PPLModel is one model of a run in its manifest.
+type PPLModel struct {
+	Label    string    `json:"label"`
+	Info     ModelInfo `json:"info"`
+	Gated    bool      `json:"gated"`
+	Variants []string  `json:"variants"`
+	// Seconds per variant of the evaluation passes, and of the
+	// calibration pass(es), loading and hashing.
+	Seconds     map[string]float64 `json:"seconds"`
+	CalibSecond float64            `json:"calibration_seconds"`
+	Loading     float64            `json:"loading_seconds"`
+	Hashing     float64            `json:"hashing_seconds"`
+	Notes       []string           `json:"notes,omitempty"`
+}
+
+// PPLManifest is a perplexity run's record (ppl_manifest.json).
+type PPLManifest struct {
+	Kind        string            `json:"kind"` // "ppl"
+	Tool        ToolInfo          `json:"tool"`
+	Created     string            `json:"created"`
+	Complete    bool              `json:"complete"`
+	Error       string            `json:"error,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Models      []PPLModel        `json:"models"`
+	Source      SourceInfo        `json:"source"`
+	Options     PPLOptions        `json:"ppl"`
+	Conventions map[string]string `json:"conventions"`
+	Chunks      []Chunk           `json:"chunks"`
+	Calibration []Chunk           `json:"calibration_chunks,omitempty"`
+	Threads     int               `json:"threads"`
+	GOMAXPROCS  int               `json:"gomaxprocs"`
+	NumCPU      int               `json:"num_cpu"`
+	Seconds     float64           `json:"total_seconds"`
+	CLIOptions  []Option          `json:"options,omitempty"`
+	Tables      []string          `json:"tables,omitempty"`
+}
+
+// PPLManifestName is the manifest's file name in a run's folder.
+const PPLManifestName = "ppl_manifest.json"
+
+// PPLResults are a run's tables and manifest.
+type PPLResults struct {
+	Manifest    *PPLManifest
+	Summary     []PPLSummaryRow
+	Chunks      []PPLChunkRow
+	Calibration []PPLCalibRow
+}
+
+// PPLProgress reports where a run is: at the start of every pass, after
+// each of its layers, and at its end.
+type PPLProgress struct {
+	Pass, Passes  int // 1-based
+	Model         string
+	Variant       string // "calibration" for a calibration pass
+	T, Sample     int
+	Layer, Layers int
+	Done          bool
+	// Work and WorkLeft are estimated costs (PassCost) done and to do.
+	Work, WorkLeft float64
+	Tokens         int64 // tokens of the finished passes
+	Elapsed        time.Duration
+}
+
+// PPLRun runs perplexity passes over one or more checkpoints.
+type PPLRun struct {
+	Dirs    []string // checkpoint folders, loaded one at a time
+	Source  SourceInfo
+	Stream  []int
+	Options PPLOptions
+	Out     string   // output folder
+	Formats []string // default parquet and csv
+	Threads int      // attention workers (0: GOMAXPROCS)
+	// Options and arguments as given on the command line, for the manifest.
+	CLIOptions []Option
+	Args       []string
+	Progress   func(PPLProgress)
+}
+
+// pplPlan is one model's passes.
+type pplPlan struct {
+	dir, label string
+	cfg        *model.Config
+	variants   []string
+	notes      []string
+}
+
+// pplLabels returns the models' labels: the folder names, with the index
+// appended where two folders share a name.
+func pplLabels(dirs []string) []string {
+	count := map[string]int{}
+	for _, d := range dirs {
+		count[filepath.Base(filepath.Clean(d))]++
+	}
+	out := make([]string, len(dirs))
+	for i, d := range dirs {
+		b := filepath.Base(filepath.Clean(d))
+		if count[b] > 1 {
+			b = fmt.Sprintf("%s#%d", b, i)
+		}
+		out[i] = b
+	}
+	return out
+}
+
+// Run validates everything it can before the first pass (options, every
+// model's config, the stream's ids against every vocabulary), runs the
+// passes, and writes the tables and the manifest. On a failure the
+// manifest records the error.
+func (r *PPLRun) Run() (*PPLResults, error) {
+	start := time.Now()
+	if len(r.Dirs) == 0 {
+		return nil, errors.New("analysis: no model folders")
+	}
+	if err := r.Options.Validate(); err != nil {
+		return nil, err
+	}
+	if len(r.Formats) == 0 {
+		r.Formats = []string{FormatParquet, FormatCSV}
+	}
+	if r.Threads <= 0 {
+		r.Threads = runtime.GOMAXPROCS(0)
+	}
+	o := &r.Options
+	eval, calib, err := PlanPPL(len(r.Stream), *o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
+	}
+	labels := pplLabels(r.Dirs)
+	var plans []pplPlan
+	work := 0.0
+	passes := 0
+	for i, dir := range r.Dirs {
+		cfg, err := model.LoadConfig(dir)
+		if err != nil {
+			return nil, err
+		}
+		p := pplPlan{dir: dir, label: labels[i], cfg: cfg}
+		gated := cfg.GatePerHead() > 0 && cfg.Arch == model.ArchGated
+		for _, v := range o.Variants {
+			if v == VariantLearned || gated {
+				p.variants = append(p.variants, v)
+			}
+		}
+		if !gated {
+			p.variants = []string{VariantLearned}
+			if len(o.Variants) > 1 || o.Variants[0] != VariantLearned {
+				p.notes = append(p.notes, fmt.Sprintf("no Qiu output gate (%s): only the learned (as trained) variant runs", cfg.Arch))
+			}
+		}
+		for _, c := range append(append([]Chunk(nil), eval...), calib...) {
+			for j, id := range r.Stream[c.Start:c.End] {
+				if id < 0 || id >= cfg.Vocab {
+					return nil, fmt.Errorf("%s: token %d at stream position %d is outside the vocabulary [0, %d) of %s",
+						r.Source.File.Path, id, c.Start+j, cfg.Vocab, dir)
+				}
+			}
+		}
+		if cfg.Arch == model.ArchGPT2 && o.Lengths[len(o.Lengths)-1] > cfg.MaxPos {
+			return nil, fmt.Errorf("%s: length %d exceeds GPT-2's %d learned positions (it cannot extrapolate)", dir, o.Lengths[len(o.Lengths)-1], cfg.MaxPos)
+		}
+		for range p.variants {
+			for _, c := range eval {
+				work += PassCost(cfg, c.T)
+				passes++
+			}
+		}
+		if gated && hasCalibrated(p.variants) {
+			for _, c := range calib {
+				work += PassCost(cfg, c.T)
+				passes++
+			}
+		}
+		plans = append(plans, p)
+	}
+	if err := os.MkdirAll(r.Out, 0o755); err != nil {
+		return nil, err
+	}
+	man := &PPLManifest{Kind: "ppl", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: r.Args,
+		Source: r.Source, Options: *o, Conventions: pplConventions(o), Chunks: eval, Calibration: calib,
+		Threads: r.Threads, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), CLIOptions: r.CLIOptions}
+	res := &PPLResults{Manifest: man}
+	fail := func(err error) (*PPLResults, error) {
+		man.Error = err.Error()
+		man.Seconds = time.Since(start).Seconds()
+		if werr := WriteJSON(filepath.Join(r.Out, PPLManifestName), man); werr != nil {
+			return res, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
+		}
+		return res, err
+	}
+
+	pr := PPLProgress{Passes: passes, WorkLeft: work}
+	report := func() {
+		if r.Progress != nil {
+			pr.Elapsed = time.Since(start)
+			r.Progress(pr)
+		}
+	}
+	for _, p := range plans {
+		rec := PPLModel{Label: p.label, Variants: p.variants, Seconds: map[string]float64{}, Notes: p.notes}
+		t0 := time.Now()
+		m, err := model.Load(p.dir, model.LoadOptions{})
+		if err != nil {
+			return fail(err)
+		}
+		rec.Loading = time.Since(t0).Seconds()
+		t0 = time.Now()
+		if rec.Info, err = DescribeModel(m); err != nil {
+			return fail(err)
+		}
+		rec.Hashing = time.Since(t0).Seconds()
+		rec.Gated = m.Arch == model.ArchGated && m.GatePerHead() > 0
+		pr.Layers = m.Config.Layers
+
+		// one pass, with progress per layer
+		pass := func(variant string, c Chunk, ids []int, logits bool, g *model.GateOverride) (*model.Output, error) {
+			cost := PassCost(&m.Config, c.T)
+			pr.Pass++
+			pr.Model, pr.Variant, pr.T, pr.Sample, pr.Layer, pr.Done = p.label, variant, c.T, c.Sample, 0, false
+			report()
+			base := pr.Work
+			hs := &hooks.Set{}
+			hs.Add("blocks.*.hook_resid_post", func(string, *tensor.Dense) error {
+				pr.Layer++
+				pr.Work = base + cost*float64(pr.Layer)/float64(pr.Layers)
+				report()
+				return nil
+			})
+			out, err := m.ForwardGate([][]int{ids}, model.Options{Hooks: hs, Logits: logits, Threads: r.Threads,
+				AllowExtrapolation: c.T > m.MaxPos}, g)
+			if err != nil {
+				return nil, fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", p.dir, variant, c.T, c.Sample, c.Start, c.End, err)
+			}
+			pr.Work, pr.WorkLeft = base+cost, pr.WorkLeft-cost
+			pr.Tokens += int64(c.T)
+			pr.Layer, pr.Done = pr.Layers, true
+			report()
+			return out, nil
+		}
+
+		// calibration: one pass per calibration chunk with the learned
+		// gate, shared by every calibrated mapping
+		gates := map[string]*probes.KGate{}
+		if rec.Gated && hasCalibrated(p.variants) {
+			var cals []*probes.KGateCalibrator
+			for _, v := range p.variants {
+				if !probes.GateMapping(v).Calibrated() {
+					continue
+				}
+				ko, _ := o.kGateOptions(v)
+				g, err := probes.NewKGate(ko, m.Config.Layers, m.Heads, m.DHead)
+				if err != nil {
+					return fail(err)
+				}
+				gates[v] = g
+				cals = append(cals, g.Calibrator())
+			}
+			t0 = time.Now()
+			observe := func(row model.GateRow) float64 {
+				for _, c := range cals {
+					c.Observe(row)
+				}
+				return row.Learned
+			}
+			for _, c := range calib {
+				if _, err := pass("calibration", c, r.Stream[c.Start:c.End], false, model.RowGate(observe)); err != nil {
+					return fail(err)
+				}
+			}
+			for _, c := range cals {
+				if err := c.Finish(); err != nil {
+					return fail(fmt.Errorf("%s: %w", p.dir, err))
+				}
+			}
+			rec.CalibSecond = time.Since(t0).Seconds()
+			for _, v := range p.variants {
+				if g := gates[v]; g != nil {
+					for _, cell := range g.Cells {
+						res.Calibration = append(res.Calibration, PPLCalibRow{Model: p.label, Variant: v, Layer: cell.Layer, Head: cell.Head,
+							Rows: cell.Rows, MeanGate: cell.MeanGate, MeanK: cell.MeanK, Scale: cell.Scale, Lambda: cell.Lambda})
+					}
+				}
+			}
+		}
+
+		nll := make([]float64, 0, o.Lengths[len(o.Lengths)-1])
+		for _, v := range p.variants {
+			var g *model.GateOverride
+			switch {
+			case v == VariantOne:
+				g = model.ConstGate(1)
+			case v == VariantLearned:
+			case gates[v] != nil:
+				g = model.RowGate(gates[v].Gate)
+			default:
+				ko, err := o.kGateOptions(v)
+				if err != nil {
+					return fail(err)
+				}
+				kg, err := probes.NewKGate(ko, m.Config.Layers, m.Heads, m.DHead)
+				if err != nil {
+					return fail(err)
+				}
+				g = model.RowGate(kg.Gate)
+			}
+			t0 = time.Now()
+			for _, c := range eval {
+				first, _ := o.FirstPosition(c.T)
+				out, err := pass(v, c, r.Stream[c.Start:c.Start+c.T], true, g)
+				if err != nil {
+					return fail(err)
+				}
+				nll = TokenNLL(nll[:0], out.Logits, m.Vocab, r.Stream[c.Start+1:c.End])
+				row := PPLChunkRow{Model: p.label, Variant: v, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
+					First: first, N: c.T - first, Extrap: c.T > m.MaxPos}
+				for _, x := range nll[first:] {
+					row.NLLSum += x
+				}
+				row.NLL = row.NLLSum / float64(row.N)
+				row.PPL = math.Exp(row.NLL)
+				res.Chunks = append(res.Chunks, row)
+			}
+			rec.Seconds[v] = time.Since(t0).Seconds()
+		}
+		man.Models = append(man.Models, rec)
+		for _, T := range o.Lengths {
+			res.Summary = append(res.Summary, summarizePPL(res.Chunks, p.label, p.variants, T, m.MaxPos, o)...)
+		}
+	}
+
+	man.Tables = []string{"ppl_summary", "ppl_chunks"}
+	if err := WriteTable(r.Out, "ppl_summary", res.Summary, r.Formats); err != nil {
+		return fail(err)
+	}
+	if err := WriteTable(r.Out, "ppl_chunks", res.Chunks, r.Formats); err != nil {
+		return fail(err)
+	}
+	if len(res.Calibration) > 0 {
+		man.Tables = append(man.Tables, "ppl_calibration")
+		if err := WriteTable(r.Out, "ppl_calibration", res.Calibration, r.Formats); err != nil {
+			return fail(err)
+		}
+	}
+	man.Complete = true
+	man.Seconds = time.Since(start).Seconds()
+	if err := WriteJSON(filepath.Join(r.Out, PPLManifestName), man); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func hasCalibrated(variants []string) bool {
+	for _, v := range variants {
+		if probes.GateMapping(v).Calibrated() {
+			return true
+		}
+	}
+	return false
+}
+
+// TokenNLL appends to dst the negative log-likelihood of each target under
+// the logits rows (row t = logits[t·V : (t+1)·V] predicts targets[t]),
+// logsumexp(z) − z[target], in float64 with the row maximum subtracted.
+func TokenNLL(dst []float64, logits []float32, V int, targets []int) []float64 {
+	for t, y := range targets {
+		z := logits[t*V : (t+1)*V]
+		m := z[0]
+		for _, x := range z {
+			if x > m {
+				m = x
+			}
+		}
+		mf := float64(m)
+		var s float64
+		for _, x := range z {
+			s += math.Exp(float64(x) - mf)
+		}
+		dst = append(dst, mf+math.Log(s)-float64(z[y]))
+	}
+	return dst
+}
+
+// summarizePPL returns the summary rows of one model and length, one per
+// variant, from the chunk rows.
+func summarizePPL(chunks []PPLChunkRow, label string, variants []string, T, maxPos int, o *PPLOptions) []PPLSummaryRow {
+	by := map[string][]PPLChunkRow{}
+	for _, c := range chunks {
+		if c.Model == label && c.T == T {
+			by[c.Variant] = append(by[c.Variant], c)
+		}
+	}
+	base := by[VariantLearned]
+	var out []PPLSummaryRow
+	for _, v := range variants {
+		cs := by[v]
+		if len(cs) == 0 {
+			continue
+		}
+		row := PPLSummaryRow{Model: label, Variant: v, T: T, Samples: len(cs), First: cs[0].First, Extrap: T > maxPos, MaxPos: maxPos,
+			TMinusTr: T - o.TrainLength}
+		var sum float64
+		means := make([]float64, len(cs))
+		for i, c := range cs {
+			row.N += c.N
+			sum += c.NLLSum
+			means[i] = c.NLL
+		}
+		row.NLL = sum / float64(row.N)
+		row.PPL = math.Exp(row.NLL)
+		row.Std, row.SE, row.NLLLo, row.NLLHi = tInterval(means, o.CILevel)
+		row.PPLLo, row.PPLHi = math.Exp(row.NLLLo), math.Exp(row.NLLHi)
+		row.DNLL, row.DNLLLo, row.DNLLHi = math.NaN(), math.NaN(), math.NaN()
+		if v != VariantLearned && len(base) == len(cs) {
+			d := make([]float64, len(cs))
+			for i := range cs {
+				d[i] = cs[i].NLL - base[i].NLL
+			}
+			var s float64
+			for _, x := range d {
+				s += x
+			}
+			row.DNLL = s / float64(len(d))
+			_, _, row.DNLLLo, row.DNLLHi = tInterval(d, o.CILevel)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// tInterval returns the std (ddof 1) of x, the standard error of its mean
+// and the two-sided Student-t interval at level around the mean; std, se
+// and the interval are NaN for fewer than two values.
+func tInterval(x []float64, level float64) (std, se, lo, hi float64) {
+	m := MomentsOf(x)
+	mean := m.Mean()
+	if len(x) < 2 {
+		return math.NaN(), math.NaN(), math.NaN(), math.NaN()
+	}
+	std = m.Std(1)
+	se = std / math.Sqrt(float64(len(x)))
+	q := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(len(x) - 1)}.Quantile(0.5 + level/2)
+	return std, se, mean - q*se, mean + q*se
+}
+
+// pplConventions spells out the readings of a perplexity run.
+func pplConventions(o *PPLOptions) map[string]string {
+	first := "every position t = 0 … T−1"
+	switch {
+	case o.Positions == PositionsLastQuarter:
+		first = "positions t ≥ T − ⌊T/4⌋ (the last quarter)"
+	case strings.HasPrefix(o.Positions, PositionsFromPrefix):
+		first = "positions t ≥ " + strings.TrimPrefix(o.Positions, PositionsFromPrefix)
+	}
+	return map[string]string{
+		"T":            "context length = tokens in the forward pass; a chunk holds T + 1 stream tokens x_0 … x_T, position t predicts x_{t+1} from x_0 … x_t",
+		"nll":          "NLL_t = logsumexp(z_t) − z_t[x_{t+1}] in float64 from the float32 logits",
+		"scored":       first,
+		"ppl":          "exp(mean NLL over every scored token of the length's chunks); chunk_std = std of the chunk means (ddof 1); interval: Student t on the chunk means at ci_level, through exp for ppl",
+		"d_nll":        "paired: mean over chunks of (variant's chunk NLL − learned's on the same chunk), Student-t interval; < 0 means better than the learned gate",
+		"extrapolated": "T > max_position_embeddings; such passes run with AllowExtrapolation",
+		"learned":      "the checkpoint as trained (its learned gate, if any)",
+		"one":          "every output gate set to 1 (gate removed)",
+		"k":            "gate = K_BFT = λobs/(λ + λobs), λobs = (n_eff + ν)/(S̄ + ν σ0²) (Eq. 6; Eq. 5 with lambda_form naive), of the query's own attention row; λ = prior",
+		"k-matched":    "gate = c_lh·K_BFT, c_lh = mean learned gate / mean K_BFT over the calibration chunks (uses the learned gate for calibration)",
+		"k-lambda":     "gate = λobs/(λ_lh + λobs), λ_lh fitted per (layer, head) so the mean gate over the calibration chunks equals the learned gate's mean (uses the learned gate for calibration)",
+		"mean":         "control: gate = the learned gate's mean over the calibration chunks, per (layer, head), constant",
+		"calibration":  "calib_samples chunks of calib_length tokens from offset, before every evaluation chunk, run with the learned gate; every query row of every chunk counts",
+		"gate_scalar":  "one gate per (layer, head, query); an element-wise learned gate is replaced by that value in all its d_head entries, and its learned value is the mean of the entries",
+	}
+}
+
+// ReadPPL reads the manifest and tables of a perplexity run folder (the
+// Parquet tables).
+func ReadPPL(dir string) (*PPLResults, error) {
+	b, err := os.ReadFile(filepath.Join(dir, PPLManifestName))
+	if err != nil {
+		return nil, err
+	}
+	var man PPLManifest
+	if err := json.Unmarshal(b, &man); err != nil {
+		return nil, fmt.Errorf("%s: not a perplexity manifest: %w", filepath.Join(dir, PPLManifestName), err)
+	}
+	if man.Kind != "ppl" {
+		return nil, fmt.Errorf("%s: kind %q, not a perplexity run", filepath.Join(dir, PPLManifestName), man.Kind)
+	}
+	if !man.Complete {
+		return nil, fmt.Errorf("%s: the run did not finish (%s)", dir, man.Error)
+	}
+	res := &PPLResults{Manifest: &man}
+	if res.Summary, err = ReadTable[PPLSummaryRow](filepath.Join(dir, "ppl_summary.parquet")); err != nil {
+		return nil, err
+	}
+	if res.Chunks, err = ReadTable[PPLChunkRow](filepath.Join(dir, "ppl_chunks.parquet")); err != nil {
+		return nil, err
+	}
+	if slices.Contains(man.Tables, "ppl_calibration") {
+		if res.Calibration, err = ReadTable[PPLCalibRow](filepath.Join(dir, "ppl_calibration.parquet")); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/filterlens/probe/analysis"
+)
+
+// cmdPPL measures perplexity against context length (RFA Table 1's
+// protocol) over one or more checkpoints, and for gated checkpoints with
+// the learned output gate replaced (BFT's Prediction 3).
+func cmdPPL(args []string, w io.Writer) error {
+	fs := newFlags("ppl")
+	d := analysis.DefaultPPLOptions()
+	dirs := fs.String("model", "", "checkpoint folders, comma-separated (required)")
+	idsFile := fs.String("ids", "", "token stream: a JSON list of ints")
+	textFile := fs.String("text", "", "text file, tokenized into one stream with the models' tokenizer.json (or --tokenizer)")
+	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the models', which must be the same file)")
+	lengths := fs.String("lengths", "256,512,1024,2048,4096", "context lengths T (a chunk is T+1 tokens); a k suffix means --k")
+	k := fs.Int("k", 1024, "what k means in --lengths: 1000 or 1024")
+	samples := fs.Int("samples", d.Samples, "chunks per length")
+	gates := fs.String("gate", strings.Join(d.Variants, ","), "gate variants of gated models: learned, one (gate = 1), k (K_BFT), k-matched, k-lambda, mean (see docs/diagnostics.md)")
+	positions := fs.String("positions", d.Positions, "scored positions: all, last-quarter, or from:N (t ≥ N)")
+	disjoint := fs.String("disjoint", d.Disjoint, "chunks disjoint across all lengths (all) or only within a length (within)")
+	placement := fs.String("placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed")
+	seed := fs.Uint64("seed", d.Seed, "seed of --placement shuffled")
+	offset := fs.Int("offset", d.Offset, "first stream token to use")
+	form := fs.String("lambda-form", d.LambdaForm, "λobs of the K gates: reml (Eq. 6) or naive (Eq. 5)")
+	nu := fs.Float64("nu", 0, "ν of Eq. 6 (0: 1)")
+	sigma02 := fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)")
+	prior := fs.Float64("lambda-prior", 0, "λ in K = λobs/(λ + λobs) for k and k-matched (0: 1, App. I)")
+	lamMax := fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
+	calibLen := fs.Int("calib-length", 0, "tokens per calibration chunk of k-matched, k-lambda and mean (0: the smallest length)")
+	calibN := fs.Int("calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
+	trainLen := fs.Int("train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
+	ci := fs.Float64("ci-level", d.CILevel, "level of the Student-t intervals over chunks")
+	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
+	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
+	out := fs.String("out", "", "output folder (required)")
+	progress := fs.Bool("progress", true, "progress bar on stderr")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	case *dirs == "":
+		return fmt.Errorf("--model is required (one folder, or several separated by commas)")
+	case *out == "":
+		return fmt.Errorf("--out is required")
+	case (*idsFile == "") == (*textFile == ""):
+		return fmt.Errorf("give exactly one of --ids and --text")
+	case *k != 1000 && *k != 1024:
+		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
+	}
+	var models []string
+	for _, m := range strings.Split(*dirs, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			models = append(models, m)
+		}
+	}
+	opts := analysis.PPLOptions{Samples: *samples, Disjoint: *disjoint, Placement: *placement, Seed: *seed, Offset: *offset,
+		Positions: *positions, LambdaForm: *form, Nu: *nu, Sigma02: *sigma02, Prior: *prior, LambdaMax: *lamMax,
+		CalibLength: *calibLen, CalibSamples: *calibN, TrainLength: *trainLen, CILevel: *ci}
+	if opts.Lengths, err = analysis.ParseLengths(*lengths, *k); err != nil {
+		return fmt.Errorf("--lengths: %w", err)
+	}
+	if opts.Variants, err = analysis.ParseVariants(*gates); err != nil {
+		return fmt.Errorf("--gate: %w", err)
+	}
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	fmts, err := analysis.ParseFormats(*formats)
+	if err != nil {
+		return err
+	}
+
+	src := analysis.SourceInfo{Kind: "ids"}
+	var stream []int
+	if *idsFile != "" {
+		if stream, err = readIDStream(*idsFile); err != nil {
+			return err
+		}
+		if src.File, err = analysis.HashFile(*idsFile); err != nil {
+			return err
+		}
+	} else {
+		tf := *tokFile
+		if tf == "" {
+			// every model must tokenize the text the same way
+			var first analysis.FileHash
+			for i, m := range models {
+				h, err := analysis.HashFile(filepath.Join(m, "tokenizer.json"))
+				if err != nil {
+					return fmt.Errorf("%s has no readable tokenizer.json (%v): pass --ids, or --tokenizer <file>", m, err)
+				}
+				if i == 0 {
+					first = h
+				} else if h.SHA256 != first.SHA256 {
+					return fmt.Errorf("%s and %s have different tokenizer.json files: one text cannot feed both; pass --tokenizer or --ids", models[0], m)
+				}
+			}
+			tf = filepath.Join(models[0], "tokenizer.json")
+		}
+		tok, err := loadTokenizer(models[0], tf)
+		if err != nil {
+			return err
+		}
+		th, err := analysis.HashFile(tf)
+		if err != nil {
+			return err
+		}
+		text, err := os.ReadFile(*textFile)
+		if err != nil {
+			return err
+		}
+		if stream, err = tok.Encode(string(text), false); err != nil {
+			return fmt.Errorf("%s: %w", *textFile, err)
+		}
+		src.Kind, src.Tokenizer = "text", &th
+		if src.File, err = analysis.HashFile(*textFile); err != nil {
+			return err
+		}
+	}
+	src.Tokens, src.Digest = len(stream), analysis.TokenDigest(stream)
+
+	run := &analysis.PPLRun{Dirs: models, Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
+		Threads: *threads, CLIOptions: cliOptions(fs), Args: append([]string{"ppl"}, args...)}
+	if *progress {
+		bar := newProgressBar(progressOut)
+		run.Progress = func(p analysis.PPLProgress) { pplProgress(bar, p) }
+		defer bar.finish()
+	}
+	res, err := run.Run()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d models, %d passes in %.1f s; tables %s and %s in %s\n\n", len(res.Manifest.Models), len(res.Chunks),
+		res.Manifest.Seconds, strings.Join(res.Manifest.Tables, ", "), analysis.PPLManifestName, *out)
+	return writePPLSummary(w, res)
+}
+
+// pplProgress draws one progress state of a perplexity run with the
+// sweep's bar (one line per finished pass when not on a terminal).
+func pplProgress(b *progressBar, p analysis.PPLProgress) {
+	if !b.tty && !p.Done {
+		return
+	}
+	if b.tty && !p.Done && time.Since(b.last) < 100*time.Millisecond {
+		return
+	}
+	b.last = time.Now()
+	frac := 1.0
+	if tot := p.Work + p.WorkLeft; tot > 0 {
+		frac = p.Work / tot
+	}
+	const width = 24
+	n := int(frac*width + 0.5)
+	rate, eta := "—", "—"
+	if s := p.Elapsed.Seconds(); s > 0 && p.Tokens > 0 {
+		rate = fmt.Sprintf("%.0f tok/s", float64(p.Tokens)/s)
+	}
+	if p.Work > 0 {
+		eta = time.Duration(p.Elapsed.Seconds() * p.WorkLeft / p.Work * float64(time.Second)).Round(time.Second).String()
+	}
+	state := fmt.Sprintf("layer %d/%d", p.Layer, p.Layers)
+	if p.Done {
+		state = "done"
+	}
+	line := fmt.Sprintf("[%s] %3.0f%%  pass %d/%d %s %s T=%d sample %d %s  %s  ETA %s", strings.Repeat("=", n)+strings.Repeat(" ", width-n),
+		100*frac, p.Pass, p.Passes, p.Model, p.Variant, p.T, p.Sample, state, rate, eta)
+	if b.tty {
+		fmt.Fprintf(b.w, "\r\033[K%s", line)
+		b.drawn = true
+	} else {
+		fmt.Fprintln(b.w, line)
+	}
+}
+
+// writePPLSummary prints the summary table: perplexity with its interval
+// per (model, variant, T) and the paired NLL difference to the learned
+// gate.
+func writePPLSummary(w io.Writer, res *analysis.PPLResults) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	lvl := res.Manifest.Options.CILevel * 100
+	fmt.Fprintf(tw, "model\tvariant\tT\tppl\t%.0f%% interval\tΔNLL vs learned [%.0f%%]\textrapolated\n", lvl, lvl)
+	for _, s := range res.Summary {
+		d := "—"
+		if s.Variant != analysis.VariantLearned && !math.IsNaN(s.DNLL) {
+			d = fmt.Sprintf("%+.4f", s.DNLL)
+			if !math.IsNaN(s.DNLLLo) {
+				d += fmt.Sprintf(" [%+.4f, %+.4f]", s.DNLLLo, s.DNLLHi)
+			}
+		}
+		iv := "—"
+		if !math.IsNaN(s.PPLLo) {
+			iv = fmt.Sprintf("[%.3f, %.3f]", s.PPLLo, s.PPLHi)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.3f\t%s\t%s\t%v\n", s.Model, s.Variant, s.T, s.PPL, iv, d, s.Extrap)
+	}
+	return tw.Flush()
+}
