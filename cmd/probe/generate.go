@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
@@ -68,41 +65,4 @@ func cmdGenerate(args []string, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "wrote a random %s checkpoint (%d parameters) to %s\n", cfg.Arch, m.Parameters, *out)
 	return nil
-}
-
-// cmdDemo generates a small Qiu-style gated checkpoint, inspects it and
-// captures its hooks on a fixed batch — the whole model core on a
-// checkpoint the tool makes itself.
-func cmdDemo(args []string, w io.Writer) error {
-	fs := newFlags("demo")
-	out := fs.String("out", "probe-demo", "output directory")
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	ck := filepath.Join(*out, "checkpoint")
-	if err := cmdGenerate([]string{"--arch", "gated", "--layers", "4", "--d-model", "128", "--heads", "4",
-		"--kv-heads", "2", "--vocab", "512", "--max-pos", "4096", "--seed", "7", "--out", ck}, w); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	if err := cmdInspect([]string{ck}, w); err != nil {
-		return err
-	}
-	ids := filepath.Join(*out, "ids.json")
-	seqs := make([][]int, 2)
-	for b := range seqs {
-		seqs[b] = make([]int, 256)
-		for t := range seqs[b] {
-			seqs[b][t] = (b*131 + 17*t + t*t/7) % 512
-		}
-	}
-	data, _ := json.Marshal(seqs)
-	if err := os.WriteFile(ids, data, 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	capFile := filepath.Join(*out, "capture.safetensors")
-	return cmdCapture([]string{"--model", ck, "--ids", ids, "--out", capFile,
-		"--hook", "blocks.*.attn.hook_pattern", "--hook", "blocks.*.attn.hook_gate",
-		"--hook", "blocks.*.hook_resid_post", "--hook", "logits"}, w)
 }

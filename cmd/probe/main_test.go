@@ -163,19 +163,6 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-func TestDemo(t *testing.T) {
-	out := t.TempDir()
-	code, stdout, errs := probe(t, "demo", "--out", out)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	for _, want := range []string{"architecture:  gated", "gate:          headwise", "wrote 14 tensors"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, stdout)
-		}
-	}
-}
-
 // TestCaptureText: --text goes through the model's own tokenizer.json.
 func TestCaptureText(t *testing.T) {
 	needGolden(t)

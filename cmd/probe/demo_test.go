@@ -1,0 +1,92 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestDemo runs probe demo end to end on the embedded zoo (README's first
+// command) and checks that the report holds every protocol's figures,
+// makes no network request and renders in headless Chromium when it is
+// installed.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("probe demo takes about a minute")
+	}
+	out := t.TempDir()
+	code, stdout, errs := probe(t, "demo", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"6/6 writing the report", "report.html", "token stream: 8192 ids sampled from gated_headwise"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, stdout)
+		}
+	}
+	html := filepath.Join(out, "report.html")
+	page, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"bft-fig2", "bft-fig3", "bft-fig4", "rfa-ckpt-fig3", "rfa-ckpt-fig4", "afa-fig1", "afa-fig2", "afa-fig3"} {
+		if !strings.Contains(string(page), id) {
+			t.Errorf("report lacks figure %s", id)
+		}
+	}
+	for _, dir := range []string{"zoo/gated_headwise", "zoo/rfa_m2_sc", "zoo/afa_toy", "bft-sweep", "ppl"} {
+		if _, err := os.Stat(filepath.Join(out, dir)); err != nil {
+			t.Error(err)
+		}
+	}
+	m := regexp.MustCompile(`(\d+) figures in `).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no figure count in the output:\n%s", stdout)
+	}
+	n, _ := strconv.Atoi(m[1])
+	if n < 12 {
+		t.Errorf("%d figures, want at least 12", n)
+	}
+	if chromium := browserOrSkip(t); chromium != "" {
+		checkPage(t, chromium, html, strings.Count(string(page), `class="chart"`))
+	}
+}
+
+// TestReportPPL: probe report on a probe ppl folder draws the
+// extrapolation and Prediction 3 figures.
+func TestReportPPL(t *testing.T) {
+	tmp := t.TempDir()
+	ck := filepath.Join(tmp, "gated")
+	if code, _, errs := probe(t, "generate", "--arch", "gated", "--layers", "2", "--d-model", "32", "--heads", "2",
+		"--kv-heads", "1", "--vocab", "64", "--max-pos", "512", "--out", ck); code != 0 {
+		t.Fatal(errs)
+	}
+	ids := make([]string, 1400)
+	for i := range ids {
+		ids[i] = strconv.Itoa((i*i + 3*i) % 64)
+	}
+	idsFile := filepath.Join(tmp, "ids.json")
+	os.WriteFile(idsFile, []byte("["+strings.Join(ids, ",")+"]"), 0o644)
+	pplDir := filepath.Join(tmp, "ppl")
+	if code, _, errs := probe(t, "ppl", "--model", ck, "--ids", idsFile, "--lengths", "64,128", "--samples", "2",
+		"--gate", "learned,one,k", "--progress=false", "--out", pplDir); code != 0 {
+		t.Fatal(errs)
+	}
+	html := filepath.Join(tmp, "rep", "report.html")
+	code, stdout, errs := probe(t, "report", pplDir, "--static", "--out", html)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	page, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"zoo-extrapolation", "bft-prediction3"} {
+		if !strings.Contains(string(page), id) {
+			t.Errorf("report lacks %s (%s)", id, stdout)
+		}
+	}
+}
