@@ -22,7 +22,7 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"6/6 writing the report", "report.html", "token stream: 8192 ids sampled from gated_headwise"} {
+	for _, want := range []string{"6/6 writing the report", "report.html", "token stream: 16384 ids sampled from gated_headwise"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout)
 		}

@@ -86,8 +86,16 @@ func TestFiguresCommand(t *testing.T) {
 			checkPage(t, chromium, html, charts)
 		}
 	}
-	if code, _, stderr := probe(t, "figures", "--paper", "afa", "--out", out); code == 0 || !strings.Contains(stderr, "unknown paper") {
+	if code, _, stderr := probe(t, "figures", "--paper", "nope", "--out", out); code == 0 || !strings.Contains(stderr, "unknown paper") {
 		t.Errorf("unknown paper: exit %d, %s", code, stderr)
+	}
+	// AFA's figures exist only from trained toy filters: --model is required.
+	if code, _, stderr := probe(t, "figures", "--paper", "afa", "--out", out); code == 0 || !strings.Contains(stderr, "--model <afa_toy folder>") {
+		t.Errorf("afa without --model: exit %d, %s", code, stderr)
+	}
+	afaOut := filepath.Join(out, "afa")
+	if code, stdout, stderr := probe(t, "figures", "--paper", "afa", "--model", "../../zoo/checkpoints/afa_toy", "--static", "--dpi", "40", "--out", afaOut); code != 0 || !strings.Contains(stdout, "afa: 3 figures") {
+		t.Errorf("afa figures: exit %d, %s %s", code, stdout, stderr)
 	}
 }
 
