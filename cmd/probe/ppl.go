@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -84,54 +83,26 @@ func cmdPPL(args []string, w io.Writer) error {
 		return err
 	}
 
-	src := analysis.SourceInfo{Kind: "ids"}
-	var stream []int
-	if *idsFile != "" {
-		if stream, err = readIDStream(*idsFile); err != nil {
-			return err
-		}
-		if src.File, err = analysis.HashFile(*idsFile); err != nil {
-			return err
-		}
-	} else {
-		tf := *tokFile
-		if tf == "" {
-			// every model must tokenize the text the same way
-			var first analysis.FileHash
-			for i, m := range models {
-				h, err := analysis.HashFile(filepath.Join(m, "tokenizer.json"))
-				if err != nil {
-					return fmt.Errorf("%s has no readable tokenizer.json (%v): pass --ids, or --tokenizer <file>", m, err)
-				}
-				if i == 0 {
-					first = h
-				} else if h.SHA256 != first.SHA256 {
-					return fmt.Errorf("%s and %s have different tokenizer.json files: one text cannot feed both; pass --tokenizer or --ids", models[0], m)
-				}
+	tf := *tokFile
+	if *textFile != "" && tf == "" {
+		// every model must tokenize the text the same way
+		var first analysis.FileHash
+		for i, m := range models {
+			h, err := analysis.HashFile(filepath.Join(m, "tokenizer.json"))
+			if err != nil {
+				return fmt.Errorf("%s has no readable tokenizer.json (%v): pass --ids, or --tokenizer <file>", m, err)
 			}
-			tf = filepath.Join(models[0], "tokenizer.json")
-		}
-		tok, err := loadTokenizer(models[0], tf)
-		if err != nil {
-			return err
-		}
-		th, err := analysis.HashFile(tf)
-		if err != nil {
-			return err
-		}
-		text, err := os.ReadFile(*textFile)
-		if err != nil {
-			return err
-		}
-		if stream, err = tok.Encode(string(text), false); err != nil {
-			return fmt.Errorf("%s: %w", *textFile, err)
-		}
-		src.Kind, src.Tokenizer = "text", &th
-		if src.File, err = analysis.HashFile(*textFile); err != nil {
-			return err
+			if i == 0 {
+				first = h
+			} else if h.SHA256 != first.SHA256 {
+				return fmt.Errorf("%s and %s have different tokenizer.json files: one text cannot feed both; pass --tokenizer or --ids", models[0], m)
+			}
 		}
 	}
-	src.Tokens, src.Digest = len(stream), analysis.TokenDigest(stream)
+	stream, src, err := readTokenStream(*idsFile, *textFile, models[0], tf)
+	if err != nil {
+		return err
+	}
 
 	run := &analysis.PPLRun{Dirs: models, Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
 		Threads: *threads, CLIOptions: cliOptions(fs), Args: append([]string{"ppl"}, args...)}

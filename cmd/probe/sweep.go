@@ -95,6 +95,48 @@ func cliOptions(fs *flag.FlagSet) []analysis.Option {
 	return opts
 }
 
+// readTokenStream reads the token stream of a run: the JSON ids file, or
+// the text file tokenized with tokFile (default modelDir/tokenizer.json),
+// and describes it (kind, file and tokenizer hashes, length, digest).
+func readTokenStream(idsFile, textFile, modelDir, tokFile string) ([]int, analysis.SourceInfo, error) {
+	src := analysis.SourceInfo{Kind: "ids"}
+	var stream []int
+	var err error
+	if idsFile != "" {
+		if stream, err = readIDStream(idsFile); err != nil {
+			return nil, src, err
+		}
+		if src.File, err = analysis.HashFile(idsFile); err != nil {
+			return nil, src, err
+		}
+	} else {
+		tok, err := loadTokenizer(modelDir, tokFile)
+		if err != nil {
+			return nil, src, err
+		}
+		if tokFile == "" {
+			tokFile = filepath.Join(modelDir, "tokenizer.json")
+		}
+		th, err := analysis.HashFile(tokFile)
+		if err != nil {
+			return nil, src, err
+		}
+		text, err := os.ReadFile(textFile)
+		if err != nil {
+			return nil, src, err
+		}
+		if stream, err = tok.Encode(string(text), false); err != nil {
+			return nil, src, fmt.Errorf("%s: %w", textFile, err)
+		}
+		src.Kind, src.Tokenizer = "text", &th
+		if src.File, err = analysis.HashFile(textFile); err != nil {
+			return nil, src, err
+		}
+	}
+	src.Tokens, src.Digest = len(stream), analysis.TokenDigest(stream)
+	return stream, src, nil
+}
+
 // readIDStream reads sweep's --ids: one token stream, a JSON list of ints.
 func readIDStream(path string) ([]int, error) {
 	data, err := os.ReadFile(path)
@@ -199,43 +241,14 @@ func cmdSweep(args []string, w io.Writer) error {
 		return err
 	}
 	var tm analysis.Timings
-	src := analysis.SourceInfo{Kind: "ids"}
-	var stream []int
 	t0 := time.Now()
-	if *idsFile != "" {
-		if stream, err = readIDStream(*idsFile); err != nil {
-			return err
-		}
-		if src.File, err = analysis.HashFile(*idsFile); err != nil {
-			return err
-		}
-	} else {
-		tok, err := loadTokenizer(*dir, *tokFile)
-		if err != nil {
-			return err
-		}
-		tf := *tokFile
-		if tf == "" {
-			tf = filepath.Join(*dir, "tokenizer.json")
-		}
-		th, err := analysis.HashFile(tf)
-		if err != nil {
-			return err
-		}
-		text, err := os.ReadFile(*textFile)
-		if err != nil {
-			return err
-		}
-		if stream, err = tok.Encode(string(text), false); err != nil {
-			return fmt.Errorf("%s: %w", *textFile, err)
-		}
-		src.Kind, src.Tokenizer = "text", &th
-		if src.File, err = analysis.HashFile(*textFile); err != nil {
-			return err
-		}
+	stream, src, err := readTokenStream(*idsFile, *textFile, *dir, *tokFile)
+	if err != nil {
+		return err
+	}
+	if *textFile != "" {
 		tm.Tokenize = time.Since(t0).Seconds()
 	}
-	src.Tokens, src.Digest = len(stream), analysis.TokenDigest(stream)
 	if _, err := analysis.PlanChunks(len(stream), opts.ChunkOptions()); err != nil {
 		what := *idsFile
 		if what == "" {
