@@ -100,11 +100,22 @@ func (c *Config) fromAFA(data []byte, raw map[string]json.RawMessage) error {
 	// The residual weight s = sigmoid(δ) is AFA's gate on the estimate
 	// (Z̄ = (1−s)Z_v + sZ̄_v), one value per complex channel.
 	c.Gate = GateElementwise
-	var o afaOptRaw
-	if err := decodeStrict(raw["afa"], &o, "afa"); err != nil {
+	ac := &AFAConfig{}
+	if err := parseAFAOptions(raw["afa"], ac); err != nil {
 		return err
 	}
-	ac := &AFAConfig{QKSource: "values", KernelForm: "exact", Dt: 1, Epsilon: 1e-6, MinExponent: -50}
+	c.AFA = ac
+	return nil
+}
+
+// parseAFAOptions reads the "afa" options object (of an AFA language model
+// or toy filter) with the names, defaults and checks documented above.
+func parseAFAOptions(v json.RawMessage, ac *AFAConfig) error {
+	var o afaOptRaw
+	if err := decodeStrict(v, &o, "afa"); err != nil {
+		return err
+	}
+	*ac = AFAConfig{QKSource: "values", KernelForm: "exact", Dt: 1, Epsilon: 1e-6, MinExponent: -50}
 	if err := choice(&ac.QKSource, o.QKSource, "afa.qk_source", "values", "input"); err != nil {
 		return err
 	}
@@ -133,7 +144,6 @@ func (c *Config) fromAFA(data []byte, raw map[string]json.RawMessage) error {
 		}
 		*f.dst = *f.p
 	}
-	c.AFA = ac
 	return nil
 }
 

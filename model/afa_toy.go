@@ -256,45 +256,6 @@ func parseAFAToyConfig(data []byte) (*AFAToyConfig, error) {
 	return c, nil
 }
 
-// parseAFAOptions reads the "afa" options object with the names, defaults
-// and checks of afa_config.go.
-func parseAFAOptions(v json.RawMessage, ac *AFAConfig) error {
-	var o afaOptRaw
-	if err := decodeStrict(v, &o, "afa"); err != nil {
-		return err
-	}
-	*ac = AFAConfig{QKSource: "values", KernelForm: "exact", Dt: 1, Epsilon: 1e-6, MinExponent: -50}
-	if err := choice(&ac.QKSource, o.QKSource, "afa.qk_source", "values", "input"); err != nil {
-		return err
-	}
-	if err := choice(&ac.KernelForm, o.KernelForm, "afa.kernel_form", "exact", "paper"); err != nil {
-		return err
-	}
-	if o.NormalizeQK != nil {
-		ac.NormalizeQK = *o.NormalizeQK
-	}
-	for _, f := range []struct {
-		dst  *float64
-		p    *float64
-		name string
-		ok   func(float64) bool
-		want string
-	}{
-		{&ac.Dt, o.Dt, "dt", func(x float64) bool { return x > 0 }, "> 0"},
-		{&ac.Epsilon, o.Epsilon, "epsilon", func(x float64) bool { return x >= 0 }, "≥ 0"},
-		{&ac.MinExponent, o.MinExponent, "min_exponent", func(x float64) bool { return x <= 0 }, "≤ 0"},
-	} {
-		if f.p == nil {
-			continue
-		}
-		if math.IsNaN(*f.p) || math.IsInf(*f.p, 0) || !f.ok(*f.p) {
-			return fmt.Errorf("field afa.%s = %v must be finite and %s", f.name, *f.p, f.want)
-		}
-		*f.dst = *f.p
-	}
-	return nil
-}
-
 // LoadAFAToy reads dir/config.json and dir/model.safetensors.
 func LoadAFAToy(dir string) (*AFAToy, error) {
 	cfg, err := ReadAFAToyConfig(dir)
