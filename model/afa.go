@@ -462,14 +462,7 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 		}
 		if args.pattern != nil {
 			run(patName, args.pattern, B, H, T, T)
-			ks := make([]rfaHeadKernel, H) // decayPattern reads only the lag table E
-			for h := range ks {
-				ks[h].E = make([]float64, T)
-				for i := range ks[h].E {
-					ks[h].E[i] = params[h].Decay(float64(i))
-				}
-			}
-			decayPattern(args.pattern, ks, B, T) // Â = E ⊙ A
+			afaDecayPattern(args.pattern, params, B, T)
 			run(decName, args.pattern, B, H, T, T)
 			patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, pattern: args.pattern, v: vt, z: agg})
 		}
@@ -547,4 +540,17 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// afaDecayPattern turns the attention A [B, H, T, T] into the weights the
+// values get, Â = E ⊙ A with E(n) = e^{−a·nΔt} of each head (step 14).
+func afaDecayPattern(pattern []float32, params []AFAHeadParams, B, T int) {
+	ks := make([]rfaHeadKernel, len(params)) // decayPattern reads only the lag table E
+	for h := range ks {
+		ks[h].E = make([]float64, T)
+		for i := range ks[h].E {
+			ks[h].E[i] = params[h].Decay(float64(i))
+		}
+	}
+	decayPattern(pattern, ks, B, T)
 }

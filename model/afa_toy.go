@@ -479,14 +479,7 @@ func (m *AFAToy) forwardAFA(e []float32, B, T int) (*AFAToyOutput, error) {
 		return nil, fmt.Errorf("model: %s: AFA attention: %w", m.Dir, err)
 	}
 	res := &AFAToyOutput{Batch: B, T: T, Heads: H, Patterns: [][]float32{append([]float32(nil), args.pattern...)}}
-	ks := make([]rfaHeadKernel, H) // decayPattern reads only the lag table E
-	for h := range ks {
-		ks[h].E = make([]float64, T)
-		for i := range ks[h].E {
-			ks[h].E[i] = params[h].Decay(float64(i))
-		}
-	}
-	decayPattern(args.pattern, ks, B, T) // Â = E ⊙ A
+	afaDecayPattern(args.pattern, params, B, T) // Â = E ⊙ A
 	res.Decayed = args.pattern
 	patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, pattern: args.pattern, v: vt, z: agg})
 	rotateComplex(agg, agg, omegaDt, T, +1) // Z̄_v = e^{iωt} ⊙ Σ_j Â_ij Z̃_v,j
