@@ -293,9 +293,6 @@ def main():
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--d-mlp", type=int, default=384)
     p.add_argument("--vocab", type=int, default=2048)
-    p.add_argument("--eval", metavar="DIR", help="eval mode: checkpoint directory")
-    p.add_argument("--ids", help="eval mode: JSON list of equal-length id lists")
-    p.add_argument("--logits", help="eval mode: output .safetensors")
     p.add_argument("--check-ref", metavar="DIR", help="compare with reference/bft/bft_ref.py on DIR")
     args = p.parse_args()
     if args.eval:

@@ -27,7 +27,7 @@ import safetensors_io  # noqa: E402  (reference/bft/safetensors_io.py)
 
 
 def base_args(description, **defaults):
-    """An argparse parser with the options every zoo script shares."""
+    """An argparse parser with the options every zoo token-model script shares."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", default=defaults.get("out"), help="checkpoint directory")
     p.add_argument("--steps", type=int, default=defaults.get("steps", 1200))
@@ -41,6 +41,10 @@ def base_args(description, **defaults):
     p.add_argument("--eval-every", type=int, default=defaults.get("eval_every", 100))
     p.add_argument("--max-minutes", type=float, default=defaults.get("max_minutes", 14.0),
                    help="stop early (and say so in the log) after this many minutes")
+    # Eval mode, the contract zoo/parity_test.go runs every token model with.
+    p.add_argument("--eval", metavar="DIR", help="eval mode: checkpoint directory")
+    p.add_argument("--ids", help="eval mode: JSON list of equal-length id lists")
+    p.add_argument("--logits", help="eval mode: output .safetensors (float32 tensor logits [B, T, V])")
     return p
 
 

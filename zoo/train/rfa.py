@@ -620,9 +620,6 @@ def main():
     p.add_argument("--series", type=int, default=0, help="intermediate checkpoints saved under series/")
     p.add_argument("--demo", action="store_true", help="zoo.json demo: true")
     p.add_argument("--check-golden", metavar="DIR")
-    p.add_argument("--eval", metavar="CKPT")
-    p.add_argument("--ids")
-    p.add_argument("--logits")
     args = p.parse_args()
     if args.check_golden:
         torch.set_num_threads(args.threads)

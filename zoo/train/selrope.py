@@ -152,9 +152,6 @@ def main():
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--d-mlp", type=int, default=384)
     p.add_argument("--vocab", type=int, default=2048)
-    p.add_argument("--eval", metavar="DIR", help="eval mode: checkpoint directory")
-    p.add_argument("--ids", help="eval mode: JSON list of equal-length id lists")
-    p.add_argument("--logits", help="eval mode: output .safetensors")
     args = p.parse_args()
     if args.eval:
         if not (args.ids and args.logits):
