@@ -57,6 +57,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
+from bft_ref import rms_norm, rope  # noqa: E402  (reference/bft, on the path through common)
 
 REF = os.path.join(common.ROOT, "reference", "bft", "bft_ref.py")
 NAME = "bft"
@@ -118,20 +119,6 @@ def init_params(cfg, gen):
     P["model.bft.tau_range"] = torch.ones(1)
     P["model.norm.weight"] = torch.ones(D)
     return P
-
-
-def rms_norm(x, w, eps):
-    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
-
-
-def rope(x, pos, theta):
-    """Rotate-half RoPE of x [..., T, d] (as bft_ref.rope)."""
-    d = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
-    ang = pos.float()[:, None] * inv[None, :]
-    emb = torch.cat([ang, ang], -1)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    return x * emb.cos() + torch.cat([-x2, x1], -1) * emb.sin()
 
 
 def bft_forward(W, cfg, ids, trace=False):
