@@ -26,12 +26,20 @@ def load(path):
     return out
 
 
-def save(path, tensors):
-    """Write {name: tensor} as float32 .safetensors."""
+_KEEP = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
+
+
+def save(path, tensors, keep_dtypes=False):
+    """Write {name: tensor} as float32 .safetensors; with keep_dtypes, float64
+    and int64 tensors keep their dtype (checkpoint buffers such as RFA's
+    t_measure) and only other dtypes become float32."""
     header, chunks, off = {}, [], 0
     for name, t in tensors.items():
-        raw = t.detach().to(torch.float32).contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        t = t.detach().contiguous()
+        if not (keep_dtypes and t.dtype in _KEEP):
+            t = t.to(torch.float32)
+        raw = t.numpy().tobytes()
+        header[name] = {"dtype": _KEEP[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
         chunks.append(raw)
         off += len(raw)
     h = json.dumps(header).encode()

@@ -39,7 +39,6 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 
 import torch
@@ -388,27 +387,9 @@ class LanguageModel(nn.Module):
 
 # ---------------------------------------------------------------- files
 
-_DT = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
-
-
 def save_state(path, tensors):
     """Write {name: tensor} as safetensors keeping float32 and int64 (t_measure) dtypes."""
-    header, chunks, off = {}, [], 0
-    for name, t in tensors.items():
-        t = t.detach().contiguous()
-        if t.dtype not in _DT:
-            t = t.float()
-        raw = t.numpy().tobytes()
-        header[name] = {"dtype": _DT[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        chunks.append(raw)
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for c in chunks:
-            f.write(c)
+    common.safetensors_io.save(path, tensors, keep_dtypes=True)
 
 
 def args_from_config(cfg):
