@@ -36,7 +36,7 @@ type attnArgs struct {
 // the keys and values are packed once for all of them. Each head's tile
 // goes to the consumers before it is multiplied by v; consumers that
 // implement MomentsConsumer get the tile's moments, computed here with one
-// float64 matrix product per tile (see AttnMoments). Consumers only
+// float32 matrix product per head and tile (see AttnMoments). Consumers only
 // observe: the output is the same, bit for bit, with or without them.
 // Query head h reads KV head h / (H/KV).
 func causalAttention(a *attnArgs) error {
@@ -160,7 +160,7 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 	at := hooks.AttnTile{Batch: b, Layer: a.layer, T: T, DHead: dh, VStride: kvStride, V: a.v[kBase:]}
 	mw := hw.mw
 	if mw != nil {
-		mw.setValues(a.v[kBase:], kvStride, T)
+		mw.setValues(a.v[kBase:], kvStride)
 	}
 
 	for q0 := 0; q0 < T; q0 += tile {
@@ -180,10 +180,10 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		for j := 0; j < nh; j++ {
 			sj := s.Data[j*rows*ncol : (j+1)*rows*ncol]
 			if mw == nil {
-				softmaxTile(sj, rows, ncol, q0, a.window, nil, nil, nil, nil)
+				softmaxTile(sj, rows, ncol, q0, a.window, nil, nil, nil)
 			} else {
 				o := j * rows
-				softmaxTile(sj, rows, ncol, q0, a.window, mw.a64[o*ncol:(o+rows)*ncol], mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows])
+				softmaxTile(sj, rows, ncol, q0, a.window, mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows])
 			}
 			if a.pattern != nil {
 				for r := 0; r < rows; r++ {
@@ -192,9 +192,24 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 				}
 			}
 		}
+		// zp = α·v: the output, and e for the moments
+		zp := blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.zp[:n*dh]}
+		if a.pattern == nil || mw != nil {
+			if finiteRows(a.v[kBase:], kvStride, dh, q0, ncol) {
+				vt := vals
+				vt.Rows = ncol
+				blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vt, 0, zp)
+			} else {
+				causalTimesV(s, vals, q0, rows, zp)
+			}
+		}
 		finite := true
-		if len(hw.moments) > 0 {
-			finite = mw.finish(n, ncol)
+		if mw != nil {
+			for j := 0; j < nh; j++ {
+				if !mw.finish(j*rows, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol], hw.zp[j*rows*dh:(j+1)*rows*dh]) {
+					finite = false
+				}
+			}
 		}
 		for j := 0; j < nh; j++ {
 			at.Head, at.Q0, at.Rows, at.Stride, at.Alpha = h0+j, q0, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol]
@@ -224,14 +239,6 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		}
 		if a.pattern != nil {
 			continue // z is computed from the (possibly changed) pattern after the hook
-		}
-		zp := blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.zp[:n*dh]}
-		if finiteRows(a.v[kBase:], kvStride, dh, q0, ncol) {
-			vt := vals
-			vt.Rows = ncol
-			blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vt, 0, zp)
-		} else {
-			causalTimesV(s, vals, q0, rows, zp)
 		}
 		for j := 0; j < nh; j++ {
 			for r := 0; r < rows; r++ {
@@ -285,13 +292,14 @@ func causalTimesV(s, vals blas32.General, q0, rows int, zp blas32.General) {
 
 // softmaxTile turns the rows × ncol scores s of the query rows q0 …
 // q0+rows−1 into attention weights in place: row r (query t = q0+r) gets
-// the softmax of its keys max(0, t−window+1) … t and 0 elsewhere. With a64
-// non-nil it also writes the weights as float64 into a64 (same layout) and
-// each row's Σα, Σα² and entropy −Σα log α into s1, s2 and ent.
+// the softmax of its keys max(0, t−window+1) … t and 0 elsewhere. With s1
+// non-nil it also writes each row's Σα, Σα² and entropy −Σα log α into s1,
+// s2 and ent (softmaxRowStats). The OpenBLAS build replaces it with a C kernel
+// on CPUs with AVX2 but without AVX-512.
 var softmaxTile = softmaxTileGo
 
-// softmaxTileGo is softmaxTile in Go.
-func softmaxTileGo(s []float32, rows, ncol, q0, window int, a64, s1, s2, ent []float64) {
+// softmaxTileGo is softmaxTile row by row with softmaxRowStats.
+func softmaxTileGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64) {
 	for r := 0; r < rows; r++ {
 		t := q0 + r
 		row := s[r*ncol : (r+1)*ncol]
@@ -300,13 +308,11 @@ func softmaxTileGo(s []float32, rows, ncol, q0, window int, a64, s1, s2, ent []f
 			lo = t - window + 1
 		}
 		clear(row[t+1:]) // causal mask; the P·V product reads these
-		if a64 == nil {
-			softmaxRowStats(row[:t+1], lo, nil)
+		if s1 == nil {
+			softmaxRowStats(row[:t+1], lo, false)
 			continue
 		}
-		ar := a64[r*ncol : (r+1)*ncol]
-		clear(ar[t+1:])
-		s1[r], s2[r], ent[r] = softmaxRowStats(row[:t+1], lo, ar)
+		s1[r], s2[r], ent[r] = softmaxRowStats(row[:t+1], lo, true)
 	}
 }
 

@@ -43,6 +43,8 @@ const (
 	gemmKC   = 256
 	gemmMC   = 96 // a multiple of 6
 	gemmNC   = 1024
+	// gemmDirectN is the widest product run by gemmDirect.
+	gemmDirectN = 128
 )
 
 // Sgemm computes C = alpha·A·op(B) + beta·C (row-major), on the AVX-512
@@ -53,6 +55,10 @@ func (s gemmBLAS) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []f
 		return
 	}
 	checkGemm(tB == blas.Trans, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	if alpha == 1 && tB == blas.NoTrans && n <= gemmDirectN && n%sNR == 0 {
+		gemmDirect(m, n, k, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	gemmBlocked(tB == blas.Trans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sMR, sNR, kernelS6x32, &sPool)
 }
 
@@ -145,6 +151,64 @@ func gemmBlocked[E gemmFloat](transB bool, m, n, k int, alpha E, a []E, lda int,
 							}
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// gemmDirect computes C = A·B + beta·C (float32, B not transposed, n a
+// multiple of sNR and at most gemmDirectN) without packing: for such narrow
+// products — the attention's α·v and the moments' products, whose A is a
+// tile of attention weights — packing A and B would cost about as much as
+// the product. The micro-kernel reads both in place, gemmKC steps at a
+// time (the same summation blocks as gemmBlocked); the last rows, if m is
+// not a multiple of sMR, go through a zero-padded copy of A.
+func gemmDirect(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		switch beta {
+		case 0:
+			clear(row)
+		case 1:
+		default:
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+	}
+	if k == 0 || m == 0 || n == 0 {
+		return
+	}
+	full := m - m%sMR
+	for pc := 0; pc < k; pc += gemmKC {
+		kc := min(gemmKC, k-pc)
+		for ir := 0; ir < full; ir += sMR {
+			for jr := 0; jr < n; jr += sNR {
+				kernelS6x32Direct(kc, a[ir*lda+pc:], lda, b[pc*ldb+jr:], ldb, c[ir*ldc+jr:], ldc)
+			}
+		}
+	}
+	if full == m {
+		return
+	}
+	buf := sPool.Get().(*gemmBuffers[float32])
+	defer sPool.Put(buf)
+	rows := m - full
+	for pc := 0; pc < k; pc += gemmKC {
+		kc := min(gemmKC, k-pc)
+		ap := buf.ap[:sMR*kc]
+		clear(ap)
+		for i := 0; i < rows; i++ {
+			copy(ap[i*kc:(i+1)*kc], a[(full+i)*lda+pc:][:kc])
+		}
+		for jr := 0; jr < n; jr += sNR {
+			clear(buf.ct)
+			kernelS6x32Direct(kc, ap, kc, b[pc*ldb+jr:], ldb, buf.ct, sNR)
+			for i := 0; i < rows; i++ {
+				row := c[(full+i)*ldc+jr:][:sNR]
+				for j, v := range buf.ct[i*sNR : (i+1)*sNR] {
+					row[j] += v
 				}
 			}
 		}

@@ -24,6 +24,20 @@ func kernelD6x16(kc int, ap, bp, c []float64, ldc int) {
 	kernelD6x16AVX512(kc, &ap[0], &bp[0], &c[0], ldc)
 }
 
+// kernelS6x32Direct is kernelS6x32 reading A and B in place: row r of the
+// six is a[r·lda : r·lda+kc], step p of B is b[p·ldb : p·ldb+32].
+func kernelS6x32Direct(kc int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if kc <= 0 {
+		return
+	}
+	_, _ = a[5*lda+kc-1], b[(kc-1)*ldb+31]
+	_ = c[5*ldc+31]
+	kernelS6x32DirectAVX512(kc, &a[0], lda, &b[0], ldb, &c[0], ldc)
+}
+
+//go:noescape
+func kernelS6x32DirectAVX512(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+
 //go:noescape
 func kernelS6x32AVX512(kc int, ap, bp, c *float32, ldc int)
 

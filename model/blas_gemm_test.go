@@ -13,8 +13,8 @@ import (
 )
 
 // TestAsmGemm: the AVX-512 assembly Sgemm and Dgemm agree with gonum's for every
-// transposition of B, edge sizes of every blocking level, strided
-// operands, and alpha/beta ∈ {0, 1, other} (float32 within 1e-5 of the
+// transposition of B, edge sizes of every blocking level, narrow products
+// with A read in place (n ≤ gemmDirectN, alpha = 1), strided operands, and alpha/beta ∈ {0, 1, other} (float32 within 1e-5 of the
 // largest |C|, float64 within 1e-13).
 func TestAsmGemm(t *testing.T) {
 	if !cpu.X86.HasAVX512F {
@@ -23,7 +23,7 @@ func TestAsmGemm(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	var ref gonum.Implementation
 	var s gemmBLAS
-	for _, sh := range [][3]int{{1, 1, 1}, {6, 32, 7}, {7, 33, 300}, {100, 1100, 64}, {13, 5, 513}, {97, 64, 257}} {
+	for _, sh := range [][3]int{{1, 1, 1}, {6, 32, 7}, {7, 33, 300}, {100, 1100, 64}, {13, 5, 513}, {97, 64, 257}, {200, 128, 600}, {64, 96, 2100}, {64, 70, 2100}} {
 		m, n, k := sh[0], sh[1], sh[2]
 		for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
 			for _, ab := range [][2]float64{{1, 0}, {0.5, 1}, {-2, 0.25}, {0, 3}} {

@@ -109,9 +109,10 @@ func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
 // TestAttentionMoments: the moments that causalAttention hands to a
 // MomentsConsumer match float64 two-pass sums over the tile's weights
 // (AttnMoments' stated accuracy), with and without a sliding window, for
-// tiles that do and do not divide T, grouped and ungrouped heads, on values
-// with a large common offset and a sink key; and the output z is the same
-// as without consumers, bit for bit.
+// tiles that do and do not divide T, grouped and ungrouped heads, with a
+// sink key, on values centred at 0 (the product form) and with a common
+// offset 300 times their spread (rows recomputed by two passes); and the
+// output z is the same as without consumers, bit for bit.
 func TestAttentionMoments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const B, T, dh = 2, 150, 16
@@ -125,13 +126,16 @@ func TestAttentionMoments(t *testing.T) {
 	for _, tc := range []struct {
 		name                string
 		H, KV, tile, window int
-	}{{"tile7", 4, 2, 7, 0}, {"tile64", 4, 2, 64, 0}, {"window", 4, 2, 16, 40}, {"mha", 3, 3, 32, 0},
-		{"group8", 8, 1, 64, 0}} { // group8: the 8 query heads of the KV head in two stacks of 4
+		sd, offset          float64 // of the values
+	}{{"tile7", 4, 2, 7, 0, 1, 0}, {"tile64", 4, 2, 64, 0, 1, 0}, {"window", 4, 2, 16, 40, 1, 0}, {"mha", 3, 3, 32, 0, 1, 0},
+		{"group8", 8, 1, 64, 0, 1, 0}, // the 8 query heads of the KV head in two stacks of 4
+		{"offset/tile7", 4, 2, 7, 0, 0.1, 30}, {"offset/tile64", 4, 2, 64, 0, 0.1, 30}, {"offset/window", 4, 2, 16, 40, 0.1, 30},
+		{"offset/group8", 8, 1, 64, 0, 0.1, 30}} {
 		t.Run(tc.name, func(t *testing.T) {
 			H, KV := tc.H, tc.KV
 			q, k := randn(B*T*H*dh, 1, 0), randn(B*T*KV*dh, 1, 0)
-			v := randn(B*T*KV*dh, 0.1, 30) // S ≪ e²: the case two-pass sums exist for
-			for b := 0; b < B; b++ {       // key 0 is a sink: large q·k0 for every query
+			v := randn(B*T*KV*dh, tc.sd, tc.offset)
+			for b := 0; b < B; b++ { // key 0 is a sink: large q·k0 for every query
 				for i := 0; i < KV*dh; i++ {
 					k[b*T*KV*dh+i] = 4
 				}
@@ -164,7 +168,7 @@ func TestAttentionMoments(t *testing.T) {
 			if rec.rows != B*H*T || len(rec.seen) != B*H*T {
 				t.Errorf("%d rows seen (%d distinct), want each of the %d once", rec.rows, len(rec.seen), B*H*T)
 			}
-			if rec.worstSum > 1e-13 || rec.worstE > 1e-13 || rec.worstS > 1e-9 || rec.worstEntropy > 1e-6 {
+			if rec.worstSum > 1e-13 || rec.worstE > 2e-6 || rec.worstS > 1e-5 || rec.worstEntropy > 1e-6 {
 				t.Errorf("moments outside their stated accuracy")
 			}
 		})

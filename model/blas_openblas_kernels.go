@@ -67,6 +67,25 @@ static void probe_silu_mul(float *g, const float *u, long n) {
 	}
 }
 
+// probe_shift_square sets w[j·dh+i] = (v[j·stride+i] − c[i])² for j < n,
+// i < dh.
+__attribute__((target("avx2,fma")))
+static void probe_shift_square(float *w, const float *v, long stride, const float *c, long n, long dh) {
+	for (long j = 0; j < n; j++) {
+		const float *vj = v + j * stride;
+		float *wj = w + j * dh;
+		long i = 0;
+		for (; i + 8 <= dh; i += 8) {
+			__m256 d = _mm256_sub_ps(_mm256_loadu_ps(vj + i), _mm256_loadu_ps(c + i));
+			_mm256_storeu_ps(wj + i, _mm256_mul_ps(d, d));
+		}
+		for (; i < dh; i++) {
+			float d = vj[i] - c[i];
+			wj[i] = d * d;
+		}
+	}
+}
+
 // hsum4 adds the four lanes of v.
 __attribute__((target("avx2,fma")))
 static inline double hsum4(__m256d v) {
@@ -78,11 +97,11 @@ static inline double hsum4(__m256d v) {
 // probe_softmax_tile is softmaxTileGo (attention.go) with 8-lane kernels:
 // rows × ncol scores s of the queries q0 … q0+rows−1; row r is softmaxed
 // over keys lo … t (t = q0+r, lo = max(0, t−window+1) with a window) and
-// zeroed elsewhere. With a64 non-NULL it also writes the weights as double
-// into a64 (same layout) and Σα, Σα², entropy per row into s1, s2, ent.
+// zeroed elsewhere. With s1 non-NULL it also writes Σα, Σα² and the
+// entropy of each row into s1, s2, ent.
 __attribute__((target("avx2,fma")))
 static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window,
-		double *a64, double *s1, double *s2, double *ent) {
+		double *s1, double *s2, double *ent) {
 	for (int r = 0; r < rows; r++) {
 		int t = q0 + r, lo = 0;
 		if (window > 0 && t - window + 1 > 0) lo = t - window + 1;
@@ -111,7 +130,7 @@ static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window,
 			__m256d phi = _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1));
 			z0 = _mm256_add_pd(z0, plo);
 			z1 = _mm256_add_pd(z1, phi);
-			if (a64) {
+			if (s1) {
 				d0 = _mm256_fmadd_pd(plo, _mm256_cvtps_pd(_mm256_castps256_ps128(d)), d0);
 				d1 = _mm256_fmadd_pd(phi, _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)), d1);
 			}
@@ -133,14 +152,12 @@ static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window,
 		__m256 vinv = _mm256_set1_ps((float)inv);
 		memset(row, 0, sizeof(float) * lo);
 		memset(row + t + 1, 0, sizeof(float) * (ncol - t - 1));
-		if (!a64) {
+		if (!s1) {
 			j = 0;
 			for (; j + 8 <= n; j += 8) _mm256_storeu_ps(x + j, _mm256_mul_ps(_mm256_loadu_ps(x + j), vinv));
 			for (; j < n; j++) x[j] *= (float)inv;
 			continue;
 		}
-		double *arow = a64 + (size_t)r * ncol;
-		double *ax = arow + lo;
 		__m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
 		__m256d q0v = _mm256_setzero_pd(), q1v = _mm256_setzero_pd();
 		j = 0;
@@ -149,8 +166,6 @@ static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window,
 			_mm256_storeu_ps(x + j, a);
 			__m256d alo = _mm256_cvtps_pd(_mm256_castps256_ps128(a));
 			__m256d ahi = _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1));
-			_mm256_storeu_pd(ax + j, alo);
-			_mm256_storeu_pd(ax + j + 4, ahi);
 			a0 = _mm256_add_pd(a0, alo);
 			a1 = _mm256_add_pd(a1, ahi);
 			q0v = _mm256_fmadd_pd(alo, alo, q0v);
@@ -160,12 +175,9 @@ static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window,
 		for (; j < n; j++) {
 			float a = x[j] * (float)inv;
 			x[j] = a;
-			ax[j] = a;
 			sa += a;
 			sq += (double)a * a;
 		}
-		memset(arow, 0, sizeof(double) * lo);
-		memset(arow + t + 1, 0, sizeof(double) * (ncol - t - 1));
 		s1[r] = sa;
 		s2[r] = sq;
 		ent[r] = __builtin_log(z) * sa - pd * inv;
@@ -179,6 +191,7 @@ import "unsafe"
 func init() {
 	if C.probe_have_avx2() != 0 {
 		softmaxTile = softmaxTileAVX2
+		shiftSquare = shiftSquareAVX2
 		siluMulKernel = siluMulAVX2
 	}
 }
@@ -193,23 +206,33 @@ func siluMulAVX2(g, u []float32) {
 	C.probe_silu_mul((*C.float)(unsafe.Pointer(&g[0])), (*C.float)(unsafe.Pointer(&u[0])), C.long(len(g)))
 }
 
+// shiftSquareAVX2 is shiftSquare with the C kernel probe_shift_square.
+func shiftSquareAVX2(w, v []float32, stride int, c []float32, n int) {
+	dh := len(c)
+	if n == 0 || dh == 0 {
+		return
+	}
+	_, _ = w[n*dh-1], v[(n-1)*stride+dh-1]
+	C.probe_shift_square((*C.float)(unsafe.Pointer(&w[0])), (*C.float)(unsafe.Pointer(&v[0])), C.long(stride),
+		(*C.float)(unsafe.Pointer(&c[0])), C.long(n), C.long(dh))
+}
+
 // softmaxTileAVX2 is softmaxTile with the 8-lane C kernel
 // probe_softmax_tile (cgo; OpenBLAS build on AVX2+FMA CPUs). It differs
 // from softmaxTileGo only in rounding (fused multiply-adds, summation
 // order) and in giving 0 instead of a subnormal for e^(x−m) below e^−87.3.
-func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, a64, s1, s2, ent []float64) {
+func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64) {
 	if rows == 0 {
 		return
 	}
 	_ = s[rows*ncol-1]
-	var pa, p1, p2, pe *C.double
-	if a64 != nil {
-		_, _, _, _ = a64[rows*ncol-1], s1[rows-1], s2[rows-1], ent[rows-1]
-		pa = (*C.double)(unsafe.Pointer(&a64[0]))
+	var p1, p2, pe *C.double
+	if s1 != nil {
+		_, _, _ = s1[rows-1], s2[rows-1], ent[rows-1]
 		p1 = (*C.double)(unsafe.Pointer(&s1[0]))
 		p2 = (*C.double)(unsafe.Pointer(&s2[0]))
 		pe = (*C.double)(unsafe.Pointer(&ent[0]))
 	}
 	C.probe_softmax_tile((*C.float)(unsafe.Pointer(&s[0])), C.int(rows), C.int(ncol), C.int(q0), C.int(window),
-		pa, p1, p2, pe)
+		p1, p2, pe)
 }

@@ -191,7 +191,7 @@ func TestGateOverrideStats(t *testing.T) {
 			t.Fatalf("layer %d batch %d query %d head %d: n_eff %v, probes %v", l, b, q, h, r.NEff, wantN)
 		}
 		d := math.Abs(r.SBar - wantS)
-		if d > 1e-9*wantS+1e-14 {
+		if d > 1e-5*wantS+1e-14 { // model.AttnMoments: S within ~1e-5 of two passes
 			t.Fatalf("layer %d batch %d query %d head %d: S̄ %v, probes (two-pass) %v", l, b, q, h, r.SBar, wantS)
 		}
 		if wantS > 0 {

@@ -14,16 +14,17 @@ const (
 	// MatrixKernel (the default) takes them from the attention pass itself
 	// where the model offers them (model.MomentsConsumer: the Llama-family
 	// attention of Llama, Mistral, Qwen2, Qwen3, Qiu's gated attention and
-	// GPT-2), computed there with float64 matrix products over whole tiles,
-	// with S recomputed by two passes on every row where the product form
+	// GPT-2), computed there with float32 matrix products over whole tiles,
+	// with rows recomputed by float64 two-pass sums where the product form
 	// could lose digits (model.AttnMoments states the accuracy: e within
-	// ~1e-15, S within ~1e-9 relative of the two-pass sums). Other models,
-	// the Sandwich form, the Expanded method and tiles with NaN/Inf fall back
-	// to RowKernel.
+	// ~1e-6 of Σα|v|, S within ~1e-5 relative of the two-pass sums; the
+	// diagnostics agree with RowKernel's within 1e-5). Other models, the
+	// Sandwich form, the Expanded method and tiles with NaN/Inf fall back to
+	// RowKernel.
 	MatrixKernel Kernel = iota
 	// RowKernel walks every row's weights and value vectors twice in
-	// ConsumeAttn (Moments, two-pass): about 3× slower at long context,
-	// the reference the matrix kernel is tested against.
+	// ConsumeAttn (Moments, two-pass, float64): several times slower at
+	// long context, the reference the matrix kernel is tested against.
 	RowKernel
 )
 
@@ -52,8 +53,8 @@ func ParseKernel(s string) (Kernel, bool) {
 // diagnostics of every row of the tile formed from the moments the
 // attention pass computed (MatrixKernel), with the same functions and order
 // of operations as ConsumeAttn, so the two agree to the moments' rounding
-// (TestBenchMomentsMatchCollector in cmd/probe: worst 7e-8, the entropy
-// n_eff; all others ≤ 2e-12). It hands the tile to ConsumeAttn when the
+// (TestBenchMomentsMatchCollector in cmd/probe: worst 1.2e-6, the
+// per-dimension S; λobs and K ≤ 2.2e-7). It hands the tile to ConsumeAttn when the
 // options need more than the moments (RowKernel, Sandwich, Expanded) and
 // when the tile does not fit (ConsumeAttn reports the shape error).
 func (c *Collector) ConsumeMoments(am *model.AttnMoments) error {

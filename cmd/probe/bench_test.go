@@ -59,7 +59,7 @@ func TestBenchCommand(t *testing.T) {
 
 // TestBenchMomentsMatchCollector: the diagnostics formed from the pass's
 // moments (probes.MatrixKernel) equal probes.Collector's own row-by-row ones
-// within 1e-6 relative, for every metric and cell, on Qwen3 and gated
+// within 1e-5 relative (model.AttnMoments: float32 products), for every metric and cell, on Qwen3 and gated
 // models, with the per-dimension metrics kept.
 func TestBenchMomentsMatchCollector(t *testing.T) {
 	for _, arch := range []model.Arch{model.ArchQwen3, model.ArchGated} {
@@ -104,7 +104,7 @@ func TestBenchMomentsMatchCollector(t *testing.T) {
 					}
 				}
 				t.Logf("%-20s worst rel. error %.2g", name, worst)
-				if worst > 1e-6 || math.IsNaN(worst) {
+				if worst > 1e-5 || math.IsNaN(worst) {
 					t.Errorf("%s: rel. error %.3g at flat index %d: moments %v, rows %v", name, worst, at, got[at], want[at])
 				}
 			}

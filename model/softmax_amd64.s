@@ -1,0 +1,248 @@
+//go:build amd64 && !openblas
+
+#include "textflag.h"
+
+// The three passes of a softmax row on 16 float32 lanes (softmax_amd64.go):
+// the maximum, p = e^(x − m) with Σp (and Σ p·(x − m)) in float64, and the
+// scaling α = p·inv (with Σα and Σα² in float64). The tail of n mod 16
+// elements runs under the opmask K1. AVX-512F only (checked at init).
+
+// TAILMASK sets K1 to the low CX&15 bits.
+#define TAILMASK \
+	MOVQ CX, R9 \
+	ANDQ $15, R9 \
+	MOVQ $1, AX \
+	SHLXQ R9, AX, AX \
+	DECQ AX \
+	KMOVW AX, K1
+
+// HSUMPD adds the 8 lanes of Z(a) into X(a) (Z(b) is scratch).
+#define HSUMPD(za, ya, xa, yb, xb) \
+	VEXTRACTF64X4 $1, za, yb \
+	VADDPD yb, ya, ya \
+	VEXTRACTF128 $1, ya, xb \
+	VADDPD xb, xa, xa \
+	VPERMILPD $1, xa, xb \
+	VADDSD xb, xa, xa
+
+// func maxAVX512(x *float32, n int) float32
+TEXT ·maxAVX512(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVL $0xFF800000, AX // −Inf
+	VPBROADCASTD AX, Z0
+	VMOVAPS Z0, Z2
+	MOVQ CX, BX
+	SHRQ $4, BX
+	JZ maxtail
+maxloop:
+	VMAXPS (SI), Z0, Z0
+	ADDQ $64, SI
+	DECQ BX
+	JNZ maxloop
+maxtail:
+	TAILMASK
+	VMOVUPS (SI), K1, Z2 // masked-off lanes keep −Inf
+	VMAXPS Z2, Z0, Z0
+	VEXTRACTF32X8 $1, Z0, Y1
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4E, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xB1, X0, X1
+	VMAXPS X1, X0, X0
+	MOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// EXP16 sets Z5 = e^Z1 for Z1 ≤ 0 (the method of expf, nn.go, with fused
+// multiply-adds), 0 where Z1 < −87.3 or the lane is not in K2&K1; NaN stays
+// NaN. Clobbers Z2–Z4, K2. Constants in Z16–Z28 (expSumAVX512). Steps:
+// K2 = not (d < −87.3) (true for NaN) and K1; t = d·log2e + magic;
+// 2^k from the low bits of t; n = t − magic; r = d − n·ln2Hi − n·ln2Lo;
+// the degree-7 Taylor polynomial in r by Horner; times 2^k; zero outside K2.
+#define EXP16 \
+	VCMPPS $0x15, Z27, Z1, K2 \
+	KANDW K1, K2, K2 \
+	VMOVAPS Z17, Z2 \
+	VFMADD231PS Z16, Z1, Z2 \
+	VPSUBD Z28, Z2, Z3 \
+	VPSLLD $23, Z3, Z3 \
+	VSUBPS Z17, Z2, Z2 \
+	VMOVAPS Z1, Z4 \
+	VFNMADD231PS Z18, Z2, Z4 \
+	VFNMADD231PS Z19, Z2, Z4 \
+	VMOVAPS Z20, Z5 \
+	VFMADD213PS Z21, Z4, Z5 \
+	VFMADD213PS Z22, Z4, Z5 \
+	VFMADD213PS Z23, Z4, Z5 \
+	VFMADD213PS Z24, Z4, Z5 \
+	VFMADD213PS Z25, Z4, Z5 \
+	VFMADD213PS Z26, Z4, Z5 \
+	VFMADD213PS Z26, Z4, Z5 \
+	VMULPS Z3, Z5, Z5 \
+	VMOVAPS.Z Z5, K2, Z5
+
+// ACCPD adds the 16 float32 lanes of Z5 into the float64 accumulators
+// Z8 (low 8) and Z9 (high 8); Z6, Z7 get them as float64.
+#define ACCPD \
+	VCVTPS2PD Y5, Z6 \
+	VEXTRACTF32X8 $1, Z5, Y7 \
+	VCVTPS2PD Y7, Z7 \
+	VADDPD Z6, Z8, Z8 \
+	VADDPD Z7, Z9, Z9
+
+// ACCPD2 adds Z6·d, Z7·d (d = Z1 as float64) into Z10, Z11.
+#define ACCPD2 \
+	VCVTPS2PD Y1, Z12 \
+	VEXTRACTF32X8 $1, Z1, Y13 \
+	VCVTPS2PD Y13, Z13 \
+	VFMADD231PD Z12, Z6, Z10 \
+	VFMADD231PD Z13, Z7, Z11
+
+#define BCAST(v, z) \
+	MOVL v, AX \
+	VPBROADCASTD AX, z
+
+// func expSumAVX512(x *float32, n int, m float32, stats int) (z, pd float64)
+TEXT ·expSumAVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Z0
+	MOVQ stats+24(FP), DX
+	BCAST($0x3FB8AA3B, Z16) // log2e
+	BCAST($0x4B400000, Z17) // magic 1.5·2²³
+	BCAST($0x3F317200, Z18) // ln2Hi
+	BCAST($0x35BFBE8E, Z19) // ln2Lo
+	BCAST($0x39500D01, Z20) // 1/5040
+	BCAST($0x3AB60B61, Z21) // 1/720
+	BCAST($0x3C088889, Z22) // 1/120
+	BCAST($0x3D2AAAAB, Z23) // 1/24
+	BCAST($0x3E2AAAAB, Z24) // 1/6
+	BCAST($0x3F000000, Z25) // 1/2
+	BCAST($0x3F800000, Z26) // 1
+	BCAST($0xC2AE999A, Z27) // −87.3
+	BCAST($0x4B3FFF81, Z28) // magic bits − 127
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+	VPXORQ Z10, Z10, Z10
+	VPXORQ Z11, Z11, Z11
+	MOVW $0xFFFF, AX
+	KMOVW AX, K1
+	MOVQ CX, BX
+	SHRQ $4, BX
+	JZ exptail
+exploop:
+	VMOVUPS (SI), Z1
+	VSUBPS Z0, Z1, Z1 // d = x − m
+	EXP16
+	VMOVUPS Z5, (SI)
+	ACCPD
+	TESTQ DX, DX
+	JZ expnext
+	ACCPD2
+expnext:
+	ADDQ $64, SI
+	DECQ BX
+	JNZ exploop
+exptail:
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z1
+	VSUBPS Z0, Z1, Z1
+	VMOVAPS.Z Z1, K1, Z1 // d = 0 beyond the tail
+	EXP16
+	VMOVUPS Z5, K1, (SI)
+	ACCPD
+	TESTQ DX, DX
+	JZ expdone
+	ACCPD2
+expdone:
+	VADDPD Z9, Z8, Z8
+	HSUMPD(Z8, Y8, X8, Y9, X9)
+	MOVSD X8, z+32(FP)
+	VADDPD Z11, Z10, Z10
+	HSUMPD(Z10, Y10, X10, Y11, X11)
+	MOVSD X10, pd+40(FP)
+	VZEROUPPER
+	RET
+
+// func scaleSumAVX512(x *float32, n int, inv float32, stats int) (s1, s2 float64)
+TEXT ·scaleSumAVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS inv+16(FP), Z0
+	MOVQ stats+24(FP), DX
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+	VPXORQ Z10, Z10, Z10
+	VPXORQ Z11, Z11, Z11
+	MOVQ CX, BX
+	SHRQ $4, BX
+	JZ scaletail
+scaleloop:
+	VMULPS (SI), Z0, Z5
+	VMOVUPS Z5, (SI)
+	TESTQ DX, DX
+	JZ scalenext
+	ACCPD
+	VFMADD231PD Z6, Z6, Z10
+	VFMADD231PD Z7, Z7, Z11
+scalenext:
+	ADDQ $64, SI
+	DECQ BX
+	JNZ scaleloop
+scaletail:
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z5
+	VMULPS Z0, Z5, Z5
+	VMOVUPS Z5, K1, (SI)
+	TESTQ DX, DX
+	JZ scaledone
+	ACCPD
+	VFMADD231PD Z6, Z6, Z10
+	VFMADD231PD Z7, Z7, Z11
+scaledone:
+	VADDPD Z9, Z8, Z8
+	HSUMPD(Z8, Y8, X8, Y9, X9)
+	MOVSD X8, s1+32(FP)
+	VADDPD Z11, Z10, Z10
+	HSUMPD(Z10, Y10, X10, Y11, X11)
+	MOVSD X10, s2+40(FP)
+	VZEROUPPER
+	RET
+
+// func shiftSquareAVX512(w, v *float32, stride int, c *float32, n, dh int)
+// sets w[j·dh+i] = (v[j·stride+i] − c[i])² for j < n, i < dh (dh a
+// positive multiple of 16).
+TEXT ·shiftSquareAVX512(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ stride+16(FP), R8
+	SHLQ $2, R8
+	MOVQ c+24(FP), DX
+	MOVQ n+32(FP), CX
+	MOVQ dh+40(FP), R9
+	SHRQ $4, R9
+	TESTQ CX, CX
+	JZ sqdone
+sqrow:
+	MOVQ SI, R10
+	MOVQ DX, R11
+	MOVQ R9, BX
+sqblock:
+	VMOVUPS (R10), Z0
+	VSUBPS (R11), Z0, Z0
+	VMULPS Z0, Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, R10
+	ADDQ $64, R11
+	ADDQ $64, DI
+	DECQ BX
+	JNZ sqblock
+	ADDQ R8, SI
+	DECQ CX
+	JNZ sqrow
+sqdone:
+	VZEROUPPER
+	RET
