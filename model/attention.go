@@ -111,6 +111,8 @@ const (
 type headWork struct {
 	scores  []float32 // [heads·tile, T]
 	qp, zp  []float32 // [heads·tile, dh]: packed queries and outputs
+	panels  []panelProduct
+	kpack   []float32 // the head's keys packed once (packKT)
 	plain   []hooks.AttnConsumer
 	moments []MomentsConsumer
 	mw      *momentsWork // nil without moments consumers
@@ -162,6 +164,10 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 	if mw != nil {
 		mw.setValues(a.v[kBase:], kvStride)
 	}
+	prepacked := gemmKT != nil && dh <= 256
+	if prepacked {
+		hw.kpack = packKT(hw.kpack, a.k[kBase:], kvStride, T, dh)
+	}
 
 	for q0 := 0; q0 < T; q0 += tile {
 		rows := min(tile, T-q0)
@@ -173,9 +179,13 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			}
 		}
 		s := blas32.General{Rows: n, Cols: ncol, Stride: ncol, Data: hw.scores[:n*ncol]}
-		kt := keys
-		kt.Rows = ncol
-		blas32.Gemm(blas.NoTrans, blas.Trans, a.scale, blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.qp[:n*dh]}, kt, 0, s)
+		if prepacked {
+			gemmKT(n, ncol, dh, a.scale, hw.qp[:n*dh], dh, hw.kpack, s.Data, ncol)
+		} else {
+			kt := keys
+			kt.Rows = ncol
+			blas32.Gemm(blas.NoTrans, blas.Trans, a.scale, blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.qp[:n*dh]}, kt, 0, s)
+		}
 
 		for j := 0; j < nh; j++ {
 			sj := s.Data[j*rows*ncol : (j+1)*rows*ncol]
@@ -192,21 +202,47 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 				}
 			}
 		}
-		// zp = α·v: the output, and e for the moments
+		// zp = α·v: the output, and e for the moments; G = α·(v − c)² for
+		// the moments, in the same sweep over the weights where the build
+		// can (gemmPanels), else by a second product per head.
 		zp := blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.zp[:n*dh]}
-		if a.pattern == nil || mw != nil {
-			if finiteRows(a.v[kBase:], kvStride, dh, q0, ncol) {
+		finiteV := finiteRows(a.v[kBase:], kvStride, dh, q0, ncol)
+		fused := mw != nil && finiteV && gemmPanels != nil && dh%32 == 0 && dh <= gemmDirectN
+		switch {
+		case fused:
+			for j := 0; j < nh; j++ {
+				o := j * rows
+				sq, _ := mw.squares(j, q0, tile, ncol, T)
+				ps := hw.panels[:0]
+				for i := 0; i < dh; i += 32 {
+					ps = append(ps,
+						panelProduct{B: a.v[kBase+i:], LDB: kvStride, C: hw.zp[o*dh+i:], LDC: dh},
+						panelProduct{B: sq[i:], LDB: dh, C: mw.g[o*dh+i:], LDC: dh})
+				}
+				clear(hw.zp[o*dh : (o+rows)*dh])
+				clear(mw.g[o*dh : (o+rows)*dh])
+				gemmPanels(rows, ncol, s.Data[o*ncol:(o+rows)*ncol], ncol, ps)
+				hw.panels = ps
+			}
+		case a.pattern == nil || mw != nil:
+			if finiteV {
 				vt := vals
 				vt.Rows = ncol
 				blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vt, 0, zp)
 			} else {
 				causalTimesV(s, vals, q0, rows, zp)
 			}
+			if mw != nil {
+				for j := 0; j < nh; j++ {
+					sq, _ := mw.squares(j, q0, tile, ncol, T)
+					mw.gProduct(j*rows, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol], sq)
+				}
+			}
 		}
 		finite := true
 		if mw != nil {
 			for j := 0; j < nh; j++ {
-				if !mw.finish(j*rows, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol], hw.zp[j*rows*dh:(j+1)*rows*dh]) {
+				if !mw.finish(j, j*rows, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol], hw.zp[j*rows*dh:(j+1)*rows*dh]) {
 					finite = false
 				}
 			}

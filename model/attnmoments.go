@@ -34,7 +34,10 @@ type MomentsConsumer interface {
 // cost of one float32 matrix product per head and tile with the columns of
 // α·v, beyond the attention itself:
 //
-//   - SumAlpha and SumSq are float64 sums (relative error ~1e-15); the
+//   - SumAlpha and SumSq are float64 sums, formed in the softmax's pass
+//     over the exponentials p as Σp·inv and Σp²·inv² (inv the float32
+//     normalizer): within ~1e-7 relative of the sums of the rounded
+//     weights (exact sums in the scalar Go build). The
 //     entropy uses log α_tj = (x_tj − m_t) − log Z_t (score minus row
 //     maximum, minus the log normalizer) instead of the log of the rounded
 //     weight, which changes exp(Entropy) by at most about 6e-8·(2 + Entropy)
@@ -71,8 +74,10 @@ type AttnMoments struct {
 // tiles (AttnMoments): rows are stacked as in attendGroup (head-major).
 type momentsWork struct {
 	dh      int
-	w       []float32 // [T, dh]: row j = (v_j − c)² for the current head and tile
-	c       []float32 // [dh]: the shift c
+	w       [][]float32 // per stacked head [T, dh]: row k = (v_k − c)², k < built
+	built   []int
+	cs      []float32 // [stack, dh]: the shift c of each stacked head
+	next    []float32 // [stack, dh]: the mean output of its last tile
 	g       []float32 // [tile, dh]: G = α·(v − c)²
 	s1, s2  []float64 // [rows] Σα, Σα²
 	ent     []float64 // [rows] entropy
@@ -100,7 +105,7 @@ const (
 
 func newMomentsWork(rows, T, dh int) *momentsWork {
 	return &momentsWork{dh: dh,
-		w: make([]float32, T*dh), c: make([]float32, dh), g: make([]float32, rows*dh), vmax: make([]float32, dh),
+		cs: make([]float32, rows*dh), next: make([]float32, rows*dh), g: make([]float32, rows*dh), vmax: make([]float32, dh),
 		s1: make([]float64, rows), s2: make([]float64, rows), ent: make([]float64, rows),
 		e: make([]float64, rows*dh), s: make([]float64, rows*dh)}
 }
@@ -108,47 +113,87 @@ func newMomentsWork(rows, T, dh int) *momentsWork {
 // fits reports whether w serves tiles of n stacked rows over T keys of
 // dimension dh.
 func (w *momentsWork) fits(n, T, dh int) bool {
-	return w.dh == dh && len(w.w) >= T*dh && len(w.s1) >= n
+	return w.dh == dh && len(w.s1) >= n
 }
 
-// setValues sets the value vectors of the head: v_j = V[j·stride :
-// j·stride+dh].
+// setValues sets the value vectors of the KV head whose query heads the
+// worker runs next: v_j = V[j·stride : j·stride+dh].
 func (w *momentsWork) setValues(V []float32, stride int) {
 	w.v, w.stride = V, stride
 	w.nmax = 0
 	clear(w.vmax)
 }
 
-// finish computes E and S (rows o … o+rows−1 of e and s) of one head's
-// rows of a tile: weights alpha [rows, ncol] (row stride ncol) and their
-// outputs zp = α·v [rows, dh]. It reports whether every moment is finite.
-func (w *momentsWork) finish(o, rows, ncol int, alpha, zp []float32) bool {
+// momentsRefresh is the number of tiles between two choices of a head's
+// shift c: in between, the squares (v_k − c)² of the keys already seen are
+// kept and only the new keys' are computed.
+const momentsRefresh = 8
+
+// squares prepares the product G = α·(v − c)² of stacked head j (0-based
+// in the stack) for a tile of query rows q0 … over keys 0 … ncol−1 (tile
+// index q0/tile): it returns the head's squares (v_k − c)², k < ncol, and
+// the shift c. Every momentsRefresh tiles the head gets a new c — the mean
+// output of its previous tile (finish keeps it), or for the first tile
+// the mean value vector of its keys — and its squares are recomputed.
+func (w *momentsWork) squares(j, q0, tile, ncol, T int) (sq, c []float32) {
 	dh := w.dh
-	c := w.c
-	for i := range c {
-		var sum float64
-		for r := 0; r < rows; r++ {
-			sum += float64(zp[r*dh+i])
+	for len(w.w) <= j {
+		w.w = append(w.w, nil)
+		w.built = append(w.built, 0)
+	}
+	w.w[j] = grow(w.w[j], T*dh)
+	c = w.cs[j*dh : (j+1)*dh]
+	if t := q0 / tile; t%momentsRefresh == 0 {
+		if q0 == 0 {
+			for i := range c {
+				var sum float64
+				for k := 0; k < ncol; k++ {
+					sum += float64(w.v[k*w.stride+i])
+				}
+				c[i] = float32(sum / float64(ncol))
+			}
+		} else {
+			copy(c, w.next[j*dh:(j+1)*dh])
 		}
-		c[i] = float32(sum / float64(rows))
+		w.built[j] = 0
 	}
 	for ; w.nmax < ncol; w.nmax++ {
 		for i, x := range w.v[w.nmax*w.stride : w.nmax*w.stride+dh] {
 			w.vmax[i] = max(w.vmax[i], abs32(x))
 		}
 	}
-	shiftSquare(w.w[:ncol*dh], w.v, w.stride, c, ncol)
+	if b := w.built[j]; b < ncol {
+		shiftSquare(w.w[j][b*dh:ncol*dh], w.v[b*w.stride:], w.stride, c, ncol-b)
+		w.built[j] = ncol
+	}
+	return w.w[j][:ncol*dh], c
+}
+
+// gProduct computes G = α·(v − c)² (rows o … o+rows−1 of g) with one
+// product from the squares sq.
+func (w *momentsWork) gProduct(o, rows, ncol int, alpha, sq []float32) {
+	dh := w.dh
 	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
 		blas32.General{Rows: rows, Cols: ncol, Stride: ncol, Data: alpha[:rows*ncol]},
-		blas32.General{Rows: ncol, Cols: dh, Stride: dh, Data: w.w[:ncol*dh]},
-		0, blas32.General{Rows: rows, Cols: dh, Stride: dh, Data: w.g[:rows*dh]})
+		blas32.General{Rows: ncol, Cols: dh, Stride: dh, Data: sq},
+		0, blas32.General{Rows: rows, Cols: dh, Stride: dh, Data: w.g[o*dh : (o+rows)*dh]})
+}
+
+// finish computes E and S of stacked head j's rows o … o+rows−1 (weights
+// alpha [rows, ncol], row stride ncol; outputs zp = α·v [rows, dh]) from G
+// and the shift c that squares chose, then keeps the mean output of these
+// rows as the head's next shift. It reports whether every moment is
+// finite.
+func (w *momentsWork) finish(j, o, rows, ncol int, alpha, zp []float32) bool {
+	dh := w.dh
+	c := w.cs[j*dh : (j+1)*dh]
 	ok := true
 	for r := 0; r < rows; r++ {
 		s1 := w.s1[o+r]
 		e, s := w.e[(o+r)*dh:(o+r+1)*dh], w.s[(o+r)*dh:(o+r+1)*dh]
 		var sum float64
 		redo := false
-		g := w.g[r*dh : (r+1)*dh]
+		g := w.g[(o+r)*dh : (o+r+1)*dh]
 		z := zp[r*dh : (r+1)*dh]
 		for i, cf := range c {
 			ei, gi, ci := float64(z[i]), float64(g[i]), float64(cf)
@@ -168,6 +213,16 @@ func (w *momentsWork) finish(o, rows, ncol int, alpha, zp []float32) bool {
 		}
 		if !finite || math.IsNaN(s1+w.s2[o+r]) || math.IsInf(s1+w.s2[o+r], 0) {
 			ok = false
+		}
+	}
+	if ok {
+		next := w.next[j*dh : (j+1)*dh]
+		for i := range next {
+			var sum float64
+			for r := 0; r < rows; r++ {
+				sum += float64(zp[r*dh+i])
+			}
+			next[i] = float32(sum / float64(rows))
 		}
 	}
 	return ok

@@ -27,6 +27,8 @@ func init() {
 	}
 	blas32.Use(gemmBLAS{})
 	blas64.Use(gemmBLAS{})
+	gemmPanels = gemmPanelsDirect
+	packKT, gemmKT = packKTBlocked, gemmKTBlocked
 	blasName = "gonum+avx512"
 }
 
@@ -43,8 +45,6 @@ const (
 	gemmKC   = 256
 	gemmMC   = 96 // a multiple of 6
 	gemmNC   = 1024
-	// gemmDirectN is the widest product run by gemmDirect.
-	gemmDirectN = 128
 )
 
 // Sgemm computes C = alpha·A·op(B) + beta·C (row-major), on the AVX-512
@@ -131,25 +131,33 @@ func gemmBlocked[E gemmFloat](transB bool, m, n, k int, alpha E, a []E, lda int,
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
 			packB(transB, b, ldb, pc, kc, jc, nc, nr, buf.bp)
-			for ic := 0; ic < m; ic += gemmMC {
-				mc := min(gemmMC, m-ic)
-				packA(a, lda, ic, mc, pc, kc, mr, alpha, buf.ap)
-				for jr := 0; jr < nc; jr += nr {
-					bpan := buf.bp[(jr/nr)*nr*kc : (jr/nr+1)*nr*kc]
-					for ir := 0; ir < mc; ir += mr {
-						apan := buf.ap[(ir/mr)*mr*kc : (ir/mr+1)*mr*kc]
-						if ir+mr <= mc && jr+nr <= nc {
-							kernel(kc, apan, bpan, c[(ic+ir)*ldc+jc+jr:], ldc)
-							continue
-						}
-						clear(buf.ct)
-						kernel(kc, apan, bpan, buf.ct, nr)
-						for i := 0; i < min(mr, mc-ir); i++ {
-							row := c[(ic+ir+i)*ldc+jc+jr:]
-							for j, v := range buf.ct[i*nr : i*nr+min(nr, nc-jr)] {
-								row[j] += v
-							}
-						}
+			gemmPanelBlock(m, nc, kc, alpha, a, lda, pc, buf.bp, c[jc:], ldc, mr, nr, kernel, buf)
+		}
+	}
+}
+
+// gemmPanelBlock adds alpha·A[:, pc:pc+kc]·Bp to C[:m, :nc], where Bp holds
+// the kc × nc block of op(B) in panels of nr columns (packB), packing A
+// gemmMC rows at a time.
+func gemmPanelBlock[E gemmFloat](m, nc, kc int, alpha E, a []E, lda, pc int, bp, c []E, ldc int,
+	mr, nr int, kernel func(kc int, ap, bp, c []E, ldc int), buf *gemmBuffers[E]) {
+	for ic := 0; ic < m; ic += gemmMC {
+		mc := min(gemmMC, m-ic)
+		packA(a, lda, ic, mc, pc, kc, mr, alpha, buf.ap)
+		for jr := 0; jr < nc; jr += nr {
+			bpan := bp[(jr/nr)*nr*kc : (jr/nr+1)*nr*kc]
+			for ir := 0; ir < mc; ir += mr {
+				apan := buf.ap[(ir/mr)*mr*kc : (ir/mr+1)*mr*kc]
+				if ir+mr <= mc && jr+nr <= nc {
+					kernel(kc, apan, bpan, c[(ic+ir)*ldc+jr:], ldc)
+					continue
+				}
+				clear(buf.ct)
+				kernel(kc, apan, bpan, buf.ct, nr)
+				for i := 0; i < min(mr, mc-ir); i++ {
+					row := c[(ic+ir+i)*ldc+jr:]
+					for j, v := range buf.ct[i*nr : i*nr+min(nr, nc-jr)] {
+						row[j] += v
 					}
 				}
 			}
@@ -157,13 +165,35 @@ func gemmBlocked[E gemmFloat](transB bool, m, n, k int, alpha E, a []E, lda int,
 	}
 }
 
+// packKTBlocked packs Kᵀ for gemmKTBlocked: K is n × k (row stride ldk,
+// k ≤ gemmKC), packed as the panels of sNR columns that gemmBlocked packs
+// for op(B) = Kᵀ, once for every product with the rows of K.
+func packKTBlocked(dst, K []float32, ldk, n, k int) []float32 {
+	dst = grow(dst, (n+sNR-1)/sNR*sNR*k)
+	packB(true, K, ldk, 0, k, 0, n, sNR, dst)
+	return dst
+}
+
+// gemmKTBlocked computes C = alpha·A·Kᵀ[:, :n] (A: m × k) from the panels
+// packKTBlocked made of K's rows (n at most the rows packed): the same
+// sums as Sgemm(NoTrans, Trans, …) with K itself, without packing K again.
+func gemmKTBlocked(m, n, k int, alpha float32, a []float32, lda int, kp []float32, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		clear(c[i*ldc : i*ldc+n])
+	}
+	if m == 0 || n == 0 || k == 0 {
+		return
+	}
+	buf := sPool.Get().(*gemmBuffers[float32])
+	defer sPool.Put(buf)
+	for jc := 0; jc < n; jc += gemmNC {
+		gemmPanelBlock(m, min(gemmNC, n-jc), k, alpha, a, lda, 0, kp[jc*k:], c[jc:], ldc, sMR, sNR, kernelS6x32, buf)
+	}
+}
+
 // gemmDirect computes C = A·B + beta·C (float32, B not transposed, n a
-// multiple of sNR and at most gemmDirectN) without packing: for such narrow
-// products — the attention's α·v and the moments' products, whose A is a
-// tile of attention weights — packing A and B would cost about as much as
-// the product. The micro-kernel reads both in place, gemmKC steps at a
-// time (the same summation blocks as gemmBlocked); the last rows, if m is
-// not a multiple of sMR, go through a zero-padded copy of A.
+// multiple of sNR and at most gemmDirectN) with gemmPanelsDirect, one
+// panel per sNR columns.
 func gemmDirect(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	for i := 0; i < m; i++ {
 		row := c[i*ldc : i*ldc+n]
@@ -177,15 +207,40 @@ func gemmDirect(m, n, k int, a []float32, lda int, b []float32, ldb int, beta fl
 			}
 		}
 	}
-	if k == 0 || m == 0 || n == 0 {
+	var ps [gemmDirectN / sNR]panelProduct
+	for jr := 0; jr < n; jr += sNR {
+		ps[jr/sNR] = panelProduct{B: b[jr:], LDB: ldb, C: c[jr:], LDC: ldc}
+	}
+	gemmPanelsDirect(m, k, a, lda, ps[:n/sNR])
+}
+
+// gemmPanelsDirect adds A·B_p to C_p for every panel p (see gemmPanels)
+// without packing: for narrow products — the attention's α·v and the
+// moments' products, whose A is a tile of attention weights — packing A
+// and B would cost about as much as the product. The micro-kernel reads
+// both in place, gemmKC steps at a time (the summation blocks of
+// gemmBlocked), all panels of a block of rows in turn, so that A is read
+// from memory once; the last rows, if m is not a multiple of sMR, go
+// through a zero-padded copy of A. Each element of C is the same sum
+// whatever the other panels and m are.
+func gemmPanelsDirect(m, k int, a []float32, lda int, ps []panelProduct) {
+	if k == 0 || m == 0 || len(ps) == 0 {
 		return
 	}
 	full := m - m%sMR
 	for pc := 0; pc < k; pc += gemmKC {
 		kc := min(gemmKC, k-pc)
 		for ir := 0; ir < full; ir += sMR {
-			for jr := 0; jr < n; jr += sNR {
-				kernelS6x32Direct(kc, a[ir*lda+pc:], lda, b[pc*ldb+jr:], ldb, c[ir*ldc+jr:], ldc)
+			ai := a[ir*lda+pc:]
+			q := 0
+			for ; q+1 < len(ps); q += 2 { // two panels per sweep over A
+				p1, p2 := ps[q], ps[q+1]
+				kernelS6x64Direct(kc, ai, lda, p1.B[pc*p1.LDB:], p1.LDB, p2.B[pc*p2.LDB:], p2.LDB,
+					p1.C[ir*p1.LDC:], p1.LDC, p2.C[ir*p2.LDC:], p2.LDC)
+			}
+			if q < len(ps) {
+				p := ps[q]
+				kernelS6x32Direct(kc, ai, lda, p.B[pc*p.LDB:], p.LDB, p.C[ir*p.LDC:], p.LDC)
 			}
 		}
 	}
@@ -202,11 +257,11 @@ func gemmDirect(m, n, k int, a []float32, lda int, b []float32, ldb int, beta fl
 		for i := 0; i < rows; i++ {
 			copy(ap[i*kc:(i+1)*kc], a[(full+i)*lda+pc:][:kc])
 		}
-		for jr := 0; jr < n; jr += sNR {
+		for _, p := range ps {
 			clear(buf.ct)
-			kernelS6x32Direct(kc, ap, kc, b[pc*ldb+jr:], ldb, buf.ct, sNR)
+			kernelS6x32Direct(kc, ap, kc, p.B[pc*p.LDB:], p.LDB, buf.ct, sNR)
 			for i := 0; i < rows; i++ {
-				row := c[(full+i)*ldc+jr:][:sNR]
+				row := p.C[(full+i)*p.LDC:][:sNR]
 				for j, v := range buf.ct[i*sNR : (i+1)*sNR] {
 					row[j] += v
 				}

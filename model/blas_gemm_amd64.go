@@ -35,6 +35,20 @@ func kernelS6x32Direct(kc int, a []float32, lda int, b []float32, ldb int, c []f
 	kernelS6x32DirectAVX512(kc, &a[0], lda, &b[0], ldb, &c[0], ldc)
 }
 
+// kernelS6x64Direct is two kernelS6x32Direct panels in one sweep over A:
+// C1[6×32] += A·B1 and C2[6×32] += A·B2.
+func kernelS6x64Direct(kc int, a []float32, lda int, b1 []float32, ldb1 int, b2 []float32, ldb2 int, c1 []float32, ldc1 int, c2 []float32, ldc2 int) {
+	if kc <= 0 {
+		return
+	}
+	_, _, _ = a[5*lda+kc-1], b1[(kc-1)*ldb1+31], b2[(kc-1)*ldb2+31]
+	_, _ = c1[5*ldc1+31], c2[5*ldc2+31]
+	kernelS6x64DirectAVX512(kc, &a[0], lda, &b1[0], ldb1, &b2[0], ldb2, &c1[0], ldc1, &c2[0], ldc2)
+}
+
+//go:noescape
+func kernelS6x64DirectAVX512(kc int, a *float32, lda int, b1 *float32, ldb1 int, b2 *float32, ldb2 int, c1 *float32, ldc1 int, c2 *float32, ldc2 int)
+
 //go:noescape
 func kernelS6x32DirectAVX512(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
 

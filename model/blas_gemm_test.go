@@ -84,3 +84,52 @@ func maxRel64(got, want []float64) float64 {
 	}
 	return d / m
 }
+
+// TestGemmKT: scores from keys packed once (packKTBlocked, gemmKTBlocked)
+// equal Sgemm(NoTrans, Trans) with the keys themselves, bit for bit, for
+// every prefix of the keys (partial panels hold later keys, never read
+// into C) and edge row counts; and two panels in one sweep over A
+// (gemmPanelsDirect) equal two separate narrow products bit for bit.
+func TestGemmKT(t *testing.T) {
+	if !cpu.X86.HasAVX512F {
+		t.Skip("this CPU has no AVX-512: the build uses gonum's kernels")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	var s gemmBLAS
+	const n, k, ldk = 1100, 32, 70
+	K := to32(randSlice(rng, n*ldk))
+	kp := packKTBlocked(nil, K, ldk, n, k)
+	for _, m := range []int{1, 6, 13, 100} {
+		a := to32(randSlice(rng, m*k))
+		for _, cols := range []int{1, 31, 33, 64, 700, 1025, n} {
+			want, got := make([]float32, m*cols), make([]float32, m*cols)
+			s.Sgemm(blas.NoTrans, blas.Trans, m, cols, k, 0.125, a, k, K, ldk, 0, want, cols)
+			gemmKTBlocked(m, cols, k, 0.125, a, k, kp, got, cols)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("m=%d cols=%d: C[%d] = %v, want %v", m, cols, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	for _, m := range []int{5, 64, 97} {
+		const kk = 600
+		a := to32(randSlice(rng, m*kk))
+		b1, b2 := to32(randSlice(rng, kk*40)), to32(randSlice(rng, kk*64))
+		want1, want2 := make([]float32, m*32), make([]float32, m*64)
+		s.Sgemm(blas.NoTrans, blas.NoTrans, m, 32, kk, 1, a, kk, b1, 40, 0, want1, 32)
+		s.Sgemm(blas.NoTrans, blas.NoTrans, m, 64, kk, 1, a, kk, b2, 64, 0, want2, 64)
+		got1, got2 := make([]float32, m*32), make([]float32, m*64)
+		gemmPanelsDirect(m, kk, a, kk, []panelProduct{{b1, 40, got1, 32}, {b2, 64, got2, 64}, {b2[32:], 64, got2[32:], 64}})
+		for i := range want1 {
+			if got1[i] != want1[i] {
+				t.Fatalf("panels m=%d: C1[%d] = %v, want %v", m, i, got1[i], want1[i])
+			}
+		}
+		for i := range want2 {
+			if got2[i] != want2[i] {
+				t.Fatalf("panels m=%d: C2[%d] = %v, want %v", m, i, got2[i], want2[i])
+			}
+		}
+	}
+}

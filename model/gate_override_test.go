@@ -187,7 +187,7 @@ func TestGateOverrideStats(t *testing.T) {
 		kv := h / (H / KV)
 		probes.Moments(e, S, alpha, func(j int) []float32 { return v[((b*T+j)*KV+kv)*dh:][:dh] }, probes.TwoPass)
 		wantN, wantS := probes.NEff(alpha), probes.Mean(S)
-		if d := math.Abs(r.NEff-wantN) / wantN; d > 1e-12 {
+		if d := math.Abs(r.NEff-wantN) / wantN; d > 1e-6 { // Σα² within ~1e-7 (model.AttnMoments)
 			t.Fatalf("layer %d batch %d query %d head %d: n_eff %v, probes %v", l, b, q, h, r.NEff, wantN)
 		}
 		d := math.Abs(r.SBar - wantS)

@@ -3,8 +3,8 @@
 #include "textflag.h"
 
 // The three passes of a softmax row on 16 float32 lanes (softmax_amd64.go):
-// the maximum, p = e^(x − m) with Σp (and Σ p·(x − m)) in float64, and the
-// scaling α = p·inv (with Σα and Σα² in float64). The tail of n mod 16
+// the maximum, p = e^(x − m) with Σp (and Σ p·(x − m), Σp²) in float64, and
+// the scaling α = p·inv (optionally with Σα and Σα² in float64). The tail of n mod 16
 // elements runs under the opmask K1. AVX-512F only (checked at init).
 
 // TAILMASK sets K1 to the low CX&15 bits.
@@ -93,20 +93,23 @@ maxtail:
 	VADDPD Z6, Z8, Z8 \
 	VADDPD Z7, Z9, Z9
 
-// ACCPD2 adds Z6·d, Z7·d (d = Z1 as float64) into Z10, Z11.
+// ACCPD2 adds Z6·d, Z7·d (d = Z1 as float64) into Z10, Z11 and Z6², Z7²
+// into Z14, Z15.
 #define ACCPD2 \
 	VCVTPS2PD Y1, Z12 \
 	VEXTRACTF32X8 $1, Z1, Y13 \
 	VCVTPS2PD Y13, Z13 \
 	VFMADD231PD Z12, Z6, Z10 \
-	VFMADD231PD Z13, Z7, Z11
+	VFMADD231PD Z13, Z7, Z11 \
+	VFMADD231PD Z6, Z6, Z14 \
+	VFMADD231PD Z7, Z7, Z15
 
 #define BCAST(v, z) \
 	MOVL v, AX \
 	VPBROADCASTD AX, z
 
-// func expSumAVX512(x *float32, n int, m float32, stats int) (z, pd float64)
-TEXT ·expSumAVX512(SB), NOSPLIT, $0-48
+// func expSumAVX512(x *float32, n int, m float32, stats int) (z, pd, q float64)
+TEXT ·expSumAVX512(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSS m+16(FP), Z0
@@ -128,6 +131,8 @@ TEXT ·expSumAVX512(SB), NOSPLIT, $0-48
 	VPXORQ Z9, Z9, Z9
 	VPXORQ Z10, Z10, Z10
 	VPXORQ Z11, Z11, Z11
+	VPXORQ Z14, Z14, Z14
+	VPXORQ Z15, Z15, Z15
 	MOVW $0xFFFF, AX
 	KMOVW AX, K1
 	MOVQ CX, BX
@@ -164,6 +169,9 @@ expdone:
 	VADDPD Z11, Z10, Z10
 	HSUMPD(Z10, Y10, X10, Y11, X11)
 	MOVSD X10, pd+40(FP)
+	VADDPD Z15, Z14, Z14
+	HSUMPD(Z14, Y14, X14, Y15, X15)
+	MOVSD X14, q+48(FP)
 	VZEROUPPER
 	RET
 
