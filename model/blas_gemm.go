@@ -275,6 +275,17 @@ func gemmPanelsDirect(m, k int, a []float32, lda int, ps []panelProduct) {
 func packA[E gemmFloat](a []E, lda, ic, mc, pc, kc, mr int, alpha E, ap []E) {
 	for q := 0; q*mr < mc; q++ {
 		pan := ap[q*mr*kc : (q+1)*mr*kc]
+		if mr == 6 && (q+1)*mr <= mc { // a full panel: sequential writes
+			r := ic + q*mr
+			r0, r1, r2 := a[r*lda+pc:][:kc], a[(r+1)*lda+pc:][:kc], a[(r+2)*lda+pc:][:kc]
+			r3, r4, r5 := a[(r+3)*lda+pc:][:kc], a[(r+4)*lda+pc:][:kc], a[(r+5)*lda+pc:][:kc]
+			for p := range kc {
+				d := pan[p*6 : p*6+6 : p*6+6]
+				d[0], d[1], d[2] = alpha*r0[p], alpha*r1[p], alpha*r2[p]
+				d[3], d[4], d[5] = alpha*r3[p], alpha*r4[p], alpha*r5[p]
+			}
+			continue
+		}
 		for i := 0; i < mr; i++ {
 			r := q*mr + i
 			if r >= mc {

@@ -223,7 +223,7 @@ func TestLinearBF16(t *testing.T) {
 	}
 }
 
-// TestSwiGLU: swiglu equals act(gate)·up element by element (within 4 ulp
+// TestSwiGLU: swiglu equals act(gate)·up element by element (within 8 ulp
 // of the float64 silu·u, absolute 1e-37 where that underflows), for lengths that do and do not fill its chunks, and keeps
 // NaN and the limit of silu at +Inf.
 func TestSwiGLU(t *testing.T) {
@@ -264,8 +264,8 @@ func TestSwiGLU(t *testing.T) {
 				worst = e
 			}
 		}
-		if worst > 4 {
-			t.Errorf("n=%d (%s): worst error %.1f ulp, want ≤ 4", n, BLAS(), worst)
+		if worst > 8 {
+			t.Errorf("n=%d (%s): worst error %.1f ulp, want ≤ 8", n, BLAS(), worst)
 		}
 	}
 }

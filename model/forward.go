@@ -192,15 +192,13 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 		// MLP norm, MLP: down(act(gate(h)) ⊙ up(h)) or GPT-2's proj(act(fc(h)))
 		m.norm(h, x, L.Norm2W, L.Norm2B)
 		run(name("blocks.{l}.ln2.hook_normalized"), h, B, T, D)
-		act := activations[c.Act]
 		if L.WGate != nil {
 			linear(a1, h, n, D, L.WGate, F, L.BGate)
 			run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
 			linear(a2, h, n, D, L.WUp, F, L.BUp)
-			for i, g := range a1 {
-				a1[i] = act(g) * a2[i]
-			}
+			swiglu(a1, a2, c.Act) // act(a1)·a2, in parallel on SIMD kernels
 		} else {
+			act := activations[c.Act]
 			linear(a1, h, n, D, L.WUp, F, L.BUp)
 			run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
 			for i, g := range a1 {

@@ -16,6 +16,7 @@ func init() {
 	if haveSoftmaxAVX512() {
 		softmaxRowStats = softmaxRowStatsAVX512
 		shiftSquare = shiftSquareFast
+		siluMulKernel = siluMulFast
 	}
 }
 
@@ -74,3 +75,15 @@ func shiftSquareFast(w, v []float32, stride int, c []float32, n int) {
 
 //go:noescape
 func shiftSquareAVX512(w, v *float32, stride int, c *float32, n, dh int)
+
+// siluMulFast computes g[i] = silu(g[i])·u[i] on 16 lanes (siluMulKernel).
+func siluMulFast(g, u []float32) {
+	if len(g) == 0 {
+		return
+	}
+	_ = u[len(g)-1]
+	siluMulAVX512(&g[0], &u[0], len(g))
+}
+
+//go:noescape
+func siluMulAVX512(x, u *float32, n int)

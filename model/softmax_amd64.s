@@ -254,3 +254,61 @@ sqblock:
 sqdone:
 	VZEROUPPER
 	RET
+
+// SILU16 sets Z7 = silu(Z10)·Z11 (see siluMulAVX512; K3 = x < 0).
+#define SILU16 \
+	VORPS Z31, Z10, Z1 \
+	EXP16 \
+	VADDPS Z26, Z5, Z6 \
+	VMOVAPS Z26, Z7 \
+	VCMPPS $0x01, Z30, Z10, K3 \
+	VMOVAPS Z5, K3, Z7 \
+	VDIVPS Z6, Z7, Z7 \
+	VMULPS Z10, Z7, Z7 \
+	VMULPS Z11, Z7, Z7
+
+// func siluMulAVX512(x, u *float32, n int)
+// sets x[i] = silu(x[i])·u[i] = x[i]·σ(x[i])·u[i] for i < n, with σ from
+// t = e^−|x| (EXP16, never overflows): σ = 1/(1 + t) for x ≥ 0, t/(1 + t)
+// for x < 0.
+TEXT ·siluMulAVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ u+8(FP), DI
+	MOVQ n+16(FP), CX
+	BCAST($0x3FB8AA3B, Z16)
+	BCAST($0x4B400000, Z17)
+	BCAST($0x3F317200, Z18)
+	BCAST($0x35BFBE8E, Z19)
+	BCAST($0x39500D01, Z20)
+	BCAST($0x3AB60B61, Z21)
+	BCAST($0x3C088889, Z22)
+	BCAST($0x3D2AAAAB, Z23)
+	BCAST($0x3E2AAAAB, Z24)
+	BCAST($0x3F000000, Z25)
+	BCAST($0x3F800000, Z26)
+	BCAST($0xC2AE999A, Z27)
+	BCAST($0x4B3FFF81, Z28)
+	BCAST($0x80000000, Z31)
+	VPXORQ Z30, Z30, Z30
+	MOVW $0xFFFF, AX
+	KMOVW AX, K1
+	MOVQ CX, BX
+	SHRQ $4, BX
+	JZ silutail
+siluloop:
+	VMOVUPS (SI), Z10
+	VMOVUPS (DI), Z11
+	SILU16
+	VMOVUPS Z7, (SI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ BX
+	JNZ siluloop
+silutail:
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z10
+	VMOVUPS.Z (DI), K1, Z11
+	SILU16
+	VMOVUPS Z7, K1, (SI)
+	VZEROUPPER
+	RET
