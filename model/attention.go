@@ -225,11 +225,14 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 				hw.panels = ps
 			}
 		case a.pattern == nil || mw != nil:
-			if finiteV {
+			switch {
+			case finiteV && gemmNarrow != nil:
+				gemmNarrow(n, dh, ncol, s.Data, ncol, a.v[kBase:], kvStride, hw.zp, dh)
+			case finiteV:
 				vt := vals
 				vt.Rows = ncol
 				blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vt, 0, zp)
-			} else {
+			default:
 				causalTimesV(s, vals, q0, rows, zp)
 			}
 			if mw != nil {

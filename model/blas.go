@@ -7,27 +7,24 @@ var blasName = "gonum"
 // BLAS reports which BLAS implementation this binary uses.
 func BLAS() string { return blasName }
 
-// panelProduct is one 32-column panel of a narrow product: C[:m, :32] +=
-// A·B[:k, :32], with B at B[p·LDB:] and C at C[r·LDC:].
-type panelProduct struct {
-	B   []float32
-	LDB int
-	C   []float32
-	LDC int
-}
-
-// gemmPanels, where the build has it (the AVX-512 kernels of the default
-// amd64 build, blas_gemm.go), adds A·B_p to C_p for every panel p
+// gemmPanels, where the build has it (the AVX-512 kernels of amd64
+// builds, kern_amd64.go), adds A·B_p to C_p for every panel p
 // (A: m × k, row stride lda), reading A once for all panels: the attention
 // computes α·v and the moments' α·(v − c)² in one sweep over the weights.
 // Each element of C is the same sum as the one Sgemm computes alone.
 var gemmPanels func(m, k int, a []float32, lda int, ps []panelProduct)
 
-// gemmDirectN is the widest product (columns) that the default amd64 build
-// multiplies without packing (gemmDirect).
+// gemmDirectN is the widest product (columns) that gemmNarrow multiplies
+// without packing (kern.DirectN): where gemmNarrow and gemmPanels
+// both run, their sums are the same.
 const gemmDirectN = 128
 
-// packKT and gemmKT, where the build has them (blas_gemm.go), compute the
+// gemmNarrow, where the build has it (kern_amd64.go), computes C = A·B for
+// the attention's α·v (A: m × k, B: k × n), the sums gemmPanels forms;
+// else blas32.Gemm.
+var gemmNarrow func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int)
+
+// packKT and gemmKT, where the build has them (kern_amd64.go), compute the
 // attention scores q·Kᵀ of every tile from keys packed once per head:
 // kp = packKT(kp, K, ldk, n, k) packs the n × k keys (k ≤ 256), then
 // gemmKT(m, n′, k, alpha, A, lda, kp, C, ldc) sets C = alpha·A·Kᵀ[:, :n′]

@@ -186,10 +186,14 @@ static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window,
 */
 import "C"
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/filterlens/probe/model/internal/kern"
+)
 
 func init() {
-	if C.probe_have_avx2() != 0 {
+	if C.probe_have_avx2() != 0 && !kern.Available() { // else the 16-lane kernels, kern_amd64.go
 		softmaxTile = softmaxTileAVX2
 		shiftSquare = shiftSquareAVX2
 		siluMulKernel = siluMulAVX2

@@ -7,9 +7,8 @@
 #       plus the BFT diagnostics computed from them in torch     (--mode attn)
 #   (c) probe bench --no-diagnostics          (OpenBLAS build)
 #   (d) probe bench                           (all diagnostics on every layer)
-#   (e), (f) as (c), (d) with the pure-Go build (PURE_GO=1: gonum's kernels;
-#       PURE_GO=simd: built with GOEXPERIMENT=simd, the AVX-512 kernels of
-#       model/blas_simd.go)
+#   (e), (f) as (c), (d) with the pure-Go build (PURE_GO=1: `go build`, the
+#       AVX-512 assembly kernels of model/internal/kern)
 #
 # Every measurement is its own process; the modes alternate within each round
 # (rotated so none always runs first) and the best tokens/s of the rounds is
@@ -23,7 +22,7 @@
 #   scripts/bench/compare.sh                          # T = 1024 4096, 3 rounds
 #   TOKENS="1024 4096 16384" ROUNDS=2 scripts/bench/compare.sh
 #   SIZE=93M PURE_GO=1 scripts/bench/compare.sh
-#   MODES=cdef PURE_GO=simd TOKENS=1024 scripts/bench/compare.sh   # OpenBLAS vs pure Go only
+#   MODES=cdef PURE_GO=1 TOKENS=1024 scripts/bench/compare.sh   # OpenBLAS vs pure Go only
 #
 # Environment: TOKENS, ROUNDS (3), REPS (1 forward pass per process), THREADS
 # (2: torch.set_num_threads and GOMAXPROCS), SIZE, PURE_GO, MODES (abcd), OUT (keep the
@@ -51,7 +50,6 @@ CGO_LDFLAGS=-lopenblas go build -tags openblas -o "$work/probe" ./cmd/probe
 gobin=()
 case "${PURE_GO:-}" in
 "") ;;
-simd) GOEXPERIMENT=simd go build -o "$work/probe-go" ./cmd/probe; gobin=(--probe-go "$work/probe-go") ;;
 *) go build -o "$work/probe-go" ./cmd/probe; gobin=(--probe-go "$work/probe-go") ;;
 esac
 

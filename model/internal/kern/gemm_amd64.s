@@ -1,4 +1,4 @@
-//go:build amd64 && !openblas
+//go:build amd64
 
 #include "textflag.h"
 

@@ -1,8 +1,9 @@
-//go:build amd64 && !openblas
+//go:build amd64
 
 package model
 
 import (
+	"github.com/filterlens/probe/model/internal/kern"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // show as NaN weights, −Inf as a 0 weight; shiftSquareFast equals
 // shiftSquareGo bit for bit.
 func TestSoftmaxAVX512(t *testing.T) {
-	if !haveSoftmaxAVX512() {
+	if !kern.Available() {
 		t.Skip("this CPU has no AVX-512F+BMI2: the build uses softmaxRowStatsGo")
 	}
 	rng := rand.New(rand.NewPCG(5, 6))

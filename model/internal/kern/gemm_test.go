@@ -1,13 +1,12 @@
-//go:build amd64 && !openblas
+//go:build amd64
 
-package model
+package kern
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
 
-	"golang.org/x/sys/cpu"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
@@ -17,12 +16,11 @@ import (
 // with A read in place (n ≤ gemmDirectN, alpha = 1), strided operands, and alpha/beta ∈ {0, 1, other} (float32 within 1e-5 of the
 // largest |C|, float64 within 1e-13).
 func TestAsmGemm(t *testing.T) {
-	if !cpu.X86.HasAVX512F {
-		t.Skip("this CPU has no AVX-512: the build uses gonum's kernels")
+	if !Available() {
+		t.Skip("this CPU has no AVX-512F+BMI2: package model uses gonum's kernels")
 	}
 	rng := rand.New(rand.NewPCG(13, 14))
 	var ref gonum.Implementation
-	var s gemmBLAS
 	for _, sh := range [][3]int{{1, 1, 1}, {6, 32, 7}, {7, 33, 300}, {100, 1100, 64}, {13, 5, 513}, {97, 64, 257}, {200, 128, 600}, {64, 96, 2100}, {64, 70, 2100}} {
 		m, n, k := sh[0], sh[1], sh[2]
 		for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
@@ -36,14 +34,14 @@ func TestAsmGemm(t *testing.T) {
 				c64 := randSlice(rng, m*ldc)
 				want64 := append([]float64(nil), c64...)
 				ref.Dgemm(blas.NoTrans, tB, m, n, k, ab[0], a64, lda, b64, ldb, ab[1], want64, ldc)
-				s.Dgemm(blas.NoTrans, tB, m, n, k, ab[0], a64, lda, b64, ldb, ab[1], c64, ldc)
+				Dgemm(tB == blas.Trans, m, n, k, ab[0], a64, lda, b64, ldb, ab[1], c64, ldc)
 				if e := maxRel64(c64, want64); e > 1e-13 {
 					t.Errorf("Dgemm m=%d n=%d k=%d tB=%c alpha,beta=%v: rel. error %.3g", m, n, k, tB, ab, e)
 				}
 				a32, b32, c32 := to32(a64), to32(b64), to32(randSlice(rng, m*ldc))
 				want32 := append([]float32(nil), c32...)
 				ref.Sgemm(blas.NoTrans, tB, m, n, k, float32(ab[0]), a32, lda, b32, ldb, float32(ab[1]), want32, ldc)
-				s.Sgemm(blas.NoTrans, tB, m, n, k, float32(ab[0]), a32, lda, b32, ldb, float32(ab[1]), c32, ldc)
+				Sgemm(tB == blas.Trans, m, n, k, float32(ab[0]), a32, lda, b32, ldb, float32(ab[1]), c32, ldc)
 				if e := maxRel64(to64(c32), to64(want32)); e > 1e-5 {
 					t.Errorf("Sgemm m=%d n=%d k=%d tB=%c alpha,beta=%v: rel. error %.3g", m, n, k, tB, ab, e)
 				}
@@ -85,26 +83,25 @@ func maxRel64(got, want []float64) float64 {
 	return d / m
 }
 
-// TestGemmKT: scores from keys packed once (packKTBlocked, gemmKTBlocked)
+// TestGemmKT: scores from keys packed once (PackKT, GemmKT)
 // equal Sgemm(NoTrans, Trans) with the keys themselves, bit for bit, for
 // every prefix of the keys (partial panels hold later keys, never read
 // into C) and edge row counts; and two panels in one sweep over A
-// (gemmPanelsDirect) equal two separate narrow products bit for bit.
+// (Panels) equal two separate narrow products bit for bit.
 func TestGemmKT(t *testing.T) {
-	if !cpu.X86.HasAVX512F {
-		t.Skip("this CPU has no AVX-512: the build uses gonum's kernels")
+	if !Available() {
+		t.Skip("this CPU has no AVX-512F+BMI2: package model uses gonum's kernels")
 	}
 	rng := rand.New(rand.NewPCG(15, 16))
-	var s gemmBLAS
 	const n, k, ldk = 1100, 32, 70
 	K := to32(randSlice(rng, n*ldk))
-	kp := packKTBlocked(nil, K, ldk, n, k)
+	kp := PackKT(nil, K, ldk, n, k)
 	for _, m := range []int{1, 6, 13, 100} {
 		a := to32(randSlice(rng, m*k))
 		for _, cols := range []int{1, 31, 33, 64, 700, 1025, n} {
 			want, got := make([]float32, m*cols), make([]float32, m*cols)
-			s.Sgemm(blas.NoTrans, blas.Trans, m, cols, k, 0.125, a, k, K, ldk, 0, want, cols)
-			gemmKTBlocked(m, cols, k, 0.125, a, k, kp, got, cols)
+			Sgemm(true, m, cols, k, 0.125, a, k, K, ldk, 0, want, cols)
+			GemmKT(m, cols, k, 0.125, a, k, kp, got, cols)
 			for i := range want {
 				if got[i] != want[i] {
 					t.Fatalf("m=%d cols=%d: C[%d] = %v, want %v", m, cols, i, got[i], want[i])
@@ -117,10 +114,10 @@ func TestGemmKT(t *testing.T) {
 		a := to32(randSlice(rng, m*kk))
 		b1, b2 := to32(randSlice(rng, kk*40)), to32(randSlice(rng, kk*64))
 		want1, want2 := make([]float32, m*32), make([]float32, m*64)
-		s.Sgemm(blas.NoTrans, blas.NoTrans, m, 32, kk, 1, a, kk, b1, 40, 0, want1, 32)
-		s.Sgemm(blas.NoTrans, blas.NoTrans, m, 64, kk, 1, a, kk, b2, 64, 0, want2, 64)
+		Sgemm(false, m, 32, kk, 1, a, kk, b1, 40, 0, want1, 32)
+		Sgemm(false, m, 64, kk, 1, a, kk, b2, 64, 0, want2, 64)
 		got1, got2 := make([]float32, m*32), make([]float32, m*64)
-		gemmPanelsDirect(m, kk, a, kk, []panelProduct{{b1, 40, got1, 32}, {b2, 64, got2, 64}, {b2[32:], 64, got2[32:], 64}})
+		Panels(m, kk, a, kk, []Panel{{b1, 40, got1, 32}, {b2, 64, got2, 64}, {b2[32:], 64, got2[32:], 64}})
 		for i := range want1 {
 			if got1[i] != want1[i] {
 				t.Fatalf("panels m=%d: C1[%d] = %v, want %v", m, i, got1[i], want1[i])

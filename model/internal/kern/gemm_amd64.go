@@ -1,6 +1,6 @@
-//go:build amd64 && !openblas
+//go:build amd64
 
-package model
+package kern
 
 // kernelS6x32 computes C[6×32] += Ap·Bp over kc (Ap: kc × 6 and Bp: kc × 32,
 // packed by packA/packB; C row-major with row stride ldc), in twelve zmm

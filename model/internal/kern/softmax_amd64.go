@@ -1,0 +1,58 @@
+//go:build amd64
+
+package kern
+
+// The softmax row, SiLU and squared-shift kernels (softmax_amd64.s); the
+// slices must not be empty.
+
+// Max returns the largest element of x (NaN elements may or may not win).
+func Max(x []float32) float32 { return maxAVX512(&x[0], len(x)) }
+
+// ExpSum replaces x[i] with p_i = e^(x[i] − m) (0 below e^−87.3; the
+// method of model's expf with fused multiply-adds) and returns z = Σp in
+// float64; with stats also pd = Σ p·(x − m) and q = Σp².
+func ExpSum(x []float32, m float32, stats bool) (z, pd, q float64) {
+	st := 0
+	if stats {
+		st = 1
+	}
+	return expSumAVX512(&x[0], len(x), m, st)
+}
+
+// Scale multiplies x by s.
+func Scale(x []float32, s float32) { scaleSumAVX512(&x[0], len(x), s, 0) }
+
+// ShiftSquare sets w[j·dh+i] = (v[j·stride+i] − c[i])², j < n, dh = len(c),
+// a positive multiple of 16.
+func ShiftSquare(w, v []float32, stride int, c []float32, n int) {
+	dh := len(c)
+	if dh%16 != 0 {
+		panic("kern: ShiftSquare needs a multiple of 16 columns")
+	}
+	if n == 0 {
+		return
+	}
+	_, _ = w[n*dh-1], v[(n-1)*stride+dh-1]
+	shiftSquareAVX512(&w[0], &v[0], stride, &c[0], n, dh)
+}
+
+// SiluMul sets g[i] = silu(g[i])·u[i] = g[i]·σ(g[i])·u[i].
+func SiluMul(g, u []float32) {
+	_ = u[len(g)-1]
+	siluMulAVX512(&g[0], &u[0], len(g))
+}
+
+//go:noescape
+func maxAVX512(x *float32, n int) float32
+
+//go:noescape
+func expSumAVX512(x *float32, n int, m float32, stats int) (z, pd, q float64)
+
+//go:noescape
+func scaleSumAVX512(x *float32, n int, inv float32, stats int) (s1, s2 float64)
+
+//go:noescape
+func shiftSquareAVX512(w, v *float32, stride int, c *float32, n, dh int)
+
+//go:noescape
+func siluMulAVX512(x, u *float32, n int)
