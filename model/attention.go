@@ -209,21 +209,18 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		finiteV := finiteRows(a.v[kBase:], kvStride, dh, q0, ncol)
 		fused := mw != nil && finiteV && gemmPanels != nil && dh%32 == 0 && dh <= gemmDirectN
 		switch {
-		case fused:
-			for j := 0; j < nh; j++ {
-				o := j * rows
-				sq, _ := mw.squares(j, q0, tile, ncol, T)
-				ps := hw.panels[:0]
-				for i := 0; i < dh; i += 32 {
-					ps = append(ps,
-						panelProduct{B: a.v[kBase+i:], LDB: kvStride, C: hw.zp[o*dh+i:], LDC: dh},
-						panelProduct{B: sq[i:], LDB: dh, C: mw.g[o*dh+i:], LDC: dh})
-				}
-				clear(hw.zp[o*dh : (o+rows)*dh])
-				clear(mw.g[o*dh : (o+rows)*dh])
-				gemmPanels(rows, ncol, s.Data[o*ncol:(o+rows)*ncol], ncol, ps)
-				hw.panels = ps
+		case fused: // all stacked heads in one sweep: they share v and the shift c
+			sq := mw.squares(q0, tile, ncol, T)
+			ps := hw.panels[:0]
+			for i := 0; i < dh; i += 32 {
+				ps = append(ps,
+					panelProduct{B: a.v[kBase+i:], LDB: kvStride, C: hw.zp[i:], LDC: dh},
+					panelProduct{B: sq[i:], LDB: dh, C: mw.g[i:], LDC: dh})
 			}
+			clear(hw.zp[:n*dh])
+			clear(mw.g[:n*dh])
+			gemmPanels(n, ncol, s.Data, ncol, ps)
+			hw.panels = ps
 		case a.pattern == nil || mw != nil:
 			switch {
 			case finiteV && gemmNarrow != nil:
@@ -236,18 +233,18 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 				causalTimesV(s, vals, q0, rows, zp)
 			}
 			if mw != nil {
-				for j := 0; j < nh; j++ {
-					sq, _ := mw.squares(j, q0, tile, ncol, T)
-					mw.gProduct(j*rows, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol], sq)
-				}
+				mw.gProduct(0, n, ncol, s.Data, mw.squares(q0, tile, ncol, T))
 			}
 		}
 		finite := true
 		if mw != nil {
 			for j := 0; j < nh; j++ {
-				if !mw.finish(j, j*rows, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol], hw.zp[j*rows*dh:(j+1)*rows*dh]) {
+				if !mw.finish(j*rows, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol], hw.zp[j*rows*dh:(j+1)*rows*dh]) {
 					finite = false
 				}
+			}
+			if finite {
+				mw.keepShift(hw.zp, n)
 			}
 		}
 		for j := 0; j < nh; j++ {

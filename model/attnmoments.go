@@ -34,10 +34,11 @@ type MomentsConsumer interface {
 // cost of one float32 matrix product per head and tile with the columns of
 // α·v, beyond the attention itself:
 //
-//   - SumAlpha and SumSq are float64 sums, formed in the softmax's pass
-//     over the exponentials p as Σp·inv and Σp²·inv² (inv the float32
-//     normalizer): within ~1e-7 relative of the sums of the rounded
-//     weights (exact sums in the scalar Go build). The
+//   - SumAlpha and SumSq are formed in the softmax's pass over the
+//     exponentials p as Σp·inv and Σp²·inv² (inv the float32 normalizer;
+//     Σp² summed in float32 over 128 terms, then in float64): within
+//     ~3e-7 relative of the float64 sums of the rounded weights (exact
+//     sums in the scalar Go build). The
 //     entropy uses log α_tj = (x_tj − m_t) − log Z_t (score minus row
 //     maximum, minus the log normalizer) instead of the log of the rounded
 //     weight, which changes exp(Entropy) by at most about 6e-8·(2 + Entropy)
@@ -46,15 +47,15 @@ type MomentsConsumer interface {
 //     1e-7·Σα |v| per dimension, up to 1e-6 at T = 2048).
 //   - S comes from G = Σα (v − c)², the product of the weights with the
 //     squared shifted values, as S = G − 2u·F + u²·Σα (u = E − c, F = E −
-//     c·Σα), where the shift c is the mean output of the tile's rows for
-//     that head, so that u is small where neighbouring queries attend
-//     alike and S loses few digits to the subtraction. Rows where it could
-//     lose more (momentsGuard: nearly one-hot rows, a row unlike the rest
-//     of its tile, values far from 0 relative to their spread) are
+//     c·Σα), where the shift c (shared by the query heads of a KV head) is
+//     the mean output of a recent tile's rows, so that u is small where
+//     queries attend alike and S loses few digits to the subtraction. Rows
+//     where it could lose more (momentsGuard: nearly one-hot rows, a row
+//     unlike the recent ones, values far from 0 relative to their spread) are
 //     recomputed by float64 two-pass sums (e = Σα v, then Σα (v − e)²).
 //     S is then within about 1e-5 relative of the float64 two-pass value
-//     on every row (TestAttentionMoments; 6.4e-6 worst on the zoo's
-//     trained checkpoints).
+//     on every row (TestAttentionMoments; 3.1e-6 worst on the zoo's
+//     trained checkpoints over 4096 tokens of text).
 //
 // The Collector's RowKernel (package probes) computes every row in float64
 // two-pass sums instead; the two agree within 1e-5 relative on every
@@ -74,10 +75,10 @@ type AttnMoments struct {
 // tiles (AttnMoments): rows are stacked as in attendGroup (head-major).
 type momentsWork struct {
 	dh      int
-	w       [][]float32 // per stacked head [T, dh]: row k = (v_k − c)², k < built
-	built   []int
-	cs      []float32 // [stack, dh]: the shift c of each stacked head
-	next    []float32 // [stack, dh]: the mean output of its last tile
+	w       []float32 // [T, dh]: row k = (v_k − c)², k < built
+	built   int
+	c       []float32 // [dh]: the shift c
+	next    []float32 // [dh]: the mean output of the last tile
 	g       []float32 // [tile, dh]: G = α·(v − c)²
 	s1, s2  []float64 // [rows] Σα, Σα²
 	ent     []float64 // [rows] entropy
@@ -96,8 +97,8 @@ type momentsWork struct {
 // enters S through 2u·F and scales with the size of the values, not with
 // their spread). Their values trade the rows recomputed against the error
 // of S: on the zoo's trained Qwen3 and gated checkpoints over 4096 tokens
-// of text, 1.8 % and 2.2 % of the rows are recomputed and S is within
-// 2.8e-6 of the two-pass value (8.4e-6 in TestAttentionMoments).
+// of text, 1.9 % and 2.3 % of the rows are recomputed and S is within
+// 3.1e-6 of the two-pass value (7.5e-6 in TestAttentionMoments).
 const (
 	momentsGuard  = 0.05
 	momentsGuardF = 0.05
@@ -105,7 +106,7 @@ const (
 
 func newMomentsWork(rows, T, dh int) *momentsWork {
 	return &momentsWork{dh: dh,
-		cs: make([]float32, rows*dh), next: make([]float32, rows*dh), g: make([]float32, rows*dh), vmax: make([]float32, dh),
+		c: make([]float32, dh), next: make([]float32, dh), g: make([]float32, rows*dh), vmax: make([]float32, dh),
 		s1: make([]float64, rows), s2: make([]float64, rows), ent: make([]float64, rows),
 		e: make([]float64, rows*dh), s: make([]float64, rows*dh)}
 }
@@ -124,25 +125,22 @@ func (w *momentsWork) setValues(V []float32, stride int) {
 	clear(w.vmax)
 }
 
-// momentsRefresh is the number of tiles between two choices of a head's
-// shift c: in between, the squares (v_k − c)² of the keys already seen are
-// kept and only the new keys' are computed.
+// momentsRefresh is the number of tiles between two choices of the shift
+// c: in between, the squares (v_k − c)² of the keys already seen are kept
+// and only the new keys' are computed.
 const momentsRefresh = 8
 
-// squares prepares the product G = α·(v − c)² of stacked head j (0-based
-// in the stack) for a tile of query rows q0 … over keys 0 … ncol−1 (tile
-// index q0/tile): it returns the head's squares (v_k − c)², k < ncol, and
-// the shift c. Every momentsRefresh tiles the head gets a new c — the mean
-// output of its previous tile (finish keeps it), or for the first tile
-// the mean value vector of its keys — and its squares are recomputed.
-func (w *momentsWork) squares(j, q0, tile, ncol, T int) (sq, c []float32) {
+// squares prepares the product G = α·(v − c)² of a tile of query rows q0 …
+// over keys 0 … ncol−1 (tile index q0/tile) for all the stacked heads,
+// which share the KV head's values and one shift c: it returns the squares
+// (v_k − c)², k < ncol. Every momentsRefresh tiles c is chosen anew — the
+// mean output of the previous tile's rows (finish keeps it), or for the
+// first tile the mean value vector of its keys — and the squares are
+// recomputed.
+func (w *momentsWork) squares(q0, tile, ncol, T int) []float32 {
 	dh := w.dh
-	for len(w.w) <= j {
-		w.w = append(w.w, nil)
-		w.built = append(w.built, 0)
-	}
-	w.w[j] = grow(w.w[j], T*dh)
-	c = w.cs[j*dh : (j+1)*dh]
+	w.w = grow(w.w, T*dh)
+	c := w.c
 	if t := q0 / tile; t%momentsRefresh == 0 {
 		if q0 == 0 {
 			for i := range c {
@@ -153,20 +151,33 @@ func (w *momentsWork) squares(j, q0, tile, ncol, T int) (sq, c []float32) {
 				c[i] = float32(sum / float64(ncol))
 			}
 		} else {
-			copy(c, w.next[j*dh:(j+1)*dh])
+			copy(c, w.next)
 		}
-		w.built[j] = 0
+		w.built = 0
 	}
 	for ; w.nmax < ncol; w.nmax++ {
 		for i, x := range w.v[w.nmax*w.stride : w.nmax*w.stride+dh] {
 			w.vmax[i] = max(w.vmax[i], abs32(x))
 		}
 	}
-	if b := w.built[j]; b < ncol {
-		shiftSquare(w.w[j][b*dh:ncol*dh], w.v[b*w.stride:], w.stride, c, ncol-b)
-		w.built[j] = ncol
+	if b := w.built; b < ncol {
+		shiftSquare(w.w[b*dh:ncol*dh], w.v[b*w.stride:], w.stride, c, ncol-b)
+		w.built = ncol
 	}
-	return w.w[j][:ncol*dh], c
+	return w.w[:ncol*dh]
+}
+
+// keepShift sets the next shift to the mean of the n outputs zp [n, dh]
+// of the tile's rows (after finish reported them finite).
+func (w *momentsWork) keepShift(zp []float32, n int) {
+	dh := w.dh
+	for i := range w.next {
+		var sum float64
+		for r := 0; r < n; r++ {
+			sum += float64(zp[r*dh+i])
+		}
+		w.next[i] = float32(sum / float64(n))
+	}
 }
 
 // gProduct computes G = α·(v − c)² (rows o … o+rows−1 of g) with one
@@ -179,14 +190,13 @@ func (w *momentsWork) gProduct(o, rows, ncol int, alpha, sq []float32) {
 		0, blas32.General{Rows: rows, Cols: dh, Stride: dh, Data: w.g[o*dh : (o+rows)*dh]})
 }
 
-// finish computes E and S of stacked head j's rows o … o+rows−1 (weights
-// alpha [rows, ncol], row stride ncol; outputs zp = α·v [rows, dh]) from G
-// and the shift c that squares chose, then keeps the mean output of these
-// rows as the head's next shift. It reports whether every moment is
-// finite.
-func (w *momentsWork) finish(j, o, rows, ncol int, alpha, zp []float32) bool {
+// finish computes E and S of the stacked rows o … o+rows−1 of one head
+// (weights alpha [rows, ncol], row stride ncol; outputs zp = α·v [rows,
+// dh]) from G and the shift c that squares chose. It reports whether every
+// moment is finite.
+func (w *momentsWork) finish(o, rows, ncol int, alpha, zp []float32) bool {
 	dh := w.dh
-	c := w.cs[j*dh : (j+1)*dh]
+	c := w.c
 	ok := true
 	for r := 0; r < rows; r++ {
 		s1 := w.s1[o+r]
@@ -213,16 +223,6 @@ func (w *momentsWork) finish(j, o, rows, ncol int, alpha, zp []float32) bool {
 		}
 		if !finite || math.IsNaN(s1+w.s2[o+r]) || math.IsInf(s1+w.s2[o+r], 0) {
 			ok = false
-		}
-	}
-	if ok {
-		next := w.next[j*dh : (j+1)*dh]
-		for i := range next {
-			var sum float64
-			for r := 0; r < rows; r++ {
-				sum += float64(zp[r*dh+i])
-			}
-			next[i] = float32(sum / float64(rows))
 		}
 	}
 	return ok

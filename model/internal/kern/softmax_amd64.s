@@ -3,7 +3,8 @@
 #include "textflag.h"
 
 // The three passes of a softmax row on 16 float32 lanes (softmax_amd64.go):
-// the maximum, p = e^(x − m) with Σp (and Σ p·(x − m), Σp²) in float64, and
+// the maximum, p = e^(x − m) with Σp (and Σ p·(x − m), Σp², summed in
+// float32 over 8 blocks of 16, then in float64) in float64, and
 // the scaling α = p·inv (optionally with Σα and Σα² in float64). The tail of n mod 16
 // elements runs under the opmask K1. AVX-512F only (checked at init).
 
@@ -93,16 +94,26 @@ maxtail:
 	VADDPD Z6, Z8, Z8 \
 	VADDPD Z7, Z9, Z9
 
-// ACCPD2 adds Z6·d, Z7·d (d = Z1 as float64) into Z10, Z11 and Z6², Z7²
-// into Z14, Z15.
-#define ACCPD2 \
-	VCVTPS2PD Y1, Z12 \
-	VEXTRACTF32X8 $1, Z1, Y13 \
+// ACCPS2 adds p·d and p² (p = Z5, d = Z1) into the float32 accumulators
+// Z29, Z30; FLUSH2 moves them into the float64 ones (Z10, Z11 and Z14, Z15)
+// every 8 blocks of 16, so a float32 sum never has more than 8 terms.
+#define ACCPS2 \
+	VFMADD231PS Z1, Z5, Z29 \
+	VFMADD231PS Z5, Z5, Z30
+
+#define FLUSH2 \
+	VCVTPS2PD Y29, Z12 \
+	VEXTRACTF32X8 $1, Z29, Y13 \
 	VCVTPS2PD Y13, Z13 \
-	VFMADD231PD Z12, Z6, Z10 \
-	VFMADD231PD Z13, Z7, Z11 \
-	VFMADD231PD Z6, Z6, Z14 \
-	VFMADD231PD Z7, Z7, Z15
+	VADDPD Z12, Z10, Z10 \
+	VADDPD Z13, Z11, Z11 \
+	VCVTPS2PD Y30, Z12 \
+	VEXTRACTF32X8 $1, Z30, Y13 \
+	VCVTPS2PD Y13, Z13 \
+	VADDPD Z12, Z14, Z14 \
+	VADDPD Z13, Z15, Z15 \
+	VPXORQ Z29, Z29, Z29 \
+	VPXORQ Z30, Z30, Z30
 
 #define BCAST(v, z) \
 	MOVL v, AX \
@@ -133,6 +144,9 @@ TEXT ·expSumAVX512(SB), NOSPLIT, $0-56
 	VPXORQ Z11, Z11, Z11
 	VPXORQ Z14, Z14, Z14
 	VPXORQ Z15, Z15, Z15
+	VPXORQ Z29, Z29, Z29
+	VPXORQ Z30, Z30, Z30
+	MOVQ $8, R8
 	MOVW $0xFFFF, AX
 	KMOVW AX, K1
 	MOVQ CX, BX
@@ -146,7 +160,11 @@ exploop:
 	ACCPD
 	TESTQ DX, DX
 	JZ expnext
-	ACCPD2
+	ACCPS2
+	DECQ R8
+	JNZ expnext
+	FLUSH2
+	MOVQ $8, R8
 expnext:
 	ADDQ $64, SI
 	DECQ BX
@@ -161,7 +179,8 @@ exptail:
 	ACCPD
 	TESTQ DX, DX
 	JZ expdone
-	ACCPD2
+	ACCPS2
+	FLUSH2
 expdone:
 	VADDPD Z9, Z8, Z8
 	HSUMPD(Z8, Y8, X8, Y9, X9)
