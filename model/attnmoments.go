@@ -232,7 +232,7 @@ func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) 
 
 // shiftSquare sets w[j·dh+i] = (v_ji − c_i)², j < n, for the value vectors
 // v_j = v[j·stride:][:dh], dh = len(c) (assembly where the CPU has it,
-// softmax_amd64.go).
+// kern_amd64.go).
 var shiftSquare = shiftSquareGo
 
 func shiftSquareGo(w, v []float32, stride int, c []float32, n int) {
@@ -275,7 +275,7 @@ func (w *momentsWork) twoPass(e, s []float64, a []float32) {
 // in float32 (the normalizer accumulates in float64). With stats it also
 // returns Σα, Σα² (float64 sums of the float32 weights) and the entropy
 // −Σα log α, from log α = (x − m) − log Z (see AttnMoments). Assembly
-// kernels replace softmaxRowStatsGo where the CPU has them (softmax_amd64.go).
+// kernels replace softmaxRowStatsGo where the CPU has them (kern_amd64.go).
 var softmaxRowStats = softmaxRowStatsGo
 
 // softmaxRowStatsGo is softmaxRowStats in Go, with the scalar expf.

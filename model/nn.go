@@ -164,7 +164,7 @@ func swiglu(gate, up []float32, act string) {
 	})
 }
 
-// siluMulKernel, when set (softmax_amd64.go on AVX-512 CPUs, the OpenBLAS
+// siluMulKernel, when set (kern_amd64.go on AVX-512 CPUs, the OpenBLAS
 // build's C kernel on AVX2+FMA CPUs), computes g[i] = silu(g[i])·u[i] on
 // 16 or 8 lanes, within 8 ulp of the exact product (TestSwiGLU).
 var siluMulKernel func(g, u []float32)

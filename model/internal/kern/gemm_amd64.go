@@ -4,7 +4,7 @@ package kern
 
 // kernelS6x32 computes C[6×32] += Ap·Bp over kc (Ap: kc × 6 and Bp: kc × 32,
 // packed by packA/packB; C row-major with row stride ldc), in twelve zmm
-// accumulators (blas_gemm_amd64.s).
+// accumulators (gemm_amd64.s).
 func kernelS6x32(kc int, ap, bp, c []float32, ldc int) {
 	if kc <= 0 {
 		return
