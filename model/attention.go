@@ -164,7 +164,7 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 	if mw != nil {
 		mw.setValues(a.v[kBase:], kvStride)
 	}
-	prepacked := gemmKT != nil && dh <= 256
+	prepacked := gemmKT != nil && dh <= maxKTDepth
 	if prepacked {
 		hw.kpack = packKT(hw.kpack, a.k[kBase:], kvStride, T, dh)
 	}
@@ -222,14 +222,9 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			gemmPanels(n, ncol, s.Data, ncol, ps)
 			hw.panels = ps
 		case a.pattern == nil || mw != nil:
-			switch {
-			case finiteV && gemmNarrow != nil:
+			if finiteV {
 				gemmNarrow(n, dh, ncol, s.Data, ncol, a.v[kBase:], kvStride, hw.zp, dh)
-			case finiteV:
-				vt := vals
-				vt.Rows = ncol
-				blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vt, 0, zp)
-			default:
+			} else {
 				causalTimesV(s, vals, q0, rows, zp)
 			}
 			if mw != nil {

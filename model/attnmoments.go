@@ -86,7 +86,6 @@ type momentsWork struct {
 	moments AttnMoments
 	v       []float32 // the head's value vectors v_j = v[j·stride:][:dh] (setValues)
 	stride  int
-	redone  int       // rows recomputed by two passes (for tests)
 	vmax    []float32 // [dh]: max |v_ji| over the keys j < nmax
 	nmax    int
 }
@@ -219,7 +218,6 @@ func (w *momentsWork) finish(o, rows, ncol int, alpha, zp []float32) bool {
 		finite := !math.IsNaN(sum) && !math.IsInf(sum, 0)
 		if redo && finite {
 			w.twoPass(e, s, alpha[r*ncol:(r+1)*ncol])
-			w.redone++
 		}
 		if !finite || math.IsNaN(s1+w.s2[o+r]) || math.IsInf(s1+w.s2[o+r], 0) {
 			ok = false

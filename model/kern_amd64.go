@@ -34,6 +34,14 @@ func init() {
 // panelProduct is one 32-column panel of a narrow product (gemmPanels).
 type panelProduct = kern.Panel
 
+// gemmDirectN is the widest product (columns) that gemmNarrow multiplies
+// without packing, so that its sums are gemmPanels'; maxKTDepth the
+// deepest keys packKT packs.
+const (
+	gemmDirectN = kern.DirectN
+	maxKTDepth  = kern.MaxKTDepth
+)
+
 // softmaxRowStatsAVX512 is softmaxRowStatsGo on 16 lanes: the same method,
 // with fused multiply-adds, another summation order, 0 instead of a
 // subnormal for e^(x−m) below e^−87.3, and Σα, Σα² formed as Σp·inv and
@@ -52,7 +60,7 @@ func softmaxRowStatsAVX512(row []float32, lo int, stats bool) (s1, s2, ent float
 	if !stats {
 		return 0, 0, 0
 	}
-	// Σα and Σα² from the unnormalized sums: within ~1e-7 relative of the
+	// Σα and Σα² from the unnormalized sums: within ~3e-7 relative of the
 	// sums of the rounded weights, without another pass.
 	fi := float64(invf)
 	s1 = z * fi

@@ -10,3 +10,9 @@ type panelProduct struct {
 	C   []float32
 	LDC int
 }
+
+// Without the amd64 kernels gemmPanels and packKT are nil.
+const (
+	gemmDirectN = 0
+	maxKTDepth  = 0
+)

@@ -52,8 +52,12 @@ func Dgemm(transB bool, m, n, k int, alpha float64, a []float64, lda int, b []fl
 }
 
 // DirectN is the widest product (columns) that Sgemm multiplies without
-// packing.
-const DirectN = 128
+// packing; MaxKTDepth the deepest keys PackKT packs (one block of the
+// blocked product).
+const (
+	DirectN    = 128
+	MaxKTDepth = gemmKC
+)
 
 // checkGemm panics, as gonum does, on dimensions the slices cannot hold.
 func checkGemm(transB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) {
@@ -92,18 +96,7 @@ func newGemmBuffers[E gemmFloat](mr, nr int) *gemmBuffers[E] {
 // panels so that edge tiles use the same kernel on a scratch tile.
 func gemmBlocked[E gemmFloat](transB bool, m, n, k int, alpha E, a []E, lda int, b []E, ldb int, beta E, c []E, ldc int,
 	mr, nr int, kernel func(kc int, ap, bp, c []E, ldc int), pool *sync.Pool) {
-	for i := 0; i < m; i++ {
-		row := c[i*ldc : i*ldc+n]
-		switch beta {
-		case 0:
-			clear(row)
-		case 1:
-		default:
-			for j := range row {
-				row[j] *= beta
-			}
-		}
-	}
+	scaleRows(m, n, beta, c, ldc)
 	if k == 0 || alpha == 0 || m == 0 || n == 0 {
 		return
 	}
@@ -149,7 +142,7 @@ func gemmPanelBlock[E gemmFloat](m, nc, kc int, alpha E, a []E, lda, pc int, bp,
 }
 
 // PackKT packs Kᵀ for GemmKT: K is n × k (row stride ldk,
-// k ≤ gemmKC), packed as the panels of sNR columns that gemmBlocked packs
+// k ≤ MaxKTDepth), packed as the panels of sNR columns that gemmBlocked packs
 // for op(B) = Kᵀ, once for every product with the rows of K.
 func PackKT(dst, K []float32, ldk, n, k int) []float32 {
 	if need := (n + sNR - 1) / sNR * sNR * k; cap(dst) >= need {
@@ -165,9 +158,7 @@ func PackKT(dst, K []float32, ldk, n, k int) []float32 {
 // PackKT made of K's rows (n at most the rows packed): the same
 // sums as Sgemm(NoTrans, Trans, …) with K itself, without packing K again.
 func GemmKT(m, n, k int, alpha float32, a []float32, lda int, kp []float32, c []float32, ldc int) {
-	for i := 0; i < m; i++ {
-		clear(c[i*ldc : i*ldc+n])
-	}
+	scaleRows(m, n, 0, c, ldc)
 	if m == 0 || n == 0 || k == 0 {
 		return
 	}
@@ -178,10 +169,9 @@ func GemmKT(m, n, k int, alpha float32, a []float32, lda int, kp []float32, c []
 	}
 }
 
-// gemmDirect computes C = A·B + beta·C (float32, B not transposed, n a
-// multiple of sNR and at most DirectN) with Panels, one panel per sNR
-// columns.
-func gemmDirect(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+// scaleRows sets C[:m, :n] = beta·C (C row-major with stride ldc), 0 for
+// beta = 0 whatever C held (as BLAS does: NaN·0 is not kept).
+func scaleRows[E gemmFloat](m, n int, beta E, c []E, ldc int) {
 	for i := 0; i < m; i++ {
 		row := c[i*ldc : i*ldc+n]
 		switch beta {
@@ -194,6 +184,13 @@ func gemmDirect(m, n, k int, a []float32, lda int, b []float32, ldb int, beta fl
 			}
 		}
 	}
+}
+
+// gemmDirect computes C = A·B + beta·C (float32, B not transposed, n a
+// multiple of sNR and at most DirectN) with Panels, one panel per sNR
+// columns.
+func gemmDirect(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	scaleRows(m, n, beta, c, ldc)
 	var ps [DirectN / sNR]Panel
 	for jr := 0; jr < n; jr += sNR {
 		ps[jr/sNR] = Panel{B: b[jr:], LDB: ldb, C: c[jr:], LDC: ldc}

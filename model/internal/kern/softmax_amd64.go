@@ -20,7 +20,7 @@ func ExpSum(x []float32, m float32, stats bool) (z, pd, q float64) {
 }
 
 // Scale multiplies x by s.
-func Scale(x []float32, s float32) { scaleSumAVX512(&x[0], len(x), s, 0) }
+func Scale(x []float32, s float32) { scaleAVX512(&x[0], len(x), s) }
 
 // ShiftSquare sets w[j·dh+i] = (v[j·stride+i] − c[i])², j < n, dh = len(c),
 // a positive multiple of 16.
@@ -49,7 +49,7 @@ func maxAVX512(x *float32, n int) float32
 func expSumAVX512(x *float32, n int, m float32, stats int) (z, pd, q float64)
 
 //go:noescape
-func scaleSumAVX512(x *float32, n int, inv float32, stats int) (s1, s2 float64)
+func scaleAVX512(x *float32, n int, f float32)
 
 //go:noescape
 func shiftSquareAVX512(w, v *float32, stride int, c *float32, n, dh int)

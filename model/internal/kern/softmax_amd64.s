@@ -5,7 +5,7 @@
 // The three passes of a softmax row on 16 float32 lanes (softmax_amd64.go):
 // the maximum, p = e^(x − m) with Σp (and Σ p·(x − m), Σp², summed in
 // float32 over 8 blocks of 16, then in float64) in float64, and
-// the scaling α = p·inv (optionally with Σα and Σα² in float64). The tail of n mod 16
+// the scaling α = p·inv. The tail of n mod 16
 // elements runs under the opmask K1. AVX-512F only (checked at init).
 
 // TAILMASK sets K1 to the low CX&15 bits.
@@ -119,25 +119,31 @@ maxtail:
 	MOVL v, AX \
 	VPBROADCASTD AX, z
 
+// EXPCONSTS loads EXP16's constants: Z16 log2e, Z17 the magic 1.5·2²³,
+// Z18, Z19 ln2 in two parts, Z20–Z25 the Taylor coefficients 1/5040 …
+// 1/2, Z26 1, Z27 −87.3, Z28 the magic's bits − 127.
+#define EXPCONSTS \
+	BCAST($0x3FB8AA3B, Z16) \
+	BCAST($0x4B400000, Z17) \
+	BCAST($0x3F317200, Z18) \
+	BCAST($0x35BFBE8E, Z19) \
+	BCAST($0x39500D01, Z20) \
+	BCAST($0x3AB60B61, Z21) \
+	BCAST($0x3C088889, Z22) \
+	BCAST($0x3D2AAAAB, Z23) \
+	BCAST($0x3E2AAAAB, Z24) \
+	BCAST($0x3F000000, Z25) \
+	BCAST($0x3F800000, Z26) \
+	BCAST($0xC2AE999A, Z27) \
+	BCAST($0x4B3FFF81, Z28)
+
 // func expSumAVX512(x *float32, n int, m float32, stats int) (z, pd, q float64)
 TEXT ·expSumAVX512(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSS m+16(FP), Z0
 	MOVQ stats+24(FP), DX
-	BCAST($0x3FB8AA3B, Z16) // log2e
-	BCAST($0x4B400000, Z17) // magic 1.5·2²³
-	BCAST($0x3F317200, Z18) // ln2Hi
-	BCAST($0x35BFBE8E, Z19) // ln2Lo
-	BCAST($0x39500D01, Z20) // 1/5040
-	BCAST($0x3AB60B61, Z21) // 1/720
-	BCAST($0x3C088889, Z22) // 1/120
-	BCAST($0x3D2AAAAB, Z23) // 1/24
-	BCAST($0x3E2AAAAB, Z24) // 1/6
-	BCAST($0x3F000000, Z25) // 1/2
-	BCAST($0x3F800000, Z26) // 1
-	BCAST($0xC2AE999A, Z27) // −87.3
-	BCAST($0x4B3FFF81, Z28) // magic bits − 127
+	EXPCONSTS
 	VPXORQ Z8, Z8, Z8
 	VPXORQ Z9, Z9, Z9
 	VPXORQ Z10, Z10, Z10
@@ -194,28 +200,18 @@ expdone:
 	VZEROUPPER
 	RET
 
-// func scaleSumAVX512(x *float32, n int, inv float32, stats int) (s1, s2 float64)
-TEXT ·scaleSumAVX512(SB), NOSPLIT, $0-48
+// func scaleAVX512(x *float32, n int, f float32)
+// multiplies x[i] by f for i < n.
+TEXT ·scaleAVX512(SB), NOSPLIT, $0-20
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
-	VBROADCASTSS inv+16(FP), Z0
-	MOVQ stats+24(FP), DX
-	VPXORQ Z8, Z8, Z8
-	VPXORQ Z9, Z9, Z9
-	VPXORQ Z10, Z10, Z10
-	VPXORQ Z11, Z11, Z11
+	VBROADCASTSS f+16(FP), Z0
 	MOVQ CX, BX
 	SHRQ $4, BX
 	JZ scaletail
 scaleloop:
 	VMULPS (SI), Z0, Z5
 	VMOVUPS Z5, (SI)
-	TESTQ DX, DX
-	JZ scalenext
-	ACCPD
-	VFMADD231PD Z6, Z6, Z10
-	VFMADD231PD Z7, Z7, Z11
-scalenext:
 	ADDQ $64, SI
 	DECQ BX
 	JNZ scaleloop
@@ -224,18 +220,6 @@ scaletail:
 	VMOVUPS.Z (SI), K1, Z5
 	VMULPS Z0, Z5, Z5
 	VMOVUPS Z5, K1, (SI)
-	TESTQ DX, DX
-	JZ scaledone
-	ACCPD
-	VFMADD231PD Z6, Z6, Z10
-	VFMADD231PD Z7, Z7, Z11
-scaledone:
-	VADDPD Z9, Z8, Z8
-	HSUMPD(Z8, Y8, X8, Y9, X9)
-	MOVSD X8, s1+32(FP)
-	VADDPD Z11, Z10, Z10
-	HSUMPD(Z10, Y10, X10, Y11, X11)
-	MOVSD X10, s2+40(FP)
 	VZEROUPPER
 	RET
 
@@ -294,19 +278,7 @@ TEXT ·siluMulAVX512(SB), NOSPLIT, $0-24
 	MOVQ x+0(FP), SI
 	MOVQ u+8(FP), DI
 	MOVQ n+16(FP), CX
-	BCAST($0x3FB8AA3B, Z16)
-	BCAST($0x4B400000, Z17)
-	BCAST($0x3F317200, Z18)
-	BCAST($0x35BFBE8E, Z19)
-	BCAST($0x39500D01, Z20)
-	BCAST($0x3AB60B61, Z21)
-	BCAST($0x3C088889, Z22)
-	BCAST($0x3D2AAAAB, Z23)
-	BCAST($0x3E2AAAAB, Z24)
-	BCAST($0x3F000000, Z25)
-	BCAST($0x3F800000, Z26)
-	BCAST($0xC2AE999A, Z27)
-	BCAST($0x4B3FFF81, Z28)
+	EXPCONSTS
 	BCAST($0x80000000, Z31)
 	VPXORQ Z30, Z30, Z30
 	MOVW $0xFFFF, AX
