@@ -173,7 +173,7 @@ func NewAggregator(shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOpti
 		return nil, fmt.Errorf("no passes to aggregate (lengths %v, %d samples)", sw.Lengths, sw.Samples)
 	}
 	a := &Aggregator{stats: map[statKey]*windowStats{}, seen: map[[2]int]bool{}, shape: shape, sw: sw, probe: probe,
-		agg: agg, metrics: passMetrics(shape.Gated), order: map[string]int{}}
+		agg: agg, metrics: passMetrics(shape.Gated, probe.Reductions), order: map[string]int{}}
 	for i, m := range a.metrics {
 		a.order[m] = i
 	}

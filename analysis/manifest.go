@@ -225,7 +225,7 @@ func conventions(sw SweepOptions, agg AggOptions) map[string]string {
 		"window_bos":   fmt.Sprintf("t ≥ T − ⌊%v·T⌋ (BOS mass in Fig. 4)", sw.BOSFrac),
 		"layers":       "0-based; Figs. 2–3 pool the last analysis.last_layers layers (layers_used)",
 		"bos_mass":     "α[t, 0]: attention on position 0 (the BOS token when one is prepended, else the chunk's first token)",
-		"scalar_S":     "S_mean = mean over the head dimension of S_i; lambda_obs and K apply Eq. 6 to S_mean (reduction (i)); lambda_obs_dim_mean, K_dim_mean: reduction (ii); lambda_obs_harmonic: (iii)",
+		"scalar_S":     "S_mean = mean over the head dimension of S_i; lambda_obs and K apply Eq. 6 to S_mean (reduction (i)); lambda_obs_dim_mean, K_dim_mean: reduction (ii); lambda_obs_harmonic: (iii); (ii) and (iii) are in the tables only with sweep.probe.reductions = all",
 		"std":          fmt.Sprintf("ddof = %d; std_pooled over (sample, layer, head, query) elements, std_units over the means of (sample, layer) units", agg.DDOF),
 		"fig3":         "λ = λobs(Tmin)(1 − K_meas(Tmin))/K_meas(Tmin), λobs from the pooled n_eff and S_mean via the sweep's λobs form; K_meas = pooled mean of per-element K",
 		"fig4":         "one cell per (layer, head) over all layers; K over window_last, BOS mass over window_bos; weighting analysis.fig4_pool",

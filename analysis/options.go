@@ -38,6 +38,16 @@ type ProbeOptions struct {
 	// agree within 1e-5 relative on every metric (probes.Kernel,
 	// model.AttnMoments).
 	Kernel string `json:"kernel"`
+	// Reductions selects the reductions of S over the head dimension that
+	// the tables hold (notes §B.4): "mean" (default: reduction (i), λobs
+	// and K from S̄ = mean_i S_i — what the figures use) or "all" (also
+	// (ii) lambda_obs_dim_mean and K_dim_mean, per dimension then mean,
+	// and (iii) lambda_obs_harmonic). "all" needs S per dimension, one more
+	// product per attention tile with as many columns as α·v: about +30 %
+	// on the whole pass at T = 16k on the benchmark model, against about
+	// +5 % for "mean" (docs/diagnostics.md, probes.Reductions). A manifest
+	// without the field (written before it existed) means "all".
+	Reductions string `json:"reductions"`
 }
 
 // Resolve fills in the defaults for head dimension dHead and checks the
@@ -51,6 +61,9 @@ func (p ProbeOptions) Resolve(dHead int) (ProbeOptions, error) {
 	}
 	if p.Kernel == "" {
 		p.Kernel = probes.MatrixKernel.String()
+	}
+	if p.Reductions == "" {
+		p.Reductions = probes.MeanReduction.String()
 	}
 	if p.Nu == 0 {
 		p.Nu = 1
@@ -91,6 +104,9 @@ func (p ProbeOptions) collector() (probes.CollectorOptions, error) {
 		return o, fmt.Errorf("kernel %q: want %s or %s", p.Kernel, probes.MatrixKernel, probes.RowKernel)
 	}
 	o.Kernel = k
+	if o.Reductions, ok = probes.ParseReductions(p.Reductions); !ok {
+		return o, fmt.Errorf("reductions %q: want %s or %s", p.Reductions, probes.MeanReduction, probes.AllReductions)
+	}
 	for _, v := range []struct {
 		name string
 		x    float64

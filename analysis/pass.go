@@ -69,11 +69,17 @@ func BucketEdges(T, size int, windowStarts ...int) []int {
 }
 
 // passMetrics are the per-cell Collector metrics stored for every pass, in
-// table order (gate only for gated models).
-func passMetrics(gated bool) []string {
+// table order (gate only for gated models; reductions (ii) and (iii) unless
+// reductions is "mean", see ProbeOptions.Reductions).
+func passMetrics(gated bool, reductions string) []string {
 	m := []string{probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSumAlpha, probes.MetricSMean,
 		probes.MetricLambdaObs, probes.MetricK, probes.MetricLambdaObsDimMean, probes.MetricKDimMean,
 		probes.MetricLambdaObsHarmonic, probes.MetricBOSMass, probes.MetricENorm}
+	if reductions == probes.MeanReduction.String() {
+		m = slices.DeleteFunc(m, func(n string) bool {
+			return n == probes.MetricLambdaObsDimMean || n == probes.MetricKDimMean || n == probes.MetricLambdaObsHarmonic
+		})
+	}
 	if gated {
 		m = append(m, probes.MetricGate)
 	}
@@ -84,7 +90,7 @@ func passMetrics(gated bool) []string {
 // pass (T, sample): every layer, head and metric over the buckets between
 // edges. The collector's T must be at least the last edge.
 func BucketRows(c *probes.Collector, b, T, sample int, edges []int, gated bool) []BucketRow {
-	metrics := passMetrics(gated)
+	metrics := passMetrics(gated, c.Options().Reductions.String())
 	rows := make([]BucketRow, 0, c.L*c.H*len(metrics)*(len(edges)-1))
 	buf := make([]float64, 0, T)
 	for l := 0; l < c.L; l++ {

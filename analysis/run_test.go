@@ -98,6 +98,7 @@ func (n *naive) pool(T int, m string) (mean, std, umean, ustd float64) {
 
 func TestSweepAggregatesAreExact(t *testing.T) {
 	dir, stream, opts, agg := smallSweep(t)
+	opts.Probe.Reductions = "all" // every metric, (ii) and (iii) included
 	out := t.TempDir()
 	sw := newSweep(t, dir, stream, out, opts, agg)
 	man, res, err := sw.Run()
@@ -129,7 +130,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 		f2[fmt.Sprint(r.T, r.Metric)] = r
 	}
 	for _, T := range []int{24, 40} {
-		for _, m := range passMetrics(true) {
+		for _, m := range passMetrics(true, "all") {
 			r := f2[fmt.Sprint(T, m)]
 			mean, std, um, us := nv.pool(T, m)
 			check(fmt.Sprintf("fig2 T=%d %s mean", T, m), r.Mean, mean)
@@ -222,7 +223,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 	}
 
 	// Heads table: every row against the naive pooled values.
-	if len(res.Heads) != 2*3*4*len(passMetrics(true))*3 {
+	if len(res.Heads) != 2*3*4*len(passMetrics(true, "all"))*3 {
 		t.Fatalf("heads: %d rows", len(res.Heads))
 	}
 	for _, r := range res.Heads {
@@ -511,10 +512,12 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 	if rec.NonFinite == nil || rec.NonFinite.Query != 10 || rec.NonFinite.Layer != 0 || rec.NonFinite.Rows != 4*14 {
 		t.Errorf("pass record: %+v", rec.NonFinite)
 	}
-	// Layer 0: 11 metrics of 14 NaN rows × 4 heads, plus the gate of the
-	// poisoned position in 4 heads; layers 1–2 were never reached (12
-	// metrics × 2 layers × 4 heads × 24 queries).
-	if want := int64(11*14*4 + 4 + 12*2*4*24); res.Summary.NonFinite != want {
+	// Layer 0: every metric but the gate (8 under the default reduction
+	// "mean") of 14 NaN rows × 4 heads, plus the gate of the poisoned
+	// position in 4 heads; layers 1–2 were never reached (every metric × 2
+	// layers × 4 heads × 24 queries).
+	nm := int64(len(passMetrics(true, "mean")))
+	if want := (nm-1)*14*4 + 4 + nm*2*4*24; res.Summary.NonFinite != want {
 		t.Errorf("summary counts %d non-finite values, want %d", res.Summary.NonFinite, want)
 	}
 	for _, r := range res.Fig2 {

@@ -68,11 +68,20 @@ func causalAttention(a *attnArgs) error {
 			plain = append(plain, c)
 		}
 	}
+	sumOnly := len(moments) > 0
+	for _, mc := range moments {
+		if so, ok := mc.(SumOnlyConsumer); !ok || !so.MomentsSumOnly() {
+			sumOnly = false
+		}
+	}
 	for w := 0; w < threads; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			hw := getHeadWork(stack*tile, a.T, a.dHead, len(moments) > 0)
+			if hw.mw != nil {
+				hw.mw.sum = sumOnly
+			}
 			defer headWorkPool.Put(hw)
 			hw.plain, hw.moments = plain, moments
 			for j := range jobs {
@@ -187,12 +196,20 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			blas32.Gemm(blas.NoTrans, blas.Trans, a.scale, blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.qp[:n*dh]}, kt, 0, s)
 		}
 
+		var norms []float32
+		if mw != nil && mw.sum {
+			norms = mw.squares(q0, tile, ncol, T)
+		}
 		for j := 0; j < nh; j++ {
 			sj := s.Data[j*rows*ncol : (j+1)*rows*ncol]
-			if mw == nil {
+			o := j * rows
+			switch {
+			case mw == nil:
 				softmaxTile(sj, rows, ncol, q0, a.window, nil, nil, nil)
-			} else {
-				o := j * rows
+			case mw.sum: // G = α·‖v − c‖² in the softmax's last pass
+				softmaxTileDot(sj, rows, ncol, q0, a.window, mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows],
+					norms, mw.gs[o:o+rows])
+			default:
 				softmaxTile(sj, rows, ncol, q0, a.window, mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows])
 			}
 			if a.pattern != nil {
@@ -207,7 +224,7 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		// can (gemmPanels), else by a second product per head.
 		zp := blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.zp[:n*dh]}
 		finiteV := finiteRows(a.v[kBase:], kvStride, dh, q0, ncol)
-		fused := mw != nil && finiteV && gemmPanels != nil && dh%32 == 0 && dh <= gemmDirectN
+		fused := mw != nil && !mw.sum && finiteV && gemmPanels != nil && dh%32 == 0 && dh <= gemmDirectN
 		switch {
 		case fused: // all stacked heads in one sweep: they share v and the shift c
 			sq := mw.squares(q0, tile, ncol, T)
@@ -227,7 +244,7 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			} else {
 				causalTimesV(s, vals, q0, rows, zp)
 			}
-			if mw != nil {
+			if mw != nil && !mw.sum {
 				mw.gProduct(0, n, ncol, s.Data, mw.squares(q0, tile, ncol, T))
 			}
 		}
@@ -255,7 +272,12 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			o := j * rows
 			am := &mw.moments
 			*am = AttnMoments{Tile: &at, SumAlpha: mw.s1[o : o+rows], SumSq: mw.s2[o : o+rows], Entropy: mw.ent[o : o+rows],
-				E: mw.e[o*dh : (o+rows)*dh], S: mw.s[o*dh : (o+rows)*dh]}
+				E: mw.e[o*dh : (o+rows)*dh]}
+			if mw.sum {
+				am.SSum = mw.ss[o : o+rows]
+			} else {
+				am.S = mw.s[o*dh : (o+rows)*dh]
+			}
 			for _, c := range hw.moments {
 				var err error
 				if finite {
@@ -328,6 +350,24 @@ func causalTimesV(s, vals blas32.General, q0, rows int, zp blas32.General) {
 // s2 and ent (softmaxRowStats). The OpenBLAS build replaces it with a C kernel
 // on CPUs with AVX2 but without AVX-512.
 var softmaxTile = softmaxTileGo
+
+// softmaxTileDot is softmaxTile with the row statistics that also sets
+// g[r] = Σ_j α_rj w_j, the weights times a vector w of the keys (the
+// moments' G = Σα‖v − c‖² when only Σ_i S_i is asked for, SumOnlyConsumer).
+var softmaxTileDot = softmaxTileDotGo
+
+// softmaxTileDotGo is softmaxTileDot as softmaxTile and then a float64 dot
+// product per row.
+func softmaxTileDotGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64, w []float32, g []float64) {
+	softmaxTile(s, rows, ncol, q0, window, s1, s2, ent)
+	for r := 0; r < rows; r++ {
+		var sum float64
+		for j, x := range s[r*ncol : r*ncol+q0+r+1] {
+			sum += float64(x) * float64(w[j])
+		}
+		g[r] = sum
+	}
+}
 
 // softmaxTileGo is softmaxTile row by row with softmaxRowStats.
 func softmaxTileGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64) {

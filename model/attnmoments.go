@@ -68,7 +68,23 @@ type MomentsConsumer interface {
 type AttnMoments struct {
 	Tile                     *hooks.AttnTile
 	SumAlpha, SumSq, Entropy []float64 // [Rows]
-	E, S                     []float64 // [Rows, DHead]
+	E, S                     []float64 // [Rows, DHead]; S nil when SSum is set
+	// SSum [Rows] holds Σ_i S_i instead of S when every moments consumer of
+	// the pass asked only for the sum (SumOnlyConsumer): then no product
+	// per dimension is formed beyond α·v, and G = Σ_j α_tj ‖v_j − c‖² comes
+	// out of the softmax's scaling pass (one multiply-add per weight), with
+	// the same guard and float64 recomputation as S (within about 1e-5
+	// relative of the float64 two-pass Σ_i S_i; TestAttentionMoments).
+	SSum []float64
+}
+
+// SumOnlyConsumer is a MomentsConsumer that may need only Σ_i S_i of each
+// row (AttnMoments.SSum), not S per dimension: when every moments consumer
+// of a pass reports MomentsSumOnly, the attention forms SSum instead of S,
+// at about a tenth of the cost of S's per-dimension product.
+type SumOnlyConsumer interface {
+	MomentsConsumer
+	MomentsSumOnly() bool
 }
 
 // momentsWork is one attention worker's scratch for the moments of its
@@ -84,6 +100,8 @@ type momentsWork struct {
 	ent     []float64 // [rows] entropy
 	e, s    []float64 // [rows, dh]
 	moments AttnMoments
+	sum     bool      // SSum only: w holds ‖v_k − c‖² (width 1), G comes from the softmax
+	gs, ss  []float64 // [rows]: G = Σα‖v − c‖² and Σ_i S_i (sum)
 	v       []float32 // the head's value vectors v_j = v[j·stride:][:dh] (setValues)
 	stride  int
 	vmax    []float32 // [dh]: max |v_ji| over the keys j < nmax
@@ -107,6 +125,7 @@ func newMomentsWork(rows, T, dh int) *momentsWork {
 	return &momentsWork{dh: dh,
 		c: make([]float32, dh), next: make([]float32, dh), g: make([]float32, rows*dh), vmax: make([]float32, dh),
 		s1: make([]float64, rows), s2: make([]float64, rows), ent: make([]float64, rows),
+		gs: make([]float64, rows), ss: make([]float64, rows),
 		e: make([]float64, rows*dh), s: make([]float64, rows*dh)}
 }
 
@@ -136,9 +155,15 @@ const momentsRefresh = 8
 // mean output of the previous tile's rows (finish keeps it), or for the
 // first tile the mean value vector of its keys — and the squares are
 // recomputed.
+//
+// With w.sum it returns the squared norms ‖v_k − c‖² instead.
 func (w *momentsWork) squares(q0, tile, ncol, T int) []float32 {
 	dh := w.dh
-	w.w = grow(w.w, T*dh)
+	width := dh
+	if w.sum {
+		width = 1
+	}
+	w.w = grow(w.w, T*width)
 	c := w.c
 	if t := q0 / tile; t%momentsRefresh == 0 {
 		if q0 == 0 {
@@ -160,10 +185,14 @@ func (w *momentsWork) squares(q0, tile, ncol, T int) []float32 {
 		}
 	}
 	if b := w.built; b < ncol {
-		shiftSquare(w.w[b*dh:ncol*dh], w.v[b*w.stride:], w.stride, c, ncol-b)
+		if w.sum {
+			shiftNorm(w.w[b:ncol], w.v[b*w.stride:], w.stride, c, ncol-b)
+		} else {
+			shiftSquare(w.w[b*dh:ncol*dh], w.v[b*w.stride:], w.stride, c, ncol-b)
+		}
 		w.built = ncol
 	}
-	return w.w[:ncol*dh]
+	return w.w[:ncol*width]
 }
 
 // keepShift sets the next shift to the mean of the n outputs zp [n, dh]
@@ -194,6 +223,9 @@ func (w *momentsWork) gProduct(o, rows, ncol int, alpha, sq []float32) {
 // dh]) from G and the shift c that squares chose. It reports whether every
 // moment is finite.
 func (w *momentsWork) finish(o, rows, ncol int, alpha, zp []float32) bool {
+	if w.sum {
+		return w.finishSum(o, rows, ncol, alpha, zp)
+	}
 	dh := w.dh
 	c := w.c
 	ok := true
@@ -226,6 +258,45 @@ func (w *momentsWork) finish(o, rows, ncol int, alpha, zp []float32) bool {
 	return ok
 }
 
+// finishSum is finish for Σ_i S_i only (w.sum): S = G − Σ_i u_i(2f_i −
+// u_i·Σα) from the softmax's G = Σα‖v − c‖², recomputed by two passes
+// where S < momentsGuard·G or S < momentsGuardF·2·Σ_i |u_i|·max_j |v_ji|
+// (the guards of finish, summed over the dimensions).
+func (w *momentsWork) finishSum(o, rows, ncol int, alpha, zp []float32) bool {
+	dh := w.dh
+	c := w.c
+	ok := true
+	for r := 0; r < rows; r++ {
+		s1, g := w.s1[o+r], w.gs[o+r]
+		e := w.e[(o+r)*dh : (o+r+1)*dh]
+		z := zp[r*dh : (r+1)*dh]
+		var cross, spread, sum float64
+		for i, cf := range c {
+			ei, ci := float64(z[i]), float64(cf)
+			u := ei - ci
+			cross += u * (2*(ei-ci*s1) - u*s1)
+			spread += math.Abs(u) * float64(w.vmax[i])
+			e[i] = ei
+			sum += ei
+		}
+		ss := g - cross
+		finite := !math.IsNaN(sum+ss) && !math.IsInf(sum+ss, 0)
+		if finite && (ss < momentsGuard*g || ss < momentsGuardF*2*spread) {
+			s := w.s[(o+r)*dh : (o+r+1)*dh]
+			w.twoPass(e, s, alpha[r*ncol:(r+1)*ncol])
+			ss = 0
+			for _, si := range s {
+				ss += si
+			}
+		}
+		w.ss[o+r] = max(ss, 0)
+		if !finite || math.IsNaN(s1+w.s2[o+r]) || math.IsInf(s1+w.s2[o+r], 0) {
+			ok = false
+		}
+	}
+	return ok
+}
+
 func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
 
 // shiftSquare sets w[j·dh+i] = (v_ji − c_i)², j < n, for the value vectors
@@ -241,6 +312,22 @@ func shiftSquareGo(w, v []float32, stride int, c []float32, n int) {
 			d := x - c[i]
 			row[i] = d * d
 		}
+	}
+}
+
+// shiftNorm sets w[j] = Σ_i (v_ji − c_i)², j < n, for the value vectors
+// v_j = v[j·stride:][:dh], dh = len(c) (assembly where the CPU has it).
+var shiftNorm = shiftNormGo
+
+func shiftNormGo(w, v []float32, stride int, c []float32, n int) {
+	dh := len(c)
+	for j := 0; j < n; j++ {
+		var sum float32
+		for i, x := range v[j*stride : j*stride+dh] {
+			d := x - c[i]
+			sum += d * d
+		}
+		w[j] = sum
 	}
 }
 

@@ -49,6 +49,7 @@ func TestExpf(t *testing.T) {
 // per (batch, head, query).
 type momentsRecorder struct {
 	t                    *testing.T
+	sumOnly              bool // ask for AttnMoments.SSum instead of S
 	mu                   sync.Mutex
 	seen                 map[[3]int]int
 	tiles, rows          int
@@ -61,11 +62,16 @@ func (m *momentsRecorder) ConsumeAttn(*hooks.AttnTile) error {
 	return nil
 }
 
+func (m *momentsRecorder) MomentsSumOnly() bool { return m.sumOnly }
+
 func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a := am.Tile
 	d := a.DHead
+	if (am.S == nil) != m.sumOnly || (am.SSum == nil) != !m.sumOnly {
+		m.t.Fatalf("sumOnly %v: got S %v, SSum %v", m.sumOnly, am.S != nil, am.SSum != nil)
+	}
 	m.tiles++
 	for r := 0; r < a.Rows; r++ {
 		m.seen[[3]int{a.Batch, a.Head, a.Q0 + r}]++
@@ -87,6 +93,7 @@ func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
 				e[i] += xf * float64(v)
 			}
 		}
+		var sSum float64
 		for i := range e {
 			var s, abs float64
 			for j, x := range alpha {
@@ -97,7 +104,13 @@ func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
 			m.worstE = math.Max(m.worstE, math.Abs(am.E[r*d+i]-e[i])/abs)
 			// S: relative to the two-pass value (the guarded matrix-product
 			// form, see AttnMoments), absolute only where S is 0.
-			m.worstS = math.Max(m.worstS, math.Abs(am.S[r*d+i]-s)/math.Max(s, 1e-300))
+			sSum += s
+			if !m.sumOnly {
+				m.worstS = math.Max(m.worstS, math.Abs(am.S[r*d+i]-s)/math.Max(s, 1e-300))
+			}
+		}
+		if m.sumOnly {
+			m.worstS = math.Max(m.worstS, math.Abs(am.SSum[r]-sSum)/math.Max(sSum, 1e-300))
 		}
 		m.worstSum = math.Max(m.worstSum, math.Abs(am.SumAlpha[r]-s1)/s1)
 		m.worstSum = math.Max(m.worstSum, math.Abs(am.SumSq[r]-s2)/s2)
@@ -112,10 +125,12 @@ func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
 // tiles that do and do not divide T, grouped and ungrouped heads, with a
 // sink key, on values centred at 0 (the product form) and with a common
 // offset 300 times their spread (rows recomputed by two passes); and the
-// output z is the same as without consumers, bit for bit.
+// output z is the same as without consumers, bit for bit. Each case runs
+// twice: S per dimension, and Σ_i S_i alone (SumOnlyConsumer), also at a
+// head dimension the assembly norms do not take (dh = 24).
 func TestAttentionMoments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const B, T, dh = 2, 150, 16
+	const B, T = 2, 150
 	randn := func(n int, sd, offset float64) []float32 {
 		x := make([]float32, n)
 		for i := range x {
@@ -131,47 +146,53 @@ func TestAttentionMoments(t *testing.T) {
 		{"group8", 8, 1, 64, 0, 1, 0}, // the 8 query heads of the KV head in two stacks of 4
 		{"offset/tile7", 4, 2, 7, 0, 0.1, 30}, {"offset/tile64", 4, 2, 64, 0, 0.1, 30}, {"offset/window", 4, 2, 16, 40, 0.1, 30},
 		{"offset/group8", 8, 1, 64, 0, 0.1, 30}} {
-		t.Run(tc.name, func(t *testing.T) {
-			H, KV := tc.H, tc.KV
-			q, k := randn(B*T*H*dh, 1, 0), randn(B*T*KV*dh, 1, 0)
-			v := randn(B*T*KV*dh, tc.sd, tc.offset)
-			for b := 0; b < B; b++ { // key 0 is a sink: large q·k0 for every query
-				for i := 0; i < KV*dh; i++ {
-					k[b*T*KV*dh+i] = 4
-				}
-				for r := 0; r < T; r++ {
-					for i := 0; i < H*dh; i++ {
-						q[(b*T+r)*H*dh+i] += 0.5
+		for _, mode := range []struct {
+			name    string
+			sumOnly bool
+			dh      int
+		}{{"perdim", false, 16}, {"sum", true, 16}, {"sum/dh24", true, 24}} {
+			t.Run(tc.name+"/"+mode.name, func(t *testing.T) {
+				H, KV, dh := tc.H, tc.KV, mode.dh
+				q, k := randn(B*T*H*dh, 1, 0), randn(B*T*KV*dh, 1, 0)
+				v := randn(B*T*KV*dh, tc.sd, tc.offset)
+				for b := 0; b < B; b++ { // key 0 is a sink: large q·k0 for every query
+					for i := 0; i < KV*dh; i++ {
+						k[b*T*KV*dh+i] = 4
+					}
+					for r := 0; r < T; r++ {
+						for i := 0; i < H*dh; i++ {
+							q[(b*T+r)*H*dh+i] += 0.5
+						}
 					}
 				}
-			}
-			rec := &momentsRecorder{t: t, seen: map[[3]int]int{}}
-			a := &attnArgs{batch: B, T: T, heads: H, kvHeads: KV, dHead: dh, scale: 0.25, window: tc.window,
-				q: q, k: k, v: v, z: make([]float32, B*T*H*dh), consumers: []hooks.AttnConsumer{rec},
-				tileRows: tc.tile, threads: 2}
-			if err := causalAttention(a); err != nil {
-				t.Fatal(err)
-			}
-			// Consumers only observe: z is the same without them, bit for bit.
-			plain := *a
-			plain.consumers, plain.z = nil, make([]float32, len(a.z))
-			if err := causalAttention(&plain); err != nil {
-				t.Fatal(err)
-			}
-			for i := range a.z {
-				if a.z[i] != plain.z[i] {
-					t.Fatalf("z[%d] = %v with a moments consumer, %v without", i, a.z[i], plain.z[i])
+				rec := &momentsRecorder{t: t, sumOnly: mode.sumOnly, seen: map[[3]int]int{}}
+				a := &attnArgs{batch: B, T: T, heads: H, kvHeads: KV, dHead: dh, scale: 0.25, window: tc.window,
+					q: q, k: k, v: v, z: make([]float32, B*T*H*dh), consumers: []hooks.AttnConsumer{rec},
+					tileRows: tc.tile, threads: 2}
+				if err := causalAttention(a); err != nil {
+					t.Fatal(err)
 				}
-			}
-			t.Logf("%d tiles, %d rows: worst rel. error Σα/Σα² %.2g, e %.2g, S %.2g, exp(entropy) %.2g",
-				rec.tiles, rec.rows, rec.worstSum, rec.worstE, rec.worstS, rec.worstEntropy)
-			if rec.rows != B*H*T || len(rec.seen) != B*H*T {
-				t.Errorf("%d rows seen (%d distinct), want each of the %d once", rec.rows, len(rec.seen), B*H*T)
-			}
-			if rec.worstSum > 1e-6 || rec.worstE > 2e-6 || rec.worstS > 1e-5 || rec.worstEntropy > 1e-6 {
-				t.Errorf("moments outside their stated accuracy")
-			}
-		})
+				// Consumers only observe: z is the same without them, bit for bit.
+				plain := *a
+				plain.consumers, plain.z = nil, make([]float32, len(a.z))
+				if err := causalAttention(&plain); err != nil {
+					t.Fatal(err)
+				}
+				for i := range a.z {
+					if a.z[i] != plain.z[i] {
+						t.Fatalf("z[%d] = %v with a moments consumer, %v without", i, a.z[i], plain.z[i])
+					}
+				}
+				t.Logf("%d tiles, %d rows: worst rel. error Σα/Σα² %.2g, e %.2g, S %.2g, exp(entropy) %.2g",
+					rec.tiles, rec.rows, rec.worstSum, rec.worstE, rec.worstS, rec.worstEntropy)
+				if rec.rows != B*H*T || len(rec.seen) != B*H*T {
+					t.Errorf("%d rows seen (%d distinct), want each of the %d once", rec.rows, len(rec.seen), B*H*T)
+				}
+				if rec.worstSum > 1e-6 || rec.worstE > 2e-6 || rec.worstS > 1e-5 || rec.worstEntropy > 1e-6 {
+					t.Errorf("moments outside their stated accuracy")
+				}
+			})
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -49,6 +50,10 @@ type CollectorOptions struct {
 	// matrix products where the model offers them (MatrixKernel, the
 	// default) or a walk over every row (RowKernel). See Kernel.
 	Kernel Kernel
+	// Reductions selects the reductions over the head dimension stored
+	// (default AllReductions; MeanReduction stores (i) only, which lets the
+	// attention skip its per-dimension product; see Reductions).
+	Reductions Reductions
 	// KeepPerDim also keeps the per-dimension S_i and λobs_i for every row
 	// (MetricS, MetricLambdaObsDim, layout [B,L,H,T,DHead]): 2·DHead more
 	// float64 per cell.
@@ -148,6 +153,13 @@ func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) 
 	if opts.Kernel != MatrixKernel && opts.Kernel != RowKernel {
 		return nil, fmt.Errorf("probes: unknown Kernel %d", int(opts.Kernel))
 	}
+	switch {
+	case opts.Reductions != AllReductions && opts.Reductions != MeanReduction:
+		return nil, fmt.Errorf("probes: unknown Reductions %d", int(opts.Reductions))
+	case opts.Reductions == MeanReduction && opts.KeepPerDim:
+		return nil, fmt.Errorf("probes: CollectorOptions.KeepPerDim needs Reductions = %s (per-dimension S), got %s",
+			AllReductions, opts.Reductions)
+	}
 	opts.Lambda = opts.Lambda.WithDefaults(dHead)
 	if opts.BOSKeys == nil {
 		opts.BOSKeys = []int{0}
@@ -183,9 +195,55 @@ func nanSlice(n int) []float64 {
 	return x
 }
 
+// cellMetrics returns the per-cell metrics the options ask for (without
+// the reductions (ii) and (iii) under MeanReduction).
 func (c *Collector) cellMetrics() []*[]float64 {
+	if c.opts.Reductions == MeanReduction {
+		return []*[]float64{&c.NEff, &c.NEffEntropy, &c.SumAlpha, &c.SMean, &c.LambdaObs, &c.K,
+			&c.BOSMass, &c.ENorm, &c.Gate}
+	}
 	return []*[]float64{&c.NEff, &c.NEffEntropy, &c.SumAlpha, &c.SMean, &c.LambdaObs, &c.K,
 		&c.LambdaObsDimMean, &c.KDimMean, &c.LambdaObsHarmonic, &c.BOSMass, &c.ENorm, &c.Gate}
+}
+
+// Reductions selects which reductions of the per-dimension statistic over
+// the head dimension (notes §B.4; Reduction) a Collector stores.
+type Reductions int
+
+const (
+	// AllReductions (the default) stores (i) FromMean as MetricLambdaObs
+	// and MetricK, (ii) PerDimMean as MetricLambdaObsDimMean and
+	// MetricKDimMean and (iii) Harmonic as MetricLambdaObsHarmonic. (ii)
+	// and (iii) need S per dimension: with MatrixKernel one more float32
+	// product per tile with as many columns as α·v (about +30 % on the
+	// whole pass at T = 16k on the benchmark model, docs/diagnostics.md).
+	AllReductions Reductions = iota
+	// MeanReduction stores (i) only — the reading the paper's figures use
+	// (notes §B.4) — and not the metrics of (ii) and (iii) (Metrics omits
+	// them, their slices are nil): with MatrixKernel the attention then
+	// forms Σ_i S_i alone (model.SumOnlyConsumer), in its softmax pass.
+	MeanReduction
+)
+
+// String returns the name flags and manifests use: "all" or "mean".
+func (r Reductions) String() string {
+	switch r {
+	case AllReductions:
+		return "all"
+	case MeanReduction:
+		return "mean"
+	}
+	return fmt.Sprintf("Reductions(%d)", int(r))
+}
+
+// ParseReductions parses "all" or "mean".
+func ParseReductions(s string) (Reductions, bool) {
+	for _, r := range []Reductions{AllReductions, MeanReduction} {
+		if r.String() == s {
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 // Options returns the Collector's options with defaults resolved.
@@ -202,6 +260,11 @@ func (c *Collector) Index(b, l, h, t int) int {
 func (c *Collector) Metrics() []string {
 	names := []string{MetricNEff, MetricNEffEntropy, MetricSumAlpha, MetricSMean, MetricLambdaObs, MetricK,
 		MetricLambdaObsDimMean, MetricKDimMean, MetricLambdaObsHarmonic, MetricBOSMass, MetricENorm, MetricGate}
+	if c.opts.Reductions == MeanReduction {
+		names = slices.DeleteFunc(names, func(n string) bool {
+			return n == MetricLambdaObsDimMean || n == MetricKDimMean || n == MetricLambdaObsHarmonic
+		})
+	}
 	if c.opts.KeepPerDim {
 		names = append(names, MetricS, MetricLambdaObsDim)
 	}
@@ -460,9 +523,11 @@ func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStr
 	c.SMean[idx] = sMean
 	c.LambdaObs[idx] = lam
 	c.K[idx] = KalmanGain(lam, c.lambdaK)
-	c.LambdaObsDimMean[idx] = sumLam / d
-	c.KDimMean[idx] = sumK / d
-	c.LambdaObsHarmonic[idx] = d / sumVar
+	if c.opts.Reductions == AllReductions {
+		c.LambdaObsDimMean[idx] = sumLam / d
+		c.KDimMean[idx] = sumK / d
+		c.LambdaObsHarmonic[idx] = d / sumVar
+	}
 	c.BOSMass[idx] = ColumnMass(alpha, c.opts.BOSKeys)
 	c.ENorm[idx] = math.Sqrt(e2)
 	if c.opts.KeepPerDim {

@@ -72,6 +72,10 @@ func (c *Collector) ConsumeMoments(am *model.AttnMoments) error {
 	fromMean, harmonic := o.Lambda, o.Lambda
 	fromMean.Reduction, harmonic.Reduction = FromMean, Harmonic
 	base := c.Index(a.Batch, a.Layer, a.Head, 0)
+	if am.S == nil {
+		c.consumeSums(am, base)
+		return nil
+	}
 	for r := 0; r < a.Rows; r++ {
 		idx := base + a.Q0 + r
 		e, s := am.E[r*d:(r+1)*d], am.S[r*d:(r+1)*d]
@@ -90,9 +94,11 @@ func (c *Collector) ConsumeMoments(am *model.AttnMoments) error {
 		c.SMean[idx] = sumS / float64(d)
 		c.LambdaObs[idx] = lam
 		c.K[idx] = KalmanGain(lam, c.lambdaK)
-		c.LambdaObsDimMean[idx] = sumLam / float64(d)
-		c.KDimMean[idx] = KDimMean(sc.lam, c.lambdaK)
-		c.LambdaObsHarmonic[idx] = harmonic.Lambda(st)
+		if o.Reductions == AllReductions {
+			c.LambdaObsDimMean[idx] = sumLam / float64(d)
+			c.KDimMean[idx] = KDimMean(sc.lam, c.lambdaK)
+			c.LambdaObsHarmonic[idx] = harmonic.Lambda(st)
+		}
 		c.BOSMass[idx] = ColumnMass(a.Row(r), o.BOSKeys)
 		c.ENorm[idx] = math.Sqrt(e2)
 		if o.KeepPerDim {
@@ -103,4 +109,35 @@ func (c *Collector) ConsumeMoments(am *model.AttnMoments) error {
 	return nil
 }
 
-var _ model.MomentsConsumer = (*Collector)(nil)
+// consumeSums is ConsumeMoments for a tile whose moments carry Σ_i S_i
+// (am.SSum) instead of S: reduction (i) only (MeanReduction).
+func (c *Collector) consumeSums(am *model.AttnMoments, base int) {
+	a := am.Tile
+	d := float64(a.DHead)
+	o := c.opts.Lambda
+	for r := 0; r < a.Rows; r++ {
+		idx := base + a.Q0 + r
+		var e2 float64
+		for _, ei := range am.E[r*a.DHead : (r+1)*a.DHead] {
+			e2 += ei * ei
+		}
+		sMean := am.SSum[r] / d
+		st := RowStats{NEff: 1 / am.SumSq[r], SumAlpha: am.SumAlpha[r]}
+		lam := o.lambda1(&st, sMean)
+		c.NEff[idx] = st.NEff
+		c.NEffEntropy[idx] = math.Exp(am.Entropy[r])
+		c.SumAlpha[idx] = st.SumAlpha
+		c.SMean[idx] = sMean
+		c.LambdaObs[idx] = lam
+		c.K[idx] = KalmanGain(lam, c.lambdaK)
+		c.BOSMass[idx] = ColumnMass(a.Row(r), c.opts.BOSKeys)
+		c.ENorm[idx] = math.Sqrt(e2)
+	}
+}
+
+// MomentsSumOnly reports whether the Collector stores reduction (i) only
+// (MeanReduction), so that the attention may hand it Σ_i S_i instead of S
+// (model.SumOnlyConsumer).
+func (c *Collector) MomentsSumOnly() bool { return c.opts.Reductions == MeanReduction }
+
+var _ model.SumOnlyConsumer = (*Collector)(nil)

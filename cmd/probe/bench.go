@@ -43,6 +43,7 @@ func cmdBench(args []string, w io.Writer) error {
 	reps := fs.Int("reps", 3, "forward passes; the fastest is reported")
 	noDiag := fs.Bool("no-diagnostics", false, "plain forward pass, no attention consumer")
 	path := fs.String("kernel", probes.MatrixKernel.String(), "where the diagnostics' row moments come from: matrix (the attention pass's matrix products) or rows (probes.Collector row by row); see probes.Kernel")
+	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic, which need S per dimension); see probes.Reductions")
 	seed := fs.Uint64("seed", 1, "seed of the random tokens")
 	idsFile := fs.String("ids", "", "JSON list of token ids to use instead of random ones (its first --tokens ids; all of them when --tokens is not given)")
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
@@ -63,6 +64,10 @@ func cmdBench(args []string, w io.Writer) error {
 		return fmt.Errorf("--reps %d: want at least 1", *reps)
 	case !validKernel(*path):
 		return fmt.Errorf("--kernel %q: want %s or %s", *path, probes.MatrixKernel, probes.RowKernel)
+	}
+	red, ok := probes.ParseReductions(*reductions)
+	if !ok {
+		return fmt.Errorf("--reductions %q: want %s or %s", *reductions, probes.MeanReduction, probes.AllReductions)
 	}
 	m, err := model.Load(*dir, model.LoadOptions{})
 	if err != nil {
@@ -98,10 +103,11 @@ func cmdBench(args []string, w io.Writer) error {
 	opt := model.Options{AllowExtrapolation: true, Threads: *threads, TileRows: *tile}
 	if !*noDiag {
 		// Every diagnostic of the App. I protocol streams on every layer
-		// (n_eff, S, λobs in its three reductions, K, BOS mass, ‖e‖, gates);
-		// the Collector is allocated once, outside the timed passes.
+		// (n_eff, S, λobs and K in the --reductions asked for, BOS mass,
+		// ‖e‖, gates), as probe sweep computes them; the Collector is
+		// allocated once, outside the timed passes.
 		kernel, _ := probes.ParseKernel(*path)
-		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.DHead, probes.CollectorOptions{Kernel: kernel})
+		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.DHead, probes.CollectorOptions{Kernel: kernel, Reductions: red})
 		if err != nil {
 			return err
 		}
@@ -143,6 +149,10 @@ func cmdBench(args []string, w io.Writer) error {
 	_, err = fmt.Fprintln(w, string(out))
 	return err
 }
+
+// defaultReductions is the reductions probe sweep and probe bench store by
+// default (probe diag always stores all: its CSV has k_dim_mean).
+const defaultReductions = probes.MeanReduction
 
 func validKernel(s string) bool { _, ok := probes.ParseKernel(s); return ok }
 

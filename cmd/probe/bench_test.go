@@ -60,7 +60,8 @@ func TestBenchCommand(t *testing.T) {
 // TestBenchMomentsMatchCollector: the diagnostics formed from the pass's
 // moments (probes.MatrixKernel) equal probes.Collector's own row-by-row ones
 // within 1e-5 relative (model.AttnMoments: float32 products), for every metric and cell, on Qwen3 and gated
-// models, with the per-dimension metrics kept.
+// models, with the per-dimension metrics kept; and so do those of reduction
+// (i) alone (probes.MeanReduction: Σ_i S_i from the softmax pass).
 func TestBenchMomentsMatchCollector(t *testing.T) {
 	for _, arch := range []model.Arch{model.ArchQwen3, model.ArchGated} {
 		t.Run(string(arch), func(t *testing.T) {
@@ -74,40 +75,48 @@ func TestBenchMomentsMatchCollector(t *testing.T) {
 			for i := range ids {
 				ids[i] = (i*i*31 + 7*i) % cfg.Vocab
 			}
-			cols := map[bool]*probes.Collector{}
-			for _, moments := range []bool{false, true} {
-				kernel := probes.RowKernel
-				if moments {
-					kernel = probes.MatrixKernel
-				}
-				col, err := probes.NewCollector(1, cfg.Layers, cfg.Heads, T, cfg.DHead, probes.CollectorOptions{KeepPerDim: true, Kernel: kernel})
+			run := func(opts probes.CollectorOptions) *probes.Collector {
+				col, err := probes.NewCollector(1, cfg.Layers, cfg.Heads, T, cfg.DHead, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if _, err := m.Forward([][]int{ids}, model.Options{Hooks: benchHooks(col, &m.Config), TileRows: 32}); err != nil {
 					t.Fatal(err)
 				}
-				cols[moments] = col
+				return col
 			}
-			for _, name := range cols[false].Metrics() {
-				want, _ := cols[false].Metric(name)
-				got, _ := cols[true].Metric(name)
-				worst, at := 0.0, 0
-				for i := range want {
-					if math.IsNaN(want[i]) && math.IsNaN(got[i]) {
-						continue
-					}
-					// relative, with an absolute floor of 1e-12 for
-					// dispersions that are 0 up to rounding (query 0)
-					if e := math.Abs(got[i]-want[i]) / (math.Abs(want[i]) + 1e-12); e > worst || math.IsNaN(e) {
-						worst, at = e, i
-					}
-				}
-				t.Logf("%-20s worst rel. error %.2g", name, worst)
-				if worst > 1e-5 || math.IsNaN(worst) {
-					t.Errorf("%s: rel. error %.3g at flat index %d: moments %v, rows %v", name, worst, at, got[at], want[at])
-				}
+			rows := run(probes.CollectorOptions{KeepPerDim: true, Kernel: probes.RowKernel})
+			compare(t, "matrix", rows, run(probes.CollectorOptions{KeepPerDim: true, Kernel: probes.MatrixKernel}))
+			mean := run(probes.CollectorOptions{Kernel: probes.MatrixKernel, Reductions: probes.MeanReduction})
+			if n := len(mean.Metrics()); n != len(rows.Metrics())-5 {
+				t.Errorf("MeanReduction keeps %d metrics %v, want %d: all but S, λobs per dimension, (ii) and (iii)",
+					n, mean.Metrics(), len(rows.Metrics())-5)
 			}
+			compare(t, "matrix, sum only", rows, mean)
 		})
+	}
+}
+
+// compare checks every metric of got against want within 1e-5 relative.
+func compare(t *testing.T, label string, ref, col *probes.Collector) {
+	t.Helper()
+	for _, name := range col.Metrics() {
+		want, _ := ref.Metric(name)
+		got, _ := col.Metric(name)
+		worst, at := 0.0, 0
+		for i := range want {
+			if math.IsNaN(want[i]) && math.IsNaN(got[i]) {
+				continue
+			}
+			// relative, with an absolute floor of 1e-12 for dispersions
+			// that are 0 up to rounding (query 0)
+			if e := math.Abs(got[i]-want[i]) / (math.Abs(want[i]) + 1e-12); e > worst || math.IsNaN(e) {
+				worst, at = e, i
+			}
+		}
+		t.Logf("%s: %-20s worst rel. error %.2g", label, name, worst)
+		if worst > 1e-5 || math.IsNaN(worst) {
+			t.Errorf("%s: %s: rel. error %.3g at flat index %d: moments %v, rows %v", label, name, worst, at, got[at], want[at])
+		}
 	}
 }

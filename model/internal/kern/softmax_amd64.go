@@ -22,6 +22,28 @@ func ExpSum(x []float32, m float32, stats bool) (z, pd, q float64) {
 // Scale multiplies x by s.
 func Scale(x []float32, s float32) { scaleAVX512(&x[0], len(x), s) }
 
+// ScaleDot multiplies x by s and returns Σ x[i]·w[i] over the scaled
+// values (products in float32, summed in float32 over 8 blocks of 16
+// lanes, then in float64).
+func ScaleDot(x []float32, s float32, w []float32) float64 {
+	_ = w[len(x)-1]
+	return scaleDotAVX512(&x[0], len(x), s, &w[0])
+}
+
+// ShiftNorm sets w[j] = Σ_i (v[j·stride+i] − c[i])², j < n, dh = len(c), a
+// positive multiple of 16 (float32 sums).
+func ShiftNorm(w, v []float32, stride int, c []float32, n int) {
+	dh := len(c)
+	if dh%16 != 0 {
+		panic("kern: ShiftNorm needs a multiple of 16 columns")
+	}
+	if n == 0 {
+		return
+	}
+	_, _ = w[n-1], v[(n-1)*stride+dh-1]
+	shiftNormAVX512(&w[0], &v[0], stride, &c[0], n, dh)
+}
+
 // ShiftSquare sets w[j·dh+i] = (v[j·stride+i] − c[i])², j < n, dh = len(c),
 // a positive multiple of 16.
 func ShiftSquare(w, v []float32, stride int, c []float32, n int) {
@@ -50,6 +72,12 @@ func expSumAVX512(x *float32, n int, m float32, stats int) (z, pd, q float64)
 
 //go:noescape
 func scaleAVX512(x *float32, n int, f float32)
+
+//go:noescape
+func scaleDotAVX512(x *float32, n int, f float32, w *float32) float64
+
+//go:noescape
+func shiftNormAVX512(w, v *float32, stride int, c *float32, n, dh int)
 
 //go:noescape
 func shiftSquareAVX512(w, v *float32, stride int, c *float32, n, dh int)

@@ -115,6 +115,16 @@ maxtail:
 	VPXORQ Z29, Z29, Z29 \
 	VPXORQ Z30, Z30, Z30
 
+// FLUSH1 moves the float32 accumulator Z29 into the float64 ones Z10, Z11
+// (scaleDotAVX512).
+#define FLUSH1 \
+	VCVTPS2PD Y29, Z12 \
+	VEXTRACTF32X8 $1, Z29, Y13 \
+	VCVTPS2PD Y13, Z13 \
+	VADDPD Z12, Z10, Z10 \
+	VADDPD Z13, Z11, Z11 \
+	VPXORQ Z29, Z29, Z29
+
 #define BCAST(v, z) \
 	MOVL v, AX \
 	VPBROADCASTD AX, z
@@ -301,5 +311,92 @@ silutail:
 	VMOVUPS.Z (DI), K1, Z11
 	SILU16
 	VMOVUPS Z7, K1, (SI)
+	VZEROUPPER
+	RET
+
+// func scaleDotAVX512(x *float32, n int, f float32, w *float32) float64
+// multiplies x[i] by f for i < n and returns Σ x[i]·w[i] of the scaled
+// values: each product in float32, summed in float32 over 8 blocks of 16
+// (Z29), then in float64 (Z10, Z11).
+TEXT ·scaleDotAVX512(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS f+16(FP), Z0
+	MOVQ w+24(FP), DI
+	VPXORQ Z10, Z10, Z10
+	VPXORQ Z11, Z11, Z11
+	VPXORQ Z29, Z29, Z29
+	MOVQ $8, R8
+	MOVQ CX, BX
+	SHRQ $4, BX
+	JZ sdtail
+sdloop:
+	VMULPS (SI), Z0, Z5
+	VMOVUPS Z5, (SI)
+	VFMADD231PS (DI), Z5, Z29
+	DECQ R8
+	JNZ sdnext
+	FLUSH1
+	MOVQ $8, R8
+sdnext:
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ BX
+	JNZ sdloop
+sdtail:
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z5
+	VMULPS Z0, Z5, Z5
+	VMOVUPS Z5, K1, (SI)
+	VMOVUPS.Z (DI), K1, Z6
+	VFMADD231PS Z6, Z5, Z29
+	FLUSH1
+	VADDPD Z11, Z10, Z10
+	HSUMPD(Z10, Y10, X10, Y11, X11)
+	MOVSD X10, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func shiftNormAVX512(w, v *float32, stride int, c *float32, n, dh int)
+// sets w[j] = Σ_i (v[j·stride+i] − c[i])² for j < n, i < dh (dh a
+// positive multiple of 16), summed in float32.
+TEXT ·shiftNormAVX512(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), DI
+	MOVQ v+8(FP), SI
+	MOVQ stride+16(FP), R8
+	SHLQ $2, R8
+	MOVQ c+24(FP), DX
+	MOVQ n+32(FP), CX
+	MOVQ dh+40(FP), R9
+	SHRQ $4, R9
+	TESTQ CX, CX
+	JZ sndone
+snrow:
+	MOVQ SI, R10
+	MOVQ DX, R11
+	MOVQ R9, BX
+	VPXORQ Z1, Z1, Z1
+snblock:
+	VMOVUPS (R10), Z0
+	VSUBPS (R11), Z0, Z0
+	VFMADD231PS Z0, Z0, Z1
+	ADDQ $64, R10
+	ADDQ $64, R11
+	DECQ BX
+	JNZ snblock
+	VEXTRACTF32X8 $1, Z1, Y2
+	VADDPS Y2, Y1, Y1
+	VEXTRACTF128 $1, Y1, X2
+	VADDPS X2, X1, X1
+	VPERMILPS $0x4E, X1, X2
+	VADDPS X2, X1, X1
+	VPERMILPS $0xB1, X1, X2
+	VADDSS X2, X1, X1
+	MOVSS X1, (DI)
+	ADDQ $4, DI
+	ADDQ R8, SI
+	DECQ CX
+	JNZ snrow
+sndone:
 	VZEROUPPER
 	RET
