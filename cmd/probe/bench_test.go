@@ -50,7 +50,7 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("bench %v: tokens_per_s·seconds = %v, want 70", args, fields["tokens_per_s"]*fields["seconds"])
 		}
 	}
-	for _, bad := range [][]string{{"--tokens", "0"}, {"--reps", "0"}, {"--kernel", "x"}, {"--ids", ids, "--tokens", "71"}} {
+	for _, bad := range [][]string{{"--tokens", "0"}, {"--reps", "0"}, {"--kernel", "x"}, {"--reductions", "x"}, {"--ids", ids, "--tokens", "71"}} {
 		if code, _, _ := probe(t, append([]string{"bench", "--model", dir}, bad...)...); code != 1 {
 			t.Errorf("bench %v: exit %d, want 1", bad, code)
 		}

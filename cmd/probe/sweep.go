@@ -190,7 +190,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	lamMax := fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
 	moments := fs.String("moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
 	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
-	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about +30 % time at 16k)")
+	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about a third more time at 16k)")
 	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
 	progress := fs.Bool("progress", true, "progress bar on stderr")
 	af := addAggFlags(fs)
