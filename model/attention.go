@@ -36,7 +36,8 @@ type attnArgs struct {
 // the keys and values are packed once for all of them. Each head's tile
 // goes to the consumers before it is multiplied by v; consumers that
 // implement MomentsConsumer get the tile's moments, computed here with one
-// float32 matrix product per head and tile (see AttnMoments). Consumers only
+// float32 matrix product per head and tile, or with none beyond α·v when
+// they all need only Σ_i S_i (SumOnlyConsumer; see AttnMoments). Consumers only
 // observe: the output is the same, bit for bit, with or without them.
 // Query head h reads KV head h / (H/KV).
 func causalAttention(a *attnArgs) error {
