@@ -390,7 +390,10 @@ func softmaxTileGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float6
 
 // patternTimesV computes z = pattern·v for every (batch, head) from a
 // materialized [B, H, T, T] pattern (used when hook_pattern is hooked, so
-// that an intervention on the pattern reaches the output).
+// that an intervention on the pattern reaches the output). Where some value
+// vector is NaN/Inf, keys of weight exactly 0 are left out of the sum (as
+// causalTimesV leaves out future keys), so that a fault reaches only the
+// queries that attend to it and is reported at the first of them.
 func patternTimesV(a *attnArgs) {
 	dh, T := a.dHead, a.T
 	qStride, kvStride := a.heads*dh, a.kvHeads*dh
@@ -400,7 +403,22 @@ func patternTimesV(a *attnArgs) {
 			p := blas32.General{Rows: T, Cols: T, Stride: T, Data: a.pattern[(b*a.heads+h)*T*T:]}
 			vv := blas32.General{Rows: T, Cols: dh, Stride: kvStride, Data: a.v[b*T*kvStride+kvh*dh:]}
 			zz := blas32.General{Rows: T, Cols: dh, Stride: qStride, Data: a.z[b*T*qStride+h*dh:]}
-			blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, p, vv, 0, zz)
+			if finiteRows(vv.Data, kvStride, dh, 0, T) {
+				blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, p, vv, 0, zz)
+				continue
+			}
+			for t := 0; t < T; t++ {
+				z := zz.Data[t*qStride : t*qStride+dh]
+				clear(z)
+				for j, w := range p.Data[t*T : (t+1)*T] {
+					if w == 0 {
+						continue
+					}
+					for i, x := range vv.Data[j*kvStride : j*kvStride+dh] {
+						z[i] += w * x
+					}
+				}
+			}
 		}
 	}
 }

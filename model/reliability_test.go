@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
+
+	"github.com/filterlens/probe/hooks"
 )
 
 // Reliability tests of Load on hostile checkpoint directories: every
@@ -516,13 +518,25 @@ func TestForwardNamesTheFault(t *testing.T) {
 			"in the residual stream after layer 1 at batch 0 position 0 dim 6"},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m, _ := Generate(cfg, 5)
-			c.poison(m)
-			_, err := m.Forward(ids, Options{})
-			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "non-finite") {
-				t.Fatalf("error %v, want one containing %q", err, c.want)
+		for _, pattern := range []bool{false, true} {
+			name := c.name
+			if pattern {
+				name += ", hook_pattern captured" // z from the materialized pattern (patternTimesV)
 			}
-		})
+			t.Run(name, func(t *testing.T) {
+				m, _ := Generate(cfg, 5)
+				c.poison(m)
+				var opt Options
+				if pattern {
+					hs := &hooks.Set{}
+					hs.Capture("blocks.*.attn.hook_pattern")
+					opt.Hooks = hs
+				}
+				_, err := m.Forward(ids, opt)
+				if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "non-finite") {
+					t.Fatalf("error %v, want one containing %q", err, c.want)
+				}
+			})
+		}
 	}
 }
