@@ -107,16 +107,17 @@ func gemmBlocked[E gemmFloat](transB bool, m, n, k int, alpha E, a []E, lda int,
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
 			packB(transB, b, ldb, pc, kc, jc, nc, nr, buf.bp)
-			gemmPanelBlock(m, nc, kc, alpha, a, lda, pc, buf.bp, c[jc:], ldc, mr, nr, kernel, buf)
+			gemmPanelBlock(m, nc, kc, alpha, a, lda, pc, buf.bp, c[jc:], ldc, mr, nr, kernel, false, buf)
 		}
 	}
 }
 
 // gemmPanelBlock adds alpha·A[:, pc:pc+kc]·Bp to C[:m, :nc], where Bp holds
 // the kc × nc block of op(B) in panels of nr columns (packB), packing A
-// gemmMC rows at a time.
+// gemmMC rows at a time. With store it overwrites C instead (kernel must
+// then overwrite its micro-tile too).
 func gemmPanelBlock[E gemmFloat](m, nc, kc int, alpha E, a []E, lda, pc int, bp, c []E, ldc int,
-	mr, nr int, kernel func(kc int, ap, bp, c []E, ldc int), buf *gemmBuffers[E]) {
+	mr, nr int, kernel func(kc int, ap, bp, c []E, ldc int), store bool, buf *gemmBuffers[E]) {
 	for ic := 0; ic < m; ic += gemmMC {
 		mc := min(gemmMC, m-ic)
 		packA(a, lda, ic, mc, pc, kc, mr, alpha, buf.ap)
@@ -132,7 +133,12 @@ func gemmPanelBlock[E gemmFloat](m, nc, kc int, alpha E, a []E, lda, pc int, bp,
 				kernel(kc, apan, bpan, buf.ct, nr)
 				for i := 0; i < min(mr, mc-ir); i++ {
 					row := c[(ic+ir+i)*ldc+jr:]
-					for j, v := range buf.ct[i*nr : i*nr+min(nr, nc-jr)] {
+					ct := buf.ct[i*nr : i*nr+min(nr, nc-jr)]
+					if store {
+						copy(row, ct)
+						continue
+					}
+					for j, v := range ct {
 						row[j] += v
 					}
 				}
@@ -157,15 +163,22 @@ func PackKT(dst, K []float32, ldk, n, k int) []float32 {
 // GemmKT computes C = alpha·A·Kᵀ[:, :n] (A: m × k) from the panels
 // PackKT made of K's rows (n at most the rows packed): the same
 // sums as Sgemm(NoTrans, Trans, …) with K itself, without packing K again.
+// C is overwritten in one step per micro-tile (k ≤ MaxKTDepth is one
+// summation block), never cleared or read first.
 func GemmKT(m, n, k int, alpha float32, a []float32, lda int, kp []float32, c []float32, ldc int) {
-	scaleRows(m, n, 0, c, ldc)
+	if k == 0 {
+		scaleRows(m, n, 0, c, ldc)
+	}
 	if m == 0 || n == 0 || k == 0 {
 		return
+	}
+	if k > gemmKC {
+		panic("kern: GemmKT depth beyond MaxKTDepth")
 	}
 	buf := sPool.Get().(*gemmBuffers[float32])
 	defer sPool.Put(buf)
 	for jc := 0; jc < n; jc += gemmNC {
-		gemmPanelBlock(m, min(gemmNC, n-jc), k, alpha, a, lda, 0, kp[jc*k:], c[jc:], ldc, sMR, sNR, kernelS6x32, buf)
+		gemmPanelBlock(m, min(gemmNC, n-jc), k, alpha, a, lda, 0, kp[jc*k:], c[jc:], ldc, sMR, sNR, kernelS6x32Store, true, buf)
 	}
 }
 

@@ -11,7 +11,14 @@ func kernelS6x32(kc int, ap, bp, c []float32, ldc int) {
 	}
 	_, _ = ap[6*kc-1], bp[32*kc-1]
 	_ = c[5*ldc+31]
-	kernelS6x32AVX512(kc, &ap[0], &bp[0], &c[0], ldc)
+	kernelS6x32AVX512(kc, &ap[0], &bp[0], &c[0], ldc, 0)
+}
+
+// kernelS6x32Store is kernelS6x32 overwriting C: C[6×32] = Ap·Bp (kc ≥ 1).
+func kernelS6x32Store(kc int, ap, bp, c []float32, ldc int) {
+	_, _ = ap[6*kc-1], bp[32*kc-1]
+	_ = c[5*ldc+31]
+	kernelS6x32AVX512(kc, &ap[0], &bp[0], &c[0], ldc, 1)
 }
 
 // kernelD6x16 is kernelS6x32 in float64: C[6×16] += Ap·Bp.
@@ -53,7 +60,7 @@ func kernelS6x64DirectAVX512(kc int, a *float32, lda int, b1 *float32, ldb1 int,
 func kernelS6x32DirectAVX512(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
 
 //go:noescape
-func kernelS6x32AVX512(kc int, ap, bp, c *float32, ldc int)
+func kernelS6x32AVX512(kc int, ap, bp, c *float32, ldc, store int)
 
 //go:noescape
 func kernelD6x16AVX512(kc int, ap, bp, c *float64, ldc int)

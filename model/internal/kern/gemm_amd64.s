@@ -31,6 +31,27 @@
 	ADDQ R8, DX \
 	ACC1(VADDPD, VMOVUPD, r5a, r5b)
 
+// ST6PS stores six rows of two zmm accumulators into C at DX (rows R8
+// bytes apart), overwriting it: row r of C = (ra, rb).
+#define ST6PS(r0a, r0b, r1a, r1b, r2a, r2b, r3a, r3b, r4a, r4b, r5a, r5b) \
+	VMOVUPS r0a, (DX) \
+	VMOVUPS r0b, 64(DX) \
+	ADDQ R8, DX \
+	VMOVUPS r1a, (DX) \
+	VMOVUPS r1b, 64(DX) \
+	ADDQ R8, DX \
+	VMOVUPS r2a, (DX) \
+	VMOVUPS r2b, 64(DX) \
+	ADDQ R8, DX \
+	VMOVUPS r3a, (DX) \
+	VMOVUPS r3b, 64(DX) \
+	ADDQ R8, DX \
+	VMOVUPS r4a, (DX) \
+	VMOVUPS r4b, 64(DX) \
+	ADDQ R8, DX \
+	VMOVUPS r5a, (DX) \
+	VMOVUPS r5b, 64(DX)
+
 // ACC1 adds the two accumulators a, b into one row of C at DX.
 #define ACC1(add, mov, a, b) \
 	add (DX), a, a \
@@ -44,8 +65,9 @@
 // C accumulates in Z(2r), Z(2r+1); Z12, Z13 hold the step's B values and
 // Z14, Z15 the broadcast A values. AVX-512F only (checked at init).
 
-// func kernelS6x32AVX512(kc int, ap, bp, c *float32, ldc int)
-TEXT ·kernelS6x32AVX512(SB), NOSPLIT, $0-40
+// func kernelS6x32AVX512(kc int, ap, bp, c *float32, ldc, store int)
+// (store ≠ 0: C = Ap·Bp instead of C += Ap·Bp)
+TEXT ·kernelS6x32AVX512(SB), NOSPLIT, $0-48
 	MOVQ kc+0(FP), CX
 	MOVQ ap+8(FP), SI
 	MOVQ bp+16(FP), DI
@@ -89,7 +111,14 @@ loop:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ loop
+	MOVQ store+40(FP), AX
+	TESTQ AX, AX
+	JNZ storeonly
 	ACC6PS(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11)
+	VZEROUPPER
+	RET
+storeonly:
+	ST6PS(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11)
 	VZEROUPPER
 	RET
 
