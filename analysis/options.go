@@ -43,10 +43,10 @@ type ProbeOptions struct {
 	// and K from S̄ = mean_i S_i — what the figures use) or "all" (also
 	// (ii) lambda_obs_dim_mean and K_dim_mean, per dimension then mean,
 	// and (iii) lambda_obs_harmonic). "all" needs S per dimension, one more
-	// product per attention tile with as many columns as α·v: +27 % over
-	// the forward pass at T = 4k and about +37 % at 16k on the benchmark
-	// model, against +5 % to +10 % for "mean" (docs/diagnostics.md,
-	// probes.Reductions). A manifest without the field (written before it
+	// product per attention tile with as many columns as α·v: about +28 %
+	// over the forward pass at T = 4k and +30 % to +37 % at 16k (medians)
+	// on the benchmark model, against +5 % to +11 % for "mean"
+	// (docs/diagnostics.md, probes.Reductions). A manifest without the field (written before it
 	// existed) means "all".
 	Reductions string `json:"reductions"`
 }
