@@ -392,7 +392,6 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 	agg, gate := make([]float32, n*W), make([]float32, n*W)
 	qn2, kn2, logPrec, norms := make([]float32, n*H), make([]float32, n*H), make([]float32, n*H), make([]float32, n*H)
 	out, g, a := make([]float32, n*D), make([]float32, n*F), make([]float32, n*F)
-	act := activations[c.Act]
 
 	for bb, seq := range ids {
 		for t, id := range seq {
@@ -508,34 +507,20 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
 		rmsNorm(hn, x, D, L.Norm2W, c.NormEps)
 		run(name("blocks.{l}.ln2.hook_normalized"), hn, B, T, D)
-		linear(g, hn, n, D, L.WGate, F, nil)
-		run(name("blocks.{l}.mlp.hook_pre"), g, B, T, F)
-		linear(a, hn, n, D, L.WUp, F, nil)
-		for i, gi := range g {
-			a[i] *= act(gi)
-		}
-		run(name("blocks.{l}.mlp.hook_post"), a, B, T, F)
-		linear(out, a, n, F, L.WDown, D, nil)
-		run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
+		mlpBlock(out, hn, g, a, L, c.Act, B, T, D, F, run, name)
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
 		if err != nil {
 			return nil, err
 		}
-		if i := firstNonFinite(x); i >= 0 {
-			return nil, fmt.Errorf("model: non-finite value %v in the residual stream after layer %d at batch %d position %d dim %d",
-				x[i], l, i/D/T, (i/D)%T, i%D)
+		if err := residualFault(x, l, T, D); err != nil {
+			return nil, err
 		}
 	}
 
 	rmsNorm(hn, x, D, m.FinalW, c.NormEps)
 	run("ln_final.hook_normalized", hn, B, T, D)
-	res := &Output{Batch: B, T: T}
-	if opt.Logits || hs.Has("logits") {
-		res.Logits = make([]float32, n*c.Vocab)
-		linear(res.Logits, hn, n, D, m.Head, c.Vocab, nil)
-		run("logits", res.Logits, B, T, c.Vocab)
-	}
+	res := m.logits(hn, B, T, opt, run)
 	if err != nil {
 		return nil, err
 	}

@@ -466,20 +466,14 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 		if err != nil {
 			return nil, err
 		}
-		if i := firstNonFinite(x); i >= 0 {
-			return nil, fmt.Errorf("model: non-finite value %v in the residual stream after layer %d at batch %d position %d dim %d",
-				x[i], l, i/D/T, (i/D)%T, i%D)
+		if err := residualFault(x, l, T, D); err != nil {
+			return nil, err
 		}
 	}
 
 	rmsNorm(h, x, D, m.FinalW, c.NormEps)
 	run("ln_final.hook_normalized", h, B, T, D)
-	res := &Output{Batch: B, T: T}
-	if opt.Logits || hs.Has("logits") {
-		res.Logits = make([]float32, n*c.Vocab)
-		linear(res.Logits, h, n, D, m.Head, c.Vocab, nil)
-		run("logits", res.Logits, B, T, c.Vocab)
-	}
+	res := m.logits(h, B, T, opt, run)
 	if err != nil {
 		return nil, err
 	}

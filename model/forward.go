@@ -189,52 +189,81 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 				x[i], l, i/D/T, (i/D)%T, i%D)
 		}
 
-		// MLP norm, MLP: down(act(gate(h)) ⊙ up(h)) or GPT-2's proj(act(fc(h)))
+		// MLP norm, MLP, residual connection
 		m.norm(h, x, L.Norm2W, L.Norm2B)
 		run(name("blocks.{l}.ln2.hook_normalized"), h, B, T, D)
-		if L.WGate != nil {
-			linear(a1, h, n, D, L.WGate, F, L.BGate)
-			run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
-			linear(a2, h, n, D, L.WUp, F, L.BUp)
-			swiglu(a1, a2, c.Act) // act(a1)·a2, in parallel on SIMD kernels
-		} else {
-			act := activations[c.Act]
-			linear(a1, h, n, D, L.WUp, F, L.BUp)
-			run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
-			for i, g := range a1 {
-				a1[i] = act(g)
-			}
-		}
-		run(name("blocks.{l}.mlp.hook_post"), a1, B, T, F)
-		linear(out, a1, n, F, L.WDown, D, L.BDown)
-		run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
-
-		// residual connection
+		mlpBlock(out, h, a1, a2, L, c.Act, B, T, D, F, run, name)
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
 		if err != nil {
 			return nil, err
 		}
-		if i := firstNonFinite(x); i >= 0 {
-			return nil, fmt.Errorf("model: non-finite value %v in the residual stream after layer %d at batch %d position %d dim %d",
-				x[i], l, i/D/T, (i/D)%T, i%D)
+		if err := residualFault(x, l, T, D); err != nil {
+			return nil, err
 		}
 	}
 
 	// final norm
 	m.norm(h, x, m.FinalW, m.FinalB)
 	run("ln_final.hook_normalized", h, B, T, D)
-
-	res := &Output{Batch: B, T: T}
-	if opt.Logits || hs.Has("logits") {
-		res.Logits = make([]float32, n*c.Vocab)
-		linear(res.Logits, h, n, D, m.Head, c.Vocab, nil)
-		run("logits", res.Logits, B, T, c.Vocab)
-	}
+	res := m.logits(h, B, T, opt, run)
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// hookRun runs the hook of a name on a [shape] tensor (each forward pass's
+// closure over its hooks.Set, which keeps the first error).
+type hookRun func(name string, x []float32, shape ...int)
+
+// mlpBlock computes the MLP sub-block out = down(act(gate(h)) ⊙ up(h))
+// (SwiGLU, where the layer has WGate) or down(act(up(h))) (GPT-2's
+// fc/proj) for the n = B·T rows of h [n, D] into out [n, D], with the hooks
+// mlp.hook_pre, mlp.hook_post and hook_mlp_out (name resolves the layer's
+// names); a1 and a2 are [n, F] scratch.
+func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, B, T, D, F int, run hookRun, name func(string) string) {
+	n := B * T
+	if L.WGate != nil {
+		linear(a1, h, n, D, L.WGate, F, L.BGate)
+		run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
+		linear(a2, h, n, D, L.WUp, F, L.BUp)
+		swiglu(a1, a2, act) // act(a1)·a2, in parallel on SIMD kernels
+	} else {
+		fn := activations[act]
+		linear(a1, h, n, D, L.WUp, F, L.BUp)
+		run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
+		for i, g := range a1 {
+			a1[i] = fn(g)
+		}
+	}
+	run(name("blocks.{l}.mlp.hook_post"), a1, B, T, F)
+	linear(out, a1, n, F, L.WDown, D, L.BDown)
+	run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
+}
+
+// residualFault reports the first NaN/Inf of the residual stream x [B·T,
+// D] after layer l, naming batch, position and dimension, or nil.
+func residualFault(x []float32, l, T, D int) error {
+	if i := firstNonFinite(x); i >= 0 {
+		return fmt.Errorf("model: non-finite value %v in the residual stream after layer %d at batch %d position %d dim %d",
+			x[i], l, i/D/T, (i/D)%T, i%D)
+	}
+	return nil
+}
+
+// logits returns the output of a pass with the logits of the final normed
+// stream h [B·T, D] (head without bias) when asked for or hooked.
+func (m *Model) logits(h []float32, B, T int, opt Options, run hookRun) *Output {
+	c := &m.Config
+	res := &Output{Batch: B, T: T}
+	if opt.Logits || opt.Hooks.Has("logits") {
+		n := B * T
+		res.Logits = make([]float32, n*c.Vocab)
+		linear(res.Logits, h, n, c.DModel, m.Head, c.Vocab, nil)
+		run("logits", res.Logits, B, T, c.Vocab)
+	}
+	return res
 }
 
 // headFault checks a layer's attention output z, laid out [B, T, H, width]

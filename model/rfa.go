@@ -550,9 +550,8 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 		if err != nil {
 			return nil, err
 		}
-		if i := firstNonFinite(x); i >= 0 {
-			return nil, fmt.Errorf("model: non-finite value %v in the residual stream after layer %d at batch %d position %d dim %d",
-				x[i], l, i/D/T, (i/D)%T, i%D)
+		if err := residualFault(x, l, T, D); err != nil {
+			return nil, err
 		}
 	}
 

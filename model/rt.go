@@ -356,7 +356,6 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 	mag, logPrec, rho := make([]float32, n*H), make([]float32, n*H), make([]float32, n*H)
 	out, g, a := make([]float32, n*D), make([]float32, n*F), make([]float32, n*F)
 	norms := make([]float32, n*H)
-	act := activations[c.Act]
 
 	for bb, seq := range ids {
 		for t, id := range seq {
@@ -473,34 +472,20 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			l2Normalize(u, D, norms[:n])
 		}
 		run(name("blocks.{l}.ln2.hook_normalized"), u, B, T, D)
-		linear(g, u, n, D, L.WGate, F, nil)
-		run(name("blocks.{l}.mlp.hook_pre"), g, B, T, F)
-		linear(a, u, n, D, L.WUp, F, nil)
-		for i, gi := range g {
-			a[i] *= act(gi)
-		}
-		run(name("blocks.{l}.mlp.hook_post"), a, B, T, F)
-		linear(out, a, n, F, L.WDown, D, nil)
-		run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
+		mlpBlock(out, u, g, a, L, c.Act, B, T, D, F, run, name)
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
 		if err != nil {
 			return nil, err
 		}
-		if i := firstNonFinite(x); i >= 0 {
-			return nil, fmt.Errorf("model: non-finite value %v in the residual stream after layer %d at batch %d position %d dim %d",
-				x[i], l, i/D/T, (i/D)%T, i%D)
+		if err := residualFault(x, l, T, D); err != nil {
+			return nil, err
 		}
 	}
 
 	rmsNorm(u, x, D, m.FinalW, c.NormEps)
 	run("ln_final.hook_normalized", u, B, T, D)
-	res := &Output{Batch: B, T: T}
-	if opt.Logits || hs.Has("logits") {
-		res.Logits = make([]float32, n*c.Vocab)
-		linear(res.Logits, u, n, D, m.Head, c.Vocab, nil)
-		run("logits", res.Logits, B, T, c.Vocab)
-	}
+	res := m.logits(u, B, T, opt, run)
 	if err != nil {
 		return nil, err
 	}
