@@ -197,21 +197,18 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			blas32.Gemm(blas.NoTrans, blas.Trans, a.scale, blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.qp[:n*dh]}, kt, 0, s)
 		}
 
-		var norms []float32
+		var norms []float32 // G = α·‖v − c‖² in the softmax's last pass
 		if mw != nil && mw.sum {
 			norms = mw.squares(q0, tile, ncol, T)
 		}
 		for j := 0; j < nh; j++ {
 			sj := s.Data[j*rows*ncol : (j+1)*rows*ncol]
-			o := j * rows
-			switch {
-			case mw == nil:
-				softmaxTile(sj, rows, ncol, q0, a.window, nil, nil, nil)
-			case mw.sum: // G = α·‖v − c‖² in the softmax's last pass
-				softmaxTileDot(sj, rows, ncol, q0, a.window, mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows],
+			if mw == nil {
+				softmaxTile(sj, rows, ncol, q0, a.window, nil, nil, nil, nil, nil)
+			} else {
+				o := j * rows
+				softmaxTile(sj, rows, ncol, q0, a.window, mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows],
 					norms, mw.gs[o:o+rows])
-			default:
-				softmaxTile(sj, rows, ncol, q0, a.window, mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows])
 			}
 			if a.pattern != nil {
 				for r := 0; r < rows; r++ {
@@ -348,30 +345,15 @@ func causalTimesV(s, vals blas32.General, q0, rows int, zp blas32.General) {
 // q0+rows−1 into attention weights in place: row r (query t = q0+r) gets
 // the softmax of its keys max(0, t−window+1) … t and 0 elsewhere. With s1
 // non-nil it also writes each row's Σα, Σα² and entropy −Σα log α into s1,
-// s2 and ent (softmaxRowStats). The OpenBLAS build replaces it with a C kernel
-// on CPUs with AVX2 but without AVX-512.
+// s2 and ent (softmaxRowStats); with w non-nil (and s1) also g[r] = Σ_j
+// α_rj w_j, the weights times a vector w of the keys (the moments' G =
+// Σα‖v − c‖² when only Σ_i S_i is asked for, SumOnlyConsumer). The
+// OpenBLAS build replaces it with a C kernel on CPUs with AVX2 but without
+// AVX-512.
 var softmaxTile = softmaxTileGo
 
-// softmaxTileDot is softmaxTile with the row statistics that also sets
-// g[r] = Σ_j α_rj w_j, the weights times a vector w of the keys (the
-// moments' G = Σα‖v − c‖² when only Σ_i S_i is asked for, SumOnlyConsumer).
-var softmaxTileDot = softmaxTileDotGo
-
-// softmaxTileDotGo is softmaxTileDot as softmaxTile and then a float64 dot
-// product per row.
-func softmaxTileDotGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64, w []float32, g []float64) {
-	softmaxTile(s, rows, ncol, q0, window, s1, s2, ent)
-	for r := 0; r < rows; r++ {
-		var sum float64
-		for j, x := range s[r*ncol : r*ncol+q0+r+1] {
-			sum += float64(x) * float64(w[j])
-		}
-		g[r] = sum
-	}
-}
-
 // softmaxTileGo is softmaxTile row by row with softmaxRowStats.
-func softmaxTileGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64) {
+func softmaxTileGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64, w []float32, g []float64) {
 	for r := 0; r < rows; r++ {
 		t := q0 + r
 		row := s[r*ncol : (r+1)*ncol]
@@ -381,10 +363,14 @@ func softmaxTileGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float6
 		}
 		clear(row[t+1:]) // causal mask; the P·V product reads these
 		if s1 == nil {
-			softmaxRowStats(row[:t+1], lo, false)
+			softmaxRowStats(row[:t+1], lo, false, nil)
 			continue
 		}
-		s1[r], s2[r], ent[r] = softmaxRowStats(row[:t+1], lo, true)
+		if w == nil {
+			s1[r], s2[r], ent[r], _ = softmaxRowStats(row[:t+1], lo, true, nil)
+			continue
+		}
+		s1[r], s2[r], ent[r], g[r] = softmaxRowStats(row[:t+1], lo, true, w)
 	}
 }
 

@@ -359,12 +359,14 @@ func (w *momentsWork) twoPass(e, s []float64, a []float32) {
 // softmaxRowStats replaces row[lo:] with softmax(row[lo:]) and row[:lo] with 0,
 // in float32 (the normalizer accumulates in float64). With stats it also
 // returns Σα, Σα² (float64 sums of the float32 weights) and the entropy
-// −Σα log α, from log α = (x − m) − log Z (see AttnMoments). Assembly
-// kernels replace softmaxRowStatsGo where the CPU has them (kern_amd64.go).
+// −Σα log α, from log α = (x − m) − log Z (see AttnMoments). With w not
+// nil it also returns g = Σ_j α_j w_j (row and w indexed alike) from the
+// scaling pass. Assembly kernels replace softmaxRowStatsGo where the CPU
+// has them (kern_amd64.go).
 var softmaxRowStats = softmaxRowStatsGo
 
 // softmaxRowStatsGo is softmaxRowStats in Go, with the scalar expf.
-func softmaxRowStatsGo(row []float32, lo int, stats bool) (s1, s2, ent float64) {
+func softmaxRowStatsGo(row []float32, lo int, stats bool, w []float32) (s1, s2, ent, g float64) {
 	seg := row[lo:]
 	m := float32(math.Inf(-1))
 	for _, v := range seg {
@@ -393,9 +395,12 @@ func softmaxRowStatsGo(row []float32, lo int, stats bool) (s1, s2, ent float64) 
 			s1 += xf
 			s2 += xf * xf
 		}
+		if w != nil {
+			g += float64(x) * float64(w[lo+i])
+		}
 	}
 	if !stats {
-		return 0, 0, 0
+		return 0, 0, 0, g
 	}
-	return s1, s2, math.Log(z)*s1 - pd*inv
+	return s1, s2, math.Log(z)*s1 - pd*inv, g
 }

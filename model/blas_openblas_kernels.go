@@ -225,7 +225,8 @@ func shiftSquareAVX2(w, v []float32, stride int, c []float32, n int) {
 // probe_softmax_tile (cgo; OpenBLAS build on AVX2+FMA CPUs). It differs
 // from softmaxTileGo only in rounding (fused multiply-adds, summation
 // order) and in giving 0 instead of a subnormal for e^(x−m) below e^−87.3.
-func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64) {
+// The dot products g (w non-nil) follow in a float64 pass over the weights.
+func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64, w []float32, g []float64) {
 	if rows == 0 {
 		return
 	}
@@ -239,4 +240,14 @@ func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, s1, s2, ent []floa
 	}
 	C.probe_softmax_tile((*C.float)(unsafe.Pointer(&s[0])), C.int(rows), C.int(ncol), C.int(q0), C.int(window),
 		p1, p2, pe)
+	if w == nil {
+		return
+	}
+	for r := 0; r < rows; r++ {
+		var sum float64
+		for j, x := range s[r*ncol : r*ncol+q0+r+1] {
+			sum += float64(x) * float64(w[j])
+		}
+		g[r] = sum
+	}
 }

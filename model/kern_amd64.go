@@ -20,7 +20,6 @@ func init() {
 		return
 	}
 	softmaxRowStats = softmaxRowStatsAVX512
-	softmaxTileDot = softmaxTileDotAVX512
 	shiftNorm = shiftNormFast
 	shiftSquare = shiftSquareFast
 	siluMulKernel = kern.SiluMul
@@ -47,16 +46,10 @@ const (
 // softmaxRowStatsAVX512 is softmaxRowStatsGo on 16 lanes: the same method,
 // with fused multiply-adds, another summation order, 0 instead of a
 // subnormal for e^(x−m) below e^−87.3, and Σα, Σα² formed as Σp·inv and
-// Σp²·inv² (inv the float32 normalizer) in the exponential's pass.
-func softmaxRowStatsAVX512(row []float32, lo int, stats bool) (s1, s2, ent float64) {
-	s1, s2, ent, _ = softmaxRowDotAVX512(row, lo, stats, nil)
-	return s1, s2, ent
-}
-
-// softmaxRowDotAVX512 is softmaxRowStatsAVX512 that also returns g = Σ_j
-// α_j w_j (row and w indexed alike) from the scaling pass when w is not
-// nil.
-func softmaxRowDotAVX512(row []float32, lo int, stats bool, w []float32) (s1, s2, ent, g float64) {
+// Σp²·inv² (inv the float32 normalizer) in the exponential's pass; g comes
+// from the scaling pass (kern.ScaleDot, products summed in float32 over 8
+// blocks of 16, then in float64).
+func softmaxRowStatsAVX512(row []float32, lo int, stats bool, w []float32) (s1, s2, ent, g float64) {
 	seg := row[lo:]
 	clear(row[:lo])
 	if len(seg) == 0 {
@@ -79,21 +72,6 @@ func softmaxRowDotAVX512(row []float32, lo int, stats bool, w []float32) (s1, s2
 	fi := float64(invf)
 	s1 = z * fi
 	return s1, q * fi * fi, math.Log(z)*s1 - pd*inv, g
-}
-
-// softmaxTileDotAVX512 is softmaxTileDot row by row with
-// softmaxRowDotAVX512.
-func softmaxTileDotAVX512(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64, w []float32, g []float64) {
-	for r := 0; r < rows; r++ {
-		t := q0 + r
-		row := s[r*ncol : (r+1)*ncol]
-		lo := 0
-		if window > 0 && t-window+1 > 0 {
-			lo = t - window + 1
-		}
-		clear(row[t+1:])
-		s1[r], s2[r], ent[r], g[r] = softmaxRowDotAVX512(row[:t+1], lo, true, w)
-	}
 }
 
 // shiftNormFast is shiftNormGo on 16 lanes where dh is a multiple of 16.

@@ -14,7 +14,8 @@ import (
 // e^−87.3 the assembly gives 0, Go a subnormal) for every length of tail
 // (1 … 70 weights, with and without a window offset) and scores of small
 // and wide range; Σα and Σα² are within 1e-6 of float64 sums of its own weights
-// and the entropy is the Go one's within 1e-6·(2 + H); NaN and +Inf scores
+// and the entropy is the Go one's within 1e-6·(2 + H), and so is g = Σα·w
+// relative to Σα|w|; NaN and +Inf scores
 // show as NaN weights, −Inf as a 0 weight; shiftSquareFast equals
 // shiftSquareGo bit for bit.
 func TestSoftmaxAVX512(t *testing.T) {
@@ -31,8 +32,12 @@ func TestSoftmaxAVX512(t *testing.T) {
 					x[i] = float32(rng.NormFloat64() * sd)
 				}
 				want, got := append([]float32(nil), x...), append([]float32(nil), x...)
-				w1, w2, we := softmaxRowStatsGo(want, lo, true)
-				g1, g2, ge := softmaxRowStatsAVX512(got, lo, true)
+				keys := make([]float32, n)
+				for i := range keys {
+					keys[i] = float32(rng.NormFloat64())
+				}
+				w1, w2, we, wg := softmaxRowStatsGo(want, lo, true, keys)
+				g1, g2, ge, gg := softmaxRowStatsAVX512(got, lo, true, keys)
 				for i := range want {
 					ulp := float64(math.Nextafter32(want[i], 2) - want[i])
 					if want[i] < 1e-30 { // near or below e^−87.3: subnormal in Go, 0 in the assembly
@@ -56,9 +61,16 @@ func TestSoftmaxAVX512(t *testing.T) {
 				if math.Abs(g1-w1) > 1e-6 || math.Abs(g2-w2) > 1e-6*w2 || math.Abs(ge-we) > 1e-6*(2+we) {
 					t.Fatalf("n=%d lo=%d: Σα, Σα², entropy %v %v %v, Go %v %v %v", n, lo, g1, g2, ge, w1, w2, we)
 				}
+				var mag float64
+				for i, a := range want {
+					mag += float64(a) * math.Abs(float64(keys[i]))
+				}
+				if math.Abs(gg-wg) > 1e-6*mag {
+					t.Fatalf("n=%d lo=%d: Σα·w = %v, Go %v (Σα|w| = %v)", n, lo, gg, wg, mag)
+				}
 				// without statistics: the same weights
 				plain := append([]float32(nil), x...)
-				softmaxRowStatsAVX512(plain, lo, false)
+				softmaxRowStatsAVX512(plain, lo, false, nil)
 				for i := range plain {
 					if plain[i] != got[i] {
 						t.Fatalf("n=%d lo=%d: weight %d is %v without statistics, %v with", n, lo, i, plain[i], got[i])
@@ -73,7 +85,7 @@ func TestSoftmaxAVX512(t *testing.T) {
 	}
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 		x := []float32{1, 2, bad, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}
-		softmaxRowStatsAVX512(x, 0, true)
+		softmaxRowStatsAVX512(x, 0, true, nil)
 		nan := 0
 		for _, v := range x {
 			if v != v {
