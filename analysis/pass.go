@@ -70,16 +70,17 @@ func BucketEdges(T, size int, windowStarts ...int) []int {
 
 // passMetrics are the per-cell Collector metrics stored for every pass, in
 // table order (gate only for gated models; reductions (ii) and (iii) unless
-// reductions is "mean", see ProbeOptions.Reductions).
+// reductions is "mean", see ProbeOptions.Reductions: "" is a manifest from
+// before the option, which stored all).
 func passMetrics(gated bool, reductions string) []string {
+	red, ok := probes.ParseReductions(reductions)
+	if !ok {
+		red = probes.AllReductions
+	}
 	m := []string{probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSumAlpha, probes.MetricSMean,
 		probes.MetricLambdaObs, probes.MetricK, probes.MetricLambdaObsDimMean, probes.MetricKDimMean,
 		probes.MetricLambdaObsHarmonic, probes.MetricBOSMass, probes.MetricENorm}
-	if reductions == probes.MeanReduction.String() {
-		m = slices.DeleteFunc(m, func(n string) bool {
-			return n == probes.MetricLambdaObsDimMean || n == probes.MetricKDimMean || n == probes.MetricLambdaObsHarmonic
-		})
-	}
+	m = slices.DeleteFunc(m, func(n string) bool { return !red.Stores(n) })
 	if gated {
 		m = append(m, probes.MetricGate)
 	}

@@ -171,8 +171,8 @@ func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) 
 		c.lambdaK = 1
 	}
 	n := b * nLayers * nHeads * seqLen
-	for _, p := range c.cellMetrics() {
-		*p = nanSlice(n)
+	for _, m := range c.cellMetrics() {
+		*m.x = nanSlice(n)
 	}
 	if opts.KeepPerDim {
 		c.S = nanSlice(n * dHead)
@@ -195,15 +195,31 @@ func nanSlice(n int) []float64 {
 	return x
 }
 
-// cellMetrics returns the per-cell metrics the options ask for (without
-// the reductions (ii) and (iii) under MeanReduction).
-func (c *Collector) cellMetrics() []*[]float64 {
-	if c.opts.Reductions == MeanReduction {
-		return []*[]float64{&c.NEff, &c.NEffEntropy, &c.SumAlpha, &c.SMean, &c.LambdaObs, &c.K,
-			&c.BOSMass, &c.ENorm, &c.Gate}
+// namedMetric is a metric's name and the Collector field that holds it.
+type namedMetric struct {
+	name string
+	x    *[]float64
+}
+
+// cellMetrics returns the per-cell metrics the options ask for (see
+// Reductions.Stores), in table order.
+func (c *Collector) cellMetrics() []namedMetric {
+	all := []namedMetric{{MetricNEff, &c.NEff}, {MetricNEffEntropy, &c.NEffEntropy}, {MetricSumAlpha, &c.SumAlpha},
+		{MetricSMean, &c.SMean}, {MetricLambdaObs, &c.LambdaObs}, {MetricK, &c.K},
+		{MetricLambdaObsDimMean, &c.LambdaObsDimMean}, {MetricKDimMean, &c.KDimMean},
+		{MetricLambdaObsHarmonic, &c.LambdaObsHarmonic}, {MetricBOSMass, &c.BOSMass}, {MetricENorm, &c.ENorm},
+		{MetricGate, &c.Gate}}
+	return slices.DeleteFunc(all, func(m namedMetric) bool { return !c.opts.Reductions.Stores(m.name) })
+}
+
+// metrics returns cellMetrics, then the per-dimension metrics when
+// KeepPerDim is set.
+func (c *Collector) metrics() []namedMetric {
+	m := c.cellMetrics()
+	if c.opts.KeepPerDim {
+		m = append(m, namedMetric{MetricS, &c.S}, namedMetric{MetricLambdaObsDim, &c.LambdaObsDim})
 	}
-	return []*[]float64{&c.NEff, &c.NEffEntropy, &c.SumAlpha, &c.SMean, &c.LambdaObs, &c.K,
-		&c.LambdaObsDimMean, &c.KDimMean, &c.LambdaObsHarmonic, &c.BOSMass, &c.ENorm, &c.Gate}
+	return m
 }
 
 // Reductions selects which reductions of the per-dimension statistic over
@@ -237,6 +253,17 @@ func (r Reductions) String() string {
 	return fmt.Sprintf("Reductions(%d)", int(r))
 }
 
+// Stores reports whether a Collector with these reductions holds the
+// per-cell metric name: every one but those of (ii) and (iii) under
+// MeanReduction.
+func (r Reductions) Stores(name string) bool {
+	switch name {
+	case MetricLambdaObsDimMean, MetricKDimMean, MetricLambdaObsHarmonic:
+		return r == AllReductions
+	}
+	return true
+}
+
 // ParseReductions parses "all" or "mean".
 func ParseReductions(s string) (Reductions, bool) {
 	for _, r := range []Reductions{AllReductions, MeanReduction} {
@@ -259,15 +286,9 @@ func (c *Collector) Index(b, l, h, t int) int {
 // Metrics returns the names of the metrics this Collector holds: the
 // per-cell ones, then the per-dimension ones when KeepPerDim is set.
 func (c *Collector) Metrics() []string {
-	names := []string{MetricNEff, MetricNEffEntropy, MetricSumAlpha, MetricSMean, MetricLambdaObs, MetricK,
-		MetricLambdaObsDimMean, MetricKDimMean, MetricLambdaObsHarmonic, MetricBOSMass, MetricENorm, MetricGate}
-	if c.opts.Reductions == MeanReduction {
-		names = slices.DeleteFunc(names, func(n string) bool {
-			return n == MetricLambdaObsDimMean || n == MetricKDimMean || n == MetricLambdaObsHarmonic
-		})
-	}
-	if c.opts.KeepPerDim {
-		names = append(names, MetricS, MetricLambdaObsDim)
+	var names []string
+	for _, m := range c.metrics() {
+		names = append(names, m.name)
 	}
 	return names
 }
@@ -276,38 +297,12 @@ func (c *Collector) Metrics() []string {
 // or [B, L, H, T, DHead] for MetricS and MetricLambdaObsDim) and whether the
 // Collector holds it. The slice is the Collector's own storage.
 func (c *Collector) Metric(name string) ([]float64, bool) {
-	var x []float64
-	switch name {
-	case MetricNEff:
-		x = c.NEff
-	case MetricNEffEntropy:
-		x = c.NEffEntropy
-	case MetricSumAlpha:
-		x = c.SumAlpha
-	case MetricSMean:
-		x = c.SMean
-	case MetricLambdaObs:
-		x = c.LambdaObs
-	case MetricK:
-		x = c.K
-	case MetricLambdaObsDimMean:
-		x = c.LambdaObsDimMean
-	case MetricKDimMean:
-		x = c.KDimMean
-	case MetricLambdaObsHarmonic:
-		x = c.LambdaObsHarmonic
-	case MetricBOSMass:
-		x = c.BOSMass
-	case MetricENorm:
-		x = c.ENorm
-	case MetricGate:
-		x = c.Gate
-	case MetricS:
-		x = c.S
-	case MetricLambdaObsDim:
-		x = c.LambdaObsDim
+	for _, m := range c.metrics() {
+		if m.name == name {
+			return *m.x, true
+		}
 	}
-	return x, x != nil
+	return nil, false
 }
 
 // Get returns the named per-cell metric at (b, l, h, t). It panics if the

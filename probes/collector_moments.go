@@ -69,70 +69,52 @@ func (c *Collector) ConsumeMoments(am *model.AttnMoments) error {
 	sc := c.pool.Get().(*scratch)
 	defer c.pool.Put(sc)
 	d := a.DHead
-	fromMean, harmonic := o.Lambda, o.Lambda
-	fromMean.Reduction, harmonic.Reduction = FromMean, Harmonic
+	harmonic := o.Lambda
+	harmonic.Reduction = Harmonic
 	base := c.Index(a.Batch, a.Layer, a.Head, 0)
-	if am.S == nil {
-		c.consumeSums(am, base)
-		return nil
-	}
 	for r := 0; r < a.Rows; r++ {
 		idx := base + a.Q0 + r
-		e, s := am.E[r*d:(r+1)*d], am.S[r*d:(r+1)*d]
-		st := RowStats{NEff: 1 / am.SumSq[r], SumAlpha: am.SumAlpha[r], S: s}
-		lam := fromMean.Lambda(st)
-		o.Lambda.LambdaDim(sc.lam, st)
-		var sumS, e2, sumLam float64
-		for i, ei := range e {
+		st := RowStats{NEff: 1 / am.SumSq[r], SumAlpha: am.SumAlpha[r]}
+		var e2, sumS float64
+		for _, ei := range am.E[r*d : (r+1)*d] {
 			e2 += ei * ei
-			sumS += s[i]
-			sumLam += sc.lam[i]
 		}
+		if am.S == nil { // Σ_i S_i only (MeanReduction)
+			sumS = am.SSum[r]
+		} else {
+			st.S = am.S[r*d : (r+1)*d]
+			for _, si := range st.S {
+				sumS += si
+			}
+		}
+		// (i) from the mean statistic
+		lam := o.Lambda.lambda1(&st, sumS/float64(d))
 		c.NEff[idx] = st.NEff
 		c.NEffEntropy[idx] = math.Exp(am.Entropy[r])
 		c.SumAlpha[idx] = st.SumAlpha
 		c.SMean[idx] = sumS / float64(d)
 		c.LambdaObs[idx] = lam
 		c.K[idx] = KalmanGain(lam, c.lambdaK)
-		if o.Reductions == AllReductions {
-			c.LambdaObsDimMean[idx] = sumLam / float64(d)
-			c.KDimMean[idx] = KDimMean(sc.lam, c.lambdaK)
-			c.LambdaObsHarmonic[idx] = harmonic.Lambda(st)
-		}
 		c.BOSMass[idx] = ColumnMass(a.Row(r), o.BOSKeys)
 		c.ENorm[idx] = math.Sqrt(e2)
+		if st.S == nil || o.Reductions != AllReductions {
+			continue
+		}
+		// (ii) per dimension, then mean; (iii) harmonic
+		o.Lambda.LambdaDim(sc.lam, st)
+		var sumLam float64
+		for _, li := range sc.lam {
+			sumLam += li
+		}
+		c.LambdaObsDimMean[idx] = sumLam / float64(d)
+		c.KDimMean[idx] = KDimMean(sc.lam, c.lambdaK)
+		c.LambdaObsHarmonic[idx] = harmonic.Lambda(st)
 		if o.KeepPerDim {
-			copy(c.S[idx*d:(idx+1)*d], s)
+			copy(c.S[idx*d:(idx+1)*d], st.S)
 			copy(c.LambdaObsDim[idx*d:(idx+1)*d], sc.lam)
 		}
 	}
 	return nil
-}
-
-// consumeSums is ConsumeMoments for a tile whose moments carry Σ_i S_i
-// (am.SSum) instead of S: reduction (i) only (MeanReduction).
-func (c *Collector) consumeSums(am *model.AttnMoments, base int) {
-	a := am.Tile
-	d := float64(a.DHead)
-	o := c.opts.Lambda
-	for r := 0; r < a.Rows; r++ {
-		idx := base + a.Q0 + r
-		var e2 float64
-		for _, ei := range am.E[r*a.DHead : (r+1)*a.DHead] {
-			e2 += ei * ei
-		}
-		sMean := am.SSum[r] / d
-		st := RowStats{NEff: 1 / am.SumSq[r], SumAlpha: am.SumAlpha[r]}
-		lam := o.lambda1(&st, sMean)
-		c.NEff[idx] = st.NEff
-		c.NEffEntropy[idx] = math.Exp(am.Entropy[r])
-		c.SumAlpha[idx] = st.SumAlpha
-		c.SMean[idx] = sMean
-		c.LambdaObs[idx] = lam
-		c.K[idx] = KalmanGain(lam, c.lambdaK)
-		c.BOSMass[idx] = ColumnMass(a.Row(r), c.opts.BOSKeys)
-		c.ENorm[idx] = math.Sqrt(e2)
-	}
 }
 
 // MomentsSumOnly reports whether the Collector stores reduction (i) only
