@@ -28,11 +28,14 @@ func benchLen(b *testing.B) int {
 // benchModel is the benchmark checkpoint: Qwen3-shaped, 4 layers,
 // d_model 256, 8 heads, 4 KV heads (generated, not written to disk).
 func benchModel(b *testing.B, T int) (*model.Model, []int) {
-	cfg, err := model.SmallConfig(model.ArchQwen3, 4, 256, 8, 4, 1024, max(32768, T))
+	cfg, err := model.SmallConfig(model.ArchQwen3, model.Size{Layers: 4, DModel: 256, Heads: 8, KVHeads: 4, Vocab: 1024, MaxPos: max(32768, T)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, _ := model.Generate(cfg, 3)
+	m, _, err := model.Generate(cfg, 3)
+	if err != nil {
+		b.Fatal(err)
+	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	ids := make([]int, T)
 	for i := range ids {

@@ -14,11 +14,14 @@ import (
 // returns the folder; poison, when set, may change its tensors first.
 func genModel(t testing.TB, arch model.Arch, layers, dModel, heads, kv, vocab, maxPos int, poison func([]checkpoint.Tensor)) string {
 	t.Helper()
-	cfg, err := model.SmallConfig(arch, layers, dModel, heads, kv, vocab, maxPos)
+	cfg, err := model.SmallConfig(arch, model.Size{Layers: layers, DModel: dModel, Heads: heads, KVHeads: kv, Vocab: vocab, MaxPos: maxPos})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, tensors := model.Generate(cfg, 11)
+	_, tensors, err := model.Generate(cfg, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if poison != nil {
 		poison(tensors)
 	}

@@ -17,11 +17,14 @@ import (
 // pplModel writes a small generated checkpoint of arch into dir/name.
 func pplModel(t *testing.T, dir, name string, arch model.Arch, maxPos int) string {
 	t.Helper()
-	cfg, err := model.SmallConfig(arch, 2, 32, 4, 2, 61, maxPos)
+	cfg, err := model.SmallConfig(arch, model.Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 61, MaxPos: maxPos})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, tensors := model.Generate(cfg, 17)
+	_, tensors, err := model.Generate(cfg, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(dir, name)
 	if err := model.WriteHF(path, cfg, tensors); err != nil {
 		t.Fatal(err)

@@ -117,7 +117,7 @@ func loadAFA(m *Model, ld *loader) {
 	D, H, F, V := c.DModel, c.Heads, c.DMLP, c.Vocab
 	d := c.DHead / 2
 	w := &afaWeights{Layers: make([]afaLayer, c.Layers)}
-	m.afa = w
+	m.ext = w
 	// cplx reads name.{weight,bias}_{real,imag} of shape as a complex pair.
 	cplx := func(name, part string, shape ...int) (re, im []float32) {
 		return ld.get(name+"."+part+"_real", shape...), ld.get(name+"."+part+"_imag", shape...)
@@ -218,15 +218,15 @@ func (p *AFAHeadParams) Covariance(n float64) float64 {
 }
 
 // IsAFA reports whether the model is an AFA model.
-func (m *Model) IsAFA() bool { return m.afa != nil }
+func (m *Model) IsAFA() bool { return m.afa() != nil }
 
 // AFAParams returns the parameters of every (layer, head), layer major.
 func (m *Model) AFAParams() ([]AFAHeadParams, error) {
-	if m.afa == nil {
+	if m.afa() == nil {
 		return nil, fmt.Errorf("model: %s is a %s checkpoint, not AFA (config.json \"model_type\": %q)", m.Dir, m.Arch, afaModelType)
 	}
 	var ps []AFAHeadParams
-	for l := range m.afa.Layers {
+	for l := range m.afa().Layers {
 		for h := 0; h < m.Heads; h++ {
 			ps = append(ps, m.afaHead(l, h))
 		}
@@ -235,7 +235,7 @@ func (m *Model) AFAParams() ([]AFAHeadParams, error) {
 }
 
 func (m *Model) afaHead(l, h int) AFAHeadParams {
-	P, ac, d := &m.afa.Layers[l], m.AFA, m.DHead/2
+	P, ac, d := &m.afa().Layers[l], m.AFA, m.DHead/2
 	sq := func(x float32) float64 { return float64(x) * float64(x) }
 	p := AFAHeadParams{Layer: l, Head: h, D: d, A: sq(P.Alpha[h]), Sigma2: sq(P.Sigma[h]), Eta2: sq(P.Eta[h]),
 		TauS: float64(P.TauS[h]), Dt: ac.Dt, Epsilon: ac.Epsilon, KernelForm: ac.KernelForm, MinExponent: ac.MinExponent,
@@ -538,4 +538,11 @@ func afaDecayPattern(pattern []float32, params []AFAHeadParams, B, T int) {
 		}
 	}
 	decayPattern(pattern, ks, B, T)
+}
+
+// afa returns the model's AFA state, or nil for another family.
+func (m *Model) afa() *afaWeights { w, _ := m.ext.(*afaWeights); return w }
+
+func (*afaWeights) forward(m *Model, ids [][]int, opt Options) (*Output, error) {
+	return m.forwardAFA(ids, opt)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 )
 
 // ArchAFA is a language model built from the isotropic Adaptive Filter
@@ -161,4 +162,29 @@ func (c *Config) afaHFConfig() map[string]any {
 			"dt": a.Dt, "epsilon": a.Epsilon, "min_exponent": a.MinExponent,
 		},
 	}
+}
+
+// afaFamily is Adaptive Filter Attention (isotropic Algorithm 1).
+var afaFamily = &family{
+	arch: ArchAFA, modelTypes: afaModelType,
+	detect:   func(cf *configFile) bool { return isAFAConfig(cf.raw) },
+	parse:    func(c *Config, cf *configFile) error { return c.fromAFA(cf.data, cf.raw) },
+	load:     loadAFA,
+	hfConfig: (*Config).afaHFConfig,
+	// head_dim 2·d_model/heads (a multiple of 4), SwiGLU width 2·d_model,
+	// complex biases on, RMSNorm ε 1e-6, tied head, default AFA options.
+	small: func(s Size) (map[string]any, error) {
+		if (2*s.DModel)%s.Heads != 0 || (2*s.DModel/s.Heads)%4 != 0 {
+			return nil, fmt.Errorf("d_model %d, heads %d: need head_dim 2·d_model/heads a multiple of 4", s.DModel, s.Heads)
+		}
+		return map[string]any{
+			"model_type": afaModelType, "hidden_size": s.DModel, "num_hidden_layers": s.Layers, "num_attention_heads": s.Heads,
+			"intermediate_size": 2 * s.DModel, "vocab_size": s.Vocab, "max_position_embeddings": s.MaxPos,
+			"qkv_bias": true, "o_bias": true,
+		}, nil
+	},
+	prefix: "model.",
+	generated: func(rng *rand.Rand, c *Config) func(string, []float32) {
+		return afaGenerated(rng, c.Heads, c.DHead/2)
+	},
 }

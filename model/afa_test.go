@@ -11,7 +11,7 @@ import (
 
 func afaCase(t *testing.T, layers, d, heads int, edit func(*Config)) Config {
 	t.Helper()
-	cfg, err := SmallAFAConfig(layers, d, heads, 47, 256)
+	cfg, err := SmallConfig(ArchAFA, Size{Layers: layers, DModel: d, Heads: heads, KVHeads: heads, Vocab: 47, MaxPos: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestAFAMatchesPyTorchReference(t *testing.T) {
 // and keys.
 func TestAFAReducesToRoPEAttention(t *testing.T) {
 	cfg := afaCase(t, 2, 24, 3, func(c *Config) { c.AFA.NormalizeQK = true })
-	m, ts, err := GenerateFilter(cfg, 8)
+	m, ts, err := Generate(cfg, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestAFAReducesToRoPEAttention(t *testing.T) {
 // positions i < j unchanged; streamed rows equal hook_pattern.
 func TestAFACausal(t *testing.T) {
 	cfg := afaCase(t, 2, 16, 2, nil)
-	m, _, err := GenerateFilter(cfg, 2)
+	m, _, err := Generate(cfg, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -289,7 +289,7 @@ func (m *AFAToy) loadAFA(ld *loader) {
 	inner := &Model{Config: Config{Arch: ArchAFA, ModelType: afaToyModelType, Layers: 1, DModel: De, Heads: H, KVHeads: H,
 		DHead: c.DHead, QKVBias: c.QKVBias, OBias: c.OBias, AFA: &c.AFA}, Dir: m.Dir}
 	w := &afaWeights{Layers: make([]afaLayer, 1)}
-	inner.afa, inner.Layers = w, make([]Layer, 1)
+	inner.ext, inner.Layers = w, make([]Layer, 1)
 	L, P := &inner.Layers[0], &w.Layers[0]
 	cplx := func(name string, shape ...int) (re, im []float32) {
 		return ld.get(name+"_real", shape...), ld.get(name+"_imag", shape...)

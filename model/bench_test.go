@@ -56,12 +56,15 @@ func (discardMoments) ConsumeMoments(*AttnMoments) error { return nil }
 // projections plus 2·2·T²/2·H·dh per layer for the causal half of q·kᵀ and
 // α·v; the moments' float64 products are not counted).
 func BenchmarkForward(b *testing.B) {
-	cfg, err := SmallConfig(ArchQwen3, 8, 512, 8, 4, 32000, 32768)
+	cfg, err := SmallConfig(ArchQwen3, Size{Layers: 8, DModel: 512, Heads: 8, KVHeads: 4, Vocab: 32000, MaxPos: 32768})
 	if err != nil {
 		b.Fatal(err)
 	}
 	cfg.DMLP = 1536
-	m, _ := Generate(cfg, 1)
+	m, _, err := Generate(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, T := range benchLengths(b) {
 		for _, mode := range []string{"plain", "moments"} {
 			b.Run(fmt.Sprintf("%s/T=%d/%s", BLAS(), T, mode), func(b *testing.B) {

@@ -89,7 +89,7 @@ func loadBFT(m *Model, ld *loader) {
 		dropOProj(m, ld)
 	}
 	w := &bftWeights{QLogits: make([][]float32, c.Layers)}
-	m.bft = w
+	m.ext = w
 	for l := range m.Layers {
 		p := fmt.Sprintf("model.layers.%d.bft.", l)
 		w.QLogits[l] = ld.get(p+"q_logits", D)
@@ -187,19 +187,19 @@ func geluTanhSlope(x float32) float64 {
 }
 
 // IsBFT reports whether the model is a Bayesian Filtering Transformer.
-func (m *Model) IsBFT() bool { return m.bft != nil }
+func (m *Model) IsBFT() bool { return m.bft() != nil }
 
 // BFTProcessNoise returns Q = softplus(q_logits)·Q_max of layer l (Eq. 9),
 // one value per residual dimension (head h owns [h·dh, (h+1)·dh)).
 func (m *Model) BFTProcessNoise(l int) ([]float64, error) {
-	if m.bft == nil {
+	if m.bft() == nil {
 		return nil, fmt.Errorf("model: %s is a %s checkpoint, not BFT (config.json \"model_type\": %q)", m.Dir, m.Arch, bftModelType)
 	}
 	if l < 0 || l >= len(m.Layers) {
 		return nil, fmt.Errorf("model: layer %d out of range (model has %d layers)", l, len(m.Layers))
 	}
 	q := make([]float64, m.DModel)
-	for i, x := range m.bft.QLogits[l] {
+	for i, x := range m.bft().QLogits[l] {
 		q[i] = softplus(x) * m.BFT.QMax
 	}
 	return q, nil
@@ -209,7 +209,7 @@ func (m *Model) BFTProcessNoise(l int) ([]float64, error) {
 // "constant" mode). For the "mlp" mode (Eq. 11) τ depends on the token's
 // embedding through MLP_τ and is computed the same way.
 func (m *Model) BFTInitialPrecision(id int) (float64, error) {
-	if m.bft == nil {
+	if m.bft() == nil {
 		return 0, fmt.Errorf("model: not a BFT model")
 	}
 	if id < 0 || id >= m.Vocab {
@@ -222,7 +222,7 @@ func (m *Model) BFTInitialPrecision(id int) (float64, error) {
 
 // bftTau computes τ for each token of ids (embeddings x [len(ids), D]).
 func (m *Model) bftTau(tau []float32, ids []int, x []float32) {
-	bc, w, D := m.BFT, m.bft, m.DModel
+	bc, w, D := m.BFT, m.bft(), m.DModel
 	hidden := make([]float32, bc.TauHidden)
 	out := make([]float32, 1)
 	for r, id := range ids {
@@ -261,7 +261,7 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, bc, w, hs := &m.Config, m.BFT, m.bft, opt.Hooks
+	c, bc, w, hs := &m.Config, m.BFT, m.bft(), opt.Hooks
 	B, D, H, KV, dh, F := len(ids), c.DModel, c.Heads, c.KVHeads, c.DHead, c.DMLP
 	n := B * T
 	run := func(name string, x []float32, shape ...int) {
@@ -478,4 +478,11 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// bft returns the model's BFT state, or nil for another family.
+func (m *Model) bft() *bftWeights { w, _ := m.ext.(*bftWeights); return w }
+
+func (*bftWeights) forward(m *Model, ids [][]int, opt Options) (*Output, error) {
+	return m.forwardBFT(ids, opt)
 }

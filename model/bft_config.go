@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 )
 
 // ArchBFT is the Bayesian Filtering Transformer of Long et al., "Precision
@@ -137,7 +138,7 @@ func isBFTConfig(raw map[string]json.RawMessage) bool { return modelTypeIs(raw, 
 // fromDecoder, then the "bft" object.
 func (c *Config) fromBFT(r *rawConfig, raw map[string]json.RawMessage) error {
 	c.Arch, c.ModelType = ArchBFT, bftModelType
-	if err := c.fromDecoder(r, false); err != nil {
+	if err := c.fromDecoder(r, true); err != nil {
 		return err
 	}
 	c.QKVBias, c.OBias, c.MLPBias = r.AttentionBias, r.AttentionBias, r.MLPBias
@@ -269,4 +270,29 @@ func (c *Config) bftHFConfig() map[string]any {
 		},
 	}
 	return m
+}
+
+// bftFamily is the Bayesian Filtering Transformer (Algorithm 1).
+var bftFamily = &family{
+	arch: ArchBFT, modelTypes: bftModelType,
+	detect:   func(cf *configFile) bool { return isBFTConfig(cf.raw) },
+	parse:    func(c *Config, cf *configFile) error { return c.fromBFT(&cf.r, cf.raw) },
+	load:     loadBFT,
+	hfConfig: (*Config).bftHFConfig,
+	// head_dim d_model/heads, SwiGLU width 2·d_model, RMSNorm ε 1e-6, RoPE
+	// θ 10000, tied head, default BFT options (change cfg.BFT's fields
+	// before Generate).
+	small: func(s Size) (map[string]any, error) {
+		if s.DModel%s.Heads != 0 || s.Heads%s.KVHeads != 0 || (s.DModel/s.Heads)%2 != 0 {
+			return nil, fmt.Errorf("d_model %d, heads %d, kv heads %d: need d_model divisible by heads, heads by kv heads, and an even head dim", s.DModel, s.Heads, s.KVHeads)
+		}
+		return map[string]any{
+			"model_type": bftModelType, "hidden_size": s.DModel, "num_hidden_layers": s.Layers,
+			"num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads, "head_dim": s.DModel / s.Heads,
+			"intermediate_size": 2 * s.DModel, "vocab_size": s.Vocab, "max_position_embeddings": s.MaxPos,
+			"rms_norm_eps": 1e-6, "hidden_act": "silu", "rope_theta": 10000.0, "tie_word_embeddings": true,
+		}, nil
+	},
+	prefix:    "model.",
+	generated: func(rng *rand.Rand, c *Config) func(string, []float32) { return bftGenerated(rng) },
 }

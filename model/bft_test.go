@@ -46,12 +46,12 @@ func needTorch(t *testing.T) string {
 // with ids.json, and returns the directory and the loaded model.
 func writeFilterCase(t *testing.T, cfg Config, seed uint64, ids [][]int) (string, *Model) {
 	t.Helper()
-	_, tensors, err := GenerateFilter(cfg, seed)
+	_, tensors, err := Generate(cfg, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := WriteFilter(dir, cfg, tensors); err != nil {
+	if err := WriteHF(dir, cfg, tensors); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(ids)
@@ -125,7 +125,7 @@ func compareRef(t *testing.T, ref map[string][]float32, cap *hooks.Capture, pair
 
 func bftCase(t *testing.T, layers, d, heads, kv int, edit func(*BFTConfig)) Config {
 	t.Helper()
-	cfg, err := SmallBFTConfig(layers, d, heads, kv, 61, 256)
+	cfg, err := SmallConfig(ArchBFT, Size{Layers: layers, DModel: d, Heads: heads, KVHeads: kv, Vocab: 61, MaxPos: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +194,15 @@ func TestBFTMatchesPyTorchReference(t *testing.T) {
 func TestBFTReducesToPreNorm(t *testing.T) {
 	for _, arch := range []Arch{ArchLlama, ArchQwen3} {
 		t.Run(string(arch), func(t *testing.T) {
-			base, err := SmallConfig(arch, 3, 32, 4, 2, 61, 256)
+			base, err := SmallConfig(arch, Size{Layers: 3, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 61, MaxPos: 256})
 			if err != nil {
 				t.Fatal(err)
 			}
-			std, tensors := Generate(base, 5)
-			cfg, _ := SmallBFTConfig(3, 32, 4, 2, 61, 256)
+			std, tensors, err := Generate(base, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, _ := SmallConfig(ArchBFT, Size{Layers: 3, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 61, MaxPos: 256})
 			cfg.DMLP, cfg.QKNorm = base.DMLP, base.QKNorm
 			b := cfg.BFT
 			b.OutputProj, b.InitialPrecision, b.LambdaMax, b.QMax = true, "constant", 0, 0
@@ -207,7 +210,7 @@ func TestBFTReducesToPreNorm(t *testing.T) {
 				tensors = append(tensors, checkpoint.Tensor{Name: hooks.Name("model.layers.{l}.bft.q_logits", l), Shape: []int{32}, Data: make([]float32, 32)})
 			}
 			dir := t.TempDir()
-			if err := WriteFilter(dir, cfg, tensors); err != nil {
+			if err := WriteHF(dir, cfg, tensors); err != nil {
 				t.Fatal(err)
 			}
 			m, err := Load(dir, LoadOptions{})
@@ -265,12 +268,12 @@ func TestBFTReducesToPreNorm(t *testing.T) {
 // reaches e and λobs.
 func TestBFTPatternHookPath(t *testing.T) {
 	cfg := bftCase(t, 2, 32, 4, 2, func(b *BFTConfig) { b.OutputProj = true })
-	_, tensors, err := GenerateFilter(cfg, 3)
+	_, tensors, err := Generate(cfg, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := WriteFilter(dir, cfg, tensors); err != nil {
+	if err := WriteHF(dir, cfg, tensors); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Load(dir, LoadOptions{})
@@ -365,7 +368,7 @@ func TestBFTConfigErrors(t *testing.T) {
 // no-W_O checkpoint is reported as unexpected.
 func TestBFTLoadErrors(t *testing.T) {
 	cfg := bftCase(t, 2, 32, 4, 2, nil)
-	_, tensors, err := GenerateFilter(cfg, 1)
+	_, tensors, err := Generate(cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +379,7 @@ func TestBFTLoadErrors(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if err := WriteFilter(dir, cfg, kept); err != nil {
+	if err := WriteHF(dir, cfg, kept); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Load(dir, LoadOptions{})
@@ -384,7 +387,7 @@ func TestBFTLoadErrors(t *testing.T) {
 		t.Fatalf("want the missing BFT tensors named, got %v", err)
 	}
 	extra := append(tensors, checkpoint.Tensor{Name: "model.layers.0.self_attn.o_proj.weight", Shape: []int{32, 32}, Data: make([]float32, 32*32)})
-	if err := WriteFilter(dir, cfg, extra); err != nil {
+	if err := WriteHF(dir, cfg, extra); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Load(dir, LoadOptions{})
@@ -394,7 +397,7 @@ func TestBFTLoadErrors(t *testing.T) {
 	// λ̄ ≤ 0 written at hook_lambda is refused with the layer named.
 	m, err := Load(func() string {
 		d := t.TempDir()
-		if err := WriteFilter(d, cfg, tensors); err != nil {
+		if err := WriteHF(d, cfg, tensors); err != nil {
 			t.Fatal(err)
 		}
 		return d

@@ -215,60 +215,25 @@ func (c *Config) checkSizes() error {
 	return nil
 }
 
-// parseConfig parses config.json into the family's Config.
+// parseConfig parses config.json into the Config of the first family of
+// the registry (families) that recognises it.
 func parseConfig(data []byte) (*Config, error) {
-	var r rawConfig
-	if err := json.Unmarshal(data, &r); err != nil {
+	cf := &configFile{data: data}
+	if err := json.Unmarshal(data, &cf.r); err != nil {
 		return nil, fmt.Errorf("not valid JSON: %v", err)
 	}
-	var raw map[string]json.RawMessage
-	_ = json.Unmarshal(data, &raw)
-	r.RopeScaling = raw["rope_scaling"]
-	if isRFAConfig(raw) {
-		c := &Config{}
-		return c, c.fromRFA(data)
+	_ = json.Unmarshal(data, &cf.raw)
+	cf.r.RopeScaling = cf.raw["rope_scaling"]
+	for _, f := range families {
+		if f.detect(cf) {
+			c := &Config{Arch: f.arch}
+			return c, f.parse(c, cf)
+		}
 	}
-	if isAFAConfig(raw) {
-		c := &Config{}
-		return c, c.fromAFA(data, raw)
-	}
-	if isRTConfig(raw) {
-		c := &Config{}
-		return c, c.fromRT(data, raw)
-	}
-	if isBFTConfig(raw) {
-		c := &Config{}
-		return c, c.fromBFT(&r, raw)
-	}
-	if isSelRoPEConfig(raw) {
-		c := &Config{}
-		return c, c.fromSelRoPE(data)
-	}
-
-	c := &Config{ModelType: r.ModelType, DType: r.TorchDType}
-	gated := (r.Headwise != nil && *r.Headwise) || (r.Elementwise != nil && *r.Elementwise)
-	switch {
-	case r.ModelType == "gpt2":
-		c.Arch = ArchGPT2
-	case gated && (r.ModelType == "qwen3" || r.ModelType == "qwen2"):
-		// Qiu et al.'s checkpoints run their Qwen3 modeling code; some
-		// say model_type qwen2. The gate fields identify them.
-		c.Arch = ArchGated
-	case r.ModelType == "qwen3":
-		c.Arch = ArchQwen3
-	case r.ModelType == "qwen2":
-		c.Arch = ArchQwen2
-	case r.ModelType == "llama" || r.ModelType == "mistral":
-		c.Arch = ArchLlama
-	case r.ModelType == "":
+	if cf.r.ModelType == "" {
 		return nil, fmt.Errorf("field model_type is missing")
-	default:
-		return nil, fmt.Errorf("model_type %q is not supported (supported: llama, mistral, qwen2, qwen3, Qiu gated qwen2/qwen3, gpt2)", r.ModelType)
 	}
-	if c.Arch == ArchGPT2 {
-		return c, c.fromGPT2(&r)
-	}
-	return c, c.fromDecoder(&r, gated)
+	return nil, fmt.Errorf("model_type %q is not supported (supported: %s)", cf.r.ModelType, supportedModelTypes())
 }
 
 func need(name string, p *int) (int, error) {
@@ -281,7 +246,11 @@ func need(name string, p *int) (int, error) {
 	return *p, nil
 }
 
-func (c *Config) fromDecoder(r *rawConfig, gated bool) error {
+// fromDecoder fills the fields that the Llama-layout families share from
+// config.json: sizes, norm epsilon, activation, tied head, RoPE, and the
+// sliding window when use_sliding_window (default slidingByDefault) allows
+// it. The family's parse sets its own flags (biases, QK-norm, gate) after.
+func (c *Config) fromDecoder(r *rawConfig, slidingByDefault bool) error {
 	var err error
 	for _, f := range []struct {
 		dst  *int
@@ -337,33 +306,11 @@ func (c *Config) fromDecoder(r *rawConfig, gated bool) error {
 		// transformers' PretrainedConfig default is true.
 		c.TiedHead = true
 	}
-	switch c.Arch {
-	case ArchQwen2:
-		c.QKVBias = true
-	case ArchQwen3, ArchLlama:
-		c.QKVBias, c.OBias = r.AttentionBias, r.AttentionBias
-		c.QKNorm = c.Arch == ArchQwen3
-		c.MLPBias = r.MLPBias
-	case ArchGated:
-		// Qiu et al.'s attention puts bias on q, k, v and o when qkv_bias.
-		b := r.QKVBias != nil && *r.QKVBias
-		c.QKVBias, c.OBias = b, b
-		c.QKNorm = r.UseQKNorm == nil || *r.UseQKNorm
-		if r.Headwise != nil && *r.Headwise && r.Elementwise != nil && *r.Elementwise {
-			return fmt.Errorf("headwise_attn_output_gate and elementwise_attn_output_gate are both true")
-		}
-		c.Gate = GateElementwise
-		if r.Headwise != nil && *r.Headwise {
-			c.Gate = GateHeadwise
-		}
-	}
-	if c.Gate == "" {
-		c.Gate = GateNone
-	}
+	c.Gate = GateNone
 	if r.SlidingWindow != nil && *r.SlidingWindow > 0 {
-		use := r.UseSlidingWindow == nil || *r.UseSlidingWindow
-		if c.Arch == ArchQwen3 || c.Arch == ArchQwen2 || c.Arch == ArchGated {
-			use = r.UseSlidingWindow != nil && *r.UseSlidingWindow
+		use := slidingByDefault
+		if r.UseSlidingWindow != nil {
+			use = *r.UseSlidingWindow
 		}
 		if use {
 			c.Sliding = *r.SlidingWindow

@@ -145,7 +145,10 @@ func TestLoadReportsInconsistentCheckpoints(t *testing.T) {
 // give the same logits.
 func TestShardedCheckpoint(t *testing.T) {
 	m := smallModel(t, ArchQwen3)
-	_, tensors := Generate(m.Config, 7)
+	_, tensors, err := Generate(m.Config, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	if err := WriteHF(dir, m.Config, nil); err != nil {
 		t.Fatal(err)

@@ -79,3 +79,97 @@ func loadHead(m *Model, ld *loader, name string) {
 	}
 	m.Head = ld.get(name, m.Vocab, m.DModel)
 }
+
+// The Hugging Face decoder families that share the Llama layout
+// (loadDecoder) and the decoder pass (forward.go).
+var (
+	llamaFamily = &family{
+		arch: ArchLlama, modelTypes: "llama, mistral",
+		detect: func(cf *configFile) bool { return cf.modelType() == "llama" || cf.modelType() == "mistral" },
+		parse: func(c *Config, cf *configFile) error {
+			c.ModelType, c.DType = cf.r.ModelType, cf.r.TorchDType
+			if err := c.fromDecoder(&cf.r, true); err != nil {
+				return err
+			}
+			c.QKVBias, c.OBias, c.MLPBias = cf.r.AttentionBias, cf.r.AttentionBias, cf.r.MLPBias
+			return nil
+		},
+		load: loadDecoder,
+		hfConfig: func(c *Config) map[string]any {
+			m := decoderHFConfig(c, "llama", "LlamaForCausalLM")
+			m["attention_bias"], m["mlp_bias"] = c.QKVBias, c.MLPBias
+			return m
+		},
+		small:  func(s Size) (map[string]any, error) { return smallDecoder(s, "llama", "LlamaForCausalLM") },
+		prefix: "model.",
+	}
+	qwen2Family = &family{
+		arch: ArchQwen2, modelTypes: "qwen2",
+		detect: func(cf *configFile) bool { return cf.modelType() == "qwen2" },
+		parse: func(c *Config, cf *configFile) error {
+			c.ModelType, c.DType = cf.r.ModelType, cf.r.TorchDType
+			c.QKVBias = true
+			return c.fromDecoder(&cf.r, false)
+		},
+		load:     loadDecoder,
+		hfConfig: func(c *Config) map[string]any { return decoderHFConfig(c, "qwen2", "Qwen2ForCausalLM") },
+		small:    func(s Size) (map[string]any, error) { return smallDecoder(s, "qwen2", "Qwen2ForCausalLM") },
+		prefix:   "model.",
+	}
+	qwen3Family = &family{
+		arch: ArchQwen3, modelTypes: "qwen3",
+		detect: func(cf *configFile) bool { return cf.modelType() == "qwen3" },
+		parse: func(c *Config, cf *configFile) error {
+			c.ModelType, c.DType = cf.r.ModelType, cf.r.TorchDType
+			if err := c.fromDecoder(&cf.r, false); err != nil {
+				return err
+			}
+			c.QKVBias, c.OBias, c.MLPBias = cf.r.AttentionBias, cf.r.AttentionBias, cf.r.MLPBias
+			c.QKNorm = true
+			return nil
+		},
+		load: loadDecoder,
+		hfConfig: func(c *Config) map[string]any {
+			m := decoderHFConfig(c, "qwen3", "Qwen3ForCausalLM")
+			m["attention_bias"] = c.QKVBias
+			return m
+		},
+		small:  func(s Size) (map[string]any, error) { return smallDecoder(s, "qwen3", "Qwen3ForCausalLM") },
+		prefix: "model.",
+	}
+)
+
+// decoderHFConfig returns the config.json fields every Llama-layout family
+// writes, with its model_type and architecture class.
+func decoderHFConfig(c *Config, modelType, class string) map[string]any {
+	m := map[string]any{
+		"model_type": modelType, "architectures": []string{class},
+		"hidden_size": c.DModel, "num_hidden_layers": c.Layers, "num_attention_heads": c.Heads,
+		"num_key_value_heads": c.KVHeads, "head_dim": c.DHead, "intermediate_size": c.DMLP,
+		"vocab_size": c.Vocab, "max_position_embeddings": c.MaxPos, "rms_norm_eps": c.NormEps,
+		"hidden_act": c.Act, "rope_theta": c.RoPE.Theta, "tie_word_embeddings": c.TiedHead,
+		"torch_dtype": "float32", "rope_scaling": nil,
+	}
+	if c.RoPE.Type != "" && c.RoPE.Type != "default" {
+		rs := map[string]any{"rope_type": c.RoPE.Type, "factor": c.RoPE.Factor}
+		if c.RoPE.Type == "llama3" {
+			rs["low_freq_factor"], rs["high_freq_factor"] = c.RoPE.LowFreq, c.RoPE.HighFreq
+			rs["original_max_position_embeddings"] = c.RoPE.OrigMax
+		}
+		m["rope_scaling"] = rs
+	}
+	return m
+}
+
+// smallDecoder returns the config.json fields of a small Llama-layout model:
+// head_dim d_model/heads (even), MLP 3·d_model, RMSNorm ε 1e-6, SiLU, tied
+// head, RoPE θ 10000.
+func smallDecoder(s Size, modelType, class string) (map[string]any, error) {
+	if s.DModel%s.Heads != 0 || s.Heads%s.KVHeads != 0 || (s.DModel/s.Heads)%2 != 0 {
+		return nil, fmt.Errorf("d_model %d, heads %d, kv heads %d: need d_model divisible by heads, heads by kv heads, and an even head dim", s.DModel, s.Heads, s.KVHeads)
+	}
+	c := &Config{Layers: s.Layers, DModel: s.DModel, Heads: s.Heads, KVHeads: s.KVHeads, DHead: s.DModel / s.Heads,
+		DMLP: 3 * s.DModel, Vocab: s.Vocab, MaxPos: s.MaxPos, NormEps: 1e-6, Act: "silu", TiedHead: true,
+		RoPE: RoPEConfig{Theta: 10000, Type: "default", Factor: 1}}
+	return decoderHFConfig(c, modelType, class), nil
+}

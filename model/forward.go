@@ -12,17 +12,8 @@ import (
 // hooks.Points); attention rows stream to the registered consumers. The T×T
 // pattern is materialized only for layers whose hook_pattern is hooked.
 func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
-	if m.rfa != nil {
-		return m.forwardRFA(ids, opt)
-	}
-	if m.bft != nil {
-		return m.forwardBFT(ids, opt)
-	}
-	if m.rt != nil {
-		return m.forwardRT(ids, opt)
-	}
-	if m.afa != nil {
-		return m.forwardAFA(ids, opt)
+	if p, ok := m.ext.(ownPass); ok {
+		return p.forward(m, ids, opt)
 	}
 	return m.forward(ids, opt, nil)
 }
@@ -76,7 +67,8 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 		addTo(x, pos)
 	}
 	var rope *ropeTable
-	if c.Arch != ArchGPT2 && m.selrope == nil {
+	rot, _ := m.ext.(qkRotator)
+	if m.PosEmbed == nil && rot == nil {
 		rope = newRopeTable(c.RoPE, dh, T)
 	}
 
@@ -119,9 +111,10 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 				}
 			}
 		}
-		if m.selrope != nil && err == nil {
-			// Selective RoPE: input-dependent cumulative angles from h (selrope_model.go)
-			err = m.selrope.rotate(l, h, q, k, B, T, hs)
+		if rot != nil && err == nil {
+			// the family's own rotation of q and k from h (Selective RoPE's
+			// input-dependent cumulative angles)
+			err = rot.rotate(l, h, q, k, B, T, hs)
 		}
 		run(name("blocks.{l}.attn.hook_rot_q"), q, B, T, H, dh)
 		run(name("blocks.{l}.attn.hook_rot_k"), k, B, T, KV, dh)
@@ -211,6 +204,12 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 		return nil, err
 	}
 	return res, nil
+}
+
+// qkRotator is implemented by the state (Model.ext) of a family that
+// rotates q and k its own way instead of RoPE in the decoder pass.
+type qkRotator interface {
+	rotate(l int, h, q, k []float32, B, T int, hs *hooks.Set) error
 }
 
 // hookRun runs the hook of a name on a [shape] tensor (each forward pass's

@@ -78,7 +78,7 @@ func (m *Model) ForwardGate(ids [][]int, opt Options, g *GateOverride) (*Output,
 	if g == nil {
 		return m.Forward(ids, opt)
 	}
-	if m.rfa != nil || m.bft != nil || m.rt != nil || m.afa != nil || m.GatePerHead() == 0 {
+	if _, own := m.ext.(ownPass); own || m.GatePerHead() == 0 {
 		return nil, fmt.Errorf("model: a gate override needs a checkpoint with a Qiu et al. attention output gate (headwise_attn_output_gate or elementwise_attn_output_gate); %s is %s with gate %q",
 			m.describe(), m.Arch, m.Gate)
 	}

@@ -14,12 +14,15 @@ import (
 // elementwise gate; bias on q, k, v and the gate rows when bias is set).
 func gatedModel(t *testing.T, gate model.GateKind, bias bool) *model.Model {
 	t.Helper()
-	cfg, err := model.SmallConfig(model.ArchGated, 2, 32, 4, 2, 97, 128)
+	cfg, err := model.SmallConfig(model.ArchGated, model.Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 97, MaxPos: 128})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Gate, cfg.QKVBias = gate, bias
-	m, _ := model.Generate(cfg, 11)
+	m, _, err := model.Generate(cfg, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return m
 }
 
@@ -211,11 +214,14 @@ func TestGateOverrideStats(t *testing.T) {
 // TestGateOverrideRefusals: models without a gate, non-finite constants
 // and non-finite function values are errors that say what is wrong.
 func TestGateOverrideRefusals(t *testing.T) {
-	cfg, err := model.SmallConfig(model.ArchQwen3, 1, 32, 4, 2, 97, 128)
+	cfg, err := model.SmallConfig(model.ArchQwen3, model.Size{Layers: 1, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 97, MaxPos: 128})
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, _ := model.Generate(cfg, 3)
+	plain, _, err := model.Generate(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ids := gateIDs(1, 9, 97)
 	if _, err := plain.ForwardGate(ids, model.Options{}, model.ConstGate(1)); err == nil || !strings.Contains(err.Error(), "output gate") {
 		t.Fatalf("ungated model: err = %v, want a refusal naming the output gate", err)

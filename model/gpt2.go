@@ -50,3 +50,37 @@ func transpose(a []float32, rows, cols int) []float32 {
 	}
 	return t
 }
+
+// gpt2Family is GPT-2 (learned positions, LayerNorm, Conv1D weights).
+var gpt2Family = &family{
+	arch: ArchGPT2, modelTypes: "gpt2",
+	detect: func(cf *configFile) bool { return cf.modelType() == "gpt2" },
+	parse: func(c *Config, cf *configFile) error {
+		c.ModelType, c.DType = cf.r.ModelType, cf.r.TorchDType
+		return c.fromGPT2(&cf.r)
+	},
+	load: loadGPT2,
+	hfConfig: func(c *Config) map[string]any {
+		return map[string]any{
+			"model_type": "gpt2", "architectures": []string{"GPT2LMHeadModel"},
+			"n_embd": c.DModel, "n_layer": c.Layers, "n_head": c.Heads, "n_inner": c.DMLP,
+			"n_positions": c.MaxPos, "vocab_size": c.Vocab, "layer_norm_epsilon": c.NormEps,
+			"activation_function": c.Act, "tie_word_embeddings": c.TiedHead,
+			"scale_attn_weights": true, "torch_dtype": "float32",
+		}
+	},
+	// GPT-2 has no grouped-query attention: KVHeads is not used.
+	small: func(s Size) (map[string]any, error) {
+		if s.DModel%s.Heads != 0 || (s.DModel/s.Heads)%2 != 0 {
+			return nil, fmt.Errorf("d_model %d, heads %d: need d_model divisible by heads and an even head dim", s.DModel, s.Heads)
+		}
+		return map[string]any{
+			"model_type": "gpt2", "architectures": []string{"GPT2LMHeadModel"},
+			"n_embd": s.DModel, "n_layer": s.Layers, "n_head": s.Heads, "n_inner": 4 * s.DModel,
+			"n_positions": s.MaxPos, "vocab_size": s.Vocab, "layer_norm_epsilon": 1e-5,
+			"activation_function": "gelu_new", "tie_word_embeddings": true,
+			"scale_attn_weights": true, "torch_dtype": "float32",
+		}, nil
+	},
+	prefix: "transformer.",
+}

@@ -49,21 +49,10 @@ type Model struct {
 	DTypes     []string // stored dtypes of the weights
 	Parameters int64    // stored parameter count (tied head counted once)
 
-	rfa *rfaWeights // Robust Filter Attention tensors (ArchRFA only; Forward runs forwardRFA, see rfa.go)
-
-	// selrope holds the Selective-RoPE rotary modules (ArchSelRoPE only;
-	// Forward rotates q and k with them instead of RoPE, see selrope_model.go).
-	selrope *selropeWeights
-
-	// bft holds the Bayesian Filtering Transformer tensors beyond the Llama
-	// layers (ArchBFT only; Forward runs forwardBFT, see bft.go).
-	bft *bftWeights
-	// rt holds the RT-Transformer filter parameters (ArchRT only; Forward
-	// runs forwardRT, see rt.go).
-	rt *rtWeights
-	// afa holds the Adaptive Filter Attention parameters (ArchAFA only;
-	// Forward runs forwardAFA, see afa.go).
-	afa *afaWeights
+	// ext is the family's own state beyond the decoder layers (the RFA,
+	// BFT, RT and AFA tensors, the Selective-RoPE rotary modules); nil for
+	// the plain decoders. See family.go.
+	ext any
 }
 
 // LoadOptions control Load.
@@ -86,23 +75,11 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	defer ck.Close()
 	m := &Model{Config: *cfg, Dir: dir, Format: ck.Format(), Files: ck.Files()}
 	ld := newLoader(ck, dir)
-	ld.guard(func() {
-		if cfg.Arch == ArchRFA {
-			loadRFA(m, ld)
-		} else if cfg.Arch == ArchBFT {
-			loadBFT(m, ld)
-		} else if cfg.Arch == ArchRT {
-			loadRT(m, ld)
-		} else if cfg.Arch == ArchAFA {
-			loadAFA(m, ld)
-		} else if cfg.Arch == ArchSelRoPE {
-			loadSelRoPE(m, ld)
-		} else if cfg.Arch == ArchGPT2 {
-			loadGPT2(m, ld)
-		} else {
-			loadDecoder(m, ld)
-		}
-	})
+	f, err := familyOf(cfg.Arch)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", dir, err)
+	}
+	ld.guard(func() { f.load(m, ld) })
 	if err := ld.finish(opt.AllowUnexpected); err != nil {
 		return nil, err
 	}

@@ -14,14 +14,17 @@ import (
 
 func smallModel(t testing.TB, arch Arch) *Model {
 	t.Helper()
-	cfg, err := SmallConfig(arch, 2, 32, 4, 2, 97, 4096)
+	cfg, err := SmallConfig(arch, Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 97, MaxPos: 4096})
 	if arch == ArchGPT2 {
-		cfg, err = SmallConfig(arch, 2, 32, 4, 4, 97, 256)
+		cfg, err = SmallConfig(arch, Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 4, Vocab: 97, MaxPos: 256})
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := Generate(cfg, 7)
+	m, _, err := Generate(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return m
 }
 
@@ -215,11 +218,14 @@ func TestLongContextMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long context in -short mode")
 	}
-	cfg, err := SmallConfig(ArchQwen3, 4, 32, 2, 1, 64, 16384)
+	cfg, err := SmallConfig(ArchQwen3, Size{Layers: 4, DModel: 32, Heads: 2, KVHeads: 1, Vocab: 64, MaxPos: 16384})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := Generate(cfg, 3)
+	m, _, err := Generate(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const T = 16384
 	hs := &hooks.Set{}
 	var rows int64
@@ -258,7 +264,10 @@ func TestGenerateRoundTrip(t *testing.T) {
 	for _, arch := range []Arch{ArchQwen3, ArchGated, ArchLlama, ArchQwen2, ArchGPT2} {
 		t.Run(string(arch), func(t *testing.T) {
 			m := smallModel(t, arch)
-			_, tensors := Generate(m.Config, 7)
+			_, tensors, err := Generate(m.Config, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
 			dir := filepath.Join(t.TempDir(), "ck")
 			if err := WriteHF(dir, m.Config, tensors); err != nil {
 				t.Fatal(err)

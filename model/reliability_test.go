@@ -30,11 +30,14 @@ import (
 // 2 heads, vocabulary 16) and returns its directory and config.
 func relTinyDir(t *testing.T) (string, Config) {
 	t.Helper()
-	cfg, err := SmallConfig(ArchQwen3, 1, 8, 2, 1, 16, 64)
+	cfg, err := SmallConfig(ArchQwen3, Size{Layers: 1, DModel: 8, Heads: 2, KVHeads: 1, Vocab: 16, MaxPos: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, tensors := Generate(cfg, 1)
+	_, tensors, err := Generate(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	if err := WriteHF(dir, cfg, tensors); err != nil {
 		t.Fatal(err)
@@ -388,14 +391,14 @@ func TestLoadRefusesHugeConfigs(t *testing.T) {
 	}
 	// A family-specific size (BFT's τ MLP width) is bounded by the
 	// stand-in limit.
-	bcfg, err := SmallBFTConfig(1, 8, 2, 1, 16, 64)
+	bcfg, err := SmallConfig(ArchBFT, Size{Layers: 1, DModel: 8, Heads: 2, KVHeads: 1, Vocab: 16, MaxPos: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gen, b := bcfg, *bcfg.BFT
 	b.InitialPrecision, b.TauHidden = "mlp", 4
 	gen.BFT = &b
-	_, tensors, err := GenerateFilter(gen, 1) // the checkpoint: a τ MLP 4 wide
+	_, tensors, err := Generate(gen, 1) // the checkpoint: a τ MLP 4 wide
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +409,7 @@ func TestLoadRefusesHugeConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFilter(dir, bcfg, tensors); err != nil {
+	if err := WriteHF(dir, bcfg, tensors); err != nil {
 		t.Fatal(err)
 	}
 	relLoadFails(t, dir, limit, "model.bft.tau_mlp.0.weight", "stopped checking")
@@ -495,7 +498,7 @@ func TestLoadRefusesShardsOutsideTheDirectory(t *testing.T) {
 // TestForwardNamesTheFault: a NaN or Inf in a weight is reported at the
 // first layer, head and position it reaches, and Forward fails.
 func TestForwardNamesTheFault(t *testing.T) {
-	cfg, err := SmallConfig(ArchGated, 3, 32, 4, 2, 64, 256)
+	cfg, err := SmallConfig(ArchGated, Size{Layers: 3, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 64, MaxPos: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +527,10 @@ func TestForwardNamesTheFault(t *testing.T) {
 				name += ", hook_pattern captured" // z from the materialized pattern (patternTimesV)
 			}
 			t.Run(name, func(t *testing.T) {
-				m, _ := Generate(cfg, 5)
+				m, _, err := Generate(cfg, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
 				c.poison(m)
 				var opt Options
 				if pattern {
@@ -532,7 +538,7 @@ func TestForwardNamesTheFault(t *testing.T) {
 					hs.Capture("blocks.*.attn.hook_pattern")
 					opt.Hooks = hs
 				}
-				_, err := m.Forward(ids, opt)
+				_, err = m.Forward(ids, opt)
 				if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "non-finite") {
 					t.Fatalf("error %v, want one containing %q", err, c.want)
 				}

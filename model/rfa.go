@@ -97,7 +97,7 @@ func loadRFA(m *Model, ld *loader) {
 	D, H, d, F, V := c.DModel, c.Heads, c.DHead, c.DMLP, c.Vocab
 	W := 2 * H * d
 	w := &rfaWeights{Layers: make([]rfaLayer, c.Layers)}
-	m.rfa = w
+	m.ext = w
 	opt := func(name string, shape ...int) []float32 {
 		if ld.has(name) {
 			return ld.get(name, shape...)
@@ -292,16 +292,16 @@ func softplus(x float32) float64 {
 }
 
 // IsRFA reports whether the model runs Robust Filter Attention.
-func (m *Model) IsRFA() bool { return m.rfa != nil }
+func (m *Model) IsRFA() bool { return m.rfa() != nil }
 
 // RFAParams returns the filter parameters of every (layer, head), layer
 // major. It fails for a model that is not RFA.
 func (m *Model) RFAParams() ([]RFAHeadParams, error) {
-	if m.rfa == nil {
+	if m.rfa() == nil {
 		return nil, fmt.Errorf("model: %s is a %s checkpoint, not Robust Filter Attention (config.json \"architecture\": %q)", m.Dir, m.Arch, rfaArchitecture)
 	}
 	var ps []RFAHeadParams
-	for l := range m.rfa.Layers {
+	for l := range m.rfa().Layers {
 		for h := 0; h < m.Heads; h++ {
 			ps = append(ps, m.rfaHead(l, h))
 		}
@@ -310,7 +310,7 @@ func (m *Model) RFAParams() ([]RFAHeadParams, error) {
 }
 
 func (m *Model) rfaHead(l, h int) RFAHeadParams {
-	rc, P, d := m.RFA, &m.rfa.Layers[l], m.DHead
+	rc, P, d := m.RFA, &m.rfa().Layers[l], m.DHead
 	eps, df := rc.Epsilon, float64(d)
 	nan := math.NaN()
 	p := RFAHeadParams{Layer: l, Head: h, D: d,
@@ -425,7 +425,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, w, hs := &m.Config, m.rfa, opt.Hooks
+	c, w, hs := &m.Config, m.rfa(), opt.Hooks
 	B, D, H, d, F := len(ids), c.DModel, c.Heads, c.DHead, c.DMLP
 	n, W := B*T, 2*H*c.DHead // W: reals per position of a complex [head, d] tensor
 	run := func(name string, x []float32, shape ...int) {
@@ -585,4 +585,11 @@ func decayPattern(p []float32, ks []rfaHeadKernel, B, T int) {
 			}
 		}
 	}
+}
+
+// rfa returns the model's RFA state, or nil for another family.
+func (m *Model) rfa() *rfaWeights { w, _ := m.ext.(*rfaWeights); return w }
+
+func (*rfaWeights) forward(m *Model, ids [][]int, opt Options) (*Output, error) {
+	return m.forwardRFA(ids, opt)
 }

@@ -348,3 +348,13 @@ func checkFixed(field string, v json.RawMessage, want any, what string) error {
 	}
 	return nil
 }
+
+// rfaFamily is Robust Filter Attention in its authors' state-dict layout.
+// It has no config.json writer: random RFA checkpoints cannot be generated
+// (the zoo has trained ones).
+var rfaFamily = &family{
+	arch: ArchRFA, modelTypes: `"architecture": "rfa_lm" (RFA authors' args)`,
+	detect: func(cf *configFile) bool { return isRFAConfig(cf.raw) },
+	parse:  func(c *Config, cf *configFile) error { return c.fromRFA(cf.data) },
+	load:   loadRFA,
+}

@@ -66,7 +66,7 @@ func loadRT(m *Model, ld *loader) {
 	D, H, W, F, V := c.DModel, c.Heads, c.Heads*c.DHead, c.DMLP, c.Vocab
 	C := c.DHead / 2
 	w := &rtWeights{Layers: make([]rtLayer, c.Layers)}
-	m.rt = w
+	m.ext = w
 	bias := func(on bool, name string, n int) []float32 {
 		if !on {
 			return nil
@@ -159,15 +159,15 @@ func (p *RTHeadParams) Logit(kappa, r2 float64) float64 {
 }
 
 // IsRT reports whether the model is an RT-Transformer.
-func (m *Model) IsRT() bool { return m.rt != nil }
+func (m *Model) IsRT() bool { return m.rt() != nil }
 
 // RTParams returns the parameters of every (layer, head), layer major.
 func (m *Model) RTParams() ([]RTHeadParams, error) {
-	if m.rt == nil {
+	if m.rt() == nil {
 		return nil, fmt.Errorf("model: %s is a %s checkpoint, not an RT-Transformer (config.json \"model_type\": %q)", m.Dir, m.Arch, rtModelType)
 	}
 	var ps []RTHeadParams
-	for l := range m.rt.Layers {
+	for l := range m.rt().Layers {
 		for h := 0; h < m.Heads; h++ {
 			ps = append(ps, m.rtHead(l, h))
 		}
@@ -176,7 +176,7 @@ func (m *Model) RTParams() ([]RTHeadParams, error) {
 }
 
 func (m *Model) rtHead(l, h int) RTHeadParams {
-	P, rc, C := &m.rt.Layers[l], m.RT, m.DHead/2
+	P, rc, C := &m.rt().Layers[l], m.RT, m.DHead/2
 	p := RTHeadParams{Layer: l, Head: h, C: C,
 		Mu: softplus(P.Mu[h]), Sigma2: softplus(P.Sigma[h]), Eta2: softplus(P.Eta[h]), Gamma2: softplus(P.Gamma[h]),
 		TauTheta2: softplus(P.TauTheta[h]), Nu: softplus(P.Nu[h]), Beta: softplus(P.Beta[h]),
@@ -466,7 +466,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 
 		// 7 Retraction U⁺ = Norm(Z⁺); Algorithm 2: Z_out = Z⁺ + FFN(U⁺).
 		if rc.Retraction == "rms" {
-			rmsNorm(u, x, D, m.rt.Layers[l].RetractW, c.NormEps)
+			rmsNorm(u, x, D, m.rt().Layers[l].RetractW, c.NormEps)
 		} else {
 			copy(u, x)
 			l2Normalize(u, D, norms[:n])
@@ -490,4 +490,11 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// rt returns the model's RT state, or nil for another family.
+func (m *Model) rt() *rtWeights { w, _ := m.ext.(*rtWeights); return w }
+
+func (*rtWeights) forward(m *Model, ids [][]int, opt Options) (*Output, error) {
+	return m.forwardRT(ids, opt)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 )
 
 // ArchRT is the RT-Transformer of paper 004 ("RT-Transformer: The
@@ -237,4 +238,28 @@ func (c *Config) rtHFConfig() map[string]any {
 			"min_exponent": r.MinExponent, "tangent_projection": r.TangentProjection, "retraction": r.Retraction,
 		},
 	}
+}
+
+// rtFamily is the RT-Transformer (Algorithm 1).
+var rtFamily = &family{
+	arch: ArchRT, modelTypes: rtModelType,
+	detect:   func(cf *configFile) bool { return isRTConfig(cf.raw) },
+	parse:    func(c *Config, cf *configFile) error { return c.fromRT(cf.data, cf.raw) },
+	load:     loadRT,
+	hfConfig: (*Config).rtHFConfig,
+	// head_dim 2·d_model/heads (Algorithm 1's d → 2d), SwiGLU width
+	// 2·d_model, RMSNorm ε 1e-6, tied head, default RT options.
+	small: func(s Size) (map[string]any, error) {
+		if (2*s.DModel)%s.Heads != 0 || (2*s.DModel/s.Heads)%2 != 0 {
+			return nil, fmt.Errorf("d_model %d, heads %d: need an even head_dim 2·d_model/heads", s.DModel, s.Heads)
+		}
+		return map[string]any{
+			"model_type": rtModelType, "hidden_size": s.DModel, "num_hidden_layers": s.Layers, "num_attention_heads": s.Heads,
+			"intermediate_size": 2 * s.DModel, "vocab_size": s.Vocab, "max_position_embeddings": s.MaxPos,
+		}, nil
+	},
+	prefix: "model.",
+	generated: func(rng *rand.Rand, c *Config) func(string, []float32) {
+		return rtGenerated(rng, c.Heads, c.DHead/2)
+	},
 }

@@ -12,7 +12,7 @@ import (
 
 func rtCase(t *testing.T, layers, d, heads int, edit func(*Config)) Config {
 	t.Helper()
-	cfg, err := SmallRTConfig(layers, d, heads, 53, 256)
+	cfg, err := SmallConfig(ArchRT, Size{Layers: layers, DModel: d, Heads: heads, KVHeads: heads, Vocab: 53, MaxPos: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func setRaw(ts []checkpoint.Tensor, suffix string, v float32) {
 // unit queries and keys.
 func TestRTCosineLimit(t *testing.T) {
 	cfg := rtCase(t, 2, 24, 3, nil)
-	m, ts, err := GenerateFilter(cfg, 4)
+	m, ts, err := Generate(cfg, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestRTCosineLimit(t *testing.T) {
 // rows equal hook_pattern.
 func TestRTIdentities(t *testing.T) {
 	cfg := rtCase(t, 2, 24, 3, nil)
-	m, _, err := GenerateFilter(cfg, 6)
+	m, _, err := Generate(cfg, 6)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,13 +148,13 @@ func loadSelRoPE(m *Model, ld *loader) {
 	D, H, dh, F, V := c.DModel, c.Heads, c.DHead, c.DMLP, c.Vocab
 	m.Embed = ld.get("model.embeddings.weight", V, D)
 	m.Layers = make([]Layer, c.Layers)
-	m.selrope = &selropeWeights{layers: make([]*SelRoPERotary, c.Layers)}
+	m.ext = &selropeWeights{layers: make([]*SelRoPERotary, c.Layers)}
 	for l := range m.Layers {
 		L, p := &m.Layers[l], fmt.Sprintf("model.layers.%d.", l)
 		L.Norm1W = ld.get(p+"attn_norm.weight", D)
 		a := loadSelRoPEAttention(ld, p+"attn.", D, H, dh, c.QKVBias, *c.SelRoPE)
 		L.Wq, L.Bq, L.Wk, L.Bk, L.Wv, L.Bv, L.Wo = a.Wq, a.Bq, a.Wk, a.Bk, a.Wv, a.Bv, a.Wo
-		m.selrope.layers[l] = a.Rotary // its q_norm/k_norm run after the rotation, not in L.QNorm
+		m.selrope().layers[l] = a.Rotary // its q_norm/k_norm run after the rotation, not in L.QNorm
 		L.Norm2W = ld.get(p+"mlp_norm.weight", D)
 		L.WGate = ld.get(p+"mlp.gate_proj.weight", F, D)
 		L.WUp = ld.get(p+"mlp.up_proj.weight", F, D)
@@ -180,19 +180,19 @@ func (w *selropeWeights) rotate(l int, h, q, k []float32, B, T int, hs *hooks.Se
 }
 
 // IsSelRoPE reports whether the model is a Selective-RoPE LM.
-func (m *Model) IsSelRoPE() bool { return m.selrope != nil }
+func (m *Model) IsSelRoPE() bool { return m.selrope() != nil }
 
 // SelRoPELayer returns layer l's rotary module (options, temperatures,
 // projection, conv, bias and gate parameters), or an error when the model
 // is not a Selective-RoPE LM or l is out of range.
 func (m *Model) SelRoPELayer(l int) (*SelRoPERotary, error) {
-	if m.selrope == nil {
+	if m.selrope() == nil {
 		return nil, fmt.Errorf("model: %s is a %s checkpoint, not Selective RoPE (config.json model_type %q with position_embedding.type \"selective_rope\")", m.Dir, m.Arch, selropeModelType)
 	}
-	if l < 0 || l >= len(m.selrope.layers) {
-		return nil, fmt.Errorf("model: layer %d out of range (model has %d layers)", l, len(m.selrope.layers))
+	if l < 0 || l >= len(m.selrope().layers) {
+		return nil, fmt.Errorf("model: layer %d out of range (model has %d layers)", l, len(m.selrope().layers))
 	}
-	return m.selrope.layers[l], nil
+	return m.selrope().layers[l], nil
 }
 
 // selropeHFConfig returns config.json fields of the authors'
@@ -232,42 +232,56 @@ func (c *Config) selropeHFConfig() map[string]any {
 }
 
 // SmallSelRoPEConfig returns a small Selective-RoPE LM configuration for
-// demos and tests (the sibling of SmallConfig): d_model/heads head dim, MLP
-// 3·d_model, norm ε 1e-6, untied head (the authors' default), and the rotary
-// options sc (start from DefaultSelRoPEConfig). The result is what a reader
-// of the written config.json gets: L2Eps and QKNormEps are the authors'
-// fixed values whatever sc says.
+// demos and tests with the rotary options sc (start from
+// DefaultSelRoPEConfig); SmallConfig(ArchSelRoPE, …) gives the options of
+// the authors' released LM sweep. d_model/heads head dim, MLP 3·d_model,
+// norm ε 1e-6, untied head (the authors' default). The result is what a
+// reader of the written config.json gets: L2Eps and QKNormEps are the
+// authors' fixed values whatever sc says.
 func SmallSelRoPEConfig(layers, dModel, heads, vocab, maxPos int, sc SelRoPEConfig) (Config, error) {
-	c := Config{Arch: ArchSelRoPE, ModelType: selropeModelType, Layers: layers, DModel: dModel, Heads: heads,
-		KVHeads: heads, DMLP: 3 * dModel, Vocab: vocab, MaxPos: maxPos, NormEps: 1e-6, Act: "swish",
-		Gate: GateNone, QKNorm: sc.QKNorm, SelRoPE: &sc}
-	if heads <= 0 || dModel%heads != 0 || (dModel/heads)%2 != 0 {
-		return c, fmt.Errorf("d_model %d, heads %d: need d_model divisible by heads and an even head dim", dModel, heads)
-	}
-	c.DHead = dModel / heads
-	// Round-trip through config.json so the result is exactly what a
-	// reader of the written checkpoint gets.
-	data, err := json.Marshal(c.selropeHFConfig())
+	fields, err := selropeSmall(Size{Layers: layers, DModel: dModel, Heads: heads, KVHeads: heads, Vocab: vocab, MaxPos: maxPos}, sc)
 	if err != nil {
-		return c, err
+		return Config{}, err
 	}
-	p, err := ParseConfig(data)
-	if err != nil {
-		return c, err
-	}
-	return *p, nil
+	return roundTrip(fields)
 }
 
-// smallSelRoPEDefault is SmallConfig for ArchSelRoPE: the rotary options of
-// the authors' released LM sweep (full-rank weight-normalised φ-projection,
-// SiLU conv, standard phase gate, no bias; as golden case
-// selrope_attn_fullrank_silu_gate). Selective RoPE has no grouped-query
-// attention, so kvHeads must equal heads.
-func smallSelRoPEDefault(layers, dModel, heads, kvHeads, vocab, maxPos int) (Config, error) {
-	if kvHeads != heads {
-		return Config{}, fmt.Errorf("selrope: kv heads %d must equal heads %d (Selective RoPE shares one angle set between the q and k heads, so there is no grouped-query attention)", kvHeads, heads)
+// selropeSmall returns the config.json fields of a small Selective-RoPE LM
+// with rotary options sc. Selective RoPE has no grouped-query attention, so
+// s.KVHeads must equal s.Heads.
+func selropeSmall(s Size, sc SelRoPEConfig) (map[string]any, error) {
+	if s.KVHeads != s.Heads {
+		return nil, fmt.Errorf("kv heads %d must equal heads %d (Selective RoPE shares one angle set between the q and k heads, so there is no grouped-query attention)", s.KVHeads, s.Heads)
 	}
-	sc := DefaultSelRoPEConfig()
-	sc.PhiParam, sc.ConvAct, sc.UseGate = "full-rank", "silu", true
-	return SmallSelRoPEConfig(layers, dModel, heads, vocab, maxPos, sc)
+	if s.Heads <= 0 || s.DModel%s.Heads != 0 || (s.DModel/s.Heads)%2 != 0 {
+		return nil, fmt.Errorf("d_model %d, heads %d: need d_model divisible by heads and an even head dim", s.DModel, s.Heads)
+	}
+	c := Config{Arch: ArchSelRoPE, ModelType: selropeModelType, Layers: s.Layers, DModel: s.DModel, Heads: s.Heads,
+		KVHeads: s.Heads, DHead: s.DModel / s.Heads, DMLP: 3 * s.DModel, Vocab: s.Vocab, MaxPos: s.MaxPos, NormEps: 1e-6,
+		Act: "swish", Gate: GateNone, QKNorm: sc.QKNorm, SelRoPE: &sc}
+	return c.selropeHFConfig(), nil
 }
+
+// selropeFamily is a Llama-style LM whose attention is Selective RoPE, in
+// the authors' TransformerConfig layout. It runs the decoder pass with its
+// rotary modules (selropeWeights.rotate) in place of RoPE.
+var selropeFamily = &family{
+	arch: ArchSelRoPE, modelTypes: selropeModelType + ` with "position_embedding": {"type": "selective_rope"}`,
+	detect:   func(cf *configFile) bool { return isSelRoPEConfig(cf.raw) },
+	parse:    func(c *Config, cf *configFile) error { return c.fromSelRoPE(cf.data) },
+	load:     loadSelRoPE,
+	hfConfig: (*Config).selropeHFConfig,
+	// The rotary options of the authors' released LM sweep (full-rank
+	// weight-normalised φ-projection, SiLU conv, standard phase gate, no
+	// bias; as golden case selrope_attn_fullrank_silu_gate).
+	small: func(s Size) (map[string]any, error) {
+		sc := DefaultSelRoPEConfig()
+		sc.PhiParam, sc.ConvAct, sc.UseGate = "full-rank", "silu", true
+		return selropeSmall(s, sc)
+	},
+	prefix: "model.",
+}
+
+// selrope returns the model's Selective-RoPE rotary modules, or nil for
+// another family.
+func (m *Model) selrope() *selropeWeights { w, _ := m.ext.(*selropeWeights); return w }

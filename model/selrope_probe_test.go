@@ -19,7 +19,10 @@ func TestSelRoPEFeedsCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := model.Generate(cfg, 9)
+	m, _, err := model.Generate(cfg, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const B, T = 2, 33
 	ids := make([][]int, B)
 	for b := range ids {

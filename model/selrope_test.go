@@ -69,7 +69,10 @@ var selropeVariants = []selropeVariant{
 
 func smallSelRoPE(t testing.TB, v selropeVariant, seed uint64) *Model {
 	t.Helper()
-	m, _ := Generate(v.config(t), seed)
+	m, _, err := Generate(v.config(t), seed)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return m
 }
 
@@ -77,7 +80,10 @@ func smallSelRoPE(t testing.TB, v selropeVariant, seed uint64) *Model {
 func writeSelRoPE(t testing.TB, v selropeVariant, seed uint64) string {
 	t.Helper()
 	cfg := v.config(t)
-	_, tensors := Generate(cfg, seed)
+	_, tensors, err := Generate(cfg, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(t.TempDir(), v.name)
 	if err := WriteHF(dir, cfg, tensors); err != nil {
 		t.Fatal(err)
@@ -206,17 +212,20 @@ func TestSelRoPELMMatchesPyTorchReference(t *testing.T) {
 // only float32 rounding of the angles differs).
 func TestSelRoPEConstantIncrementsAreRoPE(t *testing.T) {
 	const theta = 10000
-	lcfg, err := SmallConfig(ArchLlama, 2, 32, 4, 4, 61, 256)
+	lcfg, err := SmallConfig(ArchLlama, Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 4, Vocab: 61, MaxPos: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lcfg.RoPE.Theta = theta
-	llama, _ := Generate(lcfg, 3)
+	llama, _, err := Generate(lcfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	v := selropeVariant{name: "rope", sc: selropeOpts(func(c *SelRoPEConfig) { c.UseBias, c.TempTheta = true, theta })}
 	sel := smallSelRoPE(t, v, 4)
 	sel.Embed, sel.Head, sel.FinalW, sel.Layers = llama.Embed, llama.Head, llama.FinalW, llama.Layers
 	inv := lcfg.RoPE.invFreq(lcfg.DHead, 0)
-	for _, r := range sel.selrope.layers {
+	for _, r := range sel.selrope().layers {
 		clear(r.ConvW)
 		clear(r.PhiBias)
 		if !reflect.DeepEqual(r.Temp, inv) {
@@ -564,7 +573,10 @@ func TestSelRoPEConfigErrors(t *testing.T) {
 			}
 			if tc.drop != "" {
 				cfg := base.config(t)
-				_, ts := Generate(cfg, 1)
+				_, ts, err := Generate(cfg, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
 				var kept []checkpoint.Tensor
 				for _, x := range ts {
 					if x.Name != tc.drop {
@@ -586,14 +598,14 @@ func TestSelRoPEConfigErrors(t *testing.T) {
 // TestSelRoPESmallConfig: SmallConfig (probe generate --arch selrope) makes
 // the authors' LM-sweep setting and refuses grouped-query attention.
 func TestSelRoPESmallConfig(t *testing.T) {
-	cfg, err := SmallConfig(ArchSelRoPE, 2, 32, 4, 4, 61, 128)
+	cfg, err := SmallConfig(ArchSelRoPE, Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 4, Vocab: 61, MaxPos: 128})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := cfg.SelRoPE; cfg.Arch != ArchSelRoPE || s.PhiParam != "full-rank" || s.ConvAct != "silu" || !s.UseGate {
 		t.Fatalf("SmallConfig(selrope) = %s %+v", cfg.Arch, s)
 	}
-	if _, err := SmallConfig(ArchSelRoPE, 2, 32, 4, 2, 61, 128); err == nil || !strings.Contains(err.Error(), "kv heads 2") {
+	if _, err := SmallConfig(ArchSelRoPE, Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 61, MaxPos: 128}); err == nil || !strings.Contains(err.Error(), "kv heads 2") {
 		t.Fatalf("grouped-query attention accepted: %v", err)
 	}
 }

@@ -43,11 +43,11 @@ func TestAFAPriorDiagnostics(t *testing.T) {
 // TestAFACollector: the streamed rows' self weight and decayed mass equal
 // hook_pattern's diagonal and hook_pattern_decayed's row sums.
 func TestAFACollector(t *testing.T) {
-	cfg, err := model.SmallAFAConfig(2, 16, 2, 37, 64)
+	cfg, err := model.SmallConfig(model.ArchAFA, model.Size{Layers: 2, DModel: 16, Heads: 2, KVHeads: 2, Vocab: 37, MaxPos: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := model.GenerateFilter(cfg, 5)
+	m, _, err := model.Generate(cfg, 5)
 	if err != nil {
 		t.Fatal(err)
 	}

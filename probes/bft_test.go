@@ -13,14 +13,14 @@ import (
 
 func bftModel(t *testing.T, edit func(*model.BFTConfig)) *model.Model {
 	t.Helper()
-	cfg, err := model.SmallBFTConfig(2, 32, 4, 2, 53, 128)
+	cfg, err := model.SmallConfig(model.ArchBFT, model.Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 53, MaxPos: 128})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if edit != nil {
 		edit(cfg.BFT)
 	}
-	m, _, err := model.GenerateFilter(cfg, 9)
+	m, _, err := model.Generate(cfg, 9)
 	if err != nil {
 		t.Fatal(err)
 	}

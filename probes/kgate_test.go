@@ -148,11 +148,14 @@ func TestKGateFitPriorRange(t *testing.T) {
 // is the plain pass bit for bit, and each mapping runs and changes the
 // logits.
 func TestKGateOnModel(t *testing.T) {
-	cfg, err := model.SmallConfig(model.ArchGated, 2, 32, 4, 2, 53, 128)
+	cfg, err := model.SmallConfig(model.ArchGated, model.Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 53, MaxPos: 128})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := model.Generate(cfg, 21)
+	m, _, err := model.Generate(cfg, 21)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ids := [][]int{make([]int, 48)}
 	for i := range ids[0] {
 		ids[0][i] = (i*i + 3*i) % 53

@@ -65,11 +65,14 @@ func TestBenchCommand(t *testing.T) {
 func TestBenchMomentsMatchCollector(t *testing.T) {
 	for _, arch := range []model.Arch{model.ArchQwen3, model.ArchGated} {
 		t.Run(string(arch), func(t *testing.T) {
-			cfg, err := model.SmallConfig(arch, 3, 64, 4, 2, 300, 1024)
+			cfg, err := model.SmallConfig(arch, model.Size{Layers: 3, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 300, MaxPos: 1024})
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, _ := model.Generate(cfg, 7)
+			m, _, err := model.Generate(cfg, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
 			const T = 300
 			ids := make([]int, T)
 			for i := range ids {

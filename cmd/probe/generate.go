@@ -1,10 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
-	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
 
@@ -26,43 +26,34 @@ func cmdGenerate(args []string, w io.Writer) error {
 	if *out == "" {
 		return fmt.Errorf("--out is required")
 	}
-	var m *model.Model
-	var cfg model.Config
-	var err error
-	switch a := model.Arch(*arch); a {
-	case model.ArchBFT, model.ArchRT, model.ArchAFA:
-		// The filter mechanisms have their own generator and layout.
-		switch a {
-		case model.ArchBFT:
-			cfg, err = model.SmallBFTConfig(*layers, *dModel, *heads, *kvHeads, *vocab, *maxPos)
-		case model.ArchRT:
-			cfg, err = model.SmallRTConfig(*layers, *dModel, *heads, *vocab, *maxPos)
-		default:
-			cfg, err = model.SmallAFAConfig(*layers, *dModel, *heads, *vocab, *maxPos)
+	cfg, err := model.SmallConfig(model.Arch(*arch), model.Size{Layers: *layers, DModel: *dModel, Heads: *heads, KVHeads: *kvHeads, Vocab: *vocab, MaxPos: *maxPos})
+	if err != nil {
+		return fmt.Errorf("--arch %s: %w", *arch, err)
+	}
+	if *dMLP > 0 {
+		// Only a width that the family's config.json carries takes effect.
+		cfg.DMLP = *dMLP
+		if back, err := model.ParseConfig(mustJSON(cfg.HFConfig())); err != nil || back.DMLP != *dMLP {
+			return fmt.Errorf("--d-mlp does not apply to --arch %s (its MLP width follows from --d-model)", *arch)
 		}
-		if err != nil {
-			return err
-		}
-		var tensors []checkpoint.Tensor
-		if m, tensors, err = model.GenerateFilter(cfg, *seed); err != nil {
-			return err
-		}
-		if err := model.WriteFilter(*out, cfg, tensors); err != nil {
-			return err
-		}
-	default:
-		if cfg, err = model.SmallConfig(a, *layers, *dModel, *heads, *kvHeads, *vocab, *maxPos); err != nil {
-			return err
-		}
-		if *dMLP > 0 {
-			cfg.DMLP = *dMLP
-		}
-		var tensors []checkpoint.Tensor
-		m, tensors = model.Generate(cfg, *seed)
-		if err := model.WriteHF(*out, cfg, tensors); err != nil {
-			return err
-		}
+	}
+	m, tensors, err := model.Generate(cfg, *seed)
+	if err != nil {
+		return err
+	}
+	if err := model.WriteHF(*out, cfg, tensors); err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "wrote a random %s checkpoint (%d parameters) to %s\n", cfg.Arch, m.Parameters, *out)
 	return nil
+}
+
+// mustJSON encodes config.json fields (maps of numbers, strings and
+// booleans, which always encode).
+func mustJSON(v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return data
 }

@@ -111,7 +111,7 @@ func TestRepoRootAndWorkdir(t *testing.T) {
 }
 
 func TestCheckpointGeneratesOnceAndRefusesAnother(t *testing.T) {
-	cfg, err := model.SmallConfig(model.ArchGated, 1, 32, 2, 1, 64, 128)
+	cfg, err := model.SmallConfig(model.ArchGated, model.Size{Layers: 1, DModel: 32, Heads: 2, KVHeads: 1, Vocab: 64, MaxPos: 128})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestCheckpointGeneratesOnceAndRefusesAnother(t *testing.T) {
 	if !st1.ModTime().Equal(st2.ModTime()) {
 		t.Error("second call rewrote the checkpoint instead of reusing it")
 	}
-	other, _ := model.SmallConfig(model.ArchGated, 2, 32, 2, 1, 64, 128)
+	other, _ := model.SmallConfig(model.ArchGated, model.Size{Layers: 2, DModel: 32, Heads: 2, KVHeads: 1, Vocab: 64, MaxPos: 128})
 	if _, err := Checkpoint(dir, other, 7); err == nil {
 		t.Error("Checkpoint reused a directory that holds another configuration")
 	}
@@ -143,7 +143,10 @@ func TestCheckpointGeneratesOnceAndRefusesAnother(t *testing.T) {
 	}
 	// A checkpoint it did not generate is never taken over.
 	foreign := filepath.Join(t.TempDir(), "foreign")
-	_, tensors := model.Generate(cfg, 7)
+	_, tensors, err := model.Generate(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := model.WriteHF(foreign, cfg, tensors); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +156,7 @@ func TestCheckpointGeneratesOnceAndRefusesAnother(t *testing.T) {
 }
 
 func TestCheckpointFilterMechanism(t *testing.T) {
-	cfg, err := model.SmallRTConfig(1, 32, 2, 64, 128)
+	cfg, err := model.SmallConfig(model.ArchRT, model.Size{Layers: 1, DModel: 32, Heads: 2, KVHeads: 2, Vocab: 64, MaxPos: 128})
 	if err != nil {
 		t.Fatal(err)
 	}

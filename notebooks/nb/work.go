@@ -138,21 +138,12 @@ func Checkpoint(dir string, cfg model.Config, seed uint64) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
 		return "", fmt.Errorf("nb: %s holds a checkpoint this notebook did not generate; use another folder", dir)
 	}
-	filter := cfg.BFT != nil || cfg.RT != nil || cfg.AFA != nil
-	if filter {
-		_, tensors, err := model.GenerateFilter(cfg, seed)
-		if err != nil {
-			return "", err
-		}
-		err = model.WriteFilter(dir, cfg, tensors)
-		if err != nil {
-			return "", err
-		}
-	} else {
-		_, tensors := model.Generate(cfg, seed)
-		if err := model.WriteHF(dir, cfg, tensors); err != nil {
-			return "", err
-		}
+	_, tensors, err := model.Generate(cfg, seed)
+	if err != nil {
+		return "", err
+	}
+	if err := model.WriteHF(dir, cfg, tensors); err != nil {
+		return "", err
 	}
 	return dir, os.WriteFile(filepath.Join(dir, generatedName), want, 0o644)
 }

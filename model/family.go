@@ -1,0 +1,148 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+)
+
+// A family is one architecture's entry in the registry (families): how its
+// config.json is recognised and parsed, how its tensors are loaded (or made
+// up, for Generate), what config.json describes a configuration, and which
+// small configuration `probe generate` starts from. Everything outside a
+// family's own file that depends on the family goes through this table; a
+// family whose forward pass is not the decoder pass of forward.go keeps its
+// own state in Model.ext and makes it an ownPass.
+type family struct {
+	arch Arch
+	// modelTypes says what config.json holds for this family, for messages
+	// and the documentation.
+	modelTypes string
+	// detect reports whether a config.json is this family's.
+	detect func(cf *configFile) bool
+	// parse fills c, whose Arch is already set, from config.json.
+	parse func(c *Config, cf *configFile) error
+	// load reads the family's tensors into m through ld (or, when ld
+	// generates, makes them up under their checkpoint names).
+	load func(m *Model, ld *loader)
+	// hfConfig returns the config.json fields that describe c.
+	hfConfig func(c *Config) map[string]any
+	// small returns the config.json fields of a small model of this family
+	// (SmallConfig), or an error naming the size that does not fit.
+	small func(s Size) (map[string]any, error)
+	// prefix is the tensor-name prefix Generate checks for (see
+	// generator.has).
+	prefix string
+	// generated, when set, moves the family's own parameters of a generated
+	// model into their working ranges (after the generic initialisation);
+	// Generate then draws from the filter families' random stream.
+	generated func(rng *rand.Rand, c *Config) func(name string, x []float32)
+}
+
+// families lists every supported architecture in detection order: the
+// first whose detect accepts a config.json parses it. The families that
+// are recognised by their own fields come before the model_type ones
+// (Qiu et al.'s gated checkpoints say qwen3 or qwen2).
+var families = []*family{
+	rfaFamily, afaFamily, rtFamily, bftFamily, selropeFamily,
+	gatedFamily, qwen3Family, qwen2Family, llamaFamily, gpt2Family,
+}
+
+// configFile is a config.json as every family's detect and parse see it:
+// the bytes, the top-level fields, and the common Hugging Face fields.
+type configFile struct {
+	data []byte
+	raw  map[string]json.RawMessage
+	r    rawConfig
+}
+
+// modelType is config.json's model_type ("" when absent or not a string).
+func (cf *configFile) modelType() string { return cf.r.ModelType }
+
+// familyOf returns the registry entry of arch.
+func familyOf(arch Arch) (*family, error) {
+	for _, f := range families {
+		if f.arch == arch {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown architecture %q (known: %s)", arch, strings.Join(Archs(), ", "))
+}
+
+// Archs lists the architectures of the registry, in detection order (the
+// values of `probe generate --arch`).
+func Archs() []string {
+	names := make([]string, len(families))
+	for i, f := range families {
+		names[i] = string(f.arch)
+	}
+	return names
+}
+
+// supportedModelTypes lists what config.json may say, family by family,
+// for the error on an unknown model_type.
+func supportedModelTypes() string {
+	var s []string
+	for _, f := range families {
+		s = append(s, f.modelTypes)
+	}
+	return strings.Join(s, "; ")
+}
+
+// Size is the shape of a small random model (SmallConfig). KVHeads is used
+// by the families with grouped-query attention; the others need it equal
+// to Heads.
+type Size struct {
+	Layers, DModel, Heads, KVHeads, Vocab, MaxPos int
+}
+
+// SmallConfig returns a small configuration of arch for demos and tests
+// (each family's small says which widths it derives from s), exactly as a
+// reader of its written config.json gets it.
+func SmallConfig(arch Arch, s Size) (Config, error) {
+	f, err := familyOf(arch)
+	if err != nil {
+		return Config{}, err
+	}
+	if s.Layers <= 0 || s.DModel <= 0 || s.Heads <= 0 || s.KVHeads <= 0 || s.Vocab <= 0 || s.MaxPos <= 0 {
+		return Config{}, fmt.Errorf("%s: layers %d, d_model %d, heads %d, kv heads %d, vocabulary %d and max positions %d must all be positive",
+			arch, s.Layers, s.DModel, s.Heads, s.KVHeads, s.Vocab, s.MaxPos)
+	}
+	fields, err := f.small(s)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", arch, err)
+	}
+	return roundTrip(fields)
+}
+
+// HFConfig returns the config.json fields that describe c to its family's
+// reference code (and to ParseConfig).
+func (c *Config) HFConfig() map[string]any {
+	f, err := familyOf(c.Arch)
+	if err != nil {
+		return nil
+	}
+	return f.hfConfig(c)
+}
+
+// roundTrip returns the configuration a reader of fields as config.json
+// gets.
+func roundTrip(fields map[string]any) (Config, error) {
+	data, err := json.Marshal(fields)
+	if err != nil {
+		return Config{}, err
+	}
+	c, err := ParseConfig(data)
+	if err != nil {
+		return Config{}, err
+	}
+	return *c, nil
+}
+
+// ownPass is implemented by the state (Model.ext) of a family whose
+// forward pass is its own; the other families run the decoder pass of
+// forward.go.
+type ownPass interface {
+	forward(m *Model, ids [][]int, opt Options) (*Output, error)
+}
