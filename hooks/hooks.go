@@ -35,18 +35,18 @@ var Points = []Point{
 	{"hook_pos_embed", "[batch,pos,d_model]", "learned position embedding (GPT-2 only)"},
 	{"blocks.{l}.hook_resid_pre", "[batch,pos,d_model]", "residual stream entering block l"},
 	{"blocks.{l}.ln1.hook_normalized", "[batch,pos,d_model]", "input of attention after the pre-attention norm"},
-	{"blocks.{l}.attn.hook_q", "[batch,pos,head,d_head]", "query projection (with bias), before QK-norm and RoPE"},
-	{"blocks.{l}.attn.hook_k", "[batch,pos,kv_head,d_head]", "key projection (with bias), before QK-norm and RoPE"},
-	{"blocks.{l}.attn.hook_v", "[batch,pos,kv_head,d_head]", "value projection (with bias)"},
-	{"blocks.{l}.attn.hook_rot_q", "[batch,pos,head,d_head]", "query after QK-norm and RoPE, as it enters the dot product"},
-	{"blocks.{l}.attn.hook_rot_k", "[batch,pos,kv_head,d_head]", "key after QK-norm and RoPE"},
+	{"blocks.{l}.attn.hook_q", "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "query projection (with bias), before QK-norm and RoPE"},
+	{"blocks.{l}.attn.hook_k", "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "key projection (with bias), before QK-norm and RoPE"},
+	{"blocks.{l}.attn.hook_v", "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "value projection (with bias)"},
+	{"blocks.{l}.attn.hook_rot_q", "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "query after QK-norm and RoPE, as it enters the dot product"},
+	{"blocks.{l}.attn.hook_rot_k", "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "key after QK-norm and RoPE"},
 	{"blocks.{l}.attn.hook_pattern", "[batch,head,query,key]", "post-softmax attention weights, before any output gate; materialized only when hooked"},
 	{"blocks.{l}.attn.hook_pattern_decayed", "[batch,head,query,key]", "RFA and AFA only: decayed attention A = Â ⊙ E (Â is hook_pattern); rows sum to ≤ 1; materialized only when hooked"},
 	{"blocks.{l}.attn.hook_phase_gate", "[batch,pos,head] or [batch,pos,head,pair]", "Selective RoPE only: phase gate σ(W_g·xn + b_g) that scales the angle increments (per pair for the gla gate)"},
 	{"blocks.{l}.attn.hook_angular_velocity", "[batch,pos,head,pair]", "Selective RoPE only: angular velocity ω_t = Θ_n·Δφ_t, the per-step increment of hook_angle in radians per token (after the phase gate)"},
 	{"blocks.{l}.attn.hook_angle", "[batch,pos,head,pair]", "Selective RoPE only: cumulative rotation angle a_t = Θ_n·Σ_{s≤t}Δφ_s (radians, unwrapped) applied to q and k before hook_rot_q/k"},
 	{"blocks.{l}.attn.hook_gate", "[batch,pos,head] or [batch,pos,head,d_head]", "output gate sigmoid(logit), headwise or elementwise (gated models only)"},
-	{"blocks.{l}.attn.hook_z", "[batch,pos,head,d_head]", "per-head attention output Σ_j α_tj v_j, after the gate, before o_proj"},
+	{"blocks.{l}.attn.hook_z", "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "per-head attention output Σ_j α_tj v_j, after the gate, before o_proj"},
 	{"blocks.{l}.hook_attn_out", "[batch,pos,d_model]", "attention block output (after o_proj) added to the residual"},
 	{"blocks.{l}.hook_resid_mid", "[batch,pos,d_model]", "residual stream between attention and MLP"},
 	{"blocks.{l}.ln2.hook_normalized", "[batch,pos,d_model]", "input of the MLP after the pre-MLP norm"},
@@ -68,6 +68,14 @@ var Points = []Point{
 	{"blocks.{l}.rt.hook_self_agreement", "[batch,pos,head]", "RT only: ρ_i = V_iᵀV̄_i/‖V_i‖², the radial part removed by the tangent projection (Eq. 15)"},
 	{"blocks.{l}.afa.hook_log_precision", "[batch,pos,head]", "AFA only: log total precision log Π_i = log Σ_j (σ_V²(τ_ij) + |R_ij|² + ε)^{−τ_s} (App. B.3)"},
 	{"blocks.{l}.afa.hook_estimate", "[batch,pos,head,d_head]", "AFA only: filtered estimate Z̄_v = Σ_j Â_ij e^{λτ_ij} ⊙ Z_v,j before the residual mix and the prediction step"},
+	{"blocks.{l}.gdn.hook_q", "[batch,v_head,pos,d_key]", "Gated DeltaNet only (Qwen3.5 linear-attention layers): query after conv+SiLU, repeated to the value heads and L2-normalised, before the 1/√d_key scale (head-major)"},
+	{"blocks.{l}.gdn.hook_k", "[batch,v_head,pos,d_key]", "Gated DeltaNet only: key after conv+SiLU, repeated to the value heads and L2-normalised (head-major)"},
+	{"blocks.{l}.gdn.hook_v", "[batch,v_head,pos,d_value]", "Gated DeltaNet only: value after conv+SiLU (head-major)"},
+	{"blocks.{l}.gdn.hook_beta", "[batch,pos,v_head]", "Gated DeltaNet only: write strength (gain) β = σ(b)"},
+	{"blocks.{l}.gdn.hook_g", "[batch,pos,v_head]", "Gated DeltaNet only: log-decay g = −exp(A_log)·softplus(a + dt_bias); the state is multiplied by exp(g) at each step"},
+	{"blocks.{l}.gdn.hook_core_out", "[batch,v_head,pos,d_value]", "Gated DeltaNet only: recurrence output o_t = S_tᵀq_t/√d_key, before the gated RMSNorm (head-major)"},
+	{"blocks.{l}.gdn.hook_final_state", "[batch,v_head,d_key,d_value]", "Gated DeltaNet only: the state S_T after the last token"},
+	{"blocks.{l}.gdn.hook_eff_attn", "[batch,v_head,query,key]", "Gated DeltaNet only: exact effective attention W with core_out[t] = Σ_s W[t,s]·v[s] (lower triangular; rows need not sum to 1; entries may be negative); materialized only when hooked"},
 	{"ln_final.hook_normalized", "[batch,pos,d_model]", "output of the final norm"},
 	{"logits", "[batch,pos,vocab]", "unembedding output; computed only when hooked or requested"},
 }
@@ -103,8 +111,12 @@ func layerOf(name string) (int, bool) {
 }
 
 // match reports whether name matches pattern, where a "*" segment of the
-// pattern matches any one dot-separated segment.
+// pattern matches any one dot-separated segment (and anyPoint matches every
+// name).
 func match(pattern, name string) bool {
+	if pattern == anyPoint {
+		return true
+	}
 	ps, ns := strings.Split(pattern, "."), strings.Split(name, ".")
 	if len(ps) != len(ns) {
 		return false
@@ -140,9 +152,86 @@ type Set struct {
 }
 
 // Add registers fn at every point matching pattern ("*" matches a layer
-// index). Functions run in the order they were added.
+// index). Functions run in the order they were added. A pattern that the
+// model does not issue makes its forward pass fail before it starts,
+// naming the closest points it does issue.
 func (s *Set) Add(pattern string, fn Func) {
 	s.entries = append(s.entries, entry{pattern, fn})
+}
+
+// anyPoint is the pattern of AddAny.
+const anyPoint = "**"
+
+// AddAny registers fn at every point the pass issues (what
+// model.Model.HookNames uses to list them).
+func (s *Set) AddAny(fn Func) {
+	s.entries = append(s.entries, entry{anyPoint, fn})
+}
+
+// Patterns returns the patterns registered with Add and Capture, in order,
+// without repeats.
+func (s *Set) Patterns() []string {
+	if s == nil {
+		return nil
+	}
+	var ps []string
+	seen := map[string]bool{}
+	for _, e := range s.entries {
+		if e.pattern != anyPoint && !seen[e.pattern] {
+			seen[e.pattern] = true
+			ps = append(ps, e.pattern)
+		}
+	}
+	return ps
+}
+
+// Match reports whether name matches pattern, where a "*" segment of the
+// pattern matches any one dot-separated segment.
+func Match(pattern, name string) bool { return match(pattern, name) }
+
+// Closest returns up to n of names nearest to name in edit distance (ties
+// in the order given), for "did you mean" messages. Layer indices are
+// compared as written, so pass names with the layer the user wrote.
+func Closest(name string, names []string, n int) []string {
+	type cand struct {
+		s string
+		d int
+	}
+	var cs []cand
+	seen := map[string]bool{}
+	for _, c := range names {
+		if !seen[c] {
+			seen[c] = true
+			cs = append(cs, cand{c, editDistance(name, c)})
+		}
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].d < cs[j].d })
+	var out []string
+	for i := 0; i < len(cs) && i < n; i++ {
+		out = append(out, cs[i].s)
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance between a and b in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // Stream registers c for the attention rows of layer (or every layer when

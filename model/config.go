@@ -69,6 +69,9 @@ type Config struct {
 	RT *RTConfig
 	// AFA holds the Adaptive Filter Attention options (ArchAFA only; see afa_config.go).
 	AFA *AFAConfig
+	// DeltaNet holds the Gated DeltaNet layers' settings of a hybrid model
+	// (Qwen3.5; see qwen35.go).
+	DeltaNet *DeltaNetConfig
 }
 
 // RoPEConfig holds rotary embedding parameters (rotate-half convention).
@@ -79,6 +82,17 @@ type RoPEConfig struct {
 	LowFreq  float64 // llama3 low_freq_factor
 	HighFreq float64 // llama3 high_freq_factor
 	OrigMax  int     // llama3 original_max_position_embeddings
+	// Dims is the number of leading dimensions of each head that are
+	// rotated (partial_rotary_factor·head_dim); 0 rotates the whole head.
+	Dims int
+}
+
+// dims returns the rotated dimensions of a head of width dh.
+func (rc RoPEConfig) dims(dh int) int {
+	if rc.Dims > 0 {
+		return rc.Dims
+	}
+	return dh
 }
 
 // rawConfig mirrors the config.json fields of every supported family.

@@ -47,6 +47,7 @@ type family struct {
 var families = []*family{
 	rfaFamily, afaFamily, rtFamily, bftFamily, selropeFamily,
 	gatedFamily, qwen3Family, qwen2Family, llamaFamily, gpt2Family,
+	qwen35Family,
 }
 
 // configFile is a config.json as every family's detect and parse see it:

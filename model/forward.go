@@ -3,6 +3,10 @@ package model
 import (
 	"fmt"
 	"math"
+	"strings"
+	"sync"
+
+	"gorgonia.org/tensor"
 
 	"github.com/filterlens/probe/hooks"
 )
@@ -12,6 +16,14 @@ import (
 // hooks.Points); attention rows stream to the registered consumers. The T×T
 // pattern is materialized only for layers whose hook_pattern is hooked.
 func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
+	if err := m.checkHooks(opt.Hooks); err != nil {
+		return nil, err
+	}
+	return m.pass(ids, opt)
+}
+
+// pass runs the family's forward pass.
+func (m *Model) pass(ids [][]int, opt Options) (*Output, error) {
 	if p, ok := m.ext.(ownPass); ok {
 		return p.forward(m, ids, opt)
 	}
@@ -69,7 +81,7 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 	var rope *ropeTable
 	rot, _ := m.ext.(qkRotator)
 	if m.PosEmbed == nil && rot == nil {
-		rope = newRopeTable(c.RoPE, dh, T)
+		rope = newRopeTable(c.RoPE, c.RoPE.dims(dh), T)
 	}
 
 	for l := range m.Layers {
@@ -81,100 +93,109 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 		m.norm(h, x, L.Norm1W, L.Norm1B)
 		run(name("blocks.{l}.ln1.hook_normalized"), h, B, T, D)
 
-		// q, k, v projections (and the gate logits of gated models)
-		linear(q, h, n, D, L.Wq, H*dh, L.Bq)
-		linear(k, h, n, D, L.Wk, KV*dh, L.Bk)
-		linear(v, h, n, D, L.Wv, KV*dh, L.Bv)
-		run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dh)
-		run(name("blocks.{l}.attn.hook_k"), k, B, T, KV, dh)
-		run(name("blocks.{l}.attn.hook_v"), v, B, T, KV, dh)
-		if gate != nil {
-			linear(gate, h, n, D, L.Wg, H*gp, L.Bg)
-			for i, g := range gate {
-				gate[i] = sigmoid(g)
+		if L.mixer != nil {
+			// the layer's own token mixer in place of softmax attention
+			// (Qwen3.5's Gated DeltaNet layers)
+			if err == nil {
+				err = L.mixer.mix(out, h, l, B, T, opt, run)
 			}
-		}
-
-		// QK-norm per head, then RoPE (rotate-half)
-		if L.QNorm != nil {
-			rmsNorm(q, q, dh, L.QNorm, c.NormEps)
-			rmsNorm(k, k, dh, L.KNorm, c.NormEps)
-		}
-		if rope != nil {
-			for r := 0; r < n; r++ {
-				t := r % T
-				for i := 0; i < H; i++ {
-					rope.apply(q[(r*H+i)*dh:(r*H+i+1)*dh], t)
-				}
-				for i := 0; i < KV; i++ {
-					rope.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
+			run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		} else {
+			// q, k, v projections (and the gate logits of gated models)
+			linear(q, h, n, D, L.Wq, H*dh, L.Bq)
+			linear(k, h, n, D, L.Wk, KV*dh, L.Bk)
+			linear(v, h, n, D, L.Wv, KV*dh, L.Bv)
+			run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dh)
+			run(name("blocks.{l}.attn.hook_k"), k, B, T, KV, dh)
+			run(name("blocks.{l}.attn.hook_v"), v, B, T, KV, dh)
+			if gate != nil {
+				linear(gate, h, n, D, L.Wg, H*gp, L.Bg)
+				for i, g := range gate {
+					gate[i] = sigmoid(g)
 				}
 			}
-		}
-		if rot != nil && err == nil {
-			// the family's own rotation of q and k from h (Selective RoPE's
-			// input-dependent cumulative angles)
-			err = rot.rotate(l, h, q, k, B, T, hs)
-		}
-		run(name("blocks.{l}.attn.hook_rot_q"), q, B, T, H, dh)
-		run(name("blocks.{l}.attn.hook_rot_k"), k, B, T, KV, dh)
-		if err != nil {
-			return nil, err
-		}
 
-		// softmax(q·kᵀ/√dh + causal mask)·v, streamed in query tiles
-		args := &attnArgs{
-			layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh,
-			scale: m.attnScale(l), window: c.Sliding,
-			q: q, k: k, v: v, z: z,
-			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
-		}
-		if gr != nil {
-			args.consumers = gr.consumers(args.consumers, B, T, H)
-		}
-		patName := name("blocks.{l}.attn.hook_pattern")
-		if hs.Has(patName) {
-			args.pattern = make([]float32, B*H*T*T)
-		}
-		if err := causalAttention(args); err != nil {
-			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
-		}
-		if args.pattern != nil {
-			run(patName, args.pattern, B, H, T, T)
-			patternTimesV(args)
-		}
+			// QK-norm per head, then RoPE (rotate-half)
+			if L.QNorm != nil {
+				rmsNorm(q, q, dh, L.QNorm, c.NormEps)
+				rmsNorm(k, k, dh, L.KNorm, c.NormEps)
+			}
+			if rope != nil {
+				for r := 0; r < n; r++ {
+					t := r % T
+					for i := 0; i < H; i++ {
+						rope.apply(q[(r*H+i)*dh:(r*H+i+1)*dh], t)
+					}
+					for i := 0; i < KV; i++ {
+						rope.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
+					}
+				}
+			}
+			if rot != nil && err == nil {
+				// the family's own rotation of q and k from h (Selective RoPE's
+				// input-dependent cumulative angles)
+				err = rot.rotate(l, h, q, k, B, T, hs)
+			}
+			run(name("blocks.{l}.attn.hook_rot_q"), q, B, T, H, dh)
+			run(name("blocks.{l}.attn.hook_rot_k"), k, B, T, KV, dh)
+			if err != nil {
+				return nil, err
+			}
 
-		// output gate: z ⊙ sigmoid(gate logits), per head or per element
-		if gate != nil {
-			if gr != nil && err == nil {
-				err = gr.apply(l, gate, gp, B, T, H)
+			// softmax(q·kᵀ/√dh + causal mask)·v, streamed in query tiles
+			args := &attnArgs{
+				layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh,
+				scale: m.attnScale(l), window: c.Sliding,
+				q: q, k: k, v: v, z: z,
+				consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
 			}
-			if gp == 1 {
-				run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H)
-			} else {
-				run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H, dh)
+			if gr != nil {
+				args.consumers = gr.consumers(args.consumers, B, T, H)
 			}
-			for r := 0; r < n*H; r++ {
-				zr := z[r*dh : (r+1)*dh]
+			patName := name("blocks.{l}.attn.hook_pattern")
+			if hs.Has(patName) {
+				args.pattern = make([]float32, B*H*T*T)
+			}
+			if err := causalAttention(args); err != nil {
+				return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
+			}
+			if args.pattern != nil {
+				run(patName, args.pattern, B, H, T, T)
+				patternTimesV(args)
+			}
+
+			// output gate: z ⊙ sigmoid(gate logits), per head or per element
+			if gate != nil {
+				if gr != nil && err == nil {
+					err = gr.apply(l, gate, gp, B, T, H)
+				}
 				if gp == 1 {
-					for i := range zr {
-						zr[i] *= gate[r]
-					}
+					run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H)
 				} else {
-					for i := range zr {
-						zr[i] *= gate[r*dh+i]
+					run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H, dh)
+				}
+				for r := 0; r < n*H; r++ {
+					zr := z[r*dh : (r+1)*dh]
+					if gp == 1 {
+						for i := range zr {
+							zr[i] *= gate[r]
+						}
+					} else {
+						for i := range zr {
+							zr[i] *= gate[r*dh+i]
+						}
 					}
 				}
 			}
-		}
-		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dh)
-		if err == nil {
-			err = headFault(z, l, T, H, dh)
-		}
+			run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dh)
+			if err == nil {
+				err = headFault(z, l, T, H, dh)
+			}
 
-		// o_proj, residual connection
-		linear(out, z, n, H*dh, L.Wo, D, L.Bo)
-		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+			// o_proj, residual connection
+			linear(out, z, n, H*dh, L.Wo, D, L.Bo)
+			run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		}
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
 		if i := firstNonFinite(x); i >= 0 && err == nil {
@@ -204,6 +225,104 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 		return nil, err
 	}
 	return res, nil
+}
+
+// hookPoints caches the names a model's pass issues (HookNames).
+type hookPoints struct {
+	once  sync.Once
+	names []string
+	err   error
+}
+
+// HookNames returns every hook point the model's forward pass issues, in
+// the order of the pass, found by running the model on one token with
+// every point hooked (so conditional points such as hook_pattern and logits
+// are included); once per loaded model.
+func (m *Model) HookNames() ([]string, error) {
+	list := func() ([]string, error) {
+		var names []string
+		hs := &hooks.Set{}
+		seen := map[string]bool{}
+		hs.AddAny(func(name string, _ *tensor.Dense) error {
+			if !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+			return nil
+		})
+		if _, err := m.pass([][]int{{0}}, Options{Hooks: hs, Logits: true, Threads: 1}); err != nil {
+			return nil, fmt.Errorf("model: listing the hook points: %w", err)
+		}
+		return names, nil
+	}
+	p := m.points
+	if p == nil {
+		return list()
+	}
+	p.once.Do(func() { p.names, p.err = list() })
+	return p.names, p.err
+}
+
+// checkHooks refuses, before a pass, a hook pattern that matches none of
+// the points the model issues, naming the closest ones it does issue.
+func (m *Model) checkHooks(hs *hooks.Set) error {
+	patterns := hs.Patterns()
+	if len(patterns) == 0 {
+		return nil
+	}
+	names, err := m.HookNames()
+	if err != nil {
+		return nil // the model cannot run (e.g. a non-finite weight): the pass itself will say why
+	}
+	for _, p := range patterns {
+		if matchesAny(p, names) {
+			continue
+		}
+		parts := strings.SplitN(p, ".", 3)
+		if len(parts) == 3 && parts[0] == "blocks" {
+			// the point exists at other layers: say which
+			anyLayer := "blocks.*." + parts[2]
+			var at []string
+			for _, n := range names {
+				if hooks.Match(anyLayer, n) {
+					at = append(at, strings.SplitN(n, ".", 3)[1])
+				}
+			}
+			if len(at) > 0 {
+				return fmt.Errorf("model: hook %q: this model issues %s only at layers %s (it has %d layers)",
+					p, "blocks.{l}."+parts[2], strings.Join(at, ", "), m.Config.Layers)
+			}
+		}
+		var cands []string
+		for _, n := range names {
+			np := strings.SplitN(n, ".", 3)
+			if len(parts) == 3 && parts[0] == "blocks" && len(np) == 3 && np[0] == "blocks" {
+				n = "blocks." + parts[1] + "." + np[2] // in the layer the pattern names
+			}
+			cands = append(cands, n)
+		}
+		return fmt.Errorf("model: hook %q is not issued by this model (%s, %d layers); closest: %s (`probe hooks --model <dir>` lists them all)",
+			p, m.Arch, m.Config.Layers, strings.Join(hooks.Closest(p, cands, 3), ", "))
+	}
+	return nil
+}
+
+// matchesAny reports whether pattern matches one of names.
+func matchesAny(pattern string, names []string) bool {
+	for _, n := range names {
+		if hooks.Match(pattern, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// A tokenMixer takes the place of softmax attention in one layer of the
+// decoder pass (Layer.mixer; Qwen3.5's Gated DeltaNet layers): it maps the
+// normalized input h [B·T, D] to the mixer's output out [B·T, D], before
+// hook_attn_out and the residual add, issuing its own hooks through run.
+type tokenMixer interface {
+	mix(out, h []float32, l, B, T int, opt Options, run hookRun) error
 }
 
 // qkRotator is implemented by the state (Model.ext) of a family that

@@ -71,10 +71,11 @@ func FuzzParseConfig(f *testing.F) {
 // checkParsedConfig checks the invariants of an accepted configuration.
 func checkParsedConfig(t *testing.T, c *Config) {
 	t.Helper()
-	switch c.Arch {
-	case ArchLlama, ArchQwen2, ArchQwen3, ArchGated, ArchGPT2, ArchRFA, ArchSelRoPE, ArchBFT, ArchRT, ArchAFA:
-	default:
-		t.Fatalf("unknown architecture %q accepted", c.Arch)
+	if _, err := familyOf(c.Arch); err != nil {
+		t.Fatalf("accepted config of an unregistered family: %v", err)
+	}
+	if dc := c.DeltaNet; dc != nil && (len(dc.Linear) != c.Layers || dc.KeyHeads <= 0 || dc.ValueHeads%dc.KeyHeads != 0 || dc.KeyDim <= 0 || dc.ValueDim <= 0 || dc.ConvKernel <= 0) {
+		t.Fatalf("inconsistent Gated DeltaNet settings %+v for %d layers accepted", *dc, c.Layers)
 	}
 	if err := c.checkSizes(); err != nil {
 		t.Fatalf("accepted config fails checkSizes: %v", err)
@@ -93,7 +94,7 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	if _, ok := activations[c.Act]; !ok && c.Arch != ArchRFA {
 		t.Fatalf("unknown activation %q accepted", c.Act)
 	}
-	rope := c.Arch == ArchLlama || c.Arch == ArchQwen2 || c.Arch == ArchQwen3 || c.Arch == ArchGated || c.Arch == ArchBFT
+	rope := c.Arch == ArchLlama || c.Arch == ArchQwen2 || c.Arch == ArchQwen3 || c.Arch == ArchGated || c.Arch == ArchBFT || c.Arch == ArchQwen35
 	if rope && !(c.RoPE.Theta > 0) {
 		t.Fatalf("rope_theta %v accepted", c.RoPE.Theta)
 	}

@@ -85,6 +85,9 @@ func (m *Model) ForwardGate(ids [][]int, opt Options, g *GateOverride) (*Output,
 	if g.Func == nil && (math.IsNaN(g.Const) || math.IsInf(g.Const, 0)) {
 		return nil, fmt.Errorf("model: constant gate override %v is not finite", g.Const)
 	}
+	if err := m.checkHooks(opt.Hooks); err != nil {
+		return nil, err
+	}
 	return m.forward(ids, opt, &gateRun{g: g})
 }
 

@@ -20,6 +20,10 @@ type generator struct {
 	rng     *rand.Rand
 	tensors []checkpoint.Tensor
 	prefix  string
+	// fix, when set, moves a family's own parameters into their working
+	// ranges as each tensor is made (family.generated), before the family's
+	// loader transforms it.
+	fix func(name string, x []float32)
 }
 
 func (g *generator) has(name string) bool {
@@ -54,6 +58,9 @@ func (g *generator) make(name string, shape []int) []float32 {
 			x[i] = float32(s * g.rng.NormFloat64())
 		}
 	}
+	if g.fix != nil {
+		g.fix(name, x)
+	}
 	g.tensors = append(g.tensors, checkpoint.Tensor{Name: name, Shape: append([]int(nil), shape...), Data: x})
 	return x
 }
@@ -77,19 +84,14 @@ func Generate(cfg Config, seed uint64) (*Model, []checkpoint.Tensor, error) {
 		stream = 0x66696c746572
 	}
 	g := &generator{rng: rand.New(rand.NewPCG(seed, stream)), prefix: f.prefix}
-	m := &Model{Config: cfg, Format: "generated"}
-	ld := &loader{gen: g}
-	f.load(m, ld)
-	var fix func(name string, x []float32)
 	if f.generated != nil {
-		fix = f.generated(g.rng, &cfg)
+		// its own stream, so that the generic weights do not depend on it
+		g.fix = f.generated(rand.New(rand.NewPCG(seed, stream+1)), &cfg)
 	}
+	m := &Model{Config: cfg, Format: "generated", points: &hookPoints{}}
+	f.load(m, &loader{gen: g})
 	for _, t := range g.tensors {
-		x := t.Data.([]float32)
-		if fix != nil {
-			fix(t.Name, x)
-		}
-		m.Parameters += int64(len(x))
+		m.Parameters += int64(len(t.Data.([]float32)))
 	}
 	m.DTypes = []string{"F32"}
 	return m, g.tensors, nil

@@ -80,6 +80,12 @@ func (g *golden) ids(t *testing.T) [][]int {
 	return ids
 }
 
+// has reports whether the golden file holds tensor name.
+func (g *golden) has(name string) bool {
+	_, ok := g.ck.Info(name)
+	return ok
+}
+
 func (g *golden) f32(t *testing.T, name string) []float32 {
 	t.Helper()
 	x, err := g.ck.Float32(name)
@@ -124,13 +130,36 @@ func checkClose(t *testing.T, what string, got, ref []float32) {
 func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 	t.Helper()
 	hs := &hooks.Set{}
-	cap := hs.Capture("hook_embed", "blocks.0.hook_resid_pre", "blocks.*.hook_resid_post",
-		"ln_final.hook_normalized", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate")
+	names := []string{"hook_embed", "blocks.0.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.hook_attn_out",
+		"ln_final.hook_normalized", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate"}
+	if m.DeltaNet != nil {
+		for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state"} {
+			names = append(names, "blocks.*.gdn.hook_"+k)
+		}
+	}
+	cap := hs.Capture(issued(t, m, names...)...)
 	out, err := m.Forward(g.ids(t), Options{Hooks: hs, Logits: true, TileRows: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out, cap
+}
+
+// issued returns the patterns that match points m issues (a capture list
+// shared by several families; the pass refuses the others).
+func issued(t testing.TB, m *Model, patterns ...string) []string {
+	t.Helper()
+	names, err := m.HookNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range patterns {
+		if matchesAny(p, names) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // perQueryHead expands hook_v [B,T,KV,dh] to the golden layout [B,H,T,dh]
@@ -170,12 +199,24 @@ func TestGoldenParity(t *testing.T) {
 			checkClose(t, "final_norm", get("ln_final.hook_normalized"), g.f32(t, "final_norm"))
 			checkClose(t, "hidden.0", get("blocks.0.hook_resid_pre"), g.f32(t, "hidden.0"))
 			for l := 0; l < c.Layers; l++ {
+				key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
 				checkClose(t, fmt.Sprintf("hidden.%d", l+1), get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, fmt.Sprintf("hidden.%d", l+1)))
-				checkClose(t, fmt.Sprintf("attn.%d", l), get(hooks.Name("blocks.{l}.attn.hook_pattern", l)), g.f32(t, fmt.Sprintf("attn.%d", l)))
+				if c.DeltaNet != nil && c.DeltaNet.Linear[l] {
+					// a Gated DeltaNet layer: the recurrence's inputs and outputs
+					for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state"} {
+						checkClose(t, key(k), get(hooks.Name("blocks.{l}.gdn.hook_"+k, l)), g.f32(t, key(k)))
+					}
+					checkClose(t, key("out"), get(hooks.Name("blocks.{l}.hook_attn_out", l)), g.f32(t, key("out")))
+					continue
+				}
+				checkClose(t, key("attn"), get(hooks.Name("blocks.{l}.attn.hook_pattern", l)), g.f32(t, key("attn")))
 				v := perQueryHead(get(hooks.Name("blocks.{l}.attn.hook_v", l)), g.B, g.T, c.Heads, c.KVHeads, c.DHead)
-				checkClose(t, fmt.Sprintf("v.%d", l), v, g.f32(t, fmt.Sprintf("v.%d", l)))
+				checkClose(t, key("v"), v, g.f32(t, key("v")))
 				if c.Gate != GateNone {
-					checkClose(t, fmt.Sprintf("gate.%d", l), get(hooks.Name("blocks.{l}.attn.hook_gate", l)), g.f32(t, fmt.Sprintf("gate.%d", l)))
+					checkClose(t, key("gate"), get(hooks.Name("blocks.{l}.attn.hook_gate", l)), g.f32(t, key("gate")))
+				}
+				if g.has(key("out")) {
+					checkClose(t, key("out"), get(hooks.Name("blocks.{l}.hook_attn_out", l)), g.f32(t, key("out")))
 				}
 			}
 		})

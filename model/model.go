@@ -31,6 +31,10 @@ type Layer struct {
 	WGate, BGate   []float32 // SwiGLU gate projection [F, D] (nil for GPT-2)
 	WUp, BUp       []float32 // [F, D]
 	WDown, BDown   []float32 // [D, F]
+
+	// mixer, when set, replaces the layer's softmax attention (the fields
+	// from Wq to Wo are then unused; see tokenMixer).
+	mixer tokenMixer
 }
 
 // Model is a loaded checkpoint ready to run.
@@ -48,6 +52,14 @@ type Model struct {
 	Files      []string // files the weights came from
 	DTypes     []string // stored dtypes of the weights
 	Parameters int64    // stored parameter count (tied head counted once)
+	// Skipped lists the stored tensors the text model does not use and
+	// the family skips by design (a vision-language wrapper's vision tower,
+	// a multi-token-prediction head); they are not counted in Parameters.
+	Skipped []string
+
+	// points caches HookNames (set by Load and Generate; a copy of the
+	// Model shares it).
+	points *hookPoints
 
 	// ext is the family's own state beyond the decoder layers (the RFA,
 	// BFT, RT and AFA tensors, the Selective-RoPE rotary modules); nil for
@@ -73,7 +85,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	defer ck.Close()
-	m := &Model{Config: *cfg, Dir: dir, Format: ck.Format(), Files: ck.Files()}
+	m := &Model{Config: *cfg, Dir: dir, Format: ck.Format(), Files: ck.Files(), points: &hookPoints{}}
 	ld := newLoader(ck, dir)
 	f, err := familyOf(cfg.Arch)
 	if err != nil {
@@ -184,6 +196,26 @@ func (ld *loader) get(name string, shape ...int) []float32 {
 	ld.types[info.DType] = true
 	ld.params += int64(len(data))
 	return data
+}
+
+// skip marks the stored tensors whose names start with one of prefixes as
+// expected but unused, and returns their names (sorted).
+func (ld *loader) skip(prefixes ...string) []string {
+	if ld.gen != nil {
+		return nil
+	}
+	var names []string
+	for _, n := range ld.ck.Names() {
+		for _, p := range prefixes {
+			if strings.HasPrefix(n, p) {
+				ld.used[n] = true
+				names = append(names, n)
+				break
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // ignore marks stored buffers the pass recomputes (rotary inv_freq, GPT-2's

@@ -121,9 +121,9 @@ func TestRFAGoldenParity(t *testing.T) {
 			g := openGolden(t, dir)
 			B, T, H, d := g.B, g.T, m.Heads, m.DHead
 			hs := &hooks.Set{}
-			cap := hs.Capture("hook_embed", "blocks.*.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.ln1.hook_normalized",
+			cap := hs.Capture(issued(t, m, "hook_embed", "blocks.*.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.ln1.hook_normalized",
 				"blocks.*.hook_attn_out", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_pattern_decayed",
-				"blocks.*.attn.hook_gate", "blocks.*.attn.hook_z", "ln_final.hook_normalized")
+				"blocks.*.attn.hook_gate", "blocks.*.attn.hook_z", "ln_final.hook_normalized")...)
 			recs := make([]*rfaRecorder, m.Config.Layers)
 			for l := range recs {
 				recs[l] = newRFARecorder(B, H, T)

@@ -165,8 +165,8 @@ func TestSelRoPELMMatchesPyTorchReference(t *testing.T) {
 				t.Fatalf("%s loaded as %s, not Selective RoPE", dirs[i], m.Arch)
 			}
 			hs := &hooks.Set{}
-			cap := hs.Capture("blocks.*.attn.hook_angle", "blocks.*.attn.hook_angular_velocity",
-				"blocks.*.attn.hook_phase_gate", "blocks.*.attn.hook_pattern")
+			cap := hs.Capture(issued(t, m, "blocks.*.attn.hook_angle", "blocks.*.attn.hook_angular_velocity",
+				"blocks.*.attn.hook_phase_gate", "blocks.*.attn.hook_pattern")...)
 			res, err := m.Forward(ids, Options{Hooks: hs, Logits: true, TileRows: 5})
 			if err != nil {
 				t.Fatal(err)
@@ -236,7 +236,7 @@ func TestSelRoPEConstantIncrementsAreRoPE(t *testing.T) {
 	ids := seqs(2, 40, 61)
 	run := func(m *Model) (*Output, *hooks.Capture) {
 		hs := &hooks.Set{}
-		cap := hs.Capture("blocks.*.attn.hook_pattern", "blocks.*.attn.hook_angle")
+		cap := hs.Capture(issued(t, m, "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_angle")...)
 		out, err := m.Forward(ids, Options{Hooks: hs, Logits: true})
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,158 @@
+package model
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/hooks"
+)
+
+// pointShapes returns the documented shapes of the registry entry that name
+// matches ("[batch,pos,head] or [batch,pos,head,d_head]" gives two), or nil.
+func pointShapes(name string) [][]string {
+	for _, p := range hooks.Points {
+		if hooks.Match(strings.Replace(p.Name, "{l}", "*", 1), name) {
+			var out [][]string
+			for _, alt := range strings.Split(p.Shape, " or ") {
+				alt, _, _ = strings.Cut(strings.TrimPrefix(alt, "["), "]")
+				out = append(out, strings.Split(alt, ","))
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// checkIssuedHooks runs m on B×T tokens with every point it issues
+// captured, and checks each against the registry: the name is registered,
+// and the value has one of the documented shapes (rank, and the batch,
+// position, query, key, d_model and vocab axes).
+func checkIssuedHooks(t *testing.T, m *Model) {
+	t.Helper()
+	names, err := m.HookNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatal("no hook points issued")
+	}
+	const B, T = 2, 5
+	hs := &hooks.Set{}
+	cap := hs.Capture(names...)
+	if _, err := m.Forward(seqs(B, T, m.Vocab), Options{Hooks: hs, Logits: true}); err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]int{"batch": B, "pos": T, "query": T, "key": T, "d_model": m.DModel, "vocab": m.Vocab}
+	for _, n := range names {
+		shapes := pointShapes(n)
+		if shapes == nil {
+			t.Errorf("%s issues %q, which is not in hooks.Points", m.Arch, n)
+			continue
+		}
+		x := cap.Get(n)
+		if x == nil {
+			t.Errorf("%s: %q listed by HookNames but not captured", m.Arch, n)
+			continue
+		}
+		got := x.Shape()
+		ok := false
+		for _, want := range shapes {
+			if len(want) != len(got) {
+				continue
+			}
+			ok = true
+			for i, axis := range want {
+				if v, isKnown := known[axis]; isKnown && got[i] != v {
+					ok = false
+				}
+			}
+			if ok {
+				break
+			}
+		}
+		if !ok {
+			t.Errorf("%s: %q has shape %v, documented %v", m.Arch, n, got, shapes)
+		}
+	}
+}
+
+// TestEveryFamilyHooks round-trips a random checkpoint of every family
+// that can be generated through generate → write → load, and checks every
+// hook point it issues against the registry; RFA, which cannot be
+// generated, runs on its golden case.
+func TestEveryFamilyHooks(t *testing.T) {
+	for _, f := range families {
+		if f.small == nil {
+			continue
+		}
+		t.Run(string(f.arch), func(t *testing.T) {
+			heads, kv := 4, 2
+			if f.arch == ArchSelRoPE {
+				kv = heads // no grouped-query attention
+			}
+			cfg, err := SmallConfig(f.arch, Size{Layers: 4, DModel: 32, Heads: heads, KVHeads: kv, Vocab: 61, MaxPos: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gen, tensors, err := Generate(cfg, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if err := WriteHF(dir, cfg, tensors); err != nil {
+				t.Fatal(err)
+			}
+			m, err := Load(dir, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Arch != f.arch {
+				t.Fatalf("wrote %s, loaded %s", f.arch, m.Arch)
+			}
+			ids := seqs(1, 9, m.Vocab)
+			a, err := gen.Forward(ids, Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := m.Forward(ids, Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rel, i := relErr(b.Logits, a.Logits); rel != 0 {
+				t.Errorf("loaded model's logits differ from the generated one's by %.3g at %d", rel, i)
+			}
+			checkIssuedHooks(t, m)
+		})
+	}
+	t.Run(string(ArchRFA), func(t *testing.T) {
+		m, err := Load(filepath.Join(goldenDir, "rfa_m1"), LoadOptions{})
+		if err != nil {
+			t.Skipf("golden data not available: %v", err)
+		}
+		checkIssuedHooks(t, m)
+	})
+}
+
+// TestUnknownHookRefused: a name the model does not issue fails the pass
+// before it runs, naming the closest points or the layers that have it.
+func TestUnknownHookRefused(t *testing.T) {
+	m := smallModel(t, ArchQwen3)
+	for _, c := range []struct{ pattern, want string }{
+		{"blocks.2.attn.hook_patern", `closest: blocks.2.attn.hook_pattern`},
+		{"blocks.*.bft.hook_gain", `hook "blocks.*.bft.hook_gain" is not issued by this model (qwen3`},
+		{"blocks.9.attn.hook_pattern", "only at layers 0, 1"},
+		{"blocks.*.attn.hook_gate", "is not issued"},
+		{"logit", "closest: logits"},
+	} {
+		hs := &hooks.Set{}
+		c0 := hs.Capture(c.pattern)
+		_, err := m.Forward(seqs(1, 4, m.Vocab), Options{Hooks: hs})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.pattern, err, c.want)
+		}
+		if c0.Get(c.pattern) != nil {
+			t.Errorf("%s: captured although refused", c.pattern)
+		}
+	}
+}
