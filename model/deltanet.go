@@ -183,18 +183,25 @@ func (w *deltaChunk) prep(q, k, beta, g []float32, c, dk int, scale float32) {
 }
 
 // deltaRuleChunked is deltaRuleRecurrent (same arguments and result) in
-// chunks of chunk rows (the last may be shorter): per chunk, with the
-// chunk's decays and A from deltaChunk.prep,
+// chunks of chunk rows (the last may be shorter; chunk ≤ 0 selects
+// deltaChunkRows), with scratch w (nil or too small: allocated here); per
+// chunk, with the chunk's decays and A from deltaChunk.prep,
 //
 //	R = diag(β)(V − diag(b)·K·S),  U = A·R,  O = scale·diag(b)·Q·S + attn·U,  S ← b_c·S + (diag(f)K)ᵀ·U
 //
 // every product on the project's matrix kernels. Cost per row 3·dk·dv +
-// 2·chunk·(dk + dv) multiply-adds plus chunk²/6 scalar ones for A. Default
-// form of the layer (gatedDeltaNet): at dk = dv = 128 and T = 4096 it runs
-// several times faster than the scalar recurrent loop on the AVX-512
-// kernels (BenchmarkDeltaRule; numbers in the commit that chose it), and
-// agrees with it to float32 rounding.
+// 2·chunk·(dk + dv) multiply-adds plus chunk²/6 scalar ones for A. It is
+// the layer's default form (gatedDeltaNet, chunk 64) because nearly all
+// of its work is in matrix products while the recurrent form's 3·dk·dv per
+// step runs in scalar loops: at dk = dv = 128, T = 4096 (BenchmarkDeltaRule)
+// chunk 64 is about 10× faster than the recurrent form on the AVX-512
+// kernels and about 5× on gonum's; chunk 32 and 128 are slower (more
+// products of state size, resp. the c³ inverse and c² products). It agrees
+// with the recurrent form to float32 rounding.
 func deltaRuleChunked(o, S, q, k, v, beta, g []float32, T, dk, dv int, scale float32, chunk int, w *deltaChunk) {
+	if chunk <= 0 {
+		chunk = deltaChunkRows
+	}
 	if w == nil || w.C < chunk || len(w.x) < chunk*dv || len(w.kf) < dk*chunk {
 		w = newDeltaChunk(chunk, dk, dv)
 	}
@@ -358,8 +365,9 @@ type deltaNet struct {
 	Hv, Dv int     // value heads and their dimension (linear_num_value_heads, linear_value_head_dim); Hv a multiple of Hk
 	K      int     // causal convolution kernel (linear_conv_kernel_dim)
 	Eps    float64 // eps of the gated RMSNorm (rms_norm_eps)
-	// Chunk is the number of rows per chunk of the delta rule: 0 selects
-	// deltaChunkRows (64), −1 the recurrent form (deltaRuleRecurrent).
+	// Chunk is the number of rows per chunk of the delta rule
+	// (deltaRuleChunked): 0 selects deltaChunkRows (64), a negative value
+	// the recurrent form (deltaRuleRecurrent).
 	Chunk int
 
 	QKV    []float32 // [C, D] (in_proj_qkv.weight), output channels [q (Hk·Dk) | k (Hk·Dk) | v (Hv·Dv)]

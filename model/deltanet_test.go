@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
@@ -311,33 +312,35 @@ func TestDeltaRuleIdentities(t *testing.T) {
 			for _, f := range []deltaForm{{"recurrent", -1}, {"chunk16", 16}} {
 				o, S := make([]float32, T*dv), make([]float32, dk*dv)
 				f.run(o, S, q, k, v, c.beta, c.g, T, dk, dv, scale)
-				W := streamW(t, q, k, c.beta, c.g, T, dk, scale, 7, 16)
-				wv := make([]float32, T*dv) // W·v in float64
-				for i := 0; i < T; i++ {
-					for j := 0; j < dv; j++ {
-						var s float64
-						for m := 0; m <= i; m++ {
-							s += float64(W[i*T+m]) * float64(v[m*dv+j])
+				for _, tile := range []int{7, 16} {
+					W := streamW(t, q, k, c.beta, c.g, T, dk, scale, tile, 16)
+					wv := make([]float32, T*dv) // W·v in float64
+					for i := 0; i < T; i++ {
+						for j := 0; j < dv; j++ {
+							var s float64
+							for m := 0; m <= i; m++ {
+								s += float64(W[i*T+m]) * float64(v[m*dv+j])
+							}
+							wv[i*dv+j] = float32(s)
 						}
-						wv[i*dv+j] = float32(s)
 					}
-				}
-				checkAbs(t, f.name+" W·v vs o", wv, o, 2e-5)
-				if c.wantW == nil {
-					continue
-				}
-				want := make([]float32, T*T)
-				wantO := make([]float32, T*dv)
-				for i := 0; i < T; i++ {
-					for s := 0; s < T; s++ {
-						want[i*T+s] = c.wantW(i, s)
+					checkAbs(t, fmt.Sprintf("%s tile %d W·v vs o", f.name, tile), wv, o, 2e-5)
+					if c.wantW == nil {
+						continue
 					}
-					for j := 0; j < dv; j++ {
-						wantO[i*dv+j] = want[i*T+i] * v[i*dv+j]
+					want := make([]float32, T*T)
+					wantO := make([]float32, T*dv)
+					for i := 0; i < T; i++ {
+						for s := 0; s < T; s++ {
+							want[i*T+s] = c.wantW(i, s)
+						}
+						for j := 0; j < dv; j++ {
+							wantO[i*dv+j] = want[i*T+i] * v[i*dv+j]
+						}
 					}
+					checkAbs(t, f.name+" W", W, want, 1e-6)
+					checkAbs(t, f.name+" o", o, wantO, 1e-6)
 				}
-				checkAbs(t, f.name+" W", W, want, 1e-6)
-				checkAbs(t, f.name+" o", o, wantO, 1e-6)
 			}
 		})
 	}
@@ -378,5 +381,36 @@ func BenchmarkDeltaRuleAttention(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeltaNetCheck: a weight of the wrong length is reported by its HF
+// name, and value heads that are not a multiple of key heads are refused.
+func TestDeltaNetCheck(t *testing.T) {
+	ok := func() *deltaNet {
+		D, Hk, Dk, Hv, Dv, K := 8, 2, 4, 4, 3, 4
+		C := 2*Hk*Dk + Hv*Dv
+		return &deltaNet{D: D, Hk: Hk, Dk: Dk, Hv: Hv, Dv: Dv, K: K, Eps: 1e-6,
+			QKV: make([]float32, C*D), Z: make([]float32, Hv*Dv*D), B: make([]float32, Hv*D), A: make([]float32, Hv*D),
+			Conv: make([]float32, C*K), DtBias: make([]float32, Hv), ALog: make([]float32, Hv), Norm: make([]float32, Dv),
+			Out: make([]float32, D*Hv*Dv)}
+	}
+	if err := ok().check(); err != nil {
+		t.Fatalf("valid weights: %v", err)
+	}
+	for _, c := range []struct {
+		want  string
+		spoil func(w *deltaNet)
+	}{
+		{"conv1d.weight", func(w *deltaNet) { w.Conv = w.Conv[1:] }},
+		{"in_proj_qkv.weight", func(w *deltaNet) { w.QKV = w.QKV[:len(w.QKV)-8] }},
+		{"norm.weight", func(w *deltaNet) { w.Norm = append(w.Norm, 1) }},
+		{"linear_num_value_heads", func(w *deltaNet) { w.Hk = 3 }},
+	} {
+		w := ok()
+		c.spoil(w)
+		if err := w.check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("broken %s: error %v, want one naming %s", c.want, err, c.want)
+		}
 	}
 }
