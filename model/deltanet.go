@@ -94,7 +94,7 @@ func deltaRuleRecurrent(o, S, q, k, v, beta, g []float32, T, dk, dv int, scale f
 	}
 }
 
-// deltaChunk is the scratch of one chunk of c ≤ C rows (deltaWork.prep):
+// deltaChunk is the scratch of one chunk of c ≤ C rows (deltaChunk.prep):
 // decays, the chunk's scaled scores and the inverse of its triangular
 // system.
 type deltaChunk struct {
@@ -126,7 +126,7 @@ func newDeltaChunk(C, dk, n int) *deltaChunk {
 // as products in float64 (so that g = −∞ gives exact zeros), attn, A and
 // kf (deltaChunk's fields). With the state S₀ at the chunk's start, the
 // in-chunk recurrence unrolls to S_i = b_i S₀ + Σ_{j≤i} D[i,j] k_j u_jᵀ, so
-// the chunk's u solve (I + L)·U = diag(β)(V − diag(b) K S₀) and
+// the chunk's U [c, dv] solves (I + L)·U = diag(β)(V − diag(b) K S₀) and
 // O = scale·diag(b) Q S₀ + attn·U (the WY/UT form of the delta rule).
 // Cost: 2·c²·dk multiply-adds in two matrix products, c³/6 in the
 // triangular inverse.
@@ -194,10 +194,11 @@ func (w *deltaChunk) prep(q, k, beta, g []float32, c, dk int, scale float32) {
 // the layer's default form (gatedDeltaNet, chunk 64) because nearly all
 // of its work is in matrix products while the recurrent form's 3·dk·dv per
 // step runs in scalar loops: at dk = dv = 128, T = 4096 (BenchmarkDeltaRule)
-// chunk 64 is about 10× faster than the recurrent form on the AVX-512
-// kernels and about 5× on gonum's; chunk 32 and 128 are slower (more
-// products of state size, resp. the c³ inverse and c² products). It agrees
-// with the recurrent form to float32 rounding.
+// chunk 64 takes about 1/8 of the recurrent form's CPU time on the AVX-512
+// kernels and about 1/5 on gonum's; chunks of 32 to 64 rows cost about the
+// same, 128 about twice as much (the 2·chunk·(dk+dv) term and the c³
+// inverse), so the default stays the reference implementations' 64. It
+// agrees with the recurrent form to float32 rounding.
 func deltaRuleChunked(o, S, q, k, v, beta, g []float32, T, dk, dv int, scale float32, chunk int, w *deltaChunk) {
 	if chunk <= 0 {
 		chunk = deltaChunkRows
@@ -250,9 +251,10 @@ func deltaRuleChunked(o, S, q, k, v, beta, g []float32, T, dk, dv int, scale flo
 // at position t about (dk + dk²/c)·t multiply-adds, all in matrix products
 // on the project's kernels: (dk + dk²/c)·T²/2 per head. The dk × dk
 // transition replaces the rank-c update (2·dk·c + c²)·t0 per block, which
-// costs more once c > 0.41·dk; a blocked triangular solve of the closed
-// form costs O(T³). Memory: P twice (dk·T each) and the block's rows
-// (c·T); never T×T.
+// costs more once c > 0.41·dk. Solving the closed form's T × T triangular
+// system instead costs O(t²) per row, O(T³) per head, unless it uses the
+// rank-dk structure of L, which is what P does. Memory: P twice (dk·T
+// each) and the block's rows (c·T); never T×T.
 //
 // The block c is the smallest multiple of tile ≥ chunk (chunk 0: max(64,
 // dk), where the transition costs as much as the rows: 2·dk·t per row);
