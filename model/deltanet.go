@@ -1,0 +1,526 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/filterlens/probe/hooks"
+)
+
+// Gated DeltaNet (Yang, Kautz & Hatamizadeh 2024, "Gated Delta Networks:
+// Improving Mamba2 with Delta Rule"), the linear-attention token mixer of
+// Qwen3.5 (HF transformers Qwen3_5GatedDeltaNet). Per sequence and value
+// head, with q and k L2-normalised, scale = 1/√dk and S₀ = 0, for t = 1…T:
+//
+//	S ← e^{g_t} S;  u_t = β_t (v_t − Sᵀk_t);  S ← S + k_t u_tᵀ;  o_t = Sᵀ(scale·q_t)
+//
+// S is dk × dv. The recurrence is linear in v for fixed q, k, β, g, so
+// o[t] = Σ_s W[t,s] v[s] with an exact effective attention W
+// (deltaRuleAttention).
+
+// deltaChunkRows is the default number of rows per chunk of the chunked
+// delta rule (the chunk of HF's torch_chunk_gated_delta_rule and fla's
+// kernels). BenchmarkDeltaRule compares it with the recurrent form.
+const deltaChunkRows = 64
+
+// sgemm sets C = alpha·A·op(B) + beta·C for row-major A [m, k] (row stride
+// lda), op(B) [k, n] (B [k, n] with stride ldb, or B [n, k] when transB) and
+// C [m, n] (stride ldc), through the project's BLAS (the AVX-512 kernels
+// where the build has them). Empty products only scale C.
+func sgemm(transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			row := c[i*ldc : i*ldc+n]
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+		return
+	}
+	tb := blas.NoTrans
+	if transB {
+		tb = blas.Trans
+	}
+	blas32.Implementation().Sgemm(blas.NoTrans, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// deltaRuleRecurrent runs the gated delta rule step by step for one
+// sequence and one value head: q, k [T, dk] (L2-normalised, unscaled), v
+// [T, dv], beta [T], g [T] (log-decay; −∞ allowed: no memory), into o
+// [T, dv]. S [dk, dv] holds the initial state on entry (zeros for a fresh
+// sequence) and S_T on return. With e = e^{g_t} and S the state before
+// step t, each step reads S once for Sᵀk_t and Sᵀq_t and writes it once:
+//
+//	u_t = β_t (v_t − e·Sᵀk_t),  o_t = scale·(e·Sᵀq_t + (q_t·k_t) u_t),  S ← e·S + k_t u_tᵀ
+//
+// which is the recurrence of the file comment regrouped. Cost 3·dk·dv
+// multiply-adds per step, in scalar Go loops.
+func deltaRuleRecurrent(o, S, q, k, v, beta, g []float32, T, dk, dv int, scale float32) {
+	sk := make([]float32, 2*dv)
+	sq := sk[dv:]
+	sk = sk[:dv]
+	for t := 0; t < T; t++ {
+		qt, kt, vt, ot := q[t*dk:(t+1)*dk], k[t*dk:(t+1)*dk], v[t*dv:(t+1)*dv], o[t*dv:(t+1)*dv]
+		e := float32(math.Exp(float64(g[t])))
+		clear(sk)
+		clear(sq)
+		var qk float32
+		for i := 0; i < dk; i++ {
+			ki, qi := kt[i], qt[i]
+			qk += qi * ki
+			for j, s := range S[i*dv : (i+1)*dv] {
+				sk[j] += s * ki
+				sq[j] += s * qi
+			}
+		}
+		u := sk // u_t overwrites Sᵀk_t
+		for j := range u {
+			u[j] = beta[t] * (vt[j] - e*sk[j])
+			ot[j] = scale * (e*sq[j] + qk*u[j])
+		}
+		for i := 0; i < dk; i++ {
+			ki := kt[i]
+			row := S[i*dv : (i+1)*dv]
+			for j, s := range row {
+				row[j] = e*s + ki*u[j]
+			}
+		}
+	}
+}
+
+// deltaChunk is the scratch of one chunk of c ≤ C rows (deltaChunk.prep):
+// decays, the chunk's scaled scores and the inverse of its triangular
+// system.
+type deltaChunk struct {
+	C      int
+	e, b   []float64 // [C]: e^{g_i}; b_i = Π_{r≤i} e^{g_r} (decay of the chunk's initial state at row i)
+	f      []float64 // [C]: f_j = Π_{j<r<c} e^{g_r} (decay from row j to the chunk's end)
+	d      []float64 // [C, C]: D[i,j] = Π_{j<r≤i} e^{g_r}, j ≤ i
+	kk     []float32 // [C, C]: K·Kᵀ, then L
+	attn   []float32 // [C, C]: scale·D[i,j]·(q_i·k_j) for j ≤ i, 0 above
+	a      []float32 // [C, C]: A = (I + L)⁻¹, L[i,j] = β_i D[i,j] (k_i·k_j), j < i
+	kf     []float32 // [dk, C]: (diag(f)·K)ᵀ
+	kb, qb []float32 // [C, dk]: scratch (deltaRuleAttention)
+	x, u   []float32 // [C, n]: scratch (deltaRuleChunked)
+}
+
+// newDeltaChunk returns scratch for chunks of up to C rows of key
+// dimension dk and n value columns.
+func newDeltaChunk(C, dk, n int) *deltaChunk {
+	return &deltaChunk{
+		C: C, e: make([]float64, C), b: make([]float64, C), f: make([]float64, C), d: make([]float64, C*C),
+		kk: make([]float32, C*C), attn: make([]float32, C*C), a: make([]float32, C*C),
+		kf: make([]float32, dk*C), kb: make([]float32, C*dk), qb: make([]float32, C*dk),
+		x: make([]float32, C*n), u: make([]float32, C*n),
+	}
+}
+
+// prep computes, for the c rows q, k [c, dk], beta, g [c] of one chunk
+// (row i of the chunk is step t0+i of the sequence), the decays e, b, f, D
+// as products in float64 (so that g = −∞ gives exact zeros), attn, A and
+// kf (deltaChunk's fields). With the state S₀ at the chunk's start, the
+// in-chunk recurrence unrolls to S_i = b_i S₀ + Σ_{j≤i} D[i,j] k_j u_jᵀ, so
+// the chunk's U [c, dv] solves (I + L)·U = diag(β)(V − diag(b) K S₀) and
+// O = scale·diag(b) Q S₀ + attn·U (the WY/UT form of the delta rule).
+// Cost: 2·c²·dk multiply-adds in two matrix products, c³/6 in the
+// triangular inverse.
+func (w *deltaChunk) prep(q, k, beta, g []float32, c, dk int, scale float32) {
+	e, b, f, d := w.e[:c], w.b[:c], w.f[:c], w.d[:c*c]
+	for i := range e {
+		e[i] = math.Exp(float64(g[i]))
+		b[i] = e[i]
+		if i > 0 {
+			b[i] *= b[i-1]
+		}
+	}
+	for i := 0; i < c; i++ {
+		di := d[i*c : (i+1)*c]
+		clear(di)
+		di[i] = 1
+		for j := i; j > 0; j-- {
+			di[j-1] = di[j] * e[j]
+		}
+	}
+	copy(f, d[(c-1)*c:c*c])
+
+	kk, attn, a := w.kk[:c*c], w.attn[:c*c], w.a[:c*c]
+	sgemm(true, c, c, dk, 1, k, dk, k, dk, 0, kk, c)
+	sgemm(true, c, c, dk, 1, q, dk, k, dk, 0, attn, c)
+	for i := 0; i < c; i++ {
+		di, ai, ki, li := d[i*c:(i+1)*c], attn[i*c:(i+1)*c], a[i*c:(i+1)*c], kk[i*c:(i+1)*c]
+		for j := 0; j <= i; j++ {
+			ai[j] = float32(float64(scale*ai[j]) * di[j])
+			li[j] = float32(float64(beta[i]*li[j]) * di[j])
+		}
+		clear(ai[i+1:])
+		// Row i of A = (I + L)⁻¹: A[i,:] = e_i − Σ_{m<i} L[i,m]·A[m,:]
+		// (row m of A is zero beyond column m).
+		clear(ki)
+		ki[i] = 1
+		for m := 0; m < i; m++ {
+			lm := li[m]
+			if lm == 0 {
+				continue
+			}
+			for j, x := range a[m*c : m*c+m+1] {
+				ki[j] -= lm * x
+			}
+		}
+	}
+	kf := w.kf[:dk*c]
+	for j := 0; j < c; j++ {
+		fj := float32(f[j])
+		for r, x := range k[j*dk : (j+1)*dk] {
+			kf[r*c+j] = fj * x
+		}
+	}
+}
+
+// deltaRuleChunked is deltaRuleRecurrent (same arguments and result) in
+// chunks of chunk rows (the last may be shorter; chunk ≤ 0 selects
+// deltaChunkRows), with scratch w (nil or too small: allocated here); per
+// chunk, with the chunk's decays and A from deltaChunk.prep,
+//
+//	R = diag(β)(V − diag(b)·K·S),  U = A·R,  O = scale·diag(b)·Q·S + attn·U,  S ← b_c·S + (diag(f)K)ᵀ·U
+//
+// every product on the project's matrix kernels. Cost per row 3·dk·dv +
+// 2·chunk·(dk + dv) multiply-adds plus chunk²/6 scalar ones for A. It is
+// the layer's default form (gatedDeltaNet, chunk 64) because nearly all
+// of its work is in matrix products while the recurrent form's 3·dk·dv per
+// step runs in scalar loops: at dk = dv = 128, T = 4096 (BenchmarkDeltaRule)
+// chunk 64 takes about 1/8 of the recurrent form's CPU time on the AVX-512
+// kernels and about 1/5 on gonum's; chunks of 32 to 64 rows cost about the
+// same, 128 about twice as much (the 2·chunk·(dk+dv) term and the c³
+// inverse), so the default stays the reference implementations' 64. It
+// agrees with the recurrent form to float32 rounding.
+func deltaRuleChunked(o, S, q, k, v, beta, g []float32, T, dk, dv int, scale float32, chunk int, w *deltaChunk) {
+	if chunk <= 0 {
+		chunk = deltaChunkRows
+	}
+	if w == nil || w.C < chunk || len(w.x) < chunk*dv || len(w.kf) < dk*chunk {
+		w = newDeltaChunk(chunk, dk, dv)
+	}
+	for t0 := 0; t0 < T; t0 += chunk {
+		c := min(chunk, T-t0)
+		qc, kc := q[t0*dk:(t0+c)*dk], k[t0*dk:(t0+c)*dk]
+		vc, oc, bc := v[t0*dv:(t0+c)*dv], o[t0*dv:(t0+c)*dv], beta[t0:t0+c]
+		w.prep(qc, kc, bc, g[t0:t0+c], c, dk, scale)
+		x, u := w.x[:c*dv], w.u[:c*dv]
+		sgemm(false, c, dv, dk, 1, kc, dk, S, dv, 0, x, dv)  // K·S
+		sgemm(false, c, dv, dk, 1, qc, dk, S, dv, 0, oc, dv) // Q·S
+		for i := 0; i < c; i++ {
+			bi, bs := float32(w.b[i]), float32(w.b[i])*scale
+			xi, vi, oi := x[i*dv:(i+1)*dv], vc[i*dv:(i+1)*dv], oc[i*dv:(i+1)*dv]
+			for j := range xi {
+				xi[j] = bc[i] * (vi[j] - bi*xi[j])
+				oi[j] *= bs
+			}
+		}
+		sgemm(false, c, dv, c, 1, w.a, c, x, dv, 0, u, dv)     // U = A·R
+		sgemm(false, c, dv, c, 1, w.attn, c, u, dv, 1, oc, dv) // O += attn·U
+		sgemm(false, dk, dv, c, 1, w.kf, c, u, dv, float32(w.b[c-1]), S, dv)
+	}
+}
+
+// deltaRuleAttention streams the exact effective attention W of the gated
+// delta rule for one sequence and value head (o[t] = Σ_s W[t,s] v[s]; in
+// closed form W = M (I + diag(β) L)⁻¹ diag(β) with M[t,s] = scale·e^{G_t−G_s}
+// q_t·k_s for s ≤ t, L[t,s] = e^{G_t−G_s} k_t·k_s for s < t, G = cumsum g)
+// in tiles of query rows: fn(t0, n, width, rows) gets rows [n, width] of W,
+// row r at rows[r·width:] for query t0+r, with width ≥ t0+n, zeros above the
+// diagonal and nothing beyond width (W is lower triangular); rows is valid
+// only during the call. q, k [T, dk], beta, g [T] are as in
+// deltaRuleRecurrent. The first error of fn stops the stream.
+//
+// Method: the key-space representation P_t [dk, T] with S_t = P_t·V, i.e.
+// the state of the delta rule run on one-hot values (P_t = e^{g_t}(I −
+// β_t k_t k_tᵀ) P_{t−1} + β_t k_t e_tᵀ, W[t,:] = scale·q_tᵀ P_t), advanced a
+// block of c rows at a time as deltaRuleChunked advances S. With Aβ =
+// A·diag(β), Kb = diag(b)·K and P₀ = P at the block's start t0, the
+// block's rows are
+//
+//	W[:, t0:t0+c] = attn·Aβ,  W[:, :t0] = (scale·diag(b)·Q − attn·Aβ·Kb)·P₀
+//
+// and P ← [(b_c·I − Kf·Aβ·Kb)·P₀ | Kf·Aβ] (Kf = (diag(f)K)ᵀ). Cost per row
+// at position t about (dk + dk²/c)·t multiply-adds, all in matrix products
+// on the project's kernels: (dk + dk²/c)·T²/2 per head. The dk × dk
+// transition replaces the rank-c update (2·dk·c + c²)·t0 per block, which
+// costs more once c > 0.41·dk. Solving the closed form's T × T triangular
+// system instead costs O(t²) per row, O(T³) per head, unless it uses the
+// rank-dk structure of L, which is what P does. Memory: P twice (dk·T
+// each) and the block's rows (c·T); never T×T.
+//
+// The block c is the smallest multiple of tile ≥ chunk (chunk 0: max(64,
+// dk), where the transition costs as much as the rows: 2·dk·t per row);
+// each block is delivered as consecutive tiles of tile rows (the last may
+// be shorter).
+func deltaRuleAttention(q, k, beta, g []float32, T, dk int, scale float32, tile, chunk int, fn func(t0, n, width int, rows []float32) error) error {
+	if tile <= 0 {
+		return fmt.Errorf("model: delta-rule attention tile of %d rows (want ≥ 1)", tile)
+	}
+	if chunk <= 0 {
+		chunk = max(64, dk)
+	}
+	C := tile * ((chunk + tile - 1) / tile)
+	C = min(C, tile*((T+tile-1)/tile))
+	w := newDeltaChunk(C, dk, 0)
+	p, p2 := make([]float32, dk*T), make([]float32, dk*T)
+	m := make([]float32, dk*dk)
+	y := w.qb // Aβ·Kb reuses Q′'s scratch once Q′ is used
+	rows := make([]float32, C*T)
+	for t0 := 0; t0 < T; t0 += C {
+		c := min(C, T-t0)
+		width := t0 + c
+		qc, kc, bc := q[t0*dk:(t0+c)*dk], k[t0*dk:(t0+c)*dk], beta[t0:t0+c]
+		w.prep(qc, kc, bc, g[t0:t0+c], c, dk, scale)
+		ab, kb, qb := w.a[:c*c], w.kb[:c*dk], w.qb[:c*dk]
+		for i := 0; i < c; i++ {
+			for j := 0; j <= i; j++ {
+				ab[i*c+j] *= bc[j]
+			}
+			bi := float32(w.b[i])
+			for r, x := range kc[i*dk : (i+1)*dk] {
+				kb[i*dk+r] = bi * x
+			}
+			for r, x := range qc[i*dk : (i+1)*dk] {
+				qb[i*dk+r] = scale * bi * x
+			}
+		}
+		wr := rows[:c*width]
+		sgemm(false, c, c, c, 1, w.attn, c, ab, c, 0, wr[t0:], width) // W[:, t0:] = attn·Aβ
+		for i := 0; i < c; i++ {
+			clear(wr[i*width+t0+i+1 : (i+1)*width])
+		}
+		if t0 > 0 {
+			sgemm(false, c, dk, c, -1, wr[t0:], width, kb, dk, 1, qb, dk) // Q′ = scale·diag(b)Q − attn·Aβ·Kb
+			sgemm(false, c, t0, dk, 1, qb, dk, p, T, 0, wr, width)        // W[:, :t0] = Q′·P₀
+		}
+		for r0 := 0; r0 < c; r0 += tile {
+			n := min(tile, c-r0)
+			if err := fn(t0+r0, n, width, wr[r0*width:(r0+n)*width]); err != nil {
+				return err
+			}
+		}
+		if width == T {
+			break
+		}
+		if t0 > 0 {
+			sgemm(false, c, dk, c, 1, ab, c, kb, dk, 0, y, dk) // Aβ·Kb
+			clear(m)
+			for i := 0; i < dk; i++ {
+				m[i*dk+i] = float32(w.b[c-1])
+			}
+			sgemm(false, dk, dk, c, -1, w.kf, c, y, dk, 1, m, dk) // b_c·I − Kf·Aβ·Kb
+			sgemm(false, dk, t0, dk, 1, m, dk, p, T, 0, p2, T)    // old columns
+		}
+		sgemm(false, dk, c, c, 1, w.kf, c, ab, c, 0, p2[t0:], T) // new columns: Kf·Aβ
+		p, p2 = p2, p
+	}
+	return nil
+}
+
+// causalConv1dSiLU computes dst[t, ch] = silu(Σ_{j<K} w[ch, j]·x[t−K+1+j, ch])
+// for one sequence x [T, C] (x at negative times is 0): the depthwise
+// causal convolution of Qwen3.5's Gated DeltaNet (nn.Conv1d with groups =
+// C, no bias, padding K−1, first T outputs; conv1d.weight [C, 1, K]
+// flattened to w [C, K]) followed by SiLU. dst must not alias x.
+func causalConv1dSiLU(dst, x []float32, T, C int, w []float32, K int) {
+	for t := 0; t < T; t++ {
+		out := dst[t*C : (t+1)*C]
+		clear(out)
+		for j := max(0, K-1-t); j < K; j++ {
+			in := x[(t-K+1+j)*C : (t-K+2+j)*C]
+			for ch, v := range in {
+				out[ch] += w[ch*K+j] * v
+			}
+		}
+		for ch, v := range out {
+			out[ch] = silu(v)
+		}
+	}
+}
+
+// l2NormalizeEps sets dst = x·rsqrt(Σx² + 1e-6) (fla's and HF's l2norm, eps
+// inside the root), the sum in float64.
+func l2NormalizeEps(dst, x []float32) {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	inv := float32(1 / math.Sqrt(ss+1e-6))
+	for i, v := range x {
+		dst[i] = v * inv
+	}
+}
+
+// deltaNet is one Gated DeltaNet layer: dimensions, options and weights
+// (HF names of Qwen3_5GatedDeltaNet in brackets; C = 2·Hk·Dk + Hv·Dv).
+type deltaNet struct {
+	D      int     // model width (hidden_size)
+	Hk, Dk int     // key heads and their dimension (linear_num_key_heads, linear_key_head_dim)
+	Hv, Dv int     // value heads and their dimension (linear_num_value_heads, linear_value_head_dim); Hv a multiple of Hk
+	K      int     // causal convolution kernel (linear_conv_kernel_dim)
+	Eps    float64 // eps of the gated RMSNorm (rms_norm_eps)
+	// Chunk is the number of rows per chunk of the delta rule
+	// (deltaRuleChunked): 0 selects deltaChunkRows (64), a negative value
+	// the recurrent form (deltaRuleRecurrent).
+	Chunk int
+
+	QKV    []float32 // [C, D] (in_proj_qkv.weight), output channels [q (Hk·Dk) | k (Hk·Dk) | v (Hv·Dv)]
+	Z      []float32 // [Hv·Dv, D] (in_proj_z.weight): the output gate
+	B      []float32 // [Hv, D] (in_proj_b.weight): β logits
+	A      []float32 // [Hv, D] (in_proj_a.weight): decay input
+	Conv   []float32 // [C, K] (conv1d.weight [C, 1, K])
+	DtBias []float32 // [Hv] (dt_bias)
+	ALog   []float32 // [Hv] (A_log)
+	Norm   []float32 // [Dv] (norm.weight), plain weight
+	Out    []float32 // [D, Hv·Dv] (out_proj.weight)
+}
+
+// check reports the first weight whose length does not fit the
+// dimensions, by its HF name, or a head count that does not divide.
+func (w *deltaNet) check() error {
+	if w.Hk <= 0 || w.Hv%w.Hk != 0 {
+		return fmt.Errorf("model: Gated DeltaNet with %d value heads and %d key heads (linear_num_value_heads must be a multiple of linear_num_key_heads)", w.Hv, w.Hk)
+	}
+	C := 2*w.Hk*w.Dk + w.Hv*w.Dv
+	for _, c := range []struct {
+		name string
+		x    []float32
+		want int
+	}{
+		{"in_proj_qkv.weight", w.QKV, C * w.D}, {"in_proj_z.weight", w.Z, w.Hv * w.Dv * w.D},
+		{"in_proj_b.weight", w.B, w.Hv * w.D}, {"in_proj_a.weight", w.A, w.Hv * w.D},
+		{"conv1d.weight", w.Conv, C * w.K}, {"dt_bias", w.DtBias, w.Hv}, {"A_log", w.ALog, w.Hv},
+		{"norm.weight", w.Norm, w.Dv}, {"out_proj.weight", w.Out, w.D * w.Hv * w.Dv},
+	} {
+		if len(c.x) != c.want {
+			return fmt.Errorf("model: Gated DeltaNet linear_attn.%s has %d values, want %d (D=%d, key heads %d×%d, value heads %d×%d, conv kernel %d)",
+				c.name, len(c.x), c.want, w.D, w.Hk, w.Dk, w.Hv, w.Dv, w.K)
+		}
+	}
+	return nil
+}
+
+// gatedDeltaNet computes the Gated DeltaNet token mixer of layer l (HF
+// Qwen3_5GatedDeltaNet.forward without cache or padding mask) for the
+// normalized input x [B·T, D] into out [B·T, D]:
+//
+//	[q|k|v] = silu(causalconv(x·W_qkvᵀ)),  z = x·W_zᵀ,  β = σ(x·W_bᵀ),  g = −e^{A_log}·softplus(x·W_aᵀ + dt_bias)
+//	q, k ← l2norm per key head, value head h reads key head h/(Hv/Hk)
+//	o = delta rule(q, k, v, β, g) per (sequence, value head), scale 1/√Dk
+//	out = (Norm ⊙ o·rsqrt(mean(o²) + Eps) ⊙ silu(z))·W_outᵀ   (per head of Dv)
+//
+// with the hooks blocks.{l}.gdn.hook_q, hook_k [B, Hv, T, Dk] (normalised,
+// unscaled), hook_v [B, Hv, T, Dv], hook_beta, hook_g [B, T, Hv],
+// hook_core_out [B, Hv, T, Dv], hook_final_state [B, Hv, Dk, Dv] and
+// blocks.{l}.hook_attn_out [B, T, D]; what a hook changes flows on.
+func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun) error {
+	if err := w.check(); err != nil {
+		return err
+	}
+	D, Hk, Dk, Hv, Dv := w.D, w.Hk, w.Dk, w.Hv, w.Dv
+	n, C, rep := B*T, 2*Hk*Dk+Hv*Dv, Hv/Hk
+	if len(x) != n*D || len(out) != n*D {
+		return fmt.Errorf("model: Gated DeltaNet layer %d: input %d and output %d values, want B·T·D = %d·%d·%d", l, len(x), len(out), B, T, D)
+	}
+	name := func(p string) string { return hooks.Name(p, l) }
+
+	mixed := make([]float32, n*C)
+	linear(mixed, x, n, D, w.QKV, C, nil)
+	z := make([]float32, n*Hv*Dv)
+	linear(z, x, n, D, w.Z, Hv*Dv, nil)
+	beta := make([]float32, n*Hv)
+	linear(beta, x, n, D, w.B, Hv, nil)
+	g := make([]float32, n*Hv)
+	linear(g, x, n, D, w.A, Hv, nil)
+	conv := make([]float32, n*C)
+	for b := 0; b < B; b++ {
+		causalConv1dSiLU(conv[b*T*C:(b+1)*T*C], mixed[b*T*C:(b+1)*T*C], T, C, w.Conv, w.K)
+	}
+
+	// split into heads, head-major; key heads repeated for their value heads
+	q := make([]float32, B*Hv*T*Dk)
+	k := make([]float32, B*Hv*T*Dk)
+	v := make([]float32, B*Hv*T*Dv)
+	for b := 0; b < B; b++ {
+		for t := 0; t < T; t++ {
+			row := conv[(b*T+t)*C : (b*T+t+1)*C]
+			for h := 0; h < Hv; h++ {
+				at, kh := ((b*Hv+h)*T+t)*Dk, h/rep
+				l2NormalizeEps(q[at:at+Dk], row[kh*Dk:(kh+1)*Dk])
+				l2NormalizeEps(k[at:at+Dk], row[(Hk+kh)*Dk:(Hk+kh+1)*Dk])
+				copy(v[((b*Hv+h)*T+t)*Dv:][:Dv], row[2*Hk*Dk+h*Dv:][:Dv])
+			}
+		}
+	}
+	for i := range beta {
+		h := i % Hv
+		beta[i] = sigmoid(beta[i])
+		g[i] = float32(-math.Exp(float64(w.ALog[h])) * softplus(g[i]+w.DtBias[h]))
+	}
+	run(name("blocks.{l}.gdn.hook_q"), q, B, Hv, T, Dk)
+	run(name("blocks.{l}.gdn.hook_k"), k, B, Hv, T, Dk)
+	run(name("blocks.{l}.gdn.hook_v"), v, B, Hv, T, Dv)
+	run(name("blocks.{l}.gdn.hook_beta"), beta, B, T, Hv)
+	run(name("blocks.{l}.gdn.hook_g"), g, B, T, Hv)
+
+	core := make([]float32, B*Hv*T*Dv)
+	state := make([]float32, B*Hv*Dk*Dv)
+	chunk := w.Chunk
+	if chunk == 0 {
+		chunk = deltaChunkRows
+	}
+	scale := float32(1 / math.Sqrt(float64(Dk)))
+	parallelRows(B*Hv, T*Dk*Dv, func(lo, hi int) {
+		bh := make([]float32, 2*T) // β and g of one head, [T] each
+		var ws *deltaChunk
+		if chunk > 0 {
+			ws = newDeltaChunk(min(chunk, T), Dk, Dv)
+		}
+		for i := lo; i < hi; i++ {
+			b, h := i/Hv, i%Hv
+			for t := 0; t < T; t++ {
+				bh[t], bh[T+t] = beta[(b*T+t)*Hv+h], g[(b*T+t)*Hv+h]
+			}
+			o, s := core[i*T*Dv:(i+1)*T*Dv], state[i*Dk*Dv:(i+1)*Dk*Dv]
+			qi, ki, vi := q[i*T*Dk:(i+1)*T*Dk], k[i*T*Dk:(i+1)*T*Dk], v[i*T*Dv:(i+1)*T*Dv]
+			if chunk < 0 {
+				deltaRuleRecurrent(o, s, qi, ki, vi, bh[:T], bh[T:], T, Dk, Dv, scale)
+			} else {
+				deltaRuleChunked(o, s, qi, ki, vi, bh[:T], bh[T:], T, Dk, Dv, scale, min(chunk, T), ws)
+			}
+		}
+	})
+	run(name("blocks.{l}.gdn.hook_core_out"), core, B, Hv, T, Dv)
+	run(name("blocks.{l}.gdn.hook_final_state"), state, B, Hv, Dk, Dv)
+
+	// gated RMSNorm per head, back to token-major [B·T, Hv·Dv]
+	y := mixed[:n*Hv*Dv]
+	for b := 0; b < B; b++ {
+		for h := 0; h < Hv; h++ {
+			for t := 0; t < T; t++ {
+				o := core[((b*Hv+h)*T+t)*Dv:][:Dv]
+				var ss float64
+				for _, x := range o {
+					ss += float64(x) * float64(x)
+				}
+				inv := float32(1 / math.Sqrt(ss/float64(Dv)+w.Eps))
+				at := (b*T+t)*Hv*Dv + h*Dv
+				yo, zo := y[at:at+Dv], z[at:at+Dv]
+				for j, x := range o {
+					yo[j] = w.Norm[j] * (x * inv) * silu(zo[j])
+				}
+			}
+		}
+	}
+	linear(out, y, n, Hv*Dv, w.Out, D, nil)
+	run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+	return nil
+}
