@@ -419,8 +419,8 @@ func (w *deltaNet) check() error {
 //
 // with the hooks blocks.{l}.gdn.hook_q, hook_k [B, Hv, T, Dk] (normalised,
 // unscaled), hook_v [B, Hv, T, Dv], hook_beta, hook_g [B, T, Hv],
-// hook_core_out [B, Hv, T, Dv], hook_final_state [B, Hv, Dk, Dv] and
-// blocks.{l}.hook_attn_out [B, T, D]; what a hook changes flows on.
+// hook_core_out [B, Hv, T, Dv] and hook_final_state [B, Hv, Dk, Dv]; what
+// a hook changes flows on.
 func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun) error {
 	if err := w.check(); err != nil {
 		return err
@@ -521,6 +521,11 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun) 
 		}
 	}
 	linear(out, y, n, Hv*Dv, w.Out, D, nil)
-	run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
 	return nil
+}
+
+// mix makes a Gated DeltaNet layer the token mixer of its layer in the
+// decoder pass (which then runs hook_attn_out on out).
+func (w *deltaNet) mix(out, h []float32, l, B, T int, opt Options, run hookRun) error {
+	return gatedDeltaNet(out, h, B, T, w, l, run)
 }

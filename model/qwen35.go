@@ -267,7 +267,7 @@ func loadQwen35(m *Model, ld *loader) {
 		L.Norm1W = onePlus(b+"input_layernorm.weight", D)
 		L.Norm2W = onePlus(b+"post_attention_layernorm.weight", D)
 		if dc.Linear[l] {
-			L.mixer = loadDeltaNet(ld, b+"linear_attn.", D, dc, c.NormEps)
+			L.mixer = readDeltaNet(ld, b+"linear_attn.", D, dc, c.NormEps)
 		} else {
 			a := b + "self_attn."
 			L.Wq, L.Wg = unpackGatedQ(ld.get(a+"q_proj.weight", 2*H*dh, D), D, H, H, dh, dh)
@@ -314,7 +314,7 @@ var qwen35Family = &family{
 			"linear_num_key_heads": dc.KeyHeads, "linear_num_value_heads": dc.ValueHeads,
 			"linear_key_head_dim": dc.KeyDim, "linear_value_head_dim": dc.ValueDim,
 			"linear_conv_kernel_dim": dc.ConvKernel,
-			"partial_rotary_factor": float64(rd) / float64(c.DHead),
+			"partial_rotary_factor":  float64(rd) / float64(c.DHead),
 			"rope_parameters": map[string]any{
 				"rope_type": "default", "rope_theta": c.RoPE.Theta, "partial_rotary_factor": float64(rd) / float64(c.DHead),
 				"mrope_interleaved": true, "mrope_section": mropeSection(rd / 2),
@@ -390,34 +390,15 @@ func qwen35Generated(rng *rand.Rand) func(string, []float32) {
 	}
 }
 
-// deltaNetMixer is one Gated DeltaNet layer's weights ([out, in] row-major),
-// the token mixer of the decoder pass in that layer.
-type deltaNetMixer struct {
-	cfg     *DeltaNetConfig
-	eps     float64
-	InQKV   []float32 // [2·Hk·dk + Hv·dv, D]: channels [q | k | v]
-	InZ     []float32 // [Hv·dv, D]: the output gate's input
-	InB     []float32 // [Hv, D]: β logits
-	InA     []float32 // [Hv, D]: decay-rate input
-	Conv    []float32 // [2·Hk·dk + Hv·dv, K]: causal depthwise kernel
-	DtBias  []float32 // [Hv]
-	ALog    []float32 // [Hv]
-	NormW   []float32 // [dv]: gated RMSNorm weight (plain, not 1 + w)
-	OutProj []float32 // [D, Hv·dv]
-}
-
-// loadDeltaNet reads the Gated DeltaNet tensors under prefix p (…linear_attn.).
-func loadDeltaNet(ld *loader, p string, D int, dc *DeltaNetConfig, eps float64) *deltaNetMixer {
+// readDeltaNet reads the Gated DeltaNet tensors of one layer under prefix p
+// (…linear_attn.).
+func readDeltaNet(ld *loader, p string, D int, dc *DeltaNetConfig, eps float64) *deltaNet {
 	C := 2*dc.KeyHeads*dc.KeyDim + dc.ValueHeads*dc.ValueDim
 	Hv, dv := dc.ValueHeads, dc.ValueDim
-	return &deltaNetMixer{cfg: dc, eps: eps,
-		InQKV: ld.get(p+"in_proj_qkv.weight", C, D), InZ: ld.get(p+"in_proj_z.weight", Hv*dv, D),
-		InB: ld.get(p+"in_proj_b.weight", Hv, D), InA: ld.get(p+"in_proj_a.weight", Hv, D),
+	return &deltaNet{D: D, Hk: dc.KeyHeads, Dk: dc.KeyDim, Hv: Hv, Dv: dv, K: dc.ConvKernel, Eps: eps,
+		QKV: ld.get(p+"in_proj_qkv.weight", C, D), Z: ld.get(p+"in_proj_z.weight", Hv*dv, D),
+		B: ld.get(p+"in_proj_b.weight", Hv, D), A: ld.get(p+"in_proj_a.weight", Hv, D),
 		Conv:   ld.get(p+"conv1d.weight", C, 1, dc.ConvKernel),
 		DtBias: ld.get(p+"dt_bias", Hv), ALog: ld.get(p+"A_log", Hv),
-		NormW: ld.get(p+"norm.weight", dv), OutProj: ld.get(p+"out_proj.weight", D, Hv*dv)}
-}
-
-func (dn *deltaNetMixer) mix(out, h []float32, l, B, T int, opt Options, run hookRun) error {
-	clear(out); return nil // TEMP
+		Norm: ld.get(p+"norm.weight", dv), Out: ld.get(p+"out_proj.weight", D, Hv*dv)}
 }

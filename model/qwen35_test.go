@@ -64,7 +64,9 @@ func TestQwen35ConfigErrors(t *testing.T) {
 		edit func(map[string]any)
 		want string
 	}{
-		{"unknown layer type", func(m map[string]any) { m["layer_types"] = []string{"linear_attention", "sliding_attention", "linear_attention", "full_attention"} },
+		{"unknown layer type", func(m map[string]any) {
+			m["layer_types"] = []string{"linear_attention", "sliding_attention", "linear_attention", "full_attention"}
+		},
 			`layer_types[1] = "sliding_attention" is not supported`},
 		{"layer_types length", func(m map[string]any) { m["layer_types"] = []string{"full_attention"} }, "layer_types has 1 entries"},
 		{"GDN heads", func(m map[string]any) { m["linear_num_value_heads"] = 6 }, "linear_num_value_heads 6 is not a multiple of linear_num_key_heads 4"},
