@@ -48,3 +48,16 @@ func (a *AttnTile) Value(j int) []float32 {
 type AttnConsumer interface {
 	ConsumeAttn(tile *AttnTile) error
 }
+
+// A DeltaConsumer is an AttnConsumer that also receives the effective
+// attention of Gated DeltaNet layers (Qwen3.5's linear-attention layers):
+// tiles of rows W[t, 0..t] with core_out[t] = Σ_s W[t, s]·v[s], the exact
+// weights the delta rule puts on each past value given q, k, β and g. They
+// come in the same AttnTile, with Head the value head and V its values, and
+// the same ordering guarantees, but they are not softmax rows: they need
+// not sum to 1 and may be negative. Consumers that do not implement it see
+// the softmax layers' rows only.
+type DeltaConsumer interface {
+	AttnConsumer
+	ConsumeDelta(tile *AttnTile) error
+}

@@ -421,7 +421,7 @@ func (w *deltaNet) check() error {
 // unscaled), hook_v [B, Hv, T, Dv], hook_beta, hook_g [B, T, Hv],
 // hook_core_out [B, Hv, T, Dv] and hook_final_state [B, Hv, Dk, Dv]; what
 // a hook changes flows on.
-func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun) error {
+func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, opt Options) error {
 	if err := w.check(); err != nil {
 		return err
 	}
@@ -500,6 +500,9 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun) 
 	})
 	run(name("blocks.{l}.gdn.hook_core_out"), core, B, Hv, T, Dv)
 	run(name("blocks.{l}.gdn.hook_final_state"), state, B, Hv, Dk, Dv)
+	if err := deltaAttention(q, k, v, beta, g, B, T, Hv, Dk, Dv, scale, l, opt); err != nil {
+		return err
+	}
 
 	// gated RMSNorm per head, back to token-major [B·T, Hv·Dv]
 	y := mixed[:n*Hv*Dv]
@@ -524,8 +527,72 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun) 
 	return nil
 }
 
+// deltaAttention streams the effective attention W of every (sequence,
+// value head) of layer l (deltaRuleAttention, in tiles of opt.TileRows rows)
+// to the layer's DeltaConsumers, and materializes it [B, Hv, T, T] for
+// blocks.{l}.gdn.hook_eff_attn when that is hooked (a capture: changing it
+// does not change the pass). Nothing is computed when neither asks. q, k
+// [B, Hv, T, Dk], v [B, Hv, T, Dv], beta and g [B, T, Hv] are the layer's.
+func deltaAttention(q, k, v, beta, g []float32, B, T, Hv, Dk, Dv int, scale float32, l int, opt Options) error {
+	hs := opt.Hooks
+	effName := hooks.Name("blocks.{l}.gdn.hook_eff_attn", l)
+	var deltas []hooks.DeltaConsumer
+	for _, c := range hs.Consumers(l) {
+		if d, ok := c.(hooks.DeltaConsumer); ok {
+			deltas = append(deltas, d)
+		}
+	}
+	var W []float32
+	if hs.Has(effName) {
+		W = make([]float32, B*Hv*T*T)
+	}
+	if W == nil && len(deltas) == 0 {
+		return nil
+	}
+	tile := opt.TileRows
+	if tile <= 0 {
+		tile = defaultTileRows
+	}
+	errs := make([]error, B*Hv)
+	parallelRows(B*Hv, T*T*Dk, func(lo, hi int) {
+		bg := make([]float32, 2*T)
+		for i := lo; i < hi; i++ {
+			b, h := i/Hv, i%Hv
+			for t := 0; t < T; t++ {
+				bg[t], bg[T+t] = beta[(b*T+t)*Hv+h], g[(b*T+t)*Hv+h]
+			}
+			vi := v[i*T*Dv : (i+1)*T*Dv]
+			at := hooks.AttnTile{Batch: b, Layer: l, Head: h, T: T, DHead: Dv, VStride: Dv, V: vi}
+			errs[i] = deltaRuleAttention(q[i*T*Dk:(i+1)*T*Dk], k[i*T*Dk:(i+1)*T*Dk], bg[:T], bg[T:], T, Dk, scale, tile, 0,
+				func(t0, n, width int, rows []float32) error {
+					if W != nil {
+						for r := 0; r < n; r++ {
+							copy(W[(i*T+t0+r)*T:][:width], rows[r*width:(r+1)*width])
+						}
+					}
+					at.Q0, at.Rows, at.Stride, at.Alpha = t0, n, width, rows
+					for _, d := range deltas {
+						if err := d.ConsumeDelta(&at); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("model: layer %d effective attention: %w", l, err)
+		}
+	}
+	if W != nil {
+		return hs.Run(effName, W, B, Hv, T, T)
+	}
+	return nil
+}
+
 // mix makes a Gated DeltaNet layer the token mixer of its layer in the
 // decoder pass (which then runs hook_attn_out on out).
 func (w *deltaNet) mix(out, h []float32, l, B, T int, opt Options, run hookRun) error {
-	return gatedDeltaNet(out, h, B, T, w, l, run)
+	return gatedDeltaNet(out, h, B, T, w, l, run, opt)
 }

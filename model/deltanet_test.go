@@ -216,7 +216,7 @@ func TestGatedDeltaNetGolden(t *testing.T) {
 			got := map[string][]float32{}
 			run := func(name string, x []float32, shape ...int) { got[name] = append([]float32(nil), x...) }
 			out := make([]float32, B*T*D)
-			if err := gatedDeltaNet(out, x, B, T, w, l, run); err != nil {
+			if err := gatedDeltaNet(out, x, B, T, w, l, run, Options{}); err != nil {
 				t.Fatal(err)
 			}
 			for _, c := range []struct {

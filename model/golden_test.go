@@ -133,7 +133,7 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 	names := []string{"hook_embed", "blocks.0.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.hook_attn_out",
 		"ln_final.hook_normalized", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate"}
 	if m.DeltaNet != nil {
-		for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state"} {
+		for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {
 			names = append(names, "blocks.*.gdn.hook_"+k)
 		}
 	}
@@ -203,7 +203,7 @@ func TestGoldenParity(t *testing.T) {
 				checkClose(t, fmt.Sprintf("hidden.%d", l+1), get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, fmt.Sprintf("hidden.%d", l+1)))
 				if c.DeltaNet != nil && c.DeltaNet.Linear[l] {
 					// a Gated DeltaNet layer: the recurrence's inputs and outputs
-					for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state"} {
+					for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {
 						checkClose(t, key(k), get(hooks.Name("blocks.{l}.gdn.hook_"+k, l)), g.f32(t, key(k)))
 					}
 					checkClose(t, key("out"), get(hooks.Name("blocks.{l}.hook_attn_out", l)), g.f32(t, key("out")))

@@ -2,10 +2,14 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/filterlens/probe/hooks"
 )
 
 // linkDir makes a checkpoint folder of links: name in the folder → file of
@@ -93,5 +97,65 @@ func TestQwen35ConfigErrors(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// deltaRecorder is a DeltaConsumer that assembles the streamed effective
+// attention rows [B, Hv, T, T] of one layer, and counts softmax tiles.
+type deltaRecorder struct {
+	mu       sync.Mutex
+	layer    int
+	B, H, T  int
+	w        []float32
+	seen     []int // rows received per (b, h)
+	softmax  int
+	outOfRow bool
+}
+
+func (r *deltaRecorder) ConsumeAttn(*hooks.AttnTile) error {
+	r.mu.Lock()
+	r.softmax++
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *deltaRecorder) ConsumeDelta(a *hooks.AttnTile) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := a.Batch*r.H + a.Head
+	if a.Layer != r.layer || a.Q0 != r.seen[i] {
+		r.outOfRow = true
+	}
+	for q := 0; q < a.Rows; q++ {
+		copy(r.w[(i*r.T+a.Q0+q)*r.T:], a.Row(q))
+	}
+	r.seen[i] += a.Rows
+	return nil
+}
+
+// TestQwen35DeltaStream: the effective attention rows of a Gated DeltaNet
+// layer streamed to a DeltaConsumer, in tiles of 1, 7 and 64 rows, equal
+// the golden eff_attn; the layer's softmax consumers get nothing from it.
+func TestQwen35DeltaStream(t *testing.T) {
+	dir := filepath.Join(goldenDir, "qwen35_text")
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	g := openGolden(t, dir)
+	Hv := m.DeltaNet.ValueHeads
+	for _, tile := range []int{1, 7, 64} {
+		for _, l := range m.DeltaNet.LinearLayers() {
+			r := &deltaRecorder{layer: l, B: g.B, H: Hv, T: g.T, w: make([]float32, g.B*Hv*g.T*g.T), seen: make([]int, g.B*Hv)}
+			hs := &hooks.Set{}
+			hs.Stream(l, r)
+			if _, err := m.Forward(g.ids(t), Options{Hooks: hs, TileRows: tile}); err != nil {
+				t.Fatal(err)
+			}
+			if r.outOfRow || r.softmax != 0 {
+				t.Errorf("tile %d layer %d: rows out of order %v, softmax tiles %d", tile, l, r.outOfRow, r.softmax)
+			}
+			checkClose(t, fmt.Sprintf("streamed eff_attn.%d (tile %d)", l, tile), r.w, g.f32(t, fmt.Sprintf("eff_attn.%d", l)))
+		}
 	}
 }
