@@ -137,6 +137,9 @@ type Results struct {
 type Shape struct {
 	Layers, Heads int
 	Gated         bool
+	// Measured lists the layers with attention rows when not all have
+	// them (ModelInfo.MeasuredLayers); nil: every layer.
+	Measured []int
 }
 
 type statKey struct {
@@ -279,14 +282,21 @@ func (a *Aggregator) note(format string, args ...any) {
 
 // layers picks the last-k layers of Figs. 2–3.
 func (a *Aggregator) layers() {
+	measured, what := a.shape.Measured, "layers"
+	if measured == nil {
+		for l := 0; l < a.shape.Layers; l++ {
+			measured = append(measured, l)
+		}
+	} else {
+		what = "measured layers"
+		a.note("only layers %v have softmax attention rows (the others are Gated DeltaNet layers): every figure uses those", measured)
+	}
 	k := a.agg.LastLayers
-	if k > a.shape.Layers {
-		a.note("the model has %d layers, fewer than last-layers = %d: Figs. 2–3 pool all of them", a.shape.Layers, k)
-		k = a.shape.Layers
+	if k > len(measured) {
+		a.note("the model has %d %s, fewer than last-layers = %d: Figs. 2–3 pool all of them", len(measured), what, k)
+		k = len(measured)
 	}
-	for l := a.shape.Layers - k; l < a.shape.Layers; l++ {
-		a.used = append(a.used, l)
-	}
+	a.used = append(a.used, measured[len(measured)-k:]...)
 }
 
 func (a *Aggregator) get(T, s, l, h int, m string) *windowStats {

@@ -40,21 +40,25 @@ func HashFile(path string) (FileHash, error) {
 
 // ModelInfo describes the checkpoint a sweep ran on.
 type ModelInfo struct {
-	Dir        string     `json:"dir"`
-	Arch       string     `json:"arch"`
-	ModelType  string     `json:"model_type"`
-	Layers     int        `json:"layers"`
-	DModel     int        `json:"d_model"`
-	Heads      int        `json:"heads"`
-	KVHeads    int        `json:"kv_heads"`
-	DHead      int        `json:"d_head"`
-	Vocab      int        `json:"vocab"`
-	MaxPos     int        `json:"max_position_embeddings"`
-	Gate       string     `json:"gate"`
-	DTypes     []string   `json:"stored_dtypes"`
-	Compute    string     `json:"compute_dtype"`
-	Parameters int64      `json:"parameters"`
-	Files      []FileHash `json:"files"` // config.json and the weight files
+	Dir        string   `json:"dir"`
+	Arch       string   `json:"arch"`
+	ModelType  string   `json:"model_type"`
+	Layers     int      `json:"layers"`
+	DModel     int      `json:"d_model"`
+	Heads      int      `json:"heads"`
+	KVHeads    int      `json:"kv_heads"`
+	DHead      int      `json:"d_head"`
+	Vocab      int      `json:"vocab"`
+	MaxPos     int      `json:"max_position_embeddings"`
+	Gate       string   `json:"gate"`
+	DTypes     []string `json:"stored_dtypes"`
+	Compute    string   `json:"compute_dtype"`
+	Parameters int64    `json:"parameters"`
+	// MeasuredLayers lists the layers whose attention rows the diagnostics
+	// measure when that is not every layer (a hybrid model's softmax
+	// layers; its Gated DeltaNet layers have no softmax rows).
+	MeasuredLayers []int      `json:"measured_layers,omitempty"`
+	Files          []FileHash `json:"files"` // config.json and the weight files
 	// Digest is the sha256 over the files' names and hashes: the model's
 	// identity in pass keys.
 	Digest string `json:"digest"`
@@ -62,14 +66,24 @@ type ModelInfo struct {
 
 // Shape returns the model's shape for aggregation.
 func (m ModelInfo) Shape() Shape {
-	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != ""}
+	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != "", Measured: m.MeasuredLayers}
+}
+
+// measuredLayers is ModelInfo.MeasuredLayers: nil when every layer is
+// softmax attention.
+func measuredLayers(c *model.Config) []int {
+	if ls := c.SoftmaxLayers(); len(ls) < c.Layers {
+		return ls
+	}
+	return nil
 }
 
 // DescribeModel hashes the checkpoint's config.json and weight files and
 // describes the model.
 func DescribeModel(m *model.Model) (ModelInfo, error) {
 	info := ModelInfo{Dir: m.Dir, Arch: string(m.Arch), ModelType: m.ModelType, Layers: m.Config.Layers,
-		DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
+		MeasuredLayers: measuredLayers(&m.Config),
+		DModel:         m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
 		Gate: string(m.Gate), DTypes: m.DTypes, Compute: "float32 (float64 accumulation of norms, softmax sums and diagnostics)",
 		Parameters: m.Parameters}
 	files := []string{filepath.Join(m.Dir, "config.json")}

@@ -90,11 +90,17 @@ func passMetrics(gated bool, reductions string) []string {
 // BucketRows summarizes batch entry b of a Collector into bucket rows for
 // pass (T, sample): every layer, head and metric over the buckets between
 // edges. The collector's T must be at least the last edge.
-func BucketRows(c *probes.Collector, b, T, sample int, edges []int, gated bool) []BucketRow {
+func BucketRows(c *probes.Collector, b, T, sample int, edges []int, gated bool, layers []int) []BucketRow {
 	metrics := passMetrics(gated, c.Options().Reductions.String())
-	rows := make([]BucketRow, 0, c.L*c.H*len(metrics)*(len(edges)-1))
+	if layers == nil {
+		layers = make([]int, c.L)
+		for l := range layers {
+			layers[l] = l
+		}
+	}
+	rows := make([]BucketRow, 0, len(layers)*c.H*len(metrics)*(len(edges)-1))
 	buf := make([]float64, 0, T)
-	for l := 0; l < c.L; l++ {
+	for _, l := range layers {
 		for h := 0; h < c.H; h++ {
 			base := c.Index(b, l, h, 0)
 			for _, name := range metrics {

@@ -320,7 +320,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 		rec.NonFinite = info
 	}
 	edges := BucketEdges(c.T, s.Options.Bucket, WindowStart(c.T, s.Options.LastFrac), WindowStart(c.T, s.Options.BOSFrac))
-	rows := BucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone)
+	rows := BucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, cfg.SoftmaxLayers())
 	return rec, rows, nil
 }
 

@@ -430,6 +430,19 @@ func (c *Config) fromGPT2(r *rawConfig) error {
 	return nil
 }
 
+// SoftmaxLayers returns the layers whose token mixer is softmax attention,
+// the ones that stream attention rows to AttnConsumers (all of them except
+// the Gated DeltaNet layers of a hybrid model).
+func (c *Config) SoftmaxLayers() []int {
+	var ls []int
+	for l := 0; l < c.Layers; l++ {
+		if c.DeltaNet == nil || !c.DeltaNet.Linear[l] {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
 // GatePerHead is the number of gate values per head and position: 0, 1
 // (headwise) or DHead (elementwise).
 func (c *Config) GatePerHead() int {
