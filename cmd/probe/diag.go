@@ -65,6 +65,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	if !ok {
 		return fmt.Errorf("--kernel %q: want %s or %s", *kernel, probes.MatrixKernel, probes.RowKernel)
 	}
+	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
 	col, err := probes.NewCollector(B, c.Layers, c.Heads, T, c.DHead,
 		probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k})
 	if err != nil {
@@ -86,7 +87,7 @@ func cmdDiag(args []string, w io.Writer) error {
 		bw.WriteByte('\n')
 		var buf []byte
 		for b := 0; b < B; b++ {
-			for l := 0; l < c.Layers; l++ {
+			for _, l := range layers {
 				for h := 0; h < c.Heads; h++ {
 					for t := 0; t < T; t++ {
 						i := col.Index(b, l, h, t)
@@ -118,8 +119,11 @@ func cmdDiag(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "wrote %d rows (%d samples × %d layers × %d heads × %d queries) to %s\n", B*c.Layers*c.Heads*T, B,
-		c.Layers, c.Heads, T, *out)
+	fmt.Fprintf(w, "wrote %d rows (%d samples × %d layers × %d heads × %d queries) to %s\n", B*len(layers)*c.Heads*T, B,
+		len(layers), c.Heads, T, *out)
+	if len(layers) < c.Layers {
+		fmt.Fprintf(w, "measured the softmax layers %v; the others are Gated DeltaNet layers, which have no softmax rows\n", layers)
+	}
 	if nf, ok := col.FirstNonFinite(); ok {
 		fmt.Fprintf(w, "flagged: %d attention rows with non-finite inputs, first %s\n", col.NonFiniteRows(), nf.Error())
 		if ferr != nil {
