@@ -69,6 +69,16 @@ type Config struct {
 	RT *RTConfig
 	// AFA holds the Adaptive Filter Attention options (ArchAFA only; see afa_config.go).
 	AFA *AFAConfig
+
+	// Per-layer attention span and RoPE, score scale, logit soft-caps and
+	// embedding scale (Gemma 2/3, gemma.go); the zero values leave the
+	// decoder pass as it is for every other family.
+	SlidingLayers []bool      // per layer: whether the Sliding window applies (nil: every layer)
+	LocalRoPE     *RoPEConfig // RoPE of the sliding layers where it differs from RoPE (nil: RoPE everywhere)
+	AttnScalar    float64     // query_pre_attn_scalar: scores scaled by AttnScalar^−½ instead of DHead^−½ (0: DHead)
+	AttnSoftcap   float64     // attention logit soft-cap c: scaled score s → c·tanh(s/c) before the mask (0: off)
+	FinalSoftcap  float64     // final logit soft-cap c: logit → c·tanh(logit/c) (0: off)
+	EmbedScale    float32     // factor on the token embedding (0: none)
 }
 
 // RoPEConfig holds rotary embedding parameters (rotate-half convention).
@@ -426,4 +436,13 @@ func (c *Config) GatePerHead() int {
 		return c.DHead
 	}
 	return 0
+}
+
+// layerWindow is the sliding window of layer l (0: the layer attends to
+// every earlier position).
+func (c *Config) layerWindow(l int) int {
+	if c.SlidingLayers != nil && !c.SlidingLayers[l] {
+		return 0
+	}
+	return c.Sliding
 }

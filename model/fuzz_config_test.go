@@ -72,7 +72,8 @@ func FuzzParseConfig(f *testing.F) {
 func checkParsedConfig(t *testing.T, c *Config) {
 	t.Helper()
 	switch c.Arch {
-	case ArchLlama, ArchQwen2, ArchQwen3, ArchGated, ArchGPT2, ArchRFA, ArchSelRoPE, ArchBFT, ArchRT, ArchAFA:
+	case ArchLlama, ArchQwen2, ArchQwen3, ArchGated, ArchGPT2, ArchRFA, ArchSelRoPE, ArchBFT, ArchRT, ArchAFA,
+		ArchGemma2, ArchGemma3:
 	default:
 		t.Fatalf("unknown architecture %q accepted", c.Arch)
 	}
@@ -96,6 +97,9 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	rope := c.Arch == ArchLlama || c.Arch == ArchQwen2 || c.Arch == ArchQwen3 || c.Arch == ArchGated || c.Arch == ArchBFT
 	if rope && !(c.RoPE.Theta > 0) {
 		t.Fatalf("rope_theta %v accepted", c.RoPE.Theta)
+	}
+	if c.Arch == ArchGemma2 || c.Arch == ArchGemma3 {
+		checkGemmaConfig(t, c)
 	}
 	if c.RoPE.Type != "" && c.RoPE.Type != "default" && !(c.RoPE.Factor > 0) {
 		t.Fatalf("rope_scaling factor %v accepted for type %q", c.RoPE.Factor, c.RoPE.Type)

@@ -17,9 +17,10 @@ import (
 // stay O(1) and attention is varied. It records every tensor under its
 // Hugging Face name so that the checkpoint can be written.
 type generator struct {
-	rng     *rand.Rand
-	tensors []checkpoint.Tensor
-	prefix  string
+	rng      *rand.Rand
+	tensors  []checkpoint.Tensor
+	prefix   string
+	normMean float64 // mean of the norm weights: 1, or 0 where norms scale by 1 + w
 }
 
 func (g *generator) has(name string) bool {
@@ -33,7 +34,7 @@ func (g *generator) make(name string, shape []int) []float32 {
 	case strings.Contains(base, "norm") || strings.HasPrefix(base, "ln_"):
 		if strings.HasSuffix(name, ".weight") {
 			for i := range x {
-				x[i] = float32(1 + 0.1*g.rng.NormFloat64())
+				x[i] = float32(g.normMean + 0.1*g.rng.NormFloat64())
 			}
 		}
 	case strings.HasSuffix(name, ".bias"):
@@ -76,7 +77,10 @@ func Generate(cfg Config, seed uint64) (*Model, []checkpoint.Tensor, error) {
 	if f.generated != nil {
 		stream = 0x66696c746572
 	}
-	g := &generator{rng: rand.New(rand.NewPCG(seed, stream)), prefix: f.prefix}
+	g := &generator{rng: rand.New(rand.NewPCG(seed, stream)), prefix: f.prefix, normMean: 1}
+	if f.offsetNorms {
+		g.normMean = 0
+	}
 	m := &Model{Config: cfg, Format: "generated"}
 	ld := &loader{gen: g}
 	f.load(m, ld)

@@ -31,6 +31,10 @@ type Layer struct {
 	WGate, BGate   []float32 // SwiGLU gate projection [F, D] (nil for GPT-2)
 	WUp, BUp       []float32 // [F, D]
 	WDown, BDown   []float32 // [D, F]
+
+	// PostNorm1W and PostNorm2W are the RMSNorm weights applied to the
+	// attention and MLP outputs before the residual adds (Gemma; nil: none).
+	PostNorm1W, PostNorm2W []float32
 }
 
 // Model is a loaded checkpoint ready to run.
@@ -48,6 +52,10 @@ type Model struct {
 	Files      []string // files the weights came from
 	DTypes     []string // stored dtypes of the weights
 	Parameters int64    // stored parameter count (tied head counted once)
+	// Skipped lists the stored tensors that Load leaves unread by design
+	// (the vision tower and projector of Gemma 3's vision-language
+	// checkpoints, whose text model is what runs here).
+	Skipped []string
 
 	// ext is the family's own state beyond the decoder layers (the RFA,
 	// BFT, RT and AFA tensors, the Selective-RoPE rotary modules); nil for
@@ -199,6 +207,26 @@ func (ld *loader) ignore(suffixes ...string) {
 			}
 		}
 	}
+}
+
+// skip marks the stored tensors whose names start with one of prefixes as
+// expected but unread, and returns their names (Model.Skipped).
+func (ld *loader) skip(prefixes ...string) []string {
+	if ld.gen != nil {
+		return nil
+	}
+	var names []string
+	for _, n := range ld.ck.Names() {
+		for _, p := range prefixes {
+			if strings.HasPrefix(n, p) {
+				ld.used[n] = true
+				names = append(names, n)
+				break
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 func (ld *loader) finish(allowUnexpected bool) error {
