@@ -49,10 +49,18 @@ func TestGemmaGolden(t *testing.T) {
 				hs := &hooks.Set{}
 				cp := hs.Capture("blocks.0.hook_resid_pre", "blocks.*.hook_resid_post", "ln_final.hook_normalized",
 					"blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_rot_q", "blocks.*.attn.hook_rot_k")
+				bos := make([]float32, B*c.Layers*H*T) // streamed α_t0, [B, L, H, T] as diagnostics.safetensors
+				hs.Stream(-1, consumerFunc(func(a *hooks.AttnTile) error {
+					for r := 0; r < a.Rows; r++ {
+						bos[((a.Batch*c.Layers+a.Layer)*H+a.Head)*T+a.Q0+r] = a.Alpha[r*a.Stride]
+					}
+					return nil
+				}))
 				out, err := m.Forward(g.ids(t), Options{Hooks: hs, Logits: true, TileRows: tile})
 				if err != nil {
 					t.Fatal(err)
 				}
+				checkBOSZeros(t, dir, bos)
 				get := func(n string, l int) []float32 { return cp.Get(hooks.Name(n, l)).Data().([]float32) }
 				finalNorm := get("ln_final.hook_normalized", 0)
 				precap := make([]float32, B*T*c.Vocab)
@@ -97,6 +105,34 @@ func TestGemmaGolden(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkBOSZeros checks that the streamed weights on position 0, bos [B, L,
+// H, T], are exactly 0 where the golden diagnostics' bos_mass is (rows of
+// sliding layers whose window has passed position 0) and only there.
+func checkBOSZeros(t *testing.T, dir string, bos []float32) {
+	t.Helper()
+	d, err := checkpoint.OpenFile(filepath.Join(dir, "diagnostics.safetensors"))
+	if err != nil {
+		t.Skipf("no diagnostics.safetensors: %v", err)
+	}
+	defer d.Close()
+	want, err := d.Float64("bos_mass")
+	if err != nil || len(want) != len(bos) {
+		t.Fatalf("bos_mass: %d values (%v), streamed %d", len(want), err, len(bos))
+	}
+	zeros := 0
+	for i, w := range want {
+		if (w == 0) != (bos[i] == 0) {
+			t.Fatalf("bos_mass at flat index %d: streamed %v, golden %v (exact zeros must coincide)", i, bos[i], w)
+		}
+		if w == 0 {
+			zeros++
+		}
+	}
+	if zeros == 0 {
+		t.Fatal("no row has position 0 outside its window")
 	}
 }
 
@@ -210,12 +246,16 @@ func TestGemmaConfigRefused(t *testing.T) {
 			delete(m, "rope_parameters")
 			m["rope_scaling"] = map[string]any{"rope_type": "dynamic", "factor": 2}
 		}, `rope_scaling.rope_type "dynamic" is not supported`},
-		{"linear without factor", ArchGemma2, func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "linear", "rope_theta": 1e4} }, "rope_parameters.factor must be given"},
+		{"linear without factor", ArchGemma2, func(m map[string]any) {
+			m["rope_parameters"] = map[string]any{"rope_type": "linear", "rope_theta": 1e4}
+		}, "rope_parameters.factor must be given"},
 		{"rope theta 0", ArchGemma2, func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 0} }, "rope_parameters.rope_theta = 0 must be positive"},
 		{"sliding rope missing", ArchGemma3, func(m map[string]any) {
 			delete(m["rope_parameters"].(map[string]any), "sliding_attention")
 		}, "field rope_parameters.sliding_attention is missing"},
-		{"one rope for Gemma 3", ArchGemma3, func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 1e4} }, "Gemma 3 needs one entry per layer type"},
+		{"one rope for Gemma 3", ArchGemma3, func(m map[string]any) {
+			m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 1e4}
+		}, "Gemma 3 needs one entry per layer type"},
 		{"local base 0", ArchGemma3, func(m map[string]any) { delete(m, "rope_parameters"); m["rope_local_base_freq"] = 0 }, "rope_local_base_freq = 0 must be positive"},
 		{"query scalar 0", ArchGemma2, func(m map[string]any) { m["query_pre_attn_scalar"] = 0 }, "query_pre_attn_scalar = 0 must be positive"},
 		{"query scalar null", ArchGemma2, func(m map[string]any) { m["query_pre_attn_scalar"] = nil }, "field query_pre_attn_scalar is null"},

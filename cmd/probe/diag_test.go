@@ -15,7 +15,7 @@ import (
 )
 
 // diagCases are the golden folders with diagnostics.safetensors.
-var diagCases = []string{"qwen3_gqa", "qwen3_gate_headwise", "qwen3_gate_elementwise", "llama_gqa", "qwen2_bias", "gpt2"}
+var diagCases = []string{"qwen3_gqa", "qwen3_gate_headwise", "qwen3_gate_elementwise", "llama_gqa", "qwen2_bias", "gpt2", "gemma2", "gemma3_text"}
 
 // readDiagCSV parses probe diag's output: the header and the rows as
 // float64 columns (empty fields as NaN).
