@@ -12,8 +12,8 @@ import (
 	"github.com/filterlens/probe/checkpoint"
 )
 
-// generator makes up the tensors a loader asks for: norms near 1 with zero
-// bias, embeddings N(0, 0.5²), projections N(0, 1/fan_in), so activations
+// generator makes up the tensors a loader asks for: norms near 1 (near 0
+// for the families whose norms scale by 1 + w) with zero bias, embeddings N(0, 0.5²), projections N(0, 1/fan_in), so activations
 // stay O(1) and attention is varied. It records every tensor under its
 // Hugging Face name so that the checkpoint can be written.
 type generator struct {
