@@ -489,9 +489,7 @@ func TestGemmaGenerated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			hs := &hooks.Set{}
-			cp := hs.Capture("blocks.*.attn.hook_pattern")
-			b, err := back.Forward(ids, Options{Logits: true, Hooks: hs})
+			b, err := back.Forward(ids, Options{Logits: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -509,6 +507,11 @@ func TestGemmaGenerated(t *testing.T) {
 			W := cfg.Sliding
 			if W >= T {
 				t.Fatalf("window %d does not act within %d positions", W, T)
+			}
+			hs := &hooks.Set{}
+			cp := hs.Capture("blocks.*.attn.hook_pattern")
+			if _, err := back.Forward(ids, Options{Hooks: hs}); err != nil {
+				t.Fatal(err)
 			}
 			for l := 0; l < cfg.Layers; l++ {
 				p := cp.Get(hooks.Name("blocks.{l}.attn.hook_pattern", l)).Data().([]float32)
