@@ -35,8 +35,8 @@ type attnArgs struct {
 }
 
 // causalAttention computes z = softmax(cap(q·kᵀ·scale) + causal mask)·v for
-// every (batch, head), where cap is the soft-cap of softcapTile or the
-// identity when a.softcap is 0, one tile of query rows at a time, so memory stays
+// every (batch, head) (cap: the soft-cap of softcapTile, or the identity
+// when a.softcap is 0), one tile of query rows at a time, so memory stays
 // O(tileRows·T) per worker. The query heads that share a KV head (grouped-
 // query attention) are stacked into one matrix product per tile, so that
 // the keys and values are packed once for all of them. Each head's tile

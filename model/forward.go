@@ -134,7 +134,7 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 			return nil, err
 		}
 
-		// softmax(q·kᵀ/√dh + causal mask)·v, streamed in query tiles
+		// softmax(cap(q·kᵀ/√dh) + causal mask)·v, streamed in query tiles
 		args := &attnArgs{
 			layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh,
 			scale: m.attnScale(l), window: c.layerWindow(l), softcap: float32(c.AttnSoftcap),
