@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,12 +16,12 @@ import (
 )
 
 // gemmaTolerances are the absolute tolerances of the golden READMEs of the
-// Gemma cases, per key family (the f64.* keys take those of their float32
-// counterparts).
-var gemmaTolerances = map[string]map[string]float64{
-	"gemma2": {"attn": 2e-5, "scores": 1.2e-4, "hidden": 1.2e-4, "v": 1e-4, "final_norm": 1e-4,
+// Gemma cases (gemma2, gemma3_text), per architecture and key family (the
+// f64.* keys take those of their float32 counterparts).
+var gemmaTolerances = map[Arch]map[string]float64{
+	ArchGemma2: {"attn": 2e-5, "scores": 1.2e-4, "hidden": 1.2e-4, "v": 1e-4, "final_norm": 1e-4,
 		"logits": 1.5e-4, "logits_precap": 1.5e-4},
-	"gemma3_text": {"attn": 3e-5, "hidden": 1.5e-4, "v": 1e-4, "final_norm": 1e-4, "logits": 2e-4},
+	ArchGemma3: {"attn": 3e-5, "hidden": 1.5e-4, "v": 1e-4, "final_norm": 1e-4, "logits": 2e-4},
 }
 
 // TestGemmaGolden: Gemma 2 and Gemma 3 text equal Hugging Face's float32
@@ -30,14 +31,23 @@ var gemmaTolerances = map[string]map[string]float64{
 // attention (sliding and global layers), values per query head, and Gemma
 // 2's soft-capped scores, recomputed from the rotated q and k as
 // cap·tanh(q·k·query_pre_attn_scalar^−½/cap) on the visible keys, 0
-// elsewhere.
+// elsewhere. Every golden case of a Gemma architecture is run (the public
+// gemma2 and gemma3_text must be there); a key of a family without a
+// tolerance here fails the public cases and is logged for the others.
 func TestGemmaGolden(t *testing.T) {
-	for _, name := range []string{"gemma2", "gemma3_text"} {
+	var cases []string
+	for _, name := range goldenCases(t) {
+		if cfg, err := LoadConfig(filepath.Join(goldenDir, name)); err == nil && gemmaTolerances[cfg.Arch] != nil {
+			cases = append(cases, name)
+		}
+	}
+	if !slices.Contains(cases, "gemma2") || !slices.Contains(cases, "gemma3_text") {
+		t.Fatalf("golden Gemma cases %v: gemma2 or gemma3_text is missing", cases)
+	}
+	for _, name := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(goldenDir, name)
-			if _, err := os.Stat(filepath.Join(dir, "golden.safetensors")); err != nil {
-				t.Skipf("golden data not available (%v): the shared golden folder is expected at %s", err, goldenDir)
-			}
+			public := name == "gemma2" || name == "gemma3_text"
 			m, err := Load(dir, LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -60,7 +70,11 @@ func TestGemmaGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				checkBOSZeros(t, dir, bos)
+				windowed := false // some layer's window passes position 0 within T
+				for l := 0; l < c.Layers; l++ {
+					windowed = windowed || (c.layerWindow(l) > 0 && c.layerWindow(l) < T)
+				}
+				checkBOSZeros(t, dir, bos, windowed)
 				get := func(n string, l int) []float32 { return cp.Get(hooks.Name(n, l)).Data().([]float32) }
 				finalNorm := get("ln_final.hook_normalized", 0)
 				precap := make([]float32, B*T*c.Vocab)
@@ -80,10 +94,14 @@ func TestGemmaGolden(t *testing.T) {
 					}
 					base := strings.TrimPrefix(key, "f64.")
 					family, _, _ := strings.Cut(base, ".")
-					tol, ok := gemmaTolerances[name][family]
+					tol, ok := gemmaTolerances[c.Arch][family]
 					x, ok2 := got[base]
 					if !ok || !ok2 {
-						t.Errorf("golden key %s is not compared", key)
+						if public {
+							t.Errorf("golden key %s is not compared", key)
+						} else if tile == 7 {
+							t.Logf("golden key %s is not compared", key)
+						}
 						continue
 					}
 					ref, err := g.ck.Float64(key)
@@ -110,8 +128,9 @@ func TestGemmaGolden(t *testing.T) {
 
 // checkBOSZeros checks that the streamed weights on position 0, bos [B, L,
 // H, T], are exactly 0 where the golden diagnostics' bos_mass is (rows of
-// sliding layers whose window has passed position 0) and only there.
-func checkBOSZeros(t *testing.T, dir string, bos []float32) {
+// sliding layers whose window has passed position 0) and only there; some
+// are when windowed.
+func checkBOSZeros(t *testing.T, dir string, bos []float32, windowed bool) {
 	t.Helper()
 	d, err := checkpoint.OpenFile(filepath.Join(dir, "diagnostics.safetensors"))
 	if err != nil {
@@ -131,7 +150,7 @@ func checkBOSZeros(t *testing.T, dir string, bos []float32) {
 			zeros++
 		}
 	}
-	if zeros == 0 {
+	if windowed && zeros == 0 {
 		t.Fatal("no row has position 0 outside its window")
 	}
 }
