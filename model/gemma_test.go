@@ -134,7 +134,8 @@ func checkBOSZeros(t *testing.T, dir string, bos []float32, windowed bool) {
 	t.Helper()
 	d, err := checkpoint.OpenFile(filepath.Join(dir, "diagnostics.safetensors"))
 	if err != nil {
-		t.Skipf("no diagnostics.safetensors: %v", err)
+		t.Logf("bos_mass zeros not checked: %v", err)
+		return
 	}
 	defer d.Close()
 	want, err := d.Float64("bos_mass")
