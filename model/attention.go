@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"runtime"
 	"sync"
 
@@ -21,6 +22,10 @@ type attnArgs struct {
 	scale          float32
 	window         int // sliding window (0: none): key j is seen by query t iff t−j < window
 
+	// softcap is the attention logit soft-cap c (0: off): each visible
+	// scaled score s becomes c·tanh(s/c) before the softmax (softcapTile).
+	softcap float32
+
 	q, k, v, z []float32
 
 	consumers []hooks.AttnConsumer
@@ -29,8 +34,9 @@ type attnArgs struct {
 	threads   int
 }
 
-// causalAttention computes z = softmax(q·kᵀ·scale + causal mask)·v for every
-// (batch, head), one tile of query rows at a time, so memory stays
+// causalAttention computes z = softmax(cap(q·kᵀ·scale) + causal mask)·v for
+// every (batch, head) (cap: the soft-cap of softcapTile, or the identity
+// when a.softcap is 0), one tile of query rows at a time, so memory stays
 // O(tileRows·T) per worker. The query heads that share a KV head (grouped-
 // query attention) are stacked into one matrix product per tile, so that
 // the keys and values are packed once for all of them. Each head's tile
@@ -203,6 +209,9 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		}
 		for j := 0; j < nh; j++ {
 			sj := s.Data[j*rows*ncol : (j+1)*rows*ncol]
+			if a.softcap > 0 {
+				softcapTile(sj, rows, ncol, q0, a.window, a.softcap)
+			}
 			if mw == nil {
 				softmaxTile(sj, rows, ncol, q0, a.window, nil, nil, nil, nil, nil)
 			} else {
@@ -371,6 +380,29 @@ func softmaxTileGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float6
 			continue
 		}
 		s1[r], s2[r], ent[r], g[r] = softmaxRowStats(row[:t+1], lo, true, w)
+	}
+}
+
+// softcapTile replaces the visible scores s_rj of the rows × ncol tile s
+// (row r is query t = q0+r; keys max(0, t−window+1) … t, as in
+// softmaxTile) by c·tanh(s_rj/c), Gemma 2's attention logit soft-capping,
+// with PyTorch's float32 roundings: s/c, tanh, ·c.
+func softcapTile(s []float32, rows, ncol, q0, window int, c float32) {
+	for r := 0; r < rows; r++ {
+		t := q0 + r
+		lo := 0
+		if window > 0 && t-window+1 > 0 {
+			lo = t - window + 1
+		}
+		softcap(s[r*ncol+lo:r*ncol+t+1], c)
+	}
+}
+
+// softcap replaces each x of xs by c·tanh(x/c) (float32 division and
+// product, tanh correctly rounded from float64).
+func softcap(xs []float32, c float32) {
+	for i, x := range xs {
+		xs[i] = float32(math.Tanh(float64(x/c))) * c
 	}
 }
 

@@ -72,6 +72,16 @@ type Config struct {
 	// DeltaNet holds the Gated DeltaNet layers' settings of a hybrid model
 	// (Qwen3.5; see qwen35.go).
 	DeltaNet *DeltaNetConfig
+
+	// Per-layer attention span and RoPE, score scale, logit soft-caps and
+	// embedding scale (Gemma 2/3, gemma.go); the zero values leave the
+	// decoder pass as it is for every other family.
+	SlidingLayers []bool      // per layer: whether the Sliding window applies (nil: every layer)
+	LocalRoPE     *RoPEConfig // RoPE of the sliding layers where it differs from RoPE (nil: RoPE everywhere)
+	AttnScalar    float64     // query_pre_attn_scalar: scores scaled by AttnScalar^−½ instead of DHead^−½ (0: DHead)
+	AttnSoftcap   float64     // attention logit soft-cap c: scaled score s → c·tanh(s/c) before the mask (0: off)
+	FinalSoftcap  float64     // final logit soft-cap c: logit → c·tanh(logit/c) (0: off)
+	EmbedScale    float32     // factor on the token embedding (0: none)
 }
 
 // RoPEConfig holds rotary embedding parameters (rotate-half convention).
@@ -453,4 +463,13 @@ func (c *Config) GatePerHead() int {
 		return c.DHead
 	}
 	return 0
+}
+
+// layerWindow is the sliding window of layer l (0: the layer attends to
+// every earlier position).
+func (c *Config) layerWindow(l int) int {
+	if c.SlidingLayers != nil && !c.SlidingLayers[l] {
+		return 0
+	}
+	return c.Sliding
 }

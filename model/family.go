@@ -38,6 +38,10 @@ type family struct {
 	// model into their working ranges (after the generic initialisation);
 	// Generate then draws from the filter families' random stream.
 	generated func(rng *rand.Rand, c *Config) func(name string, x []float32)
+	// offsetNorms says that the family's norms scale by 1 + w (Gemma): its
+	// stored norm weights w are neutral at 0, and Generate draws them near
+	// 0 instead of near 1.
+	offsetNorms bool
 }
 
 // families lists every supported architecture in detection order: the
@@ -48,6 +52,7 @@ var families = []*family{
 	rfaFamily, afaFamily, rtFamily, bftFamily, selropeFamily,
 	gatedFamily, qwen3Family, qwen2Family, llamaFamily, gpt2Family,
 	qwen35Family,
+	gemma2Family, gemma3Family,
 }
 
 // configFile is a config.json as every family's detect and parse see it:

@@ -69,6 +69,11 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 			copy(x[(b*T+t)*D:(b*T+t+1)*D], m.Embed[id*D:(id+1)*D])
 		}
 	}
+	if c.EmbedScale != 0 { // Gemma: × √D in the checkpoint's dtype
+		for i := range x {
+			x[i] *= c.EmbedScale
+		}
+	}
 	run("hook_embed", x, B, T, D)
 	if m.PosEmbed != nil {
 		pos := make([]float32, n*D)
@@ -78,10 +83,13 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 		run("hook_pos_embed", pos, B, T, D)
 		addTo(x, pos)
 	}
-	var rope *ropeTable
+	var rope, localRope *ropeTable
 	rot, _ := m.ext.(qkRotator)
 	if m.PosEmbed == nil && rot == nil {
 		rope = newRopeTable(c.RoPE, c.RoPE.dims(dh), T)
+		if c.LocalRoPE != nil {
+			localRope = newRopeTable(*c.LocalRoPE, c.LocalRoPE.dims(dh), T) // the sliding layers' own RoPE (Gemma 3)
+		}
 	}
 
 	for l := range m.Layers {
@@ -99,7 +107,6 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 			if err == nil {
 				err = L.mixer.mix(out, h, l, B, T, opt, run)
 			}
-			run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
 		} else {
 			// q, k, v projections (and the gate logits of gated models)
 			linear(q, h, n, D, L.Wq, H*dh, L.Bq)
@@ -121,13 +128,17 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 				rmsNorm(k, k, dh, L.KNorm, c.NormEps)
 			}
 			if rope != nil {
+				rl := rope
+				if localRope != nil && c.layerWindow(l) > 0 {
+					rl = localRope
+				}
 				for r := 0; r < n; r++ {
 					t := r % T
 					for i := 0; i < H; i++ {
-						rope.apply(q[(r*H+i)*dh:(r*H+i+1)*dh], t)
+						rl.apply(q[(r*H+i)*dh:(r*H+i+1)*dh], t)
 					}
 					for i := 0; i < KV; i++ {
-						rope.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
+						rl.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
 					}
 				}
 			}
@@ -142,10 +153,10 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 				return nil, err
 			}
 
-			// softmax(q·kᵀ/√dh + causal mask)·v, streamed in query tiles
+			// softmax(cap(q·kᵀ/√dh) + causal mask)·v, streamed in query tiles
 			args := &attnArgs{
 				layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh,
-				scale: m.attnScale(l), window: c.Sliding,
+				scale: m.attnScale(l), window: c.layerWindow(l), softcap: float32(c.AttnSoftcap),
 				q: q, k: k, v: v, z: z,
 				consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
 			}
@@ -194,8 +205,11 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 
 			// o_proj, residual connection
 			linear(out, z, n, H*dh, L.Wo, D, L.Bo)
-			run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
 		}
+		if L.PostNorm1W != nil {
+			rmsNorm(out, out, D, L.PostNorm1W, c.NormEps) // Gemma's post-attention norm
+		}
+		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
 		if i := firstNonFinite(x); i >= 0 && err == nil {
@@ -206,7 +220,7 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 		// MLP norm, MLP, residual connection
 		m.norm(h, x, L.Norm2W, L.Norm2B)
 		run(name("blocks.{l}.ln2.hook_normalized"), h, B, T, D)
-		mlpBlock(out, h, a1, a2, L, c.Act, B, T, D, F, run, name)
+		mlpBlock(out, h, a1, a2, L, c.Act, c.NormEps, B, T, D, F, run, name)
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
 		if err != nil {
@@ -337,10 +351,11 @@ type hookRun func(name string, x []float32, shape ...int)
 
 // mlpBlock computes the MLP sub-block out = down(act(gate(h)) ⊙ up(h))
 // (SwiGLU, where the layer has WGate) or down(act(up(h))) (GPT-2's
-// fc/proj) for the n = B·T rows of h [n, D] into out [n, D], with the hooks
-// mlp.hook_pre, mlp.hook_post and hook_mlp_out (name resolves the layer's
-// names); a1 and a2 are [n, F] scratch.
-func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, B, T, D, F int, run hookRun, name func(string) string) {
+// fc/proj) for the n = B·T rows of h [n, D] into out [n, D], followed by
+// the RMSNorm of weight L.PostNorm2W and epsilon eps where the layer has
+// one (Gemma), with the hooks mlp.hook_pre, mlp.hook_post and hook_mlp_out
+// (name resolves the layer's names); a1 and a2 are [n, F] scratch.
+func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, eps float64, B, T, D, F int, run hookRun, name func(string) string) {
 	n := B * T
 	if L.WGate != nil {
 		linear(a1, h, n, D, L.WGate, F, L.BGate)
@@ -357,6 +372,9 @@ func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, B, T, D, F int, ru
 	}
 	run(name("blocks.{l}.mlp.hook_post"), a1, B, T, F)
 	linear(out, a1, n, F, L.WDown, D, L.BDown)
+	if L.PostNorm2W != nil {
+		rmsNorm(out, out, D, L.PostNorm2W, eps)
+	}
 	run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
 }
 
@@ -379,6 +397,9 @@ func (m *Model) logits(h []float32, B, T int, opt Options, run hookRun) *Output 
 		n := B * T
 		res.Logits = make([]float32, n*c.Vocab)
 		linear(res.Logits, h, n, c.DModel, m.Head, c.Vocab, nil)
+		if c.FinalSoftcap > 0 {
+			softcap(res.Logits, float32(c.FinalSoftcap)) // Gemma's final logit soft-cap
+		}
 		run("logits", res.Logits, B, T, c.Vocab)
 	}
 	return res
@@ -409,8 +430,11 @@ func (m *Model) norm(dst, x []float32, w, b []float32) {
 }
 
 // attnScale is the factor on q·k: 1/√dh (GPT-2: optional, and optionally
-// divided by layer index + 1).
+// divided by layer index + 1; Gemma: query_pre_attn_scalar^−½).
 func (m *Model) attnScale(l int) float32 {
+	if m.AttnScalar > 0 {
+		return float32(math.Pow(m.AttnScalar, -0.5))
+	}
 	s := 1 / math.Sqrt(float64(m.DHead))
 	if m.Arch == ArchGPT2 {
 		if !m.GPT2Scale.Weights {

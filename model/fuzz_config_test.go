@@ -98,6 +98,9 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	if rope && !(c.RoPE.Theta > 0) {
 		t.Fatalf("rope_theta %v accepted", c.RoPE.Theta)
 	}
+	if c.Arch == ArchGemma2 || c.Arch == ArchGemma3 {
+		checkGemmaConfig(t, c)
+	}
 	if c.RoPE.Type != "" && c.RoPE.Type != "default" && !(c.RoPE.Factor > 0) {
 		t.Fatalf("rope_scaling factor %v accepted for type %q", c.RoPE.Factor, c.RoPE.Type)
 	}

@@ -12,14 +12,15 @@ import (
 	"github.com/filterlens/probe/checkpoint"
 )
 
-// generator makes up the tensors a loader asks for: norms near 1 with zero
-// bias, embeddings N(0, 0.5²), projections N(0, 1/fan_in), so activations
+// generator makes up the tensors a loader asks for: norms near 1 (near 0
+// for the families whose norms scale by 1 + w) with zero bias, embeddings N(0, 0.5²), projections N(0, 1/fan_in), so activations
 // stay O(1) and attention is varied. It records every tensor under its
 // Hugging Face name so that the checkpoint can be written.
 type generator struct {
-	rng     *rand.Rand
-	tensors []checkpoint.Tensor
-	prefix  string
+	rng      *rand.Rand
+	tensors  []checkpoint.Tensor
+	prefix   string
+	normMean float64 // mean of the norm weights: 1, or 0 where norms scale by 1 + w
 	// fix, when set, moves a family's own parameters into their working
 	// ranges as each tensor is made (family.generated), before the family's
 	// loader transforms it.
@@ -37,7 +38,7 @@ func (g *generator) make(name string, shape []int) []float32 {
 	case strings.Contains(base, "norm") || strings.HasPrefix(base, "ln_"):
 		if strings.HasSuffix(name, ".weight") {
 			for i := range x {
-				x[i] = float32(1 + 0.1*g.rng.NormFloat64())
+				x[i] = float32(g.normMean + 0.1*g.rng.NormFloat64())
 			}
 		}
 	case strings.HasSuffix(name, ".bias"):
@@ -83,7 +84,10 @@ func Generate(cfg Config, seed uint64) (*Model, []checkpoint.Tensor, error) {
 	if f.generated != nil {
 		stream = 0x66696c746572
 	}
-	g := &generator{rng: rand.New(rand.NewPCG(seed, stream)), prefix: f.prefix}
+	g := &generator{rng: rand.New(rand.NewPCG(seed, stream)), prefix: f.prefix, normMean: 1}
+	if f.offsetNorms {
+		g.normMean = 0
+	}
 	if f.generated != nil {
 		// its own stream, so that the generic weights do not depend on it
 		g.fix = f.generated(rand.New(rand.NewPCG(seed, stream+1)), &cfg)

@@ -35,6 +35,10 @@ type Layer struct {
 	// mixer, when set, replaces the layer's softmax attention (the fields
 	// from Wq to Wo are then unused; see tokenMixer).
 	mixer tokenMixer
+
+	// PostNorm1W and PostNorm2W are the RMSNorm weights applied to the
+	// attention and MLP outputs before the residual adds (Gemma; nil: none).
+	PostNorm1W, PostNorm2W []float32
 }
 
 // Model is a loaded checkpoint ready to run.

@@ -11,7 +11,7 @@ import (
 )
 
 // goldenCases are the shared golden folders that carry diagnostics.safetensors.
-var goldenCases = []string{"qwen3_gqa", "qwen3_gate_headwise", "qwen3_gate_elementwise", "llama_gqa", "qwen2_bias", "gpt2"}
+var goldenCases = []string{"qwen3_gqa", "qwen3_gate_headwise", "qwen3_gate_elementwise", "llama_gqa", "qwen2_bias", "gpt2", "gemma2", "gemma3_text"}
 
 func goldenDir() string { return filepath.Join("..", "..", "shared", "golden") }
 

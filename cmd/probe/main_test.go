@@ -213,7 +213,7 @@ func TestEveryArchitecture(t *testing.T) {
 	tmp := t.TempDir()
 	ids := filepath.Join(tmp, "ids.json")
 	os.WriteFile(ids, []byte("[[1,5,9,2,7,3,8,4,6,0,11,12],[3,3,2,1,9,8,7,6,5,4,3,2]]"), 0o644)
-	for _, arch := range []string{"qwen3", "gated", "llama", "qwen2", "gpt2", "selrope", "bft", "rt_transformer", "afa"} {
+	for _, arch := range []string{"qwen3", "gated", "llama", "qwen2", "gpt2", "selrope", "bft", "rt_transformer", "afa", "gemma2", "gemma3"} {
 		t.Run(arch, func(t *testing.T) {
 			ck := filepath.Join(tmp, arch)
 			if code, _, errs := probe(t, "generate", "--arch", arch, "--layers", "2", "--d-model", "32", "--heads", "4",
