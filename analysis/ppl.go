@@ -26,7 +26,7 @@ import (
 // context), and the inference-time test of BFT's Prediction 3 (App. I):
 // the same passes with a gated checkpoint's learned output gate replaced
 // by 1 or by the Kalman gain K_BFT computed from each query's attention row
-// (model.ForwardGate, probes.KGate).
+// (probes.GateOverride, probes.KGate).
 //
 // For each model, each length T and each sample s, a chunk of T + 1 stream
 // tokens x_0 … x_T is cut (PlanChunks, non-overlapping); one forward pass
@@ -463,7 +463,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			return nil, err
 		}
 		p := pplPlan{dir: dir, label: labels[i], cfg: cfg}
-		gated := cfg.GatePerHead() > 0 && cfg.Arch == model.ArchGated
+		gated := cfg.LearnedGate()
 		for _, v := range o.Variants {
 			if v == VariantLearned || gated {
 				p.variants = append(p.variants, v)
@@ -472,7 +472,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		if !gated {
 			p.variants = []string{VariantLearned}
 			if len(o.Variants) > 1 || o.Variants[0] != VariantLearned {
-				p.notes = append(p.notes, fmt.Sprintf("no Qiu output gate (%s): only the learned (as trained) variant runs", cfg.Arch))
+				p.notes = append(p.notes, fmt.Sprintf("no learned output gate (%s): only the learned (as trained) variant runs", cfg.Arch))
 			}
 		}
 		for _, c := range append(append([]Chunk(nil), eval...), calib...) {
@@ -536,11 +536,11 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			return fail(err)
 		}
 		rec.Hashing = time.Since(t0).Seconds()
-		rec.Gated = m.Arch == model.ArchGated && m.GatePerHead() > 0
+		rec.Gated = m.LearnedGate()
 		pr.Layers = m.Config.Layers
 
 		// one pass, with progress per layer
-		pass := func(variant string, c Chunk, ids []int, logits bool, g *model.GateOverride) (*model.Output, error) {
+		pass := func(variant string, c Chunk, ids []int, logits bool, g *probes.GateOverride) (*model.Output, error) {
 			cost := PassCost(&m.Config, c.T)
 			pr.Pass++
 			pr.Model, pr.Variant, pr.T, pr.Sample, pr.Layer, pr.Done = p.label, variant, c.T, c.Sample, 0, false
@@ -553,8 +553,13 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				report()
 				return nil
 			})
-			out, err := m.ForwardGate([][]int{ids}, model.Options{Hooks: hs, Logits: logits, Threads: r.Threads,
-				AllowExtrapolation: c.T > m.MaxPos}, g)
+			if g != nil {
+				if err := g.Register(hs, &m.Config, 1, len(ids)); err != nil {
+					return nil, err
+				}
+			}
+			out, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, Logits: logits, Threads: r.Threads,
+				AllowExtrapolation: c.T > m.MaxPos})
 			if err != nil {
 				return nil, fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", p.dir, variant, c.T, c.Sample, c.Start, c.End, err)
 			}
@@ -583,14 +588,14 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				cals = append(cals, g.Calibrator())
 			}
 			t0 = time.Now()
-			observe := func(row model.GateRow) float64 {
+			observe := func(row probes.GateRow) float64 {
 				for _, c := range cals {
 					c.Observe(row)
 				}
 				return row.Learned
 			}
 			for _, c := range calib {
-				if _, err := pass("calibration", c, r.Stream[c.Start:c.End], false, model.RowGate(observe)); err != nil {
+				if _, err := pass("calibration", c, r.Stream[c.Start:c.End], false, probes.RowGate(observe)); err != nil {
 					return fail(err)
 				}
 			}
@@ -612,13 +617,13 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 
 		nll := make([]float64, 0, o.Lengths[len(o.Lengths)-1])
 		for _, v := range p.variants {
-			var g *model.GateOverride
+			var g *probes.GateOverride
 			switch {
 			case v == VariantOne:
-				g = model.ConstGate(1)
+				g = probes.ConstGate(1)
 			case v == VariantLearned:
 			case gates[v] != nil:
-				g = model.RowGate(gates[v].Gate)
+				g = probes.RowGate(gates[v].Gate)
 			default:
 				ko, err := o.kGateOptions(v)
 				if err != nil {
@@ -628,7 +633,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				if err != nil {
 					return fail(err)
 				}
-				g = model.RowGate(kg.Gate)
+				g = probes.RowGate(kg.Gate)
 			}
 			t0 = time.Now()
 			for _, c := range eval {

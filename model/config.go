@@ -50,6 +50,9 @@ type Config struct {
 
 	QKNorm    bool     // Qwen3 / Qiu use_qk_norm
 	Gate      GateKind // Qiu output gate
+	// GainGate says that the gate is computed by the pass, not learned
+	// (BFT: the Kalman gain K takes the gate's place).
+	GainGate bool
 	QKVBias   bool     // bias on q, k, v projections
 	OBias     bool     // bias on o_proj
 	MLPBias   bool     // bias on the MLP projections (Llama mlp_bias; GPT-2 always)
@@ -439,6 +442,12 @@ func (c *Config) fromGPT2(r *rawConfig) error {
 	c.GPT2Scale.ByInverseLayer = r.ScaleByInverseIdx
 	return nil
 }
+
+// LearnedGate reports whether the attention output passes through a gate
+// learned as a sigmoid of the token (Qiu et al.'s gated attention, Qwen3.5's
+// softmax layers): the gate that BFT's Prediction 3 replaces. BFT's own
+// gate is its Kalman gain, computed by the pass (GainGate).
+func (c *Config) LearnedGate() bool { return c.GatePerHead() > 0 && !c.GainGate }
 
 // SoftmaxLayers returns the layers whose token mixer is softmax attention,
 // the ones that stream attention rows to AttnConsumers (all of them except
