@@ -48,14 +48,14 @@ type Config struct {
 	Act      string // hidden_act / activation_function
 	TiedHead bool
 
-	QKNorm    bool     // Qwen3 / Qiu use_qk_norm
-	Gate      GateKind // Qiu output gate
+	QKNorm bool     // Qwen3 / Qiu use_qk_norm
+	Gate   GateKind // Qiu output gate
 	// GainGate says that the gate is computed by the pass, not learned
 	// (BFT: the Kalman gain K takes the gate's place).
-	GainGate bool
-	QKVBias   bool     // bias on q, k, v projections
-	OBias     bool     // bias on o_proj
-	MLPBias   bool     // bias on the MLP projections (Llama mlp_bias; GPT-2 always)
+	GainGate  bool
+	QKVBias   bool // bias on q, k, v projections
+	OBias     bool // bias on o_proj
+	MLPBias   bool // bias on the MLP projections (Llama mlp_bias; GPT-2 always)
 	RoPE      RoPEConfig
 	Sliding   int // sliding_window when in use (0: none)
 	DType     string
