@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
 
@@ -38,6 +39,13 @@ func HashFile(path string) (FileHash, error) {
 	return FileHash{Path: path, SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
 }
 
+// HashBytes describes data read from path (standard input, say) the way
+// HashFile describes a file.
+func HashBytes(path string, data []byte) FileHash {
+	s := sha256.Sum256(data)
+	return FileHash{Path: path, SHA256: hex.EncodeToString(s[:]), Bytes: int64(len(data))}
+}
+
 // ModelInfo describes the checkpoint a sweep ran on.
 type ModelInfo struct {
 	Dir        string     `json:"dir"`
@@ -58,6 +66,9 @@ type ModelInfo struct {
 	// Digest is the sha256 over the files' names and hashes: the model's
 	// identity in pass keys.
 	Digest string `json:"digest"`
+	// Hub says which hub model id, revision and commit Dir was resolved
+	// from when --model named one (nil for a folder given as such).
+	Hub *checkpoint.HubModel `json:"hub,omitempty"`
 }
 
 // Shape returns the model's shape for aggregation.

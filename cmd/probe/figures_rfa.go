@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
@@ -138,7 +139,11 @@ func rfaCheckpointReport(f *rfaFigureFlags) (*report.Report, error) {
 	in := papers.RFACheckpointInput{Model: *f.model}
 	var m *model.Model
 	if *f.model != "" {
-		var err error
+		dir, _, err := checkpoint.ResolveModel(*f.model, "")
+		if err != nil {
+			return nil, err
+		}
+		*f.model = dir
 		if m, err = model.Load(*f.model, model.LoadOptions{}); err != nil {
 			return nil, err
 		}

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/tokenizer"
 )
 
 // aggFlags are the App. I aggregation options shared by sweep, summarize
@@ -95,77 +93,57 @@ func cliOptions(fs *flag.FlagSet) []analysis.Option {
 	return opts
 }
 
-// readTokenStream reads the token stream of a run: the JSON ids file, or
-// the text file tokenized with tokFile (default modelDir/tokenizer.json),
-// and describes it (kind, file and tokenizer hashes, length, digest).
+// readTokenStream reads the token stream of a run: the ids file, or the
+// text file tokenized with tokFile (default modelDir/tokenizer.json)
+// without special tokens, either "-" for standard input; and describes it
+// (kind, file and tokenizer hashes, length, digest).
 func readTokenStream(idsFile, textFile, modelDir, tokFile string) ([]int, analysis.SourceInfo, error) {
 	src := analysis.SourceInfo{Kind: "ids"}
+	path := idsFile
+	if textFile != "" {
+		path, src.Kind = textFile, "text"
+	}
+	data, err := readInput(path)
+	if err != nil {
+		return nil, src, err
+	}
+	src.File = analysis.HashBytes(inputName(path), data)
 	var stream []int
-	var err error
 	if idsFile != "" {
-		if stream, err = readIDStream(idsFile); err != nil {
-			return nil, src, err
-		}
-		if src.File, err = analysis.HashFile(idsFile); err != nil {
+		if stream, err = parseIDStream(idsFile, data); err != nil {
 			return nil, src, err
 		}
 	} else {
-		tok, err := loadTokenizer(modelDir, tokFile)
+		tp, err := tokenizerPath(modelDir, tokFile)
 		if err != nil {
 			return nil, src, err
 		}
-		if tokFile == "" {
-			tokFile = filepath.Join(modelDir, "tokenizer.json")
-		}
-		th, err := analysis.HashFile(tokFile)
+		tok, err := tokenizer.Load(tp)
 		if err != nil {
 			return nil, src, err
 		}
-		text, err := os.ReadFile(textFile)
+		th, err := analysis.HashFile(tp)
 		if err != nil {
 			return nil, src, err
 		}
-		if stream, err = tok.Encode(string(text), false); err != nil {
-			return nil, src, fmt.Errorf("%s: %w", textFile, err)
+		if stream, err = tok.Encode(string(data), false); err != nil {
+			return nil, src, fmt.Errorf("%s: %w", inputName(textFile), err)
 		}
-		src.Kind, src.Tokenizer = "text", &th
-		if src.File, err = analysis.HashFile(textFile); err != nil {
-			return nil, src, err
+		if len(stream) == 0 {
+			return nil, src, fmt.Errorf("%s: no tokens", inputName(textFile))
 		}
+		src.Tokenizer = &th
 	}
 	src.Tokens, src.Digest = len(stream), analysis.TokenDigest(stream)
 	return stream, src, nil
 }
 
-// readIDStream reads sweep's --ids: one token stream, a JSON list of ints.
-func readIDStream(path string) ([]int, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var ids []int
-	if err := json.Unmarshal(data, &ids); err != nil {
-		var batch [][]int
-		if json.Unmarshal(data, &batch) == nil {
-			return nil, fmt.Errorf("%s: sweep --ids takes one token stream (a JSON list of ints, e.g. [1,2,3]), not a batch of lists", path)
-		}
-		return nil, fmt.Errorf("%s: want one token stream, a JSON list of ints (e.g. [1,2,3]): %v", path, err)
-	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("%s: empty token stream", path)
-	}
-	if i := firstNegative(ids); i >= 0 {
-		return nil, fmt.Errorf("%s: token id %d at stream position %d is negative", path, ids[i], i)
-	}
-	return ids, nil
-}
-
 func cmdSweep(args []string, w io.Writer) error {
 	fs := newFlags("sweep")
 	d := analysis.DefaultSweepOptions()
-	dir := fs.String("model", "", "checkpoint directory")
-	textFile := fs.String("text", "", "text file, tokenized with the model's tokenizer.json (or --tokenizer) into one stream")
-	idsFile := fs.String("ids", "", "token stream: a JSON list of ints")
+	mf := addModelFlag(fs, "checkpoint")
+	textFile := fs.String("text", "", "text file, tokenized with the model's tokenizer.json (or --tokenizer) into one stream; - reads standard input")
+	idsFile := fs.String("ids", "", "token stream: a JSON list of ids (as probe tokenize prints it), or a batch of one; - reads standard input")
 	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the model's)")
 	lengths := fs.String("lengths", "", "context lengths T, e.g. 1k,2k,4k,6k,8k,10k (required)")
 	samples := fs.Int("samples", d.Samples, "chunks per length")
@@ -201,14 +179,16 @@ func cmdSweep(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *dir == "":
-		return fmt.Errorf("--model is required")
 	case *out == "":
 		return fmt.Errorf("--out is required")
 	case (*idsFile == "") == (*textFile == ""):
 		return fmt.Errorf("give exactly one of --ids and --text")
 	case *lengths == "":
 		return fmt.Errorf("--lengths is required (e.g. 1k,2k,4k)")
+	}
+	dir, hub, err := mf.resolve()
+	if err != nil {
+		return err
 	}
 	sh, err := analysis.ParseShard(*shard)
 	if err != nil {
@@ -231,7 +211,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 
 	// Cheap checks first: options, lengths and the stream, before the weights.
-	cfg, err := model.LoadConfig(*dir)
+	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		return err
 	}
@@ -243,7 +223,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 	var tm analysis.Timings
 	t0 := time.Now()
-	stream, src, err := readTokenStream(*idsFile, *textFile, *dir, *tokFile)
+	stream, src, err := readTokenStream(*idsFile, *textFile, dir, *tokFile)
 	if err != nil {
 		return err
 	}
@@ -259,7 +239,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 
 	t0 = time.Now()
-	m, err := model.Load(*dir, model.LoadOptions{})
+	m, err := model.Load(dir, mf.loadOptions())
 	if err != nil {
 		return err
 	}
@@ -269,6 +249,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
 
 	sw := &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: *out,

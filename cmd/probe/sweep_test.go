@@ -73,7 +73,7 @@ func TestSweepCLIErrors(t *testing.T) {
 		}
 	}
 	code, _, errs := probe(t, "sweep", "--model", modelDir, "--ids", batch, "--lengths", "8", "--out", tmp)
-	if code != 1 || !strings.Contains(errs, "takes one token stream (a JSON list of ints") {
+	if code != 1 || !strings.Contains(errs, "holds a batch of 2 sequences; this command takes one token stream") {
 		t.Errorf("batch as stream: %q", errs)
 	}
 	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--text", idsFile, "--lengths", "2", "--out", tmp)
