@@ -160,6 +160,13 @@ func cmdInspect(args []string, w io.Writer) error {
 }
 
 func cmdHooks(args []string, w io.Writer) error {
+	pos, err := parse(newFlags("hooks"), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q: probe hooks lists every hook point", pos[0])
+	}
 	for _, p := range hooks.Points {
 		fmt.Fprintf(w, "%-34s %-42s %s\n", p.Name, p.Shape, p.Doc)
 	}

@@ -45,6 +45,7 @@ func cmdPPL(args []string, w io.Writer) error {
 	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
 	out := fs.String("out", "", "output folder (required)")
 	progress := fs.Bool("progress", true, "progress bar on stderr")
+	force := fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -86,6 +87,9 @@ func cmdPPL(args []string, w io.Writer) error {
 	}
 	fmts, err := analysis.ParseFormats(*formats)
 	if err != nil {
+		return err
+	}
+	if err := refuseNonEmpty(*out, "the perplexity tables and "+analysis.PPLManifestName, *force); err != nil {
 		return err
 	}
 

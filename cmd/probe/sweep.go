@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -138,6 +139,109 @@ func readTokenStream(idsFile, textFile, modelDir, tokFile string) ([]int, analys
 	return stream, src, nil
 }
 
+// planField is one manifest field that decides a sweep's passes or
+// tables, with the flag that sets it.
+type planField struct {
+	field string // JSON path in the manifest
+	flag  string
+	get   func(m *analysis.Manifest) any
+}
+
+// planFields are the fields a re-run into a sweep folder must share with
+// its manifest (TestPlanFieldsCoverOptions keeps the list complete).
+// --allow-extrapolation and --on-nonfinite are not among them: they say
+// whether to go on, not what a pass computes (a stopped sweep is resumed
+// with --on-nonfinite flag, as its error says).
+var planFields = []planField{
+	{"model.digest", "--model", func(m *analysis.Manifest) any { return m.Model.Digest }},
+	{"source.digest", "--ids/--text/--tokenizer", func(m *analysis.Manifest) any { return m.Source.Digest }},
+	{"shard.count", "--shard", func(m *analysis.Manifest) any { return m.Shard.Count }},
+	{"sweep.lengths", "--lengths", func(m *analysis.Manifest) any { return m.Sweep.Lengths }},
+	{"sweep.k", "--k", func(m *analysis.Manifest) any { return m.Sweep.KUnit }},
+	{"sweep.samples", "--samples", func(m *analysis.Manifest) any { return m.Sweep.Samples }},
+	{"sweep.disjoint", "--disjoint", func(m *analysis.Manifest) any { return m.Sweep.Disjoint }},
+	{"sweep.placement", "--placement", func(m *analysis.Manifest) any { return m.Sweep.Placement }},
+	{"sweep.seed", "--seed", func(m *analysis.Manifest) any { return m.Sweep.Seed }},
+	{"sweep.offset", "--offset", func(m *analysis.Manifest) any { return m.Sweep.Offset }},
+	{"sweep.bos_token", "--bos-token", func(m *analysis.Manifest) any { return m.Sweep.BOSToken }},
+	{"sweep.bucket", "--bucket", func(m *analysis.Manifest) any { return m.Sweep.Bucket }},
+	{"sweep.last_frac", "--last-frac", func(m *analysis.Manifest) any { return m.Sweep.LastFrac }},
+	{"sweep.bos_frac", "--bos-frac", func(m *analysis.Manifest) any { return m.Sweep.BOSFrac }},
+	{"sweep.probe.lambda_form", "--lambda-form", func(m *analysis.Manifest) any { return m.Sweep.Probe.Form }},
+	{"sweep.probe.nu", "--nu", func(m *analysis.Manifest) any { return m.Sweep.Probe.Nu }},
+	{"sweep.probe.sigma02", "--sigma02", func(m *analysis.Manifest) any { return m.Sweep.Probe.Sigma02 }},
+	{"sweep.probe.lambda_prior", "--lambda-prior", func(m *analysis.Manifest) any { return m.Sweep.Probe.LambdaPrior }},
+	{"sweep.probe.lambda_max", "--lambda-max", func(m *analysis.Manifest) any { return m.Sweep.Probe.LambdaMax }},
+	{"sweep.probe.moments", "--moments", func(m *analysis.Manifest) any { return m.Sweep.Probe.Moments }},
+	{"sweep.probe.kernel", "--kernel", func(m *analysis.Manifest) any { return m.Sweep.Probe.Kernel }},
+	{"sweep.probe.reductions", "--reductions", func(m *analysis.Manifest) any {
+		if m.Sweep.Probe.Reductions == "" {
+			return "all" // written before the option existed
+		}
+		return m.Sweep.Probe.Reductions
+	}},
+	{"analysis.last_layers", "--last-layers", func(m *analysis.Manifest) any { return m.Analysis.LastLayers }},
+	{"analysis.ddof", "--ddof", func(m *analysis.Manifest) any { return m.Analysis.DDOF }},
+	{"analysis.fig4_lengths", "--fig4-lengths", func(m *analysis.Manifest) any { return m.Analysis.Fig4Lengths }},
+	{"analysis.fig4_pool", "--fig4-pool", func(m *analysis.Manifest) any { return m.Analysis.Fig4Pool }},
+	{"analysis.bootstrap", "--bootstrap", func(m *analysis.Manifest) any { return m.Analysis.Bootstrap }},
+	{"analysis.seed", "--bootstrap-seed", func(m *analysis.Manifest) any { return m.Analysis.Seed }},
+	{"analysis.ci_level", "--ci-level", func(m *analysis.Manifest) any { return m.Analysis.CILevel }},
+	{"analysis.lambda_ratio", "--lambda-ratio", func(m *analysis.Manifest) any { return m.Analysis.LambdaRatio }},
+}
+
+// planDiff names, as flags, how the plan now differs from the manifest
+// old of the folder: "--samples 2 here, 5 in the folder".
+func planDiff(now, old *analysis.Manifest) []string {
+	var diff []string
+	for _, f := range planFields {
+		a, b := fmt.Sprint(f.get(now)), fmt.Sprint(f.get(old))
+		if a == b {
+			continue
+		}
+		switch f.field {
+		case "model.digest":
+			diff = append(diff, fmt.Sprintf("--model: checkpoint %s here, %s (other files) in the folder", now.Model.Dir, old.Model.Dir))
+		case "source.digest":
+			diff = append(diff, fmt.Sprintf("%s: token stream of %s (%d tokens) here, of %s (%d tokens) in the folder",
+				f.flag, now.Source.File.Path, now.Source.Tokens, old.Source.File.Path, old.Source.Tokens))
+		default:
+			diff = append(diff, fmt.Sprintf("%s %s here, %s in the folder", f.flag, a, b))
+		}
+	}
+	return diff
+}
+
+// checkSweepFolder refuses to run plan into out when out holds something
+// that is not a probe sweep, or a sweep whose manifest records another
+// plan (model, tokens or any option of planFields); --force skips both
+// checks. Re-running the same plan resumes it.
+func checkSweepFolder(out string, plan *analysis.Manifest) error {
+	names, err := folderContents(out)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	if !isSweepFolder(names) {
+		return fmt.Errorf("--out %s holds %d entries (%s) and is not a probe sweep folder (no manifest.json, no passes/): choose another --out, or pass --force to write the sweep among them",
+			out, len(names), listNames(names))
+	}
+	for _, p := range sweepManifests(out) {
+		old, err := analysis.ReadManifest(p)
+		if err != nil {
+			return fmt.Errorf("--out %s: %v; choose another --out, or pass --force to run there anyway", out, err)
+		}
+		if diff := planDiff(plan, old); len(diff) > 0 {
+			what := "a finished sweep"
+			if !old.Complete {
+				what = "an unfinished sweep"
+			}
+			return fmt.Errorf("--out %s holds %s (%s) with another plan:\n  %s\nre-run with the folder's options to resume or reuse it, choose another --out for the new plan, or pass --force to replace its tables (finished passes made with other options are then an error, never overwritten); to re-aggregate with other analysis options use probe summarize %s",
+				out, what, filepath.Base(p), strings.Join(diff, "\n  "), out)
+		}
+	}
+	return nil
+}
+
 func cmdSweep(args []string, w io.Writer) error {
 	fs := newFlags("sweep")
 	d := analysis.DefaultSweepOptions()
@@ -171,6 +275,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about a third more time at 16k)")
 	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
 	progress := fs.Bool("progress", true, "progress bar on stderr")
+	force := fs.Bool("force", false, "run into an --out that holds other files, or a sweep of another plan (its tables are replaced)")
 	af := addAggFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -189,6 +294,11 @@ func cmdSweep(args []string, w io.Writer) error {
 	dir, hub, err := mf.resolve()
 	if err != nil {
 		return err
+	}
+	if names, err := folderContents(*out); err != nil {
+		return err
+	} else if len(names) > 0 && !isSweepFolder(names) && !*force {
+		return checkSweepFolder(*out, nil) // refused before any work; the plan is compared after hashing
 	}
 	sh, err := analysis.ParseShard(*shard)
 	if err != nil {
@@ -251,6 +361,15 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
+	if !*force {
+		plan := &analysis.Manifest{Model: info, Source: src, Sweep: opts, Analysis: agg, Shard: sh}
+		if plan.Sweep.Probe, err = opts.Probe.Resolve(cfg.DHead); err != nil {
+			return err
+		}
+		if err := checkSweepFolder(*out, plan); err != nil {
+			return err
+		}
+	}
 
 	sw := &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: *out,
 		Shard: sh, Threads: *threads, Formats: fmts, CLIOptions: cliOptions(fs), Args: append([]string{"sweep"}, args...),
