@@ -202,11 +202,11 @@ func tokenizerPath(modelDir, file string) (string, error) {
 		return file, nil
 	}
 	if modelDir == "" {
-		return "", fmt.Errorf("no tokenizer: pass --tokenizer <tokenizer.json> or --model")
+		return "", fmt.Errorf("no tokenizer: pass --tokenizer <tokenizer.json>")
 	}
 	p := filepath.Join(modelDir, "tokenizer.json")
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s has no tokenizer.json: pass --ids, or --tokenizer <tokenizer.json>", modelDir)
+		return "", fmt.Errorf("%s has no tokenizer.json: pass --tokenizer <tokenizer.json>", modelDir)
 	}
 	return p, nil
 }
