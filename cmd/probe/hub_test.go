@@ -177,3 +177,21 @@ func TestHubModelRefusals(t *testing.T) {
 		t.Errorf("a refused command wrote %s", out)
 	}
 }
+
+// TestInspectFolderOfCheckpoints: inspect on a folder that holds
+// checkpoints (a zoo, a run's checkpoint-* folders) lists them.
+func TestInspectFolderOfCheckpoints(t *testing.T) {
+	tmp := t.TempDir()
+	for _, d := range []string{"a", filepath.Join("run", "checkpoint-100")} {
+		if code, _, errs := probe(t, "generate", "--arch", "llama", "--layers", "1", "--d-model", "16", "--heads", "2",
+			"--kv-heads", "2", "--vocab", "32", "--max-pos", "16", "--out", filepath.Join(tmp, d)); code != 0 {
+			t.Fatal(errs)
+		}
+	}
+	code, out, errs := probe(t, "inspect", tmp)
+	want := tmp + " holds no config.json; it is a folder of 2 checkpoints (inspect one of them: probe inspect <folder>):\n  " +
+		filepath.Join(tmp, "a") + "\n  " + filepath.Join(tmp, "run", "checkpoint-100") + "\n"
+	if code != 0 || out != want {
+		t.Errorf("inspect a folder of checkpoints: exit %d %s\n%q\nwant %q", code, errs, out, want)
+	}
+}

@@ -191,6 +191,10 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			}
 			if err != nil {
 				fmt.Fprintf(stderr, "probe %s: %v\n", c.name, err)
+				var ee exitError
+				if errors.As(err, &ee) {
+					return ee.code
+				}
 				return 1
 			}
 			return 0
@@ -200,6 +204,15 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	usage(stderr)
 	return 2
 }
+
+// exitError is an error with its own exit status (130: interrupted).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
 
 // closestCommand returns ` (did you mean "x"?)` for the command name
 // closest to name, when one is close.

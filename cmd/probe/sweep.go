@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/filterlens/probe/analysis"
@@ -242,6 +246,54 @@ func checkSweepFolder(out string, plan *analysis.Manifest) error {
 	return nil
 }
 
+// onInterrupt handles SIGINT and SIGTERM while a sweep runs: the first
+// closes stop (the pass under way finishes, then the sweep stops and says
+// what is kept); a second abandons the pass under way and exits at once
+// with status 130, printing note() (every finished pass file is complete,
+// written atomically). The returned function stops the handling.
+func onInterrupt(stop chan struct{}, note func() string) func() {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			close(stop)
+			fmt.Fprintln(progressOut, "\nprobe sweep: interrupted: finishing the pass under way, then stopping (interrupt again to abandon it)")
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			fmt.Fprintf(progressOut, "\nprobe sweep: abandoned the pass under way; the finished passes are kept.\n%s\n", note())
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
+}
+
+// resumeNote is the command that resumes a sweep into out.
+func resumeNote(out string, args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return fmt.Sprintf("resume with (finished passes are reused):\n  probe sweep %s", strings.Join(q, " "))
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything beyond
+// letters, digits and -_./,:=+@%.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./,:=+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 func cmdSweep(args []string, w io.Writer) error {
 	fs := newFlags("sweep")
 	d := analysis.DefaultSweepOptions()
@@ -379,7 +431,21 @@ func cmdSweep(args []string, w io.Writer) error {
 		sw.Progress = bar.update
 		defer bar.finish()
 	}
+	stop := make(chan struct{})
+	sw.Stop = stop
+	defer onInterrupt(stop, func() string { return resumeNote(*out, args) })()
 	man, res, err := sw.Run()
+	if errors.Is(err, analysis.ErrStopped) {
+		mine := 0
+		for i := range man.Chunks {
+			if i%sh.Count == sh.Index {
+				mine++
+			}
+		}
+		fmt.Fprintf(w, "interrupted: %d of %d passes are finished and kept in %s (each pass file is written whole); %s says the sweep is unfinished.\n%s\n",
+			len(man.Passes), mine, filepath.Join(*out, "passes"), analysis.ManifestName(sh), resumeNote(*out, args))
+		return exitError{130, err}
+	}
 	if err != nil {
 		return err
 	}
