@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -391,7 +392,12 @@ type PPLProgress struct {
 
 // PPLRun runs perplexity passes over one or more checkpoints.
 type PPLRun struct {
-	Dirs    []string // checkpoint folders, loaded one at a time
+	Dirs []string // checkpoint folders, loaded one at a time
+	// Hubs, when set, says for each of Dirs where in the Hugging Face
+	// cache it was found (nil: a folder given as such); such a model is
+	// labelled by its hub id.
+	Hubs    []*checkpoint.HubModel
+	Load    model.LoadOptions
 	Source  SourceInfo
 	Stream  []int
 	Options PPLOptions
@@ -412,16 +418,23 @@ type pplPlan struct {
 	notes      []string
 }
 
-// pplLabels returns the models' labels: the folder names, with the index
-// appended where two folders share a name.
-func pplLabels(dirs []string) []string {
+// pplLabels returns the models' labels: the folder names (the hub id
+// org/name of a folder found in the hub cache), with the index appended
+// where two share a name.
+func pplLabels(dirs []string, hubs []*checkpoint.HubModel) []string {
+	name := func(i int) string {
+		if i < len(hubs) && hubs[i] != nil {
+			return hubs[i].Repo
+		}
+		return filepath.Base(filepath.Clean(dirs[i]))
+	}
 	count := map[string]int{}
-	for _, d := range dirs {
-		count[filepath.Base(filepath.Clean(d))]++
+	for i := range dirs {
+		count[name(i)]++
 	}
 	out := make([]string, len(dirs))
-	for i, d := range dirs {
-		b := filepath.Base(filepath.Clean(d))
+	for i := range dirs {
+		b := name(i)
 		if count[b] > 1 {
 			b = fmt.Sprintf("%s#%d", b, i)
 		}
@@ -453,7 +466,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
 	}
-	labels := pplLabels(r.Dirs)
+	labels := pplLabels(r.Dirs, r.Hubs)
 	var plans []pplPlan
 	work := 0.0
 	passes := 0
@@ -523,10 +536,10 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			r.Progress(pr)
 		}
 	}
-	for _, p := range plans {
+	for pi, p := range plans {
 		rec := PPLModel{Label: p.label, Variants: p.variants, Seconds: map[string]float64{}, Notes: p.notes}
 		t0 := time.Now()
-		m, err := model.Load(p.dir, model.LoadOptions{})
+		m, err := model.Load(p.dir, r.Load)
 		if err != nil {
 			return fail(err)
 		}
@@ -534,6 +547,9 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		t0 = time.Now()
 		if rec.Info, err = DescribeModel(m); err != nil {
 			return fail(err)
+		}
+		if pi < len(r.Hubs) {
+			rec.Info.Hub = r.Hubs[pi]
 		}
 		rec.Hashing = time.Since(t0).Seconds()
 		rec.Gated = m.LearnedGate()

@@ -65,15 +65,26 @@ type Sweep struct {
 	Args       []string
 	// Progress, when set, is called as the sweep advances.
 	Progress func(Progress)
+	// Stop, when closed, stops the sweep before its next pass: Run
+	// returns ErrStopped with the finished passes kept and the manifest
+	// saying the sweep is unfinished. A pass under way is finished first.
+	Stop <-chan struct{}
 	// Timings already spent (hashing, loading, tokenizing) by the caller.
 	Timings Timings
 }
 
-// Run runs the sweep. Finished pass files with the same key are kept; a
-// pass file made with other options is an error naming the file and the
-// fields that differ. On a failure every finished pass file stays, and the
-// manifest records the error. It returns the manifest it wrote and, for an
-// unsharded run, the aggregated results.
+// ErrStopped is returned by Sweep.Run when Sweep.Stop was closed before
+// every pass was finished.
+var ErrStopped = errors.New("sweep stopped before its last pass")
+
+// Run runs the sweep. The manifest is written first, marked incomplete
+// (unless the folder's manifest records a finished sweep, whose tables
+// stay valid until new ones are written), and completed at the end.
+// Finished pass files with the same key are kept; a pass file made with
+// other options is an error naming the file and the fields that differ.
+// On a failure or a stop every finished pass file stays, and the manifest
+// records the error and the passes finished. It returns the manifest it
+// wrote and, for an unsharded run, the aggregated results.
 func (s *Sweep) Run() (*Manifest, *Results, error) {
 	start := time.Now()
 	man, chunks, err := s.prepare()
@@ -95,6 +106,11 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 			return man, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
 		}
 		return man, nil, err
+	}
+	if old, err := ReadManifest(filepath.Join(s.Out, ManifestName(s.Shard))); err != nil || !old.Complete {
+		if err := WriteJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man); err != nil {
+			return nil, nil, err
+		}
 	}
 
 	var mine []Chunk
@@ -144,6 +160,11 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 				report()
 				continue
 			}
+		}
+		select {
+		case <-s.Stop:
+			return fail(fmt.Errorf("%w: %d of %d passes finished", ErrStopped, len(man.Passes), len(mine)))
+		default:
 		}
 		report()
 		base := pr.Work

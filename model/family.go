@@ -86,6 +86,19 @@ func Archs() []string {
 	return names
 }
 
+// SmallArchs lists the architectures SmallConfig and Generate can make
+// (every family with a config.json writer; RFA checkpoints come from its
+// authors' code), in registry order.
+func SmallArchs() []Arch {
+	var as []Arch
+	for _, f := range families {
+		if f.small != nil {
+			as = append(as, f.arch)
+		}
+	}
+	return as
+}
+
 // supportedModelTypes lists what config.json may say, family by family,
 // for the error on an unknown model_type.
 func supportedModelTypes() string {

@@ -38,14 +38,16 @@ type benchResult struct {
 // (docs/performance.md).
 func cmdBench(args []string, w io.Writer) error {
 	fs := newFlags("bench")
-	dir := fs.String("model", "", "checkpoint directory")
+	mf := addModelFlag(fs, "checkpoint")
 	T := fs.Int("tokens", 1024, "sequence length T (one batch of T random tokens)")
 	reps := fs.Int("reps", 3, "forward passes; the fastest is reported")
 	noDiag := fs.Bool("no-diagnostics", false, "plain forward pass, no attention consumer")
 	path := fs.String("kernel", probes.MatrixKernel.String(), "where the diagnostics' row moments come from: matrix (the attention pass's matrix products) or rows (probes.Collector row by row); see probes.Kernel")
 	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic, which need S per dimension); see probes.Reductions")
 	seed := fs.Uint64("seed", 1, "seed of the random tokens")
-	idsFile := fs.String("ids", "", "JSON list of token ids to use instead of random ones (its first --tokens ids; all of them when --tokens is not given)")
+	idsFile := fs.String("ids", "", "token ids to use instead of random ones, a JSON list (or a batch of one; - reads standard input): its first --tokens ids, all of them when --tokens is not given")
+	textFile := fs.String("text", "", "text to use instead of random ids, tokenized with the model's tokenizer.json (or --tokenizer); - reads standard input: its first --tokens tokens, all when --tokens is not given")
+	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the one in the model folder)")
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	tile := fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
@@ -56,8 +58,8 @@ func cmdBench(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *dir == "":
-		return fmt.Errorf("--model is required")
+	case *idsFile != "" && *textFile != "":
+		return fmt.Errorf("give --ids or --text, not both")
 	case *T <= 0:
 		return fmt.Errorf("--tokens %d: want a positive length", *T)
 	case *reps <= 0:
@@ -69,28 +71,38 @@ func cmdBench(args []string, w io.Writer) error {
 	if !ok {
 		return fmt.Errorf("--reductions %q: want %s or %s", *reductions, probes.MeanReduction, probes.AllReductions)
 	}
-	m, err := model.Load(*dir, model.LoadOptions{})
+	dir, err := mf.dir()
+	if err != nil {
+		return err
+	}
+	m, err := model.Load(dir, mf.loadOptions())
 	if err != nil {
 		return err
 	}
 	c := &m.Config
 	var ids []int
-	if *idsFile != "" {
-		if ids, err = readIDStream(*idsFile); err != nil {
+	if *idsFile != "" || *textFile != "" {
+		if *idsFile != "" {
+			ids, err = readIDStream(*idsFile)
+		} else {
+			ids, err = readText(dir, *tokFile, *textFile, 0, false)
+		}
+		if err != nil {
 			return err
 		}
+		src := inputName(*idsFile + *textFile)
 		tokensSet := false
 		fs.Visit(func(f *flag.Flag) { tokensSet = tokensSet || f.Name == "tokens" })
 		if tokensSet {
 			if len(ids) < *T {
-				return fmt.Errorf("%s: %d ids, --tokens %d", *idsFile, len(ids), *T)
+				return fmt.Errorf("%s: %d tokens, fewer than --tokens %d", src, len(ids), *T)
 			}
 			ids = ids[:*T]
 		}
 		*T = len(ids)
 		for i, id := range ids {
 			if id < 0 || id >= c.Vocab {
-				return fmt.Errorf("%s: id %d at position %d is outside the vocabulary [0, %d)", *idsFile, id, i, c.Vocab)
+				return fmt.Errorf("%s: id %d at position %d is outside the vocabulary [0, %d)", src, id, i, c.Vocab)
 			}
 		}
 	} else {

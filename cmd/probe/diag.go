@@ -19,8 +19,8 @@ var diagColumns = []string{"sample", "layer", "head", "query", "neff", "neff_ent
 
 func cmdDiag(args []string, w io.Writer) error {
 	fs := newFlags("diag")
-	dir := fs.String("model", "", "checkpoint directory")
-	idsFile := fs.String("ids", "", "JSON list of equal-length token id lists (one batch)")
+	mf := addModelFlag(fs, "checkpoint")
+	tf := addTokenFlags(fs)
 	out := fs.String("out", "", "output CSV file")
 	allowExt := fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
@@ -33,33 +33,34 @@ func cmdDiag(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *dir == "":
-		return fmt.Errorf("--model is required")
-	case *idsFile == "":
-		return fmt.Errorf("--ids is required")
 	case *out == "":
 		return fmt.Errorf("--out is required")
 	case *onNF != analysis.NonFiniteStop && *onNF != analysis.NonFiniteFlag:
 		return fmt.Errorf("--on-nonfinite %q: want stop or flag", *onNF)
 	}
-	ids, err := readIDBatch(*idsFile)
+	if err := tf.check(); err != nil {
+		return err
+	}
+	dir, err := mf.dir()
 	if err != nil {
 		return err
 	}
-	for b, seq := range ids {
-		if len(seq) != len(ids[0]) {
-			return fmt.Errorf("%s: sequence %d has %d tokens, sequence 0 has %d (the batch must be rectangular)",
-				*idsFile, b, len(seq), len(ids[0]))
-		}
+	cfg, err := model.LoadConfig(dir)
+	if err != nil {
+		return err
 	}
-	m, err := model.Load(*dir, model.LoadOptions{})
+	ids, err := tf.batch(dir)
+	if err != nil {
+		return err
+	}
+	if err := checkLength(len(ids[0]), cfg, tf, *allowExt); err != nil {
+		return err
+	}
+	m, err := model.Load(dir, mf.loadOptions())
 	if err != nil {
 		return err
 	}
 	B, T, c := len(ids), len(ids[0]), &m.Config
-	if T == 0 {
-		return fmt.Errorf("%s: empty sequences", *idsFile)
-	}
 	// App. I defaults: Eq. 6, ν = 1, σ0² = 1/d_head, λ = 1, two-pass S.
 	k, ok := probes.ParseKernel(*kernel)
 	if !ok {

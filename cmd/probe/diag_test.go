@@ -259,14 +259,15 @@ func TestDiagErrors(t *testing.T) {
 	dir := filepath.Join(goldenDir, "qwen3_gqa")
 	ragged := filepath.Join(tmp, "ragged.json")
 	os.WriteFile(ragged, []byte("[[1,2,3],[4,5]]"), 0o644)
-	flat := filepath.Join(tmp, "flat.json")
-	os.WriteFile(flat, []byte("[1,2,3]"), 0o644)
+	floats := filepath.Join(tmp, "floats.json")
+	os.WriteFile(floats, []byte("[1.5,2,3]"), 0o644)
 	for _, c := range []struct {
 		args []string
 		msg  string
 	}{
 		{[]string{"diag", "--model", dir, "--ids", ragged, "--out", filepath.Join(tmp, "x.csv")}, "sequence 1 has 2 tokens, sequence 0 has 3"},
-		{[]string{"diag", "--model", dir, "--ids", flat, "--out", filepath.Join(tmp, "x.csv")}, "want a JSON list of token id lists"},
+		{[]string{"diag", "--model", dir, "--ids", floats, "--out", filepath.Join(tmp, "x.csv")}, "floats.json: want " + idFormat},
+		{[]string{"diag", "--model", dir, "--out", filepath.Join(tmp, "x.csv")}, "give exactly one of --ids and --text"},
 		{[]string{"diag", "--model", dir, "--ids", ragged}, "--out is required"},
 		{[]string{"diag", "--model", dir, "--ids", ragged, "--out", "x", "--frobnicate"}, "flag provided but not defined: -frobnicate"},
 	} {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/filterlens/probe/checkpoint"
@@ -34,6 +37,9 @@ type summary struct {
 	QKVBias    bool     `json:"qkv_bias"`
 	Tied       bool     `json:"tied_embeddings"`
 	RoPE       string   `json:"rope"`
+	// Hub says where in the Hugging Face cache Dir was found (nil for a
+	// folder given as such).
+	Hub *checkpoint.HubModel `json:"hub,omitempty"`
 }
 
 func inspect(dir string) (*summary, error) {
@@ -81,26 +87,59 @@ func inspect(dir string) (*summary, error) {
 	return s, nil
 }
 
+// checkpointsUnder lists the folders at most two levels below dir that
+// hold a config.json (a zoo, a training run's checkpoint-* folders),
+// sorted.
+func checkpointsUnder(dir string) []string {
+	var found []string
+	for _, pattern := range []string{"*/config.json", "*/*/config.json"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, c := range m {
+			found = append(found, filepath.Dir(c))
+		}
+	}
+	sort.Strings(found)
+	return found
+}
+
 func cmdInspect(args []string, w io.Writer) error {
 	fs := newFlags("inspect")
 	asJSON := fs.Bool("json", false, "print JSON")
+	revision := fs.String("revision", "", "with a hub model id org/name: the branch, tag or commit of the snapshot (default main)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("want one checkpoint directory, got %d arguments", len(pos))
+		return fmt.Errorf("want one checkpoint (a folder or a hub model id org/name), got %d arguments", len(pos))
 	}
-	s, err := inspect(pos[0])
+	dir, hub, err := checkpoint.ResolveModel(pos[0], *revision)
 	if err != nil {
 		return err
 	}
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, os.ErrNotExist) {
+		if found := checkpointsUnder(dir); len(found) > 0 {
+			fmt.Fprintf(w, "%s holds no config.json; it is a folder of %d checkpoints (inspect one of them: probe inspect <folder>):\n", dir, len(found))
+			for _, f := range found {
+				fmt.Fprintf(w, "  %s\n", f)
+			}
+			return nil
+		}
+	}
+	s, err := inspect(dir)
+	if err != nil {
+		return err
+	}
+	s.Hub = hub
 	if *asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
 	}
 	fmt.Fprintf(w, "checkpoint:    %s (%s: %v)\n", s.Dir, s.Format, s.Files)
+	if s.Hub != nil {
+		fmt.Fprintf(w, "hub cache:     %s (revision %s)\n", s.Hub, s.Hub.Revision)
+	}
 	fmt.Fprintf(w, "architecture:  %s (model_type %s)\n", s.Arch, s.ModelType)
 	fmt.Fprintf(w, "layers:        %d\n", s.Layers)
 	fmt.Fprintf(w, "d_model:       %d\n", s.DModel)
@@ -121,6 +160,13 @@ func cmdInspect(args []string, w io.Writer) error {
 }
 
 func cmdHooks(args []string, w io.Writer) error {
+	pos, err := parse(newFlags("hooks"), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q: probe hooks lists every hook point", pos[0])
+	}
 	for _, p := range hooks.Points {
 		fmt.Fprintf(w, "%-34s %-42s %s\n", p.Name, p.Shape, p.Doc)
 	}

@@ -142,10 +142,10 @@ func TestErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"nosuch"}, `unknown command "nosuch"`},
-		{[]string{"inspect"}, "want one checkpoint directory"},
+		{[]string{"inspect"}, "want one checkpoint (a folder or a hub model id org/name), got 0 arguments"},
 		{[]string{"inspect", tmp}, "config.json"},
 		{[]string{"capture", "--model", gated, "--ids", bigID, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "token id 512"},
-		{[]string{"capture", "--model", gated, "--ids", empty, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "empty batch"},
+		{[]string{"capture", "--model", gated, "--ids", empty, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "empty.json: empty: no token ids"},
 		{[]string{"capture", "--model", gated, "--ids", bad, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "bad.json"},
 		{[]string{"capture", "--model", gated, "--ids", longIDs, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "max_position_embeddings 2048"},
 		{[]string{"capture", "--model", gated, "--ids", bigID, "--hook", "blocks.9.attn.hook_z", "--out", filepath.Join(tmp, "o.st")}, "layer 9 out of range"},
