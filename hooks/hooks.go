@@ -98,7 +98,20 @@ func Valid(name string, nLayers int) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown hook %q (see hooks.Points for the registry)", name)
+	var names []string
+	for _, p := range Points {
+		names = append(names, p.Name)
+	}
+	pattern, layer := name, "{l}" // compared in the registry's {l} form, shown in the name's layer
+	if parts := strings.SplitN(name, ".", 3); len(parts) == 3 && parts[0] == "blocks" {
+		pattern, layer = "blocks.{l}."+parts[2], parts[1]
+	}
+	closest := Closest(pattern, names, 3)
+	for i, c := range closest {
+		closest[i] = strings.Replace(c, "{l}", layer, 1)
+	}
+	return fmt.Errorf("unknown hook %q; closest: %s (`probe hooks` lists every point, `probe hooks --model <dir>` those of one model)",
+		name, strings.Join(closest, ", "))
 }
 
 func layerOf(name string) (int, bool) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
@@ -42,12 +41,6 @@ func cmdCapture(args []string, w io.Writer) error {
 	for _, h := range hookNames {
 		if err := hooks.Valid(h, cfg.Layers); err != nil {
 			return err
-		}
-		if strings.HasSuffix(h, "attn.hook_gate") && cfg.Gate == model.GateNone {
-			return fmt.Errorf("hook %q: %s has no attention output gate", h, dir)
-		}
-		if h == "hook_pos_embed" && cfg.Arch != model.ArchGPT2 {
-			return fmt.Errorf("hook %q: only GPT-2 has learned positions", h)
 		}
 	}
 	ids, err := tf.batch(dir)

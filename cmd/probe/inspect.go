@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
@@ -160,15 +161,46 @@ func cmdInspect(args []string, w io.Writer) error {
 }
 
 func cmdHooks(args []string, w io.Writer) error {
-	pos, err := parse(newFlags("hooks"), args)
+	fs := newFlags("hooks")
+	mf := addModelFlag(fs, "list the points this checkpoint's forward pass issues, with their shapes")
+	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q: probe hooks lists every hook point", pos[0])
+		return fmt.Errorf("unexpected argument %q: probe hooks lists every hook point, or with --model the points of that model", pos[0])
 	}
-	for _, p := range hooks.Points {
-		fmt.Fprintf(w, "%-34s %-42s %s\n", p.Name, p.Shape, p.Doc)
+	if *mf.name == "" {
+		for _, p := range hooks.Points {
+			fmt.Fprintf(w, "%-34s %-42s %s\n", p.Name, p.Shape, p.Doc)
+		}
+		return nil
+	}
+	dir, err := mf.dir()
+	if err != nil {
+		return err
+	}
+	m, err := model.Load(dir, mf.loadOptions())
+	if err != nil {
+		return err
+	}
+	names, err := m.HookNames()
+	if err != nil {
+		return err
+	}
+	// the registry entry of each name, for its shape
+	doc := func(name string) hooks.Point {
+		for _, p := range hooks.Points {
+			if hooks.Match(strings.Replace(p.Name, "{l}", "*", 1), name) {
+				return p
+			}
+		}
+		return hooks.Point{Name: name}
+	}
+	fmt.Fprintf(w, "%s: %s, %d layers: %d hook points\n", dir, m.Arch, m.Config.Layers, len(names))
+	for _, n := range names {
+		p := doc(n)
+		fmt.Fprintf(w, "%-40s %-42s %s\n", n, p.Shape, p.Doc)
 	}
 	return nil
 }

@@ -252,3 +252,43 @@ func TestEveryArchitecture(t *testing.T) {
 		})
 	}
 }
+
+// TestHooksOfModel: probe hooks --model lists exactly the points that
+// model issues (a Qwen3.5 hybrid has gdn points and a gate; a Qwen3 model
+// neither), and capture refuses a point the model does not issue before
+// the pass, naming the closest.
+func TestHooksOfModel(t *testing.T) {
+	tmp := t.TempDir()
+	for _, arch := range []string{"qwen3_5", "qwen3"} {
+		dir := filepath.Join(tmp, arch)
+		if code, _, errs := probe(t, "generate", "--arch", arch, "--layers", "4", "--d-model", "32", "--heads", "4", "--kv-heads", "2", "--vocab", "64", "--max-pos", "256", "--out", dir); code != 0 {
+			t.Fatalf("generate %s: %s", arch, errs)
+		}
+		code, out, errs := probe(t, "hooks", "--model", dir)
+		if code != 0 {
+			t.Fatalf("hooks --model %s: %s", arch, errs)
+		}
+		hybrid := arch == "qwen3_5"
+		for _, c := range []struct {
+			name string
+			want bool
+		}{{"blocks.0.gdn.hook_eff_attn", hybrid}, {"blocks.3.attn.hook_gate", hybrid}, {"blocks.0.attn.hook_pattern", !hybrid}, {"blocks.3.attn.hook_pattern", true}, {"logits", true}} {
+			if got := strings.Contains(out, c.name+" "); got != c.want {
+				t.Errorf("%s: lists %s: %v, want %v", arch, c.name, got, c.want)
+			}
+		}
+		ids := filepath.Join(tmp, "ids.json")
+		os.WriteFile(ids, []byte("[1,2,3,4,5]"), 0o644)
+		code, _, errs = probe(t, "capture", "--model", dir, "--ids", ids, "--hook", "blocks.0.attn.hook_gate", "--out", filepath.Join(tmp, arch+".safetensors"))
+		if code == 0 || !strings.Contains(errs, `hook "blocks.0.attn.hook_gate"`) {
+			t.Errorf("%s: capture of a gate the layer does not have: exit %d, %q", arch, code, errs)
+		}
+		if _, err := os.Stat(filepath.Join(tmp, arch+".safetensors")); err == nil {
+			t.Errorf("%s: capture wrote a file although it refused the hook", arch)
+		}
+	}
+	code, _, errs := probe(t, "capture", "--model", filepath.Join(tmp, "qwen3"), "--ids", filepath.Join(tmp, "ids.json"), "--hook", "blocks.2.attn.hook_patern", "--out", filepath.Join(tmp, "x.safetensors"))
+	if code == 0 || !strings.Contains(errs, "closest: blocks.2.attn.hook_pattern") {
+		t.Errorf("misspelt hook: exit %d, %q", code, errs)
+	}
+}

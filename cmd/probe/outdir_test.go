@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/model"
 )
 
 // TestGenerateKeepsExistingFolders: generate refuses an --out that holds
@@ -56,7 +57,7 @@ func TestGenerateKeepsExistingFolders(t *testing.T) {
 		t.Errorf("--out a file: exit %d, %q", code, errs)
 	}
 	if code, _, errs := probe(t, "generate", "--arch", "gpt3", "--out", filepath.Join(tmp, "new")); code != 1 ||
-		!strings.Contains(errs, `--arch "gpt3": probe generate makes qwen3, gated, llama, qwen2, gpt2, selrope, bft, rt_transformer, afa`) {
+		!strings.Contains(errs, `--arch "gpt3": probe generate makes `+strings.Join(archNames(), ", ")) || !strings.Contains(errs, "qwen3_5") {
 		t.Errorf("unknown arch: exit %d, %q", code, errs)
 	}
 }
@@ -188,4 +189,13 @@ func TestPPLAndMergeKeepExistingFolders(t *testing.T) {
 	if code, _, errs := probe(t, "merge", sw, "--out", sw); code != 0 {
 		t.Errorf("merge into its own shard folder: %s", errs)
 	}
+}
+
+// archNames is model.SmallArchs as strings.
+func archNames() []string {
+	var s []string
+	for _, a := range model.SmallArchs() {
+		s = append(s, string(a))
+	}
+	return s
 }
