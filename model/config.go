@@ -449,6 +449,24 @@ func (c *Config) fromGPT2(r *rawConfig) error {
 // gate is its Kalman gain, computed by the pass (GainGate).
 func (c *Config) LearnedGate() bool { return c.GatePerHead() > 0 && !c.GainGate }
 
+// LayerKinds describes each layer's token mixer: "gated DeltaNet",
+// "sliding window N" or "full attention" (softmax layers).
+func (c *Config) LayerKinds() []string {
+	kinds := make([]string, c.Layers)
+	for l := range kinds {
+		switch {
+		case c.DeltaNet != nil && c.DeltaNet.Linear[l]:
+			dn := c.DeltaNet
+			kinds[l] = fmt.Sprintf("gated DeltaNet (%d key / %d value heads × %d/%d, conv %d)", dn.KeyHeads, dn.ValueHeads, dn.KeyDim, dn.ValueDim, dn.ConvKernel)
+		case c.layerWindow(l) > 0:
+			kinds[l] = fmt.Sprintf("sliding window %d", c.layerWindow(l))
+		default:
+			kinds[l] = "full attention"
+		}
+	}
+	return kinds
+}
+
 // SoftmaxLayers returns the layers whose token mixer is softmax attention,
 // the ones that stream attention rows to AttnConsumers (all of them except
 // the Gated DeltaNet layers of a hybrid model).

@@ -38,6 +38,14 @@ type summary struct {
 	QKVBias    bool     `json:"qkv_bias"`
 	Tied       bool     `json:"tied_embeddings"`
 	RoPE       string   `json:"rope"`
+	// LayerKinds is each layer's token mixer (model.Config.LayerKinds).
+	LayerKinds []string `json:"layer_kinds"`
+	// AttnSoftcap and FinalSoftcap are the logit soft-caps (0: none).
+	AttnSoftcap  float64 `json:"attn_logit_softcap,omitempty"`
+	FinalSoftcap float64 `json:"final_logit_softcap,omitempty"`
+	// Skipped lists the stored tensors that are not part of the text model
+	// (a vision-language wrapper's vision tower), which Load skips.
+	Skipped []string `json:"skipped_tensors,omitempty"`
 	// Hub says where in the Hugging Face cache Dir was found (nil for a
 	// folder given as such).
 	Hub *checkpoint.HubModel `json:"hub,omitempty"`
@@ -56,7 +64,8 @@ func inspect(dir string) (*summary, error) {
 	s := &summary{Dir: dir, Arch: string(cfg.Arch), ModelType: cfg.ModelType, Format: ck.Format(), Files: ck.Files(),
 		Layers: cfg.Layers, DModel: cfg.DModel, Heads: cfg.Heads, KVHeads: cfg.KVHeads, DHead: cfg.DHead,
 		DMLP: cfg.DMLP, Vocab: cfg.Vocab, MaxPos: cfg.MaxPos, Gate: string(cfg.Gate), QKNorm: cfg.QKNorm,
-		QKVBias: cfg.QKVBias, Tied: cfg.TiedHead, RoPE: "learned positions"}
+		QKVBias: cfg.QKVBias, Tied: cfg.TiedHead, RoPE: "learned positions", LayerKinds: cfg.LayerKinds(),
+		AttnSoftcap: cfg.AttnSoftcap, FinalSoftcap: cfg.FinalSoftcap, Skipped: model.SkippedNames(cfg, ck.Names())}
 	switch cfg.Arch {
 	case model.ArchGPT2:
 	case model.ArchRFA:
@@ -69,6 +78,12 @@ func inspect(dir string) (*summary, error) {
 		s.RoPE = fmt.Sprintf("rotate-half, theta %g, scaling %s", cfg.RoPE.Theta, cfg.RoPE.Type)
 		if cfg.RoPE.Type != "default" {
 			s.RoPE += fmt.Sprintf(" (factor %g)", cfg.RoPE.Factor)
+		}
+		if lr := cfg.LocalRoPE; lr != nil {
+			s.RoPE += fmt.Sprintf(" on full-attention layers; theta %g, scaling %s on sliding layers", lr.Theta, lr.Type)
+		}
+		if cfg.RoPE.Dims > 0 {
+			s.RoPE += fmt.Sprintf("; the first %d of %d dimensions of each head rotated", cfg.RoPE.Dims, cfg.DHead)
 		}
 	}
 	types := map[string]bool{}
@@ -86,6 +101,25 @@ func inspect(dir string) (*summary, error) {
 	}
 	sort.Strings(s.DTypes)
 	return s, nil
+}
+
+// kindRuns writes per-layer kinds as runs: "0–2 gated DeltaNet …; 3 full
+// attention".
+func kindRuns(kinds []string) string {
+	var parts []string
+	for i := 0; i < len(kinds); {
+		j := i
+		for j+1 < len(kinds) && kinds[j+1] == kinds[i] {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d–%d %s", i, j, kinds[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d %s", i, kinds[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, "; ")
 }
 
 // checkpointsUnder lists the folders at most two levels below dir that
@@ -157,6 +191,13 @@ func cmdInspect(args []string, w io.Writer) error {
 	fmt.Fprintf(w, "qkv bias:      %v\n", s.QKVBias)
 	fmt.Fprintf(w, "tied head:     %v\n", s.Tied)
 	fmt.Fprintf(w, "positions:     %s\n", s.RoPE)
+	fmt.Fprintf(w, "layer kinds:   %s\n", kindRuns(s.LayerKinds))
+	if s.AttnSoftcap > 0 || s.FinalSoftcap > 0 {
+		fmt.Fprintf(w, "soft-caps:     attention logits %g, final logits %g (0: none)\n", s.AttnSoftcap, s.FinalSoftcap)
+	}
+	if len(s.Skipped) > 0 {
+		fmt.Fprintf(w, "skipped:       %d stored tensors are not part of the text model and are not loaded: %s\n", len(s.Skipped), listNames(s.Skipped))
+	}
 	return nil
 }
 

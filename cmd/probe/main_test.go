@@ -292,3 +292,37 @@ func TestHooksOfModel(t *testing.T) {
 		t.Errorf("misspelt hook: exit %d, %q", code, errs)
 	}
 }
+
+// TestInspectLayerKinds: inspect shows each layer's mixer, the soft-caps,
+// both RoPE bases and a wrapper's skipped vision tensors (config.json and
+// headers only).
+func TestInspectLayerKinds(t *testing.T) {
+	needGolden(t)
+	wrapper := t.TempDir()
+	for as, from := range map[string]string{"config.json": "config.vlm.json", "model.safetensors": "model.vlm_names.safetensors"} {
+		abs, _ := filepath.Abs(filepath.Join(goldenDir, "qwen35_text", from))
+		if err := os.Symlink(abs, filepath.Join(wrapper, as)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		dir  string
+		want []string
+	}{
+		{wrapper, []string{"layer kinds:   0–2 gated DeltaNet (4 key / 8 value heads × 16/16, conv 4); 3 full attention",
+			"skipped:       21 stored tensors", "model.visual.", "the first 8 of 32 dimensions"}},
+		{filepath.Join(goldenDir, "gemma2"), []string{"0 sliding window 16; 1 full attention; 2 sliding window 16; 3 full attention",
+			"soft-caps:     attention logits 50, final logits 30"}},
+		{filepath.Join(goldenDir, "gemma3_text"), []string{"0–4 sliding window 16; 5 full attention", "theta 10000, scaling default on sliding layers"}},
+	} {
+		code, out, errs := probe(t, "inspect", c.dir)
+		if code != 0 {
+			t.Fatalf("inspect %s: %s", c.dir, errs)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("inspect %s: no %q in\n%s", c.dir, w, out)
+			}
+		}
+	}
+}
