@@ -624,6 +624,9 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			for _, v := range p.variants {
 				if g := gates[v]; g != nil {
 					for _, cell := range g.Cells {
+						if cell.Rows == 0 {
+							continue // a layer without softmax rows (Gated DeltaNet)
+						}
 						res.Calibration = append(res.Calibration, PPLCalibRow{Model: p.label, Variant: v, Layer: cell.Layer, Head: cell.Head,
 							Rows: cell.Rows, MeanGate: cell.MeanGate, MeanK: cell.MeanK, Scale: cell.Scale, Lambda: cell.Lambda})
 					}

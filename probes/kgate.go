@@ -3,6 +3,7 @@ package probes
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The BFT paper (arXiv:2605.18832) reads the Kalman gain of Eq. 3 as a
@@ -221,16 +222,32 @@ func (c *KGateCalibrator) Observe(r GateRow) float64 {
 }
 
 // Finish computes every cell's calibration from the recorded rows and
-// installs it in the KGate. It fails, naming the cell, when a cell saw no
-// rows, when K's mean is 0 (MapKMatched), or when no λ makes the mean gate
+// installs it in the KGate; the cells of a layer that saw no rows at all
+// (one without softmax attention) have Rows 0 and NaN values. It fails,
+// naming the cell, when a cell of another layer saw no rows, when K's mean is 0 (MapKMatched), or when no λ makes the mean gate
 // equal the learned mean (MapKLambda: the learned mean must lie strictly
 // between the fraction of rows with λobs = +Inf and 1).
 func (c *KGateCalibrator) Finish() error {
 	g := c.g
+	// layers without softmax rows at all (a hybrid model's Gated DeltaNet
+	// layers, which have no gate to replace) keep cells of 0 rows
+	measured := make([]bool, g.Layers)
+	for i, lo := range c.lobs {
+		if len(lo) > 0 {
+			measured[i/g.Heads] = true
+		}
+	}
+	if !slices.Contains(measured, true) {
+		return fmt.Errorf("probes: K gate calibration saw no query rows")
+	}
 	cells := make([]KGateCell, g.Layers*g.Heads)
 	for i := range cells {
 		l, h := i/g.Heads, i%g.Heads
 		lo := c.lobs[i]
+		if !measured[l] {
+			cells[i] = KGateCell{Layer: l, Head: h, MeanGate: math.NaN(), MeanK: math.NaN(), Scale: math.NaN(), Lambda: math.NaN()}
+			continue
+		}
 		if len(lo) == 0 {
 			return fmt.Errorf("probes: K gate calibration: layer %d head %d saw no query rows", l, h)
 		}
