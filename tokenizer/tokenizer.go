@@ -278,22 +278,22 @@ func (t *Tokenizer) encodeSequence(text string) ([]int, error) {
 	}
 	// 3. Pre-tokenize and run the model on each word.
 	ids := make([]int, 0, len(text)/3+1)
-	model := func(word string) error {
+	model := func(word string, _ bool) error {
 		var err error
 		ids, err = t.model.tokenize(word, ids)
 		return err
 	}
-	for _, s := range segs {
+	for i, s := range segs {
 		switch {
 		case s.id >= 0:
 			ids = append(ids, s.id)
 		case s.text == "":
 		case t.preTok == nil:
-			if err := model(s.text); err != nil {
+			if err := model(s.text, false); err != nil {
 				return nil, err
 			}
 		default:
-			if err := t.preTok.each(s.text, model); err != nil {
+			if err := t.preTok.each(s.text, i == 0, model); err != nil {
 				return nil, err
 			}
 		}
@@ -319,7 +319,11 @@ func (t *Tokenizer) Decode(ids []int, skipSpecial bool) (string, error) {
 	if t.decoder == nil {
 		return strings.Join(tokens, " "), nil
 	}
-	return strings.Join(t.decoder.decodeChain(tokens), ""), nil
+	out, err := t.decoder.decodeChain(tokens)
+	if err != nil {
+		return "", fmt.Errorf("tokenizer: Decode: %w", err)
+	}
+	return strings.Join(out, ""), nil
 }
 
 // VocabSize returns the largest id of the model's vocabulary and of the
