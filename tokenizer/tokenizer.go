@@ -79,7 +79,8 @@ type Tokenizer struct {
 var maxJSONSize int64 = 256 << 20
 
 // Load reads a tokenizer.json file, or a gzip of one (detected by its magic
-// bytes, whatever the file name), of at most 256 MiB (uncompressed).
+// bytes, whatever the file name), of at most 256 MiB (uncompressed). Its
+// errors name the file and the JSON path of the field at fault.
 func Load(path string) (*Tokenizer, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -111,7 +112,11 @@ func Load(path string) (*Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer: %s: inflates to more than the %d bytes a tokenizer.json may have", path, maxJSONSize)
 		}
 	}
-	return FromJSON(data)
+	t, err := fromJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	return t, nil
 }
 
 // FromJSON parses the contents of a tokenizer.json file.

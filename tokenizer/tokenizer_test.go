@@ -31,8 +31,8 @@ func TestLoadErrors(t *testing.T) {
 		{"not an object", `[1,2]`, "JSON array"},
 		{"no model", `{"version":"1.0"}`, "model is missing"},
 		{"version", `{"version":"2.0","model":{"type":"BPE","vocab":{},"merges":[]}}`, `version "2.0" is not supported`},
-		{"pre-tokenizer type", tiny(`"pre_tokenizer":{"type":"Metaspace","replacement":"▁"}`),
-			`tokenizer: tokenizer.json: pre_tokenizer.type "Metaspace" is not supported`},
+		{"pre-tokenizer type", tiny(`"pre_tokenizer":{"type":"UnicodeScripts"}`),
+			`tokenizer: tokenizer.json: pre_tokenizer.type "UnicodeScripts" is not supported`},
 		{"nested pre-tokenizer type", tiny(`"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"ByteLevel"},{"type":"Punctuation"}]}`),
 			`pre_tokenizer.pretokenizers[1].type "Punctuation" is not supported`},
 		{"normalizer type", tiny(`"normalizer":{"type":"Precompiled","precompiled_charsmap":""}`), `normalizer.type "Precompiled" is not supported`},
@@ -40,8 +40,23 @@ func TestLoadErrors(t *testing.T) {
 			`normalizer.normalizers[1].type "BertNormalizer" is not supported`},
 		{"null in normalizer sequence", tiny(`"normalizer":{"type":"Sequence","normalizers":[null]}`), `normalizer.normalizers[0] is null`},
 		{"decoder type", tiny(`"decoder":{"type":"WordPiece","prefix":"##"}`), `decoder.type "WordPiece" is not supported`},
-		{"nested decoder type", tiny(`"decoder":{"type":"Sequence","decoders":[{"type":"ByteLevel"},{"type":"Fuse"}]}`),
-			`decoder.decoders[1].type "Fuse" is not supported`},
+		{"nested decoder type", tiny(`"decoder":{"type":"Sequence","decoders":[{"type":"ByteLevel"},{"type":"CTC"}]}`),
+			`decoder.decoders[1].type "CTC" is not supported`},
+		{"metaspace prepend scheme", tiny(`"pre_tokenizer":{"type":"Metaspace","replacement":"▁","prepend_scheme":"sometimes"}`),
+			`pre_tokenizer.prepend_scheme "sometimes" is not one of "always", "first", "never"`},
+		{"metaspace replacement of two chars", tiny(`"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Metaspace","replacement":"__"}]}`),
+			`pre_tokenizer.pretokenizers[0].replacement "__" must be exactly one character`},
+		{"metaspace replacement missing", tiny(`"decoder":{"type":"Metaspace","prepend_scheme":"always"}`), `decoder.replacement is missing`},
+		{"metaspace add_prefix_space contradicts", tiny(`"pre_tokenizer":{"type":"Metaspace","replacement":"▁","add_prefix_space":false}`),
+			`pre_tokenizer.add_prefix_space false does not match prepend_scheme "always"`},
+		{"metaspace split not a bool", tiny(`"pre_tokenizer":{"type":"Metaspace","replacement":"▁","split":"yes"}`), `pre_tokenizer: split: JSON string`},
+		{"strip decoder missing stop", tiny(`"decoder":{"type":"Sequence","decoders":[{"type":"Fuse"},{"type":"Strip","content":" ","start":1}]}`),
+			`decoder.decoders[1] needs content, start and stop`},
+		{"strip decoder content", tiny(`"decoder":{"type":"Strip","content":"","start":1,"stop":0}`), `decoder.content "" must be exactly one character`},
+		{"strip decoder negative", tiny(`"decoder":{"type":"Strip","content":" ","start":-1,"stop":0}`), `decoder: start -1 and stop 0 must not be negative`},
+		{"replace decoder content", tiny(`"decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"▁"}}]}`),
+			`decoder.decoders[0].content is missing`},
+		{"replace decoder pattern", tiny(`"decoder":{"type":"Replace","pattern":{"Regex":"(▁"},"content":" "}`), `decoder.pattern.Regex "(▁"`},
 		{"post-processor type", tiny(`"post_processor":{"type":"Frobnicate"}`), `post_processor.type "Frobnicate" is not supported`},
 		{"model type", `{"model":{"type":"WordPiece","vocab":{"a":0},"unk_token":"a"}}`, `model.type "WordPiece" is not supported`},
 		{"model without type or merges", `{"model":{"vocab":[["a",0.0]]}}`, `model.type is missing`},
@@ -115,6 +130,14 @@ func TestLoadFiles(t *testing.T) {
 	zw.Write([]byte(tiny("")))
 	zw.Close()
 	f.Close()
+	// A bad field: the error names the file and the field's JSON path.
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(tiny(`"decoder":{"type":"Sequence","decoders":[{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":"x"}]}`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(bad); err == nil || !strings.HasPrefix(err.Error(), "tokenizer: "+bad+": decoder.decoders[1]: stop: JSON string") {
+		t.Errorf("Load(bad.json) = %v; want an error naming %s and decoder.decoders[1]: stop", err, bad)
+	}
 	for _, p := range []string{plain, zipped} {
 		tok, err := Load(p)
 		if err != nil {
@@ -124,7 +147,7 @@ func TestLoadFiles(t *testing.T) {
 			t.Errorf("Load(%s).Encode(abba) = %v; want [2 1 0]", p, ids)
 		}
 	}
-	bad := filepath.Join(dir, "bad.gz")
+	bad = filepath.Join(dir, "bad.gz")
 	os.WriteFile(bad, []byte{0x1f, 0x8b, 1, 2, 3}, 0o644)
 	if _, err := Load(bad); err == nil {
 		t.Error("Load of a corrupt gzip succeeded")
