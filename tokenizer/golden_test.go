@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -132,6 +133,73 @@ func TestGolden(t *testing.T) {
 				}
 			}
 			t.Logf("%s: %d/%d cases pass", folder, len(cases)-failed, len(cases))
+		})
+	}
+}
+
+// TestOracleRandom compares tokenizers with Hugging Face on the random
+// strings and id sequences that testdata/oracle/random_cases.js writes into
+// the folder named by $PROBE_TOKENIZER_ORACLE_DIR: <name>.json for the
+// golden folder <name> or for testdata/hf/<name>.json. Not run in CI: it
+// needs node and the oracle (see testdata/oracle/README.md).
+func TestOracleRandom(t *testing.T) {
+	dir := os.Getenv("PROBE_TOKENIZER_ORACLE_DIR")
+	if dir == "" {
+		t.Skip("set PROBE_TOKENIZER_ORACLE_DIR to a folder of cases from testdata/oracle/random_cases.js")
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	if len(files) == 0 {
+		t.Fatalf("no *.json cases in %s", dir)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".json")
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(name, func(t *testing.T) {
+			var tok *Tokenizer
+			if slices.Contains(goldenFolders, name) {
+				tok, _ = loadGolden(t, name)
+			} else if tok, err = Load(filepath.Join("testdata", "hf", name+".json")); err != nil {
+				t.Fatal(err)
+			}
+			var cases []struct {
+				goldenCase
+				RandIDs         []int  `json:"rand_ids"`
+				RandDecoded     string `json:"rand_decoded"`
+				RandDecodedSkip string `json:"rand_decoded_skip"`
+			}
+			if err := json.Unmarshal(data, &cases); err != nil {
+				t.Fatal(err)
+			}
+			failed := 0
+			for i, c := range cases {
+				n := 0
+				got, err := tok.Encode(c.Text, false)
+				if err != nil || !slices.Equal(got, c.IDs) {
+					n++
+					t.Errorf("#%d %q: Encode(false) = %v, %v\n want %v\n got tokens  %q\n want tokens %q", i, c.Text, got, err, c.IDs, tok.Tokens(got), tok.Tokens(c.IDs))
+				}
+				if got, err := tok.Encode(c.Text, true); err != nil || !slices.Equal(got, c.IDsWithSpecial) {
+					n++
+					t.Errorf("#%d %q: Encode(true) = %v, %v; want %v", i, c.Text, got, err, c.IDsWithSpecial)
+				}
+				for _, d := range []struct {
+					ids  []int
+					skip bool
+					want string
+				}{{c.IDs, false, c.Decoded}, {c.IDsWithSpecial, true, c.DecodedSkipSpecial}, {c.RandIDs, false, c.RandDecoded}, {c.RandIDs, true, c.RandDecodedSkip}} {
+					if got, err := tok.Decode(d.ids, d.skip); err != nil || got != d.want {
+						n++
+						t.Errorf("#%d: Decode(%v, %v) = %q, %v; want %q\n tokens %q", i, d.ids, d.skip, got, err, d.want, tok.Tokens(d.ids))
+					}
+				}
+				if n > 0 {
+					failed++
+				}
+			}
+			t.Logf("%s: %d/%d random cases pass", name, len(cases)-failed, len(cases))
 		})
 	}
 }

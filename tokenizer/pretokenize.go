@@ -14,13 +14,25 @@ import (
 type preTokenizer interface {
 	// each calls emit with every piece made from s, in order, and stops at
 	// the first error emit returns. Empty pieces are dropped, as Hugging
-	// Face does. atStart says that s begins the input text; emit's says the
-	// same of the piece (Metaspace's prepend_scheme "first" needs it).
-	each(s string, atStart bool, emit emitFunc) error
+	// Face does.
+	//
+	// lead is how many bytes at the start of s come from the first
+	// character of the input text (or were inserted in front of it): their
+	// offset in the original text is 0, which is what Metaspace's
+	// prepend_scheme "first" asks of a piece. emit gets the same count for
+	// each piece.
+	each(s string, lead int, emit emitFunc) error
 }
 
-// emitFunc receives the pieces of a pre-tokenizer.
-type emitFunc func(piece string, atStart bool) error
+// emitFunc receives the pieces of a pre-tokenizer and their lead (see
+// preTokenizer).
+type emitFunc func(piece string, lead int) error
+
+// subLead is the lead of the piece s[start:end] of a string whose lead is
+// lead.
+func subLead(lead, start, end int) int {
+	return max(0, min(lead-start, end-start))
+}
 
 // splitBehavior says what Split does with the matches of its pattern.
 type splitBehavior int
@@ -47,10 +59,10 @@ var splitBehaviors = map[string]splitBehavior{
 // Hugging Face computes the pieces as folds over the list of spans (for
 // MergedWithNext, a fold from the end); here they are made in one pass
 // forward, holding back at most one piece.
-func splitString(s string, atStart bool, m matcher, invert bool, behavior splitBehavior, emit emitFunc) error {
+func splitString(s string, lead int, m matcher, invert bool, behavior splitBehavior, emit emitFunc) error {
 	out := func(start, end int) error {
 		if end > start {
-			return emit(s[start:end], atStart && start == 0)
+			return emit(s[start:end], subLead(lead, start, end))
 		}
 		return nil
 	}
@@ -120,8 +132,8 @@ type splitPreTokenizer struct {
 	invert   bool
 }
 
-func (p splitPreTokenizer) each(s string, atStart bool, emit emitFunc) error {
-	return splitString(s, atStart, p.pattern, p.invert, p.behavior, emit)
+func (p splitPreTokenizer) each(s string, lead int, emit emitFunc) error {
+	return splitString(s, lead, p.pattern, p.invert, p.behavior, emit)
 }
 
 // byteLevelPreTokenizer is the ByteLevel pre-tokenizer: optionally adds a
@@ -132,19 +144,26 @@ type byteLevelPreTokenizer struct {
 	regex          matcher // nil when use_regex is false
 }
 
-func (p byteLevelPreTokenizer) each(s string, atStart bool, emit emitFunc) error {
+func (p byteLevelPreTokenizer) each(s string, lead int, emit emitFunc) error {
 	if p.addPrefixSpace && !strings.HasPrefix(s, " ") {
 		s = " " + s
+		if lead > 0 { // the space is aligned with the character after it
+			lead++
+		}
 	}
 	if p.regex == nil {
 		if s == "" {
 			return nil
 		}
-		return emit(byteLevelEncode(s), atStart)
+		return emit(byteLevelEncode(s), len(byteLevelEncode(s[:lead])))
 	}
 	return forEachSpan(p.regex, s, false, func(start, end int, _ bool) error {
 		if end > start {
-			return emit(byteLevelEncode(s[start:end]), atStart && start == 0)
+			l := subLead(lead, start, end)
+			if l > 0 {
+				l = len(byteLevelEncode(s[start : start+l]))
+			}
+			return emit(byteLevelEncode(s[start:end]), l)
 		}
 		return nil
 	})
@@ -154,12 +173,12 @@ func (p byteLevelPreTokenizer) each(s string, atStart bool, emit emitFunc) error
 // split off one by one (individual_digits) or in runs.
 type digitsPreTokenizer struct{ individual bool }
 
-func (p digitsPreTokenizer) each(s string, atStart bool, emit emitFunc) error {
+func (p digitsPreTokenizer) each(s string, lead int, emit emitFunc) error {
 	behavior := splitContiguous
 	if p.individual {
 		behavior = splitIsolated
 	}
-	return splitString(s, atStart, runeMatcher(unicode.IsNumber), false, behavior, emit)
+	return splitString(s, lead, runeMatcher(unicode.IsNumber), false, behavior, emit)
 }
 
 // isRustWord reports whether r is a word character (\w) for Rust's regex
@@ -217,10 +236,10 @@ var prependSchemes = map[string]prependScheme{"always": prependAlways, "first": 
 // of a piece that does not start with it (as prepend says), and with split
 // the piece is cut in front of every replacement (MergedWithNext).
 //
-// Hugging Face's "first" tests that the piece's offset in the original text
-// is 0; here it is the piece that begins the first segment of the text (the
-// two differ only when a normalizer before it inserted or deleted characters
-// at the start and an earlier pre-tokenizer then split right there).
+// "first" prepends to a piece whose offset in the original text is 0: one
+// that starts with the input's first character or with characters inserted
+// in front of it (see preTokenizer's lead). A piece whose text a normalizer
+// stripped from the start is not "first", as in Hugging Face.
 type metaspacePreTokenizer struct {
 	replacement rune
 	repl        string // the replacement as a string
@@ -228,18 +247,40 @@ type metaspacePreTokenizer struct {
 	split       bool
 }
 
-func (p metaspacePreTokenizer) each(s string, atStart bool, emit emitFunc) error {
+func (p metaspacePreTokenizer) each(s string, lead int, emit emitFunc) error {
 	if s == "" {
 		return nil
 	}
+	if lead > 0 {
+		lead = len(strings.ReplaceAll(s[:lead], " ", p.repl))
+	}
 	s = strings.ReplaceAll(s, " ", p.repl)
-	if (p.prepend == prependAlways || p.prepend == prependFirst && atStart) && !strings.HasPrefix(s, p.repl) {
+	if (p.prepend == prependAlways || p.prepend == prependFirst && lead > 0) && !strings.HasPrefix(s, p.repl) {
 		s = p.repl + s
+		if lead > 0 { // the replacement is aligned with the character after it
+			lead += len(p.repl)
+		}
 	}
 	if !p.split {
-		return emit(s, atStart)
+		return emit(s, lead)
 	}
-	return splitString(s, atStart, literalMatcher{p.repl}, false, splitMergedWithNext, emit)
+	return splitString(s, lead, literalMatcher{p.repl}, false, splitMergedWithNext, emit)
+}
+
+// needsLead reports whether p has a Metaspace with prepend_scheme "first",
+// the only pre-tokenizer that looks at the lead of its input.
+func needsLead(p preTokenizer) bool {
+	switch p := p.(type) {
+	case metaspacePreTokenizer:
+		return p.prepend == prependFirst
+	case sequencePreTokenizer:
+		for _, q := range p {
+			if needsLead(q) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // parseMetaspace reads the fields of a Metaspace pre-tokenizer or decoder.
@@ -298,18 +339,18 @@ func oneChar(s, path string) (rune, error) {
 // sequencePreTokenizer applies pre-tokenizers one after the other.
 type sequencePreTokenizer []preTokenizer
 
-func (seq sequencePreTokenizer) each(s string, atStart bool, emit emitFunc) error {
+func (seq sequencePreTokenizer) each(s string, lead int, emit emitFunc) error {
 	if len(seq) == 0 {
 		if s == "" {
 			return nil
 		}
-		return emit(s, atStart)
+		return emit(s, lead)
 	}
 	if len(seq) == 1 {
-		return seq[0].each(s, atStart, emit)
+		return seq[0].each(s, lead, emit)
 	}
 	rest := seq[1:]
-	return seq[0].each(s, atStart, func(piece string, atStart bool) error { return rest.each(piece, atStart, emit) })
+	return seq[0].each(s, lead, func(piece string, lead int) error { return rest.each(piece, lead, emit) })
 }
 
 // gpt2Regex is the compiled GPT-2 pattern, shared by ByteLevel pre-tokenizers.

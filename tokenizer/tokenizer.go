@@ -68,6 +68,7 @@ type Tokenizer struct {
 	model      *bpeModel     // never nil
 	post       postProcessor // nil: none
 	decoder    decoder       // nil: tokens joined with spaces
+	needLead   bool          // the pre-tokenizer has a Metaspace with prepend_scheme "first"
 	truncation *truncation   // nil: none
 	padding    *padding      // nil: none
 	vocabSize  int
@@ -157,6 +158,7 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 	if t.preTok, err = parsePreTokenizer(raw.PreTokenizer, "pre_tokenizer"); err != nil {
 		return nil, err
 	}
+	t.needLead = needsLead(t.preTok)
 	if t.post, err = parsePostProcessor(raw.PostProcessor, "post_processor"); err != nil {
 		return nil, err
 	}
@@ -260,8 +262,13 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 
 // encodeSequence runs the pipeline up to the model on one text.
 func (t *Tokenizer) encodeSequence(text string) ([]int, error) {
-	// 1. Added tokens with normalized=false, on the raw text.
-	segs := t.added.split(text, t.added.raw, nil)
+	// 1. Added tokens with normalized=false, on the raw text. The lead (see
+	// preTokenizer) is only followed when a pre-tokenizer needs it.
+	lead := 0
+	if t.needLead {
+		_, lead = utf8.DecodeRuneInString(text)
+	}
+	segs := t.added.split(text, lead, t.added.raw, nil)
 	// 2. Normalize what is left, then cut out the normalized added tokens.
 	if t.normalizer != nil || !t.added.afterNorm.empty() {
 		var next []segment
@@ -270,35 +277,35 @@ func (t *Tokenizer) encodeSequence(text string) ([]int, error) {
 				next = append(next, s)
 				continue
 			}
-			txt := s.text
+			txt, lead := s.text, s.lead
 			if t.normalizer != nil {
 				var err error
-				if txt, err = t.normalizer.normalize(txt); err != nil {
+				if txt, lead, err = normalizeLead(t.normalizer, txt, lead); err != nil {
 					return nil, err
 				}
 			}
-			next = t.added.split(txt, t.added.afterNorm, next)
+			next = t.added.split(txt, lead, t.added.afterNorm, next)
 		}
 		segs = next
 	}
 	// 3. Pre-tokenize and run the model on each word.
 	ids := make([]int, 0, len(text)/3+1)
-	model := func(word string, _ bool) error {
+	model := func(word string, _ int) error {
 		var err error
 		ids, err = t.model.tokenize(word, ids)
 		return err
 	}
-	for i, s := range segs {
+	for _, s := range segs {
 		switch {
 		case s.id >= 0:
 			ids = append(ids, s.id)
 		case s.text == "":
 		case t.preTok == nil:
-			if err := model(s.text, false); err != nil {
+			if err := model(s.text, 0); err != nil {
 				return nil, err
 			}
 		default:
-			if err := t.preTok.each(s.text, i == 0, model); err != nil {
+			if err := t.preTok.each(s.text, s.lead, model); err != nil {
 				return nil, err
 			}
 		}
