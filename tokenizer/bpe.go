@@ -25,6 +25,14 @@ type bpeModel struct {
 	byteFallback bool
 	ignoreMerges bool
 
+	// metaSplit: a word may be cut in front of every "▁" that follows a
+	// character other than "▁" and not in metaGlue, without changing its
+	// tokens (see canMetaSplit). SentencePiece-style files have no
+	// pre-tokenizer, so a whole segment of text comes as one word; cut, its
+	// pieces are short and go through the cache.
+	metaSplit bool
+	metaGlue  map[rune]bool
+
 	cacheMu sync.Mutex
 	cache   map[string][]uint32
 }
@@ -140,7 +148,40 @@ func parseBPE(raw json.RawMessage, path string) (*bpeModel, error) {
 		// A pair listed twice keeps its last rank, as Hugging Face's map.
 		m.merges[pairKey(a, b)] = bpeMerge{rank: uint32(i), newID: id}
 	}
+	m.metaSplit, m.metaGlue = canMetaSplit(m, pairs)
 	return m, nil
+}
+
+// metaspace is SentencePiece's replacement for a space.
+const metaspace = "\u2581"
+
+// canMetaSplit decides whether words may be cut in front of a "▁", and
+// after which characters they may not. Merging is left to right by rank
+// over adjacent symbols, so a word cut where no merge can ever join the
+// symbols on both sides gives the concatenation of its pieces' tokens. At a
+// cut before "▁" that follows the character c, the left symbol ends with c
+// and the right one starts with "▁": a merge (a, b) joins them only if b
+// starts with "▁" and a ends with c. Those c (glue) are collected; "▁"
+// itself is always glue (runs of "▁" merge). The cut is not made at all
+// when a word's position matters (continuing_subword_prefix,
+// end_of_word_suffix), when the whole word is looked up first
+// (ignore_merges), or when "▁" is not in the vocabulary (it would be an
+// unknown character that fuse_unk could join to the one before).
+func canMetaSplit(m *bpeModel, pairs [][2]string) (bool, map[rune]bool) {
+	if m.prefix != "" || m.suffix != "" || m.ignoreMerges {
+		return false, nil
+	}
+	if _, ok := m.vocab[metaspace]; !ok {
+		return false, nil
+	}
+	glue := map[rune]bool{}
+	for _, p := range pairs {
+		if strings.HasPrefix(p[1], metaspace) && strings.Trim(p[0], metaspace) != "" {
+			c, _ := utf8.DecodeLastRuneInString(p[0])
+			glue[c] = true
+		}
+	}
+	return true, glue
 }
 
 // parseMerges reads merges written as "a b" strings (lines starting with
@@ -185,6 +226,32 @@ func parseMerges(raw json.RawMessage, path string) ([][2]string, error) {
 
 // tokenize appends the ids of one pre-tokenized word to dst.
 func (m *bpeModel) tokenize(word string, dst []int) ([]int, error) {
+	if !m.metaSplit {
+		return m.tokenizeWord(word, dst)
+	}
+	var err error
+	start := 0
+	for i := 0; i < len(word); {
+		j := strings.Index(word[i:], metaspace)
+		if j < 0 {
+			break
+		}
+		j += i
+		if j > start {
+			if c, _ := utf8.DecodeLastRuneInString(word[:j]); c != '\u2581' && !m.metaGlue[c] {
+				if dst, err = m.tokenizeWord(word[start:j], dst); err != nil {
+					return nil, err
+				}
+				start = j
+			}
+		}
+		i = j + len(metaspace)
+	}
+	return m.tokenizeWord(word[start:], dst)
+}
+
+// tokenizeWord appends the ids of one word to dst.
+func (m *bpeModel) tokenizeWord(word string, dst []int) ([]int, error) {
 	if word == "" {
 		return dst, nil
 	}

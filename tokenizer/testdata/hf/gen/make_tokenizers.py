@@ -253,7 +253,8 @@ SP_VOCAB = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + [SP
 SP_MERGES = [(SP, "t"), ("h", "e"), (SP + "t", "he"), (SP, SP), (SP + SP, SP + SP), ("e", "l"), ("l", "o"),
              ("el", "lo"), ("h", "ello"), (SP, "hello"), (SP, "w"), ("o", "r"), (SP + "w", "or"), ("l", "d"),
              (SP + "wor", "ld"), ("a", "a"), ("aa", "aa"), (SP, "a"), ("!", "!"), ("0", "0"), ("i", "n"),
-             ("in", "g"), (SP, "x"), ("x", "x"), ("<", "s"), ("<s", ">"), (SP, "<s>"), ("'", "s"), (SP, "[")]
+             ("in", "g"), (SP, "x"), ("x", "x"), ("<", "s"), ("<s", ">"), (SP, "<s>"), ("'", "s"), (SP, "["),
+             ("!", SP), ("!" + SP, "x"), ("l", SP + "w")]  # the last three join across a "▁" (Gemma has one such)
 SP_ADDED = [added(1, "<s>"), added(2, "</s>"), added(0, "<unk>"), added(400, "[A]", special=False),
             added(401, "<mask>", lstrip=True), added(402, "[R]", special=False, rstrip=True, normalized=False)]
 SP_DECODER_MISTRAL = {"type": "Sequence", "decoders": [
