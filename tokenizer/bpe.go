@@ -255,11 +255,8 @@ func (m *bpeModel) tokenizeWord(word string, dst []int) ([]int, error) {
 	if word == "" {
 		return dst, nil
 	}
-	if m.ignoreMerges {
-		if id, ok := m.vocab[word]; ok {
-			return append(dst, int(id)), nil
-		}
-	}
+	// The cache (small, hot) is asked before the vocabulary (large) that
+	// ignore_merges looks the word up in; it holds the result either way.
 	cacheable := len(word) <= bpeCacheMaxWord
 	if cacheable {
 		m.cacheMu.Lock()
@@ -272,9 +269,14 @@ func (m *bpeModel) tokenizeWord(word string, dst []int) ([]int, error) {
 			return dst, nil
 		}
 	}
-	ids, err := m.mergeWord(word)
-	if err != nil {
-		return nil, err
+	var ids []uint32
+	if id, ok := m.vocab[word]; ok && m.ignoreMerges {
+		ids = []uint32{id}
+	} else {
+		var err error
+		if ids, err = m.mergeWord(word); err != nil {
+			return nil, err
+		}
 	}
 	if cacheable {
 		m.cacheMu.Lock()

@@ -11,7 +11,8 @@ import (
 )
 
 // fastPatterns are the patterns that have a hand-written matcher.
-var fastPatterns = []string{gpt2Pattern, llama3Pattern, qwen2Pattern}
+var fastPatterns = []string{gpt2Pattern, llama3Pattern, qwen2Pattern, o200kPattern,
+	deepseekDigitsPattern, deepseekCJKPattern, deepseekWordsPattern}
 
 // regexp2Reference compiles pattern on regexp2 only, bypassing the
 // hand-written matchers.
@@ -32,6 +33,7 @@ var matcherAlphabet = []string{
 	"m", "M", "l", "L", "d", "D", "'", "''", "’", "0", "7", "²", "Ⅻ", "٣", "\U0001d7d9",
 	" ", " ", " ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u3000", "\u2028", "\u0085", "\v", "\f",
 	"!", ".", ",", "-", "_", "(", "@", "$", "€", "🍕", "\u0301", "\u200d", "\ufeff", "\x00",
+	"/", "ǅ", "ʰ", "ー", "あ", "ア", "龥", "龦", "가", "\u0903", "\u20dd", "`", "~", "^", "+",
 }
 
 func randomMatcherText(rng *rand.Rand) string {

@@ -58,69 +58,119 @@ var splitBehaviors = map[string]splitBehavior{
 //
 // Hugging Face computes the pieces as folds over the list of spans (for
 // MergedWithNext, a fold from the end); here they are made in one pass
-// forward, holding back at most one piece.
+// forward, holding back at most one piece. A nextMatcher is driven without
+// closures, so that splitting allocates nothing.
 func splitString(s string, lead int, m matcher, invert bool, behavior splitBehavior, emit emitFunc) error {
-	out := func(start, end int) error {
-		if end > start {
-			return emit(s[start:end], subLead(lead, start, end))
-		}
-		return nil
-	}
-	var (
-		held               bool // a piece is held back: [heldStart, heldEnd)
-		heldStart, heldEnd int
-		prevMatch          bool
-	)
-	err := forEachSpan(m, s, invert, func(start, end int, match bool) error {
-		switch behavior {
-		case splitIsolated:
-			return out(start, end)
-		case splitRemoved:
-			if match {
-				return nil
-			}
-			return out(start, end)
-		case splitContiguous, splitMergedWithPrevious:
-			// Contiguous glues a span to the previous piece when both are
-			// matches or both are not; MergedWithPrevious glues a match
-			// that follows a non-match.
-			glue := match == prevMatch
-			if behavior == splitMergedWithPrevious {
-				glue = match && !prevMatch
-			}
-			prevMatch = match
-			if held && glue {
-				heldEnd = end
-				return nil
-			}
-			var err error
-			if held {
-				err = out(heldStart, heldEnd)
-			}
-			held, heldStart, heldEnd = true, start, end
+	nm, ok := m.(nextMatcher)
+	if !ok {
+		sp := &splitter{s: s, lead: lead, behavior: behavior, emit: emit}
+		if err := forEachSpan(m, s, invert, sp.span); err != nil {
 			return err
-		default: // splitMergedWithNext: a match is glued to a following non-match
-			if held {
-				held = false
-				if !match {
-					return out(heldStart, end)
-				}
-				if err := out(heldStart, heldEnd); err != nil {
-					return err
-				}
-			}
-			if match {
-				held, heldStart, heldEnd = true, start, end
-				return nil
-			}
-			return out(start, end)
 		}
-	})
-	if err != nil {
-		return err
+		return sp.finish()
 	}
-	if held {
-		return out(heldStart, heldEnd)
+	sp := splitter{s: s, lead: lead, behavior: behavior, emit: emit}
+	if s == "" {
+		if err := sp.span(0, 0, invert); err != nil {
+			return err
+		}
+		return sp.finish()
+	}
+	prev := 0
+	for prev < len(s) {
+		start, end := nm.next(s, prev)
+		if start < 0 {
+			break
+		}
+		if prev != start {
+			if err := sp.span(prev, start, invert); err != nil {
+				return err
+			}
+		}
+		if err := sp.span(start, end, !invert); err != nil {
+			return err
+		}
+		prev = end
+	}
+	if prev != len(s) {
+		if err := sp.span(prev, len(s), invert); err != nil {
+			return err
+		}
+	}
+	return sp.finish()
+}
+
+// splitter turns the spans of forEachSpan into the pieces of one split.
+type splitter struct {
+	s        string
+	lead     int
+	behavior splitBehavior
+	emit     emitFunc
+
+	held               bool // a piece is held back: [heldStart, heldEnd)
+	heldStart, heldEnd int
+	prevMatch          bool
+}
+
+func (sp *splitter) out(start, end int) error {
+	if end > start {
+		return sp.emit(sp.s[start:end], subLead(sp.lead, start, end))
+	}
+	return nil
+}
+
+// span takes the next span: a match of the pattern or the text before one.
+func (sp *splitter) span(start, end int, match bool) error {
+	switch sp.behavior {
+	case splitIsolated:
+		return sp.out(start, end)
+	case splitRemoved:
+		if match {
+			return nil
+		}
+		return sp.out(start, end)
+	case splitContiguous, splitMergedWithPrevious:
+		// Contiguous glues a span to the previous piece when both are
+		// matches or both are not; MergedWithPrevious glues a match
+		// that follows a non-match.
+		glue := match == sp.prevMatch
+		if sp.behavior == splitMergedWithPrevious {
+			glue = match && !sp.prevMatch
+		}
+		sp.prevMatch = match
+		if sp.held && glue {
+			sp.heldEnd = end
+			return nil
+		}
+		var err error
+		if sp.held {
+			err = sp.out(sp.heldStart, sp.heldEnd)
+		}
+		sp.held, sp.heldStart, sp.heldEnd = true, start, end
+		return err
+	default: // splitMergedWithNext: a match is glued to a following non-match
+		if sp.held {
+			sp.held = false
+			if !match {
+				return sp.out(sp.heldStart, end)
+			}
+			if err := sp.out(sp.heldStart, sp.heldEnd); err != nil {
+				return err
+			}
+		}
+		if match {
+			sp.held, sp.heldStart, sp.heldEnd = true, start, end
+			return nil
+		}
+		return sp.out(start, end)
+	}
+}
+
+// finish emits the piece held back, if any.
+func (sp *splitter) finish() error {
+	if sp.held {
+		sp.held = false
+		return sp.out(sp.heldStart, sp.heldEnd)
 	}
 	return nil
 }
@@ -157,16 +207,36 @@ func (p byteLevelPreTokenizer) each(s string, lead int, emit emitFunc) error {
 		}
 		return emit(byteLevelEncode(s), len(byteLevelEncode(s[:lead])))
 	}
-	return forEachSpan(p.regex, s, false, func(start, end int, _ bool) error {
-		if end > start {
-			l := subLead(lead, start, end)
-			if l > 0 {
-				l = len(byteLevelEncode(s[start : start+l]))
-			}
-			return emit(byteLevelEncode(s[start:end]), l)
+	piece := func(start, end int) error {
+		if end <= start {
+			return nil
 		}
-		return nil
-	})
+		l := subLead(lead, start, end)
+		if l > 0 {
+			l = len(byteLevelEncode(s[start : start+l]))
+		}
+		return emit(byteLevelEncode(s[start:end]), l)
+	}
+	nm, ok := p.regex.(nextMatcher)
+	if !ok {
+		return forEachSpan(p.regex, s, false, func(start, end int, _ bool) error { return piece(start, end) })
+	}
+	// Every span is a piece (Isolated): the matches and the text between.
+	prev := 0
+	for prev < len(s) {
+		start, end := nm.next(s, prev)
+		if start < 0 {
+			break
+		}
+		if err := piece(prev, start); err != nil {
+			return err
+		}
+		if err := piece(start, end); err != nil {
+			return err
+		}
+		prev = end
+	}
+	return piece(prev, len(s))
 }
 
 // digitsPreTokenizer is the Digits pre-tokenizer: numeric characters are
@@ -349,8 +419,13 @@ func (seq sequencePreTokenizer) each(s string, lead int, emit emitFunc) error {
 	if len(seq) == 1 {
 		return seq[0].each(s, lead, emit)
 	}
-	rest := seq[1:]
-	return seq[0].each(s, lead, func(piece string, lead int) error { return rest.each(piece, lead, emit) })
+	// One closure per stage for the whole text, not one per piece.
+	next := emit
+	for k := len(seq) - 1; k >= 1; k-- {
+		p, after := seq[k], next
+		next = func(piece string, lead int) error { return p.each(piece, lead, after) }
+	}
+	return seq[0].each(s, lead, next)
 }
 
 // gpt2Regex is the compiled GPT-2 pattern, shared by ByteLevel pre-tokenizers.
