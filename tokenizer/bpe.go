@@ -33,6 +33,10 @@ type bpeModel struct {
 	metaSplit bool
 	metaGlue  map[rune]bool
 
+	// byteLevelWords: words come unmapped from a ByteLevel pre-tokenizer
+	// and are mapped to the byte-level alphabet here, on a cache miss.
+	byteLevelWords bool
+
 	cacheMu sync.Mutex
 	cache   map[string][]uint32
 }
@@ -269,21 +273,26 @@ func (m *bpeModel) tokenizeWord(word string, dst []int) ([]int, error) {
 			return dst, nil
 		}
 	}
+	mapped := word
+	if m.byteLevelWords {
+		mapped = byteLevelEncode(word)
+	}
 	var ids []uint32
-	if id, ok := m.vocab[word]; ok && m.ignoreMerges {
+	if id, ok := m.vocab[mapped]; ok && m.ignoreMerges {
 		ids = []uint32{id}
 	} else {
 		var err error
-		if ids, err = m.mergeWord(word); err != nil {
+		if ids, err = m.mergeWord(mapped); err != nil {
 			return nil, err
 		}
 	}
 	if cacheable {
+		key := strings.Clone(word) // word may point into a whole text
 		m.cacheMu.Lock()
 		if len(m.cache) >= bpeCacheCapacity {
 			clear(m.cache)
 		}
-		m.cache[word] = ids
+		m.cache[key] = ids
 		m.cacheMu.Unlock()
 	}
 	for _, id := range ids {

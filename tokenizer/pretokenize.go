@@ -69,6 +69,29 @@ func splitString(s string, lead int, m matcher, invert bool, behavior splitBehav
 		}
 		return sp.finish()
 	}
+	if behavior == splitIsolated {
+		// Every span is a piece: the matches and the text between them.
+		prev := 0
+		for prev < len(s) {
+			start, end := nm.next(s, prev)
+			if start < 0 {
+				break
+			}
+			if prev < start {
+				if err := emit(s[prev:start], subLead(lead, prev, start)); err != nil {
+					return err
+				}
+			}
+			if err := emit(s[start:end], subLead(lead, start, end)); err != nil {
+				return err
+			}
+			prev = end
+		}
+		if prev < len(s) {
+			return emit(s[prev:], subLead(lead, prev, len(s)))
+		}
+		return nil
+	}
 	sp := splitter{s: s, lead: lead, behavior: behavior, emit: emit}
 	if s == "" {
 		if err := sp.span(0, 0, invert); err != nil {
@@ -189,9 +212,46 @@ func (p splitPreTokenizer) each(s string, lead int, emit emitFunc) error {
 // byteLevelPreTokenizer is the ByteLevel pre-tokenizer: optionally adds a
 // leading space, optionally splits with the GPT-2 regex (Isolated), then maps
 // every byte to the byte-level alphabet.
+//
+// When it is the last stage before the model, its pieces go to the model
+// unmapped (raw) and the model maps them on a cache miss (see
+// deferByteLevel): the cache is then looked up with a piece of the text,
+// and a cached word costs no allocation.
 type byteLevelPreTokenizer struct {
 	addPrefixSpace bool
 	regex          matcher // nil when use_regex is false
+	raw            bool    // emit pieces unmapped
+}
+
+// encode maps a piece to the byte-level alphabet, unless p.raw.
+func (p byteLevelPreTokenizer) encode(s string) string {
+	if p.raw {
+		return s
+	}
+	return byteLevelEncode(s)
+}
+
+// deferByteLevel makes the last stage of p, if it is a ByteLevel
+// pre-tokenizer, emit raw pieces, and reports whether it did: the model
+// must then map its words itself.
+func deferByteLevel(p preTokenizer) (preTokenizer, bool) {
+	switch q := p.(type) {
+	case byteLevelPreTokenizer:
+		q.raw = true
+		return q, true
+	case sequencePreTokenizer:
+		if len(q) == 0 {
+			return p, false
+		}
+		last, ok := deferByteLevel(q[len(q)-1])
+		if !ok {
+			return p, false
+		}
+		seq := append(sequencePreTokenizer(nil), q...)
+		seq[len(seq)-1] = last
+		return seq, true
+	}
+	return p, false
 }
 
 func (p byteLevelPreTokenizer) each(s string, lead int, emit emitFunc) error {
@@ -205,7 +265,7 @@ func (p byteLevelPreTokenizer) each(s string, lead int, emit emitFunc) error {
 		if s == "" {
 			return nil
 		}
-		return emit(byteLevelEncode(s), len(byteLevelEncode(s[:lead])))
+		return emit(p.encode(s), len(p.encode(s[:lead])))
 	}
 	piece := func(start, end int) error {
 		if end <= start {
@@ -213,9 +273,9 @@ func (p byteLevelPreTokenizer) each(s string, lead int, emit emitFunc) error {
 		}
 		l := subLead(lead, start, end)
 		if l > 0 {
-			l = len(byteLevelEncode(s[start : start+l]))
+			l = len(p.encode(s[start : start+l]))
 		}
-		return emit(byteLevelEncode(s[start:end]), l)
+		return emit(p.encode(s[start:end]), l)
 	}
 	nm, ok := p.regex.(nextMatcher)
 	if !ok {

@@ -159,6 +159,9 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	t.needLead = needsLead(t.preTok)
+	if t.preTok, t.model.byteLevelWords = deferByteLevel(t.preTok); t.model.byteLevelWords {
+		t.model.metaSplit = false // words are not in the vocabulary's alphabet
+	}
 	if t.post, err = parsePostProcessor(raw.PostProcessor, "post_processor"); err != nil {
 		return nil, err
 	}
