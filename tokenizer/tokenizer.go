@@ -1,7 +1,8 @@
-// Package tokenizer loads Hugging Face tokenizer.json files for byte-level
-// BPE models (GPT-2, Qwen2/Qwen3, Llama 3 and the like) and encodes and
-// decodes text with them, giving the same ids as Hugging Face's tokenizers
-// library (checked against tokenizers 0.22.2).
+// Package tokenizer loads Hugging Face tokenizer.json files for BPE models,
+// byte-level (GPT-2, Qwen2/Qwen3, Llama 3, gpt-oss, DeepSeek-V3 and the
+// like) and SentencePiece-style with byte fallback (Mistral, Llama 2, Gemma),
+// and encodes and decodes text with them, giving the same ids and text as
+// Hugging Face's tokenizers library (checked against tokenizers 0.22.2).
 //
 // The pipeline is Hugging Face's: added tokens are cut out of the raw text
 // first; each remaining segment is normalized, pre-tokenized into words, and
@@ -11,13 +12,19 @@
 //
 // Supported components: normalizers NFC, NFD, NFKC, NFKD, Lowercase, Strip,
 // StripAccents, Prepend, Replace and Sequence; pre-tokenizers Split, ByteLevel,
-// Digits, Whitespace, WhitespaceSplit and Sequence; the BPE model; the
-// post-processors ByteLevel, TemplateProcessing, BertProcessing,
-// RobertaProcessing and Sequence; the decoders ByteLevel and Sequence. Any
-// other component makes Load fail with an error that names it.
+// Metaspace (prepend_scheme always, first or never; split or not), Digits,
+// Whitespace, WhitespaceSplit and Sequence; the BPE model (unk_token,
+// fuse_unk, byte_fallback, ignore_merges, continuing_subword_prefix,
+// end_of_word_suffix); added tokens with their single_word, lstrip, rstrip,
+// normalized and special flags; the post-processors ByteLevel,
+// TemplateProcessing, BertProcessing, RobertaProcessing and Sequence; the
+// decoders ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip and
+// Sequence. Any other component, or a bad field, makes Load fail with an
+// error that names the file and the field's JSON path.
 //
-// Regular expressions: the pre-tokenization patterns of GPT-2, Llama 3 and
-// Qwen2/Qwen3 run on hand-written matchers; any other Split or Replace
+// Regular expressions: the pre-tokenization patterns of GPT-2, Llama 3,
+// Qwen2/Qwen3, gpt-oss (o200k) and DeepSeek-V3 run on hand-written
+// matchers; any other Split or Replace
 // pattern runs on github.com/dlclark/regexp2, a backtracking engine with
 // lookaround like the Oniguruma engine Hugging Face uses, after Oniguruma's
 // \w, \W, \b, \B and \x{...} are rewritten to mean what they mean there, and
@@ -40,7 +47,9 @@
 //     continuing_subword_prefix that cannot be cut from a merge) or is
 //     random (BPE dropout other than 0 is refused), and more lenient in
 //     others (missing flags of added tokens and ByteLevel options take the
-//     usual defaults).
+//     usual defaults). The Strip decoder cuts what it can where Hugging
+//     Face panics (a stop count that reaches the start of a token, an empty
+//     token included).
 //
 // A Tokenizer is safe for concurrent use.
 package tokenizer
