@@ -223,20 +223,36 @@ func TestGoldenVocabulary(t *testing.T) {
 		{"gpt2", 50257, "Ġthe", 262},
 		{"qwen3", 151669, "<|im_start|>", 151644},
 		{"qwen3", 151669, "</think>", 151668},
+		// Values from Hugging Face's tokenizers 0.22.2 (get_vocab_size with
+		// added tokens, token_to_id).
+		{"mistral_sp", 32000, "▁Hello", 22557},
+		{"mistral_sp", 32000, "<s>", 1},
+		{"gemma3", 262145, "<start_of_turn>", 105},
+		{"gemma3", 262145, "▁the", 506},
+		{"gptoss", 200019, "<|start|>", 200006},
+		{"gptoss", 200019, "Ġthe", 290},
+		{"deepseek_v3", 128815, "<｜begin▁of▁sentence｜>", 0},
+		{"deepseek_v3", 128815, "Ġthe", 270},
 	} {
-		tok, _ := loadGolden(t, tc.folder)
-		if got := tok.VocabSize(); got != tc.vocabSize {
-			t.Errorf("%s: VocabSize = %d; want %d", tc.folder, got, tc.vocabSize)
-		}
-		if id, ok := tok.TokenToID(tc.tok); !ok || id != tc.id {
-			t.Errorf("%s: TokenToID(%q) = %d, %v; want %d", tc.folder, tc.tok, id, ok, tc.id)
-		}
-		if s, ok := tok.IDToToken(tc.id); !ok || s != tc.tok {
-			t.Errorf("%s: IDToToken(%d) = %q, %v; want %q", tc.folder, tc.id, s, ok, tc.tok)
-		}
-		if got := tok.Tokens([]int{tc.id, -5}); !slices.Equal(got, []string{tc.tok, ""}) {
-			t.Errorf("%s: Tokens = %q", tc.folder, got)
-		}
+		t.Run(tc.folder+"/"+tc.tok, func(t *testing.T) { checkVocabulary(t, tc.folder, tc.vocabSize, tc.tok, tc.id) })
+	}
+}
+
+// checkVocabulary checks VocabSize, TokenToID, IDToToken and Tokens of one
+// golden tokenizer on one token.
+func checkVocabulary(t *testing.T, folder string, vocabSize int, token string, id int) {
+	tok, _ := loadGolden(t, folder)
+	if got := tok.VocabSize(); got != vocabSize {
+		t.Errorf("%s: VocabSize = %d; want %d", folder, got, vocabSize)
+	}
+	if got, ok := tok.TokenToID(token); !ok || got != id {
+		t.Errorf("%s: TokenToID(%q) = %d, %v; want %d", folder, token, got, ok, id)
+	}
+	if s, ok := tok.IDToToken(id); !ok || s != token {
+		t.Errorf("%s: IDToToken(%d) = %q, %v; want %q", folder, id, s, ok, token)
+	}
+	if got := tok.Tokens([]int{id, -5}); !slices.Equal(got, []string{token, ""}) {
+		t.Errorf("%s: Tokens = %q", folder, got)
 	}
 }
 
