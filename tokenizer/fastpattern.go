@@ -10,7 +10,9 @@ import (
 // Qwen2/Qwen3, gpt-oss (o200k) and DeepSeek-V3. They give the same matches
 // as Oniguruma does for these exact patterns (checked against regexp2 by
 // TestFastMatchers and the fuzz tests) and are many times faster than a
-// backtracking engine. In all but DeepSeek's, every character starts a
+// backtracking engine. Their character classes know the characters of
+// Unicode 15.1 and 16.0 (unicode16.go), as Oniguruma does and Go's tables
+// (Unicode 15.0) and so regexp2 do not. In all but DeepSeek's, every character starts a
 // match, so the matches cover the whole text, one after the other.
 
 // llama3Pattern is the Split regex of Llama 3 tokenizers.
@@ -59,6 +61,12 @@ func init() {
 }
 
 func slowClass(r rune) int {
+	switch unicode16Category(r) {
+	case "Lu", "Ll", "Lt", "Lm", "Lo":
+		return classLetter
+	case "Nd", "Nl", "No":
+		return classNumber
+	}
 	switch {
 	case unicode.IsLetter(r):
 		return classLetter
@@ -284,6 +292,26 @@ func init() {
 }
 
 func slowProps(r rune) uint8 {
+	if cat := unicode16Category(r); cat != "" {
+		// New in Unicode 15.1 or 16.0 (none of them is whitespace).
+		switch cat[0] {
+		case 'L':
+			switch cat {
+			case "Lu", "Lt":
+				return propLetter | propUpper
+			case "Ll":
+				return propLetter | propLower
+			}
+			return propLetter | propUpper | propLower
+		case 'M':
+			return propMark | propUpper | propLower
+		case 'N':
+			return propNumber
+		case 'P', 'S':
+			return propPunct
+		}
+		return 0
+	}
 	var p uint8
 	switch {
 	case unicode.IsLetter(r):
@@ -613,3 +641,29 @@ func deepseekWordsMatchAt(s string, i int) (end, size int) {
 }
 
 func isASCIILetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
+
+// unicode16Range is a run of characters of one general category (see
+// unicode16New).
+type unicode16Range struct {
+	lo, hi rune
+	cat    string
+}
+
+// unicode16Category returns the general category of r if Unicode 15.1 or
+// 16.0 assigned it (Go's tables are Unicode 15.0; Hugging Face's Oniguruma
+// knows 16.0), or "".
+func unicode16Category(r rune) string {
+	i, j := 0, len(unicode16New)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if unicode16New[h].hi < r {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	if i < len(unicode16New) && unicode16New[i].lo <= r {
+		return unicode16New[i].cat
+	}
+	return ""
+}

@@ -108,10 +108,48 @@ func FuzzFastMatchers(f *testing.F) {
 	})
 }
 
-// utf8ValidNoLongS reports whether s is valid UTF-8 without 'ſ', on which
-// the fast matchers follow Oniguruma rather than regexp2.
+// utf8ValidNoLongS reports whether s is valid UTF-8 without 'ſ' and
+// without characters new in Unicode 15.1 or 16.0, on which the fast matchers
+// follow Oniguruma rather than regexp2.
 func utf8ValidNoLongS(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 'ſ')
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool {
+		return r == 'ſ' || unicode16Category(r) != ""
+	})
+}
+
+// TestUnicode16 checks that the fast matchers class the characters new in
+// Unicode 15.1 and 16.0 as Oniguruma does in Hugging Face (from the oracle:
+// DeepSeek-V3 keeps " 🫜" together, a symbol after a space; regexp2, on Go's
+// Unicode 15.0 tables, sees an unassigned character and does not).
+func TestUnicode16(t *testing.T) {
+	for _, tc := range []struct {
+		r    rune
+		want string
+	}{{0x1FADC, "So"}, {0x13C88, "Lo"}, {0x1C89, "Lu"}, {0x0897, "Mn"}, {0x1FADB, ""}, {'a', ""}, {0x4E00, ""}} {
+		if got := unicode16Category(tc.r); got != tc.want {
+			t.Errorf("unicode16Category(%U) = %q; want %q", tc.r, got, tc.want)
+		}
+	}
+	if n := len(unicode16New); n == 0 || unicode16New[0].lo != 0x0897 {
+		t.Fatalf("unicode16New starts at %v", unicode16New[:min(n, 1)])
+	}
+	for i := 1; i < len(unicode16New); i++ {
+		if unicode16New[i].lo <= unicode16New[i-1].hi {
+			t.Fatalf("unicode16New not sorted at %d", i)
+		}
+	}
+	for _, tc := range []struct {
+		pattern, text string
+		want          [][2]int
+	}{
+		{deepseekWordsPattern, "x 🫜", [][2]int{{0, 1}, {1, 6}}},
+		{deepseekWordsPattern, "x 𓲈", [][2]int{{0, 1}, {1, 6}}},
+		{gpt2Pattern, "a𓲈", [][2]int{{0, 5}}},
+	} {
+		if got := collectMatches(t, fastMatcherFor(tc.pattern), tc.text); !slices.Equal(got, tc.want) {
+			t.Errorf("%.20q… on %q = %v; want %v", tc.pattern, tc.text, got, tc.want)
+		}
+	}
 }
 
 // collectMatches returns the spans m finds in s.

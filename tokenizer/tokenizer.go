@@ -39,9 +39,11 @@
 //     Oniguruma-only syntax (possessive quantifiers, POSIX brackets) is
 //     refused at load time; a match that backtracks for more than 5 s fails
 //     (Oniguruma has a step limit instead).
-//   - Character classes and normalization use Go's Unicode 15 tables (with
-//     Go 1.26); the Oniguruma of tokenizers 0.22.2 knows Unicode 16, so
-//     characters new in Unicode 16 are classified differently.
+//   - Normalization, the regexp2 patterns and the other character classes
+//     use Go's Unicode 15.0 tables (with Go 1.26); the Oniguruma of
+//     tokenizers 0.22.2 knows Unicode 16.0, so characters new in 15.1 or
+//     16.0 are classified differently there. The hand-written matchers know
+//     them (unicode16.go, generated from golang.org/x/text's tables).
 //   - Load is stricter in places where Hugging Face fails later or panics (a
 //     TemplateProcessing without one of its special tokens, a
 //     continuing_subword_prefix that cannot be cut from a merge) or is

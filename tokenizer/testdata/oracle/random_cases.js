@@ -2,7 +2,7 @@
 // shared/golden/tokenizers: npm @anush008/tokenizers@0.6.0, a binding of the
 // Rust crate 0.22.2), for TestOracleRandom. Not run in CI.
 //
-// usage: NODE_PATH=<oracle>/node_modules node random_cases.js <tokenizer.json> <n> <seed> <out.json>
+// usage: NODE_PATH=<oracle>/node_modules node random_cases.js <tokenizer.json> <n> <seed> <out.json> [max pieces, 24]
 //
 // Each case: the fields of a golden case (less "tokens"), plus "rand_ids"
 // (random ids: model tokens, byte-fallback tokens and added tokens mixed)
@@ -12,7 +12,8 @@
 const T = require('@anush008/tokenizers');
 const fs = require('fs');
 
-const [file, nArg, seedArg, outFile] = process.argv.slice(2);
+const [file, nArg, seedArg, outFile, maxArg] = process.argv.slice(2);
+const maxPieces = Number(maxArg || 24);
 const json = fs.readFileSync(file, 'utf8');
 const spec = JSON.parse(json);
 const added = (spec.added_tokens || []).map((a) => a.content);
@@ -65,7 +66,7 @@ const pieces = [
 ];
 
 function randomText() {
-  const n = Math.floor(rnd() * 24);
+  const n = Math.floor(rnd() * maxPieces);
   let s = '';
   for (let i = 0; i < n; i++) s += pick(pieces)();
   return s;
