@@ -369,8 +369,8 @@ func (t *Tokenizer) TokenToID(tok string) (int, bool) {
 }
 
 // IDToToken returns the token string of an id (added tokens first, then the
-// model's vocabulary). Model tokens are in the byte-level alphabet ("Ġ" for a
-// space).
+// model's vocabulary). Model tokens are in the vocabulary's alphabet ("Ġ"
+// for a space in byte-level files, "▁" in SentencePiece-style ones).
 func (t *Tokenizer) IDToToken(id int) (string, bool) {
 	if tok, ok := t.added.byID[id]; ok {
 		return tok.content, true
