@@ -581,6 +581,55 @@ func (deepseekCJKMatcher) next(s string, pos int) (start, end int) {
 	return -1, -1
 }
 
+// deepseekDigitsCJKMatcher stands for DeepSeek-V3's first two Split stages
+// (both Isolated): `\p{N}{1,3}` on the text, then deepseekCJKPattern on
+// what lies between those matches. As no character is both a number and in
+// the CJK ranges, the two give the pieces that one split does whose matches
+// are the digit groups and the CJK runs of the whole text.
+type deepseekDigitsCJKMatcher struct{}
+
+func (m deepseekDigitsCJKMatcher) forEach(s string, fn func(start, end int) error) error {
+	return forEachNext(m, s, fn)
+}
+
+func (deepseekDigitsCJKMatcher) next(s string, i int) (start, end int) {
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= '0' && c <= '9' {
+				return deepseekDigitsMatcher{}.next(s, i)
+			}
+			i++
+			continue
+		}
+		r, size, p := propsAt(s, i)
+		switch {
+		case isDeepseekCJK(r):
+			return deepseekCJKMatcher{}.next(s, i)
+		case p&propNumber != 0:
+			return deepseekDigitsMatcher{}.next(s, i)
+		}
+		i += size
+	}
+	return -1, -1
+}
+
+// fuseDeepseekSplits replaces DeepSeek-V3's first two Split stages by one
+// (see deepseekDigitsCJKMatcher).
+func fuseDeepseekSplits(seq sequencePreTokenizer) sequencePreTokenizer {
+	if len(seq) < 2 {
+		return seq
+	}
+	a, ok1 := seq[0].(splitPreTokenizer)
+	b, ok2 := seq[1].(splitPreTokenizer)
+	if !ok1 || !ok2 || a.pattern != matcher(deepseekDigitsMatcher{}) || b.pattern != matcher(deepseekCJKMatcher{}) ||
+		a.behavior != splitIsolated || b.behavior != splitIsolated || a.invert || b.invert {
+		return seq
+	}
+	fused := splitPreTokenizer{pattern: deepseekDigitsCJKMatcher{}, behavior: splitIsolated}
+	return append(sequencePreTokenizer{fused}, seq[2:]...)
+}
+
 // deepseekWordsMatcher matches deepseekWordsPattern:
 // [ASCII punctuation][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
 // ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+

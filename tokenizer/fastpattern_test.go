@@ -165,3 +165,64 @@ func collectMatches(t testing.TB, m matcher, s string) [][2]int {
 	}
 	return out
 }
+
+// TestDeepseekFusedSplits checks that DeepSeek-V3's first two Split stages,
+// fused into one (deepseekDigitsCJKMatcher), cut text into the same pieces
+// as the two run one after the other.
+func TestDeepseekFusedSplits(t *testing.T) {
+	twoStages := sequencePreTokenizer{
+		splitPreTokenizer{pattern: deepseekDigitsMatcher{}, behavior: splitIsolated},
+		splitPreTokenizer{pattern: deepseekCJKMatcher{}, behavior: splitIsolated},
+	}
+	fused := fuseDeepseekSplits(twoStages)
+	if len(fused) != 1 {
+		t.Fatalf("fuseDeepseekSplits kept %d stages", len(fused))
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	texts := []string{"", "1234567", "漢字かなカナ龥龦ー123", "a1漢2", "٣٣٣٣²Ⅻ中", "x\u3000ア\u30ffー\u309f"}
+	for i := 0; i < 20000; i++ {
+		texts = append(texts, randomMatcherText(rng))
+	}
+	pieces := func(p preTokenizer, s string) []string {
+		var out []string
+		p.each(s, 0, func(piece string, _ int) error { out = append(out, piece); return nil })
+		return out
+	}
+	for _, s := range texts {
+		if got, want := pieces(fused, s), pieces(twoStages, s); !slices.Equal(got, want) {
+			t.Fatalf("%q: fused %q; two stages %q", s, got, want)
+		}
+	}
+}
+
+// TestFastMatchersInUse checks that the golden tokenizers' Split patterns
+// all run on hand-written matchers (none on regexp2), and that DeepSeek-V3's
+// first two stages are fused.
+func TestFastMatchersInUse(t *testing.T) {
+	for _, folder := range []string{"gpt2", "qwen3", "gptoss", "deepseek_v3"} {
+		t.Run(folder, func(t *testing.T) {
+			tok, _ := loadGolden(t, folder)
+			stages := []preTokenizer{tok.preTok}
+			if seq, ok := tok.preTok.(sequencePreTokenizer); ok {
+				stages = seq
+			}
+			for i, p := range stages {
+				var m matcher
+				switch p := p.(type) {
+				case splitPreTokenizer:
+					m = p.pattern
+				case byteLevelPreTokenizer:
+					m = p.regex
+				}
+				if _, slow := m.(regexMatcher); slow {
+					t.Errorf("stage %d runs on regexp2", i)
+				}
+			}
+			if folder == "deepseek_v3" {
+				if p, ok := stages[0].(splitPreTokenizer); !ok || p.pattern != matcher(deepseekDigitsCJKMatcher{}) || len(stages) != 3 {
+					t.Errorf("DeepSeek-V3's first stages are not fused: %d stages, first %T", len(stages), stages[0])
+				}
+			}
+		})
+	}
+}

@@ -531,7 +531,7 @@ func parsePreTokenizer(raw json.RawMessage, path string) (preTokenizer, error) {
 			}
 			seq = append(seq, p)
 		}
-		return seq, nil
+		return fuseDeepseekSplits(seq), nil
 	case "Split":
 		var v struct {
 			Pattern  json.RawMessage `json:"pattern"`
