@@ -238,7 +238,7 @@ const (
 	// MeanReduction stores (i) only — the reading the paper's figures use
 	// (notes §B.4) — and not the metrics of (ii) and (iii) (Metrics omits
 	// them, their slices are nil): with MatrixKernel the attention then
-	// forms Σ_i S_i alone (model.SumOnlyConsumer), in its softmax pass.
+	// forms Σ_i S_i alone (hooks.SumOnlyConsumer), in its softmax pass.
 	MeanReduction
 )
 

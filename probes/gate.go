@@ -71,7 +71,7 @@ func RowGate(f GateFunc) *GateOverride { return &GateOverride{Func: f} }
 // needs it) and the function at every layer's hook_gate. Register it
 // before other functions at hook_gate, which then see the replaced gate.
 // n_eff and S̄ are measured from the weights and values the pass multiplies
-// (S by the fused moments of model.AttnMoments, which fall back to two
+// (S by the fused moments of hooks.AttnMoments, which fall back to two
 // passes on rows where the one-pass form would lose digits), before any
 // hook_pattern intervention. Checkpoints without a learned output gate are
 // refused.
@@ -139,7 +139,7 @@ type gateStats struct {
 }
 
 // ConsumeMoments takes a tile's moments from the attention pass.
-func (s *gateStats) ConsumeMoments(am *model.AttnMoments) error {
+func (s *gateStats) ConsumeMoments(am *hooks.AttnMoments) error {
 	a := am.Tile
 	d := a.DHead
 	for r := 0; r < a.Rows; r++ {

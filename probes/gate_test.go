@@ -210,11 +210,11 @@ func TestGateOverrideStats(t *testing.T) {
 		kv := h / (H / KV)
 		probes.Moments(e, S, alpha, func(j int) []float32 { return v[((b*T+j)*KV+kv)*dh:][:dh] }, probes.TwoPass)
 		wantN, wantS := probes.NEff(alpha), probes.Mean(S)
-		if d := math.Abs(r.NEff-wantN) / wantN; d > 1e-6 { // Σα² within ~1e-7 (model.AttnMoments)
+		if d := math.Abs(r.NEff-wantN) / wantN; d > 1e-6 { // Σα² within ~1e-7 (hooks.AttnMoments)
 			t.Fatalf("layer %d batch %d query %d head %d: n_eff %v, probes %v", l, b, q, h, r.NEff, wantN)
 		}
 		d := math.Abs(r.SBar - wantS)
-		if d > 1e-5*wantS+1e-14 { // model.AttnMoments: S within ~1e-5 of two passes
+		if d > 1e-5*wantS+1e-14 { // hooks.AttnMoments: S within ~1e-5 of two passes
 			t.Fatalf("layer %d batch %d query %d head %d: S̄ %v, probes (two-pass) %v", l, b, q, h, r.SBar, wantS)
 		}
 		if wantS > 0 {
