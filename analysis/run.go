@@ -7,14 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"gorgonia.org/tensor"
 
-	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -305,7 +303,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	if err != nil {
 		return rec, nil, err
 	}
-	hs := CollectorHooks(col, cfg)
+	hs := col.Hooks(cfg)
 	done := 0
 	hs.Add("blocks.*.hook_resid_post", func(string, *tensor.Dense) error {
 		done++
@@ -343,28 +341,6 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	edges := BucketEdges(c.T, s.Options.Bucket, WindowStart(c.T, s.Options.LastFrac), WindowStart(c.T, s.Options.BOSFrac))
 	rows := BucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, cfg.SoftmaxLayers())
 	return rec, rows, nil
-}
-
-// CollectorHooks returns a hook set that streams every layer's attention
-// rows to col and stores the output gates of gated models in it: what a
-// forward pass needs for the App. I diagnostics.
-func CollectorHooks(col *probes.Collector, cfg *model.Config) *hooks.Set {
-	hs := &hooks.Set{}
-	hs.Stream(-1, col)
-	if gp := cfg.GatePerHead(); gp > 0 {
-		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-			parts := strings.Split(name, ".")
-			l := -1
-			if len(parts) > 1 {
-				l, _ = strconv.Atoi(parts[1])
-			}
-			if l < 0 {
-				return fmt.Errorf("unexpected gate hook name %q", name)
-			}
-			return col.SetLayerGates(l, x.Data().([]float32), gp)
-		})
-	}
-	return hs
 }
 
 // Finalize reads the pass files of every chunk of man (from dir/passes),

@@ -92,7 +92,7 @@ func Name(pattern string, layer int) string {
 func Valid(name string, nLayers int) error {
 	for _, p := range Points {
 		if match(strings.Replace(p.Name, "{l}", "*", 1), name) {
-			if l, ok := layerOf(name); ok && (l < 0 || l >= nLayers) {
+			if l, ok := Layer(name); ok && (l < 0 || l >= nLayers) {
 				return fmt.Errorf("hook %q: layer %d out of range (model has %d layers)", name, l, nLayers)
 			}
 			return nil
@@ -114,7 +114,9 @@ func Valid(name string, nLayers int) error {
 		name, strings.Join(closest, ", "))
 }
 
-func layerOf(name string) (int, bool) {
+// Layer returns the layer index of a concrete per-layer name
+// ("blocks.3.attn.hook_z" → 3), or false for other names.
+func Layer(name string) (int, bool) {
 	if !strings.HasPrefix(name, "blocks.") {
 		return 0, false
 	}
@@ -342,8 +344,8 @@ func (c *Capture) Names() []string {
 
 // lessName orders names by layer number numerically, then lexically.
 func lessName(a, b string) bool {
-	la, oka := layerOf(a)
-	lb, okb := layerOf(b)
+	la, oka := Layer(a)
+	lb, okb := Layer(b)
 	if oka && okb && la != lb {
 		return la < lb
 	}

@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 
 	"github.com/filterlens/probe/hooks"
+
+	"github.com/filterlens/probe/model"
+	"gorgonia.org/tensor"
 )
 
 // Metric names accepted by Collector.Metric, Get and GetDim. The names of
@@ -541,3 +544,21 @@ func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStr
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// Hooks returns a hook set that streams every layer's attention rows to c
+// and stores the output gates of a gated model of configuration cfg in it:
+// what a forward pass needs for the App. I diagnostics.
+func (c *Collector) Hooks(cfg *model.Config) *hooks.Set {
+	hs := &hooks.Set{}
+	hs.Stream(-1, c)
+	if gp := cfg.GatePerHead(); gp > 0 {
+		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
+			l, ok := hooks.Layer(name)
+			if !ok {
+				return fmt.Errorf("probes: unexpected gate hook name %q", name)
+			}
+			return c.SetLayerGates(l, x.Data().([]float32), gp)
+		})
+	}
+	return hs
+}

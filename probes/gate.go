@@ -3,8 +3,6 @@ package probes
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 
 	"gorgonia.org/tensor"
 
@@ -88,8 +86,8 @@ func (g *GateOverride) Register(hs *hooks.Set, cfg *model.Config, B, T int) erro
 		hs.Stream(-1, st)
 	}
 	hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-		l, err := strconv.Atoi(strings.Split(name, ".")[1])
-		if err != nil {
+		l, ok := hooks.Layer(name)
+		if !ok {
 			return fmt.Errorf("probes: gate hook %q has no layer", name)
 		}
 		return g.apply(l, x.Data().([]float32), cfg.GatePerHead(), B, T, cfg.Heads, st)

@@ -15,9 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"gorgonia.org/tensor"
-
-	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -123,7 +120,7 @@ func cmdBench(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		opt.Hooks = benchHooks(col, c)
+		opt.Hooks = col.Hooks(c)
 	}
 	res := benchResult{Threads: *threads}
 	if res.Threads <= 0 {
@@ -167,23 +164,6 @@ func cmdBench(args []string, w io.Writer) error {
 const defaultReductions = probes.MeanReduction
 
 func validKernel(s string) bool { _, ok := probes.ParseKernel(s); return ok }
-
-// benchHooks streams every layer's attention rows to col and stores the
-// output gates of gated models in it.
-func benchHooks(col *probes.Collector, c *model.Config) *hooks.Set {
-	hs := &hooks.Set{}
-	hs.Stream(-1, col)
-	if gp := c.GatePerHead(); gp > 0 {
-		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-			l, err := strconv.Atoi(strings.Split(name, ".")[1])
-			if err != nil {
-				return fmt.Errorf("unexpected gate hook name %q", name)
-			}
-			return col.SetLayerGates(l, x.Data().([]float32), gp)
-		})
-	}
-	return hs
-}
 
 // peakRSSMiB returns the peak resident set size of this process in MiB:
 // VmHWM from /proc/self/status, or getrusage's ru_maxrss where /proc is

@@ -83,7 +83,7 @@ func TestBenchMomentsMatchCollector(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := m.Forward([][]int{ids}, model.Options{Hooks: benchHooks(col, &m.Config), TileRows: 32}); err != nil {
+				if _, err := m.Forward([][]int{ids}, model.Options{Hooks: col.Hooks(&m.Config), TileRows: 32}); err != nil {
 					t.Fatal(err)
 				}
 				return col

@@ -72,7 +72,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, ferr := m.Forward(ids, model.Options{Hooks: analysis.CollectorHooks(col, c), AllowExtrapolation: *allowExt, Threads: *threads})
+	_, ferr := m.Forward(ids, model.Options{Hooks: col.Hooks(c), AllowExtrapolation: *allowExt, Threads: *threads})
 	if ferr != nil && (*onNF == analysis.NonFiniteStop || col.NonFiniteRows() == 0) {
 		return ferr
 	}
