@@ -160,7 +160,7 @@ func cmdBench(args []string, w io.Writer) error {
 }
 
 // defaultReductions is the reductions probe sweep and probe bench store by
-// default (probe diag always stores all: its CSV has k_dim_mean).
+// default (probe diag always stores all: its CSV has K_dim_mean).
 const defaultReductions = probes.MeanReduction
 
 func validKernel(s string) bool { _, ok := probes.ParseKernel(s); return ok }

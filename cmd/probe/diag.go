@@ -13,9 +13,14 @@ import (
 	"github.com/filterlens/probe/probes"
 )
 
-// diagColumns are the columns of probe diag's CSV, in order.
-var diagColumns = []string{"sample", "layer", "head", "query", "neff", "neff_entropy", "s_mean", "lambda_obs", "k_bft",
-	"k_dim_mean", "bos_mass", "gate"}
+// diagColumns are the columns of probe diag's CSV, in order: the metric
+// names of the library (probes.Metric*) and the sweep tables.
+var diagColumns = []string{"sample", "layer", "head", "query", probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSMean,
+	probes.MetricLambdaObs, probes.MetricK, probes.MetricKDimMean, probes.MetricBOSMass, probes.MetricGate}
+
+// legacyDiagNames are the CSV header names of earlier releases
+// (--legacy-names), kept for one release.
+var legacyDiagNames = map[string]string{probes.MetricSMean: "s_mean", probes.MetricK: "k_bft", probes.MetricKDimMean: "k_dim_mean"}
 
 func cmdDiag(args []string, w io.Writer) error {
 	fs := newFlags("diag")
@@ -25,6 +30,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	allowExt := fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	onNF := fs.String("on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
+	legacy := fs.Bool("legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
 	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -82,6 +88,9 @@ func cmdDiag(args []string, w io.Writer) error {
 		for i, name := range diagColumns {
 			if i > 0 {
 				bw.WriteByte(',')
+			}
+			if old, ok := legacyDiagNames[name]; ok && *legacy {
+				name = old
 			}
 			bw.WriteString(name)
 		}
