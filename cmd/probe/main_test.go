@@ -150,7 +150,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"capture", "--model", gated, "--ids", longIDs, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "max_position_embeddings 2048"},
 		{[]string{"capture", "--model", gated, "--ids", bigID, "--hook", "blocks.9.attn.hook_z", "--out", filepath.Join(tmp, "o.st")}, "layer 9 out of range"},
 		{[]string{"capture", "--model", gated, "--ids", bigID, "--hook", "blocks.0.hook_nothing", "--out", filepath.Join(tmp, "o.st")}, `unknown hook "blocks.0.hook_nothing"`},
-		{[]string{"capture", "--model", filepath.Join(goldenDir, "llama_gqa"), "--ids", bigID, "--hook", "blocks.0.attn.hook_gate", "--out", filepath.Join(tmp, "o.st")}, "no attention output gate"},
+		{[]string{"capture", "--model", filepath.Join(goldenDir, "llama_gqa"), "--ids", bigID, "--hook", "blocks.0.attn.hook_gate", "--out", filepath.Join(tmp, "o.st")}, `hook "blocks.0.attn.hook_gate" is not issued by this model (llama`},
 		{[]string{"capture", "--model", gated, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "exactly one of --ids and --text"},
 		{[]string{"capture", "--model", gated, "--text", bigID, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "has no tokenizer.json"},
 		{[]string{"capture", "--bogus"}, "flag provided but not defined: -bogus"},
