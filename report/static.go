@@ -166,6 +166,7 @@ func drawPanel(pn *Panel, c draw.Canvas) error {
 	leg := &legend{Legend: plot.NewLegend()}
 	leg.TextStyle.Font = sans(legendSize)
 	leg.ThumbnailWidth = vg.Points(22)
+	leg.Padding = vg.Points(3) // keeps the text boxes of adjacent entries apart
 	for i := range pn.Series {
 		thumbs, err := addSeries(p, &pn.Series[i], pn.Colors, ysign)
 		if err != nil {
@@ -295,44 +296,26 @@ func drawColorBar(cs *ColorScale, c draw.Canvas) error {
 	return nil
 }
 
-// cleanTicks are "nice" ticks: a step of 1, 2, 2.5 or 5 × 10^k giving 4–8
-// labelled ticks, each labelled with the shortest exact form ("25", not
-// "25.00"), and unlabelled minor ticks halfway between.
+// cleanTicks are the NiceTicks of the range, labelled by TickLabel ("25",
+// not "25.00"), with unlabelled minor ticks halfway between.
 type cleanTicks struct{}
 
 func (cleanTicks) Ticks(min, max float64) []plot.Tick {
-	if !(max > min) {
+	ticks, step, dec := NiceTicks(min, max, targetTicks)
+	if ticks == nil {
 		return plot.DefaultTicks{}.Ticks(min, max)
 	}
-	step := niceStep((max - min) / 5)
 	var ts []plot.Tick
-	for v := math.Ceil(min/step) * step; v <= max+step*1e-9; v += step {
+	for _, v := range ticks {
 		if m := v - step/2; m >= min {
 			ts = append(ts, plot.Tick{Value: m})
 		}
-		ts = append(ts, plot.Tick{Value: v, Label: shortLabel(math.Round(v/step) * step)})
+		ts = append(ts, plot.Tick{Value: v, Label: TickLabel(v, step, dec)})
+	}
+	if m := ticks[len(ticks)-1] + step/2; m <= max {
+		ts = append(ts, plot.Tick{Value: m})
 	}
 	return ts
-}
-
-// niceStep returns the step of the form 1, 2, 2.5 or 5 times a power of
-// ten closest (in ratio) to raw.
-func niceStep(raw float64) float64 {
-	p := math.Pow(10, math.Floor(math.Log10(raw)))
-	best := p
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if math.Abs(math.Log(m*p/raw)) < math.Abs(math.Log(best/raw)) {
-			best = m * p
-		}
-	}
-	return best
-}
-
-func shortLabel(v float64) string {
-	if math.Abs(v) < 1e-12 {
-		return "0"
-	}
-	return strconv.FormatFloat(v, 'g', 5, 64)
 }
 
 // logTicks label every power of ten (every second or third one over
@@ -381,9 +364,10 @@ type negTicks struct{}
 
 func (negTicks) Ticks(min, max float64) []plot.Tick {
 	ts := cleanTicks{}.Ticks(min, max)
+	_, step, dec := NiceTicks(min, max, targetTicks)
 	for i := range ts {
 		if ts[i].Label != "" {
-			ts[i].Label = shortLabel(-ts[i].Value)
+			ts[i].Label = TickLabel(-ts[i].Value, step, dec)
 		}
 	}
 	return ts

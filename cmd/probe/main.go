@@ -34,6 +34,7 @@ func init() {
 		{"tokenize", "tokenize (--model <dir> | --tokenizer <file>) --text <file> [--no-special-tokens]: ids as JSON", cmdTokenize},
 		{"generate", "generate --arch <arch> --out <dir>: write a randomly initialized HF checkpoint", cmdGenerate},
 		{"demo", "demo [--out <dir>] [--static]: the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, perplexity and Prediction 3) in one report.html", cmdDemo},
+		{"setup", "setup [--tgz <echarts-5.6.0.tgz>]: put echarts.min.js in the user cache (from npm) so reports made anywhere are interactive", cmdSetup},
 		{"hooks", "hooks: list the hook points and their shapes", cmdHooks},
 		{"figures", "figures --paper rfa|selrope|rt|bft|all --out <dir> [--static] [--model|--series|--history (rfa)]: the papers' figures (analytic; RFA also from checkpoints)", cmdFigures},
 		{"report", "report <sweep-dir> [--out report.html] | report attention --capture <file> --layer L [--heads 0,1] [--gamma 0.25] --out <dir>", cmdReport},

@@ -68,8 +68,22 @@ type Chart struct {
 	Colors   int     // distinct colours (quantized to 4 bits per channel)
 }
 
+// LayoutWidths are the viewport widths (CSS pixels, height 1000) at which
+// Check measures the layout; the last one is the width of the chart
+// screenshots and of Result.Page.
+var LayoutWidths = []int{1024, 1920, 1280}
+
+// Layout is what the page's layout looked like at one viewport width.
+type Layout struct {
+	Width       int      // viewport width
+	ScrollWidth int      // the document's scroll width (> Width: horizontal scrolling)
+	Overlaps    []string // pairs of text boxes inside one chart that overlap
+	Clipped     []string // text that sticks out of its chart, or overflows a box that hides overflow
+}
+
 // Result is what the page did.
 type Result struct {
+	Layouts  []Layout // one per LayoutWidths
 	Requests []string // every URL requested, in order
 	External []string // requests to anything but file:, data:, blob: and about:
 	Failed   []string // "URL: error" for requests that failed
@@ -100,8 +114,71 @@ func (r *Result) Problems(minNonBlank float64) []string {
 			out = append(out, fmt.Sprintf("chart %q (%d×%d) looks blank: %.2f%% drawn, %d colours", c.ID, c.W, c.H, 100*c.NonBlank, c.Colors))
 		}
 	}
+	for _, l := range r.Layouts {
+		if l.ScrollWidth > l.Width {
+			out = append(out, fmt.Sprintf("at %d px the page scrolls sideways: %d px of content", l.Width, l.ScrollWidth))
+		}
+		for _, o := range l.Overlaps {
+			out = append(out, fmt.Sprintf("at %d px overlapping text: %s", l.Width, o))
+		}
+		for _, c := range l.Clipped {
+			out = append(out, fmt.Sprintf("at %d px clipped text: %s", l.Width, c))
+		}
+	}
 	return out
 }
+
+// layoutJS measures the page as laid out now. Text inside charts is read
+// from the DOM: echarts draws with its SVG renderer and the static charts
+// are inline SVG, so every label is a <text> element whose
+// getBoundingClientRect is the box the reader sees (transforms and
+// rotation included). Two non-empty, visible texts of one chart whose boxes
+// overlap by more than 1.5 px in both directions overlap; a text whose box
+// leaves its .chart box by more than 1 px is clipped. Outside charts, an
+// element that hides or scrolls its overflow (overflow other than visible)
+// and whose content is wider or taller than its box clips text.
+const layoutJS = `(function () {
+	function vis(el) {
+		var r = el.getBoundingClientRect();
+		if (r.width < 0.5 || r.height < 0.5 || !(el.textContent || '').trim()) { return null; }
+		for (var e = el; e && e.nodeType === 1; e = e.parentNode) {
+			var cs = getComputedStyle(e);
+			if (cs.display === 'none' || cs.visibility === 'hidden' || cs.opacity === '0') { return null; }
+			if (e.getAttribute && (e.getAttribute('opacity') === '0' || e.getAttribute('fill-opacity') === '0')) { return null; }
+		}
+		return r;
+	}
+	function name(el, r) {
+		return JSON.stringify(el.textContent.trim().slice(0, 40)) + ' [' + Math.round(r.left) + ',' + Math.round(r.top) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height) + ']';
+	}
+	var out = {scrollWidth: document.documentElement.scrollWidth, overlaps: [], clipped: []};
+	document.querySelectorAll('.chart').forEach(function (chart) {
+		var cid = chart.id || (chart.querySelector('[id]') || {}).id || '';
+		var cr = chart.getBoundingClientRect();
+		var texts = [];
+		chart.querySelectorAll('text').forEach(function (t) { var r = vis(t); if (r) { texts.push([t, r]); } });
+		for (var i = 0; i < texts.length; i++) {
+			var a = texts[i][1];
+			if (a.left < cr.left - 1 || a.right > cr.right + 1 || a.top < cr.top - 1 || a.bottom > cr.bottom + 1) {
+				out.clipped.push(cid + ': ' + name(texts[i][0], a) + ' outside the chart [' + Math.round(cr.left) + ',' + Math.round(cr.top) + ' ' + Math.round(cr.width) + 'x' + Math.round(cr.height) + ']');
+			}
+			for (var j = i + 1; j < texts.length; j++) {
+				var b = texts[j][1];
+				var ox = Math.min(a.right, b.right) - Math.max(a.left, b.left), oy = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+				if (ox > 1.5 && oy > 1.5) { out.overlaps.push(cid + ': ' + name(texts[i][0], a) + ' and ' + name(texts[j][0], b)); }
+			}
+		}
+	});
+	document.querySelectorAll('body *').forEach(function (el) {
+		if (el.closest('svg') || el.closest('.chart')) { return; }
+		var cs = getComputedStyle(el);
+		if (cs.overflowX === 'visible' && cs.overflowY === 'visible' && cs.textOverflow !== 'ellipsis') { return; }
+		if ((el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1) && (el.textContent || '').trim()) {
+			out.clipped.push('<' + el.tagName.toLowerCase() + '> ' + JSON.stringify(el.textContent.trim().slice(0, 40)) + ' (' + el.scrollWidth + 'x' + el.scrollHeight + ' in ' + el.clientWidth + 'x' + el.clientHeight + ')');
+		}
+	});
+	return JSON.stringify(out);
+})()`
 
 var listening = regexp.MustCompile(`DevTools listening on (ws://\S+)`)
 
@@ -415,8 +492,7 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := s.call(ctx, sid, "Emulation.setDeviceMetricsOverride", map[string]any{
-		"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": false}, nil); err != nil {
+	if err := s.setWidth(ctx, sid, LayoutWidths[0]); err != nil {
 		return nil, err
 	}
 	var nav struct {
@@ -436,6 +512,26 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 	// Charts draw synchronously at load (animation is off); give the
 	// compositor a moment and let late console errors arrive.
 	time.Sleep(700 * time.Millisecond)
+
+	var layouts []Layout
+	for i, w := range LayoutWidths {
+		if i > 0 {
+			// The charts follow their containers through a ResizeObserver.
+			if err := s.setWidth(ctx, sid, w); err != nil {
+				return nil, err
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		var l struct {
+			ScrollWidth int
+			Overlaps    []string
+			Clipped     []string
+		}
+		if err := s.eval(ctx, sid, layoutJS, &l); err != nil {
+			return nil, fmt.Errorf("browser: measuring the layout at %d px: %w", w, err)
+		}
+		layouts = append(layouts, Layout{Width: w, ScrollWidth: l.ScrollWidth, Overlaps: l.Overlaps, Clipped: l.Clipped})
+	}
 
 	var eval struct {
 		Result struct {
@@ -479,8 +575,35 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 	res := log.res
 	log.mu.Unlock()
 	res.Charts = charts
+	res.Layouts = layouts
 	res.Page, _ = base64.StdEncoding.DecodeString(page.Data)
 	return &res, nil
+}
+
+// setWidth emulates a viewport of width × 1000 CSS pixels.
+func (s *session) setWidth(ctx context.Context, sid string, width int) error {
+	return s.call(ctx, sid, "Emulation.setDeviceMetricsOverride", map[string]any{
+		"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": false}, nil)
+}
+
+// eval evaluates a JavaScript expression that returns a JSON string and
+// decodes it into out.
+func (s *session) eval(ctx context.Context, sid, expr string, out any) error {
+	var r struct {
+		Result struct {
+			Value string `json:"value"`
+		} `json:"result"`
+		ExceptionDetails *struct {
+			Text string `json:"text"`
+		} `json:"exceptionDetails"`
+	}
+	if err := s.call(ctx, sid, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}, &r); err != nil {
+		return err
+	}
+	if r.ExceptionDetails != nil {
+		return fmt.Errorf("script failed: %s", r.ExceptionDetails.Text)
+	}
+	return json.Unmarshal([]byte(r.Result.Value), out)
 }
 
 func (s *session) screenshot(ctx context.Context, sid string, clip map[string]any) (image.Image, error) {

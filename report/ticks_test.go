@@ -1,0 +1,90 @@
+package report
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestNiceTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		labels string
+	}{
+		{0, 1, "0 0.2 0.4 0.6 0.8 1.0"},
+		{0, 10, "0 2 4 6 8 10"},
+		{-1.5, 1.5, "-1.5 -1.0 -0.5 0 0.5 1.0 1.5"},
+		{0.4309370335252, 0.92, "0.5 0.6 0.7 0.8 0.9"},
+		{0, 3, "0 0.5 1.0 1.5 2.0 2.5 3.0"},
+		{1000, 16384, "2500 5000 7500 10000 12500 15000"},
+		{0, 4e-6, "0 1e-06 2e-06 3e-06 4e-06"},
+		{-0.3, 0.3, "-0.3 -0.2 -0.1 0 0.1 0.2 0.3"},
+	} {
+		ticks, step, dec := NiceTicks(c.lo, c.hi, targetTicks)
+		var got []string
+		for _, v := range ticks {
+			got = append(got, TickLabel(v, step, dec))
+		}
+		if strings.Join(got, " ") != c.labels {
+			t.Errorf("NiceTicks(%g, %g): %q, want %q", c.lo, c.hi, strings.Join(got, " "), c.labels)
+		}
+		for _, v := range ticks {
+			if v < c.lo-step*1e-9 || v > c.hi+step*1e-9 {
+				t.Errorf("NiceTicks(%g, %g): tick %g outside the range", c.lo, c.hi, v)
+			}
+		}
+	}
+	if ticks, _, _ := NiceTicks(1, 1, 5); ticks != nil {
+		t.Errorf("empty range: %v", ticks)
+	}
+}
+
+func TestNiceRange(t *testing.T) {
+	for _, c := range []struct{ lo, hi, wlo, whi float64 }{
+		{0.4309370335252, 0.92, 0.4, 1.0},
+		{1, 27.3, 0, 30},
+		{-0.07, 0.93, -0.2, 1.0},
+		{5, 5, 4.4, 5.6},
+		{0, 0, -1, 1},
+	} {
+		lo, hi := NiceRange(c.lo, c.hi, targetTicks)
+		if !close(lo, c.wlo) || !close(hi, c.whi) {
+			t.Errorf("NiceRange(%g, %g) = [%g, %g], want [%g, %g]", c.lo, c.hi, lo, hi, c.wlo, c.whi)
+		}
+	}
+}
+
+func close(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// TestCellLabels: heatmap axes are labelled at round token positions
+// (never at block centres such as 3.5 or 27.5), by token for short
+// sequences, and the tooltip names each cell's positions and token.
+func TestCellLabels(t *testing.T) {
+	labels, tips := cellLabels(64, -0.5, 300.0/64, nil)
+	var shown []string
+	for _, l := range labels {
+		if l != "" {
+			shown = append(shown, l)
+		}
+	}
+	if want := []string{"0", "50", "100", "150", "200", "250"}; !reflect.DeepEqual(shown, want) {
+		t.Errorf("blocks of 300 positions: labels %v, want %v", shown, want)
+	}
+	if tips[0] != "0–4" || tips[63] != "295–299" {
+		t.Errorf("block tips %q … %q", tips[0], tips[63])
+	}
+	labels, tips = cellLabels(4, 0, 1, []string{"The", " cat", "\n", `"x"`})
+	if !reflect.DeepEqual(labels, []string{"The", "␣cat", "↵", `"x"`}) || tips[1] != `1 " cat"` {
+		t.Errorf("token labels %q, tips %q", labels, tips)
+	}
+	labels, _ = cellLabels(12, -0.5, 1, nil)
+	if strings.Join(labels, ",") != "0,,2,,4,,6,,8,,10," {
+		t.Errorf("12 positions: %q", labels)
+	}
+}
+
+func TestJSStrings(t *testing.T) {
+	if got := jsStrings([]string{`a"b\c`, "é </script>"}); got != `['a%22b%5Cc','%C3%A9%20%3C%2Fscript%3E']` {
+		t.Errorf("jsStrings: %s", got)
+	}
+}
