@@ -326,7 +326,7 @@ func colorBar(cs *ColorScale, seriesIndex, dim, top int) (vm, title map[string]i
 		"seriesIndex": seriesIndex, "calculable": false,
 		"inRange": map[string]interface{}{"color": cs.Map.Hex()},
 		"text":    []string{lab(hi), lab(lo)}, "textGap": 6, "textStyle": map[string]interface{}{"fontSize": 12},
-		"right":   right, "top": top + 40, "itemHeight": barH, "itemWidth": barW,
+		"right": right, "top": top + 40, "itemHeight": barH, "itemWidth": barW,
 	}
 	title = map[string]interface{}{
 		"type": "text", "right": 6, "top": top + 6,

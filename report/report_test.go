@@ -4,7 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-		"image/png"
+	"image/png"
 	"math"
 	"os"
 	"path/filepath"
