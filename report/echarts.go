@@ -105,28 +105,36 @@ func textWidthPx(s string, size float64) int {
 	return int(math.Ceil(0.6 * size * float64(utf8.RuneCountInString(s))))
 }
 
-// axisSpec is one value axis as drawn: its range, whether it is
-// logarithmic, its tick labels and the echarts option that draws them.
+// axisSpec is one value axis as drawn: its range (in log10 units on a
+// log axis, whose data are drawn as log10 on a linear echarts axis),
+// whether it is logarithmic, its labelled ticks and their labels.
 type axisSpec struct {
 	lo, hi float64
 	log    bool
-	labels []string // every labelled tick, for sizing the margin
+	step   float64 // between labelled ticks (decades on a log axis)
+	labels []string
 }
 
 // newAxis settles a value axis over the data extent [lo, hi]: a fixed range
 // is kept as given, an automatic one is widened to NiceRange (linear) or to
-// whole decades (log), so that the ends carry round labels.
+// whole decades (log), so that the ends carry round labels. A log axis
+// labels every decade, or every second, third… when there are more than 8.
+//
+// echarts' own log axis is not used: it rounds tick values to 10 decimals,
+// so a range below 1e-10 gets ticks at 0 and draws at -Infinity.
 func newAxis(lo, hi float64, fixed, log bool) axisSpec {
 	a := axisSpec{lo: lo, hi: hi, log: log}
 	if log {
+		a.lo, a.hi = math.Log10(lo), math.Log10(hi)
 		if !fixed {
-			a.lo, a.hi = math.Pow(10, math.Floor(math.Log10(lo)+1e-9)), math.Pow(10, math.Ceil(math.Log10(hi)-1e-9))
-			if a.hi <= a.lo {
-				a.hi = a.lo * 10
-			}
+			a.lo, a.hi = math.Floor(a.lo+1e-9), math.Ceil(a.hi-1e-9)
 		}
-		for k := int(math.Ceil(math.Log10(a.lo) - 1e-9)); k <= int(math.Floor(math.Log10(a.hi)+1e-9)); k++ {
-			a.labels = append(a.labels, decade(k))
+		if a.hi <= a.lo {
+			a.hi = a.lo + 1
+		}
+		a.step = math.Ceil((a.hi - a.lo) / 8)
+		for k := math.Ceil(a.lo/a.step-1e-9) * a.step; k <= a.hi+1e-9; k += a.step {
+			a.labels = append(a.labels, decade(int(k)))
 		}
 		return a
 	}
@@ -134,6 +142,7 @@ func newAxis(lo, hi float64, fixed, log bool) axisSpec {
 		a.lo, a.hi = NiceRange(lo, hi, targetTicks)
 	}
 	ticks, step, dec := NiceTicks(a.lo, a.hi, targetTicks)
+	a.step = step
 	for _, v := range ticks {
 		a.labels = append(a.labels, TickLabel(v, step, dec))
 	}
@@ -150,41 +159,75 @@ func (a axisSpec) maxLabelPx() int {
 }
 
 // option is the echarts axis option: the range, a fixed interval of the
-// nice step (linear) and a formatter that prints each multiple of the step
-// with TickLabel's precision and leaves the ends blank when they are not
-// multiples (a fixed range need not end on one).
-func (a axisSpec) option(name string, nameGap int, inverse, show bool) map[string]interface{} {
+// nice step and a formatter that prints each multiple of the step with
+// TickLabel's precision (10^k as decade does on a log axis) and leaves the
+// ends blank when they are not multiples (a fixed range need not end on
+// one).
+func (a axisSpec) option(name string, nameGap int, vertical, inverse, show bool) map[string]interface{} {
 	o := map[string]interface{}{
 		"type": "value", "name": name, "nameLocation": "middle", "nameGap": nameGap,
 		"min": a.lo, "max": a.hi, "inverse": inverse, "show": show,
 		"nameTextStyle": map[string]interface{}{"fontSize": 13},
 		"splitLine":     map[string]interface{}{"show": true, "lineStyle": map[string]interface{}{"color": "#e6e6e6"}},
 	}
+	if a.step == 0 {
+		return o
+	}
+	o["interval"] = a.step
+	_, _, dec := NiceTicks(a.lo, a.hi, targetTicks)
+	format := fmt.Sprintf("(k * %v).toFixed(%d)", a.step, dec)
+	switch {
+	case a.log:
+		format = fmt.Sprintf("(k * %v >= -3 && k * %v <= 4) ? Math.pow(10, k * %v).toFixed(Math.max(0, -k * %v)) : '1e' + (k * %v)",
+			a.step, a.step, a.step, a.step, a.step)
+	case a.step < 1e-4 || a.step > 1e6:
+		format = fmt.Sprintf("String(+(k * %v).toPrecision(3))", a.step)
+	}
+	zero := "'0'"
 	if a.log {
-		o["type"], o["logBase"] = "log", 10
-		o["axisLabel"] = map[string]interface{}{"fontSize": 12, "formatter": opts.FuncOpts(`function (v) {
-			var e = Math.round(Math.log(v) / Math.LN10);
-			if (Math.abs(v / Math.pow(10, e) - 1) > 1e-6) { return ''; }
-			return (e >= -3 && e <= 4) ? v.toFixed(Math.max(0, -e)) : '1e' + e;
-		}`)}
-		return o
+		zero = "'1'"
 	}
-	_, step, dec := NiceTicks(a.lo, a.hi, targetTicks)
-	if step == 0 {
-		return o
-	}
-	o["interval"] = step
-	format := fmt.Sprintf("(k * %v).toFixed(%d)", step, dec)
-	if step < 1e-4 || step > 1e6 {
-		format = fmt.Sprintf("String(+(k * %v).toPrecision(3))", step)
-	}
-	o["axisLabel"] = map[string]interface{}{"fontSize": 12, "hideOverlap": true, "formatter": opts.FuncOpts(fmt.Sprintf(`function (v) {
+	label := map[string]interface{}{"fontSize": 12, "hideOverlap": true, "formatter": opts.FuncOpts(fmt.Sprintf(`function (v) {
 		var k = Math.round(v / %v);
 		if (Math.abs(v - k * %v) > %v) { return ''; }
-		if (k === 0) { return '0'; }
+		if (k === 0) { return %s; }
 		return %s;
-	}`, step, step, step*1e-6, format))}
+	}`, a.step, a.step, a.step*1e-6, zero, format))}
+	// The labels at both ends of an axis stay inside its extent, so the
+	// first x label never runs into the lowest y label at the corner.
+	if vertical {
+		lo, hi := "bottom", "top"
+		if inverse {
+			lo, hi = hi, lo
+		}
+		label["verticalAlignMinLabel"], label["verticalAlignMaxLabel"] = lo, hi
+	} else {
+		label["alignMinLabel"], label["alignMaxLabel"] = "left", "right"
+	}
+	o["axisLabel"] = label
 	return o
+}
+
+// logSeries returns s with its coordinates on log axes replaced by their
+// log10 (the axes of xyChart are linear in log10 units).
+func logSeries(s Series, xlog, ylog bool) Series {
+	lg := func(v []float64) []float64 {
+		if v == nil {
+			return nil
+		}
+		out := make([]float64, len(v))
+		for i, x := range v {
+			out[i] = math.Log10(x) // NaN stays NaN (a gap)
+		}
+		return out
+	}
+	if xlog {
+		s.X = lg(s.X)
+	}
+	if ylog {
+		s.Y, s.Lo, s.Hi = lg(s.Y), lg(s.Lo), lg(s.Hi)
+	}
+	return s
 }
 
 // dataExtent is the extent of every finite x and y (Lo and Hi included)
@@ -238,7 +281,8 @@ func xyChart(pn *Panel, id string, w, h int) render.Renderer {
 	var series []charts.SingleSeries
 	colorIdx := -1
 	for i := range pn.Series {
-		s := &pn.Series[i]
+		ls := logSeries(pn.Series[i], pn.XLog, pn.YLog)
+		s := &ls
 		if s.Name != "" {
 			names = append(names, s.Name)
 		}
@@ -274,14 +318,25 @@ func xyChart(pn *Panel, id string, w, h int) render.Renderer {
 	c.MultiSeries = append(c.MultiSeries, series...)
 	c.Accept(visitor{extra: func(obj map[string]interface{}) {
 		obj["textStyle"] = map[string]interface{}{"fontFamily": "Liberation Sans, Arial, sans-serif"}
-		obj["xAxis"] = []map[string]interface{}{xa.option(pn.XLabel, 30, false, !pn.NoAxes)}
-		obj["yAxis"] = []map[string]interface{}{ya.option(pn.YLabel, yGap, pn.YDown, !pn.NoAxes)}
+		obj["tooltip"] = map[string]interface{}{"show": true, "trigger": "item", "formatter": xyTooltip(pn.XLog, pn.YLog)}
+		obj["xAxis"] = []map[string]interface{}{xa.option(pn.XLabel, 30, false, false, !pn.NoAxes)}
+		obj["yAxis"] = []map[string]interface{}{ya.option(pn.YLabel, yGap, true, pn.YDown, !pn.NoAxes)}
 		if vm != nil {
 			obj["visualMap"] = []map[string]interface{}{vm}
 			obj["graphic"] = []map[string]interface{}{vmTitle}
 		}
 	}})
 	return c
+}
+
+// xyTooltip shows a point's series and its coordinates to 4 significant
+// digits, undoing the log10 of log axes.
+func xyTooltip(xlog, ylog bool) types.FuncStr {
+	return opts.FuncOpts(fmt.Sprintf(`function (p) {
+		var v = p.value, f = function (z, lg) { return String(+(lg ? Math.pow(10, z) : z).toPrecision(4)); };
+		if (!v || v.length < 2) { return p.seriesName; }
+		return (p.seriesName ? p.seriesName + ': ' : '') + f(v[0], %t) + ', ' + f(v[1], %t) + (v.length > 2 ? ' (' + f(v[2], false) + ')' : '');
+	}`, xlog, ylog))
 }
 
 // legendRows estimates how many rows a centred legend of names takes in

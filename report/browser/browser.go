@@ -556,13 +556,25 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 	for _, b := range boxes {
 		c := Chart{ID: b.ID, W: int(b.W), H: int(b.H)}
 		if b.W >= 1 && b.H >= 1 {
-			img, err := s.screenshot(ctx, sid, map[string]any{"x": b.X, "y": b.Y, "width": b.W, "height": b.H, "scale": 1})
+			// Scroll the chart into view and capture it there: capturing
+			// beyond the viewport would resize the viewport, and the
+			// charts, which follow their containers, with it.
+			var y float64
+			if err := s.eval(ctx, sid, fmt.Sprintf("window.scrollTo(0, %g); JSON.stringify(window.scrollY)", b.Y), &y); err != nil {
+				return nil, err
+			}
+			time.Sleep(50 * time.Millisecond)
+			img, err := s.screenshot(ctx, sid, map[string]any{"x": b.X, "y": b.Y, "width": b.W, "height": min(b.H, 1000), "scale": 1})
 			if err != nil {
 				return nil, err
 			}
 			c.NonBlank, c.Colors = inked(img)
 		}
 		charts = append(charts, c)
+	}
+	var top float64
+	if err := s.eval(ctx, sid, "window.scrollTo(0, 0); JSON.stringify(window.scrollY)", &top); err != nil {
+		return nil, err
 	}
 	var page struct {
 		Data string `json:"data"`
@@ -611,7 +623,7 @@ func (s *session) screenshot(ctx context.Context, sid string, clip map[string]an
 		Data string `json:"data"`
 	}
 	if err := s.call(ctx, sid, "Page.captureScreenshot", map[string]any{
-		"format": "png", "clip": clip, "captureBeyondViewport": true}, &shot); err != nil {
+		"format": "png", "clip": clip}, &shot); err != nil {
 		return nil, err
 	}
 	raw, err := base64.StdEncoding.DecodeString(shot.Data)
