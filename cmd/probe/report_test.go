@@ -1,7 +1,7 @@
 package main
 
 import (
-		"encoding/json"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -12,8 +12,8 @@ import (
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
-	"github.com/filterlens/probe/report/reporttest"
 	"github.com/filterlens/probe/report/papers"
+	"github.com/filterlens/probe/report/reporttest"
 )
 
 // browserOrSkip returns chromium, or "" (with the reason logged) when it is
