@@ -288,6 +288,7 @@ func drawColorBar(cs *ColorScale, c draw.Canvas) error {
 	p.Y.Label.Text = cs.Label
 	p.Y.Label.TextStyle.Font = sans(axisLabelSize - 1)
 	p.Y.Tick.Label.Font = sans(tickLabelSize - 1)
+	p.Y.Tick.Marker = cleanTicks{integer: cs.Integer}
 	p.Y.Padding = 0
 	p.X.Padding = 0
 	// A bar 0.18 in wide at the left edge; labels to its left would collide
@@ -297,13 +298,28 @@ func drawColorBar(cs *ColorScale, c draw.Canvas) error {
 }
 
 // cleanTicks are the NiceTicks of the range, labelled by TickLabel ("25",
-// not "25.00"), with unlabelled minor ticks halfway between.
-type cleanTicks struct{}
+// not "25.00"), with unlabelled minor ticks halfway between; integer ticks
+// step by whole numbers only (a layer or head index).
+type cleanTicks struct{ integer bool }
 
-func (cleanTicks) Ticks(min, max float64) []plot.Tick {
+func (ct cleanTicks) Ticks(min, max float64) []plot.Tick {
 	ticks, step, dec := NiceTicks(min, max, targetTicks)
 	if ticks == nil {
 		return plot.DefaultTicks{}.Ticks(min, max)
+	}
+	if ct.integer && step < 1 {
+		step, dec, ticks = 1, 0, ticks[:0]
+		for v := math.Ceil(min); v <= max; v++ {
+			ticks = append(ticks, v)
+		}
+		if len(ticks) == 0 {
+			return nil
+		}
+		var ts []plot.Tick
+		for _, v := range ticks {
+			ts = append(ts, plot.Tick{Value: v, Label: TickLabel(v, step, dec)})
+		}
+		return ts
 	}
 	var ts []plot.Tick
 	for _, v := range ticks {

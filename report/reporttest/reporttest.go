@@ -68,3 +68,4 @@ func Check(t testing.TB, chromium, html string, wantCharts int) *browser.Result 
 	}
 	return res
 }
+
