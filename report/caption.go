@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -31,6 +32,9 @@ var captionColors = []struct {
 	{"gray", []color.RGBA{Grey}},
 	{"yellow", []color.RGBA{Yellow}},
 }
+
+// markerShapes is the number of leading captionShapes that are markers.
+const markerShapes = 5
 
 // captionShapes are the marker and line words a caption may use and the
 // test a drawn series must pass for each.
@@ -60,10 +64,14 @@ func wordRE(w string) *regexp.Regexp {
 // not where a reader finds the panel; captions name panels by title.
 var sideRE = regexp.MustCompile(`(?i)\b(left|right|top|bottom|upper|lower)( (panel|row|column|plot)s?\b|:)`)
 
-// CaptionProblems audits each figure's caption against what it draws:
-// every colour, marker, line style, band or error bar the caption names
-// must be drawn by some series of the figure, and no panel is referred to
-// by its place on the page. Every test that builds figures runs it.
+// CaptionProblems audits each figure's caption against what it draws: a
+// colour and marker named together ("vermillion diamonds") must be one
+// series' colour and marker; in figures without heatmaps every colour,
+// marker, line style, band or error bar the caption names must be drawn by
+// some series (a heatmap's caption describes its image: "the upper
+// triangle", "a band along the diagonal", "left black"); and no panel is
+// referred to by its place on the page. Every test that builds figures
+// runs it.
 func CaptionProblems(figs ...*Figure) []string {
 	var out []string
 	for _, f := range figs {
@@ -80,7 +88,37 @@ func captionProblems(f *Figure) []string {
 		}
 	}
 	text := strings.ToLower(f.Caption)
+	heatmap := false
+	for _, p := range f.Panels {
+		heatmap = heatmap || p.Heatmap != nil
+	}
 	var out []string
+	for _, c := range captionColors {
+		for i, sh := range captionShapes {
+			if heatmap && i >= markerShapes {
+				continue // "a black band" on a map is part of the image
+			}
+			re := wordRE(c.word + " " + sh.word)
+			if !re.MatchString(text) {
+				continue
+			}
+			found := false
+			for _, s := range series {
+				found = found || (sh.ok(s) && slices.Contains(c.colors, s.Color))
+			}
+			if !found {
+				out = append(out, fmt.Sprintf("%s: caption says %q but no series draws them", f.ID, re.FindString(text)))
+			}
+		}
+	}
+	if len(f.Panels) > 1 {
+		if m := sideRE.FindString(f.Caption); m != "" {
+			out = append(out, fmt.Sprintf("%s: caption refers to a panel by its place (%q); panels wrap to the page: name it by its title", f.ID, m))
+		}
+	}
+	if heatmap {
+		return out
+	}
 	for _, c := range captionColors {
 		re := wordRE(c.word)
 		if !re.MatchString(text) {
@@ -109,11 +147,6 @@ func captionProblems(f *Figure) []string {
 		}
 		if !found {
 			out = append(out, fmt.Sprintf("%s: caption says %q but no series draws one", f.ID, sh.word))
-		}
-	}
-	if len(f.Panels) > 1 {
-		if m := sideRE.FindString(f.Caption); m != "" {
-			out = append(out, fmt.Sprintf("%s: caption refers to a panel by its place (%q); panels wrap to the page: name it by its title", f.ID, m))
 		}
 	}
 	return out

@@ -88,3 +88,27 @@ func TestJSStrings(t *testing.T) {
 		t.Errorf("jsStrings: %s", got)
 	}
 }
+
+func TestCaptionProblems(t *testing.T) {
+	f := demoFigure()
+	f.Panels = f.Panels[:2] // a heatmap's caption describes its image: only phrases are audited
+	for _, c := range []struct{ caption, want string }{
+		{"Blue line with a ±0.3 band, a dashed vermillion line, black squares with error bars; diamonds coloured by layer.", ""},
+		{"Red diamonds are the paper's values.", `"red diamonds"`},
+		{"Green circles.", `"green"`},
+		{"The triangles mark the mean.", `"triangle"`},
+		{"Left: the sine.", `"Left:"`},
+		{"The dotted line is the fit, in the right panel.", `"right panel"`},
+	} {
+		f.Caption = c.caption
+		got := strings.Join(CaptionProblems(f), "\n")
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("caption %q: problems %q, want %s", c.caption, got, c.want)
+		}
+	}
+	f = demoFigure()
+	f.Caption = "Red diamonds in the upper triangle of the map; a black band."
+	if got := strings.Join(CaptionProblems(f), "\n"); !strings.Contains(got, `"red diamonds"`) || strings.Contains(got, "triangle") || strings.Contains(got, "band") {
+		t.Errorf("heatmap figure: %q", got)
+	}
+}

@@ -68,4 +68,3 @@ func Check(t testing.TB, chromium, html string, wantCharts int) *browser.Result 
 	}
 	return res
 }
-
