@@ -63,10 +63,25 @@ func (f *Figure) echartsSnippets() ([]chartSnippet, error) {
 		}
 		out = append(out, chartSnippet{
 			Element: fmt.Sprintf(`<div class="item" id="%s" style="width:100%%;aspect-ratio:%d / %d"></div>`, id, w, h),
-			Script:  r.RenderSnippet().Script,
+			Script:  safeScript(r.RenderSnippet().Script),
 		})
 	}
 	return out, nil
+}
+
+// safeScript keeps a <script> element's body from ending the element
+// early: text in the option data (a token "</script>", "<!--") has its
+// "</" and "<!" written as "<\/" and "<\!", which mean the same inside a
+// JavaScript string (go-echarts writes the options as JSON without HTML
+// escaping).
+func safeScript(s string) string {
+	open := strings.Index(s, ">") + 1
+	end := strings.LastIndex(s, "</script>")
+	if open <= 0 || end < open {
+		return s
+	}
+	body := strings.NewReplacer("</", `<\/`, "<!", `<\!`).Replace(s[open:end])
+	return s[:open] + body + s[end:]
 }
 
 // visitor injects the few options go-echarts has no field for; it runs
@@ -552,7 +567,7 @@ func cellLabels(n int, x0, dx float64, tokens []string) (labels, tips []string) 
 			tips[c] += " " + strconv.Quote(tokens[c])
 		}
 	}
-	if len(tokens) == n && n <= maxTokenLabels {
+	if len(tokens) == n && n <= maxTokenLabels && dx == 1 {
 		for c, t := range tokens {
 			labels[c] = shortToken(t)
 		}
@@ -612,7 +627,7 @@ func heatmapChart(pn *Panel, id string, w, h int) render.Renderer {
 	}
 	rotate := 0
 	xh := 0
-	if len(hm.XTokens) == hm.Cols && hm.Cols <= maxTokenLabels {
+	if len(hm.XTokens) == hm.Cols && hm.Cols <= maxTokenLabels && hm.DX == 1 {
 		rotate = 90
 		for _, l := range xs {
 			xh = max(xh, textWidthPx(l, 12))

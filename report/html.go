@@ -179,7 +179,8 @@ nav ol { columns: 2; padding-left: 1.4em; }
 .chart.static { flex-basis: 100%; }
 .chart.static svg { width: 100%; height: auto; display: block; }
 .caption, .notes, details { max-width: 980px; }
-td, th, code, .caption { overflow-wrap: anywhere; }
+td, code, .caption { overflow-wrap: anywhere; }
+td:first-child { overflow-wrap: normal; }
 table { border-collapse: collapse; margin: 0.6em 0 1em; font-size: 0.92em; }
 caption { text-align: left; font-weight: bold; padding-bottom: 0.3em; }
 th, td { border: 1px solid #bbb; padding: 3px 8px; text-align: left; vertical-align: top; }

@@ -563,7 +563,7 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 			if err := s.eval(ctx, sid, fmt.Sprintf("window.scrollTo(0, %g); JSON.stringify(window.scrollY)", b.Y), &y); err != nil {
 				return nil, err
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(150 * time.Millisecond) // let the newly visible tiles paint
 			img, err := s.screenshot(ctx, sid, map[string]any{"x": b.X, "y": b.Y, "width": b.W, "height": min(b.H, 1000), "scale": 1})
 			if err != nil {
 				return nil, err
@@ -576,6 +576,7 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 	if err := s.eval(ctx, sid, "window.scrollTo(0, 0); JSON.stringify(window.scrollY)", &top); err != nil {
 		return nil, err
 	}
+	time.Sleep(150 * time.Millisecond)
 	var page struct {
 		Data string `json:"data"`
 	}
