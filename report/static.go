@@ -157,10 +157,18 @@ func drawPanel(pn *Panel, c draw.Canvas) error {
 		p.HideAxes()
 		grid.Vertical.Width, grid.Horizontal.Width = 0, 0
 	}
-	if pn.Heatmap != nil {
+	if hm := pn.Heatmap; hm != nil {
 		grid.Vertical.Width, grid.Horizontal.Width = 0, 0
 		p.X.Padding, p.Y.Padding = 0, 0
-		p.Add(heatmapImage(pn.Heatmap, ysign))
+		p.Add(heatmapImage(hm, ysign))
+		if len(hm.XTokens) == hm.Cols && hm.Cols <= maxTokenLabels && hm.DX == 1 {
+			p.X.Tick.Marker = tokenTicks{x0: hm.X0, tokens: hm.XTokens, sign: 1}
+			p.X.Tick.Label.Rotation = math.Pi / 2
+			p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = text.XRight, text.YCenter
+		}
+		if len(hm.YTokens) == hm.Rows && hm.Rows <= maxTokenLabels && hm.DY == 1 {
+			p.Y.Tick.Marker = tokenTicks{x0: hm.Y0, tokens: hm.YTokens, sign: ysign}
+		}
 	}
 
 	leg := &legend{Legend: plot.NewLegend()}
@@ -385,6 +393,23 @@ func (negTicks) Ticks(min, max float64) []plot.Tick {
 		if ts[i].Label != "" {
 			ts[i].Label = TickLabel(-ts[i].Value, step, dec)
 		}
+	}
+	return ts
+}
+
+// tokenTicks label every cell of a heatmap axis (one cell per token) with
+// its token, at the cell centre x0 + c + 1/2 (times sign: a YDown axis is
+// drawn negated).
+type tokenTicks struct {
+	x0     float64
+	tokens []string
+	sign   float64
+}
+
+func (tt tokenTicks) Ticks(min, max float64) []plot.Tick {
+	ts := make([]plot.Tick, len(tt.tokens))
+	for c, t := range tt.tokens {
+		ts[c] = plot.Tick{Value: tt.sign * (tt.x0 + float64(c) + 0.5), Label: shortToken(t)}
 	}
 	return ts
 }

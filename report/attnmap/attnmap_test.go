@@ -160,4 +160,13 @@ func TestFigureTokens(t *testing.T) {
 		t.Error("tokens are not percent-encoded in the tooltip")
 	}
 	reporttest.Check(t, reporttest.Browser(t), w.HTML, -1)
+	dir := t.TempDir()
+	if d := os.Getenv("PROBE_KEEP_REPORT"); d != "" {
+		dir = d
+	}
+	sw, err := r.Write(dir, report.WriteOptions{Static: true, DPI: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reporttest.Check(t, reporttest.Browser(t), sw.HTML, 2)
 }
