@@ -184,6 +184,7 @@ func (a axisSpec) option(name string, nameGap int, vertical, inverse, show bool)
 		"min": a.lo, "max": a.hi, "inverse": inverse, "show": show,
 		"nameTextStyle": map[string]interface{}{"fontSize": 13},
 		"splitLine":     map[string]interface{}{"show": true, "lineStyle": map[string]interface{}{"color": "#e6e6e6"}},
+		"axisLine":      map[string]interface{}{"onZero": false}, // at the edge of the plot, as the labels are
 	}
 	if a.step == 0 {
 		return o
