@@ -1,9 +1,12 @@
 // Package browser opens an HTML report in headless Chromium, offline, and
 // reports what a reader's browser would see: every network request the page
 // made (and which of them failed or left the machine), every console error
-// and uncaught exception (Content-Security-Policy violations included), and
-// for every chart container (elements with class "chart") a screenshot of
-// just that element with the share of its pixels that are not background.
+// and uncaught exception (Content-Security-Policy violations included), the
+// layout at each of LayoutWidths (sideways scrolling, overlapping text in a
+// chart, text clipped by its chart or by a box that hides overflow; see
+// layoutJS), and for every chart container (elements with class "chart") a
+// screenshot of just that element with the share of its pixels that are
+// not background.
 //
 // It speaks the Chrome DevTools protocol over a websocket (websocket.go, a
 // minimal RFC 6455 client over net), so it needs no module beyond the
