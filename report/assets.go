@@ -27,8 +27,8 @@ const EChartsSHA256 = "bf4a223524e40b77c304bec67e1222cf551f14880cf42c69dc046558e
 const EChartsRelPath = "third_party/node_modules/echarts/dist/echarts.min.js"
 
 // EChartsInstallHint tells a user how to get echarts.min.js.
-const EChartsInstallHint = "run `probe setup` once (it copies echarts.min.js from npm's echarts@" + EChartsVersion +
-	" into the user cache), or set " + EChartsEnv + " to an echarts.min.js"
+const EChartsInstallHint = "run `probe setup` once (it copies echarts.min.js of npm's echarts@" + EChartsVersion +
+	" into the user cache) or set " + EChartsEnv + " to an echarts.min.js"
 
 // EChartsCachePath is the user-cache copy that `probe setup` writes:
 // os.UserCacheDir()/probe/echarts/<EChartsVersion>/echarts.min.js
@@ -102,8 +102,7 @@ func ChooseCharts(o WriteOptions, w io.Writer) WriteOptions {
 	p, err := LocateECharts()
 	if err != nil {
 		o.Static = true
-		fmt.Fprintf(w, "note: interactive charts need echarts.min.js, which was not found; writing static SVG charts instead (for interactive charts: %s)\n",
-			EChartsInstallHint)
+		fmt.Fprintf(w, "note: echarts.min.js not found, so the charts are static SVG; for interactive charts, %s\n", EChartsInstallHint)
 		return o
 	}
 	o.ECharts = p

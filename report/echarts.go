@@ -108,7 +108,7 @@ func commonOptions(pn *Panel, id string, w, h int) []charts.GlobalOpts {
 			TitleStyle: &opts.TextStyle{FontSize: 15, FontWeight: "normal", Color: "#111"}}),
 		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "item"}),
 		charts.WithToolboxOpts(opts.Toolbox{Show: opts.Bool(true), Right: "2%", Top: "0", Feature: &opts.ToolBoxFeature{
-			SaveAsImage: &opts.ToolBoxFeatureSaveAsImage{Show: opts.Bool(true), Type: "png", Title: "save PNG"},
+			SaveAsImage: &opts.ToolBoxFeatureSaveAsImage{Show: opts.Bool(true), Type: "svg", Title: "save SVG"}, // the SVG renderer saves SVG
 			Restore:     &opts.ToolBoxFeatureRestore{Show: opts.Bool(true), Title: "reset zoom"},
 		}}),
 	}
