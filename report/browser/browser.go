@@ -523,7 +523,10 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 			if err := s.setWidth(ctx, sid, w); err != nil {
 				return nil, err
 			}
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond)
+		}
+		if err := s.waitSettled(ctx, sid); err != nil {
+			return nil, fmt.Errorf("browser: at %d px: %w", w, err)
 		}
 		var l struct {
 			ScrollWidth int
@@ -594,6 +597,32 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 	res.Layouts = layouts
 	res.Page, _ = base64.StdEncoding.DecodeString(page.Data)
 	return &res, nil
+}
+
+// settledJS is true once every echarts chart on the page has been drawn at
+// its container's current size (a page of many charts takes a while to
+// follow a new viewport width); pages without echarts are always settled.
+const settledJS = `JSON.stringify((function () {
+	if (!window.echarts) { return true; }
+	return Array.from(document.querySelectorAll('.chart .item')).every(function (el) {
+		var c = echarts.getInstanceByDom(el);
+		return !c || (Math.abs(c.getWidth() - el.clientWidth) < 1 && Math.abs(c.getHeight() - el.clientHeight) < 1);
+	});
+})())`
+
+// waitSettled polls settledJS for up to 20 s.
+func (s *session) waitSettled(ctx context.Context, sid string) error {
+	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(200 * time.Millisecond) {
+		var ok bool
+		if err := s.eval(ctx, sid, settledJS, &ok); err != nil {
+			return err
+		}
+		if ok {
+			time.Sleep(200 * time.Millisecond) // one more frame to paint
+			return nil
+		}
+	}
+	return errors.New("the charts did not follow the viewport's width within 20 s")
 }
 
 // setWidth emulates a viewport of width × 1000 CSS pixels.
