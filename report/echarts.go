@@ -107,7 +107,7 @@ func commonOptions(pn *Panel, id string, w, h int) []charts.GlobalOpts {
 		charts.WithTitleOpts(opts.Title{Title: pn.Title, Left: "center",
 			TitleStyle: &opts.TextStyle{FontSize: 15, FontWeight: "normal", Color: "#111"}}),
 		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "item"}),
-		charts.WithToolboxOpts(opts.Toolbox{Show: opts.Bool(true), Right: "2%", Top: "0", Feature: &opts.ToolBoxFeature{
+		charts.WithToolboxOpts(opts.Toolbox{Show: opts.Bool(true), Right: "4", Bottom: "2", Feature: &opts.ToolBoxFeature{
 			SaveAsImage: &opts.ToolBoxFeatureSaveAsImage{Show: opts.Bool(true), Type: "svg", Title: "save SVG"}, // the SVG renderer saves SVG
 			Restore:     &opts.ToolBoxFeatureRestore{Show: opts.Bool(true), Title: "reset zoom"},
 		}}),
@@ -173,8 +173,8 @@ func (a axisSpec) maxLabelPx() int {
 	return w
 }
 
-// option is the echarts axis option: the range, a fixed interval of the
-// nice step and a formatter that prints each multiple of the step with
+// option is the echarts axis option: the range, ticks at the multiples of
+// the nice step and a formatter that prints each multiple of the step with
 // TickLabel's precision (10^k as decade does on a log axis) and leaves the
 // ends blank when they are not multiples (a fixed range need not end on
 // one).
@@ -189,7 +189,10 @@ func (a axisSpec) option(name string, nameGap int, vertical, inverse, show bool)
 	if a.step == 0 {
 		return o
 	}
-	o["interval"] = a.step
+	// minInterval = maxInterval = step makes echarts place its ticks at
+	// the multiples of step inside the range (a fixed "interval" would
+	// count from the range's start, which need not be a multiple).
+	o["minInterval"], o["maxInterval"] = a.step, a.step
 	_, _, dec := NiceTicks(a.lo, a.hi, targetTicks)
 	format := fmt.Sprintf("(k * %v).toFixed(%d)", a.step, dec)
 	switch {

@@ -69,6 +69,7 @@ type Chart struct {
 	W, H     int     // CSS pixels
 	NonBlank float64 // fraction of pixels that differ from the element's background
 	Colors   int     // distinct colours (quantized to 4 bits per channel)
+	PNG      []byte  // the screenshot at the last of LayoutWidths
 }
 
 // LayoutWidths are the viewport widths (CSS pixels, height 1000) at which
@@ -575,6 +576,10 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 				return nil, err
 			}
 			c.NonBlank, c.Colors = inked(img)
+			var buf bytes.Buffer
+			if err := png.Encode(&buf, img); err == nil {
+				c.PNG = buf.Bytes()
+			}
 		}
 		charts = append(charts, c)
 	}

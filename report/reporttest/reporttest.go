@@ -7,6 +7,7 @@ package reporttest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,8 +32,9 @@ func Browser(t testing.TB) string {
 // Check opens the report html in chromium and fails t on every problem the
 // browser check finds, and when the page has other than wantCharts chart
 // containers (wantCharts < 0: any number). With chromium "" it does
-// nothing. $PROBE_KEEP_SCREENSHOTS names a folder that receives a
-// screenshot of the page's first screen at 1280 px per checked report.
+// nothing. $PROBE_KEEP_SCREENSHOTS names a folder that receives, per
+// checked report, a screenshot of the page's first screen and of every
+// chart at 1280 px.
 func Check(t testing.TB, chromium, html string, wantCharts int) *browser.Result {
 	t.Helper()
 	if chromium == "" {
@@ -61,9 +63,12 @@ func Check(t testing.TB, chromium, html string, wantCharts int) *browser.Result 
 		t.Errorf("%s: requests %v, want only the page itself", name, files)
 	}
 	if dir := os.Getenv("PROBE_KEEP_SCREENSHOTS"); dir != "" {
-		shot := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()+"_"+name)+".png")
-		if err := os.WriteFile(shot, res.Page, 0o644); err != nil {
+		stem := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()+"_"+name))
+		if err := os.WriteFile(stem+".png", res.Page, 0o644); err != nil {
 			t.Log(err)
+		}
+		for i, c := range res.Charts {
+			os.WriteFile(fmt.Sprintf("%s_chart%02d_%s.png", stem, i, c.ID), c.PNG, 0o644)
 		}
 	}
 	return res
