@@ -112,3 +112,26 @@ func TestCaptionProblems(t *testing.T) {
 		t.Errorf("heatmap figure: %q", got)
 	}
 }
+
+// TestAxisOption: an echarts axis over a range that starts between two
+// multiples of its step still ticks at the multiples (minInterval =
+// maxInterval = step; a fixed "interval" would count from the start), its
+// labels are sized from NiceTicks, and a log axis is linear in log10 with
+// whole decades.
+func TestAxisOption(t *testing.T) {
+	a := newAxis(-1.1, 0.1, true, false)
+	o := a.option("Re λ", 30, false, false, true)
+	if o["min"] != -1.1 || o["max"] != 0.1 || o["minInterval"] != 0.25 || o["maxInterval"] != 0.25 || o["interval"] != nil {
+		t.Errorf("fixed axis [-1.1, 0.1]: %v", o)
+	}
+	if strings.Join(a.labels, " ") != "-1.00 -0.75 -0.50 -0.25 0" {
+		t.Errorf("labels %q", a.labels)
+	}
+	if auto := newAxis(0.4309370335252, 0.92, false, false); auto.lo != 0.4 || auto.hi != 1 {
+		t.Errorf("automatic range [%g, %g], want [0.4, 1]", auto.lo, auto.hi)
+	}
+	lg := newAxis(3e-12, 2, false, true)
+	if lg.lo != -12 || lg.hi != 1 || lg.step != 2 || strings.Join(lg.labels, " ") != "1e-12 1e-10 1e-8 1e-6 1e-4 0.01 1" {
+		t.Errorf("log axis [%g, %g] step %g labels %q", lg.lo, lg.hi, lg.step, lg.labels)
+	}
+}
