@@ -136,6 +136,7 @@ func TestWriteStatic(t *testing.T) {
 	if len(w.Files) != 2 {
 		t.Errorf("files %v", w.Files)
 	}
+	reporttest.Check(t, reporttest.Browser(t), w.HTML, 1)
 }
 
 // npmTarball writes an npm-style tarball holding js as
@@ -185,8 +186,10 @@ func TestLocateECharts(t *testing.T) {
 	if !o.Static || strings.Count(note.String(), "\n") != 1 || !strings.Contains(note.String(), "static SVG") || !strings.Contains(note.String(), "probe setup") {
 		t.Errorf("fallback: static %v, note %q", o.Static, note.String())
 	}
-	if _, err := r.Write(t.TempDir(), o); err != nil {
+	if w, err := r.Write(t.TempDir(), o); err != nil {
 		t.Errorf("static fallback report: %v", err)
+	} else {
+		reporttest.Check(t, reporttest.Browser(t), w.HTML, 1)
 	}
 	note.Reset()
 	if o := ChooseCharts(WriteOptions{Static: true}, &note); !o.Static || note.Len() != 0 {
