@@ -135,6 +135,7 @@ func TestFiguresRFAHistory(t *testing.T) {
 	if !strings.Contains(stdout, "rfa-ckpt-fig8, rfa-ckpt-fig9)") || strings.Contains(stdout, "fig10") {
 		t.Errorf("without μ: %s", stdout)
 	}
+	checkPage(t, browserOrSkip(t), filepath.Join(out2, "index.html"), -1)
 }
 
 // TestFiguresRFAErrors: checkpoint options need --paper rfa; a softmax
