@@ -42,9 +42,8 @@ func cmdBench(args []string, w io.Writer) error {
 	path := fs.String("kernel", probes.MatrixKernel.String(), "where the diagnostics' row moments come from: matrix (the attention pass's matrix products) or rows (probes.Collector row by row); see probes.Kernel")
 	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic, which need S per dimension); see probes.Reductions")
 	seed := fs.Uint64("seed", 1, "seed of the random tokens")
-	idsFile := fs.String("ids", "", "token ids to use instead of random ones, a JSON list (or a batch of one; - reads standard input): its first --tokens ids, all of them when --tokens is not given")
-	textFile := fs.String("text", "", "text to use instead of random ids, tokenized with the model's tokenizer.json (or --tokenizer); - reads standard input: its first --tokens tokens, all when --tokens is not given")
-	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the one in the model folder)")
+	tf := addTokenFlags(fs, false) // instead of random ids: the first --tokens of them, all when --tokens is not given
+	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	tile := fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")

@@ -13,7 +13,7 @@ import (
 func cmdCapture(args []string, w io.Writer) error {
 	fs := newFlags("capture")
 	mf := addModelFlag(fs, "checkpoint")
-	tf := addTokenFlags(fs)
+	tf := addTokenFlags(fs, true)
 	out := fs.String("out", "", "output .safetensors file")
 	allowExt := fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
 	var hookNames multi

@@ -26,7 +26,7 @@ var legacyDiagNames = map[string]string{probes.MetricSMean: "s_mean", probes.Met
 func cmdDiag(args []string, w io.Writer) error {
 	fs := newFlags("diag")
 	mf := addModelFlag(fs, "checkpoint")
-	tf := addTokenFlags(fs)
+	tf := addTokenFlags(fs, true)
 	out := fs.String("out", "", "output CSV file")
 	allowExt := fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")

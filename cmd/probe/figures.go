@@ -30,24 +30,6 @@ func cmdFigures(args []string, w io.Writer) error {
 	if *out == "" {
 		return fmt.Errorf("--out is required")
 	}
-	if *paper != "all" {
-		if err := refuseForeignReport(*out, *force); err != nil {
-			return err
-		}
-	} else if names, err := folderContents(*out); err != nil {
-		return err
-	} else if !*force {
-		// --paper all writes one report folder per paper
-		for _, n := range names {
-			if !slices.Contains(papers.Paper, strings.TrimSuffix(n, "/")) {
-				return fmt.Errorf("--out %s holds %s, which is not one of the papers' report folders (%s): choose another --out, or pass --force",
-					*out, n, strings.Join(papers.Paper, ", "))
-			}
-			if err := refuseForeignReport(filepath.Join(*out, strings.TrimSuffix(n, "/")), false); err != nil {
-				return err
-			}
-		}
-	}
 	wo := report.ChooseCharts(report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}, w)
 	if *paper == "afa" {
 		// AFA's figures exist only from trained toy filters (zoo/checkpoints/afa_toy).
@@ -56,6 +38,9 @@ func cmdFigures(args []string, w io.Writer) error {
 		}
 		r, err := papers.AFAToyReport(*rfa.model, papers.AFAToyOptions{})
 		if err != nil {
+			return err
+		}
+		if err := refuseForeignReport(*out, *force); err != nil {
 			return err
 		}
 		res, err := r.Write(*out, wo)
@@ -69,6 +54,9 @@ func cmdFigures(args []string, w io.Writer) error {
 		if *paper != "rfa" {
 			return fmt.Errorf("--model, --series and --history draw RFA figures from checkpoints: use them with --paper rfa (or --model with --paper afa)")
 		}
+		if err := refuseForeignReport(*out, *force); err != nil {
+			return err
+		}
 		return cmdFiguresRFA(rfa, *out, wo, w)
 	}
 	var list []string
@@ -80,11 +68,19 @@ func cmdFigures(args []string, w io.Writer) error {
 	default:
 		list = []string{*paper}
 	}
-	for _, p := range list {
+	reports := make([]*report.Report, len(list))
+	for i, p := range list {
 		r, err := papers.Build(p)
 		if err != nil {
 			return err
 		}
+		reports[i] = r
+	}
+	if err := refuseForeignFigures(*out, *paper, *force); err != nil {
+		return err
+	}
+	for i, p := range list {
+		r := reports[i]
 		dir := *out
 		if len(list) > 1 {
 			dir = *out + "/" + p
@@ -94,6 +90,29 @@ func cmdFigures(args []string, w io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(w, "%s: %d figures → %s\n", p, len(r.Figures), res.HTML)
+	}
+	return nil
+}
+
+// refuseForeignFigures is refuseForeignReport for the analytic figures:
+// --paper all writes one report folder per paper below out, which may hold
+// those folders only.
+func refuseForeignFigures(out, paper string, force bool) error {
+	if paper != "all" {
+		return refuseForeignReport(out, force)
+	}
+	names, err := folderContents(out)
+	if err != nil || force {
+		return err
+	}
+	for _, n := range names {
+		if !slices.Contains(papers.Paper, strings.TrimSuffix(n, "/")) {
+			return fmt.Errorf("--out %s holds %s, which is not one of the papers' report folders (%s): choose another --out, or pass --force",
+				out, n, strings.Join(papers.Paper, ", "))
+		}
+		if err := refuseForeignReport(filepath.Join(out, strings.TrimSuffix(n, "/")), false); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -167,7 +167,7 @@ func TestFiguresRFAErrors(t *testing.T) {
 	for i := range ids {
 		ids[i] = fmt.Sprint((i * 13) % 500)
 	}
-	idsFile := filepath.Join(out, "ids.json")
+	idsFile := filepath.Join(t.TempDir(), "ids.json") // not in --out, which holds reports only
 	if err := os.WriteFile(idsFile, []byte("[["+strings.Join(ids, ",")+"]]"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,26 @@ import (
 	"github.com/filterlens/probe/tokenizer"
 )
 
+// lambdaFlags are the λ-prior flags of the commands that compute λobs and K
+// (sweep, ppl): declared once, with one default each (App. I's: Eq. 6, ν =
+// 1, σ0² = 1/d_head, λ = 1, no cap).
+type lambdaFlags struct {
+	form                    *string
+	nu, sigma02, prior, max *float64
+}
+
+// addLambdaFlags registers --lambda-form (forms lists the estimators the
+// command accepts), --nu, --sigma02, --lambda-prior and --lambda-max.
+func addLambdaFlags(fs *flag.FlagSet, forms string) lambdaFlags {
+	return lambdaFlags{
+		form:    fs.String("lambda-form", "reml", "λobs estimator: "+forms),
+		nu:      fs.Float64("nu", 1, "ν of Eq. 6"),
+		sigma02: fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)"),
+		prior:   fs.Float64("lambda-prior", 1, "λ in K = λobs/(λ + λobs) (App. I: 1)"),
+		max:     fs.Float64("lambda-max", 0, "cap on λobs (0: none)"),
+	}
+}
+
 // stdin is what an input file "-" reads (tests replace it).
 var stdin io.Reader = os.Stdin
 
@@ -271,13 +291,20 @@ type tokenFlags struct {
 	maxTokens            *int
 }
 
-func addTokenFlags(fs *flag.FlagSet) tokenFlags {
-	return tokenFlags{
+// addTokenFlags registers the input flags of every command that runs a
+// model: --ids, --text and --tokenizer, and with batch (capture, diag: one
+// batch of sequences, rather than one token stream cut into chunks) also
+// --max-tokens.
+func addTokenFlags(fs *flag.FlagSet, batch bool) tokenFlags {
+	f := tokenFlags{
 		ids:       fs.String("ids", "", "token ids: "+idFormat+"; - reads standard input"),
-		text:      fs.String("text", "", "text file to tokenize into one sequence (with the post-processor's special tokens); - reads standard input"),
+		text:      fs.String("text", "", "text file to tokenize (with the post-processor's special tokens); - reads standard input"),
 		tokenizer: fs.String("tokenizer", "", "tokenizer.json for --text (default: the one in the model folder)"),
-		maxTokens: fs.Int("max-tokens", 0, "keep at most this many tokens of --text (0: all)"),
 	}
+	if batch {
+		f.maxTokens = fs.Int("max-tokens", 0, "keep at most this many tokens of --text (0: all)")
+	}
+	return f
 }
 
 // check says whether exactly one of --ids and --text is given.

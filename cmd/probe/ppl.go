@@ -20,9 +20,8 @@ func cmdPPL(args []string, w io.Writer) error {
 	fs := newFlags("ppl")
 	d := analysis.DefaultPPLOptions()
 	mf := addModelFlag(fs, "checkpoints, comma-separated (required)")
-	idsFile := fs.String("ids", "", "token stream: a JSON list of ids (as probe tokenize prints it), or a batch of one; - reads standard input")
-	textFile := fs.String("text", "", "text file, tokenized into one stream with the models' tokenizer.json (or --tokenizer); - reads standard input")
-	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the models', which must be the same file)")
+	tf := addTokenFlags(fs, false) // one token stream (the models must share the tokenizer for --text)
+	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
 	lengths := fs.String("lengths", "256,512,1024,2048,4096", "context lengths T (a chunk is T+1 tokens); a k suffix means --k")
 	k := fs.Int("k", 1024, "what k means in --lengths: 1000 or 1024")
 	samples := fs.Int("samples", d.Samples, "chunks per length")
@@ -32,11 +31,7 @@ func cmdPPL(args []string, w io.Writer) error {
 	placement := fs.String("placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed")
 	seed := fs.Uint64("seed", d.Seed, "seed of --placement shuffled")
 	offset := fs.Int("offset", d.Offset, "first stream token to use")
-	form := fs.String("lambda-form", d.LambdaForm, "λobs of the K gates: reml (Eq. 6) or naive (Eq. 5)")
-	nu := fs.Float64("nu", 0, "ν of Eq. 6 (0: 1)")
-	sigma02 := fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)")
-	prior := fs.Float64("lambda-prior", 0, "λ in K = λobs/(λ + λobs) for k and k-matched (0: 1, App. I)")
-	lamMax := fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
+	lf := addLambdaFlags(fs, "reml (Eq. 6) or naive (Eq. 5), for the K gates")
 	calibLen := fs.Int("calib-length", 0, "tokens per calibration chunk of k-matched, k-lambda and mean (0: the smallest length)")
 	calibN := fs.Int("calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
 	trainLen := fs.Int("train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
@@ -74,7 +69,7 @@ func cmdPPL(args []string, w io.Writer) error {
 		}
 	}
 	opts := analysis.PPLOptions{Samples: *samples, Disjoint: *disjoint, Placement: *placement, Seed: *seed, Offset: *offset,
-		Positions: *positions, LambdaForm: *form, Nu: *nu, Sigma02: *sigma02, Prior: *prior, LambdaMax: *lamMax,
+		Positions: *positions, LambdaForm: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, Prior: *lf.prior, LambdaMax: *lf.max,
 		CalibLength: *calibLen, CalibSamples: *calibN, TrainLength: *trainLen, CILevel: *ci}
 	if opts.Lengths, err = analysis.ParseLengths(*lengths, *k); err != nil {
 		return fmt.Errorf("--lengths: %w", err)
@@ -93,8 +88,7 @@ func cmdPPL(args []string, w io.Writer) error {
 		return err
 	}
 
-	tf := *tokFile
-	if *textFile != "" && tf == "" {
+	if *textFile != "" && *tokFile == "" {
 		// every model must tokenize the text the same way
 		var first analysis.FileHash
 		for i, m := range models {
@@ -109,7 +103,7 @@ func cmdPPL(args []string, w io.Writer) error {
 			}
 		}
 	}
-	stream, src, err := readTokenStream(*idsFile, *textFile, models[0], tf)
+	stream, src, err := readTokenStream(*idsFile, *textFile, models[0], *tokFile)
 	if err != nil {
 		return err
 	}

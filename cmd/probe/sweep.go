@@ -298,9 +298,8 @@ func cmdSweep(args []string, w io.Writer) error {
 	fs := newFlags("sweep")
 	d := analysis.DefaultSweepOptions()
 	mf := addModelFlag(fs, "checkpoint")
-	textFile := fs.String("text", "", "text file, tokenized with the model's tokenizer.json (or --tokenizer) into one stream; - reads standard input")
-	idsFile := fs.String("ids", "", "token stream: a JSON list of ids (as probe tokenize prints it), or a batch of one; - reads standard input")
-	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the model's)")
+	tf := addTokenFlags(fs, false) // one token stream, cut into the chunks of the plan
+	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
 	lengths := fs.String("lengths", "", "context lengths T, e.g. 1k,2k,4k,6k,8k,10k (required)")
 	samples := fs.Int("samples", d.Samples, "chunks per length")
 	out := fs.String("out", "", "output folder (required); re-running into it skips finished passes")
@@ -317,11 +316,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	allowExt := fs.Bool("allow-extrapolation", false, "run lengths beyond max_position_embeddings")
 	onNF := fs.String("on-nonfinite", d.OnNonFinite, "NaN/Inf in attention rows: stop (report layer, head, query) or flag (record, leave out, go on)")
-	form := fs.String("lambda-form", "reml", "λobs estimator: reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)")
-	nu := fs.Float64("nu", 1, "ν of Eq. 6")
-	sigma02 := fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)")
-	lamPrior := fs.Float64("lambda-prior", 1, "λ in K = λobs/(λ + λobs)")
-	lamMax := fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
+	lf := addLambdaFlags(fs, "reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)")
 	moments := fs.String("moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
 	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
 	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about a third more time at 16k)")
@@ -363,7 +358,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	opts := analysis.SweepOptions{LengthsArg: *lengths, KUnit: *k, Samples: *samples, Disjoint: *disjoint,
 		Placement: *placement, Seed: *seed, Offset: *offset, BOSToken: *bos, Bucket: *bucket, LastFrac: *lastFrac,
 		BOSFrac: *bosFrac, AllowExtrapolation: *allowExt, OnNonFinite: *onNF,
-		Probe: analysis.ProbeOptions{Form: *form, Nu: *nu, Sigma02: *sigma02, LambdaPrior: *lamPrior, LambdaMax: *lamMax, Moments: *moments, Kernel: *kernel, Reductions: *reductions}}
+		Probe: analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions}}
 	if *k != 1000 && *k != 1024 {
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
 	}
