@@ -1,0 +1,453 @@
+package probes
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"gorgonia.org/tensor"
+
+	"github.com/filterlens/probe/hooks"
+)
+
+// Gated DeltaNet read as a filter (Yang, Kautz & Hatamizadeh 2024; Qwen3.5's
+// linear-attention layers). Per value head, with k_t L2-normalised, the
+// layer runs
+//
+//	S_t = e^{g_t} S_{t−1} + β_t k_t (v_t − e^{g_t} S_{t−1}ᵀ k_t)ᵀ,   o_t = S_tᵀ q_t/√d_k
+//
+// which is a Kalman-style measurement update of the associative memory S:
+// predict (forget) S_{t|t−1} = e^{g_t} S_{t−1}, compare the memory's read-out
+// at k_t with the observation v_t (innovation r_t = v_t − S_{t|t−1}ᵀ k_t),
+// correct with gain β_t along k_t. The per-(layer, value head, token)
+// quantities of GDNFilter are
+//
+//	β_t                       gain (write strength)
+//	e^{g_t}                   forgetting factor; horizon 1/(1 − e^{g_t}) tokens (+Inf at g = 0)
+//	‖r_t‖₂                    innovation, the recurrence's own scaling (GDNOptions.Innovation)
+//	‖S_t‖_F                   state norm after the update
+//
+// and from the exact effective attention row W[t, 0..t] (o_t = Σ_s W[t,s] v_s,
+// model.DeltaConsumer tiles):
+//
+//	n_eff^W = (Σ_s |W_s|)² / Σ_s W_s²      participation ratio
+//	first   = |W_0| / Σ_s |W_s|            first-token share
+//	sum     = Σ_s W_s                      row sum (1 for a softmax row)
+//	neg     = Σ_{W_s<0} |W_s| / Σ_s |W_s|  share of the row's magnitude on negative weights
+//
+// and the BFT dispersion and precision of the weighted values (EffAttnWeights).
+
+// InnovationForm selects the memory read-out the innovation compares v_t with.
+type InnovationForm int
+
+const (
+	// InnovationDecayed (default) is r_t = v_t − e^{g_t} S_{t−1}ᵀ k_t: the
+	// prediction after forgetting, exactly the residual the update
+	// multiplies by β_t (u_t = β_t r_t), i.e. the Kalman innovation of the
+	// predicted state.
+	InnovationDecayed InnovationForm = iota
+	// InnovationUndecayed is r_t = v_t − S_{t−1}ᵀ k_t, the read-out of the
+	// state as it left step t − 1.
+	InnovationUndecayed
+)
+
+// String returns the form's name.
+func (f InnovationForm) String() string {
+	switch f {
+	case InnovationDecayed:
+		return "decayed"
+	case InnovationUndecayed:
+		return "undecayed"
+	}
+	return "InnovationForm(?)"
+}
+
+// ParseInnovationForm parses "decayed" or "undecayed".
+func ParseInnovationForm(s string) (InnovationForm, error) {
+	for _, f := range []InnovationForm{InnovationDecayed, InnovationUndecayed} {
+		if f.String() == s {
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("innovation form %q: want decayed or undecayed", s)
+}
+
+// EffAttnWeights selects the weights whose dispersion of the values is the
+// "BFT dispersion" of a signed effective-attention row W[t, 0..t].
+type EffAttnWeights int
+
+const (
+	// WeightsAbs (default) uses π_s = |W_s| / Σ_r |W_r|, the distribution of
+	// the row's magnitude over past tokens. It is defined whenever the row
+	// is not all zero, and 1/Σπ² is n_eff^W. Its mean Σ π_s v_s equals the
+	// layer's output o_t/Σ W only when W ≥ 0.
+	WeightsAbs EffAttnWeights = iota
+	// WeightsSigned uses ŵ_s = W_s / Σ_r W_r, which reproduces the layer's
+	// output (Σ ŵ_s v_s = o_t / Σ W), and is a weighted variance only when
+	// ŵ is on the simplex: it is defined when Σ W ≠ 0 and every W_s has the
+	// sign of Σ W (or is 0); other rows get NaN.
+	WeightsSigned
+)
+
+// String returns the weights' name.
+func (w EffAttnWeights) String() string {
+	switch w {
+	case WeightsAbs:
+		return "abs"
+	case WeightsSigned:
+		return "signed"
+	}
+	return "EffAttnWeights(?)"
+}
+
+// ParseEffAttnWeights parses "abs" or "signed".
+func ParseEffAttnWeights(s string) (EffAttnWeights, error) {
+	for _, w := range []EffAttnWeights{WeightsAbs, WeightsSigned} {
+		if w.String() == s {
+			return w, nil
+		}
+	}
+	return 0, fmt.Errorf("effective-attention weights %q: want abs or signed", s)
+}
+
+// EffAttnRowStats are the magnitude statistics of one effective-attention
+// row (EffAttnRow).
+type EffAttnRowStats struct {
+	NEff       float64 // (Σ|W|)²/ΣW²; NaN for an all-zero row
+	FirstShare float64 // |W_0|/Σ|W|; NaN for an all-zero row
+	RowSum     float64 // Σ W
+	NegShare   float64 // Σ_{W<0}|W| / Σ|W|; NaN for an all-zero row
+}
+
+// EffAttnRow returns the participation ratio n_eff^W = (Σ_s |W_s|)²/Σ_s W_s²,
+// the first-token share |W_0|/Σ_s |W_s|, the row sum Σ_s W_s and the negative
+// share of one row W[t, 0..t] of a Gated DeltaNet's effective attention, in
+// float64. For a row on the simplex n_eff^W is Kish's n_eff (NEff), the
+// first-token share is the BOS mass and the sum is 1. n_eff^W ∈ [1, t+1]
+// for any non-zero row (Cauchy–Schwarz); 1 exactly for a one-hot row.
+func EffAttnRow(w []float32) EffAttnRowStats {
+	var abs, sq, sum, neg float64
+	for _, x := range w {
+		f := float64(x)
+		sum += f
+		sq += f * f
+		if f < 0 {
+			neg -= f
+			abs -= f
+		} else {
+			abs += f
+		}
+	}
+	st := EffAttnRowStats{NEff: math.NaN(), FirstShare: math.NaN(), RowSum: sum, NegShare: math.NaN()}
+	if abs > 0 {
+		st.NEff = abs * abs / sq
+		st.FirstShare = math.Abs(float64(w[0])) / abs
+		st.NegShare = neg / abs
+	}
+	return st
+}
+
+// EffAttnWeightsOf writes into pi the weights of an effective-attention row
+// w that EffAttnWeights selects (len(pi) ≥ len(w); the first len(w) entries
+// are written) and reports whether they are defined: abs, π = |w|/Σ|w|
+// (defined iff w ≠ 0); signed, ŵ = w/Σw (defined iff Σw ≠ 0 and no entry
+// has the opposite sign of Σw). Defined weights are non-negative and sum
+// to 1, so Kish's n_eff of them is 1/Σπ².
+func EffAttnWeightsOf(pi []float32, w []float32, mode EffAttnWeights) bool {
+	var abs, sum float64
+	var pos, neg bool
+	for _, x := range w {
+		f := float64(x)
+		sum += f
+		abs += math.Abs(f)
+		pos = pos || f > 0
+		neg = neg || f < 0
+	}
+	switch mode {
+	case WeightsAbs:
+		if abs == 0 {
+			return false
+		}
+		inv := 1 / abs
+		for s, x := range w {
+			pi[s] = float32(math.Abs(float64(x)) * inv)
+		}
+		return true
+	case WeightsSigned:
+		if sum == 0 || (sum > 0 && neg) || (sum < 0 && pos) {
+			return false
+		}
+		inv := 1 / sum
+		for s, x := range w {
+			pi[s] = float32(float64(x) * inv)
+		}
+		return true
+	}
+	panic("probes: unknown EffAttnWeights")
+}
+
+// DeltaRuleFilter runs the gated delta rule of one (sequence, value head) in
+// float64 and writes, per step t, the innovation norm innov[t] = ‖r_t‖₂
+// (form: InnovationDecayed r_t = v_t − e^{g_t} S_{t−1}ᵀ k_t, or
+// InnovationUndecayed r_t = v_t − S_{t−1}ᵀ k_t) and the state norm
+// stateNorm[t] = ‖S_t‖_F after the update
+// S_t = e^{g_t} S_{t−1} + β_t k_t (v_t − e^{g_t} S_{t−1}ᵀ k_t)ᵀ. k [T, dk]
+// (L2-normalised, as at blocks.{l}.gdn.hook_k), v [T, dv], beta and g [T]
+// (T = len(beta)); S [dk·dv] holds S_0 on entry (zeros for a fresh
+// sequence) and S_T on return; r is scratch of dv. Cost 3·dk·dv
+// multiply-adds per step; it does not allocate.
+func DeltaRuleFilter(innov, stateNorm, S, r []float64, k, v, beta, g []float32, dk, dv int, form InnovationForm) {
+	T := len(beta)
+	if len(g) != T || len(innov) < T || len(stateNorm) < T || len(S) != dk*dv || len(r) < dv || len(k) < T*dk || len(v) < T*dv {
+		panic(fmt.Sprintf("probes: DeltaRuleFilter: T=%d dk=%d dv=%d with g %d, innov %d, stateNorm %d, S %d, r %d, k %d, v %d",
+			T, dk, dv, len(g), len(innov), len(stateNorm), len(S), len(r), len(k), len(v)))
+	}
+	r = r[:dv]
+	for t := 0; t < T; t++ {
+		kt, vt := k[t*dk:(t+1)*dk], v[t*dv:(t+1)*dv]
+		e := math.Exp(float64(g[t]))
+		clear(r)
+		for i, ki := range kt {
+			kf := float64(ki)
+			for j, s := range S[i*dv : (i+1)*dv] {
+				r[j] += s * kf
+			}
+		}
+		// r = Sᵀk (undecayed read-out); the update uses e·Sᵀk.
+		var in2 float64
+		for j, p := range r {
+			x := float64(vt[j])
+			if form == InnovationUndecayed {
+				d := x - p
+				in2 += d * d
+			}
+			r[j] = float64(beta[t]) * (x - e*p) // u_t
+			if form == InnovationDecayed {
+				d := x - e*p
+				in2 += d * d
+			}
+		}
+		innov[t] = math.Sqrt(in2)
+		var n2 float64
+		for i, ki := range kt {
+			kf := float64(ki)
+			row := S[i*dv : (i+1)*dv]
+			for j, s := range row {
+				x := e*s + kf*r[j]
+				row[j] = x
+				n2 += x * x
+			}
+		}
+		stateNorm[t] = math.Sqrt(n2)
+	}
+}
+
+// GDNOptions are the options of a GDNFilter.
+type GDNOptions struct {
+	Innovation InnovationForm // default InnovationDecayed
+	Weights    EffAttnWeights // default WeightsAbs
+	// Nu, Sigma02 and Prior define λobs^W = (n_eff^W + ν)/(S̄^W + ν σ0²)
+	// and K^W = λobs^W/(λ + λobs^W) (App. I's Eq. 6 and Eq. 3 on the
+	// weights of Weights); 0 selects ν = 1, σ0² = 1/d_v, λ = 1.
+	Nu, Sigma02, Prior float64
+	// NoDispersion skips S̄^W, λobs^W and K^W (NaN), the O(t·d_v) per row
+	// part; the magnitude statistics cost O(t).
+	NoDispersion bool
+	// Threads bounds the goroutines of the recurrence (0: GOMAXPROCS).
+	Threads int
+}
+
+// GDNFilter collects the filter quantities of every Gated DeltaNet layer
+// of one forward pass, per (batch, layer, value head, token): it is a
+// hooks.DeltaConsumer for the effective-attention rows and reads β, g, k, v
+// at the layer's gdn hooks (Register). Memory: 11 float64 per (batch,
+// layer, value head, token), linear in T; nothing T×T.
+type GDNFilter struct {
+	B, T, Hv, Dk, Dv int
+	Layers           []int // the Gated DeltaNet layers measured, in slot order
+	Opt              GDNOptions
+
+	slot []int // model layer → slot (−1: not measured)
+
+	// Per (b, slot, h, t) at Index(b, slot, h, t).
+	Beta, Decay, Horizon, Innovation, StateNorm []float64
+	NEffW, FirstShare, RowSum, NegShare         []float64
+	SMeanW, LambdaObsW, KW                      []float64
+
+	mu   sync.Mutex
+	k, v map[int][]float32 // live hook buffers of the layer being run
+	beta map[int][]float32
+}
+
+// NewGDNFilter returns a GDNFilter for B sequences of T tokens through the
+// Gated DeltaNet layers (of nLayers model layers) with Hv value heads of
+// key and value dimensions dk, dv.
+func NewGDNFilter(B, T, nLayers int, layers []int, Hv, dk, dv int, opt GDNOptions) (*GDNFilter, error) {
+	if B <= 0 || T <= 0 || Hv <= 0 || dk <= 0 || dv <= 0 || len(layers) == 0 {
+		return nil, fmt.Errorf("probes: GDN filter needs B, T, value heads, d_key, d_value > 0 and at least one Gated DeltaNet layer (got B=%d T=%d Hv=%d dk=%d dv=%d, %d layers)",
+			B, T, Hv, dk, dv, len(layers))
+	}
+	f := &GDNFilter{B: B, T: T, Hv: Hv, Dk: dk, Dv: dv, Layers: layers, Opt: opt, slot: make([]int, nLayers),
+		k: map[int][]float32{}, v: map[int][]float32{}, beta: map[int][]float32{}}
+	for i := range f.slot {
+		f.slot[i] = -1
+	}
+	for i, l := range layers {
+		if l < 0 || l >= nLayers || f.slot[l] >= 0 {
+			return nil, fmt.Errorf("probes: GDN filter layer %d out of range or repeated (model has %d layers)", l, nLayers)
+		}
+		f.slot[l] = i
+	}
+	if f.Opt.Nu == 0 {
+		f.Opt.Nu = 1
+	}
+	if f.Opt.Sigma02 == 0 {
+		f.Opt.Sigma02 = 1 / float64(dv)
+	}
+	if f.Opt.Prior == 0 {
+		f.Opt.Prior = 1
+	}
+	n := B * len(layers) * Hv * T
+	for _, p := range []*[]float64{&f.Beta, &f.Decay, &f.Horizon, &f.Innovation, &f.StateNorm, &f.NEffW, &f.FirstShare,
+		&f.RowSum, &f.NegShare, &f.SMeanW, &f.LambdaObsW, &f.KW} {
+		*p = make([]float64, n)
+		for i := range *p {
+			(*p)[i] = math.NaN()
+		}
+	}
+	return f, nil
+}
+
+// Index returns the flat index of (batch b, layer slot s, value head h, token t).
+func (f *GDNFilter) Index(b, s, h, t int) int { return ((b*len(f.Layers)+s)*f.Hv+h)*f.T + t }
+
+// Register adds f to hs: the effective-attention stream of every measured
+// layer and functions at its gdn.hook_k, hook_v, hook_beta and hook_g.
+// The recurrence runs at hook_g, which the model issues after hook_k,
+// hook_v and hook_beta of the same layer; f reads those three buffers
+// there as they then are (including any change another hook made),
+// without copying them.
+func (f *GDNFilter) Register(hs *hooks.Set) {
+	for _, l := range f.Layers {
+		hs.Stream(l, f)
+		keep := func(m map[int][]float32) hooks.Func {
+			return func(name string, x *tensor.Dense) error {
+				f.mu.Lock()
+				m[l] = x.Data().([]float32)
+				f.mu.Unlock()
+				return nil
+			}
+		}
+		hs.Add(hooks.Name("blocks.{l}.gdn.hook_k", l), keep(f.k))
+		hs.Add(hooks.Name("blocks.{l}.gdn.hook_v", l), keep(f.v))
+		hs.Add(hooks.Name("blocks.{l}.gdn.hook_beta", l), keep(f.beta))
+		hs.Add(hooks.Name("blocks.{l}.gdn.hook_g", l), func(name string, x *tensor.Dense) error {
+			f.mu.Lock()
+			k, v, beta := f.k[l], f.v[l], f.beta[l]
+			delete(f.k, l)
+			delete(f.v, l)
+			delete(f.beta, l)
+			f.mu.Unlock()
+			if k == nil || v == nil || beta == nil {
+				return fmt.Errorf("probes: GDN filter: %s issued before hook_k, hook_v and hook_beta of layer %d", name, l)
+			}
+			return f.SetLayer(l, k, v, beta, x.Data().([]float32))
+		})
+	}
+}
+
+// SetLayer records β, g and runs DeltaRuleFilter for every (sequence, value
+// head) of layer l, from the layer's hook values k [B, Hv, T, dk], v
+// [B, Hv, T, dv], beta and g [B, T, Hv]. The heads run in parallel.
+func (f *GDNFilter) SetLayer(l int, k, v, beta, g []float32) error {
+	B, T, Hv, dk, dv := f.B, f.T, f.Hv, f.Dk, f.Dv
+	if l < 0 || l >= len(f.slot) || f.slot[l] < 0 {
+		return fmt.Errorf("probes: GDN filter: layer %d is not one of the measured Gated DeltaNet layers %v", l, f.Layers)
+	}
+	if len(k) != B*Hv*T*dk || len(v) != B*Hv*T*dv || len(beta) != B*T*Hv || len(g) != B*T*Hv {
+		return fmt.Errorf("probes: GDN filter layer %d: k %d, v %d, beta %d, g %d values, want [B=%d, Hv=%d, T=%d] × d_key %d / d_value %d",
+			l, len(k), len(v), len(beta), len(g), B, Hv, T, dk, dv)
+	}
+	s := f.slot[l]
+	threads := f.Opt.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	var next sync.Mutex
+	i := 0
+	var wg sync.WaitGroup
+	for w := 0; w < min(threads, B*Hv); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			S, r := make([]float64, dk*dv), make([]float64, dv)
+			bg := make([]float32, 2*T)
+			for {
+				next.Lock()
+				j := i
+				i++
+				next.Unlock()
+				if j >= B*Hv {
+					return
+				}
+				b, h := j/Hv, j%Hv
+				at := f.Index(b, s, h, 0)
+				for t := 0; t < T; t++ {
+					bt, gt := beta[(b*T+t)*Hv+h], g[(b*T+t)*Hv+h]
+					bg[t], bg[T+t] = bt, gt
+					e := math.Exp(float64(gt))
+					f.Beta[at+t], f.Decay[at+t], f.Horizon[at+t] = float64(bt), e, 1/(1-e)
+				}
+				clear(S)
+				DeltaRuleFilter(f.Innovation[at:at+T], f.StateNorm[at:at+T], S, r,
+					k[j*T*dk:(j+1)*T*dk], v[j*T*dv:(j+1)*T*dv], bg[:T], bg[T:], dk, dv, f.Opt.Innovation)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// ConsumeAttn rejects softmax rows: f is registered on Gated DeltaNet
+// layers only.
+func (f *GDNFilter) ConsumeAttn(tile *hooks.AttnTile) error {
+	return fmt.Errorf("probes: GDN filter got softmax rows of layer %d, which is not a Gated DeltaNet layer", tile.Layer)
+}
+
+// ConsumeDelta computes the effective-attention statistics of every row of
+// the tile (EffAttnRow; with the dispersion, EffAttnWeightsOf and
+// MomentsStrided on the head's values).
+func (f *GDNFilter) ConsumeDelta(tile *hooks.AttnTile) error {
+	l := tile.Layer
+	if l < 0 || l >= len(f.slot) || f.slot[l] < 0 {
+		return fmt.Errorf("probes: GDN filter got effective attention of layer %d, not one of %v", l, f.Layers)
+	}
+	if tile.Batch >= f.B || tile.Head >= f.Hv || tile.T != f.T || tile.DHead != f.Dv {
+		return fmt.Errorf("probes: GDN filter sized for B=%d, Hv=%d, T=%d, d_value=%d got a tile of batch %d, head %d, T=%d, d_value=%d",
+			f.B, f.Hv, f.T, f.Dv, tile.Batch, tile.Head, tile.T, tile.DHead)
+	}
+	at := f.Index(tile.Batch, f.slot[l], tile.Head, 0)
+	var pi []float32
+	var e, S []float64
+	if !f.Opt.NoDispersion {
+		pi = make([]float32, tile.Q0+tile.Rows)
+		e, S = make([]float64, f.Dv), make([]float64, f.Dv)
+	}
+	for r := 0; r < tile.Rows; r++ {
+		t := tile.Q0 + r
+		w := tile.Row(r)
+		st := EffAttnRow(w)
+		i := at + t
+		f.NEffW[i], f.FirstShare[i], f.RowSum[i], f.NegShare[i] = st.NEff, st.FirstShare, st.RowSum, st.NegShare
+		if f.Opt.NoDispersion || !EffAttnWeightsOf(pi, w, f.Opt.Weights) {
+			continue
+		}
+		p := pi[:len(w)]
+		MomentsStrided(e, S, nil, p, tile.V, tile.VStride, TwoPass)
+		sm := Mean(S)
+		lam := LambdaREML(NEff(p), sm, f.Opt.Nu, f.Opt.Sigma02)
+		f.SMeanW[i], f.LambdaObsW[i], f.KW[i] = sm, lam, KalmanGain(lam, f.Opt.Prior)
+	}
+	return nil
+}
