@@ -44,6 +44,7 @@ func init() {
 		{"bench", "bench --model <dir> --tokens T [--reps N] [--no-diagnostics]: forward-pass speed and peak RSS as one JSON object", cmdBench},
 		{"ppl", "ppl --model <dir>[,<dir>...] (--ids <file> | --text <file>) [--lengths 256,...,4096] [--samples N] [--gate learned,one,k,k-matched] --out <dir>: perplexity vs context length, gate variants (BFT Prediction 3)", cmdPPL},
 		{"params", "params <dir> [--json]: RFA per-head filter parameters (μ, ω band, σ², η², γ², τ, ν/d, α, β, regime, ALiBi slope)", cmdParams},
+		{"gdn", "gdn --model <dir> (--ids <file> | --text <file>) --lengths 4k [--samples N] --out <dir>: Gated DeltaNet as a filter per (layer, value head, token): gain, forgetting, innovation, state norm, n_eff^W, first-token share", cmdGDN},
 	}
 }
 
