@@ -3,6 +3,7 @@ package probes
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -216,7 +217,8 @@ func TestGDNFilterGolden(t *testing.T) {
 	if _, err := m.Forward(ids, model.Options{Hooks: hs, TileRows: 7}); err != nil {
 		t.Fatal(err)
 	}
-	var worst struct{ beta, decay, neff, first, sum, neg, innov, norm, state, ident float64 }
+	var worst struct{ beta, decay, neff, first, sum, neg, disp, innov, norm, state, ident float64 }
+	pi, e, Sd := make([]float32, T), make([]float64, dv), make([]float64, dv)
 	for s, l := range f.Layers {
 		hb := capt.Get(hooks.Name("blocks.{l}.gdn.hook_beta", l)).Data().([]float32)
 		hg := capt.Get(hooks.Name("blocks.{l}.gdn.hook_g", l)).Data().([]float32)
@@ -241,6 +243,10 @@ func TestGDNFilterGolden(t *testing.T) {
 					worst.first = max(worst.first, math.Abs(f.FirstShare[i]-ref.FirstShare))
 					worst.sum = max(worst.sum, math.Abs(f.RowSum[i]-ref.RowSum))
 					worst.neg = max(worst.neg, math.Abs(f.NegShare[i]-ref.NegShare))
+					if EffAttnWeightsOf(pi, row, WeightsAbs) {
+						MomentsStrided(e, Sd, nil, pi[:tt+1], gv[(b*Hv+h)*T*dv:], dv, TwoPass)
+						worst.disp = max(worst.disp, math.Abs(f.SMeanW[i]-Mean(Sd)))
+					}
 				}
 				// the recurrence on the golden inputs
 				hd := (b*Hv + h) * T
@@ -277,15 +283,15 @@ func TestGDNFilterGolden(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("worst: β %.2g, e^g %.2g (abs vs golden); W rows vs golden eff_attn: n_eff^W %.2g rel, first share %.2g, row sum %.2g, negative share %.2g abs; innovation %.2g, state norm %.2g rel vs the recurrence on the golden inputs; S_T %.2g abs vs golden final_state; last-step identity %.2g rel",
-		worst.beta, worst.decay, worst.neff, worst.first, worst.sum, worst.neg, worst.innov, worst.norm, worst.state, worst.ident)
+	t.Logf("worst: β %.2g, e^g %.2g (abs vs golden); W rows vs golden eff_attn: n_eff^W %.2g rel, first share %.2g, row sum %.2g, negative share %.2g abs, S̄^W %.2g abs; innovation %.2g, state norm %.2g rel vs the recurrence on the golden inputs; S_T %.2g abs vs golden final_state; last-step identity %.2g rel",
+		worst.beta, worst.decay, worst.neff, worst.first, worst.sum, worst.neg, worst.disp, worst.innov, worst.norm, worst.state, worst.ident)
 	for _, c := range []struct {
 		name     string
 		got, tol float64
 	}{
 		{"β vs golden beta", worst.beta, 3e-5}, {"e^g vs exp(golden g)", worst.decay, 3e-5},
 		{"n_eff^W rel", worst.neff, 1e-4}, {"first-token share", worst.first, 6e-5}, {"row sum", worst.sum, 3e-5},
-		{"negative share", worst.neg, 6e-5},
+		{"negative share", worst.neg, 6e-5}, {"S̄^W (abs weights) vs golden W and v", worst.disp, 5e-5},
 		{"innovation rel", worst.innov, 1e-4}, {"state norm rel", worst.norm, 1e-4},
 		{"S_T vs golden final_state", worst.state, 3e-5}, {"v_T − S_Tᵀk_T identity rel", worst.ident, 1e-4},
 	} {
@@ -354,6 +360,60 @@ func TestGDNFilterNoMemory(t *testing.T) {
 							l, b, h, tt, f.Decay[i], f.Horizon[i], f.NEffW[i], f.FirstShare[i], f.RowSum[i], qk*scale,
 							f.Innovation[i], math.Sqrt(vv), f.StateNorm[i], math.Sqrt(kk*vv))
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestGDNDispersionMatchesTwoPass: the tile form of S̄^W (matrix product
+// and shifted squares) equals MomentsStrided's float64 two-pass sums on
+// signed random rows, including values with a large common offset (where
+// the shifted form would cancel and the guard recomputes), for both
+// weightings; rows where the signed weights are undefined stay NaN.
+func TestGDNDispersionMatchesTwoPass(t *testing.T) {
+	const T, dv, tileRows = 37, 5, 6
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, offset := range []float32{0, 300} {
+		for _, mode := range []EffAttnWeights{WeightsAbs, WeightsSigned} {
+			V := make([]float32, T*dv)
+			for i := range V {
+				V[i] = offset + float32(rng.NormFloat64())
+			}
+			W := make([]float32, T*T)
+			for q := 0; q < T; q++ {
+				for s := 0; s <= q; s++ {
+					W[q*T+s] = float32(rng.NormFloat64())
+					if q%3 == 0 {
+						W[q*T+s] = float32(math.Abs(float64(W[q*T+s]))) // same-sign rows: defined for signed weights
+					}
+				}
+			}
+			f, err := NewGDNFilter(1, T, 1, []int{0}, 1, 4, dv, GDNOptions{Weights: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for q0 := 0; q0 < T; q0 += tileRows {
+				n := min(tileRows, T-q0)
+				tile := &hooks.AttnTile{Q0: q0, Rows: n, Stride: T, Alpha: W[q0*T : (q0+n)*T], T: T, DHead: dv, VStride: dv, V: V}
+				if err := f.ConsumeDelta(tile); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pi := make([]float32, T)
+			e, S := make([]float64, dv), make([]float64, dv)
+			for q := 0; q < T; q++ {
+				got := f.SMeanW[f.Index(0, 0, 0, q)]
+				if !EffAttnWeightsOf(pi, W[q*T:q*T+q+1], mode) {
+					if !math.IsNaN(got) {
+						t.Errorf("offset %v %v row %d: S̄^W = %v where the weights are undefined", offset, mode, q, got)
+					}
+					continue
+				}
+				MomentsStrided(e, S, nil, pi[:q+1], V, dv, TwoPass)
+				want := Mean(S)
+				if math.Abs(got-want) > 1e-5*max(want, 1e-3) {
+					t.Errorf("offset %v %v row %d: S̄^W = %v, two-pass %v", offset, mode, q, got, want)
 				}
 			}
 		}
