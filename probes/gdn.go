@@ -129,18 +129,24 @@ type EffAttnRowStats struct {
 // first-token share is the BOS mass and the sum is 1. n_eff^W ∈ [1, t+1]
 // for any non-zero row (Cauchy–Schwarz); 1 exactly for a one-hot row.
 func EffAttnRow(w []float32) EffAttnRowStats {
-	var abs, sq, sum, neg float64
-	for _, x := range w {
-		f := float64(x)
-		sum += f
-		sq += f * f
-		if f < 0 {
-			neg -= f
-			abs -= f
-		} else {
-			abs += f
-		}
+	// Branch-free, four keys at a time: Σ_{W<0}|W| = (Σ|W| − ΣW)/2.
+	var a0, a1, a2, a3, q0, q1, q2, q3, s0, s1, s2, s3 float64
+	j := 0
+	for ; j+4 <= len(w); j += 4 {
+		x := w[j : j+4 : j+4]
+		f0, f1, f2, f3 := float64(x[0]), float64(x[1]), float64(x[2]), float64(x[3])
+		s0, s1, s2, s3 = s0+f0, s1+f1, s2+f2, s3+f3
+		q0, q1, q2, q3 = q0+f0*f0, q1+f1*f1, q2+f2*f2, q3+f3*f3
+		a0, a1, a2, a3 = a0+math.Abs(f0), a1+math.Abs(f1), a2+math.Abs(f2), a3+math.Abs(f3)
 	}
+	for ; j < len(w); j++ {
+		f := float64(w[j])
+		s0 += f
+		q0 += f * f
+		a0 += math.Abs(f)
+	}
+	abs, sq, sum := (a0+a1)+(a2+a3), (q0+q1)+(q2+q3), (s0+s1)+(s2+s3)
+	neg := max(0, (abs-sum)/2)
 	st := EffAttnRowStats{NEff: math.NaN(), FirstShare: math.NaN(), RowSum: sum, NegShare: math.NaN()}
 	if abs > 0 {
 		st.NEff = abs * abs / sq
