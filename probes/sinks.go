@@ -46,7 +46,7 @@ type SinkCollector struct {
 }
 
 type sinkAcc struct {
-	rows, firstN, leftOut, normN, lastN int64
+	rows, firstN, leftOut, normN, lastN      int64
 	first, ent, entNorm, maxW, maxLast, neff float64
 }
 
