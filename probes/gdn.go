@@ -283,6 +283,8 @@ type GDNFilter struct {
 	NEffW, FirstShare, RowSum, NegShare         []float64
 	SMeanW, LambdaObsW, KW                      []float64
 
+	pool sync.Pool // *gdnScratch of ConsumeDelta
+
 	mu   sync.Mutex
 	k, v map[int][]float32 // live hook buffers of the layer being run
 	beta map[int][]float32
@@ -447,8 +449,15 @@ func (f *GDNFilter) ConsumeDelta(tile *hooks.AttnTile) error {
 	n, wd, dv := tile.Rows, tile.Q0+tile.Rows, f.Dv
 	var pi []float32 // [n, wd]
 	var ok []bool
+	var sc *gdnScratch
 	if !f.Opt.NoDispersion {
-		pi, ok = make([]float32, n*wd), make([]bool, n)
+		sc, _ = f.pool.Get().(*gdnScratch)
+		if sc == nil {
+			sc = &gdnScratch{}
+		}
+		defer f.pool.Put(sc)
+		sc.pi, sc.ok = grow(sc.pi, n*wd), grow(sc.ok, n)
+		pi, ok = sc.pi, sc.ok
 	}
 	defined := false
 	for r := 0; r < n; r++ {
@@ -457,21 +466,24 @@ func (f *GDNFilter) ConsumeDelta(tile *hooks.AttnTile) error {
 		st := EffAttnRow(w)
 		i := at + t
 		f.NEffW[i], f.FirstShare[i], f.RowSum[i], f.NegShare[i] = st.NEff, st.FirstShare, st.RowSum, st.NegShare
-		if pi != nil && EffAttnWeightsOf(pi[r*wd:], w, f.Opt.Weights) {
-			ok[r], defined = true, true
+		if pi != nil {
+			clear(pi[r*wd+t+1 : (r+1)*wd])
+			ok[r] = EffAttnWeightsOf(pi[r*wd:], w, f.Opt.Weights)
+			defined = defined || ok[r]
 		}
 	}
 	if !defined {
 		return nil
 	}
 	// shifted values V′ = V − c, c the mean value over the tile's keys
-	c := make([]float64, dv)
+	sc.c, sc.vs, sc.ws, sc.m = grow(sc.c, dv), grow(sc.vs, wd*dv), grow(sc.ws, wd), grow(sc.m, n*dv)
+	c, vs, ws, M := sc.c, sc.vs, sc.ws, sc.m
+	clear(c)
 	for s := 0; s < wd; s++ {
 		for j, x := range tile.V[s*tile.VStride:][:dv] {
 			c[j] += float64(x)
 		}
 	}
-	vs, ws := make([]float32, wd*dv), make([]float64, wd)
 	for s := 0; s < wd; s++ {
 		var q float64
 		for j, x := range tile.V[s*tile.VStride:][:dv] {
@@ -481,9 +493,8 @@ func (f *GDNFilter) ConsumeDelta(tile *hooks.AttnTile) error {
 		}
 		ws[s] = q
 	}
-	M := make([]float32, n*dv) // M = Π·V′ = m − c (Σπ = 1)
+	// M = Π·V′ = m − c (Σπ = 1)
 	blas32.Implementation().Sgemm(blas.NoTrans, blas.NoTrans, n, dv, wd, 1, pi, wd, vs, dv, 0, M, dv)
-	var e, S []float64
 	for r := 0; r < n; r++ {
 		if !ok[r] {
 			continue
@@ -499,16 +510,35 @@ func (f *GDNFilter) ConsumeDelta(tile *hooks.AttnTile) error {
 		}
 		sum := g - mc
 		if !(sum >= 0.01*g) {
-			if e == nil {
-				e, S = make([]float64, dv), make([]float64, dv)
-			}
+			sc.e, sc.s = grow(sc.e, dv), grow(sc.s, dv)
+			e, S := sc.e, sc.s
 			MomentsStrided(e, S, nil, p, tile.V, tile.VStride, TwoPass)
 			sum = Mean(S) * float64(dv)
 		}
 		sm := sum / float64(dv)
-		lam := LambdaREML(NEff(p), sm, f.Opt.Nu, f.Opt.Sigma02)
+		// 1/Σπ² = n_eff^W for either weighting where it is defined
+		lam := LambdaREML(f.NEffW[at+t], sm, f.Opt.Nu, f.Opt.Sigma02)
 		i := at + t
 		f.SMeanW[i], f.LambdaObsW[i], f.KW[i] = sm, lam, KalmanGain(lam, f.Opt.Prior)
 	}
 	return nil
+}
+
+// gdnScratch is ConsumeDelta's per-call scratch, reused through a pool.
+type gdnScratch struct {
+	pi   []float32 // [rows, width] weights π
+	ok   []bool
+	c    []float64 // [d_v] the shift
+	vs   []float32 // [width, d_v] shifted values
+	ws   []float64 // [width] ‖v_s − c‖²
+	m    []float32 // [rows, d_v] m − c
+	e, s []float64 // [d_v] two-pass fallback
+}
+
+// grow returns x resliced to n, reallocated when its capacity is short.
+func grow[E any](x []E, n int) []E {
+	if cap(x) < n {
+		return make([]E, n)
+	}
+	return x[:n]
 }
