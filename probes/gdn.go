@@ -120,6 +120,7 @@ type EffAttnRowStats struct {
 	FirstShare float64 // |W_0|/Σ|W|; NaN for an all-zero row
 	RowSum     float64 // Σ W
 	NegShare   float64 // Σ_{W<0}|W| / Σ|W|; NaN for an all-zero row
+	AbsSum     float64 // Σ|W|
 }
 
 // EffAttnRow returns the participation ratio n_eff^W = (Σ_s |W_s|)²/Σ_s W_s²,
@@ -147,7 +148,7 @@ func EffAttnRow(w []float32) EffAttnRowStats {
 	}
 	abs, sq, sum := (a0+a1)+(a2+a3), (q0+q1)+(q2+q3), (s0+s1)+(s2+s3)
 	neg := max(0, (abs-sum)/2)
-	st := EffAttnRowStats{NEff: math.NaN(), FirstShare: math.NaN(), RowSum: sum, NegShare: math.NaN()}
+	st := EffAttnRowStats{NEff: math.NaN(), FirstShare: math.NaN(), RowSum: sum, NegShare: math.NaN(), AbsSum: abs}
 	if abs > 0 {
 		st.NEff = abs * abs / sq
 		st.FirstShare = math.Abs(float64(w[0])) / abs
@@ -427,7 +428,9 @@ func (f *GDNFilter) ConsumeAttn(tile *hooks.AttnTile) error {
 
 // ConsumeDelta computes the effective-attention statistics of every row of
 // the tile: EffAttnRow, and with the dispersion the weights π of
-// EffAttnWeightsOf and S̄^W = mean_i Σ_s π_s (v_si − m_i)², m = Σ_s π_s v_s.
+// EffAttnWeightsOf (formed here from the row's sums, in the pass that also
+// accumulates Σ_s π_s w_s) and S̄^W = mean_i Σ_s π_s (v_si − m_i)²,
+// m = Σ_s π_s v_s.
 // With c the mean value over the tile's keys 0 … Q0+Rows−1, the shifted
 // values v_s − c (float32) and w_s = ‖v_s − c‖² (float64) are formed once
 // per tile; the rows' m − c come from one float32 matrix product (the
@@ -447,8 +450,6 @@ func (f *GDNFilter) ConsumeDelta(tile *hooks.AttnTile) error {
 	}
 	at := f.Index(tile.Batch, f.slot[l], tile.Head, 0)
 	n, wd, dv := tile.Rows, tile.Q0+tile.Rows, f.Dv
-	var pi []float32 // [n, wd]
-	var ok []bool
 	var sc *gdnScratch
 	if !f.Opt.NoDispersion {
 		sc, _ = f.pool.Get().(*gdnScratch)
@@ -456,28 +457,21 @@ func (f *GDNFilter) ConsumeDelta(tile *hooks.AttnTile) error {
 			sc = &gdnScratch{}
 		}
 		defer f.pool.Put(sc)
-		sc.pi, sc.ok = grow(sc.pi, n*wd), grow(sc.ok, n)
-		pi, ok = sc.pi, sc.ok
+		sc.pi, sc.g, sc.c, sc.vs, sc.ws, sc.m = grow(sc.pi, n*wd), grow(sc.g, n), grow(sc.c, dv), grow(sc.vs, wd*dv), grow(sc.ws, wd), grow(sc.m, n*dv)
 	}
-	defined := false
 	for r := 0; r < n; r++ {
-		t := tile.Q0 + r
-		w := tile.Row(r)
-		st := EffAttnRow(w)
-		i := at + t
+		st := EffAttnRow(tile.Row(r))
+		i := at + tile.Q0 + r
 		f.NEffW[i], f.FirstShare[i], f.RowSum[i], f.NegShare[i] = st.NEff, st.FirstShare, st.RowSum, st.NegShare
-		if pi != nil {
-			clear(pi[r*wd+t+1 : (r+1)*wd])
-			ok[r] = EffAttnWeightsOf(pi[r*wd:], w, f.Opt.Weights)
-			defined = defined || ok[r]
+		if sc != nil {
+			sc.g[r] = st.AbsSum // Σ|W| until G replaces it below
 		}
 	}
-	if !defined {
+	if sc == nil {
 		return nil
 	}
+	pi, G, c, vs, ws, M := sc.pi, sc.g, sc.c, sc.vs, sc.ws, sc.m
 	// shifted values V′ = V − c, c the mean value over the tile's keys
-	sc.c, sc.vs, sc.ws, sc.m = grow(sc.c, dv), grow(sc.vs, wd*dv), grow(sc.ws, wd), grow(sc.m, n*dv)
-	c, vs, ws, M := sc.c, sc.vs, sc.ws, sc.m
 	clear(c)
 	for s := 0; s < wd; s++ {
 		for j, x := range tile.V[s*tile.VStride:][:dv] {
@@ -493,18 +487,50 @@ func (f *GDNFilter) ConsumeDelta(tile *hooks.AttnTile) error {
 		}
 		ws[s] = q
 	}
+	// the weights π of each row (EffAttnWeightsOf's, from the row's sums)
+	// and G = Σ_s π_s w_s in one pass; NaN marks an undefined row
+	defined := false
+	for r := 0; r < n; r++ {
+		t := tile.Q0 + r
+		w, p := tile.Row(r), pi[r*wd:(r+1)*wd]
+		clear(p[t+1:])
+		i := at + t
+		var g float64
+		switch abs, sum, ns := G[r], f.RowSum[i], f.NegShare[i]; {
+		case f.Opt.Weights == WeightsAbs && abs > 0:
+			inv := 1 / abs
+			for s, x := range w {
+				y := float32(math.Abs(float64(x)) * inv)
+				p[s] = y
+				g += float64(y) * ws[s]
+			}
+		case f.Opt.Weights == WeightsSigned && sum != 0 && (ns == 0 || ns == 1):
+			inv := 1 / sum
+			for s, x := range w {
+				y := float32(float64(x) * inv)
+				p[s] = y
+				g += float64(y) * ws[s]
+			}
+		default:
+			clear(p)
+			g = math.NaN()
+		}
+		G[r] = g
+		defined = defined || !math.IsNaN(g)
+	}
+	if !defined {
+		return nil
+	}
 	// M = Π·V′ = m − c (Σπ = 1)
 	blas32.Implementation().Sgemm(blas.NoTrans, blas.NoTrans, n, dv, wd, 1, pi, wd, vs, dv, 0, M, dv)
 	for r := 0; r < n; r++ {
-		if !ok[r] {
+		g := G[r]
+		if math.IsNaN(g) {
 			continue
 		}
 		t := tile.Q0 + r
 		p := pi[r*wd : r*wd+t+1]
-		var g, mc float64
-		for s, x := range p {
-			g += float64(x) * ws[s]
-		}
+		var mc float64
 		for _, x := range M[r*dv : (r+1)*dv] {
 			mc += float64(x) * float64(x)
 		}
@@ -527,7 +553,7 @@ func (f *GDNFilter) ConsumeDelta(tile *hooks.AttnTile) error {
 // gdnScratch is ConsumeDelta's per-call scratch, reused through a pool.
 type gdnScratch struct {
 	pi   []float32 // [rows, width] weights π
-	ok   []bool
+	g    []float64 // [rows] Σ π_s w_s (NaN: undefined)
 	c    []float64 // [d_v] the shift
 	vs   []float32 // [width, d_v] shifted values
 	ws   []float64 // [width] ‖v_s − c‖²
