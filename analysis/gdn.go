@@ -52,7 +52,9 @@ type GDNOptions struct {
 	Sigma02      float64 `json:"sigma0_sq"`
 	Prior        float64 `json:"lambda_prior"`
 	NoDispersion bool    `json:"no_dispersion"`
-	TileRows     int     `json:"tile_rows"`
+	// NoRows skips the effective-attention rows (every W-row column NaN).
+	NoRows   bool `json:"no_w_rows"`
+	TileRows int  `json:"tile_rows"`
 	// AllowExtrapolation runs lengths beyond max_position_embeddings.
 	AllowExtrapolation bool `json:"allow_extrapolation"`
 }
@@ -164,7 +166,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 		t0 := time.Now()
 		f, err := probes.NewGDNFilter(1, ch.T, c.Layers, layers, dn.ValueHeads, dn.KeyDim, dn.ValueDim,
 			probes.GDNOptions{Innovation: innov, Weights: weights, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
-				NoDispersion: o.NoDispersion, Threads: r.Threads})
+				NoDispersion: o.NoDispersion, NoRows: o.NoRows, Threads: r.Threads})
 		if err != nil {
 			return fail(err)
 		}

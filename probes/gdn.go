@@ -263,6 +263,10 @@ type GDNOptions struct {
 	// NoDispersion skips S̄^W, λobs^W and K^W (NaN), the O(t·d_v) per row
 	// part; the magnitude statistics cost O(t).
 	NoDispersion bool
+	// NoRows does not ask for the effective-attention rows at all (the
+	// model then does not form them): the W-row columns stay NaN and the
+	// cost is the recurrence's, O(T·d_k·d_v) per head instead of O(T²·d_k).
+	NoRows bool
 	// Threads bounds the goroutines of the recurrence (0: GOMAXPROCS).
 	Threads int
 }
@@ -334,14 +338,17 @@ func NewGDNFilter(B, T, nLayers int, layers []int, Hv, dk, dv int, opt GDNOption
 func (f *GDNFilter) Index(b, s, h, t int) int { return ((b*len(f.Layers)+s)*f.Hv+h)*f.T + t }
 
 // Register adds f to hs: the effective-attention stream of every measured
-// layer and functions at its gdn.hook_k, hook_v, hook_beta and hook_g.
+// layer (unless Opt.NoRows) and functions at its gdn.hook_k, hook_v,
+// hook_beta and hook_g.
 // The recurrence runs at hook_g, which the model issues after hook_k,
 // hook_v and hook_beta of the same layer; f reads those three buffers
 // there as they then are (including any change another hook made),
 // without copying them.
 func (f *GDNFilter) Register(hs *hooks.Set) {
 	for _, l := range f.Layers {
-		hs.Stream(l, f)
+		if !f.Opt.NoRows {
+			hs.Stream(l, f)
+		}
 		keep := func(m map[int][]float32) hooks.Func {
 			return func(name string, x *tensor.Dense) error {
 				f.mu.Lock()

@@ -419,3 +419,34 @@ func TestGDNDispersionMatchesTwoPass(t *testing.T) {
 		}
 	}
 }
+
+// TestGDNFilterNoRows: without the rows the filter registers no consumer
+// (so the model forms no W), leaves the W-row columns NaN and gives the
+// same β, decay, innovation and state norm as with them.
+func TestGDNFilterNoRows(t *testing.T) {
+	m, _, ids := openQwen35(t)
+	B, T := len(ids), len(ids[0])
+	full, cheap := newQwen35Filter(t, m, B, T, GDNOptions{}), newQwen35Filter(t, m, B, T, GDNOptions{NoRows: true})
+	for _, f := range []*GDNFilter{full, cheap} {
+		hs := &hooks.Set{}
+		f.Register(hs)
+		if f == cheap {
+			for _, l := range f.Layers {
+				if cs := hs.Consumers(l); len(cs) != 0 {
+					t.Fatalf("NoRows registered %d consumers on layer %d", len(cs), l)
+				}
+			}
+		}
+		if _, err := m.Forward(ids, model.Options{Hooks: hs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range full.Beta {
+		if cheap.Beta[i] != full.Beta[i] || cheap.Decay[i] != full.Decay[i] || cheap.Innovation[i] != full.Innovation[i] ||
+			cheap.StateNorm[i] != full.StateNorm[i] || !math.IsNaN(cheap.NEffW[i]) || !math.IsNaN(cheap.KW[i]) {
+			t.Fatalf("index %d: without rows β %v e^g %v innovation %v state %v n_eff^W %v; with rows %v %v %v %v",
+				i, cheap.Beta[i], cheap.Decay[i], cheap.Innovation[i], cheap.StateNorm[i], cheap.NEffW[i],
+				full.Beta[i], full.Decay[i], full.Innovation[i], full.StateNorm[i])
+		}
+	}
+}

@@ -30,6 +30,7 @@ func cmdGDN(args []string, w io.Writer) error {
 	sigma02 := fs.Float64("sigma02", 0, "σ0² of λobs^W (0: 1/d_value)")
 	prior := fs.Float64("lambda-prior", 0, "λ in K^W = λobs^W/(λ + λobs^W) (0: 1)")
 	noDisp := fs.Bool("no-dispersion", false, "skip s_mean_w, lambda_obs_w, k_w (their O(t·d_value) per row)")
+	noRows := fs.Bool("no-w-rows", false, "skip the effective-attention rows (neff_w … k_w empty): only β, decay, innovation and state norm, at the recurrence's O(T·d_k·d_v) per head instead of the rows' O(T²·d_k)")
 	tile := fs.Int("tile", 0, "rows per effective-attention tile (0: the model's default)")
 	allowExt := fs.Bool("allow-extrapolation", false, "run lengths beyond max_position_embeddings")
 	threads := fs.Int("threads", 0, "workers (0: GOMAXPROCS)")
@@ -57,7 +58,7 @@ func cmdGDN(args []string, w io.Writer) error {
 	}
 	opts := analysis.GDNOptions{Samples: *samples, Disjoint: *disjoint, Placement: *placement, Seed: *seed, Offset: *offset,
 		Innovation: *innov, Weights: *weights, Nu: *nu, Sigma02: *sigma02, Prior: *prior, NoDispersion: *noDisp,
-		TileRows: *tile, AllowExtrapolation: *allowExt}
+		NoRows: *noRows, TileRows: *tile, AllowExtrapolation: *allowExt}
 	if opts.Lengths, err = analysis.ParseLengths(*lengths, *k); err != nil {
 		return fmt.Errorf("--lengths: %w", err)
 	}
