@@ -46,6 +46,7 @@ func init() {
 		{"params", "params <dir> [--json]: RFA per-head filter parameters (μ, ω band, σ², η², γ², τ, ν/d, α, β, regime, ALiBi slope)", cmdParams},
 		{"gdn", "gdn --model <dir> (--ids <file> | --text <file>) --lengths 4k [--samples N] --out <dir>: Gated DeltaNet as a filter per (layer, value head, token): gain, forgetting, innovation, state norm, n_eff^W, first-token share", cmdGDN},
 		{"sinks", "sinks --model <dir> (--ids <file> | --text <file>) --lengths 1k,4k [--eps 0.3] --out <dir>: first-token attention and Gu et al.'s sink rate, entropy and largest weight vs T, output-gate statistics per head", cmdSinks},
+		{"massive", "massive --model <dir> (--ids <file> | --text <file>) --lengths 1k [--top-k 10] [--intervene zero,mean] --out <dir>: Sun et al.'s massive activations per layer and the perplexity change when they are zeroed or mean-replaced", cmdMassive},
 	}
 }
 
