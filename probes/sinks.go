@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model"
 )
 
 // Standard measurements of the attention-sink and long-context literature,
@@ -66,22 +67,17 @@ func NewSinkCollector(B, nLayers, H, T int, window []int, includeFirstQuery bool
 		acc: make([]sinkAcc, B*nLayers*H)}, nil
 }
 
-// ConsumeAttn adds the tile's rows.
+// ConsumeAttn adds the tile's rows, walking each row's visible weights
+// once (a logarithm per weight for the entropy).
 func (c *SinkCollector) ConsumeAttn(tile *hooks.AttnTile) error {
-	if tile.Batch >= c.B || tile.Layer >= c.L || tile.Head >= c.H || tile.T != c.T {
-		return fmt.Errorf("probes: sink collector sized for B=%d, %d layers, %d heads, T=%d got a tile of batch %d, layer %d, head %d, T=%d",
-			c.B, c.L, c.H, c.T, tile.Batch, tile.Layer, tile.Head, tile.T)
+	a, err := c.accOf(tile)
+	if err != nil {
+		return err
 	}
-	a := &c.acc[(tile.Batch*c.L+tile.Layer)*c.H+tile.Head]
-	w := c.Window[tile.Layer]
-	last := c.T - c.T/4
 	for r := 0; r < tile.Rows; r++ {
 		t := tile.Q0 + r
 		row := tile.Row(r)
-		lo := 0
-		if w > 0 && t-w+1 > 0 {
-			lo = t - w + 1
-		}
+		lo := c.lo(tile.Layer, t)
 		var h, m, s2 float64
 		for _, x := range row[lo:] {
 			f := float64(x)
@@ -91,28 +87,79 @@ func (c *SinkCollector) ConsumeAttn(tile *hooks.AttnTile) error {
 			m = max(m, f)
 			s2 += f * f
 		}
-		a.rows++
-		a.ent += h
-		a.maxW += m
-		a.neff += 1 / s2
-		if vis := t - lo + 1; vis > 1 {
-			a.entNorm += h / math.Log(float64(vis))
-			a.normN++
-		}
-		if t >= last {
-			a.maxLast += m
-			a.lastN++
-		}
-		switch {
-		case lo > 0:
-			a.leftOut++
-		case t == 0 && !c.IncludeFirstQuery:
-		default:
-			a.first += float64(row[0])
-			a.firstN++
-		}
+		c.add(a, t, lo, float64(row[0]), h, m, s2)
 	}
 	return nil
+}
+
+// ConsumeMoments implements model.MomentsConsumer: the entropy and Σα² of
+// each row come from the attention's own softmax pass (AttnMoments), so
+// only the largest weight and α_0 are read from the row — no logarithm
+// per weight.
+func (c *SinkCollector) ConsumeMoments(am *model.AttnMoments) error {
+	tile := am.Tile
+	a, err := c.accOf(tile)
+	if err != nil {
+		return err
+	}
+	for r := 0; r < tile.Rows; r++ {
+		t := tile.Q0 + r
+		row := tile.Row(r)
+		lo := c.lo(tile.Layer, t)
+		var m float32
+		for _, x := range row[lo:] {
+			m = max(m, x)
+		}
+		c.add(a, t, lo, float64(row[0]), am.Entropy[r], float64(m), am.SumSq[r])
+	}
+	return nil
+}
+
+// MomentsSumOnly implements model.SumOnlyConsumer: the collector uses no
+// per-dimension moments, so the attention forms the cheapest ones.
+func (c *SinkCollector) MomentsSumOnly() bool { return true }
+
+// accOf checks the tile against the collector's shape and returns its
+// (batch, layer, head) accumulator.
+func (c *SinkCollector) accOf(tile *hooks.AttnTile) (*sinkAcc, error) {
+	if tile.Batch >= c.B || tile.Layer >= c.L || tile.Head >= c.H || tile.T != c.T {
+		return nil, fmt.Errorf("probes: sink collector sized for B=%d, %d layers, %d heads, T=%d got a tile of batch %d, layer %d, head %d, T=%d",
+			c.B, c.L, c.H, c.T, tile.Batch, tile.Layer, tile.Head, tile.T)
+	}
+	return &c.acc[(tile.Batch*c.L+tile.Layer)*c.H+tile.Head], nil
+}
+
+// lo is the first key query t of layer l can see.
+func (c *SinkCollector) lo(l, t int) int {
+	if w := c.Window[l]; w > 0 && t-w+1 > 0 {
+		return t - w + 1
+	}
+	return 0
+}
+
+// add accumulates one row: query t, first visible key lo, weight a0 on
+// position 0, entropy h, largest weight m, Σα² s2.
+func (c *SinkCollector) add(a *sinkAcc, t, lo int, a0, h, m, s2 float64) {
+	a.rows++
+	a.ent += h
+	a.maxW += m
+	a.neff += 1 / s2
+	if vis := t - lo + 1; vis > 1 {
+		a.entNorm += h / math.Log(float64(vis))
+		a.normN++
+	}
+	if t >= c.T-c.T/4 {
+		a.maxLast += m
+		a.lastN++
+	}
+	switch {
+	case lo > 0:
+		a.leftOut++
+	case t == 0 && !c.IncludeFirstQuery:
+	default:
+		a.first += a0
+		a.firstN++
+	}
 }
 
 // SinkHead is the pooled (over the batch) measurement of one (layer, head).

@@ -197,3 +197,54 @@ func TestHeadGateStats(t *testing.T) {
 		}
 	}
 }
+
+// rowsOnly hides a consumer's optional interfaces, so the pass hands it
+// rows only.
+type rowsOnly struct{ c hooks.AttnConsumer }
+
+func (r rowsOnly) ConsumeAttn(t *hooks.AttnTile) error { return r.c.ConsumeAttn(t) }
+
+// TestSinkCollectorMomentsMatchRows: on a gated (Qiu) model, whose attention
+// hands moments consumers their entropy and Σα² from its softmax pass,
+// the SinkCollector's moments path agrees with its own row walk.
+func TestSinkCollectorMomentsMatchRows(t *testing.T) {
+	cfg, err := model.SmallConfig(model.ArchGated, model.Size{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 97, MaxPos: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := model.Generate(cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const T = 300
+	ids := [][]int{make([]int, T)}
+	for i := range ids[0] {
+		ids[0][i] = (13*i + 5) % 97
+	}
+	var heads [2][]SinkHead
+	for k := range heads {
+		sc, _ := NewSinkCollector(1, cfg.Layers, cfg.Heads, T, nil, true)
+		hs := &hooks.Set{}
+		if k == 0 {
+			hs.Stream(-1, sc)
+		} else {
+			hs.Stream(-1, rowsOnly{sc})
+		}
+		if _, err := m.Forward(ids, model.Options{Hooks: hs}); err != nil {
+			t.Fatal(err)
+		}
+		heads[k] = sc.Heads([]int{0, 1})
+	}
+	for i, a := range heads[0] {
+		b := heads[1][i]
+		for _, c := range []struct {
+			name string
+			x, y float64
+		}{{"first", a.FirstMean, b.FirstMean}, {"entropy", a.Entropy, b.Entropy}, {"entropy_norm", a.EntropyNorm, b.EntropyNorm},
+			{"max", a.MaxWeight, b.MaxWeight}, {"max_last", a.MaxLast, b.MaxLast}, {"neff", a.NEff, b.NEff}} {
+			if math.Abs(c.x-c.y) > 1e-6*max(1, math.Abs(c.y)) {
+				t.Errorf("layer %d head %d %s: moments %v, rows %v", a.Layer, a.Head, c.name, c.x, c.y)
+			}
+		}
+	}
+}
