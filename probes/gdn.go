@@ -31,7 +31,7 @@ import (
 //	‖S_t‖_F                   state norm after the update
 //
 // and from the exact effective attention row W[t, 0..t] (o_t = Σ_s W[t,s] v_s,
-// model.DeltaConsumer tiles):
+// hooks.DeltaConsumer tiles):
 //
 //	n_eff^W = (Σ_s |W_s|)² / Σ_s W_s²      participation ratio
 //	first   = |W_0| / Σ_s |W_s|            first-token share
@@ -274,7 +274,7 @@ type GDNOptions struct {
 // GDNFilter collects the filter quantities of every Gated DeltaNet layer
 // of one forward pass, per (batch, layer, value head, token): it is a
 // hooks.DeltaConsumer for the effective-attention rows and reads β, g, k, v
-// at the layer's gdn hooks (Register). Memory: 11 float64 per (batch,
+// at the layer's gdn hooks (Register). Memory: 12 float64 per (batch,
 // layer, value head, token), linear in T; nothing T×T.
 type GDNFilter struct {
 	B, T, Hv, Dk, Dv int
