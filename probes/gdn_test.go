@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -143,16 +142,27 @@ func TestDeltaRuleFilterForms(t *testing.T) {
 	}
 }
 
-const qwen35Case = "qwen35_text"
-
-// openQwen35 loads the Qwen3.5 golden case's model and golden tensors, or
-// skips.
-func openQwen35(t *testing.T) (*model.Model, *checkpoint.Checkpoint, [][]int) {
+// gdnCases returns the golden folders whose model has Gated DeltaNet
+// layers (qwen35_text and any hidden variant of it), or skips.
+func gdnCases(t *testing.T) []string {
 	t.Helper()
-	dir := filepath.Join(goldenDir(), qwen35Case)
-	if _, err := os.Stat(filepath.Join(dir, "golden.safetensors")); err != nil {
-		t.Skipf("golden data not available at %s (it comes with ../shared): %v", dir, err)
+	files, _ := filepath.Glob(filepath.Join(goldenDir(), "*", "golden.safetensors"))
+	var dirs []string
+	for _, f := range files {
+		dir := filepath.Dir(f)
+		if c, err := model.LoadConfig(dir); err == nil && c.DeltaNet != nil {
+			dirs = append(dirs, dir)
+		}
 	}
+	if len(dirs) == 0 {
+		t.Skipf("golden data not available: no case with Gated DeltaNet layers under %s (it comes with ../shared)", goldenDir())
+	}
+	return dirs
+}
+
+// openGDNCase loads a golden case's model, golden tensors and input ids.
+func openGDNCase(t *testing.T, dir string) (*model.Model, *checkpoint.Checkpoint, [][]int) {
+	t.Helper()
 	m, err := model.Load(dir, model.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -206,98 +216,102 @@ func newQwen35Filter(t *testing.T, m *model.Model, B, T int, opt GDNOptions) *GD
 // final_state.l and whose last innovation must satisfy the update's
 // identity v_T − S_Tᵀk_T = (1 − β_T‖k_T‖²)·r_T with the golden S_T.
 func TestGDNFilterGolden(t *testing.T) {
-	m, gold, ids := openQwen35(t)
-	B, T := len(ids), len(ids[0])
-	dn := m.Config.DeltaNet
-	Hv, dk, dv := dn.ValueHeads, dn.KeyDim, dn.ValueDim
-	f := newQwen35Filter(t, m, B, T, GDNOptions{})
-	hs := &hooks.Set{}
-	f.Register(hs)
-	capt := hs.Capture("blocks.*.gdn.hook_beta", "blocks.*.gdn.hook_g")
-	if _, err := m.Forward(ids, model.Options{Hooks: hs, TileRows: 7}); err != nil {
-		t.Fatal(err)
-	}
-	var worst struct{ beta, decay, neff, first, sum, neg, disp, innov, norm, state, ident float64 }
-	pi, e, Sd := make([]float32, T), make([]float64, dv), make([]float64, dv)
-	for s, l := range f.Layers {
-		hb := capt.Get(hooks.Name("blocks.{l}.gdn.hook_beta", l)).Data().([]float32)
-		hg := capt.Get(hooks.Name("blocks.{l}.gdn.hook_g", l)).Data().([]float32)
-		gb, gg := goldF32(t, gold, fmt.Sprintf("beta.%d", l)), goldF32(t, gold, fmt.Sprintf("g.%d", l))
-		gk, gv := goldF32(t, gold, fmt.Sprintf("k.%d", l)), goldF32(t, gold, fmt.Sprintf("v.%d", l))
-		W, fs := goldF32(t, gold, fmt.Sprintf("eff_attn.%d", l)), goldF32(t, gold, fmt.Sprintf("final_state.%d", l))
-		for b := 0; b < B; b++ {
-			for h := 0; h < Hv; h++ {
-				at := f.Index(b, s, h, 0)
-				bg := make([]float32, 2*T)
-				for tt := 0; tt < T; tt++ {
-					i, j := at+tt, (b*T+tt)*Hv+h
-					if f.Beta[i] != float64(hb[j]) || f.Decay[i] != math.Exp(float64(hg[j])) {
-						t.Fatalf("layer %d b %d head %d t %d: β %v, e^g %v differ from the hooks' %v, e^%v", l, b, h, tt, f.Beta[i], f.Decay[i], hb[j], hg[j])
-					}
-					worst.beta = max(worst.beta, math.Abs(f.Beta[i]-float64(gb[j])))
-					worst.decay = max(worst.decay, math.Abs(f.Decay[i]-math.Exp(float64(gg[j]))))
-					bg[tt], bg[T+tt] = gb[j], gg[j]
-					row := W[((b*Hv+h)*T+tt)*T:][:tt+1]
-					ref := EffAttnRow(row)
-					worst.neff = max(worst.neff, math.Abs(f.NEffW[i]-ref.NEff)/ref.NEff)
-					worst.first = max(worst.first, math.Abs(f.FirstShare[i]-ref.FirstShare))
-					worst.sum = max(worst.sum, math.Abs(f.RowSum[i]-ref.RowSum))
-					worst.neg = max(worst.neg, math.Abs(f.NegShare[i]-ref.NegShare))
-					if EffAttnWeightsOf(pi, row, WeightsAbs) {
-						MomentsStrided(e, Sd, nil, pi[:tt+1], gv[(b*Hv+h)*T*dv:], dv, TwoPass)
-						worst.disp = max(worst.disp, math.Abs(f.SMeanW[i]-Mean(Sd)))
-					}
-				}
-				// the recurrence on the golden inputs
-				hd := (b*Hv + h) * T
-				innov, norm := make([]float64, T), make([]float64, T)
-				S, r := make([]float64, dk*dv), make([]float64, dv)
-				DeltaRuleFilter(innov, norm, S, r, gk[hd*dk:(hd+T)*dk], gv[hd*dv:(hd+T)*dv], bg[:T], bg[T:], dk, dv, InnovationDecayed)
-				for tt := 0; tt < T; tt++ {
-					worst.innov = max(worst.innov, math.Abs(f.Innovation[at+tt]-innov[tt])/innov[tt])
-					worst.norm = max(worst.norm, math.Abs(f.StateNorm[at+tt]-norm[tt])/norm[tt])
-				}
-				gs := fs[(b*Hv+h)*dk*dv:][:dk*dv]
-				var fn2 float64
-				for i, x := range gs {
-					worst.state = max(worst.state, math.Abs(S[i]-float64(x)))
-					fn2 += float64(x) * float64(x)
-				}
-				worst.state = max(worst.state, math.Abs(norm[T-1]-math.Sqrt(fn2)))
-				// v_T − S_Tᵀk_T = (1 − β_T‖k_T‖²)·r_T with the golden S_T
-				kT, vT := gk[(hd+T-1)*dk:][:dk], gv[(hd+T-1)*dv:][:dv]
-				var kk, res2 float64
-				for _, x := range kT {
-					kk += float64(x) * float64(x)
-				}
-				for j := 0; j < dv; j++ {
-					var p float64
-					for i := 0; i < dk; i++ {
-						p += float64(gs[i*dv+j]) * float64(kT[i])
-					}
-					d := float64(vT[j]) - p
-					res2 += d * d
-				}
-				want := math.Sqrt(res2) / (1 - float64(bg[T-1])*kk)
-				worst.ident = max(worst.ident, math.Abs(innov[T-1]-want)/want)
+	for _, dir := range gdnCases(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			m, gold, ids := openGDNCase(t, dir)
+			B, T := len(ids), len(ids[0])
+			dn := m.Config.DeltaNet
+			Hv, dk, dv := dn.ValueHeads, dn.KeyDim, dn.ValueDim
+			f := newQwen35Filter(t, m, B, T, GDNOptions{})
+			hs := &hooks.Set{}
+			f.Register(hs)
+			capt := hs.Capture("blocks.*.gdn.hook_beta", "blocks.*.gdn.hook_g")
+			if _, err := m.Forward(ids, model.Options{Hooks: hs, TileRows: 7}); err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	t.Logf("worst: β %.2g, e^g %.2g (abs vs golden); W rows vs golden eff_attn: n_eff^W %.2g rel, first share %.2g, row sum %.2g, negative share %.2g abs, S̄^W %.2g abs; innovation %.2g, state norm %.2g rel vs the recurrence on the golden inputs; S_T %.2g abs vs golden final_state; last-step identity %.2g rel",
-		worst.beta, worst.decay, worst.neff, worst.first, worst.sum, worst.neg, worst.disp, worst.innov, worst.norm, worst.state, worst.ident)
-	for _, c := range []struct {
-		name     string
-		got, tol float64
-	}{
-		{"β vs golden beta", worst.beta, 3e-5}, {"e^g vs exp(golden g)", worst.decay, 3e-5},
-		{"n_eff^W rel", worst.neff, 1e-4}, {"first-token share", worst.first, 6e-5}, {"row sum", worst.sum, 3e-5},
-		{"negative share", worst.neg, 6e-5}, {"S̄^W (abs weights) vs golden W and v", worst.disp, 5e-5},
-		{"innovation rel", worst.innov, 1e-4}, {"state norm rel", worst.norm, 1e-4},
-		{"S_T vs golden final_state", worst.state, 3e-5}, {"v_T − S_Tᵀk_T identity rel", worst.ident, 1e-4},
-	} {
-		if !(c.got <= c.tol) {
-			t.Errorf("%s: worst %.3g above %.0g", c.name, c.got, c.tol)
-		}
+			var worst struct{ beta, decay, neff, first, sum, neg, disp, innov, norm, state, ident float64 }
+			pi, e, Sd := make([]float32, T), make([]float64, dv), make([]float64, dv)
+			for s, l := range f.Layers {
+				hb := capt.Get(hooks.Name("blocks.{l}.gdn.hook_beta", l)).Data().([]float32)
+				hg := capt.Get(hooks.Name("blocks.{l}.gdn.hook_g", l)).Data().([]float32)
+				gb, gg := goldF32(t, gold, fmt.Sprintf("beta.%d", l)), goldF32(t, gold, fmt.Sprintf("g.%d", l))
+				gk, gv := goldF32(t, gold, fmt.Sprintf("k.%d", l)), goldF32(t, gold, fmt.Sprintf("v.%d", l))
+				W, fs := goldF32(t, gold, fmt.Sprintf("eff_attn.%d", l)), goldF32(t, gold, fmt.Sprintf("final_state.%d", l))
+				for b := 0; b < B; b++ {
+					for h := 0; h < Hv; h++ {
+						at := f.Index(b, s, h, 0)
+						bg := make([]float32, 2*T)
+						for tt := 0; tt < T; tt++ {
+							i, j := at+tt, (b*T+tt)*Hv+h
+							if f.Beta[i] != float64(hb[j]) || f.Decay[i] != math.Exp(float64(hg[j])) {
+								t.Fatalf("layer %d b %d head %d t %d: β %v, e^g %v differ from the hooks' %v, e^%v", l, b, h, tt, f.Beta[i], f.Decay[i], hb[j], hg[j])
+							}
+							worst.beta = max(worst.beta, math.Abs(f.Beta[i]-float64(gb[j])))
+							worst.decay = max(worst.decay, math.Abs(f.Decay[i]-math.Exp(float64(gg[j]))))
+							bg[tt], bg[T+tt] = gb[j], gg[j]
+							row := W[((b*Hv+h)*T+tt)*T:][:tt+1]
+							ref := EffAttnRow(row)
+							worst.neff = max(worst.neff, math.Abs(f.NEffW[i]-ref.NEff)/ref.NEff)
+							worst.first = max(worst.first, math.Abs(f.FirstShare[i]-ref.FirstShare))
+							worst.sum = max(worst.sum, math.Abs(f.RowSum[i]-ref.RowSum))
+							worst.neg = max(worst.neg, math.Abs(f.NegShare[i]-ref.NegShare))
+							if EffAttnWeightsOf(pi, row, WeightsAbs) {
+								MomentsStrided(e, Sd, nil, pi[:tt+1], gv[(b*Hv+h)*T*dv:], dv, TwoPass)
+								worst.disp = max(worst.disp, math.Abs(f.SMeanW[i]-Mean(Sd)))
+							}
+						}
+						// the recurrence on the golden inputs
+						hd := (b*Hv + h) * T
+						innov, norm := make([]float64, T), make([]float64, T)
+						S, r := make([]float64, dk*dv), make([]float64, dv)
+						DeltaRuleFilter(innov, norm, S, r, gk[hd*dk:(hd+T)*dk], gv[hd*dv:(hd+T)*dv], bg[:T], bg[T:], dk, dv, InnovationDecayed)
+						for tt := 0; tt < T; tt++ {
+							worst.innov = max(worst.innov, math.Abs(f.Innovation[at+tt]-innov[tt])/innov[tt])
+							worst.norm = max(worst.norm, math.Abs(f.StateNorm[at+tt]-norm[tt])/norm[tt])
+						}
+						gs := fs[(b*Hv+h)*dk*dv:][:dk*dv]
+						var fn2 float64
+						for i, x := range gs {
+							worst.state = max(worst.state, math.Abs(S[i]-float64(x)))
+							fn2 += float64(x) * float64(x)
+						}
+						worst.state = max(worst.state, math.Abs(norm[T-1]-math.Sqrt(fn2)))
+						// v_T − S_Tᵀk_T = (1 − β_T‖k_T‖²)·r_T with the golden S_T
+						kT, vT := gk[(hd+T-1)*dk:][:dk], gv[(hd+T-1)*dv:][:dv]
+						var kk, res2 float64
+						for _, x := range kT {
+							kk += float64(x) * float64(x)
+						}
+						for j := 0; j < dv; j++ {
+							var p float64
+							for i := 0; i < dk; i++ {
+								p += float64(gs[i*dv+j]) * float64(kT[i])
+							}
+							d := float64(vT[j]) - p
+							res2 += d * d
+						}
+						want := math.Sqrt(res2) / (1 - float64(bg[T-1])*kk)
+						worst.ident = max(worst.ident, math.Abs(innov[T-1]-want)/want)
+					}
+				}
+			}
+			t.Logf("worst: β %.2g, e^g %.2g (abs vs golden); W rows vs golden eff_attn: n_eff^W %.2g rel, first share %.2g, row sum %.2g, negative share %.2g abs, S̄^W %.2g abs; innovation %.2g, state norm %.2g rel vs the recurrence on the golden inputs; S_T %.2g abs vs golden final_state; last-step identity %.2g rel",
+				worst.beta, worst.decay, worst.neff, worst.first, worst.sum, worst.neg, worst.disp, worst.innov, worst.norm, worst.state, worst.ident)
+			for _, c := range []struct {
+				name     string
+				got, tol float64
+			}{
+				{"β vs golden beta", worst.beta, 3e-5}, {"e^g vs exp(golden g)", worst.decay, 3e-5},
+				{"n_eff^W rel", worst.neff, 1e-4}, {"first-token share", worst.first, 6e-5}, {"row sum", worst.sum, 3e-5},
+				{"negative share", worst.neg, 6e-5}, {"S̄^W (abs weights) vs golden W and v", worst.disp, 5e-5},
+				{"innovation rel", worst.innov, 1e-4}, {"state norm rel", worst.norm, 1e-4},
+				{"S_T vs golden final_state", worst.state, 3e-5}, {"v_T − S_Tᵀk_T identity rel", worst.ident, 1e-4},
+			} {
+				if !(c.got <= c.tol) {
+					t.Errorf("%s: worst %.3g above %.0g", c.name, c.got, c.tol)
+				}
+			}
+		})
 	}
 }
 
@@ -308,61 +322,65 @@ func TestGDNFilterGolden(t *testing.T) {
 // the innovation is ‖v_t‖ and the state norm ‖k_t‖·‖v_t‖; the weighted
 // values have no dispersion, so λobs^W = (1 + ν)/(ν σ0²) = 2·d_v.
 func TestGDNFilterNoMemory(t *testing.T) {
-	m, _, ids := openQwen35(t)
-	B, T := len(ids), len(ids[0])
-	dn := m.Config.DeltaNet
-	Hv, dk, dv := dn.ValueHeads, dn.KeyDim, dn.ValueDim
-	f := newQwen35Filter(t, m, B, T, GDNOptions{})
-	hs := &hooks.Set{}
-	set := func(c float32) hooks.Func {
-		return func(_ string, x *tensor.Dense) error {
-			d := x.Data().([]float32)
-			for i := range d {
-				d[i] = c
+	for _, dir := range gdnCases(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			m, _, ids := openGDNCase(t, dir)
+			B, T := len(ids), len(ids[0])
+			dn := m.Config.DeltaNet
+			Hv, dk, dv := dn.ValueHeads, dn.KeyDim, dn.ValueDim
+			f := newQwen35Filter(t, m, B, T, GDNOptions{})
+			hs := &hooks.Set{}
+			set := func(c float32) hooks.Func {
+				return func(_ string, x *tensor.Dense) error {
+					d := x.Data().([]float32)
+					for i := range d {
+						d[i] = c
+					}
+					return nil
+				}
 			}
-			return nil
-		}
-	}
-	hs.Add("blocks.*.gdn.hook_beta", set(1))
-	hs.Add("blocks.*.gdn.hook_g", set(float32(math.Inf(-1))))
-	capt := hs.Capture("blocks.*.gdn.hook_q", "blocks.*.gdn.hook_k", "blocks.*.gdn.hook_v")
-	f.Register(hs)
-	if _, err := m.Forward(ids, model.Options{Hooks: hs}); err != nil {
-		t.Fatal(err)
-	}
-	scale := 1 / math.Sqrt(float64(dk))
-	for s, l := range f.Layers {
-		q := capt.Get(hooks.Name("blocks.{l}.gdn.hook_q", l)).Data().([]float32)
-		k := capt.Get(hooks.Name("blocks.{l}.gdn.hook_k", l)).Data().([]float32)
-		v := capt.Get(hooks.Name("blocks.{l}.gdn.hook_v", l)).Data().([]float32)
-		for b := 0; b < B; b++ {
-			for h := 0; h < Hv; h++ {
-				for tt := 0; tt < T; tt++ {
-					i, hd := f.Index(b, s, h, tt), (b*Hv+h)*T+tt
-					var qk, kk, vv float64
-					for r := 0; r < dk; r++ {
-						qk += float64(q[hd*dk+r]) * float64(k[hd*dk+r])
-						kk += float64(k[hd*dk+r]) * float64(k[hd*dk+r])
-					}
-					for j := 0; j < dv; j++ {
-						vv += float64(v[hd*dv+j]) * float64(v[hd*dv+j])
-					}
-					wantFirst := 0.0
-					if tt == 0 {
-						wantFirst = 1
-					}
-					if f.Decay[i] != 0 || f.Horizon[i] != 1 || f.NEffW[i] != 1 || f.FirstShare[i] != wantFirst ||
-						math.Abs(f.RowSum[i]-qk*scale) > 1e-6 ||
-						math.Abs(f.Innovation[i]-math.Sqrt(vv)) > 1e-9*math.Sqrt(vv) ||
-						math.Abs(f.StateNorm[i]-math.Sqrt(kk*vv)) > 1e-9*math.Sqrt(vv) ||
-						f.SMeanW[i] != 0 || math.Abs(f.LambdaObsW[i]-2*float64(dv)) > 1e-9 {
-						t.Fatalf("layer %d b %d head %d t %d: e^g %v horizon %v n_eff^W %v first %v sum %v (want %v) innovation %v (want %v) state %v (want %v)",
-							l, b, h, tt, f.Decay[i], f.Horizon[i], f.NEffW[i], f.FirstShare[i], f.RowSum[i], qk*scale,
-							f.Innovation[i], math.Sqrt(vv), f.StateNorm[i], math.Sqrt(kk*vv))
+			hs.Add("blocks.*.gdn.hook_beta", set(1))
+			hs.Add("blocks.*.gdn.hook_g", set(float32(math.Inf(-1))))
+			capt := hs.Capture("blocks.*.gdn.hook_q", "blocks.*.gdn.hook_k", "blocks.*.gdn.hook_v")
+			f.Register(hs)
+			if _, err := m.Forward(ids, model.Options{Hooks: hs}); err != nil {
+				t.Fatal(err)
+			}
+			scale := 1 / math.Sqrt(float64(dk))
+			for s, l := range f.Layers {
+				q := capt.Get(hooks.Name("blocks.{l}.gdn.hook_q", l)).Data().([]float32)
+				k := capt.Get(hooks.Name("blocks.{l}.gdn.hook_k", l)).Data().([]float32)
+				v := capt.Get(hooks.Name("blocks.{l}.gdn.hook_v", l)).Data().([]float32)
+				for b := 0; b < B; b++ {
+					for h := 0; h < Hv; h++ {
+						for tt := 0; tt < T; tt++ {
+							i, hd := f.Index(b, s, h, tt), (b*Hv+h)*T+tt
+							var qk, kk, vv float64
+							for r := 0; r < dk; r++ {
+								qk += float64(q[hd*dk+r]) * float64(k[hd*dk+r])
+								kk += float64(k[hd*dk+r]) * float64(k[hd*dk+r])
+							}
+							for j := 0; j < dv; j++ {
+								vv += float64(v[hd*dv+j]) * float64(v[hd*dv+j])
+							}
+							wantFirst := 0.0
+							if tt == 0 {
+								wantFirst = 1
+							}
+							if f.Decay[i] != 0 || f.Horizon[i] != 1 || f.NEffW[i] != 1 || f.FirstShare[i] != wantFirst ||
+								math.Abs(f.RowSum[i]-qk*scale) > 1e-6 ||
+								math.Abs(f.Innovation[i]-math.Sqrt(vv)) > 1e-9*math.Sqrt(vv) ||
+								math.Abs(f.StateNorm[i]-math.Sqrt(kk*vv)) > 1e-9*math.Sqrt(vv) ||
+								f.SMeanW[i] != 0 || math.Abs(f.LambdaObsW[i]-2*float64(dv)) > 1e-9 {
+								t.Fatalf("layer %d b %d head %d t %d: e^g %v horizon %v n_eff^W %v first %v sum %v (want %v) innovation %v (want %v) state %v (want %v)",
+									l, b, h, tt, f.Decay[i], f.Horizon[i], f.NEffW[i], f.FirstShare[i], f.RowSum[i], qk*scale,
+									f.Innovation[i], math.Sqrt(vv), f.StateNorm[i], math.Sqrt(kk*vv))
+							}
+						}
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -424,29 +442,33 @@ func TestGDNDispersionMatchesTwoPass(t *testing.T) {
 // (so the model forms no W), leaves the W-row columns NaN and gives the
 // same β, decay, innovation and state norm as with them.
 func TestGDNFilterNoRows(t *testing.T) {
-	m, _, ids := openQwen35(t)
-	B, T := len(ids), len(ids[0])
-	full, cheap := newQwen35Filter(t, m, B, T, GDNOptions{}), newQwen35Filter(t, m, B, T, GDNOptions{NoRows: true})
-	for _, f := range []*GDNFilter{full, cheap} {
-		hs := &hooks.Set{}
-		f.Register(hs)
-		if f == cheap {
-			for _, l := range f.Layers {
-				if cs := hs.Consumers(l); len(cs) != 0 {
-					t.Fatalf("NoRows registered %d consumers on layer %d", len(cs), l)
+	for _, dir := range gdnCases(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			m, _, ids := openGDNCase(t, dir)
+			B, T := len(ids), len(ids[0])
+			full, cheap := newQwen35Filter(t, m, B, T, GDNOptions{}), newQwen35Filter(t, m, B, T, GDNOptions{NoRows: true})
+			for _, f := range []*GDNFilter{full, cheap} {
+				hs := &hooks.Set{}
+				f.Register(hs)
+				if f == cheap {
+					for _, l := range f.Layers {
+						if cs := hs.Consumers(l); len(cs) != 0 {
+							t.Fatalf("NoRows registered %d consumers on layer %d", len(cs), l)
+						}
+					}
+				}
+				if _, err := m.Forward(ids, model.Options{Hooks: hs}); err != nil {
+					t.Fatal(err)
 				}
 			}
-		}
-		if _, err := m.Forward(ids, model.Options{Hooks: hs}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range full.Beta {
-		if cheap.Beta[i] != full.Beta[i] || cheap.Decay[i] != full.Decay[i] || cheap.Innovation[i] != full.Innovation[i] ||
-			cheap.StateNorm[i] != full.StateNorm[i] || !math.IsNaN(cheap.NEffW[i]) || !math.IsNaN(cheap.KW[i]) {
-			t.Fatalf("index %d: without rows β %v e^g %v innovation %v state %v n_eff^W %v; with rows %v %v %v %v",
-				i, cheap.Beta[i], cheap.Decay[i], cheap.Innovation[i], cheap.StateNorm[i], cheap.NEffW[i],
-				full.Beta[i], full.Decay[i], full.Innovation[i], full.StateNorm[i])
-		}
+			for i := range full.Beta {
+				if cheap.Beta[i] != full.Beta[i] || cheap.Decay[i] != full.Decay[i] || cheap.Innovation[i] != full.Innovation[i] ||
+					cheap.StateNorm[i] != full.StateNorm[i] || !math.IsNaN(cheap.NEffW[i]) || !math.IsNaN(cheap.KW[i]) {
+					t.Fatalf("index %d: without rows β %v e^g %v innovation %v state %v n_eff^W %v; with rows %v %v %v %v",
+						i, cheap.Beta[i], cheap.Decay[i], cheap.Innovation[i], cheap.StateNorm[i], cheap.NEffW[i],
+						full.Beta[i], full.Decay[i], full.Innovation[i], full.StateNorm[i])
+				}
+			}
+		})
 	}
 }

@@ -11,85 +11,108 @@ import (
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
 
-// TestGDNCommandGolden runs probe gdn on sequence 0 of the Qwen3.5 golden
+// gdnGoldenCases returns the golden folders whose model has Gated DeltaNet
+// layers (qwen35_text and hidden variants of it), or skips.
+func gdnGoldenCases(t *testing.T) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(goldenDir, "*", "golden.safetensors"))
+	var dirs []string
+	for _, f := range files {
+		if c, err := model.LoadConfig(filepath.Dir(f)); err == nil && c.DeltaNet != nil {
+			dirs = append(dirs, filepath.Dir(f))
+		}
+	}
+	if len(dirs) == 0 {
+		t.Skipf("golden data not available: no case with Gated DeltaNet layers under %s (it comes with ../shared in CI)", goldenDir)
+	}
+	return dirs
+}
+
+// TestGDNCommandGolden runs probe gdn on sequence 0 of each Qwen3.5 golden
 // case and checks the table against the golden tensors: beta and decay
 // against beta.l and exp(g.l), the W-row columns against those of the
 // golden eff_attn.l, and the Parquet table against the CSV.
 func TestGDNCommandGolden(t *testing.T) {
-	dir := filepath.Join(goldenDir, "qwen35_text")
-	if _, err := os.Stat(filepath.Join(dir, "golden.safetensors")); err != nil {
-		t.Skipf("golden data not available at %s (it comes with ../shared in CI): %v", dir, err)
-	}
-	gold, err := checkpoint.OpenFile(filepath.Join(dir, "golden.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gold.Close()
-	raw, _ := gold.Int64("input_ids")
-	info, _ := gold.Info("input_ids")
-	T := info.Shape[1]
-	ids := make([]int, T)
-	for i := range ids {
-		ids[i] = int(raw[i])
-	}
-	tmp := t.TempDir()
-	idsFile := filepath.Join(tmp, "ids.json")
-	data, _ := json.Marshal(ids)
-	os.WriteFile(idsFile, data, 0o644)
-	out := filepath.Join(tmp, "out")
-	code, stdout, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5")
-	if code != 0 {
-		t.Fatalf("probe gdn: exit %d: %s", code, stderr)
-	}
-	if !strings.Contains(stdout, "wrote") {
-		t.Errorf("stdout %q", stdout)
-	}
-	header, cols, _ := readDiagCSV(t, filepath.Join(out, "gdn.csv"))
-	col := map[string][]float64{}
-	for i, h := range header {
-		col[h] = cols[i]
-	}
-	pq, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pq) != len(col["beta"]) {
-		t.Fatalf("parquet has %d rows, csv %d", len(pq), len(col["beta"]))
-	}
-	const Hv = 8
-	var worstBeta, worstNeff, worstSum float64
-	for i, r := range pq {
-		if r.Beta != col["beta"][i] || r.Innovation != col["innovation"][i] {
-			t.Fatalf("row %d: parquet beta %v innovation %v, csv %v %v", i, r.Beta, r.Innovation, col["beta"][i], col["innovation"][i])
-		}
-		gb, _ := gold.Float32(fmt.Sprintf("beta.%d", r.Layer))
-		gg, _ := gold.Float32(fmt.Sprintf("g.%d", r.Layer))
-		W, _ := gold.Float32(fmt.Sprintf("eff_attn.%d", r.Layer))
-		j := r.Token*Hv + r.Head // batch 0
-		worstBeta = max(worstBeta, math.Abs(r.Beta-float64(gb[j])), math.Abs(r.Decay-math.Exp(float64(gg[j]))))
-		ref := probes.EffAttnRow(W[(r.Head*T+r.Token)*T:][:r.Token+1])
-		worstNeff = max(worstNeff, math.Abs(r.NEffW-ref.NEff)/ref.NEff)
-		worstSum = max(worstSum, math.Abs(r.RowSum-ref.RowSum), math.Abs(r.FirstShare-ref.FirstShare))
-	}
-	if want := 3 * Hv * T; len(pq) != want {
-		t.Errorf("%d rows, want 3 layers × %d heads × %d tokens = %d", len(pq), Hv, T, want)
-	}
-	if worstBeta > 3e-5 || worstNeff > 1e-4 || worstSum > 6e-5 {
-		t.Errorf("vs golden: β, e^g %.3g abs (tol 3e-5); n_eff^W %.3g rel (1e-4); row sum, first share %.3g abs (6e-5)", worstBeta, worstNeff, worstSum)
-	}
-	var man analysis.GDNManifest
-	data, err = os.ReadFile(filepath.Join(out, analysis.GDNManifestName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &man); err != nil {
-		t.Fatal(err)
-	}
-	if man.Options.Innovation != "decayed" || man.Options.Weights != "abs" || fmt.Sprint(man.Layers) != "[0 1 2]" || len(man.Chunks) != 1 {
-		t.Errorf("manifest: innovation %q weights %q layers %v chunks %v", man.Options.Innovation, man.Options.Weights, man.Layers, man.Chunks)
+	for _, dir := range gdnGoldenCases(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			gold, err := checkpoint.OpenFile(filepath.Join(dir, "golden.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gold.Close()
+			raw, _ := gold.Int64("input_ids")
+			info, _ := gold.Info("input_ids")
+			T := info.Shape[1]
+			ids := make([]int, T)
+			for i := range ids {
+				ids[i] = int(raw[i])
+			}
+			tmp := t.TempDir()
+			idsFile := filepath.Join(tmp, "ids.json")
+			data, _ := json.Marshal(ids)
+			os.WriteFile(idsFile, data, 0o644)
+			out := filepath.Join(tmp, "out")
+			code, stdout, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5")
+			if code != 0 {
+				t.Fatalf("probe gdn: exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stdout, "wrote") {
+				t.Errorf("stdout %q", stdout)
+			}
+			header, cols, _ := readDiagCSV(t, filepath.Join(out, "gdn.csv"))
+			col := map[string][]float64{}
+			for i, h := range header {
+				col[h] = cols[i]
+			}
+			pq, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pq) != len(col["beta"]) {
+				t.Fatalf("parquet has %d rows, csv %d", len(pq), len(col["beta"]))
+			}
+			cfg, err := model.LoadConfig(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			Hv := cfg.DeltaNet.ValueHeads
+			var worstBeta, worstNeff, worstSum float64
+			for i, r := range pq {
+				if r.Beta != col["beta"][i] || r.Innovation != col["innovation"][i] {
+					t.Fatalf("row %d: parquet beta %v innovation %v, csv %v %v", i, r.Beta, r.Innovation, col["beta"][i], col["innovation"][i])
+				}
+				gb, _ := gold.Float32(fmt.Sprintf("beta.%d", r.Layer))
+				gg, _ := gold.Float32(fmt.Sprintf("g.%d", r.Layer))
+				W, _ := gold.Float32(fmt.Sprintf("eff_attn.%d", r.Layer))
+				j := r.Token*Hv + r.Head // batch 0
+				worstBeta = max(worstBeta, math.Abs(r.Beta-float64(gb[j])), math.Abs(r.Decay-math.Exp(float64(gg[j]))))
+				ref := probes.EffAttnRow(W[(r.Head*T+r.Token)*T:][:r.Token+1])
+				worstNeff = max(worstNeff, math.Abs(r.NEffW-ref.NEff)/ref.NEff)
+				worstSum = max(worstSum, math.Abs(r.RowSum-ref.RowSum), math.Abs(r.FirstShare-ref.FirstShare))
+			}
+			nl := len(cfg.DeltaNet.LinearLayers())
+			if want := nl * Hv * T; len(pq) != want {
+				t.Errorf("%d rows, want %d layers × %d heads × %d tokens = %d", len(pq), nl, Hv, T, want)
+			}
+			if worstBeta > 3e-5 || worstNeff > 1e-4 || worstSum > 6e-5 {
+				t.Errorf("vs golden: β, e^g %.3g abs (tol 3e-5); n_eff^W %.3g rel (1e-4); row sum, first share %.3g abs (6e-5)", worstBeta, worstNeff, worstSum)
+			}
+			var man analysis.GDNManifest
+			data, err = os.ReadFile(filepath.Join(out, analysis.GDNManifestName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &man); err != nil {
+				t.Fatal(err)
+			}
+			if man.Options.Innovation != "decayed" || man.Options.Weights != "abs" || fmt.Sprint(man.Layers) != fmt.Sprint(cfg.DeltaNet.LinearLayers()) || len(man.Chunks) != 1 {
+				t.Errorf("manifest: innovation %q weights %q layers %v chunks %v", man.Options.Innovation, man.Options.Weights, man.Layers, man.Chunks)
+			}
+		})
 	}
 }
 

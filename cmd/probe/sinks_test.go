@@ -15,9 +15,10 @@ import (
 	"github.com/filterlens/probe/model"
 )
 
-// TestSinksCommandGolden runs probe sinks on sequence 0 of the golden cases
-// with softmax layers of several kinds (Qwen3.5's gated layer beside its
-// Gated DeltaNet layers; Gemma 2 and 3 with sliding and global layers) and
+// TestSinksCommandGolden runs probe sinks on sequence 0 of every golden case
+// whose model has a sliding window or Gated DeltaNet layers (qwen35_text:
+// its gated softmax layer beside its Gated DeltaNet layers; gemma2,
+// gemma3_text: sliding and global layers; hidden variants of them) and
 // checks every head's first-token attention, left-out rows, entropy,
 // largest weight and gate statistics against the same quantities computed
 // here in float64 from the golden attn.{l} and gate.{l}: rows where
@@ -26,18 +27,21 @@ import (
 func TestSinksCommandGolden(t *testing.T) {
 	needGolden(t)
 	ran := 0
-	for _, name := range []string{"qwen35_text", "gemma2", "gemma3_text"} {
-		dir := filepath.Join(goldenDir, name)
-		gold, err := checkpoint.OpenFile(filepath.Join(dir, "golden.safetensors"))
-		if err != nil {
-			t.Logf("%s: skipped (%v)", name, err)
+	files, _ := filepath.Glob(filepath.Join(goldenDir, "*", "golden.safetensors"))
+	for _, f := range files {
+		dir := filepath.Dir(f)
+		name := filepath.Base(dir)
+		cfg, err := model.LoadConfig(dir)
+		// the cases this command is for: a sliding window, or softmax layers beside Gated DeltaNet layers
+		if err != nil || (cfg.Sliding == 0 && cfg.DeltaNet == nil) {
 			continue
 		}
-		ran++
-		cfg, err := model.LoadConfig(dir)
+		gold, err := checkpoint.OpenFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer gold.Close()
+		ran++
 		raw, _ := gold.Int64("input_ids")
 		info, _ := gold.Info("input_ids")
 		T := info.Shape[1]
@@ -99,7 +103,7 @@ func TestSinksCommandGolden(t *testing.T) {
 			leftOut += left
 			worst = max(worst, math.Abs(r.FirstMean-first/float64(n)), math.Abs(r.Entropy-ent/float64(T))/max(1, ent/float64(T)), math.Abs(r.MaxWeight-maxW/float64(T)))
 			if g, err := gold.Float32(fmt.Sprintf("gate.%d", r.Layer)); err == nil {
-				per := len(g) / (2 * T * cfg.Heads)
+				per := len(g) / (info.Shape[0] * T * cfg.Heads)
 				var vals []float64
 				var f, rest float64
 				for q := 0; q < T; q++ {
