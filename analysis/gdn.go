@@ -87,6 +87,7 @@ const GDNManifestName = "gdn_manifest.json"
 // table gdn (Parquet and/or CSV) and gdn_manifest.json in Out.
 type GDNRun struct {
 	Dir        string
+	Load       model.LoadOptions
 	Source     SourceInfo
 	Stream     []int
 	Options    GDNOptions
@@ -133,7 +134,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
 	}
-	m, err := model.Load(r.Dir, model.LoadOptions{})
+	m, err := model.Load(r.Dir, r.Load)
 	if err != nil {
 		return nil, nil, err
 	}

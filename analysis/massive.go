@@ -103,6 +103,7 @@ const MassiveManifestName = "massive_manifest.json"
 // MassiveRun is one `probe massive` run.
 type MassiveRun struct {
 	Dir        string
+	Load       model.LoadOptions
 	Source     SourceInfo
 	Stream     []int
 	Options    MassiveOptions
@@ -149,7 +150,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 	for i := range chunks {
 		chunks[i].T--
 	}
-	m, err := model.Load(r.Dir, model.LoadOptions{})
+	m, err := model.Load(r.Dir, r.Load)
 	if err != nil {
 		return nil, nil, nil, err
 	}

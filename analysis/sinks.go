@@ -115,6 +115,7 @@ const SinksManifestName = "sinks_manifest.json"
 // SinksRun is one `probe sinks` run.
 type SinksRun struct {
 	Dir        string
+	Load       model.LoadOptions
 	Source     SourceInfo
 	Stream     []int
 	Options    SinksOptions
@@ -160,7 +161,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
 	}
-	m, err := model.Load(r.Dir, model.LoadOptions{})
+	m, err := model.Load(r.Dir, r.Load)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/filterlens/probe/hooks"
-	"github.com/filterlens/probe/model"
 )
 
 // Standard measurements of the attention-sink and long-context literature,
@@ -92,11 +91,11 @@ func (c *SinkCollector) ConsumeAttn(tile *hooks.AttnTile) error {
 	return nil
 }
 
-// ConsumeMoments implements model.MomentsConsumer: the entropy and Σα² of
+// ConsumeMoments implements hooks.MomentsConsumer: the entropy and Σα² of
 // each row come from the attention's own softmax pass (AttnMoments), so
 // only the largest weight and α_0 are read from the row — no logarithm
 // per weight.
-func (c *SinkCollector) ConsumeMoments(am *model.AttnMoments) error {
+func (c *SinkCollector) ConsumeMoments(am *hooks.AttnMoments) error {
 	tile := am.Tile
 	a, err := c.accOf(tile)
 	if err != nil {
@@ -140,7 +139,7 @@ func maxWeight(w []float32) float32 {
 	return max(m0, m1, m2, m3)
 }
 
-// MomentsSumOnly implements model.SumOnlyConsumer: the collector uses no
+// MomentsSumOnly implements hooks.SumOnlyConsumer: the collector uses no
 // per-dimension moments, so the attention forms the cheapest ones.
 func (c *SinkCollector) MomentsSumOnly() bool { return true }
 

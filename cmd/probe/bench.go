@@ -15,9 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"gorgonia.org/tensor"
-
-	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -38,14 +35,16 @@ type benchResult struct {
 // (docs/performance.md).
 func cmdBench(args []string, w io.Writer) error {
 	fs := newFlags("bench")
-	dir := fs.String("model", "", "checkpoint directory")
+	mf := addModelFlag(fs, "checkpoint")
 	T := fs.Int("tokens", 1024, "sequence length T (one batch of T random tokens)")
 	reps := fs.Int("reps", 3, "forward passes; the fastest is reported")
 	noDiag := fs.Bool("no-diagnostics", false, "plain forward pass, no attention consumer")
 	path := fs.String("kernel", probes.MatrixKernel.String(), "where the diagnostics' row moments come from: matrix (the attention pass's matrix products) or rows (probes.Collector row by row); see probes.Kernel")
 	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic, which need S per dimension); see probes.Reductions")
 	seed := fs.Uint64("seed", 1, "seed of the random tokens")
-	idsFile := fs.String("ids", "", "JSON list of token ids to use instead of random ones (its first --tokens ids; all of them when --tokens is not given)")
+	idsFile := fs.String("ids", "", "token ids to use instead of random ones, a JSON list (or a batch of one; - reads standard input): its first --tokens ids, all of them when --tokens is not given")
+	textFile := fs.String("text", "", "text to use instead of random ids, tokenized with the model's tokenizer.json (or --tokenizer); - reads standard input: its first --tokens tokens, all when --tokens is not given")
+	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the one in the model folder)")
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	tile := fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
@@ -56,8 +55,8 @@ func cmdBench(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *dir == "":
-		return fmt.Errorf("--model is required")
+	case *idsFile != "" && *textFile != "":
+		return fmt.Errorf("give --ids or --text, not both")
 	case *T <= 0:
 		return fmt.Errorf("--tokens %d: want a positive length", *T)
 	case *reps <= 0:
@@ -69,28 +68,38 @@ func cmdBench(args []string, w io.Writer) error {
 	if !ok {
 		return fmt.Errorf("--reductions %q: want %s or %s", *reductions, probes.MeanReduction, probes.AllReductions)
 	}
-	m, err := model.Load(*dir, model.LoadOptions{})
+	dir, err := mf.dir()
+	if err != nil {
+		return err
+	}
+	m, err := model.Load(dir, mf.loadOptions())
 	if err != nil {
 		return err
 	}
 	c := &m.Config
 	var ids []int
-	if *idsFile != "" {
-		if ids, err = readIDStream(*idsFile); err != nil {
+	if *idsFile != "" || *textFile != "" {
+		if *idsFile != "" {
+			ids, err = readIDStream(*idsFile)
+		} else {
+			ids, err = readText(dir, *tokFile, *textFile, 0, false)
+		}
+		if err != nil {
 			return err
 		}
+		src := inputName(*idsFile + *textFile)
 		tokensSet := false
 		fs.Visit(func(f *flag.Flag) { tokensSet = tokensSet || f.Name == "tokens" })
 		if tokensSet {
 			if len(ids) < *T {
-				return fmt.Errorf("%s: %d ids, --tokens %d", *idsFile, len(ids), *T)
+				return fmt.Errorf("%s: %d tokens, fewer than --tokens %d", src, len(ids), *T)
 			}
 			ids = ids[:*T]
 		}
 		*T = len(ids)
 		for i, id := range ids {
 			if id < 0 || id >= c.Vocab {
-				return fmt.Errorf("%s: id %d at position %d is outside the vocabulary [0, %d)", *idsFile, id, i, c.Vocab)
+				return fmt.Errorf("%s: id %d at position %d is outside the vocabulary [0, %d)", src, id, i, c.Vocab)
 			}
 		}
 	} else {
@@ -111,7 +120,7 @@ func cmdBench(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		opt.Hooks = benchHooks(col, c)
+		opt.Hooks = col.Hooks(c)
 	}
 	res := benchResult{Threads: *threads}
 	if res.Threads <= 0 {
@@ -151,27 +160,10 @@ func cmdBench(args []string, w io.Writer) error {
 }
 
 // defaultReductions is the reductions probe sweep and probe bench store by
-// default (probe diag always stores all: its CSV has k_dim_mean).
+// default (probe diag always stores all: its CSV has K_dim_mean).
 const defaultReductions = probes.MeanReduction
 
 func validKernel(s string) bool { _, ok := probes.ParseKernel(s); return ok }
-
-// benchHooks streams every layer's attention rows to col and stores the
-// output gates of gated models in it.
-func benchHooks(col *probes.Collector, c *model.Config) *hooks.Set {
-	hs := &hooks.Set{}
-	hs.Stream(-1, col)
-	if gp := c.GatePerHead(); gp > 0 {
-		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-			l, err := strconv.Atoi(strings.Split(name, ".")[1])
-			if err != nil {
-				return fmt.Errorf("unexpected gate hook name %q", name)
-			}
-			return col.SetLayerGates(l, x.Data().([]float32), gp)
-		})
-	}
-	return hs
-}
 
 // peakRSSMiB returns the peak resident set size of this process in MiB:
 // VmHWM from /proc/self/status, or getrusage's ru_maxrss where /proc is

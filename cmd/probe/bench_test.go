@@ -59,7 +59,7 @@ func TestBenchCommand(t *testing.T) {
 
 // TestBenchMomentsMatchCollector: the diagnostics formed from the pass's
 // moments (probes.MatrixKernel) equal probes.Collector's own row-by-row ones
-// within 1e-5 relative (model.AttnMoments: float32 products), for every metric and cell, on Qwen3 and gated
+// within 1e-5 relative (hooks.AttnMoments: float32 products), for every metric and cell, on Qwen3 and gated
 // models, with the per-dimension metrics kept; and so do those of reduction
 // (i) alone (probes.MeanReduction: Σ_i S_i from the softmax pass).
 func TestBenchMomentsMatchCollector(t *testing.T) {
@@ -83,7 +83,7 @@ func TestBenchMomentsMatchCollector(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := m.Forward([][]int{ids}, model.Options{Hooks: benchHooks(col, &m.Config), TileRows: 32}); err != nil {
+				if _, err := m.Forward([][]int{ids}, model.Options{Hooks: col.Hooks(&m.Config), TileRows: 32}); err != nil {
 					t.Fatal(err)
 				}
 				return col

@@ -151,14 +151,7 @@ func cmdDemo(args []string, w io.Writer) error {
 		},
 		Figures: figs,
 	}
-	wo := report.WriteOptions{HTML: "report.html", Static: *static}
-	if !wo.Static {
-		if _, err := report.LocateECharts(); err != nil {
-			wo.Static = true
-			fmt.Fprintf(w, "      echarts.min.js not found (%v): writing static SVG charts instead\n", err)
-		}
-	}
-	wr, err := r.Write(*out, wo)
+	wr, err := r.Write(*out, report.ChooseCharts(report.WriteOptions{HTML: "report.html", Static: *static}, w))
 	if err != nil {
 		return err
 	}

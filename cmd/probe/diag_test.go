@@ -114,7 +114,7 @@ func TestDiagMatchesGolden(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errs)
 			}
 			header, cols, recs := readDiagCSV(t, out)
-			if got := strings.Join(header, ","); got != "sample,layer,head,query,neff,neff_entropy,s_mean,lambda_obs,k_bft,k_dim_mean,bos_mass,gate" {
+			if got := strings.Join(header, ","); got != "sample,layer,head,query,neff,neff_entropy,S_mean,lambda_obs,K,K_dim_mean,bos_mass,gate" {
 				t.Fatalf("header %q", got)
 			}
 			if len(recs) != B*L*H*T {
@@ -134,10 +134,10 @@ func TestDiagMatchesGolden(t *testing.T) {
 				rel         bool
 			}{
 				{"neff", "neff", 1e-4, true},
-				{"s_mean", "S_mean", 5e-5, false},
+				{"S_mean", "S_mean", 5e-5, false},
 				{"lambda_obs", "lambda_obs", 1e-4, true},
-				{"k_bft", "K", 1e-5, false},
-				{"k_dim_mean", "K_dim_mean", 1e-5, false},
+				{"K", "K", 1e-5, false},
+				{"K_dim_mean", "K_dim_mean", 1e-5, false},
 				{"bos_mass", "bos_mass", 3e-5, false},
 			} {
 				want, err := d.Float64(c.golden)
@@ -259,14 +259,15 @@ func TestDiagErrors(t *testing.T) {
 	dir := filepath.Join(goldenDir, "qwen3_gqa")
 	ragged := filepath.Join(tmp, "ragged.json")
 	os.WriteFile(ragged, []byte("[[1,2,3],[4,5]]"), 0o644)
-	flat := filepath.Join(tmp, "flat.json")
-	os.WriteFile(flat, []byte("[1,2,3]"), 0o644)
+	floats := filepath.Join(tmp, "floats.json")
+	os.WriteFile(floats, []byte("[1.5,2,3]"), 0o644)
 	for _, c := range []struct {
 		args []string
 		msg  string
 	}{
 		{[]string{"diag", "--model", dir, "--ids", ragged, "--out", filepath.Join(tmp, "x.csv")}, "sequence 1 has 2 tokens, sequence 0 has 3"},
-		{[]string{"diag", "--model", dir, "--ids", flat, "--out", filepath.Join(tmp, "x.csv")}, "want a JSON list of token id lists"},
+		{[]string{"diag", "--model", dir, "--ids", floats, "--out", filepath.Join(tmp, "x.csv")}, "floats.json: want " + idFormat},
+		{[]string{"diag", "--model", dir, "--out", filepath.Join(tmp, "x.csv")}, "give exactly one of --ids and --text"},
 		{[]string{"diag", "--model", dir, "--ids", ragged}, "--out is required"},
 		{[]string{"diag", "--model", dir, "--ids", ragged, "--out", "x", "--frobnicate"}, "flag provided but not defined: -frobnicate"},
 	} {
@@ -277,5 +278,37 @@ func TestDiagErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(tmp, "x.csv")); err == nil {
 		t.Error("a failed diag left an output file")
+	}
+}
+
+// TestDiagLegacyNames: --legacy-names writes the header of earlier
+// releases (same rows), the default the library's metric names.
+func TestDiagLegacyNames(t *testing.T) {
+	needGolden(t)
+	tmp := t.TempDir()
+	ids := filepath.Join(tmp, "ids.json")
+	os.WriteFile(ids, []byte("[[1,2,3,4,5,6]]"), 0o644)
+	dir := filepath.Join(goldenDir, "qwen3_gqa")
+	var bodies []string
+	for _, c := range []struct {
+		args   []string
+		header string
+	}{
+		{nil, "sample,layer,head,query,neff,neff_entropy,S_mean,lambda_obs,K,K_dim_mean,bos_mass,gate"},
+		{[]string{"--legacy-names"}, "sample,layer,head,query,neff,neff_entropy,s_mean,lambda_obs,k_bft,k_dim_mean,bos_mass,gate"},
+	} {
+		out := filepath.Join(tmp, fmt.Sprintf("d%d.csv", len(bodies)))
+		if code, _, errs := probe(t, append([]string{"diag", "--model", dir, "--ids", ids, "--out", out}, c.args...)...); code != 0 {
+			t.Fatalf("%v: %s", c.args, errs)
+		}
+		data, _ := os.ReadFile(out)
+		header, body, _ := strings.Cut(string(data), "\n")
+		if header != c.header {
+			t.Errorf("%v: header %q, want %q", c.args, header, c.header)
+		}
+		bodies = append(bodies, body)
+	}
+	if bodies[0] != bodies[1] {
+		t.Error("--legacy-names changed the rows")
 	}
 }

@@ -18,7 +18,7 @@ func cmdFigures(args []string, w io.Writer) error {
 	paper := fs.String("paper", "", "rfa, selrope, rt or bft (or all): analytic figures; afa with --model: Figs. 1–3 of trained toy filters")
 	out := fs.String("out", "", "output directory (created)")
 	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
-	echarts := fs.String("echarts", "", "echarts.min.js to inline (default: $"+report.EChartsEnv+" or "+report.EChartsRelPath+")")
+	echarts := fs.String("echarts", "", echartsFlagHelp)
 	dpi := fs.Int("dpi", 150, "PNG resolution")
 	rfa := addRFAFigureFlags(fs)
 	if _, err := parse(fs, args); err != nil {
@@ -27,7 +27,7 @@ func cmdFigures(args []string, w io.Writer) error {
 	if *out == "" {
 		return fmt.Errorf("--out is required")
 	}
-	wo := report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}
+	wo := report.ChooseCharts(report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}, w)
 	if *paper == "afa" {
 		// AFA's figures exist only from trained toy filters (zoo/checkpoints/afa_toy).
 		if *rfa.model == "" {
@@ -68,7 +68,7 @@ func cmdFigures(args []string, w io.Writer) error {
 		if len(list) > 1 {
 			dir = *out + "/" + p
 		}
-		res, err := r.Write(dir, report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi})
+		res, err := r.Write(dir, wo)
 		if err != nil {
 			return err
 		}

@@ -4,13 +4,27 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/filterlens/probe/model"
 )
 
+// generateArchs are the architectures probe generate makes.
+var generateArchs = model.SmallArchs()
+
+// archList spells generateArchs for messages.
+func archList() string {
+	s := make([]string, len(generateArchs))
+	for i, a := range generateArchs {
+		s[i] = string(a)
+	}
+	return strings.Join(s, ", ")
+}
+
 func cmdGenerate(args []string, w io.Writer) error {
 	fs := newFlags("generate")
-	arch := fs.String("arch", "qwen3", "qwen3, gated (Qiu headwise), llama, qwen2, gpt2, selrope, bft, rt_transformer or afa")
+	arch := fs.String("arch", "qwen3", "architecture: "+archList()+" (gated: Qiu et al.'s headwise output gate)")
 	layers := fs.Int("layers", 4, "layers")
 	dModel := fs.Int("d-model", 256, "model width")
 	heads := fs.Int("heads", 8, "query heads")
@@ -19,12 +33,31 @@ func cmdGenerate(args []string, w io.Writer) error {
 	vocab := fs.Int("vocab", 1024, "vocabulary size")
 	maxPos := fs.Int("max-pos", 32768, "max_position_embeddings")
 	seed := fs.Uint64("seed", 1, "random seed")
-	out := fs.String("out", "", "output directory")
-	if _, err := parse(fs, args); err != nil {
+	out := fs.String("out", "", "output folder; it must be new or empty unless --force")
+	force := fs.Bool("force", false, "write into an --out that already holds files (config.json and model.safetensors are replaced; other files stay and are listed)")
+	pos, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
-	if *out == "" {
+	switch {
+	case len(pos) > 0:
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	case *out == "":
 		return fmt.Errorf("--out is required")
+	case !slices.Contains(generateArchs, model.Arch(*arch)):
+		return fmt.Errorf("--arch %q: probe generate makes %s", *arch, archList())
+	}
+	if err := refuseNonEmpty(*out, "a random checkpoint (config.json, model.safetensors)", *force); err != nil {
+		return err
+	}
+	before, err := folderContents(*out)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(before, "model.safetensors.index.json") {
+		// checkpoint.Open reads a sharded index before model.safetensors:
+		// the old weights would load instead of the new ones.
+		return fmt.Errorf("--out %s holds model.safetensors.index.json, which would be read instead of the new model.safetensors: remove the old checkpoint's files first, or choose another --out", *out)
 	}
 	cfg, err := model.SmallConfig(model.Arch(*arch), model.Size{Layers: *layers, DModel: *dModel, Heads: *heads, KVHeads: *kvHeads, Vocab: *vocab, MaxPos: *maxPos})
 	if err != nil {
@@ -45,6 +78,15 @@ func cmdGenerate(args []string, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "wrote a random %s checkpoint (%d parameters) to %s\n", cfg.Arch, m.Parameters, *out)
+	var kept []string
+	for _, n := range before {
+		if n != "config.json" && n != "model.safetensors" {
+			kept = append(kept, n)
+		}
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(w, "left as they were (not from this checkpoint; remove them if they belonged to the one replaced): %s\n", listNames(kept))
+	}
 	return nil
 }
 

@@ -15,9 +15,9 @@ import (
 func cmdMassive(args []string, w io.Writer) error {
 	fs := newFlags("massive")
 	d := analysis.DefaultMassiveOptions()
-	dir := fs.String("model", "", "checkpoint folder (required)")
-	idsFile := fs.String("ids", "", "token stream: a JSON list of ints")
-	textFile := fs.String("text", "", "text file, tokenized into one stream with the model's tokenizer.json (or --tokenizer)")
+	mf := addModelFlag(fs, "checkpoint (required)")
+	idsFile := fs.String("ids", "", "token stream: a JSON list of ids (as probe tokenize prints it), or a batch of one; - reads standard input")
+	textFile := fs.String("text", "", "text file, tokenized into one stream with the model's tokenizer.json (or --tokenizer); - reads standard input")
 	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the model's)")
 	lengths := fs.String("lengths", "", "context lengths T (a chunk is T+1 tokens), e.g. 1k,4k (required); a k suffix means --k")
 	k := fs.Int("k", 1024, "what k means in --lengths: 1000 or 1024")
@@ -34,6 +34,7 @@ func cmdMassive(args []string, w io.Writer) error {
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
 	out := fs.String("out", "", "output folder (required)")
+	force := fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -41,8 +42,8 @@ func cmdMassive(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *dir == "":
-		return fmt.Errorf("--model is required")
+	case *mf.name == "":
+		return fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
 	case *out == "":
 		return fmt.Errorf("--out is required")
 	case *lengths == "":
@@ -64,11 +65,18 @@ func cmdMassive(args []string, w io.Writer) error {
 	if opts.Lengths, err = analysis.ParseLengths(*lengths, *k); err != nil {
 		return fmt.Errorf("--lengths: %w", err)
 	}
-	stream, src, err := readTokenStream(*idsFile, *textFile, *dir, *tokFile)
+	dir, err := mf.dir()
 	if err != nil {
 		return err
 	}
-	run := &analysis.MassiveRun{Dir: *dir, Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
+	if err := refuseNonEmpty(*out, "the massive tables and "+analysis.MassiveManifestName, *force); err != nil {
+		return err
+	}
+	stream, src, err := readTokenStream(*idsFile, *textFile, dir, *tokFile)
+	if err != nil {
+		return err
+	}
+	run := &analysis.MassiveRun{Dir: dir, Load: mf.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
 		Threads: *threads, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...)}
 	man, tops, ppls, err := run.Run()
 	if err != nil {

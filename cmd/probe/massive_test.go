@@ -130,7 +130,7 @@ func TestMassiveCommandGolden(t *testing.T) {
 			t.Errorf("%s at layer %d on %d entries: NLL %v (Δ %v), the hook here gives %v", p.Intervention, p.Layer, len(entries), p.NLL, p.DNLL, want)
 		}
 	}
-	code, _, stderr = probe(t, "massive", "--model", dir, "--ids", idsFile, "--lengths", "8", "--intervene", "half", "--out", out)
+	code, _, stderr = probe(t, "massive", "--model", dir, "--ids", idsFile, "--lengths", "8", "--intervene", "half", "--out", filepath.Join(tmp, "out2"))
 	if code == 0 || !strings.Contains(stderr, `intervention "half"`) {
 		t.Errorf("--intervene half: exit %d, %q", code, stderr)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/checkpoint"
 )
 
 // cmdPPL measures perplexity against context length (RFA Table 1's
@@ -18,9 +19,9 @@ import (
 func cmdPPL(args []string, w io.Writer) error {
 	fs := newFlags("ppl")
 	d := analysis.DefaultPPLOptions()
-	dirs := fs.String("model", "", "checkpoint folders, comma-separated (required)")
-	idsFile := fs.String("ids", "", "token stream: a JSON list of ints")
-	textFile := fs.String("text", "", "text file, tokenized into one stream with the models' tokenizer.json (or --tokenizer)")
+	mf := addModelFlag(fs, "checkpoints, comma-separated (required)")
+	idsFile := fs.String("ids", "", "token stream: a JSON list of ids (as probe tokenize prints it), or a batch of one; - reads standard input")
+	textFile := fs.String("text", "", "text file, tokenized into one stream with the models' tokenizer.json (or --tokenizer); - reads standard input")
 	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the models', which must be the same file)")
 	lengths := fs.String("lengths", "256,512,1024,2048,4096", "context lengths T (a chunk is T+1 tokens); a k suffix means --k")
 	k := fs.Int("k", 1024, "what k means in --lengths: 1000 or 1024")
@@ -44,6 +45,7 @@ func cmdPPL(args []string, w io.Writer) error {
 	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
 	out := fs.String("out", "", "output folder (required)")
 	progress := fs.Bool("progress", true, "progress bar on stderr")
+	force := fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -51,8 +53,8 @@ func cmdPPL(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *dirs == "":
-		return fmt.Errorf("--model is required (one folder, or several separated by commas)")
+	case *mf.name == "":
+		return fmt.Errorf("--model is required (one checkpoint, or several separated by commas)")
 	case *out == "":
 		return fmt.Errorf("--out is required")
 	case (*idsFile == "") == (*textFile == ""):
@@ -61,9 +63,14 @@ func cmdPPL(args []string, w io.Writer) error {
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
 	}
 	var models []string
-	for _, m := range strings.Split(*dirs, ",") {
+	var hubs []*checkpoint.HubModel
+	for _, m := range strings.Split(*mf.name, ",") {
 		if m = strings.TrimSpace(m); m != "" {
-			models = append(models, m)
+			d, hub, err := checkpoint.ResolveModel(m, *mf.revision)
+			if err != nil {
+				return err
+			}
+			models, hubs = append(models, d), append(hubs, hub)
 		}
 	}
 	opts := analysis.PPLOptions{Samples: *samples, Disjoint: *disjoint, Placement: *placement, Seed: *seed, Offset: *offset,
@@ -80,6 +87,9 @@ func cmdPPL(args []string, w io.Writer) error {
 	}
 	fmts, err := analysis.ParseFormats(*formats)
 	if err != nil {
+		return err
+	}
+	if err := refuseNonEmpty(*out, "the perplexity tables and "+analysis.PPLManifestName, *force); err != nil {
 		return err
 	}
 
@@ -104,8 +114,8 @@ func cmdPPL(args []string, w io.Writer) error {
 		return err
 	}
 
-	run := &analysis.PPLRun{Dirs: models, Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
-		Threads: *threads, CLIOptions: cliOptions(fs), Args: append([]string{"ppl"}, args...)}
+	run := &analysis.PPLRun{Dirs: models, Hubs: hubs, Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
+		Threads: *threads, Load: mf.loadOptions(), CLIOptions: cliOptions(fs), Args: append([]string{"ppl"}, args...)}
 	if *progress {
 		bar := newProgressBar(progressOut)
 		run.Progress = func(p analysis.PPLProgress) { pplProgress(bar, p) }

@@ -26,7 +26,7 @@ func cmdReport(args []string, w io.Writer) error {
 	out := fs.String("out", "", "HTML file to write (default <results-dir>/report.html); PNG and SVG go beside it")
 	std := fs.String("std", sweep.StdUnits, "Fig. 2 bands: units (std of (sample, layer) means) or pooled (std of all pooled elements)")
 	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
-	echarts := fs.String("echarts", "", "echarts.min.js to inline (default: $"+report.EChartsEnv+" or "+report.EChartsRelPath+")")
+	echarts := fs.String("echarts", "", echartsFlagHelp)
 	dpi := fs.Int("dpi", 150, "PNG resolution")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -62,13 +62,18 @@ func cmdReport(args []string, w io.Writer) error {
 	if html == "" {
 		html = filepath.Join(pos[0], "report.html")
 	}
-	wr, err := r.Write(filepath.Dir(html), report.WriteOptions{HTML: filepath.Base(html), Static: *static, ECharts: *echarts, DPI: *dpi})
+	wo := report.ChooseCharts(report.WriteOptions{HTML: filepath.Base(html), Static: *static, ECharts: *echarts, DPI: *dpi}, w)
+	wr, err := r.Write(filepath.Dir(html), wo)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "%d figures → %s\n", len(r.Figures), wr.HTML)
 	return nil
 }
+
+// echartsFlagHelp documents --echarts of every command that writes a report.
+const echartsFlagHelp = "echarts.min.js to inline (default: $" + report.EChartsEnv + ", the repository's " + report.EChartsRelPath +
+	", or the user cache that `probe setup` fills; without one the charts are static SVG)"
 
 // cmdReportAttention draws attention maps of one captured layer.
 func cmdReportAttention(args []string, w io.Writer) error {
@@ -82,7 +87,7 @@ func cmdReportAttention(args []string, w io.Writer) error {
 	maxSize := fs.Int("max-size", 128, "largest number of blocks per side (0: one cell per token pair)")
 	out := fs.String("out", "", "output directory (created)")
 	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts")
-	echarts := fs.String("echarts", "", "echarts.min.js to inline")
+	echarts := fs.String("echarts", "", echartsFlagHelp)
 	dpi := fs.Int("dpi", 150, "PNG resolution")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -112,7 +117,7 @@ func cmdReportAttention(args []string, w io.Writer) error {
 		return err
 	}
 	r := &report.Report{Title: fmt.Sprintf("Attention maps — %s, layer %d", filepath.Base(*capture), *layer), Figures: []*report.Figure{f}}
-	wr, err := r.Write(*out, report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi})
+	wr, err := r.Write(*out, report.ChooseCharts(report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}, w))
 	if err != nil {
 		return err
 	}
