@@ -65,7 +65,14 @@ func cmdCapture(args []string, w io.Writer) error {
 		x := cap.Get(n)
 		tensors = append(tensors, checkpoint.Tensor{Name: n, Shape: x.Shape(), Data: x.Data().([]float32)})
 	}
-	if err := checkpoint.WriteSafetensors(*out, tensors, map[string]string{"model": dir, "tool": "probe capture"}); err != nil {
+	meta := map[string]string{"model": dir, "tool": "probe capture"}
+	// the token strings, for labels (probe report attention), when a
+	// tokenizer is at hand
+	if toks, err := tokenStrings(dir, *tf.tokenizer, ids); err == nil {
+		data, _ := json.Marshal(toks)
+		meta["tokens"] = string(data)
+	}
+	if err := checkpoint.WriteSafetensors(*out, tensors, meta); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "wrote %d tensors (%d tokens × %d sequences) to %s\n", len(tensors), res.T, res.Batch, *out)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/model"
@@ -30,6 +31,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	allowExt := fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	onNF := fs.String("on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
+	withTokens := fs.Bool("tokens", false, "add a last column, token: the text of each query's token (needs the model folder's tokenizer.json or --tokenizer)")
 	legacy := fs.Bool("legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
 	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
 	pos, err := parse(fs, args)
@@ -61,6 +63,12 @@ func cmdDiag(args []string, w io.Writer) error {
 	}
 	if err := checkLength(len(ids[0]), cfg, tf, *allowExt); err != nil {
 		return err
+	}
+	var toks [][]string
+	if *withTokens {
+		if toks, err = tokenStrings(dir, *tf.tokenizer, ids); err != nil {
+			return fmt.Errorf("--tokens: %w", err)
+		}
 	}
 	m, err := model.Load(dir, mf.loadOptions())
 	if err != nil {
@@ -94,6 +102,9 @@ func cmdDiag(args []string, w io.Writer) error {
 			}
 			bw.WriteString(name)
 		}
+		if toks != nil {
+			bw.WriteString(",token")
+		}
 		bw.WriteByte('\n')
 		var buf []byte
 		for b := 0; b < B; b++ {
@@ -117,6 +128,10 @@ func cmdDiag(args []string, w io.Writer) error {
 						buf = append(buf, ',')
 						if gated {
 							buf = strconv.AppendFloat(buf, col.Gate[i], 'g', -1, 64)
+						}
+						if toks != nil {
+							buf = append(buf, ',')
+							buf = appendCSVField(buf, toks[b][t])
 						}
 						buf = append(buf, '\n')
 						bw.Write(buf)
@@ -168,4 +183,16 @@ func writeAtomic(path string, write func(io.Writer) error) (err error) {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// appendCSVField appends s as one CSV field (RFC 4180): quoted, with
+// quotes doubled, when it holds a comma, quote, CR or LF or starts or ends
+// with a space.
+func appendCSVField(buf []byte, s string) []byte {
+	if !strings.ContainsAny(s, ",\"\r\n") && strings.TrimSpace(s) == s {
+		return append(buf, s...)
+	}
+	buf = append(buf, '"')
+	buf = append(buf, strings.ReplaceAll(s, `"`, `""`)...)
+	return append(buf, '"')
 }

@@ -312,3 +312,57 @@ func TestDiagLegacyNames(t *testing.T) {
 		t.Error("--legacy-names changed the rows")
 	}
 }
+
+// TestTokenStringsInOutputs: diag --tokens adds each query's token text as
+// a last CSV column (read back by a CSV reader), capture stores the token
+// strings in its metadata, and report attention labels the maps with them.
+func TestTokenStringsInOutputs(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join("..", "..", "zoo", "checkpoints", "gated_headwise")
+	text := filepath.Join(tmp, "t.txt")
+	os.WriteFile(text, []byte(`He said, "the jury, at last, agreed."`), 0o644)
+	out := filepath.Join(tmp, "d.csv")
+	if code, _, errs := probe(t, "diag", "--model", dir, "--text", text, "--tokens", "--out", out); code != 0 {
+		t.Fatalf("diag --tokens: %s", errs)
+	}
+	f, _ := os.Open(out)
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatalf("the CSV does not parse: %v", err)
+	}
+	if h := recs[0]; h[len(h)-1] != "token" {
+		t.Fatalf("last column %q, want token", h[len(h)-1])
+	}
+	var first []string
+	for _, r := range recs[1:] {
+		if r[1] == "0" && r[2] == "0" {
+			first = append(first, r[len(r)-1])
+		}
+	}
+	if got := strings.Join(first, ""); got != `He said, "the jury, at last, agreed."` {
+		t.Errorf("token column of layer 0 head 0 joins to %q", got)
+	}
+
+	capFile := filepath.Join(tmp, "c.safetensors")
+	if code, _, errs := probe(t, "capture", "--model", dir, "--text", text, "--hook", "blocks.1.attn.hook_pattern", "--out", capFile); code != 0 {
+		t.Fatalf("capture: %s", errs)
+	}
+	ck, err := checkpoint.OpenFile(capFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toks [][]string
+	if err := json.Unmarshal([]byte(ck.Metadata()["tokens"]), &toks); err != nil || len(toks) != 1 || strings.Join(toks[0], "") != `He said, "the jury, at last, agreed."` {
+		t.Errorf("capture's tokens metadata: %v %q", err, toks)
+	}
+	ck.Close()
+	maps := filepath.Join(tmp, "maps")
+	if code, _, errs := probe(t, "report", "attention", "--capture", capFile, "--layer", "1", "--static", "--out", maps); code != 0 {
+		t.Fatalf("report attention: %s", errs)
+	}
+	html, _ := os.ReadFile(filepath.Join(maps, "index.html"))
+	if !strings.Contains(string(html), "last") || !strings.Contains(string(html), "said") {
+		t.Error("the attention map's report does not show the tokens")
+	}
+}

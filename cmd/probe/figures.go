@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/filterlens/probe/report"
@@ -16,7 +18,8 @@ import (
 func cmdFigures(args []string, w io.Writer) error {
 	fs := newFlags("figures")
 	paper := fs.String("paper", "", "rfa, selrope, rt or bft (or all): analytic figures; afa with --model: Figs. 1–3 of trained toy filters")
-	out := fs.String("out", "", "output directory (created)")
+	out := fs.String("out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
+	force := fs.Bool("force", false, "write into an --out that holds other files")
 	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
 	echarts := fs.String("echarts", "", echartsFlagHelp)
 	dpi := fs.Int("dpi", 150, "PNG resolution")
@@ -26,6 +29,24 @@ func cmdFigures(args []string, w io.Writer) error {
 	}
 	if *out == "" {
 		return fmt.Errorf("--out is required")
+	}
+	if *paper != "all" {
+		if err := refuseForeignReport(*out, *force); err != nil {
+			return err
+		}
+	} else if names, err := folderContents(*out); err != nil {
+		return err
+	} else if !*force {
+		// --paper all writes one report folder per paper
+		for _, n := range names {
+			if !slices.Contains(papers.Paper, strings.TrimSuffix(n, "/")) {
+				return fmt.Errorf("--out %s holds %s, which is not one of the papers' report folders (%s): choose another --out, or pass --force",
+					*out, n, strings.Join(papers.Paper, ", "))
+			}
+			if err := refuseForeignReport(filepath.Join(*out, strings.TrimSuffix(n, "/")), false); err != nil {
+				return err
+			}
+		}
 	}
 	wo := report.ChooseCharts(report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}, w)
 	if *paper == "afa" {

@@ -220,6 +220,26 @@ func loadTokenizer(modelDir, file string) (*tokenizer.Tokenizer, error) {
 	return tokenizer.Load(p)
 }
 
+// tokenStrings returns the text of every token of ids, each decoded on its
+// own by the tokenizer of the model folder (or --tokenizer file), for
+// labelling outputs; an error when there is no tokenizer.
+func tokenStrings(modelDir, tokFile string, ids [][]int) ([][]string, error) {
+	tok, err := loadTokenizer(modelDir, tokFile)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]string, len(ids))
+	for b, seq := range ids {
+		out[b] = make([]string, len(seq))
+		for i, id := range seq {
+			if out[b][i], err = tok.Decode([]int{id}, false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
 // readText tokenizes a text file ("-": standard input) into one sequence
 // of at most maxTokens tokens (0: all).
 func readText(modelDir, tokFile, textFile string, maxTokens int, addSpecial bool) ([]int, error) {

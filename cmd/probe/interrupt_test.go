@@ -96,6 +96,11 @@ func TestSweepSIGINTResumes(t *testing.T) {
 	if code, _, errs := probe(t, "summarize", "--json", cut); code != 0 {
 		t.Errorf("summarize --json of the unfinished folder: %s", errs)
 	}
+	html := filepath.Join(t.TempDir(), "partial.html")
+	if code, out, errs := probe(t, "report", "--static", "--out", html, cut); code != 0 ||
+		!strings.Contains(out, "unfinished sweep: the report uses the 1 passes of T = [64] × 1 samples") {
+		t.Errorf("report of the unfinished folder: exit %d %s\n%s", code, errs, out)
+	}
 
 	// The printed command resumes it.
 	line := strings.TrimPrefix(resume[strings.Index(resume, "probe "):], "probe ")

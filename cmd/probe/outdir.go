@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +55,37 @@ func refuseNonEmpty(dir, what string, force bool) error {
 	}
 	return fmt.Errorf("--out %s already holds %d entries (%s); %s would be written among them: choose another --out, or pass --force to write there anyway",
 		dir, len(names), listNames(names), what)
+}
+
+// refuseForeignReport is the rule of the commands that write a report
+// into a folder (figures, report attention, demo): dir may be new, empty,
+// or hold an earlier probe report (an HTML page whose generator is
+// "probe"), which is then replaced; anything else is refused, naming what
+// is there, unless --force.
+func refuseForeignReport(dir string, force bool) error {
+	names, err := folderContents(dir)
+	if err != nil || len(names) == 0 || force {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, ".html") && isProbeReport(filepath.Join(dir, n)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("--out %s already holds %d entries (%s) and no probe report: choose another --out, or pass --force to write the report among them",
+		dir, len(names), listNames(names))
+}
+
+// isProbeReport reports whether the HTML file at path was written by probe.
+func isProbeReport(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 1024)
+	n, _ := io.ReadFull(f, head)
+	return bytes.Contains(head[:n], []byte(`<meta name="generator" content="probe">`))
 }
 
 // isSweepFolder reports whether names (a folder's contents) are those of

@@ -199,3 +199,41 @@ func archNames() []string {
 	}
 	return s
 }
+
+// TestReportFoldersKept: figures, report attention and demo refuse an
+// --out that holds other files (naming them) unless --force, and replace
+// an earlier probe report of theirs; report refuses to replace an HTML
+// file that is not a probe report.
+func TestReportFoldersKept(t *testing.T) {
+	tmp := t.TempDir()
+	foreign := filepath.Join(tmp, "notes")
+	os.MkdirAll(foreign, 0o755)
+	os.WriteFile(filepath.Join(foreign, "thesis.tex"), []byte("x"), 0o644)
+	for _, args := range [][]string{
+		{"figures", "--paper", "bft", "--static", "--out", foreign},
+		{"figures", "--paper", "all", "--static", "--out", foreign},
+		{"demo", "--static", "--out", foreign},
+	} {
+		code, _, errs := probe(t, args...)
+		if code == 0 || !strings.Contains(errs, "thesis.tex") || !strings.Contains(errs, "--force") {
+			t.Errorf("%v: exit %d, %q", args, code, errs)
+		}
+	}
+	if data, _ := os.ReadFile(filepath.Join(foreign, "thesis.tex")); string(data) != "x" {
+		t.Fatal("the foreign file changed")
+	}
+	out := filepath.Join(tmp, "figs")
+	for i := 0; i < 2; i++ { // an earlier report of probe's is replaced
+		if code, _, errs := probe(t, "figures", "--paper", "bft", "--static", "--out", out); code != 0 {
+			t.Fatalf("figures run %d: %s", i, errs)
+		}
+	}
+	if code, _, errs := probe(t, "figures", "--paper", "bft", "--static", "--force", "--out", foreign); code != 0 {
+		t.Fatalf("--force: %s", errs)
+	}
+	html := filepath.Join(tmp, "page.html")
+	os.WriteFile(html, []byte("<html>mine</html>"), 0o644)
+	if code, _, errs := probe(t, "report", filepath.Join(tmp, "nosweep"), "--out", html); code == 0 || !strings.Contains(errs, "is not a probe report") {
+		t.Errorf("report over a foreign html: exit %d, %q", code, errs)
+	}
+}

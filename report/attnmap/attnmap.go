@@ -9,6 +9,7 @@
 package attnmap
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -138,7 +139,9 @@ func (o *Options) defaults() {
 func HookName(layer int) string { return fmt.Sprintf("blocks.%d.attn.hook_pattern", layer) }
 
 // FromCapture reads layer o.Layer's pattern from a `probe capture`
-// safetensors file and returns one figure with a panel per chosen head.
+// safetensors file and returns one figure with a panel per chosen head,
+// labelled with the token strings the file's metadata holds (key "tokens",
+// a JSON list per sequence) unless o.Tokens is set.
 func FromCapture(path string, o Options) (*report.Figure, error) {
 	o.defaults()
 	c, err := checkpoint.OpenFile(path)
@@ -146,6 +149,13 @@ func FromCapture(path string, o Options) (*report.Figure, error) {
 		return nil, err
 	}
 	defer c.Close()
+	if raw, ok := c.Metadata()["tokens"]; ok && o.Tokens == nil {
+		// probe capture stores the token strings of each sequence
+		var toks [][]string
+		if json.Unmarshal([]byte(raw), &toks) == nil && o.Batch >= 0 && o.Batch < len(toks) {
+			o.Tokens = toks[o.Batch]
+		}
+	}
 	name := HookName(o.Layer)
 	info, ok := c.Info(name)
 	if !ok {
