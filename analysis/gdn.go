@@ -29,9 +29,9 @@ type GDNRow struct {
 	FirstShare float64 `parquet:"first_share"`
 	RowSum     float64 `parquet:"row_sum"`
 	NegShare   float64 `parquet:"neg_share"`
-	SMeanW     float64 `parquet:"s_mean_w"`
+	SMeanW     float64 `parquet:"S_mean_w"`
 	LambdaObsW float64 `parquet:"lambda_obs_w"`
-	KW         float64 `parquet:"k_w"`
+	KW         float64 `parquet:"K_w"`
 }
 
 // GDNOptions are the options of a gdn run, recorded in its manifest.
@@ -222,8 +222,8 @@ func gdnConventions() map[string]string {
 		"first_share":  "|W[t,0]| / sum_s |W[t,s]|",
 		"row_sum":      "sum_s W[t,s]",
 		"neg_share":    "sum_{W<0} |W[t,s]| / sum_s |W[t,s]|",
-		"s_mean_w":     "mean_i sum_s pi_s (v_si - m_i)^2, m = sum_s pi_s v_s; pi = |W|/sum|W| (abs) or W/sum W where all entries share the sum's sign (signed; NaN elsewhere)",
-		"lambda_obs_w": "(neff_w + nu)/(s_mean_w + nu sigma0^2) (BFT Eq. 6 on pi), k_w = lambda_obs_w/(lambda + lambda_obs_w)",
+		"S_mean_w":     "mean_i sum_s pi_s (v_si - m_i)^2, m = sum_s pi_s v_s; pi = |W|/sum|W| (abs) or W/sum W where all entries share the sum's sign (signed; NaN elsewhere)",
+		"lambda_obs_w": "(neff_w + nu)/(S_mean_w + nu sigma0^2) (BFT Eq. 6 on pi), K_w = lambda_obs_w/(lambda + lambda_obs_w)",
 		"batch":        "one sequence per pass (batch 1); the token column is the position in the chunk",
 	}
 }

@@ -28,9 +28,9 @@ type SinkHeadRow struct {
 	Window      int     `parquet:"window"` // 0: none
 	Head        int     `parquet:"head"`
 	Rows        int64   `parquet:"rows"`
-	FirstN      int64   `parquet:"first_n"`
+	BOSN        int64   `parquet:"bos_n"`
 	LeftOut     int64   `parquet:"left_out"`
-	FirstMean   float64 `parquet:"first_mean"`
+	BOSMass     float64 `parquet:"bos_mass"`
 	Entropy     float64 `parquet:"entropy"`
 	EntropyNorm float64 `parquet:"entropy_norm"`
 	LogT        float64 `parquet:"log_T"`
@@ -227,7 +227,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 		}
 		for _, h := range sc.Heads(layers) {
 			row := SinkHeadRow{T: ch.T, Sample: ch.Sample, Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head,
-				Rows: h.Rows, FirstN: h.FirstN, LeftOut: h.LeftOut, FirstMean: h.FirstMean, Entropy: h.Entropy,
+				Rows: h.Rows, BOSN: h.BOSN, LeftOut: h.LeftOut, BOSMass: h.BOSMass, Entropy: h.Entropy,
 				EntropyNorm: h.EntropyNorm, LogT: math.Log(float64(ch.T)), MaxWeight: h.MaxWeight, MaxLast: h.MaxLast, NEff: h.NEff,
 				GateMean: math.NaN(), GateMedian: math.NaN(), GateBelow: math.NaN(), GateFirst: math.NaN(), GateRest: math.NaN()}
 			if windows[h.Layer] > 0 {
@@ -259,8 +259,8 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 }
 
 // SinkRates computes the sinks_rate rows from the per-sample head rows:
-// per length, each (layer, head)'s ā_0 pooled over samples (Σ first_mean ·
-// first_n / Σ first_n), then probes.SinkRate at every ε over all layers
+// per length, each (layer, head)'s ā_0 pooled over samples (Σ bos_mass ·
+// bos_n / Σ bos_n), then probes.SinkRate at every ε over all layers
 // and, with split and a model that has both kinds, over the global and the
 // local layers separately.
 func SinkRates(heads []SinkHeadRow, lengths []int, eps []float64, split bool) []SinkRateRow {
@@ -281,10 +281,10 @@ func SinkRates(heads []SinkHeadRow, lengths []int, eps []float64, split bool) []
 			pools[k] = p
 			order = append(order, k)
 		}
-		if r.FirstN > 0 {
-			p.sum += r.FirstMean * float64(r.FirstN)
+		if r.BOSN > 0 {
+			p.sum += r.BOSMass * float64(r.BOSN)
 		}
-		p.n += r.FirstN
+		p.n += r.BOSN
 		p.rows += r.Rows
 		p.leftO += r.LeftOut
 		kinds[r.Kind] = true
@@ -327,8 +327,8 @@ func SinkRates(heads []SinkHeadRow, lengths []int, eps []float64, split bool) []
 // sinksConventions states the definitions behind the sinks tables.
 func sinksConventions() map[string]string {
 	return map[string]string{
-		"first_mean":      "mean over applicable queries t of alpha[t,0] (Gu et al. 2024, alpha_1^{l,h}); a query of a sliding-window layer with t >= window cannot see position 0 and is counted in left_out, not in the mean",
-		"sink_rate":       "Sink_1^eps = 100 * #{(layer, head): first_mean > eps} / #heads, first_mean pooled over samples weighted by first_n",
+		"bos_mass":        "mean over applicable queries t of alpha[t,0] (Gu et al. 2024, alpha_1^{l,h}); a query of a sliding-window layer with t >= window cannot see position 0 and is counted in left_out, not in the mean",
+		"sink_rate":       "Sink_1^eps = 100 * #{(layer, head): bos_mass > eps} / #heads, bos_mass pooled over samples weighted by bos_n",
 		"entropy":         "mean over queries of H_t = -sum_j alpha_tj ln alpha_tj (nats); entropy_norm = mean of H_t / ln(visible keys) over queries with >= 2 visible keys; log_T = ln T",
 		"max_weight":      "mean over queries of max_j alpha_tj; max_weight_last over t >= T - floor(T/4)",
 		"neff":            "mean over queries of 1/sum_j alpha_tj^2",

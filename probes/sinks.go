@@ -190,9 +190,9 @@ func (c *SinkCollector) add(a *sinkAcc, t, lo int, a0, h, m, s2 float64) {
 type SinkHead struct {
 	Layer, Head int
 	Rows        int64   // queries measured
-	FirstN      int64   // queries in FirstMean
+	BOSN        int64   // queries in BOSMass
 	LeftOut     int64   // queries that cannot see position 0 (sliding window)
-	FirstMean   float64 // ā_0; NaN when no query is applicable
+	BOSMass     float64 // ā_0; NaN when no query is applicable
 	Entropy     float64 // mean H_t (nats)
 	EntropyNorm float64 // mean H_t / ln(visible keys) over queries with ≥ 2 visible keys; NaN if none
 	MaxWeight   float64 // mean max_j α_tj
@@ -222,8 +222,8 @@ func (c *SinkCollector) Heads(layers []int) []SinkHead {
 				p.neff += a.neff
 			}
 			n := float64(p.rows)
-			out = append(out, SinkHead{Layer: l, Head: h, Rows: p.rows, FirstN: p.firstN, LeftOut: p.leftOut,
-				FirstMean: ratio(p.first, p.firstN), Entropy: p.ent / n, EntropyNorm: ratio(p.entNorm, p.normN),
+			out = append(out, SinkHead{Layer: l, Head: h, Rows: p.rows, BOSN: p.firstN, LeftOut: p.leftOut,
+				BOSMass: ratio(p.first, p.firstN), Entropy: p.ent / n, EntropyNorm: ratio(p.entNorm, p.normN),
 				MaxWeight: p.maxW / n, MaxLast: ratio(p.maxLast, p.lastN), NEff: p.neff / n})
 		}
 	}

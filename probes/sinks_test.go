@@ -68,11 +68,11 @@ func TestSinkCollectorConstructed(t *testing.T) {
 			if h.Layer == 1 {
 				wantLeft, wantN = 2, c.firstN-2
 			}
-			if math.Abs(h.FirstMean-c.means[i]) > 1e-7 || h.LeftOut != wantLeft || h.FirstN != wantN || h.Rows != 4 {
+			if math.Abs(h.BOSMass-c.means[i]) > 1e-7 || h.LeftOut != wantLeft || h.BOSN != wantN || h.Rows != 4 {
 				t.Errorf("first query %v, layer %d head %d: ā_0 %v left out %d of %d (n %d); want %v, %d, n %d", c.first, h.Layer, h.Head,
-					h.FirstMean, h.LeftOut, h.Rows, h.FirstN, c.means[i], wantLeft, wantN)
+					h.BOSMass, h.LeftOut, h.Rows, h.BOSN, c.means[i], wantLeft, wantN)
 			}
-			means = append(means, h.FirstMean)
+			means = append(means, h.BOSMass)
 		}
 		if r, n := SinkRate(means, 0.3); r != c.rate03 || n != 4 {
 			t.Errorf("first query %v: Sink^0.3 = %v %% of %d heads, want %v %% of 4", c.first, r, n, c.rate03)
@@ -165,9 +165,9 @@ func TestSinkWindowOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range sc.Heads(local) {
-		if h.NEff != 1 || h.Entropy != 0 || h.MaxWeight != 1 || h.LeftOut != T-1 || h.FirstN != 1 || h.FirstMean != 1 {
+		if h.NEff != 1 || h.Entropy != 0 || h.MaxWeight != 1 || h.LeftOut != T-1 || h.BOSN != 1 || h.BOSMass != 1 {
 			t.Errorf("layer %d head %d (window 1): n_eff %v entropy %v max %v, left out %d, ā_0 %v over %d; want 1, 0, 1, %d, 1 over 1",
-				h.Layer, h.Head, h.NEff, h.Entropy, h.MaxWeight, h.LeftOut, h.FirstMean, h.FirstN, T-1)
+				h.Layer, h.Head, h.NEff, h.Entropy, h.MaxWeight, h.LeftOut, h.BOSMass, h.BOSN, T-1)
 		}
 		for q := 0; q < T; q++ {
 			if n := col.NEff[col.Index(0, h.Layer, h.Head, q)]; n != 1 {
@@ -240,7 +240,7 @@ func TestSinkCollectorMomentsMatchRows(t *testing.T) {
 		for _, c := range []struct {
 			name string
 			x, y float64
-		}{{"first", a.FirstMean, b.FirstMean}, {"entropy", a.Entropy, b.Entropy}, {"entropy_norm", a.EntropyNorm, b.EntropyNorm},
+		}{{"first", a.BOSMass, b.BOSMass}, {"entropy", a.Entropy, b.Entropy}, {"entropy_norm", a.EntropyNorm, b.EntropyNorm},
 			{"max", a.MaxWeight, b.MaxWeight}, {"max_last", a.MaxLast, b.MaxLast}, {"neff", a.NEff, b.NEff}} {
 			if math.Abs(c.x-c.y) > 1e-6*max(1, math.Abs(c.y)) {
 				t.Errorf("layer %d head %d %s: moments %v, rows %v", a.Layer, a.Head, c.name, c.x, c.y)

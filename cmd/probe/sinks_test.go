@@ -97,11 +97,11 @@ func TestSinksCommandGolden(t *testing.T) {
 				}
 				maxW += m
 			}
-			if r.LeftOut != left || r.FirstN != n {
-				t.Errorf("%s layer %d head %d: left out %d, first_n %d; want %d, %d", name, r.Layer, r.Head, r.LeftOut, r.FirstN, left, n)
+			if r.LeftOut != left || r.BOSN != n {
+				t.Errorf("%s layer %d head %d: left out %d, bos_n %d; want %d, %d", name, r.Layer, r.Head, r.LeftOut, r.BOSN, left, n)
 			}
 			leftOut += left
-			worst = max(worst, math.Abs(r.FirstMean-first/float64(n)), math.Abs(r.Entropy-ent/float64(T))/max(1, ent/float64(T)), math.Abs(r.MaxWeight-maxW/float64(T)))
+			worst = max(worst, math.Abs(r.BOSMass-first/float64(n)), math.Abs(r.Entropy-ent/float64(T))/max(1, ent/float64(T)), math.Abs(r.MaxWeight-maxW/float64(T)))
 			if g, err := gold.Float32(fmt.Sprintf("gate.%d", r.Layer)); err == nil {
 				per := len(g) / (info.Shape[0] * T * cfg.Heads)
 				var vals []float64
