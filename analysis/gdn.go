@@ -2,9 +2,11 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/filterlens/probe/hooks"
@@ -163,6 +165,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 		return man, nil, err
 	}
 	var rows []GDNRow
+	var heads []GDNHeadRow
 	for _, ch := range chunks {
 		t0 := time.Now()
 		f, err := probes.NewGDNFilter(1, ch.T, c.Layers, layers, dn.ValueHeads, dn.KeyDim, dn.ValueDim,
@@ -179,13 +182,17 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 			return fail(fmt.Errorf("T=%d sample %d: %w", ch.T, ch.Sample, err))
 		}
 		rows = appendGDNRows(rows, f, ch)
+		heads = appendGDNHeads(heads, f, ch)
 		man.PassSeconds = append(man.PassSeconds, time.Since(t0).Seconds())
 	}
 	if err := WriteTable(r.Out, "gdn", rows, r.Formats); err != nil {
 		return fail(err)
 	}
+	if err := WriteTable(r.Out, "gdn_heads", heads, r.Formats); err != nil {
+		return fail(err)
+	}
 	for _, fm := range r.Formats {
-		man.Tables = append(man.Tables, "gdn."+fm)
+		man.Tables = append(man.Tables, "gdn."+fm, "gdn_heads."+fm)
 	}
 	man.Seconds = time.Since(start).Seconds()
 	if err := WriteJSON(filepath.Join(r.Out, GDNManifestName), man); err != nil {
@@ -209,6 +216,72 @@ func appendGDNRows(rows []GDNRow, f *probes.GDNFilter, ch Chunk) []GDNRow {
 		}
 	}
 	return rows
+}
+
+// GDNHeadRow is one row of the gdn_heads table: per (length, sample,
+// layer, value head) the mean over tokens of each column of gdn (over its
+// finite values; Nonfinite counts the others over every column), and the
+// median horizon, which a token with g = 0 (+Inf) would dominate as a mean.
+type GDNHeadRow struct {
+	T             int     `parquet:"T"`
+	Sample        int     `parquet:"sample"`
+	Layer         int     `parquet:"layer"`
+	Head          int     `parquet:"head"`
+	Tokens        int     `parquet:"tokens"`
+	Beta          float64 `parquet:"beta"`
+	Decay         float64 `parquet:"decay"`
+	HorizonMedian float64 `parquet:"horizon_median"`
+	Innovation    float64 `parquet:"innovation"`
+	StateNorm     float64 `parquet:"state_norm"`
+	NEffW         float64 `parquet:"neff_w"`
+	FirstShare    float64 `parquet:"first_share"`
+	RowSum        float64 `parquet:"row_sum"`
+	NegShare      float64 `parquet:"neg_share"`
+	SMeanW        float64 `parquet:"S_mean_w"`
+	LambdaObsW    float64 `parquet:"lambda_obs_w"`
+	KW            float64 `parquet:"K_w"`
+	Nonfinite     int     `parquet:"nonfinite"`
+}
+
+// appendGDNHeads appends the gdn_heads rows of one pass (batch 1) in
+// (layer, head) order.
+func appendGDNHeads(heads []GDNHeadRow, f *probes.GDNFilter, ch Chunk) []GDNHeadRow {
+	hz := make([]float64, 0, f.T)
+	for s, l := range f.Layers {
+		for h := 0; h < f.Hv; h++ {
+			at := f.Index(0, s, h, 0)
+			row := GDNHeadRow{T: ch.T, Sample: ch.Sample, Layer: l, Head: h, Tokens: f.T}
+			for _, c := range []struct {
+				dst *float64
+				src []float64
+			}{{&row.Beta, f.Beta}, {&row.Decay, f.Decay}, {&row.Innovation, f.Innovation}, {&row.StateNorm, f.StateNorm},
+				{&row.NEffW, f.NEffW}, {&row.FirstShare, f.FirstShare}, {&row.RowSum, f.RowSum}, {&row.NegShare, f.NegShare},
+				{&row.SMeanW, f.SMeanW}, {&row.LambdaObsW, f.LambdaObsW}, {&row.KW, f.KW}} {
+				var sum float64
+				n := 0
+				for _, x := range c.src[at : at+f.T] {
+					if math.IsNaN(x) || math.IsInf(x, 0) {
+						row.Nonfinite++
+						continue
+					}
+					sum += x
+					n++
+				}
+				*c.dst = math.NaN()
+				if n > 0 {
+					*c.dst = sum / float64(n)
+				}
+			}
+			hz = append(hz[:0], f.Horizon[at:at+f.T]...)
+			slices.Sort(hz)
+			row.HorizonMedian = hz[len(hz)/2]
+			if len(hz)%2 == 0 {
+				row.HorizonMedian = (hz[len(hz)/2-1] + hz[len(hz)/2]) / 2
+			}
+			heads = append(heads, row)
+		}
+	}
+	return heads
 }
 
 // gdnConventions states the definitions behind the gdn table's columns.

@@ -101,6 +101,25 @@ func TestGDNCommandGolden(t *testing.T) {
 			if worstBeta > 3e-5 || worstNeff > 1e-4 || worstSum > 6e-5 {
 				t.Errorf("vs golden: β, e^g %.3g abs (tol 3e-5); n_eff^W %.3g rel (1e-4); row sum, first share %.3g abs (6e-5)", worstBeta, worstNeff, worstSum)
 			}
+			heads, err := analysis.ReadTable[analysis.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(heads) != len(pq)/T {
+				t.Fatalf("%d head rows, want %d", len(heads), len(pq)/T)
+			}
+			for k, h := range heads {
+				var sum float64
+				for _, r := range pq[k*T : (k+1)*T] {
+					if r.Layer != h.Layer || r.Head != h.Head {
+						t.Fatalf("head row %d is layer %d head %d, its tokens are layer %d head %d", k, h.Layer, h.Head, r.Layer, r.Head)
+					}
+					sum += r.Innovation
+				}
+				if math.Abs(h.Innovation-sum/float64(T)) > 1e-12*max(1, h.Innovation) || h.Tokens != T {
+					t.Errorf("layer %d head %d: mean innovation %v, the gdn table's tokens give %v", h.Layer, h.Head, h.Innovation, sum/float64(T))
+				}
+			}
 			var man analysis.GDNManifest
 			data, err = os.ReadFile(filepath.Join(out, analysis.GDNManifestName))
 			if err != nil {
