@@ -77,6 +77,15 @@ func init() {
 		{"version", "module version, VCS revision and whether the tree was modified, from the build information",
 			"version [--json]",
 			"probe version", cmdVersion},
+		{"gdn", "Gated DeltaNet as a filter per (layer, value head, token): gain, forgetting, innovation, state norm, and n_eff^W, first-token share, dispersion of the exact effective attention",
+			"gdn --model <dir> (--ids <file> | --text <file>) --lengths 4k [--samples N] [--no-w-rows | --no-dispersion] --out <dir>",
+			"probe generate --arch qwen3_5 --vocab 2048 --out /tmp/q35 && probe gdn --model /tmp/q35 --text README.md --tokenizer zoo/checkpoints/gated_headwise/tokenizer.json --lengths 256 --out /tmp/gdn", cmdGDN},
+		{"sinks", "first-token attention and Gu et al.'s sink rate, entropy and largest weight vs T, output-gate statistics per softmax head",
+			"sinks --model <dir> (--ids <file> | --text <file>) --lengths 1k,4k [--eps 0.3] --out <dir>",
+			"probe sinks --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --eps 0.1,0.3 --out /tmp/sinks", cmdSinks},
+		{"massive", "Sun et al.'s massive activations per layer and the perplexity change when they are zeroed or mean-replaced",
+			"massive --model <dir> (--ids <file> | --text <file>) --lengths 1k [--top-k 10] [--intervene zero,mean] --out <dir>",
+			"probe massive --model zoo/checkpoints/gated_headwise --text README.md --lengths 256 --out /tmp/massive", cmdMassive},
 	}
 }
 
