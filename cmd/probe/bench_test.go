@@ -12,13 +12,17 @@ import (
 	"github.com/filterlens/probe/probes"
 )
 
-// TestBenchCommand: probe bench prints one JSON object with the four
+// TestBenchCommand: probe bench prints one JSON object with its eight
 // fields, with and without diagnostics, on both diagnostic paths.
 func TestBenchCommand(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "m")
 	if code, _, errs := probe(t, "generate", "--arch", "gated", "--layers", "2", "--d-model", "64", "--heads", "4",
 		"--kv-heads", "2", "--vocab", "300", "--max-pos", "512", "--out", dir); code != 0 {
 		t.Fatalf("generate: %s", errs)
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ids := filepath.Join(t.TempDir(), "ids.json")
 	if err := os.WriteFile(ids, []byte("["+strings.Repeat("5,", 69)+"6]"), 0o644); err != nil { // 70 ids
@@ -38,13 +42,16 @@ func TestBenchCommand(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &fields); err != nil {
 			t.Fatalf("bench %v: %v\n%s", args, err, out)
 		}
-		for _, k := range []string{"tokens_per_s", "seconds", "peak_rss_mib", "threads"} {
+		for _, k := range []string{"tokens_per_s", "seconds", "peak_rss_mib", "threads", "load_seconds", "first_pass_seconds", "weight_mib", "heap_mib"} {
 			if !(fields[k] > 0) {
 				t.Errorf("bench %v: %s = %v, want > 0 (%s)", args, k, fields[k], out)
 			}
 		}
-		if len(fields) != 4 {
-			t.Errorf("bench %v: %d fields, want 4: %s", args, len(fields), out)
+		if len(fields) != 8 {
+			t.Errorf("bench %v: %d fields, want 8: %s", args, len(fields), out)
+		}
+		if want := float64(4*m.Parameters) / (1 << 20); fields["weight_mib"] != want {
+			t.Errorf("bench %v: weight_mib = %v, want 4 bytes × %d parameters = %v", args, fields["weight_mib"], m.Parameters, want)
 		}
 		if math.Abs(fields["tokens_per_s"]*fields["seconds"]-70) > 1e-6*70 {
 			t.Errorf("bench %v: tokens_per_s·seconds = %v, want 70", args, fields["tokens_per_s"]*fields["seconds"])
