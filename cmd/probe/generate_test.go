@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,4 +223,69 @@ func TestGenerateDTypeFlags(t *testing.T) {
 	if err != nil || !slices.Equal(m.DTypes, []string{"F32"}) {
 		t.Fatalf("loaded %v, %v; want F32 weights", m, err)
 	}
+}
+
+// TestGenerateMappedLoad: a float32 checkpoint loads without copying its
+// weights onto the heap (they are views of the mapped file, which
+// model.Load closes), and the model runs after the checkpoint is closed to
+// the logits of the model generated in memory, bit for bit. (GPT-2's
+// loader transposes its Conv1D weights, which copies them.)
+func TestGenerateMappedLoad(t *testing.T) {
+	size := model.Size{Layers: 2, DModel: 128, Heads: 4, KVHeads: 2, Vocab: 1000, MaxPos: 128}
+	for _, arch := range []model.Arch{model.ArchQwen3, model.ArchGated, model.ArchGPT2} {
+		copied := arch == model.ArchGPT2
+		t.Run(string(arch), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "ck")
+			if code, _, errs := probe(t, "generate", "--arch", string(arch), "--layers", "2", "--d-model", "128", "--heads", "4",
+				"--kv-heads", "2", "--vocab", "1000", "--max-pos", "128", "--out", dir); code != 0 {
+				t.Fatalf("generate: %s", errs)
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			m, err := model.Load(dir, model.LoadOptions{})
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alloc, weights := after.TotalAlloc-before.TotalAlloc, uint64(4*m.Parameters)
+			t.Logf("Load allocated %d bytes for %d bytes of weights", alloc, weights)
+			if canMapFiles() && !copied && alloc > weights/4 {
+				t.Errorf("Load allocated %d bytes for %d bytes of float32 weights: they were copied, not mapped", alloc, weights)
+			}
+			runtime.GC() // nothing the model runs on may be collected
+			cfg, err := model.SmallConfig(arch, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _, err := model.Generate(cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := [][]int{{1, 5, 9, 2, 7, 3, 8, 4, 6, 0, 11, 12, 999}}
+			a, err := m.Forward(ids, model.Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := want.Forward(ids, model.Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range b.Logits {
+				if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) {
+					t.Fatalf("logit %d: %v from the mapped checkpoint after Close, %v generated in memory", i, a.Logits[i], b.Logits[i])
+				}
+			}
+		})
+	}
+}
+
+// canMapFiles reports whether checkpoint files are memory-mapped here
+// (checkpoint/mmap_unix.go).
+func canMapFiles() bool {
+	switch runtime.GOOS {
+	case "windows", "plan9", "js", "wasip1":
+		return false
+	}
+	return true
 }
