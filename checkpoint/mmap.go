@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"encoding/binary"
-	"errors"
 	"io"
 	"os"
 	"sync"
@@ -25,33 +24,20 @@ import (
 // file deleted meanwhile, its disk blocks until exit; its clean pages are
 // page cache the kernel reclaims like any other.
 
-// mapping is the bytes of one file mapped by mapFile. It is an io.ReaderAt
-// for the parsers, and hands out views (view).
+// mapping is one open file and its bytes mapped by mapFile. Reads that copy
+// (ReadAt: headers, and every tensor but an F32 view) go through the file
+// descriptor, as without a mapping, so that the pages they touch stay in
+// the page cache instead of counting in this process's resident set; only
+// views (view) use the mapping.
 type mapping struct {
+	f      *os.File
 	mu     sync.RWMutex
 	data   []byte // nil after Close
 	viewed bool   // a view was handed out: the mapping is never unmapped
 }
 
-// errUnmapped is what reading a closed mapping returns.
-var errUnmapped = errors.New("file already closed")
-
-// ReadAt copies from the mapped file, as os.File.ReadAt reads.
-func (m *mapping) ReadAt(p []byte, off int64) (int, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.data == nil {
-		return 0, errUnmapped
-	}
-	if off < 0 || off >= int64(len(m.data)) {
-		return 0, io.EOF
-	}
-	n := copy(p, m.data[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
+// ReadAt reads from the file.
+func (m *mapping) ReadAt(p []byte, off int64) (int, error) { return m.f.ReadAt(p, off) }
 
 // view returns the n bytes at off of the mapping, marking it as viewed, or
 // nil when they are out of range, not 4-byte aligned or the mapping is
@@ -67,16 +53,19 @@ func (m *mapping) view(off, n int64) []byte {
 	return m.data[off : off+n : off+n]
 }
 
-// Close unmaps the file unless a view of it was handed out.
+// Close closes the file and unmaps it unless a view of it was handed out.
 func (m *mapping) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	err := m.f.Close()
 	data := m.data
 	m.data = nil
-	if data == nil || m.viewed {
-		return nil
+	if data != nil && !m.viewed {
+		if uerr := unmap(data); err == nil {
+			err = uerr
+		}
 	}
-	return unmap(data)
+	return err
 }
 
 // littleEndian reports whether this machine stores float32 as the
@@ -106,15 +95,13 @@ func (t *tensor) float32View() []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), t.numel)
 }
 
-// openMapped maps f (size bytes) with mapFile and closes f, or returns f
-// itself where the file cannot be mapped (an empty file, a platform without
-// mmap, a size beyond the address space): then tensors are read from the
-// open file.
+// openMapped maps f (size bytes) with mapFile, or returns f itself where the
+// file cannot be mapped (an empty file, a platform without mmap, a size
+// beyond the address space): then every tensor is copied from the file.
 func openMapped(f *os.File, size int64) io.ReaderAt {
 	data, err := mapFile(f, size)
 	if err != nil {
 		return f
 	}
-	f.Close()
-	return &mapping{data: data}
+	return &mapping{f: f, data: data}
 }
