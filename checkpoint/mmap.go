@@ -23,6 +23,10 @@ import (
 // such a mapping costs after its model is gone is address space and, for a
 // file deleted meanwhile, its disk blocks until exit; its clean pages are
 // page cache the kernel reclaims like any other.
+//
+// A file must not be truncated or rewritten in place while it is mapped
+// (replacing it by a rename, as WriteSafetensors and save_pretrained do, is
+// safe): reading a view past the new end of the file raises SIGBUS.
 
 // mapping is one open file and its bytes mapped by mapFile. Reads that copy
 // (ReadAt: headers, and every tensor but an F32 view) go through the file
