@@ -341,6 +341,9 @@ func (c *Config) fromDecoder(r *rawConfig, slidingByDefault bool) error {
 		}
 		if use {
 			c.Sliding = *r.SlidingWindow
+			if c.Sliding > c.MaxPos {
+				return fmt.Errorf("sliding_window %d exceeds max_position_embeddings %d (a window larger than the context; set use_sliding_window false or sliding_window null for full attention)", c.Sliding, c.MaxPos)
+			}
 		}
 	}
 	c.RoPE.Theta = 10000

@@ -170,6 +170,9 @@ func parseGemma(c *Config, cf *configFile, d *gemmaDefaults) error {
 		return fmt.Errorf("sliding_window = %v must be a positive integer", window)
 	}
 	c.Sliding = int(window)
+	if c.Sliding > c.MaxPos {
+		return fmt.Errorf("sliding_window %d exceeds max_position_embeddings %d: a window larger than the context the model was made for cannot be told from full attention (use layer_types full_attention for such layers)", c.Sliding, c.MaxPos)
+	}
 	if c.SlidingLayers, err = gemmaLayerTypes(cf.raw, c.Layers, d); err != nil {
 		return err
 	}
