@@ -271,16 +271,25 @@ func (c *Checkpoint) lookup(name string) (*tensor, error) {
 	return t, nil
 }
 
-// Float32 reads the named tensor as float32, row-major and contiguous. F32,
-// F16 and BF16 values are exact; F64 and integer values are rounded; BOOL
-// reads as 0 or 1.
-//
-// A contiguous F32 tensor of a memory-mapped file (mmap.go) is returned as
-// a view of the mapping, not a copy: it stays valid after Close, every call
-// returns the same memory, and writes to it are private to this process
-// (the file never changes) but seen by every view of that tensor. Other
-// tensors are copied into a new slice.
+// Float32 reads the named tensor as float32 into a new slice, row-major
+// and contiguous. F32, F16 and BF16 values are exact; F64 and integer
+// values are rounded; BOOL reads as 0 or 1.
 func (c *Checkpoint) Float32(name string) ([]float32, error) {
+	t, err := c.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.float32Copy()
+}
+
+// Float32View is Float32 without the copy where it can: a contiguous F32
+// tensor of a memory-mapped file (mmap.go) is returned as a view of the
+// mapping. The view stays valid after Close; every call returns the same
+// memory; writes to it are private to this process (the file never
+// changes) but seen by every view of that tensor. Other tensors are copied
+// into a new slice, as Float32 does. model.Load reads weights this way, so
+// that float32 weights are not copied onto the heap.
+func (c *Checkpoint) Float32View(name string) ([]float32, error) {
 	t, err := c.lookup(name)
 	if err != nil {
 		return nil, err
@@ -288,8 +297,13 @@ func (c *Checkpoint) Float32(name string) ([]float32, error) {
 	if v := t.float32View(); v != nil {
 		return v, nil
 	}
+	return t.float32Copy()
+}
+
+// float32Copy decodes the tensor into a new float32 slice.
+func (t *tensor) float32Copy() ([]float32, error) {
 	out := make([]float32, t.numel)
-	err = t.chunks(func(raw []byte, at int64) error {
+	err := t.chunks(func(raw []byte, at int64) error {
 		n := int64(len(raw)) / t.elemSize
 		return decodeFloat32(t.info.DType, raw, out[at:at+n])
 	})

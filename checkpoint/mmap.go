@@ -10,7 +10,7 @@ import (
 
 // Checkpoint files are memory-mapped where the platform allows it (see
 // mapFile): a private, copy-on-write mapping of the whole file, read and
-// write. Float32 then returns an F32 tensor as a []float32 view of the
+// write. Float32View then returns an F32 tensor as a []float32 view of the
 // mapping instead of a copy on the Go heap: the pages are the page cache's,
 // shared with every process that maps the same file (Slurm array tasks on
 // one node), and read from disk when first touched. A write through a view
@@ -79,7 +79,7 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // float32View returns an F32 tensor's values as a view of its file's
 // mapping, or nil where there is none: another dtype, a strided or empty
 // tensor, a file that is not mapped, a misaligned offset, or a big-endian
-// machine. Float32 copies in those cases.
+// machine. Float32View copies in those cases.
 func (t *tensor) float32View() []float32 {
 	if t.info.DType != "F32" || t.stride != nil || t.numel == 0 || !littleEndian {
 		return nil

@@ -52,18 +52,21 @@ func TestMappedViews(t *testing.T) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	v, err := c.Float32("w")
+	v, err := c.Float32View("w")
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
-		t.Errorf("Float32 of a mapped 16 MiB tensor allocated %d bytes, want a view", alloc)
+		t.Errorf("Float32View of a mapped 16 MiB tensor allocated %d bytes, want a view", alloc)
 	}
-	if v2, _ := c.Float32("w"); unsafe.SliceData(v2) != unsafe.SliceData(v) {
-		t.Error("two Float32 calls of a mapped tensor gave different memory")
+	if v2, _ := c.Float32View("w"); unsafe.SliceData(v2) != unsafe.SliceData(v) {
+		t.Error("two Float32View calls of a mapped tensor gave different memory")
 	}
-	if h, err := c.Float32("x"); err != nil || h[0] != 1 || h[1] != -2 || h[2] != 3 {
+	if cp, _ := c.Float32("w"); unsafe.SliceData(cp) == unsafe.SliceData(v) {
+		t.Error("Float32 returned the view, want a copy")
+	}
+	if h, err := c.Float32View("x"); err != nil || h[0] != 1 || h[1] != -2 || h[2] != 3 {
 		t.Errorf("BF16 tensor of a mapped file = %v, %v", h, err)
 	}
 	v[0], v[n-1] = 42, 43 // copy-on-write: private to this process
@@ -142,7 +145,7 @@ func TestMappedMisaligned(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	b, err := c.Float32("b")
+	b, err := c.Float32View("b")
 	if err != nil || b[0] != 1.5 || b[1] != -2 || b[2] != 1e-30 {
 		t.Fatalf("misaligned F32 = %v, %v", b, err)
 	}

@@ -193,7 +193,7 @@ func (ld *loader) get(name string, shape ...int) []float32 {
 		ld.errs = append(ld.errs, fmt.Sprintf("tensor %q: expected shape %v from config.json, found %v", name, shape, info.Shape))
 		return ld.standIn(name, shape)
 	}
-	data, err := ld.ck.Float32(name)
+	data, err := ld.ck.Float32View(name) // float32 weights: views of the mapped file
 	if err != nil {
 		ld.errs = append(ld.errs, err.Error())
 		return ld.standIn(name, shape)
