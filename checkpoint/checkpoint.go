@@ -6,8 +6,9 @@
 // torch.save since torch 1.6 (single pytorch_model.bin or sharded with
 // pytorch_model.bin.index.json). Opening a checkpoint validates every header
 // and every tensor's byte range against the file before anything is
-// allocated for it, and keeps the files open: tensor data is read only when a
-// tensor is asked for.
+// allocated for it, and keeps the files open (memory-mapped where the
+// platform allows, see mmap.go): tensor data is read only when a tensor is
+// asked for, and float32 tensors of a mapped file are not copied at all.
 //
 // PyTorch's data.pkl is interpreted by a small pickle virtual machine written
 // for state dicts. It never executes anything: the only globals it accepts are
@@ -144,12 +145,13 @@ func OpenFile(path string) (*Checkpoint, error) {
 		f.Close()
 		return nil, fmt.Errorf("checkpoint: %s: not a regular file", path)
 	}
-	c, err := openReader(path, f, st.Size())
+	r := openMapped(f, st.Size())
+	c, err := openReader(path, r, st.Size())
 	if err != nil {
-		f.Close()
+		r.(io.Closer).Close()
 		return nil, err
 	}
-	c.closers = []io.Closer{f}
+	c.closers = []io.Closer{r.(io.Closer)}
 	return c, nil
 }
 
@@ -238,7 +240,9 @@ func (c *Checkpoint) Extra() map[string]any {
 	return m
 }
 
-// Close closes the checkpoint's files. Tensors cannot be read afterwards.
+// Close closes the checkpoint's files. Tensors cannot be read afterwards;
+// views that Float32 returned stay valid (their files stay mapped until
+// the process exits).
 func (c *Checkpoint) Close() error {
 	if c.closed.Swap(true) {
 		return nil
@@ -270,10 +274,19 @@ func (c *Checkpoint) lookup(name string) (*tensor, error) {
 // Float32 reads the named tensor as float32, row-major and contiguous. F32,
 // F16 and BF16 values are exact; F64 and integer values are rounded; BOOL
 // reads as 0 or 1.
+//
+// A contiguous F32 tensor of a memory-mapped file (mmap.go) is returned as
+// a view of the mapping, not a copy: it stays valid after Close, every call
+// returns the same memory, and writes to it are private to this process
+// (the file never changes) but seen by every view of that tensor. Other
+// tensors are copied into a new slice.
 func (c *Checkpoint) Float32(name string) ([]float32, error) {
 	t, err := c.lookup(name)
 	if err != nil {
 		return nil, err
+	}
+	if v := t.float32View(); v != nil {
+		return v, nil
 	}
 	out := make([]float32, t.numel)
 	err = t.chunks(func(raw []byte, at int64) error {

@@ -92,16 +92,31 @@ func Name(pattern string, layer int) string {
 func Valid(name string, nLayers int) error {
 	for _, p := range Points {
 		if match(strings.Replace(p.Name, "{l}", "*", 1), name) {
-			if l, ok := layerOf(name); ok && (l < 0 || l >= nLayers) {
+			if l, ok := Layer(name); ok && (l < 0 || l >= nLayers) {
 				return fmt.Errorf("hook %q: layer %d out of range (model has %d layers)", name, l, nLayers)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown hook %q (see hooks.Points for the registry)", name)
+	var names []string
+	for _, p := range Points {
+		names = append(names, p.Name)
+	}
+	pattern, layer := name, "{l}" // compared in the registry's {l} form, shown in the name's layer
+	if parts := strings.SplitN(name, ".", 3); len(parts) == 3 && parts[0] == "blocks" {
+		pattern, layer = "blocks.{l}."+parts[2], parts[1]
+	}
+	closest := Closest(pattern, names, 3)
+	for i, c := range closest {
+		closest[i] = strings.Replace(c, "{l}", layer, 1)
+	}
+	return fmt.Errorf("unknown hook %q; closest: %s (`probe hooks` lists every point, `probe hooks --model <dir>` those of one model)",
+		name, strings.Join(closest, ", "))
 }
 
-func layerOf(name string) (int, bool) {
+// Layer returns the layer index of a concrete per-layer name
+// ("blocks.3.attn.hook_z" → 3), or false for other names.
+func Layer(name string) (int, bool) {
 	if !strings.HasPrefix(name, "blocks.") {
 		return 0, false
 	}
@@ -329,8 +344,8 @@ func (c *Capture) Names() []string {
 
 // lessName orders names by layer number numerically, then lexically.
 func lessName(a, b string) bool {
-	la, oka := layerOf(a)
-	lb, okb := layerOf(b)
+	la, oka := Layer(a)
+	lb, okb := Layer(b)
 	if oka && okb && la != lb {
 		return la < lb
 	}

@@ -61,3 +61,56 @@ type DeltaConsumer interface {
 	AttnConsumer
 	ConsumeDelta(tile *AttnTile) error
 }
+
+// MomentsConsumer is an AttnConsumer that can also take the per-row moments
+// of a tile computed by the attention pass itself with matrix products,
+// instead of walking every row's weights and value vectors. Register it
+// like any consumer (Set.Stream): the model's shared softmax attention
+// calls ConsumeMoments, other attention kernels (the filter mechanisms')
+// call ConsumeAttn. The same concurrency rules as for ConsumeAttn apply.
+type MomentsConsumer interface {
+	AttnConsumer
+	ConsumeMoments(m *AttnMoments) error
+}
+
+// AttnMoments holds the moments of the rows of one attention tile (one
+// batch entry, layer and head; query rows t = Tile.Q0 … Tile.Q0+Rows−1) for
+// the BFT filter diagnostics (package probes):
+//
+//	SumAlpha[r] = Σ_j α_tj                   SumSq[r] = Σ_j α_tj²
+//	Entropy[r]  = −Σ_j α_tj log α_tj         (0·log 0 = 0)
+//	E[r·d+i]    = e_ti = Σ_j α_tj v_ji       S[r·d+i] = Σ_j α_tj (v_ji − e_ti)²
+//
+// with d = Tile.DHead, over the float32 weights α the tile holds. The pass
+// forms them at the cost of one float32 matrix product per head and tile
+// beyond the attention: SumAlpha, SumSq and the entropy in the softmax's
+// pass over the exponentials; E is the pass's own output α·v; S comes from
+// G = Σα (v − c)² as S = G − 2u·F + u²·Σα (u = E − c, F = E − c·Σα) with a
+// shift c shared by the query heads of a KV head, and rows where that
+// subtraction could lose digits are recomputed by float64 two-pass sums.
+// docs/diagnostics.md states the measured accuracy of each.
+//
+// Tile is the tile itself (weights and value vectors), for what the
+// moments do not cover (e.g. the mass on chosen key positions) and as a
+// fallback: a consumer may simply call its own ConsumeAttn(Tile). The
+// struct and its slices are only valid during the call.
+type AttnMoments struct {
+	Tile                     *AttnTile
+	SumAlpha, SumSq, Entropy []float64 // [Rows]
+	E, S                     []float64 // [Rows, DHead]; S nil when SSum is set
+	// SSum [Rows] holds Σ_i S_i instead of S when every moments consumer
+	// of the pass asked only for the sum (SumOnlyConsumer): then no product
+	// per dimension is formed beyond α·v, and G = Σ_j α_tj ‖v_j − c‖² comes
+	// out of the softmax's scaling pass, with the same guard and float64
+	// recomputation as S.
+	SSum []float64
+}
+
+// SumOnlyConsumer is a MomentsConsumer that may need only Σ_i S_i of each
+// row (AttnMoments.SSum), not S per dimension: when every moments consumer
+// of a pass reports MomentsSumOnly, the attention forms SSum instead of S,
+// at a fraction of the cost of S's per-dimension product.
+type SumOnlyConsumer interface {
+	MomentsConsumer
+	MomentsSumOnly() bool
+}

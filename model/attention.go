@@ -41,9 +41,9 @@ type attnArgs struct {
 // query attention) are stacked into one matrix product per tile, so that
 // the keys and values are packed once for all of them. Each head's tile
 // goes to the consumers before it is multiplied by v; consumers that
-// implement MomentsConsumer get the tile's moments, computed here with one
+// implement hooks.MomentsConsumer get the tile's moments, computed here with one
 // float32 matrix product per head and tile, or with none beyond α·v when
-// they all need only Σ_i S_i (SumOnlyConsumer; see AttnMoments). Consumers only
+// they all need only Σ_i S_i (hooks.SumOnlyConsumer; see hooks.AttnMoments). Consumers only
 // observe: the output is the same, bit for bit, with or without them.
 // Query head h reads KV head h / (H/KV).
 func causalAttention(a *attnArgs) error {
@@ -67,9 +67,9 @@ func causalAttention(a *attnArgs) error {
 	group := a.heads / a.kvHeads
 	stack := max(1, min(group, maxStackRows/tile, a.batch*a.heads/threads))
 	var plain []hooks.AttnConsumer
-	var moments []MomentsConsumer
+	var moments []hooks.MomentsConsumer
 	for _, c := range a.consumers {
-		if mc, ok := c.(MomentsConsumer); ok {
+		if mc, ok := c.(hooks.MomentsConsumer); ok {
 			moments = append(moments, mc)
 		} else {
 			plain = append(plain, c)
@@ -77,7 +77,7 @@ func causalAttention(a *attnArgs) error {
 	}
 	sumOnly := len(moments) > 0
 	for _, mc := range moments {
-		if so, ok := mc.(SumOnlyConsumer); !ok || !so.MomentsSumOnly() {
+		if so, ok := mc.(hooks.SumOnlyConsumer); !ok || !so.MomentsSumOnly() {
 			sumOnly = false
 		}
 	}
@@ -130,7 +130,7 @@ type headWork struct {
 	panels  []panelProduct
 	kpack   []float32 // the head's keys packed once (packKT)
 	plain   []hooks.AttnConsumer
-	moments []MomentsConsumer
+	moments []hooks.MomentsConsumer
 	mw      *momentsWork // nil without moments consumers
 }
 
@@ -278,7 +278,7 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			}
 			o := j * rows
 			am := &mw.moments
-			*am = AttnMoments{Tile: &at, SumAlpha: mw.s1[o : o+rows], SumSq: mw.s2[o : o+rows], Entropy: mw.ent[o : o+rows],
+			*am = hooks.AttnMoments{Tile: &at, SumAlpha: mw.s1[o : o+rows], SumSq: mw.s2[o : o+rows], Entropy: mw.ent[o : o+rows],
 				E: mw.e[o*dh : (o+rows)*dh]}
 			if mw.sum {
 				am.SSum = mw.ss[o : o+rows]
@@ -356,7 +356,7 @@ func causalTimesV(s, vals blas32.General, q0, rows int, zp blas32.General) {
 // non-nil it also writes each row's Σα, Σα² and entropy −Σα log α into s1,
 // s2 and ent (softmaxRowStats); with w non-nil (and s1) also g[r] = Σ_j
 // α_rj w_j, the weights times a vector w of the keys (the moments' G =
-// Σα‖v − c‖² when only Σ_i S_i is asked for, SumOnlyConsumer). The
+// Σα‖v − c‖² when only Σ_i S_i is asked for, hooks.SumOnlyConsumer). The
 // OpenBLAS build replaces it with a C kernel on CPUs with AVX2 but without
 // AVX-512.
 var softmaxTile = softmaxTileGo

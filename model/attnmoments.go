@@ -9,86 +9,8 @@ import (
 	"github.com/filterlens/probe/hooks"
 )
 
-// MomentsConsumer is a hooks.AttnConsumer that can also take the per-row
-// moments of a tile computed by the attention pass itself with matrix
-// products, instead of walking every row's weights and value vectors.
-// Register it like any consumer (hooks.Set.Stream); the Llama-family
-// attention (causalAttention: Llama, Mistral, Qwen2, Qwen3, gated Qwen3,
-// GPT-2, and every family built on it) calls ConsumeMoments, other
-// attention kernels call ConsumeAttn. The same concurrency rules as for
-// ConsumeAttn apply.
-type MomentsConsumer interface {
-	hooks.AttnConsumer
-	ConsumeMoments(m *AttnMoments) error
-}
-
-// AttnMoments holds the moments of the rows of one attention tile (one
-// batch entry, layer and head; query rows t = Tile.Q0 … Tile.Q0+Rows−1) for
-// the BFT filter diagnostics (package probes):
-//
-//	SumAlpha[r] = Σ_j α_tj                   SumSq[r] = Σ_j α_tj²
-//	Entropy[r]  = −Σ_j α_tj log α_tj         (0·log 0 = 0)
-//	E[r·d+i]    = e_ti = Σ_j α_tj v_ji       S[r·d+i] = Σ_j α_tj (v_ji − e_ti)²
-//
-// with d = Tile.DHead, over the float32 weights α the tile holds, at the
-// cost of one float32 matrix product per head and tile with the columns of
-// α·v, beyond the attention itself:
-//
-//   - SumAlpha and SumSq are formed in the softmax's pass over the
-//     exponentials p as Σp·inv and Σp²·inv² (inv the float32 normalizer;
-//     Σp² summed in float32 over 128 terms, then in float64): within
-//     ~3e-7 relative of the float64 sums of the rounded weights (exact
-//     sums in the scalar Go build). The
-//     entropy uses log α_tj = (x_tj − m_t) − log Z_t (score minus row
-//     maximum, minus the log normalizer) instead of the log of the rounded
-//     weight, which changes exp(Entropy) by at most about 6e-8·(2 + Entropy)
-//     relative.
-//   - E is the pass's own output α·v (float32 product; error about
-//     1e-7·Σα |v| per dimension, up to 1e-6 at T = 2048).
-//   - S comes from G = Σα (v − c)², the product of the weights with the
-//     squared shifted values, as S = G − 2u·F + u²·Σα (u = E − c, F = E −
-//     c·Σα), where the shift c (shared by the query heads of a KV head) is
-//     the mean output of a recent tile's rows, so that u is small where
-//     queries attend alike and S loses few digits to the subtraction. Rows
-//     where it could lose more (momentsGuard: nearly one-hot rows, a row
-//     unlike the recent ones, values far from 0 relative to their spread) are
-//     recomputed by float64 two-pass sums (e = Σα v, then Σα (v − e)²).
-//     S is then within about 1e-5 relative of the float64 two-pass value
-//     on every row (TestAttentionMoments; 3.1e-6 worst on the zoo's
-//     trained checkpoints over 4096 tokens of text).
-//
-// The Collector's RowKernel (package probes) computes every row in float64
-// two-pass sums instead; the two agree within 1e-5 relative on every
-// diagnostic (TestBenchMomentsMatchCollector, cmd/probe).
-//
-// Tile is the tile itself (weights and value vectors), for what the
-// moments do not cover (e.g. the mass on chosen key positions) and as a
-// fallback: a consumer may simply call its own ConsumeAttn(Tile). The
-// struct and its slices are only valid during the call.
-type AttnMoments struct {
-	Tile                     *hooks.AttnTile
-	SumAlpha, SumSq, Entropy []float64 // [Rows]
-	E, S                     []float64 // [Rows, DHead]; S nil when SSum is set
-	// SSum [Rows] holds Σ_i S_i instead of S when every moments consumer of
-	// the pass asked only for the sum (SumOnlyConsumer): then no product
-	// per dimension is formed beyond α·v, and G = Σ_j α_tj ‖v_j − c‖² comes
-	// out of the softmax's scaling pass (one multiply-add per weight), with
-	// the same guard and float64 recomputation as S (within about 1e-5
-	// relative of the float64 two-pass Σ_i S_i; TestAttentionMoments).
-	SSum []float64
-}
-
-// SumOnlyConsumer is a MomentsConsumer that may need only Σ_i S_i of each
-// row (AttnMoments.SSum), not S per dimension: when every moments consumer
-// of a pass reports MomentsSumOnly, the attention forms SSum instead of S,
-// at about a tenth of the cost of S's per-dimension product.
-type SumOnlyConsumer interface {
-	MomentsConsumer
-	MomentsSumOnly() bool
-}
-
 // momentsWork is one attention worker's scratch for the moments of its
-// tiles (AttnMoments): rows are stacked as in attendGroup (head-major).
+// tiles (hooks.AttnMoments): rows are stacked as in attendGroup (head-major).
 type momentsWork struct {
 	dh      int
 	w       []float32 // [T, dh]: row k = (v_k − c)², k < built
@@ -99,7 +21,7 @@ type momentsWork struct {
 	s1, s2  []float64 // [rows] Σα, Σα²
 	ent     []float64 // [rows] entropy
 	e, s    []float64 // [rows, dh]
-	moments AttnMoments
+	moments hooks.AttnMoments
 	sum     bool      // SSum only: w holds ‖v_k − c‖² (width 1), G comes from the softmax
 	gs, ss  []float64 // [rows]: G = Σα‖v − c‖² and Σ_i S_i (sum)
 	v       []float32 // the head's value vectors v_j = v[j·stride:][:dh] (setValues)
@@ -359,7 +281,7 @@ func (w *momentsWork) twoPass(e, s []float64, a []float32) {
 // softmaxRowStats replaces row[lo:] with softmax(row[lo:]) and row[:lo] with 0,
 // in float32 (the normalizer accumulates in float64). With stats it also
 // returns Σα, Σα² (float64 sums of the float32 weights) and the entropy
-// −Σα log α, from log α = (x − m) − log Z (see AttnMoments). With w not
+// −Σα log α, from log α = (x − m) − log Z (see hooks.AttnMoments). With w not
 // nil it also returns g = Σ_j α_j w_j (row and w indexed alike) from the
 // scaling pass. Assembly kernels replace softmaxRowStatsGo where the CPU
 // has them (kern_amd64.go).

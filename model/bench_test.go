@@ -40,17 +40,17 @@ func cpuSeconds() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
-// discardMoments is a MomentsConsumer that drops what it gets: the cost
+// discardMoments is a hooks.MomentsConsumer that drops what it gets: the cost
 // of the pass's own moment computation, without any diagnostic on top.
 type discardMoments struct{}
 
-func (discardMoments) ConsumeAttn(*hooks.AttnTile) error { return nil }
-func (discardMoments) ConsumeMoments(*AttnMoments) error { return nil }
+func (discardMoments) ConsumeAttn(*hooks.AttnTile) error       { return nil }
+func (discardMoments) ConsumeMoments(*hooks.AttnMoments) error { return nil }
 
 // BenchmarkForward runs the Qwen3-shaped model of the performance issue
 // (41M parameters: d_model 512, 8 layers, 8 heads / 4 KV heads, head_dim 64,
 // MLP 1536, vocabulary 32000) on one sequence, without logits: "plain", and
-// "moments" with a MomentsConsumer on every layer (the float64 moments the
+// "moments" with a hooks.MomentsConsumer on every layer (the float64 moments the
 // diagnostics need, consumer discarding them). Reports tokens/s and
 // GFLOP/s of the forward pass (matrix products only, 2·params·T for the
 // projections plus 2·2·T²/2·H·dh per layer for the causal half of q·kᵀ and

@@ -145,7 +145,7 @@ func (c *Config) fromBFT(r *rawConfig, raw map[string]json.RawMessage) error {
 	c.QKNorm = r.UseQKNorm != nil && *r.UseQKNorm
 	// The Kalman gain is BFT's output gate (Sec. 4.2: K = σ(log(λobs/λ)) has
 	// the form of a sigmoid gate), one value per head dimension.
-	c.Gate = GateElementwise
+	c.Gate, c.GainGate = GateElementwise, true
 	if c.Sliding > 0 {
 		return fmt.Errorf("sliding_window %d: BFT has no sliding-window attention", c.Sliding)
 	}

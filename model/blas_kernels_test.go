@@ -49,7 +49,7 @@ func TestExpf(t *testing.T) {
 // per (batch, head, query).
 type momentsRecorder struct {
 	t                    *testing.T
-	sumOnly              bool // ask for AttnMoments.SSum instead of S
+	sumOnly              bool // ask for hooks.AttnMoments.SSum instead of S
 	mu                   sync.Mutex
 	seen                 map[[3]int]int
 	tiles, rows          int
@@ -64,7 +64,7 @@ func (m *momentsRecorder) ConsumeAttn(*hooks.AttnTile) error {
 
 func (m *momentsRecorder) MomentsSumOnly() bool { return m.sumOnly }
 
-func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
+func (m *momentsRecorder) ConsumeMoments(am *hooks.AttnMoments) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a := am.Tile
@@ -103,7 +103,7 @@ func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
 			}
 			m.worstE = math.Max(m.worstE, math.Abs(am.E[r*d+i]-e[i])/abs)
 			// S: relative to the two-pass value (the guarded matrix-product
-			// form, see AttnMoments), absolute only where S is 0.
+			// form, see hooks.AttnMoments), absolute only where S is 0.
 			sSum += s
 			if !m.sumOnly {
 				m.worstS = math.Max(m.worstS, math.Abs(am.S[r*d+i]-s)/math.Max(s, 1e-300))
@@ -120,13 +120,13 @@ func (m *momentsRecorder) ConsumeMoments(am *AttnMoments) error {
 }
 
 // TestAttentionMoments: the moments that causalAttention hands to a
-// MomentsConsumer match float64 two-pass sums over the tile's weights
-// (AttnMoments' stated accuracy), with and without a sliding window, for
+// hooks.MomentsConsumer match float64 two-pass sums over the tile's weights
+// (hooks.AttnMoments' stated accuracy), with and without a sliding window, for
 // tiles that do and do not divide T, grouped and ungrouped heads, with a
 // sink key, on values centred at 0 (the product form) and with a common
 // offset 300 times their spread (rows recomputed by two passes); and the
 // output z is the same as without consumers, bit for bit. Each case runs
-// twice: S per dimension, and Σ_i S_i alone (SumOnlyConsumer), also at a
+// twice: S per dimension, and Σ_i S_i alone (hooks.SumOnlyConsumer), also at a
 // head dimension the assembly norms do not take (dh = 24).
 func TestAttentionMoments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))

@@ -48,11 +48,14 @@ type Config struct {
 	Act      string // hidden_act / activation_function
 	TiedHead bool
 
-	QKNorm    bool     // Qwen3 / Qiu use_qk_norm
-	Gate      GateKind // Qiu output gate
-	QKVBias   bool     // bias on q, k, v projections
-	OBias     bool     // bias on o_proj
-	MLPBias   bool     // bias on the MLP projections (Llama mlp_bias; GPT-2 always)
+	QKNorm bool     // Qwen3 / Qiu use_qk_norm
+	Gate   GateKind // Qiu output gate
+	// GainGate says that the gate is computed by the pass, not learned
+	// (BFT: the Kalman gain K takes the gate's place).
+	GainGate  bool
+	QKVBias   bool // bias on q, k, v projections
+	OBias     bool // bias on o_proj
+	MLPBias   bool // bias on the MLP projections (Llama mlp_bias; GPT-2 always)
 	RoPE      RoPEConfig
 	Sliding   int // sliding_window when in use (0: none)
 	DType     string
@@ -338,6 +341,9 @@ func (c *Config) fromDecoder(r *rawConfig, slidingByDefault bool) error {
 		}
 		if use {
 			c.Sliding = *r.SlidingWindow
+			if c.Sliding > c.MaxPos {
+				return fmt.Errorf("sliding_window %d exceeds max_position_embeddings %d (a window larger than the context; set use_sliding_window false or sliding_window null for full attention)", c.Sliding, c.MaxPos)
+			}
 		}
 	}
 	c.RoPE.Theta = 10000
@@ -438,6 +444,30 @@ func (c *Config) fromGPT2(r *rawConfig) error {
 	c.GPT2Scale.Weights = r.ScaleAttnWeights == nil || *r.ScaleAttnWeights
 	c.GPT2Scale.ByInverseLayer = r.ScaleByInverseIdx
 	return nil
+}
+
+// LearnedGate reports whether the attention output passes through a gate
+// learned as a sigmoid of the token (Qiu et al.'s gated attention, Qwen3.5's
+// softmax layers): the gate that BFT's Prediction 3 replaces. BFT's own
+// gate is its Kalman gain, computed by the pass (GainGate).
+func (c *Config) LearnedGate() bool { return c.GatePerHead() > 0 && !c.GainGate }
+
+// LayerKinds describes each layer's token mixer: "gated DeltaNet",
+// "sliding window N" or "full attention" (softmax layers).
+func (c *Config) LayerKinds() []string {
+	kinds := make([]string, c.Layers)
+	for l := range kinds {
+		switch {
+		case c.DeltaNet != nil && c.DeltaNet.Linear[l]:
+			dn := c.DeltaNet
+			kinds[l] = fmt.Sprintf("gated DeltaNet (%d key / %d value heads × %d/%d, conv %d)", dn.KeyHeads, dn.ValueHeads, dn.KeyDim, dn.ValueDim, dn.ConvKernel)
+		case c.layerWindow(l) > 0:
+			kinds[l] = fmt.Sprintf("sliding window %d", c.layerWindow(l))
+		default:
+			kinds[l] = "full attention"
+		}
+	}
+	return kinds
 }
 
 // SoftmaxLayers returns the layers whose token mixer is softmax attention,

@@ -22,6 +22,7 @@ func TestParseConfig(t *testing.T) {
 		{"qiu says qwen2", `{"model_type":"qwen2","headwise_attn_output_gate":true,"hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":128,"vocab_size":10,"max_position_embeddings":64}`, ArchGated, GateHeadwise, ""},
 		{"qiu elementwise", `{"model_type":"qwen3","elementwise_attn_output_gate":true,"headwise_attn_output_gate":false,"hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":10,"max_position_embeddings":64}`, ArchGated, GateElementwise, ""},
 		{"mistral", `{"model_type":"mistral","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":10,"max_position_embeddings":64,"sliding_window":null}`, ArchLlama, GateNone, ""},
+		{"mistral window past the context", `{"model_type":"mistral","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":10,"max_position_embeddings":64,"sliding_window":128}`, "", "", "sliding_window 128 exceeds max_position_embeddings 64"},
 		{"gpt2", `{"model_type":"gpt2","n_embd":64,"n_layer":2,"n_head":4,"vocab_size":10,"n_positions":64}`, ArchGPT2, GateNone, ""},
 		{"no model_type", `{"hidden_size":64}`, "", "", "model_type is missing"},
 		{"unknown model_type", `{"model_type":"bert"}`, "", "", `model_type "bert" is not supported`},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 )
 
@@ -31,6 +32,10 @@ type family struct {
 	// small returns the config.json fields of a small model of this family
 	// (SmallConfig), or an error naming the size that does not fit.
 	small func(s Size) (map[string]any, error)
+	// skips are the name prefixes of stored tensors that are not part of
+	// the text model and are skipped by design (a vision-language
+	// wrapper's vision tower); Model.Skipped lists them.
+	skips []string
 	// prefix is the tensor-name prefix Generate checks for (see
 	// generator.has).
 	prefix string
@@ -66,6 +71,39 @@ type configFile struct {
 // modelType is config.json's model_type ("" when absent or not a string).
 func (cf *configFile) modelType() string { return cf.r.ModelType }
 
+// dtype is config.json's torch_dtype, or dtype as transformers 5 writes it.
+func (cf *configFile) dtype() string {
+	if cf.r.TorchDType != "" {
+		return cf.r.TorchDType
+	}
+	var s string
+	if raw, ok := cf.raw["dtype"]; ok {
+		_ = json.Unmarshal(raw, &s)
+	}
+	return s
+}
+
+// textConfig returns the text_config object of a vision-language
+// config.json as a config.json of its own, whose model_type, when given,
+// must be want.
+func (cf *configFile) textConfig(want string) (*configFile, error) {
+	data, ok := cf.raw["text_config"]
+	if !ok || string(data) == "null" {
+		return nil, fmt.Errorf("field is missing (model_type %s keeps its text model's fields there)", cf.modelType())
+	}
+	tc := &configFile{data: data}
+	if err := json.Unmarshal(data, &tc.raw); err != nil {
+		return nil, fmt.Errorf("want an object: %v", err)
+	}
+	if err := json.Unmarshal(data, &tc.r); err != nil {
+		return nil, err
+	}
+	if mt := tc.modelType(); mt != "" && mt != want {
+		return nil, fmt.Errorf("model_type %q, want %s", mt, want)
+	}
+	return tc, nil
+}
+
 // familyOf returns the registry entry of arch.
 func familyOf(arch Arch) (*family, error) {
 	for _, f := range families {
@@ -84,6 +122,45 @@ func Archs() []string {
 		names[i] = string(f.arch)
 	}
 	return names
+}
+
+// SmallArchs lists the architectures SmallConfig and Generate can make
+// (every family with a config.json writer; RFA checkpoints come from its
+// authors' code), in registry order.
+func SmallArchs() []Arch {
+	var as []Arch
+	for _, f := range families {
+		if f.small != nil {
+			as = append(as, f.arch)
+		}
+	}
+	return as
+}
+
+// SkippedNames returns the names among the stored tensor names that a
+// model of configuration c skips by design (what Load puts in
+// Model.Skipped), without loading anything.
+func SkippedNames(c *Config, names []string) []string {
+	f, err := familyOf(c.Arch)
+	if err != nil {
+		return nil
+	}
+	return withPrefix(names, f.skips)
+}
+
+// withPrefix returns the names that start with one of prefixes, sorted.
+func withPrefix(names, prefixes []string) []string {
+	var out []string
+	for _, n := range names {
+		for _, p := range prefixes {
+			if strings.HasPrefix(n, p) {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // supportedModelTypes lists what config.json may say, family by family,

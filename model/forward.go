@@ -27,12 +27,12 @@ func (m *Model) pass(ids [][]int, opt Options) (*Output, error) {
 	if p, ok := m.ext.(ownPass); ok {
 		return p.forward(m, ids, opt)
 	}
-	return m.forward(ids, opt, nil)
+	return m.forward(ids, opt)
 }
 
-// forward is the Llama-family pass; gr, when not nil, replaces the output
-// gate (ForwardGate, gate_override.go).
-func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) {
+// forward is the decoder pass of the Llama-layout families (and of every
+// family that is data on it: gated, Gemma, Qwen3.5, Selective RoPE, GPT-2).
+func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	T, err := m.checkIDs(ids, opt)
 	if err != nil {
 		return nil, err
@@ -160,9 +160,6 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 				q: q, k: k, v: v, z: z,
 				consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
 			}
-			if gr != nil {
-				args.consumers = gr.consumers(args.consumers, B, T, H)
-			}
 			patName := name("blocks.{l}.attn.hook_pattern")
 			if hs.Has(patName) {
 				args.pattern = make([]float32, B*H*T*T)
@@ -177,9 +174,6 @@ func (m *Model) forward(ids [][]int, opt Options, gr *gateRun) (*Output, error) 
 
 			// output gate: z ⊙ sigmoid(gate logits), per head or per element
 			if gate != nil {
-				if gr != nil && err == nil {
-					err = gr.apply(l, gate, gp, B, T, H)
-				}
 				if gp == 1 {
 					run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H)
 				} else {

@@ -89,7 +89,7 @@ var (
 			}
 			// the vision-language wrapper: the text model's fields are in
 			// text_config, the dtype may be only at the top
-			tc, err := cf.textConfig()
+			tc, err := cf.textConfig("gemma3_text")
 			if err == nil {
 				if tc.dtype() == "" {
 					tc.r.TorchDType = cf.dtype()
@@ -107,6 +107,7 @@ var (
 		small:       func(s Size) (map[string]any, error) { return smallGemma(s, ArchGemma3) },
 		prefix:      "model.",
 		offsetNorms: true,
+		skips:       []string{"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."},
 	}
 )
 
@@ -169,6 +170,9 @@ func parseGemma(c *Config, cf *configFile, d *gemmaDefaults) error {
 		return fmt.Errorf("sliding_window = %v must be a positive integer", window)
 	}
 	c.Sliding = int(window)
+	if c.Sliding > c.MaxPos {
+		return fmt.Errorf("sliding_window %d exceeds max_position_embeddings %d: a window larger than the context the model was made for cannot be told from full attention (use layer_types full_attention for such layers)", c.Sliding, c.MaxPos)
+	}
 	if c.SlidingLayers, err = gemmaLayerTypes(cf.raw, c.Layers, d); err != nil {
 		return err
 	}
@@ -378,48 +382,6 @@ func gemmaEmbedScale(d int, dtype string) float32 {
 	return s
 }
 
-// roundMantissa rounds the positive normal x to nearest even, keeping all
-// but the low drop bits of its float32 mantissa (16: bfloat16; 13: the
-// 10-bit mantissa of float16, within its normal range).
-func roundMantissa(x float32, drop uint) float32 {
-	b := math.Float32bits(x)
-	half := uint32(1)<<(drop-1) - 1
-	b += half + (b>>drop)&1
-	return math.Float32frombits(b &^ (1<<drop - 1))
-}
-
-// dtype is config.json's torch_dtype, or dtype as transformers 5 writes it.
-func (cf *configFile) dtype() string {
-	if cf.r.TorchDType != "" {
-		return cf.r.TorchDType
-	}
-	var s string
-	if raw, ok := cf.raw["dtype"]; ok {
-		_ = json.Unmarshal(raw, &s)
-	}
-	return s
-}
-
-// textConfig returns the text_config object of a vision-language
-// config.json as a config.json of its own.
-func (cf *configFile) textConfig() (*configFile, error) {
-	data, ok := cf.raw["text_config"]
-	if !ok || string(data) == "null" {
-		return nil, fmt.Errorf("field is missing (model_type %s keeps its text model's fields there)", cf.modelType())
-	}
-	tc := &configFile{data: data}
-	if err := json.Unmarshal(data, &tc.raw); err != nil {
-		return nil, fmt.Errorf("want an object: %v", err)
-	}
-	if err := json.Unmarshal(data, &tc.r); err != nil {
-		return nil, err
-	}
-	if mt := tc.modelType(); mt != "" && mt != "gemma3_text" {
-		return nil, fmt.Errorf("model_type %q, want gemma3_text", mt)
-	}
-	return tc, nil
-}
-
 // loadGemma reads the weights of a Gemma 2 or Gemma 3 text model (names in
 // the comment at the top of this file), storing every norm weight w as the
 // factor 1 + w.
@@ -435,9 +397,6 @@ func loadGemma(m *Model, ld *loader) {
 		p, head = "language_model.model.", "language_model.lm_head.weight"
 	case ld.has("embed_tokens.weight"):
 		p = ""
-	}
-	if c.ModelType == "gemma3" {
-		m.Skipped = ld.skip("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
 	}
 	ld.ignore("rotary_emb.inv_freq", "rotary_emb_local.inv_freq")
 	norm := func(name string, n int) []float32 { return onePlus(ld.get(name, n)) }
@@ -470,17 +429,6 @@ func loadGemma(m *Model, ld *loader) {
 	}
 	m.FinalW = norm(p+"norm.weight", D)
 	loadHead(m, ld, head)
-}
-
-// onePlus returns 1 + w in float32: the factor of Gemma's RMSNorm, which
-// Hugging Face computes as (1 + w.float()) on every call and which is
-// computed here once (a new slice: w stays as stored).
-func onePlus(w []float32) []float32 {
-	o := make([]float32, len(w))
-	for i, x := range w {
-		o[i] = 1 + x
-	}
-	return o
 }
 
 // gemmaHFConfig returns the config.json of a Gemma 2 or Gemma 3 text model
@@ -565,4 +513,14 @@ func smallGemma(s Size, arch Arch) (map[string]any, error) {
 		c.SlidingLayers[l] = (l+1)%pattern != 0
 	}
 	return gemmaHFConfig(c), nil
+}
+
+// roundMantissa rounds the positive normal x to nearest even, keeping all
+// but the low drop bits of its float32 mantissa (16: bfloat16; 13: the
+// 10-bit mantissa of float16, within its normal range).
+func roundMantissa(x float32, drop uint) float32 {
+	b := math.Float32bits(x)
+	half := uint32(1)<<(drop-1) - 1
+	b += half + (b>>drop)&1
+	return math.Float32frombits(b &^ (1<<drop - 1))
 }

@@ -252,6 +252,7 @@ func TestGemmaConfigRefused(t *testing.T) {
 		{"window 0", ArchGemma2, func(m map[string]any) { m["sliding_window"] = 0 }, "sliding_window = 0 must be positive"},
 		{"window negative", ArchGemma3, func(m map[string]any) { m["sliding_window"] = -16 }, "sliding_window = -16"},
 		{"window fractional", ArchGemma3, func(m map[string]any) { m["sliding_window"] = 16.5 }, "sliding_window"},
+		{"window larger than the context", ArchGemma2, func(m map[string]any) { m["sliding_window"] = 1 << 20 }, "sliding_window 1048576 exceeds max_position_embeddings"},
 		{"window null with sliding layers", ArchGemma2, func(m map[string]any) { m["sliding_window"] = nil }, "sliding_window is null but layer 0"},
 		{"unknown layer type", ArchGemma3, func(m map[string]any) {
 			m["layer_types"] = []string{"sliding_attention", "chunked_attention", "sliding_attention", "full_attention"}

@@ -96,6 +96,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("model: %s: %w", dir, err)
 	}
 	ld.guard(func() { f.load(m, ld) })
+	m.Skipped = ld.skip(f.skips)
 	if err := ld.finish(opt.AllowUnexpected); err != nil {
 		return nil, err
 	}
@@ -202,23 +203,16 @@ func (ld *loader) get(name string, shape ...int) []float32 {
 	return data
 }
 
-// skip marks the stored tensors whose names start with one of prefixes as
-// expected but unused, and returns their names (sorted).
-func (ld *loader) skip(prefixes ...string) []string {
+// skip marks the stored tensors whose names start with one of prefixes
+// (family.skips) as expected but unused, and returns their names (sorted).
+func (ld *loader) skip(prefixes []string) []string {
 	if ld.gen != nil {
 		return nil
 	}
-	var names []string
-	for _, n := range ld.ck.Names() {
-		for _, p := range prefixes {
-			if strings.HasPrefix(n, p) {
-				ld.used[n] = true
-				names = append(names, n)
-				break
-			}
-		}
+	names := withPrefix(ld.ck.Names(), prefixes)
+	for _, n := range names {
+		ld.used[n] = true
 	}
-	sort.Strings(names)
 	return names
 }
 

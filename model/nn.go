@@ -247,3 +247,14 @@ func expf(x float32) float32 {
 	p := 1 + r*(1+r*(c2+r*(c3+r*(c4+r*(c5+r*(c6+r*c7))))))
 	return p * math.Float32frombits(uint32(k+127)<<23)
 }
+
+// onePlus returns 1 + w in float32: the factor of Gemma's RMSNorm, which
+// Hugging Face computes as (1 + w.float()) on every call and which is
+// computed here once (a new slice: w stays as stored).
+func onePlus(w []float32) []float32 {
+	o := make([]float32, len(w))
+	for i, x := range w {
+		o[i] = 1 + x
+	}
+	return o
+}

@@ -83,27 +83,20 @@ type qwen35RopeRaw struct {
 
 // qwen35Text returns the text config of a Qwen3.5 config.json: the file
 // itself for qwen3_5_text, its text_config for the qwen3_5 wrapper (whose
-// top-level tie_word_embeddings applies when text_config has none).
+// top-level tie_word_embeddings and dtype apply when text_config has none).
 func qwen35Text(cf *configFile) (*configFile, error) {
 	if cf.modelType() == "qwen3_5_text" {
 		return cf, nil
 	}
-	tc, ok := cf.raw["text_config"]
-	if !ok || string(tc) == "null" {
-		return nil, fmt.Errorf("model_type qwen3_5: field text_config is missing")
-	}
-	t := &configFile{data: tc}
-	if err := json.Unmarshal(tc, &t.r); err != nil {
-		return nil, fmt.Errorf("field text_config: %v", err)
-	}
-	if err := json.Unmarshal(tc, &t.raw); err != nil {
-		return nil, fmt.Errorf("field text_config: %v", err)
+	t, err := cf.textConfig("qwen3_5_text")
+	if err != nil {
+		return nil, fmt.Errorf("field text_config: %w", err)
 	}
 	if t.r.TieWordEmbeddings == nil {
 		t.r.TieWordEmbeddings = cf.r.TieWordEmbeddings
 	}
-	if t.r.ModelType != "" && t.r.ModelType != "qwen3_5_text" {
-		return nil, fmt.Errorf("text_config.model_type %q: want qwen3_5_text", t.r.ModelType)
+	if t.dtype() == "" {
+		t.r.TorchDType = cf.dtype()
 	}
 	return t, nil
 }
@@ -123,14 +116,7 @@ func parseQwen35(c *Config, cf *configFile) error {
 	if err := json.Unmarshal(t.data, &q); err != nil {
 		return fmt.Errorf("%snot valid: %v", where, err)
 	}
-	c.ModelType, c.DType = cf.r.ModelType, t.r.TorchDType
-	if c.DType == "" {
-		var d struct {
-			DType string `json:"dtype"`
-		}
-		_ = json.Unmarshal(t.data, &d)
-		c.DType = d.DType
-	}
+	c.ModelType, c.DType = cf.r.ModelType, t.dtype()
 	if q.RopeParams != nil {
 		// rope_parameters (transformers ≥ 5) replaces rope_theta and
 		// rope_scaling: only plain (mRoPE over text) RoPE is supported.
@@ -249,23 +235,15 @@ func loadQwen35(m *Model, ld *loader) {
 	if ld.has("model.language_model.embed_tokens.weight") {
 		p = "model.language_model."
 	}
-	m.Skipped = ld.skip("model.visual.", "mtp.")
 	ld.ignore("rotary_emb.inv_freq")
-	onePlus := func(name string, n int) []float32 {
-		w := ld.get(name, n)
-		out := make([]float32, n)
-		for i, x := range w {
-			out[i] = 1 + x
-		}
-		return out
-	}
+	norm := func(name string, n int) []float32 { return onePlus(ld.get(name, n)) }
 	m.Embed = ld.get(p+"embed_tokens.weight", V, D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
 		L := &m.Layers[l]
 		b := fmt.Sprintf("%slayers.%d.", p, l)
-		L.Norm1W = onePlus(b+"input_layernorm.weight", D)
-		L.Norm2W = onePlus(b+"post_attention_layernorm.weight", D)
+		L.Norm1W = norm(b+"input_layernorm.weight", D)
+		L.Norm2W = norm(b+"post_attention_layernorm.weight", D)
 		if dc.Linear[l] {
 			L.mixer = readDeltaNet(ld, b+"linear_attn.", D, dc, c.NormEps)
 		} else {
@@ -274,14 +252,14 @@ func loadQwen35(m *Model, ld *loader) {
 			L.Wk = ld.get(a+"k_proj.weight", KV*dh, D)
 			L.Wv = ld.get(a+"v_proj.weight", KV*dh, D)
 			L.Wo = ld.get(a+"o_proj.weight", D, H*dh)
-			L.QNorm = onePlus(a+"q_norm.weight", dh)
-			L.KNorm = onePlus(a+"k_norm.weight", dh)
+			L.QNorm = norm(a+"q_norm.weight", dh)
+			L.KNorm = norm(a+"k_norm.weight", dh)
 		}
 		L.WGate = ld.get(b+"mlp.gate_proj.weight", F, D)
 		L.WUp = ld.get(b+"mlp.up_proj.weight", F, D)
 		L.WDown = ld.get(b+"mlp.down_proj.weight", D, F)
 	}
-	m.FinalW = onePlus(p+"norm.weight", D)
+	m.FinalW = norm(p+"norm.weight", D)
 	loadHead(m, ld, "lm_head.weight")
 }
 
@@ -349,6 +327,7 @@ var qwen35Family = &family{
 		}, nil
 	},
 	prefix: "model.",
+	skips:  []string{"model.visual.", "mtp."},
 	generated: func(rng *rand.Rand, c *Config) func(string, []float32) {
 		return qwen35Generated(rng)
 	},

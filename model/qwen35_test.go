@@ -83,7 +83,7 @@ func TestQwen35ConfigErrors(t *testing.T) {
 				delete(m, k)
 			}
 			m["model_type"] = "qwen3_5"
-		}, "field text_config is missing"},
+		}, "text_config: field is missing"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var m map[string]any

@@ -51,14 +51,24 @@ func TestSelRoPEFeedsCollector(t *testing.T) {
 					for _, a := range row {
 						s2 += float64(a) * float64(a)
 					}
-					if got, want := col.Get(probes.MetricNEff, b, l, h, q), 1/s2; math.Abs(got-want) > 1e-5*want {
+					if got, want := mustGet(t, col, probes.MetricNEff, b, l, h, q), 1/s2; math.Abs(got-want) > 1e-5*want {
 						t.Fatalf("layer %d batch %d head %d query %d: n_eff %v, from the pattern %v", l, b, h, q, got, want)
 					}
-					if got, want := col.Get(probes.MetricBOSMass, b, l, h, q), float64(row[0]); math.Abs(got-want) > 1e-6 {
+					if got, want := mustGet(t, col, probes.MetricBOSMass, b, l, h, q), float64(row[0]); math.Abs(got-want) > 1e-6 {
 						t.Fatalf("layer %d batch %d head %d query %d: BOS mass %v, pattern α_t0 %v", l, b, h, q, got, want)
 					}
 				}
 			}
 		}
 	}
+}
+
+// mustGet is Collector.Get, failing the test on an error.
+func mustGet(t *testing.T, col *probes.Collector, metric string, b, l, h, q int) float64 {
+	t.Helper()
+	x, err := col.Get(metric, b, l, h, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
 }

@@ -24,8 +24,6 @@ package probes
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 
 	"gorgonia.org/tensor"
 
@@ -163,12 +161,11 @@ func (r *BFTRecorder) Register(hs *hooks.Set) {
 }
 
 func (r *BFTRecorder) layer(name string) (int, error) {
-	parts := strings.SplitN(name, ".", 3)
-	if len(parts) < 3 || parts[0] != "blocks" {
+	l, ok := hooks.Layer(name)
+	if !ok {
 		return 0, fmt.Errorf("probes: unexpected hook name %q", name)
 	}
-	l, err := strconv.Atoi(parts[1])
-	if err != nil || l < 0 || l >= r.L {
+	if l < 0 || l >= r.L {
 		return 0, fmt.Errorf("probes: hook %q: layer outside the recorder's %d layers", name, r.L)
 	}
 	return l, nil

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/filterlens/probe/hooks"
+
+	"github.com/filterlens/probe/model"
+	"gorgonia.org/tensor"
 )
 
 // Metric names accepted by Collector.Metric, Get and GetDim. The names of
@@ -238,7 +242,7 @@ const (
 	// MeanReduction stores (i) only — the reading the paper's figures use
 	// (notes §B.4) — and not the metrics of (ii) and (iii) (Metrics omits
 	// them, their slices are nil): with MatrixKernel the attention then
-	// forms Σ_i S_i alone (model.SumOnlyConsumer), in its softmax pass.
+	// forms Σ_i S_i alone (hooks.SumOnlyConsumer), in its softmax pass.
 	MeanReduction
 )
 
@@ -305,37 +309,43 @@ func (c *Collector) Metric(name string) ([]float64, bool) {
 	return nil, false
 }
 
-// Get returns the named per-cell metric at (b, l, h, t). It panics if the
-// name is not a per-cell metric (see Metrics) or an index is out of range.
-func (c *Collector) Get(metric string, b, l, h, t int) float64 {
+// Get returns the named per-cell metric at (b, l, h, t), or an error
+// naming the metrics this Collector holds when it holds no per-cell metric
+// of that name, or naming the shape when an index is out of range.
+func (c *Collector) Get(metric string, b, l, h, t int) (float64, error) {
 	x, ok := c.Metric(metric)
 	if !ok || metric == MetricS || metric == MetricLambdaObsDim {
-		panic(fmt.Sprintf("probes: Collector.Get: %q is not a per-cell metric of this Collector", metric))
+		return math.NaN(), fmt.Errorf("probes: Collector.Get: %q is not a per-cell metric of this Collector (it holds %s)", metric, strings.Join(c.Metrics(), ", "))
 	}
-	c.checkCell(b, l, h, t)
-	return x[c.Index(b, l, h, t)]
+	if err := c.checkCell(b, l, h, t); err != nil {
+		return math.NaN(), err
+	}
+	return x[c.Index(b, l, h, t)], nil
 }
 
 // GetDim returns the named per-dimension metric (MetricS or
-// MetricLambdaObsDim, kept with KeepPerDim) at (b, l, h, t, i). It panics if
-// the metric is not held or an index is out of range.
-func (c *Collector) GetDim(metric string, b, l, h, t, i int) float64 {
+// MetricLambdaObsDim, kept with KeepPerDim) at (b, l, h, t, i), or an error
+// when the metric is not held or an index is out of range.
+func (c *Collector) GetDim(metric string, b, l, h, t, i int) (float64, error) {
 	x, ok := c.Metric(metric)
 	if !ok || (metric != MetricS && metric != MetricLambdaObsDim) {
-		panic(fmt.Sprintf("probes: Collector.GetDim: %q is not a per-dimension metric of this Collector", metric))
+		return math.NaN(), fmt.Errorf("probes: Collector.GetDim: %q is not a per-dimension metric of this Collector (per-dimension metrics need KeepPerDim: %s, %s)", metric, MetricS, MetricLambdaObsDim)
 	}
-	c.checkCell(b, l, h, t)
+	if err := c.checkCell(b, l, h, t); err != nil {
+		return math.NaN(), err
+	}
 	if i < 0 || i >= c.DHead {
-		panic(fmt.Sprintf("probes: Collector.GetDim: dimension %d out of range [0,%d)", i, c.DHead))
+		return math.NaN(), fmt.Errorf("probes: Collector.GetDim: dimension %d out of range [0,%d)", i, c.DHead)
 	}
-	return x[c.Index(b, l, h, t)*c.DHead+i]
+	return x[c.Index(b, l, h, t)*c.DHead+i], nil
 }
 
-func (c *Collector) checkCell(b, l, h, t int) {
+func (c *Collector) checkCell(b, l, h, t int) error {
 	if b < 0 || b >= c.B || l < 0 || l >= c.L || h < 0 || h >= c.H || t < 0 || t >= c.T {
-		panic(fmt.Sprintf("probes: cell (b=%d, l=%d, h=%d, t=%d) out of range [%d,%d,%d,%d]",
-			b, l, h, t, c.B, c.L, c.H, c.T))
+		return fmt.Errorf("probes: cell (b=%d, l=%d, h=%d, t=%d) out of range [%d,%d,%d,%d]",
+			b, l, h, t, c.B, c.L, c.H, c.T)
 	}
+	return nil
 }
 
 // SetGate stores the output gate value g of query t of head h in layer l,
@@ -541,3 +551,21 @@ func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStr
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// Hooks returns a hook set that streams every layer's attention rows to c
+// and stores the output gates of a gated model of configuration cfg in it:
+// what a forward pass needs for the App. I diagnostics.
+func (c *Collector) Hooks(cfg *model.Config) *hooks.Set {
+	hs := &hooks.Set{}
+	hs.Stream(-1, c)
+	if gp := cfg.GatePerHead(); gp > 0 {
+		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
+			l, ok := hooks.Layer(name)
+			if !ok {
+				return fmt.Errorf("probes: unexpected gate hook name %q", name)
+			}
+			return c.SetLayerGates(l, x.Data().([]float32), gp)
+		})
+	}
+	return hs
+}

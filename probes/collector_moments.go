@@ -3,7 +3,7 @@ package probes
 import (
 	"math"
 
-	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/hooks"
 )
 
 // Kernel selects where a Collector gets each row's moments (Σα, Σα², the
@@ -12,11 +12,11 @@ type Kernel int
 
 const (
 	// MatrixKernel (the default) takes them from the attention pass itself
-	// where the model offers them (model.MomentsConsumer: the Llama-family
+	// where the model offers them (hooks.MomentsConsumer: the Llama-family
 	// attention of Llama, Mistral, Qwen2, Qwen3, Qiu's gated attention and
 	// GPT-2), computed there with float32 matrix products over whole tiles,
 	// with rows recomputed by float64 two-pass sums where the product form
-	// could lose digits (model.AttnMoments states the accuracy: e within
+	// could lose digits (hooks.AttnMoments states the accuracy: e within
 	// ~1e-6 of Σα|v|, S within ~1e-5 relative of the two-pass sums; the
 	// diagnostics agree with RowKernel's within 1e-5). Other models, the
 	// Sandwich form, the Expanded method and tiles with NaN/Inf fall back to
@@ -49,7 +49,7 @@ func ParseKernel(s string) (Kernel, bool) {
 	return 0, false
 }
 
-// ConsumeMoments implements model.MomentsConsumer: it stores the
+// ConsumeMoments implements hooks.MomentsConsumer: it stores the
 // diagnostics of every row of the tile formed from the moments the
 // attention pass computed (MatrixKernel), with the same functions and order
 // of operations as ConsumeAttn, so the two agree to the moments' rounding
@@ -57,7 +57,7 @@ func ParseKernel(s string) (Kernel, bool) {
 // per-dimension S; λobs and K ≤ 2.2e-7). It hands the tile to ConsumeAttn when the
 // options need more than the moments (RowKernel, Sandwich, Expanded) and
 // when the tile does not fit (ConsumeAttn reports the shape error).
-func (c *Collector) ConsumeMoments(am *model.AttnMoments) error {
+func (c *Collector) ConsumeMoments(am *hooks.AttnMoments) error {
 	a := am.Tile
 	o := c.opts
 	if o.Kernel != MatrixKernel || o.Lambda.Form == Sandwich || o.Moments != TwoPass {
@@ -119,7 +119,7 @@ func (c *Collector) ConsumeMoments(am *model.AttnMoments) error {
 
 // MomentsSumOnly reports whether the Collector stores reduction (i) only
 // (MeanReduction), so that the attention may hand it Σ_i S_i instead of S
-// (model.SumOnlyConsumer).
+// (hooks.SumOnlyConsumer).
 func (c *Collector) MomentsSumOnly() bool { return c.opts.Reductions == MeanReduction }
 
-var _ model.SumOnlyConsumer = (*Collector)(nil)
+var _ hooks.SumOnlyConsumer = (*Collector)(nil)

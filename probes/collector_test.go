@@ -126,16 +126,16 @@ func TestCollectorMatchesRowFunctions(t *testing.T) {
 							MetricENorm:             Norm2(e),
 						}
 						for name, w := range want {
-							got := c.Get(name, b, l, h, q)
+							got := cell(t, c, name, b, l, h, q)
 							if !(relErr(got, w) <= 1e-10 || (math.IsInf(w, 1) && math.IsInf(got, 1))) {
 								t.Errorf("%v %s[b=%d l=%d h=%d t=%d] = %.17g, want %.17g", form, name, b, l, h, q, got, w)
 							}
 						}
 						for i := 0; i < D; i++ {
-							if got := c.GetDim(MetricS, b, l, h, q, i); math.Abs(got-S[i]) > 1e-13 {
+							if got := cellDim(t, c, MetricS, b, l, h, q, i); math.Abs(got-S[i]) > 1e-13 {
 								t.Errorf("%v S[b=%d l=%d h=%d t=%d i=%d] = %.17g, want %.17g", form, b, l, h, q, i, got, S[i])
 							}
-							if got := c.GetDim(MetricLambdaObsDim, b, l, h, q, i); !(relErr(got, dim[i]) <= 1e-10 || got == dim[i]) {
+							if got := cellDim(t, c, MetricLambdaObsDim, b, l, h, q, i); !(relErr(got, dim[i]) <= 1e-10 || got == dim[i]) {
 								t.Errorf("%v lambda_obs_dim[b=%d l=%d h=%d t=%d i=%d] = %.17g, want %.17g", form, b, l, h, q, i, got, dim[i])
 							}
 						}
@@ -217,11 +217,11 @@ func TestCollectorUnfilledCellsAreNaN(t *testing.T) {
 		l, q   int
 		filled bool
 	}{{1, 0, true}, {1, 9, true}, {1, 10, false}, {1, 11, false}, {0, 0, false}} {
-		if got := c.Get(MetricNEff, 0, x.l, 0, x.q); math.IsNaN(got) == x.filled {
+		if got := cell(t, c, MetricNEff, 0, x.l, 0, x.q); math.IsNaN(got) == x.filled {
 			t.Errorf("neff[l=%d t=%d] = %g, filled=%v", x.l, x.q, got, x.filled)
 		}
 	}
-	if g := c.Get(MetricGate, 0, 1, 0, 0); !math.IsNaN(g) {
+	if g := cell(t, c, MetricGate, 0, 1, 0, 0); !math.IsNaN(g) {
 		t.Errorf("gate never set = %g, want NaN", g)
 	}
 }
@@ -272,7 +272,7 @@ func TestCollectorNonFinite(t *testing.T) {
 				if n := c.NonFiniteRows(); n == 0 {
 					t.Errorf("%s (continue): NonFiniteRows = 0", tc.name)
 				}
-				if x := c.Get(MetricNEff, 0, 2, 0, T-1); math.IsNaN(x) {
+				if x := cell(t, c, MetricNEff, 0, 2, 0, T-1); math.IsNaN(x) {
 					t.Errorf("%s (continue): clean head 0 not stored", tc.name)
 				}
 				continue
@@ -287,7 +287,7 @@ func TestCollectorNonFinite(t *testing.T) {
 					t.Errorf("%s: error %q does not name %q", tc.name, msg, want)
 				}
 			}
-			if x := c.Get(MetricNEff, 0, 2, 1, tc.wantQuery-1); math.IsNaN(x) {
+			if x := cell(t, c, MetricNEff, 0, 2, 1, tc.wantQuery-1); math.IsNaN(x) {
 				t.Errorf("%s: row before the bad one not stored", tc.name)
 			}
 		}
@@ -355,21 +355,21 @@ func TestCollectorGates(t *testing.T) {
 		for q := 0; q < T; q++ {
 			for h := 0; h < H; h++ {
 				i := (b*T+q)*H + h
-				if got, want := c.Get(MetricGate, b, 0, h, q), float64(head[i]); got != want {
+				if got, want := cell(t, c, MetricGate, b, 0, h, q), float64(head[i]); got != want {
 					t.Errorf("headwise gate[b=%d t=%d h=%d] = %g, want %g", b, q, h, got, want)
 				}
-				if got, want := c.Get(MetricGate, b, 1, h, q), GateMean(elem[i*D:(i+1)*D]); got != want {
+				if got, want := cell(t, c, MetricGate, b, 1, h, q), GateMean(elem[i*D:(i+1)*D]); got != want {
 					t.Errorf("elementwise gate[b=%d t=%d h=%d] = %g, want %g", b, q, h, got, want)
 				}
 			}
 		}
 	}
 	c.SetGate(1, 1, 4, 2, 0.75)
-	if got := c.Get(MetricGate, 1, 1, 2, 4); got != 0.75 {
+	if got := cell(t, c, MetricGate, 1, 1, 2, 4); got != 0.75 {
 		t.Errorf("SetGate(1,1,4,2): gate = %g, want 0.75", got)
 	}
 	c.SetGateVector(0, 0, 3, 1, []float32{0.5, 1})
-	if got := c.Get(MetricGate, 0, 0, 1, 3); got != 0.75 {
+	if got := cell(t, c, MetricGate, 0, 0, 1, 3); got != 0.75 {
 		t.Errorf("SetGateVector: gate = %g, want 0.75", got)
 	}
 	if err := c.SetLayerGates(0, head[:7], 1); err == nil {
@@ -387,7 +387,7 @@ func TestCollectorBOSKeys(t *testing.T) {
 	feed(t, c, s, 0, 6)
 	for q := 0; q < 6; q++ {
 		row := s.attn[q*6 : q*6+q+1]
-		if got, want := c.Get(MetricBOSMass, 0, 0, 0, q), ColumnMass(row, []int{0, 1}); got != want {
+		if got, want := cell(t, c, MetricBOSMass, 0, 0, 0, q), ColumnMass(row, []int{0, 1}); got != want {
 			t.Errorf("bos_mass with keys {0,1} at t=%d = %g, want %g", q, got, want)
 		}
 	}
@@ -405,5 +405,50 @@ func TestCollectorNoAllocPerRow(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(20, func() { _ = c.ConsumeAttn(tile) }); n > 0 {
 		t.Errorf("ConsumeAttn of 64 rows: %g allocations per call, want 0", n)
+	}
+}
+
+// cell is Collector.Get, failing the test on an error.
+func cell(t *testing.T, c *Collector, metric string, b, l, h, q int) float64 {
+	t.Helper()
+	x, err := c.Get(metric, b, l, h, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// cellDim is Collector.GetDim, failing the test on an error.
+func cellDim(t *testing.T, c *Collector, metric string, b, l, h, q, i int) float64 {
+	t.Helper()
+	x, err := c.GetDim(metric, b, l, h, q, i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// TestCollectorGetErrors: an unknown metric, a per-dimension one through
+// Get, and an index out of range are errors that name what is held.
+func TestCollectorGetErrors(t *testing.T) {
+	c, err := NewCollector(1, 2, 2, 4, 8, CollectorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		metric     string
+		b, l, h, q int
+		want       string
+	}{
+		{"k_bft", 0, 0, 0, 0, `"k_bft" is not a per-cell metric of this Collector (it holds neff,`},
+		{MetricS, 0, 0, 0, 0, "is not a per-cell metric"},
+		{MetricK, 0, 2, 0, 0, "out of range"},
+	} {
+		if _, err := c.Get(tc.metric, tc.b, tc.l, tc.h, tc.q); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Get(%q, %d, %d, %d, %d): %v, want an error containing %q", tc.metric, tc.b, tc.l, tc.h, tc.q, err, tc.want)
+		}
+	}
+	if _, err := c.GetDim(MetricS, 0, 0, 0, 0, 0); err == nil || !strings.Contains(err.Error(), "KeepPerDim") {
+		t.Errorf("GetDim without KeepPerDim: %v", err)
 	}
 }

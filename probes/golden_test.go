@@ -158,7 +158,7 @@ func TestGoldenDiagnostics(t *testing.T) {
 				for b := 0; b < g.B; b++ {
 					for l := 0; l < g.L; l++ {
 						for h := 0; h < g.H; h++ {
-							if lam := c.Get(MetricLambdaObs, b, l, h, 0); lam != 2*float64(g.D) {
+							if lam := cell(t, c, MetricLambdaObs, b, l, h, 0); lam != 2*float64(g.D) {
 								t.Errorf("lambda_obs[b=%d l=%d h=%d t=0] = %.17g, want 2·d_head = %d", b, l, h, lam, 2*g.D)
 							}
 						}
@@ -200,7 +200,7 @@ func checkGoldenGates(t *testing.T, g *goldenCase) {
 						want += float64(g.gate[l][o+k])
 					}
 					want /= float64(g.gatePerHead)
-					got := c.Get(MetricGate, b, l, h, q)
+					got := cell(t, c, MetricGate, b, l, h, q)
 					if math.Abs(got-want) > 1e-15 || !(got > 0 && got < 1) {
 						t.Fatalf("gate[b=%d l=%d h=%d t=%d] = %.17g, want %.17g in (0,1)", b, l, h, q, got, want)
 					}

@@ -3,8 +3,7 @@ package probes
 import (
 	"fmt"
 	"math"
-
-	"github.com/filterlens/probe/model"
+	"slices"
 )
 
 // The BFT paper (arXiv:2605.18832) reads the Kalman gain of Eq. 3 as a
@@ -19,7 +18,7 @@ import (
 //	Predicted; tested in future work via inference-time intervention.
 //
 // KGate turns one query row's n_eff and S̄ into such a gate, in the
-// readings listed under GateMapping; model.ForwardGate applies it in place
+// readings listed under GateMapping; GateOverride.Register applies it in place
 // of the checkpoint's learned gate, head by head and query by query.
 
 // GateMapping is a way to compute an attention output gate from the
@@ -97,7 +96,7 @@ type KGateOptions struct {
 
 // KGate computes output gates from attention rows (see GateMapping).
 // Create it with NewKGate; calibrate the mappings that need it with a
-// KGateCalibrator; then pass Gate to model.RowGate. Gate only reads the
+// KGateCalibrator; then pass Gate to RowGate. Gate only reads the
 // KGate, so one KGate may serve concurrent passes.
 type KGate struct {
 	Options       KGateOptions // with defaults resolved
@@ -175,9 +174,9 @@ func (g *KGate) K(nEff, sBar float64) float64 {
 }
 
 // Gate returns the gate of one row under the mapping; use it as a
-// model.GateFunc. It panics if the mapping needs a calibration that has
+// GateFunc. It panics if the mapping needs a calibration that has
 // not been done.
-func (g *KGate) Gate(r model.GateRow) float64 {
+func (g *KGate) Gate(r GateRow) float64 {
 	if g.Options.Mapping == MapK {
 		return g.K(r.NEff, r.SBar)
 	}
@@ -197,7 +196,7 @@ func (g *KGate) Gate(r model.GateRow) float64 {
 
 // KGateCalibrator records, during a pass with the learned gate, what a
 // calibrated mapping needs: per (layer, head) the learned gate and λobs of
-// every query row. Observe is the pass's model.GateFunc; it returns the
+// every query row. Observe is the pass's GateFunc; it returns the
 // learned gate, so the calibration pass is the plain pass, bit for bit.
 type KGateCalibrator struct {
 	g    *KGate
@@ -212,7 +211,7 @@ func (g *KGate) Calibrator() *KGateCalibrator {
 }
 
 // Observe records one row and returns its learned gate.
-func (c *KGateCalibrator) Observe(r model.GateRow) float64 {
+func (c *KGateCalibrator) Observe(r GateRow) float64 {
 	if r.Layer >= c.g.Layers || r.Head >= c.g.Heads {
 		panic(fmt.Sprintf("probes: KGateCalibrator: layer %d head %d outside the KGate's %d×%d", r.Layer, r.Head, c.g.Layers, c.g.Heads))
 	}
@@ -223,16 +222,32 @@ func (c *KGateCalibrator) Observe(r model.GateRow) float64 {
 }
 
 // Finish computes every cell's calibration from the recorded rows and
-// installs it in the KGate. It fails, naming the cell, when a cell saw no
-// rows, when K's mean is 0 (MapKMatched), or when no λ makes the mean gate
+// installs it in the KGate; the cells of a layer that saw no rows at all
+// (one without softmax attention) have Rows 0 and NaN values. It fails,
+// naming the cell, when a cell of another layer saw no rows, when K's mean is 0 (MapKMatched), or when no λ makes the mean gate
 // equal the learned mean (MapKLambda: the learned mean must lie strictly
 // between the fraction of rows with λobs = +Inf and 1).
 func (c *KGateCalibrator) Finish() error {
 	g := c.g
+	// layers without softmax rows at all (a hybrid model's Gated DeltaNet
+	// layers, which have no gate to replace) keep cells of 0 rows
+	measured := make([]bool, g.Layers)
+	for i, lo := range c.lobs {
+		if len(lo) > 0 {
+			measured[i/g.Heads] = true
+		}
+	}
+	if !slices.Contains(measured, true) {
+		return fmt.Errorf("probes: K gate calibration saw no query rows")
+	}
 	cells := make([]KGateCell, g.Layers*g.Heads)
 	for i := range cells {
 		l, h := i/g.Heads, i%g.Heads
 		lo := c.lobs[i]
+		if !measured[l] {
+			cells[i] = KGateCell{Layer: l, Head: h, MeanGate: math.NaN(), MeanK: math.NaN(), Scale: math.NaN(), Lambda: math.NaN()}
+			continue
+		}
 		if len(lo) == 0 {
 			return fmt.Errorf("probes: K gate calibration: layer %d head %d saw no query rows", l, h)
 		}

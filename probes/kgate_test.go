@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 )
 
@@ -19,12 +20,12 @@ func TestKGateK(t *testing.T) {
 	if g.Options.Mapping != MapK || g.Options.Prior != 1 || g.Options.Lambda.Nu != 1 || g.Options.Lambda.Sigma02 != 1.0/128 {
 		t.Fatalf("defaults not resolved: %+v", g.Options)
 	}
-	if got, want := g.Gate(model.GateRow{NEff: 1, SBar: 0}), 256.0/257; math.Abs(got-want) > 1e-15 {
+	if got, want := g.Gate(GateRow{NEff: 1, SBar: 0}), 256.0/257; math.Abs(got-want) > 1e-15 {
 		t.Fatalf("one-hot row: K = %v, want %v", got, want)
 	}
 	for _, c := range []struct{ n, s float64 }{{3, 0.2}, {40.5, 0.013}, {1000, 2}} {
 		lam := (c.n + 1) / (c.s + 1.0/128)
-		if got, want := g.Gate(model.GateRow{Layer: 1, Head: 2, NEff: c.n, SBar: c.s}), lam/(1+lam); math.Abs(got-want) > 1e-15 {
+		if got, want := g.Gate(GateRow{Layer: 1, Head: 2, NEff: c.n, SBar: c.s}), lam/(1+lam); math.Abs(got-want) > 1e-15 {
 			t.Fatalf("n_eff %v S̄ %v: K = %v, want %v", c.n, c.s, got, want)
 		}
 	}
@@ -63,19 +64,19 @@ func TestKGateRefusals(t *testing.T) {
 			t.Fatal("an uncalibrated k-matched gate did not panic")
 		}
 	}()
-	g.Gate(model.GateRow{NEff: 2, SBar: 1})
+	g.Gate(GateRow{NEff: 2, SBar: 1})
 }
 
 // calibRows makes synthetic calibration rows for a 2×2 model: n_eff in
 // [1, 60], S̄ log-uniform, learned gate around a per-cell level.
-func calibRows(n int) []model.GateRow {
+func calibRows(n int) []GateRow {
 	rng := rand.New(rand.NewPCG(4, 5))
-	var rows []model.GateRow
+	var rows []GateRow
 	for l := 0; l < 2; l++ {
 		for t := 0; t < n; t++ {
 			for h := 0; h < 2; h++ {
 				level := 0.2 + 0.25*float64(2*l+h)
-				rows = append(rows, model.GateRow{Layer: l, Head: h, Query: t,
+				rows = append(rows, GateRow{Layer: l, Head: h, Query: t,
 					NEff: 1 + 59*rng.Float64(), SBar: math.Exp(-6 + 6*rng.Float64()),
 					Learned: level + 0.05*rng.NormFloat64()})
 			}
@@ -131,9 +132,9 @@ func TestKGateFitPriorRange(t *testing.T) {
 	g, _ := NewKGate(KGateOptions{Mapping: MapKLambda, Lambda: LambdaOptions{Form: REMLNaive}}, 1, 2, 8)
 	cal := g.Calibrator()
 	for t := 0; t < 4; t++ {
-		cal.Observe(model.GateRow{Head: 0, NEff: 3, SBar: 0.5, Learned: 0.3})
+		cal.Observe(GateRow{Head: 0, NEff: 3, SBar: 0.5, Learned: 0.3})
 		// head 1: every row one-hot (λobs = +Inf under Eq. 5), so K ≡ 1
-		cal.Observe(model.GateRow{Head: 1, NEff: 1, SBar: 0, Learned: 0.3})
+		cal.Observe(GateRow{Head: 1, NEff: 1, SBar: 0, Learned: 0.3})
 	}
 	err := cal.Finish()
 	if err == nil || !strings.Contains(err.Error(), "layer 0 head 1") {
@@ -171,7 +172,7 @@ func TestKGateOnModel(t *testing.T) {
 		}
 		if mp.Calibrated() {
 			cal := g.Calibrator()
-			out, err := m.ForwardGate(ids, model.Options{Logits: true}, model.RowGate(cal.Observe))
+			out, err := gatePass(m, ids, RowGate(cal.Observe))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +185,7 @@ func TestKGateOnModel(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		out, err := m.ForwardGate(ids, model.Options{Logits: true}, model.RowGate(g.Gate))
+		out, err := gatePass(m, ids, RowGate(g.Gate))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,4 +197,13 @@ func TestKGateOnModel(t *testing.T) {
 			t.Fatalf("%s: logits unchanged", mp)
 		}
 	}
+}
+
+// gatePass runs m on ids with the override g and the logits.
+func gatePass(m *model.Model, ids [][]int, g *GateOverride) (*model.Output, error) {
+	hs := &hooks.Set{}
+	if err := g.Register(hs, &m.Config, len(ids), len(ids[0])); err != nil {
+		return nil, err
+	}
+	return m.Forward(ids, model.Options{Logits: true, Hooks: hs})
 }

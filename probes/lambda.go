@@ -72,7 +72,7 @@ const (
 	FromMean Reduction = iota
 	// PerDimMean (notes §B.4 (ii)): λobs_i per dimension, then
 	// λobs = mean_i λobs_i. The matching gain is KDimMean
-	// (= mean_i K_i, the golden k_dim_mean), not K(mean_i λobs_i).
+	// (= mean_i K_i, the golden K_dim_mean), not K(mean_i λobs_i).
 	PerDimMean
 	// Harmonic (notes §B.4 (iii)): λobs = 1/mean_i Var_i, i.e. the harmonic
 	// mean of the per-dimension λobs_i. Every form's Var_i is affine in its

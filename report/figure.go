@@ -141,6 +141,9 @@ type Series struct {
 type ColorScale struct {
 	Label string
 	Map   *Colormap // Min and Max give the range
+	// Integer marks a quantity that takes whole values (a layer or head
+	// index): the colour bar is labelled with whole numbers only.
+	Integer bool
 }
 
 // Heatmap is a matrix drawn as coloured cells: row r, column c covers
@@ -152,6 +155,10 @@ type Heatmap struct {
 	X0, DX     float64
 	Y0, DY     float64
 	Scale      ColorScale
+	// XTokens and YTokens, when set, hold the token string of each column
+	// and row (one cell per token): shown on hover, and as the axis labels
+	// of sequences of at most 40 tokens.
+	XTokens, YTokens []string
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
@@ -179,6 +186,9 @@ func (f *Figure) Validate() error {
 		if h := p.Heatmap; h != nil {
 			if h.Rows < 1 || h.Cols < 1 || len(h.Z) != h.Rows*h.Cols || h.Scale.Map == nil {
 				return fmt.Errorf("%s: heatmap %d×%d with %d values", where, h.Rows, h.Cols, len(h.Z))
+			}
+			if (h.XTokens != nil && len(h.XTokens) != h.Cols) || (h.YTokens != nil && len(h.YTokens) != h.Rows) {
+				return fmt.Errorf("%s: %d column and %d row tokens for a %d×%d heatmap (want one per cell)", where, len(h.XTokens), len(h.YTokens), h.Rows, h.Cols)
 			}
 		}
 		for j, s := range p.Series {

@@ -108,15 +108,18 @@ func (r *Report) Write(dir string, o WriteOptions) (*Written, error) {
 		}
 		fd := figureData{Figure: f, PNG: f.ID + ".png", SVG: f.ID + ".svg", Columns: f.columns()}
 		if o.Static {
-			fd.Charts = []template.HTML{template.HTML(`<div class="chart" id="` + chartID(f.ID, 0) + `">` + inlineSVG(svg) + `</div>`)}
+			w, _ := f.canvasSize()
+			fd.Charts = []template.HTML{template.HTML(fmt.Sprintf(`<div class="chart static" id="%s" style="max-width:%.0fpx">%s</div>`,
+				chartID(f.ID, 0), w.Points()*4/3, inlineSVG(svg)))}
 			fd.Columns = 1
 		} else {
 			snips, err := f.echartsSnippets()
 			if err != nil {
 				return nil, err
 			}
-			for _, s := range snips {
-				fd.Charts = append(fd.Charts, template.HTML(`<div class="chart">`+s.Element+`</div>`))
+			for i, s := range snips {
+				w, _ := f.panelSizePx(&f.Panels[i])
+				fd.Charts = append(fd.Charts, template.HTML(fmt.Sprintf(`<div class="chart" style="max-width:%dpx">%s</div>`, w, s.Element)))
 				page.Scripts = append(page.Scripts, template.HTML(s.Script))
 			}
 		}
@@ -163,18 +166,22 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="probe">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:">
 <title>{{.Title}}</title>
 <style>
-body { font-family: "Liberation Sans", Arial, Helvetica, sans-serif; color: #111; margin: 0 auto; max-width: 1240px; padding: 16px 24px 64px; line-height: 1.45; }
+body { font-family: "Liberation Sans", Arial, Helvetica, sans-serif; color: #111; margin: 0 auto; max-width: 1720px; padding: 16px 24px 64px; line-height: 1.45; }
 h1 { font-size: 1.7em; margin-bottom: 0.1em; }
 h2 { font-size: 1.3em; margin-top: 2.2em; border-top: 1px solid #ccc; padding-top: 0.8em; }
 .sub, .stamp { color: #444; margin-top: 0; }
 nav ol { columns: 2; padding-left: 1.4em; }
-.panels { display: grid; gap: 8px 16px; justify-content: start; }
-.chart { background: #fff; }
-.chart .container { margin: 0; }
-.caption { max-width: 980px; }
+.panels { display: flex; flex-wrap: wrap; gap: 8px 16px; }
+.chart { background: #fff; min-width: 0; flex: 1 1 max(360px, calc((100% - (var(--cols) - 1) * 16px) / var(--cols) - 1px)); }
+.chart.static { flex-basis: 100%; }
+.chart.static svg { width: 100%; height: auto; display: block; }
+.caption, .notes, details { max-width: 980px; }
+td, code, .caption { overflow-wrap: anywhere; }
+td:first-child { overflow-wrap: normal; }
 table { border-collapse: collapse; margin: 0.6em 0 1em; font-size: 0.92em; }
 caption { text-align: left; font-weight: bold; padding-bottom: 0.3em; }
 th, td { border: 1px solid #bbb; padding: 3px 8px; text-align: left; vertical-align: top; }
@@ -201,7 +208,7 @@ details summary { cursor: pointer; font-weight: bold; }
 {{range .Figures}}
 <section class="figure" id="fig-{{.ID}}">
 <h2>{{.Title}}</h2>
-<div class="panels" style="grid-template-columns: repeat({{.Columns}}, max-content)">
+<div class="panels" style="--cols: {{.Columns}}">
 {{range .Charts}}{{.}}
 {{end}}</div>
 <p class="caption">{{.Caption}}</p>
@@ -218,7 +225,15 @@ details summary { cursor: pointer; font-weight: bold; }
 </section>
 {{end}}
 {{range .Scripts}}{{.}}
-{{end}}
+{{end}}{{if not .Static}}<script>
+// Every chart follows its container's size (the panels wrap to the page).
+(function () {
+	var ro = new ResizeObserver(function (entries) {
+		entries.forEach(function (e) { var c = echarts.getInstanceByDom(e.target); if (c) { c.resize(); } });
+	});
+	document.querySelectorAll('.chart .item').forEach(function (el) { ro.observe(el); });
+})();
+</script>{{end}}
 </body>
 </html>
 `))

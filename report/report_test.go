@@ -1,17 +1,17 @@
 package report
 
 import (
+	"archive/tar"
 	"bytes"
-	"context"
+	"compress/gzip"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/filterlens/probe/report/browser"
+	"github.com/filterlens/probe/report/reporttest"
 )
 
 // demoFigure uses every series kind, a log axis, a colour scale and a
@@ -125,7 +125,7 @@ func TestWriteStatic(t *testing.T) {
 		t.Fatal(err)
 	}
 	html, _ := os.ReadFile(w.HTML)
-	for _, want := range []string{"Content-Security-Policy", `class="chart"`, "<svg", "paper vs ours", "demo-1.png"} {
+	for _, want := range []string{"Content-Security-Policy", `class="chart static"`, "<svg", "paper vs ours", "demo-1.png"} {
 		if !bytes.Contains(html, []byte(want)) {
 			t.Errorf("static page lacks %q", want)
 		}
@@ -136,25 +136,102 @@ func TestWriteStatic(t *testing.T) {
 	if len(w.Files) != 2 {
 		t.Errorf("files %v", w.Files)
 	}
+	reporttest.Check(t, reporttest.Browser(t), w.HTML, 1)
 }
 
-func TestLocateEChartsEnv(t *testing.T) {
+// npmTarball writes an npm-style tarball holding js as
+// package/dist/echarts.min.js.
+func npmTarball(t *testing.T, js []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "echarts-"+EChartsVersion+".tgz")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	tw := tar.NewWriter(zw)
+	for _, e := range []struct {
+		name string
+		data []byte
+	}{{"package/package.json", []byte(`{"name":"echarts"}`)}, {"package/dist/echarts.min.js", js}} {
+		tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.data))})
+		tw.Write(e.data)
+	}
+	tw.Close()
+	zw.Close()
+	f.Close()
+	return p
+}
+
+// TestLocateECharts follows the search order outside the repository: the
+// environment variable, the repository's third_party/ (absent here), then
+// the user cache that InstallECharts fills; with none, ChooseCharts falls
+// back to static SVG with exactly one line.
+func TestLocateECharts(t *testing.T) {
+	repoCopy, repoErr := LocateECharts() // the checkout's copy, when installed
+	t.Chdir(t.TempDir())
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("HOME", cache)
 	t.Setenv(EChartsEnv, filepath.Join(t.TempDir(), "missing.js"))
-	if _, err := LocateECharts(); err == nil || !strings.Contains(err.Error(), "setup.sh") {
-		t.Errorf("missing file: %v", err)
+	if _, err := LocateECharts(); err == nil || !strings.Contains(err.Error(), "probe setup") || !strings.Contains(err.Error(), EChartsEnv) {
+		t.Errorf("env var pointing to nothing: %v", err)
 	}
 	r := &Report{Title: "x", Figures: []*Figure{demoFigure()}}
-	if _, err := r.Write(t.TempDir(), WriteOptions{}); err == nil || !strings.Contains(err.Error(), EChartsEnv) {
-		t.Errorf("Write without echarts: %v", err)
+	if _, err := r.Write(t.TempDir(), WriteOptions{ECharts: filepath.Join(cache, "nope.js")}); err == nil || !strings.Contains(err.Error(), "nope.js") {
+		t.Errorf("Write with an explicit missing echarts: %v", err)
+	}
+	var note bytes.Buffer
+	o := ChooseCharts(WriteOptions{DPI: 40}, &note)
+	if !o.Static || strings.Count(note.String(), "\n") != 1 || !strings.Contains(note.String(), "static SVG") || !strings.Contains(note.String(), "probe setup") {
+		t.Errorf("fallback: static %v, note %q", o.Static, note.String())
+	}
+	if w, err := r.Write(t.TempDir(), o); err != nil {
+		t.Errorf("static fallback report: %v", err)
+	} else {
+		reporttest.Check(t, reporttest.Browser(t), w.HTML, 1)
+	}
+	note.Reset()
+	if o := ChooseCharts(WriteOptions{Static: true}, &note); !o.Static || note.Len() != 0 {
+		t.Errorf("--static: %+v, note %q", o, note.String())
+	}
+	t.Setenv(EChartsEnv, "")
+	if _, err := LocateECharts(); err == nil || !strings.Contains(err.Error(), filepath.Join(cache, "probe", "echarts", EChartsVersion)) {
+		t.Errorf("no copy anywhere: %v", err)
+	}
+	if _, err := InstallECharts(npmTarball(t, bytes.Repeat([]byte("echarts "), 20000))); err == nil || !strings.Contains(err.Error(), "SHA-256") {
+		t.Errorf("a tarball with another echarts.min.js: %v", err)
+	}
+	if repoErr != nil {
+		t.Skipf("the rest needs the real echarts.min.js: %v", repoErr)
+	}
+	js, err := os.ReadFile(repoCopy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := InstallECharts(npmTarball(t, js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LocateECharts(); err != nil || got != dst {
+		t.Errorf("after InstallECharts: %q, %v; want %s", got, err, dst)
+	}
+	note.Reset()
+	if o := ChooseCharts(WriteOptions{}, &note); o.Static || o.ECharts != dst || note.Len() != 0 {
+		t.Errorf("with the cache: %+v, note %q", o, note.String())
+	}
+	t.Setenv(EChartsEnv, repoCopy)
+	if got, _ := LocateECharts(); got != repoCopy {
+		t.Errorf("the environment variable does not come first: %s", got)
 	}
 }
 
 // needBrowser returns chromium, or skips with the reason.
 func needBrowser(t *testing.T) string {
 	t.Helper()
-	chromium, err := browser.Find()
-	if err != nil {
-		t.Skipf("skipping the browser check: %v", err)
+	chromium := reporttest.Browser(t)
+	if chromium == "" {
+		t.Skip("skipping the browser check: no chromium")
 	}
 	if _, err := LocateECharts(); err != nil {
 		t.Skipf("skipping the browser check: %v", err)
@@ -162,52 +239,18 @@ func needBrowser(t *testing.T) string {
 	return chromium
 }
 
-// CheckInBrowser opens a written report in headless Chromium and fails the
-// test on any problem the offline check finds.
-func CheckInBrowser(t *testing.T, chromium, html string, wantCharts int) *browser.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	res, err := browser.Check(ctx, chromium, html)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range res.Problems(0.02) {
-		t.Error(p)
-	}
-	if len(res.Charts) != wantCharts {
-		t.Errorf("%d chart containers, want %d", len(res.Charts), wantCharts)
-	}
-	var files []string
-	for _, u := range res.Requests {
-		if !strings.HasPrefix(u, "data:") { // inline images of the static SVG
-			files = append(files, u)
-		}
-	}
-	if len(files) != 1 || !strings.HasPrefix(files[0], "file://") {
-		t.Errorf("requests %v, want only the page itself", files)
-	}
-	return res
-}
-
 func TestReportInBrowser(t *testing.T) {
 	chromium := needBrowser(t)
 	dir := t.TempDir()
-	if d := os.Getenv("PROBE_KEEP_REPORT"); d != "" {
-		dir = d
-	}
 	r := &Report{Title: "Demo", Figures: []*Figure{demoFigure()}}
 	w, err := r.Write(dir, WriteOptions{DPI: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := CheckInBrowser(t, chromium, w.HTML, 3)
-	if os.Getenv("PROBE_KEEP_REPORT") != "" {
-		os.WriteFile(filepath.Join(dir, "page.png"), res.Page, 0o644)
-	}
+	reporttest.Check(t, chromium, w.HTML, 3)
 	sw, err := r.Write(filepath.Join(dir, "static"), WriteOptions{Static: true, DPI: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
-	CheckInBrowser(t, chromium, sw.HTML, 1)
+	reporttest.Check(t, chromium, sw.HTML, 1)
 }

@@ -157,15 +157,24 @@ func drawPanel(pn *Panel, c draw.Canvas) error {
 		p.HideAxes()
 		grid.Vertical.Width, grid.Horizontal.Width = 0, 0
 	}
-	if pn.Heatmap != nil {
+	if hm := pn.Heatmap; hm != nil {
 		grid.Vertical.Width, grid.Horizontal.Width = 0, 0
 		p.X.Padding, p.Y.Padding = 0, 0
-		p.Add(heatmapImage(pn.Heatmap, ysign))
+		p.Add(heatmapImage(hm, ysign))
+		if len(hm.XTokens) == hm.Cols && hm.Cols <= maxTokenLabels && hm.DX == 1 {
+			p.X.Tick.Marker = tokenTicks{x0: hm.X0, tokens: hm.XTokens, sign: 1}
+			p.X.Tick.Label.Rotation = math.Pi / 2
+			p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = text.XRight, text.YCenter
+		}
+		if len(hm.YTokens) == hm.Rows && hm.Rows <= maxTokenLabels && hm.DY == 1 {
+			p.Y.Tick.Marker = tokenTicks{x0: hm.Y0, tokens: hm.YTokens, sign: ysign}
+		}
 	}
 
 	leg := &legend{Legend: plot.NewLegend()}
 	leg.TextStyle.Font = sans(legendSize)
 	leg.ThumbnailWidth = vg.Points(22)
+	leg.Padding = vg.Points(3) // keeps the text boxes of adjacent entries apart
 	for i := range pn.Series {
 		thumbs, err := addSeries(p, &pn.Series[i], pn.Colors, ysign)
 		if err != nil {
@@ -287,6 +296,7 @@ func drawColorBar(cs *ColorScale, c draw.Canvas) error {
 	p.Y.Label.Text = cs.Label
 	p.Y.Label.TextStyle.Font = sans(axisLabelSize - 1)
 	p.Y.Tick.Label.Font = sans(tickLabelSize - 1)
+	p.Y.Tick.Marker = cleanTicks{integer: cs.Integer}
 	p.Y.Padding = 0
 	p.X.Padding = 0
 	// A bar 0.18 in wide at the left edge; labels to its left would collide
@@ -295,44 +305,41 @@ func drawColorBar(cs *ColorScale, c draw.Canvas) error {
 	return nil
 }
 
-// cleanTicks are "nice" ticks: a step of 1, 2, 2.5 or 5 × 10^k giving 4–8
-// labelled ticks, each labelled with the shortest exact form ("25", not
-// "25.00"), and unlabelled minor ticks halfway between.
-type cleanTicks struct{}
+// cleanTicks are the NiceTicks of the range, labelled by TickLabel ("25",
+// not "25.00"), with unlabelled minor ticks halfway between; integer ticks
+// step by whole numbers only (a layer or head index).
+type cleanTicks struct{ integer bool }
 
-func (cleanTicks) Ticks(min, max float64) []plot.Tick {
-	if !(max > min) {
+func (ct cleanTicks) Ticks(min, max float64) []plot.Tick {
+	ticks, step, dec := NiceTicks(min, max, targetTicks)
+	if ticks == nil {
 		return plot.DefaultTicks{}.Ticks(min, max)
 	}
-	step := niceStep((max - min) / 5)
+	if ct.integer && step < 1 {
+		step, dec, ticks = 1, 0, ticks[:0]
+		for v := math.Ceil(min); v <= max; v++ {
+			ticks = append(ticks, v)
+		}
+		if len(ticks) == 0 {
+			return nil
+		}
+		var ts []plot.Tick
+		for _, v := range ticks {
+			ts = append(ts, plot.Tick{Value: v, Label: TickLabel(v, step, dec)})
+		}
+		return ts
+	}
 	var ts []plot.Tick
-	for v := math.Ceil(min/step) * step; v <= max+step*1e-9; v += step {
+	for _, v := range ticks {
 		if m := v - step/2; m >= min {
 			ts = append(ts, plot.Tick{Value: m})
 		}
-		ts = append(ts, plot.Tick{Value: v, Label: shortLabel(math.Round(v/step) * step)})
+		ts = append(ts, plot.Tick{Value: v, Label: TickLabel(v, step, dec)})
+	}
+	if m := ticks[len(ticks)-1] + step/2; m <= max {
+		ts = append(ts, plot.Tick{Value: m})
 	}
 	return ts
-}
-
-// niceStep returns the step of the form 1, 2, 2.5 or 5 times a power of
-// ten closest (in ratio) to raw.
-func niceStep(raw float64) float64 {
-	p := math.Pow(10, math.Floor(math.Log10(raw)))
-	best := p
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if math.Abs(math.Log(m*p/raw)) < math.Abs(math.Log(best/raw)) {
-			best = m * p
-		}
-	}
-	return best
-}
-
-func shortLabel(v float64) string {
-	if math.Abs(v) < 1e-12 {
-		return "0"
-	}
-	return strconv.FormatFloat(v, 'g', 5, 64)
 }
 
 // logTicks label every power of ten (every second or third one over
@@ -381,10 +388,28 @@ type negTicks struct{}
 
 func (negTicks) Ticks(min, max float64) []plot.Tick {
 	ts := cleanTicks{}.Ticks(min, max)
+	_, step, dec := NiceTicks(min, max, targetTicks)
 	for i := range ts {
 		if ts[i].Label != "" {
-			ts[i].Label = shortLabel(-ts[i].Value)
+			ts[i].Label = TickLabel(-ts[i].Value, step, dec)
 		}
+	}
+	return ts
+}
+
+// tokenTicks label every cell of a heatmap axis (one cell per token) with
+// its token, at the cell centre x0 + c + 1/2 (times sign: a YDown axis is
+// drawn negated).
+type tokenTicks struct {
+	x0     float64
+	tokens []string
+	sign   float64
+}
+
+func (tt tokenTicks) Ticks(min, max float64) []plot.Tick {
+	ts := make([]plot.Tick, len(tt.tokens))
+	for c, t := range tt.tokens {
+		ts[c] = plot.Tick{Value: tt.sign * (tt.x0 + float64(c) + 0.5), Label: shortToken(t)}
 	}
 	return ts
 }

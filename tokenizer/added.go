@@ -111,19 +111,21 @@ func (v *addedVocab) hasIdentical(t addedToken) bool {
 }
 
 // segment is a piece of the input: text still to tokenize (id < 0), or an
-// added token's id.
+// added token's id. lead is the text's lead (see preTokenizer).
 type segment struct {
 	text string
 	id   int
+	lead int
 }
 
 // split cuts s at the matches of trie and appends the pieces to out, as
 // Hugging Face's AddedVocabulary::find_matches: leftmost-longest matches,
 // dropped when single_word asks for word boundaries that are not there,
-// widened over neighbouring whitespace for lstrip / rstrip.
-func (v *addedVocab) split(s string, trie *byteTrie, out []segment) []segment {
+// widened over neighbouring whitespace for lstrip / rstrip. lead is the lead
+// of s (see preTokenizer).
+func (v *addedVocab) split(s string, lead int, trie *byteTrie, out []segment) []segment {
 	if trie.empty() {
-		return append(out, segment{s, -1})
+		return append(out, segment{s, -1, lead})
 	}
 	prevEnd := 0 // end of the previous added token
 	for pos := 0; pos < len(s); {
@@ -147,13 +149,13 @@ func (v *addedVocab) split(s string, trie *byteTrie, out []segment) []segment {
 			end = len(s) - len(strings.TrimLeftFunc(s[end:], unicode.IsSpace))
 		}
 		if prevEnd < start {
-			out = append(out, segment{s[prevEnd:start], -1})
+			out = append(out, segment{s[prevEnd:start], -1, subLead(lead, prevEnd, start)})
 		}
-		out = append(out, segment{"", id})
+		out = append(out, segment{"", id, 0})
 		prevEnd = max(prevEnd, end)
 	}
 	if prevEnd < len(s) {
-		out = append(out, segment{s[prevEnd:], -1})
+		out = append(out, segment{s[prevEnd:], -1, subLead(lead, prevEnd, len(s))})
 	}
 	return out
 }

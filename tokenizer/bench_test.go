@@ -79,3 +79,19 @@ func BenchmarkEncodeGPT2Cold(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncodeMistral is the same with Mistral-7B's SentencePiece-style
+// BPE (Prepend and Replace normalizers, no pre-tokenizer, byte fallback).
+func BenchmarkEncodeMistral(b *testing.B) { benchmarkEncode(b, "mistral_sp") }
+
+// BenchmarkEncodeGemma3 is the same with Gemma 3 (Replace normalizer, Split
+// on spaces, byte fallback, 262k vocabulary).
+func BenchmarkEncodeGemma3(b *testing.B) { benchmarkEncode(b, "gemma3") }
+
+// BenchmarkEncodeGPTOSS is the same with gpt-oss (o200k Split regex +
+// ByteLevel).
+func BenchmarkEncodeGPTOSS(b *testing.B) { benchmarkEncode(b, "gptoss") }
+
+// BenchmarkEncodeDeepSeekV3 is the same with DeepSeek-V3 (three Split
+// regexes + ByteLevel).
+func BenchmarkEncodeDeepSeekV3(b *testing.B) { benchmarkEncode(b, "deepseek_v3") }

@@ -25,6 +25,18 @@ type bpeModel struct {
 	byteFallback bool
 	ignoreMerges bool
 
+	// metaSplit: a word may be cut in front of every "▁" that follows a
+	// character other than "▁" and not in metaGlue, without changing its
+	// tokens (see canMetaSplit). SentencePiece-style files have no
+	// pre-tokenizer, so a whole segment of text comes as one word; cut, its
+	// pieces are short and go through the cache.
+	metaSplit bool
+	metaGlue  map[rune]bool
+
+	// byteLevelWords: words come unmapped from a ByteLevel pre-tokenizer
+	// and are mapped to the byte-level alphabet here, on a cache miss.
+	byteLevelWords bool
+
 	cacheMu sync.Mutex
 	cache   map[string][]uint32
 }
@@ -140,7 +152,40 @@ func parseBPE(raw json.RawMessage, path string) (*bpeModel, error) {
 		// A pair listed twice keeps its last rank, as Hugging Face's map.
 		m.merges[pairKey(a, b)] = bpeMerge{rank: uint32(i), newID: id}
 	}
+	m.metaSplit, m.metaGlue = canMetaSplit(m, pairs)
 	return m, nil
+}
+
+// metaspace is SentencePiece's replacement for a space.
+const metaspace = "\u2581"
+
+// canMetaSplit decides whether words may be cut in front of a "▁", and
+// after which characters they may not. Merging is left to right by rank
+// over adjacent symbols, so a word cut where no merge can ever join the
+// symbols on both sides gives the concatenation of its pieces' tokens. At a
+// cut before "▁" that follows the character c, the left symbol ends with c
+// and the right one starts with "▁": a merge (a, b) joins them only if b
+// starts with "▁" and a ends with c. Those c (glue) are collected; "▁"
+// itself is always glue (runs of "▁" merge). The cut is not made at all
+// when a word's position matters (continuing_subword_prefix,
+// end_of_word_suffix), when the whole word is looked up first
+// (ignore_merges), or when "▁" is not in the vocabulary (it would be an
+// unknown character that fuse_unk could join to the one before).
+func canMetaSplit(m *bpeModel, pairs [][2]string) (bool, map[rune]bool) {
+	if m.prefix != "" || m.suffix != "" || m.ignoreMerges {
+		return false, nil
+	}
+	if _, ok := m.vocab[metaspace]; !ok {
+		return false, nil
+	}
+	glue := map[rune]bool{}
+	for _, p := range pairs {
+		if strings.HasPrefix(p[1], metaspace) && strings.Trim(p[0], metaspace) != "" {
+			c, _ := utf8.DecodeLastRuneInString(p[0])
+			glue[c] = true
+		}
+	}
+	return true, glue
 }
 
 // parseMerges reads merges written as "a b" strings (lines starting with
@@ -185,14 +230,37 @@ func parseMerges(raw json.RawMessage, path string) ([][2]string, error) {
 
 // tokenize appends the ids of one pre-tokenized word to dst.
 func (m *bpeModel) tokenize(word string, dst []int) ([]int, error) {
+	if !m.metaSplit {
+		return m.tokenizeWord(word, dst)
+	}
+	var err error
+	start := 0
+	for i := 0; i < len(word); {
+		j := strings.Index(word[i:], metaspace)
+		if j < 0 {
+			break
+		}
+		j += i
+		if j > start {
+			if c, _ := utf8.DecodeLastRuneInString(word[:j]); c != '\u2581' && !m.metaGlue[c] {
+				if dst, err = m.tokenizeWord(word[start:j], dst); err != nil {
+					return nil, err
+				}
+				start = j
+			}
+		}
+		i = j + len(metaspace)
+	}
+	return m.tokenizeWord(word[start:], dst)
+}
+
+// tokenizeWord appends the ids of one word to dst.
+func (m *bpeModel) tokenizeWord(word string, dst []int) ([]int, error) {
 	if word == "" {
 		return dst, nil
 	}
-	if m.ignoreMerges {
-		if id, ok := m.vocab[word]; ok {
-			return append(dst, int(id)), nil
-		}
-	}
+	// The cache (small, hot) is asked before the vocabulary (large) that
+	// ignore_merges looks the word up in; it holds the result either way.
 	cacheable := len(word) <= bpeCacheMaxWord
 	if cacheable {
 		m.cacheMu.Lock()
@@ -205,16 +273,26 @@ func (m *bpeModel) tokenize(word string, dst []int) ([]int, error) {
 			return dst, nil
 		}
 	}
-	ids, err := m.mergeWord(word)
-	if err != nil {
-		return nil, err
+	mapped := word
+	if m.byteLevelWords {
+		mapped = byteLevelEncode(word)
+	}
+	var ids []uint32
+	if id, ok := m.vocab[mapped]; ok && m.ignoreMerges {
+		ids = []uint32{id}
+	} else {
+		var err error
+		if ids, err = m.mergeWord(mapped); err != nil {
+			return nil, err
+		}
 	}
 	if cacheable {
+		key := strings.Clone(word) // word may point into a whole text
 		m.cacheMu.Lock()
 		if len(m.cache) >= bpeCacheCapacity {
 			clear(m.cache)
 		}
-		m.cache[word] = ids
+		m.cache[key] = ids
 		m.cacheMu.Unlock()
 	}
 	for _, id := range ids {

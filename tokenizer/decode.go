@@ -3,35 +3,181 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
 // decoder turns token strings back into text (Hugging Face's decode_chain:
-// a list of tokens in, a list of strings out, joined at the end).
+// a list of tokens in, a list of strings out, joined at the end). Only a
+// Replace pattern on regexp2 can fail (its match timeout).
 type decoder interface {
-	decodeChain(tokens []string) []string
+	decodeChain(tokens []string) ([]string, error)
 }
 
 // byteLevelDecoder maps the byte-level alphabet back to bytes and reads them
 // as UTF-8, replacing invalid sequences as Rust's String::from_utf8_lossy.
 type byteLevelDecoder struct{}
 
-func (byteLevelDecoder) decodeChain(tokens []string) []string {
+func (byteLevelDecoder) decodeChain(tokens []string) ([]string, error) {
 	var buf []byte
 	for _, t := range tokens {
 		buf = byteLevelDecodeToken(buf, t)
 	}
-	return []string{lossyUTF8(buf)}
+	return []string{lossyUTF8(buf)}, nil
+}
+
+// replaceDecoder replaces every match of a pattern by a fixed string in each
+// token (the Replace normalizer used as a decoder).
+type replaceDecoder struct{ replaceNormalizer }
+
+func (d replaceDecoder) decodeChain(tokens []string) ([]string, error) {
+	out := make([]string, len(tokens))
+	for i, t := range tokens {
+		var err error
+		if out[i], err = d.normalize(t); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// byteFallbackDecoder turns each run of byte tokens "<0xAB>" into the text
+// those bytes spell, or into one U+FFFD per byte when the run is not valid
+// UTF-8 as a whole (not lossy decoding: Hugging Face's ByteFallback).
+type byteFallbackDecoder struct{}
+
+func (byteFallbackDecoder) decodeChain(tokens []string) ([]string, error) {
+	out := make([]string, 0, len(tokens))
+	var run []byte
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		if utf8.Valid(run) {
+			out = append(out, string(run))
+		} else {
+			for range run {
+				out = append(out, "\uFFFD")
+			}
+		}
+		run = run[:0]
+	}
+	for _, t := range tokens {
+		if b, ok := byteFallbackByte(t); ok {
+			run = append(run, b)
+			continue
+		}
+		flush()
+		out = append(out, t)
+	}
+	flush()
+	return out, nil
+}
+
+// byteFallbackByte reads a byte token: 6 bytes, "<0x", two characters that
+// Rust's u8::from_str_radix(_, 16) accepts (hex digits of either case, or
+// '+' and one hex digit), ">".
+func byteFallbackByte(t string) (byte, bool) {
+	if len(t) != 6 || !strings.HasPrefix(t, "<0x") || t[5] != '>' {
+		return 0, false
+	}
+	hi, lo := t[3], t[4]
+	if hi == '+' {
+		hi = '0'
+	}
+	h, ok1 := hexDigit(hi)
+	l, ok2 := hexDigit(lo)
+	return h<<4 | l, ok1 && ok2
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// fuseDecoder joins all tokens into one string.
+type fuseDecoder struct{}
+
+func (fuseDecoder) decodeChain(tokens []string) ([]string, error) {
+	return []string{strings.Join(tokens, "")}, nil
+}
+
+// stripDecoder removes up to start leading and up to stop trailing copies of
+// the character content from each token.
+type stripDecoder struct {
+	content     rune
+	start, stop int
+}
+
+func (d stripDecoder) decodeChain(tokens []string) ([]string, error) {
+	out := make([]string, len(tokens))
+	for i, t := range tokens {
+		lo := 0
+		for n := 0; n < d.start && lo < len(t); n++ {
+			r, size := utf8.DecodeRuneInString(t[lo:])
+			if r != d.content {
+				break
+			}
+			lo += size
+		}
+		// Hugging Face panics when stop reaches past the token's start
+		// or the two cuts cross; here the token just becomes shorter.
+		hi := len(t)
+		for n := 0; n < d.stop && hi > lo; n++ {
+			r, size := utf8.DecodeLastRuneInString(t[lo:hi])
+			if r != d.content {
+				break
+			}
+			hi -= size
+		}
+		out[i] = t[lo:hi]
+	}
+	return out, nil
+}
+
+// metaspaceDecoder turns the replacement character back into spaces; in the
+// first token it is dropped instead (every occurrence, as Hugging Face does)
+// unless the prepend scheme is "never".
+type metaspaceDecoder struct {
+	replacement rune
+	dropFirst   bool
+}
+
+func (d metaspaceDecoder) decodeChain(tokens []string) ([]string, error) {
+	out := make([]string, len(tokens))
+	for i, t := range tokens {
+		drop := i == 0 && d.dropFirst
+		out[i] = strings.Map(func(r rune) rune {
+			switch {
+			case r != d.replacement:
+				return r
+			case drop:
+				return -1
+			}
+			return ' '
+		}, t)
+	}
+	return out, nil
 }
 
 // sequenceDecoder applies decoders one after the other.
 type sequenceDecoder []decoder
 
-func (seq sequenceDecoder) decodeChain(tokens []string) []string {
+func (seq sequenceDecoder) decodeChain(tokens []string) ([]string, error) {
+	var err error
 	for _, d := range seq {
-		tokens = d.decodeChain(tokens)
+		if tokens, err = d.decodeChain(tokens); err != nil {
+			return nil, err
+		}
 	}
-	return tokens
+	return tokens, nil
 }
 
 // lossyUTF8 converts b to a string, replacing each maximal subpart of an
@@ -111,6 +257,42 @@ func parseDecoder(raw json.RawMessage, path string) (decoder, error) {
 	switch typ {
 	case "ByteLevel":
 		return byteLevelDecoder{}, nil
+	case "Replace":
+		n, err := parseNormalizer(raw, path)
+		if err != nil {
+			return nil, err
+		}
+		return replaceDecoder{n.(replaceNormalizer)}, nil
+	case "ByteFallback":
+		return byteFallbackDecoder{}, nil
+	case "Fuse":
+		return fuseDecoder{}, nil
+	case "Strip":
+		var v struct {
+			Content *string `json:"content"`
+			Start   *int    `json:"start"`
+			Stop    *int    `json:"stop"`
+		}
+		if err := decodeComponent(raw, path, &v); err != nil {
+			return nil, err
+		}
+		if v.Content == nil || v.Start == nil || v.Stop == nil {
+			return nil, fmt.Errorf("%s needs content, start and stop", path)
+		}
+		c, err := oneChar(*v.Content, path+".content")
+		if err != nil {
+			return nil, err
+		}
+		if *v.Start < 0 || *v.Stop < 0 {
+			return nil, fmt.Errorf("%s: start %d and stop %d must not be negative", path, *v.Start, *v.Stop)
+		}
+		return stripDecoder{content: c, start: *v.Start, stop: *v.Stop}, nil
+	case "Metaspace":
+		m, err := parseMetaspace(raw, path)
+		if err != nil {
+			return nil, err
+		}
+		return metaspaceDecoder{replacement: m.replacement, dropFirst: m.prepend != prependNever}, nil
 	case "Sequence":
 		var v struct {
 			Decoders []json.RawMessage `json:"decoders"`

@@ -11,7 +11,8 @@ import (
 )
 
 // fastPatterns are the patterns that have a hand-written matcher.
-var fastPatterns = []string{gpt2Pattern, llama3Pattern, qwen2Pattern}
+var fastPatterns = []string{gpt2Pattern, llama3Pattern, qwen2Pattern, o200kPattern,
+	deepseekDigitsPattern, deepseekCJKPattern, deepseekWordsPattern}
 
 // regexp2Reference compiles pattern on regexp2 only, bypassing the
 // hand-written matchers.
@@ -32,6 +33,7 @@ var matcherAlphabet = []string{
 	"m", "M", "l", "L", "d", "D", "'", "''", "’", "0", "7", "²", "Ⅻ", "٣", "\U0001d7d9",
 	" ", " ", " ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u3000", "\u2028", "\u0085", "\v", "\f",
 	"!", ".", ",", "-", "_", "(", "@", "$", "€", "🍕", "\u0301", "\u200d", "\ufeff", "\x00",
+	"/", "ǅ", "ʰ", "ー", "あ", "ア", "龥", "龦", "가", "\u0903", "\u20dd", "`", "~", "^", "+",
 }
 
 func randomMatcherText(rng *rand.Rand) string {
@@ -106,10 +108,48 @@ func FuzzFastMatchers(f *testing.F) {
 	})
 }
 
-// utf8ValidNoLongS reports whether s is valid UTF-8 without 'ſ', on which
-// the fast matchers follow Oniguruma rather than regexp2.
+// utf8ValidNoLongS reports whether s is valid UTF-8 without 'ſ' and
+// without characters new in Unicode 15.1 or 16.0, on which the fast matchers
+// follow Oniguruma rather than regexp2.
 func utf8ValidNoLongS(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 'ſ')
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool {
+		return r == 'ſ' || unicode16Category(r) != ""
+	})
+}
+
+// TestUnicode16 checks that the fast matchers class the characters new in
+// Unicode 15.1 and 16.0 as Oniguruma does in Hugging Face (from the oracle:
+// DeepSeek-V3 keeps " 🫜" together, a symbol after a space; regexp2, on Go's
+// Unicode 15.0 tables, sees an unassigned character and does not).
+func TestUnicode16(t *testing.T) {
+	for _, tc := range []struct {
+		r    rune
+		want string
+	}{{0x1FADC, "So"}, {0x13C88, "Lo"}, {0x1C89, "Lu"}, {0x0897, "Mn"}, {0x1FADB, ""}, {'a', ""}, {0x4E00, ""}} {
+		if got := unicode16Category(tc.r); got != tc.want {
+			t.Errorf("unicode16Category(%U) = %q; want %q", tc.r, got, tc.want)
+		}
+	}
+	if n := len(unicode16New); n == 0 || unicode16New[0].lo != 0x0897 {
+		t.Fatalf("unicode16New starts at %v", unicode16New[:min(n, 1)])
+	}
+	for i := 1; i < len(unicode16New); i++ {
+		if unicode16New[i].lo <= unicode16New[i-1].hi {
+			t.Fatalf("unicode16New not sorted at %d", i)
+		}
+	}
+	for _, tc := range []struct {
+		pattern, text string
+		want          [][2]int
+	}{
+		{deepseekWordsPattern, "x 🫜", [][2]int{{0, 1}, {1, 6}}},
+		{deepseekWordsPattern, "x 𓲈", [][2]int{{0, 1}, {1, 6}}},
+		{gpt2Pattern, "a𓲈", [][2]int{{0, 5}}},
+	} {
+		if got := collectMatches(t, fastMatcherFor(tc.pattern), tc.text); !slices.Equal(got, tc.want) {
+			t.Errorf("%.20q… on %q = %v; want %v", tc.pattern, tc.text, got, tc.want)
+		}
+	}
 }
 
 // collectMatches returns the spans m finds in s.
@@ -124,4 +164,65 @@ func collectMatches(t testing.TB, m matcher, s string) [][2]int {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestDeepseekFusedSplits checks that DeepSeek-V3's first two Split stages,
+// fused into one (deepseekDigitsCJKMatcher), cut text into the same pieces
+// as the two run one after the other.
+func TestDeepseekFusedSplits(t *testing.T) {
+	twoStages := sequencePreTokenizer{
+		splitPreTokenizer{pattern: deepseekDigitsMatcher{}, behavior: splitIsolated},
+		splitPreTokenizer{pattern: deepseekCJKMatcher{}, behavior: splitIsolated},
+	}
+	fused := fuseDeepseekSplits(twoStages)
+	if len(fused) != 1 {
+		t.Fatalf("fuseDeepseekSplits kept %d stages", len(fused))
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	texts := []string{"", "1234567", "漢字かなカナ龥龦ー123", "a1漢2", "٣٣٣٣²Ⅻ中", "x\u3000ア\u30ffー\u309f"}
+	for i := 0; i < 20000; i++ {
+		texts = append(texts, randomMatcherText(rng))
+	}
+	pieces := func(p preTokenizer, s string) []string {
+		var out []string
+		p.each(s, 0, func(piece string, _ int) error { out = append(out, piece); return nil })
+		return out
+	}
+	for _, s := range texts {
+		if got, want := pieces(fused, s), pieces(twoStages, s); !slices.Equal(got, want) {
+			t.Fatalf("%q: fused %q; two stages %q", s, got, want)
+		}
+	}
+}
+
+// TestFastMatchersInUse checks that the golden tokenizers' Split patterns
+// all run on hand-written matchers (none on regexp2), and that DeepSeek-V3's
+// first two stages are fused.
+func TestFastMatchersInUse(t *testing.T) {
+	for _, folder := range []string{"gpt2", "qwen3", "gptoss", "deepseek_v3"} {
+		t.Run(folder, func(t *testing.T) {
+			tok, _ := loadGolden(t, folder)
+			stages := []preTokenizer{tok.preTok}
+			if seq, ok := tok.preTok.(sequencePreTokenizer); ok {
+				stages = seq
+			}
+			for i, p := range stages {
+				var m matcher
+				switch p := p.(type) {
+				case splitPreTokenizer:
+					m = p.pattern
+				case byteLevelPreTokenizer:
+					m = p.regex
+				}
+				if _, slow := m.(regexMatcher); slow {
+					t.Errorf("stage %d runs on regexp2", i)
+				}
+			}
+			if folder == "deepseek_v3" {
+				if p, ok := stages[0].(splitPreTokenizer); !ok || p.pattern != matcher(deepseekDigitsCJKMatcher{}) || len(stages) != 3 {
+					t.Errorf("DeepSeek-V3's first stages are not fused: %d stages, first %T", len(stages), stages[0])
+				}
+			}
+		})
+	}
 }

@@ -73,3 +73,53 @@ func firstUnknownID(tok *Tokenizer, ids []int) (int, bool) {
 	}
 	return 0, false
 }
+
+// TestMetaSplit checks that cutting words in front of "▁" (bpeModel's
+// metaSplit) gives the tokens of the uncut word, on long texts, and that
+// the merges that join across a "▁" keep their characters glued.
+func TestMetaSplit(t *testing.T) {
+	texts := []string{benchText(20000), "wow! b x!▁y hello all wx hi! xx all world", "▁▁ ▁x ! ! x  l w lw l▁w"}
+	toks := map[string]*Tokenizer{}
+	for _, name := range []string{"sp_mistral_like", "sp_gemma_like", "sp_metaspace_first"} {
+		tok, err := Load(filepath.Join("testdata", "hf", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks[name] = tok
+	}
+	for _, folder := range []string{"mistral_sp", "gemma3"} {
+		if file := filepath.Join("..", "third_party", "tokenizers", folder, "tokenizer.json"); fileExists(file) {
+			tok, _ := loadGolden(t, folder)
+			toks[folder] = tok
+		}
+	}
+	for name, tok := range toks {
+		if !tok.model.metaSplit {
+			t.Errorf("%s: metaSplit is off", name)
+			continue
+		}
+		for _, s := range texts {
+			cut, err := tok.Encode(s, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok.model.metaSplit = false
+			tok.model.clearCache()
+			whole, err := tok.Encode(s, false)
+			tok.model.metaSplit = true
+			tok.model.clearCache()
+			if err != nil || !slices.Equal(cut, whole) {
+				t.Errorf("%s: Encode(%.40q…) with metaSplit differs from the uncut word (%d vs %d ids)", name, s, len(cut), len(whole))
+			}
+		}
+	}
+	m := toks["sp_mistral_like"].model
+	if !m.metaGlue['!'] || !m.metaGlue['l'] || len(m.metaGlue) != 2 {
+		t.Errorf("sp_mistral_like: metaGlue = %v; want ! and l (merges \"! ▁\" and \"l ▁w\")", m.metaGlue)
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

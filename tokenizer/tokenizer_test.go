@@ -31,8 +31,8 @@ func TestLoadErrors(t *testing.T) {
 		{"not an object", `[1,2]`, "JSON array"},
 		{"no model", `{"version":"1.0"}`, "model is missing"},
 		{"version", `{"version":"2.0","model":{"type":"BPE","vocab":{},"merges":[]}}`, `version "2.0" is not supported`},
-		{"pre-tokenizer type", tiny(`"pre_tokenizer":{"type":"Metaspace","replacement":"▁"}`),
-			`tokenizer: tokenizer.json: pre_tokenizer.type "Metaspace" is not supported`},
+		{"pre-tokenizer type", tiny(`"pre_tokenizer":{"type":"UnicodeScripts"}`),
+			`tokenizer: tokenizer.json: pre_tokenizer.type "UnicodeScripts" is not supported`},
 		{"nested pre-tokenizer type", tiny(`"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"ByteLevel"},{"type":"Punctuation"}]}`),
 			`pre_tokenizer.pretokenizers[1].type "Punctuation" is not supported`},
 		{"normalizer type", tiny(`"normalizer":{"type":"Precompiled","precompiled_charsmap":""}`), `normalizer.type "Precompiled" is not supported`},
@@ -40,8 +40,23 @@ func TestLoadErrors(t *testing.T) {
 			`normalizer.normalizers[1].type "BertNormalizer" is not supported`},
 		{"null in normalizer sequence", tiny(`"normalizer":{"type":"Sequence","normalizers":[null]}`), `normalizer.normalizers[0] is null`},
 		{"decoder type", tiny(`"decoder":{"type":"WordPiece","prefix":"##"}`), `decoder.type "WordPiece" is not supported`},
-		{"nested decoder type", tiny(`"decoder":{"type":"Sequence","decoders":[{"type":"ByteLevel"},{"type":"Fuse"}]}`),
-			`decoder.decoders[1].type "Fuse" is not supported`},
+		{"nested decoder type", tiny(`"decoder":{"type":"Sequence","decoders":[{"type":"ByteLevel"},{"type":"CTC"}]}`),
+			`decoder.decoders[1].type "CTC" is not supported`},
+		{"metaspace prepend scheme", tiny(`"pre_tokenizer":{"type":"Metaspace","replacement":"▁","prepend_scheme":"sometimes"}`),
+			`pre_tokenizer.prepend_scheme "sometimes" is not one of "always", "first", "never"`},
+		{"metaspace replacement of two chars", tiny(`"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Metaspace","replacement":"__"}]}`),
+			`pre_tokenizer.pretokenizers[0].replacement "__" must be exactly one character`},
+		{"metaspace replacement missing", tiny(`"decoder":{"type":"Metaspace","prepend_scheme":"always"}`), `decoder.replacement is missing`},
+		{"metaspace add_prefix_space contradicts", tiny(`"pre_tokenizer":{"type":"Metaspace","replacement":"▁","add_prefix_space":false}`),
+			`pre_tokenizer.add_prefix_space false does not match prepend_scheme "always"`},
+		{"metaspace split not a bool", tiny(`"pre_tokenizer":{"type":"Metaspace","replacement":"▁","split":"yes"}`), `pre_tokenizer: split: JSON string`},
+		{"strip decoder missing stop", tiny(`"decoder":{"type":"Sequence","decoders":[{"type":"Fuse"},{"type":"Strip","content":" ","start":1}]}`),
+			`decoder.decoders[1] needs content, start and stop`},
+		{"strip decoder content", tiny(`"decoder":{"type":"Strip","content":"","start":1,"stop":0}`), `decoder.content "" must be exactly one character`},
+		{"strip decoder negative", tiny(`"decoder":{"type":"Strip","content":" ","start":-1,"stop":0}`), `decoder: start -1 and stop 0 must not be negative`},
+		{"replace decoder content", tiny(`"decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"▁"}}]}`),
+			`decoder.decoders[0].content is missing`},
+		{"replace decoder pattern", tiny(`"decoder":{"type":"Replace","pattern":{"Regex":"(▁"},"content":" "}`), `decoder.pattern.Regex "(▁"`},
 		{"post-processor type", tiny(`"post_processor":{"type":"Frobnicate"}`), `post_processor.type "Frobnicate" is not supported`},
 		{"model type", `{"model":{"type":"WordPiece","vocab":{"a":0},"unk_token":"a"}}`, `model.type "WordPiece" is not supported`},
 		{"model without type or merges", `{"model":{"vocab":[["a",0.0]]}}`, `model.type is missing`},
@@ -115,6 +130,14 @@ func TestLoadFiles(t *testing.T) {
 	zw.Write([]byte(tiny("")))
 	zw.Close()
 	f.Close()
+	// A bad field: the error names the file and the field's JSON path.
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(tiny(`"decoder":{"type":"Sequence","decoders":[{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":"x"}]}`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(bad); err == nil || !strings.HasPrefix(err.Error(), "tokenizer: "+bad+": decoder.decoders[1]: stop: JSON string") {
+		t.Errorf("Load(bad.json) = %v; want an error naming %s and decoder.decoders[1]: stop", err, bad)
+	}
 	for _, p := range []string{plain, zipped} {
 		tok, err := Load(p)
 		if err != nil {
@@ -124,7 +147,7 @@ func TestLoadFiles(t *testing.T) {
 			t.Errorf("Load(%s).Encode(abba) = %v; want [2 1 0]", p, ids)
 		}
 	}
-	bad := filepath.Join(dir, "bad.gz")
+	bad = filepath.Join(dir, "bad.gz")
 	os.WriteFile(bad, []byte{0x1f, 0x8b, 1, 2, 3}, 0o644)
 	if _, err := Load(bad); err == nil {
 		t.Error("Load of a corrupt gzip succeeded")
@@ -200,20 +223,36 @@ func TestGoldenVocabulary(t *testing.T) {
 		{"gpt2", 50257, "Ġthe", 262},
 		{"qwen3", 151669, "<|im_start|>", 151644},
 		{"qwen3", 151669, "</think>", 151668},
+		// Values from Hugging Face's tokenizers 0.22.2 (get_vocab_size with
+		// added tokens, token_to_id).
+		{"mistral_sp", 32000, "▁Hello", 22557},
+		{"mistral_sp", 32000, "<s>", 1},
+		{"gemma3", 262145, "<start_of_turn>", 105},
+		{"gemma3", 262145, "▁the", 506},
+		{"gptoss", 200019, "<|start|>", 200006},
+		{"gptoss", 200019, "Ġthe", 290},
+		{"deepseek_v3", 128815, "<｜begin▁of▁sentence｜>", 0},
+		{"deepseek_v3", 128815, "Ġthe", 270},
 	} {
-		tok, _ := loadGolden(t, tc.folder)
-		if got := tok.VocabSize(); got != tc.vocabSize {
-			t.Errorf("%s: VocabSize = %d; want %d", tc.folder, got, tc.vocabSize)
-		}
-		if id, ok := tok.TokenToID(tc.tok); !ok || id != tc.id {
-			t.Errorf("%s: TokenToID(%q) = %d, %v; want %d", tc.folder, tc.tok, id, ok, tc.id)
-		}
-		if s, ok := tok.IDToToken(tc.id); !ok || s != tc.tok {
-			t.Errorf("%s: IDToToken(%d) = %q, %v; want %q", tc.folder, tc.id, s, ok, tc.tok)
-		}
-		if got := tok.Tokens([]int{tc.id, -5}); !slices.Equal(got, []string{tc.tok, ""}) {
-			t.Errorf("%s: Tokens = %q", tc.folder, got)
-		}
+		t.Run(tc.folder+"/"+tc.tok, func(t *testing.T) { checkVocabulary(t, tc.folder, tc.vocabSize, tc.tok, tc.id) })
+	}
+}
+
+// checkVocabulary checks VocabSize, TokenToID, IDToToken and Tokens of one
+// golden tokenizer on one token.
+func checkVocabulary(t *testing.T, folder string, vocabSize int, token string, id int) {
+	tok, _ := loadGolden(t, folder)
+	if got := tok.VocabSize(); got != vocabSize {
+		t.Errorf("%s: VocabSize = %d; want %d", folder, got, vocabSize)
+	}
+	if got, ok := tok.TokenToID(token); !ok || got != id {
+		t.Errorf("%s: TokenToID(%q) = %d, %v; want %d", folder, token, got, ok, id)
+	}
+	if s, ok := tok.IDToToken(id); !ok || s != token {
+		t.Errorf("%s: IDToToken(%d) = %q, %v; want %q", folder, id, s, ok, token)
+	}
+	if got := tok.Tokens([]int{id, -5}); !slices.Equal(got, []string{token, ""}) {
+		t.Errorf("%s: Tokens = %q", folder, got)
 	}
 }
 

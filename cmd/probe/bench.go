@@ -15,9 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"gorgonia.org/tensor"
-
-	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -28,24 +25,37 @@ type benchResult struct {
 	Seconds    float64 `json:"seconds"`      // best forward pass of the reps
 	PeakRSSMiB float64 `json:"peak_rss_mib"` // peak resident set of the process (VmHWM), loading included
 	Threads    int     `json:"threads"`      // attention workers: --threads, default GOMAXPROCS (projections always split over GOMAXPROCS)
+	// LoadSeconds is model.Load: config.json, opening the checkpoint,
+	// reading (or mapping) every weight. Weights mapped from the file are
+	// read from disk by the first pass, so open to the end of the first
+	// forward pass is LoadSeconds + FirstPassSeconds.
+	LoadSeconds      float64 `json:"load_seconds"`
+	FirstPassSeconds float64 `json:"first_pass_seconds"` // the first forward pass (counted in Seconds too when it is the fastest)
+	WeightMiB        float64 `json:"weight_mib"`         // the weights as the model holds them: 4 bytes (float32) per parameter
+	// HeapMiB is the Go heap in use after loading (after a collection):
+	// weights copied from the checkpoint are here, weights mapped from
+	// it are not (they are resident as file pages, shared with the page
+	// cache and other processes mapping the same file).
+	HeapMiB float64 `json:"heap_mib"`
 }
 
 // cmdBench runs probe bench: one batch of T random (seeded) tokens through
 // the model, --reps times, with every App. I diagnostic streaming on every
 // layer unless --no-diagnostics (results discarded), and prints one JSON
-// object (benchResult). Checkpoint loading is not timed; the peak RSS is
-// the whole process's. scripts/bench/compare.sh runs it beside PyTorch
-// (docs/performance.md).
+// object (benchResult). Loading is timed apart from the passes
+// (load_seconds, first_pass_seconds); the peak RSS is the whole process's.
+// scripts/bench/compare.sh runs it beside PyTorch (docs/performance.md).
 func cmdBench(args []string, w io.Writer) error {
 	fs := newFlags("bench")
-	dir := fs.String("model", "", "checkpoint directory")
+	mf := addModelFlag(fs, "checkpoint")
 	T := fs.Int("tokens", 1024, "sequence length T (one batch of T random tokens)")
 	reps := fs.Int("reps", 3, "forward passes; the fastest is reported")
 	noDiag := fs.Bool("no-diagnostics", false, "plain forward pass, no attention consumer")
 	path := fs.String("kernel", probes.MatrixKernel.String(), "where the diagnostics' row moments come from: matrix (the attention pass's matrix products) or rows (probes.Collector row by row); see probes.Kernel")
 	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic, which need S per dimension); see probes.Reductions")
 	seed := fs.Uint64("seed", 1, "seed of the random tokens")
-	idsFile := fs.String("ids", "", "JSON list of token ids to use instead of random ones (its first --tokens ids; all of them when --tokens is not given)")
+	tf := addTokenFlags(fs, false) // instead of random ids: the first --tokens of them, all when --tokens is not given
+	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	tile := fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
@@ -56,8 +66,8 @@ func cmdBench(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *dir == "":
-		return fmt.Errorf("--model is required")
+	case *idsFile != "" && *textFile != "":
+		return fmt.Errorf("give --ids or --text, not both")
 	case *T <= 0:
 		return fmt.Errorf("--tokens %d: want a positive length", *T)
 	case *reps <= 0:
@@ -69,28 +79,44 @@ func cmdBench(args []string, w io.Writer) error {
 	if !ok {
 		return fmt.Errorf("--reductions %q: want %s or %s", *reductions, probes.MeanReduction, probes.AllReductions)
 	}
-	m, err := model.Load(*dir, model.LoadOptions{})
+	dir, err := mf.dir()
 	if err != nil {
 		return err
 	}
+	tLoad := time.Now()
+	m, err := model.Load(dir, mf.loadOptions())
+	if err != nil {
+		return err
+	}
+	res := benchResult{LoadSeconds: time.Since(tLoad).Seconds(), WeightMiB: float64(4*m.Parameters) / (1 << 20)}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.HeapMiB = float64(ms.HeapAlloc) / (1 << 20)
 	c := &m.Config
 	var ids []int
-	if *idsFile != "" {
-		if ids, err = readIDStream(*idsFile); err != nil {
+	if *idsFile != "" || *textFile != "" {
+		if *idsFile != "" {
+			ids, err = readIDStream(*idsFile)
+		} else {
+			ids, err = readText(dir, *tokFile, *textFile, 0, false)
+		}
+		if err != nil {
 			return err
 		}
+		src := inputName(*idsFile + *textFile)
 		tokensSet := false
 		fs.Visit(func(f *flag.Flag) { tokensSet = tokensSet || f.Name == "tokens" })
 		if tokensSet {
 			if len(ids) < *T {
-				return fmt.Errorf("%s: %d ids, --tokens %d", *idsFile, len(ids), *T)
+				return fmt.Errorf("%s: %d tokens, fewer than --tokens %d", src, len(ids), *T)
 			}
 			ids = ids[:*T]
 		}
 		*T = len(ids)
 		for i, id := range ids {
 			if id < 0 || id >= c.Vocab {
-				return fmt.Errorf("%s: id %d at position %d is outside the vocabulary [0, %d)", *idsFile, id, i, c.Vocab)
+				return fmt.Errorf("%s: id %d at position %d is outside the vocabulary [0, %d)", src, id, i, c.Vocab)
 			}
 		}
 	} else {
@@ -111,9 +137,9 @@ func cmdBench(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		opt.Hooks = benchHooks(col, c)
+		opt.Hooks = col.Hooks(c)
 	}
-	res := benchResult{Threads: *threads}
+	res.Threads = *threads
 	if res.Threads <= 0 {
 		res.Threads = runtime.GOMAXPROCS(0)
 	}
@@ -136,7 +162,11 @@ func cmdBench(args []string, w io.Writer) error {
 		if _, err := m.Forward([][]int{ids}, opt); err != nil {
 			return err
 		}
-		if s := time.Since(t0).Seconds(); r == 0 || s < res.Seconds {
+		s := time.Since(t0).Seconds()
+		if r == 0 {
+			res.FirstPassSeconds = s
+		}
+		if r == 0 || s < res.Seconds {
 			res.Seconds = s
 		}
 	}
@@ -151,27 +181,10 @@ func cmdBench(args []string, w io.Writer) error {
 }
 
 // defaultReductions is the reductions probe sweep and probe bench store by
-// default (probe diag always stores all: its CSV has k_dim_mean).
+// default (probe diag always stores all: its CSV has K_dim_mean).
 const defaultReductions = probes.MeanReduction
 
 func validKernel(s string) bool { _, ok := probes.ParseKernel(s); return ok }
-
-// benchHooks streams every layer's attention rows to col and stores the
-// output gates of gated models in it.
-func benchHooks(col *probes.Collector, c *model.Config) *hooks.Set {
-	hs := &hooks.Set{}
-	hs.Stream(-1, col)
-	if gp := c.GatePerHead(); gp > 0 {
-		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-			l, err := strconv.Atoi(strings.Split(name, ".")[1])
-			if err != nil {
-				return fmt.Errorf("unexpected gate hook name %q", name)
-			}
-			return col.SetLayerGates(l, x.Data().([]float32), gp)
-		})
-	}
-	return hs
-}
 
 // peakRSSMiB returns the peak resident set size of this process in MiB:
 // VmHWM from /proc/self/status, or getrusage's ru_maxrss where /proc is

@@ -4,113 +4,37 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
-	"github.com/filterlens/probe/tokenizer"
 )
-
-// readIDBatch reads --ids: a JSON list of equal-length, non-empty token id
-// lists of non-negative ids. Errors name the file, and the sequence and
-// position at fault.
-func readIDBatch(path string) ([][]int, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var ids [][]int
-	if err := json.Unmarshal(data, &ids); err != nil {
-		return nil, fmt.Errorf("%s: want a JSON list of token id lists (one batch), e.g. [[1,2,3],[4,5,6]]: %v", path, err)
-	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("%s: empty batch", path)
-	}
-	for b, seq := range ids {
-		switch {
-		case len(seq) == 0:
-			return nil, fmt.Errorf("%s: sequence %d is empty", path, b)
-		case len(seq) != len(ids[0]):
-			return nil, fmt.Errorf("%s: sequence %d has %d tokens, sequence 0 has %d (the batch must be rectangular)",
-				path, b, len(seq), len(ids[0]))
-		}
-		if t := firstNegative(seq); t >= 0 {
-			return nil, fmt.Errorf("%s: token id %d at sequence %d position %d is negative", path, seq[t], b, t)
-		}
-	}
-	return ids, nil
-}
-
-// firstNegative returns the index of the first negative id, or -1.
-func firstNegative(ids []int) int {
-	for i, id := range ids {
-		if id < 0 {
-			return i
-		}
-	}
-	return -1
-}
-
-// loadTokenizer finds tokenizer.json in a model directory.
-func loadTokenizer(modelDir, file string) (*tokenizer.Tokenizer, error) {
-	if file == "" {
-		file = filepath.Join(modelDir, "tokenizer.json")
-		if _, err := os.Stat(file); err != nil {
-			return nil, fmt.Errorf("%s has no tokenizer.json: pass --ids, or --tokenizer <file>", modelDir)
-		}
-	}
-	return tokenizer.Load(file)
-}
-
-// readText tokenizes a text file into one sequence.
-func readText(modelDir, tokFile, textFile string, maxTokens int, addSpecial bool) ([]int, error) {
-	tok, err := loadTokenizer(modelDir, tokFile)
-	if err != nil {
-		return nil, err
-	}
-	text, err := os.ReadFile(textFile)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := tok.Encode(string(text), addSpecial)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", textFile, err)
-	}
-	if maxTokens > 0 && len(ids) > maxTokens {
-		ids = ids[:maxTokens]
-	}
-	return ids, nil
-}
 
 func cmdCapture(args []string, w io.Writer) error {
 	fs := newFlags("capture")
-	dir := fs.String("model", "", "checkpoint directory")
-	idsFile := fs.String("ids", "", "JSON list of equal-length token id lists (one batch)")
-	textFile := fs.String("text", "", "text file to tokenize with the model's tokenizer.json")
-	tokFile := fs.String("tokenizer", "", "tokenizer.json (default: the model's)")
-	maxTokens := fs.Int("max-tokens", 0, "keep at most this many tokens of --text (0: all)")
+	mf := addModelFlag(fs, "checkpoint")
+	tf := addTokenFlags(fs, true)
 	out := fs.String("out", "", "output .safetensors file")
 	allowExt := fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
-	allowUnexp := fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use")
 	var hookNames multi
 	fs.Var(&hookNames, "hook", "hook point to capture (repeatable; * matches every layer)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	switch {
-	case *dir == "":
-		return fmt.Errorf("--model is required")
 	case *out == "":
 		return fmt.Errorf("--out is required")
 	case len(hookNames) == 0:
 		return fmt.Errorf("at least one --hook is required (probe hooks lists them)")
-	case (*idsFile == "") == (*textFile == ""):
-		return fmt.Errorf("give exactly one of --ids and --text")
 	}
-	cfg, err := model.LoadConfig(*dir)
+	if err := tf.check(); err != nil {
+		return err
+	}
+	dir, err := mf.dir()
+	if err != nil {
+		return err
+	}
+	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		return err
 	}
@@ -118,26 +42,15 @@ func cmdCapture(args []string, w io.Writer) error {
 		if err := hooks.Valid(h, cfg.Layers); err != nil {
 			return err
 		}
-		if strings.HasSuffix(h, "attn.hook_gate") && cfg.Gate == model.GateNone {
-			return fmt.Errorf("hook %q: %s has no attention output gate", h, *dir)
-		}
-		if h == "hook_pos_embed" && cfg.Arch != model.ArchGPT2 {
-			return fmt.Errorf("hook %q: only GPT-2 has learned positions", h)
-		}
 	}
-	var ids [][]int
-	if *idsFile != "" {
-		if ids, err = readIDBatch(*idsFile); err != nil {
-			return err
-		}
-	} else {
-		seq, err := readText(*dir, *tokFile, *textFile, *maxTokens, true)
-		if err != nil {
-			return err
-		}
-		ids = [][]int{seq}
+	ids, err := tf.batch(dir)
+	if err != nil {
+		return err
 	}
-	m, err := model.Load(*dir, model.LoadOptions{AllowUnexpected: *allowUnexp})
+	if err := checkLength(len(ids[0]), cfg, tf, *allowExt); err != nil {
+		return err
+	}
+	m, err := model.Load(dir, mf.loadOptions())
 	if err != nil {
 		return err
 	}
@@ -152,7 +65,14 @@ func cmdCapture(args []string, w io.Writer) error {
 		x := cap.Get(n)
 		tensors = append(tensors, checkpoint.Tensor{Name: n, Shape: x.Shape(), Data: x.Data().([]float32)})
 	}
-	if err := checkpoint.WriteSafetensors(*out, tensors, map[string]string{"model": *dir, "tool": "probe capture"}); err != nil {
+	meta := map[string]string{"model": dir, "tool": "probe capture"}
+	// the token strings, for labels (probe report attention), when a
+	// tokenizer is at hand
+	if toks, err := tokenStrings(dir, *tf.tokenizer, ids); err == nil {
+		data, _ := json.Marshal(toks)
+		meta["tokens"] = string(data)
+	}
+	if err := checkpoint.WriteSafetensors(*out, tensors, meta); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "wrote %d tensors (%d tokens × %d sequences) to %s\n", len(tensors), res.T, res.Batch, *out)
@@ -171,24 +91,65 @@ func flatIDs(ids [][]int) []int64 {
 
 func cmdTokenize(args []string, w io.Writer) error {
 	fs := newFlags("tokenize")
-	dir := fs.String("model", "", "checkpoint directory holding tokenizer.json")
-	tokFile := fs.String("tokenizer", "", "tokenizer.json file")
-	textFile := fs.String("text", "", "text file")
+	mf := addModelFlag(fs, "checkpoint whose tokenizer.json to use")
+	tokFile := fs.String("tokenizer", "", "tokenizer.json file (instead of --model)")
+	textFile := fs.String("text", "", "text file to tokenize; - reads standard input")
 	noSpecial := fs.Bool("no-special-tokens", false, "do not add the post-processor's special tokens")
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	if (*dir == "") == (*tokFile == "") {
-		return fmt.Errorf("give exactly one of --model and --tokenizer")
-	}
-	if *textFile == "" {
-		return fmt.Errorf("--text is required")
-	}
-	ids, err := readText(*dir, *tokFile, *textFile, 0, !*noSpecial)
+	tokens := fs.Bool("tokens", false, "print the token strings (a JSON list parallel to the ids) instead of the ids")
+	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	data, _ := json.Marshal(ids)
-	_, err = fmt.Fprintf(w, "%s\n", data)
-	return err
+	switch {
+	case len(pos) > 0:
+		return fmt.Errorf("unexpected argument %q (the text is given with --text <file>, or --text - for standard input)", pos[0])
+	case (*mf.name == "") == (*tokFile == ""):
+		return fmt.Errorf("give exactly one of --model and --tokenizer")
+	case *textFile == "":
+		return fmt.Errorf("--text is required (a file, or - for standard input)")
+	}
+	dir := ""
+	if *mf.name != "" {
+		if dir, err = mf.dir(); err != nil {
+			return err
+		}
+	}
+	tok, err := loadTokenizer(dir, *tokFile)
+	if err != nil {
+		return err
+	}
+	text, err := readInput(*textFile)
+	if err != nil {
+		return err
+	}
+	ids, err := tok.Encode(string(text), !*noSpecial)
+	if err != nil {
+		return fmt.Errorf("%s: %w", inputName(*textFile), err)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "<|endoftext|>", not "\u003c|endoftext|\u003e"
+	if *tokens {
+		return enc.Encode(tok.Tokens(ids))
+	}
+	return enc.Encode(ids)
+}
+
+// checkLength refuses, before the weights are read, sequences of T tokens
+// longer than the model's max_position_embeddings unless
+// --allow-extrapolation, with the flag that fixes it: --max-tokens for
+// --text, shorter sequences for --ids.
+func checkLength(T int, cfg *model.Config, tf tokenFlags, allowExt bool) error {
+	if T <= cfg.MaxPos || (allowExt && cfg.Arch != model.ArchGPT2) {
+		return nil
+	}
+	ext := ", or --allow-extrapolation to run past the trained positions"
+	if cfg.Arch == model.ArchGPT2 {
+		ext = " (GPT-2's learned positions cannot extrapolate)"
+	}
+	if *tf.text != "" {
+		return fmt.Errorf("%s gives %d tokens, more than the model's max_position_embeddings %d: pass --max-tokens %d to keep the first %d%s",
+			inputName(*tf.text), T, cfg.MaxPos, cfg.MaxPos, cfg.MaxPos, ext)
+	}
+	return fmt.Errorf("%s: sequences of %d tokens, more than the model's max_position_embeddings %d: shorten them%s",
+		inputName(*tf.ids), T, cfg.MaxPos, ext)
 }

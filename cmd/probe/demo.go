@@ -41,14 +41,18 @@ var (
 // replaced by K_BFT), all in one offline report.html.
 func cmdDemo(args []string, w io.Writer) error {
 	fs := newFlags("demo")
-	out := fs.String("out", "probe-demo", "output directory")
+	out := fs.String("out", "probe-demo", "output directory: new, empty, or holding an earlier demo (replaced)")
+	force := fs.Bool("force", false, "write into an --out that holds other files")
 	static := fs.Bool("static", false, "inline SVG charts, no JavaScript (chosen anyway when echarts.min.js is not installed)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q: probe demo takes only --out and --static", pos[0])
+		return fmt.Errorf("unexpected argument %q: probe demo takes only --out, --force and --static", pos[0])
+	}
+	if err := refuseForeignReport(*out, *force); err != nil {
+		return err
 	}
 	st := &demoStages{w: w, n: 6, start: time.Now()}
 	var figs []*report.Figure
@@ -167,14 +171,7 @@ func cmdDemo(args []string, w io.Writer) error {
 		},
 		Figures: figs,
 	}
-	wo := report.WriteOptions{HTML: "report.html", Static: *static}
-	if !wo.Static {
-		if _, err := report.LocateECharts(); err != nil {
-			wo.Static = true
-			fmt.Fprintf(w, "      echarts.min.js not found (%v): writing static SVG charts instead\n", err)
-		}
-	}
-	wr, err := r.Write(*out, wo)
+	wr, err := r.Write(*out, report.ChooseCharts(report.WriteOptions{HTML: "report.html", Static: *static}, w))
 	if err != nil {
 		return err
 	}

@@ -52,9 +52,7 @@ func TestDemo(t *testing.T) {
 	if n < 12 {
 		t.Errorf("%d figures, want at least 12", n)
 	}
-	if chromium := browserOrSkip(t); chromium != "" {
-		checkPage(t, chromium, html, strings.Count(string(page), `class="chart"`))
-	}
+	checkPage(t, browserOrSkip(t), html, strings.Count(string(page), `class="chart"`))
 }
 
 // TestReportPPL: probe report on a probe ppl folder draws the
@@ -91,4 +89,5 @@ func TestReportPPL(t *testing.T) {
 			t.Errorf("report lacks %s (%s)", id, stdout)
 		}
 	}
+	checkPage(t, browserOrSkip(t), html, -1)
 }

@@ -7,24 +7,32 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
 
-// diagColumns are the columns of probe diag's CSV, in order.
-var diagColumns = []string{"sample", "layer", "head", "query", "neff", "neff_entropy", "s_mean", "lambda_obs", "k_bft",
-	"k_dim_mean", "bos_mass", "gate"}
+// diagColumns are the columns of probe diag's CSV, in order: the metric
+// names of the library (probes.Metric*) and the sweep tables.
+var diagColumns = []string{"sample", "layer", "head", "query", probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSMean,
+	probes.MetricLambdaObs, probes.MetricK, probes.MetricKDimMean, probes.MetricBOSMass, probes.MetricGate}
+
+// legacyDiagNames are the CSV header names of earlier releases
+// (--legacy-names), kept for one release.
+var legacyDiagNames = map[string]string{probes.MetricSMean: "s_mean", probes.MetricK: "k_bft", probes.MetricKDimMean: "k_dim_mean"}
 
 func cmdDiag(args []string, w io.Writer) error {
 	fs := newFlags("diag")
-	dir := fs.String("model", "", "checkpoint directory")
-	idsFile := fs.String("ids", "", "JSON list of equal-length token id lists (one batch)")
+	mf := addModelFlag(fs, "checkpoint")
+	tf := addTokenFlags(fs, true)
 	out := fs.String("out", "", "output CSV file")
 	allowExt := fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	onNF := fs.String("on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
+	withTokens := fs.Bool("tokens", false, "add a last column, token: the text of each query's token (needs the model folder's tokenizer.json or --tokenizer)")
+	legacy := fs.Bool("legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
 	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -33,33 +41,40 @@ func cmdDiag(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *dir == "":
-		return fmt.Errorf("--model is required")
-	case *idsFile == "":
-		return fmt.Errorf("--ids is required")
 	case *out == "":
 		return fmt.Errorf("--out is required")
 	case *onNF != analysis.NonFiniteStop && *onNF != analysis.NonFiniteFlag:
 		return fmt.Errorf("--on-nonfinite %q: want stop or flag", *onNF)
 	}
-	ids, err := readIDBatch(*idsFile)
+	if err := tf.check(); err != nil {
+		return err
+	}
+	dir, err := mf.dir()
 	if err != nil {
 		return err
 	}
-	for b, seq := range ids {
-		if len(seq) != len(ids[0]) {
-			return fmt.Errorf("%s: sequence %d has %d tokens, sequence 0 has %d (the batch must be rectangular)",
-				*idsFile, b, len(seq), len(ids[0]))
+	cfg, err := model.LoadConfig(dir)
+	if err != nil {
+		return err
+	}
+	ids, err := tf.batch(dir)
+	if err != nil {
+		return err
+	}
+	if err := checkLength(len(ids[0]), cfg, tf, *allowExt); err != nil {
+		return err
+	}
+	var toks [][]string
+	if *withTokens {
+		if toks, err = tokenStrings(dir, *tf.tokenizer, ids); err != nil {
+			return fmt.Errorf("--tokens: %w", err)
 		}
 	}
-	m, err := model.Load(*dir, model.LoadOptions{})
+	m, err := model.Load(dir, mf.loadOptions())
 	if err != nil {
 		return err
 	}
 	B, T, c := len(ids), len(ids[0]), &m.Config
-	if T == 0 {
-		return fmt.Errorf("%s: empty sequences", *idsFile)
-	}
 	// App. I defaults: Eq. 6, ν = 1, σ0² = 1/d_head, λ = 1, two-pass S.
 	k, ok := probes.ParseKernel(*kernel)
 	if !ok {
@@ -71,7 +86,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, ferr := m.Forward(ids, model.Options{Hooks: analysis.CollectorHooks(col, c), AllowExtrapolation: *allowExt, Threads: *threads})
+	_, ferr := m.Forward(ids, model.Options{Hooks: col.Hooks(c), AllowExtrapolation: *allowExt, Threads: *threads})
 	if ferr != nil && (*onNF == analysis.NonFiniteStop || col.NonFiniteRows() == 0) {
 		return ferr
 	}
@@ -82,7 +97,13 @@ func cmdDiag(args []string, w io.Writer) error {
 			if i > 0 {
 				bw.WriteByte(',')
 			}
+			if old, ok := legacyDiagNames[name]; ok && *legacy {
+				name = old
+			}
 			bw.WriteString(name)
+		}
+		if toks != nil {
+			bw.WriteString(",token")
 		}
 		bw.WriteByte('\n')
 		var buf []byte
@@ -107,6 +128,10 @@ func cmdDiag(args []string, w io.Writer) error {
 						buf = append(buf, ',')
 						if gated {
 							buf = strconv.AppendFloat(buf, col.Gate[i], 'g', -1, 64)
+						}
+						if toks != nil {
+							buf = append(buf, ',')
+							buf = appendCSVField(buf, toks[b][t])
 						}
 						buf = append(buf, '\n')
 						bw.Write(buf)
@@ -158,4 +183,16 @@ func writeAtomic(path string, write func(io.Writer) error) (err error) {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// appendCSVField appends s as one CSV field (RFC 4180): quoted, with
+// quotes doubled, when it holds a comma, quote, CR or LF or starts or ends
+// with a space.
+func appendCSVField(buf []byte, s string) []byte {
+	if !strings.ContainsAny(s, ",\"\r\n") && strings.TrimSpace(s) == s {
+		return append(buf, s...)
+	}
+	buf = append(buf, '"')
+	buf = append(buf, strings.ReplaceAll(s, `"`, `""`)...)
+	return append(buf, '"')
 }

@@ -114,7 +114,7 @@ func TestDiagMatchesGolden(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errs)
 			}
 			header, cols, recs := readDiagCSV(t, out)
-			if got := strings.Join(header, ","); got != "sample,layer,head,query,neff,neff_entropy,s_mean,lambda_obs,k_bft,k_dim_mean,bos_mass,gate" {
+			if got := strings.Join(header, ","); got != "sample,layer,head,query,neff,neff_entropy,S_mean,lambda_obs,K,K_dim_mean,bos_mass,gate" {
 				t.Fatalf("header %q", got)
 			}
 			if len(recs) != B*L*H*T {
@@ -134,10 +134,10 @@ func TestDiagMatchesGolden(t *testing.T) {
 				rel         bool
 			}{
 				{"neff", "neff", 1e-4, true},
-				{"s_mean", "S_mean", 5e-5, false},
+				{"S_mean", "S_mean", 5e-5, false},
 				{"lambda_obs", "lambda_obs", 1e-4, true},
-				{"k_bft", "K", 1e-5, false},
-				{"k_dim_mean", "K_dim_mean", 1e-5, false},
+				{"K", "K", 1e-5, false},
+				{"K_dim_mean", "K_dim_mean", 1e-5, false},
 				{"bos_mass", "bos_mass", 3e-5, false},
 			} {
 				want, err := d.Float64(c.golden)
@@ -259,14 +259,15 @@ func TestDiagErrors(t *testing.T) {
 	dir := filepath.Join(goldenDir, "qwen3_gqa")
 	ragged := filepath.Join(tmp, "ragged.json")
 	os.WriteFile(ragged, []byte("[[1,2,3],[4,5]]"), 0o644)
-	flat := filepath.Join(tmp, "flat.json")
-	os.WriteFile(flat, []byte("[1,2,3]"), 0o644)
+	floats := filepath.Join(tmp, "floats.json")
+	os.WriteFile(floats, []byte("[1.5,2,3]"), 0o644)
 	for _, c := range []struct {
 		args []string
 		msg  string
 	}{
 		{[]string{"diag", "--model", dir, "--ids", ragged, "--out", filepath.Join(tmp, "x.csv")}, "sequence 1 has 2 tokens, sequence 0 has 3"},
-		{[]string{"diag", "--model", dir, "--ids", flat, "--out", filepath.Join(tmp, "x.csv")}, "want a JSON list of token id lists"},
+		{[]string{"diag", "--model", dir, "--ids", floats, "--out", filepath.Join(tmp, "x.csv")}, "floats.json: want " + idFormat},
+		{[]string{"diag", "--model", dir, "--out", filepath.Join(tmp, "x.csv")}, "give exactly one of --ids and --text"},
 		{[]string{"diag", "--model", dir, "--ids", ragged}, "--out is required"},
 		{[]string{"diag", "--model", dir, "--ids", ragged, "--out", "x", "--frobnicate"}, "flag provided but not defined: -frobnicate"},
 	} {
@@ -277,5 +278,91 @@ func TestDiagErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(tmp, "x.csv")); err == nil {
 		t.Error("a failed diag left an output file")
+	}
+}
+
+// TestDiagLegacyNames: --legacy-names writes the header of earlier
+// releases (same rows), the default the library's metric names.
+func TestDiagLegacyNames(t *testing.T) {
+	needGolden(t)
+	tmp := t.TempDir()
+	ids := filepath.Join(tmp, "ids.json")
+	os.WriteFile(ids, []byte("[[1,2,3,4,5,6]]"), 0o644)
+	dir := filepath.Join(goldenDir, "qwen3_gqa")
+	var bodies []string
+	for _, c := range []struct {
+		args   []string
+		header string
+	}{
+		{nil, "sample,layer,head,query,neff,neff_entropy,S_mean,lambda_obs,K,K_dim_mean,bos_mass,gate"},
+		{[]string{"--legacy-names"}, "sample,layer,head,query,neff,neff_entropy,s_mean,lambda_obs,k_bft,k_dim_mean,bos_mass,gate"},
+	} {
+		out := filepath.Join(tmp, fmt.Sprintf("d%d.csv", len(bodies)))
+		if code, _, errs := probe(t, append([]string{"diag", "--model", dir, "--ids", ids, "--out", out}, c.args...)...); code != 0 {
+			t.Fatalf("%v: %s", c.args, errs)
+		}
+		data, _ := os.ReadFile(out)
+		header, body, _ := strings.Cut(string(data), "\n")
+		if header != c.header {
+			t.Errorf("%v: header %q, want %q", c.args, header, c.header)
+		}
+		bodies = append(bodies, body)
+	}
+	if bodies[0] != bodies[1] {
+		t.Error("--legacy-names changed the rows")
+	}
+}
+
+// TestTokenStringsInOutputs: diag --tokens adds each query's token text as
+// a last CSV column (read back by a CSV reader), capture stores the token
+// strings in its metadata, and report attention labels the maps with them.
+func TestTokenStringsInOutputs(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join("..", "..", "zoo", "checkpoints", "gated_headwise")
+	text := filepath.Join(tmp, "t.txt")
+	os.WriteFile(text, []byte(`He said, "the jury, at last, agreed."`), 0o644)
+	out := filepath.Join(tmp, "d.csv")
+	if code, _, errs := probe(t, "diag", "--model", dir, "--text", text, "--tokens", "--out", out); code != 0 {
+		t.Fatalf("diag --tokens: %s", errs)
+	}
+	f, _ := os.Open(out)
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatalf("the CSV does not parse: %v", err)
+	}
+	if h := recs[0]; h[len(h)-1] != "token" {
+		t.Fatalf("last column %q, want token", h[len(h)-1])
+	}
+	var first []string
+	for _, r := range recs[1:] {
+		if r[1] == "0" && r[2] == "0" {
+			first = append(first, r[len(r)-1])
+		}
+	}
+	if got := strings.Join(first, ""); got != `He said, "the jury, at last, agreed."` {
+		t.Errorf("token column of layer 0 head 0 joins to %q", got)
+	}
+
+	capFile := filepath.Join(tmp, "c.safetensors")
+	if code, _, errs := probe(t, "capture", "--model", dir, "--text", text, "--hook", "blocks.1.attn.hook_pattern", "--out", capFile); code != 0 {
+		t.Fatalf("capture: %s", errs)
+	}
+	ck, err := checkpoint.OpenFile(capFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toks [][]string
+	if err := json.Unmarshal([]byte(ck.Metadata()["tokens"]), &toks); err != nil || len(toks) != 1 || strings.Join(toks[0], "") != `He said, "the jury, at last, agreed."` {
+		t.Errorf("capture's tokens metadata: %v %q", err, toks)
+	}
+	ck.Close()
+	maps := filepath.Join(tmp, "maps")
+	if code, _, errs := probe(t, "report", "attention", "--capture", capFile, "--layer", "1", "--static", "--out", maps); code != 0 {
+		t.Fatalf("report attention: %s", errs)
+	}
+	html, _ := os.ReadFile(filepath.Join(maps, "index.html"))
+	if !strings.Contains(string(html), "last") || !strings.Contains(string(html), "said") {
+		t.Error("the attention map's report does not show the tokens")
 	}
 }

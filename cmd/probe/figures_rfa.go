@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
@@ -22,6 +23,8 @@ import (
 //	--history <file>    Figs. 8–10 from a JSON parameter history (format: papers.ReadRFAHistory)
 type rfaFigureFlags struct {
 	model, series, history *string
+	revision               *string
+	allowUnexpected        *bool
 	layer                  *int
 	maxLag                 *float64
 	lagAxis                *string
@@ -38,22 +41,24 @@ type rfaFigureFlags struct {
 // addRFAFigureFlags registers the checkpoint options on the figures flag set.
 func addRFAFigureFlags(fs *flag.FlagSet) *rfaFigureFlags {
 	return &rfaFigureFlags{
-		model:       fs.String("model", "", "RFA checkpoint: Figs. 3–4 from its learned per-head values and Figs. 11–14 attention maps (--paper rfa)"),
-		series:      fs.String("series", "", "checkpoints over training, comma-separated or one folder of checkpoint-* subfolders: Figs. 8–10 (--paper rfa)"),
-		history:     fs.String("history", "", "JSON parameter history {\"step\": [...], \"l{l}.sigma_sq_v\": [[per head]...], ...} or the authors' history dict as JSON: Figs. 8–10"),
-		layer:       fs.Int("layer", -1, "layer to draw; -1: the last"),
-		maxLag:      fs.Float64("max-lag", 0, "largest lag of Figs. 3–4 (default: the model's longest context, its t_measure length)"),
-		lagAxis:     fs.String("lag-axis", "log", "lag axis of Figs. 3–4: log (1 … max-lag) or linear (0 … max-lag)"),
-		attnTokens:  fs.Int("attn-tokens", -1, "sequence length T of the attention maps; -1: 4096 (the paper's L), or the model's longest context if shorter; 0: no maps"),
-		ids:         fs.String("ids", "", "token ids for the attention maps: a JSON list of ints (or of lists: the first is used); default: random ids"),
-		text:        fs.String("text", "", "text file tokenized with the model's tokenizer.json for the attention maps"),
-		tokenizer:   fs.String("tokenizer", "", "tokenizer.json for --text (default: the model's)"),
-		seed:        fs.Uint64("seed", 1, "seed of the random token ids of the attention maps"),
-		heads:       fs.String("heads", "", "comma-separated heads of the attention maps (default: all)"),
-		pool:        fs.String("pool", attnmap.PoolMax, "downsampling of the attention maps: max or mean over each block"),
-		maxSize:     fs.Int("max-size", 128, "largest number of blocks per side of an attention map (0: one cell per token pair)"),
-		decayed:     fs.Bool("attn-decayed", false, "also draw the decayed attention A = Â ⊙ E (hook_pattern_decayed), RFA only"),
-		extrapolate: fs.Bool("allow-extrapolation", false, "run attention maps longer than the model's longest context"),
+		model:           fs.String("model", "", "RFA checkpoint, a folder or a hub model id org/name in the Hugging Face cache: Figs. 3–4 from its learned per-head values and Figs. 11–14 attention maps (--paper rfa)"),
+		revision:        fs.String("revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)"),
+		allowUnexpected: fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use"),
+		series:          fs.String("series", "", "checkpoints over training, comma-separated or one folder of checkpoint-* subfolders: Figs. 8–10 (--paper rfa)"),
+		history:         fs.String("history", "", "JSON parameter history {\"step\": [...], \"l{l}.sigma_sq_v\": [[per head]...], ...} or the authors' history dict as JSON: Figs. 8–10"),
+		layer:           fs.Int("layer", -1, "layer to draw; -1: the last"),
+		maxLag:          fs.Float64("max-lag", 0, "largest lag of Figs. 3–4 (default: the model's longest context, its t_measure length)"),
+		lagAxis:         fs.String("lag-axis", "log", "lag axis of Figs. 3–4: log (1 … max-lag) or linear (0 … max-lag)"),
+		attnTokens:      fs.Int("attn-tokens", -1, "sequence length T of the attention maps; -1: 4096 (the paper's L), or the model's longest context if shorter; 0: no maps"),
+		ids:             fs.String("ids", "", "token ids for the attention maps: a JSON list of ints (or of lists: the first is used); default: random ids"),
+		text:            fs.String("text", "", "text file tokenized with the model's tokenizer.json for the attention maps"),
+		tokenizer:       fs.String("tokenizer", "", "tokenizer.json for --text (default: the model's)"),
+		seed:            fs.Uint64("seed", 1, "seed of the random token ids of the attention maps"),
+		heads:           fs.String("heads", "", "comma-separated heads of the attention maps (default: all)"),
+		pool:            fs.String("pool", attnmap.PoolMax, "downsampling of the attention maps: max or mean over each block"),
+		maxSize:         fs.Int("max-size", 128, "largest number of blocks per side of an attention map (0: one cell per token pair)"),
+		decayed:         fs.Bool("attn-decayed", false, "also draw the decayed attention A = Â ⊙ E (hook_pattern_decayed), RFA only"),
+		extrapolate:     fs.Bool("allow-extrapolation", false, "run attention maps longer than the model's longest context"),
 	}
 }
 
@@ -138,8 +143,12 @@ func rfaCheckpointReport(f *rfaFigureFlags) (*report.Report, error) {
 	in := papers.RFACheckpointInput{Model: *f.model}
 	var m *model.Model
 	if *f.model != "" {
-		var err error
-		if m, err = model.Load(*f.model, model.LoadOptions{}); err != nil {
+		dir, _, err := checkpoint.ResolveModel(*f.model, *f.revision)
+		if err != nil {
+			return nil, err
+		}
+		*f.model = dir
+		if m, err = model.Load(*f.model, model.LoadOptions{AllowUnexpected: *f.allowUnexpected}); err != nil {
 			return nil, err
 		}
 		in.RFA, in.Layers = m.IsRFA(), m.Config.Layers

@@ -29,7 +29,8 @@ func fuzzIDFile(f *testing.F, name string) func(t *testing.T, data []byte) strin
 // FuzzReadIDBatch feeds arbitrary files to readIDBatch, capture's and
 // diag's --ids reader. It must not panic; what it accepts is a non-empty
 // rectangular batch of non-empty sequences of non-negative ids, equal to
-// the file's JSON; what it refuses gets an error that names the file.
+// the file's JSON (a flat list being a batch of one); what it refuses gets
+// an error that names the file.
 // Seeds: testdata/fuzz/FuzzReadIDBatch.
 func FuzzReadIDBatch(f *testing.F) {
 	f.Add([]byte(`[[1,2,3],[4,5,6]]`))
@@ -59,7 +60,11 @@ func FuzzReadIDBatch(f *testing.F) {
 		}
 		var want [][]int
 		if err := json.Unmarshal(data, &want); err != nil {
-			t.Fatalf("accepted a file that is not a JSON batch: %v", err)
+			var flat []int
+			if ferr := json.Unmarshal(data, &flat); ferr != nil {
+				t.Fatalf("accepted a file that is neither a JSON batch (%v) nor a list of ids (%v)", err, ferr)
+			}
+			want = [][]int{flat}
 		}
 		if !slices.EqualFunc(ids, want, slices.Equal) {
 			t.Fatalf("read %v, the JSON holds %v", ids, want)
@@ -69,7 +74,8 @@ func FuzzReadIDBatch(f *testing.F) {
 
 // FuzzReadIDStream feeds arbitrary files to readIDStream, sweep's --ids
 // reader: no panic; what it accepts is a non-empty list of non-negative
-// ids equal to the file's JSON; errors name the file. Seeds:
+// ids equal to the file's JSON (or to the one list of a batch of one);
+// errors name the file. Seeds:
 // testdata/fuzz/FuzzReadIDStream.
 func FuzzReadIDStream(f *testing.F) {
 	f.Add([]byte(`[1,2,3]`))
@@ -90,8 +96,15 @@ func FuzzReadIDStream(f *testing.F) {
 			t.Fatalf("accepted %v", ids)
 		}
 		var want []int
-		if err := json.Unmarshal(data, &want); err != nil || !slices.Equal(ids, want) {
-			t.Fatalf("read %v, the JSON holds %v (%v)", ids, want, err)
+		if err := json.Unmarshal(data, &want); err != nil {
+			var batch [][]int
+			if berr := json.Unmarshal(data, &batch); berr != nil || len(batch) != 1 {
+				t.Fatalf("accepted %q, neither a list of ids (%v) nor a batch of one (%v)", data, err, berr)
+			}
+			want = batch[0]
+		}
+		if !slices.Equal(ids, want) {
+			t.Fatalf("read %v, the JSON holds %v", ids, want)
 		}
 	})
 }

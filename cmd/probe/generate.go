@@ -4,13 +4,31 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
 
+// generateArchs are the architectures probe generate makes.
+var generateArchs = model.SmallArchs()
+
+// archList spells generateArchs for messages.
+func archList() string {
+	s := make([]string, len(generateArchs))
+	for i, a := range generateArchs {
+		s[i] = string(a)
+	}
+	return strings.Join(s, ", ")
+}
+
 func cmdGenerate(args []string, w io.Writer) error {
 	fs := newFlags("generate")
-	arch := fs.String("arch", "qwen3", "qwen3, gated (Qiu headwise), llama, qwen2, gpt2, selrope, bft, rt_transformer or afa")
+	arch := fs.String("arch", "qwen3", "architecture: "+archList()+" (gated: Qiu et al.'s headwise output gate)")
 	layers := fs.Int("layers", 4, "layers")
 	dModel := fs.Int("d-model", 256, "model width")
 	heads := fs.Int("heads", 8, "query heads")
@@ -19,12 +37,43 @@ func cmdGenerate(args []string, w io.Writer) error {
 	vocab := fs.Int("vocab", 1024, "vocabulary size")
 	maxPos := fs.Int("max-pos", 32768, "max_position_embeddings")
 	seed := fs.Uint64("seed", 1, "random seed")
-	out := fs.String("out", "", "output directory")
-	if _, err := parse(fs, args); err != nil {
+	dtype := fs.String("dtype", "f32", "stored dtype of the weights: f32, bf16 or f16 (rounded to nearest even, as torch's .to(torch.bfloat16)); config.json's torch_dtype and dtype say it")
+	shardSize := fs.String("shard-size", "", "split the weights into shards of at most this many bytes, as Hugging Face's save_pretrained(max_shard_size=...) does: model-00001-of-0000N.safetensors and model.safetensors.index.json; 500MB and 2GB are decimal, 5GiB binary (default: one model.safetensors)")
+	out := fs.String("out", "", "output folder; it must be new or empty unless --force")
+	force := fs.Bool("force", false, "write into an --out that already holds files (config.json and the checkpoint's files are replaced; other files stay and are listed)")
+	pos, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
-	if *out == "" {
+	switch {
+	case len(pos) > 0:
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	case *out == "":
 		return fmt.Errorf("--out is required")
+	case !slices.Contains(generateArchs, model.Arch(*arch)):
+		return fmt.Errorf("--arch %q: probe generate makes %s", *arch, archList())
+	}
+	dt, ok := generateDTypes[*dtype]
+	if !ok {
+		return fmt.Errorf("--dtype %q: want f32, bf16 or f16", *dtype)
+	}
+	maxShard := int64(math.MaxInt64)
+	if *shardSize != "" {
+		if maxShard, err = checkpoint.ParseSize(*shardSize); err != nil {
+			return fmt.Errorf("--shard-size: %v", err)
+		}
+	}
+	if err := refuseNonEmpty(*out, "a random checkpoint (config.json, model.safetensors)", *force); err != nil {
+		return err
+	}
+	before, err := folderContents(*out)
+	if err != nil {
+		return err
+	}
+	if *shardSize == "" && slices.Contains(before, checkpoint.ShardIndexName) {
+		// checkpoint.Open reads a sharded index before model.safetensors:
+		// the old weights would load instead of the new ones.
+		return fmt.Errorf("--out %s holds model.safetensors.index.json, which would be read instead of the new model.safetensors: remove the old checkpoint's files first, or choose another --out", *out)
 	}
 	cfg, err := model.SmallConfig(model.Arch(*arch), model.Size{Layers: *layers, DModel: *dModel, Heads: *heads, KVHeads: *kvHeads, Vocab: *vocab, MaxPos: *maxPos})
 	if err != nil {
@@ -41,11 +90,51 @@ func cmdGenerate(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := model.WriteHF(*out, cfg, tensors); err != nil {
+	for i := range tensors {
+		if tensors[i].Data, err = checkpoint.Convert(tensors[i].Data.([]float32), dt.stored); err != nil {
+			return err
+		}
+	}
+	// config.json as Hugging Face writes it for these weights: Gemma's
+	// embedding scale √d is rounded to this dtype when the model runs.
+	fields := cfg.HFConfig()
+	fields["torch_dtype"], fields["dtype"] = dt.torch, dt.torch
+	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "wrote a random %s checkpoint (%d parameters) to %s\n", cfg.Arch, m.Parameters, *out)
+	data, err := json.MarshalIndent(fields, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "config.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	written, err := checkpoint.WriteSharded(*out, tensors, maxShard, map[string]string{"format": "pt"})
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(written, checkpoint.ShardIndexName) && slices.Contains(before, checkpoint.ShardIndexName) {
+		return fmt.Errorf("--out %s: the weights fit in one model.safetensors (--shard-size %s), but the folder's old model.safetensors.index.json would be read instead: remove it and its shards", *out, *shardSize)
+	}
+	fmt.Fprintf(w, "wrote a random %s checkpoint (%d parameters, %s) to %s: %s\n", cfg.Arch, m.Parameters, dt.torch, *out, listNames(written))
+	var kept []string
+	for _, n := range before {
+		if n != "config.json" && !slices.Contains(written, n) {
+			kept = append(kept, n)
+		}
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(w, "left as they were (not from this checkpoint; remove them if they belonged to the one replaced): %s\n", listNames(kept))
+	}
 	return nil
+}
+
+// generateDTypes are the stored dtypes probe generate writes, by --dtype:
+// the safetensors dtype and config.json's torch_dtype.
+var generateDTypes = map[string]struct{ stored, torch string }{
+	"f32":  {"F32", "float32"},
+	"bf16": {"BF16", "bfloat16"},
+	"f16":  {"F16", "float16"},
 }
 
 // mustJSON encodes config.json fields (maps of numbers, strings and

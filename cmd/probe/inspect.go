@@ -2,9 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
@@ -34,6 +38,17 @@ type summary struct {
 	QKVBias    bool     `json:"qkv_bias"`
 	Tied       bool     `json:"tied_embeddings"`
 	RoPE       string   `json:"rope"`
+	// LayerKinds is each layer's token mixer (model.Config.LayerKinds).
+	LayerKinds []string `json:"layer_kinds"`
+	// AttnSoftcap and FinalSoftcap are the logit soft-caps (0: none).
+	AttnSoftcap  float64 `json:"attn_logit_softcap,omitempty"`
+	FinalSoftcap float64 `json:"final_logit_softcap,omitempty"`
+	// Skipped lists the stored tensors that are not part of the text model
+	// (a vision-language wrapper's vision tower), which Load skips.
+	Skipped []string `json:"skipped_tensors,omitempty"`
+	// Hub says where in the Hugging Face cache Dir was found (nil for a
+	// folder given as such).
+	Hub *checkpoint.HubModel `json:"hub,omitempty"`
 }
 
 func inspect(dir string) (*summary, error) {
@@ -49,7 +64,8 @@ func inspect(dir string) (*summary, error) {
 	s := &summary{Dir: dir, Arch: string(cfg.Arch), ModelType: cfg.ModelType, Format: ck.Format(), Files: ck.Files(),
 		Layers: cfg.Layers, DModel: cfg.DModel, Heads: cfg.Heads, KVHeads: cfg.KVHeads, DHead: cfg.DHead,
 		DMLP: cfg.DMLP, Vocab: cfg.Vocab, MaxPos: cfg.MaxPos, Gate: string(cfg.Gate), QKNorm: cfg.QKNorm,
-		QKVBias: cfg.QKVBias, Tied: cfg.TiedHead, RoPE: "learned positions"}
+		QKVBias: cfg.QKVBias, Tied: cfg.TiedHead, RoPE: "learned positions", LayerKinds: cfg.LayerKinds(),
+		AttnSoftcap: cfg.AttnSoftcap, FinalSoftcap: cfg.FinalSoftcap, Skipped: model.SkippedNames(cfg, ck.Names())}
 	switch cfg.Arch {
 	case model.ArchGPT2:
 	case model.ArchRFA:
@@ -62,6 +78,12 @@ func inspect(dir string) (*summary, error) {
 		s.RoPE = fmt.Sprintf("rotate-half, theta %g, scaling %s", cfg.RoPE.Theta, cfg.RoPE.Type)
 		if cfg.RoPE.Type != "default" {
 			s.RoPE += fmt.Sprintf(" (factor %g)", cfg.RoPE.Factor)
+		}
+		if lr := cfg.LocalRoPE; lr != nil {
+			s.RoPE += fmt.Sprintf(" on full-attention layers; theta %g, scaling %s on sliding layers", lr.Theta, lr.Type)
+		}
+		if cfg.RoPE.Dims > 0 {
+			s.RoPE += fmt.Sprintf("; the first %d of %d dimensions of each head rotated", cfg.RoPE.Dims, cfg.DHead)
 		}
 	}
 	types := map[string]bool{}
@@ -81,26 +103,78 @@ func inspect(dir string) (*summary, error) {
 	return s, nil
 }
 
+// kindRuns writes per-layer kinds as runs: "0–2 gated DeltaNet …; 3 full
+// attention".
+func kindRuns(kinds []string) string {
+	var parts []string
+	for i := 0; i < len(kinds); {
+		j := i
+		for j+1 < len(kinds) && kinds[j+1] == kinds[i] {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d–%d %s", i, j, kinds[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d %s", i, kinds[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, "; ")
+}
+
+// checkpointsUnder lists the folders at most two levels below dir that
+// hold a config.json (a zoo, a training run's checkpoint-* folders),
+// sorted.
+func checkpointsUnder(dir string) []string {
+	var found []string
+	for _, pattern := range []string{"*/config.json", "*/*/config.json"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, c := range m {
+			found = append(found, filepath.Dir(c))
+		}
+	}
+	sort.Strings(found)
+	return found
+}
+
 func cmdInspect(args []string, w io.Writer) error {
 	fs := newFlags("inspect")
 	asJSON := fs.Bool("json", false, "print JSON")
+	revision := fs.String("revision", "", "with a hub model id org/name: the branch, tag or commit of the snapshot (default main)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("want one checkpoint directory, got %d arguments", len(pos))
+		return fmt.Errorf("want one checkpoint (a folder or a hub model id org/name), got %d arguments", len(pos))
 	}
-	s, err := inspect(pos[0])
+	dir, hub, err := checkpoint.ResolveModel(pos[0], *revision)
 	if err != nil {
 		return err
 	}
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, os.ErrNotExist) {
+		if found := checkpointsUnder(dir); len(found) > 0 {
+			fmt.Fprintf(w, "%s holds no config.json; it is a folder of %d checkpoints (inspect one of them: probe inspect <folder>):\n", dir, len(found))
+			for _, f := range found {
+				fmt.Fprintf(w, "  %s\n", f)
+			}
+			return nil
+		}
+	}
+	s, err := inspect(dir)
+	if err != nil {
+		return err
+	}
+	s.Hub = hub
 	if *asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
 	}
 	fmt.Fprintf(w, "checkpoint:    %s (%s: %v)\n", s.Dir, s.Format, s.Files)
+	if s.Hub != nil {
+		fmt.Fprintf(w, "hub cache:     %s (revision %s)\n", s.Hub, s.Hub.Revision)
+	}
 	fmt.Fprintf(w, "architecture:  %s (model_type %s)\n", s.Arch, s.ModelType)
 	fmt.Fprintf(w, "layers:        %d\n", s.Layers)
 	fmt.Fprintf(w, "d_model:       %d\n", s.DModel)
@@ -117,12 +191,57 @@ func cmdInspect(args []string, w io.Writer) error {
 	fmt.Fprintf(w, "qkv bias:      %v\n", s.QKVBias)
 	fmt.Fprintf(w, "tied head:     %v\n", s.Tied)
 	fmt.Fprintf(w, "positions:     %s\n", s.RoPE)
+	fmt.Fprintf(w, "layer kinds:   %s\n", kindRuns(s.LayerKinds))
+	if s.AttnSoftcap > 0 || s.FinalSoftcap > 0 {
+		fmt.Fprintf(w, "soft-caps:     attention logits %g, final logits %g (0: none)\n", s.AttnSoftcap, s.FinalSoftcap)
+	}
+	if len(s.Skipped) > 0 {
+		fmt.Fprintf(w, "skipped:       %d stored tensors are not part of the text model and are not loaded: %s\n", len(s.Skipped), listNames(s.Skipped))
+	}
 	return nil
 }
 
 func cmdHooks(args []string, w io.Writer) error {
-	for _, p := range hooks.Points {
-		fmt.Fprintf(w, "%-34s %-42s %s\n", p.Name, p.Shape, p.Doc)
+	fs := newFlags("hooks")
+	mf := addModelFlag(fs, "list the points this checkpoint's forward pass issues, with their shapes")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("unexpected argument %q: probe hooks lists every hook point, or with --model the points of that model", pos[0])
+	}
+	if *mf.name == "" {
+		for _, p := range hooks.Points {
+			fmt.Fprintf(w, "%-34s %-42s %s\n", p.Name, p.Shape, p.Doc)
+		}
+		return nil
+	}
+	dir, err := mf.dir()
+	if err != nil {
+		return err
+	}
+	m, err := model.Load(dir, mf.loadOptions())
+	if err != nil {
+		return err
+	}
+	names, err := m.HookNames()
+	if err != nil {
+		return err
+	}
+	// the registry entry of each name, for its shape
+	doc := func(name string) hooks.Point {
+		for _, p := range hooks.Points {
+			if hooks.Match(strings.Replace(p.Name, "{l}", "*", 1), name) {
+				return p
+			}
+		}
+		return hooks.Point{Name: name}
+	}
+	fmt.Fprintf(w, "%s: %s, %d layers: %d hook points\n", dir, m.Arch, m.Config.Layers, len(names))
+	for _, n := range names {
+		p := doc(n)
+		fmt.Fprintf(w, "%-40s %-42s %s\n", n, p.Shape, p.Doc)
 	}
 	return nil
 }

@@ -142,15 +142,15 @@ func TestErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"nosuch"}, `unknown command "nosuch"`},
-		{[]string{"inspect"}, "want one checkpoint directory"},
+		{[]string{"inspect"}, "want one checkpoint (a folder or a hub model id org/name), got 0 arguments"},
 		{[]string{"inspect", tmp}, "config.json"},
 		{[]string{"capture", "--model", gated, "--ids", bigID, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "token id 512"},
-		{[]string{"capture", "--model", gated, "--ids", empty, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "empty batch"},
+		{[]string{"capture", "--model", gated, "--ids", empty, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "empty.json: empty: no token ids"},
 		{[]string{"capture", "--model", gated, "--ids", bad, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "bad.json"},
 		{[]string{"capture", "--model", gated, "--ids", longIDs, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "max_position_embeddings 2048"},
 		{[]string{"capture", "--model", gated, "--ids", bigID, "--hook", "blocks.9.attn.hook_z", "--out", filepath.Join(tmp, "o.st")}, "layer 9 out of range"},
 		{[]string{"capture", "--model", gated, "--ids", bigID, "--hook", "blocks.0.hook_nothing", "--out", filepath.Join(tmp, "o.st")}, `unknown hook "blocks.0.hook_nothing"`},
-		{[]string{"capture", "--model", filepath.Join(goldenDir, "llama_gqa"), "--ids", bigID, "--hook", "blocks.0.attn.hook_gate", "--out", filepath.Join(tmp, "o.st")}, "no attention output gate"},
+		{[]string{"capture", "--model", filepath.Join(goldenDir, "llama_gqa"), "--ids", bigID, "--hook", "blocks.0.attn.hook_gate", "--out", filepath.Join(tmp, "o.st")}, `hook "blocks.0.attn.hook_gate" is not issued by this model (llama`},
 		{[]string{"capture", "--model", gated, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "exactly one of --ids and --text"},
 		{[]string{"capture", "--model", gated, "--text", bigID, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "has no tokenizer.json"},
 		{[]string{"capture", "--bogus"}, "flag provided but not defined: -bogus"},
@@ -250,5 +250,79 @@ func TestEveryArchitecture(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHooksOfModel: probe hooks --model lists exactly the points that
+// model issues (a Qwen3.5 hybrid has gdn points and a gate; a Qwen3 model
+// neither), and capture refuses a point the model does not issue before
+// the pass, naming the closest.
+func TestHooksOfModel(t *testing.T) {
+	tmp := t.TempDir()
+	for _, arch := range []string{"qwen3_5", "qwen3"} {
+		dir := filepath.Join(tmp, arch)
+		if code, _, errs := probe(t, "generate", "--arch", arch, "--layers", "4", "--d-model", "32", "--heads", "4", "--kv-heads", "2", "--vocab", "64", "--max-pos", "256", "--out", dir); code != 0 {
+			t.Fatalf("generate %s: %s", arch, errs)
+		}
+		code, out, errs := probe(t, "hooks", "--model", dir)
+		if code != 0 {
+			t.Fatalf("hooks --model %s: %s", arch, errs)
+		}
+		hybrid := arch == "qwen3_5"
+		for _, c := range []struct {
+			name string
+			want bool
+		}{{"blocks.0.gdn.hook_eff_attn", hybrid}, {"blocks.3.attn.hook_gate", hybrid}, {"blocks.0.attn.hook_pattern", !hybrid}, {"blocks.3.attn.hook_pattern", true}, {"logits", true}} {
+			if got := strings.Contains(out, c.name+" "); got != c.want {
+				t.Errorf("%s: lists %s: %v, want %v", arch, c.name, got, c.want)
+			}
+		}
+		ids := filepath.Join(tmp, "ids.json")
+		os.WriteFile(ids, []byte("[1,2,3,4,5]"), 0o644)
+		code, _, errs = probe(t, "capture", "--model", dir, "--ids", ids, "--hook", "blocks.0.attn.hook_gate", "--out", filepath.Join(tmp, arch+".safetensors"))
+		if code == 0 || !strings.Contains(errs, `hook "blocks.0.attn.hook_gate"`) {
+			t.Errorf("%s: capture of a gate the layer does not have: exit %d, %q", arch, code, errs)
+		}
+		if _, err := os.Stat(filepath.Join(tmp, arch+".safetensors")); err == nil {
+			t.Errorf("%s: capture wrote a file although it refused the hook", arch)
+		}
+	}
+	code, _, errs := probe(t, "capture", "--model", filepath.Join(tmp, "qwen3"), "--ids", filepath.Join(tmp, "ids.json"), "--hook", "blocks.2.attn.hook_patern", "--out", filepath.Join(tmp, "x.safetensors"))
+	if code == 0 || !strings.Contains(errs, "closest: blocks.2.attn.hook_pattern") {
+		t.Errorf("misspelt hook: exit %d, %q", code, errs)
+	}
+}
+
+// TestInspectLayerKinds: inspect shows each layer's mixer, the soft-caps,
+// both RoPE bases and a wrapper's skipped vision tensors (config.json and
+// headers only).
+func TestInspectLayerKinds(t *testing.T) {
+	needGolden(t)
+	wrapper := t.TempDir()
+	for as, from := range map[string]string{"config.json": "config.vlm.json", "model.safetensors": "model.vlm_names.safetensors"} {
+		abs, _ := filepath.Abs(filepath.Join(goldenDir, "qwen35_text", from))
+		if err := os.Symlink(abs, filepath.Join(wrapper, as)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		dir  string
+		want []string
+	}{
+		{wrapper, []string{"layer kinds:   0–2 gated DeltaNet (4 key / 8 value heads × 16/16, conv 4); 3 full attention",
+			"skipped:       21 stored tensors", "model.visual.", "the first 8 of 32 dimensions"}},
+		{filepath.Join(goldenDir, "gemma2"), []string{"0 sliding window 16; 1 full attention; 2 sliding window 16; 3 full attention",
+			"soft-caps:     attention logits 50, final logits 30"}},
+		{filepath.Join(goldenDir, "gemma3_text"), []string{"0–4 sliding window 16; 5 full attention", "theta 10000, scaling default on sliding layers"}},
+	} {
+		code, out, errs := probe(t, "inspect", c.dir)
+		if code != 0 {
+			t.Fatalf("inspect %s: %s", c.dir, errs)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("inspect %s: no %q in\n%s", c.dir, w, out)
+			}
+		}
 	}
 }

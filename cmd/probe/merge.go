@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
 
 	"github.com/filterlens/probe/analysis"
 )
@@ -11,6 +13,7 @@ func cmdMerge(args []string, w io.Writer) error {
 	fs := newFlags("merge")
 	out := fs.String("out", "", "output folder (may be one of the shard folders)")
 	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
+	force := fs.Bool("force", false, "write into an --out that holds other files (not one of the shard folders)")
 	af := addAggFlags(fs)
 	dirs, err := parse(fs, args)
 	if err != nil {
@@ -25,6 +28,11 @@ func cmdMerge(args []string, w io.Writer) error {
 	fmts, err := analysis.ParseFormats(*formats)
 	if err != nil {
 		return err
+	}
+	if !slices.ContainsFunc(dirs, func(d string) bool { return filepath.Clean(d) == filepath.Clean(*out) }) {
+		if err := refuseNonEmpty(*out, "the merged tables", *force); err != nil {
+			return err
+		}
 	}
 	ms, _, err := analysis.FindManifests(dirs[0])
 	if err != nil {

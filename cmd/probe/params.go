@@ -57,7 +57,7 @@ func num(x float64) *float64 {
 }
 
 // rfaParams reads a checkpoint's per-head RFA parameters.
-func rfaParams(dir string) ([]paramsRow, *model.Model, error) {
+func rfaParams(dir string, lo model.LoadOptions) ([]paramsRow, *model.Model, error) {
 	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		return nil, nil, err
@@ -65,7 +65,7 @@ func rfaParams(dir string) ([]paramsRow, *model.Model, error) {
 	if cfg.Arch != model.ArchRFA {
 		return nil, nil, fmt.Errorf("%s is a %s checkpoint, not Robust Filter Attention: params reads the learned filter parameters of RFA checkpoints (config.json \"architecture\": \"rfa_lm\")", dir, cfg.Arch)
 	}
-	m, err := model.Load(dir, model.LoadOptions{})
+	m, err := model.Load(dir, lo)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -98,14 +98,19 @@ func rfaParams(dir string) ([]paramsRow, *model.Model, error) {
 func cmdParams(args []string, w io.Writer) error {
 	fs := newFlags("params")
 	asJSON := fs.Bool("json", false, "print a JSON list of objects, one per (layer, head)")
+	mf := addModelFlag(fs, "RFA checkpoint (or give it as the argument)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return fmt.Errorf("want one checkpoint directory, got %d arguments", len(pos))
+	if err := mf.positional(pos); err != nil {
+		return err
 	}
-	rows, m, err := rfaParams(pos[0])
+	dir, err := mf.dir()
+	if err != nil {
+		return err
+	}
+	rows, m, err := rfaParams(dir, mf.loadOptions())
 	if err != nil {
 		return err
 	}
@@ -120,7 +125,7 @@ func cmdParams(args []string, w io.Writer) error {
 		}
 		return fmt.Sprintf(format, *p)
 	}
-	fmt.Fprintf(w, "RFA filter parameters of %s (%d layers × %d heads, d = %d complex dims per head", pos[0], m.Config.Layers, m.Heads, m.DHead)
+	fmt.Fprintf(w, "RFA filter parameters of %s (%d layers × %d heads, d = %d complex dims per head", dir, m.Config.Layers, m.Heads, m.DHead)
 	if m.RFA.Ablation != "" {
 		fmt.Fprintf(w, ", %s", m.RFA.Ablation)
 	}

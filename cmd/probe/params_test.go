@@ -119,7 +119,7 @@ func TestParamsErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"params", filepath.Join(goldenDir, "qwen3_gqa")}, "not Robust Filter Attention"},
-		{[]string{"params"}, "want one checkpoint directory"},
+		{[]string{"params"}, "want one checkpoint (a folder or a hub model id org/name), as the argument or --model"},
 		{[]string{"params", t.TempDir()}, "config.json"},
 	} {
 		code, _, errs := probe(t, c.args...)

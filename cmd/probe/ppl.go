@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/checkpoint"
 )
 
 // cmdPPL measures perplexity against context length (RFA Table 1's
@@ -18,10 +19,9 @@ import (
 func cmdPPL(args []string, w io.Writer) error {
 	fs := newFlags("ppl")
 	d := analysis.DefaultPPLOptions()
-	dirs := fs.String("model", "", "checkpoint folders, comma-separated (required)")
-	idsFile := fs.String("ids", "", "token stream: a JSON list of ints")
-	textFile := fs.String("text", "", "text file, tokenized into one stream with the models' tokenizer.json (or --tokenizer)")
-	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the models', which must be the same file)")
+	mf := addModelFlag(fs, "checkpoints, comma-separated (required)")
+	tf := addTokenFlags(fs, false) // one token stream (the models must share the tokenizer for --text)
+	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
 	lengths := fs.String("lengths", "256,512,1024,2048,4096", "context lengths T (a chunk is T+1 tokens); a k suffix means --k")
 	k := fs.Int("k", 1024, "what k means in --lengths: 1000 or 1024")
 	samples := fs.Int("samples", d.Samples, "chunks per length")
@@ -31,11 +31,7 @@ func cmdPPL(args []string, w io.Writer) error {
 	placement := fs.String("placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed")
 	seed := fs.Uint64("seed", d.Seed, "seed of --placement shuffled")
 	offset := fs.Int("offset", d.Offset, "first stream token to use")
-	form := fs.String("lambda-form", d.LambdaForm, "λobs of the K gates: reml (Eq. 6) or naive (Eq. 5)")
-	nu := fs.Float64("nu", 0, "ν of Eq. 6 (0: 1)")
-	sigma02 := fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)")
-	prior := fs.Float64("lambda-prior", 0, "λ in K = λobs/(λ + λobs) for k and k-matched (0: 1, App. I)")
-	lamMax := fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
+	lf := addLambdaFlags(fs, "reml (Eq. 6) or naive (Eq. 5), for the K gates")
 	calibLen := fs.Int("calib-length", 0, "tokens per calibration chunk of k-matched, k-lambda and mean (0: the smallest length)")
 	calibN := fs.Int("calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
 	trainLen := fs.Int("train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
@@ -44,6 +40,7 @@ func cmdPPL(args []string, w io.Writer) error {
 	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
 	out := fs.String("out", "", "output folder (required)")
 	progress := fs.Bool("progress", true, "progress bar on stderr")
+	force := fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -51,8 +48,8 @@ func cmdPPL(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *dirs == "":
-		return fmt.Errorf("--model is required (one folder, or several separated by commas)")
+	case *mf.name == "":
+		return fmt.Errorf("--model is required (one checkpoint, or several separated by commas)")
 	case *out == "":
 		return fmt.Errorf("--out is required")
 	case (*idsFile == "") == (*textFile == ""):
@@ -61,13 +58,18 @@ func cmdPPL(args []string, w io.Writer) error {
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
 	}
 	var models []string
-	for _, m := range strings.Split(*dirs, ",") {
+	var hubs []*checkpoint.HubModel
+	for _, m := range strings.Split(*mf.name, ",") {
 		if m = strings.TrimSpace(m); m != "" {
-			models = append(models, m)
+			d, hub, err := checkpoint.ResolveModel(m, *mf.revision)
+			if err != nil {
+				return err
+			}
+			models, hubs = append(models, d), append(hubs, hub)
 		}
 	}
 	opts := analysis.PPLOptions{Samples: *samples, Disjoint: *disjoint, Placement: *placement, Seed: *seed, Offset: *offset,
-		Positions: *positions, LambdaForm: *form, Nu: *nu, Sigma02: *sigma02, Prior: *prior, LambdaMax: *lamMax,
+		Positions: *positions, LambdaForm: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, Prior: *lf.prior, LambdaMax: *lf.max,
 		CalibLength: *calibLen, CalibSamples: *calibN, TrainLength: *trainLen, CILevel: *ci}
 	if opts.Lengths, err = analysis.ParseLengths(*lengths, *k); err != nil {
 		return fmt.Errorf("--lengths: %w", err)
@@ -82,9 +84,11 @@ func cmdPPL(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseNonEmpty(*out, "the perplexity tables and "+analysis.PPLManifestName, *force); err != nil {
+		return err
+	}
 
-	tf := *tokFile
-	if *textFile != "" && tf == "" {
+	if *textFile != "" && *tokFile == "" {
 		// every model must tokenize the text the same way
 		var first analysis.FileHash
 		for i, m := range models {
@@ -99,13 +103,13 @@ func cmdPPL(args []string, w io.Writer) error {
 			}
 		}
 	}
-	stream, src, err := readTokenStream(*idsFile, *textFile, models[0], tf)
+	stream, src, err := readTokenStream(*idsFile, *textFile, models[0], *tokFile)
 	if err != nil {
 		return err
 	}
 
-	run := &analysis.PPLRun{Dirs: models, Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
-		Threads: *threads, CLIOptions: cliOptions(fs), Args: append([]string{"ppl"}, args...)}
+	run := &analysis.PPLRun{Dirs: models, Hubs: hubs, Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
+		Threads: *threads, Load: mf.loadOptions(), CLIOptions: cliOptions(fs), Args: append([]string{"ppl"}, args...)}
 	if *progress {
 		bar := newProgressBar(progressOut)
 		run.Progress = func(p analysis.PPLProgress) { pplProgress(bar, p) }

@@ -125,7 +125,7 @@ func TestIDFileErrorsNameTheFile(t *testing.T) {
 		{[][]int{{1, 2}, {3}}, "sequence 1 has 1 tokens, sequence 0 has 2 (the batch must be rectangular)"},
 		{[][]int{{1, 2}, {3, -4}}, "token id -4 at sequence 1 position 1 is negative"},
 		{[][]int{{}}, "sequence 0 is empty"},
-		{[]int{1, 2}, "want a JSON list of token id lists"},
+		{[]string{"a"}, "want " + idFormat},
 	} {
 		ids := relWriteJSON(t, tmp, "ids.json", c.ids)
 		for _, cmd := range [][]string{
@@ -140,7 +140,7 @@ func TestIDFileErrorsNameTheFile(t *testing.T) {
 	}
 	stream := relWriteJSON(t, tmp, "stream.json", []int{4, 5, -6, 7})
 	code, _, errs := probe(t, "sweep", "--model", dir, "--ids", stream, "--lengths", "8", "--out", filepath.Join(tmp, "sw"))
-	if code != 1 || !strings.Contains(errs, stream+": token id -6 at stream position 2 is negative") {
+	if code != 1 || !strings.Contains(errs, stream+": token id -6 at position 2 is negative") {
 		t.Errorf("sweep with a negative id: exit %d, stderr %q", code, errs)
 	}
 }

@@ -23,10 +23,11 @@ func cmdReport(args []string, w io.Writer) error {
 		return cmdReportAttention(args[1:], w)
 	}
 	fs := newFlags("report")
-	out := fs.String("out", "", "HTML file to write (default <results-dir>/report.html); PNG and SVG go beside it")
+	out := fs.String("out", "", "HTML file to write (default <results-dir>/report.html); PNG and SVG go beside it. An existing file that is not a probe report is refused unless --force")
+	force := fs.Bool("force", false, "replace an --out file that is not a probe report")
 	std := fs.String("std", sweep.StdUnits, "Fig. 2 bands: units (std of (sample, layer) means) or pooled (std of all pooled elements)")
 	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
-	echarts := fs.String("echarts", "", "echarts.min.js to inline (default: $"+report.EChartsEnv+" or "+report.EChartsRelPath+")")
+	echarts := fs.String("echarts", "", echartsFlagHelp)
 	dpi := fs.Int("dpi", 150, "PNG resolution")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -34,6 +35,13 @@ func cmdReport(args []string, w io.Writer) error {
 	}
 	if len(pos) != 1 {
 		return fmt.Errorf("want one results directory (a finished probe sweep or probe ppl folder), or `probe report attention …`")
+	}
+	html := *out
+	if html == "" {
+		html = filepath.Join(pos[0], "report.html")
+	}
+	if _, err := os.Stat(html); err == nil && !*force && !isProbeReport(html) {
+		return fmt.Errorf("--out %s exists and is not a probe report: choose another --out, or pass --force to replace it", html)
 	}
 	var r *report.Report
 	if _, err := os.Stat(filepath.Join(pos[0], "ppl_manifest.json")); err == nil {
@@ -46,9 +54,13 @@ func cmdReport(args []string, w io.Writer) error {
 			return err
 		}
 	} else {
-		man, res, err := analysis.LoadResults(pos[0], nil)
+		man, res, missing, err := analysis.LoadPartialResults(pos[0], nil)
 		if err != nil {
 			return err
+		}
+		if !man.Complete {
+			fmt.Fprintf(w, "unfinished sweep: the report uses the %d passes of T = %v × %d samples finished in %s, of the %d planned (resume it with the command in its manifest)\n",
+				len(man.Chunks)-len(missing), res.Summary.Lengths, res.Summary.Samples, pos[0], len(man.Chunks))
 		}
 		in, err := sweep.FromAnalysis(man, res, *std)
 		if err != nil {
@@ -58,17 +70,18 @@ func cmdReport(args []string, w io.Writer) error {
 			return err
 		}
 	}
-	html := *out
-	if html == "" {
-		html = filepath.Join(pos[0], "report.html")
-	}
-	wr, err := r.Write(filepath.Dir(html), report.WriteOptions{HTML: filepath.Base(html), Static: *static, ECharts: *echarts, DPI: *dpi})
+	wo := report.ChooseCharts(report.WriteOptions{HTML: filepath.Base(html), Static: *static, ECharts: *echarts, DPI: *dpi}, w)
+	wr, err := r.Write(filepath.Dir(html), wo)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "%d figures → %s\n", len(r.Figures), wr.HTML)
 	return nil
 }
+
+// echartsFlagHelp documents --echarts of every command that writes a report.
+const echartsFlagHelp = "echarts.min.js to inline (default: $" + report.EChartsEnv + ", the repository's " + report.EChartsRelPath +
+	", or the user cache that `probe setup` fills; without one the charts are static SVG)"
 
 // cmdReportAttention draws attention maps of one captured layer.
 func cmdReportAttention(args []string, w io.Writer) error {
@@ -80,9 +93,10 @@ func cmdReportAttention(args []string, w io.Writer) error {
 	gamma := fs.Float64("gamma", 0.25, "contrast exponent: draw Â^γ (RFA App. F.3: 0.25; 1 for plain Â)")
 	pool := fs.String("pool", attnmap.PoolMax, "downsampling of long T: max or mean over each block")
 	maxSize := fs.Int("max-size", 128, "largest number of blocks per side (0: one cell per token pair)")
-	out := fs.String("out", "", "output directory (created)")
+	out := fs.String("out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
+	force := fs.Bool("force", false, "write into an --out that holds other files")
 	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts")
-	echarts := fs.String("echarts", "", "echarts.min.js to inline")
+	echarts := fs.String("echarts", "", echartsFlagHelp)
 	dpi := fs.Int("dpi", 150, "PNG resolution")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -96,6 +110,9 @@ func cmdReportAttention(args []string, w io.Writer) error {
 		return fmt.Errorf("--out is required")
 	case *gamma <= 0:
 		return fmt.Errorf("--gamma must be positive")
+	}
+	if err := refuseForeignReport(*out, *force); err != nil {
+		return err
 	}
 	var hs []int
 	if *heads != "" {
@@ -112,7 +129,7 @@ func cmdReportAttention(args []string, w io.Writer) error {
 		return err
 	}
 	r := &report.Report{Title: fmt.Sprintf("Attention maps — %s, layer %d", filepath.Base(*capture), *layer), Figures: []*report.Figure{f}}
-	wr, err := r.Write(*out, report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi})
+	wr, err := r.Write(*out, report.ChooseCharts(report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}, w))
 	if err != nil {
 		return err
 	}

@@ -1,17 +1,20 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/tokenizer"
 )
 
 // aggFlags are the App. I aggregation options shared by sweep, summarize
@@ -95,78 +98,208 @@ func cliOptions(fs *flag.FlagSet) []analysis.Option {
 	return opts
 }
 
-// readTokenStream reads the token stream of a run: the JSON ids file, or
-// the text file tokenized with tokFile (default modelDir/tokenizer.json),
-// and describes it (kind, file and tokenizer hashes, length, digest).
+// readTokenStream reads the token stream of a run: the ids file, or the
+// text file tokenized with tokFile (default modelDir/tokenizer.json)
+// without special tokens, either "-" for standard input; and describes it
+// (kind, file and tokenizer hashes, length, digest).
 func readTokenStream(idsFile, textFile, modelDir, tokFile string) ([]int, analysis.SourceInfo, error) {
 	src := analysis.SourceInfo{Kind: "ids"}
+	path := idsFile
+	if textFile != "" {
+		path, src.Kind = textFile, "text"
+	}
+	data, err := readInput(path)
+	if err != nil {
+		return nil, src, err
+	}
+	src.File = analysis.HashBytes(inputName(path), data)
 	var stream []int
-	var err error
 	if idsFile != "" {
-		if stream, err = readIDStream(idsFile); err != nil {
-			return nil, src, err
-		}
-		if src.File, err = analysis.HashFile(idsFile); err != nil {
+		if stream, err = parseIDStream(idsFile, data); err != nil {
 			return nil, src, err
 		}
 	} else {
-		tok, err := loadTokenizer(modelDir, tokFile)
+		tp, err := tokenizerPath(modelDir, tokFile)
 		if err != nil {
 			return nil, src, err
 		}
-		if tokFile == "" {
-			tokFile = filepath.Join(modelDir, "tokenizer.json")
-		}
-		th, err := analysis.HashFile(tokFile)
+		tok, err := tokenizer.Load(tp)
 		if err != nil {
 			return nil, src, err
 		}
-		text, err := os.ReadFile(textFile)
+		th, err := analysis.HashFile(tp)
 		if err != nil {
 			return nil, src, err
 		}
-		if stream, err = tok.Encode(string(text), false); err != nil {
-			return nil, src, fmt.Errorf("%s: %w", textFile, err)
+		if stream, err = tok.Encode(string(data), false); err != nil {
+			return nil, src, fmt.Errorf("%s: %w", inputName(textFile), err)
 		}
-		src.Kind, src.Tokenizer = "text", &th
-		if src.File, err = analysis.HashFile(textFile); err != nil {
-			return nil, src, err
+		if len(stream) == 0 {
+			return nil, src, fmt.Errorf("%s: no tokens", inputName(textFile))
 		}
+		src.Tokenizer = &th
 	}
 	src.Tokens, src.Digest = len(stream), analysis.TokenDigest(stream)
 	return stream, src, nil
 }
 
-// readIDStream reads sweep's --ids: one token stream, a JSON list of ints.
-func readIDStream(path string) ([]int, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var ids []int
-	if err := json.Unmarshal(data, &ids); err != nil {
-		var batch [][]int
-		if json.Unmarshal(data, &batch) == nil {
-			return nil, fmt.Errorf("%s: sweep --ids takes one token stream (a JSON list of ints, e.g. [1,2,3]), not a batch of lists", path)
+// planField is one manifest field that decides a sweep's passes or
+// tables, with the flag that sets it.
+type planField struct {
+	field string // JSON path in the manifest
+	flag  string
+	get   func(m *analysis.Manifest) any
+}
+
+// planFields are the fields a re-run into a sweep folder must share with
+// its manifest (TestPlanFieldsCoverOptions keeps the list complete).
+// --allow-extrapolation and --on-nonfinite are not among them: they say
+// whether to go on, not what a pass computes (a stopped sweep is resumed
+// with --on-nonfinite flag, as its error says).
+var planFields = []planField{
+	{"model.digest", "--model", func(m *analysis.Manifest) any { return m.Model.Digest }},
+	{"source.digest", "--ids/--text/--tokenizer", func(m *analysis.Manifest) any { return m.Source.Digest }},
+	{"shard.count", "--shard", func(m *analysis.Manifest) any { return m.Shard.Count }},
+	{"sweep.lengths", "--lengths", func(m *analysis.Manifest) any { return m.Sweep.Lengths }},
+	{"sweep.k", "--k", func(m *analysis.Manifest) any { return m.Sweep.KUnit }},
+	{"sweep.samples", "--samples", func(m *analysis.Manifest) any { return m.Sweep.Samples }},
+	{"sweep.disjoint", "--disjoint", func(m *analysis.Manifest) any { return m.Sweep.Disjoint }},
+	{"sweep.placement", "--placement", func(m *analysis.Manifest) any { return m.Sweep.Placement }},
+	{"sweep.seed", "--seed", func(m *analysis.Manifest) any { return m.Sweep.Seed }},
+	{"sweep.offset", "--offset", func(m *analysis.Manifest) any { return m.Sweep.Offset }},
+	{"sweep.bos_token", "--bos-token", func(m *analysis.Manifest) any { return m.Sweep.BOSToken }},
+	{"sweep.bucket", "--bucket", func(m *analysis.Manifest) any { return m.Sweep.Bucket }},
+	{"sweep.last_frac", "--last-frac", func(m *analysis.Manifest) any { return m.Sweep.LastFrac }},
+	{"sweep.bos_frac", "--bos-frac", func(m *analysis.Manifest) any { return m.Sweep.BOSFrac }},
+	{"sweep.probe.lambda_form", "--lambda-form", func(m *analysis.Manifest) any { return m.Sweep.Probe.Form }},
+	{"sweep.probe.nu", "--nu", func(m *analysis.Manifest) any { return m.Sweep.Probe.Nu }},
+	{"sweep.probe.sigma02", "--sigma02", func(m *analysis.Manifest) any { return m.Sweep.Probe.Sigma02 }},
+	{"sweep.probe.lambda_prior", "--lambda-prior", func(m *analysis.Manifest) any { return m.Sweep.Probe.LambdaPrior }},
+	{"sweep.probe.lambda_max", "--lambda-max", func(m *analysis.Manifest) any { return m.Sweep.Probe.LambdaMax }},
+	{"sweep.probe.moments", "--moments", func(m *analysis.Manifest) any { return m.Sweep.Probe.Moments }},
+	{"sweep.probe.kernel", "--kernel", func(m *analysis.Manifest) any { return m.Sweep.Probe.Kernel }},
+	{"sweep.probe.reductions", "--reductions", func(m *analysis.Manifest) any {
+		if m.Sweep.Probe.Reductions == "" {
+			return "all" // written before the option existed
 		}
-		return nil, fmt.Errorf("%s: want one token stream, a JSON list of ints (e.g. [1,2,3]): %v", path, err)
+		return m.Sweep.Probe.Reductions
+	}},
+	{"analysis.last_layers", "--last-layers", func(m *analysis.Manifest) any { return m.Analysis.LastLayers }},
+	{"analysis.ddof", "--ddof", func(m *analysis.Manifest) any { return m.Analysis.DDOF }},
+	{"analysis.fig4_lengths", "--fig4-lengths", func(m *analysis.Manifest) any { return m.Analysis.Fig4Lengths }},
+	{"analysis.fig4_pool", "--fig4-pool", func(m *analysis.Manifest) any { return m.Analysis.Fig4Pool }},
+	{"analysis.bootstrap", "--bootstrap", func(m *analysis.Manifest) any { return m.Analysis.Bootstrap }},
+	{"analysis.seed", "--bootstrap-seed", func(m *analysis.Manifest) any { return m.Analysis.Seed }},
+	{"analysis.ci_level", "--ci-level", func(m *analysis.Manifest) any { return m.Analysis.CILevel }},
+	{"analysis.lambda_ratio", "--lambda-ratio", func(m *analysis.Manifest) any { return m.Analysis.LambdaRatio }},
+}
+
+// planDiff names, as flags, how the plan now differs from the manifest
+// old of the folder: "--samples 2 here, 5 in the folder".
+func planDiff(now, old *analysis.Manifest) []string {
+	var diff []string
+	for _, f := range planFields {
+		a, b := fmt.Sprint(f.get(now)), fmt.Sprint(f.get(old))
+		if a == b {
+			continue
+		}
+		switch f.field {
+		case "model.digest":
+			diff = append(diff, fmt.Sprintf("--model: checkpoint %s here, %s (other files) in the folder", now.Model.Dir, old.Model.Dir))
+		case "source.digest":
+			diff = append(diff, fmt.Sprintf("%s: token stream of %s (%d tokens) here, of %s (%d tokens) in the folder",
+				f.flag, now.Source.File.Path, now.Source.Tokens, old.Source.File.Path, old.Source.Tokens))
+		default:
+			diff = append(diff, fmt.Sprintf("%s %s here, %s in the folder", f.flag, a, b))
+		}
 	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("%s: empty token stream", path)
+	return diff
+}
+
+// checkSweepFolder refuses to run plan into out when out holds something
+// that is not a probe sweep, or a sweep whose manifest records another
+// plan (model, tokens or any option of planFields); --force skips both
+// checks. Re-running the same plan resumes it.
+func checkSweepFolder(out string, plan *analysis.Manifest) error {
+	names, err := folderContents(out)
+	if err != nil || len(names) == 0 {
+		return err
 	}
-	if i := firstNegative(ids); i >= 0 {
-		return nil, fmt.Errorf("%s: token id %d at stream position %d is negative", path, ids[i], i)
+	if !isSweepFolder(names) {
+		return fmt.Errorf("--out %s holds %d entries (%s) and is not a probe sweep folder (no manifest.json, no passes/): choose another --out, or pass --force to write the sweep among them",
+			out, len(names), listNames(names))
 	}
-	return ids, nil
+	for _, p := range sweepManifests(out) {
+		old, err := analysis.ReadManifest(p)
+		if err != nil {
+			return fmt.Errorf("--out %s: %v; choose another --out, or pass --force to run there anyway", out, err)
+		}
+		if diff := planDiff(plan, old); len(diff) > 0 {
+			what := "a finished sweep"
+			if !old.Complete {
+				what = "an unfinished sweep"
+			}
+			return fmt.Errorf("--out %s holds %s (%s) with another plan:\n  %s\nre-run with the folder's options to resume or reuse it, choose another --out for the new plan, or pass --force to replace its tables (finished passes made with other options are then an error, never overwritten); to re-aggregate with other analysis options use probe summarize %s",
+				out, what, filepath.Base(p), strings.Join(diff, "\n  "), out)
+		}
+	}
+	return nil
+}
+
+// onInterrupt handles SIGINT and SIGTERM while a sweep runs: the first
+// closes stop (the pass under way finishes, then the sweep stops and says
+// what is kept); a second abandons the pass under way and exits at once
+// with status 130, printing note() (every finished pass file is complete,
+// written atomically). The returned function stops the handling.
+func onInterrupt(stop chan struct{}, note func() string) func() {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			close(stop)
+			fmt.Fprintln(progressOut, "\nprobe sweep: interrupted: finishing the pass under way, then stopping (interrupt again to abandon it)")
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			fmt.Fprintf(progressOut, "\nprobe sweep: abandoned the pass under way; the finished passes are kept.\n%s\n", note())
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
+}
+
+// resumeNote is the command that resumes a sweep into out.
+func resumeNote(out string, args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return fmt.Sprintf("resume with (finished passes are reused):\n  probe sweep %s", strings.Join(q, " "))
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything beyond
+// letters, digits and -_./,:=+@%.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./,:=+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func cmdSweep(args []string, w io.Writer) error {
 	fs := newFlags("sweep")
 	d := analysis.DefaultSweepOptions()
-	dir := fs.String("model", "", "checkpoint directory")
-	textFile := fs.String("text", "", "text file, tokenized with the model's tokenizer.json (or --tokenizer) into one stream")
-	idsFile := fs.String("ids", "", "token stream: a JSON list of ints")
-	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the model's)")
+	mf := addModelFlag(fs, "checkpoint")
+	tf := addTokenFlags(fs, false) // one token stream, cut into the chunks of the plan
+	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
 	lengths := fs.String("lengths", "", "context lengths T, e.g. 1k,2k,4k,6k,8k,10k (required)")
 	samples := fs.Int("samples", d.Samples, "chunks per length")
 	out := fs.String("out", "", "output folder (required); re-running into it skips finished passes")
@@ -183,16 +316,13 @@ func cmdSweep(args []string, w io.Writer) error {
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	allowExt := fs.Bool("allow-extrapolation", false, "run lengths beyond max_position_embeddings")
 	onNF := fs.String("on-nonfinite", d.OnNonFinite, "NaN/Inf in attention rows: stop (report layer, head, query) or flag (record, leave out, go on)")
-	form := fs.String("lambda-form", "reml", "λobs estimator: reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)")
-	nu := fs.Float64("nu", 1, "ν of Eq. 6")
-	sigma02 := fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)")
-	lamPrior := fs.Float64("lambda-prior", 1, "λ in K = λobs/(λ + λobs)")
-	lamMax := fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
+	lf := addLambdaFlags(fs, "reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)")
 	moments := fs.String("moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
 	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
 	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about a third more time at 16k)")
 	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
 	progress := fs.Bool("progress", true, "progress bar on stderr")
+	force := fs.Bool("force", false, "run into an --out that holds other files, or a sweep of another plan (its tables are replaced)")
 	af := addAggFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -201,14 +331,21 @@ func cmdSweep(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *dir == "":
-		return fmt.Errorf("--model is required")
 	case *out == "":
 		return fmt.Errorf("--out is required")
 	case (*idsFile == "") == (*textFile == ""):
 		return fmt.Errorf("give exactly one of --ids and --text")
 	case *lengths == "":
 		return fmt.Errorf("--lengths is required (e.g. 1k,2k,4k)")
+	}
+	dir, hub, err := mf.resolve()
+	if err != nil {
+		return err
+	}
+	if names, err := folderContents(*out); err != nil {
+		return err
+	} else if len(names) > 0 && !isSweepFolder(names) && !*force {
+		return checkSweepFolder(*out, nil) // refused before any work; the plan is compared after hashing
 	}
 	sh, err := analysis.ParseShard(*shard)
 	if err != nil {
@@ -221,7 +358,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	opts := analysis.SweepOptions{LengthsArg: *lengths, KUnit: *k, Samples: *samples, Disjoint: *disjoint,
 		Placement: *placement, Seed: *seed, Offset: *offset, BOSToken: *bos, Bucket: *bucket, LastFrac: *lastFrac,
 		BOSFrac: *bosFrac, AllowExtrapolation: *allowExt, OnNonFinite: *onNF,
-		Probe: analysis.ProbeOptions{Form: *form, Nu: *nu, Sigma02: *sigma02, LambdaPrior: *lamPrior, LambdaMax: *lamMax, Moments: *moments, Kernel: *kernel, Reductions: *reductions}}
+		Probe: analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions}}
 	if *k != 1000 && *k != 1024 {
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
 	}
@@ -231,7 +368,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 
 	// Cheap checks first: options, lengths and the stream, before the weights.
-	cfg, err := model.LoadConfig(*dir)
+	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		return err
 	}
@@ -243,7 +380,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 	var tm analysis.Timings
 	t0 := time.Now()
-	stream, src, err := readTokenStream(*idsFile, *textFile, *dir, *tokFile)
+	stream, src, err := readTokenStream(*idsFile, *textFile, dir, *tokFile)
 	if err != nil {
 		return err
 	}
@@ -259,7 +396,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 
 	t0 = time.Now()
-	m, err := model.Load(*dir, model.LoadOptions{})
+	m, err := model.Load(dir, mf.loadOptions())
 	if err != nil {
 		return err
 	}
@@ -269,7 +406,17 @@ func cmdSweep(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
+	if !*force {
+		plan := &analysis.Manifest{Model: info, Source: src, Sweep: opts, Analysis: agg, Shard: sh}
+		if plan.Sweep.Probe, err = opts.Probe.Resolve(cfg.DHead); err != nil {
+			return err
+		}
+		if err := checkSweepFolder(*out, plan); err != nil {
+			return err
+		}
+	}
 
 	sw := &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: *out,
 		Shard: sh, Threads: *threads, Formats: fmts, CLIOptions: cliOptions(fs), Args: append([]string{"sweep"}, args...),
@@ -279,7 +426,21 @@ func cmdSweep(args []string, w io.Writer) error {
 		sw.Progress = bar.update
 		defer bar.finish()
 	}
+	stop := make(chan struct{})
+	sw.Stop = stop
+	defer onInterrupt(stop, func() string { return resumeNote(*out, args) })()
 	man, res, err := sw.Run()
+	if errors.Is(err, analysis.ErrStopped) {
+		mine := 0
+		for i := range man.Chunks {
+			if i%sh.Count == sh.Index {
+				mine++
+			}
+		}
+		fmt.Fprintf(w, "interrupted: %d of %d passes are finished and kept in %s (each pass file is written whole); %s says the sweep is unfinished.\n%s\n",
+			len(man.Passes), mine, filepath.Join(*out, "passes"), analysis.ManifestName(sh), resumeNote(*out, args))
+		return exitError{130, err}
+	}
 	if err != nil {
 		return err
 	}

@@ -72,11 +72,11 @@ func TestSweepCLIErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %q", c.extra, code, errs, c.msg)
 		}
 	}
-	code, _, errs := probe(t, "sweep", "--model", modelDir, "--ids", batch, "--lengths", "8", "--out", tmp)
-	if code != 1 || !strings.Contains(errs, "takes one token stream (a JSON list of ints") {
+	code, _, errs := probe(t, "sweep", "--model", modelDir, "--ids", batch, "--lengths", "8", "--out", filepath.Join(tmp, "o2"))
+	if code != 1 || !strings.Contains(errs, "holds a batch of 2 sequences; this command takes one token stream") {
 		t.Errorf("batch as stream: %q", errs)
 	}
-	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--text", idsFile, "--lengths", "2", "--out", tmp)
+	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--text", idsFile, "--lengths", "2", "--out", filepath.Join(tmp, "o2"))
 	if code != 1 || !strings.Contains(errs, "exactly one of --ids and --text") {
 		t.Errorf("--ids and --text: %q", errs)
 	}

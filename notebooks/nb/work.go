@@ -113,9 +113,7 @@ func Golden(name string) (string, bool) {
 const generatedName = "generated.json"
 
 // Checkpoint returns dir after making sure it holds a checkpoint of cfg with
-// seeded random weights: model.Generate and model.WriteHF, or for the filter
-// mechanisms without released weights (cfg.BFT, cfg.RT or cfg.AFA set)
-// model.GenerateFilter and model.WriteFilter. A checkpoint this function
+// seeded random weights (model.Generate and model.WriteHF). A checkpoint this function
 // generated earlier from the same configuration and seed is reused; any
 // other content of dir is an error rather than silently reused.
 func Checkpoint(dir string, cfg model.Config, seed uint64) (string, error) {

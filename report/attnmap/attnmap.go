@@ -9,6 +9,7 @@
 package attnmap
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -114,6 +115,12 @@ type Options struct {
 	Gamma   float64 // contrast exponent: Â^γ (RFA uses 0.25); 1 draws Â itself
 	Pool    string  // PoolMax or PoolMean
 	MaxSize int     // largest number of blocks per side (default 128)
+	// Tokens, when set, is the token string of every position of the
+	// sequence (at least T of them): shown on hover (a block shows the
+	// start of its text), and as the axis labels of sequences of at most
+	// 40 tokens drawn one cell per token. Without it cells are labelled by
+	// position only.
+	Tokens []string
 }
 
 func (o *Options) defaults() {
@@ -132,7 +139,9 @@ func (o *Options) defaults() {
 func HookName(layer int) string { return fmt.Sprintf("blocks.%d.attn.hook_pattern", layer) }
 
 // FromCapture reads layer o.Layer's pattern from a `probe capture`
-// safetensors file and returns one figure with a panel per chosen head.
+// safetensors file and returns one figure with a panel per chosen head,
+// labelled with the token strings the file's metadata holds (key "tokens",
+// a JSON list per sequence) unless o.Tokens is set.
 func FromCapture(path string, o Options) (*report.Figure, error) {
 	o.defaults()
 	c, err := checkpoint.OpenFile(path)
@@ -140,6 +149,13 @@ func FromCapture(path string, o Options) (*report.Figure, error) {
 		return nil, err
 	}
 	defer c.Close()
+	if raw, ok := c.Metadata()["tokens"]; ok && o.Tokens == nil {
+		// probe capture stores the token strings of each sequence
+		var toks [][]string
+		if json.Unmarshal([]byte(raw), &toks) == nil && o.Batch >= 0 && o.Batch < len(toks) {
+			o.Tokens = toks[o.Batch]
+		}
+	}
 	name := HookName(o.Layer)
 	info, ok := c.Info(name)
 	if !ok {
@@ -155,6 +171,9 @@ func FromCapture(path string, o Options) (*report.Figure, error) {
 		return nil, fmt.Errorf("attnmap: %s has shape %v, want [batch, head, query, key]", name, info.Shape)
 	}
 	b, h, tq, tk := info.Shape[0], info.Shape[1], info.Shape[2], info.Shape[3]
+	if o.Tokens != nil && len(o.Tokens) < max(tq, tk) {
+		return nil, fmt.Errorf("attnmap: %d token strings for a %d×%d map in %s: give one per position of the captured sequence", len(o.Tokens), tq, tk, path)
+	}
 	if o.Batch < 0 || o.Batch >= b {
 		return nil, fmt.Errorf("attnmap: batch %d out of range (the capture holds %d sequences)", o.Batch, b)
 	}
@@ -202,6 +221,10 @@ func FromCapture(path string, o Options) (*report.Figure, error) {
 // the RFA author's plots), query 0 at the top.
 func Figure(grids []*Grid, heads []int, o Options) *report.Figure {
 	o.defaults()
+	var xTok, yTok []string
+	if g := grids[0]; len(o.Tokens) >= max(g.Tq, g.Tk) {
+		xTok, yTok = blockTokens(o.Tokens[:g.Tk], g.colBlock, g.Cols), blockTokens(o.Tokens[:g.Tq], g.rowBlock, g.Rows)
+	}
 	var panels []report.Panel
 	for i, g := range grids {
 		v := g.Values()
@@ -220,7 +243,8 @@ func Figure(grids []*Grid, heads []int, o Options) *report.Figure {
 		panels = append(panels, report.Panel{
 			Title: fmt.Sprintf("layer %d, head %d", o.Layer, heads[i]), XLabel: "key position j", YLabel: "query position i", YDown: true,
 			Heatmap: &report.Heatmap{Rows: g.Rows, Cols: g.Cols, Z: v, X0: -0.5, DX: float64(g.Tk) / float64(g.Cols),
-				Y0: -0.5, DY: float64(g.Tq) / float64(g.Rows), Scale: report.ColorScale{Label: label, Map: report.Magma(0, mx)}},
+				Y0: -0.5, DY: float64(g.Tq) / float64(g.Rows), Scale: report.ColorScale{Label: label, Map: report.Magma(0, mx)},
+				XTokens: xTok, YTokens: yTok},
 		})
 	}
 	g := grids[0]
@@ -238,7 +262,7 @@ func Figure(grids []*Grid, heads []int, o Options) *report.Figure {
 		Title: fmt.Sprintf("Attention maps — layer %d (T = %d)", o.Layer, g.Tq),
 		Caption: fmt.Sprintf("Post-softmax attention Â[i, j] of each head (rows: queries, columns: keys; causal, so the upper triangle is 0), drawn as "+
 			"Â^%g with the magma colormap from 0 to each head's maximum, as the RFA paper's attention maps (App. F.3, Â^0.25). Downsampling: %s; the "+
-			"exponent is applied after pooling.", o.Gamma, block),
+			"exponent is applied after pooling. Axes are labelled in token positions%s.", o.Gamma, block, tokenNote(xTok)),
 		Options: []report.Option{
 			{Name: "layer", Value: fmt.Sprint(o.Layer), Source: "--layer"},
 			{Name: "heads", Value: fmt.Sprint(heads), Source: "--heads"},
@@ -249,4 +273,31 @@ func Figure(grids []*Grid, heads []int, o Options) *report.Figure {
 		Panels:  panels,
 		Columns: cols, PanelWidth: 5.2, PanelHeight: 4.6,
 	}
+}
+
+// blockTokens is the text of each of n blocks of a sequence of tokens:
+// the token itself for a block of one, else the block's tokens joined and
+// cut to 24 characters.
+func blockTokens(tokens []string, block []int, n int) []string {
+	out := make([]string, n)
+	for i, t := range tokens {
+		out[block[i]] += t
+	}
+	for b, s := range out {
+		if r := []rune(s); len(r) > 24 {
+			out[b] = string(r[:23]) + "…"
+		}
+	}
+	return out
+}
+
+// tokenNote says how the caption's map shows token strings.
+func tokenNote(cells []string) string {
+	switch {
+	case cells == nil:
+		return ""
+	case len(cells) <= 40:
+		return " and by token (whitespace shown as ␣ and ↵); hovering a cell shows both tokens"
+	}
+	return "; hovering a cell shows its tokens"
 }

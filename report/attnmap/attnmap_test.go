@@ -2,11 +2,14 @@ package attnmap
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/report"
+	"github.com/filterlens/probe/report/reporttest"
 )
 
 // causal4 is a 4×4 causal attention matrix with rows summing to 1.
@@ -105,4 +108,65 @@ func TestFromCapture(t *testing.T) {
 	if _, err := FromCapture(path, Options{Layer: 3, Heads: []int{5}}); err == nil {
 		t.Error("head out of range accepted")
 	}
+}
+
+// TestFigureTokens: with token strings, a short map is labelled by token
+// on both axes and a long, downsampled one by round positions with each
+// block's text on hover; both reports pass the browser check (no
+// overlapping or clipped labels at 1024–1920 px).
+func TestFigureTokens(t *testing.T) {
+	causal := func(T, maxSize int) *Grid {
+		g, _ := NewGrid(T, T, maxSize, PoolMax)
+		for q := 0; q < T; q++ {
+			row := make([]float32, T)
+			for k := 0; k <= q; k++ {
+				row[k] = 1 / float32(q+1)
+			}
+			g.AddRow(q, row)
+		}
+		return g
+	}
+	words := strings.Fields("The quick brown fox jumps over the lazy dog , and \" quotes \\ or </script> survive in a tooltip")
+	short := Figure([]*Grid{causal(len(words), 0)}, []int{0}, Options{Tokens: words})
+	hm := short.Panels[0].Heatmap
+	if len(hm.XTokens) != len(words) || hm.XTokens[3] != "fox" || hm.YTokens[15] != "</script>" {
+		t.Fatalf("short map tokens %q / %q", hm.XTokens, hm.YTokens)
+	}
+	if !strings.Contains(short.Caption, "by token") {
+		t.Errorf("caption does not say the axes show tokens: %s", short.Caption)
+	}
+	long := make([]string, 300)
+	for i := range long {
+		long[i] = words[i%len(words)] + " "
+	}
+	blocked := Figure([]*Grid{causal(300, 64), causal(300, 64)}, []int{0, 1}, Options{Tokens: long})
+	blocked.ID = "attention-blocks"
+	if bt := blocked.Panels[0].Heatmap.XTokens[0]; !strings.HasPrefix(bt, "The quick brown fox") {
+		t.Errorf("block 0 text %q", bt)
+	}
+	for _, f := range []*report.Figure{short, blocked} {
+		for _, p := range report.CaptionProblems(f) {
+			t.Error(p)
+		}
+	}
+	_, err := report.LocateECharts()
+	r := &report.Report{Title: "tokens", Figures: []*report.Figure{short, blocked}}
+	w, werr := r.Write(t.TempDir(), report.WriteOptions{Static: err != nil, DPI: 40})
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	page, _ := os.ReadFile(w.HTML)
+	if err == nil && !strings.Contains(string(page), "%3C%2Fscript%3E") {
+		t.Error("tokens are not percent-encoded in the tooltip")
+	}
+	reporttest.Check(t, reporttest.Browser(t), w.HTML, -1)
+	dir := t.TempDir()
+	if d := os.Getenv("PROBE_KEEP_REPORT"); d != "" {
+		dir = d
+	}
+	sw, err := r.Write(dir, report.WriteOptions{Static: true, DPI: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reporttest.Check(t, reporttest.Browser(t), sw.HTML, 2)
 }

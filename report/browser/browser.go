@@ -1,9 +1,12 @@
 // Package browser opens an HTML report in headless Chromium, offline, and
 // reports what a reader's browser would see: every network request the page
 // made (and which of them failed or left the machine), every console error
-// and uncaught exception (Content-Security-Policy violations included), and
-// for every chart container (elements with class "chart") a screenshot of
-// just that element with the share of its pixels that are not background.
+// and uncaught exception (Content-Security-Policy violations included), the
+// layout at each of LayoutWidths (sideways scrolling, overlapping text in a
+// chart, text clipped by its chart or by a box that hides overflow; see
+// layoutJS), and for every chart container (elements with class "chart") a
+// screenshot of just that element with the share of its pixels that are
+// not background.
 //
 // It speaks the Chrome DevTools protocol over a websocket (websocket.go, a
 // minimal RFC 6455 client over net), so it needs no module beyond the
@@ -66,10 +69,25 @@ type Chart struct {
 	W, H     int     // CSS pixels
 	NonBlank float64 // fraction of pixels that differ from the element's background
 	Colors   int     // distinct colours (quantized to 4 bits per channel)
+	PNG      []byte  // the screenshot at the last of LayoutWidths
+}
+
+// LayoutWidths are the viewport widths (CSS pixels, height 1000) at which
+// Check measures the layout; the last one is the width of the chart
+// screenshots and of Result.Page.
+var LayoutWidths = []int{1024, 1920, 1280}
+
+// Layout is what the page's layout looked like at one viewport width.
+type Layout struct {
+	Width       int      // viewport width
+	ScrollWidth int      // the document's scroll width (> Width: horizontal scrolling)
+	Overlaps    []string // pairs of text boxes inside one chart that overlap
+	Clipped     []string // text that sticks out of its chart, or overflows a box that hides overflow
 }
 
 // Result is what the page did.
 type Result struct {
+	Layouts  []Layout // one per LayoutWidths
 	Requests []string // every URL requested, in order
 	External []string // requests to anything but file:, data:, blob: and about:
 	Failed   []string // "URL: error" for requests that failed
@@ -100,8 +118,71 @@ func (r *Result) Problems(minNonBlank float64) []string {
 			out = append(out, fmt.Sprintf("chart %q (%d×%d) looks blank: %.2f%% drawn, %d colours", c.ID, c.W, c.H, 100*c.NonBlank, c.Colors))
 		}
 	}
+	for _, l := range r.Layouts {
+		if l.ScrollWidth > l.Width {
+			out = append(out, fmt.Sprintf("at %d px the page scrolls sideways: %d px of content", l.Width, l.ScrollWidth))
+		}
+		for _, o := range l.Overlaps {
+			out = append(out, fmt.Sprintf("at %d px overlapping text: %s", l.Width, o))
+		}
+		for _, c := range l.Clipped {
+			out = append(out, fmt.Sprintf("at %d px clipped text: %s", l.Width, c))
+		}
+	}
 	return out
 }
+
+// layoutJS measures the page as laid out now. Text inside charts is read
+// from the DOM: echarts draws with its SVG renderer and the static charts
+// are inline SVG, so every label is a <text> element whose
+// getBoundingClientRect is the box the reader sees (transforms and
+// rotation included). Two non-empty, visible texts of one chart whose boxes
+// overlap by more than 1.5 px in both directions overlap; a text whose box
+// leaves its .chart box by more than 1 px is clipped. Outside charts, an
+// element that hides or scrolls its overflow (overflow other than visible)
+// and whose content is wider or taller than its box clips text.
+const layoutJS = `(function () {
+	function vis(el) {
+		var r = el.getBoundingClientRect();
+		if (r.width < 0.5 || r.height < 0.5 || !(el.textContent || '').trim()) { return null; }
+		for (var e = el; e && e.nodeType === 1; e = e.parentNode) {
+			var cs = getComputedStyle(e);
+			if (cs.display === 'none' || cs.visibility === 'hidden' || cs.opacity === '0') { return null; }
+			if (e.getAttribute && (e.getAttribute('opacity') === '0' || e.getAttribute('fill-opacity') === '0')) { return null; }
+		}
+		return r;
+	}
+	function name(el, r) {
+		return JSON.stringify(el.textContent.trim().slice(0, 40)) + ' [' + Math.round(r.left) + ',' + Math.round(r.top) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height) + ']';
+	}
+	var out = {scrollWidth: document.documentElement.scrollWidth, overlaps: [], clipped: []};
+	document.querySelectorAll('.chart').forEach(function (chart) {
+		var cid = chart.id || (chart.querySelector('[id]') || {}).id || '';
+		var cr = chart.getBoundingClientRect();
+		var texts = [];
+		chart.querySelectorAll('text').forEach(function (t) { var r = vis(t); if (r) { texts.push([t, r]); } });
+		for (var i = 0; i < texts.length; i++) {
+			var a = texts[i][1];
+			if (a.left < cr.left - 1 || a.right > cr.right + 1 || a.top < cr.top - 1 || a.bottom > cr.bottom + 1) {
+				out.clipped.push(cid + ': ' + name(texts[i][0], a) + ' outside the chart [' + Math.round(cr.left) + ',' + Math.round(cr.top) + ' ' + Math.round(cr.width) + 'x' + Math.round(cr.height) + ']');
+			}
+			for (var j = i + 1; j < texts.length; j++) {
+				var b = texts[j][1];
+				var ox = Math.min(a.right, b.right) - Math.max(a.left, b.left), oy = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+				if (ox > 1.5 && oy > 1.5) { out.overlaps.push(cid + ': ' + name(texts[i][0], a) + ' and ' + name(texts[j][0], b)); }
+			}
+		}
+	});
+	document.querySelectorAll('body *').forEach(function (el) {
+		if (el.closest('svg') || el.closest('.chart')) { return; }
+		var cs = getComputedStyle(el);
+		if (cs.overflowX === 'visible' && cs.overflowY === 'visible' && cs.textOverflow !== 'ellipsis') { return; }
+		if ((el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1) && (el.textContent || '').trim()) {
+			out.clipped.push('<' + el.tagName.toLowerCase() + '> ' + JSON.stringify(el.textContent.trim().slice(0, 40)) + ' (' + el.scrollWidth + 'x' + el.scrollHeight + ' in ' + el.clientWidth + 'x' + el.clientHeight + ')');
+		}
+	});
+	return JSON.stringify(out);
+})()`
 
 var listening = regexp.MustCompile(`DevTools listening on (ws://\S+)`)
 
@@ -415,8 +496,7 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := s.call(ctx, sid, "Emulation.setDeviceMetricsOverride", map[string]any{
-		"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": false}, nil); err != nil {
+	if err := s.setWidth(ctx, sid, LayoutWidths[0]); err != nil {
 		return nil, err
 	}
 	var nav struct {
@@ -436,6 +516,29 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 	// Charts draw synchronously at load (animation is off); give the
 	// compositor a moment and let late console errors arrive.
 	time.Sleep(700 * time.Millisecond)
+
+	var layouts []Layout
+	for i, w := range LayoutWidths {
+		if i > 0 {
+			// The charts follow their containers through a ResizeObserver.
+			if err := s.setWidth(ctx, sid, w); err != nil {
+				return nil, err
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		if err := s.waitSettled(ctx, sid); err != nil {
+			return nil, fmt.Errorf("browser: at %d px: %w", w, err)
+		}
+		var l struct {
+			ScrollWidth int
+			Overlaps    []string
+			Clipped     []string
+		}
+		if err := s.eval(ctx, sid, layoutJS, &l); err != nil {
+			return nil, fmt.Errorf("browser: measuring the layout at %d px: %w", w, err)
+		}
+		layouts = append(layouts, Layout{Width: w, ScrollWidth: l.ScrollWidth, Overlaps: l.Overlaps, Clipped: l.Clipped})
+	}
 
 	var eval struct {
 		Result struct {
@@ -460,14 +563,31 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 	for _, b := range boxes {
 		c := Chart{ID: b.ID, W: int(b.W), H: int(b.H)}
 		if b.W >= 1 && b.H >= 1 {
-			img, err := s.screenshot(ctx, sid, map[string]any{"x": b.X, "y": b.Y, "width": b.W, "height": b.H, "scale": 1})
+			// Scroll the chart into view and capture it there: capturing
+			// beyond the viewport would resize the viewport, and the
+			// charts, which follow their containers, with it.
+			var y float64
+			if err := s.eval(ctx, sid, fmt.Sprintf("window.scrollTo(0, %g); JSON.stringify(window.scrollY)", b.Y), &y); err != nil {
+				return nil, err
+			}
+			time.Sleep(150 * time.Millisecond) // let the newly visible tiles paint
+			img, err := s.screenshot(ctx, sid, map[string]any{"x": b.X, "y": b.Y, "width": b.W, "height": min(b.H, 1000), "scale": 1})
 			if err != nil {
 				return nil, err
 			}
 			c.NonBlank, c.Colors = inked(img)
+			var buf bytes.Buffer
+			if err := png.Encode(&buf, img); err == nil {
+				c.PNG = buf.Bytes()
+			}
 		}
 		charts = append(charts, c)
 	}
+	var top float64
+	if err := s.eval(ctx, sid, "window.scrollTo(0, 0); JSON.stringify(window.scrollY)", &top); err != nil {
+		return nil, err
+	}
+	time.Sleep(150 * time.Millisecond)
 	var page struct {
 		Data string `json:"data"`
 	}
@@ -479,8 +599,61 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 	res := log.res
 	log.mu.Unlock()
 	res.Charts = charts
+	res.Layouts = layouts
 	res.Page, _ = base64.StdEncoding.DecodeString(page.Data)
 	return &res, nil
+}
+
+// settledJS is true once every echarts chart on the page has been drawn at
+// its container's current size (a page of many charts takes a while to
+// follow a new viewport width); pages without echarts are always settled.
+const settledJS = `JSON.stringify((function () {
+	if (!window.echarts) { return true; }
+	return Array.from(document.querySelectorAll('.chart .item')).every(function (el) {
+		var c = echarts.getInstanceByDom(el);
+		return !c || (Math.abs(c.getWidth() - el.clientWidth) < 1 && Math.abs(c.getHeight() - el.clientHeight) < 1);
+	});
+})())`
+
+// waitSettled polls settledJS for up to 20 s.
+func (s *session) waitSettled(ctx context.Context, sid string) error {
+	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(200 * time.Millisecond) {
+		var ok bool
+		if err := s.eval(ctx, sid, settledJS, &ok); err != nil {
+			return err
+		}
+		if ok {
+			time.Sleep(200 * time.Millisecond) // one more frame to paint
+			return nil
+		}
+	}
+	return errors.New("the charts did not follow the viewport's width within 20 s")
+}
+
+// setWidth emulates a viewport of width × 1000 CSS pixels.
+func (s *session) setWidth(ctx context.Context, sid string, width int) error {
+	return s.call(ctx, sid, "Emulation.setDeviceMetricsOverride", map[string]any{
+		"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": false}, nil)
+}
+
+// eval evaluates a JavaScript expression that returns a JSON string and
+// decodes it into out.
+func (s *session) eval(ctx context.Context, sid, expr string, out any) error {
+	var r struct {
+		Result struct {
+			Value string `json:"value"`
+		} `json:"result"`
+		ExceptionDetails *struct {
+			Text string `json:"text"`
+		} `json:"exceptionDetails"`
+	}
+	if err := s.call(ctx, sid, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}, &r); err != nil {
+		return err
+	}
+	if r.ExceptionDetails != nil {
+		return fmt.Errorf("script failed: %s", r.ExceptionDetails.Text)
+	}
+	return json.Unmarshal([]byte(r.Result.Value), out)
 }
 
 func (s *session) screenshot(ctx context.Context, sid string, clip map[string]any) (image.Image, error) {
@@ -488,7 +661,7 @@ func (s *session) screenshot(ctx context.Context, sid string, clip map[string]an
 		Data string `json:"data"`
 	}
 	if err := s.call(ctx, sid, "Page.captureScreenshot", map[string]any{
-		"format": "png", "clip": clip, "captureBeyondViewport": true}, &shot); err != nil {
+		"format": "png", "clip": clip}, &shot); err != nil {
 		return nil, err
 	}
 	raw, err := base64.StdEncoding.DecodeString(shot.Data)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/report"
+	"github.com/filterlens/probe/report/reporttest"
 )
 
 var afaToyDir = filepath.Join("..", "..", "zoo", "checkpoints", "afa_toy")
@@ -100,6 +101,9 @@ func TestAFAToyFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, p := range report.CaptionProblems(r.Figures...) {
+		t.Error(p)
+	}
 	w, err := r.Write(t.TempDir(), report.WriteOptions{Static: true})
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +111,7 @@ func TestAFAToyFigures(t *testing.T) {
 	if len(w.Files) != 6 {
 		t.Errorf("wrote %v", w.Files)
 	}
+	reporttest.Check(t, reporttest.Browser(t), w.HTML, 3)
 }
 
 func TestAFAToyFiguresErrors(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/filterlens/probe/report"
 )
 
 func TestBuildAll(t *testing.T) {
@@ -33,6 +35,9 @@ func TestBuildAll(t *testing.T) {
 					t.Errorf("%s: option %q has no source", f.ID, o.Name)
 				}
 			}
+		}
+		for _, pr := range report.CaptionProblems(r.Figures...) {
+			t.Error(pr)
 		}
 		if strings.Join(got, " ") != strings.Join(ids[p], " ") {
 			t.Errorf("%s figures %v, want %v", p, got, ids[p])

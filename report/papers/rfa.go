@@ -212,8 +212,8 @@ func rfaRegimes() *report.Figure {
 	return &report.Figure{
 		ID:    "rfa-fig3",
 		Title: "RFA Fig. 3 — precision gate P and bias B vs lag in the diffusive and integrative regimes",
-		Caption: "Top: diffusive heads (σ̃² > η², α < 0): the precision gate closes with lag and the bias decays from −log(η²+γ²) to the floor −log β " +
-			"(local recency). Bottom: integrative heads (η² > σ̃², α > 0): the gate opens as a sigmoid in 2μΔt − ln(α/β) and the bias rises to its " +
+		Caption: "The two \"Diffusive\" panels: diffusive heads (σ̃² > η², α < 0): the precision gate closes with lag and the bias decays from −log(η²+γ²) to the floor −log β " +
+			"(local recency). The two \"Integrative\" panels: integrative heads (η² > σ̃², α > 0): the gate opens as a sigmoid in 2μΔt − ln(α/β) and the bias rises to its " +
 			"maximum −log β (transient noise is filtered, distant history trusted). Legends give α/β as in the paper.",
 		Options: append(kernelOptions(),
 			report.Option{Name: "Δt", Value: "[0, 10], 500 points", Source: "notebook"},
@@ -282,7 +282,7 @@ func rfaSpectra() *report.Figure {
 	sc := analytic.SpectralBank(heads, nf, base)
 	mu := analytic.CoupledDecays(sc, b, zeroFrac)
 	rope := analytic.RoPEBank(nf, base)
-	scale := &report.ColorScale{Label: "head h", Map: report.Viridis(0, heads-1)}
+	scale := &report.ColorScale{Label: "head h", Map: report.Viridis(0, heads-1), Integer: true}
 	points := func(bank func(h int) []float64) []report.Series {
 		var x, y, v []float64
 		for h := 0; h < heads; h++ {
@@ -303,9 +303,9 @@ func rfaSpectra() *report.Figure {
 	return &report.Figure{
 		ID:    "rfa-fig5",
 		Title: "RFA Fig. 5 — eigenvalue spectra of rotational encodings (b = 1.0)",
-		Caption: "Eigenvalues λ = −μ_h ± iω_{h,k} in the complex plane, coloured by head, in conjugate pairs. Left: standard RoPE with isotropic " +
-			"per-head decay — every head spans the full frequency range, so high frequencies survive in slowly decaying heads. Right: spectrally " +
-			"coupled RoPE — each head gets a frequency shard and μ_h = b·max ω in its shard, so decay grows with frequency and high-frequency " +
+		Caption: "Eigenvalues λ = −μ_h ± iω_{h,k} in the complex plane, coloured by head, in conjugate pairs. \"Standard RoPE + isotropic decay\": " +
+			"every head spans the full frequency range, so high frequencies survive in slowly decaying heads. \"Spectrally coupled RoPE\": " +
+			"each head gets a frequency shard and μ_h = b·max ω in its shard, so decay grows with frequency and high-frequency " +
 			"modes are suppressed while low-frequency structure is kept.",
 		Options: []report.Option{
 			{Name: "b", Value: "1.0", Source: "RFA Fig. 5 caption"},

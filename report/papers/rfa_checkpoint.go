@@ -247,13 +247,13 @@ func RFACheckpointFig3(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir s
 	return &report.Figure{
 		ID:    fmt.Sprintf("rfa-ckpt-fig3-L%d", layer),
 		Title: fmt.Sprintf("RFA Fig. 3 from a checkpoint — precision gate P and bias B vs lag, layer %d", layer),
-		Caption: "Each head's prior precision P_Δt = 1/V(Δt) (left) and additive bias B_Δt = −log V(Δt) (right) against the lag, from the " +
+		Caption: "Each head's prior precision P_Δt = 1/V(Δt) (the \"gates\" panels) and additive bias B_Δt = −log V(Δt) (the \"priors\" panels) against the lag, from the " +
 			"checkpoint's learned σ², η², γ², fixed decay μ and learned shift Δt₊ — the checkpoint version of the paper's analytic Fig. 3. " +
 			"Heads are grouped by regime as the paper's rows are: diffusive heads (σ̃² > η², α < 0) close their gate with lag and their bias " +
 			"falls to the floor −log β (local recency); Brownian heads (μ = 0, dashed) close it without a floor, V growing as σ²Δt; " +
-			"integrative heads (η² > σ̃², α > 0, bottom row) open it as a sigmoid in 2μΔt − ln(α/β) and their bias rises to −log β " +
+			"integrative heads (η² > σ̃², α > 0, the \"Opening gates\" and \"Settling priors\" panels) open it as a sigmoid in 2μΔt − ln(α/β) and their bias rises to −log β " +
 			"(distant, denoised history trusted). " +
-			"Left legends: μ, α/β and regime; right legends: σ², η², γ² of the same head (same colour).",
+			"Legends of the gates panels: μ, α/β and regime; of the priors panels: σ², η², γ² of the same head (same colour).",
 		Options:    priorOptions(ps, layer, ax, dir),
 		Tables:     []report.Table{priorTable(ps, ax.Max)},
 		Notes:      []string{"The curves include what the pass adds to the paper's Eq. 9: the learned shift Δt₊ on every lag (App. C.6), the clamp of the decay exponent and c = 0.01 on V; the regime uses the paper's α, β (without c)."},

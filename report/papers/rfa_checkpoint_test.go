@@ -529,6 +529,9 @@ func TestRFACheckpointReport(t *testing.T) {
 			}
 		}
 	}
+	for _, p := range report.CaptionProblems(r.Figures...) {
+		t.Error(p)
+	}
 	want := "rfa-ckpt-fig3-L1 rfa-ckpt-fig4-L1 rfa-ckpt-attn-L1 rfa-ckpt-attn-linear-L1 rfa-ckpt-attn-decayed-L1"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("figures %v, want %s", got, want)

@@ -130,10 +130,10 @@ func selropeTemps() *report.Figure {
 	return &report.Figure{
 		ID:    "selrope-fig2",
 		Title: "Selective RoPE Fig. 2 — phase temperatures, RoPE vs Selective RoPE",
-		Caption: "Left: the d/2 = 64 temperatures of each schedule sorted in descending order and normalized to a maximum of 1 (log scale). " +
+		Caption: "\"Sorted temperatures\": the d/2 = 64 temperatures of each schedule sorted in descending order and normalized to a maximum of 1 (log scale). " +
 			"RoPE's Θ = ε^φ (φ uniform) is log-uniform on [ε, 1]; Selective RoPE's Θ = tan(φ/2) with φ uniform on [0, (1−ε)π] — the " +
 			"optimal random-Fourier-feature scale σ* = tan(θ/2) of Theorem 1 on evenly spread query–key angles — has a truncated half-Cauchy " +
-			"density ∝ 1/(1+Θ²). Right: histograms of log10 Θ (unnormalized) with the analytic densities: the 1/Θ² tail against RoPE's 1/Θ is the " +
+			"density ∝ 1/(1+Θ²). \"Densities of log10 Θ\" (one panel per ε): histograms of log10 Θ (unnormalized) with the analytic densities: the 1/Θ² tail against RoPE's 1/Θ is the " +
 			"paper's \"similar, with a slightly faster decay\". Θ₀ = 0 of the tan schedule (a pair that never rotates) cannot appear on a log axis and is omitted.",
 		Options: []report.Option{
 			{Name: "d (head dimension)", Value: "128 → 64 temperatures", Source: "choice (notes 002 §C Fig. 2)"},

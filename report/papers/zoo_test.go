@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/report"
 )
 
 // synthPPL builds ppl results by hand: a gated model "gated_headwise"
@@ -50,6 +51,9 @@ func TestExtrapolationFigure(t *testing.T) {
 	f, err := ExtrapolationFigure(synthPPL())
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, p := range report.CaptionProblems(f) {
+		t.Error(p)
 	}
 	if f.ID != "zoo-extrapolation" || !f.Panels[0].XLog || !f.Panels[1].XLog {
 		t.Fatalf("figure %s, log x %v %v", f.ID, f.Panels[0].XLog, f.Panels[1].XLog)
@@ -119,6 +123,9 @@ func TestPrediction3Figure(t *testing.T) {
 	f, err := Prediction3Figure(res, "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, p := range report.CaptionProblems(f) {
+		t.Error(p)
 	}
 	if f.ID != "bft-prediction3" {
 		t.Fatalf("id %s", f.ID)

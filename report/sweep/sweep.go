@@ -121,8 +121,10 @@ func num(x float64, prec int) string {
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // statPanel is one Fig. 2 panel: our mean ± std band and line, and the
-// paper's points.
-func statPanel(title, ylabel string, in *Input, get func(Length) Stat, paper func(Length) float64) report.Panel {
+// paper's points. The band is clipped to the quantity's range [floor,
+// ceil] (n_eff ≥ 1, a gate in [0, 1], a ratio ≥ 0): a mean − std below the
+// smallest possible value is a sign of a skewed spread, not a value.
+func statPanel(title, ylabel string, in *Input, get func(Length) Stat, paper func(Length) float64, floor, ceil float64) report.Panel {
 	var x, m, lo, hi, px, py []float64
 	for _, l := range in.Lengths {
 		s := get(l)
@@ -131,7 +133,8 @@ func statPanel(title, ylabel string, in *Input, get func(Length) Stat, paper fun
 			if !finite(sd) {
 				sd = 0
 			}
-			x, m, lo, hi = append(x, float64(l.T)), append(m, s.Mean), append(lo, s.Mean-sd), append(hi, s.Mean+sd)
+			x, m = append(x, float64(l.T)), append(m, s.Mean)
+			lo, hi = append(lo, math.Max(s.Mean-sd, floor)), append(hi, math.Min(s.Mean+sd, ceil))
 		}
 		if p := paper(l); finite(p) {
 			px, py = append(px, float64(l.T)), append(py, p)
@@ -173,6 +176,12 @@ func fig2(in *Input) *report.Figure {
 		tbl.Rows = append(tbl.Rows, []string{fmtT(l.T), num(l.PaperNEff, 1), pm(l.NEff, 1), num(l.PaperGate, 3), pm(l.Gate, 3),
 			num(l.PaperLRRatio, 2), pm(l.LambdaRatio, 3)})
 	}
+	paperPoints := ""
+	for _, l := range in.Lengths {
+		if finite(l.PaperNEff) || finite(l.PaperGate) || finite(l.PaperLRRatio) {
+			paperPoints = " Vermillion diamonds are the paper's values (App. I, Fig. 2) at the lengths it reports."
+		}
+	}
 	first, last := in.Lengths[0], in.Lengths[len(in.Lengths)-1]
 	growth := report.Table{Caption: "Growth over the sweep (T_min → T_max)", Header: []string{"quantity", "paper (1k → 10k)", "ours"},
 		Rows: [][]string{
@@ -184,13 +193,13 @@ func fig2(in *Input) *report.Figure {
 		ID:    "bft-fig2",
 		Title: "BFT Fig. 2 — n_eff, gate and λobs(T)/λobs(T_min) vs context length",
 		Caption: "(a) Kish effective sample size n_eff = 1/Σα², (b) the output gate σ(XW_θ), (c) the observation precision relative to the shortest " +
-			"length, per context length T: mean ± 1 std over " + in.Fig2Pool + ". Bands use " + in.Fig2Std + "; panel (c) is " + in.Fig2Ratio +
-			". Red diamonds are the paper's values (App. I, Fig. 2).",
+			"length, per context length T: mean (blue line and dots) ± 1 std (blue band) over " + in.Fig2Pool + ". Bands use " + in.Fig2Std + "; panel (c) is " + in.Fig2Ratio +
+			". Each band is clipped to its quantity's range (n_eff ≥ 1, gate in [0, 1], ratio ≥ 0)." + paperPoints,
 		Tables: []report.Table{tbl, growth},
 		Panels: []report.Panel{
-			withLegend(statPanel("(a) n_eff", "n_eff", in, func(l Length) Stat { return l.NEff }, func(l Length) float64 { return l.PaperNEff }), report.LegendTopLeft),
-			statPanel("(b) gate", "gate σ(XW_θ)", in, func(l Length) Stat { return l.Gate }, func(l Length) float64 { return l.PaperGate }),
-			statPanel("(c) recovered λobs(T)/λobs(T_min)", "λobs(T)/λobs(T_min)", in, func(l Length) Stat { return l.LambdaRatio }, func(l Length) float64 { return l.PaperLRRatio }),
+			withLegend(statPanel("(a) n_eff", "n_eff", in, func(l Length) Stat { return l.NEff }, func(l Length) float64 { return l.PaperNEff }, 1, math.Inf(1)), report.LegendTopLeft),
+			statPanel("(b) gate", "gate σ(XW_θ)", in, func(l Length) Stat { return l.Gate }, func(l Length) float64 { return l.PaperGate }, 0, 1),
+			statPanel("(c) recovered λobs(T)/λobs(T_min)", "λobs(T)/λobs(T_min)", in, func(l Length) Stat { return l.LambdaRatio }, func(l Length) float64 { return l.PaperLRRatio }, 0, math.Inf(1)),
 		},
 		Columns:    3,
 		PanelWidth: 4.6, PanelHeight: 3.8,
@@ -234,17 +243,17 @@ func fig3(in *Input) *report.Figure {
 	return &report.Figure{
 		ID:    "bft-fig3",
 		Title: "BFT Fig. 3 — K_opt predicted from n_eff and S vs measured K_BFT",
-		Caption: fmt.Sprintf("Left: measured gain K_meas (mean of per-element K at λ = 1) and the prediction K_opt(T) = λobs(T)/(λ + λobs(T)), with λobs(T) "+
-			"from Eq. 6 on the aggregate n_eff(T) and S(T), and one scalar λ = %.4g fitted at T_min so that K_opt(T_min) = K_meas(T_min). Right: relative "+
+		Caption: fmt.Sprintf("(a) Measured gain K_meas (mean of per-element K at λ = 1) and the prediction K_opt(T) = λobs(T)/(λ + λobs(T)), with λobs(T) "+
+			"from Eq. 6 on the aggregate n_eff(T) and S(T), and one scalar λ = %.4g fitted at T_min so that K_opt(T_min) = K_meas(T_min). (b) Relative "+
 			"errors |K_opt − K_meas|/K_meas at the other lengths, ours and the paper's (max 0.28 %%). K moves little over the sweep, so sub-percent "+
 			"errors are a weak test (notes 003 §B.6); the table shows K_opt − K_meas itself.", in.LambdaFit),
 		Tables: []report.Table{tbl},
 		Panels: []report.Panel{
-			{Title: "K_opt vs measured K", XLabel: "context length T (tokens)", YLabel: "Kalman gain K", Legend: report.LegendBottomRight, Series: []report.Series{
+			{Title: "(a) K_opt vs measured K", XLabel: "context length T (tokens)", YLabel: "Kalman gain K", Legend: report.LegendBottomRight, Series: []report.Series{
 				{Name: "K_opt (λ fitted at T_min)", Kind: report.Line, X: x, Y: ko, Color: report.Black, Width: 1.8, Dash: true},
 				{Name: "K_meas (ours)", Kind: report.Scatter, X: x, Y: km, Color: report.Blue, Radius: 4.5},
 			}},
-			{Title: "relative error", XLabel: "context length T (tokens)", YLabel: "|K_opt − K_meas|/K_meas (%)", Legend: report.LegendTopLeft,
+			{Title: "(b) relative error", XLabel: "context length T (tokens)", YLabel: "|K_opt − K_meas|/K_meas (%)", Legend: report.LegendTopLeft,
 				Y: report.Range{Min: 0, Max: 1.35 * top}, Series: relSeries},
 		},
 		PanelWidth: 5.4, PanelHeight: 4,
@@ -314,7 +323,7 @@ func fig4(in *Input) (*report.Figure, error) {
 		Tables: []report.Table{tbl},
 		Panels: []report.Panel{{
 			XLabel: "K_BFT (λ = 1)", YLabel: "BOS mass α[t, 0]", Legend: report.LegendNone,
-			Colors: &report.ColorScale{Label: "layer ℓ", Map: report.Viridis(float64(minL), float64(maxL))},
+			Colors: &report.ColorScale{Label: "layer ℓ", Map: report.Viridis(float64(minL), float64(maxL)), Integer: true},
 			Series: []report.Series{{Name: "(layer, head) cells", Kind: report.Scatter, X: k, Y: bos, Values: layer, Radius: 3.4, Alpha: 0.9}},
 		}},
 		PanelWidth: 7, PanelHeight: 5,

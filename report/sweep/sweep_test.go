@@ -3,8 +3,12 @@ package sweep
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/filterlens/probe/report"
+	"github.com/filterlens/probe/report/reporttest"
 )
 
 // SyntheticInput is a deterministic stand-in for a 28-layer × 16-head sweep
@@ -48,6 +52,56 @@ func TestBuild(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	for _, p := range report.CaptionProblems(r.Figures...) {
+		t.Error(p)
+	}
+	// Fig. 2's bands stay inside each quantity's range, even where the
+	// spread is wider than the mean.
+	wide := SyntheticInput()
+	wide.Lengths[0].NEff = Stat{Mean: 1.5, Std: 3}
+	wide.Lengths[0].Gate = Stat{Mean: 0.9, Std: 0.5}
+	wide.Lengths[0].LambdaRatio = Stat{Mean: 0.2, Std: 1}
+	rw, err := Build(wide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := rw.Figures[0].Panels[0].Series[0]; b.Kind != report.Band || b.Lo[0] != 1 || b.Hi[0] != 4.5 {
+		t.Errorf("n_eff band at T_min: [%g, %g], want [1, 4.5]", b.Lo[0], b.Hi[0])
+	}
+	if b := rw.Figures[0].Panels[1].Series[0]; b.Lo[0] != 0.4 || b.Hi[0] != 1 {
+		t.Errorf("gate band at T_min: [%g, %g], want [0.4, 1]", b.Lo[0], b.Hi[0])
+	}
+	if !strings.Contains(rw.Figures[0].Caption, "clipped to its quantity's range") {
+		t.Error("Fig. 2's caption does not say that the bands are clipped")
+	}
+	for i, floor := range []float64{1, 0, 0} {
+		for _, s := range r.Figures[0].Panels[i].Series {
+			for _, lo := range s.Lo {
+				if lo < floor {
+					t.Errorf("Fig. 2 panel %d: band down to %g, below %g", i, lo, floor)
+				}
+			}
+		}
+	}
+	if !r.Figures[2].Panels[0].Colors.Integer {
+		t.Error("Fig. 4's colour bar (layers) is not integer")
+	}
+	// The report reads well in a browser (interactive when echarts is
+	// installed, else static).
+	_, err = report.LocateECharts()
+	dir := t.TempDir()
+	if d := os.Getenv("PROBE_KEEP_REPORT"); d != "" {
+		dir = d
+	}
+	w, werr := r.Write(dir, report.WriteOptions{Static: err != nil, DPI: 40})
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	want := 3 + 2 + 1
+	if err != nil {
+		want = 3
+	}
+	reporttest.Check(t, reporttest.Browser(t), w.HTML, want)
 	f4 := r.Figures[2]
 	if !strings.Contains(f4.Title, "r = +") || f4.Tables[0].Rows[0][2] != "448" {
 		t.Errorf("Fig. 4: %s %v", f4.Title, f4.Tables[0].Rows[0])

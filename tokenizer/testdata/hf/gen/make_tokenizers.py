@@ -240,6 +240,85 @@ T["gpt2_like_prefix_space"] = tok(
     added=[added(5000, "<|endoftext|>")],
 )
 
+# SentencePiece-style BPE ("▁" for a space, byte fallback) with the Metaspace
+# pre-tokenizer and decoder in their three prepend schemes, with and without
+# split, inside Sequences, and the decoders Replace, ByteFallback, Fuse and
+# Strip in the orders Mistral and Gemma use and in others. (Hugging Face's Strip
+# panics when its stop cut reaches the start of a token, an empty one included:
+# such decoders are left out.)
+SP = "\u2581"
+SP_VOCAB = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + [SP] + \
+    [chr(c) for c in range(ord("a"), ord("z") + 1)] + [chr(c) for c in range(ord("A"), ord("Z") + 1)] + \
+    list("0123456789.,!'-_[]<>|é中")
+SP_MERGES = [(SP, "t"), ("h", "e"), (SP + "t", "he"), (SP, SP), (SP + SP, SP + SP), ("e", "l"), ("l", "o"),
+             ("el", "lo"), ("h", "ello"), (SP, "hello"), (SP, "w"), ("o", "r"), (SP + "w", "or"), ("l", "d"),
+             (SP + "wor", "ld"), ("a", "a"), ("aa", "aa"), (SP, "a"), ("!", "!"), ("0", "0"), ("i", "n"),
+             ("in", "g"), (SP, "x"), ("x", "x"), ("<", "s"), ("<s", ">"), (SP, "<s>"), ("'", "s"), (SP, "["),
+             ("!", SP), ("!" + SP, "x"), ("l", SP + "w")]  # the last three join across a "▁" (Gemma has one such)
+SP_ADDED = [added(1, "<s>"), added(2, "</s>"), added(0, "<unk>"), added(400, "[A]", special=False),
+            added(401, "<mask>", lstrip=True), added(402, "[R]", special=False, rstrip=True, normalized=False)]
+SP_DECODER_MISTRAL = {"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"String": SP}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"},
+    {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+
+
+def metaspace(scheme, split=True):
+    return {"type": "Metaspace", "replacement": SP, "prepend_scheme": scheme, "split": split}
+
+
+T["sp_mistral_like"] = tok(
+    bpe(SP_VOCAB, SP_MERGES, byte_fallback=True, fuse_unk=True, unk_token="<unk>"),
+    normalizer={"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SP},
+                                                    {"type": "Replace", "pattern": {"String": " "}, "content": SP}]},
+    post={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+          "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                   {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+          "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+    decoder=SP_DECODER_MISTRAL, added=SP_ADDED,
+)
+T["sp_metaspace_first"] = tok(
+    bpe(SP_VOCAB, SP_MERGES, byte_fallback=True, unk_token="<unk>"),
+    pre=metaspace("first"), decoder=metaspace("first"), added=SP_ADDED,
+)
+T["sp_metaspace_always_nosplit"] = tok(
+    bpe(SP_VOCAB, SP_MERGES, byte_fallback=True, fuse_unk=True, unk_token="<unk>"),
+    pre=metaspace("always", split=False),
+    decoder={"type": "Sequence", "decoders": [{"type": "Strip", "content": SP, "start": 0, "stop": 1},
+                                              metaspace("always")]},
+    added=SP_ADDED,
+)
+T["sp_metaspace_never_seq"] = tok(
+    bpe(SP_VOCAB, SP_MERGES, unk_token="<unk>", fuse_unk=True),
+    pre={"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, metaspace("never")]},
+    decoder={"type": "Sequence", "decoders": [{"type": "ByteFallback"}, metaspace("never"),
+                                              {"type": "Strip", "content": " ", "start": 0, "stop": 1}]},
+    added=SP_ADDED,
+)
+T["sp_metaspace_first_seq"] = tok(
+    bpe(SP_VOCAB, SP_MERGES, byte_fallback=True, unk_token="<unk>", ignore_merges=True),
+    normalizer={"type": "Strip", "strip_left": True, "strip_right": False},
+    pre={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"String": "-"}, "behavior": "Isolated", "invert": False}, metaspace("first")]},
+    decoder={"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"Regex": SP + "+"}, "content": "_"}, {"type": "Fuse"},
+        {"type": "ByteFallback"}, {"type": "Strip", "content": "_", "start": 2, "stop": 0}]},
+    added=SP_ADDED,
+)
+T["sp_metaspace_first_strip"] = tok(
+    bpe(SP_VOCAB, SP_MERGES, byte_fallback=True, unk_token="<unk>"),
+    normalizer={"type": "Sequence", "normalizers": [{"type": "Strip", "strip_left": True, "strip_right": True},
+                                                    {"type": "Prepend", "prepend": "_"}]},
+    pre=metaspace("first", split=False), decoder=metaspace("first"), added=SP_ADDED,
+)
+T["sp_gemma_like"] = tok(
+    bpe(SP_VOCAB, SP_MERGES, byte_fallback=True, fuse_unk=True, unk_token="<unk>"),
+    normalizer={"type": "Replace", "pattern": {"String": " "}, "content": SP},
+    pre={"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False},
+    decoder={"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": SP}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]},
+    added=SP_ADDED,
+)
+
 for name, t in sorted(T.items()):
     with open(os.path.join(OUT, name + ".json"), "w", encoding="utf-8") as f:
         json.dump(t, f, ensure_ascii=False)

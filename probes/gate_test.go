@@ -1,4 +1,4 @@
-package model_test
+package probes_test
 
 import (
 	"math"
@@ -24,6 +24,23 @@ func gatedModel(t *testing.T, gate model.GateKind, bias bool) *model.Model {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// forwardGate runs m with the gate override g registered on hs (a new set
+// when hs is nil) before anything the caller adds to hs afterwards; a nil g
+// is Forward.
+func forwardGate(m *model.Model, ids [][]int, opt model.Options, g *probes.GateOverride) (*model.Output, error) {
+	if g != nil {
+		hs := opt.Hooks
+		if hs == nil {
+			hs = &hooks.Set{}
+		}
+		if err := g.Register(hs, &m.Config, len(ids), len(ids[0])); err != nil {
+			return nil, err
+		}
+		opt.Hooks = hs
+	}
+	return m.Forward(ids, opt)
 }
 
 func gateIDs(B, T, vocab int) [][]int {
@@ -77,7 +94,7 @@ func TestGateOverrideLearnedIsIdentity(t *testing.T) {
 	}
 	for _, opt := range []model.Options{{Logits: true}, {Logits: true, TileRows: 7, Threads: 3}, {Logits: true, TileRows: 1, Threads: 1}} {
 		calls := 0
-		out, err := m.ForwardGate(ids, opt, model.RowGate(func(r model.GateRow) float64 { calls++; return r.Learned }))
+		out, err := forwardGate(m, ids, opt, probes.RowGate(func(r probes.GateRow) float64 { calls++; return r.Learned }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +103,7 @@ func TestGateOverrideLearnedIsIdentity(t *testing.T) {
 			t.Fatalf("GateFunc called %d times, want layers·B·T·H = %d", calls, want)
 		}
 	}
-	out, err := m.ForwardGate(ids, model.Options{Logits: true}, nil)
+	out, err := forwardGate(m, ids, model.Options{Logits: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +120,7 @@ func TestGateOverrideConstOne(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			m := gatedModel(t, kind, true)
 			ids := gateIDs(2, 45, m.Vocab)
-			got, err := m.ForwardGate(ids, model.Options{Logits: true, TileRows: 8}, model.ConstGate(1))
+			got, err := forwardGate(m, ids, model.Options{Logits: true, TileRows: 8}, probes.ConstGate(1))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,8 +157,11 @@ func TestGateOverrideConstOne(t *testing.T) {
 			}
 
 			hs = &hooks.Set{}
+			if err := probes.ConstGate(0.5).Register(hs, &m.Config, len(ids), len(ids[0])); err != nil {
+				t.Fatal(err)
+			}
 			cp := hs.Capture("blocks.*.attn.hook_gate")
-			if _, err := m.ForwardGate(ids, model.Options{Hooks: hs}, model.ConstGate(0.5)); err != nil {
+			if _, err := m.Forward(ids, model.Options{Hooks: hs}); err != nil {
 				t.Fatal(err)
 			}
 			for _, name := range cp.Names() {
@@ -165,10 +185,10 @@ func TestGateOverrideStats(t *testing.T) {
 	const B, T = 2, 53
 	ids := gateIDs(B, T, m.Vocab)
 	H, KV, dh := m.Heads, m.KVHeads, m.DHead
-	rows := make([]model.GateRow, 0, m.Config.Layers*B*T*H)
+	rows := make([]probes.GateRow, 0, m.Config.Layers*B*T*H)
 	hs := &hooks.Set{}
 	cp := hs.Capture("blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate")
-	if _, err := m.ForwardGate(ids, model.Options{Hooks: hs, TileRows: 16}, model.RowGate(func(r model.GateRow) float64 {
+	if _, err := forwardGate(m, ids, model.Options{Hooks: hs, TileRows: 16}, probes.RowGate(func(r probes.GateRow) float64 {
 		rows = append(rows, r)
 		return r.Learned
 	})); err != nil {
@@ -190,11 +210,11 @@ func TestGateOverrideStats(t *testing.T) {
 		kv := h / (H / KV)
 		probes.Moments(e, S, alpha, func(j int) []float32 { return v[((b*T+j)*KV+kv)*dh:][:dh] }, probes.TwoPass)
 		wantN, wantS := probes.NEff(alpha), probes.Mean(S)
-		if d := math.Abs(r.NEff-wantN) / wantN; d > 1e-6 { // Σα² within ~1e-7 (model.AttnMoments)
+		if d := math.Abs(r.NEff-wantN) / wantN; d > 1e-6 { // Σα² within ~1e-7 (hooks.AttnMoments)
 			t.Fatalf("layer %d batch %d query %d head %d: n_eff %v, probes %v", l, b, q, h, r.NEff, wantN)
 		}
 		d := math.Abs(r.SBar - wantS)
-		if d > 1e-5*wantS+1e-14 { // model.AttnMoments: S within ~1e-5 of two passes
+		if d > 1e-5*wantS+1e-14 { // hooks.AttnMoments: S within ~1e-5 of two passes
 			t.Fatalf("layer %d batch %d query %d head %d: S̄ %v, probes (two-pass) %v", l, b, q, h, r.SBar, wantS)
 		}
 		if wantS > 0 {
@@ -223,14 +243,14 @@ func TestGateOverrideRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := gateIDs(1, 9, 97)
-	if _, err := plain.ForwardGate(ids, model.Options{}, model.ConstGate(1)); err == nil || !strings.Contains(err.Error(), "output gate") {
+	if _, err := forwardGate(plain, ids, model.Options{}, probes.ConstGate(1)); err == nil || !strings.Contains(err.Error(), "output gate") {
 		t.Fatalf("ungated model: err = %v, want a refusal naming the output gate", err)
 	}
 	m := gatedModel(t, model.GateHeadwise, false)
-	if _, err := m.ForwardGate(ids, model.Options{}, model.ConstGate(math.Inf(1))); err == nil {
+	if _, err := forwardGate(m, ids, model.Options{}, probes.ConstGate(math.Inf(1))); err == nil {
 		t.Fatal("constant +Inf gate accepted")
 	}
-	_, err = m.ForwardGate(ids, model.Options{}, model.RowGate(func(r model.GateRow) float64 {
+	_, err = forwardGate(m, ids, model.Options{}, probes.RowGate(func(r probes.GateRow) float64 {
 		if r.Layer == 1 && r.Head == 2 && r.Query == 4 {
 			return math.NaN()
 		}

@@ -1,0 +1,339 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorgonia.org/tensor"
+
+	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
+)
+
+// SinkHeadRow is one row of the sinks_heads table: the measurements of one
+// (length, sample, softmax layer, head) (probes.SinkCollector,
+// probes.HeadGateStats).
+type SinkHeadRow struct {
+	T           int     `parquet:"T"`
+	Sample      int     `parquet:"sample"`
+	Layer       int     `parquet:"layer"`
+	Kind        string  `parquet:"kind"`   // "global", or "local" for a sliding-window layer
+	Window      int     `parquet:"window"` // 0: none
+	Head        int     `parquet:"head"`
+	Rows        int64   `parquet:"rows"`
+	BOSN        int64   `parquet:"bos_n"`
+	LeftOut     int64   `parquet:"left_out"`
+	BOSMass     float64 `parquet:"bos_mass"`
+	Entropy     float64 `parquet:"entropy"`
+	EntropyNorm float64 `parquet:"entropy_norm"`
+	LogT        float64 `parquet:"log_T"`
+	MaxWeight   float64 `parquet:"max_weight"`
+	MaxLast     float64 `parquet:"max_weight_last"`
+	NEff        float64 `parquet:"neff"`
+	GateMean    float64 `parquet:"gate_mean"`
+	GateMedian  float64 `parquet:"gate_median"`
+	GateBelow   float64 `parquet:"gate_below"`
+	GateFirst   float64 `parquet:"gate_first"`
+	GateRest    float64 `parquet:"gate_rest"`
+}
+
+// SinkRateRow is one row of the sinks_rate table: Gu et al.'s Sink_1^ε over
+// the (layer, head) pairs of one layer group at one length, each head's ā_0
+// pooled over the samples (weighted by their applicable queries).
+type SinkRateRow struct {
+	T           int     `parquet:"T"`
+	Eps         float64 `parquet:"eps"`
+	Layers      string  `parquet:"layers"` // "all", "global" or "local"
+	Heads       int     `parquet:"heads"`
+	HeadsAbove  int     `parquet:"heads_above"`
+	Rate        float64 `parquet:"rate"` // percent
+	Rows        int64   `parquet:"rows"`
+	RowsLeftOut int64   `parquet:"rows_left_out"`
+}
+
+// SinksOptions are the options of a sinks run, recorded in its manifest.
+type SinksOptions struct {
+	Lengths   []int  `json:"lengths"`
+	Samples   int    `json:"samples"`
+	Disjoint  string `json:"disjoint"`
+	Placement string `json:"placement"`
+	Seed      uint64 `json:"seed"`
+	Offset    int    `json:"offset"`
+	// Eps are the thresholds ε of Sink_1^ε (Gu et al.: 0.3).
+	Eps []float64 `json:"eps"`
+	// IncludeFirstQuery counts query 0 (α[0,0] = 1) in ā_0, as Gu et al.'s
+	// mean over all queries does.
+	IncludeFirstQuery bool `json:"include_first_query"`
+	// GateBelow is the threshold of the gate sparsity (Qiu et al.: 0.1).
+	GateBelow float64 `json:"gate_below"`
+	// SplitLocal adds rate rows for global and local (sliding-window)
+	// layers separately when the model has both.
+	SplitLocal         bool `json:"split_local"`
+	TileRows           int  `json:"tile_rows"`
+	AllowExtrapolation bool `json:"allow_extrapolation"`
+}
+
+// DefaultSinksOptions are the command's defaults.
+func DefaultSinksOptions() SinksOptions {
+	return SinksOptions{Samples: 1, Disjoint: DisjointAll, Placement: PlaceSequential, Seed: 1, Eps: []float64{0.3},
+		IncludeFirstQuery: true, GateBelow: 0.1, SplitLocal: true}
+}
+
+// SinksManifest records a sinks run.
+type SinksManifest struct {
+	Kind        string            `json:"kind"` // "sinks"
+	Tool        ToolInfo          `json:"tool"`
+	Created     string            `json:"created"`
+	Error       string            `json:"error,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Model       ModelInfo         `json:"model"`
+	Layers      []int             `json:"softmax_layers"`
+	Windows     []int             `json:"windows"` // per model layer; 0: none
+	Source      SourceInfo        `json:"source"`
+	Options     SinksOptions      `json:"sinks"`
+	Conventions map[string]string `json:"conventions"`
+	Chunks      []Chunk           `json:"chunks"`
+	LeftOut     int64             `json:"rows_left_out"` // over every pass and head
+	Notes       []string          `json:"notes,omitempty"`
+	Threads     int               `json:"threads"`
+	Seconds     float64           `json:"total_seconds"`
+	PassSeconds []float64         `json:"pass_seconds"`
+	CLIOptions  []Option          `json:"options,omitempty"`
+	Tables      []string          `json:"tables,omitempty"`
+}
+
+// SinksManifestName is the manifest's file name in a sinks run's folder.
+const SinksManifestName = "sinks_manifest.json"
+
+// SinksRun is one `probe sinks` run.
+type SinksRun struct {
+	Dir        string
+	Load       model.LoadOptions
+	Source     SourceInfo
+	Stream     []int
+	Options    SinksOptions
+	Out        string
+	Formats    []string
+	Threads    int
+	CLIOptions []Option
+	Args       []string
+}
+
+// LayerWindows returns each layer's sliding window (0: none) from c's
+// Sliding and SlidingLayers, the span the model's attention applies.
+func LayerWindows(c *model.Config) []int {
+	w := make([]int, c.Layers)
+	for l := range w {
+		if c.SlidingLayers == nil || c.SlidingLayers[l] {
+			w[l] = c.Sliding
+		}
+	}
+	return w
+}
+
+// Run runs the passes and writes sinks_heads, sinks_rate and the manifest.
+func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
+	start := time.Now()
+	o := &r.Options
+	if len(o.Eps) == 0 {
+		return nil, nil, nil, fmt.Errorf("no ε for the sink rate (give at least one, e.g. 0.3)")
+	}
+	for _, e := range o.Eps {
+		if !(e >= 0 && e < 1) {
+			return nil, nil, nil, fmt.Errorf("ε = %v: want 0 ≤ ε < 1 (a mean attention above ε)", e)
+		}
+	}
+	if len(r.Formats) == 0 {
+		r.Formats = []string{FormatParquet, FormatCSV}
+	}
+	if r.Threads <= 0 {
+		r.Threads = runtime.GOMAXPROCS(0)
+	}
+	chunks, err := PlanChunks(len(r.Stream), ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint,
+		Placement: o.Placement, Seed: o.Seed, Offset: o.Offset})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
+	}
+	m, err := model.Load(r.Dir, r.Load)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c := &m.Config
+	info, err := DescribeModel(m)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := os.MkdirAll(r.Out, 0o755); err != nil {
+		return nil, nil, nil, err
+	}
+	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
+	man := &SinksManifest{Kind: "sinks", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: r.Args,
+		Model: info, Layers: layers, Windows: windows, Source: r.Source, Options: *o, Conventions: sinksConventions(),
+		Chunks: chunks, Threads: r.Threads, CLIOptions: r.CLIOptions}
+	if len(layers) < c.Layers {
+		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet layers (see probe gdn)", layers))
+	}
+	per := c.GatePerHead()
+	if per == 0 {
+		man.Notes = append(man.Notes, "no output gate: the gate columns are empty (NaN)")
+	}
+	fail := func(err error) (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
+		man.Error = err.Error()
+		man.Seconds = time.Since(start).Seconds()
+		if werr := WriteJSON(filepath.Join(r.Out, SinksManifestName), man); werr != nil {
+			return man, nil, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
+		}
+		return man, nil, nil, err
+	}
+	var heads []SinkHeadRow
+	for _, ch := range chunks {
+		t0 := time.Now()
+		sc, err := probes.NewSinkCollector(1, c.Layers, c.Heads, ch.T, windows, o.IncludeFirstQuery)
+		if err != nil {
+			return fail(err)
+		}
+		hs := &hooks.Set{}
+		gates := map[[2]int]probes.GateStats{}
+		for _, l := range layers {
+			hs.Stream(l, sc)
+		}
+		if per > 0 {
+			var scratch []float32
+			hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
+				l, err := strconv.Atoi(strings.Split(name, ".")[1])
+				if err != nil {
+					return fmt.Errorf("unexpected gate hook name %q", name)
+				}
+				g := x.Data().([]float32)
+				for h := 0; h < c.Heads; h++ {
+					var st probes.GateStats
+					st, scratch = probes.HeadGateStats(g, 1, ch.T, c.Heads, per, h, o.GateBelow, scratch)
+					gates[[2]int{l, h}] = st
+				}
+				return nil
+			})
+		}
+		ids := [][]int{r.Stream[ch.Start:ch.End]}
+		if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
+			Threads: r.Threads}); err != nil {
+			return fail(fmt.Errorf("T=%d sample %d: %w", ch.T, ch.Sample, err))
+		}
+		for _, h := range sc.Heads(layers) {
+			row := SinkHeadRow{T: ch.T, Sample: ch.Sample, Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head,
+				Rows: h.Rows, BOSN: h.BOSN, LeftOut: h.LeftOut, BOSMass: h.BOSMass, Entropy: h.Entropy,
+				EntropyNorm: h.EntropyNorm, LogT: math.Log(float64(ch.T)), MaxWeight: h.MaxWeight, MaxLast: h.MaxLast, NEff: h.NEff,
+				GateMean: math.NaN(), GateMedian: math.NaN(), GateBelow: math.NaN(), GateFirst: math.NaN(), GateRest: math.NaN()}
+			if windows[h.Layer] > 0 {
+				row.Kind = "local"
+			}
+			if st, ok := gates[[2]int{h.Layer, h.Head}]; ok {
+				row.GateMean, row.GateMedian, row.GateBelow, row.GateFirst, row.GateRest = st.Mean, st.Median, st.Below, st.First, st.Rest
+			}
+			man.LeftOut += h.LeftOut
+			heads = append(heads, row)
+		}
+		man.PassSeconds = append(man.PassSeconds, time.Since(t0).Seconds())
+	}
+	rates := SinkRates(heads, o.Lengths, o.Eps, o.SplitLocal)
+	if err := WriteTable(r.Out, "sinks_heads", heads, r.Formats); err != nil {
+		return fail(err)
+	}
+	if err := WriteTable(r.Out, "sinks_rate", rates, r.Formats); err != nil {
+		return fail(err)
+	}
+	for _, fm := range r.Formats {
+		man.Tables = append(man.Tables, "sinks_heads."+fm, "sinks_rate."+fm)
+	}
+	man.Seconds = time.Since(start).Seconds()
+	if err := WriteJSON(filepath.Join(r.Out, SinksManifestName), man); err != nil {
+		return man, heads, rates, err
+	}
+	return man, heads, rates, nil
+}
+
+// SinkRates computes the sinks_rate rows from the per-sample head rows:
+// per length, each (layer, head)'s ā_0 pooled over samples (Σ bos_mass ·
+// bos_n / Σ bos_n), then probes.SinkRate at every ε over all layers
+// and, with split and a model that has both kinds, over the global and the
+// local layers separately.
+func SinkRates(heads []SinkHeadRow, lengths []int, eps []float64, split bool) []SinkRateRow {
+	type key struct{ T, l, h int }
+	type pool struct {
+		kind           string
+		sum            float64
+		n, rows, leftO int64
+	}
+	pools := map[key]*pool{}
+	var order []key
+	kinds := map[string]bool{}
+	for _, r := range heads {
+		k := key{r.T, r.Layer, r.Head}
+		p := pools[k]
+		if p == nil {
+			p = &pool{kind: r.Kind}
+			pools[k] = p
+			order = append(order, k)
+		}
+		if r.BOSN > 0 {
+			p.sum += r.BOSMass * float64(r.BOSN)
+		}
+		p.n += r.BOSN
+		p.rows += r.Rows
+		p.leftO += r.LeftOut
+		kinds[r.Kind] = true
+	}
+	groups := []string{"all"}
+	if split && kinds["global"] && kinds["local"] {
+		groups = append(groups, "global", "local")
+	}
+	var out []SinkRateRow
+	for _, T := range lengths {
+		for _, g := range groups {
+			var means []float64
+			var rows, left int64
+			for _, k := range order {
+				p := pools[k]
+				if k.T != T || (g != "all" && p.kind != g) {
+					continue
+				}
+				m := math.NaN()
+				if p.n > 0 {
+					m = p.sum / float64(p.n)
+				}
+				means = append(means, m)
+				rows += p.rows
+				left += p.leftO
+			}
+			for _, e := range eps {
+				rate, n := probes.SinkRate(means, e)
+				above := 0
+				if n > 0 {
+					above = int(math.Round(rate * float64(n) / 100))
+				}
+				out = append(out, SinkRateRow{T: T, Eps: e, Layers: g, Heads: n, HeadsAbove: above, Rate: rate, Rows: rows, RowsLeftOut: left})
+			}
+		}
+	}
+	return out
+}
+
+// sinksConventions states the definitions behind the sinks tables.
+func sinksConventions() map[string]string {
+	return map[string]string{
+		"bos_mass":        "mean over applicable queries t of alpha[t,0] (Gu et al. 2024, alpha_1^{l,h}); a query of a sliding-window layer with t >= window cannot see position 0 and is counted in left_out, not in the mean",
+		"sink_rate":       "Sink_1^eps = 100 * #{(layer, head): bos_mass > eps} / #heads, bos_mass pooled over samples weighted by bos_n",
+		"entropy":         "mean over queries of H_t = -sum_j alpha_tj ln alpha_tj (nats); entropy_norm = mean of H_t / ln(visible keys) over queries with >= 2 visible keys; log_T = ln T",
+		"max_weight":      "mean over queries of max_j alpha_tj; max_weight_last over t >= T - floor(T/4)",
+		"neff":            "mean over queries of 1/sum_j alpha_tj^2",
+		"gate":            "over every gate value of the head in the pass (tokens x dims for an element-wise gate): mean, exact median, fraction below gate_below; gate_first = mean at token 0, gate_rest = mean at tokens >= 1",
+		"attention_rows":  "post-softmax, pre-gate rows of the softmax layers, streamed in tiles; never a T x T matrix",
+		"batch_and_chunk": "one sequence per pass; chunks as in a sweep (disjoint, placement, offset)",
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
+)
+
+// gdnGoldenCases returns the golden folders whose model has Gated DeltaNet
+// layers (qwen35_text and hidden variants of it), or skips.
+func gdnGoldenCases(t *testing.T) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(goldenDir, "*", "golden.safetensors"))
+	var dirs []string
+	for _, f := range files {
+		if c, err := model.LoadConfig(filepath.Dir(f)); err == nil && c.DeltaNet != nil {
+			dirs = append(dirs, filepath.Dir(f))
+		}
+	}
+	if len(dirs) == 0 {
+		t.Skipf("golden data not available: no case with Gated DeltaNet layers under %s (it comes with ../shared in CI)", goldenDir)
+	}
+	return dirs
+}
+
+// TestGDNCommandGolden runs probe gdn on sequence 0 of each Qwen3.5 golden
+// case and checks the table against the golden tensors: beta and decay
+// against beta.l and exp(g.l), the W-row columns against those of the
+// golden eff_attn.l, and the Parquet table against the CSV.
+func TestGDNCommandGolden(t *testing.T) {
+	for _, dir := range gdnGoldenCases(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			gold, err := checkpoint.OpenFile(filepath.Join(dir, "golden.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gold.Close()
+			raw, _ := gold.Int64("input_ids")
+			info, _ := gold.Info("input_ids")
+			T := info.Shape[1]
+			ids := make([]int, T)
+			for i := range ids {
+				ids[i] = int(raw[i])
+			}
+			tmp := t.TempDir()
+			idsFile := filepath.Join(tmp, "ids.json")
+			data, _ := json.Marshal(ids)
+			os.WriteFile(idsFile, data, 0o644)
+			out := filepath.Join(tmp, "out")
+			code, stdout, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5")
+			if code != 0 {
+				t.Fatalf("probe gdn: exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stdout, "wrote") {
+				t.Errorf("stdout %q", stdout)
+			}
+			header, cols, _ := readDiagCSV(t, filepath.Join(out, "gdn.csv"))
+			col := map[string][]float64{}
+			for i, h := range header {
+				col[h] = cols[i]
+			}
+			pq, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pq) != len(col["beta"]) {
+				t.Fatalf("parquet has %d rows, csv %d", len(pq), len(col["beta"]))
+			}
+			cfg, err := model.LoadConfig(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			Hv := cfg.DeltaNet.ValueHeads
+			var worstBeta, worstNeff, worstSum float64
+			for i, r := range pq {
+				if r.Beta != col["beta"][i] || r.Innovation != col["innovation"][i] {
+					t.Fatalf("row %d: parquet beta %v innovation %v, csv %v %v", i, r.Beta, r.Innovation, col["beta"][i], col["innovation"][i])
+				}
+				gb, _ := gold.Float32(fmt.Sprintf("beta.%d", r.Layer))
+				gg, _ := gold.Float32(fmt.Sprintf("g.%d", r.Layer))
+				W, _ := gold.Float32(fmt.Sprintf("eff_attn.%d", r.Layer))
+				j := r.Token*Hv + r.Head // batch 0
+				worstBeta = max(worstBeta, math.Abs(r.Beta-float64(gb[j])), math.Abs(r.Decay-math.Exp(float64(gg[j]))))
+				ref := probes.EffAttnRow(W[(r.Head*T+r.Token)*T:][:r.Token+1])
+				worstNeff = max(worstNeff, math.Abs(r.NEffW-ref.NEff)/ref.NEff)
+				worstSum = max(worstSum, math.Abs(r.RowSum-ref.RowSum), math.Abs(r.FirstShare-ref.FirstShare))
+			}
+			nl := len(cfg.DeltaNet.LinearLayers())
+			if want := nl * Hv * T; len(pq) != want {
+				t.Errorf("%d rows, want %d layers × %d heads × %d tokens = %d", len(pq), nl, Hv, T, want)
+			}
+			if worstBeta > 3e-5 || worstNeff > 1e-4 || worstSum > 6e-5 {
+				t.Errorf("vs golden: β, e^g %.3g abs (tol 3e-5); n_eff^W %.3g rel (1e-4); row sum, first share %.3g abs (6e-5)", worstBeta, worstNeff, worstSum)
+			}
+			heads, err := analysis.ReadTable[analysis.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(heads) != len(pq)/T {
+				t.Fatalf("%d head rows, want %d", len(heads), len(pq)/T)
+			}
+			for k, h := range heads {
+				var sum float64
+				for _, r := range pq[k*T : (k+1)*T] {
+					if r.Layer != h.Layer || r.Head != h.Head {
+						t.Fatalf("head row %d is layer %d head %d, its tokens are layer %d head %d", k, h.Layer, h.Head, r.Layer, r.Head)
+					}
+					sum += r.Innovation
+				}
+				if math.Abs(h.Innovation-sum/float64(T)) > 1e-12*max(1, h.Innovation) || h.Tokens != T {
+					t.Errorf("layer %d head %d: mean innovation %v, the gdn table's tokens give %v", h.Layer, h.Head, h.Innovation, sum/float64(T))
+				}
+			}
+			var man analysis.GDNManifest
+			data, err = os.ReadFile(filepath.Join(out, analysis.GDNManifestName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &man); err != nil {
+				t.Fatal(err)
+			}
+			if man.Options.Innovation != "decayed" || man.Options.Weights != "abs" || fmt.Sprint(man.Layers) != fmt.Sprint(cfg.DeltaNet.LinearLayers()) || len(man.Chunks) != 1 {
+				t.Errorf("manifest: innovation %q weights %q layers %v chunks %v", man.Options.Innovation, man.Options.Weights, man.Layers, man.Chunks)
+			}
+		})
+	}
+}
+
+// TestGDNCommandErrors: a model without Gated DeltaNet layers and a bad
+// option are refused with messages that name them.
+func TestGDNCommandErrors(t *testing.T) {
+	tmp := t.TempDir()
+	ck := filepath.Join(tmp, "llama")
+	if code, _, stderr := probe(t, "generate", "--arch", "llama", "--layers", "1", "--d-model", "32", "--heads", "2", "--kv-heads", "1", "--vocab", "64", "--out", ck); code != 0 {
+		t.Fatal(stderr)
+	}
+	ids := filepath.Join(tmp, "ids.json")
+	os.WriteFile(ids, []byte("[1,2,3,4,5,6,7,8]"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", ck, "--ids", ids, "--lengths", "8"}, "no Gated DeltaNet layers"},
+		{[]string{"--model", ck, "--ids", ids, "--lengths", "8", "--innovation", "prior"}, `innovation form "prior"`},
+		{[]string{"--model", ck, "--ids", ids, "--lengths", "16"}, "16"},
+		{[]string{"--model", ck, "--ids", ids}, "--lengths is required"},
+	} {
+		args := append([]string{"gdn", "--out", filepath.Join(tmp, "out")}, c.args...)
+		code, _, stderr := probe(t, args...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want it to mention %q", c.args, code, stderr, c.want)
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/model"
+)
+
+// TestGenerateDTypeSharded: for every architecture probe generate makes, a
+// checkpoint written with --dtype bf16 or f16 and a --shard-size that
+// splits it loads back with the stored dtype, runs to the logits of the
+// float32 model whose weights were rounded to that dtype first (bit for
+// bit: the loader widens bf16 and f16 exactly), and its index is what
+// Hugging Face's save_pretrained writes.
+func TestGenerateDTypeSharded(t *testing.T) {
+	const shardSize = 12000 // bytes ("12KB"): several shards of these tiny models
+	ids := [][]int{{1, 5, 9, 2, 7, 3, 8, 4, 6, 0, 11, 12}}
+	for _, dt := range []struct{ flag, stored, torch string }{{"bf16", "BF16", "bfloat16"}, {"f16", "F16", "float16"}} {
+		for _, arch := range model.SmallArchs() {
+			t.Run(dt.flag+"/"+string(arch), func(t *testing.T) {
+				size := model.Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 4, Vocab: 64, MaxPos: 128}
+				dir := filepath.Join(t.TempDir(), "ck")
+				if code, _, errs := probe(t, "generate", "--arch", string(arch), "--layers", "2", "--d-model", "32", "--heads", "4",
+					"--kv-heads", "4", "--vocab", "64", "--max-pos", "128", "--dtype", dt.flag, "--shard-size", "12KB", "--out", dir); code != 0 {
+					t.Fatalf("generate: %s", errs)
+				}
+				m, err := model.Load(dir, model.LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(m.DTypes, []string{dt.stored}) || m.Format != checkpoint.FormatSafetensorsSharded {
+					t.Fatalf("loaded dtypes %v, format %s; want [%s], %s", m.DTypes, m.Format, dt.stored, checkpoint.FormatSafetensorsSharded)
+				}
+				cj, err := os.ReadFile(filepath.Join(dir, "config.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var fields map[string]any
+				if err := json.Unmarshal(cj, &fields); err != nil || fields["torch_dtype"] != dt.torch || fields["dtype"] != dt.torch {
+					t.Fatalf("config.json torch_dtype %v, dtype %v (%v); want %s for both", fields["torch_dtype"], fields["dtype"], err, dt.torch)
+				}
+
+				// The reference: the same tensors rounded to the dtype and
+				// widened again, stored as F32 under the same config.json.
+				cfg, err := model.SmallConfig(arch, size)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, tensors, err := model.Generate(cfg, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var bytesTotal, elems int64
+				for i, tn := range tensors {
+					x := tn.Data.([]float32)
+					r := make([]float32, len(x))
+					for j, v := range x {
+						if dt.stored == "BF16" {
+							r[j] = checkpoint.BF16ToFloat32(checkpoint.Float32ToBF16(v))
+						} else {
+							r[j] = checkpoint.F16ToFloat32(checkpoint.Float32ToF16(v))
+						}
+					}
+					tensors[i].Data = r
+					bytesTotal += 2 * int64(len(x))
+					elems += int64(len(x))
+				}
+				ref := filepath.Join(t.TempDir(), "ref")
+				os.MkdirAll(ref, 0o755)
+				os.WriteFile(filepath.Join(ref, "config.json"), cj, 0o644)
+				if err := checkpoint.WriteSafetensors(filepath.Join(ref, "model.safetensors"), tensors, nil); err != nil {
+					t.Fatal(err)
+				}
+				want, err := model.Load(ref, model.LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, err := m.Forward(ids, model.Options{Logits: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := want.Forward(ids, model.Options{Logits: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range b.Logits {
+					if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) {
+						t.Fatalf("logit %d: %v from the %s checkpoint, %v from float32 weights rounded to %s", i, a.Logits[i], dt.stored, b.Logits[i], dt.stored)
+					}
+				}
+				checkIndex(t, dir, tensors, shardSize, bytesTotal, elems)
+			})
+		}
+	}
+}
+
+// checkIndex checks a sharded checkpoint's model.safetensors.index.json
+// against Hugging Face's layout: metadata.total_size (bytes) and
+// total_parameters, a weight_map that names every tensor and the shard that
+// holds it, shards named model-0000i-of-0000N.safetensors of at most
+// shardSize bytes of data unless they hold one tensor, and the JSON
+// indented by 2 with sorted keys and a final newline.
+func checkIndex(t *testing.T, dir string, tensors []checkpoint.Tensor, shardSize, bytesTotal, elems int64) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, checkpoint.ShardIndexName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index struct {
+		Metadata  map[string]json.Number `json:"metadata"`
+		WeightMap map[string]string      `json:"weight_map"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&index); err != nil {
+		t.Fatal(err)
+	}
+	if index.Metadata["total_size"].String() != strconv.FormatInt(bytesTotal, 10) ||
+		index.Metadata["total_parameters"].String() != strconv.FormatInt(elems, 10) || len(index.Metadata) != 2 {
+		t.Errorf("index metadata %v, want total_size %d and total_parameters %d", index.Metadata, bytesTotal, elems)
+	}
+	// Python's json.dumps(index, indent=2, sort_keys=True) + "\n".
+	var b strings.Builder
+	fmt.Fprintf(&b, "{\n  \"metadata\": {\n    \"total_parameters\": %d,\n    \"total_size\": %d\n  },\n  \"weight_map\": {\n", elems, bytesTotal)
+	names := make([]string, 0, len(index.WeightMap))
+	for n := range index.WeightMap {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for i, n := range names {
+		sep := ","
+		if i == len(names)-1 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "    %q: %q%s\n", n, index.WeightMap[n], sep)
+	}
+	b.WriteString("  }\n}\n")
+	if string(raw) != b.String() {
+		t.Errorf("index file is not laid out as transformers writes it:\n%s\nwant\n%s", raw, b.String())
+	}
+	shards := map[string][]string{}
+	for n, s := range index.WeightMap {
+		shards[s] = append(shards[s], n)
+	}
+	if len(shards) < 2 {
+		t.Fatalf("%d shards, want several", len(shards))
+	}
+	for i := 1; i <= len(shards); i++ {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i, len(shards))
+		held := shards[name]
+		if len(held) == 0 {
+			t.Fatalf("weight_map names no tensor in %s (shards %v)", name, slices.Collect(func(yield func(string) bool) {
+				for s := range shards {
+					yield(s)
+				}
+			}))
+		}
+		c, err := checkpoint.OpenFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(held)
+		if !slices.Equal(c.Names(), held) {
+			t.Errorf("%s holds %v, weight_map puts %v there", name, c.Names(), held)
+		}
+		var data int64
+		for _, n := range c.Names() {
+			info, _ := c.Info(n)
+			e := int64(2)
+			for _, d := range info.Shape {
+				e *= int64(d)
+			}
+			data += e
+		}
+		if data > shardSize && len(held) > 1 {
+			t.Errorf("%s holds %d bytes of %d tensors, over the shard size %d", name, data, len(held), shardSize)
+		}
+		if c.Metadata()["format"] != "pt" {
+			t.Errorf("%s: __metadata__ %v, want format pt", name, c.Metadata())
+		}
+		c.Close()
+	}
+	if len(index.WeightMap) != len(tensors) {
+		t.Errorf("weight_map has %d tensors, the model %d", len(index.WeightMap), len(tensors))
+	}
+}
+
+// TestGenerateDTypeFlags: bad --dtype and --shard-size values are refused
+// naming the flag; f32 is the default and one shard is model.safetensors.
+func TestGenerateDTypeFlags(t *testing.T) {
+	base := []string{"generate", "--arch", "llama", "--layers", "1", "--d-model", "16", "--heads", "2", "--kv-heads", "2", "--vocab", "32", "--max-pos", "64"}
+	for _, c := range []struct{ flag, value, want string }{
+		{"--dtype", "fp8", `--dtype "fp8": want f32, bf16 or f16`},
+		{"--shard-size", "0", `--shard-size: size "0"`},
+		{"--shard-size", "5XB", `--shard-size: size "5XB"`},
+		{"--shard-size", "-2GB", `--shard-size: size "-2GB"`},
+	} {
+		code, _, errs := probe(t, append(base, c.flag, c.value, "--out", filepath.Join(t.TempDir(), "x"))...)
+		if code != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%s %s: exit %d, %q; want exit 1 and %q", c.flag, c.value, code, errs, c.want)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "one")
+	if code, _, errs := probe(t, append(base, "--shard-size", "5GB", "--out", dir)...); code != 0 {
+		t.Fatal(errs)
+	}
+	names, _ := folderContents(dir)
+	if !slices.Equal(names, []string{"config.json", "model.safetensors"}) {
+		t.Errorf("one shard wrote %v, want config.json and model.safetensors", names)
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil || !slices.Equal(m.DTypes, []string{"F32"}) {
+		t.Fatalf("loaded %v, %v; want F32 weights", m, err)
+	}
+}
+
+// TestGenerateMappedLoad: a float32 checkpoint loads without copying its
+// weights onto the heap (they are views of the mapped file, which
+// model.Load closes), and the model runs after the checkpoint is closed to
+// the logits of the model generated in memory, bit for bit. (GPT-2's
+// loader transposes its Conv1D weights, which copies them.)
+func TestGenerateMappedLoad(t *testing.T) {
+	size := model.Size{Layers: 2, DModel: 128, Heads: 4, KVHeads: 2, Vocab: 1000, MaxPos: 128}
+	for _, arch := range []model.Arch{model.ArchQwen3, model.ArchGated, model.ArchGPT2} {
+		copied := arch == model.ArchGPT2
+		t.Run(string(arch), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "ck")
+			if code, _, errs := probe(t, "generate", "--arch", string(arch), "--layers", "2", "--d-model", "128", "--heads", "4",
+				"--kv-heads", "2", "--vocab", "1000", "--max-pos", "128", "--out", dir); code != 0 {
+				t.Fatalf("generate: %s", errs)
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			m, err := model.Load(dir, model.LoadOptions{})
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alloc, weights := after.TotalAlloc-before.TotalAlloc, uint64(4*m.Parameters)
+			t.Logf("Load allocated %d bytes for %d bytes of weights", alloc, weights)
+			if canMapFiles() && !copied && alloc > weights/4 {
+				t.Errorf("Load allocated %d bytes for %d bytes of float32 weights: they were copied, not mapped", alloc, weights)
+			}
+			runtime.GC() // nothing the model runs on may be collected
+			cfg, err := model.SmallConfig(arch, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _, err := model.Generate(cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := [][]int{{1, 5, 9, 2, 7, 3, 8, 4, 6, 0, 11, 12, 999}}
+			a, err := m.Forward(ids, model.Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := want.Forward(ids, model.Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range b.Logits {
+				if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) {
+					t.Fatalf("logit %d: %v from the mapped checkpoint after Close, %v generated in memory", i, a.Logits[i], b.Logits[i])
+				}
+			}
+		})
+	}
+}
+
+// canMapFiles reports whether checkpoint files are memory-mapped here
+// (checkpoint/mmap_unix.go).
+func canMapFiles() bool {
+	switch runtime.GOOS {
+	case "windows", "plan9", "js", "wasip1":
+		return false
+	}
+	return true
+}

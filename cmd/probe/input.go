@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/tokenizer"
+)
+
+// lambdaFlags are the λ-prior flags of the commands that compute λobs and K
+// (sweep, ppl): declared once, with one default each (App. I's: Eq. 6, ν =
+// 1, σ0² = 1/d_head, λ = 1, no cap).
+type lambdaFlags struct {
+	form                    *string
+	nu, sigma02, prior, max *float64
+}
+
+// addLambdaFlags registers --lambda-form (forms lists the estimators the
+// command accepts), --nu, --sigma02, --lambda-prior and --lambda-max.
+func addLambdaFlags(fs *flag.FlagSet, forms string) lambdaFlags {
+	return lambdaFlags{
+		form:    fs.String("lambda-form", "reml", "λobs estimator: "+forms),
+		nu:      fs.Float64("nu", 1, "ν of Eq. 6"),
+		sigma02: fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)"),
+		prior:   fs.Float64("lambda-prior", 1, "λ in K = λobs/(λ + λobs) (App. I: 1)"),
+		max:     fs.Float64("lambda-max", 0, "cap on λobs (0: none)"),
+	}
+}
+
+// stdin is what an input file "-" reads (tests replace it).
+var stdin io.Reader = os.Stdin
+
+// modelFlag is --model with --revision: a checkpoint folder, or a hub
+// model id org/name resolved offline in the Hugging Face cache
+// (checkpoint.ResolveModel); and --allow-unexpected, which model.Load's
+// errors name.
+type modelFlag struct {
+	name, revision  *string
+	allowUnexpected *bool
+}
+
+// addModelFlag registers --model, --revision and --allow-unexpected on fs.
+func addModelFlag(fs *flag.FlagSet, usage string) modelFlag {
+	return modelFlag{
+		name:            fs.String("model", "", usage+": a folder, or a hub model id org/name found in the Hugging Face cache (never downloaded)"),
+		revision:        fs.String("revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)"),
+		allowUnexpected: fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use"),
+	}
+}
+
+// positional takes the one positional argument of inspect-like commands
+// (probe params <dir>) as --model.
+func (m modelFlag) positional(pos []string) error {
+	switch {
+	case len(pos) > 1:
+		return fmt.Errorf("want one checkpoint (a folder or org/name), got %d arguments: %s", len(pos), strings.Join(pos, " "))
+	case len(pos) == 0 && *m.name == "":
+		return fmt.Errorf("want one checkpoint (a folder or a hub model id org/name), as the argument or --model")
+	case len(pos) == 1 && *m.name != "":
+		return fmt.Errorf("give the checkpoint once: as the argument %q or as --model %q", pos[0], *m.name)
+	case len(pos) == 1:
+		*m.name = pos[0]
+	}
+	return nil
+}
+
+// loadOptions returns the model.LoadOptions the flags ask for.
+func (m modelFlag) loadOptions() model.LoadOptions {
+	return model.LoadOptions{AllowUnexpected: *m.allowUnexpected}
+}
+
+// dir returns the checkpoint folder --model names; --model is required.
+func (m modelFlag) dir() (string, error) {
+	d, _, err := m.resolve()
+	return d, err
+}
+
+// resolve is dir, also returning where in the hub cache the folder was
+// found (nil for a folder given as such).
+func (m modelFlag) resolve() (string, *checkpoint.HubModel, error) {
+	if *m.name == "" {
+		return "", nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
+	}
+	return checkpoint.ResolveModel(*m.name, *m.revision)
+}
+
+// inputName names an input path in messages: "-" is standard input.
+func inputName(path string) string {
+	if path == "-" {
+		return "<stdin>"
+	}
+	return path
+}
+
+// readInput reads a file, or standard input for "-".
+func readInput(path string) ([]byte, error) {
+	if path == "-" {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("<stdin>: %w", err)
+		}
+		return b, nil
+	}
+	return os.ReadFile(path)
+}
+
+// idFormat is the id file format every --ids reads, for messages.
+const idFormat = "a JSON list of token ids (one sequence, e.g. [1,2,3], as probe tokenize prints it) or a list of such lists (a batch, e.g. [[1,2],[3,4]])"
+
+// parseIDs parses an id file: a flat JSON list of ids is one sequence, a
+// list of lists is a batch. Every sequence must be non-empty and every id
+// non-negative. Errors name the file, and the sequence and position at
+// fault.
+func parseIDs(path string, data []byte) ([][]int, error) {
+	name := inputName(path)
+	var batch [][]int
+	if isNested(data) {
+		if err := json.Unmarshal(data, &batch); err != nil {
+			return nil, fmt.Errorf("%s: want %s: %v", name, idFormat, err)
+		}
+	} else {
+		var flat []int
+		if err := json.Unmarshal(data, &flat); err != nil {
+			return nil, fmt.Errorf("%s: want %s: %v", name, idFormat, err)
+		}
+		if len(flat) > 0 {
+			batch = [][]int{flat}
+		}
+		if t := firstNegative(flat); t >= 0 {
+			return nil, fmt.Errorf("%s: token id %d at position %d is negative", name, flat[t], t)
+		}
+	}
+	if len(batch) == 0 {
+		return nil, fmt.Errorf("%s: empty: no token ids (want %s)", name, idFormat)
+	}
+	for b, seq := range batch {
+		if len(seq) == 0 {
+			return nil, fmt.Errorf("%s: sequence %d is empty", name, b)
+		}
+		if t := firstNegative(seq); t >= 0 {
+			return nil, fmt.Errorf("%s: token id %d at sequence %d position %d is negative", name, seq[t], b, t)
+		}
+	}
+	return batch, nil
+}
+
+// isNested reports whether data starts like a JSON list of lists.
+func isNested(data []byte) bool {
+	s := bytes.TrimSpace(data)
+	if len(s) == 0 || s[0] != '[' {
+		return false
+	}
+	s = bytes.TrimSpace(s[1:])
+	return len(s) > 0 && s[0] == '['
+}
+
+// readIDBatch reads capture's and diag's --ids: one sequence or a
+// rectangular batch (see parseIDs).
+func readIDBatch(path string) ([][]int, error) {
+	data, err := readInput(path)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := parseIDs(path, data)
+	if err != nil {
+		return nil, err
+	}
+	for b, seq := range ids {
+		if len(seq) != len(ids[0]) {
+			return nil, fmt.Errorf("%s: sequence %d has %d tokens, sequence 0 has %d (the batch must be rectangular)",
+				inputName(path), b, len(seq), len(ids[0]))
+		}
+	}
+	return ids, nil
+}
+
+// readIDStream reads the --ids of commands that cut chunks from one
+// token stream (sweep, ppl, bench): a flat list, or a batch of one.
+func readIDStream(path string) ([]int, error) {
+	data, err := readInput(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseIDStream(path, data)
+}
+
+// parseIDStream is readIDStream on data already read.
+func parseIDStream(path string, data []byte) ([]int, error) {
+	ids, err := parseIDs(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > 1 {
+		return nil, fmt.Errorf("%s: holds a batch of %d sequences; this command takes one token stream (a flat list such as probe tokenize prints, or a batch of one)",
+			inputName(path), len(ids))
+	}
+	return ids[0], nil
+}
+
+// firstNegative returns the index of the first negative id, or -1.
+func firstNegative(ids []int) int {
+	for i, id := range ids {
+		if id < 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// tokenizerPath returns the tokenizer.json to use: file, or the one in
+// the model folder.
+func tokenizerPath(modelDir, file string) (string, error) {
+	if file != "" {
+		return file, nil
+	}
+	if modelDir == "" {
+		return "", fmt.Errorf("no tokenizer: pass --tokenizer <tokenizer.json>")
+	}
+	p := filepath.Join(modelDir, "tokenizer.json")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s has no tokenizer.json: pass --tokenizer <tokenizer.json>", modelDir)
+	}
+	return p, nil
+}
+
+// loadTokenizer loads file, or the model folder's tokenizer.json.
+func loadTokenizer(modelDir, file string) (*tokenizer.Tokenizer, error) {
+	p, err := tokenizerPath(modelDir, file)
+	if err != nil {
+		return nil, err
+	}
+	return tokenizer.Load(p)
+}
+
+// tokenStrings returns the text of every token of ids, each decoded on its
+// own by the tokenizer of the model folder (or --tokenizer file), for
+// labelling outputs; an error when there is no tokenizer.
+func tokenStrings(modelDir, tokFile string, ids [][]int) ([][]string, error) {
+	tok, err := loadTokenizer(modelDir, tokFile)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]string, len(ids))
+	for b, seq := range ids {
+		out[b] = make([]string, len(seq))
+		for i, id := range seq {
+			if out[b][i], err = tok.Decode([]int{id}, false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// readText tokenizes a text file ("-": standard input) into one sequence
+// of at most maxTokens tokens (0: all).
+func readText(modelDir, tokFile, textFile string, maxTokens int, addSpecial bool) ([]int, error) {
+	tok, err := loadTokenizer(modelDir, tokFile)
+	if err != nil {
+		return nil, err
+	}
+	text, err := readInput(textFile)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := tok.Encode(string(text), addSpecial)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", inputName(textFile), err)
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%s: no tokens", inputName(textFile))
+	}
+	if maxTokens > 0 && len(ids) > maxTokens {
+		ids = ids[:maxTokens]
+	}
+	return ids, nil
+}
+
+// tokenFlags are the token inputs of capture and diag: --ids or --text
+// (with --tokenizer and --max-tokens).
+type tokenFlags struct {
+	ids, text, tokenizer *string
+	maxTokens            *int
+}
+
+// addTokenFlags registers the input flags of every command that runs a
+// model: --ids, --text and --tokenizer, and with batch (capture, diag: one
+// batch of sequences, rather than one token stream cut into chunks) also
+// --max-tokens.
+func addTokenFlags(fs *flag.FlagSet, batch bool) tokenFlags {
+	f := tokenFlags{
+		ids:       fs.String("ids", "", "token ids: "+idFormat+"; - reads standard input"),
+		text:      fs.String("text", "", "text file to tokenize (with the post-processor's special tokens); - reads standard input"),
+		tokenizer: fs.String("tokenizer", "", "tokenizer.json for --text (default: the one in the model folder)"),
+	}
+	if batch {
+		f.maxTokens = fs.Int("max-tokens", 0, "keep at most this many tokens of --text (0: all)")
+	}
+	return f
+}
+
+// check says whether exactly one of --ids and --text is given.
+func (f tokenFlags) check() error {
+	if (*f.ids == "") == (*f.text == "") {
+		return fmt.Errorf("give exactly one of --ids and --text")
+	}
+	return nil
+}
+
+// batch reads the ids: the --ids batch, or --text as one sequence.
+func (f tokenFlags) batch(modelDir string) ([][]int, error) {
+	if *f.ids != "" {
+		return readIDBatch(*f.ids)
+	}
+	seq, err := readText(modelDir, *f.tokenizer, *f.text, *f.maxTokens, true)
+	if err != nil {
+		return nil, err
+	}
+	return [][]int{seq}, nil
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/filterlens/probe/analysis"
+)
+
+// cmdSinks writes the standard attention-sink measurements per (length,
+// sample, softmax layer, head) and Gu et al.'s sink rate per (length, ε):
+// sinks_heads, sinks_rate and sinks_manifest.json (docs/diagnostics.md,
+// "Attention sinks").
+func cmdSinks(args []string, w io.Writer) error {
+	fs := newFlags("sinks")
+	d := analysis.DefaultSinksOptions()
+	mf := addModelFlag(fs, "checkpoint (required)")
+	idsFile := fs.String("ids", "", "token stream: a JSON list of ids (as probe tokenize prints it), or a batch of one; - reads standard input")
+	textFile := fs.String("text", "", "text file, tokenized into one stream with the model's tokenizer.json (or --tokenizer); - reads standard input")
+	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the model's)")
+	lengths := fs.String("lengths", "", "context lengths T, e.g. 1k,2k,4k (required); a k suffix means --k")
+	k := fs.Int("k", 1024, "what k means in --lengths: 1000 or 1024")
+	samples := fs.Int("samples", d.Samples, "chunks per length")
+	disjoint := fs.String("disjoint", d.Disjoint, "chunks disjoint across all lengths (all) or only within a length (within)")
+	placement := fs.String("placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed")
+	seed := fs.Uint64("seed", d.Seed, "seed of --placement shuffled")
+	offset := fs.Int("offset", d.Offset, "first stream token to use")
+	eps := fs.String("eps", "0.3", "thresholds ε of the sink rate Sink_1^ε (% of heads whose mean first-token attention exceeds ε), comma-separated")
+	firstQuery := fs.Bool("include-first-query", d.IncludeFirstQuery, "count query 0 (whose row is 1 on position 0) in the mean first-token attention, as Gu et al.'s mean over all queries does")
+	gateBelow := fs.Float64("gate-below", d.GateBelow, "threshold of the gate sparsity (fraction of gate values below it; Qiu et al.: 0.1)")
+	split := fs.Bool("split-local", d.SplitLocal, "also give the sink rate of global and sliding-window layers separately")
+	tile := fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
+	allowExt := fs.Bool("allow-extrapolation", false, "run lengths beyond max_position_embeddings")
+	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
+	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
+	out := fs.String("out", "", "output folder (required)")
+	force := fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	case *mf.name == "":
+		return fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
+	case *out == "":
+		return fmt.Errorf("--out is required")
+	case *lengths == "":
+		return fmt.Errorf("--lengths is required (e.g. --lengths 1k,4k)")
+	case (*idsFile == "") == (*textFile == ""):
+		return fmt.Errorf("give exactly one of --ids and --text")
+	}
+	fmts, err := analysis.ParseFormats(*formats)
+	if err != nil {
+		return fmt.Errorf("--format: %w", err)
+	}
+	opts := analysis.SinksOptions{Samples: *samples, Disjoint: *disjoint, Placement: *placement, Seed: *seed, Offset: *offset,
+		IncludeFirstQuery: *firstQuery, GateBelow: *gateBelow, SplitLocal: *split, TileRows: *tile, AllowExtrapolation: *allowExt}
+	if opts.Lengths, err = analysis.ParseLengths(*lengths, *k); err != nil {
+		return fmt.Errorf("--lengths: %w", err)
+	}
+	for _, s := range strings.Split(*eps, ",") {
+		e, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return fmt.Errorf("--eps %q: %q is not a number", *eps, s)
+		}
+		opts.Eps = append(opts.Eps, e)
+	}
+	dir, err := mf.dir()
+	if err != nil {
+		return err
+	}
+	if err := refuseNonEmpty(*out, "the sinks tables and "+analysis.SinksManifestName, *force); err != nil {
+		return err
+	}
+	stream, src, err := readTokenStream(*idsFile, *textFile, dir, *tokFile)
+	if err != nil {
+		return err
+	}
+	run := &analysis.SinksRun{Dir: dir, Load: mf.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
+		Threads: *threads, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...)}
+	man, heads, rates, err := run.Run()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "wrote %d head rows and %d sink-rate rows to %s (%.1f s)\n", len(heads), len(rates), *out, man.Seconds)
+	for _, r := range rates {
+		fmt.Fprintf(w, "T=%d %s layers: Sink_1^%g = %.1f %% (%d of %d heads)", r.T, r.Layers, r.Eps, r.Rate, r.HeadsAbove, r.Heads)
+		if r.RowsLeftOut > 0 {
+			fmt.Fprintf(w, "; %d of %d query rows left out (position 0 outside their sliding window)", r.RowsLeftOut, r.Rows)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, n := range man.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	return nil
+}
