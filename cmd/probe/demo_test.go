@@ -39,7 +39,7 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	for _, dir := range []string{"zoo/gated_headwise", "zoo/rfa_m2_sc", "zoo/afa_toy", "zoo/qwen35_hybrid", "zoo/gemma3_tiny",
-		"bft-sweep", "hybrid-diag.csv", "ppl"} {
+		"bft-sweep", "hybrid-diag.csv", "ppl", "ppl-hybrid-gemma"} {
 		if _, err := os.Stat(filepath.Join(out, dir)); err != nil {
 			t.Error(err)
 		}
