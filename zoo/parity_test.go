@@ -47,6 +47,9 @@ func TestZooParity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if string(m.Config.Arch) != e.Arch {
+				t.Errorf("%s/zoo.json: arch %q, but the checkpoint loads as %q", dir, e.Arch, m.Config.Arch)
+			}
 			// Two rows of 300 ids: past the training context of 256.
 			rng := rand.New(rand.NewSource(11))
 			ids := make([][]int, 2)

@@ -26,6 +26,8 @@ var (
 	demoPPLSamples   = "2"
 	demoPPLGates     = "learned,one,k,k-matched" // Prediction 3: the learned gate, no gate, K_BFT (raw and mean-matched)
 	demoMapTokens    = "1024"                    // RFA Figs. 11–14
+	demoDiagRows     = 2                         // probe diag on the hybrid: rows of the stream …
+	demoDiagLength   = 512                       // … of this many tokens (2× its training context)
 )
 
 // cmdDemo runs the whole story on the zoo checkpoints embedded in the
@@ -33,9 +35,11 @@ var (
 // stream sampled from the gated model, with no network and no other
 // input: BFT's App. I protocol on the Qiu-gated model (Figs. 2–4), the RFA
 // parameter readout and figures of the SC-RFA model (Figs. 3–4, 8–10,
-// 11–14), AFA's toy-system figures (Figs. 1–3), and perplexity vs context
-// length with BFT's Prediction 3 (the gate replaced by K_BFT), all in one
-// offline report.html.
+// 11–14), AFA's toy-system figures (Figs. 1–3), the per-row diagnostics of
+// the Qwen3.5-style hybrid's softmax layer (probe diag), and perplexity vs
+// context length with BFT's Prediction 3 (the gate replaced by K_BFT), also
+// of the hybrid and the Gemma-3-style model, all in one offline
+// report.html.
 func cmdDemo(args []string, w io.Writer) error {
 	fs := newFlags("demo")
 	out := fs.String("out", "probe-demo", "output directory: new, empty, or holding an earlier demo (replaced)")
@@ -61,13 +65,15 @@ func cmdDemo(args []string, w io.Writer) error {
 	}
 	gated, rfa, afa := filepath.Join(zdir, "gated_headwise"), filepath.Join(zdir, "rfa_m2_sc"), filepath.Join(zdir, "afa_toy")
 	base, rfa1 := filepath.Join(zdir, "qwen3_base"), filepath.Join(zdir, "rfa_m1")
+	hybrid, gemma := filepath.Join(zdir, "qwen35_hybrid"), filepath.Join(zdir, "gemma3_tiny")
 	ids, src, err := demoStream(filepath.Join(zdir, "demo_stream.json"), filepath.Join(*out, "stream.ids.json"))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "      %s\n", src)
 
-	st.next("BFT App. I on gated_headwise: n_eff, S, λobs, K, BOS mass and gates at T = " + demoSweepLengths + ", " + demoSweepSamples + " samples each")
+	st.next("BFT App. I on gated_headwise: n_eff, S, λobs, K, BOS mass and gates at T = " + demoSweepLengths + ", " + demoSweepSamples +
+		" samples each; the same per row on the softmax layer of the Qwen3.5-style hybrid (probe diag)")
 	sweepDir := filepath.Join(*out, "bft-sweep")
 	if err := cmdSweep([]string{"--model", gated, "--ids", ids, "--lengths", demoSweepLengths, "--samples", demoSweepSamples,
 		"--out", sweepDir, "--format", "parquet,csv"}, w); err != nil {
@@ -86,6 +92,14 @@ func cmdDemo(args []string, w io.Writer) error {
 		return err
 	}
 	figs = append(figs, br.Figures...)
+	diagIDs, err := demoBatch(ids, filepath.Join(*out, "hybrid-diag.ids.json"), demoDiagRows, demoDiagLength)
+	if err != nil {
+		return err
+	}
+	diagCSV := filepath.Join(*out, "hybrid-diag.csv")
+	if err := cmdDiag([]string{"--model", hybrid, "--ids", diagIDs, "--out", diagCSV}, w); err != nil {
+		return fmt.Errorf("demo: diagnostics of the hybrid: %w", err)
+	}
 
 	st.next("RFA: learned per-head parameters of rfa_m2_sc (probe params), Figs. 3–4, 8–10 and 11–14")
 	if err := cmdParams([]string{rfa}, w); err != nil {
@@ -110,7 +124,8 @@ func cmdDemo(args []string, w io.Writer) error {
 	}
 	figs = append(figs, af...)
 
-	st.next("perplexity vs context length (" + demoPPLLengths + ") of the baseline, gated, RFA and SC-RFA models, and BFT Prediction 3: gate = " + demoPPLGates)
+	st.next("perplexity vs context length (" + demoPPLLengths + ") of the baseline, gated, RFA and SC-RFA models, and BFT Prediction 3: gate = " + demoPPLGates +
+		"; then of the Qwen3.5-style hybrid and the Gemma-3-style model")
 	pplDir := filepath.Join(*out, "ppl")
 	if err := cmdPPL([]string{"--model", strings.Join([]string{base, gated, rfa1, rfa}, ","), "--ids", ids,
 		"--lengths", demoPPLLengths, "--samples", demoPPLSamples, "--gate", demoPPLGates,
@@ -130,6 +145,13 @@ func cmdDemo(args []string, w io.Writer) error {
 		return err
 	}
 	figs = append(figs, ef, pf)
+	// The newer families in a run of their own: RFA Table 1's figure above
+	// compares with the paper's four models and has no room for more.
+	pplNewDir := filepath.Join(*out, "ppl-hybrid-gemma")
+	if err := cmdPPL([]string{"--model", hybrid + "," + gemma, "--ids", ids, "--lengths", demoPPLLengths, "--samples", demoPPLSamples,
+		"--gate", "learned", "--disjoint", "within", "--train-length", "256", "--out", pplNewDir}, w); err != nil {
+		return fmt.Errorf("demo: perplexity of the hybrid and Gemma-3-style models: %w", err)
+	}
 
 	st.next("writing the report")
 	r := &report.Report{
@@ -141,6 +163,9 @@ func cmdDemo(args []string, w io.Writer) error {
 				"and the learned gate, on the Qiu-style headwise-gated model; the token stream was sampled from that model (zoo/checkpoints/demo_stream.json).",
 			"RFA (paper 000): the learned noise parameters of the spectrally coupled SC-RFA model, their history over training, and its attention maps.",
 			"AFA (paper 001): one-layer adaptive filters trained on the 2-D linear time-invariant toy system in the paper's three noise settings.",
+			"The Qwen3.5-style hybrid (three Gated DeltaNet layers, then one gated softmax layer): probe diag measures its softmax layer per row " +
+				"(hybrid-diag.csv); the DeltaNet layers have no softmax rows. Its perplexity vs context length and that of the Gemma-3-style model " +
+				"(sliding window 64 on three of four layers) are in ppl-hybrid-gemma/.",
 			"Perplexity vs context length of the baseline, gated, RFA (M1) and SC-RFA (M2) models trained at T = 256 (the shape of RFA's Table 1 at small scale, " +
 				"on the sampled stream; zoo/README.md has the same on held-out Brown text) and BFT's Prediction 3: " +
 				"the gated model with its learned gate, with the gate set to 1, and with the gate replaced by the adaptive K_BFT at inference.",
@@ -151,7 +176,9 @@ func cmdDemo(args []string, w io.Writer) error {
 			{Name: "command", Value: "probe " + strings.Join(append([]string{"demo"}, args...), " "), Source: "command line"},
 			{Name: "checkpoints", Value: zdir, Source: "embedded (package zoo)"},
 			{Name: "BFT sweep", Value: sweepDir, Source: "probe sweep, lengths " + demoSweepLengths + ", " + demoSweepSamples + " samples"},
+			{Name: "hybrid diagnostics", Value: diagCSV, Source: fmt.Sprintf("probe diag on qwen35_hybrid, %d rows of %d stream tokens", demoDiagRows, demoDiagLength)},
 			{Name: "perplexity", Value: pplDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + demoPPLSamples + " samples"},
+			{Name: "perplexity (hybrid, Gemma-3-style)", Value: pplNewDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + demoPPLSamples + " samples, learned gates"},
 		},
 		Figures: figs,
 	}
@@ -208,6 +235,32 @@ func demoStream(src, dst string) (string, string, error) {
 		return "", "", err
 	}
 	return dst, fmt.Sprintf("token stream: %d ids sampled from %s (%s)", len(s.IDs), s.Model, s.Source), nil
+}
+
+// demoBatch writes the first rows·length ids of the stream file src (a
+// JSON list) as rows consecutive rows of length ids to dst, the batch that
+// probe diag reads.
+func demoBatch(src, dst string, rows, length int) (string, error) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	var ids []int
+	if err := json.Unmarshal(data, &ids); err != nil {
+		return "", fmt.Errorf("%s: %v", src, err)
+	}
+	if len(ids) < rows*length {
+		return "", fmt.Errorf("%s: %d ids, the hybrid's diagnostics need %d×%d", src, len(ids), rows, length)
+	}
+	batch := make([][]int, rows)
+	for r := range batch {
+		batch[r] = ids[r*length : (r+1)*length]
+	}
+	out, err := json.Marshal(batch)
+	if err != nil {
+		return "", err
+	}
+	return dst, os.WriteFile(dst, out, 0o644)
 }
 
 func absPath(p string) string {

@@ -22,7 +22,8 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"6/6 writing the report", "report.html", "token stream: 16384 ids sampled from gated_headwise"} {
+	for _, want := range []string{"6/6 writing the report", "report.html", "token stream: 16384 ids sampled from gated_headwise",
+		"measured the softmax layers [3]"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout)
 		}
@@ -37,7 +38,8 @@ func TestDemo(t *testing.T) {
 			t.Errorf("report lacks figure %s", id)
 		}
 	}
-	for _, dir := range []string{"zoo/gated_headwise", "zoo/rfa_m2_sc", "zoo/afa_toy", "bft-sweep", "ppl"} {
+	for _, dir := range []string{"zoo/gated_headwise", "zoo/rfa_m2_sc", "zoo/afa_toy", "zoo/qwen35_hybrid", "zoo/gemma3_tiny",
+		"bft-sweep", "hybrid-diag.csv", "ppl", "ppl-hybrid-gemma"} {
 		if _, err := os.Stat(filepath.Join(out, dir)); err != nil {
 			t.Error(err)
 		}
