@@ -19,6 +19,8 @@ import (
 	"sync"
 
 	"gorgonia.org/tensor"
+
+	textnames "github.com/filterlens/probe/internal/names"
 )
 
 // Point documents one hook point: its name pattern ({l} is the layer index)
@@ -205,49 +207,8 @@ func (s *Set) Patterns() []string {
 func Match(pattern, name string) bool { return match(pattern, name) }
 
 // Closest returns up to n of names nearest to name in edit distance (ties
-// in the order given), for "did you mean" messages. Layer indices are
-// compared as written, so pass names with the layer the user wrote.
-func Closest(name string, names []string, n int) []string {
-	type cand struct {
-		s string
-		d int
-	}
-	var cs []cand
-	seen := map[string]bool{}
-	for _, c := range names {
-		if !seen[c] {
-			seen[c] = true
-			cs = append(cs, cand{c, editDistance(name, c)})
-		}
-	}
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].d < cs[j].d })
-	var out []string
-	for i := 0; i < len(cs) && i < n; i++ {
-		out = append(out, cs[i].s)
-	}
-	return out
-}
-
-// editDistance is the Levenshtein distance between a and b in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+// in the order given), for "did you mean" messages.
+func Closest(name string, names []string, n int) []string { return textnames.Closest(name, names, n) }
 
 // Stream registers c for the attention rows of layer (or every layer when
 // layer < 0).

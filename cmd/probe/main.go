@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/internal/names"
 )
 
 // command is one subcommand: its name, a one-line description, its
@@ -231,7 +232,7 @@ func (e exitError) Unwrap() error { return e.err }
 func closestCommand(name string) string {
 	best, bestD := "", 3
 	for _, c := range commands {
-		if d := editDistance(name, c.name); d < bestD {
+		if d := names.Distance(name, c.name); d < bestD {
 			best, bestD = c.name, d
 		}
 	}
@@ -239,27 +240,6 @@ func closestCommand(name string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance between a and b in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // newFlags makes a flag set that reports errors instead of exiting.
