@@ -14,21 +14,14 @@ import (
 func cmdGDN(args []string, w io.Writer) error {
 	fs := newFlags("gdn")
 	mf := addModelFlag(fs, "checkpoint (required)")
-	idsFile := fs.String("ids", "", "token stream: a JSON list of ids (as probe tokenize prints it), or a batch of one; - reads standard input")
-	textFile := fs.String("text", "", "text file, tokenized into one stream with the model's tokenizer.json (or --tokenizer); - reads standard input")
-	tokFile := fs.String("tokenizer", "", "tokenizer.json for --text (default: the model's)")
-	lengths := fs.String("lengths", "", "context lengths T, e.g. 1k,4k (required); a k suffix means --k")
-	k := fs.Int("k", 1024, "what k means in --lengths: 1000 or 1024")
-	samples := fs.Int("samples", 1, "chunks per length")
-	disjoint := fs.String("disjoint", analysis.DisjointAll, "chunks disjoint across all lengths (all) or only within a length (within)")
-	placement := fs.String("placement", analysis.PlaceSequential, "chunk layout: sequential from --offset, or shuffled by --seed")
-	seed := fs.Uint64("seed", 1, "seed of --placement shuffled")
-	offset := fs.Int("offset", 0, "first stream token to use")
+	tf := addTokenFlags(fs, false) // one token stream, cut into chunks
+	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
+	pf := addPlanFlags(fs, planDefaults{K: 1024, Samples: 1, Disjoint: analysis.DisjointAll, Placement: analysis.PlaceSequential, Seed: 1})
+	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
 	innov := fs.String("innovation", "decayed", "innovation r_t = v_t − e^{g_t}S_{t−1}ᵀk_t (decayed: the residual the update multiplies by β) or v_t − S_{t−1}ᵀk_t (undecayed)")
 	weights := fs.String("w-weights", "abs", "weights of the dispersion of the values under a W row: abs (|W|/Σ|W|, defined for any non-zero row) or signed (W/ΣW, defined only where every entry has the sign of ΣW)")
-	nu := fs.Float64("nu", 0, "ν of λobs^W = (n_eff^W + ν)/(S̄^W + νσ0²) (0: 1)")
-	sigma02 := fs.Float64("sigma02", 0, "σ0² of λobs^W (0: 1/d_value)")
-	prior := fs.Float64("lambda-prior", 0, "λ in K^W = λobs^W/(λ + λobs^W) (0: 1)")
+	lf := addLambdaFlags(fs, "") // of λobs^W = (n_eff^W + ν)/(S̄^W + νσ0²), σ0² = 1/d_value by default, and K^W
+	nu, sigma02, prior := lf.nu, lf.sigma02, lf.prior
 	noDisp := fs.Bool("no-dispersion", false, "skip S_mean_w, lambda_obs_w, K_w (their O(t·d_value) per row)")
 	noRows := fs.Bool("no-w-rows", false, "skip the effective-attention rows (neff_w … K_w empty): only β, decay, innovation and state norm, at the recurrence's O(T·d_k·d_v) per head instead of the rows' O(T²·d_k)")
 	tile := fs.Int("tile", 0, "rows per effective-attention tile (0: the model's default)")

@@ -23,15 +23,52 @@ type lambdaFlags struct {
 	nu, sigma02, prior, max *float64
 }
 
-// addLambdaFlags registers --lambda-form (forms lists the estimators the
-// command accepts), --nu, --sigma02, --lambda-prior and --lambda-max.
+// addLambdaFlags registers --nu, --sigma02 and --lambda-prior, and where
+// the command offers a choice of estimator (forms lists them; "" for none)
+// --lambda-form and --lambda-max.
 func addLambdaFlags(fs *flag.FlagSet, forms string) lambdaFlags {
-	return lambdaFlags{
-		form:    fs.String("lambda-form", "reml", "λobs estimator: "+forms),
+	f := lambdaFlags{
 		nu:      fs.Float64("nu", 1, "ν of Eq. 6"),
 		sigma02: fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)"),
 		prior:   fs.Float64("lambda-prior", 1, "λ in K = λobs/(λ + λobs) (App. I: 1)"),
-		max:     fs.Float64("lambda-max", 0, "cap on λobs (0: none)"),
+	}
+	if forms != "" {
+		f.form = fs.String("lambda-form", "reml", "λobs estimator: "+forms)
+		f.max = fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
+	}
+	return f
+}
+
+// planFlags choose the chunks a measurement over context lengths takes
+// from one token stream (sweep, ppl, gdn, sinks, massive): declared once;
+// each command passes its defaults (analysis's Default*Options).
+type planFlags struct {
+	lengths, disjoint, placement *string
+	k, samples, offset           *int
+	seed                         *uint64
+}
+
+// planDefaults are a command's defaults of the plan flags ("" lengths:
+// required).
+type planDefaults struct {
+	Lengths, Disjoint, Placement string
+	K, Samples, Offset           int
+	Seed                         uint64
+}
+
+func addPlanFlags(fs *flag.FlagSet, d planDefaults) planFlags {
+	lengthsUsage := "context lengths T, e.g. 1k,4k; a k suffix means --k"
+	if d.Lengths == "" {
+		lengthsUsage += " (required)"
+	}
+	return planFlags{
+		lengths:   fs.String("lengths", d.Lengths, lengthsUsage),
+		k:         fs.Int("k", d.K, "what k means in --lengths: 1000 or 1024"),
+		samples:   fs.Int("samples", d.Samples, "chunks per length"),
+		disjoint:  fs.String("disjoint", d.Disjoint, "chunks disjoint across all lengths (all) or only within a length (within)"),
+		placement: fs.String("placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed"),
+		seed:      fs.Uint64("seed", d.Seed, "seed of --placement shuffled"),
+		offset:    fs.Int("offset", d.Offset, "first stream token to use"),
 	}
 }
 

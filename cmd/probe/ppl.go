@@ -22,15 +22,10 @@ func cmdPPL(args []string, w io.Writer) error {
 	mf := addModelFlag(fs, "checkpoints, comma-separated (required)")
 	tf := addTokenFlags(fs, false) // one token stream (the models must share the tokenizer for --text)
 	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
-	lengths := fs.String("lengths", "256,512,1024,2048,4096", "context lengths T (a chunk is T+1 tokens); a k suffix means --k")
-	k := fs.Int("k", 1024, "what k means in --lengths: 1000 or 1024")
-	samples := fs.Int("samples", d.Samples, "chunks per length")
+	pf := addPlanFlags(fs, planDefaults{Lengths: "256,512,1024,2048,4096", K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
+	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
 	gates := fs.String("gate", strings.Join(d.Variants, ","), "gate variants of gated models: learned, one (gate = 1), k (K_BFT), k-matched, k-lambda, mean (see docs/diagnostics.md)")
 	positions := fs.String("positions", d.Positions, "scored positions: all, last-quarter, or from:N (t ≥ N)")
-	disjoint := fs.String("disjoint", d.Disjoint, "chunks disjoint across all lengths (all) or only within a length (within)")
-	placement := fs.String("placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed")
-	seed := fs.Uint64("seed", d.Seed, "seed of --placement shuffled")
-	offset := fs.Int("offset", d.Offset, "first stream token to use")
 	lf := addLambdaFlags(fs, "reml (Eq. 6) or naive (Eq. 5), for the K gates")
 	calibLen := fs.Int("calib-length", 0, "tokens per calibration chunk of k-matched, k-lambda and mean (0: the smallest length)")
 	calibN := fs.Int("calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
