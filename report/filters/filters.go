@@ -233,12 +233,15 @@ func (b *bins) add(x int, y float64) {
 func (b *bins) xy() (x, y []float64) {
 	for i := range b.sum {
 		if b.count[i] > 0 {
-			x = append(x, (float64(i)+0.5)*b.width-0.5)
+			x = append(x, b.centre(i))
 			y = append(y, b.sum[i]/b.count[i])
 		}
 	}
 	return x, y
 }
+
+// centre is bin i's centre in positions.
+func (b *bins) centre(i int) float64 { return (float64(i)+0.5)*b.width - 0.5 }
 
 func fmtInts(xs []int) string {
 	s := ""

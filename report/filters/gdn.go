@@ -135,9 +135,14 @@ func gdnTokens(layers []int, rows []analysis.GDNRow, T int, where string) *repor
 		if len(ss) == 0 {
 			continue
 		}
-		if q.ylog { // n_eff^W ≤ t + 1
-			ss = append(ss, report.Series{Name: "bound t + 1", Kind: report.Line, X: []float64{0, float64(T - 1)}, Y: []float64{1, float64(T)},
-				Color: report.Grey, Dash: true, Width: 1.2})
+		if q.ylog { // n_eff^W ≤ t + 1: its mean over a bin is at most the bin centre + 1
+			b := newBins(T, tokenBins)
+			bx, by := make([]float64, len(b.sum)), make([]float64, len(b.sum))
+			for i := range bx {
+				bx[i] = b.centre(i)
+				by[i] = bx[i] + 1
+			}
+			ss = append(ss, report.Series{Name: "bound t + 1", Kind: report.Line, X: bx, Y: by, Color: report.Grey, Dash: true, Width: 1.2})
 		}
 		p := report.Panel{Title: q.title, XLabel: "token position t", YLabel: q.label, YLog: q.ylog, Series: ss, Legend: report.LegendNone}
 		if len(panels) == 0 {
@@ -153,7 +158,7 @@ func gdnTokens(layers []int, rows []analysis.GDNRow, T int, where string) *repor
 		Title: "Gated DeltaNet filter quantities vs token position",
 		Caption: fmt.Sprintf("Per Gated DeltaNet layer (one line each, legend), the mean over its value heads and the samples (%s) of each "+
 			"quantity, within bins of %.4g consecutive positions, against the position t. On the n_eff^W panel (log scale) the dashed grey "+
-			"line is the largest possible value, t + 1 (a row spread evenly over every past token).", where, width),
+			"line is the largest possible value, t + 1 (a row spread evenly over every past token), at the bin centres.", where, width),
 		Panels:     panels,
 		Columns:    2,
 		PanelWidth: 5.6, PanelHeight: 3.6,

@@ -177,7 +177,7 @@ func sinksLength(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, leng
 		hi = lo + 1
 	}
 	colors := &report.ColorScale{Label: "layer ℓ", Map: report.Viridis(lo, hi), Integer: true}
-	panel := func(title, xlabel, ylabel string, xlog bool, get func(analysis.SinkHeadRow) float64, xOf func(T float64) float64, bound func(T float64) float64, boundName string) (report.Panel, bool) {
+	panel := func(title, xlabel, ylabel string, get func(analysis.SinkHeadRow) float64, xOf func(T float64) float64, bound func(T float64) float64, boundName string) (report.Panel, bool) {
 		Ts, layer, v := pooledHeads(heads, get)
 		if len(v) == 0 {
 			return report.Panel{}, false
@@ -210,22 +210,22 @@ func sinksLength(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, leng
 			}
 			ss = append(ss, report.Series{Name: boundName, Kind: report.Line, X: bx, Y: by, Color: report.Grey, Dash: true, Width: 1.4})
 		}
-		return report.Panel{Title: title, XLabel: xlabel, YLabel: ylabel, XLog: xlog, Series: ss, Colors: colors, Legend: report.LegendNone}, true
+		return report.Panel{Title: title, XLabel: xlabel, YLabel: ylabel, Series: ss, Colors: colors, Legend: report.LegendNone}, true
 	}
 	var panels []report.Panel
-	if p, ok := panel("entropy vs ln T", "ln T", "mean entropy H_t (nats)", false, func(r analysis.SinkHeadRow) float64 { return r.Entropy },
+	if p, ok := panel("entropy vs ln T", "ln T", "mean entropy H_t (nats)", func(r analysis.SinkHeadRow) float64 { return r.Entropy },
 		math.Log, math.Log, "ln T (uniform over T keys)"); ok {
 		panels = append(panels, p)
 	}
-	if p, ok := panel("normalised entropy vs T", "context length T", "mean H_t / ln(visible keys)", true, func(r analysis.SinkHeadRow) float64 { return r.EntropyNorm },
+	if p, ok := panel("normalised entropy vs T", "context length T", "mean H_t / ln(visible keys)", func(r analysis.SinkHeadRow) float64 { return r.EntropyNorm },
 		func(T float64) float64 { return T }, nil, ""); ok {
 		panels = append(panels, p)
 	}
-	if p, ok := panel("largest weight vs T (fading)", "context length T", "mean max_j α_tj", true, func(r analysis.SinkHeadRow) float64 { return r.MaxWeight },
+	if p, ok := panel("largest weight vs T (fading)", "context length T", "mean max_j α_tj", func(r analysis.SinkHeadRow) float64 { return r.MaxWeight },
 		func(T float64) float64 { return T }, nil, ""); ok {
 		panels = append(panels, p)
 	}
-	if p, ok := panel("largest weight, last quarter of queries", "context length T", "mean max_j α_tj, t ≥ T − ⌊T/4⌋", true,
+	if p, ok := panel("largest weight, last quarter of queries", "context length T", "mean max_j α_tj, t ≥ T − ⌊T/4⌋",
 		func(r analysis.SinkHeadRow) float64 { return r.MaxLast }, func(T float64) float64 { return T }, nil, ""); ok {
 		panels = append(panels, p)
 	}
