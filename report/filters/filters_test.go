@@ -323,3 +323,32 @@ func TestReadRefuses(t *testing.T) {
 		t.Errorf("CSV only: %v", err)
 	}
 }
+
+// TestBins checks the position bins of the token curves: equal widths over
+// [0, T), centres in positions, means of the finite values only.
+func TestBins(t *testing.T) {
+	for _, c := range []struct {
+		T, n        int
+		add         map[int]float64
+		wantX, want []float64
+	}{
+		{T: 4, n: 256, add: map[int]float64{0: 1, 3: 5}, wantX: []float64{0, 3}, want: []float64{1, 5}},
+		{T: 8, n: 2, add: map[int]float64{0: 1, 3: 3, 4: 10, 7: math.NaN()}, wantX: []float64{1.5, 5.5}, want: []float64{2, 10}},
+		{T: 9, n: 3, add: map[int]float64{2: 4, 8: math.Inf(1)}, wantX: []float64{1}, want: []float64{4}},
+	} {
+		b := newBins(c.T, c.n)
+		for x, y := range c.add {
+			b.add(x, y)
+		}
+		x, y := b.xy()
+		if len(x) != len(c.wantX) {
+			t.Errorf("T = %d, %d bins: centres %v, want %v", c.T, c.n, x, c.wantX)
+			continue
+		}
+		for i := range x {
+			if x[i] != c.wantX[i] || y[i] != c.want[i] {
+				t.Errorf("T = %d, %d bins: bin %d at %g mean %g, want %g and %g", c.T, c.n, i, x[i], y[i], c.wantX[i], c.want[i])
+			}
+		}
+	}
+}
