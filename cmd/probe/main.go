@@ -51,7 +51,7 @@ func init() {
 		{"figures", "the papers' figures: analytic from their formulas, or RFA/AFA from checkpoints",
 			"figures --paper rfa|selrope|rt|bft|afa|all --out <dir> [--static] [--model <dir|org/name> | --series <dirs> | --history <file>]",
 			"probe figures --paper bft --out /tmp/figures", cmdFigures},
-		{"report", "HTML report of a finished sweep or ppl folder; `report attention` draws captured attention maps",
+		{"report", "HTML report of a finished sweep, ppl, gdn, sinks or massive folder; `report attention` draws captured attention maps",
 			"report <results-dir> [--out report.html] [--static]\n       probe report attention --capture <file.safetensors> --layer L [--heads 0,1] [--gamma 0.25] --out <dir>",
 			"probe report /tmp/sweep", cmdReport},
 		{"sweep", "BFT App. I diagnostic sweep: filter diagnostics over context lengths and samples, tables and Figs. 2–4",

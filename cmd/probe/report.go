@@ -11,13 +11,16 @@ import (
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
+	"github.com/filterlens/probe/report/filters"
 	"github.com/filterlens/probe/report/papers"
 	"github.com/filterlens/probe/report/sweep"
 )
 
 // cmdReport writes the BFT Figs. 2–4 report of a finished `probe sweep`
 // folder, the perplexity-vs-T and Prediction 3 report of a `probe ppl`
-// folder, or (`probe report attention …`) attention maps of a capture.
+// folder, the figures of a `probe gdn`, `probe sinks` or `probe massive`
+// folder (chosen by its manifest), or (`probe report attention …`)
+// attention maps of a capture.
 func cmdReport(args []string, w io.Writer) error {
 	if len(args) > 0 && args[0] == "attention" {
 		return cmdReportAttention(args[1:], w)
@@ -34,7 +37,7 @@ func cmdReport(args []string, w io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("want one results directory (a finished probe sweep or probe ppl folder), or `probe report attention …`")
+		return fmt.Errorf("want one results directory (a finished probe sweep, ppl, gdn, sinks or massive folder), or `probe report attention …`")
 	}
 	html := *out
 	if html == "" {
@@ -44,7 +47,11 @@ func cmdReport(args []string, w io.Writer) error {
 		return fmt.Errorf("--out %s exists and is not a probe report: choose another --out, or pass --force to replace it", html)
 	}
 	var r *report.Report
-	if _, err := os.Stat(filepath.Join(pos[0], "ppl_manifest.json")); err == nil {
+	if isFilterFolder(pos[0]) {
+		if r, err = filters.Read(pos[0]); err != nil {
+			return err
+		}
+	} else if _, err := os.Stat(filepath.Join(pos[0], "ppl_manifest.json")); err == nil {
 		// A probe ppl folder: perplexity vs T and BFT's Prediction 3.
 		res, err := analysis.ReadPPL(pos[0])
 		if err != nil {
@@ -77,6 +84,17 @@ func cmdReport(args []string, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "%d figures → %s\n", len(r.Figures), wr.HTML)
 	return nil
+}
+
+// isFilterFolder reports whether dir holds the manifest of a probe gdn,
+// sinks or massive run.
+func isFilterFolder(dir string) bool {
+	for _, name := range []string{analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // echartsFlagHelp documents --echarts of every command that writes a report.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -186,5 +187,56 @@ func TestReportSweep(t *testing.T) {
 	checkPage(t, chromium, html, 3+2+1)
 	if code, _, stderr := probe(t, "report", dir); code == 0 || !strings.Contains(stderr, "manifest.json") {
 		t.Errorf("not a sweep folder: exit %d, %s", code, stderr)
+	}
+}
+
+// TestReportFilterFolders runs probe gdn, probe sinks and probe massive on
+// a generated Qwen3.5 model and draws each folder with probe report, which
+// picks the figures from the folder's manifest.
+func TestReportFilterFolders(t *testing.T) {
+	chromium := browserOrSkip(t)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "qwen35")
+	if code, _, stderr := probe(t, "generate", "--arch", "qwen3_5", "--layers", "4", "--d-model", "64", "--heads", "2", "--kv-heads", "1",
+		"--vocab", "128", "--out", ck); code != 0 {
+		t.Fatal(stderr)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	ids := make([]int, 200)
+	for i := range ids {
+		ids[i] = rng.IntN(128)
+	}
+	idsFile := filepath.Join(dir, "ids.json")
+	data, _ := json.Marshal(ids)
+	os.WriteFile(idsFile, data, 0o644)
+	for _, c := range []struct {
+		cmd  string
+		figs []string
+	}{
+		{"gdn", []string{"gdn-heads.png", "gdn-tokens.png", "gdn-gain.png"}},
+		{"sinks", []string{"sinks-first-token.png", "sinks-rate.png", "sinks-length.png", "sinks-gates.png"}},
+		{"massive", []string{"massive-top.png", "massive-ppl.png"}},
+	} {
+		out := filepath.Join(dir, c.cmd)
+		if code, _, stderr := probe(t, c.cmd, "--model", ck, "--ids", idsFile, "--lengths", "32,64", "--out", out); code != 0 {
+			t.Fatalf("probe %s: exit %d: %s", c.cmd, code, stderr)
+		}
+		args := []string{"report", out, "--dpi", "40"}
+		if staticOnly(t) {
+			args = append(args, "--static")
+		}
+		code, stdout, stderr := probe(t, args...)
+		if code != 0 {
+			t.Fatalf("report of %s: exit %d: %s", c.cmd, code, stderr)
+		}
+		if want := fmt.Sprintf("%d figures", len(c.figs)); !strings.Contains(stdout, want) {
+			t.Errorf("report of %s: %q, want %q", c.cmd, stdout, want)
+		}
+		for _, f := range c.figs {
+			if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+				t.Errorf("report of %s: %v", c.cmd, err)
+			}
+		}
+		checkPage(t, chromium, filepath.Join(out, "report.html"), -1)
 	}
 }
