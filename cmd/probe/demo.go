@@ -12,6 +12,7 @@ import (
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/report"
+	"github.com/filterlens/probe/report/filters"
 	"github.com/filterlens/probe/report/papers"
 	"github.com/filterlens/probe/report/sweep"
 	"github.com/filterlens/probe/zoo"
@@ -26,6 +27,8 @@ var (
 	demoPPLSamples   = "2"
 	demoPPLGates     = "learned,one,k,k-matched" // Prediction 3: the learned gate, no gate, K_BFT (raw and mean-matched)
 	demoMapTokens    = "1024"                    // RFA Figs. 11–14
+	demoGDNLength    = "512"                     // probe gdn on the hybrid: one pass
+	demoSinkLengths  = "256,1024"                // probe sinks on the hybrid
 	demoDiagRows     = 2                         // probe diag on the hybrid: rows of the stream …
 	demoDiagLength   = 512                       // … of this many tokens (2× its training context)
 )
@@ -100,6 +103,26 @@ func cmdDemo(args []string, w io.Writer) error {
 	if err := cmdDiag([]string{"--model", hybrid, "--ids", diagIDs, "--out", diagCSV}, w); err != nil {
 		return fmt.Errorf("demo: diagnostics of the hybrid: %w", err)
 	}
+	// the hybrid's Gated DeltaNet layers as filters (probe gdn) and the sink
+	// measurements of its softmax layer (probe sinks), drawn from their tables
+	gdnDir, sinksDir := filepath.Join(*out, "hybrid-gdn"), filepath.Join(*out, "hybrid-sinks")
+	for _, run := range []struct {
+		what, dir, lengths string
+		cmd                func([]string, io.Writer) error
+	}{
+		{"Gated DeltaNet filter quantities", gdnDir, demoGDNLength, cmdGDN},
+		{"sink measurements", sinksDir, demoSinkLengths, cmdSinks},
+	} {
+		args := []string{"--model", hybrid, "--ids", ids, "--lengths", run.lengths, "--format", "parquet", "--force", "--out", run.dir}
+		if err := run.cmd(args, io.Discard); err != nil {
+			return fmt.Errorf("demo: %s of the hybrid: %w", run.what, err)
+		}
+		fr, err := filters.Read(run.dir)
+		if err != nil {
+			return err
+		}
+		figs = append(figs, fr.Figures...)
+	}
 
 	st.next("RFA: learned per-head parameters of rfa_m2_sc (probe params), Figs. 3–4, 8–10 and 11–14")
 	if err := cmdParams([]string{rfa}, w); err != nil {
@@ -164,7 +187,8 @@ func cmdDemo(args []string, w io.Writer) error {
 			"RFA (paper 000): the learned noise parameters of the spectrally coupled SC-RFA model, their history over training, and its attention maps.",
 			"AFA (paper 001): one-layer adaptive filters trained on the 2-D linear time-invariant toy system in the paper's three noise settings.",
 			"The Qwen3.5-style hybrid (three Gated DeltaNet layers, then one gated softmax layer): probe diag measures its softmax layer per row " +
-				"(hybrid-diag.csv); the DeltaNet layers have no softmax rows. Its perplexity vs context length and that of the Gemma-3-style model " +
+				"(hybrid-diag.csv); the DeltaNet layers have no softmax rows, and probe gdn reads them as filters instead (gain β, forgetting, " +
+				"innovation, and the effective-attention rows W; hybrid-gdn/), with probe sinks' first-token and entropy measurements (hybrid-sinks/). Its perplexity vs context length and that of the Gemma-3-style model " +
 				"(sliding window 64 on three of four layers) are in ppl-hybrid-gemma/.",
 			"Perplexity vs context length of the baseline, gated, RFA (M1) and SC-RFA (M2) models trained at T = 256 (the shape of RFA's Table 1 at small scale, " +
 				"on the sampled stream; zoo/README.md has the same on held-out Brown text) and BFT's Prediction 3: " +
@@ -176,6 +200,8 @@ func cmdDemo(args []string, w io.Writer) error {
 			{Name: "command", Value: "probe " + strings.Join(append([]string{"demo"}, args...), " "), Source: "command line"},
 			{Name: "checkpoints", Value: zdir, Source: "embedded (package zoo)"},
 			{Name: "BFT sweep", Value: sweepDir, Source: "probe sweep, lengths " + demoSweepLengths + ", " + demoSweepSamples + " samples"},
+			{Name: "hybrid as a filter", Value: gdnDir, Source: "probe gdn on qwen35_hybrid, T = " + demoGDNLength},
+			{Name: "hybrid sinks", Value: sinksDir, Source: "probe sinks on qwen35_hybrid, T = " + demoSinkLengths},
 			{Name: "hybrid diagnostics", Value: diagCSV, Source: fmt.Sprintf("probe diag on qwen35_hybrid, %d rows of %d stream tokens", demoDiagRows, demoDiagLength)},
 			{Name: "perplexity", Value: pplDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + demoPPLSamples + " samples"},
 			{Name: "perplexity (hybrid, Gemma-3-style)", Value: pplNewDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + demoPPLSamples + " samples, learned gates"},
