@@ -181,7 +181,7 @@ func TestCommittedNotebooks(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	want := "afa bft getting-started getting-started-gophernotes rfa rt selrope"
+	want := "afa bft getting-started getting-started-gophernotes qwen35 rfa rt selrope sinks"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("notebooks: %s, want %s", got, want)
 	}
