@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
@@ -362,4 +363,70 @@ func (f tokenFlags) batch(modelDir string) ([][]int, error) {
 		return nil, err
 	}
 	return [][]int{seq}, nil
+}
+
+// streamFlags are the flags of the commands that measure one token stream
+// cut into chunks and write tables into a folder (gdn, sinks, massive):
+// model, input, plan and output flags, with the checks and the reading
+// they share.
+type streamFlags struct {
+	model           modelFlag
+	tok             tokenFlags
+	plan            planFlags
+	allowExt, force *bool
+	threads         *int
+	formats, out    *string
+}
+
+// addStreamFlags registers the flags of a stream command with its plan
+// defaults d.
+func addStreamFlags(fs *flag.FlagSet, d planDefaults) *streamFlags {
+	return &streamFlags{
+		model:    addModelFlag(fs, "checkpoint (required)"),
+		tok:      addTokenFlags(fs, false), // one token stream, cut into chunks
+		plan:     addPlanFlags(fs, d),
+		allowExt: fs.Bool("allow-extrapolation", false, "run lengths beyond max_position_embeddings"),
+		threads:  fs.Int("threads", 0, "workers (0: GOMAXPROCS)"),
+		formats:  fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl"),
+		out:      fs.String("out", "", "output folder (required)"),
+		force:    fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)"),
+	}
+}
+
+// validate refuses positional arguments and missing --model, --out, --lengths
+// or input, and returns the lengths and table formats.
+func (s *streamFlags) validate(pos []string) (lengths []int, formats []string, err error) {
+	switch {
+	case len(pos) > 0:
+		return nil, nil, fmt.Errorf("unexpected argument %q", pos[0])
+	case *s.model.name == "":
+		return nil, nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
+	case *s.out == "":
+		return nil, nil, fmt.Errorf("--out is required")
+	case *s.plan.lengths == "":
+		return nil, nil, fmt.Errorf("--lengths is required (e.g. --lengths 1k,4k)")
+	case (*s.tok.ids == "") == (*s.tok.text == ""):
+		return nil, nil, fmt.Errorf("give exactly one of --ids and --text")
+	}
+	if formats, err = analysis.ParseFormats(*s.formats); err != nil {
+		return nil, nil, fmt.Errorf("--format: %w", err)
+	}
+	if lengths, err = analysis.ParseLengths(*s.plan.lengths, *s.plan.k); err != nil {
+		return nil, nil, fmt.Errorf("--lengths: %w", err)
+	}
+	return lengths, formats, nil
+}
+
+// input resolves the checkpoint folder, refuses an --out that holds other
+// files (what: what the command writes there) unless --force, and reads
+// the token stream.
+func (s *streamFlags) input(what string) (dir string, stream []int, src analysis.SourceInfo, err error) {
+	if dir, err = s.model.dir(); err != nil {
+		return "", nil, src, err
+	}
+	if err := refuseNonEmpty(*s.out, what, *s.force); err != nil {
+		return "", nil, src, err
+	}
+	stream, src, err = readTokenStream(*s.tok.ids, *s.tok.text, dir, *s.tok.tokenizer)
+	return dir, stream, src, err
 }

@@ -16,46 +16,23 @@ import (
 func cmdSinks(args []string, w io.Writer) error {
 	fs := newFlags("sinks")
 	d := analysis.DefaultSinksOptions()
-	mf := addModelFlag(fs, "checkpoint (required)")
-	tf := addTokenFlags(fs, false) // one token stream, cut into chunks
-	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
-	pf := addPlanFlags(fs, planDefaults{K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
+	sf := addStreamFlags(fs, planDefaults{K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
+	pf := sf.plan
 	eps := fs.String("eps", "0.3", "thresholds ε of the sink rate Sink_1^ε (% of heads whose mean first-token attention exceeds ε), comma-separated")
 	firstQuery := fs.Bool("include-first-query", d.IncludeFirstQuery, "count query 0 (whose row is 1 on position 0) in the mean first-token attention, as Gu et al.'s mean over all queries does")
 	gateBelow := fs.Float64("gate-below", d.GateBelow, "threshold of the gate sparsity (fraction of gate values below it; Qiu et al.: 0.1)")
 	split := fs.Bool("split-local", d.SplitLocal, "also give the sink rate of global and sliding-window layers separately")
 	tile := fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
-	allowExt := fs.Bool("allow-extrapolation", false, "run lengths beyond max_position_embeddings")
-	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
-	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
-	out := fs.String("out", "", "output folder (required)")
-	force := fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(pos) > 0:
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *mf.name == "":
-		return fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
-	case *out == "":
-		return fmt.Errorf("--out is required")
-	case *lengths == "":
-		return fmt.Errorf("--lengths is required (e.g. --lengths 1k,4k)")
-	case (*idsFile == "") == (*textFile == ""):
-		return fmt.Errorf("give exactly one of --ids and --text")
-	}
-	fmts, err := analysis.ParseFormats(*formats)
+	lengths, fmts, err := sf.validate(pos)
 	if err != nil {
-		return fmt.Errorf("--format: %w", err)
+		return err
 	}
-	opts := analysis.SinksOptions{Samples: *samples, Disjoint: *disjoint, Placement: *placement, Seed: *seed, Offset: *offset,
-		IncludeFirstQuery: *firstQuery, GateBelow: *gateBelow, SplitLocal: *split, TileRows: *tile, AllowExtrapolation: *allowExt}
-	if opts.Lengths, err = analysis.ParseLengths(*lengths, *k); err != nil {
-		return fmt.Errorf("--lengths: %w", err)
-	}
+	opts := analysis.SinksOptions{Lengths: lengths, Samples: *pf.samples, Disjoint: *pf.disjoint, Placement: *pf.placement, Seed: *pf.seed, Offset: *pf.offset,
+		IncludeFirstQuery: *firstQuery, GateBelow: *gateBelow, SplitLocal: *split, TileRows: *tile, AllowExtrapolation: *sf.allowExt}
 	for _, s := range strings.Split(*eps, ",") {
 		e, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil {
@@ -63,24 +40,17 @@ func cmdSinks(args []string, w io.Writer) error {
 		}
 		opts.Eps = append(opts.Eps, e)
 	}
-	dir, err := mf.dir()
+	dir, stream, src, err := sf.input("the sinks tables and " + analysis.SinksManifestName)
 	if err != nil {
 		return err
 	}
-	if err := refuseNonEmpty(*out, "the sinks tables and "+analysis.SinksManifestName, *force); err != nil {
-		return err
-	}
-	stream, src, err := readTokenStream(*idsFile, *textFile, dir, *tokFile)
-	if err != nil {
-		return err
-	}
-	run := &analysis.SinksRun{Dir: dir, Load: mf.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
-		Threads: *threads, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...)}
+	run := &analysis.SinksRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
+		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...)}
 	man, heads, rates, err := run.Run()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "wrote %d head rows and %d sink-rate rows to %s (%.1f s)\n", len(heads), len(rates), *out, man.Seconds)
+	fmt.Fprintf(w, "wrote %d head rows and %d sink-rate rows to %s (%.1f s)\n", len(heads), len(rates), *sf.out, man.Seconds)
 	for _, r := range rates {
 		fmt.Fprintf(w, "T=%d %s layers: Sink_1^%g = %.1f %% (%d of %d heads)", r.T, r.Layers, r.Eps, r.Rate, r.HeadsAbove, r.Heads)
 		if r.RowsLeftOut > 0 {
