@@ -146,6 +146,55 @@ def train(model, args, on_log=None, on_step=None, no_decay=lambda name, p: p.dim
     return log
 
 
+def load_weights(model, d):
+    """Load d/model.safetensors into model (widened to float32) and put it in
+    eval mode. A stored lm_head.weight is accepted only when it equals the
+    tied embedding; missing, unexpected and misshapen tensors are refused by
+    name."""
+    st_path = os.path.join(d, "model.safetensors")
+    tensors = {k: v.to(torch.float32) for k, v in safetensors_io.load(st_path).items()}
+    if "lm_head.weight" in tensors:
+        if not torch.equal(tensors["lm_head.weight"], tensors["model.embed_tokens.weight"]):
+            sys.exit(f"{st_path}: lm_head.weight differs from model.embed_tokens.weight although tie_word_embeddings is true")
+        del tensors["lm_head.weight"]
+    want = model.state_dict()
+    missing, extra = sorted(set(want) - set(tensors)), sorted(set(tensors) - set(want))
+    if missing or extra:
+        sys.exit(f"{st_path}: missing tensors {missing}, unexpected tensors {extra}")
+    for k, v in tensors.items():
+        if tuple(v.shape) != tuple(want[k].shape):
+            sys.exit(f"{st_path}: tensor {k}: shape {list(v.shape)}, config.json implies {list(want[k].shape)}")
+    model.load_state_dict(tensors)
+    model.eval()
+    return model
+
+
+def run_eval(args, load_checkpoint):
+    """Eval mode of a token-model script: the logits of args.eval's checkpoint
+    on the ids of args.ids, written to args.logits."""
+    torch.set_num_threads(args.threads)
+    model = load_checkpoint(args.eval)
+    with open(args.ids) as f:
+        ids = torch.tensor(json.load(f), dtype=torch.int64)
+    with torch.no_grad():
+        logits = model(ids)
+    save_safetensors(args.logits, {"logits": logits})
+
+
+def golden_ok(model, d, label=""):
+    """Compare model's logits on the golden case d with its logits and print
+    the result: max|got − ref| / max|ref| ≤ 1e-4."""
+    g = safetensors_io.load(os.path.join(d, "golden.safetensors"))
+    with torch.no_grad():
+        logits = model(g["input_ids"])
+    ref = g["logits"]
+    rel = ((logits - ref).abs().max() / ref.abs().max()).item()
+    ok = rel <= 1e-4
+    print(f"{os.path.basename(os.path.normpath(d))}{label}: logits {list(ref.shape)} max|Δ|/max|ref| = {rel:.3e} "
+          f"({'ok' if ok else 'FAIL'}, tolerance 1e-4)")
+    return ok
+
+
 def save_safetensors(path, tensors):
     """Write {name: tensor} as float32 safetensors (reference/bft/safetensors_io.py)."""
     safetensors_io.save(path, tensors)

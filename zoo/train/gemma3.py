@@ -226,48 +226,18 @@ def load_checkpoint(d):
         n = cfg.get("sliding_window_pattern", cfg.get("_sliding_window_pattern", 6))
         cfg["layer_types"] = ["full_attention" if (l + 1) % n == 0 else "sliding_attention"
                               for l in range(cfg["num_hidden_layers"])]
-    model = LM(cfg)
-    st_path = os.path.join(d, "model.safetensors")
-    tensors = {k: v.to(torch.float32) for k, v in common.safetensors_io.load(st_path).items()}
-    if "lm_head.weight" in tensors:
-        if not torch.equal(tensors["lm_head.weight"], tensors["model.embed_tokens.weight"]):
-            sys.exit(f"{st_path}: lm_head.weight differs from model.embed_tokens.weight although tie_word_embeddings is true")
-        del tensors["lm_head.weight"]
-    want = model.state_dict()
-    missing, extra = sorted(set(want) - set(tensors)), sorted(set(tensors) - set(want))
-    if missing or extra:
-        sys.exit(f"{st_path}: missing tensors {missing}, unexpected tensors {extra}")
-    for k, v in tensors.items():
-        if tuple(v.shape) != tuple(want[k].shape):
-            sys.exit(f"{st_path}: tensor {k}: shape {list(v.shape)}, config.json implies {list(want[k].shape)}")
-    model.load_state_dict(tensors)
-    model.eval()
-    return model
+    return common.load_weights(LM(cfg), d)
 
 
 def run_eval(args):
-    torch.set_num_threads(args.threads)
-    model = load_checkpoint(args.eval)
-    with open(args.ids) as f:
-        ids = torch.tensor(json.load(f), dtype=torch.int64)
-    with torch.no_grad():
-        logits = model(ids)
-    common.save_safetensors(args.logits, {"logits": logits})
+    common.run_eval(args, load_checkpoint)
 
 
 def check_golden(args):
     """Compare logits with the golden case: max|got − ref| / max|ref| ≤ 1e-4."""
     torch.set_num_threads(args.threads)
     d = args.check_golden
-    model = load_checkpoint(d)
-    g = common.safetensors_io.load(os.path.join(d, "golden.safetensors"))
-    with torch.no_grad():
-        logits = model(g["input_ids"])
-    ref = g["logits"]
-    rel = ((logits - ref).abs().max() / ref.abs().max()).item()
-    ok = rel <= 1e-4
-    print(f"{os.path.basename(os.path.normpath(d))}: logits {list(ref.shape)} max|Δ|/max|ref| = {rel:.3e} ({'ok' if ok else 'FAIL'}, tolerance 1e-4)")
-    if not ok:
+    if not common.golden_ok(load_checkpoint(d), d):
         sys.exit(1)
 
 

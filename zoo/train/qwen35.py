@@ -377,33 +377,11 @@ def load_checkpoint(d):
         n = cfg.get("full_attention_interval", 4)
         cfg["layer_types"] = ["full_attention" if (l + 1) % n == 0 else "linear_attention"
                               for l in range(cfg["num_hidden_layers"])]
-    model = LM(cfg)
-    st_path = os.path.join(d, "model.safetensors")
-    tensors = {k: v.to(torch.float32) for k, v in common.safetensors_io.load(st_path).items()}
-    if "lm_head.weight" in tensors:
-        if not torch.equal(tensors["lm_head.weight"], tensors["model.embed_tokens.weight"]):
-            sys.exit(f"{st_path}: lm_head.weight differs from model.embed_tokens.weight although tie_word_embeddings is true")
-        del tensors["lm_head.weight"]
-    want = model.state_dict()
-    missing, extra = sorted(set(want) - set(tensors)), sorted(set(tensors) - set(want))
-    if missing or extra:
-        sys.exit(f"{st_path}: missing tensors {missing}, unexpected tensors {extra}")
-    for k, v in tensors.items():
-        if tuple(v.shape) != tuple(want[k].shape):
-            sys.exit(f"{st_path}: tensor {k}: shape {list(v.shape)}, config.json implies {list(want[k].shape)}")
-    model.load_state_dict(tensors)
-    model.eval()
-    return model
+    return common.load_weights(LM(cfg), d)
 
 
 def run_eval(args):
-    torch.set_num_threads(args.threads)
-    model = load_checkpoint(args.eval)
-    with open(args.ids) as f:
-        ids = torch.tensor(json.load(f), dtype=torch.int64)
-    with torch.no_grad():
-        logits = model(ids)
-    common.save_safetensors(args.logits, {"logits": logits})
+    common.run_eval(args, load_checkpoint)
 
 
 def check_golden(args):
@@ -412,19 +390,11 @@ def check_golden(args):
     torch.set_num_threads(args.threads)
     d = args.check_golden
     model = load_checkpoint(d)
-    g = common.safetensors_io.load(os.path.join(d, "golden.safetensors"))
-    ref = g["logits"]
     ok = True
     for recurrent in (False, True):
         model.set_recurrent(recurrent)
-        with torch.no_grad():
-            logits = model(g["input_ids"])
-        rel = ((logits - ref).abs().max() / ref.abs().max()).item()
-        good = rel <= 1e-4
-        ok = ok and good
         form = "recurrent" if recurrent else "chunked"
-        print(f"{os.path.basename(os.path.normpath(d))} ({form} delta rule): logits {list(ref.shape)} "
-              f"max|Δ|/max|ref| = {rel:.3e} ({'ok' if good else 'FAIL'}, tolerance 1e-4)")
+        ok = common.golden_ok(model, d, f" ({form} delta rule)") and ok
     if not ok:
         sys.exit(1)
 
