@@ -522,14 +522,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 		// Feed-forward: ffn.2(ReLU(ffn.0(norm2(x)))), residual.
 		layerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
 		run(name("blocks.{l}.ln2.hook_normalized"), h, B, T, D)
-		linear(a1, h, n, D, L.WUp, F, L.BUp)
-		run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
-		for i, u := range a1 {
-			a1[i] = max(u, 0)
-		}
-		run(name("blocks.{l}.mlp.hook_post"), a1, B, T, F)
-		linear(out, a1, n, F, L.WDown, D, L.BDown)
-		run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
+		mlpBlock(out, h, a1, nil, L, c.Act, c.NormEps, B, T, D, F, run, name) // Act "relu"
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
 		if err != nil {
