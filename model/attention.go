@@ -85,8 +85,12 @@ func causalAttention(a *attnArgs) error {
 	stack := max(1, min(group, maxStackRows/tile, a.batch*a.heads/threads))
 	var plain []hooks.AttnConsumer
 	var moments []hooks.MomentsConsumer
+	// A filter family streams rows only: the moments are the softmax
+	// attention's offer (probes' filter collectors wrap a Collector and
+	// read the rows).
+	filter := a.logits != nil || a.decay != nil || a.observe != nil
 	for _, c := range a.consumers {
-		if mc, ok := c.(hooks.MomentsConsumer); ok {
+		if mc, ok := c.(hooks.MomentsConsumer); ok && !filter {
 			moments = append(moments, mc)
 		} else {
 			plain = append(plain, c)
