@@ -120,12 +120,13 @@ func dropOProj(m *Model, ld *loader) {
 	for l := range m.Layers {
 		L := &m.Layers[l]
 		for _, t := range []struct {
-			part string
-			n    int
-		}{{"weight", L.Wo.Rows * L.Wo.Cols}, {"bias", len(L.Bo)}} {
+			part     string
+			n, bytes int
+		}{{"weight", L.Wo.Rows * L.Wo.Cols, int(L.Wo.residentBytes())}, {"bias", len(L.Bo), 4 * len(L.Bo)}} {
 			name := fmt.Sprintf("model.layers.%d.self_attn.o_proj.%s", l, t.part)
 			if ld.used[name] {
 				ld.params -= int64(t.n) // read, but not part of the model
+				ld.bytes -= int64(t.bytes)
 			}
 			delete(ld.used, name)
 		}

@@ -67,6 +67,12 @@ type Model struct {
 	Files      []string // files the weights came from
 	DTypes     []string // stored dtypes of the weights
 	Parameters int64    // stored parameter count (tied head counted once)
+	// WeightBytes is the memory the parameters take as the model holds
+	// them: 2 bytes per BF16 or F16 value kept as stored (the matrices of
+	// the families that keep them, see Weight), 4 per value held as
+	// float32 (norms, biases, F32 checkpoints, the research families'
+	// widened weights); the tied head counted once.
+	WeightBytes int64
 	// Skipped lists the stored tensors the text model does not use and
 	// the family skips by design (a vision-language wrapper's vision tower,
 	// a multi-token-prediction head); they are not counted in Parameters.
@@ -111,7 +117,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	if err := ld.finish(opt.AllowUnexpected); err != nil {
 		return nil, err
 	}
-	m.DTypes, m.Parameters = ld.dtypes(), ld.params
+	m.DTypes, m.Parameters, m.WeightBytes = ld.dtypes(), ld.params, ld.bytes
 	return m, nil
 }
 
@@ -127,6 +133,7 @@ type loader struct {
 	errs    []string
 	types   map[string]bool
 	params  int64
+	bytes   int64 // WeightBytes of what was read
 	// stand is the number of zero elements handed out so far in place of
 	// tensors that are missing, misshapen or unreadable (see standIn).
 	stand int
@@ -211,6 +218,7 @@ func (ld *loader) get(name string, shape ...int) []float32 {
 	}
 	ld.types[info.DType] = true
 	ld.params += int64(len(data))
+	ld.bytes += 4 * int64(len(data))
 	return data
 }
 
@@ -235,6 +243,7 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 	}
 	ld.types[info.DType] = true
 	ld.params += int64(len(bits))
+	ld.bytes += 2 * int64(len(bits))
 	return Weight{Rows: rows, Cols: cols, DType: info.DType, Bits: bits}
 }
 
