@@ -155,9 +155,9 @@ func roundTo(x []float32, dtype string) ([]float32, []uint16) {
 }
 
 // TestLinearDTypes: linear with F32, BF16 and F16 weights, on shapes with
-// tails everywhere (1×1×1, widths not multiples of 16, outputs beyond a
-// block of 256 rows and of the kernels' 1024 columns, rows enough to split
-// across goroutines), weights read as runs of rows (a packed q_proj) and
+// tails everywhere (1×1×1, widths not multiples of 16, outputs beyond the
+// kernels' 1024 columns and several of linearBlocks' blocks of rows, rows
+// enough to split across goroutines), weights read as runs of rows (a packed q_proj) and
 // with a bias: each output equals the float32 product of the widened
 // weights bit for bit, and the float64 product within 1e-5 of Σ|x·w|;
 // NaN and ±Inf in the weights or the input reach exactly the outputs whose
@@ -166,7 +166,8 @@ func TestLinearDTypes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	type shape struct{ n, in, out, run, pitch int }
 	shapes := []shape{{1, 1, 1, 0, 0}, {1, 3, 5, 0, 0}, {3, 17, 33, 0, 0}, {7, 40, 300, 0, 0}, {70, 96, 300, 0, 0},
-		{5, 300, 1100, 0, 0}, {64, 33, 513, 0, 0}, {40, 48, 96, 8, 24}, {9, 20, 6, 2, 5}}
+		{5, 300, 1100, 0, 0}, {64, 33, 513, 0, 0}, {40, 48, 96, 8, 24}, {9, 20, 6, 2, 5},
+		{3, 8300, 700, 0, 0}} // the last: several blocks of linearBlocks
 	for _, sh := range shapes {
 		stored := sh.out
 		if sh.run > 0 {
