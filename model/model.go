@@ -231,7 +231,7 @@ func (ld *loader) get(name string, shape ...int) []float32 {
 // collected as get collects them (a float32 stand-in of zeros).
 func (ld *loader) weight(name string, rows, cols int) Weight {
 	if ld.gen != nil {
-		return f32Weight(ld.gen.make(name, []int{rows, cols}), cols)
+		return ld.gen.weight(name, rows, cols)
 	}
 	info, ok := ld.ck.Info(name)
 	if !ok || !equalShape(info.Shape, []int{rows, cols}) || (info.DType != "BF16" && info.DType != "F16") {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -252,6 +253,93 @@ func TestLinearDTypes(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestGenerateStoredDType checks that a configuration whose dtype is
+// bfloat16 or float16 generates its weight matrices in that dtype (what
+// lets probe generate write an 8B model in 16 GB) with the bits that
+// rounding the float32 model gives, and that the generated model runs on
+// them as the loaded checkpoint does.
+func TestGenerateStoredDType(t *testing.T) {
+	for _, f := range families {
+		if f.small == nil {
+			continue
+		}
+		for _, dt := range []struct{ torch, stored string }{{"bfloat16", "BF16"}, {"float16", "F16"}} {
+			t.Run(string(f.arch)+"/"+dt.stored, func(t *testing.T) {
+				heads, kv := 2, 1
+				if f.arch == ArchSelRoPE {
+					kv = heads
+				}
+				cfg, err := SmallConfig(f.arch, Size{Layers: 2, DModel: 48, Heads: heads, KVHeads: kv, Vocab: 1100, MaxPos: 64})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, want, err := Generate(cfg, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.DType = dt.torch
+				m, got, err := Generate(cfg, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("%d tensors, want %d", len(got), len(want))
+				}
+				rounded := 0
+				for i := range got {
+					w, err := checkpoint.Convert(want[i].Data.([]float32), dt.stored)
+					if err != nil {
+						t.Fatal(err)
+					}
+					g := got[i].Data
+					if x, ok := g.([]float32); ok {
+						if g, err = checkpoint.Convert(x, dt.stored); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						rounded++
+					}
+					if got[i].Name != want[i].Name || !reflect.DeepEqual(g, w) {
+						t.Fatalf("tensor %d %s: not the rounded float32 tensor %s", i, got[i].Name, want[i].Name)
+					}
+				}
+				// the families that widen at load (RT, AFA, Selective
+				// RoPE) make float32 matrices; the decoders hold dt
+				if (rounded > 0) != slices.Contains(m.DTypes, dt.stored) {
+					t.Fatalf("%d tensors made in %s, model dtypes %v", rounded, dt.stored, m.DTypes)
+				}
+				if (f.arch == ArchLlama || f.arch == ArchQwen35) && rounded == 0 {
+					t.Fatalf("no tensor was made in %s", dt.stored)
+				}
+				// written as made (matrices in dt, the rest float32), the
+				// checkpoint loads into the same model
+				dir := t.TempDir()
+				if err := WriteHF(dir, cfg, got); err != nil {
+					t.Fatal(err)
+				}
+				loaded, err := Load(dir, LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids := seqs(1, 24, m.Vocab)
+				a, err := m.Forward(ids, Options{Logits: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := loaded.Forward(ids, Options{Logits: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range b.Logits {
+					if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) && BLAS() != "gonum" {
+						t.Fatalf("logit %d: %v generated, %v loaded", i, a.Logits[i], b.Logits[i])
+					}
+				}
+			})
 		}
 	}
 }
