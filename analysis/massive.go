@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"gorgonia.org/tensor"
@@ -197,11 +195,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 		med := make([]float64, c.Layers)
 		var scratch []float32
 		hs := &hooks.Set{}
-		hs.Add("blocks.*.hook_resid_post", func(name string, x *tensor.Dense) error {
-			l, err := strconv.Atoi(strings.Split(name, ".")[1])
-			if err != nil {
-				return fmt.Errorf("unexpected hook name %q", name)
-			}
+		hs.Add(hooks.ResidPost, func(_ string, l int, x *tensor.Dense) error {
 			h := x.Data().([]float32)
 			top[l] = probes.TopAbs(h, T, D, o.TopK)
 			med[l], scratch = probes.MedianAbs(h, scratch)
@@ -229,7 +223,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 		entries := top[layer][:min(o.Entries, len(top[layer]))]
 		for _, iv := range o.Interventions {
 			hs := &hooks.Set{}
-			hs.Add(hooks.Name("blocks.{l}.hook_resid_post", layer), func(_ string, x *tensor.Dense) error {
+			hs.Add(hooks.Name(hooks.ResidPost, layer), func(_ string, _ int, x *tensor.Dense) error {
 				h := x.Data().([]float32)
 				var means []float64
 				if iv == MassiveMean {

@@ -563,7 +563,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			report()
 			base := pr.Work
 			hs := &hooks.Set{}
-			hs.Add("blocks.*.hook_resid_post", func(string, *tensor.Dense) error {
+			hs.Add(hooks.ResidPost, func(string, int, *tensor.Dense) error {
 				pr.Layer++
 				pr.Work = base + cost*float64(pr.Layer)/float64(pr.Layers)
 				report()

@@ -13,6 +13,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -305,7 +306,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	}
 	hs := col.Hooks(cfg)
 	done := 0
-	hs.Add("blocks.*.hook_resid_post", func(string, *tensor.Dense) error {
+	hs.Add(hooks.ResidPost, func(string, int, *tensor.Dense) error {
 		done++
 		layerDone(done)
 		return nil

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"gorgonia.org/tensor"
@@ -206,11 +204,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 		}
 		if per > 0 {
 			var scratch []float32
-			hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-				l, err := strconv.Atoi(strings.Split(name, ".")[1])
-				if err != nil {
-					return fmt.Errorf("unexpected gate hook name %q", name)
-				}
+			hs.Add(hooks.AttnGate, func(_ string, l int, x *tensor.Dense) error {
 				g := x.Data().([]float32)
 				for h := 0; h < c.Heads; h++ {
 					var st probes.GateStats

@@ -381,9 +381,9 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 	c, ac, hs := &m.Config, m.AFA, opt.Hooks
 	B, D, H, dw, F := len(ids), c.DModel, c.Heads, c.DHead, c.DMLP
 	d, W, n := dw/2, H*dw, B*T
-	run := func(name string, x []float32, shape ...int) {
+	run := func(point string, l int, x []float32, shape ...int) {
 		if err == nil {
-			err = hs.Run(name, x, shape...)
+			err = hs.Run(point, l, x, shape...)
 		}
 	}
 	x, hn := make([]float32, n*D), make([]float32, n*D)
@@ -398,14 +398,13 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 			copy(x[(bb*T+t)*D:(bb*T+t+1)*D], m.Embed[id*D:(id+1)*D])
 		}
 	}
-	run("hook_embed", x, B, T, D)
+	run(hooks.Embed, -1, x, B, T, D)
 
 	for l := range m.Layers {
 		L := &m.Layers[l]
-		name := func(p string) string { return hooks.Name(p, l) }
-		run(name("blocks.{l}.hook_resid_pre"), x, B, T, D)
+		run(hooks.ResidPre, l, x, B, T, D)
 		rmsNorm(hn, x, D, L.Norm1W, c.NormEps)
-		run(name("blocks.{l}.ln1.hook_normalized"), hn, B, T, D)
+		run(hooks.LN1Normalized, l, hn, B, T, D)
 
 		// Steps 1–3: Z_v = L_V(x); Z_q, Z_k from Z_v (or x).
 		linear(v, hn, n, D, L.Wv, W, L.Bv)
@@ -416,9 +415,9 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 			linear(q, hn, n, D, L.Wq, W, L.Bq)
 			linear(k, hn, n, D, L.Wk, W, L.Bk)
 		}
-		run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_k"), k, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_v"), v, B, T, H, dw)
+		run(hooks.AttnQ, l, q, B, T, H, dw)
+		run(hooks.AttnK, l, k, B, T, H, dw)
+		run(hooks.AttnV, l, v, B, T, H, dw)
 		copy(qt, q)
 		copy(kt, k)
 		if ac.NormalizeQK {
@@ -442,8 +441,8 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 		rotateComplex(qt, qt, omegaDt, T, -1)
 		rotateComplex(kt, kt, omegaDt, T, -1)
 		rotateComplex(vt, v, omegaDt, T, -1)
-		run(name("blocks.{l}.attn.hook_rot_q"), qt, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_rot_k"), kt, B, T, H, dw)
+		run(hooks.AttnRotQ, l, qt, B, T, H, dw)
+		run(hooks.AttnRotK, l, kt, B, T, H, dw)
 		if err != nil {
 			return nil, err
 		}
@@ -452,7 +451,7 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 		args := &afaAttnArgs{layer: l, batch: B, T: T, heads: H, dHead: dw, params: params,
 			qt: qt, kt: kt, vt: vt, qn2: qn2, kn2: kn2, agg: agg, logPrec: logPrec,
 			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads}
-		patName, decName := name("blocks.{l}.attn.hook_pattern"), name("blocks.{l}.attn.hook_pattern_decayed")
+		patName, decName := hooks.Name(hooks.AttnPattern, l), hooks.Name(hooks.AttnPatternDecayed, l)
 		if hs.Has(patName) || hs.Has(decName) {
 			args.pattern = make([]float32, B*H*T*T)
 		}
@@ -460,14 +459,14 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
 		}
 		if args.pattern != nil {
-			run(patName, args.pattern, B, H, T, T)
+			run(hooks.AttnPattern, l, args.pattern, B, H, T, T)
 			afaDecayPattern(args.pattern, params, B, T)
-			run(decName, args.pattern, B, H, T, T)
+			run(hooks.AttnPatternDecayed, l, args.pattern, B, H, T, T)
 			patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, pattern: args.pattern, v: vt, z: agg})
 		}
-		run(name("blocks.{l}.afa.hook_log_precision"), logPrec, B, T, H)
+		run(hooks.AFALogPrecision, l, logPrec, B, T, H)
 		rotateComplex(agg, agg, omegaDt, T, +1) // Z̄_v = e^{iωt} ⊙ Σ_j Â_ij Z̃_v,j
-		run(name("blocks.{l}.afa.hook_estimate"), agg, B, T, H, dw)
+		run(hooks.AFAEstimate, l, agg, B, T, H, dw)
 
 		// Step 16: Z̄ = (1 − s) Z_v + s Z̄_v.
 		for r := 0; r < n; r++ {
@@ -478,7 +477,7 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 				}
 			}
 		}
-		run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H, dw)
+		run(hooks.AttnGate, l, gate, B, T, H, dw)
 		// Step 17: Z⁺ = e^{(−a + iω)Δt} ⊙ Z̄, into agg.
 		for r := 0; r < n; r++ {
 			for h := range params {
@@ -495,21 +494,21 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 				}
 			}
 		}
-		run(name("blocks.{l}.attn.hook_z"), agg, B, T, H, dw)
+		run(hooks.AttnZ, l, agg, B, T, H, dw)
 		if err == nil {
 			err = headFault(agg, l, T, H, dw)
 		}
 
 		// Step 18: Re(L_P(Z⁺)), residual; then the FFN sub-block.
 		linear(out, agg, n, W, L.Wo, D, L.Bo)
-		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		run(hooks.AttnOut, l, out, B, T, D)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
+		run(hooks.ResidMid, l, x, B, T, D)
 		rmsNorm(hn, x, D, L.Norm2W, c.NormEps)
-		run(name("blocks.{l}.ln2.hook_normalized"), hn, B, T, D)
-		mlpBlock(out, hn, g, a, L, c.Act, c.NormEps, B, T, D, F, run, name)
+		run(hooks.LN2Normalized, l, hn, B, T, D)
+		mlpBlock(out, hn, g, a, L, c.Act, c.NormEps, B, T, D, F, run, l)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
+		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
 			return nil, err
 		}
@@ -519,7 +518,7 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 	}
 
 	rmsNorm(hn, x, D, m.FinalW, c.NormEps)
-	run("ln_final.hook_normalized", hn, B, T, D)
+	run(hooks.LNFinalNormalized, -1, hn, B, T, D)
 	res := m.logits(hn, B, T, opt, run)
 	if err != nil {
 		return nil, err

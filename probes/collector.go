@@ -559,11 +559,7 @@ func (c *Collector) Hooks(cfg *model.Config) *hooks.Set {
 	hs := &hooks.Set{}
 	hs.Stream(-1, c)
 	if gp := cfg.GatePerHead(); gp > 0 {
-		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-			l, ok := hooks.Layer(name)
-			if !ok {
-				return fmt.Errorf("probes: unexpected gate hook name %q", name)
-			}
+		hs.Add(hooks.AttnGate, func(_ string, l int, x *tensor.Dense) error {
 			return c.SetLayerGates(l, x.Data().([]float32), gp)
 		})
 	}
