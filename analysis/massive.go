@@ -176,7 +176,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 	fail := func(err error) (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, error) {
 		man.Error = err.Error()
 		man.Seconds = time.Since(start).Seconds()
-		if werr := WriteJSON(filepath.Join(r.Out, MassiveManifestName), man); werr != nil {
+		if werr := writeJSON(filepath.Join(r.Out, MassiveManifestName), man); werr != nil {
 			return man, nil, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
 		}
 		return man, nil, nil, err
@@ -243,17 +243,17 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 				Tokens: T, NLL: nll, PPL: math.Exp(nll), DNLL: nll - base})
 		}
 	}
-	if err := WriteTable(r.Out, "massive_top", tops, r.Formats); err != nil {
+	if err := writeTable(r.Out, "massive_top", tops, r.Formats); err != nil {
 		return fail(err)
 	}
-	if err := WriteTable(r.Out, "massive_ppl", ppls, r.Formats); err != nil {
+	if err := writeTable(r.Out, "massive_ppl", ppls, r.Formats); err != nil {
 		return fail(err)
 	}
 	for _, fm := range r.Formats {
 		man.Tables = append(man.Tables, "massive_top."+fm, "massive_ppl."+fm)
 	}
 	man.Seconds = time.Since(start).Seconds()
-	if err := WriteJSON(filepath.Join(r.Out, MassiveManifestName), man); err != nil {
+	if err := writeJSON(filepath.Join(r.Out, MassiveManifestName), man); err != nil {
 		return man, tops, ppls, err
 	}
 	return man, tops, ppls, nil
