@@ -269,3 +269,48 @@ func rfaGoldenCase(t *testing.T, dir string) {
 		check(pre+"V_lag", gotV, wantV)
 	}
 }
+
+// TestRFAKernelEquivalence: model.RFAHeadParams.Kernel, the kernel the
+// forward pass uses (−expm1(2e) form), and RFACovariance/RFADecay (the
+// 1 − E² form) agree on every head of the RFA golden cases and the zoo's
+// RFA checkpoints at lags 0 … 4095 and half lags (rel. ≤ 1e-12 in V, E
+// equal to the last bit).
+func TestRFAKernelEquivalence(t *testing.T) {
+	var dirs []string
+	entries, _ := os.ReadDir(goldenDir())
+	for _, e := range entries {
+		dirs = append(dirs, filepath.Join(goldenDir(), e.Name()))
+	}
+	dirs = append(dirs, filepath.Join("..", "zoo", "checkpoints", "rfa_m1"), filepath.Join("..", "zoo", "checkpoints", "rfa_m2_sc"))
+	heads, worst := 0, 0.0
+	for _, dir := range dirs {
+		if cfg, err := model.LoadConfig(dir); err != nil || cfg.Arch != model.ArchRFA {
+			continue
+		}
+		m, err := model.Load(dir, model.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, _ := m.RFAParams()
+		for i := range ps {
+			p := &ps[i]
+			heads++
+			for k := 0; k < 8192; k++ {
+				lag := float64(k) / 2
+				V, E := p.Kernel(lag)
+				if e := RFADecay(p, lag); e != E {
+					t.Fatalf("%s layer %d head %d lag %g: E %v (Kernel) vs %v (RFADecay)", dir, p.Layer, p.Head, lag, E, e)
+				}
+				v := RFACovariance(p, lag)
+				worst = max(worst, math.Abs(v-V)/V)
+				if math.Abs(v-V) > 1e-12*V {
+					t.Fatalf("%s layer %d head %d lag %g: V %v (Kernel) vs %v (RFACovariance)", dir, p.Layer, p.Head, lag, V, v)
+				}
+			}
+		}
+	}
+	if heads == 0 {
+		t.Skip("no RFA checkpoint found (golden cases in ../shared/golden, zoo/checkpoints/rfa_m1)")
+	}
+	t.Logf("%d heads, largest relative difference in V %.2g", heads, worst)
+}
