@@ -714,7 +714,7 @@ func (s *attnStream) ConsumeAttn(t *hooks.AttnTile) error {
 // attention rows of layer's heads (nil: all) into downsampling grids of at
 // most maxSize blocks per side (report/attnmap). Only O(T) memory per head
 // is used beyond the grids, whatever T. decayed also draws A = Â ⊙ E with
-// E(τ) = probes.RFADecay, the weights the values are summed with (RFA
+// E(τ) of RFAHeadParams.Kernel, the weights the values are summed with (RFA
 // models only). The stream is registered on opt.Hooks when it is set (its
 // other hooks run in the same pass), else on a fresh set.
 func StreamAttentionMaps(m *model.Model, ids []int, layer int, heads []int, maxSize int, pool string, decayed bool, opt model.Options) (*RFAAttentionMaps, error) {
@@ -763,7 +763,7 @@ func StreamAttentionMaps(m *model.Model, ids []int, layer int, heads []int, maxS
 			s.dec = append(s.dec, g)
 			E := make([]float64, T)
 			for lag := range E {
-				E[lag] = probes.RFADecay(&params[h], float64(lag))
+				_, E[lag] = params[h].Kernel(float64(lag))
 			}
 			s.decay = append(s.decay, E)
 		}
