@@ -496,8 +496,8 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				}
 			}
 		}
-		if cfg.Arch == model.ArchGPT2 && o.Lengths[len(o.Lengths)-1] > cfg.MaxPos {
-			return nil, fmt.Errorf("%s: length %d exceeds GPT-2's %d learned positions (it cannot extrapolate)", dir, o.Lengths[len(o.Lengths)-1], cfg.MaxPos)
+		if cfg.LearnedPositions() && o.Lengths[len(o.Lengths)-1] > cfg.MaxPos {
+			return nil, fmt.Errorf("%s: length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)", dir, o.Lengths[len(o.Lengths)-1], cfg.MaxPos, cfg.Arch)
 		}
 		for range p.variants {
 			for _, c := range eval {

@@ -240,9 +240,9 @@ func (s *Sweep) prepare() (*Manifest, []Chunk, error) {
 	if err := s.Options.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
 		return nil, nil, err
 	}
-	if cfg.Arch == model.ArchGPT2 && s.Options.Lengths[len(s.Options.Lengths)-1] > cfg.MaxPos {
-		return nil, nil, fmt.Errorf("length %d exceeds GPT-2's %d learned positions (it cannot extrapolate)",
-			s.Options.Lengths[len(s.Options.Lengths)-1], cfg.MaxPos)
+	if cfg.LearnedPositions() && s.Options.Lengths[len(s.Options.Lengths)-1] > cfg.MaxPos {
+		return nil, nil, fmt.Errorf("length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)",
+			s.Options.Lengths[len(s.Options.Lengths)-1], cfg.MaxPos, cfg.Arch)
 	}
 	p, err := s.Options.Probe.Resolve(cfg.DHead)
 	if err != nil {

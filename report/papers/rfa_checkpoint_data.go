@@ -733,12 +733,9 @@ func StreamAttentionMaps(m *model.Model, ids []int, layer int, heads []int, maxS
 	s := &attnStream{index: map[int]int{}}
 	var params []model.RFAHeadParams
 	if decayed {
-		if !m.IsRFA() {
-			return nil, fmt.Errorf("papers: the decayed attention A = Â ⊙ E exists for RFA models only")
-		}
 		all, err := m.RFAParams()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("papers: the decayed attention A = Â ⊙ E exists for RFA models only: %w", err)
 		}
 		if params, err = LayerParams(all, layer); err != nil {
 			return nil, err
