@@ -33,8 +33,8 @@ type ProbeOptions struct {
 	Moments string `json:"moments"`
 	// Kernel is where the row moments come from: "matrix" (default: the
 	// attention pass's own float32 products, with rows that could lose
-	// digits recomputed in float64; ~18× faster than "rows" at 4k) or
-	// "rows" (every row walked twice in float64, the reference). They
+	// digits recomputed in float64) or "rows" (every row walked twice in
+	// float64, the reference; docs/diagnostics.md measures both). They
 	// agree within 1e-5 relative on every metric (probes.Kernel,
 	// hooks.AttnMoments).
 	Kernel string `json:"kernel"`
@@ -43,11 +43,9 @@ type ProbeOptions struct {
 	// and K from S̄ = mean_i S_i — what the figures use) or "all" (also
 	// (ii) lambda_obs_dim_mean and K_dim_mean, per dimension then mean,
 	// and (iii) lambda_obs_harmonic). "all" needs S per dimension, one more
-	// product per attention tile with as many columns as α·v: about +28 %
-	// over the forward pass at T = 4k and +30 % to +37 % at 16k (medians)
-	// on the benchmark model, against +5 % to +11 % for "mean"
-	// (docs/diagnostics.md, probes.Reductions). A manifest without the field (written before it
-	// existed) means "all".
+	// product per attention tile with as many columns as α·v
+	// (probes.Reductions; docs/diagnostics.md measures the cost of each). A
+	// manifest without the field (written before it existed) means "all".
 	Reductions string `json:"reductions"`
 }
 
