@@ -224,9 +224,10 @@ type Set struct {
 }
 
 // Add registers fn at every point matching pattern ("*" matches a layer
-// index, and so does {l}: Add(AttnGate, fn) registers fn at every layer). Functions run in the order they were added. A pattern that the
-// model does not issue makes its forward pass fail before it starts,
-// naming the closest points it does issue.
+// index, and so does {l}: Add(AttnGate, fn) registers fn at every layer).
+// Functions run in the order they were added. A pattern that the model
+// does not issue makes its forward pass fail before it starts, naming the
+// closest points it does issue.
 func (s *Set) Add(pattern string, fn Func) {
 	s.entries = append(s.entries, entry{pattern, fn})
 }
