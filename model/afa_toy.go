@@ -472,16 +472,16 @@ func (m *AFAToy) forwardAFA(e []float32, B, T int) (*AFAToyOutput, error) {
 	rotateComplex(kt, k, omegaDt, T, -1)
 	rotateComplex(vt, v, omegaDt, T, -1)
 	agg := make([]float32, n*W)
-	args := &afaAttnArgs{layer: 0, batch: B, T: T, heads: H, dHead: dw, params: params,
-		qt: qt, kt: kt, vt: vt, qn2: qn2, kn2: kn2, agg: agg, logPrec: make([]float32, n*H),
+	args := &attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, scale: 1, q: qt, k: kt, v: vt, z: agg,
 		pattern: make([]float32, B*H*T*T)}
-	if err := afaAttention(args); err != nil {
+	args.logits, args.decay = afaLogits(params, T, qn2, kn2, make([]float32, n*H))
+	if err := causalAttention(args); err != nil {
 		return nil, fmt.Errorf("model: %s: AFA attention: %w", m.Dir, err)
 	}
 	res := &AFAToyOutput{Batch: B, T: T, Heads: H, Patterns: [][]float32{append([]float32(nil), args.pattern...)}}
-	afaDecayPattern(args.pattern, params, B, T) // Â = E ⊙ A
+	decayPattern(args) // Â = E ⊙ A
 	res.Decayed = args.pattern
-	patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, pattern: args.pattern, v: vt, z: agg})
+	patternTimesV(args)
 	rotateComplex(agg, agg, omegaDt, T, +1) // Z̄_v = e^{iωt} ⊙ Σ_j Â_ij Z̃_v,j
 	// Steps 16–17: Z⁺ = e^{(−a + iω)Δt} ⊙ ((1 − s)Z_v + s·Z̄_v).
 	for r := 0; r < n; r++ {

@@ -349,30 +349,18 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 					l, r/T, r%T, l)
 			}
 		}
-		args := &bftAttnArgs{
+		obs := newBFTObserver(bc, B, T, H, KV, dh, threads, v, e, lamObs, neff)
+		var logRho float64
+		if bc.RecencyDecay {
+			logRho = -math.Log1p(math.Exp(-float64(w.RhoLogit[l][0]))) // log sigmoid(rho_logit)
+		}
+		args := &attnArgs{
 			layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh, scale: float32(1 / math.Sqrt(float64(dh))),
-			q: q, k: k, v: v, logLamBar: logLamBar,
-			obs:       newBFTObserver(bc, B, T, H, KV, dh, threads, v, e, lamObs, neff),
+			q: q, k: k, v: v, logits: bftLogits(T, logLamBar, logRho), observe: obs.row,
 			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: threads,
 		}
-		if bc.RecencyDecay {
-			args.logRho = -math.Log1p(math.Exp(-float64(w.RhoLogit[l][0]))) // log sigmoid(rho_logit)
-		}
-		patName := hooks.Name(hooks.AttnPattern, l)
-		if hs.Has(patName) {
-			args.pattern = make([]float32, B*H*T*T)
-		}
-		if err := bftAttention(args); err != nil {
-			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
-		}
-		if args.pattern != nil {
-			run(hooks.AttnPattern, l, args.pattern, B, H, T, T)
-			if err != nil {
-				return nil, err
-			}
-			if err := bftObservePattern(args); err != nil {
-				return nil, err
-			}
+		if err := attend(args, hs, run); err != nil {
+			return nil, err
 		}
 		for i, x := range lamObs {
 			lamObs[i] = float32(capAt(float64(x), bc.CapObs, bc.LambdaMax))

@@ -592,6 +592,6 @@ func deltaAttention(q, k, v, beta, g []float32, B, T, Hv, Dk, Dv int, scale floa
 
 // mix makes a Gated DeltaNet layer the token mixer of its layer in the
 // decoder pass (which then runs hook_attn_out on out).
-func (w *deltaNet) mix(out, h []float32, l, B, T int, opt Options, run hookRun) error {
+func (w *deltaNet) mix(_ *Model, out, h []float32, l, B, T int, opt Options, run hookRun) error {
 	return gatedDeltaNet(out, h, B, T, w, l, run, opt)
 }

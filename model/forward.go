@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -46,20 +47,21 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		}
 	}
 
-	x := make([]float32, n*D) // residual stream [B·T, D]
-	h := make([]float32, n*D) // normalized input of a sub-block
-	q := make([]float32, n*H*dh)
-	k := make([]float32, n*KV*dh)
-	v := make([]float32, n*KV*dh)
-	z := make([]float32, n*H*dh)
+	x := make([]float32, n*D)   // residual stream [B·T, D]
+	h := make([]float32, n*D)   // normalized input of a sub-block
 	out := make([]float32, n*D) // sub-block output
 	a1 := make([]float32, n*F)  // MLP hidden
-	var a2, gate []float32
+	var a2, q, k, v, z, gate []float32
 	if m.Layers[0].WGate != nil {
 		a2 = make([]float32, n*F)
 	}
+	// the softmax attention's buffers, unless every layer has a mixer
+	attn := slices.ContainsFunc(m.Layers, func(L Layer) bool { return L.mixer == nil })
+	if attn {
+		q, k, v, z = make([]float32, n*H*dh), make([]float32, n*KV*dh), make([]float32, n*KV*dh), make([]float32, n*H*dh)
+	}
 	gp := c.GatePerHead()
-	if gp > 0 {
+	if gp > 0 && attn {
 		gate = make([]float32, n*H*gp)
 	}
 
@@ -85,7 +87,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	}
 	var rope, localRope *ropeTable
 	rot, _ := m.ext.(qkRotator)
-	if m.PosEmbed == nil && rot == nil {
+	if m.PosEmbed == nil && rot == nil && attn {
 		rope = newRopeTable(c.RoPE, c.RoPE.dims(dh), T)
 		if c.LocalRoPE != nil {
 			localRope = newRopeTable(*c.LocalRoPE, c.LocalRoPE.dims(dh), T) // the sliding layers' own RoPE (Gemma 3)
@@ -104,7 +106,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			// the layer's own token mixer in place of softmax attention
 			// (Qwen3.5's Gated DeltaNet layers)
 			if err == nil {
-				err = L.mixer.mix(out, h, l, B, T, opt, run)
+				err = L.mixer.mix(m, out, h, l, B, T, opt, run)
 			}
 		} else {
 			// q, k, v projections (and the gate logits of gated models)
@@ -159,16 +161,8 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 				q: q, k: k, v: v, z: z,
 				consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
 			}
-			patName := hooks.Name(hooks.AttnPattern, l)
-			if hs.Has(patName) {
-				args.pattern = make([]float32, B*H*T*T)
-			}
-			if err := causalAttention(args); err != nil {
-				return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
-			}
-			if args.pattern != nil {
-				run(hooks.AttnPattern, l, args.pattern, B, H, T, T)
-				patternTimesV(args)
+			if err := attend(args, hs, run); err != nil {
+				return nil, err
 			}
 
 			// output gate: z ⊙ sigmoid(gate logits), per head or per element
@@ -325,11 +319,11 @@ func matchesAny(pattern string, names []string) bool {
 }
 
 // A tokenMixer takes the place of softmax attention in one layer of the
-// decoder pass (Layer.mixer; Qwen3.5's Gated DeltaNet layers): it maps the
+// decoder pass (Layer.mixer; Qwen3.5's Gated DeltaNet layers, AFA): it maps the
 // normalized input h [B·T, D] to the mixer's output out [B·T, D], before
 // hook_attn_out and the residual add, issuing its own hooks through run.
 type tokenMixer interface {
-	mix(out, h []float32, l, B, T int, opt Options, run hookRun) error
+	mix(m *Model, out, h []float32, l, B, T int, opt Options, run hookRun) error
 }
 
 // qkRotator is implemented by the state (Model.ext) of a family that

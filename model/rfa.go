@@ -477,23 +477,8 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 
 		// ‖R‖², logits, Â = softmax(τ_s L), log p̂_tot and Σ_j A_ij Ṽ_j,
 		// streamed in query tiles.
-		args := &rfaAttnArgs{
-			layer: l, batch: B, T: T, heads: H, d: d, kern: ks, clampR2: c.RFA.ClampResidual,
-			qt: qt, kt: kt, vt: vt, agg: agg, logPTot: logPTot,
-			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
-		}
-		patName, decName := hooks.Name(hooks.AttnPattern, l), hooks.Name(hooks.AttnPatternDecayed, l)
-		if hs.Has(patName) || hs.Has(decName) {
-			args.pattern = make([]float32, B*H*T*T)
-		}
-		if err := rfaAttention(args); err != nil {
-			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
-		}
-		if args.pattern != nil {
-			run(hooks.AttnPattern, l, args.pattern, B, H, T, T)
-			decayPattern(args.pattern, ks, B, T) // A = Â ⊙ E
-			run(hooks.AttnPatternDecayed, l, args.pattern, B, H, T, T)
-			patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: 2 * d, pattern: args.pattern, v: vt, z: agg})
+		if err := m.rfaAttention(l, B, T, ks, qt, kt, vt, agg, logPTot, hs, opt, run); err != nil {
+			return nil, err
 		}
 
 		// Counter-rotation back to the query frame: V̄ = Φ̃⁺ ⊙ Σ_j A_ij Ṽ_j.
@@ -536,14 +521,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 		// Feed-forward: ffn.2(ReLU(ffn.0(norm2(x)))), residual.
 		layerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
 		run(hooks.LN2Normalized, l, h, B, T, D)
-		linear(a1, h, n, D, L.WUp, F, L.BUp)
-		run(hooks.MLPPre, l, a1, B, T, F)
-		for i, u := range a1 {
-			a1[i] = max(u, 0)
-		}
-		run(hooks.MLPPost, l, a1, B, T, F)
-		linear(out, a1, n, F, L.WDown, D, L.BDown)
-		run(hooks.MLPOut, l, out, B, T, D)
+		mlpBlock(out, h, a1, nil, L, c.Act, c.NormEps, B, T, D, F, run, l) // Act "relu"
 		addTo(x, out)
 		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
@@ -570,20 +548,81 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	return res, nil
 }
 
-// decayPattern turns a materialized Â [B, H, T, T] into A = Â ⊙ E in place.
-func decayPattern(p []float32, ks []rfaHeadKernel, B, T int) {
-	H := len(ks)
-	for b := 0; b < B; b++ {
-		for h := range ks {
-			E := ks[h].E
-			for t := 0; t < T; t++ {
-				row := p[((b*H+h)*T+t)*T:][:t+1]
-				for j := range row {
-					row[j] = float32(float64(row[j]) * E[t-j])
+// rfaAttention is RFA's attention in the shared tile loop (attend): per
+// tile of query rows t of head h, the squared residuals ‖R_tj‖² (Eq. 10)
+// from the cross terms Re(Q̃_t†K̃_j), the Student-t logits τ_s·L (Eq. 11)
+// and log p̂_tot,t into logPTot [B·T, H]; Â = softmax_j goes to the
+// consumers (an RFAConsumer gets an RFATile), A = Â ⊙ E multiplies Ṽ into
+// agg. Lags index the Toeplitz kernels: E[t−j], V[t−j].
+func (m *Model) rfaAttention(l, B, T int, ks []rfaHeadKernel, qt, kt, vt, agg, logPTot []float32,
+	hs *hooks.Set, opt Options, run hookRun) error {
+	H, rw := m.Heads, 2*m.DHead
+	qn, kn := make([]float64, B*T*H), make([]float64, B*T*H) // ‖Q̃_t‖², ‖K̃_j‖²
+	for r := range qn {
+		qn[r], kn[r] = sqNorm(qt[r*rw:(r+1)*rw]), sqNorm(kt[r*rw:(r+1)*rw])
+	}
+	decay := make([][]float64, H)
+	for h := range ks {
+		decay[h] = ks[h].E
+	}
+	args := &attnArgs{layer: l, batch: B, T: T, heads: H, kvHeads: H, dHead: rw, scale: 1,
+		q: qt, k: kt, v: vt, z: agg, decay: decay, tileRows: opt.TileRows, threads: opt.Threads}
+	// One worker's tile holds one head (only query heads sharing a KV head
+	// are stacked): its ‖R‖² and log p̂_tot rows, for the RFAConsumers.
+	var own []RFAConsumer
+	for _, c := range hs.Consumers(l) {
+		if rc, ok := c.(RFAConsumer); ok {
+			own = append(own, rc)
+		} else {
+			args.consumers = append(args.consumers, c)
+		}
+	}
+	r2s, lps := make([][]float32, threadCount(opt.Threads)), make([][]float32, threadCount(opt.Threads))
+	if len(own) > 0 {
+		args.stream = func(w int, at *hooks.AttnTile) error {
+			rt := RFATile{Tile: at, R2: r2s[w], LogPTot: lps[w], Params: &ks[at.Head].p}
+			for _, c := range own {
+				if err := c.ConsumeRFA(&rt); err != nil {
+					return err
 				}
+			}
+			return nil
+		}
+	}
+	clampR2 := m.RFA.ClampResidual
+	args.logits = func(w int, en []float64, b, h, q0, rows, ncol int, s []float32) {
+		K := &ks[h]
+		tau, kappa := K.p.Tau, K.kappa
+		if len(own) > 0 {
+			r2s[w], lps[w] = grow(r2s[w], rows*ncol), grow(lps[w], rows)
+		}
+		r2t, lpt := r2s[w], lps[w] // nil without RFAConsumers
+		for r := 0; r < rows; r++ {
+			t := q0 + r
+			ri := (b*T+t)*H + h
+			row := s[r*ncol : (r+1)*ncol]
+			for j := 0; j <= t; j++ {
+				lag := t - j
+				e := K.E[lag]
+				r2 := qn[ri] + e*e*kn[(b*T+j)*H+h] - 2*e*float64(row[j])
+				if clampR2 && r2 < 0 {
+					r2 = 0
+				}
+				if r2t != nil {
+					r2t[r*ncol+j] = float32(r2)
+				}
+				u := math.Log1p(K.invV[lag] * r2)
+				en[j] = -K.logV[lag] - u
+				row[j] = float32(tau * (-K.logV[lag] - kappa*u))
+			}
+			lp := logSumExp(en[:t+1])
+			logPTot[ri] = float32(lp)
+			if lpt != nil {
+				lpt[r] = float32(lp)
 			}
 		}
 	}
+	return attend(args, hs, run)
 }
 
 // rfa returns the model's RFA state, or nil for another family.

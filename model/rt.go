@@ -42,9 +42,6 @@ import (
 	"fmt"
 	"math"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
-
 	"github.com/filterlens/probe/hooks"
 )
 
@@ -224,83 +221,36 @@ func l2Normalize(x []float32, g int, norms []float32) {
 	}
 }
 
-// rtAttnArgs describes one layer's RT-RFA attention over a batch. Complex
-// buffers are [B·T, H, 2C].
-type rtAttnArgs struct {
-	layer, batch, T, heads, dHead int
-	params                        []RTHeadParams
-	qt, kt, vt                    []float32 // Q̃, K̃, Ṽ
-	qn2, kn2                      []float32 // ‖Q_i‖², ‖K_j‖² per head (1 with norm_scope "head")
-	mag2                          []float32 // M_i² [B·T, H]
-	agg                           []float32 // out: Σ_j A_ij Ṽ_j (not written when pattern != nil)
-	logPrec                       []float32 // out: log Σ_j e^{L_ij} [B·T, H]
-
-	consumers []hooks.AttnConsumer
-	pattern   []float32
-	tileRows  int
-	threads   int
-}
-
-// rtAttention runs Algorithm 1 steps 3–5 for every (batch, head), one
-// tile of query rows at a time: the transported cosines Re(Q̃_i†K̃_j) by
-// one matmul, κ and the Student-t logits per pair (float64), the causal
-// softmax of β_s L, the tile to the consumers, then Σ_j A_ij Ṽ_j by a
-// second matmul.
-func rtAttention(a *rtAttnArgs) error {
-	tile := a.tileRows
-	if tile <= 0 {
-		tile = 64
-	}
-	threads := threadCount(a.threads)
-	type scratch struct {
-		scores []float32
-		lg     []float64
-		E, S   []float64
-	}
-	sc := make([]scratch, threads)
-	for i := range sc {
-		sc[i] = scratch{scores: make([]float32, tile*a.T), lg: make([]float64, a.T), E: make([]float64, a.T), S: make([]float64, a.T)}
-	}
-	return forEachHead(a.batch, a.heads, threads, func(w, b, h int) error {
-		s := &sc[w]
-		p := &a.params[h]
-		for lag := 0; lag < a.T; lag++ {
-			s.E[lag], s.S[lag] = p.Decay(float64(lag)), p.KeyVariance(float64(lag))
+// rtLogits returns RT-RFA's logits (Algorithm 1 steps 3–4) for the
+// shared tile loop (attnArgs.logits): from the transported cosines
+// Re(Q̃_i†K̃_j) of a tile, κ and the Student-t logits L per pair (float64),
+// log Σ_j e^{L_ij} into logPrec [B·T, H], and β_s(L − max L) as the
+// logits of the causal softmax. qn2, kn2 are ‖Q_i‖², ‖K_j‖² and mag2 the
+// magnitudes M_i², [B·T, H].
+func rtLogits(ps []RTHeadParams, T int, qn2, kn2, mag2, logPrec []float32) logitsFunc {
+	H := len(ps)
+	E, Sig := make([][]float64, H), make([][]float64, H) // per head, per lag: E, Σ
+	for h := range ps {
+		E[h], Sig[h] = make([]float64, T), make([]float64, T)
+		for lag := range T {
+			E[h][lag], Sig[h][lag] = ps[h].Decay(float64(lag)), ps[h].KeyVariance(float64(lag))
 		}
-		return rtAttendHead(a, b, h, tile, s.scores, s.lg, s.E, s.S)
-	})
-}
-
-func rtAttendHead(a *rtAttnArgs, b, h, tile int, scores []float32, lg, E, Sig []float64) error {
-	T, dw, H := a.T, a.dHead, a.heads
-	W := H * dw
-	p := &a.params[h]
-	base := b*T*W + h*dw
-	keys := blas32.General{Rows: T, Cols: dw, Stride: W, Data: a.kt[base:]}
-	vals := blas32.General{Rows: T, Cols: dw, Stride: W, Data: a.vt[base:]}
-	at := hooks.AttnTile{Batch: b, Layer: a.layer, Head: h, T: T, DHead: dw, VStride: W, V: a.vt[base:]}
-	sig0 := Sig[0]
-	for q0 := 0; q0 < T; q0 += tile {
-		rows := min(tile, T-q0)
-		ncol := q0 + rows
-		s := blas32.General{Rows: rows, Cols: ncol, Stride: ncol, Data: scores[:rows*ncol]}
-		qtile := blas32.General{Rows: rows, Cols: dw, Stride: W, Data: a.qt[base+q0*W:]}
-		kk := keys
-		kk.Rows = ncol
-		blas32.Gemm(blas.NoTrans, blas.Trans, 1, qtile, kk, 0, s) // Re(Q̃_i†K̃_j)
+	}
+	return func(_ int, lg []float64, b, h, q0, rows, ncol int, s []float32) {
+		p, E, Sig := &ps[h], E[h], Sig[h]
 		for r := 0; r < rows; r++ {
 			i := q0 + r
 			ri := (b*T+i)*H + h
-			qTerm := sig0 / (float64(a.mag2[ri]) + p.KappaEps)
-			row := s.Data[r*ncol : (r+1)*ncol]
+			qTerm := Sig[0] / (float64(mag2[ri]) + p.KappaEps)
+			row := s[r*ncol : (r+1)*ncol]
 			for j := 0; j <= i; j++ {
 				rj := (b*T+j)*H + h
 				lag := i - j
-				kappa := 1 / (qTerm + Sig[lag]/(float64(a.mag2[rj])*E[lag]*E[lag]+p.KappaEps) + p.TauTheta2)
-				r2 := max(float64(a.qn2[ri])+float64(a.kn2[rj])-2*float64(row[j]), 0)
+				kappa := 1 / (qTerm + Sig[lag]/(float64(mag2[rj])*E[lag]*E[lag]+p.KappaEps) + p.TauTheta2)
+				r2 := max(float64(qn2[ri])+float64(kn2[rj])-2*float64(row[j]), 0)
 				lg[j] = p.Logit(kappa, r2)
 			}
-			a.logPrec[ri] = float32(logSumExp(lg[:i+1]))
+			logPrec[ri] = float32(logSumExp(lg[:i+1]))
 			mx := math.Inf(-1)
 			for _, L := range lg[:i+1] {
 				mx = max(mx, L)
@@ -308,29 +258,8 @@ func rtAttendHead(a *rtAttnArgs, b, h, tile int, scores []float32, lg, E, Sig []
 			for j, L := range lg[:i+1] {
 				row[j] = float32(p.Beta * (L - mx)) // shifted in float64 before the float32 softmax
 			}
-			softmaxRow(row[:i+1])
-			clear(row[i+1:])
-			if a.pattern != nil {
-				copy(a.pattern[((b*H+h)*T+i)*T:][:i+1], row[:i+1])
-			}
 		}
-		if len(a.consumers) > 0 {
-			at.Q0, at.Rows, at.Stride, at.Alpha = q0, rows, ncol, s.Data
-			for _, c := range a.consumers {
-				if err := c.ConsumeAttn(&at); err != nil {
-					return err
-				}
-			}
-		}
-		if a.pattern != nil {
-			continue // the aggregate is formed from the (possibly changed) pattern after its hook
-		}
-		vv := vals
-		vv.Rows = ncol
-		out := blas32.General{Rows: rows, Cols: dw, Stride: W, Data: a.agg[base+q0*W:]}
-		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vv, 0, out)
 	}
-	return nil
 }
 
 // forwardRT is Forward for ArchRT (algorithm and hook points at the top of
@@ -415,20 +344,12 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			return nil, err
 		}
 
-		// 3–5 Precision, robust logits, attention and aggregation.
-		args := &rtAttnArgs{layer: l, batch: B, T: T, heads: H, dHead: dw, params: params,
-			qt: qt, kt: kt, vt: vt, qn2: qn2, kn2: kn2, mag2: mag2, agg: agg, logPrec: logPrec,
+		// 3–5 Precision, robust logits, attention and aggregation Σ_j A_ij Ṽ_j.
+		args := &attnArgs{layer: l, batch: B, T: T, heads: H, kvHeads: H, dHead: dw, scale: 1,
+			q: qt, k: kt, v: vt, z: agg, logits: rtLogits(params, T, qn2, kn2, mag2, logPrec),
 			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads}
-		patName := hooks.Name(hooks.AttnPattern, l)
-		if hs.Has(patName) {
-			args.pattern = make([]float32, B*H*T*T)
-		}
-		if err := rtAttention(args); err != nil {
-			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
-		}
-		if args.pattern != nil {
-			run(hooks.AttnPattern, l, args.pattern, B, H, T, T)
-			patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, pattern: args.pattern, v: vt, z: agg})
+		if err := attend(args, hs, run); err != nil {
+			return nil, err
 		}
 		run(hooks.RTLogPrecision, l, logPrec, B, T, H)
 		rotateComplex(agg, agg, omega, T, +1) // V̄ = e^{iωt} ⊙ Σ_j A_ij Ṽ_j
