@@ -159,7 +159,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	fail := func(err error) (*GDNManifest, []GDNRow, error) {
 		man.Error = err.Error()
 		man.Seconds = time.Since(start).Seconds()
-		if werr := WriteJSON(filepath.Join(r.Out, GDNManifestName), man); werr != nil {
+		if werr := writeJSON(filepath.Join(r.Out, GDNManifestName), man); werr != nil {
 			return man, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
 		}
 		return man, nil, err
@@ -185,17 +185,17 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 		heads = appendGDNHeads(heads, f, ch)
 		man.PassSeconds = append(man.PassSeconds, time.Since(t0).Seconds())
 	}
-	if err := WriteTable(r.Out, "gdn", rows, r.Formats); err != nil {
+	if err := writeTable(r.Out, "gdn", rows, r.Formats); err != nil {
 		return fail(err)
 	}
-	if err := WriteTable(r.Out, "gdn_heads", heads, r.Formats); err != nil {
+	if err := writeTable(r.Out, "gdn_heads", heads, r.Formats); err != nil {
 		return fail(err)
 	}
 	for _, fm := range r.Formats {
 		man.Tables = append(man.Tables, "gdn."+fm, "gdn_heads."+fm)
 	}
 	man.Seconds = time.Since(start).Seconds()
-	if err := WriteJSON(filepath.Join(r.Out, GDNManifestName), man); err != nil {
+	if err := writeJSON(filepath.Join(r.Out, GDNManifestName), man); err != nil {
 		return man, rows, err
 	}
 	return man, rows, nil

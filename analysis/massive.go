@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"gorgonia.org/tensor"
@@ -178,7 +176,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 	fail := func(err error) (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, error) {
 		man.Error = err.Error()
 		man.Seconds = time.Since(start).Seconds()
-		if werr := WriteJSON(filepath.Join(r.Out, MassiveManifestName), man); werr != nil {
+		if werr := writeJSON(filepath.Join(r.Out, MassiveManifestName), man); werr != nil {
 			return man, nil, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
 		}
 		return man, nil, nil, err
@@ -197,11 +195,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 		med := make([]float64, c.Layers)
 		var scratch []float32
 		hs := &hooks.Set{}
-		hs.Add("blocks.*.hook_resid_post", func(name string, x *tensor.Dense) error {
-			l, err := strconv.Atoi(strings.Split(name, ".")[1])
-			if err != nil {
-				return fmt.Errorf("unexpected hook name %q", name)
-			}
+		hs.Add(hooks.ResidPost, func(_ string, l int, x *tensor.Dense) error {
 			h := x.Data().([]float32)
 			top[l] = probes.TopAbs(h, T, D, o.TopK)
 			med[l], scratch = probes.MedianAbs(h, scratch)
@@ -229,7 +223,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 		entries := top[layer][:min(o.Entries, len(top[layer]))]
 		for _, iv := range o.Interventions {
 			hs := &hooks.Set{}
-			hs.Add(hooks.Name("blocks.{l}.hook_resid_post", layer), func(_ string, x *tensor.Dense) error {
+			hs.Add(hooks.Name(hooks.ResidPost, layer), func(_ string, _ int, x *tensor.Dense) error {
 				h := x.Data().([]float32)
 				var means []float64
 				if iv == MassiveMean {
@@ -249,17 +243,17 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 				Tokens: T, NLL: nll, PPL: math.Exp(nll), DNLL: nll - base})
 		}
 	}
-	if err := WriteTable(r.Out, "massive_top", tops, r.Formats); err != nil {
+	if err := writeTable(r.Out, "massive_top", tops, r.Formats); err != nil {
 		return fail(err)
 	}
-	if err := WriteTable(r.Out, "massive_ppl", ppls, r.Formats); err != nil {
+	if err := writeTable(r.Out, "massive_ppl", ppls, r.Formats); err != nil {
 		return fail(err)
 	}
 	for _, fm := range r.Formats {
 		man.Tables = append(man.Tables, "massive_top."+fm, "massive_ppl."+fm)
 	}
 	man.Seconds = time.Since(start).Seconds()
-	if err := WriteJSON(filepath.Join(r.Out, MassiveManifestName), man); err != nil {
+	if err := writeJSON(filepath.Join(r.Out, MassiveManifestName), man); err != nil {
 		return man, tops, ppls, err
 	}
 	return man, tops, ppls, nil

@@ -102,7 +102,7 @@ func Merge(dirs []string, out string, opt MergeOptions) (*Manifest, error) {
 		src := ""
 		for _, d := range dirs {
 			p := passPath(d, c.T, c.Sample)
-			if _, err := ReadPassRecord(p); err == nil {
+			if _, err := readPassRecord(p); err == nil {
 				src = p
 				break
 			}
@@ -135,7 +135,7 @@ func Merge(dirs []string, out string, opt MergeOptions) (*Manifest, error) {
 	}
 	man.Conventions = conventions(man.Sweep, man.Analysis)
 	t0 := time.Now()
-	if _, err := Finalize(out, &man, opt.Formats); err != nil {
+	if _, err := finalize(out, &man, opt.Formats); err != nil {
 		return nil, err
 	}
 	man.Timings = Timings{Tables: time.Since(t0).Seconds()}
@@ -144,7 +144,7 @@ func Merge(dirs []string, out string, opt MergeOptions) (*Manifest, error) {
 	}
 	man.Timings.Total = time.Since(start).Seconds()
 	man.Complete = true
-	return &man, WriteJSON(filepath.Join(out, "manifest.json"), &man)
+	return &man, writeJSON(filepath.Join(out, "manifest.json"), &man)
 }
 
 // copyFileAtomic copies src to dst through a temporary file; it does

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"gorgonia.org/tensor"
@@ -187,7 +185,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	fail := func(err error) (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 		man.Error = err.Error()
 		man.Seconds = time.Since(start).Seconds()
-		if werr := WriteJSON(filepath.Join(r.Out, SinksManifestName), man); werr != nil {
+		if werr := writeJSON(filepath.Join(r.Out, SinksManifestName), man); werr != nil {
 			return man, nil, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
 		}
 		return man, nil, nil, err
@@ -206,11 +204,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 		}
 		if per > 0 {
 			var scratch []float32
-			hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-				l, err := strconv.Atoi(strings.Split(name, ".")[1])
-				if err != nil {
-					return fmt.Errorf("unexpected gate hook name %q", name)
-				}
+			hs.Add(hooks.AttnGate, func(_ string, l int, x *tensor.Dense) error {
 				g := x.Data().([]float32)
 				for h := 0; h < c.Heads; h++ {
 					var st probes.GateStats
@@ -242,17 +236,17 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 		man.PassSeconds = append(man.PassSeconds, time.Since(t0).Seconds())
 	}
 	rates := SinkRates(heads, o.Lengths, o.Eps, o.SplitLocal)
-	if err := WriteTable(r.Out, "sinks_heads", heads, r.Formats); err != nil {
+	if err := writeTable(r.Out, "sinks_heads", heads, r.Formats); err != nil {
 		return fail(err)
 	}
-	if err := WriteTable(r.Out, "sinks_rate", rates, r.Formats); err != nil {
+	if err := writeTable(r.Out, "sinks_rate", rates, r.Formats); err != nil {
 		return fail(err)
 	}
 	for _, fm := range r.Formats {
 		man.Tables = append(man.Tables, "sinks_heads."+fm, "sinks_rate."+fm)
 	}
 	man.Seconds = time.Since(start).Seconds()
-	if err := WriteJSON(filepath.Join(r.Out, SinksManifestName), man); err != nil {
+	if err := writeJSON(filepath.Join(r.Out, SinksManifestName), man); err != nil {
 		return man, heads, rates, err
 	}
 	return man, heads, rates, nil

@@ -312,11 +312,10 @@ func (P *afaLayer) mix(m *Model, out, hn []float32, l, B, T int, opt Options, ru
 	c, ac, hs, L := &m.Config, m.AFA, opt.Hooks, &m.Layers[l]
 	D, H, dw := c.DModel, c.Heads, c.DHead
 	d, W, n := dw/2, H*dw, B*T
-	name := func(p string) string { return hooks.Name(p, l) }
 	var err error
-	run = func(name string, x []float32, shape ...int) {
+	run = func(point string, l int, x []float32, shape ...int) {
 		if err == nil {
-			err = hs.Run(name, x, shape...)
+			err = hs.Run(point, l, x, shape...)
 		}
 	}
 	q, k, v := make([]float32, n*W), make([]float32, n*W), make([]float32, n*W)
@@ -333,9 +332,9 @@ func (P *afaLayer) mix(m *Model, out, hn []float32, l, B, T int, opt Options, ru
 		linear(q, hn, n, D, L.Wq, W, L.Bq)
 		linear(k, hn, n, D, L.Wk, W, L.Bk)
 	}
-	run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dw)
-	run(name("blocks.{l}.attn.hook_k"), k, B, T, H, dw)
-	run(name("blocks.{l}.attn.hook_v"), v, B, T, H, dw)
+	run(hooks.AttnQ, l, q, B, T, H, dw)
+	run(hooks.AttnK, l, k, B, T, H, dw)
+	run(hooks.AttnV, l, v, B, T, H, dw)
 	copy(qt, q)
 	copy(kt, k)
 	if ac.NormalizeQK {
@@ -359,8 +358,8 @@ func (P *afaLayer) mix(m *Model, out, hn []float32, l, B, T int, opt Options, ru
 	rotateComplex(qt, qt, omegaDt, T, -1)
 	rotateComplex(kt, kt, omegaDt, T, -1)
 	rotateComplex(vt, v, omegaDt, T, -1)
-	run(name("blocks.{l}.attn.hook_rot_q"), qt, B, T, H, dw)
-	run(name("blocks.{l}.attn.hook_rot_k"), kt, B, T, H, dw)
+	run(hooks.AttnRotQ, l, qt, B, T, H, dw)
+	run(hooks.AttnRotK, l, kt, B, T, H, dw)
 	if err != nil {
 		return err
 	}
@@ -372,9 +371,9 @@ func (P *afaLayer) mix(m *Model, out, hn []float32, l, B, T int, opt Options, ru
 	if err := attend(args, hs, run); err != nil {
 		return err
 	}
-	run(name("blocks.{l}.afa.hook_log_precision"), logPrec, B, T, H)
+	run(hooks.AFALogPrecision, l, logPrec, B, T, H)
 	rotateComplex(agg, agg, omegaDt, T, +1) // Z̄_v = e^{iωt} ⊙ Σ_j Â_ij Z̃_v,j
-	run(name("blocks.{l}.afa.hook_estimate"), agg, B, T, H, dw)
+	run(hooks.AFAEstimate, l, agg, B, T, H, dw)
 
 	// Step 16: Z̄ = (1 − s) Z_v + s Z̄_v.
 	for r := 0; r < n; r++ {
@@ -385,7 +384,7 @@ func (P *afaLayer) mix(m *Model, out, hn []float32, l, B, T int, opt Options, ru
 			}
 		}
 	}
-	run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H, dw)
+	run(hooks.AttnGate, l, gate, B, T, H, dw)
 	// Step 17: Z⁺ = e^{(−a + iω)Δt} ⊙ Z̄, into agg.
 	for r := 0; r < n; r++ {
 		for h := range params {
@@ -402,7 +401,7 @@ func (P *afaLayer) mix(m *Model, out, hn []float32, l, B, T int, opt Options, ru
 			}
 		}
 	}
-	run(name("blocks.{l}.attn.hook_z"), agg, B, T, H, dw)
+	run(hooks.AttnZ, l, agg, B, T, H, dw)
 	if err == nil {
 		err = headFault(agg, l, T, H, dw)
 	}

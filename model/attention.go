@@ -507,8 +507,8 @@ func patternTimesV(a *attnArgs) {
 // and the output is formed from what the hooks leave, so that a change
 // there reaches it (patternTimesV, or a.observe on every row).
 func attend(a *attnArgs, hs *hooks.Set, run hookRun) error {
-	patName := hooks.Name("blocks.{l}.attn.hook_pattern", a.layer)
-	decName := hooks.Name("blocks.{l}.attn.hook_pattern_decayed", a.layer)
+	patName := hooks.Name(hooks.AttnPattern, a.layer)
+	decName := hooks.Name(hooks.AttnPatternDecayed, a.layer)
 	B, H, T := a.batch, a.heads, a.T
 	if hs.Has(patName) || (a.decay != nil && hs.Has(decName)) {
 		a.pattern = make([]float32, B*H*T*T)
@@ -519,10 +519,10 @@ func attend(a *attnArgs, hs *hooks.Set, run hookRun) error {
 	if a.pattern == nil {
 		return nil
 	}
-	run(patName, a.pattern, B, H, T, T)
+	run(hooks.AttnPattern, a.layer, a.pattern, B, H, T, T)
 	if a.decay != nil {
 		decayPattern(a)
-		run(decName, a.pattern, B, H, T, T)
+		run(hooks.AttnPatternDecayed, a.layer, a.pattern, B, H, T, T)
 	}
 	if a.observe == nil {
 		patternTimesV(a)

@@ -439,7 +439,6 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 	if len(x) != n*D || len(out) != n*D {
 		return fmt.Errorf("model: Gated DeltaNet layer %d: input %d and output %d values, want B·T·D = %d·%d·%d", l, len(x), len(out), B, T, D)
 	}
-	name := func(p string) string { return hooks.Name(p, l) }
 
 	mixed := make([]float32, n*C)
 	linear(mixed, x, n, D, w.QKV, C, nil)
@@ -474,11 +473,11 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 		beta[i] = sigmoid(beta[i])
 		g[i] = float32(-math.Exp(float64(w.ALog[h])) * softplus(g[i]+w.DtBias[h]))
 	}
-	run(name("blocks.{l}.gdn.hook_q"), q, B, Hv, T, Dk)
-	run(name("blocks.{l}.gdn.hook_k"), k, B, Hv, T, Dk)
-	run(name("blocks.{l}.gdn.hook_v"), v, B, Hv, T, Dv)
-	run(name("blocks.{l}.gdn.hook_beta"), beta, B, T, Hv)
-	run(name("blocks.{l}.gdn.hook_g"), g, B, T, Hv)
+	run(hooks.GDNQ, l, q, B, Hv, T, Dk)
+	run(hooks.GDNK, l, k, B, Hv, T, Dk)
+	run(hooks.GDNV, l, v, B, Hv, T, Dv)
+	run(hooks.GDNBeta, l, beta, B, T, Hv)
+	run(hooks.GDNG, l, g, B, T, Hv)
 
 	core := make([]float32, B*Hv*T*Dv)
 	state := make([]float32, B*Hv*Dk*Dv)
@@ -507,8 +506,8 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 			}
 		}
 	})
-	run(name("blocks.{l}.gdn.hook_core_out"), core, B, Hv, T, Dv)
-	run(name("blocks.{l}.gdn.hook_final_state"), state, B, Hv, Dk, Dv)
+	run(hooks.GDNCoreOut, l, core, B, Hv, T, Dv)
+	run(hooks.GDNFinalState, l, state, B, Hv, Dk, Dv)
 	if err := deltaAttention(q, k, v, beta, g, B, T, Hv, Dk, Dv, scale, l, opt); err != nil {
 		return err
 	}
@@ -544,7 +543,7 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 // [B, Hv, T, Dk], v [B, Hv, T, Dv], beta and g [B, T, Hv] are the layer's.
 func deltaAttention(q, k, v, beta, g []float32, B, T, Hv, Dk, Dv int, scale float32, l int, opt Options) error {
 	hs := opt.Hooks
-	effName := hooks.Name("blocks.{l}.gdn.hook_eff_attn", l)
+	effName := hooks.Name(hooks.GDNEffAttn, l)
 	var deltas []hooks.DeltaConsumer
 	for _, c := range hs.Consumers(l) {
 		if d, ok := c.(hooks.DeltaConsumer); ok {
@@ -595,7 +594,7 @@ func deltaAttention(q, k, v, beta, g []float32, B, T, Hv, Dk, Dv int, scale floa
 		}
 	}
 	if W != nil {
-		return hs.Run(effName, W, B, Hv, T, T)
+		return hs.Run(hooks.GDNEffAttn, l, W, B, Hv, T, T)
 	}
 	return nil
 }

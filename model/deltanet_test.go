@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/hooks"
 )
 
 // qwen35Dir is the Qwen3.5 golden case (HF transformers, hybrid Gated
@@ -214,7 +215,9 @@ func TestGatedDeltaNetGolden(t *testing.T) {
 		for _, chunk := range []int{-1, 0, 16} {
 			w.Chunk = chunk
 			got := map[string][]float32{}
-			run := func(name string, x []float32, shape ...int) { got[name] = append([]float32(nil), x...) }
+			run := func(point string, l int, x []float32, shape ...int) {
+				got[hooks.Name(point, l)] = append([]float32(nil), x...)
+			}
 			out := make([]float32, B*T*D)
 			if err := gatedDeltaNet(out, x, B, T, w, l, run, Options{}); err != nil {
 				t.Fatal(err)

@@ -60,7 +60,9 @@ var gpt2Family = &family{
 		c.ModelType, c.DType = cf.r.ModelType, cf.r.TorchDType
 		return c.fromGPT2(&cf.r)
 	},
-	load: loadGPT2,
+	load:             loadGPT2,
+	positions:        "learned positions",
+	learnedPositions: true,
 	hfConfig: func(c *Config) map[string]any {
 		return map[string]any{
 			"model_type": "gpt2", "architectures": []string{"GPT2LMHeadModel"},

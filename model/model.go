@@ -379,9 +379,9 @@ func (m *Model) checkIDs(ids [][]int, opt Options) (int, error) {
 			}
 		}
 	}
-	if T > m.MaxPos && (m.Arch == ArchGPT2 || !opt.AllowExtrapolation) {
-		if m.Arch == ArchGPT2 {
-			return 0, fmt.Errorf("model: sequence of %d tokens exceeds GPT-2's %d learned positions (n_positions)", T, m.MaxPos)
+	if T > m.MaxPos && (m.LearnedPositions() || !opt.AllowExtrapolation) {
+		if m.LearnedPositions() {
+			return 0, fmt.Errorf("model: sequence of %d tokens exceeds the %d learned positions of this %s model", T, m.MaxPos, m.Arch)
 		}
 		return 0, fmt.Errorf("model: sequence of %d tokens exceeds max_position_embeddings %d (use --allow-extrapolation to run it anyway)", T, m.MaxPos)
 	}

@@ -181,7 +181,7 @@ func TestInterventions(t *testing.T) {
 		// Put all of head 0's mass on the first key: z at every position
 		// becomes v_0 of its KV head.
 		hs := &hooks.Set{}
-		hs.Add("blocks.0.attn.hook_pattern", func(_ string, x *tensor.Dense) error {
+		hs.Add("blocks.0.attn.hook_pattern", func(_ string, _ int, x *tensor.Dense) error {
 			T := x.Shape()[2]
 			d := x.Data().([]float32)
 			for q := 0; q < T; q++ {

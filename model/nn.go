@@ -175,9 +175,9 @@ func softmaxRow(row []float32) {
 }
 
 // expf returns e^x in float32 within 2 ulp for x in [−87.3, 88.3] (the range
-// where the result is a normal float32), about three times faster than
-// float32(math.Exp(float64(x))). Outside that range, and for NaN, it
-// returns float32(math.Exp(float64(x))).
+// where the result is a normal float32), faster than
+// float32(math.Exp(float64(x))) (BenchmarkExpf; docs/performance.md).
+// Outside that range, and for NaN, it returns float32(math.Exp(float64(x))).
 //
 // Method: x = n·ln2 + r with n = round(x·log₂e) and |r| ≲ ln2/2 (ln2 split
 // into a 16-bit head, so that n·head is exact, and a tail); e^r by its

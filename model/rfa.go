@@ -429,9 +429,9 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	c, w, hs := &m.Config, m.rfa(), opt.Hooks
 	B, D, H, d, F := len(ids), c.DModel, c.Heads, c.DHead, c.DMLP
 	n, W := B*T, 2*H*c.DHead // W: reals per position of a complex [head, d] tensor
-	run := func(name string, x []float32, shape ...int) {
+	run := func(point string, l int, x []float32, shape ...int) {
 		if err == nil {
-			err = hs.Run(name, x, shape...)
+			err = hs.Run(point, l, x, shape...)
 		}
 	}
 	x := make([]float32, n*D) // residual stream [B·T, D]
@@ -448,31 +448,30 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 			copy(h[(b*T+t)*D:(b*T+t+1)*D], m.Embed.F32[id*D:(id+1)*D])
 		}
 	}
-	run("hook_embed", h, B, T, D)
+	run(hooks.Embed, -1, h, B, T, D)
 	linear(x, h, n, D, f32Weight(w.InW, D), D, w.InB)
 
 	for l := range m.Layers {
 		L := &m.Layers[l]
-		name := func(p string) string { return hooks.Name(p, l) }
-		run(name("blocks.{l}.hook_resid_pre"), x, B, T, D)
+		run(hooks.ResidPre, l, x, B, T, D)
 		layerNorm(h, x, D, L.Norm1W, L.Norm1B, c.NormEps)
-		run(name("blocks.{l}.ln1.hook_normalized"), h, B, T, D)
+		run(hooks.LN1Normalized, l, h, B, T, D)
 
 		// Input projections R → C (App. D.1): Q, K, V [B·T, H, d, (re, im)].
 		linear(q, h, n, D, L.Wq, W, L.Bq)
 		linear(k, h, n, D, L.Wk, W, L.Bk)
 		linear(v, h, n, D, L.Wv, W, L.Bv)
-		run(name("blocks.{l}.attn.hook_q"), q, B, T, H, d, 2)
-		run(name("blocks.{l}.attn.hook_k"), k, B, T, H, d, 2)
-		run(name("blocks.{l}.attn.hook_v"), v, B, T, H, d, 2)
+		run(hooks.AttnQ, l, q, B, T, H, d, 2)
+		run(hooks.AttnK, l, k, B, T, H, d, 2)
+		run(hooks.AttnV, l, v, B, T, H, d, 2)
 
 		// Rotations into the common frame: Q̃, K̃, Ṽ = Φ̃⁻ ⊙ (Q, K, V).
 		ks := m.rfaKernels(l, T)
 		rotate(qt, q, ks, T, -1, false)
 		rotate(kt, k, ks, T, -1, false)
 		rotate(vt, v, ks, T, -1, false)
-		run(name("blocks.{l}.attn.hook_rot_q"), qt, B, T, H, d, 2)
-		run(name("blocks.{l}.attn.hook_rot_k"), kt, B, T, H, d, 2)
+		run(hooks.AttnRotQ, l, qt, B, T, H, d, 2)
+		run(hooks.AttnRotK, l, kt, B, T, H, d, 2)
 		if err != nil {
 			return nil, err
 		}
@@ -493,7 +492,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 					gate[r*H+hh] = float32(ks[hh].p.GateFrom(float64(logPTot[r*H+hh])))
 				}
 			}
-			run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H)
+			run(hooks.AttnGate, l, gate, B, T, H)
 			for r := 0; r < n; r++ {
 				for hh := 0; hh < H; hh++ {
 					g := gate[r*H+hh]
@@ -509,23 +508,23 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 		if c.RFA.LearnTShift {
 			rotate(z, z, ks, T, +1, true)
 		}
-		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, d, 2)
+		run(hooks.AttnZ, l, z, B, T, H, d, 2)
 		if err == nil {
 			err = headFault(z, l, T, H, 2*d)
 		}
 
 		// Output projection C → R, outer residual.
 		linear(out, z, n, W, L.Wo, D, L.Bo)
-		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		run(hooks.AttnOut, l, out, B, T, D)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
+		run(hooks.ResidMid, l, x, B, T, D)
 
 		// Feed-forward: ffn.2(ReLU(ffn.0(norm2(x)))), residual.
 		layerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
-		run(name("blocks.{l}.ln2.hook_normalized"), h, B, T, D)
-		mlpBlock(out, h, a1, nil, L, c.Act, c.NormEps, B, T, D, F, run, name) // Act "relu"
+		run(hooks.LN2Normalized, l, h, B, T, D)
+		mlpBlock(out, h, a1, nil, L, c.Act, c.NormEps, B, T, D, F, run, l) // Act "relu"
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
+		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
 			return nil, err
 		}
@@ -536,13 +535,13 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 
 	// Final norm, output projection, tied head with bias.
 	layerNorm(h, x, D, m.FinalW, m.FinalB, c.NormEps)
-	run("ln_final.hook_normalized", h, B, T, D)
+	run(hooks.LNFinalNormalized, -1, h, B, T, D)
 	res := &Output{Batch: B, T: T}
-	if opt.Logits || hs.Has("logits") {
+	if opt.Logits || hs.Has(hooks.Logits) {
 		linear(out, h, n, D, f32Weight(w.OutW, D), D, w.OutB)
 		res.Logits = make([]float32, n*c.Vocab)
 		linear(res.Logits, out, n, D, m.Head, c.Vocab, w.HeadB)
-		run("logits", res.Logits, B, T, c.Vocab)
+		run(hooks.Logits, -1, res.Logits, B, T, c.Vocab)
 	}
 	if err != nil {
 		return nil, err

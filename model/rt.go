@@ -272,9 +272,9 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 	c, rc, hs := &m.Config, m.RT, opt.Hooks
 	B, D, H, dw, F := len(ids), c.DModel, c.Heads, c.DHead, c.DMLP
 	C, W, n := dw/2, H*dw, B*T
-	run := func(name string, x []float32, shape ...int) {
+	run := func(point string, l int, x []float32, shape ...int) {
 		if err == nil {
-			err = hs.Run(name, x, shape...)
+			err = hs.Run(point, l, x, shape...)
 		}
 	}
 	x, u := make([]float32, n*D), make([]float32, n*D)
@@ -291,20 +291,19 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			copy(x[(bb*T+t)*D:(bb*T+t+1)*D], m.Embed.F32[id*D:(id+1)*D])
 		}
 	}
-	run("hook_embed", x, B, T, D)
+	run(hooks.Embed, -1, x, B, T, D)
 
 	for l := range m.Layers {
 		L := &m.Layers[l]
-		name := func(p string) string { return hooks.Name(p, l) }
-		run(name("blocks.{l}.hook_resid_pre"), x, B, T, D)
+		run(hooks.ResidPre, l, x, B, T, D)
 
 		// 1 Projections R → C, magnitudes from V, normalization.
 		linear(q, x, n, D, L.Wq, W, L.Bq)
 		linear(k, x, n, D, L.Wk, W, L.Bk)
 		linear(v, x, n, D, L.Wv, W, L.Bv)
-		run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_k"), k, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_v"), v, B, T, H, dw)
+		run(hooks.AttnQ, l, q, B, T, H, dw)
+		run(hooks.AttnK, l, k, B, T, H, dw)
+		run(hooks.AttnV, l, v, B, T, H, dw)
 		copy(qt, q)
 		copy(kt, k)
 		copy(vt, v)
@@ -324,7 +323,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			kn2[r] = float32(sqNorm(kt[r*dw : (r+1)*dw]))
 		}
 		copy(z, vt) // the unrotated unit values V (step 6 projects against them)
-		run(name("blocks.{l}.rt.hook_magnitude"), mag, B, T, H)
+		run(hooks.RTMagnitude, l, mag, B, T, H)
 		for i, mv := range mag {
 			mag2[i] = mv * mv
 		}
@@ -339,8 +338,8 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 		rotateComplex(qt, qt, omega, T, -1)
 		rotateComplex(kt, kt, omega, T, -1)
 		rotateComplex(vt, vt, omega, T, -1)
-		run(name("blocks.{l}.attn.hook_rot_q"), qt, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_rot_k"), kt, B, T, H, dw)
+		run(hooks.AttnRotQ, l, qt, B, T, H, dw)
+		run(hooks.AttnRotK, l, kt, B, T, H, dw)
 		if err != nil {
 			return nil, err
 		}
@@ -352,9 +351,9 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 		if err := attend(args, hs, run); err != nil {
 			return nil, err
 		}
-		run(name("blocks.{l}.rt.hook_log_precision"), logPrec, B, T, H)
+		run(hooks.RTLogPrecision, l, logPrec, B, T, H)
 		rotateComplex(agg, agg, omega, T, +1) // V̄ = e^{iωt} ⊙ Σ_j A_ij Ṽ_j
-		run(name("blocks.{l}.rt.hook_consensus"), agg, B, T, H, dw)
+		run(hooks.RTConsensus, l, agg, B, T, H, dw)
 
 		// 6 Tangent projection against the unit value V_i, L_o, residual.
 		for r := 0; r < n*H; r++ {
@@ -365,7 +364,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			}
 			rho[r] = float32(dot / max(sqNorm(vh), 1e-30))
 		}
-		run(name("blocks.{l}.rt.hook_self_agreement"), rho, B, T, H)
+		run(hooks.RTSelfAgreement, l, rho, B, T, H)
 		for r := 0; r < n*H; r++ {
 			vh, vb := z[r*dw:(r+1)*dw], agg[r*dw:(r+1)*dw]
 			for i := range vh {
@@ -376,14 +375,14 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 				}
 			}
 		}
-		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dw)
+		run(hooks.AttnZ, l, z, B, T, H, dw)
 		if err == nil {
 			err = headFault(z, l, T, H, dw)
 		}
 		linear(out, z, n, W, L.Wo, D, L.Bo)
-		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		run(hooks.AttnOut, l, out, B, T, D)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
+		run(hooks.ResidMid, l, x, B, T, D)
 
 		// 7 Retraction U⁺ = Norm(Z⁺); Algorithm 2: Z_out = Z⁺ + FFN(U⁺).
 		if rc.Retraction == "rms" {
@@ -392,10 +391,10 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			copy(u, x)
 			l2Normalize(u, D, norms[:n])
 		}
-		run(name("blocks.{l}.ln2.hook_normalized"), u, B, T, D)
-		mlpBlock(out, u, g, a, L, c.Act, c.NormEps, B, T, D, F, run, name)
+		run(hooks.LN2Normalized, l, u, B, T, D)
+		mlpBlock(out, u, g, a, L, c.Act, c.NormEps, B, T, D, F, run, l)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
+		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
 			return nil, err
 		}
@@ -405,7 +404,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 	}
 
 	rmsNorm(u, x, D, m.FinalW, c.NormEps)
-	run("ln_final.hook_normalized", u, B, T, D)
+	run(hooks.LNFinalNormalized, -1, u, B, T, D)
 	res := m.logits(u, B, T, opt, run)
 	if err != nil {
 		return nil, err

@@ -375,13 +375,6 @@ func (r *SelRoPERotary) prepare() {
 	}
 }
 
-// Hook points of the angle pipeline (hooks.Points documents them).
-const (
-	hookPhaseGate = "blocks.{l}.attn.hook_phase_gate"
-	hookAngVel    = "blocks.{l}.attn.hook_angular_velocity"
-	hookAngle     = "blocks.{l}.attn.hook_angle"
-)
-
 // SelRoPETrace holds one layer's angle pipeline, every tensor row-major with
 // leading dimensions [B, T].
 type SelRoPETrace struct {
@@ -502,14 +495,14 @@ func (r *SelRoPERotary) Trace(x []float32, B, T int, hs *hooks.Set, layer int) (
 			tr.Gate[i] = sigmoid(v)
 		}
 		if G == H {
-			if err := hs.Run(hooks.Name(hookPhaseGate, layer), tr.Gate, B, T, H); err != nil {
+			if err := hs.Run(hooks.AttnPhaseGate, layer, tr.Gate, B, T, H); err != nil {
 				return nil, err
 			}
 			for i := range tr.DPhi {
 				tr.DPhi[i] *= tr.Gate[i/R]
 			}
 		} else {
-			if err := hs.Run(hooks.Name(hookPhaseGate, layer), tr.Gate, B, T, H, R); err != nil {
+			if err := hs.Run(hooks.AttnPhaseGate, layer, tr.Gate, B, T, H, R); err != nil {
 				return nil, err
 			}
 			for i := range tr.DPhi {
@@ -534,11 +527,11 @@ func (r *SelRoPERotary) Trace(x []float32, B, T int, hs *hooks.Set, layer int) (
 	for i, d := range tr.DPhi {
 		tr.Omega[i] = r.Temp[i%R] * d
 	}
-	velName := hooks.Name(hookAngVel, layer)
+	velName := hooks.Name(hooks.AttnAngularVelocity, layer)
 	var before []float32
 	if hs.Has(velName) {
 		before = append([]float32(nil), tr.Omega...)
-		if err := hs.Run(velName, tr.Omega, B, T, H, R); err != nil {
+		if err := hs.Run(hooks.AttnAngularVelocity, layer, tr.Omega, B, T, H, R); err != nil {
 			return nil, err
 		}
 	}
@@ -561,7 +554,7 @@ func (r *SelRoPERotary) Trace(x []float32, B, T int, hs *hooks.Set, layer int) (
 			}
 		}
 	}
-	if err := hs.Run(hooks.Name(hookAngle, layer), tr.Angle, B, T, H, R); err != nil {
+	if err := hs.Run(hooks.AttnAngle, layer, tr.Angle, B, T, H, R); err != nil {
 		return nil, err
 	}
 	return tr, nil

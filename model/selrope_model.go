@@ -267,10 +267,11 @@ func selropeSmall(s Size, sc SelRoPEConfig) (map[string]any, error) {
 // rotary modules (selropeWeights.rotate) in place of RoPE.
 var selropeFamily = &family{
 	arch: ArchSelRoPE, modelTypes: selropeModelType + ` with "position_embedding": {"type": "selective_rope"}`,
-	detect:   func(cf *configFile) bool { return isSelRoPEConfig(cf.raw) },
-	parse:    func(c *Config, cf *configFile) error { return c.fromSelRoPE(cf.data) },
-	load:     loadSelRoPE,
-	hfConfig: (*Config).selropeHFConfig,
+	detect:    func(cf *configFile) bool { return isSelRoPEConfig(cf.raw) },
+	parse:     func(c *Config, cf *configFile) error { return c.fromSelRoPE(cf.data) },
+	load:      loadSelRoPE,
+	positions: "Selective RoPE: input-dependent cumulative angles (hook_angle, hook_angular_velocity)",
+	hfConfig:  (*Config).selropeHFConfig,
 	// The rotary options of the authors' released LM sweep (full-rank
 	// weight-normalised φ-projection, SiLU conv, standard phase gate, no
 	// bias; as golden case selrope_attn_fullrank_silu_gate).
