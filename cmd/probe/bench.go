@@ -133,7 +133,7 @@ func cmdBench(args []string, w io.Writer) error {
 		// ‖e‖, gates), as probe sweep computes them; the Collector is
 		// allocated once, outside the timed passes.
 		kernel, _ := probes.ParseKernel(*path)
-		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.DHead, probes.CollectorOptions{Kernel: kernel, Reductions: red})
+		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.ValueDim(), probes.CollectorOptions{Kernel: kernel, Reductions: red})
 		if err != nil {
 			return err
 		}
