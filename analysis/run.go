@@ -282,7 +282,7 @@ func (s *Sweep) passIDs(c Chunk) []int {
 // expectedKey is the key of chunk c without its token digest.
 func expectedKey(info ModelInfo, o SweepOptions, c Chunk) PassKey {
 	return PassKey{Format: FormatVersion, Model: info.Digest, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
-		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe}
+		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe, Cuts: windowCuts(info.Windows)}
 }
 
 func (s *Sweep) key(c Chunk) PassKey {
@@ -338,7 +338,8 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 		}
 		rec.NonFinite = info
 	}
-	edges := BucketEdges(c.T, s.Options.Bucket, WindowStart(c.T, s.Options.LastFrac), WindowStart(c.T, s.Options.BOSFrac))
+	edges := BucketEdges(c.T, s.Options.Bucket, append([]int{WindowStart(c.T, s.Options.LastFrac), WindowStart(c.T, s.Options.BOSFrac)},
+		key.Cuts...)...)
 	rows := BucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, cfg.SoftmaxLayers())
 	return rec, rows, nil
 }
