@@ -16,12 +16,17 @@ import (
 // 40, 3 samples, buckets of 7 queries (which divide neither the windows
 // nor the sliding window).
 func windowSweep(t *testing.T, agg AggOptions) (*Sweep, *Manifest, *Results) {
+	return windowSweepOf(t, agg, 16)
+}
+
+// windowSweepOf is windowSweep with sliding window w.
+func windowSweepOf(t *testing.T, agg AggOptions, w int) (*Sweep, *Manifest, *Results) {
 	t.Helper()
 	cfg, err := model.SmallConfig(model.ArchGemma3, model.Size{Layers: 4, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 101, MaxPos: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Sliding = 16
+	cfg.Sliding = w
 	_, tensors, err := model.Generate(cfg, 11)
 	if err != nil {
 		t.Fatal(err)
@@ -33,8 +38,8 @@ func windowSweep(t *testing.T, agg AggOptions) (*Sweep, *Manifest, *Results) {
 	opts := DefaultSweepOptions()
 	opts.LengthsArg, opts.Samples, opts.Bucket = "24,40", 3, 7
 	sw := newSweep(t, dir, randomStream(400, 0, 101, 5), filepath.Join(t.TempDir(), "out"), opts, agg)
-	if !slices.Equal(sw.Info.Windows, []int{16, 16, 16, 0}) {
-		t.Fatalf("manifest windows %v, want [16 16 16 0]", sw.Info.Windows)
+	if !slices.Equal(sw.Info.Windows, []int{w, w, w, 0}) {
+		t.Fatalf("manifest windows %v, want [%d %d %d 0]", sw.Info.Windows, w, w, w)
 	}
 	man, res, err := sw.Run()
 	if err != nil {
@@ -217,4 +222,34 @@ func readAll(t *testing.T, dir string, man *Manifest) []BucketRow {
 		rows = append(rows, rs...)
 	}
 	return rows
+}
+
+// TestSweepWindowOne: a sliding window of 1 leaves each query of a local
+// layer only itself, so n_eff = 1 and S = 0 at every query, and every
+// query but t = 0 is left out of the BOS mass, whose mean is then α[0, 0]
+// = 1.
+func TestSweepWindowOne(t *testing.T) {
+	agg := DefaultAggOptions()
+	agg.Bootstrap = 0
+	_, _, res := windowSweepOf(t, agg, 1)
+	for _, r := range res.Heads {
+		if r.Layer == 3 || r.Window != WindowAll {
+			continue
+		}
+		T := r.T
+		switch r.Metric {
+		case probes.MetricNEff:
+			if r.N != 3*T || math.Abs(r.Mean-1) > 1e-6 || r.Std > 1e-6 {
+				t.Errorf("T=%d layer %d head %d: n_eff mean %g std %g over %d, want 1, 0 over %d", T, r.Layer, r.Head, r.Mean, r.Std, r.N, 3*T)
+			}
+		case probes.MetricSMean:
+			if math.Abs(r.Mean) > 1e-6 {
+				t.Errorf("T=%d layer %d head %d: S_mean %g, want 0", T, r.Layer, r.Head, r.Mean)
+			}
+		case probes.MetricBOSMass:
+			if r.N != 3 || r.LeftOut != 3*(T-1) || math.Abs(r.Mean-1) > 1e-6 {
+				t.Errorf("T=%d layer %d head %d: bos_mass %g over %d, %d left out; want 1 over 3, %d", T, r.Layer, r.Head, r.Mean, r.N, r.LeftOut, 3*(T-1))
+			}
+		}
+	}
 }
