@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model"
 )
 
 // retrievalTile returns a tile of every query of sequence b, layer 0, head
@@ -127,5 +128,33 @@ func TestRetrievalRefusals(t *testing.T) {
 	c, _ := NewRetrievalCollector(1, 2, 1, 4, []int{-1, -1, 1, 2})
 	if _, err := c.Scores([]int{1}, nil); err == nil {
 		t.Error("scores of a layer never streamed accepted")
+	}
+}
+
+// BenchmarkRetrievalCollector: one T = 4096 pass of the generated gated
+// checkpoint of the other benchmarks, plain and with the retrieval
+// collector on every layer (the second half of the pass a copy of the
+// first: 2047 copy queries per head).
+func BenchmarkRetrievalCollector(b *testing.B) {
+	m, ids := benchModel(b, model.ArchGated)
+	c := &m.Config
+	src, err := CopySources(benchT, 0, benchT/2, benchT/2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"forward", "retrieval"} {
+		b.Run(name, func(b *testing.B) {
+			runPasses(b, m, ids, func() *hooks.Set {
+				hs := &hooks.Set{}
+				if name == "retrieval" {
+					rc, err := NewRetrievalCollector(1, c.Layers, c.Heads, benchT, src)
+					if err != nil {
+						b.Fatal(err)
+					}
+					hs.Stream(-1, rc)
+				}
+				return hs
+			})
+		})
 	}
 }
