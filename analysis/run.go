@@ -283,7 +283,7 @@ func (s *Sweep) passIDs(c Chunk) []int {
 // expectedKey is the key of chunk c without its token digest.
 func expectedKey(info ModelInfo, o SweepOptions, c Chunk) PassKey {
 	return PassKey{Format: formatVersion, Model: info.Digest, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
-		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe}
+		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe, Cuts: windowCuts(info.Windows)}
 }
 
 func (s *Sweep) key(c Chunk) PassKey {
@@ -339,7 +339,8 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 		}
 		rec.NonFinite = info
 	}
-	edges := bucketEdges(c.T, s.Options.Bucket, windowStart(c.T, s.Options.LastFrac), windowStart(c.T, s.Options.BOSFrac))
+	edges := bucketEdges(c.T, s.Options.Bucket, append([]int{windowStart(c.T, s.Options.LastFrac), windowStart(c.T, s.Options.BOSFrac)},
+		key.Cuts...)...)
 	rows := bucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, cfg.SoftmaxLayers())
 	return rec, rows, nil
 }

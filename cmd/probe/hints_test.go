@@ -190,6 +190,7 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 		"out":                 {"sweep"},                                                                                // Sweep.Run: a pass file of another plan
 		"revision":            {"capture", "diag", "sweep", "ppl", "bench", "params", "inspect", "tokenize", "figures"}, // checkpoint.ResolveModel
 		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                           // Model.Forward: a hook the model does not issue
+		"steps":               {"retrieval"},                                                                            // RetrievalRun.Run
 	}
 	for _, pkg := range []string{"analysis", "checkpoint", "model", "probes", "hooks", "tokenizer"} {
 		files, _ := filepath.Glob(filepath.Join("..", "..", pkg, "*.go"))
