@@ -1,0 +1,29 @@
+//go:build amd64
+
+package kern
+
+import "golang.org/x/sys/cpu"
+
+// hasBF16: AVX-512F, BMI2 and AVX512_BF16 (VDPBF16PS), with the OS saving
+// the zmm registers (cpu checks that).
+var hasBF16 = Available() && cpu.X86.HasAVX512BF16
+
+func init() {
+	if hasBF16 {
+		bfKernel = kernelBF6x32
+	}
+}
+
+// kernelBF6x32 is kernelBF6x32Go on VDPBF16PS (bf16_amd64.s).
+func kernelBF6x32(kp int, ap, bp []uint32, c []float32, ldc int, load bool) {
+	_, _ = ap[bfMR*kp-1], bp[bfNR*kp-1]
+	_ = c[(bfMR-1)*ldc+bfNR-1]
+	l := 0
+	if load {
+		l = 1
+	}
+	kernelBF6x32AVX512(kp, &ap[0], &bp[0], &c[0], ldc, l)
+}
+
+//go:noescape
+func kernelBF6x32AVX512(kp int, ap, bp *uint32, c *float32, ldc, load int)
