@@ -21,29 +21,56 @@ import (
 // multiply-add rounded to nearest even, with denormal inputs read as 0
 // and denormal results flushed to 0. The accumulators stay in registers
 // across the blocks of k (a later block starts from C), so the sums do not
-// depend on the blocking, nor on m, nor on the other columns.
+// depend on the blocking, nor on m, nor on the other columns. (PyTorch's
+// CPU bf16 matmul, oneDNN, also multiplies bf16 pairs exactly and sums in
+// float32, in an order of its own, and rounds C to bf16; here C stays
+// float32.) W is packed as the product goes, block by block (PairSource),
+// so a weight kept in bfloat16 is read where it is stored, with no
+// second copy.
 
-// PackedBF16 is an N × K matrix W in bfloat16, laid out for GemmBF16 as
-// panels of 32 rows of W (the last zero-padded): panel q holds, for each
-// pair p < ⌈K/2⌉, the 32 dwords (w[32q+j][2p], w[32q+j][2p+1]) (low half
-// the even element; an odd K ends with a zero). A K-block of a panel is
-// contiguous, so the kernels read the panels in place.
-type PackedBF16 struct {
-	N, K  int
-	Pairs []uint32
+// PairSource is the matrix W (n × k) of GemmBF16 as its owner stores it:
+// PackPairs writes rows r0 … r0+rows−1 (rows ≤ 32) of W, pairs p0 …
+// p0+kp−1 of their k values, in bfloat16 as one panel of the layout
+// VDPBF16PS reads: dst[p·32 + j] = (w[r0+j][2(p0+p)], w[r0+j][2(p0+p)+1])
+// (low half the even element), 0 for j ≥ rows and for the element past
+// an odd k. PackPairsBF16 and PackPairsF32 write one row.
+type PairSource interface {
+	PackPairs(dst []uint32, r0, rows, p0, kp int)
 }
 
-// bfNR and bfMR are the micro-tile (32 columns, 6 rows); bfKP the pairs per
-// block of k (a panel's block, 128 × 128 bytes, stays in L1 while the
-// micro-tiles of bfMC rows pass over it); bfMC the rows packed at once.
+// PackPairsBF16 writes the first kp pairs of row (bfloat16 bits; an odd
+// len(row) < 2kp ends with a zero) into column j of a panel: dst[p·32+j].
+func PackPairsBF16(dst []uint32, j int, row []uint16, kp int) {
+	full := min(kp, len(row)/2)
+	packRowPairs(dst, j, row, full)
+	if full < kp {
+		dst[full*bfNR+j] = uint32(row[2*full])
+	}
+}
+
+// PackPairsF32 is PackPairsBF16 for a float32 row, rounded (RoundBF16).
+func PackPairsF32(dst []uint32, j int, row []float32, kp int) {
+	full := min(kp, len(row)/2)
+	for p := 0; p < full; p++ {
+		dst[p*bfNR+j] = uint32(RoundBF16(row[2*p])) | uint32(RoundBF16(row[2*p+1]))<<16
+	}
+	if full < kp {
+		dst[full*bfNR+j] = uint32(RoundBF16(row[2*full]))
+	}
+}
+
+// bfNR and bfMR are the micro-tile (32 columns, 6 rows). Blocking: bfMA
+// rows of X are rounded and packed at once, in panels of bfMR rows per
+// block of bfKP pairs of k; W is packed bfNC rows (columns of C) × bfKP
+// pairs at a time (512 KiB, in L2), and each 32-column panel of that
+// block (16 KiB) stays in L1 while the micro-tiles of the bfMA rows pass
+// over it.
 const (
 	bfNR, bfMR = 32, 6
 	bfKP       = 128
-	bfMC       = 192 // a multiple of bfMR
+	bfNC       = 1024
+	bfMA       = 384 // a multiple of bfMR
 )
-
-// PackedBF16Len is the length of the Pairs of an n × k PackedBF16.
-func PackedBF16Len(n, k int) int { return (n + bfNR - 1) / bfNR * bfNR * ((k + 1) / 2) }
 
 // RoundBF16 returns the bfloat16 bits nearest to x, ties to even; NaN stays
 // a (quiet) NaN, finite values beyond the largest bfloat16 round to ±Inf.
@@ -55,88 +82,13 @@ func RoundBF16(x float32) uint16 {
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
-// PackBF16 rounds the n × k matrix w (row-major, row stride ldw) to
-// bfloat16 and lays it out as a PackedBF16 (dst reused when long enough).
-func PackBF16(dst []uint32, w []float32, ldw, n, k int) PackedBF16 {
-	return packBF16(dst, n, k, func(r, p int) (lo, hi uint16) {
-		row := w[r*ldw : r*ldw+k]
-		lo = RoundBF16(row[2*p])
-		if 2*p+1 < k {
-			hi = RoundBF16(row[2*p+1])
-		}
-		return lo, hi
-	})
-}
-
-// PackBF16Bits is PackBF16 for w already in bfloat16 (raw bits).
-func PackBF16Bits(dst []uint32, w []uint16, ldw, n, k int) PackedBF16 {
-	return packBF16(dst, n, k, func(r, p int) (lo, hi uint16) {
-		row := w[r*ldw : r*ldw+k]
-		lo = row[2*p]
-		if 2*p+1 < k {
-			hi = row[2*p+1]
-		}
-		return lo, hi
-	})
-}
-
-func packBF16(dst []uint32, n, k int, pair func(r, p int) (lo, hi uint16)) PackedBF16 {
-	if n < 0 || k < 0 {
-		panic(fmt.Sprintf("kern: negative bf16 matrix %d × %d", n, k))
-	}
-	size := PackedBF16Len(n, k)
-	if cap(dst) >= size {
-		dst = dst[:size]
-	} else {
-		dst = make([]uint32, size)
-	}
-	kp := (k + 1) / 2
-	for q := 0; q*bfNR < n; q++ {
-		pan := dst[q*bfNR*kp : (q+1)*bfNR*kp]
-		for j := 0; j < bfNR; j++ {
-			r := q*bfNR + j
-			if r >= n {
-				for p := 0; p < kp; p++ {
-					pan[p*bfNR+j] = 0
-				}
-				continue
-			}
-			for p := 0; p < kp; p++ {
-				lo, hi := pair(r, p)
-				pan[p*bfNR+j] = uint32(lo) | uint32(hi)<<16
-			}
-		}
-	}
-	return PackedBF16{N: n, K: k, Pairs: dst}
-}
-
-// Rows writes rows [r0, r0+len(dst)/K) of W widened to float32 (exact)
-// into dst, row-major with stride K.
-func (w PackedBF16) Rows(dst []float32, r0 int) {
-	rows := len(dst) / max(w.K, 1)
-	if r0 < 0 || r0+rows > w.N {
-		panic(fmt.Sprintf("kern: rows %d…%d of a %d-row bf16 matrix", r0, r0+rows, w.N))
-	}
-	kp := (w.K + 1) / 2
-	for i := 0; i < rows; i++ {
-		r := r0 + i
-		pan := w.Pairs[r/bfNR*bfNR*kp:]
-		row := dst[i*w.K : (i+1)*w.K]
-		for c := range row {
-			d := pan[(c/2)*bfNR+r%bfNR]
-			row[c] = math.Float32frombits(d >> (16 * uint(c&1)) << 16)
-		}
-	}
-}
-
-// bfBuffers are one call's packed rows of X (bfMC rows × bfKP pairs) and
-// edge tile.
+// bfBuffers are one call's packed rows of X, block of W and edge tile.
 type bfBuffers struct {
-	ap []uint32
-	ct [bfMR * bfNR]float32
+	ap, bp []uint32
+	ct     [bfMR * bfNR]float32
 }
 
-var bfPool = sync.Pool{New: func() any { return &bfBuffers{ap: make([]uint32, bfMC*bfKP)} }}
+var bfPool = sync.Pool{New: func() any { return &bfBuffers{bp: make([]uint32, bfNC*bfKP)} }}
 
 // bfKernel is the micro-kernel: C[6×32] = C0 + Ap·Bp over kp ≥ 1 pairs
 // (C0 = C when load, else 0). kernelBF6x32Go unless bf16_amd64.go installs
@@ -148,26 +100,23 @@ var bfKernel = kernelBF6x32Go
 func HasBF16() bool { return hasBF16 }
 
 // GemmBF16 computes C = bf16(X)·Wᵀ (X: m × k float32, row stride ldx,
-// rounded to bfloat16 as it is packed; W the n × k PackedBF16; C: m × n,
-// row stride ldc, overwritten, never read first) in the sums described
-// above.
-func GemmBF16(m int, x []float32, ldx int, w PackedBF16, c []float32, ldc int) {
-	gemmBF16(m, x, ldx, w, c, ldc, bfKernel)
+// rounded to bfloat16 as it is packed; W: n × k, packed from w as the
+// product goes; C: m × n, row stride ldc, overwritten, never read first)
+// in the sums described above.
+func GemmBF16(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int) {
+	gemmBF16(m, n, k, x, ldx, w, c, ldc, bfKernel)
 }
 
 // GemmBF16Go is GemmBF16 on the Go micro-kernel whatever the CPU.
-func GemmBF16Go(m int, x []float32, ldx int, w PackedBF16, c []float32, ldc int) {
-	gemmBF16(m, x, ldx, w, c, ldc, kernelBF6x32Go)
+func GemmBF16Go(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int) {
+	gemmBF16(m, n, k, x, ldx, w, c, ldc, kernelBF6x32Go)
 }
 
-func gemmBF16(m int, x []float32, ldx int, w PackedBF16, c []float32, ldc int,
+func gemmBF16(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int,
 	kernel func(kp int, ap, bp []uint32, c []float32, ldc int, load bool)) {
-	n, k := w.N, w.K
 	switch {
-	case m < 0:
-		panic(fmt.Sprintf("kern: GemmBF16 with %d rows", m))
-	case len(w.Pairs) != PackedBF16Len(n, k):
-		panic(fmt.Sprintf("kern: bf16 matrix %d × %d holds %d pairs, want %d", n, k, len(w.Pairs), PackedBF16Len(n, k)))
+	case m < 0 || n < 0 || k < 0:
+		panic(fmt.Sprintf("kern: GemmBF16 with m=%d n=%d k=%d", m, n, k))
 	case ldx < max(1, k) || ldc < max(1, n):
 		panic(fmt.Sprintf("kern: GemmBF16 strides ldx=%d ldc=%d for k=%d n=%d", ldx, ldc, k, n))
 	case m > 0 && (len(x) < ldx*(m-1)+k || len(c) < ldc*(m-1)+n):
@@ -185,30 +134,42 @@ func gemmBF16(m int, x []float32, ldx int, w PackedBF16, c []float32, ldc int,
 	kpAll := (k + 1) / 2
 	buf := bfPool.Get().(*bfBuffers)
 	defer bfPool.Put(buf)
-	for pc := 0; pc < kpAll; pc += bfKP {
-		kp := min(bfKP, kpAll-pc)
-		load := pc > 0
-		for ic := 0; ic < m; ic += bfMC {
-			mc := min(bfMC, m-ic)
-			packXBF16(x, ldx, k, ic, mc, pc, kp, buf.ap)
-			for jr := 0; jr < n; jr += bfNR {
-				bp := w.Pairs[jr*kpAll+pc*bfNR : jr*kpAll+(pc+kp)*bfNR]
-				for ir := 0; ir < mc; ir += bfMR {
-					ap := buf.ap[ir*kp : (ir+bfMR)*kp]
-					if ir+bfMR <= mc && jr+bfNR <= n {
-						kernel(kp, ap, bp, c[(ic+ir)*ldc+jr:], ldc, load)
-						continue
-					}
-					rows, cols := min(bfMR, mc-ir), min(bfNR, n-jr)
-					ct := buf.ct[:]
-					if load {
-						for i := 0; i < rows; i++ {
-							copy(ct[i*bfNR:i*bfNR+cols], c[(ic+ir+i)*ldc+jr:])
+	if need := bfMA * kpAll; cap(buf.ap) < need {
+		buf.ap = make([]uint32, need)
+	}
+	for i0 := 0; i0 < m; i0 += bfMA {
+		ma := min(bfMA, m-i0)
+		ma6 := (ma + bfMR - 1) / bfMR * bfMR
+		packXBF16(x[i0*ldx:], ldx, k, ma, buf.ap)
+		for jc := 0; jc < n; jc += bfNC {
+			nc := min(bfNC, n-jc)
+			for pc := 0; pc < kpAll; pc += bfKP {
+				kp := min(bfKP, kpAll-pc)
+				load := pc > 0
+				for jr := 0; jr < nc; jr += bfNR {
+					w.PackPairs(buf.bp[jr*kp:(jr+bfNR)*kp], jc+jr, min(bfNR, nc-jr), pc, kp)
+				}
+				ablk := buf.ap[pc*ma6 : pc*ma6+ma6*kp] // X's pairs pc … pc+kp−1 (packXBF16)
+				for jr := 0; jr < nc; jr += bfNR {
+					bp := buf.bp[jr*kp : (jr+bfNR)*kp]
+					for ir := 0; ir < ma; ir += bfMR {
+						ap := ablk[ir*kp : (ir+bfMR)*kp]
+						ci := (i0+ir)*ldc + jc + jr
+						if ir+bfMR <= ma && jr+bfNR <= nc {
+							kernel(kp, ap, bp, c[ci:], ldc, load)
+							continue
 						}
-					}
-					kernel(kp, ap, bp, ct, bfNR, load)
-					for i := 0; i < rows; i++ {
-						copy(c[(ic+ir+i)*ldc+jr:][:cols], ct[i*bfNR:])
+						rows, cols := min(bfMR, ma-ir), min(bfNR, nc-jr)
+						ct := buf.ct[:]
+						if load {
+							for i := 0; i < rows; i++ {
+								copy(ct[i*bfNR:i*bfNR+cols], c[ci+i*ldc:])
+							}
+						}
+						kernel(kp, ap, bp, ct, bfNR, load)
+						for i := 0; i < rows; i++ {
+							copy(c[ci+i*ldc:][:cols], ct[i*bfNR:])
+						}
 					}
 				}
 			}
@@ -216,28 +177,34 @@ func gemmBF16(m int, x []float32, ldx int, w PackedBF16, c []float32, ldc int,
 	}
 }
 
-// packXBF16 rounds X[ic:ic+mc, pairs pc:pc+kp] to bfloat16 into panels of
-// bfMR rows: panel q holds, for each pair p < kp, the bfMR dwords
-// (x[r][2p], x[r][2p+1]) (zero beyond mc rows and beyond k).
-func packXBF16(x []float32, ldx, k, ic, mc, pc, kp int, ap []uint32) {
-	for q := 0; q*bfMR < mc; q++ {
-		pan := ap[q*bfMR*kp : (q+1)*bfMR*kp]
-		for i := 0; i < bfMR; i++ {
-			r := q*bfMR + i
-			if r >= mc {
+// packXBF16 rounds the ma rows of X (row stride ldx, k values) to bfloat16
+// into ap: block b of bfKP pairs (the last may be shorter, kp pairs) starts
+// at b·bfKP·ma6 (ma6 = ma rounded up to a multiple of bfMR) and holds
+// panels of bfMR rows, kp·bfMR dwords each: panel q's step p is the bfMR
+// dwords (x[r][2p′], x[r][2p′+1]), p′ = b·bfKP + p, r = q·bfMR … (zero
+// beyond ma rows and past an odd k).
+func packXBF16(x []float32, ldx, k, ma int, ap []uint32) {
+	kpAll := (k + 1) / 2
+	ma6 := (ma + bfMR - 1) / bfMR * bfMR
+	for pc := 0; pc < kpAll; pc += bfKP {
+		kp := min(bfKP, kpAll-pc)
+		blk := ap[pc*ma6 : pc*ma6+ma6*kp]
+		for r := 0; r < ma6; r++ {
+			pan := blk[r/bfMR*bfMR*kp:]
+			i := r % bfMR
+			if r >= ma {
 				for p := 0; p < kp; p++ {
 					pan[p*bfMR+i] = 0
 				}
 				continue
 			}
-			row := x[(ic+r)*ldx : (ic+r)*ldx+k]
-			c0 := 2 * pc
-			full := min(kp, (k-c0)/2) // pairs with both elements inside k
+			row := x[r*ldx+2*pc : r*ldx+min(k, 2*(pc+kp))]
+			full := len(row) / 2
 			for p := 0; p < full; p++ {
-				pan[p*bfMR+i] = uint32(RoundBF16(row[c0+2*p])) | uint32(RoundBF16(row[c0+2*p+1]))<<16
+				pan[p*bfMR+i] = uint32(RoundBF16(row[2*p])) | uint32(RoundBF16(row[2*p+1]))<<16
 			}
 			if full < kp {
-				pan[full*bfMR+i] = uint32(RoundBF16(row[c0+2*full]))
+				pan[full*bfMR+i] = uint32(RoundBF16(row[2*full]))
 			}
 		}
 	}

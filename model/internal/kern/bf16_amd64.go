@@ -2,7 +2,11 @@
 
 package kern
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // hasBF16: AVX-512F, BMI2 and AVX512_BF16 (VDPBF16PS), with the OS saving
 // the zmm registers (cpu checks that).
@@ -27,3 +31,16 @@ func kernelBF6x32(kp int, ap, bp []uint32, c []float32, ldc int, load bool) {
 
 //go:noescape
 func kernelBF6x32AVX512(kp int, ap, bp *uint32, c *float32, ldc, load int)
+
+// packRowPairs writes the first n pairs of row into column j of a panel
+// (dst[p·32+j]), reading each pair as one dword: on a little-endian
+// machine the row's memory itself.
+func packRowPairs(dst []uint32, j int, row []uint16, n int) {
+	if n == 0 {
+		return
+	}
+	_, _ = dst[(n-1)*bfNR+j], row[2*n-1]
+	for p, d := range unsafe.Slice((*uint32)(unsafe.Pointer(&row[0])), n) {
+		dst[p*bfNR+j] = d
+	}
+}

@@ -9,10 +9,11 @@ import (
 
 // bfShapes are m, n, k of the bf16 tests: one tile, edge tiles in rows and
 // columns, odd k, k not a multiple of 32, k across several blocks of
-// bfKP pairs (with an odd tail), m across several blocks of bfMC rows.
+// bfKP pairs (with an odd tail), m across blocks of bfMA rows, n across
+// blocks of bfNC columns.
 var bfShapes = [][3]int{
 	{1, 1, 1}, {6, 32, 2}, {7, 33, 3}, {13, 5, 513}, {5, 64, 1000}, {100, 70, 255},
-	{193, 97, 257}, {200, 40, 600}, {12, 96, 2049}, {400, 33, 31},
+	{193, 97, 257}, {200, 40, 600}, {12, 96, 2049}, {400, 33, 31}, {9, 1060, 270},
 }
 
 // normal32 returns n normal variates in float32, scaled by s.
@@ -26,6 +27,40 @@ func normal32(rng *rand.Rand, n int, s float64) []float32 {
 
 // widenBF16 is the float32 value of bf16 bits (no flush).
 func widenBF16(h uint16) float64 { return float64(math.Float32frombits(uint32(h) << 16)) }
+
+// denseBF16 and denseF32 are row-major n × k sources (row stride ld) of
+// GemmBF16, as bfloat16 bits and as float32 rounded while packed.
+type denseBF16 struct {
+	bits  []uint16
+	k, ld int
+}
+
+func (d denseBF16) PackPairs(dst []uint32, r0, rows, p0, kp int) {
+	packRowsTest(dst, rows, kp, func(j int) { PackPairsBF16(dst, j, d.bits[(r0+j)*d.ld+2*p0:(r0+j)*d.ld+min(d.k, 2*(p0+kp))], kp) })
+}
+
+type denseF32 struct {
+	x     []float32
+	k, ld int
+}
+
+func (d denseF32) PackPairs(dst []uint32, r0, rows, p0, kp int) {
+	packRowsTest(dst, rows, kp, func(j int) { PackPairsF32(dst, j, d.x[(r0+j)*d.ld+2*p0:(r0+j)*d.ld+min(d.k, 2*(p0+kp))], kp) })
+}
+
+// packRowsTest packs rows with row(j) and zeroes the panel's columns past
+// them.
+func packRowsTest(dst []uint32, rows, kp int, row func(j int)) {
+	for j := 0; j < bfNR; j++ {
+		if j < rows {
+			row(j)
+			continue
+		}
+		for p := 0; p < kp; p++ {
+			dst[p*bfNR+j] = 0
+		}
+	}
+}
 
 // TestRoundBF16: RoundBF16 returns the nearest bfloat16 (ties to the even
 // significand, ±Inf past the largest) on random bit patterns and on the
@@ -131,9 +166,8 @@ func TestGemmBF16Go(t *testing.T) {
 		m, n, k := sh[0], sh[1], sh[2]
 		ldx, ldw, ldc := k+3, k+1, n+2
 		x, w := normal32(rng, m*ldx, 1), normal32(rng, n*ldw, 0.05)
-		wp := PackBF16(nil, w, ldw, n, k)
 		c := normal32(rng, m*ldc, 1) // overwritten
-		GemmBF16Go(m, x, ldx, wp, c, ldc)
+		GemmBF16Go(m, n, k, x, ldx, denseF32{w, k, ldw}, c, ldc)
 		for i := 0; i < m; i++ {
 			for j := 0; j < n; j++ {
 				xr, wr := x[i*ldx:i*ldx+k], w[j*ldw:j*ldw+k]
@@ -201,10 +235,13 @@ func TestGemmBF16MatchesGo(t *testing.T) {
 			case "tiny":
 				x, w = normal32(rng, m*ldx, 0x1p-63), normal32(rng, n*k, 0x1p-63)
 			}
-			wp := PackBF16(nil, w, k, n, k)
+			bits := make([]uint16, len(w))
+			for i, v := range w {
+				bits[i] = RoundBF16(v)
+			}
 			got, want := make([]float32, m*ldc), make([]float32, m*ldc)
-			GemmBF16(m, x, ldx, wp, got, ldc)
-			GemmBF16Go(m, x, ldx, wp, want, ldc)
+			GemmBF16(m, n, k, x, ldx, denseBF16{bits, k, k}, got, ldc)
+			GemmBF16Go(m, n, k, x, ldx, denseF32{w, k, k}, want, ldc)
 			for i := range want {
 				if !sameFloat(got[i], want[i]) {
 					t.Fatalf("%s data, m=%d n=%d k=%d: C[%d,%d]: VDPBF16PS %v (%#08x), Go %v (%#08x)", data, m, n, k,
@@ -238,10 +275,9 @@ func TestGemmBF16Special(t *testing.T) {
 		{[k]float32{0x1p-130, 1, 0x1p-127, 0, 2}, [n]float32{3, 2, 1}},
 		{[k]float32{3, 0.5, 0, 0, 0}, [n]float32{3.5, 1, -2.5}},
 	} {
-		wp := PackBF16(nil, w, k, n, k)
-		for name, gemm := range map[string]func(int, []float32, int, PackedBF16, []float32, int){"GemmBF16": GemmBF16, "GemmBF16Go": GemmBF16Go} {
+		for name, gemm := range map[string]func(int, int, int, []float32, int, PairSource, []float32, int){"GemmBF16": GemmBF16, "GemmBF16Go": GemmBF16Go} {
 			got := make([]float32, n)
-			gemm(1, tc.x[:], k, wp, got, n)
+			gemm(1, n, k, tc.x[:], k, denseF32{w, k, k}, got, n)
 			for j := range got {
 				if !sameFloat(got[j], tc.want[j]) && !(got[j] == tc.want[j]) {
 					t.Errorf("%s x=%v: C[%d] = %v, want %v", name, tc.x, j, got[j], tc.want[j])
@@ -249,44 +285,4 @@ func TestGemmBF16Special(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestPackedBF16Rows: Rows widens the packed matrix back to the rounded
-// values of every element, for odd K and partial panels.
-func TestPackedBF16Rows(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	for _, sh := range [][2]int{{1, 1}, {33, 7}, {70, 64}, {5, 301}} {
-		n, k := sh[0], sh[1]
-		w := normal32(rng, n*k, 1)
-		bits := make([]uint16, n*k)
-		for i, v := range w {
-			bits[i] = RoundBF16(v)
-		}
-		for name, wp := range map[string]PackedBF16{"PackBF16": PackBF16(nil, w, k, n, k), "PackBF16Bits": PackBF16Bits(nil, bits, k, n, k)} {
-			got := make([]float32, (n-1)*k)
-			wp.Rows(got, 1)
-			for i, v := range got {
-				if float64(v) != widenBF16(bits[k+i]) {
-					t.Fatalf("%s n=%d k=%d: row %d col %d = %v, want %v", name, n, k, 1+i/k, i%k, v, widenBF16(bits[k+i]))
-				}
-			}
-		}
-	}
-}
-
-// BenchmarkGemmBF16 and BenchmarkSgemmNT: C = X·Wᵀ on one core at the shape
-// of a 1024-token projection of a d = 2048 model (m 1024, n 2048, k
-// 2048), in GFLOPS (2mnk per product); W packed once, outside the timing,
-// as the model packs its weights at load.
-func BenchmarkGemmBF16(b *testing.B) {
-	const m, n, k = 1024, 2048, 2048
-	rng := rand.New(rand.NewPCG(11, 12))
-	x, w := normal32(rng, m*k, 1), normal32(rng, n*k, 0.05)
-	wp := PackBF16(nil, w, k, n, k)
-	c := make([]float32, m*n)
-	b.ResetTimer()
-	for range b.N {
-		GemmBF16(m, x, k, wp, c, n)
-	}
-	b.ReportMetric(2*m*n*k*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
 }
