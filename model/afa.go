@@ -122,7 +122,7 @@ func loadAFA(m *Model, ld *loader) {
 	cplx := func(name, part string, shape ...int) (re, im []float32) {
 		return ld.get(name+"."+part+"_real", shape...), ld.get(name+"."+part+"_imag", shape...)
 	}
-	m.Embed = ld.get("model.embed_tokens.weight", V, D)
+	m.Embed = ld.weight32("model.embed_tokens.weight", V, D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
 		L, P := &m.Layers[l], &w.Layers[l]
@@ -131,25 +131,26 @@ func loadAFA(m *Model, ld *loader) {
 		L.Norm1W = ld.get(p+"input_layernorm.weight", D)
 		L.Norm2W = ld.get(p+"post_attention_layernorm.weight", D)
 		re, im := cplx(a+"v_proj", "weight", H*d, D)
-		L.Wv = complexRows(re, im, D)
+		L.Wv = f32Weight(complexRows(re, im, D), D)
 		if c.QKVBias {
 			re, im = cplx(a+"v_proj", "bias", H*d)
 			L.Bv = complexRows(re, im, 1)
 		}
 		for _, qk := range []struct {
-			W, B *[]float32
+			W    *Weight
+			B    *[]float32
 			name string
 		}{{&L.Wq, &L.Bq, "q_proj"}, {&L.Wk, &L.Bk, "k_proj"}} {
 			if c.AFA.QKSource == "values" {
 				re, im := cplx(a+qk.name, "weight", H, d, d)
-				*qk.W = complexBlocks(re, im, H, d)
+				*qk.W = f32Weight(complexBlocks(re, im, H, d), 2*d)
 				if c.QKVBias {
 					re, im = cplx(a+qk.name, "bias", H, d)
 					*qk.B = complexRows(re, im, 1)
 				}
 			} else {
 				re, im := cplx(a+qk.name, "weight", H*d, D)
-				*qk.W = complexRows(re, im, D)
+				*qk.W = f32Weight(complexRows(re, im, D), D)
 				if c.QKVBias {
 					re, im = cplx(a+qk.name, "bias", H*d)
 					*qk.B = complexRows(re, im, 1)
@@ -157,15 +158,15 @@ func loadAFA(m *Model, ld *loader) {
 			}
 		}
 		re, im = cplx(a+"o_proj", "weight", D, H*d)
-		L.Wo = complexToReal(re, im, D, H*d)
+		L.Wo = f32Weight(complexToReal(re, im, D, H*d), 2*H*d)
 		if c.OBias {
 			L.Bo, _ = cplx(a+"o_proj", "bias", D) // Im(b) cannot reach Re(L_P z)
 		}
 		P.Alpha, P.Sigma, P.Eta, P.TauS = ld.get(a+"alpha", H), ld.get(a+"sigma", H), ld.get(a+"eta", H), ld.get(a+"tau_s", H)
 		P.Omega, P.Delta = ld.get(a+"omega", H, d/2), ld.get(a+"delta", H, d)
-		L.WGate = ld.get(p+"mlp.gate_proj.weight", F, D)
-		L.WUp = ld.get(p+"mlp.up_proj.weight", F, D)
-		L.WDown = ld.get(p+"mlp.down_proj.weight", D, F)
+		L.WGate = ld.weight32(p+"mlp.gate_proj.weight", F, D)
+		L.WUp = ld.weight32(p+"mlp.up_proj.weight", F, D)
+		L.WDown = ld.weight32(p+"mlp.down_proj.weight", D, F)
 	}
 	m.FinalW = ld.get("model.norm.weight", D)
 	loadHead(m, ld, "lm_head.weight")
@@ -395,7 +396,7 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 
 	for bb, seq := range ids {
 		for t, id := range seq {
-			copy(x[(bb*T+t)*D:(bb*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+			copy(x[(bb*T+t)*D:(bb*T+t+1)*D], m.Embed.F32[id*D:(id+1)*D])
 		}
 	}
 	run("hook_embed", x, B, T, D)
@@ -410,8 +411,8 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 		// Steps 1–3: Z_v = L_V(x); Z_q, Z_k from Z_v (or x).
 		linear(v, hn, n, D, L.Wv, W, L.Bv)
 		if ac.QKSource == "values" {
-			headLinear(q, v, n, H, dw, L.Wq, L.Bq)
-			headLinear(k, v, n, H, dw, L.Wk, L.Bk)
+			headLinear(q, v, n, H, dw, L.Wq.F32, L.Bq)
+			headLinear(k, v, n, H, dw, L.Wk.F32, L.Bk)
 		} else {
 			linear(q, hn, n, D, L.Wq, W, L.Bq)
 			linear(k, hn, n, D, L.Wk, W, L.Bk)

@@ -122,14 +122,14 @@ func dropOProj(m *Model, ld *loader) {
 		for _, t := range []struct {
 			part string
 			x    []float32
-		}{{"weight", L.Wo}, {"bias", L.Bo}} {
+		}{{"weight", L.Wo.F32}, {"bias", L.Bo}} {
 			name := fmt.Sprintf("model.layers.%d.self_attn.o_proj.%s", l, t.part)
 			if ld.used[name] {
 				ld.params -= int64(len(t.x)) // read, but not part of the model
 			}
 			delete(ld.used, name)
 		}
-		L.Wo, L.Bo = nil, nil
+		L.Wo, L.Bo = Weight{}, nil
 	}
 	if ld.gen != nil {
 		kept := ld.gen.tensors[:0]
@@ -216,7 +216,7 @@ func (m *Model) BFTInitialPrecision(id int) (float64, error) {
 		return 0, fmt.Errorf("model: token id %d outside the vocabulary [0, %d)", id, m.Vocab)
 	}
 	tau := make([]float32, 1)
-	m.bftTau(tau, []int{id}, m.Embed[id*m.DModel:(id+1)*m.DModel])
+	m.bftTau(tau, []int{id}, m.Embed.F32[id*m.DModel:(id+1)*m.DModel])
 	return float64(tau[0]), nil
 }
 
@@ -236,11 +236,11 @@ func (m *Model) bftTau(tau []float32, ids []int, x []float32) {
 		case "table":
 			tau[r] = float32(base + softplus(w.TauLogits[id]))
 		case "mlp":
-			linear(hidden, x[r*D:(r+1)*D], 1, D, w.TauW1, bc.TauHidden, w.TauB1)
+			linear(hidden, x[r*D:(r+1)*D], 1, D, f32Weight(w.TauW1, D), bc.TauHidden, w.TauB1)
 			for i, u := range hidden {
 				hidden[i] = geluErf(u)
 			}
-			linear(out, hidden, 1, bc.TauHidden, w.TauW2, 1, w.TauB2)
+			linear(out, hidden, 1, bc.TauHidden, f32Weight(w.TauW2, bc.TauHidden), 1, w.TauB2)
 			tau[r] = float32(float64(w.TauRange[0])*base + softplus(out[0]))
 		}
 	}
@@ -294,7 +294,7 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 	flat := make([]int, 0, n)
 	for b, seq := range ids {
 		for t, id := range seq {
-			copy(x[(b*T+t)*D:(b*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+			copy(x[(b*T+t)*D:(b*T+t+1)*D], m.Embed.F32[id*D:(id+1)*D])
 		}
 		flat = append(flat, seq...)
 	}
@@ -393,7 +393,7 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 		if err == nil {
 			err = headFault(z, l, T, H, dh)
 		}
-		if L.Wo != nil {
+		if L.Wo.present() {
 			linear(out, z, n, H*dh, L.Wo, D, L.Bo)
 		} else {
 			copy(out, z)
@@ -429,16 +429,16 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 		if bc.Jacobian == "exact" {
 			for i := 0; i < D; i++ {
 				for kk := 0; kk < F; kk++ {
-					cGate[i*F+kk] = L.WDown[i*F+kk] * L.WGate[kk*D+i]
-					cUp[i*F+kk] = L.WDown[i*F+kk] * L.WUp[kk*D+i]
+					cGate[i*F+kk] = L.WDown.F32[i*F+kk] * L.WGate.F32[kk*D+i]
+					cUp[i*F+kk] = L.WDown.F32[i*F+kk] * L.WUp.F32[kk*D+i]
 				}
 			}
 			for i, gi := range g {
 				a[i] = float32(slope(gi) * float64(u[i])) // a is free again: act'(g) ⊙ u
 				u[i] = act(gi)                            // and u: act(g)
 			}
-			linear(jac, a, n, F, cGate, D, nil)
-			linear(out, u, n, F, cUp, D, nil)
+			linear(jac, a, n, F, f32Weight(cGate, F), D, nil)
+			linear(out, u, n, F, f32Weight(cUp, F), D, nil)
 			addTo(jac, out)
 		} else {
 			clear(jac)

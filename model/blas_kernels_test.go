@@ -223,8 +223,8 @@ func TestLinearBF16(t *testing.T) {
 		for _, b := range [][]float32{nil, bias} {
 			want := make([]float32, sh.n*sh.out)
 			got := make([]float32, sh.n*sh.out)
-			linear(want, x, sh.n, sh.in, w32, sh.out, b)
-			linearBF16(got, x, sh.n, sh.in, wb, sh.out, b)
+			linear(want, x, sh.n, sh.in, f32Weight(w32, sh.in), sh.out, b)
+			linear(got, x, sh.n, sh.in, Weight{Rows: sh.out, Cols: sh.in, DType: "BF16", Bits: wb}, sh.out, b)
 			diff := 0
 			for i := range want {
 				if got[i] != want[i] {

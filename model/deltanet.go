@@ -372,15 +372,15 @@ type deltaNet struct {
 	// the recurrent form (deltaRuleRecurrent).
 	Chunk int
 
-	QKV    []float32 // [C, D] (in_proj_qkv.weight), output channels [q (Hk·Dk) | k (Hk·Dk) | v (Hv·Dv)]
-	Z      []float32 // [Hv·Dv, D] (in_proj_z.weight): the output gate
-	B      []float32 // [Hv, D] (in_proj_b.weight): β logits
-	A      []float32 // [Hv, D] (in_proj_a.weight): decay input
+	QKV    Weight    // [C, D] (in_proj_qkv.weight), output channels [q (Hk·Dk) | k (Hk·Dk) | v (Hv·Dv)]
+	Z      Weight    // [Hv·Dv, D] (in_proj_z.weight): the output gate
+	B      Weight    // [Hv, D] (in_proj_b.weight): β logits
+	A      Weight    // [Hv, D] (in_proj_a.weight): decay input
 	Conv   []float32 // [C, K] (conv1d.weight [C, 1, K])
 	DtBias []float32 // [Hv] (dt_bias)
 	ALog   []float32 // [Hv] (A_log)
 	Norm   []float32 // [Dv] (norm.weight), plain weight
-	Out    []float32 // [D, Hv·Dv] (out_proj.weight)
+	Out    Weight    // [D, Hv·Dv] (out_proj.weight)
 }
 
 // check reports the first weight whose length does not fit the
@@ -391,18 +391,27 @@ func (w *deltaNet) check() error {
 	}
 	C := 2*w.Hk*w.Dk + w.Hv*w.Dv
 	for _, c := range []struct {
-		name string
-		x    []float32
-		want int
+		name       string
+		have, want int
 	}{
-		{"in_proj_qkv.weight", w.QKV, C * w.D}, {"in_proj_z.weight", w.Z, w.Hv * w.Dv * w.D},
-		{"in_proj_b.weight", w.B, w.Hv * w.D}, {"in_proj_a.weight", w.A, w.Hv * w.D},
-		{"conv1d.weight", w.Conv, C * w.K}, {"dt_bias", w.DtBias, w.Hv}, {"A_log", w.ALog, w.Hv},
-		{"norm.weight", w.Norm, w.Dv}, {"out_proj.weight", w.Out, w.D * w.Hv * w.Dv},
+		{"in_proj_qkv.weight", w.QKV.values(), C * w.D}, {"in_proj_z.weight", w.Z.values(), w.Hv * w.Dv * w.D},
+		{"in_proj_b.weight", w.B.values(), w.Hv * w.D}, {"in_proj_a.weight", w.A.values(), w.Hv * w.D},
+		{"conv1d.weight", len(w.Conv), C * w.K}, {"dt_bias", len(w.DtBias), w.Hv}, {"A_log", len(w.ALog), w.Hv},
+		{"norm.weight", len(w.Norm), w.Dv}, {"out_proj.weight", w.Out.values(), w.D * w.Hv * w.Dv},
 	} {
-		if len(c.x) != c.want {
+		if c.have != c.want {
 			return fmt.Errorf("model: Gated DeltaNet linear_attn.%s has %d values, want %d (D=%d, key heads %d×%d, value heads %d×%d, conv kernel %d)",
-				c.name, len(c.x), c.want, w.D, w.Hk, w.Dk, w.Hv, w.Dv, w.K)
+				c.name, c.have, c.want, w.D, w.Hk, w.Dk, w.Hv, w.Dv, w.K)
+		}
+	}
+	for _, x := range []struct {
+		name string
+		w    *Weight
+		in   int
+	}{{"in_proj_qkv.weight", &w.QKV, w.D}, {"in_proj_z.weight", &w.Z, w.D}, {"in_proj_b.weight", &w.B, w.D},
+		{"in_proj_a.weight", &w.A, w.D}, {"out_proj.weight", &w.Out, w.Hv * w.Dv}} {
+		if x.w.Cols != x.in {
+			return fmt.Errorf("model: Gated DeltaNet linear_attn.%s has rows of %d values, want %d", x.name, x.w.Cols, x.in)
 		}
 	}
 	return nil

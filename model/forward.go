@@ -55,7 +55,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	out := make([]float32, n*D) // sub-block output
 	a1 := make([]float32, n*F)  // MLP hidden
 	var a2, gate []float32
-	if m.Layers[0].WGate != nil {
+	if m.Layers[0].WGate.present() {
 		a2 = make([]float32, n*F)
 	}
 	gp := c.GatePerHead()
@@ -66,7 +66,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	// token embedding (+ learned positions for GPT-2)
 	for b, seq := range ids {
 		for t, id := range seq {
-			copy(x[(b*T+t)*D:(b*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+			m.Embed.widenRow(x[(b*T+t)*D:(b*T+t+1)*D], id)
 		}
 	}
 	if c.EmbedScale != 0 { // Gemma: × √D in the checkpoint's dtype
@@ -351,7 +351,7 @@ type hookRun func(name string, x []float32, shape ...int)
 // (name resolves the layer's names); a1 and a2 are [n, F] scratch.
 func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, eps float64, B, T, D, F int, run hookRun, name func(string) string) {
 	n := B * T
-	if L.WGate != nil {
+	if L.WGate.present() {
 		linear(a1, h, n, D, L.WGate, F, L.BGate)
 		run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
 		linear(a2, h, n, D, L.WUp, F, L.BUp)

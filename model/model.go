@@ -3,7 +3,10 @@
 // is a named hook point (package hooks).
 //
 // All computation is float32 with float64 accumulation for long sums (norms,
-// softmax normalizers). Weights stored as F16 or BF16 are widened on load.
+// softmax normalizers). The weight matrices stay in their stored dtype (F32,
+// BF16 or F16, see Weight), memory-mapped from the checkpoint, and are
+// widened inside the matrix products; small vectors (norms, biases) are
+// widened to float32 on load.
 package model
 
 import (
@@ -21,16 +24,24 @@ import (
 // (nn.Linear layout). Nil biases and norms are absent in the architecture.
 type Layer struct {
 	Norm1W, Norm1B []float32 // pre-attention norm (B only for LayerNorm)
-	Wq, Bq         []float32 // [H·dh, D]
-	Wk, Bk         []float32 // [KV·dh, D]
-	Wv, Bv         []float32 // [KV·dh, D]
-	Wg, Bg         []float32 // output-gate logits [H·g, D], g = 1 or dh (gated models)
+	Wq             Weight    // [H·dh, D]
+	Bq             []float32
+	Wk             Weight // [KV·dh, D]
+	Bk             []float32
+	Wv             Weight // [KV·dh, D]
+	Bv             []float32
+	Wg             Weight    // output-gate logits [H·g, D], g = 1 or dh (gated models)
+	Bg             []float32 //
 	QNorm, KNorm   []float32 // per-head RMSNorm weights [dh] (QK-norm)
-	Wo, Bo         []float32 // [D, H·dh]
+	Wo             Weight    // [D, H·dh]
+	Bo             []float32
 	Norm2W, Norm2B []float32 // pre-MLP norm
-	WGate, BGate   []float32 // SwiGLU gate projection [F, D] (nil for GPT-2)
-	WUp, BUp       []float32 // [F, D]
-	WDown, BDown   []float32 // [D, F]
+	WGate          Weight    // SwiGLU gate projection [F, D] (absent for GPT-2)
+	BGate          []float32
+	WUp            Weight // [F, D]
+	BUp            []float32
+	WDown          Weight // [D, F]
+	BDown          []float32
 
 	// mixer, when set, replaces the layer's softmax attention (the fields
 	// from Wq to Wo are then unused; see tokenMixer).
@@ -44,12 +55,12 @@ type Layer struct {
 // Model is a loaded checkpoint ready to run.
 type Model struct {
 	Config
-	Embed    []float32 // [V, D]
+	Embed    Weight    // [V, D]
 	PosEmbed []float32 // [MaxPos, D] (GPT-2)
 	Layers   []Layer
 	FinalW   []float32
 	FinalB   []float32
-	Head     []float32 // [V, D]; the same slice as Embed when tied
+	Head     Weight // [V, D]; the same storage as Embed when tied
 
 	Dir        string
 	Format     string   // checkpoint format (see checkpoint.Checkpoint.Format)
@@ -201,6 +212,37 @@ func (ld *loader) get(name string, shape ...int) []float32 {
 	ld.types[info.DType] = true
 	ld.params += int64(len(data))
 	return data
+}
+
+// weight returns the matrix name [rows, cols] in its stored dtype: BF16
+// and F16 tensors as their bit patterns, F32 ones as float32 (both views of
+// the mapped file where it can, see checkpoint.Uint16View and
+// Float32View); other dtypes are widened to float32. Problems are
+// collected as get collects them (a float32 stand-in of zeros).
+func (ld *loader) weight(name string, rows, cols int) Weight {
+	if ld.gen != nil {
+		return f32Weight(ld.gen.make(name, []int{rows, cols}), cols)
+	}
+	info, ok := ld.ck.Info(name)
+	if !ok || !equalShape(info.Shape, []int{rows, cols}) || (info.DType != "BF16" && info.DType != "F16") {
+		return f32Weight(ld.get(name, rows, cols), cols)
+	}
+	ld.used[name] = true
+	bits, err := ld.ck.Uint16View(name)
+	if err != nil {
+		ld.errs = append(ld.errs, err.Error())
+		return f32Weight(ld.standIn(name, []int{rows, cols}), cols)
+	}
+	ld.types[info.DType] = true
+	ld.params += int64(len(bits))
+	return Weight{Rows: rows, Cols: cols, DType: info.DType, Bits: bits}
+}
+
+// weight32 is weight widened to float32 on load: the research families
+// (RFA, BFT, RT, AFA, Selective RoPE), small models whose loaders
+// transform their weights.
+func (ld *loader) weight32(name string, rows, cols int) Weight {
+	return f32Weight(ld.get(name, rows, cols), cols)
 }
 
 // skip marks the stored tensors whose names start with one of prefixes

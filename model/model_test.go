@@ -327,7 +327,7 @@ func TestForwardRejectsBadInput(t *testing.T) {
 
 func TestNonFiniteWeightReported(t *testing.T) {
 	m := smallModel(t, ArchLlama)
-	m.Layers[1].WUp[5] = float32(math.NaN())
+	m.Layers[1].WUp.F32[5] = float32(math.NaN())
 	_, err := m.Forward(seqs(1, 8, m.Vocab), Options{})
 	if err == nil || !strings.Contains(err.Error(), "after layer 1") {
 		t.Fatalf("error %v, want a non-finite report naming layer 1", err)

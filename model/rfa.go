@@ -105,7 +105,7 @@ func loadRFA(m *Model, ld *loader) {
 		return nil
 	}
 	ld.ignore(".attn.abs_idx", ".attn.causal_mask")
-	m.Embed = ld.get("token_embedding.weight", V, D)
+	m.Embed = ld.weight32("token_embedding.weight", V, D)
 	w.InW, w.InB = ld.get("backbone.input_proj.weight", D, D), ld.get("backbone.input_proj.bias", D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
@@ -113,13 +113,13 @@ func loadRFA(m *Model, ld *loader) {
 		b := fmt.Sprintf("backbone.blocks.%d.", l)
 		a := b + "attn."
 		L.Norm1W, L.Norm1B = ld.get(b+"norm1.weight", D), ld.get(b+"norm1.bias", D)
-		L.Wq, L.Bq = interleaveRows(ld.get(a+"W_q.weight", W, D), D), interleaveRows(ld.get(a+"W_q.bias", W), 1)
-		L.Wk, L.Bk = interleaveRows(ld.get(a+"W_k.weight", W, D), D), interleaveRows(ld.get(a+"W_k.bias", W), 1)
-		L.Wv, L.Bv = interleaveRows(ld.get(a+"W_v.weight", W, D), D), interleaveRows(ld.get(a+"W_v.bias", W), 1)
-		L.Wo, L.Bo = interleaveCols(ld.get(a+"W_o.weight", D, W), D, W), ld.get(a+"W_o.bias", D)
+		L.Wq, L.Bq = f32Weight(interleaveRows(ld.get(a+"W_q.weight", W, D), D), D), interleaveRows(ld.get(a+"W_q.bias", W), 1)
+		L.Wk, L.Bk = f32Weight(interleaveRows(ld.get(a+"W_k.weight", W, D), D), D), interleaveRows(ld.get(a+"W_k.bias", W), 1)
+		L.Wv, L.Bv = f32Weight(interleaveRows(ld.get(a+"W_v.weight", W, D), D), D), interleaveRows(ld.get(a+"W_v.bias", W), 1)
+		L.Wo, L.Bo = f32Weight(interleaveCols(ld.get(a+"W_o.weight", D, W), D, W), W), ld.get(a+"W_o.bias", D)
 		L.Norm2W, L.Norm2B = ld.get(b+"norm2.weight", D), ld.get(b+"norm2.bias", D)
-		L.WUp, L.BUp = ld.get(b+"ffn.0.weight", F, D), ld.get(b+"ffn.0.bias", F)
-		L.WDown, L.BDown = ld.get(b+"ffn.2.weight", D, F), ld.get(b+"ffn.2.bias", D)
+		L.WUp, L.BUp = ld.weight32(b+"ffn.0.weight", F, D), ld.get(b+"ffn.0.bias", F)
+		L.WDown, L.BDown = ld.weight32(b+"ffn.2.weight", D, F), ld.get(b+"ffn.2.bias", D)
 
 		P.Mu, P.Omega = ld.get(a+"mu_v", H), ld.get(a+"omega_v", H, d/2)
 		P.Sigma, P.Eta, P.Gamma = ld.get(a+"sigma_v", H), ld.get(a+"eta_v", H), ld.get(a+"gamma_v", H)
@@ -146,8 +146,8 @@ func loadRFA(m *Model, ld *loader) {
 	// from the embedding is used as stored.
 	m.Head, c.TiedHead = m.Embed, true
 	if ld.has("lm_head.weight") {
-		if hw := ld.get("lm_head.weight", V, D); !equalF32(hw, m.Embed) {
-			m.Head, c.TiedHead = hw, false
+		if hw := ld.get("lm_head.weight", V, D); !equalF32(hw, m.Embed.F32) {
+			m.Head, c.TiedHead = f32Weight(hw, D), false
 		} else {
 			ld.params -= int64(len(hw)) // tied: counted once
 		}
@@ -444,11 +444,11 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	// Token embedding, then the input projection.
 	for b, seq := range ids {
 		for t, id := range seq {
-			copy(h[(b*T+t)*D:(b*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+			copy(h[(b*T+t)*D:(b*T+t+1)*D], m.Embed.F32[id*D:(id+1)*D])
 		}
 	}
 	run("hook_embed", h, B, T, D)
-	linear(x, h, n, D, w.InW, D, w.InB)
+	linear(x, h, n, D, f32Weight(w.InW, D), D, w.InB)
 
 	for l := range m.Layers {
 		L := &m.Layers[l]
@@ -560,7 +560,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	run("ln_final.hook_normalized", h, B, T, D)
 	res := &Output{Batch: B, T: T}
 	if opt.Logits || hs.Has("logits") {
-		linear(out, h, n, D, w.OutW, D, w.OutB)
+		linear(out, h, n, D, f32Weight(w.OutW, D), D, w.OutB)
 		res.Logits = make([]float32, n*c.Vocab)
 		linear(res.Logits, out, n, D, m.Head, c.Vocab, w.HeadB)
 		run("logits", res.Logits, B, T, c.Vocab)

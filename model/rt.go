@@ -73,16 +73,16 @@ func loadRT(m *Model, ld *loader) {
 		}
 		return ld.get(name, n)
 	}
-	m.Embed = ld.get("model.embed_tokens.weight", V, D)
+	m.Embed = ld.weight32("model.embed_tokens.weight", V, D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
 		L, P := &m.Layers[l], &w.Layers[l]
 		p := fmt.Sprintf("model.layers.%d.", l)
 		a := p + "attn."
-		L.Wq, L.Bq = ld.get(a+"q_proj.weight", W, D), bias(c.QKVBias, a+"q_proj.bias", W)
-		L.Wk, L.Bk = ld.get(a+"k_proj.weight", W, D), bias(c.QKVBias, a+"k_proj.bias", W)
-		L.Wv, L.Bv = ld.get(a+"v_proj.weight", W, D), bias(c.QKVBias, a+"v_proj.bias", W)
-		L.Wo, L.Bo = ld.get(a+"o_proj.weight", D, W), bias(c.OBias, a+"o_proj.bias", D)
+		L.Wq, L.Bq = ld.weight32(a+"q_proj.weight", W, D), bias(c.QKVBias, a+"q_proj.bias", W)
+		L.Wk, L.Bk = ld.weight32(a+"k_proj.weight", W, D), bias(c.QKVBias, a+"k_proj.bias", W)
+		L.Wv, L.Bv = ld.weight32(a+"v_proj.weight", W, D), bias(c.QKVBias, a+"v_proj.bias", W)
+		L.Wo, L.Bo = ld.weight32(a+"o_proj.weight", D, W), bias(c.OBias, a+"o_proj.bias", D)
 		P.Omega = ld.get(a+"omega", H, C)
 		for _, f := range []struct {
 			dst  *[]float32
@@ -94,9 +94,9 @@ func loadRT(m *Model, ld *loader) {
 		if c.RT.Retraction == "rms" {
 			P.RetractW = ld.get(p+"retract_norm.weight", D)
 		}
-		L.WGate = ld.get(p+"mlp.gate_proj.weight", F, D)
-		L.WUp = ld.get(p+"mlp.up_proj.weight", F, D)
-		L.WDown = ld.get(p+"mlp.down_proj.weight", D, F)
+		L.WGate = ld.weight32(p+"mlp.gate_proj.weight", F, D)
+		L.WUp = ld.weight32(p+"mlp.up_proj.weight", F, D)
+		L.WDown = ld.weight32(p+"mlp.down_proj.weight", D, F)
 	}
 	m.FinalW = ld.get("model.norm.weight", D)
 	loadHead(m, ld, "lm_head.weight")
@@ -359,7 +359,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 
 	for bb, seq := range ids {
 		for t, id := range seq {
-			copy(x[(bb*T+t)*D:(bb*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+			copy(x[(bb*T+t)*D:(bb*T+t+1)*D], m.Embed.F32[id*D:(id+1)*D])
 		}
 	}
 	run("hook_embed", x, B, T, D)
