@@ -508,7 +508,7 @@ func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
 		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
 		rmsNorm(hn, x, D, L.Norm2W, c.NormEps)
 		run(name("blocks.{l}.ln2.hook_normalized"), hn, B, T, D)
-		mlpBlock(out, hn, g, a, L, c.Act, c.NormEps, B, T, D, F, run, name)
+		mlpBlock(out, hn, g, a, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, run, name)
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
 		if err != nil {

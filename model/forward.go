@@ -19,6 +19,9 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 	if err := m.checkHooks(opt.Hooks); err != nil {
 		return nil, err
 	}
+	if err := m.checkCompute(opt.Compute); err != nil {
+		return nil, err
+	}
 	return m.pass(ids, opt)
 }
 
@@ -109,14 +112,14 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			}
 		} else {
 			// q, k, v projections (and the gate logits of gated models)
-			linear(q, h, n, D, L.Wq, H*dh, L.Bq)
-			linear(k, h, n, D, L.Wk, KV*dh, L.Bk)
-			linear(v, h, n, D, L.Wv, KV*dh, L.Bv)
+			linearAs(opt.Compute, q, h, n, D, L.Wq, H*dh, L.Bq)
+			linearAs(opt.Compute, k, h, n, D, L.Wk, KV*dh, L.Bk)
+			linearAs(opt.Compute, v, h, n, D, L.Wv, KV*dh, L.Bv)
 			run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dh)
 			run(name("blocks.{l}.attn.hook_k"), k, B, T, KV, dh)
 			run(name("blocks.{l}.attn.hook_v"), v, B, T, KV, dh)
 			if gate != nil {
-				linear(gate, h, n, D, L.Wg, H*gp, L.Bg)
+				linearAs(opt.Compute, gate, h, n, D, L.Wg, H*gp, L.Bg)
 				for i, g := range gate {
 					gate[i] = sigmoid(g)
 				}
@@ -198,7 +201,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			}
 
 			// o_proj, residual connection
-			linear(out, z, n, H*dh, L.Wo, D, L.Bo)
+			linearAs(opt.Compute, out, z, n, H*dh, L.Wo, D, L.Bo)
 		}
 		if L.PostNorm1W != nil {
 			rmsNorm(out, out, D, L.PostNorm1W, c.NormEps) // Gemma's post-attention norm
@@ -214,7 +217,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		// MLP norm, MLP, residual connection
 		m.norm(h, x, L.Norm2W, L.Norm2B)
 		run(name("blocks.{l}.ln2.hook_normalized"), h, B, T, D)
-		mlpBlock(out, h, a1, a2, L, c.Act, c.NormEps, B, T, D, F, run, name)
+		mlpBlock(out, h, a1, a2, L, c.Act, c.NormEps, B, T, D, F, opt.Compute, run, name)
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
 		if err != nil {
@@ -348,24 +351,25 @@ type hookRun func(name string, x []float32, shape ...int)
 // fc/proj) for the n = B·T rows of h [n, D] into out [n, D], followed by
 // the RMSNorm of weight L.PostNorm2W and epsilon eps where the layer has
 // one (Gemma), with the hooks mlp.hook_pre, mlp.hook_post and hook_mlp_out
-// (name resolves the layer's names); a1 and a2 are [n, F] scratch.
-func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, eps float64, B, T, D, F int, run hookRun, name func(string) string) {
+// (name resolves the layer's names), products in the arithmetic cmp; a1
+// and a2 are [n, F] scratch.
+func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, eps float64, B, T, D, F int, cmp Compute, run hookRun, name func(string) string) {
 	n := B * T
 	if L.WGate.present() {
-		linear(a1, h, n, D, L.WGate, F, L.BGate)
+		linearAs(cmp, a1, h, n, D, L.WGate, F, L.BGate)
 		run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
-		linear(a2, h, n, D, L.WUp, F, L.BUp)
+		linearAs(cmp, a2, h, n, D, L.WUp, F, L.BUp)
 		swiglu(a1, a2, act) // act(a1)·a2, in parallel on SIMD kernels
 	} else {
 		fn := activations[act]
-		linear(a1, h, n, D, L.WUp, F, L.BUp)
+		linearAs(cmp, a1, h, n, D, L.WUp, F, L.BUp)
 		run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
 		for i, g := range a1 {
 			a1[i] = fn(g)
 		}
 	}
 	run(name("blocks.{l}.mlp.hook_post"), a1, B, T, F)
-	linear(out, a1, n, F, L.WDown, D, L.BDown)
+	linearAs(cmp, out, a1, n, F, L.WDown, D, L.BDown)
 	if L.PostNorm2W != nil {
 		rmsNorm(out, out, D, L.PostNorm2W, eps)
 	}
@@ -390,7 +394,7 @@ func (m *Model) logits(h []float32, B, T int, opt Options, run hookRun) *Output 
 	if opt.Logits || opt.Hooks.Has("logits") {
 		n := B * T
 		res.Logits = make([]float32, n*c.Vocab)
-		linear(res.Logits, h, n, c.DModel, m.Head, c.Vocab, nil)
+		linearAs(opt.Compute, res.Logits, h, n, c.DModel, m.Head, c.Vocab, nil)
 		if c.FinalSoftcap > 0 {
 			softcap(res.Logits, float32(c.FinalSoftcap)) // Gemma's final logit soft-cap
 		}

@@ -67,6 +67,9 @@ type Model struct {
 	Files      []string // files the weights came from
 	DTypes     []string // stored dtypes of the weights
 	Parameters int64    // stored parameter count (tied head counted once)
+	// WeightsBF16 says that Load rounded the F32 and F16 weight matrices
+	// to bfloat16 (LoadOptions.Compute bf16).
+	WeightsBF16 bool
 	// Skipped lists the stored tensors the text model does not use and
 	// the family skips by design (a vision-language wrapper's vision tower,
 	// a multi-token-prediction head); they are not counted in Parameters.
@@ -87,6 +90,14 @@ type LoadOptions struct {
 	// AllowUnexpected accepts tensors the architecture does not use
 	// (they are listed in the error otherwise).
 	AllowUnexpected bool
+	// Compute bf16 rounds the F32 and F16 weight matrices (Weight) to
+	// bfloat16 once, here, for passes with Options.Compute bf16: they are
+	// then held as BF16 bits on the heap, 2 bytes per value, and the
+	// stored float32 values are not read again (float32 passes of such a
+	// model multiply the rounded weights). BF16 weights stay as mapped.
+	// Norms and biases stay float32. The default, f32, keeps the weights
+	// as stored.
+	Compute Compute
 }
 
 // Load reads config.json and the weights of a checkpoint directory.
@@ -102,6 +113,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	defer ck.Close()
 	m := &Model{Config: *cfg, Dir: dir, Format: ck.Format(), Files: ck.Files(), points: &hookPoints{}}
 	ld := newLoader(ck, dir)
+	ld.bf16 = opt.Compute == ComputeBF16
 	f, err := familyOf(cfg.Arch)
 	if err != nil {
 		return nil, fmt.Errorf("model: %s: %w", dir, err)
@@ -112,6 +124,10 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	m.DTypes, m.Parameters = ld.dtypes(), ld.params
+	if err := m.checkCompute(opt.Compute); err != nil {
+		return nil, err
+	}
+	m.WeightsBF16 = ld.bf16
 	return m, nil
 }
 
@@ -133,6 +149,9 @@ type loader struct {
 	// stopped is set when standIn stopped the loading: the tensors not
 	// reached are then not reported as unexpected.
 	stopped bool
+	// bf16: weight rounds F32 and F16 matrices to bfloat16
+	// (LoadOptions.Compute bf16).
+	bf16 bool
 }
 
 // maxStandIn bounds the zero elements a loader hands out in place of
@@ -225,7 +244,11 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 	}
 	info, ok := ld.ck.Info(name)
 	if !ok || !equalShape(info.Shape, []int{rows, cols}) || (info.DType != "BF16" && info.DType != "F16") {
-		return f32Weight(ld.get(name, rows, cols), cols)
+		w := f32Weight(ld.get(name, rows, cols), cols)
+		if ld.bf16 && ok {
+			w = w.roundedBF16()
+		}
+		return w
 	}
 	ld.used[name] = true
 	bits, err := ld.ck.Uint16View(name)
@@ -235,7 +258,11 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 	}
 	ld.types[info.DType] = true
 	ld.params += int64(len(bits))
-	return Weight{Rows: rows, Cols: cols, DType: info.DType, Bits: bits}
+	w := Weight{Rows: rows, Cols: cols, DType: info.DType, Bits: bits}
+	if ld.bf16 {
+		w = w.roundedBF16()
+	}
+	return w
 }
 
 // weight32 is weight widened to float32 on load: the research families
@@ -344,6 +371,9 @@ type Options struct {
 	TileRows int
 	// Threads is the number of attention workers (default GOMAXPROCS).
 	Threads int
+	// Compute is the arithmetic of the pass's matrix products: f32 (the
+	// default, also for "") or bf16; see Compute.
+	Compute Compute
 }
 
 // Output holds what a forward pass returns beyond its hooks.

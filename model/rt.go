@@ -472,7 +472,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			l2Normalize(u, D, norms[:n])
 		}
 		run(name("blocks.{l}.ln2.hook_normalized"), u, B, T, D)
-		mlpBlock(out, u, g, a, L, c.Act, c.NormEps, B, T, D, F, run, name)
+		mlpBlock(out, u, g, a, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, run, name)
 		addTo(x, out)
 		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
 		if err != nil {
