@@ -15,6 +15,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
 
@@ -144,6 +145,8 @@ type PassKey struct {
 	LastFrac float64      `json:"last_frac"`
 	BOSFrac  float64      `json:"bos_frac"`
 	Probe    ProbeOptions `json:"probe"`
+	// Compute is SweepOptions.Compute (omitted for f32).
+	Compute model.Compute `json:"compute,omitempty"`
 }
 
 // Hash returns the hex sha256 of the key's JSON encoding.

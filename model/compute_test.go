@@ -79,10 +79,11 @@ func TestLinearBF16Weights(t *testing.T) {
 }
 
 // TestComputeOptions: Load with Compute bf16 holds every weight matrix of a
-// golden model as BF16 bits (the F32 ones rounded), a bf16 pass differs
-// from the float32 pass of the same model (it is another arithmetic) while
-// a float32 pass of the bf16-loaded model equals the float32 pass on the
-// weights rounded by hand; an unknown compute is refused by name.
+// golden model as BF16 bits (the F32 ones rounded) and runs its passes in
+// bf16 unless a pass asks for f32; a bf16 pass differs from the float32
+// pass of the same model (it is another arithmetic) while a float32 pass
+// of the bf16-loaded model equals the float32 pass on the weights rounded
+// by hand; an unknown compute is refused by name.
 func TestComputeOptions(t *testing.T) {
 	dir := filepath.Join(goldenDir, "qwen3_gqa")
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
@@ -96,8 +97,8 @@ func TestComputeOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !mb.WeightsBF16 || mb.Layers[0].Wq.DType != "BF16" || mb.Head.DType != "BF16" || mb.Embed.DType != "BF16" {
-		t.Fatalf("Compute bf16 load: WeightsBF16 %v, Wq %s, head %s, embed %s; want BF16 throughout", mb.WeightsBF16,
+	if mb.Compute != ComputeBF16 || mb.Layers[0].Wq.DType != "BF16" || mb.Head.DType != "BF16" || mb.Embed.DType != "BF16" {
+		t.Fatalf("Compute bf16 load: Compute %q, Wq %s, head %s, embed %s; want bf16, BF16 throughout", mb.Compute,
 			mb.Layers[0].Wq.DType, mb.Head.DType, mb.Embed.DType)
 	}
 	ids := [][]int{{1, 5, 9, 2, 7, 3, 11, 4}}
@@ -108,12 +109,7 @@ func TestComputeOptions(t *testing.T) {
 		}
 		return out.Logits
 	}
-	a, b := run(m32, ComputeF32), run(m32, ComputeBF16)
-	same := true
-	for i := range a {
-		same = same && a[i] == b[i]
-	}
-	if same {
+	if equal32(run(m32, ComputeF32), run(m32, ComputeBF16)) {
 		t.Error("bf16 compute gave the float32 logits bit for bit: the option does not reach the products")
 	}
 	// float32 compute of the bf16-loaded model = float32 on hand-rounded weights
@@ -126,6 +122,9 @@ func TestComputeOptions(t *testing.T) {
 		}
 	}
 	hand.Embed, hand.Head = m32.Embed.roundedBF16(), m32.Head.roundedBF16()
+	if def, bf := run(mb, ""), run(mb, ComputeBF16); !equal32(def, bf) {
+		t.Error("a pass of the bf16-loaded model with Options.Compute \"\" is not its bf16 pass")
+	}
 	got, want := run(mb, ComputeF32), run(&hand, ComputeF32)
 	for i := range want {
 		if got[i] != want[i] {
@@ -135,4 +134,13 @@ func TestComputeOptions(t *testing.T) {
 	if _, err := m32.Forward(ids, Options{Compute: "fp8"}); err == nil || err.Error() != `model: compute "fp8": want f32 or bf16` {
 		t.Errorf("compute fp8: error %v", err)
 	}
+}
+
+func equal32(a, b []float32) bool {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return len(a) == len(b)
 }

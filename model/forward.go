@@ -19,6 +19,9 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 	if err := m.checkHooks(opt.Hooks); err != nil {
 		return nil, err
 	}
+	if opt.Compute == "" {
+		opt.Compute = m.Compute
+	}
 	if err := m.checkCompute(opt.Compute); err != nil {
 		return nil, err
 	}

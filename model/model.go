@@ -67,9 +67,10 @@ type Model struct {
 	Files      []string // files the weights came from
 	DTypes     []string // stored dtypes of the weights
 	Parameters int64    // stored parameter count (tied head counted once)
-	// WeightsBF16 says that Load rounded the F32 and F16 weight matrices
-	// to bfloat16 (LoadOptions.Compute bf16).
-	WeightsBF16 bool
+	// Compute is LoadOptions.Compute: the arithmetic of passes whose
+	// Options.Compute is empty; with bf16, Load rounded the F32 and F16
+	// weight matrices to bfloat16.
+	Compute Compute
 	// Skipped lists the stored tensors the text model does not use and
 	// the family skips by design (a vision-language wrapper's vision tower,
 	// a multi-token-prediction head); they are not counted in Parameters.
@@ -90,8 +91,10 @@ type LoadOptions struct {
 	// AllowUnexpected accepts tensors the architecture does not use
 	// (they are listed in the error otherwise).
 	AllowUnexpected bool
-	// Compute bf16 rounds the F32 and F16 weight matrices (Weight) to
-	// bfloat16 once, here, for passes with Options.Compute bf16: they are
+	// Compute is the arithmetic of the model's passes (Model.Compute,
+	// Options.Compute): f32 (the default, also for "") or bf16. With bf16,
+	// Load rounds the F32 and F16 weight matrices (Weight) to bfloat16
+	// once, here: they are
 	// then held as BF16 bits on the heap, 2 bytes per value, and the
 	// stored float32 values are not read again (float32 passes of such a
 	// model multiply the rounded weights). BF16 weights stay as mapped.
@@ -127,7 +130,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	if err := m.checkCompute(opt.Compute); err != nil {
 		return nil, err
 	}
-	m.WeightsBF16 = ld.bf16
+	m.Compute = opt.Compute
 	return m, nil
 }
 
@@ -371,8 +374,9 @@ type Options struct {
 	TileRows int
 	// Threads is the number of attention workers (default GOMAXPROCS).
 	Threads int
-	// Compute is the arithmetic of the pass's matrix products: f32 (the
-	// default, also for "") or bf16; see Compute.
+	// Compute is the arithmetic of the pass's matrix products, f32 or
+	// bf16 (see Compute); "" is the model's (LoadOptions.Compute, default
+	// f32).
 	Compute Compute
 }
 

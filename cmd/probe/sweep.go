@@ -353,7 +353,8 @@ func cmdSweep(args []string, w io.Writer) error {
 	opts := analysis.SweepOptions{LengthsArg: *lengths, KUnit: *k, Samples: *samples, Disjoint: *disjoint,
 		Placement: *placement, Seed: *seed, Offset: *offset, BOSToken: *bos, Bucket: *bucket, LastFrac: *lastFrac,
 		BOSFrac: *bosFrac, AllowExtrapolation: *allowExt, OnNonFinite: *onNF,
-		Probe: analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions}}
+		Probe:           analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions},
+		DeviationTokens: *mf.deviationTokens}
 	if *k != 1000 && *k != 1024 {
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
 	}
@@ -446,9 +447,12 @@ func cmdSweep(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "flagged: %s\n", f)
 	}
 	if sh.Count > 1 {
+		printDeviation(w, man.Deviation)
 		fmt.Fprintf(w, "shard %v done; when every shard is, combine them with: probe merge <shard folders…> --out <dir>\n", sh)
 		return nil
 	}
-	fmt.Fprintf(w, "tables: %s\n\n", strings.Join(man.Tables, ", "))
+	fmt.Fprintf(w, "tables: %s\n", strings.Join(man.Tables, ", "))
+	printDeviation(w, man.Deviation)
+	fmt.Fprintln(w)
 	return analysis.WriteReport(w, man, res)
 }
