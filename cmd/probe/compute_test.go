@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
 
@@ -106,5 +108,68 @@ func TestComputeBF16Diag(t *testing.T) {
 	code, stdout, _ = probe(t, "diag", "--model", dir, "--ids", ids, "--out", filepath.Join(tmp, "d2.csv"))
 	if code != 0 || strings.Contains(stdout, "deviation") {
 		t.Errorf("float32 diag: exit %d, output %q", code, stdout)
+	}
+}
+
+// TestComputeBF16StreamCommands: ppl, gdn, sinks and massive run with
+// --compute bf16 on the golden hybrid (Gated DeltaNet + gated softmax)
+// model, and each records the deviation of the first tokens of its first
+// pass in its manifest (for ppl, per model) and prints it.
+func TestComputeBF16StreamCommands(t *testing.T) {
+	needGolden(t)
+	dir := filepath.Join(goldenDir, "qwen35_text")
+	g, err := checkpoint.OpenFile(filepath.Join(dir, "golden.safetensors"))
+	if err != nil {
+		t.Skipf("no golden case qwen35_text: %v", err)
+	}
+	raw, _ := g.Int64("input_ids")
+	info, _ := g.Info("input_ids")
+	g.Close()
+	ids := make([]int, info.Shape[1])
+	for i := range ids {
+		ids[i] = int(raw[i])
+	}
+	tmp := t.TempDir()
+	idsFile := filepath.Join(tmp, "ids.json")
+	data, _ := json.Marshal(ids)
+	os.WriteFile(idsFile, data, 0o644)
+	for _, c := range []struct {
+		cmd, manifest, length string
+	}{
+		{"ppl", analysis.PPLManifestName, "14"}, // after 32 calibration tokens
+		{"gdn", analysis.GDNManifestName, "32"},
+		{"sinks", analysis.SinksManifestName, "32"},
+		{"massive", analysis.MassiveManifestName, "32"},
+	} {
+		out := filepath.Join(tmp, c.cmd)
+		args := []string{c.cmd, "--model", dir, "--ids", idsFile, "--lengths", c.length, "--samples", "1", "--out", out,
+			"--compute", "bf16", "--deviation-tokens", "12"}
+		code, stdout, errs := probe(t, args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.cmd, code, errs)
+		}
+		if !strings.Contains(stdout, "compute bf16: deviation from the float32 pass on the first 12 tokens of 1 sequence(s)") {
+			t.Errorf("%s: no deviation printed:\n%s", c.cmd, stdout)
+		}
+		b, err := os.ReadFile(filepath.Join(out, c.manifest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var man struct {
+			Deviation *analysis.Deviation `json:"compute_deviation"`
+			Models    []struct {
+				Deviation *analysis.Deviation `json:"compute_deviation"`
+			} `json:"models"`
+		}
+		if err := json.Unmarshal(b, &man); err != nil {
+			t.Fatal(err)
+		}
+		d := man.Deviation
+		if c.cmd == "ppl" && len(man.Models) == 1 {
+			d = man.Models[0].Deviation
+		}
+		if d == nil || d.Tokens != 12 || d.Columns[0].Name != "logits" || !(d.Columns[0].MaxAbs > 0) {
+			t.Errorf("%s: compute_deviation in %s: %+v", c.cmd, c.manifest, d)
+		}
 	}
 }
