@@ -26,7 +26,7 @@ var goldenDir = filepath.Join("..", "..", "shared", "golden")
 // ratios of sums of attention weights, whose relative error is the
 // absolute error of the scores, itself bounded like a product's (2×).
 // These are worst-case sums; the measured deviations (docs/performance.md)
-// are 2–3 times below.
+// are 2–20 times below.
 func bf16Bound(c *model.Config, T int) float64 {
 	const u = 0x1p-9
 	b := 2 * u * float64(4*c.Layers+1)

@@ -3,7 +3,8 @@
 // is a named hook point (package hooks).
 //
 // All computation is float32 with float64 accumulation for long sums (norms,
-// softmax normalizers). The weight matrices stay in their stored dtype (F32,
+// softmax normalizers), except the matrix products of a pass in bf16
+// arithmetic (Compute). The weight matrices stay in their stored dtype (F32,
 // BF16 or F16, see Weight), memory-mapped from the checkpoint, and are
 // widened inside the matrix products; small vectors (norms, biases) are
 // widened to float32 on load.
