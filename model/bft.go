@@ -120,12 +120,13 @@ func dropOProj(m *Model, ld *loader) {
 	for l := range m.Layers {
 		L := &m.Layers[l]
 		for _, t := range []struct {
-			part string
-			x    []float32
-		}{{"weight", L.Wo.F32}, {"bias", L.Bo}} {
+			part     string
+			n, bytes int
+		}{{"weight", L.Wo.Rows * L.Wo.Cols, int(L.Wo.residentBytes())}, {"bias", len(L.Bo), 4 * len(L.Bo)}} {
 			name := fmt.Sprintf("model.layers.%d.self_attn.o_proj.%s", l, t.part)
 			if ld.used[name] {
-				ld.params -= int64(len(t.x)) // read, but not part of the model
+				ld.params -= int64(t.n) // read, but not part of the model
+				ld.bytes -= int64(t.bytes)
 			}
 			delete(ld.used, name)
 		}
@@ -216,7 +217,9 @@ func (m *Model) BFTInitialPrecision(id int) (float64, error) {
 		return 0, fmt.Errorf("model: token id %d outside the vocabulary [0, %d)", id, m.Vocab)
 	}
 	tau := make([]float32, 1)
-	m.bftTau(tau, []int{id}, m.Embed.F32[id*m.DModel:(id+1)*m.DModel])
+	e := make([]float32, m.DModel)
+	m.Embed.widenRow(e, id)
+	m.bftTau(tau, []int{id}, e)
 	return float64(tau[0]), nil
 }
 
@@ -294,7 +297,7 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 	flat := make([]int, 0, n)
 	for b, seq := range ids {
 		for t, id := range seq {
-			copy(x[(b*T+t)*D:(b*T+t+1)*D], m.Embed.F32[id*D:(id+1)*D])
+			m.Embed.widenRow(x[(b*T+t)*D:(b*T+t+1)*D], id)
 		}
 		flat = append(flat, seq...)
 	}
@@ -427,10 +430,11 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 		// J = (act'(g) ⊙ u)·CGateᵀ + act(g)·CUpᵀ with C = W_down ⊙ W_{gate,up}ᵀ
 		// (§3.2's C = W2 ⊙ W1ᵀ for the two branches of SwiGLU).
 		if bc.Jacobian == "exact" {
+			wDown, wGate, wUp := L.WDown.widened(), L.WGate.widened(), L.WUp.widened()
 			for i := 0; i < D; i++ {
 				for kk := 0; kk < F; kk++ {
-					cGate[i*F+kk] = L.WDown.F32[i*F+kk] * L.WGate.F32[kk*D+i]
-					cUp[i*F+kk] = L.WDown.F32[i*F+kk] * L.WUp.F32[kk*D+i]
+					cGate[i*F+kk] = wDown[i*F+kk] * wGate[kk*D+i]
+					cUp[i*F+kk] = wDown[i*F+kk] * wUp[kk*D+i]
 				}
 			}
 			for i, gi := range g {

@@ -79,7 +79,8 @@ func TestLinearBF16Weights(t *testing.T) {
 }
 
 // TestComputeOptions: Load with Compute bf16 holds every weight matrix of a
-// golden model as BF16 bits (the F32 ones rounded) and runs its passes in
+// golden model as BF16 bits (the F32 ones rounded, WeightBytes counting 2
+// bytes for them) and runs its passes in
 // bf16 unless a pass asks for f32; a bf16 pass differs from the float32
 // pass of the same model (it is another arithmetic) while a float32 pass
 // of the bf16-loaded model equals the float32 pass on the weights rounded
@@ -100,6 +101,10 @@ func TestComputeOptions(t *testing.T) {
 	if mb.Compute != ComputeBF16 || mb.Layers[0].Wq.DType != "BF16" || mb.Head.DType != "BF16" || mb.Embed.DType != "BF16" {
 		t.Fatalf("Compute bf16 load: Compute %q, Wq %s, head %s, embed %s; want bf16, BF16 throughout", mb.Compute,
 			mb.Layers[0].Wq.DType, mb.Head.DType, mb.Embed.DType)
+	}
+	// the matrices in 2 bytes instead of 4; norms stay float32
+	if mb.WeightBytes >= m32.WeightBytes || mb.WeightBytes <= m32.WeightBytes/2 {
+		t.Errorf("WeightBytes %d after rounding, %d as stored: want the matrices' half", mb.WeightBytes, m32.WeightBytes)
 	}
 	ids := [][]int{{1, 5, 9, 2, 7, 3, 11, 4}}
 	run := func(m *Model, c Compute) []float32 {

@@ -97,7 +97,7 @@ func Generate(cfg Config, seed uint64) (*Model, []checkpoint.Tensor, error) {
 	for _, t := range g.tensors {
 		m.Parameters += int64(len(t.Data.([]float32)))
 	}
-	m.DTypes = []string{"F32"}
+	m.DTypes, m.WeightBytes = []string{"F32"}, 4*m.Parameters
 	return m, g.tensors, nil
 }
 

@@ -4,7 +4,8 @@ import "fmt"
 
 // loadGPT2 reads a GPT-2 checkpoint: learned positions (wpe), LayerNorm
 // pre-norm blocks, fused c_attn, and Conv1D weights stored [in, out], which
-// are transposed here to the [out, in] layout every projection uses.
+// are transposed here to the [out, in] layout every projection uses (a copy
+// on the heap, in the stored dtype).
 //
 // Names: [transformer.]wte, wpe, h.{l}.{ln_1, attn.c_attn, attn.c_proj, ln_2,
 // mlp.c_fc, mlp.c_proj}, ln_f, lm_head (when untied). The causal-mask

@@ -72,6 +72,12 @@ type Model struct {
 	// Options.Compute is empty; with bf16, Load rounded the F32 and F16
 	// weight matrices to bfloat16.
 	Compute Compute
+	// WeightBytes is the memory the parameters take as the model holds
+	// them: 2 bytes per BF16 or F16 value kept as stored (the matrices of
+	// the families that keep them, see Weight), 4 per value held as
+	// float32 (norms, biases, F32 checkpoints, the research families'
+	// widened weights); the tied head counted once.
+	WeightBytes int64
 	// Skipped lists the stored tensors the text model does not use and
 	// the family skips by design (a vision-language wrapper's vision tower,
 	// a multi-token-prediction head); they are not counted in Parameters.
@@ -127,7 +133,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	if err := ld.finish(opt.AllowUnexpected); err != nil {
 		return nil, err
 	}
-	m.DTypes, m.Parameters = ld.dtypes(), ld.params
+	m.DTypes, m.Parameters, m.WeightBytes = ld.dtypes(), ld.params, ld.bytes
 	if err := m.checkCompute(opt.Compute); err != nil {
 		return nil, err
 	}
@@ -147,6 +153,7 @@ type loader struct {
 	errs    []string
 	types   map[string]bool
 	params  int64
+	bytes   int64 // WeightBytes of what was read
 	// stand is the number of zero elements handed out so far in place of
 	// tensors that are missing, misshapen or unreadable (see standIn).
 	stand int
@@ -234,6 +241,7 @@ func (ld *loader) get(name string, shape ...int) []float32 {
 	}
 	ld.types[info.DType] = true
 	ld.params += int64(len(data))
+	ld.bytes += 4 * int64(len(data))
 	return data
 }
 
@@ -251,6 +259,7 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 		w := f32Weight(ld.get(name, rows, cols), cols)
 		if ld.bf16 && ok {
 			w = w.roundedBF16()
+			ld.bytes -= 2 * int64(len(w.Bits)) // held in 2 bytes, not get's 4
 		}
 		return w
 	}
@@ -262,6 +271,7 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 	}
 	ld.types[info.DType] = true
 	ld.params += int64(len(bits))
+	ld.bytes += 2 * int64(len(bits))
 	w := Weight{Rows: rows, Cols: cols, DType: info.DType, Bits: bits}
 	if ld.bf16 {
 		w = w.roundedBF16()

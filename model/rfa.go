@@ -150,6 +150,7 @@ func loadRFA(m *Model, ld *loader) {
 			m.Head, c.TiedHead = f32Weight(hw, D), false
 		} else {
 			ld.params -= int64(len(hw)) // tied: counted once
+			ld.bytes -= 4 * int64(len(hw))
 		}
 	}
 	w.HeadB = ld.get("lm_head.bias", V)

@@ -82,11 +82,15 @@ func widenTo(dst []float32, w *Weight, at int) {
 	case "F32":
 		copy(dst, w.F32[at:at+len(dst)])
 	case "BF16":
-		for i, b := range w.Bits[at : at+len(dst)] {
+		src := w.Bits[at : at+len(dst)]
+		dst = dst[:len(src)]
+		for i, b := range src {
 			dst[i] = math.Float32frombits(uint32(b) << 16)
 		}
 	case "F16":
-		for i, b := range w.Bits[at : at+len(dst)] {
+		src := w.Bits[at : at+len(dst)]
+		dst = dst[:len(src)]
+		for i, b := range src {
 			dst[i] = checkpoint.F16ToFloat32(b)
 		}
 	default:
@@ -175,6 +179,12 @@ func (w *Weight) residentBytes() int64 {
 // the PyTorch nn.Linear convention, reading w in its stored dtype (see
 // Weight; float32 accumulation). Weights of other layouts (GPT-2's Conv1D)
 // are transposed at load time so that every projection uses this.
+//
+// The rows of x are split across goroutines when there is enough work,
+// each part one matrix product: on the blocked AVX-512 kernels where the
+// build has them (gemmWeight, which widens 16-bit rows while packing its
+// panels), else one BLAS call for a contiguous float32 weight, or BLAS
+// calls on blocks of rows widened into scratch (linearBlocks).
 func linear(dst []float32, x []float32, n, in int, w Weight, out int, b []float32) {
 	if n == 0 {
 		return
@@ -182,49 +192,52 @@ func linear(dst []float32, x []float32, n, in int, w Weight, out int, b []float3
 	if w.Rows != out || w.Cols != in {
 		panic(fmt.Sprintf("model: linear with a [%d, %d] weight for %d inputs and %d outputs", w.Rows, w.Cols, in, out))
 	}
-	// Split the rows across goroutines when there is enough work; each
-	// part is one matrix product.
-	if parts := min(runtime.GOMAXPROCS(0), n/16); parts > 1 && n*in*out > 1<<20 {
-		var wg sync.WaitGroup
-		for p := 0; p < parts; p++ {
-			lo, hi := p*n/parts, (p+1)*n/parts
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				linearRows(dst[lo*out:hi*out], x[lo*in:hi*in], hi-lo, in, &w, out, b)
-			}()
-		}
-		wg.Wait()
-		return
+	parts := min(runtime.GOMAXPROCS(0), n/16)
+	if parts < 1 || n*in*out <= 1<<20 {
+		parts = 1
 	}
-	linearRows(dst, x, n, in, &w, out, b)
-}
-
-// linearRows is linear in one matrix product: on the blocked AVX-512
-// kernels where the build has them (gemmWeight, which widens 16-bit rows
-// while packing its panels), else one BLAS call for a contiguous float32
-// weight, or BLAS calls on blocks of rows widened into scratch
-// (linearBlocks).
-func linearRows(dst []float32, x []float32, n, in int, w *Weight, out int, b []float32) {
-	switch {
-	case gemmWeight != nil:
-		gemmWeight(n, x, w, dst)
-	case w.DType == "F32" && w.contiguous():
-		blas32.Gemm(blas.NoTrans, blas.Trans, 1,
-			blas32.General{Rows: n, Cols: in, Stride: in, Data: x[:n*in]},
-			blas32.General{Rows: out, Cols: in, Stride: in, Data: w.F32[:out*in]},
-			0, blas32.General{Rows: n, Cols: out, Stride: out, Data: dst[:n*out]})
-	default:
-		linearBlocks(dst, x, n, w)
+	if gemmWeight == nil && (w.DType != "F32" || !w.contiguous()) {
+		linearBlocks(dst, x, n, &w, parts)
+	} else {
+		eachPart(n, parts, func(lo, hi int) {
+			if gemmWeight != nil {
+				gemmWeight(hi-lo, x[lo*in:hi*in], &w, dst[lo*out:hi*out])
+				return
+			}
+			blas32.Gemm(blas.NoTrans, blas.Trans, 1,
+				blas32.General{Rows: hi - lo, Cols: in, Stride: in, Data: x[lo*in : hi*in]},
+				blas32.General{Rows: out, Cols: in, Stride: in, Data: w.F32[:out*in]},
+				0, blas32.General{Rows: hi - lo, Cols: out, Stride: out, Data: dst[lo*out : hi*out]})
+		})
 	}
 	if b != nil {
-		for r := 0; r < n; r++ {
-			row := dst[r*out : (r+1)*out]
-			for i, v := range b {
-				row[i] += v
+		eachPart(n, parts, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				row := dst[r*out : (r+1)*out]
+				for i, v := range b {
+					row[i] += v
+				}
 			}
-		}
+		})
 	}
+}
+
+// eachPart calls fn(lo, hi) for the parts [p·n/parts, (p+1)·n/parts) of
+// [0, n), each on its own goroutine when parts > 1.
+func eachPart(n, parts int, fn func(lo, hi int)) {
+	if parts == 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := 0; p < parts; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(p*n/parts, (p+1)*n/parts)
+		}()
+	}
+	wg.Wait()
 }
 
 // gemmWeight, where the build has it (the AVX-512 kernels of the pure-Go
@@ -233,40 +246,46 @@ func linearRows(dst []float32, x []float32, n, in int, w *Weight, out int, b []f
 // product of the widened weights (bit for bit).
 var gemmWeight func(n int, x []float32, w *Weight, dst []float32)
 
-// blockRows is the number of weight rows linearBlocks widens per BLAS call
-// (the last block takes the remainder, up to 2·blockRows−1 rows): 256 rows
-// of a 4096-wide matrix are 4 MiB of float32 scratch. Blocks of at least
-// 256 rows keep gonum's Sgemm on its blocked, parallel path (4 or more
-// blocks of 64 rows), whose sums do not depend on the split.
-const blockRows = 256
+// widenBlock is the number of values linearBlocks widens per block (8 MiB
+// of float32 scratch), in blocks of at least minBlock rows: the BLAS packs
+// x once per call, so that each block should be tall (2048 rows of a
+// 1024-wide matrix, 512 of a 4096-wide one).
+const (
+	widenBlock = 1 << 21
+	minBlock   = 256
+)
 
 // widenScratch holds one goroutine's widened weight block.
 var widenScratch = sync.Pool{New: func() any { return new([]float32) }}
 
-// linearBlocks sets dst[n, w.Rows] = x[n, w.Cols]·wᵀ with one BLAS call per
-// block of blockRows rows of w, widened (or, for float32 rows in runs,
-// gathered) into scratch: what the OpenBLAS build and CPUs without AVX-512
-// run for weights that are not contiguous float32.
-func linearBlocks(dst, x []float32, n int, w *Weight) {
+// linearBlocks sets dst[n, w.Rows] = x[n, w.Cols]·wᵀ block by block of
+// rows of w: each block is widened (or, for float32 rows in runs,
+// gathered) into scratch once, its rows split across the parts, then each
+// part of the rows of x is multiplied by it in one BLAS call — the calls
+// the float32 path makes, on a block of the weight's rows. What the
+// OpenBLAS build and CPUs without AVX-512 run for weights that are not
+// contiguous float32.
+func linearBlocks(dst, x []float32, n int, w *Weight, parts int) {
 	in, out := w.Cols, w.Rows
+	rows := min(out, max(minBlock, widenBlock/max(in, 1)/minBlock*minBlock))
 	buf := widenScratch.Get().(*[]float32)
 	defer widenScratch.Put(buf)
-	if need := min(2*blockRows-1, out) * in; cap(*buf) < need {
-		*buf = make([]float32, need)
+	if cap(*buf) < rows*in {
+		*buf = make([]float32, rows*in)
 	}
-	xs := blas32.General{Rows: n, Cols: in, Stride: in, Data: x[:n*in]}
-	for o0 := 0; o0 < out; {
-		m := blockRows
-		if out-o0 < 2*blockRows {
-			m = out - o0
-		}
+	for o0 := 0; o0 < out; o0 += rows {
+		m := min(rows, out-o0)
 		ws := (*buf)[:m*in]
-		for r := 0; r < m; r++ {
-			w.widenRow(ws[r*in:], o0+r)
-		}
-		blas32.Gemm(blas.NoTrans, blas.Trans, 1, xs,
-			blas32.General{Rows: m, Cols: in, Stride: in, Data: ws},
-			0, blas32.General{Rows: n, Cols: m, Stride: out, Data: dst[o0:]})
-		o0 += m
+		eachPart(m, min(parts, m), func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				w.widenRow(ws[r*in:], o0+r)
+			}
+		})
+		eachPart(n, parts, func(lo, hi int) {
+			blas32.Gemm(blas.NoTrans, blas.Trans, 1,
+				blas32.General{Rows: hi - lo, Cols: in, Stride: in, Data: x[lo*in : hi*in]},
+				blas32.General{Rows: m, Cols: in, Stride: in, Data: ws},
+				0, blas32.General{Rows: hi - lo, Cols: m, Stride: out, Data: dst[lo*out+o0:]})
+		})
 	}
 }

@@ -56,8 +56,8 @@ func TestBenchCommand(t *testing.T) {
 		if len(fields) != 8 {
 			t.Errorf("bench %v: %d fields, want 8: %s", args, len(fields), out)
 		}
-		if want := float64(4*m.Parameters) / (1 << 20); fields["weight_mib"] != want {
-			t.Errorf("bench %v: weight_mib = %v, want 4 bytes × %d parameters = %v", args, fields["weight_mib"], m.Parameters, want)
+		if want := float64(4*m.Parameters) / (1 << 20); fields["weight_mib"] != want || m.WeightBytes != 4*m.Parameters {
+			t.Errorf("bench %v: weight_mib = %v (WeightBytes %d), want 4 bytes × %d float32 parameters = %v", args, fields["weight_mib"], m.WeightBytes, m.Parameters, want)
 		}
 		if math.Abs(fields["tokens_per_s"]*fields["seconds"]-70) > 1e-6*70 {
 			t.Errorf("bench %v: tokens_per_s·seconds = %v, want 70", args, fields["tokens_per_s"]*fields["seconds"])
