@@ -15,10 +15,10 @@ import (
 // TestComputeBF16Sweep: a sweep with --compute bf16 records the arithmetic
 // in its manifest (model.compute_dtype, sweep.compute, the pass keys) and
 // the deviation of the first pass's first --deviation-tokens tokens from
-// float32 (logits and every diagnostic column, nonzero for the logits),
-// (the columns its options compute) and prints it beside its tables; a
-// float32 sweep into the same folder
-// refuses the bf16 pass files, naming the field; a float32 sweep records
+// float32 (logits and every diagnostic column its options compute,
+// nonzero for the logits), and prints it beside its tables; a float32
+// sweep into the same folder is refused naming --compute, and with --force
+// refuses the bf16 pass files naming the field; a float32 sweep records
 // no deviation; a bad --compute or --deviation-tokens is refused by name.
 func TestComputeBF16Sweep(t *testing.T) {
 	modelDir, idsFile := sweepFixture(t)
@@ -52,8 +52,13 @@ func TestComputeBF16Sweep(t *testing.T) {
 	}
 	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100,200", "--samples", "1",
 		"--out", out, "--bootstrap", "0")
+	if code != 1 || !strings.Contains(errs, "--compute f32 here, bf16 in the folder") {
+		t.Errorf("a float32 sweep into a bf16 sweep's folder: exit %d, %q", code, errs)
+	}
+	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100,200", "--samples", "1",
+		"--out", out, "--bootstrap", "0", "--force")
 	if code != 1 || !strings.Contains(errs, "compute (absent here, \"bf16\" in the file)") {
-		t.Errorf("a float32 sweep over bf16 pass files: exit %d, %q", code, errs)
+		t.Errorf("a float32 sweep over bf16 pass files (--force): exit %d, %q", code, errs)
 	}
 	out32 := filepath.Join(t.TempDir(), "out")
 	if code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100", "--samples", "1",

@@ -171,6 +171,12 @@ var planFields = []planField{
 	{"sweep.bucket", "--bucket", func(m *analysis.Manifest) any { return m.Sweep.Bucket }},
 	{"sweep.last_frac", "--last-frac", func(m *analysis.Manifest) any { return m.Sweep.LastFrac }},
 	{"sweep.bos_frac", "--bos-frac", func(m *analysis.Manifest) any { return m.Sweep.BOSFrac }},
+	{"sweep.compute", "--compute", func(m *analysis.Manifest) any {
+		if m.Sweep.Compute == "" {
+			return model.ComputeF32 // omitted for f32
+		}
+		return m.Sweep.Compute
+	}},
 	{"sweep.probe.lambda_form", "--lambda-form", func(m *analysis.Manifest) any { return m.Sweep.Probe.Form }},
 	{"sweep.probe.nu", "--nu", func(m *analysis.Manifest) any { return m.Sweep.Probe.Nu }},
 	{"sweep.probe.sigma02", "--sigma02", func(m *analysis.Manifest) any { return m.Sweep.Probe.Sigma02 }},
@@ -404,6 +410,9 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
+	if m.Compute == model.ComputeBF16 {
+		opts.Compute = m.Compute // as Sweep.Run records it
+	}
 	if !*force {
 		plan := &analysis.Manifest{Model: info, Source: src, Sweep: opts, Analysis: agg, Shard: sh}
 		if plan.Sweep.Probe, err = opts.Probe.Resolve(cfg.DHead); err != nil {
