@@ -21,28 +21,30 @@ import (
 	"github.com/filterlens/probe/hooks"
 )
 
-// Layer holds one transformer block's weights, all [out, in] row-major
-// (nn.Linear layout). Nil biases and norms are absent in the architecture.
+// Layer holds one transformer block's weights: the matrices [out, in]
+// row-major (nn.Linear layout) in their stored dtype (Weight; the zero
+// Weight is absent), each followed by its bias, and the norm weights. Nil
+// biases and norms are absent in the architecture.
 type Layer struct {
 	Norm1W, Norm1B []float32 // pre-attention norm (B only for LayerNorm)
 	Wq             Weight    // [H·dh, D]
-	Bq             []float32
-	Wk             Weight // [KV·dh, D]
-	Bk             []float32
-	Wv             Weight // [KV·dh, D]
-	Bv             []float32
+	Bq             []float32 // [H·dh]
+	Wk             Weight    // [KV·dh, D]
+	Bk             []float32 // [KV·dh]
+	Wv             Weight    // [KV·dh, D]
+	Bv             []float32 // [KV·dh]
 	Wg             Weight    // output-gate logits [H·g, D], g = 1 or dh (gated models)
-	Bg             []float32 //
+	Bg             []float32 // [H·g]
 	QNorm, KNorm   []float32 // per-head RMSNorm weights [dh] (QK-norm)
 	Wo             Weight    // [D, H·dh]
-	Bo             []float32
+	Bo             []float32 // [D]
 	Norm2W, Norm2B []float32 // pre-MLP norm
 	WGate          Weight    // SwiGLU gate projection [F, D] (absent for GPT-2)
-	BGate          []float32
-	WUp            Weight // [F, D]
-	BUp            []float32
-	WDown          Weight // [D, F]
-	BDown          []float32
+	BGate          []float32 // [F]
+	WUp            Weight    // [F, D]
+	BUp            []float32 // [F]
+	WDown          Weight    // [D, F]
+	BDown          []float32 // [D]
 
 	// mixer, when set, replaces the layer's softmax attention (the fields
 	// from Wq to Wo are then unused; see tokenMixer).
