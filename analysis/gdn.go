@@ -79,6 +79,10 @@ type GDNManifest struct {
 	PassSeconds []float64         `json:"pass_seconds"`
 	CLIOptions  []Option          `json:"options,omitempty"`
 	Tables      []string          `json:"tables,omitempty"`
+	// Deviation, for a model run in bf16 arithmetic, is how far its logits
+	// and diagnostics lie from float32 on the first tokens of the first
+	// chunk (streamDeviation).
+	Deviation *Deviation `json:"compute_deviation,omitempty"`
 }
 
 // GDNManifestName is the manifest's file name in a gdn run's folder.
@@ -98,6 +102,10 @@ type GDNRun struct {
 	Threads    int
 	CLIOptions []Option
 	Args       []string
+	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
+	// DeviationTokens tokens of the first chunk also run in float32
+	// (Manifest.Deviation; 0: not measured).
+	DeviationTokens int
 }
 
 // Run runs the passes and writes the table and the manifest; on a failure
@@ -156,6 +164,9 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	man := &GDNManifest{Kind: "gdn", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: r.Args,
 		Model: info, Layers: layers, Source: r.Source, Options: *o, Conventions: gdnConventions(), Chunks: chunks,
 		Threads: r.Threads, CLIOptions: r.CLIOptions}
+	if man.Deviation, err = streamDeviation(m, r.Stream, chunks, r.DeviationTokens, o.AllowExtrapolation, r.Threads); err != nil {
+		return nil, nil, err
+	}
 	fail := func(err error) (*GDNManifest, []GDNRow, error) {
 		man.Error = err.Error()
 		man.Seconds = time.Since(start).Seconds()

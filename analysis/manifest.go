@@ -80,6 +80,14 @@ type ModelInfo struct {
 	Hub *checkpoint.HubModel `json:"hub,omitempty"`
 }
 
+// ComputeDescription is ModelInfo.Compute for a model's arithmetic.
+func ComputeDescription(c model.Compute) string {
+	if c == model.ComputeBF16 {
+		return "bf16 matrix products (activations rounded to bf16, bf16 weights, float32 sums; model.Compute), attention and the rest float32 (float64 accumulation of norms, softmax sums and diagnostics)"
+	}
+	return "float32 (float64 accumulation of norms, softmax sums and diagnostics)"
+}
+
 // Shape returns the model's shape for aggregation.
 func (m ModelInfo) Shape() Shape {
 	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != "", Measured: m.MeasuredLayers,
@@ -111,7 +119,7 @@ func DescribeModel(m *model.Model) (ModelInfo, error) {
 	info := ModelInfo{Dir: m.Dir, Arch: string(m.Arch), ModelType: m.ModelType, Layers: m.Config.Layers,
 		MeasuredLayers: measuredLayers(&m.Config), Windows: slidingWindows(&m.Config),
 		DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
-		Gate: string(m.Gate), DTypes: m.DTypes, Compute: "float32 (float64 accumulation of norms, softmax sums and diagnostics)",
+		Gate: string(m.Gate), DTypes: m.DTypes, Compute: ComputeDescription(m.Compute),
 		Parameters: m.Parameters}
 	files := []string{filepath.Join(m.Dir, "config.json")}
 	for _, f := range m.Files {
@@ -268,6 +276,10 @@ type Manifest struct {
 	Tables     []string `json:"tables,omitempty"`
 	// MergedFrom lists the folders probe merge combined.
 	MergedFrom []string `json:"merged_from,omitempty"`
+	// Deviation, for a sweep in bf16 arithmetic, is how far its logits
+	// and diagnostics lie from the float32 pass on the first tokens of the
+	// first pass (SweepOptions.DeviationTokens).
+	Deviation *Deviation `json:"compute_deviation,omitempty"`
 }
 
 // conventions describes the fixed readings of a sweep for its manifest.
@@ -332,9 +344,20 @@ func keyDiff(a, b PassKey) []string {
 	flattenJSON(fa, "", a)
 	flattenJSON(fb, "", b)
 	var diff []string
+	show := func(m map[string]string, k string) string {
+		if v, ok := m[k]; ok {
+			return v
+		}
+		return "absent" // a field omitted when empty (compute for f32)
+	}
 	for k, v := range fa {
-		if v != fb[k] {
-			diff = append(diff, fmt.Sprintf("%s (%s here, %s in the file)", k, v, fb[k]))
+		if w, ok := fb[k]; !ok || v != w {
+			diff = append(diff, fmt.Sprintf("%s (%s here, %s in the file)", k, v, show(fb, k)))
+		}
+	}
+	for k := range fb {
+		if _, ok := fa[k]; !ok {
+			diff = append(diff, fmt.Sprintf("%s (%s here, %s in the file)", k, show(fa, k), fb[k]))
 		}
 	}
 	sort.Strings(diff)

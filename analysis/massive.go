@@ -93,6 +93,10 @@ type MassiveManifest struct {
 	Seconds     float64           `json:"total_seconds"`
 	CLIOptions  []Option          `json:"options,omitempty"`
 	Tables      []string          `json:"tables,omitempty"`
+	// Deviation, for a model run in bf16 arithmetic, is how far its logits
+	// and diagnostics lie from float32 on the first tokens of the first
+	// chunk (streamDeviation).
+	Deviation *Deviation `json:"compute_deviation,omitempty"`
 }
 
 // MassiveManifestName is the manifest's file name in a massive run's folder.
@@ -110,6 +114,10 @@ type MassiveRun struct {
 	Threads    int
 	CLIOptions []Option
 	Args       []string
+	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
+	// DeviationTokens tokens of the first chunk also run in float32
+	// (Manifest.Deviation; 0: not measured).
+	DeviationTokens int
 }
 
 // Run runs the passes and writes massive_top, massive_ppl and the manifest.
@@ -173,6 +181,9 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 	man := &MassiveManifest{Kind: "massive", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: r.Args,
 		Model: info, Source: r.Source, Options: *o, Conventions: massiveConventions(), Chunks: chunks, Threads: r.Threads,
 		CLIOptions: r.CLIOptions}
+	if man.Deviation, err = streamDeviation(m, r.Stream, chunks, r.DeviationTokens, o.AllowExtrapolation, r.Threads); err != nil {
+		return nil, nil, nil, err
+	}
 	fail := func(err error) (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, error) {
 		man.Error = err.Error()
 		man.Seconds = time.Since(start).Seconds()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
 
@@ -193,6 +194,15 @@ type SweepOptions struct {
 	OnNonFinite string `json:"on_nonfinite"`
 	// Probe are the per-row diagnostic options.
 	Probe ProbeOptions `json:"probe"`
+	// Compute is the arithmetic of the passes' matrix products, the
+	// model's (model.Compute; omitted for f32, so that f32 pass keys are
+	// those of earlier releases).
+	Compute model.Compute `json:"compute,omitempty"`
+	// DeviationTokens: with Compute bf16, the first DeviationTokens tokens
+	// of the first pass also run in float32, and Manifest.Deviation records
+	// how far the bf16 logits and diagnostics lie from them (0: not
+	// measured; DefaultDeviationTokens).
+	DeviationTokens int `json:"deviation_tokens,omitempty"`
 }
 
 // DefaultSweepOptions returns the defaults (lengths and samples excepted).

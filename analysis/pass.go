@@ -15,6 +15,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
 
@@ -150,6 +151,8 @@ type PassKey struct {
 	// BOS mass aggregates can leave the queries without position 0 out
 	// exactly (absent for a model without sliding windows).
 	Cuts []int `json:"window_cuts,omitempty"`
+	// Compute is SweepOptions.Compute (omitted for f32).
+	Compute model.Compute `json:"compute,omitempty"`
 }
 
 // windowCuts returns the distinct positive sliding windows of windows,

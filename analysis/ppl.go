@@ -340,6 +340,10 @@ type PPLModel struct {
 	Loading     float64            `json:"loading_seconds"`
 	Hashing     float64            `json:"hashing_seconds"`
 	Notes       []string           `json:"notes,omitempty"`
+	// Deviation, for a model run in bf16 arithmetic, is how far its
+	// logits and diagnostics lie from the float32 pass on the first
+	// PPLRun.DeviationTokens tokens of the first evaluation chunk.
+	Deviation *Deviation `json:"compute_deviation,omitempty"`
 }
 
 // PPLManifest is a perplexity run's record (ppl_manifest.json).
@@ -408,6 +412,10 @@ type PPLRun struct {
 	CLIOptions []Option
 	Args       []string
 	Progress   func(PPLProgress)
+	// DeviationTokens: for models loaded with Compute bf16, the first
+	// DeviationTokens tokens of the first evaluation chunk also run in
+	// float32 (PPLModel.Deviation; 0: not measured).
+	DeviationTokens int
 }
 
 // pplPlan is one model's passes.
@@ -552,6 +560,13 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			rec.Info.Hub = r.Hubs[pi]
 		}
 		rec.Hashing = time.Since(t0).Seconds()
+		if n := r.DeviationTokens; n > 0 && m.Compute == model.ComputeBF16 && len(eval) > 0 {
+			c := eval[0]
+			ids := r.Stream[c.Start : c.Start+min(n, c.T)]
+			if rec.Deviation, err = MeasureDeviation(m, [][]int{ids}, m.Compute, probes.CollectorOptions{}, len(ids) > m.MaxPos, r.Threads); err != nil {
+				return fail(fmt.Errorf("%s: %w", p.dir, err))
+			}
+		}
 		rec.Gated = m.LearnedGate()
 		pr.Layers = m.Config.Layers
 

@@ -237,6 +237,12 @@ func (s *Sweep) prepare() (*Manifest, []Chunk, error) {
 		s.Threads = runtime.GOMAXPROCS(0)
 	}
 	cfg := &s.Model.Config
+	s.Options.Compute = ""
+	if s.Model.Compute == model.ComputeBF16 {
+		s.Options.Compute = model.ComputeBF16
+	} else {
+		s.Options.DeviationTokens = 0
+	}
 	if err := s.Options.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
 		return nil, nil, err
 	}
@@ -268,6 +274,15 @@ func (s *Sweep) prepare() (*Manifest, []Chunk, error) {
 		Model: s.Info, Source: s.Source, Sweep: s.Options, Analysis: s.Agg, Conventions: conventions(s.Options, s.Agg),
 		Chunks: chunks, Threads: s.Threads, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
 		Timings: s.Timings, Options: s.CLIOptions, Passes: []PassRecord{}}
+	if n := s.Options.DeviationTokens; n > 0 && len(chunks) > 0 {
+		ids := s.passIDs(chunks[0])
+		copts, _ := s.Options.Probe.collector()
+		d, err := MeasureDeviation(s.Model, [][]int{ids[:min(n, len(ids))]}, s.Options.Compute, copts, s.Options.AllowExtrapolation, s.Threads)
+		if err != nil {
+			return nil, nil, err
+		}
+		man.Deviation = d
+	}
 	return man, chunks, nil
 }
 
@@ -283,7 +298,8 @@ func (s *Sweep) passIDs(c Chunk) []int {
 // expectedKey is the key of chunk c without its token digest.
 func expectedKey(info ModelInfo, o SweepOptions, c Chunk) PassKey {
 	return PassKey{Format: formatVersion, Model: info.Digest, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
-		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe, Cuts: windowCuts(info.Windows)}
+		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe,
+		Cuts: windowCuts(info.Windows), Compute: o.Compute}
 }
 
 func (s *Sweep) key(c Chunk) PassKey {

@@ -105,6 +105,10 @@ type SinksManifest struct {
 	PassSeconds []float64         `json:"pass_seconds"`
 	CLIOptions  []Option          `json:"options,omitempty"`
 	Tables      []string          `json:"tables,omitempty"`
+	// Deviation, for a model run in bf16 arithmetic, is how far its logits
+	// and diagnostics lie from float32 on the first tokens of the first
+	// chunk (streamDeviation).
+	Deviation *Deviation `json:"compute_deviation,omitempty"`
 }
 
 // SinksManifestName is the manifest's file name in a sinks run's folder.
@@ -122,6 +126,10 @@ type SinksRun struct {
 	Threads    int
 	CLIOptions []Option
 	Args       []string
+	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
+	// DeviationTokens tokens of the first chunk also run in float32
+	// (Manifest.Deviation; 0: not measured).
+	DeviationTokens int
 }
 
 // LayerWindows returns each layer's sliding window (0: none) from c's
@@ -175,6 +183,9 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	man := &SinksManifest{Kind: "sinks", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: r.Args,
 		Model: info, Layers: layers, Windows: windows, Source: r.Source, Options: *o, Conventions: sinksConventions(),
 		Chunks: chunks, Threads: r.Threads, CLIOptions: r.CLIOptions}
+	if man.Deviation, err = streamDeviation(m, r.Stream, chunks, r.DeviationTokens, o.AllowExtrapolation, r.Threads); err != nil {
+		return nil, nil, nil, err
+	}
 	if len(layers) < c.Layers {
 		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet layers (see probe gdn)", layers))
 	}

@@ -441,13 +441,13 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 	}
 
 	mixed := make([]float32, n*C)
-	linear(mixed, x, n, D, w.QKV, C, nil)
+	linearAs(opt.Compute, mixed, x, n, D, w.QKV, C, nil)
 	z := make([]float32, n*Hv*Dv)
-	linear(z, x, n, D, w.Z, Hv*Dv, nil)
+	linearAs(opt.Compute, z, x, n, D, w.Z, Hv*Dv, nil)
 	beta := make([]float32, n*Hv)
-	linear(beta, x, n, D, w.B, Hv, nil)
+	linearAs(opt.Compute, beta, x, n, D, w.B, Hv, nil)
 	g := make([]float32, n*Hv)
-	linear(g, x, n, D, w.A, Hv, nil)
+	linearAs(opt.Compute, g, x, n, D, w.A, Hv, nil)
 	conv := make([]float32, n*C)
 	for b := 0; b < B; b++ {
 		causalConv1dSiLU(conv[b*T*C:(b+1)*T*C], mixed[b*T*C:(b+1)*T*C], T, C, w.Conv, w.K)
@@ -531,7 +531,7 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 			}
 		}
 	}
-	linear(out, y, n, Hv*Dv, w.Out, D, nil)
+	linearAs(opt.Compute, out, y, n, Hv*Dv, w.Out, D, nil)
 	return nil
 }
 

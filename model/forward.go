@@ -20,6 +20,12 @@ func (m *Model) Forward(ids [][]int, opt Options) (*Output, error) {
 	if err := m.checkHooks(opt.Hooks); err != nil {
 		return nil, err
 	}
+	if opt.Compute == "" {
+		opt.Compute = m.Compute
+	}
+	if err := m.checkCompute(opt.Compute); err != nil {
+		return nil, err
+	}
 	return m.pass(ids, opt)
 }
 
@@ -110,14 +116,14 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			}
 		} else {
 			// q, k, v projections (and the gate logits of gated models)
-			linear(q, h, n, D, L.Wq, H*dh, L.Bq)
-			linear(k, h, n, D, L.Wk, KV*dh, L.Bk)
-			linear(v, h, n, D, L.Wv, KV*dh, L.Bv)
+			linearAs(opt.Compute, q, h, n, D, L.Wq, H*dh, L.Bq)
+			linearAs(opt.Compute, k, h, n, D, L.Wk, KV*dh, L.Bk)
+			linearAs(opt.Compute, v, h, n, D, L.Wv, KV*dh, L.Bv)
 			run(hooks.AttnQ, l, q, B, T, H, dh)
 			run(hooks.AttnK, l, k, B, T, KV, dh)
 			run(hooks.AttnV, l, v, B, T, KV, dh)
 			if gate != nil {
-				linear(gate, h, n, D, L.Wg, H*gp, L.Bg)
+				linearAs(opt.Compute, gate, h, n, D, L.Wg, H*gp, L.Bg)
 				for i, g := range gate {
 					gate[i] = sigmoid(g)
 				}
@@ -191,7 +197,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			}
 
 			// o_proj, residual connection
-			linear(out, z, n, H*dh, L.Wo, D, L.Bo)
+			linearAs(opt.Compute, out, z, n, H*dh, L.Wo, D, L.Bo)
 		}
 		if L.PostNorm1W != nil {
 			rmsNorm(out, out, D, L.PostNorm1W, c.NormEps) // Gemma's post-attention norm
@@ -207,7 +213,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		// MLP norm, MLP, residual connection
 		m.norm(h, x, L.Norm2W, L.Norm2B)
 		run(hooks.LN2Normalized, l, h, B, T, D)
-		mlpBlock(out, h, a1, a2, L, c.Act, c.NormEps, B, T, D, F, run, l)
+		mlpBlock(out, h, a1, a2, L, c.Act, c.NormEps, B, T, D, F, opt.Compute, run, l)
 		addTo(x, out)
 		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
@@ -342,24 +348,25 @@ type hookRun func(point string, l int, x []float32, shape ...int)
 // fc/proj) for the n = B·T rows of h [n, D] into out [n, D], followed by
 // the RMSNorm of weight L.PostNorm2W and epsilon eps where the layer has
 // one (Gemma), with the hooks mlp.hook_pre, mlp.hook_post and hook_mlp_out
-// of layer l; a1 and a2 are [n, F] scratch.
-func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, eps float64, B, T, D, F int, run hookRun, l int) {
+// of layer l, products in the arithmetic cmp; a1 and a2 are [n, F]
+// scratch.
+func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, eps float64, B, T, D, F int, cmp Compute, run hookRun, l int) {
 	n := B * T
 	if L.WGate.present() {
-		linear(a1, h, n, D, L.WGate, F, L.BGate)
+		linearAs(cmp, a1, h, n, D, L.WGate, F, L.BGate)
 		run(hooks.MLPPre, l, a1, B, T, F)
-		linear(a2, h, n, D, L.WUp, F, L.BUp)
+		linearAs(cmp, a2, h, n, D, L.WUp, F, L.BUp)
 		swiglu(a1, a2, act) // act(a1)·a2, in parallel on SIMD kernels
 	} else {
 		fn := activations[act]
-		linear(a1, h, n, D, L.WUp, F, L.BUp)
+		linearAs(cmp, a1, h, n, D, L.WUp, F, L.BUp)
 		run(hooks.MLPPre, l, a1, B, T, F)
 		for i, g := range a1 {
 			a1[i] = fn(g)
 		}
 	}
 	run(hooks.MLPPost, l, a1, B, T, F)
-	linear(out, a1, n, F, L.WDown, D, L.BDown)
+	linearAs(cmp, out, a1, n, F, L.WDown, D, L.BDown)
 	if L.PostNorm2W != nil {
 		rmsNorm(out, out, D, L.PostNorm2W, eps)
 	}
@@ -384,7 +391,7 @@ func (m *Model) logits(h []float32, B, T int, opt Options, run hookRun) *Output 
 	if opt.Logits || opt.Hooks.Has(hooks.Logits) {
 		n := B * T
 		res.Logits = make([]float32, n*c.Vocab)
-		linear(res.Logits, h, n, c.DModel, m.Head, c.Vocab, nil)
+		linearAs(opt.Compute, res.Logits, h, n, c.DModel, m.Head, c.Vocab, nil)
 		if c.FinalSoftcap > 0 {
 			softcap(res.Logits, float32(c.FinalSoftcap)) // Gemma's final logit soft-cap
 		}

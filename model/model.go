@@ -3,7 +3,8 @@
 // is a named hook point (package hooks).
 //
 // All computation is float32 with float64 accumulation for long sums (norms,
-// softmax normalizers). The weight matrices stay in their stored dtype (F32,
+// softmax normalizers), except the matrix products of a pass in bf16
+// arithmetic (Compute). The weight matrices stay in their stored dtype (F32,
 // BF16 or F16, see Weight), memory-mapped from the checkpoint, and are
 // widened inside the matrix products; small vectors (norms, biases) are
 // widened to float32 on load.
@@ -69,6 +70,10 @@ type Model struct {
 	Files      []string // files the weights came from
 	DTypes     []string // stored dtypes of the weights
 	Parameters int64    // stored parameter count (tied head counted once)
+	// Compute is LoadOptions.Compute: the arithmetic of passes whose
+	// Options.Compute is empty; with bf16, Load rounded the F32 and F16
+	// weight matrices to bfloat16.
+	Compute Compute
 	// WeightBytes is the memory the parameters take as the model holds
 	// them: 2 bytes per BF16 or F16 value kept as stored (the matrices of
 	// the families that keep them, see Weight), 4 per value held as
@@ -95,6 +100,16 @@ type LoadOptions struct {
 	// AllowUnexpected accepts tensors the architecture does not use
 	// (they are listed in the error otherwise).
 	AllowUnexpected bool
+	// Compute is the arithmetic of the model's passes (Model.Compute,
+	// Options.Compute): f32 (the default, also for "") or bf16. With bf16,
+	// Load rounds the F32 and F16 weight matrices (Weight) to bfloat16
+	// once, here: they are
+	// then held as BF16 bits on the heap, 2 bytes per value, and the
+	// stored float32 values are not read again (float32 passes of such a
+	// model multiply the rounded weights). BF16 weights stay as mapped.
+	// Norms and biases stay float32. The default, f32, keeps the weights
+	// as stored.
+	Compute Compute
 }
 
 // Load reads config.json and the weights of a checkpoint directory.
@@ -110,6 +125,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	defer ck.Close()
 	m := &Model{Config: *cfg, Dir: dir, Format: ck.Format(), Files: ck.Files(), points: &hookPoints{}}
 	ld := newLoader(ck, dir)
+	ld.bf16 = opt.Compute == ComputeBF16
 	f, err := familyOf(cfg.Arch)
 	if err != nil {
 		return nil, fmt.Errorf("model: %s: %w", dir, err)
@@ -120,6 +136,10 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	m.DTypes, m.Parameters, m.WeightBytes = ld.dtypes(), ld.params, ld.bytes
+	if err := m.checkCompute(opt.Compute); err != nil {
+		return nil, err
+	}
+	m.Compute = opt.Compute
 	return m, nil
 }
 
@@ -142,6 +162,9 @@ type loader struct {
 	// stopped is set when standIn stopped the loading: the tensors not
 	// reached are then not reported as unexpected.
 	stopped bool
+	// bf16: weight rounds F32 and F16 matrices to bfloat16
+	// (LoadOptions.Compute bf16).
+	bf16 bool
 }
 
 // maxStandIn bounds the zero elements a loader hands out in place of
@@ -235,7 +258,12 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 	}
 	info, ok := ld.ck.Info(name)
 	if !ok || !equalShape(info.Shape, []int{rows, cols}) || (info.DType != "BF16" && info.DType != "F16") {
-		return f32Weight(ld.get(name, rows, cols), cols)
+		w := f32Weight(ld.get(name, rows, cols), cols)
+		if ld.bf16 && ok {
+			w = w.roundedBF16()
+			ld.bytes -= 2 * int64(len(w.Bits)) // held in 2 bytes, not get's 4
+		}
+		return w
 	}
 	ld.used[name] = true
 	bits, err := ld.ck.Uint16View(name)
@@ -246,7 +274,11 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 	ld.types[info.DType] = true
 	ld.params += int64(len(bits))
 	ld.bytes += 2 * int64(len(bits))
-	return Weight{Rows: rows, Cols: cols, DType: info.DType, Bits: bits}
+	w := Weight{Rows: rows, Cols: cols, DType: info.DType, Bits: bits}
+	if ld.bf16 {
+		w = w.roundedBF16()
+	}
+	return w
 }
 
 // weight32 is weight widened to float32 on load: the research families
@@ -355,6 +387,10 @@ type Options struct {
 	TileRows int
 	// Threads is the number of attention workers (default GOMAXPROCS).
 	Threads int
+	// Compute is the arithmetic of the pass's matrix products, f32 or
+	// bf16 (see Compute); "" is the model's (LoadOptions.Compute, default
+	// f32).
+	Compute Compute
 }
 
 // Output holds what a forward pass returns beyond its hooks.

@@ -522,7 +522,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 		// Feed-forward: ffn.2(ReLU(ffn.0(norm2(x)))), residual.
 		layerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
 		run(hooks.LN2Normalized, l, h, B, T, D)
-		mlpBlock(out, h, a1, nil, L, c.Act, c.NormEps, B, T, D, F, run, l) // Act "relu"
+		mlpBlock(out, h, a1, nil, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, run, l) // Act "relu"
 		addTo(x, out)
 		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {

@@ -392,7 +392,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			l2Normalize(u, D, norms[:n])
 		}
 		run(hooks.LN2Normalized, l, u, B, T, D)
-		mlpBlock(out, u, g, a, L, c.Act, c.NormEps, B, T, D, F, run, l)
+		mlpBlock(out, u, g, a, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, run, l)
 		addTo(x, out)
 		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {

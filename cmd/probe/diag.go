@@ -81,8 +81,8 @@ func cmdDiag(args []string, w io.Writer) error {
 		return fmt.Errorf("--kernel %q: want %s or %s", *kernel, probes.MatrixKernel, probes.RowKernel)
 	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
-	col, err := probes.NewCollector(B, c.Layers, c.Heads, T, c.ValueDim(),
-		probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k})
+	copts := probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k}
+	col, err := probes.NewCollector(B, c.Layers, c.Heads, T, c.ValueDim(), copts)
 	if err != nil {
 		return err
 	}
@@ -148,6 +148,10 @@ func cmdDiag(args []string, w io.Writer) error {
 		len(layers), c.Heads, T, *out)
 	if len(layers) < c.Layers {
 		fmt.Fprintf(w, "measured the softmax layers %v; the others are Gated DeltaNet layers, which have no softmax rows\n", layers)
+	}
+	copts.ContinueOnNonFinite = false
+	if _, err := mf.deviation(w, m, ids, copts, *allowExt, *threads); err != nil {
+		return err
 	}
 	if nf, ok := col.FirstNonFinite(); ok {
 		fmt.Fprintf(w, "flagged: %d attention rows with non-finite inputs, first %s\n", col.NonFiniteRows(), nf.Error())

@@ -37,11 +37,13 @@ func cmdGDN(args []string, w io.Writer) error {
 		return err
 	}
 	run := &analysis.GDNRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"gdn"}, args...)}
+		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"gdn"}, args...),
+		DeviationTokens: *sf.model.deviationTokens}
 	man, rows, err := run.Run()
 	if err != nil {
 		return err
 	}
+	defer printDeviation(w, man.Deviation) // after the lines on the tables
 	fmt.Fprintf(w, "wrote %d rows (%d passes × Gated DeltaNet layers %v × %d value heads × tokens) to %s (%.1f s)\n",
 		len(rows), len(man.Chunks), man.Layers, rows[len(rows)-1].Head+1, *sf.out, man.Seconds)
 	return nil

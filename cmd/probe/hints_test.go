@@ -191,6 +191,7 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 		"revision":            {"capture", "diag", "sweep", "ppl", "bench", "params", "inspect", "tokenize", "figures"}, // checkpoint.ResolveModel
 		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                           // Model.Forward: a hook the model does not issue
 		"steps":               {"retrieval"},                                                                            // RetrievalRun.Run
+		"compute":             {"capture", "diag", "sweep", "ppl", "bench", "params", "hooks", "gdn", "sinks", "massive"}, // model.Load: bf16 for a family with its own pass
 	}
 	for _, pkg := range []string{"analysis", "checkpoint", "model", "probes", "hooks", "tokenizer"} {
 		files, _ := filepath.Glob(filepath.Join("..", "..", pkg, "*.go"))

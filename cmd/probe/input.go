@@ -13,6 +13,7 @@ import (
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
 	"github.com/filterlens/probe/tokenizer"
 )
 
@@ -83,14 +84,21 @@ var stdin io.Reader = os.Stdin
 type modelFlag struct {
 	name, revision  *string
 	allowUnexpected *bool
+	compute         *string
+	deviationTokens *int
 }
 
-// addModelFlag registers --model, --revision and --allow-unexpected on fs.
+// addModelFlag registers --model, --revision, --allow-unexpected,
+// --compute and --deviation-tokens on fs.
 func addModelFlag(fs *flag.FlagSet, usage string) modelFlag {
 	return modelFlag{
 		name:            fs.String("model", "", usage+": a folder, or a hub model id org/name found in the Hugging Face cache (never downloaded)"),
 		revision:        fs.String("revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)"),
 		allowUnexpected: fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use"),
+		compute: fs.String("compute", string(model.ComputeF32), "arithmetic of the matrix products: f32, or bf16 (activations rounded to bf16, bf16 weights — "+
+			"f32 ones rounded once at load —, float32 sums; attention stays float32)"),
+		deviationTokens: fs.Int("deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16, commands that write tables also run the first N tokens "+
+			"of their first pass in float32 and record and print the deviation of logits and diagnostics (0: none)"),
 	}
 }
 
@@ -110,9 +118,52 @@ func (m modelFlag) positional(pos []string) error {
 	return nil
 }
 
-// loadOptions returns the model.LoadOptions the flags ask for.
+// loadOptions returns the model.LoadOptions the flags ask for (--compute
+// is checked by resolve).
 func (m modelFlag) loadOptions() model.LoadOptions {
-	return model.LoadOptions{AllowUnexpected: *m.allowUnexpected}
+	return model.LoadOptions{AllowUnexpected: *m.allowUnexpected, Compute: model.Compute(*m.compute)}
+}
+
+// deviation measures, for a model loaded with --compute bf16 and
+// --deviation-tokens N > 0, the deviation of its passes from float32 on
+// the first N tokens of ids (each sequence) with the Collector options
+// copts, and prints it to w; nil, and nothing printed, otherwise.
+func (m modelFlag) deviation(w io.Writer, md *model.Model, ids [][]int, copts probes.CollectorOptions, allowExt bool, threads int) (*analysis.Deviation, error) {
+	n := *m.deviationTokens
+	if md.Compute != model.ComputeBF16 || n <= 0 {
+		return nil, nil
+	}
+	slice := make([][]int, len(ids))
+	for i, seq := range ids {
+		slice[i] = seq[:min(n, len(seq))]
+	}
+	d, err := analysis.MeasureDeviation(md, slice, md.Compute, copts, allowExt, threads)
+	if err != nil {
+		return nil, fmt.Errorf("--deviation-tokens %d: %w", n, err)
+	}
+	printDeviation(w, d)
+	return d, nil
+}
+
+// checkFlags validates --compute and --deviation-tokens (resolve does).
+func (m modelFlag) checkFlags() error {
+	if _, err := model.ParseCompute(*m.compute); err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	if *m.deviationTokens < 0 {
+		return fmt.Errorf("--deviation-tokens %d: want 0 (none) or more tokens", *m.deviationTokens)
+	}
+	return nil
+}
+
+// printDeviation prints a Deviation (nil: nothing).
+func printDeviation(w io.Writer, d *analysis.Deviation) {
+	if d == nil {
+		return
+	}
+	for _, l := range d.Lines() {
+		fmt.Fprintln(w, l)
+	}
 }
 
 // dir returns the checkpoint folder --model names; --model is required.
@@ -126,6 +177,9 @@ func (m modelFlag) dir() (string, error) {
 func (m modelFlag) resolve() (string, *checkpoint.HubModel, error) {
 	if *m.name == "" {
 		return "", nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
+	}
+	if err := m.checkFlags(); err != nil {
+		return "", nil, err
 	}
 	return checkpoint.ResolveModel(*m.name, *m.revision)
 }

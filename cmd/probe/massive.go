@@ -41,11 +41,13 @@ func cmdMassive(args []string, w io.Writer) error {
 		return err
 	}
 	run := &analysis.MassiveRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...)}
+		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...),
+		DeviationTokens: *sf.model.deviationTokens}
 	man, tops, ppls, err := run.Run()
 	if err != nil {
 		return err
 	}
+	defer printDeviation(w, man.Deviation) // after the lines on the tables
 	fmt.Fprintf(w, "wrote %d top-entry rows and %d perplexity rows to %s (%.1f s)\n", len(tops), len(ppls), *sf.out, man.Seconds)
 	for i, p := range ppls {
 		if p.Intervention == "none" {

@@ -140,6 +140,7 @@ func TestPlanFieldsCoverOptions(t *testing.T) {
 		"sweep.probe":               true, // its fields are compared
 		"sweep.allow_extrapolation": true, // permits lengths, computes nothing
 		"sweep.on_nonfinite":        true, // whether to go on after a non-finite pass (resume with flag)
+		"sweep.deviation_tokens":    true, // the slice the deviation is measured on; decides no pass or table
 	}
 	have := map[string]bool{}
 	for _, f := range planFields {

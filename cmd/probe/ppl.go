@@ -52,6 +52,9 @@ func cmdPPL(args []string, w io.Writer) error {
 	case *k != 1000 && *k != 1024:
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
 	}
+	if err := mf.checkFlags(); err != nil {
+		return err
+	}
 	var models []string
 	var hubs []*checkpoint.HubModel
 	for _, m := range strings.Split(*mf.name, ",") {
@@ -104,7 +107,8 @@ func cmdPPL(args []string, w io.Writer) error {
 	}
 
 	run := &analysis.PPLRun{Dirs: models, Hubs: hubs, Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
-		Threads: *threads, Load: mf.loadOptions(), CLIOptions: cliOptions(fs), Args: append([]string{"ppl"}, args...)}
+		Threads: *threads, Load: mf.loadOptions(), CLIOptions: cliOptions(fs), Args: append([]string{"ppl"}, args...),
+		DeviationTokens: *mf.deviationTokens}
 	if *progress {
 		bar := newProgressBar(progressOut)
 		run.Progress = func(p analysis.PPLProgress) { pplProgress(bar, p) }
@@ -114,8 +118,15 @@ func cmdPPL(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d models, %d passes in %.1f s; tables %s and %s in %s\n\n", len(res.Manifest.Models), len(res.Chunks),
+	fmt.Fprintf(w, "%d models, %d passes in %.1f s; tables %s and %s in %s\n", len(res.Manifest.Models), len(res.Chunks),
 		res.Manifest.Seconds, strings.Join(res.Manifest.Tables, ", "), analysis.PPLManifestName, *out)
+	for _, pm := range res.Manifest.Models {
+		if pm.Deviation != nil {
+			fmt.Fprintf(w, "%s: ", pm.Label)
+			printDeviation(w, pm.Deviation)
+		}
+	}
+	fmt.Fprintln(w)
 	return writePPLSummary(w, res)
 }
 

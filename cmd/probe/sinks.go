@@ -45,11 +45,13 @@ func cmdSinks(args []string, w io.Writer) error {
 		return err
 	}
 	run := &analysis.SinksRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...)}
+		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...),
+		DeviationTokens: *sf.model.deviationTokens}
 	man, heads, rates, err := run.Run()
 	if err != nil {
 		return err
 	}
+	defer printDeviation(w, man.Deviation) // after the lines on the tables
 	fmt.Fprintf(w, "wrote %d head rows and %d sink-rate rows to %s (%.1f s)\n", len(heads), len(rates), *sf.out, man.Seconds)
 	for _, r := range rates {
 		fmt.Fprintf(w, "T=%d %s layers: Sink_1^%g = %.1f %% (%d of %d heads)", r.T, r.Layers, r.Eps, r.Rate, r.HeadsAbove, r.Heads)

@@ -176,6 +176,12 @@ var planFields = []planField{
 	{"sweep.bucket", "--bucket", func(m *analysis.Manifest) any { return m.Sweep.Bucket }},
 	{"sweep.last_frac", "--last-frac", func(m *analysis.Manifest) any { return m.Sweep.LastFrac }},
 	{"sweep.bos_frac", "--bos-frac", func(m *analysis.Manifest) any { return m.Sweep.BOSFrac }},
+	{"sweep.compute", "--compute", func(m *analysis.Manifest) any {
+		if m.Sweep.Compute == "" {
+			return model.ComputeF32 // omitted for f32
+		}
+		return m.Sweep.Compute
+	}},
 	{"sweep.probe.lambda_form", "--lambda-form", func(m *analysis.Manifest) any { return m.Sweep.Probe.Form }},
 	{"sweep.probe.nu", "--nu", func(m *analysis.Manifest) any { return m.Sweep.Probe.Nu }},
 	{"sweep.probe.sigma02", "--sigma02", func(m *analysis.Manifest) any { return m.Sweep.Probe.Sigma02 }},
@@ -364,7 +370,8 @@ func cmdSweep(args []string, w io.Writer) error {
 	opts := analysis.SweepOptions{LengthsArg: *lengths, KUnit: *k, Samples: *samples, Disjoint: *disjoint,
 		Placement: *placement, Seed: *seed, Offset: *offset, BOSToken: *bos, Bucket: *bucket, LastFrac: *lastFrac,
 		BOSFrac: *bosFrac, AllowExtrapolation: *allowExt, OnNonFinite: *onNF,
-		Probe: analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions}}
+		Probe:           analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions},
+		DeviationTokens: *mf.deviationTokens}
 	if *k != 1000 && *k != 1024 {
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
 	}
@@ -414,6 +421,9 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
+	if m.Compute == model.ComputeBF16 {
+		opts.Compute = m.Compute // as Sweep.Run records it
+	}
 	if !*force {
 		plan := &analysis.Manifest{Model: info, Source: src, Sweep: opts, Analysis: agg, Shard: sh}
 		if plan.Sweep.Probe, err = opts.Probe.Resolve(cfg.DHead); err != nil {
@@ -457,9 +467,12 @@ func cmdSweep(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "flagged: %s\n", f)
 	}
 	if sh.Count > 1 {
+		printDeviation(w, man.Deviation)
 		fmt.Fprintf(w, "shard %v done; when every shard is, combine them with: probe merge <shard folders…> --out <dir>\n", sh)
 		return nil
 	}
-	fmt.Fprintf(w, "tables: %s\n\n", strings.Join(man.Tables, ", "))
+	fmt.Fprintf(w, "tables: %s\n", strings.Join(man.Tables, ", "))
+	printDeviation(w, man.Deviation)
+	fmt.Fprintln(w)
 	return analysis.WriteReport(w, man, res)
 }

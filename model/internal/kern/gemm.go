@@ -4,10 +4,13 @@
 // blocked matrix products on 6×32 (float32) and 6×16 (float64) assembly
 // micro-tiles (SgemmRows: with weight rows stored as float32, bfloat16 or
 // half, widened while packed), narrow products without packing, keys
-// packed once for the attention scores, and the softmax, SiLU and squared-shift loops on 16
-// lanes. It has no cgo, so that both the default and the OpenBLAS build
-// (which uses cgo and so cannot hold Go assembly itself) use it. Callers
-// check Available first.
+// packed once for the attention scores, and the softmax, SiLU and
+// squared-shift loops on 16 lanes; and the bf16 product of model's
+// Compute bf16 (GemmBF16, bf16.go: VDPBF16PS where the CPU has
+// AVX512_BF16, a Go micro-kernel with the same sums elsewhere, every
+// architecture). It has no cgo, so that both the default and the OpenBLAS
+// build (which uses cgo and so cannot hold Go assembly itself) use it.
+// Callers of the float32 kernels check Available first.
 package kern
 
 import (

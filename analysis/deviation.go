@@ -1,0 +1,180 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
+)
+
+// DefaultDeviationTokens is the length of the slice (the first tokens of
+// the first pass) on which a command run with --compute bf16 also runs
+// the float32 pass, to measure the deviation it prints beside its tables
+// (--deviation-tokens; 0 measures none).
+const DefaultDeviationTokens = 256
+
+// Deviation is how far a pass in another arithmetic (Compute, bf16) lies
+// from the float32 pass of the same model on the same tokens: per column
+// (the logits, then each diagnostic of probe diag's table), over the
+// values finite in both passes (a column no value of which is finite is
+// left out), the largest |x − x_f32| and that divided
+// by the largest |x_f32| of the column (a normwise relative deviation,
+// as the golden tolerances are read: a column's small values do not
+// inflate it).
+type Deviation struct {
+	Compute model.Compute `json:"compute"`
+	// Reference says what the float32 pass multiplied: the weights as
+	// stored, or (LoadOptions.Compute bf16 on F32/F16 weights) the weights
+	// rounded to bf16 at load, whose rounding is then not in the deviation.
+	Reference string            `json:"reference"`
+	Sequences int               `json:"sequences"`
+	Tokens    int               `json:"tokens"` // per sequence: the first tokens of the pass
+	Columns   []ColumnDeviation `json:"columns"`
+}
+
+// ColumnDeviation is one column of a Deviation.
+type ColumnDeviation struct {
+	Name   string  `json:"name"`
+	MaxAbs float64 `json:"max_abs"`
+	MaxRel float64 `json:"max_rel"` // MaxAbs / max |float32 value|
+	Values int     `json:"values"`  // values finite in both passes
+	// Unmatched counts values finite in one pass and not in the other.
+	Unmatched int `json:"unmatched,omitempty"`
+}
+
+// MeasureDeviation runs the token ids (sequences of equal length) through
+// m twice, in float32 and in the arithmetic c, with a Collector of options
+// copts on every layer and the logits, and returns the Deviation of the
+// second pass from the first. allowExt is Options.AllowExtrapolation.
+func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes.CollectorOptions, allowExt bool, threads int) (*Deviation, error) {
+	cfg := &m.Config
+	B, T := len(ids), len(ids[0])
+	type pass struct {
+		logits []float32
+		col    *probes.Collector
+	}
+	run := func(cmp model.Compute) (pass, error) {
+		col, err := probes.NewCollector(B, cfg.Layers, cfg.Heads, T, cfg.DHead, copts)
+		if err != nil {
+			return pass{}, err
+		}
+		out, err := m.Forward(ids, model.Options{Hooks: col.Hooks(cfg), Logits: true, AllowExtrapolation: allowExt,
+			Threads: threads, Compute: cmp})
+		if err != nil {
+			return pass{}, fmt.Errorf("the %s pass of the deviation slice (%d × %d tokens): %w", cmp, B, T, err)
+		}
+		return pass{out.Logits, col}, nil
+	}
+	ref, err := run(model.ComputeF32)
+	if err != nil {
+		return nil, err
+	}
+	got, err := run(c)
+	if err != nil {
+		return nil, err
+	}
+	d := &Deviation{Compute: c, Sequences: B, Tokens: T, Reference: "float32 products of the weights as stored"}
+	if m.Compute == model.ComputeBF16 && hasWide(m.DTypes) {
+		d.Reference = fmt.Sprintf("float32 products of the weights rounded to bf16 at load (stored %s; their rounding is not in this deviation)",
+			strings.Join(m.DTypes, ", "))
+	}
+	d.Columns = append(d.Columns, columnDeviation("logits", widen(got.logits), widen(ref.logits)))
+	cols := []struct {
+		name string
+		get  func(*probes.Collector) []float64
+	}{
+		{probes.MetricNEff, func(c *probes.Collector) []float64 { return c.NEff }},
+		{probes.MetricNEffEntropy, func(c *probes.Collector) []float64 { return c.NEffEntropy }},
+		{probes.MetricSMean, func(c *probes.Collector) []float64 { return c.SMean }},
+		{probes.MetricLambdaObs, func(c *probes.Collector) []float64 { return c.LambdaObs }},
+		{probes.MetricK, func(c *probes.Collector) []float64 { return c.K }},
+		{probes.MetricKDimMean, func(c *probes.Collector) []float64 { return c.KDimMean }},
+		{probes.MetricBOSMass, func(c *probes.Collector) []float64 { return c.BOSMass }},
+	}
+	if cfg.Gate != model.GateNone {
+		cols = append(cols, struct {
+			name string
+			get  func(*probes.Collector) []float64
+		}{probes.MetricGate, func(c *probes.Collector) []float64 { return c.Gate }})
+	}
+	for _, col := range cols {
+		// a column the Collector options do not compute (K_dim_mean
+		// without the per-dimension reduction) is NaN in both: left out
+		if c := columnDeviation(col.name, col.get(got.col), col.get(ref.col)); c.Values+c.Unmatched > 0 {
+			d.Columns = append(d.Columns, c)
+		}
+	}
+	return d, nil
+}
+
+// streamDeviation is MeasureDeviation for the stream commands (gdn, sinks,
+// massive): on the first n tokens of the first chunk, with the default
+// Collector options; nil unless m runs in bf16 and n > 0. Their tables
+// have columns of their own: the deviation reported for them is that of
+// the logits and of the diagnostics of probe diag's table.
+func streamDeviation(m *model.Model, stream []int, chunks []Chunk, n int, allowExt bool, threads int) (*Deviation, error) {
+	if m.Compute != model.ComputeBF16 || n <= 0 || len(chunks) == 0 {
+		return nil, nil
+	}
+	c := chunks[0]
+	return MeasureDeviation(m, [][]int{stream[c.Start : c.Start+min(n, c.T)]}, m.Compute, probes.CollectorOptions{}, allowExt, threads)
+}
+
+// hasWide reports whether dtypes holds a stored dtype wider than bf16 or
+// other than it (F32, F16), which LoadOptions.Compute bf16 rounds.
+func hasWide(dtypes []string) bool {
+	for _, t := range dtypes {
+		if t != "BF16" {
+			return true
+		}
+	}
+	return false
+}
+
+func widen(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
+
+// columnDeviation compares got with ref element by element.
+func columnDeviation(name string, got, ref []float64) ColumnDeviation {
+	c := ColumnDeviation{Name: name}
+	var top float64
+	for i, r := range ref {
+		g := got[i]
+		fr, fg := !math.IsNaN(r) && !math.IsInf(r, 0), !math.IsNaN(g) && !math.IsInf(g, 0)
+		if fr != fg {
+			c.Unmatched++
+		}
+		if !fr || !fg {
+			continue
+		}
+		c.Values++
+		c.MaxAbs = math.Max(c.MaxAbs, math.Abs(g-r))
+		top = math.Max(top, math.Abs(r))
+	}
+	if top > 0 {
+		c.MaxRel = c.MaxAbs / top
+	}
+	return c
+}
+
+// Lines returns the deviation as lines for a terminal: one heading, one
+// line per column.
+func (d *Deviation) Lines() []string {
+	lines := []string{fmt.Sprintf("compute %s: deviation from the float32 pass on the first %d tokens of %d sequence(s) (reference: %s):",
+		d.Compute, d.Tokens, d.Sequences, d.Reference)}
+	for _, c := range d.Columns {
+		l := fmt.Sprintf("  %-13s max abs %.3g, max rel %.3g (%d values)", c.Name, c.MaxAbs, c.MaxRel, c.Values)
+		if c.Unmatched > 0 {
+			l += fmt.Sprintf("; %d values finite in one pass only", c.Unmatched)
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/model"
+)
+
+// TestComputeBF16Sweep: a sweep with --compute bf16 records the arithmetic
+// in its manifest (model.compute_dtype, sweep.compute, the pass keys) and
+// the deviation of the first pass's first --deviation-tokens tokens from
+// float32 (logits and every diagnostic column its options compute,
+// nonzero for the logits), and prints it beside its tables; a float32
+// sweep into the same folder is refused naming --compute, and with --force
+// refuses the bf16 pass files naming the field; a float32 sweep records
+// no deviation; a bad --compute or --deviation-tokens is refused by name.
+func TestComputeBF16Sweep(t *testing.T) {
+	modelDir, idsFile := sweepFixture(t)
+	withProgress(t)
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, errs := probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100,200", "--samples", "1",
+		"--out", out, "--bootstrap", "0", "--compute", "bf16", "--deviation-tokens", "50")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	m, err := analysis.ReadManifest(filepath.Join(out, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Sweep.Compute != model.ComputeBF16 || !strings.HasPrefix(m.Model.Compute, "bf16") || m.Passes[0].Key.Compute != model.ComputeBF16 {
+		t.Errorf("compute in the manifest: sweep %q, model %q, pass key %q", m.Sweep.Compute, m.Model.Compute, m.Passes[0].Key.Compute)
+	}
+	d := m.Deviation
+	if d == nil || d.Tokens != 50 || d.Sequences != 1 || len(d.Columns) < 8 || d.Columns[0].Name != "logits" ||
+		!(d.Columns[0].MaxAbs > 0) || d.Columns[len(d.Columns)-1].Name != "gate" {
+		t.Fatalf("manifest compute_deviation: %+v", d)
+	}
+	for _, c := range d.Columns {
+		if c.Values == 0 || !(c.MaxRel < 0.1) {
+			t.Errorf("deviation of %s: %+v", c.Name, c)
+		}
+	}
+	if !strings.Contains(stdout, "compute bf16: deviation from the float32 pass on the first 50 tokens of 1 sequence(s)") ||
+		!strings.Contains(stdout, "  lambda_obs    max abs") {
+		t.Errorf("the deviation is not printed beside the tables:\n%s", stdout)
+	}
+	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100,200", "--samples", "1",
+		"--out", out, "--bootstrap", "0")
+	if code != 1 || !strings.Contains(errs, "--compute f32 here, bf16 in the folder") {
+		t.Errorf("a float32 sweep into a bf16 sweep's folder: exit %d, %q", code, errs)
+	}
+	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100,200", "--samples", "1",
+		"--out", out, "--bootstrap", "0", "--force")
+	if code != 1 || !strings.Contains(errs, "compute (absent here, \"bf16\" in the file)") {
+		t.Errorf("a float32 sweep over bf16 pass files (--force): exit %d, %q", code, errs)
+	}
+	out32 := filepath.Join(t.TempDir(), "out")
+	if code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100", "--samples", "1",
+		"--out", out32, "--bootstrap", "0"); code != 0 {
+		t.Fatal(errs)
+	}
+	if m, err := analysis.ReadManifest(filepath.Join(out32, "manifest.json")); err != nil || m.Deviation != nil || m.Sweep.Compute != "" {
+		t.Errorf("float32 sweep: %v, deviation %+v, compute %q", err, m.Deviation, m.Sweep.Compute)
+	}
+	for _, c := range []struct{ flag, value, msg string }{
+		{"--compute", "fp16", `--compute "fp16": want f32 or bf16`},
+		{"--deviation-tokens", "-1", "--deviation-tokens -1: want 0 (none) or more tokens"},
+	} {
+		code, _, errs := probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100", "--out", filepath.Join(t.TempDir(), "o"), c.flag, c.value)
+		if code != 1 || !strings.Contains(errs, c.msg) {
+			t.Errorf("%s %s: exit %d, %q; want %q", c.flag, c.value, code, errs, c.msg)
+		}
+	}
+}
+
+// TestComputeBF16Diag: probe diag --compute bf16 on a golden batch prints
+// the deviation of every column it writes from float32, each within the
+// bound of TestComputeBF16Golden's kind (5 %), and writes the same table
+// layout; without --compute it prints none.
+func TestComputeBF16Diag(t *testing.T) {
+	needGolden(t)
+	dir := filepath.Join(goldenDir, "qwen3_gate_headwise")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("no golden case %s", dir)
+	}
+	tmp := t.TempDir()
+	ids := filepath.Join(tmp, "ids.json")
+	os.WriteFile(ids, []byte("[[1,5,9,2,7,3,11,4,8,30,31,32],[2,6,10,3,8,4,12,5,9,31,32,33]]"), 0o644)
+	code, stdout, errs := probe(t, "diag", "--model", dir, "--ids", ids, "--out", filepath.Join(tmp, "d.csv"), "--compute", "bf16")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	if !strings.Contains(stdout, "compute bf16: deviation from the float32 pass on the first 12 tokens of 2 sequence(s)") {
+		t.Fatalf("no deviation printed:\n%s", stdout)
+	}
+	for _, col := range diagColumns[4:] {
+		line := ""
+		for _, l := range strings.Split(stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == col {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Errorf("no deviation line for column %s:\n%s", col, stdout)
+		}
+	}
+	code, stdout, _ = probe(t, "diag", "--model", dir, "--ids", ids, "--out", filepath.Join(tmp, "d2.csv"))
+	if code != 0 || strings.Contains(stdout, "deviation") {
+		t.Errorf("float32 diag: exit %d, output %q", code, stdout)
+	}
+}
+
+// TestComputeBF16StreamCommands: ppl, gdn, sinks and massive run with
+// --compute bf16 on the golden hybrid (Gated DeltaNet + gated softmax)
+// model, and each records the deviation of the first tokens of its first
+// pass in its manifest (for ppl, per model) and prints it.
+func TestComputeBF16StreamCommands(t *testing.T) {
+	needGolden(t)
+	dir := filepath.Join(goldenDir, "qwen35_text")
+	g, err := checkpoint.OpenFile(filepath.Join(dir, "golden.safetensors"))
+	if err != nil {
+		t.Skipf("no golden case qwen35_text: %v", err)
+	}
+	raw, _ := g.Int64("input_ids")
+	info, _ := g.Info("input_ids")
+	g.Close()
+	ids := make([]int, info.Shape[1])
+	for i := range ids {
+		ids[i] = int(raw[i])
+	}
+	tmp := t.TempDir()
+	idsFile := filepath.Join(tmp, "ids.json")
+	data, _ := json.Marshal(ids)
+	os.WriteFile(idsFile, data, 0o644)
+	for _, c := range []struct {
+		cmd, manifest, length string
+	}{
+		{"ppl", analysis.PPLManifestName, "14"}, // after 32 calibration tokens
+		{"gdn", analysis.GDNManifestName, "32"},
+		{"sinks", analysis.SinksManifestName, "32"},
+		{"massive", analysis.MassiveManifestName, "32"},
+	} {
+		out := filepath.Join(tmp, c.cmd)
+		args := []string{c.cmd, "--model", dir, "--ids", idsFile, "--lengths", c.length, "--samples", "1", "--out", out,
+			"--compute", "bf16", "--deviation-tokens", "12"}
+		code, stdout, errs := probe(t, args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.cmd, code, errs)
+		}
+		if !strings.Contains(stdout, "compute bf16: deviation from the float32 pass on the first 12 tokens of 1 sequence(s)") {
+			t.Errorf("%s: no deviation printed:\n%s", c.cmd, stdout)
+		}
+		b, err := os.ReadFile(filepath.Join(out, c.manifest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var man struct {
+			Deviation *analysis.Deviation `json:"compute_deviation"`
+			Models    []struct {
+				Deviation *analysis.Deviation `json:"compute_deviation"`
+			} `json:"models"`
+		}
+		if err := json.Unmarshal(b, &man); err != nil {
+			t.Fatal(err)
+		}
+		d := man.Deviation
+		if c.cmd == "ppl" && len(man.Models) == 1 {
+			d = man.Models[0].Deviation
+		}
+		if d == nil || d.Tokens != 12 || d.Columns[0].Name != "logits" || !(d.Columns[0].MaxAbs > 0) {
+			t.Errorf("%s: compute_deviation in %s: %+v", c.cmd, c.manifest, d)
+		}
+	}
+}
