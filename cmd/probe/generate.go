@@ -36,6 +36,7 @@ func cmdGenerate(args []string, w io.Writer) error {
 	dMLP := fs.Int("d-mlp", 0, "MLP width (default 3·d_model; GPT-2 4·d_model)")
 	vocab := fs.Int("vocab", 1024, "vocabulary size")
 	maxPos := fs.Int("max-pos", 32768, "max_position_embeddings")
+	tied := fs.Bool("tie-embeddings", true, "the LM head is the token embedding (config.json's tie_word_embeddings); false writes its own lm_head.weight, as Llama 3.1 8B has")
 	seed := fs.Uint64("seed", 1, "random seed")
 	dtype := fs.String("dtype", "f32", "stored dtype of the weights: f32, bf16 or f16 (rounded to nearest even, as torch's .to(torch.bfloat16)); config.json's torch_dtype and dtype say it")
 	shardSize := fs.String("shard-size", "", "split the weights into shards of at most this many bytes, as Hugging Face's save_pretrained(max_shard_size=...) does: model-00001-of-0000N.safetensors and model.safetensors.index.json; 500MB and 2GB are decimal, 5GiB binary (default: one model.safetensors)")
@@ -84,6 +85,12 @@ func cmdGenerate(args []string, w io.Writer) error {
 		cfg.DMLP = *dMLP
 		if back, err := model.ParseConfig(mustJSON(cfg.HFConfig())); err != nil || back.DMLP != *dMLP {
 			return fmt.Errorf("--d-mlp does not apply to --arch %s (its MLP width follows from --d-model)", *arch)
+		}
+	}
+	if !*tied {
+		cfg.TiedHead = false
+		if back, err := model.ParseConfig(mustJSON(cfg.HFConfig())); err != nil || back.TiedHead {
+			return fmt.Errorf("--tie-embeddings=false does not apply to --arch %s (its head is always the embedding)", *arch)
 		}
 	}
 	// The weight matrices are made in the stored dtype (an 8B model in

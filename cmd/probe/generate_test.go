@@ -226,6 +226,31 @@ func TestGenerateDTypeFlags(t *testing.T) {
 	}
 }
 
+// TestGenerateUntied: --tie-embeddings=false writes an lm_head of its own
+// (Llama 3.1 8B's layout), which loads as an untied head with one more
+// vocabulary × d_model matrix of parameters.
+func TestGenerateUntied(t *testing.T) {
+	base := []string{"generate", "--arch", "llama", "--layers", "1", "--d-model", "16", "--heads", "2", "--kv-heads", "2", "--vocab", "32", "--max-pos", "64", "--dtype", "bf16"}
+	tied, untied := filepath.Join(t.TempDir(), "tied"), filepath.Join(t.TempDir(), "untied")
+	if code, _, errs := probe(t, append(base, "--out", tied)...); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := probe(t, append(base, "--tie-embeddings=false", "--out", untied)...); code != 0 {
+		t.Fatal(errs)
+	}
+	a, err := model.Load(tied, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := model.Load(untied, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.TiedHead || b.TiedHead || b.Parameters != a.Parameters+32*16 {
+		t.Errorf("tied %v with %d parameters, untied %v with %d; want true, false and 512 more", a.TiedHead, a.Parameters, b.TiedHead, b.Parameters)
+	}
+}
+
 // TestGenerateMappedLoad: a float32, bf16 or f16 checkpoint loads without
 // copying its weights onto the heap (they are views of the mapped file,
 // which model.Load closes; 16-bit matrices stay 16-bit, so the model holds
