@@ -95,15 +95,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 	fail := func(err error) (*Manifest, *Results, error) {
 		man.Error = err.Error()
 		man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
-		path := filepath.Join(s.Out, ManifestName(s.Shard))
-		if old, rerr := ReadManifest(path); rerr == nil && old.Complete {
-			// keep the record of the finished sweep; its tables are intact
-			path = strings.TrimSuffix(path, ".json") + ".failed.json"
-		}
-		if werr := WriteJSON(path, man); werr != nil {
-			return man, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
-		}
-		return man, nil, err
+		return man, nil, recordFailure(filepath.Join(s.Out, ManifestName(s.Shard)), man, err)
 	}
 	if old, err := ReadManifest(filepath.Join(s.Out, ManifestName(s.Shard))); err != nil || !old.Complete {
 		if err := WriteJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man); err != nil {
@@ -111,12 +103,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 		}
 	}
 
-	var mine []Chunk
-	for i, c := range chunks {
-		if i%s.Shard.Count == s.Shard.Index {
-			mine = append(mine, c)
-		}
-	}
+	mine := shardChunks(chunks, s.Shard)
 	remaining := 0.0 // estimated work of the passes not finished yet
 	for _, c := range mine {
 		remaining += PassCost(&s.Model.Config, c.T)

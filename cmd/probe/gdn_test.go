@@ -56,7 +56,7 @@ func TestGDNCommandGolden(t *testing.T) {
 			data, _ := json.Marshal(ids)
 			os.WriteFile(idsFile, data, 0o644)
 			out := filepath.Join(tmp, "out")
-			code, stdout, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5")
+			code, stdout, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5", "--w-rows")
 			if code != 0 {
 				t.Fatalf("probe gdn: exit %d: %s", code, stderr)
 			}

@@ -187,7 +187,8 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 		"allow-extrapolation": {"capture", "diag", "sweep", "figures"},                                                  // Forward, SweepOptions.Validate (ppl and bench always allow)
 		"disjoint":            {"sweep", "ppl"},                                                                         // PlanChunks
 		"on-nonfinite":        {"sweep"},                                                                                // Sweep.Run
-		"out":                 {"sweep"},                                                                                // Sweep.Run: a pass file of another plan
+		"out":                 {"sweep", "gdn", "sinks", "massive"},                                                     // Sweep.Run, runStream: a pass file of another plan
+		"force":               {"gdn", "sinks", "massive"},                                                              // runStream: a folder of another plan
 		"revision":            {"capture", "diag", "sweep", "ppl", "bench", "params", "inspect", "tokenize", "figures"}, // checkpoint.ResolveModel
 		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                           // Model.Forward: a hook the model does not issue
 	}

@@ -40,15 +40,18 @@ func cmdSinks(args []string, w io.Writer) error {
 		}
 		opts.Eps = append(opts.Eps, e)
 	}
-	dir, stream, src, err := sf.input("the sinks tables and " + analysis.SinksManifestName)
+	dir, stream, src, err := sf.input("sinks", "the sinks tables and "+analysis.SinksManifestName)
 	if err != nil {
 		return err
 	}
 	run := &analysis.SinksRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...)}
+		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...)}
 	man, heads, rates, err := run.Run()
 	if err != nil {
 		return err
+	}
+	if sf.done(w, &man.RunRecord) {
+		return nil
 	}
 	fmt.Fprintf(w, "wrote %d head rows and %d sink-rate rows to %s (%.1f s)\n", len(heads), len(rates), *sf.out, man.Seconds)
 	for _, r := range rates {

@@ -303,7 +303,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	pf := addPlanFlags(fs, planDefaults{K: d.KUnit, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
 	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
 	out := fs.String("out", "", "output folder (required); re-running into it skips finished passes")
-	shard := fs.String("shard", "0/1", "run passes i, i+n, … of the sweep (i/n, 0-based); combine with probe merge")
+	shard := addShardFlag(fs)
 	bos := fs.Int("bos-token", d.BOSToken, "token id prepended to every pass, counted in T (-1: none)")
 	bucket := fs.Int("bucket", d.Bucket, "query bucket size of the per-bucket table")
 	lastFrac := fs.Float64("last-frac", d.LastFrac, "query window of Figs. 2–3 and of K in Fig. 4: the last fraction of queries")

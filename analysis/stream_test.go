@@ -1,0 +1,188 @@
+package analysis
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/model"
+)
+
+// streamKindRuns returns, per stream command, a function that runs it on a
+// small Qwen3.5 hybrid (Gated DeltaNet and gated softmax layers) over 2
+// lengths × 2 samples into out; other changes an option that decides the
+// passes.
+func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+	dir := genModel(t, model.ArchQwen35, 4, 64, 2, 1, 128, 512, nil)
+	stream := randomStream(400, 0, 128, 5)
+	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	fm := []string{FormatParquet, FormatCSV}
+	return map[string]func(string, Shard, bool, bool) (StreamManifest, error){
+		"gdn": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+			o := GDNOptions{Lengths: []int{24, 40}, Samples: 2, WRows: true}
+			if other {
+				o.Innovation = "undecayed"
+			}
+			man, _, err := (&GDNRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			return man, err
+		},
+		"sinks": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+			o := DefaultSinksOptions()
+			o.Lengths, o.Samples = []int{24, 40}, 2
+			if other {
+				o.GateBelow = 0.2
+			}
+			man, _, _, err := (&SinksRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			return man, err
+		},
+		"massive": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+			o := DefaultMassiveOptions()
+			o.Lengths, o.Samples, o.TopK = []int{24, 40}, 2, 4
+			if other {
+				o.TopK = 5
+			}
+			man, _, _, err := (&MassiveRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			return man, err
+		},
+	}
+}
+
+// tableFiles returns the tables (Parquet, CSV) of a run's folder by name.
+func tableFiles(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, ext := range []string{"*.parquet", "*.csv"} {
+		paths, _ := filepath.Glob(filepath.Join(dir, ext))
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[filepath.Base(p)] = b
+		}
+	}
+	return out
+}
+
+func sameFiles(t *testing.T, what string, want, got map[string][]byte) {
+	t.Helper()
+	if len(want) < 2 || len(got) != len(want) {
+		t.Fatalf("%s: %d table files, want %d (at least 2)", what, len(got), len(want))
+	}
+	for name, b := range want {
+		if !bytes.Equal(got[name], b) {
+			t.Errorf("%s: %s differs from the unsharded run's", what, name)
+		}
+	}
+}
+
+// TestStreamShardsMergeAndResume: for gdn, sinks and massive, two shards
+// merged give tables byte-identical to the unsharded run's, with a merged
+// manifest; a run killed after some passes (one pass missing, one pass file
+// cut short, the tables not yet written) resumes with the finished passes
+// kept and gives the same bytes; a folder of another plan is refused, and
+// with --force its pass files are an error, never overwritten.
+func TestStreamShardsMergeAndResume(t *testing.T) {
+	for kind, run := range streamKindRuns(t) {
+		t.Run(kind, func(t *testing.T) {
+			tmp := t.TempDir()
+			whole := filepath.Join(tmp, "whole")
+			man, err := run(whole, Shard{}, false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := man.Record()
+			if !rec.Complete || rec.Kind != kind || len(rec.Passes) != 4 || rec.Shard != (Shard{0, 1}) {
+				t.Fatalf("unsharded manifest: complete %v kind %q passes %d shard %v", rec.Complete, rec.Kind, len(rec.Passes), rec.Shard)
+			}
+			want := tableFiles(t, whole)
+
+			s0, s1 := filepath.Join(tmp, "s0"), filepath.Join(tmp, "s1")
+			for i, d := range []string{s0, s1} {
+				man, err := run(d, Shard{i, 2}, false, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := man.Record()
+				if len(rec.Passes) != 2 || len(rec.Tables) != 0 || !rec.Complete {
+					t.Errorf("shard %d/2: %d passes, tables %v, complete %v; want 2 passes and no tables", i, len(rec.Passes), rec.Tables, rec.Complete)
+				}
+				if _, err := os.Stat(filepath.Join(d, StreamManifestName(kind, Shard{i, 2}))); err != nil {
+					t.Error(err)
+				}
+			}
+			merged := filepath.Join(tmp, "merged")
+			mm, err := MergeStream([]string{s0, s1}, merged, MergeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameFiles(t, "merged shards", want, tableFiles(t, merged))
+			var back map[string]any
+			b, _ := os.ReadFile(filepath.Join(merged, kind+"_manifest.json"))
+			if err := json.Unmarshal(b, &back); err != nil || back["complete"] != true || back["merged_from"] == nil ||
+				len(mm.Record().Passes) != 4 || !slices.Equal(mm.Record().Formats, rec.Formats) {
+				t.Errorf("merged manifest: %v, %v", err, string(b))
+			}
+			// one shard alone is not the run
+			if _, err := MergeStream([]string{s0}, filepath.Join(tmp, "half"), MergeOptions{}); err == nil || !strings.Contains(err.Error(), "(shard 1/2)") {
+				t.Errorf("merging one of two shards: %v", err)
+			}
+
+			// A kill after some passes: chunk (40, 0) has no files, one file
+			// of chunk (24, 1) is cut short, no tables, the manifest
+			// unfinished.
+			for _, tb := range map[string][]string{"gdn": gdnTables, "sinks": sinksTables, "massive": massiveTables}[kind] {
+				os.Remove(streamPassPath(whole, tb, 40, 0))
+			}
+			cut := streamPassPath(whole, map[string]string{"gdn": "gdn", "sinks": "sinks_heads", "massive": "massive_ppl"}[kind], 24, 1)
+			full, _ := os.ReadFile(cut)
+			os.WriteFile(cut, full[:len(full)/2], 0o644)
+			if _, err := readStreamPass(cut, filepath.Ext(strings.TrimSuffix(cut, ".parquet"))[1:]); !errors.Is(err, ErrIncomplete) {
+				t.Errorf("cut pass file: %v, want ErrIncomplete", err)
+			}
+			for name := range want {
+				os.Remove(filepath.Join(whole, name))
+			}
+			mp := filepath.Join(whole, kind+"_manifest.json")
+			b, _ = os.ReadFile(mp)
+			os.WriteFile(mp, bytes.Replace(b, []byte(`"complete": true`), []byte(`"complete": false`), 1), 0o644)
+			man, err = run(whole, Shard{}, false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec = man.Record()
+			if len(rec.Reused) != 2 || !strings.Contains(strings.Join(rec.Notes, "\n"), "was incomplete") || !rec.Complete {
+				t.Errorf("resumed run: reused %v, notes %q, complete %v; want 2 reused and a note on the cut file", rec.Reused, rec.Notes, rec.Complete)
+			}
+			sameFiles(t, "resumed run", want, tableFiles(t, whole))
+
+			// Another plan: refused; with force, the pass files made with
+			// the other options are an error and stay as they were.
+			passes, _ := filepath.Glob(filepath.Join(whole, "passes", "*"))
+			before := map[string][]byte{}
+			for _, p := range passes {
+				before[p], _ = os.ReadFile(p)
+			}
+			if _, err := run(whole, Shard{}, false, true); err == nil || !strings.Contains(err.Error(), "with another plan") {
+				t.Errorf("another plan into the folder: %v", err)
+			}
+			if _, err := run(whole, Shard{}, true, true); err == nil || !strings.Contains(err.Error(), "was made from another model, text or options") {
+				t.Errorf("another plan with force: %v", err)
+			}
+			for p, b := range before {
+				if now, _ := os.ReadFile(p); !bytes.Equal(now, b) {
+					t.Errorf("%s changed", p)
+				}
+			}
+			sameFiles(t, "after the refused runs", want, tableFiles(t, whole))
+			if _, err := os.Stat(filepath.Join(whole, kind+"_manifest.failed.json")); err != nil {
+				t.Errorf("the failed forced run left no record beside the finished manifest: %v", err)
+			}
+		})
+	}
+}
