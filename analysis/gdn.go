@@ -109,12 +109,10 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	if o.Placement == "" {
 		o.Placement = PlaceSequential
 	}
-	innov, err := probes.ParseInnovationForm(o.Innovation)
-	if err != nil {
+	if _, err := probes.ParseInnovationForm(o.Innovation); err != nil {
 		return nil, nil, err
 	}
-	weights, err := probes.ParseEffAttnWeights(o.Weights)
-	if err != nil {
+	if _, err := probes.ParseEffAttnWeights(o.Weights); err != nil {
 		return nil, nil, err
 	}
 	st := streamStart{kind: "gdn", dir: r.Dir, load: r.Load, source: r.Source, stream: r.Stream, formats: r.Formats,
@@ -128,21 +126,17 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	if c.DeltaNet == nil {
 		return nil, nil, fmt.Errorf("%s: %s has no Gated DeltaNet layers (probe gdn measures Qwen3.5-style hybrids; use probe diag or probe sinks for softmax layers)", r.Dir, c.Arch)
 	}
-	dn := c.DeltaNet
-	man := &GDNManifest{RunRecord: rec, Layers: dn.LinearLayers(), Options: *o}
+	man := &GDNManifest{RunRecord: rec, Layers: c.DeltaNet.LinearLayers(), Options: *o}
 	man.Conventions = gdnConventions()
 	var rows []GDNRow
 	err = runStream(man, streamRun{out: r.Out, tables: gdnTables, opts: man.Options, force: r.Force,
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
 		pass: func(ch Chunk) ([]passTable, error) {
-			f, err := probes.NewGDNFilter(1, ch.T, c.Layers, man.Layers, dn.ValueHeads, dn.KeyDim, dn.ValueDim,
-				probes.GDNOptions{Innovation: innov, Weights: weights, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
-					NoDispersion: o.NoDispersion, NoRows: !o.WRows, Threads: man.Threads})
+			hs := &hooks.Set{}
+			f, err := GDNFilter(hs, c, ch.T, *o, man.Threads)
 			if err != nil {
 				return nil, err
 			}
-			hs := &hooks.Set{}
-			f.Register(hs)
 			ids := [][]int{r.Stream[ch.Start:ch.End]}
 			if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
 				Threads: man.Threads}); err != nil {
@@ -155,6 +149,38 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 		return man, nil, err
 	}
 	return man, rows, nil
+}
+
+// GDNFilter returns the probes.GDNFilter that probe gdn attaches to one
+// length-T pass of a model with configuration c (one with Gated DeltaNet
+// layers) under options o, registered on hs (probe bench measures it).
+func GDNFilter(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int) (*probes.GDNFilter, error) {
+	if o.Innovation == "" {
+		o.Innovation = probes.InnovationDecayed.String()
+	}
+	if o.Weights == "" {
+		o.Weights = probes.WeightsAbs.String()
+	}
+	innov, err := probes.ParseInnovationForm(o.Innovation)
+	if err != nil {
+		return nil, err
+	}
+	weights, err := probes.ParseEffAttnWeights(o.Weights)
+	if err != nil {
+		return nil, err
+	}
+	dn := c.DeltaNet
+	if dn == nil {
+		return nil, fmt.Errorf("%s has no Gated DeltaNet layers", c.Arch)
+	}
+	f, err := probes.NewGDNFilter(1, T, c.Layers, dn.LinearLayers(), dn.ValueHeads, dn.KeyDim, dn.ValueDim,
+		probes.GDNOptions{Innovation: innov, Weights: weights, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
+			NoDispersion: o.NoDispersion, NoRows: !o.WRows, Threads: threads})
+	if err != nil {
+		return nil, err
+	}
+	f.Register(hs)
+	return f, nil
 }
 
 // gdnTables are the tables of a gdn pass.

@@ -148,20 +148,8 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 			opt := model.Options{Logits: true, AllowExtrapolation: o.AllowExtrapolation, Threads: man.Threads}
 
 			// plain pass: top entries and median of every layer
-			top := make([][]probes.Activation, c.Layers)
-			med := make([]float64, c.Layers)
-			var scratch []float32
 			hs := &hooks.Set{}
-			hs.Add("blocks.*.hook_resid_post", func(name string, x *tensor.Dense) error {
-				l, err := strconv.Atoi(strings.Split(name, ".")[1])
-				if err != nil {
-					return fmt.Errorf("unexpected hook name %q", name)
-				}
-				h := x.Data().([]float32)
-				top[l] = probes.TopAbs(h, T, D, o.TopK)
-				med[l], scratch = probes.MedianAbs(h, scratch)
-				return nil
-			})
+			top, med := MassiveHooks(hs, c, T, o.TopK)
 			opt.Hooks = hs
 			out, err := m.Forward(ids, opt)
 			if err != nil {
@@ -210,6 +198,28 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 		return man, nil, nil, err
 	}
 	return man, tops, ppls, nil
+}
+
+// MassiveHooks registers on hs what probe massive attaches to its plain
+// length-T pass of a model with configuration c: per layer the topK
+// largest |residual| entries (probes.TopAbs) and the exact median |h|
+// (probes.MedianAbs) at blocks.{l}.hook_resid_post, which fill top and med
+// as the pass runs (probe bench measures it; the interventions are further
+// forward passes).
+func MassiveHooks(hs *hooks.Set, c *model.Config, T, topK int) (top [][]probes.Activation, med []float64) {
+	top, med = make([][]probes.Activation, c.Layers), make([]float64, c.Layers)
+	var scratch []float32
+	hs.Add("blocks.*.hook_resid_post", func(name string, x *tensor.Dense) error {
+		l, err := strconv.Atoi(strings.Split(name, ".")[1])
+		if err != nil {
+			return fmt.Errorf("unexpected hook name %q", name)
+		}
+		h := x.Data().([]float32)
+		top[l] = probes.TopAbs(h, T, c.DModel, topK)
+		med[l], scratch = probes.MedianAbs(h, scratch)
+		return nil
+	})
+	return top, med
 }
 
 // massiveTables are the tables of a massive pass.

@@ -151,8 +151,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	if len(layers) < c.Layers {
 		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet layers (see probe gdn)", layers))
 	}
-	per := c.GatePerHead()
-	if per == 0 {
+	if c.GatePerHead() == 0 {
 		man.Notes = append(man.Notes, "no output gate: the gate columns are empty (NaN)")
 	}
 	var heads []SinkHeadRow
@@ -160,57 +159,74 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	err = runStream(man, streamRun{out: r.Out, tables: sinksTables, opts: man.Options, force: r.Force,
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
 		pass: func(ch Chunk) ([]passTable, error) {
-			sc, err := probes.NewSinkCollector(1, c.Layers, c.Heads, ch.T, windows, o.IncludeFirstQuery)
+			hs := &hooks.Set{}
+			rows, err := SinkHooks(hs, c, ch, *o)
 			if err != nil {
 				return nil, err
-			}
-			hs := &hooks.Set{}
-			gates := map[[2]int]probes.GateStats{}
-			for _, l := range layers {
-				hs.Stream(l, sc)
-			}
-			if per > 0 {
-				var scratch []float32
-				hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-					l, err := strconv.Atoi(strings.Split(name, ".")[1])
-					if err != nil {
-						return fmt.Errorf("unexpected gate hook name %q", name)
-					}
-					g := x.Data().([]float32)
-					for h := 0; h < c.Heads; h++ {
-						var st probes.GateStats
-						st, scratch = probes.HeadGateStats(g, 1, ch.T, c.Heads, per, h, o.GateBelow, scratch)
-						gates[[2]int{l, h}] = st
-					}
-					return nil
-				})
 			}
 			ids := [][]int{r.Stream[ch.Start:ch.End]}
 			if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
 				Threads: man.Threads}); err != nil {
 				return nil, err
 			}
-			var pass []SinkHeadRow
-			for _, h := range sc.Heads(layers) {
-				row := SinkHeadRow{T: ch.T, Sample: ch.Sample, Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head,
-					Rows: h.Rows, BOSN: h.BOSN, LeftOut: h.LeftOut, BOSMass: h.BOSMass, Entropy: h.Entropy,
-					EntropyNorm: h.EntropyNorm, LogT: math.Log(float64(ch.T)), MaxWeight: h.MaxWeight, MaxLast: h.MaxLast, NEff: h.NEff,
-					GateMean: math.NaN(), GateMedian: math.NaN(), GateBelow: math.NaN(), GateFirst: math.NaN(), GateRest: math.NaN()}
-				if windows[h.Layer] > 0 {
-					row.Kind = "local"
-				}
-				if st, ok := gates[[2]int{h.Layer, h.Head}]; ok {
-					row.GateMean, row.GateMedian, row.GateBelow, row.GateFirst, row.GateRest = st.Mean, st.Median, st.Below, st.First, st.Rest
-				}
-				pass = append(pass, row)
-			}
-			return []passTable{tableOf("sinks_heads", pass)}, nil
+			return []passTable{tableOf("sinks_heads", rows())}, nil
 		},
 		finish: func() (err error) { heads, rates, err = finishSinks(r.Out, man); return err }})
 	if err != nil {
 		return man, nil, nil, err
 	}
 	return man, heads, rates, nil
+}
+
+// SinkHooks registers on hs what probe sinks attaches to the pass of
+// chunk ch of a model with configuration c under options o: a
+// probes.SinkCollector streaming the softmax layers' rows and the gate
+// statistics (probes.HeadGateStats) of a gated model. The returned
+// function gives the pass's sinks_heads rows once the pass has run (probe
+// bench measures the consumers without it).
+func SinkHooks(hs *hooks.Set, c *model.Config, ch Chunk, o SinksOptions) (func() []SinkHeadRow, error) {
+	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
+	sc, err := probes.NewSinkCollector(1, c.Layers, c.Heads, ch.T, windows, o.IncludeFirstQuery)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range layers {
+		hs.Stream(l, sc)
+	}
+	gates := map[[2]int]probes.GateStats{}
+	if per := c.GatePerHead(); per > 0 {
+		var scratch []float32
+		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
+			l, err := strconv.Atoi(strings.Split(name, ".")[1])
+			if err != nil {
+				return fmt.Errorf("unexpected gate hook name %q", name)
+			}
+			g := x.Data().([]float32)
+			for h := 0; h < c.Heads; h++ {
+				var st probes.GateStats
+				st, scratch = probes.HeadGateStats(g, 1, ch.T, c.Heads, per, h, o.GateBelow, scratch)
+				gates[[2]int{l, h}] = st
+			}
+			return nil
+		})
+	}
+	return func() []SinkHeadRow {
+		var rows []SinkHeadRow
+		for _, h := range sc.Heads(layers) {
+			row := SinkHeadRow{T: ch.T, Sample: ch.Sample, Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head,
+				Rows: h.Rows, BOSN: h.BOSN, LeftOut: h.LeftOut, BOSMass: h.BOSMass, Entropy: h.Entropy,
+				EntropyNorm: h.EntropyNorm, LogT: math.Log(float64(ch.T)), MaxWeight: h.MaxWeight, MaxLast: h.MaxLast, NEff: h.NEff,
+				GateMean: math.NaN(), GateMedian: math.NaN(), GateBelow: math.NaN(), GateFirst: math.NaN(), GateRest: math.NaN()}
+			if windows[h.Layer] > 0 {
+				row.Kind = "local"
+			}
+			if st, ok := gates[[2]int{h.Layer, h.Head}]; ok {
+				row.GateMean, row.GateMedian, row.GateBelow, row.GateFirst, row.GateRest = st.Mean, st.Median, st.Below, st.First, st.Rest
+			}
+			rows = append(rows, row)
+		}
+		return rows
+	}, nil
 }
 
 // sinksTables are the tables of a sinks pass.
