@@ -309,7 +309,7 @@ func gdnConventions() map[string]string {
 		"neg_share":    "sum_{W<0} |W[t,s]| / sum_s |W[t,s]|",
 		"S_mean_w":     "mean_i sum_s pi_s (v_si - m_i)^2, m = sum_s pi_s v_s; pi = |W|/sum|W| (abs) or W/sum W where all entries share the sum's sign (signed; NaN elsewhere)",
 		"lambda_obs_w": "(neff_w + nu)/(S_mean_w + nu sigma0^2) (BFT Eq. 6 on pi), K_w = lambda_obs_w/(lambda + lambda_obs_w)",
-		"w_rows":       "neff_w, first_share, row_sum, neg_share, S_mean_w, lambda_obs_w, K_w are computed only with gdn.w_rows (--w-rows: the effective-attention rows, O(T^2 d_k) per head); otherwise NaN",
+		"w_rows":       "neff_w, first_share, row_sum, neg_share, S_mean_w, lambda_obs_w, K_w are computed only when gdn.w_rows is true (the effective-attention rows, O(T^2 d_k) per head); otherwise NaN",
 		"batch":        "one sequence per pass (batch 1); the token column is the position in the chunk",
 	}
 }
