@@ -103,14 +103,21 @@ type StreamPass struct {
 // whether to go on; they are not in a StreamKey.
 var planKeys = []string{"lengths", "samples", "disjoint", "placement", "seed", "offset", "allow_extrapolation"}
 
-// passOptions is the Options of a StreamKey: opts's JSON without planKeys.
-func passOptions(opts any) json.RawMessage {
+// tableKeys are, per command, the option fields that only shape the
+// tables written from the pass files (sinks: the sink rate's thresholds
+// and layer groups); they are not in a StreamKey either, so that --force
+// rewrites the tables from the finished passes.
+var tableKeys = map[string][]string{"sinks": {"eps", "split_local"}}
+
+// passOptions is the Options of a StreamKey of command kind: opts's JSON
+// without planKeys and the kind's tableKeys.
+func passOptions(kind string, opts any) json.RawMessage {
 	b, _ := json.Marshal(opts)
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
 		return b
 	}
-	for _, k := range planKeys {
+	for _, k := range append(slices.Clone(planKeys), tableKeys[kind]...) {
 		delete(m, k)
 	}
 	b, _ = json.Marshal(m)
@@ -212,7 +219,7 @@ func readPassRows[T any](dir, table string, rec *RunRecord, opts any, c Chunk) (
 
 func streamKey(kind, model string, opts any, c Chunk, tokens string) StreamKey {
 	return StreamKey{Format: FormatVersion, Kind: kind, Model: model, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
-		Tokens: tokens, Options: passOptions(opts)}
+		Tokens: tokens, Options: passOptions(kind, opts)}
 }
 
 // shardChunks returns the chunks shard s runs: i, i+n, i+2n, ….

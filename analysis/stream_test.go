@@ -186,3 +186,36 @@ func TestStreamShardsMergeAndResume(t *testing.T) {
 		})
 	}
 }
+
+// TestSinksForceReaggregates: the sink rate's thresholds only shape the
+// tables, so a run with other ε into the folder is refused, and with force
+// it keeps every finished pass and rewrites sinks_rate.
+func TestSinksForceReaggregates(t *testing.T) {
+	dir := genModel(t, model.ArchQwen35, 4, 64, 2, 1, 128, 512, nil)
+	stream := randomStream(200, 0, 128, 6)
+	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	out := t.TempDir()
+	run := func(eps []float64, force bool) (*SinksManifest, []SinkRateRow, error) {
+		o := DefaultSinksOptions()
+		o.Lengths, o.Samples, o.Eps = []int{24, 40}, 2, eps
+		man, _, rates, err := (&SinksRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Threads: 2, Force: force}).Run()
+		return man, rates, err
+	}
+	if _, _, err := run([]float64{0.3}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run([]float64{0.1, 0.3}, false); err == nil || !strings.Contains(err.Error(), "sinks.eps") {
+		t.Errorf("other ε without force: %v", err)
+	}
+	man, rates, err := run([]float64{0.1, 0.3}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Reused) != 4 || len(rates) != 2*2 {
+		t.Errorf("forced re-aggregation: reused %v, %d rate rows (want 4 passes kept and 2 lengths × 2 ε)", man.Reused, len(rates))
+	}
+	back, err := ReadTable[SinkRateRow](filepath.Join(out, "sinks_rate.parquet"))
+	if err != nil || len(back) != 4 {
+		t.Errorf("sinks_rate.parquet: %d rows, %v", len(back), err)
+	}
+}
