@@ -78,16 +78,19 @@ const GDNManifestName = "gdn_manifest.json"
 // (combined by MergeStream); Force runs into a folder that records
 // another plan.
 type GDNRun struct {
-	Dir        string
-	Load       model.LoadOptions
-	Source     SourceInfo
-	Stream     []int
-	Options    GDNOptions
-	Out        string
-	Formats    []string
-	Threads    int
-	Shard      Shard
-	Force      bool
+	Dir     string
+	Load    model.LoadOptions
+	Source  SourceInfo
+	Stream  []int
+	Options GDNOptions
+	Out     string
+	Formats []string
+	Threads int
+	Shard   Shard
+	Force   bool
+	// Stop, when closed, stops the run before its next pass: Run returns
+	// an error wrapping ErrStopped, the finished passes kept.
+	Stop       <-chan struct{}
 	CLIOptions []Option
 	Args       []string
 }
@@ -129,7 +132,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	man := &GDNManifest{RunRecord: rec, Layers: c.DeltaNet.LinearLayers(), Options: *o}
 	man.Conventions = gdnConventions()
 	var rows []GDNRow
-	err = runStream(man, streamRun{out: r.Out, tables: gdnTables, opts: man.Options, force: r.Force,
+	err = runStream(man, streamRun{out: r.Out, tables: gdnTables, opts: man.Options, force: r.Force, stop: r.Stop,
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
 		pass: func(ch Chunk) ([]passTable, error) {
 			hs := &hooks.Set{}

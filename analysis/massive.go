@@ -91,16 +91,19 @@ const MassiveManifestName = "massive_manifest.json"
 // Out/passes, then massive_top, massive_ppl and massive_manifest.json. It
 // resumes and shards as GDNRun does.
 type MassiveRun struct {
-	Dir        string
-	Load       model.LoadOptions
-	Source     SourceInfo
-	Stream     []int
-	Options    MassiveOptions
-	Out        string
-	Formats    []string
-	Threads    int
-	Shard      Shard
-	Force      bool
+	Dir     string
+	Load    model.LoadOptions
+	Source  SourceInfo
+	Stream  []int
+	Options MassiveOptions
+	Out     string
+	Formats []string
+	Threads int
+	Shard   Shard
+	Force   bool
+	// Stop, when closed, stops the run before its next pass: Run returns
+	// an error wrapping ErrStopped, the finished passes kept.
+	Stop       <-chan struct{}
 	CLIOptions []Option
 	Args       []string
 }
@@ -139,7 +142,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 	D := c.DModel
 	var tops []MassiveTopRow
 	var ppls []MassivePPLRow
-	err = runStream(man, streamRun{out: r.Out, tables: massiveTables, opts: man.Options, force: r.Force,
+	err = runStream(man, streamRun{out: r.Out, tables: massiveTables, opts: man.Options, force: r.Force, stop: r.Stop,
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
 		pass: func(ch Chunk) ([]passTable, error) {
 			T := ch.T

@@ -71,9 +71,9 @@ type Sweep struct {
 	Timings Timings
 }
 
-// ErrStopped is returned by Sweep.Run when Sweep.Stop was closed before
-// every pass was finished.
-var ErrStopped = errors.New("sweep stopped before its last pass")
+// ErrStopped is wrapped by the error of Sweep.Run (and of the stream
+// commands' Run) when its Stop was closed before every pass was finished.
+var ErrStopped = errors.New("stopped before its last pass")
 
 // Run runs the sweep. The manifest is written first, marked incomplete
 // (unless the folder's manifest records a finished sweep, whose tables
@@ -148,7 +148,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 		}
 		select {
 		case <-s.Stop:
-			return fail(fmt.Errorf("%w: %d of %d passes finished", ErrStopped, len(man.Passes), len(mine)))
+			return fail(fmt.Errorf("sweep %w: %d of %d passes finished", ErrStopped, len(man.Passes), len(mine)))
 		default:
 		}
 		report()

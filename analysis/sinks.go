@@ -99,16 +99,19 @@ const SinksManifestName = "sinks_manifest.json"
 // Out/passes, then sinks_heads, sinks_rate and sinks_manifest.json. It
 // resumes and shards as GDNRun does.
 type SinksRun struct {
-	Dir        string
-	Load       model.LoadOptions
-	Source     SourceInfo
-	Stream     []int
-	Options    SinksOptions
-	Out        string
-	Formats    []string
-	Threads    int
-	Shard      Shard
-	Force      bool
+	Dir     string
+	Load    model.LoadOptions
+	Source  SourceInfo
+	Stream  []int
+	Options SinksOptions
+	Out     string
+	Formats []string
+	Threads int
+	Shard   Shard
+	Force   bool
+	// Stop, when closed, stops the run before its next pass: Run returns
+	// an error wrapping ErrStopped, the finished passes kept.
+	Stop       <-chan struct{}
 	CLIOptions []Option
 	Args       []string
 }
@@ -156,7 +159,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	}
 	var heads []SinkHeadRow
 	var rates []SinkRateRow
-	err = runStream(man, streamRun{out: r.Out, tables: sinksTables, opts: man.Options, force: r.Force,
+	err = runStream(man, streamRun{out: r.Out, tables: sinksTables, opts: man.Options, force: r.Force, stop: r.Stop,
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
 		pass: func(ch Chunk) ([]passTable, error) {
 			hs := &hooks.Set{}

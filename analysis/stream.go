@@ -256,6 +256,9 @@ type streamRun struct {
 	tables []string // the pass tables, in the order they are written
 	opts   any      // the command's options (the manifest's, under its kind)
 	force  bool
+	// stop, when closed, stops the run before its next pass (ErrStopped),
+	// the finished passes kept and the manifest saying it is unfinished.
+	stop <-chan struct{}
 	// ids returns a pass's token ids; pass runs it and returns its tables.
 	ids  func(c Chunk) []int
 	pass func(c Chunk) ([]passTable, error)
@@ -297,7 +300,8 @@ func runStream(man StreamManifest, r streamRun) error {
 		}
 	}
 	rec.Passes = []StreamPass{}
-	for _, c := range shardChunks(rec.Chunks, rec.Shard) {
+	mine := shardChunks(rec.Chunks, rec.Shard)
+	for _, c := range mine {
 		key := streamKey(rec.Kind, rec.Model.Digest, r.opts, c, TokenDigest(r.ids(c)))
 		done, note, err := finishedPass(r.out, r.tables, c, key)
 		if err != nil {
@@ -310,6 +314,11 @@ func runStream(man StreamManifest, r streamRun) error {
 			rec.Passes = append(rec.Passes, *done)
 			rec.Reused = append(rec.Reused, fmt.Sprintf("T=%d sample %d", c.T, c.Sample))
 			continue
+		}
+		select {
+		case <-r.stop:
+			return fail(fmt.Errorf("probe %s %w: %d of %d passes finished", rec.Kind, ErrStopped, len(rec.Passes), len(mine)))
+		default:
 		}
 		t0 := time.Now()
 		tables, err := r.pass(c)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -217,5 +218,32 @@ func TestSinksForceReaggregates(t *testing.T) {
 	back, err := ReadTable[SinkRateRow](filepath.Join(out, "sinks_rate.parquet"))
 	if err != nil || len(back) != 4 {
 		t.Errorf("sinks_rate.parquet: %d rows, %v", len(back), err)
+	}
+}
+
+// TestStreamStop: a closed Stop stops a stream run before its next pass
+// with ErrStopped, the manifest unfinished and saying so; the same run
+// without it then completes.
+func TestStreamStop(t *testing.T) {
+	dir := genModel(t, model.ArchQwen35, 4, 64, 2, 1, 128, 512, nil)
+	stream := randomStream(200, 0, 128, 7)
+	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	out := t.TempDir()
+	stop := make(chan struct{})
+	close(stop)
+	run := &GDNRun{Dir: dir, Source: src, Stream: stream, Options: GDNOptions{Lengths: []int{24, 40}, Samples: 2}, Out: out, Threads: 2, Stop: stop}
+	man, _, err := run.Run()
+	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "probe gdn stopped before its last pass: 0 of 4 passes finished") {
+		t.Fatalf("stopped run: %v", err)
+	}
+	var back map[string]any
+	b, _ := os.ReadFile(filepath.Join(out, GDNManifestName))
+	if json.Unmarshal(b, &back); back["complete"] != false || !strings.Contains(fmt.Sprint(back["error"]), "stopped") || man.Complete {
+		t.Errorf("manifest of the stopped run: %s", b)
+	}
+	run.Stop = nil
+	man, rows, err := run.Run()
+	if err != nil || !man.Complete || len(man.Passes) != 4 || len(rows) == 0 {
+		t.Errorf("resumed run: %v, complete %v, %d passes, %d rows", err, man.Complete, len(man.Passes), len(rows))
 	}
 }

@@ -43,10 +43,15 @@ func cmdGDN(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stop := make(chan struct{})
+	defer onInterrupt("gdn", stop, func() string { return resumeNote("gdn", args) })()
 	run := &analysis.GDNRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, CLIOptions: cliOptions(fs), Args: append([]string{"gdn"}, args...)}
+		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"gdn"}, args...)}
 	man, rows, err := run.Run()
 	if err != nil {
+		if man != nil {
+			return sf.stopped(w, "gdn", args, &man.RunRecord, err)
+		}
 		return err
 	}
 	if sf.done(w, &man.RunRecord) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -444,6 +445,18 @@ func (s *streamFlags) input(kind, what string) (dir string, stream []int, src an
 	}
 	stream, src, err = readTokenStream(*s.tok.ids, *s.tok.text, dir, *s.tok.tokenizer)
 	return dir, stream, src, err
+}
+
+// stopped reports a stream run that SIGINT stopped (analysis.ErrStopped):
+// what is kept and the command that resumes it, exit status 130; other
+// errors pass through.
+func (s *streamFlags) stopped(w io.Writer, cmd string, args []string, rec *analysis.RunRecord, err error) error {
+	if !errors.Is(err, analysis.ErrStopped) {
+		return err
+	}
+	fmt.Fprintf(w, "interrupted: %d passes are finished and kept in %s (each pass file is written whole); %s says the run is unfinished.\n%s\n",
+		len(rec.Passes), filepath.Join(*s.out, "passes"), analysis.StreamManifestName(cmd, s.sh), resumeNote(cmd, args))
+	return exitError{130, err}
 }
 
 // done reports the passes a stream command ran and kept, and for a shard

@@ -40,10 +40,15 @@ func cmdMassive(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stop := make(chan struct{})
+	defer onInterrupt("massive", stop, func() string { return resumeNote("massive", args) })()
 	run := &analysis.MassiveRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...)}
+		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...)}
 	man, tops, ppls, err := run.Run()
 	if err != nil {
+		if man != nil {
+			return sf.stopped(w, "massive", args, &man.RunRecord, err)
+		}
 		return err
 	}
 	if sf.done(w, &man.RunRecord) {

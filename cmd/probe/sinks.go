@@ -44,10 +44,15 @@ func cmdSinks(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stop := make(chan struct{})
+	defer onInterrupt("sinks", stop, func() string { return resumeNote("sinks", args) })()
 	run := &analysis.SinksRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...)}
+		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...)}
 	man, heads, rates, err := run.Run()
 	if err != nil {
+		if man != nil {
+			return sf.stopped(w, "sinks", args, &man.RunRecord, err)
+		}
 		return err
 	}
 	if sf.done(w, &man.RunRecord) {
