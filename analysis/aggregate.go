@@ -11,9 +11,9 @@ import (
 
 // Query windows of the heads table (HeadRow.Window).
 const (
-	WindowLast = "last" // the last LastFrac of the queries (Figs. 2–3, K of Fig. 4)
-	WindowBOS  = "bos"  // the last BOSFrac of the queries (BOS mass of Fig. 4)
-	WindowAll  = "all"  // every query
+	windowLast = "last" // the last LastFrac of the queries (Figs. 2–3, K of Fig. 4)
+	windowBOS  = "bos"  // the last BOSFrac of the queries (BOS mass of Fig. 4)
+	windowAll  = "all"  // every query
 )
 
 // HeadRow is one row of the per-(layer, head) summary table: one metric of
@@ -152,10 +152,10 @@ type windowStats struct {
 	nonfinite      int64
 }
 
-// Aggregate builds the tables of App. I from the bucket rows of every pass
-// of a sweep, in any order (see Aggregator).
-func Aggregate(rows []BucketRow, shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOptions) (*Results, error) {
-	a, err := NewAggregator(shape, sw, probe, agg)
+// aggregate builds the tables of App. I from the bucket rows of every pass
+// of a sweep, in any order (see aggregator).
+func aggregate(rows []BucketRow, shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOptions) (*Results, error) {
+	a, err := newAggregator(shape, sw, probe, agg)
 	if err != nil {
 		return nil, err
 	}
@@ -165,17 +165,17 @@ func Aggregate(rows []BucketRow, shape Shape, sw SweepOptions, probe ProbeOption
 	return a.Results()
 }
 
-// NewAggregator returns an Aggregator: sw gives the lengths, samples,
+// newAggregator returns an aggregator: sw gives the lengths, samples,
 // windows and k unit, probe the resolved λobs options (for Fig. 3), agg
 // the aggregation options.
-func NewAggregator(shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOptions) (*Aggregator, error) {
+func newAggregator(shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOptions) (*aggregator, error) {
 	if err := agg.Validate(); err != nil {
 		return nil, err
 	}
 	if len(sw.Lengths) == 0 || sw.Samples < 1 {
 		return nil, fmt.Errorf("no passes to aggregate (lengths %v, %d samples)", sw.Lengths, sw.Samples)
 	}
-	a := &Aggregator{stats: map[statKey]*windowStats{}, seen: map[[2]int]bool{}, shape: shape, sw: sw, probe: probe,
+	a := &aggregator{stats: map[statKey]*windowStats{}, seen: map[[2]int]bool{}, shape: shape, sw: sw, probe: probe,
 		agg: agg, metrics: passMetrics(shape.Gated, probe.Reductions), order: map[string]int{}}
 	for i, m := range a.metrics {
 		a.order[m] = i
@@ -186,7 +186,7 @@ func NewAggregator(shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOpti
 // Add accumulates bucket rows (typically one pass's). Rows of one (T,
 // sample, layer, head, metric) may come in any order and in several
 // calls; they are combined in query order within each call.
-func (a *Aggregator) Add(rows []BucketRow) error {
+func (a *aggregator) Add(rows []BucketRow) error {
 	sorted := slices.Clone(rows)
 	slices.SortFunc(sorted, func(x, y BucketRow) int {
 		return cmp.Or(cmp.Compare(x.T, y.T), cmp.Compare(x.Sample, y.Sample), cmp.Compare(x.Layer, y.Layer),
@@ -214,7 +214,7 @@ func (a *Aggregator) Add(rows []BucketRow) error {
 		for _, w := range []struct {
 			start int
 			dst   *Moments
-		}{{WindowStart(T, a.sw.LastFrac), &ws.last}, {WindowStart(T, a.sw.BOSFrac), &ws.bos}} {
+		}{{windowStart(T, a.sw.LastFrac), &ws.last}, {windowStart(T, a.sw.BOSFrac), &ws.bos}} {
 			switch {
 			case int(r.QLo) >= w.start:
 				*w.dst = w.dst.Combine(m)
@@ -229,7 +229,7 @@ func (a *Aggregator) Add(rows []BucketRow) error {
 }
 
 // Results checks that every pass was added and builds the tables.
-func (a *Aggregator) Results() (*Results, error) {
+func (a *aggregator) Results() (*Results, error) {
 	for _, T := range a.sw.Lengths {
 		for s := 0; s < a.sw.Samples; s++ {
 			if !a.seen[[2]int{T, s}] {
@@ -259,11 +259,11 @@ func (a *Aggregator) Results() (*Results, error) {
 	return res, nil
 }
 
-// Aggregator accumulates the bucket rows of a sweep's passes, one pass at
+// aggregator accumulates the bucket rows of a sweep's passes, one pass at
 // a time, into exact per-(T, sample, layer, head, metric) window moments
 // (memory O(passes·L·H·metrics), not O(rows)), and builds the tables from
 // them.
-type Aggregator struct {
+type aggregator struct {
 	stats   map[statKey]*windowStats
 	seen    map[[2]int]bool
 	order   map[string]int
@@ -276,12 +276,12 @@ type Aggregator struct {
 	notes   []string
 }
 
-func (a *Aggregator) note(format string, args ...any) {
+func (a *aggregator) note(format string, args ...any) {
 	a.notes = append(a.notes, fmt.Sprintf(format, args...))
 }
 
 // layers picks the last-k layers of Figs. 2–3.
-func (a *Aggregator) layers() {
+func (a *aggregator) layers() {
 	measured, what := a.shape.Measured, "layers"
 	if measured == nil {
 		for l := 0; l < a.shape.Layers; l++ {
@@ -299,7 +299,7 @@ func (a *Aggregator) layers() {
 	a.used = append(a.used, measured[len(measured)-k:]...)
 }
 
-func (a *Aggregator) get(T, s, l, h int, m string) *windowStats {
+func (a *aggregator) get(T, s, l, h int, m string) *windowStats {
 	if ws := a.stats[statKey{T, s, l, h, m}]; ws != nil {
 		return ws
 	}
@@ -308,27 +308,27 @@ func (a *Aggregator) get(T, s, l, h int, m string) *windowStats {
 
 func pick(ws *windowStats, window string) Moments {
 	switch window {
-	case WindowLast:
+	case windowLast:
 		return ws.last
-	case WindowBOS:
+	case windowBOS:
 		return ws.bos
 	}
 	return ws.all
 }
 
-func (a *Aggregator) heads() []HeadRow {
+func (a *aggregator) heads() []HeadRow {
 	var rows []HeadRow
 	for _, T := range a.sw.Lengths {
 		for l := 0; l < a.shape.Layers; l++ {
 			for h := 0; h < a.shape.Heads; h++ {
 				for _, m := range a.metrics {
-					for _, w := range []string{WindowLast, WindowBOS, WindowAll} {
+					for _, w := range []string{windowLast, windowBOS, windowAll} {
 						var mo Moments
 						var bad int64
 						for s := 0; s < a.sw.Samples; s++ {
 							ws := a.get(T, s, l, h, m)
 							mo = mo.Combine(pick(ws, w))
-							if w == WindowAll {
+							if w == windowAll {
 								bad += ws.nonfinite
 							}
 						}
@@ -344,7 +344,7 @@ func (a *Aggregator) heads() []HeadRow {
 
 // pool returns, for one length and metric over the Figs. 2–3 pool, the
 // pooled moments and the moments of the (sample, layer) unit means.
-func (a *Aggregator) pool(T int, m string) (pooled, units Moments) {
+func (a *aggregator) pool(T int, m string) (pooled, units Moments) {
 	var means []float64
 	for s := 0; s < a.sw.Samples; s++ {
 		for _, l := range a.used {
@@ -358,12 +358,12 @@ func (a *Aggregator) pool(T int, m string) (pooled, units Moments) {
 			}
 		}
 	}
-	return pooled, MomentsOf(means)
+	return pooled, momentsOf(means)
 }
 
 // cellMean is the pooled mean of one (layer, head) cell over the samples
 // of length T in the last window.
-func (a *Aggregator) cellMean(T, l, h int, m string) float64 {
+func (a *aggregator) cellMean(T, l, h int, m string) float64 {
 	var mo Moments
 	for s := 0; s < a.sw.Samples; s++ {
 		mo = mo.Combine(a.get(T, s, l, h, m).last)
@@ -371,7 +371,7 @@ func (a *Aggregator) cellMean(T, l, h int, m string) float64 {
 	return mo.Mean()
 }
 
-func (a *Aggregator) fig2() []Fig2Row {
+func (a *aggregator) fig2() []Fig2Row {
 	var rows []Fig2Row
 	ddof, unit := a.agg.DDOF, a.sw.KUnit
 	paper := map[string][]float64{probes.MetricNEff: Paper.NEff, probes.MetricGate: Paper.Gate}
@@ -405,7 +405,7 @@ func (a *Aggregator) fig2() []Fig2Row {
 				}
 			}
 		}
-		c := MomentsOf(ratios)
+		c := momentsOf(ratios)
 		rows = append(rows, Fig2Row{T: int64(T), Metric: "lambda_obs_ratio/" + MeanOfRatios, N: c.N, Mean: c.Mean(),
 			StdPooled: math.NaN(), Units: c.N, MeanUnits: c.Mean(), StdUnits: c.Std(ddof), Paper: paperRatio})
 		// recovered from the mean gain.
@@ -417,7 +417,7 @@ func (a *Aggregator) fig2() []Fig2Row {
 	return rows
 }
 
-func (a *Aggregator) fig3() ([]Fig3Row, float64, float64) {
+func (a *aggregator) fig3() ([]Fig3Row, float64, float64) {
 	var rows []Fig3Row
 	if a.probe.Form == "sandwich" {
 		a.note("Fig. 3 needs Eq. 5 or 6: with the sandwich form λobs cannot be predicted from n_eff and S")
@@ -450,7 +450,7 @@ func (a *Aggregator) fig3() ([]Fig3Row, float64, float64) {
 }
 
 // fig4Lengths resolves the Fig. 4 lengths.
-func (a *Aggregator) fig4Lengths() ([]int, error) {
+func (a *aggregator) fig4Lengths() ([]int, error) {
 	have := map[int]bool{}
 	for _, T := range a.sw.Lengths {
 		have[T] = true
@@ -483,7 +483,7 @@ func (a *Aggregator) fig4Lengths() ([]int, error) {
 	return ls, nil
 }
 
-func (a *Aggregator) fig4() ([]Fig4Row, Fig4Stats, error) {
+func (a *aggregator) fig4() ([]Fig4Row, Fig4Stats, error) {
 	lengths, err := a.fig4Lengths()
 	st := Fig4Stats{Lengths: lengths, Pool: a.agg.Fig4Pool}
 	if err != nil {
@@ -509,10 +509,10 @@ func (a *Aggregator) fig4() ([]Fig4Row, Fig4Stats, error) {
 					}
 				}
 			}
-			row := Fig4Row{Layer: int64(l), Head: int64(h), KPasses: MomentsOf(kp).Mean(), BOSPasses: MomentsOf(bp).Mean(),
+			row := Fig4Row{Layer: int64(l), Head: int64(h), KPasses: momentsOf(kp).Mean(), BOSPasses: momentsOf(bp).Mean(),
 				KQueries: kq.Mean(), BOSQueries: bq.Mean(), Passes: int64(len(kp)), LastLayers: last[l]}
 			row.K, row.BOS = row.KPasses, row.BOSPasses
-			if a.agg.Fig4Pool == PoolQueries {
+			if a.agg.Fig4Pool == poolQueries {
 				row.K, row.BOS = row.KQueries, row.BOSQueries
 			}
 			rows = append(rows, row)
@@ -527,11 +527,11 @@ func (a *Aggregator) fig4() ([]Fig4Row, Fig4Stats, error) {
 	st.CI = BootstrapCI{Lo: nan, Hi: nan, Level: a.agg.CILevel, Seed: a.agg.Seed}
 	st.DF = st.Cells - 2
 	if st.Cells >= 3 {
-		r, _ := Pearson(xs, ys)
-		rho, _ := Spearman(xs, ys)
-		st.R, st.P, st.Spearman = Float(r), Float(PearsonP(r, st.Cells)), Float(rho)
+		r, _ := pearson(xs, ys)
+		rho, _ := spearman(xs, ys)
+		st.R, st.P, st.Spearman = Float(r), Float(pearsonP(r, st.Cells)), Float(rho)
 		if a.agg.Bootstrap > 0 {
-			st.CI, err = BootstrapPearson(xs, ys, a.agg.Bootstrap, a.agg.CILevel, a.agg.Seed)
+			st.CI, err = bootstrapPearson(xs, ys, a.agg.Bootstrap, a.agg.CILevel, a.agg.Seed)
 			if err != nil {
 				return nil, st, err
 			}
@@ -571,6 +571,6 @@ func (a *Aggregator) fig4() ([]Fig4Row, Fig4Stats, error) {
 	if len(lastK) > 0 {
 		st.LastLayersK = [2]Float{Float(slices.Min(lastK)), Float(slices.Max(lastK))}
 	}
-	st.LastLayersBOS = Float(MomentsOf(lastBOS).Mean())
+	st.LastLayersBOS = Float(momentsOf(lastBOS).Mean())
 	return rows, st, nil
 }

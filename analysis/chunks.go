@@ -56,9 +56,9 @@ func ParseLengths(s string, unit int) ([]int, error) {
 	return out, nil
 }
 
-// FormatLength writes T as the paper does where it is a whole number of
+// formatLength writes T as the paper does where it is a whole number of
 // units ("4k"), and as a plain integer otherwise.
-func FormatLength(T, unit int) string {
+func formatLength(T, unit int) string {
 	if unit > 0 && T%unit == 0 {
 		return strconv.Itoa(T/unit) + "k"
 	}

@@ -44,7 +44,7 @@ func TestParseLengths(t *testing.T) {
 			t.Errorf("ParseLengths(%q, %d): error %v, want one containing %q", c.in, c.unit, err, c.msg)
 		}
 	}
-	if FormatLength(4096, 1024) != "4k" || FormatLength(4000, 1024) != "4000" || FormatLength(500, 1000) != "500" {
+	if formatLength(4096, 1024) != "4k" || formatLength(4000, 1024) != "4000" || formatLength(500, 1000) != "500" {
 		t.Error("FormatLength")
 	}
 }
@@ -150,15 +150,15 @@ func TestWindowsAndBuckets(t *testing.T) {
 		f    float64
 		want int
 	}{{1000, 0.25, 750}, {1024, 0.25, 768}, {1001, 0.25, 751}, {1001, 0.5, 501}, {1000, 0.5, 500}, {7, 1, 0}, {3, 0.25, 3}} {
-		if got := WindowStart(c.T, c.f); got != c.want {
+		if got := windowStart(c.T, c.f); got != c.want {
 			t.Errorf("WindowStart(%d, %v) = %d, want %d", c.T, c.f, got, c.want)
 		}
 	}
-	got := BucketEdges(100, 30, WindowStart(100, 0.25), WindowStart(100, 0.5))
+	got := bucketEdges(100, 30, windowStart(100, 0.25), windowStart(100, 0.5))
 	if want := []int{0, 30, 50, 60, 75, 90, 100}; !slices.Equal(got, want) {
 		t.Errorf("BucketEdges = %v, want %v", got, want)
 	}
-	if got := fmt.Sprint(BucketEdges(5, 1)); got != "[0 1 2 3 4 5]" {
+	if got := fmt.Sprint(bucketEdges(5, 1)); got != "[0 1 2 3 4 5]" {
 		t.Errorf("bucket 1: %s", got)
 	}
 }

@@ -20,12 +20,12 @@
 //
 // # Tables
 //
-// A pass file holds BucketRows: for each (layer, head, metric) and query
+// A pass file holds bucket rows: for each (layer, head, metric) and query
 // bucket, the count, sum and centred sum of squares of the metric's finite
 // values (Moments). Buckets are cut at the window starts too, so every
 // aggregate of App. I (last 25 % of queries, last k layers, second-half BOS
 // mass, per-(layer, head) cells) is an exact combination of bucket rows,
-// not an approximation from bucket means. Finalize writes, in Parquet and
+// not an approximation from bucket means. finalize writes, in Parquet and
 // optionally CSV/JSONL: buckets (all pass rows), heads (per (T, layer,
 // head, metric, window) summaries), fig2, fig3, fig4, plus summary.json and
 // manifest.json (checkpoint and tokenizer hashes, every option, chunk

@@ -158,7 +158,7 @@ const noVCS = "the build recorded no VCS revision (go run, go test, -buildvcs=fa
 // (runtime/debug.ReadBuildInfo).
 func Tool() ToolInfo {
 	t := ToolInfo{Name: "probe", Module: "github.com/filterlens/probe", Version: "(devel)", Go: runtime.Version(),
-		Platform: runtime.GOOS + "/" + runtime.GOARCH, BLAS: model.BLAS(), Format: FormatVersion, BuildNote: noVCS}
+		Platform: runtime.GOOS + "/" + runtime.GOARCH, BLAS: model.BLAS(), Format: formatVersion, BuildNote: noVCS}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
 			t.Version = bi.Main.Version
@@ -272,8 +272,8 @@ func conventions(sw SweepOptions, agg AggOptions) map[string]string {
 	}
 }
 
-// WriteJSON writes v as indented JSON to path, atomically.
-func WriteJSON(path string, v any) error {
+// writeJSON writes v as indented JSON to path, atomically.
+func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -292,8 +292,8 @@ func ReadManifest(path string) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: not a sweep manifest: %w", path, err)
 	}
-	if m.Tool.Format != FormatVersion {
-		return nil, fmt.Errorf("%s: format %q, this probe reads %q", path, m.Tool.Format, FormatVersion)
+	if m.Tool.Format != formatVersion {
+		return nil, fmt.Errorf("%s: format %q, this probe reads %q", path, m.Tool.Format, formatVersion)
 	}
 	return &m, nil
 }

@@ -3,8 +3,6 @@ package analysis
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 
 	"gorgonia.org/tensor"
 
@@ -175,7 +173,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 			entries := top[layer][:min(o.Entries, len(top[layer]))]
 			for _, iv := range o.Interventions {
 				hs := &hooks.Set{}
-				hs.Add(hooks.Name("blocks.{l}.hook_resid_post", layer), func(_ string, x *tensor.Dense) error {
+				hs.Add(hooks.Name(hooks.ResidPost, layer), func(_ string, _ int, x *tensor.Dense) error {
 					h := x.Data().([]float32)
 					var means []float64
 					if iv == MassiveMean {
@@ -212,11 +210,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 func MassiveHooks(hs *hooks.Set, c *model.Config, T, topK int) (top [][]probes.Activation, med []float64) {
 	top, med = make([][]probes.Activation, c.Layers), make([]float64, c.Layers)
 	var scratch []float32
-	hs.Add("blocks.*.hook_resid_post", func(name string, x *tensor.Dense) error {
-		l, err := strconv.Atoi(strings.Split(name, ".")[1])
-		if err != nil {
-			return fmt.Errorf("unexpected hook name %q", name)
-		}
+	hs.Add(hooks.ResidPost, func(_ string, l int, x *tensor.Dense) error {
 		h := x.Data().([]float32)
 		top[l] = probes.TopAbs(h, T, c.DModel, topK)
 		med[l], scratch = probes.MedianAbs(h, scratch)

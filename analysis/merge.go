@@ -103,7 +103,7 @@ func Merge(dirs []string, out string, opt MergeOptions) (*Manifest, error) {
 		src := ""
 		for _, d := range dirs {
 			p := passPath(d, c.T, c.Sample)
-			if _, err := ReadPassRecord(p); err == nil {
+			if _, err := readPassRecord(p); err == nil {
 				src = p
 				break
 			}
@@ -136,7 +136,7 @@ func Merge(dirs []string, out string, opt MergeOptions) (*Manifest, error) {
 	}
 	man.Conventions = conventions(man.Sweep, man.Analysis)
 	t0 := time.Now()
-	if _, err := Finalize(out, &man, opt.Formats); err != nil {
+	if _, err := finalize(out, &man, opt.Formats); err != nil {
 		return nil, err
 	}
 	man.Timings = Timings{Tables: time.Since(t0).Seconds()}
@@ -145,7 +145,7 @@ func Merge(dirs []string, out string, opt MergeOptions) (*Manifest, error) {
 	}
 	man.Timings.Total = time.Since(start).Seconds()
 	man.Complete = true
-	return &man, WriteJSON(filepath.Join(out, "manifest.json"), &man)
+	return &man, writeJSON(filepath.Join(out, "manifest.json"), &man)
 }
 
 // copyFileAtomic copies src to dst through a temporary file; it does
@@ -166,13 +166,13 @@ func copyFileAtomic(src, dst string) error {
 	return writeFileAtomic(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err })
 }
 
-// StreamKinds are the stream commands whose folders MergeStream combines.
-var StreamKinds = []string{"gdn", "sinks", "massive"}
+// streamKinds are the stream commands whose folders MergeStream combines.
+var streamKinds = []string{"gdn", "sinks", "massive"}
 
 // StreamKindOf returns the stream command whose manifests dir holds (""
 // when none).
 func StreamKindOf(dir string) string {
-	for _, k := range StreamKinds {
+	for _, k := range streamKinds {
 		if m, _ := filepath.Glob(filepath.Join(dir, k+"_manifest*.json")); len(m) > 0 {
 			return k
 		}
@@ -297,5 +297,5 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 	}
 	rec.Complete = true
 	rec.Seconds = time.Since(start).Seconds()
-	return man, WriteJSON(filepath.Join(out, StreamManifestName(kind, rec.Shard)), man)
+	return man, writeJSON(filepath.Join(out, StreamManifestName(kind, rec.Shard)), man)
 }

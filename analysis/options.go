@@ -7,9 +7,9 @@ import (
 	"github.com/filterlens/probe/probes"
 )
 
-// FormatVersion names the layout of pass files and tables; it is part of
+// formatVersion names the layout of pass files and tables; it is part of
 // every pass key, so files of another layout are never taken as finished.
-const FormatVersion = "probe-sweep/1"
+const formatVersion = "probe-sweep/1"
 
 // ProbeOptions are the per-row diagnostic options of a sweep (they become
 // probes.CollectorOptions). Zero values select the paper's App. I choices;
@@ -33,8 +33,8 @@ type ProbeOptions struct {
 	Moments string `json:"moments"`
 	// Kernel is where the row moments come from: "matrix" (default: the
 	// attention pass's own float32 products, with rows that could lose
-	// digits recomputed in float64; ~18× faster than "rows" at 4k) or
-	// "rows" (every row walked twice in float64, the reference). They
+	// digits recomputed in float64) or "rows" (every row walked twice in
+	// float64, the reference; docs/diagnostics.md measures both). They
 	// agree within 1e-5 relative on every metric (probes.Kernel,
 	// hooks.AttnMoments).
 	Kernel string `json:"kernel"`
@@ -43,11 +43,9 @@ type ProbeOptions struct {
 	// and K from S̄ = mean_i S_i — what the figures use) or "all" (also
 	// (ii) lambda_obs_dim_mean and K_dim_mean, per dimension then mean,
 	// and (iii) lambda_obs_harmonic). "all" needs S per dimension, one more
-	// product per attention tile with as many columns as α·v: about +28 %
-	// over the forward pass at T = 4k and +30 % to +37 % at 16k (medians)
-	// on the benchmark model, against +5 % to +11 % for "mean"
-	// (docs/diagnostics.md, probes.Reductions). A manifest without the field (written before it
-	// existed) means "all".
+	// product per attention tile with as many columns as α·v
+	// (probes.Reductions; docs/diagnostics.md measures the cost of each). A
+	// manifest without the field (written before it existed) means "all".
 	Reductions string `json:"reductions"`
 }
 
@@ -241,7 +239,7 @@ func (o *SweepOptions) Validate(maxPos, vocab int) error {
 		return fmt.Errorf("length %d exceeds the model's max_position_embeddings %d (pass --allow-extrapolation to run it anyway)", T, maxPos)
 	}
 	for _, T := range o.Lengths {
-		if WindowStart(T, o.LastFrac) >= T || WindowStart(T, o.BOSFrac) >= T {
+		if windowStart(T, o.LastFrac) >= T || windowStart(T, o.BOSFrac) >= T {
 			return fmt.Errorf("length %d: the last %v / %v of its queries is empty", T, o.LastFrac, o.BOSFrac)
 		}
 	}
@@ -250,13 +248,13 @@ func (o *SweepOptions) Validate(maxPos, vocab int) error {
 
 // Fig. 4 weightings (AggOptions.Fig4Pool).
 const (
-	// PoolPasses gives every (T, sample) pass the same weight: a cell's K
+	// poolPasses gives every (T, sample) pass the same weight: a cell's K
 	// is the mean over passes of the pass's window mean (default: "aggregated
 	// over 5 samples and T ∈ {4k, 8k}" read as 10 equal passes).
-	PoolPasses = "passes"
-	// PoolQueries pools every query of every pass (an 8k pass then weighs
+	poolPasses = "passes"
+	// poolQueries pools every query of every pass (an 8k pass then weighs
 	// twice a 4k pass).
-	PoolQueries = "queries"
+	poolQueries = "queries"
 )
 
 // λobs ratio readings of Fig. 2(c) (AggOptions.LambdaRatio).
@@ -288,7 +286,7 @@ type AggOptions struct {
 	// Fig4Lengths are the lengths Fig. 4 aggregates (default: 4k and 8k in
 	// the sweep's k unit when present — the paper's choice —, else all).
 	Fig4Lengths []int `json:"fig4_lengths"`
-	// Fig4Pool is PoolPasses (default) or PoolQueries.
+	// Fig4Pool is "passes" (default) or "queries" (poolPasses, poolQueries).
 	Fig4Pool string `json:"fig4_pool"`
 	// Bootstrap is the number of bootstrap resamples of the Fig. 4 cells
 	// (default 10000), Seed their PCG seed (default 1) and CILevel the
@@ -303,7 +301,7 @@ type AggOptions struct {
 
 // DefaultAggOptions returns the defaults.
 func DefaultAggOptions() AggOptions {
-	return AggOptions{LastLayers: 7, DDOF: 0, Fig4Pool: PoolPasses, Bootstrap: 10000, Seed: 1, CILevel: 0.95,
+	return AggOptions{LastLayers: 7, DDOF: 0, Fig4Pool: poolPasses, Bootstrap: 10000, Seed: 1, CILevel: 0.95,
 		LambdaRatio: RatioOfMeans}
 }
 
@@ -314,7 +312,7 @@ func (a *AggOptions) Validate() error {
 		return fmt.Errorf("last-layers = %d: want at least 1", a.LastLayers)
 	case a.DDOF != 0 && a.DDOF != 1:
 		return fmt.Errorf("ddof = %d: want 0 or 1", a.DDOF)
-	case a.Fig4Pool != PoolPasses && a.Fig4Pool != PoolQueries:
+	case a.Fig4Pool != poolPasses && a.Fig4Pool != poolQueries:
 		return fmt.Errorf("fig4-pool %q: want passes or queries", a.Fig4Pool)
 	case a.Bootstrap < 0:
 		return fmt.Errorf("bootstrap = %d: want ≥ 0 (0 skips the interval)", a.Bootstrap)

@@ -43,18 +43,18 @@ type BucketRow struct {
 // Moments returns the row's statistics as Moments.
 func (r *BucketRow) Moments() Moments { return Moments{N: r.N, Sum: r.Sum, M2: r.M2} }
 
-// WindowStart returns the first query of the window "the last fraction f of
+// windowStart returns the first query of the window "the last fraction f of
 // the queries" of a length-T pass: T − ⌊f·T⌋ (so "the last 25 %" of 1000
 // queries is t ∈ [750, 1000), and "the second half" (f = 0.5) is t ≥ ⌈T/2⌉).
-func WindowStart(T int, f float64) int {
+func windowStart(T int, f float64) int {
 	n := int(math.Floor(f*float64(T) + 1e-9))
 	return T - min(max(n, 0), T)
 }
 
-// BucketEdges returns the query bucket boundaries of a length-T pass:
+// bucketEdges returns the query bucket boundaries of a length-T pass:
 // multiples of size, plus the starts of the windows (so that no bucket
 // straddles a window edge and window aggregates stay exact), plus 0 and T.
-func BucketEdges(T, size int, windowStarts ...int) []int {
+func bucketEdges(T, size int, windowStarts ...int) []int {
 	edges := []int{0, T}
 	for q := size; q < T; q += size {
 		edges = append(edges, q)
@@ -87,10 +87,10 @@ func passMetrics(gated bool, reductions string) []string {
 	return m
 }
 
-// BucketRows summarizes batch entry b of a Collector into bucket rows for
+// bucketRows summarizes batch entry b of a Collector into bucket rows for
 // pass (T, sample): every layer, head and metric over the buckets between
 // edges. The collector's T must be at least the last edge.
-func BucketRows(c *probes.Collector, b, T, sample int, edges []int, gated bool, layers []int) []BucketRow {
+func bucketRows(c *probes.Collector, b, T, sample int, edges []int, gated bool, layers []int) []BucketRow {
 	metrics := passMetrics(gated, c.Options().Reductions.String())
 	if layers == nil {
 		layers = make([]int, c.L)
@@ -113,7 +113,7 @@ func BucketRows(c *probes.Collector, b, T, sample int, edges []int, gated bool, 
 							buf = append(buf, v)
 						}
 					}
-					m := MomentsOf(buf)
+					m := momentsOf(buf)
 					rows = append(rows, BucketRow{T: int64(T), Sample: int64(sample), Layer: int64(l), Head: int64(h),
 						QLo: int64(lo), QHi: int64(hi), Metric: name, N: m.N, Sum: m.Sum, M2: m.M2,
 						NonFinite: int64(hi-lo) - m.N})
@@ -195,9 +195,9 @@ type PassRecord struct {
 // passMetaKey is the Parquet footer key of a pass file's PassRecord.
 const passMetaKey = "probe.pass"
 
-// PassFileName is the name of the pass file of (T, sample) inside a
+// passFileName is the name of the pass file of (T, sample) inside a
 // sweep's passes/ folder.
-func PassFileName(T, sample int) string { return fmt.Sprintf("T%d-s%d.parquet", T, sample) }
+func passFileName(T, sample int) string { return fmt.Sprintf("T%d-s%d.parquet", T, sample) }
 
 // writePass writes a pass file atomically: rows plus the record in the
 // footer.
@@ -212,15 +212,15 @@ func writePass(path string, rec PassRecord, rows []BucketRow) error {
 	})
 }
 
-// ErrIncomplete is wrapped by errors about pass files that are not whole
+// errIncomplete is wrapped by errors about pass files that are not whole
 // (no valid Parquet footer, no pass record, fewer rows than recorded, or
 // rows that cannot be read back, such as a page failing its CRC).
-var ErrIncomplete = errors.New("incomplete pass file")
+var errIncomplete = errors.New("incomplete pass file")
 
-// ReadPassRecord reads only the footer of a pass file: its record. It
-// fails with an error wrapping ErrIncomplete when the file is not a
+// readPassRecord reads only the footer of a pass file: its record. It
+// fails with an error wrapping errIncomplete when the file is not a
 // complete pass file.
-func ReadPassRecord(path string) (PassRecord, error) {
+func readPassRecord(path string) (PassRecord, error) {
 	var rec PassRecord
 	f, err := os.Open(path)
 	if err != nil {
@@ -233,36 +233,36 @@ func ReadPassRecord(path string) (PassRecord, error) {
 	}
 	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
-		return rec, fmt.Errorf("%s: %w: %v", path, ErrIncomplete, err)
+		return rec, fmt.Errorf("%s: %w: %v", path, errIncomplete, err)
 	}
 	meta, ok := pf.Lookup(passMetaKey)
 	if !ok {
-		return rec, fmt.Errorf("%s: %w: no %q footer entry", path, ErrIncomplete, passMetaKey)
+		return rec, fmt.Errorf("%s: %w: no %q footer entry", path, errIncomplete, passMetaKey)
 	}
 	if err := json.Unmarshal([]byte(meta), &rec); err != nil {
-		return rec, fmt.Errorf("%s: %w: footer entry %q: %v", path, ErrIncomplete, passMetaKey, err)
+		return rec, fmt.Errorf("%s: %w: footer entry %q: %v", path, errIncomplete, passMetaKey, err)
 	}
 	if pf.NumRows() != rec.Rows {
-		return rec, fmt.Errorf("%s: %w: %d rows, the record says %d", path, ErrIncomplete, pf.NumRows(), rec.Rows)
+		return rec, fmt.Errorf("%s: %w: %d rows, the record says %d", path, errIncomplete, pf.NumRows(), rec.Rows)
 	}
 	if rec.Hash != rec.Key.Hash() {
-		return rec, fmt.Errorf("%s: %w: record hash %s does not match its key", path, ErrIncomplete, rec.Hash)
+		return rec, fmt.Errorf("%s: %w: record hash %s does not match its key", path, errIncomplete, rec.Hash)
 	}
 	return rec, nil
 }
 
 // ReadPass reads a whole pass file: its record and rows.
 func ReadPass(path string) (PassRecord, []BucketRow, error) {
-	rec, err := ReadPassRecord(path)
+	rec, err := readPassRecord(path)
 	if err != nil {
 		return rec, nil, err
 	}
 	rows, err := ReadTable[BucketRow](path)
 	if err != nil {
-		return rec, nil, fmt.Errorf("%w: %w", ErrIncomplete, err)
+		return rec, nil, fmt.Errorf("%w: %w", errIncomplete, err)
 	}
 	if int64(len(rows)) != rec.Rows {
-		return rec, nil, fmt.Errorf("%s: %w: read %d rows, the record says %d", path, ErrIncomplete, len(rows), rec.Rows)
+		return rec, nil, fmt.Errorf("%s: %w: read %d rows, the record says %d", path, errIncomplete, len(rows), rec.Rows)
 	}
 	for i := range rows {
 		if rows[i].T != int64(rec.Key.T) || rows[i].Sample != int64(rec.Key.Sample) {
@@ -275,5 +275,5 @@ func ReadPass(path string) (PassRecord, []BucketRow, error) {
 
 // passPath returns dir/passes/<file>.
 func passPath(dir string, T, sample int) string {
-	return filepath.Join(dir, "passes", PassFileName(T, sample))
+	return filepath.Join(dir, "passes", passFileName(T, sample))
 }

@@ -49,9 +49,9 @@ const (
 
 // Position selections (PPLOptions.Positions).
 const (
-	PositionsAll         = "all"          // every position t = 0 … T−1 (default)
-	PositionsLastQuarter = "last-quarter" // t ≥ T − ⌊T/4⌋
-	PositionsFromPrefix  = "from:"        // "from:N": t ≥ N (e.g. from:256 isolates extrapolation)
+	positionsAll         = "all"          // every position t = 0 … T−1 (default)
+	positionsLastQuarter = "last-quarter" // t ≥ T − ⌊T/4⌋
+	positionsFromPrefix  = "from:"        // "from:N": t ≥ N (e.g. from:256 isolates extrapolation)
 )
 
 // PPLOptions are the options of a perplexity run, recorded in its manifest.
@@ -68,8 +68,8 @@ type PPLOptions struct {
 	Placement string `json:"placement"`
 	Seed      uint64 `json:"seed"`
 	Offset    int    `json:"offset"`
-	// Positions selects the scored positions: PositionsAll (default),
-	// PositionsLastQuarter or "from:N".
+	// Positions selects the scored positions: "all" (default),
+	// "last-quarter" or "from:N" (positionsAll, …).
 	Positions string `json:"positions"`
 	// Variants are the gate variants run on gated models, in order:
 	// VariantLearned, VariantOne and the probes.GateMapping names.
@@ -102,7 +102,7 @@ type PPLOptions struct {
 // 4096}, 4 samples, every position, every gate variant, K_BFT of App. I.
 func DefaultPPLOptions() PPLOptions {
 	return PPLOptions{Lengths: []int{256, 512, 1024, 2048, 4096}, Samples: 4, Disjoint: DisjointAll,
-		Placement: PlaceSequential, Positions: PositionsAll, LambdaForm: "reml", CILevel: 0.95,
+		Placement: PlaceSequential, Positions: positionsAll, LambdaForm: "reml", CILevel: 0.95,
 		Variants: []string{VariantLearned, VariantOne, string(probes.MapK), string(probes.MapKMatched), string(probes.MapKLambda), string(probes.MapMean)}}
 }
 
@@ -134,12 +134,12 @@ func ParseVariants(s string) ([]string, error) {
 // the Positions option.
 func (o *PPLOptions) FirstPosition(T int) (int, error) {
 	switch {
-	case o.Positions == "" || o.Positions == PositionsAll:
+	case o.Positions == "" || o.Positions == positionsAll:
 		return 0, nil
-	case o.Positions == PositionsLastQuarter:
+	case o.Positions == positionsLastQuarter:
 		return T - T/4, nil
-	case strings.HasPrefix(o.Positions, PositionsFromPrefix):
-		n, err := strconv.Atoi(strings.TrimPrefix(o.Positions, PositionsFromPrefix))
+	case strings.HasPrefix(o.Positions, positionsFromPrefix):
+		n, err := strconv.Atoi(strings.TrimPrefix(o.Positions, positionsFromPrefix))
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("positions %q: want from:N with N ≥ 0", o.Positions)
 		}
@@ -179,7 +179,7 @@ func (o *PPLOptions) kGateOptions(v string) (probes.KGateOptions, error) {
 // Validate fills defaults and checks the options.
 func (o *PPLOptions) Validate() error {
 	if o.Positions == "" {
-		o.Positions = PositionsAll
+		o.Positions = positionsAll
 	}
 	if o.CILevel == 0 {
 		o.CILevel = 0.95
@@ -245,11 +245,11 @@ func (o *PPLOptions) chunkOptions(calib int) ChunkOptions {
 		Offset: o.Offset + calib}
 }
 
-// PlanPPL returns the evaluation chunks (Chunk.T is the context length T;
+// planPPL returns the evaluation chunks (Chunk.T is the context length T;
 // the chunk holds T + 1 tokens) and the calibration chunks (Chunk.T is
 // CalibLength; no calibration chunk unless a calibrated variant is asked
 // for) of a stream of streamLen tokens. The options must be validated.
-func PlanPPL(streamLen int, o PPLOptions) (eval, calib []Chunk, err error) {
+func planPPL(streamLen int, o PPLOptions) (eval, calib []Chunk, err error) {
 	ct := o.calibTokens()
 	for s := 0; ct > 0 && s < o.CalibSamples; s++ {
 		start := o.Offset + s*o.CalibLength
@@ -384,7 +384,7 @@ type PPLProgress struct {
 	T, Sample     int
 	Layer, Layers int
 	Done          bool
-	// Work and WorkLeft are estimated costs (PassCost) done and to do.
+	// Work and WorkLeft are estimated costs (passCost) done and to do.
 	Work, WorkLeft float64
 	Tokens         int64 // tokens of the finished passes
 	Elapsed        time.Duration
@@ -462,7 +462,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		r.Threads = runtime.GOMAXPROCS(0)
 	}
 	o := &r.Options
-	eval, calib, err := PlanPPL(len(r.Stream), *o)
+	eval, calib, err := planPPL(len(r.Stream), *o)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
 	}
@@ -496,18 +496,18 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				}
 			}
 		}
-		if cfg.Arch == model.ArchGPT2 && o.Lengths[len(o.Lengths)-1] > cfg.MaxPos {
-			return nil, fmt.Errorf("%s: length %d exceeds GPT-2's %d learned positions (it cannot extrapolate)", dir, o.Lengths[len(o.Lengths)-1], cfg.MaxPos)
+		if cfg.LearnedPositions() && o.Lengths[len(o.Lengths)-1] > cfg.MaxPos {
+			return nil, fmt.Errorf("%s: length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)", dir, o.Lengths[len(o.Lengths)-1], cfg.MaxPos, cfg.Arch)
 		}
 		for range p.variants {
 			for _, c := range eval {
-				work += PassCost(cfg, c.T)
+				work += passCost(cfg, c.T)
 				passes++
 			}
 		}
 		if gated && hasCalibrated(p.variants) {
 			for _, c := range calib {
-				work += PassCost(cfg, c.T)
+				work += passCost(cfg, c.T)
 				passes++
 			}
 		}
@@ -523,7 +523,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 	fail := func(err error) (*PPLResults, error) {
 		man.Error = err.Error()
 		man.Seconds = time.Since(start).Seconds()
-		if werr := WriteJSON(filepath.Join(r.Out, PPLManifestName), man); werr != nil {
+		if werr := writeJSON(filepath.Join(r.Out, PPLManifestName), man); werr != nil {
 			return res, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
 		}
 		return res, err
@@ -557,13 +557,13 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 
 		// one pass, with progress per layer
 		pass := func(variant string, c Chunk, ids []int, logits bool, g *probes.GateOverride) (*model.Output, error) {
-			cost := PassCost(&m.Config, c.T)
+			cost := passCost(&m.Config, c.T)
 			pr.Pass++
 			pr.Model, pr.Variant, pr.T, pr.Sample, pr.Layer, pr.Done = p.label, variant, c.T, c.Sample, 0, false
 			report()
 			base := pr.Work
 			hs := &hooks.Set{}
-			hs.Add("blocks.*.hook_resid_post", func(string, *tensor.Dense) error {
+			hs.Add(hooks.ResidPost, func(string, int, *tensor.Dense) error {
 				pr.Layer++
 				pr.Work = base + cost*float64(pr.Layer)/float64(pr.Layers)
 				report()
@@ -680,21 +680,21 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 	}
 
 	man.Tables = []string{"ppl_summary", "ppl_chunks"}
-	if err := WriteTable(r.Out, "ppl_summary", res.Summary, r.Formats); err != nil {
+	if err := writeTable(r.Out, "ppl_summary", res.Summary, r.Formats); err != nil {
 		return fail(err)
 	}
-	if err := WriteTable(r.Out, "ppl_chunks", res.Chunks, r.Formats); err != nil {
+	if err := writeTable(r.Out, "ppl_chunks", res.Chunks, r.Formats); err != nil {
 		return fail(err)
 	}
 	if len(res.Calibration) > 0 {
 		man.Tables = append(man.Tables, "ppl_calibration")
-		if err := WriteTable(r.Out, "ppl_calibration", res.Calibration, r.Formats); err != nil {
+		if err := writeTable(r.Out, "ppl_calibration", res.Calibration, r.Formats); err != nil {
 			return fail(err)
 		}
 	}
 	man.Complete = true
 	man.Seconds = time.Since(start).Seconds()
-	if err := WriteJSON(filepath.Join(r.Out, PPLManifestName), man); err != nil {
+	if err := writeJSON(filepath.Join(r.Out, PPLManifestName), man); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -782,7 +782,7 @@ func summarizePPL(chunks []PPLChunkRow, label string, variants []string, T, maxP
 // and the two-sided Student-t interval at level around the mean; std, se
 // and the interval are NaN for fewer than two values.
 func tInterval(x []float64, level float64) (std, se, lo, hi float64) {
-	m := MomentsOf(x)
+	m := momentsOf(x)
 	mean := m.Mean()
 	if len(x) < 2 {
 		return math.NaN(), math.NaN(), math.NaN(), math.NaN()
@@ -797,10 +797,10 @@ func tInterval(x []float64, level float64) (std, se, lo, hi float64) {
 func pplConventions(o *PPLOptions) map[string]string {
 	first := "every position t = 0 … T−1"
 	switch {
-	case o.Positions == PositionsLastQuarter:
+	case o.Positions == positionsLastQuarter:
 		first = "positions t ≥ T − ⌊T/4⌋ (the last quarter)"
-	case strings.HasPrefix(o.Positions, PositionsFromPrefix):
-		first = "positions t ≥ " + strings.TrimPrefix(o.Positions, PositionsFromPrefix)
+	case strings.HasPrefix(o.Positions, positionsFromPrefix):
+		first = "positions t ≥ " + strings.TrimPrefix(o.Positions, positionsFromPrefix)
 	}
 	return map[string]string{
 		"T":            "context length = tokens in the forward pass; a chunk holds T + 1 stream tokens x_0 … x_T, position t predicts x_{t+1} from x_0 … x_t",

@@ -113,7 +113,7 @@ func TestPPLOptions(t *testing.T) {
 	if o.CalibLength != 8 || o.CalibSamples != 1 {
 		t.Fatalf("calibration defaults: %d × %d, want 1 × 8 (the smallest length)", o.CalibSamples, o.CalibLength)
 	}
-	eval, calib, err := PlanPPL(100, o)
+	eval, calib, err := planPPL(100, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +130,11 @@ func TestPPLOptions(t *testing.T) {
 	if len(eval) != 4 || end != 11+2*9+2*17 {
 		t.Fatalf("%d chunks ending at %d", len(eval), end)
 	}
-	if _, _, err := PlanPPL(60, o); err == nil || !strings.Contains(err.Error(), "calibration tokens") {
+	if _, _, err := planPPL(60, o); err == nil || !strings.Contains(err.Error(), "calibration tokens") {
 		t.Fatalf("short stream: err %v", err)
 	}
 	o.Variants = []string{VariantLearned, VariantOne, "k"}
-	if eval, calib, _ := PlanPPL(100, o); len(calib) != 0 || eval[0].Start != 3 {
+	if eval, calib, _ := planPPL(100, o); len(calib) != 0 || eval[0].Start != 3 {
 		t.Fatalf("without a calibrated variant there is no calibration chunk: %v %v", calib, eval[0])
 	}
 }

@@ -57,7 +57,7 @@ func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results
 			return nil, nil, nil, err
 		}
 	}
-	a, err := NewAggregator(man.Model.Shape(), sw, man.Sweep.Probe, man.Analysis)
+	a, err := newAggregator(man.Model.Shape(), sw, man.Sweep.Probe, man.Analysis)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -84,7 +84,7 @@ func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results
 func finishedSubset(dir string, man *Manifest) (SweepOptions, []Chunk, []Chunk, error) {
 	done := map[[2]int]bool{}
 	for _, c := range man.Chunks {
-		if _, err := ReadPassRecord(passPath(dir, c.T, c.Sample)); err == nil {
+		if _, err := readPassRecord(passPath(dir, c.T, c.Sample)); err == nil {
 			done[[2]int{c.T, c.Sample}] = true
 		}
 	}
@@ -179,7 +179,7 @@ func fig2Lookup(rows []Fig2Row) func(T int, m string) Fig2Row {
 func WriteReport(w io.Writer, man *Manifest, res *Results) error {
 	sw, agg, s := man.Sweep, man.Analysis, res.Summary
 	unit := sw.KUnit
-	L := func(T int) string { return FormatLength(T, unit) }
+	L := func(T int) string { return formatLength(T, unit) }
 	var lengths []string
 	for _, T := range sw.Lengths {
 		lengths = append(lengths, L(T))

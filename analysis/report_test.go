@@ -42,7 +42,7 @@ func TestReportPrintsPaperBeside(t *testing.T) {
 	probe := ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1.0 / 128, LambdaPrior: 1}
 	agg := DefaultAggOptions()
 	agg.LastLayers, agg.Bootstrap = 1, 0
-	res, err := Aggregate(rows, Shape{Layers: 2, Heads: 1}, sw, probe, agg)
+	res, err := aggregate(rows, Shape{Layers: 2, Heads: 1}, sw, probe, agg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,13 +89,13 @@ func TestReportPrintsPaperBeside(t *testing.T) {
 func TestAggregateRefusesMisalignedBuckets(t *testing.T) {
 	rows := []BucketRow{{T: 100, QLo: 0, QHi: 80, Metric: probes.MetricK, N: 80, Sum: 40}}
 	sw := SweepOptions{Lengths: []int{100}, KUnit: 1000, Samples: 1, LastFrac: 0.25, BOSFrac: 0.5}
-	_, err := Aggregate(rows, Shape{Layers: 1, Heads: 1}, sw, ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1, LambdaPrior: 1}, DefaultAggOptions())
+	_, err := aggregate(rows, Shape{Layers: 1, Heads: 1}, sw, ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1, LambdaPrior: 1}, DefaultAggOptions())
 	if err == nil || !strings.Contains(err.Error(), "straddles the window start 75") {
 		t.Errorf("misaligned bucket: %v", err)
 	}
 	sw.Samples = 2
 	rows[0].QHi = 50
-	_, err = Aggregate(rows, Shape{Layers: 1, Heads: 1}, sw, ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1, LambdaPrior: 1}, DefaultAggOptions())
+	_, err = aggregate(rows, Shape{Layers: 1, Heads: 1}, sw, ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1, LambdaPrior: 1}, DefaultAggOptions())
 	if err == nil || !strings.Contains(err.Error(), "no rows for pass (T=100, sample 1)") {
 		t.Errorf("missing pass: %v", err)
 	}
@@ -125,7 +125,7 @@ func TestPaperTable(t *testing.T) {
 		t.Errorf("Fig. 3 max error %v", maxErr)
 	}
 	// r = +0.25 is rounded: r = 0.246 over 448 cells gives the reported p.
-	if pv := PearsonP(0.246, p.Fig4Cells); relErr(pv, p.Fig4P) > 0.05 {
+	if pv := pearsonP(0.246, p.Fig4Cells); relErr(pv, p.Fig4P) > 0.05 {
 		t.Errorf("p(0.246, %d) = %v, paper %v", p.Fig4Cells, pv, p.Fig4P)
 	}
 	if paperIndex(4096, 1024) != 2 || paperIndex(4000, 1000) != 2 || paperIndex(4000, 1024) != -1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -28,17 +29,17 @@ type Progress struct {
 	// Work is the estimated cost of the passes run so far (reused ones
 	// excluded) including the current pass's finished layers, WorkLeft
 	// that of the passes still to run; the ratio gives an ETA that accounts
-	// for attention's T² cost (see PassCost).
+	// for attention's T² cost (see passCost).
 	Work, WorkLeft float64
 	Tokens         int64 // tokens of the passes run so far (finished ones)
 	Elapsed        time.Duration
 }
 
-// PassCost estimates the floating-point work of one length-T pass with
+// passCost estimates the floating-point work of one length-T pass with
 // diagnostics: the projections and MLP (2 flops per weight and token) plus
 // causal attention and the per-row diagnostics (about 7·d_head flops per
 // (query, key) pair and head: q·k, α·v and the two passes of S).
-func PassCost(c *model.Config, T int) float64 {
+func passCost(c *model.Config, T int) float64 {
 	perLayer := 2*c.DModel*c.Heads*c.DHead + 2*c.DModel*c.KVHeads*c.DHead + 3*c.DModel*c.DMLP
 	lin := 2 * float64(perLayer) * float64(c.Layers)
 	attn := 7 * float64(c.Layers*c.Heads*c.DHead) * float64(T+1) / 2
@@ -98,7 +99,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 		return man, nil, recordFailure(filepath.Join(s.Out, ManifestName(s.Shard)), man, err)
 	}
 	if old, err := ReadManifest(filepath.Join(s.Out, ManifestName(s.Shard))); err != nil || !old.Complete {
-		if err := WriteJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man); err != nil {
+		if err := writeJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -106,7 +107,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 	mine := shardChunks(chunks, s.Shard)
 	remaining := 0.0 // estimated work of the passes not finished yet
 	for _, c := range mine {
-		remaining += PassCost(&s.Model.Config, c.T)
+		remaining += passCost(&s.Model.Config, c.T)
 	}
 	pr := Progress{Passes: len(mine), Layers: s.Model.Config.Layers, WorkLeft: remaining}
 	report := func() {
@@ -117,7 +118,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 	}
 	passStart := time.Now()
 	for i, c := range mine {
-		cost := PassCost(&s.Model.Config, c.T)
+		cost := passCost(&s.Model.Config, c.T)
 		pr.Pass, pr.T, pr.Sample, pr.Layer, pr.Reused, pr.Done = i+1, c.T, c.Sample, 0, false, false
 		path := passPath(s.Out, c.T, c.Sample)
 		key := s.key(c)
@@ -126,7 +127,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 			// incomplete too, and it is run again.
 			rec, _, err := ReadPass(path)
 			switch {
-			case errors.Is(err, ErrIncomplete):
+			case errors.Is(err, errIncomplete):
 				man.Notes = append(man.Notes, fmt.Sprintf("%s was incomplete (%v) and was run again", path, err))
 			case err != nil:
 				return fail(err)
@@ -181,10 +182,10 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 	if s.Shard.Count > 1 {
 		man.Complete = true
 		man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
-		return man, nil, WriteJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man)
+		return man, nil, writeJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man)
 	}
 	t0 := time.Now()
-	res, err := Finalize(s.Out, man, s.Formats)
+	res, err := finalize(s.Out, man, s.Formats)
 	if err != nil {
 		return fail(err)
 	}
@@ -192,7 +193,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 	man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
 	man.LayersUsed = res.Summary.LayersUsed
 	man.Complete = true
-	return man, res, WriteJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man)
+	return man, res, writeJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man)
 }
 
 func flagLine(rec PassRecord) string {
@@ -226,9 +227,9 @@ func (s *Sweep) prepare() (*Manifest, []Chunk, error) {
 	if err := s.Options.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
 		return nil, nil, err
 	}
-	if cfg.Arch == model.ArchGPT2 && s.Options.Lengths[len(s.Options.Lengths)-1] > cfg.MaxPos {
-		return nil, nil, fmt.Errorf("length %d exceeds GPT-2's %d learned positions (it cannot extrapolate)",
-			s.Options.Lengths[len(s.Options.Lengths)-1], cfg.MaxPos)
+	if cfg.LearnedPositions() && s.Options.Lengths[len(s.Options.Lengths)-1] > cfg.MaxPos {
+		return nil, nil, fmt.Errorf("length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)",
+			s.Options.Lengths[len(s.Options.Lengths)-1], cfg.MaxPos, cfg.Arch)
 	}
 	p, err := s.Options.Probe.Resolve(cfg.DHead)
 	if err != nil {
@@ -268,7 +269,7 @@ func (s *Sweep) passIDs(c Chunk) []int {
 
 // expectedKey is the key of chunk c without its token digest.
 func expectedKey(info ModelInfo, o SweepOptions, c Chunk) PassKey {
-	return PassKey{Format: FormatVersion, Model: info.Digest, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
+	return PassKey{Format: formatVersion, Model: info.Digest, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
 		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe}
 }
 
@@ -283,7 +284,7 @@ func (s *Sweep) key(c Chunk) PassKey {
 func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, []BucketRow, error) {
 	m := s.Model
 	cfg := &m.Config
-	rec := PassRecord{Key: key, Hash: key.Hash(), File: PassFileName(c.T, c.Sample), Threads: s.Threads}
+	rec := PassRecord{Key: key, Hash: key.Hash(), File: passFileName(c.T, c.Sample), Threads: s.Threads}
 	copts, _ := s.Options.Probe.collector()
 	copts.ContinueOnNonFinite = s.Options.OnNonFinite == NonFiniteFlag
 	col, err := probes.NewCollector(1, cfg.Layers, cfg.Heads, c.T, cfg.DHead, copts)
@@ -292,7 +293,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	}
 	hs := col.Hooks(cfg)
 	done := 0
-	hs.Add("blocks.*.hook_resid_post", func(string, *tensor.Dense) error {
+	hs.Add(hooks.ResidPost, func(string, int, *tensor.Dense) error {
 		done++
 		layerDone(done)
 		return nil
@@ -325,17 +326,17 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 		}
 		rec.NonFinite = info
 	}
-	edges := BucketEdges(c.T, s.Options.Bucket, WindowStart(c.T, s.Options.LastFrac), WindowStart(c.T, s.Options.BOSFrac))
-	rows := BucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, cfg.SoftmaxLayers())
+	edges := bucketEdges(c.T, s.Options.Bucket, windowStart(c.T, s.Options.LastFrac), windowStart(c.T, s.Options.BOSFrac))
+	rows := bucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, cfg.SoftmaxLayers())
 	return rec, rows, nil
 }
 
-// Finalize reads the pass files of every chunk of man (from dir/passes),
+// finalize reads the pass files of every chunk of man (from dir/passes),
 // checks them against the manifest, and writes the tables (buckets, heads,
 // fig2, fig3, fig4 in each format, and summary.json) into dir. The
 // manifest's Passes and Tables are set from what it read and wrote.
-func Finalize(dir string, man *Manifest, formats []string) (*Results, error) {
-	agg, err := NewAggregator(man.Model.Shape(), man.Sweep, man.Sweep.Probe, man.Analysis)
+func finalize(dir string, man *Manifest, formats []string) (*Results, error) {
+	agg, err := newAggregator(man.Model.Shape(), man.Sweep, man.Sweep.Probe, man.Analysis)
 	if err != nil {
 		return nil, err
 	}
@@ -390,10 +391,10 @@ func Finalize(dir string, man *Manifest, formats []string) (*Results, error) {
 		name  string
 		write func() error
 	}{
-		{"heads", func() error { return WriteTable(dir, "heads", res.Heads, formats) }},
-		{"fig2", func() error { return WriteTable(dir, "fig2", res.Fig2, formats) }},
-		{"fig3", func() error { return WriteTable(dir, "fig3", res.Fig3, formats) }},
-		{"fig4", func() error { return WriteTable(dir, "fig4", res.Fig4, formats) }},
+		{"heads", func() error { return writeTable(dir, "heads", res.Heads, formats) }},
+		{"fig2", func() error { return writeTable(dir, "fig2", res.Fig2, formats) }},
+		{"fig3", func() error { return writeTable(dir, "fig3", res.Fig3, formats) }},
+		{"fig4", func() error { return writeTable(dir, "fig4", res.Fig4, formats) }},
 	} {
 		if err := t.write(); err != nil {
 			return nil, err
@@ -402,7 +403,7 @@ func Finalize(dir string, man *Manifest, formats []string) (*Results, error) {
 			man.Tables = append(man.Tables, t.name+"."+f)
 		}
 	}
-	if err := WriteJSON(filepath.Join(dir, "summary.json"), res.Summary); err != nil {
+	if err := writeJSON(filepath.Join(dir, "summary.json"), res.Summary); err != nil {
 		return nil, err
 	}
 	man.Tables = append(man.Tables, "summary.json")
@@ -447,7 +448,7 @@ func writeBuckets(w io.Writer, format string, each func(emit func([]BucketRow) e
 		first := true
 		return each(func(rows []BucketRow) error {
 			var b strings.Builder
-			if err := WriteCSV(&b, rows); err != nil {
+			if err := writeCSV(&b, rows); err != nil {
 				return err
 			}
 			out := b.String()
@@ -459,7 +460,7 @@ func writeBuckets(w io.Writer, format string, each func(emit func([]BucketRow) e
 			return err
 		})
 	case FormatJSONL:
-		return each(func(rows []BucketRow) error { return WriteJSONL(w, rows) })
+		return each(func(rows []BucketRow) error { return writeJSONL(w, rows) })
 	}
 	return fmt.Errorf("unknown table format %q", format)
 }

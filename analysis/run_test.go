@@ -79,7 +79,7 @@ func (n *naive) values(T, s, l, h int, m string, from int) []float64 {
 
 func (n *naive) pool(T int, m string) (mean, std, umean, ustd float64) {
 	var all, units []float64
-	from := WindowStart(T, n.sw.Options.LastFrac)
+	from := windowStart(T, n.sw.Options.LastFrac)
 	for s := 0; s < n.sw.Options.Samples; s++ {
 		for _, l := range n.used {
 			var unit []float64
@@ -137,7 +137,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 			checkStd(fmt.Sprintf("fig2 T=%d %s std_pooled", T, m), r.StdPooled, std, mean)
 			check(fmt.Sprintf("fig2 T=%d %s mean_units", T, m), r.MeanUnits, um)
 			checkStd(fmt.Sprintf("fig2 T=%d %s std_units", T, m), r.StdUnits, us, um)
-			if r.N != int64(3*2*4*(T-WindowStart(T, 0.25))) || r.Units != 6 {
+			if r.N != int64(3*2*4*(T-windowStart(T, 0.25))) || r.Units != 6 {
 				t.Errorf("fig2 T=%d %s: n %d units %d", T, m, r.N, r.Units)
 			}
 		}
@@ -149,8 +149,8 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 			for h := 0; h < 4; h++ {
 				var a, b []float64
 				for s := 0; s < 3; s++ {
-					a = append(a, nv.values(T, s, l, h, probes.MetricLambdaObs, WindowStart(T, 0.25))...)
-					b = append(b, nv.values(24, s, l, h, probes.MetricLambdaObs, WindowStart(24, 0.25))...)
+					a = append(a, nv.values(T, s, l, h, probes.MetricLambdaObs, windowStart(T, 0.25))...)
+					b = append(b, nv.values(24, s, l, h, probes.MetricLambdaObs, windowStart(24, 0.25))...)
 				}
 				ma, _ := meanStd(a, 0)
 				mb, _ := meanStd(b, 0)
@@ -194,8 +194,8 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 		var kp, bp, kq, bq []float64
 		for _, T := range []int{24, 40} {
 			for s := 0; s < 3; s++ {
-				k := nv.values(T, s, l, h, probes.MetricK, WindowStart(T, 0.25))
-				b := nv.values(T, s, l, h, probes.MetricBOSMass, WindowStart(T, 0.5))
+				k := nv.values(T, s, l, h, probes.MetricK, windowStart(T, 0.25))
+				b := nv.values(T, s, l, h, probes.MetricBOSMass, windowStart(T, 0.5))
 				mk, _ := meanStd(k, 0)
 				mb, _ := meanStd(b, 0)
 				kp, bp, kq, bq = append(kp, mk), append(bp, mb), append(kq, k...), append(bq, b...)
@@ -217,7 +217,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 		t.Errorf("fig4: %d rows, %d cells", len(res.Fig4), res.Summary.Fig4.Cells)
 	}
 	check("fig4 r", float64(res.Summary.Fig4.R), stat.Correlation(xs, ys, nil))
-	check("fig4 p", float64(res.Summary.Fig4.P), PearsonP(stat.Correlation(xs, ys, nil), 12))
+	check("fig4 p", float64(res.Summary.Fig4.P), pearsonP(stat.Correlation(xs, ys, nil), 12))
 	if !strings.Contains(strings.Join(res.Summary.Notes, "\n"), "4k and 8k are not both in the sweep") {
 		t.Errorf("notes %q should say that Fig. 4 fell back to all lengths", res.Summary.Notes)
 	}
@@ -229,10 +229,10 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 	for _, r := range res.Heads {
 		T, from := int(r.T), 0
 		switch r.Window {
-		case WindowLast:
-			from = WindowStart(T, 0.25)
-		case WindowBOS:
-			from = WindowStart(T, 0.5)
+		case windowLast:
+			from = windowStart(T, 0.25)
+		case windowBOS:
+			from = windowStart(T, 0.5)
 		}
 		var x []float64
 		for s := 0; s < 3; s++ {
@@ -256,8 +256,8 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range buckets {
-		if r.NonFinite != 0 || r.N != r.QHi-r.QLo || (r.QLo%7 != 0 && r.QLo != int64(WindowStart(int(r.T), 0.25)) &&
-			r.QLo != int64(WindowStart(int(r.T), 0.5))) {
+		if r.NonFinite != 0 || r.N != r.QHi-r.QLo || (r.QLo%7 != 0 && r.QLo != int64(windowStart(int(r.T), 0.25)) &&
+			r.QLo != int64(windowStart(int(r.T), 0.5))) {
 			t.Fatalf("bucket row %+v", r)
 		}
 	}
@@ -396,8 +396,8 @@ func TestResumeSkipsOnlyCompletePasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := files(t, out)
-	p0 := filepath.Join(out, "passes", PassFileName(24, 1))
-	p1 := filepath.Join(out, "passes", PassFileName(40, 2))
+	p0 := filepath.Join(out, "passes", passFileName(24, 1))
+	p1 := filepath.Join(out, "passes", passFileName(40, 2))
 	whole, _ := os.ReadFile(p0)
 
 	// A second run reuses everything and rewrites identical tables.
@@ -422,7 +422,7 @@ func TestResumeSkipsOnlyCompletePasses(t *testing.T) {
 	bad, _ := os.ReadFile(p1)
 	bad[len(bad)-10] ^= 0xff
 	os.WriteFile(p1, bad, 0o644)
-	if _, err := ReadPassRecord(p0); !errors.Is(err, ErrIncomplete) {
+	if _, err := readPassRecord(p0); !errors.Is(err, errIncomplete) {
 		t.Errorf("truncated pass file: %v, want ErrIncomplete", err)
 	}
 	man, _, err = newSweep(t, dir, stream, out, opts, agg).Run()
@@ -489,7 +489,7 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	for _, s := range []int{0, 1} {
-		if _, err := ReadPassRecord(filepath.Join(out, "passes", PassFileName(24, s))); err != nil {
+		if _, err := readPassRecord(filepath.Join(out, "passes", passFileName(24, s))); err != nil {
 			t.Errorf("the pass finished before the failure was lost: %v", err)
 		}
 	}

@@ -3,8 +3,6 @@ package analysis
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 
 	"gorgonia.org/tensor"
 
@@ -199,11 +197,7 @@ func SinkHooks(hs *hooks.Set, c *model.Config, ch Chunk, o SinksOptions) (func()
 	gates := map[[2]int]probes.GateStats{}
 	if per := c.GatePerHead(); per > 0 {
 		var scratch []float32
-		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-			l, err := strconv.Atoi(strings.Split(name, ".")[1])
-			if err != nil {
-				return fmt.Errorf("unexpected gate hook name %q", name)
-			}
+		hs.Add(hooks.AttnGate, func(_ string, l int, x *tensor.Dense) error {
 			g := x.Data().([]float32)
 			for h := 0; h < c.Heads; h++ {
 				var st probes.GateStats

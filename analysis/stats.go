@@ -24,9 +24,9 @@ type Moments struct {
 	M2  float64
 }
 
-// MomentsOf returns the moments of x, two-pass (mean first, then centred
+// momentsOf returns the moments of x, two-pass (mean first, then centred
 // squares).
-func MomentsOf(x []float64) Moments {
+func momentsOf(x []float64) Moments {
 	if len(x) == 0 {
 		return Moments{}
 	}
@@ -77,20 +77,20 @@ func (m Moments) Combine(o Moments) Moments {
 	}
 }
 
-// Pearson returns the Pearson correlation coefficient of x and y (two-pass,
+// pearson returns the Pearson correlation coefficient of x and y (two-pass,
 // centred). It returns NaN when either has zero variance and an error when
 // the lengths differ or fewer than two pairs are given.
-func Pearson(x, y []float64) (float64, error) {
+func pearson(x, y []float64) (float64, error) {
 	if len(x) != len(y) {
 		return math.NaN(), fmt.Errorf("analysis: Pearson: %d x values, %d y values", len(x), len(y))
 	}
 	if len(x) < 2 {
 		return math.NaN(), fmt.Errorf("analysis: Pearson: %d pairs, need at least 2", len(x))
 	}
-	return pearson(x, y), nil
+	return pearsonR(x, y), nil
 }
 
-func pearson(x, y []float64) float64 {
+func pearsonR(x, y []float64) float64 {
 	n := float64(len(x))
 	var mx, my float64
 	for i := range x {
@@ -113,13 +113,13 @@ func pearson(x, y []float64) float64 {
 	return math.Max(-1, math.Min(1, r))
 }
 
-// PearsonP returns the two-sided p-value of the test of zero correlation for
+// pearsonP returns the two-sided p-value of the test of zero correlation for
 // a Pearson coefficient r from n pairs: t = r·sqrt(df/(1 − r²)) with
 // df = n − 2 follows Student's t distribution under the null, and
 // p = 2·P(T_df > |t|) (computed from the survival function, so that small
 // p-values keep their digits). The paper's Fig. 4 reports r = +0.25,
 // p = 1.3e-7 for 448 cells, which this reproduces for r = 0.246.
-func PearsonP(r float64, n int) float64 {
+func pearsonP(r float64, n int) float64 {
 	df := float64(n - 2)
 	if n < 3 || math.IsNaN(r) {
 		return math.NaN()
@@ -131,9 +131,9 @@ func PearsonP(r float64, n int) float64 {
 	return 2 * distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Survival(t)
 }
 
-// Ranks returns the ranks (1-based) of x, ties receiving the average of the
+// ranks returns the ranks (1-based) of x, ties receiving the average of the
 // ranks they span (the convention of Spearman's ρ with ties).
-func Ranks(x []float64) []float64 {
+func ranks(x []float64) []float64 {
 	idx := make([]int, len(x))
 	for i := range idx {
 		idx[i] = i
@@ -154,22 +154,22 @@ func Ranks(x []float64) []float64 {
 	return r
 }
 
-// Spearman returns Spearman's rank correlation ρ: the Pearson correlation of
+// spearman returns Spearman's rank correlation ρ: the Pearson correlation of
 // the average ranks.
-func Spearman(x, y []float64) (float64, error) {
+func spearman(x, y []float64) (float64, error) {
 	if len(x) != len(y) {
 		return math.NaN(), fmt.Errorf("analysis: Spearman: %d x values, %d y values", len(x), len(y))
 	}
 	if len(x) < 2 {
 		return math.NaN(), fmt.Errorf("analysis: Spearman: %d pairs, need at least 2", len(x))
 	}
-	return pearson(Ranks(x), Ranks(y)), nil
+	return pearsonR(ranks(x), ranks(y)), nil
 }
 
-// Quantile returns the q-quantile of sorted data by linear interpolation
+// quantile returns the q-quantile of sorted data by linear interpolation
 // between order statistics (Hyndman and Fan's type 7, numpy's default):
 // position h = (n − 1)·q.
-func Quantile(sorted []float64, q float64) float64 {
+func quantile(sorted []float64, q float64) float64 {
 	n := len(sorted)
 	if n == 0 || math.IsNaN(q) {
 		return math.NaN()
@@ -193,12 +193,12 @@ type BootstrapCI struct {
 	Seed      uint64  `json:"seed"`
 }
 
-// BootstrapPearson resamples the pairs (x_i, y_i) with replacement
+// bootstrapPearson resamples the pairs (x_i, y_i) with replacement
 // `resamples` times with a PCG generator seeded by seed, computes Pearson's r
 // of each resample and returns the percentile interval at the given level
 // (type-7 quantiles of the valid resamples). Resamples in which x or y is
 // constant have no r and are left out (counted in Resamples, not in Valid).
-func BootstrapPearson(x, y []float64, resamples int, level float64, seed uint64) (BootstrapCI, error) {
+func bootstrapPearson(x, y []float64, resamples int, level float64, seed uint64) (BootstrapCI, error) {
 	ci := BootstrapCI{Lo: Float(math.NaN()), Hi: Float(math.NaN()), Level: level, Resamples: resamples, Seed: seed}
 	if len(x) != len(y) || len(x) < 2 {
 		return ci, fmt.Errorf("analysis: bootstrap: need ≥ 2 pairs of equal length, got %d and %d", len(x), len(y))
@@ -218,7 +218,7 @@ func BootstrapPearson(x, y []float64, resamples int, level float64, seed uint64)
 			k := rng.IntN(n)
 			bx[i], by[i] = x[k], y[k]
 		}
-		if r := pearson(bx, by); !math.IsNaN(r) {
+		if r := pearsonR(bx, by); !math.IsNaN(r) {
 			rs = append(rs, r)
 		}
 	}
@@ -228,6 +228,6 @@ func BootstrapPearson(x, y []float64, resamples int, level float64, seed uint64)
 	}
 	sort.Float64s(rs)
 	a := (1 - level) / 2
-	ci.Lo, ci.Hi = Float(Quantile(rs, a)), Float(Quantile(rs, 1-a))
+	ci.Lo, ci.Hi = Float(quantile(rs, a)), Float(quantile(rs, 1-a))
 	return ci, nil
 }

@@ -22,12 +22,12 @@ func TestMomentsCombineIsExact(t *testing.T) {
 	for i := range x {
 		x[i] = 1e8 + rng.NormFloat64()
 	}
-	want := MomentsOf(x)
+	want := momentsOf(x)
 	for _, cuts := range [][]int{{1}, {7, 500, 501}, {333, 666}, {999}} {
 		var got Moments
 		prev := 0
 		for _, c := range append(cuts, len(x)) {
-			got = got.Combine(MomentsOf(x[prev:c]))
+			got = got.Combine(momentsOf(x[prev:c]))
 			prev = c
 		}
 		if got.N != want.N || !near(got.Mean(), want.Mean(), 1e-14) || !near(got.Std(1), want.Std(1), 1e-8) {
@@ -39,7 +39,7 @@ func TestMomentsCombineIsExact(t *testing.T) {
 		t.Errorf("std of N(1e8, 1) sample = %v", sd)
 	}
 	// Hand example: {1, 2, 3, 4}: mean 2.5, M2 5, std 1.118 (ddof 0), 1.291 (ddof 1).
-	m := MomentsOf([]float64{1, 2}).Combine(MomentsOf([]float64{3, 4}))
+	m := momentsOf([]float64{1, 2}).Combine(momentsOf([]float64{3, 4}))
 	if m.N != 4 || m.Sum != 10 || m.M2 != 5 || !near(m.Std(0), math.Sqrt(1.25), 1e-15) || !near(m.Std(1), math.Sqrt(5.0/3), 1e-15) {
 		t.Errorf("{1,2}+{3,4} = %+v", m)
 	}
@@ -50,25 +50,25 @@ func TestMomentsCombineIsExact(t *testing.T) {
 
 func TestPearsonSpearmanHand(t *testing.T) {
 	// x = 1..5, y = 2,4,5,4,5: Σdxdy = 6, Σdx² = 10, Σdy² = 6, r = 6/√60.
-	r, err := Pearson([]float64{1, 2, 3, 4, 5}, []float64{2, 4, 5, 4, 5})
+	r, err := pearson([]float64{1, 2, 3, 4, 5}, []float64{2, 4, 5, 4, 5})
 	if err != nil || !near(r, 6/math.Sqrt(60), 1e-15) {
 		t.Errorf("Pearson = %v, %v; want %v", r, err, 6/math.Sqrt(60))
 	}
 	// Ties: ranks of x = 1, 2.5, 2.5, 4; y = 1, 3, 2, 4; ρ = 4.5/√22.5.
-	rho, err := Spearman([]float64{1, 2, 2, 3}, []float64{1, 3, 2, 4})
+	rho, err := spearman([]float64{1, 2, 2, 3}, []float64{1, 3, 2, 4})
 	if err != nil || !near(rho, 4.5/math.Sqrt(22.5), 1e-15) {
 		t.Errorf("Spearman = %v, %v; want %v", rho, err, 4.5/math.Sqrt(22.5))
 	}
-	if got := Ranks([]float64{3, 1, 3, 3, 2}); got[0] != 4 || got[1] != 1 || got[2] != 4 || got[3] != 4 || got[4] != 2 {
+	if got := ranks([]float64{3, 1, 3, 3, 2}); got[0] != 4 || got[1] != 1 || got[2] != 4 || got[3] != 4 || got[4] != 2 {
 		t.Errorf("Ranks = %v, want [4 1 4 4 2]", got)
 	}
-	if r, _ := Pearson([]float64{1, 1, 1}, []float64{1, 2, 3}); !math.IsNaN(r) {
+	if r, _ := pearson([]float64{1, 1, 1}, []float64{1, 2, 3}); !math.IsNaN(r) {
 		t.Errorf("constant x: r = %v, want NaN", r)
 	}
-	if _, err := Pearson([]float64{1}, []float64{1}); err == nil {
+	if _, err := pearson([]float64{1}, []float64{1}); err == nil {
 		t.Error("one pair: want an error")
 	}
-	if _, err := Spearman([]float64{1, 2}, []float64{1}); err == nil {
+	if _, err := spearman([]float64{1, 2}, []float64{1}); err == nil {
 		t.Error("unequal lengths: want an error")
 	}
 }
@@ -93,17 +93,17 @@ func TestPearsonP(t *testing.T) {
 		// df = 2: t/√(2 + t²) = |r|, so p = 1 − |r| exactly.
 		{0.6, 4, 0.4, "df 2: p = 1 − |r|"},
 	} {
-		if got := PearsonP(c.r, c.n); !near(got, c.want, 2e-6) {
+		if got := pearsonP(c.r, c.n); !near(got, c.want, 2e-6) {
 			t.Errorf("%s: PearsonP(%v, %d) = %.10g, want %.10g", c.why, c.r, c.n, got, c.want)
 		}
 	}
-	if p := PearsonP(1, 10); p != 0 {
+	if p := pearsonP(1, 10); p != 0 {
 		t.Errorf("r = 1: p = %v, want 0", p)
 	}
-	if p := PearsonP(0, 10); !near(p, 1, 1e-15) {
+	if p := pearsonP(0, 10); !near(p, 1, 1e-15) {
 		t.Errorf("r = 0: p = %v, want 1", p)
 	}
-	if p := PearsonP(0.5, 2); !math.IsNaN(p) {
+	if p := pearsonP(0.5, 2); !math.IsNaN(p) {
 		t.Errorf("n = 2: p = %v, want NaN", p)
 	}
 }
@@ -111,11 +111,11 @@ func TestPearsonP(t *testing.T) {
 func TestQuantileType7(t *testing.T) {
 	s := []float64{1, 2, 3, 4}
 	for _, c := range []struct{ q, want float64 }{{0, 1}, {0.25, 1.75}, {0.5, 2.5}, {0.975, 3.925}, {1, 4}} {
-		if got := Quantile(s, c.q); !near(got, c.want, 1e-15) {
+		if got := quantile(s, c.q); !near(got, c.want, 1e-15) {
 			t.Errorf("Quantile(%v) = %v, want %v", c.q, got, c.want)
 		}
 	}
-	if !math.IsNaN(Quantile(nil, 0.5)) {
+	if !math.IsNaN(quantile(nil, 0.5)) {
 		t.Error("empty: want NaN")
 	}
 }
@@ -128,8 +128,8 @@ func TestBootstrapPearson(t *testing.T) {
 		x[i] = rng.NormFloat64()
 		y[i] = 0.5*x[i] + rng.NormFloat64()
 	}
-	r, _ := Pearson(x, y)
-	ci, err := BootstrapPearson(x, y, 2000, 0.95, 7)
+	r, _ := pearson(x, y)
+	ci, err := bootstrapPearson(x, y, 2000, 0.95, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,24 +141,24 @@ func TestBootstrapPearson(t *testing.T) {
 	if w := float64(ci.Hi - ci.Lo); w < 0.15 || w > 0.3 {
 		t.Errorf("CI width %v, want ≈ 0.22", w)
 	}
-	again, _ := BootstrapPearson(x, y, 2000, 0.95, 7)
+	again, _ := bootstrapPearson(x, y, 2000, 0.95, 7)
 	if again != ci {
 		t.Errorf("same seed gave %+v then %+v", ci, again)
 	}
-	other, _ := BootstrapPearson(x, y, 2000, 0.95, 8)
+	other, _ := bootstrapPearson(x, y, 2000, 0.95, 8)
 	if other == ci {
 		t.Error("another seed gave the same interval")
 	}
 	// Perfectly correlated pairs: every defined resample has r = 1.
 	lin := []float64{1, 2, 3, 4, 5, 6}
-	ci, _ = BootstrapPearson(lin, lin, 500, 0.9, 1)
+	ci, _ = bootstrapPearson(lin, lin, 500, 0.9, 1)
 	if ci.Lo != 1 || ci.Hi != 1 || ci.Valid == 0 || ci.Valid > 500 {
 		t.Errorf("y = x: CI %+v, want [1, 1]", ci)
 	}
-	if _, err := BootstrapPearson(lin, lin, 0, 0.9, 1); err == nil {
+	if _, err := bootstrapPearson(lin, lin, 0, 0.9, 1); err == nil {
 		t.Error("0 resamples: want an error")
 	}
-	if _, err := BootstrapPearson(lin, lin, 10, 1.5, 1); err == nil {
+	if _, err := bootstrapPearson(lin, lin, 10, 1.5, 1); err == nil {
 		t.Error("level 1.5: want an error")
 	}
 }

@@ -25,7 +25,7 @@ import (
 // stream run writes one set of pass files per (T, sample) into passes/,
 // keeps finished ones when it is run again, runs one shard of the passes
 // with Shard, and writes its tables from the pass files only (as a sweep's
-// Finalize does), so that probe merge of the shards gives the same bytes
+// finalize does), so that probe merge of the shards gives the same bytes
 // as one unsharded run.
 type RunRecord struct {
 	Kind        string            `json:"kind"` // the command: gdn, sinks or massive
@@ -71,7 +71,7 @@ func StreamManifestName(kind string, s Shard) string { return manifestFile(kind+
 // those that only choose the chunks (the chunk's place and tokens are in
 // the key) or say whether to go on (allow_extrapolation).
 type StreamKey struct {
-	Format  string          `json:"format"` // FormatVersion
+	Format  string          `json:"format"` // formatVersion
 	Kind    string          `json:"kind"`
 	Model   string          `json:"model"` // ModelInfo.Digest
 	T       int             `json:"T"`
@@ -142,11 +142,11 @@ type passTable struct {
 func tableOf[T any](name string, rows []T) passTable {
 	return passTable{name, int64(len(rows)),
 		func(w io.Writer, meta map[string]string) error { return writeParquet(w, rows, meta) },
-		func(dir string, formats []string) error { return WriteTable(dir, name, rows, formats) }}
+		func(dir string, formats []string) error { return writeTable(dir, name, rows, formats) }}
 }
 
 // readStreamPass reads and checks one pass file: its record and every
-// page. It fails with an error wrapping ErrIncomplete when the file is not
+// page. It fails with an error wrapping errIncomplete when the file is not
 // whole.
 func readStreamPass(path, table string) (StreamPass, error) {
 	var rec StreamPass
@@ -161,20 +161,20 @@ func readStreamPass(path, table string) (StreamPass, error) {
 	}
 	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
-		return rec, fmt.Errorf("%s: %w: %v", path, ErrIncomplete, err)
+		return rec, fmt.Errorf("%s: %w: %v", path, errIncomplete, err)
 	}
 	meta, ok := pf.Lookup(passMetaKey)
 	if !ok {
-		return rec, fmt.Errorf("%s: %w: no %q footer entry", path, ErrIncomplete, passMetaKey)
+		return rec, fmt.Errorf("%s: %w: no %q footer entry", path, errIncomplete, passMetaKey)
 	}
 	if err := json.Unmarshal([]byte(meta), &rec); err != nil {
-		return rec, fmt.Errorf("%s: %w: footer entry %q: %v", path, ErrIncomplete, passMetaKey, err)
+		return rec, fmt.Errorf("%s: %w: footer entry %q: %v", path, errIncomplete, passMetaKey, err)
 	}
 	if rec.Hash != rec.Key.Hash() {
-		return rec, fmt.Errorf("%s: %w: record hash %s does not match its key", path, ErrIncomplete, rec.Hash)
+		return rec, fmt.Errorf("%s: %w: record hash %s does not match its key", path, errIncomplete, rec.Hash)
 	}
 	if n, ok := rec.Rows[table]; !ok || pf.NumRows() != n {
-		return rec, fmt.Errorf("%s: %w: %d rows, the record says %d", path, ErrIncomplete, pf.NumRows(), n)
+		return rec, fmt.Errorf("%s: %w: %d rows, the record says %d", path, errIncomplete, pf.NumRows(), n)
 	}
 	// Every page read back: a damaged one (CRC mismatch) makes the file
 	// incomplete too.
@@ -189,11 +189,11 @@ func readStreamPass(path, table string) (StreamPass, error) {
 			break
 		}
 		if err != nil {
-			return rec, fmt.Errorf("%s: %w: %v", path, ErrIncomplete, err)
+			return rec, fmt.Errorf("%s: %w: %v", path, errIncomplete, err)
 		}
 	}
 	if read != rec.Rows[table] {
-		return rec, fmt.Errorf("%s: %w: read %d rows, the record says %d", path, ErrIncomplete, read, rec.Rows[table])
+		return rec, fmt.Errorf("%s: %w: read %d rows, the record says %d", path, errIncomplete, read, rec.Rows[table])
 	}
 	return rec, nil
 }
@@ -218,7 +218,7 @@ func readPassRows[T any](dir, table string, rec *RunRecord, opts any, c Chunk) (
 }
 
 func streamKey(kind, model string, opts any, c Chunk, tokens string) StreamKey {
-	return StreamKey{Format: FormatVersion, Kind: kind, Model: model, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
+	return StreamKey{Format: formatVersion, Kind: kind, Model: model, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
 		Tokens: tokens, Options: passOptions(kind, opts)}
 }
 
@@ -243,7 +243,7 @@ func recordFailure(path string, man any, err error) error {
 	if b, rerr := os.ReadFile(path); rerr == nil && json.Unmarshal(b, &old) == nil && old.Complete {
 		path = strings.TrimSuffix(path, ".json") + ".failed.json"
 	}
-	if werr := WriteJSON(path, man); werr != nil {
+	if werr := writeJSON(path, man); werr != nil {
 		return fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
 	}
 	return err
@@ -295,7 +295,7 @@ func runStream(man StreamManifest, r streamRun) error {
 		Complete bool `json:"complete"`
 	}
 	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &old) != nil || !old.Complete {
-		if err := WriteJSON(path, man); err != nil {
+		if err := writeJSON(path, man); err != nil {
 			return err
 		}
 	}
@@ -350,7 +350,7 @@ func runStream(man StreamManifest, r streamRun) error {
 	}
 	rec.Complete = true
 	rec.Seconds = time.Since(start).Seconds()
-	return WriteJSON(path, man)
+	return writeJSON(path, man)
 }
 
 // finishedPass returns the record of chunk c's pass when every one of its
@@ -365,7 +365,7 @@ func finishedPass(dir string, tables []string, c Chunk, key StreamKey) (*StreamP
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			return nil, "", nil
-		case errors.Is(err, ErrIncomplete):
+		case errors.Is(err, errIncomplete):
 			return nil, fmt.Sprintf("%s was incomplete (%v) and was run again", path, err), nil
 		case err != nil:
 			return nil, "", err

@@ -143,8 +143,8 @@ func TestStreamShardsMergeAndResume(t *testing.T) {
 			cut := streamPassPath(whole, map[string]string{"gdn": "gdn", "sinks": "sinks_heads", "massive": "massive_ppl"}[kind], 24, 1)
 			full, _ := os.ReadFile(cut)
 			os.WriteFile(cut, full[:len(full)/2], 0o644)
-			if _, err := readStreamPass(cut, filepath.Ext(strings.TrimSuffix(cut, ".parquet"))[1:]); !errors.Is(err, ErrIncomplete) {
-				t.Errorf("cut pass file: %v, want ErrIncomplete", err)
+			if _, err := readStreamPass(cut, filepath.Ext(strings.TrimSuffix(cut, ".parquet"))[1:]); !errors.Is(err, errIncomplete) {
+				t.Errorf("cut pass file: %v, want errIncomplete", err)
 			}
 			for name := range want {
 				os.Remove(filepath.Join(whole, name))

@@ -101,7 +101,7 @@ func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
 func parquetOptions(meta map[string]string) []parquet.WriterOption {
 	opts := []parquet.WriterOption{
 		parquet.Compression(&parquet.Snappy),
-		parquet.CreatedBy("github.com/filterlens/probe", FormatVersion, ""),
+		parquet.CreatedBy("github.com/filterlens/probe", formatVersion, ""),
 	}
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
@@ -125,13 +125,13 @@ func writeParquet[T any](w io.Writer, rows []T, meta map[string]string) error {
 	return pw.Close()
 }
 
-// WriteTable writes rows as dir/name.parquet, .csv and/or .jsonl (one file
+// writeTable writes rows as dir/name.parquet, .csv and/or .jsonl (one file
 // per format), each atomically. T is a struct whose exported fields carry
 // `parquet:"column"` tags; the same names head the CSV columns and key the
 // JSON objects, in field order. Non-finite floats are written as NaN/±Inf
 // in Parquet, as an empty field (NaN) or +Inf/-Inf in CSV, and as null in
 // JSONL.
-func WriteTable[T any](dir, name string, rows []T, formats []string) error {
+func writeTable[T any](dir, name string, rows []T, formats []string) error {
 	for _, f := range formats {
 		path := filepath.Join(dir, name+"."+f)
 		var err error
@@ -139,9 +139,9 @@ func WriteTable[T any](dir, name string, rows []T, formats []string) error {
 		case FormatParquet:
 			err = writeFileAtomic(path, func(w io.Writer) error { return writeParquet(w, rows, nil) })
 		case FormatCSV:
-			err = writeFileAtomic(path, func(w io.Writer) error { return WriteCSV(w, rows) })
+			err = writeFileAtomic(path, func(w io.Writer) error { return writeCSV(w, rows) })
 		case FormatJSONL:
-			err = writeFileAtomic(path, func(w io.Writer) error { return WriteJSONL(w, rows) })
+			err = writeFileAtomic(path, func(w io.Writer) error { return writeJSONL(w, rows) })
 		default:
 			err = fmt.Errorf("unknown table format %q", f)
 		}
@@ -184,8 +184,8 @@ func columnsOf(t reflect.Type) []column {
 	return cols
 }
 
-// WriteCSV writes rows as CSV with a header line (see WriteTable).
-func WriteCSV[T any](w io.Writer, rows []T) error {
+// writeCSV writes rows as CSV with a header line (see writeTable).
+func writeCSV[T any](w io.Writer, rows []T) error {
 	cols := columnsOf(reflect.TypeFor[T]())
 	cw := csv.NewWriter(w)
 	rec := make([]string, len(cols))
@@ -211,7 +211,7 @@ func WriteCSV[T any](w io.Writer, rows []T) error {
 func csvValue(v reflect.Value) string {
 	switch v.Kind() {
 	case reflect.Float64, reflect.Float32:
-		return FormatFloat(v.Float())
+		return formatFloat(v.Float())
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		return strconv.FormatInt(v.Int(), 10)
 	case reflect.Bool:
@@ -222,9 +222,9 @@ func csvValue(v reflect.Value) string {
 	panic(fmt.Sprintf("analysis: unsupported column kind %v", v.Kind()))
 }
 
-// FormatFloat writes x in the shortest form that reads back exactly, with
+// formatFloat writes x in the shortest form that reads back exactly, with
 // NaN as the empty string and infinities as +Inf / -Inf.
-func FormatFloat(x float64) string {
+func formatFloat(x float64) string {
 	switch {
 	case math.IsNaN(x):
 		return ""
@@ -236,8 +236,8 @@ func FormatFloat(x float64) string {
 	return strconv.FormatFloat(x, 'g', -1, 64)
 }
 
-// WriteJSONL writes rows as one JSON object per line (see WriteTable).
-func WriteJSONL[T any](w io.Writer, rows []T) error {
+// writeJSONL writes rows as one JSON object per line (see writeTable).
+func writeJSONL[T any](w io.Writer, rows []T) error {
 	cols := columnsOf(reflect.TypeFor[T]())
 	var b bytes.Buffer
 	for _, r := range rows {

@@ -30,7 +30,7 @@ var tableRows = []tableRow{
 
 func TestCSVAndJSONL(t *testing.T) {
 	var b bytes.Buffer
-	if err := WriteCSV(&b, tableRows); err != nil {
+	if err := writeCSV(&b, tableRows); err != nil {
 		t.Fatal(err)
 	}
 	want := "name,n,x,ok\n\"a,b\",-3,0.1,true\n\"q\"\"uote\",1099511627776,,false\ninf,0,+Inf,false\ntiny,7,-1.25e-300,false\n"
@@ -38,7 +38,7 @@ func TestCSVAndJSONL(t *testing.T) {
 		t.Errorf("CSV:\n%s\nwant\n%s", b.String(), want)
 	}
 	b.Reset()
-	if err := WriteJSONL(&b, tableRows); err != nil {
+	if err := writeJSONL(&b, tableRows); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
@@ -55,7 +55,7 @@ func TestCSVAndJSONL(t *testing.T) {
 
 func TestParquetRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	if err := WriteTable(dir, "t", tableRows, []string{FormatParquet}); err != nil {
+	if err := writeTable(dir, "t", tableRows, []string{FormatParquet}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadTable[tableRow](filepath.Join(dir, "t.parquet"))
@@ -71,7 +71,7 @@ func TestParquetRoundTrip(t *testing.T) {
 		}
 	}
 	// Equal rows give equal bytes (merge relies on it).
-	WriteTable(dir, "u", tableRows, []string{FormatParquet})
+	writeTable(dir, "u", tableRows, []string{FormatParquet})
 	a, _ := os.ReadFile(filepath.Join(dir, "t.parquet"))
 	b, _ := os.ReadFile(filepath.Join(dir, "u.parquet"))
 	if !bytes.Equal(a, b) {
@@ -146,7 +146,7 @@ func TestParquetIndependentReader(t *testing.T) {
 		return 0
 	}
 
-	pass := filepath.Join(out, "passes", PassFileName(40, 1))
+	pass := filepath.Join(out, "passes", passFileName(40, 1))
 	rec, rows, err := ReadPass(pass)
 	if err != nil {
 		t.Fatal(err)

@@ -241,7 +241,7 @@ func (c *Checkpoint) Extra() map[string]any {
 }
 
 // Close closes the checkpoint's files. Tensors cannot be read afterwards;
-// views that Float32 returned stay valid (their files stay mapped until
+// views that Float32View and Uint16View returned stay valid (their files stay mapped until
 // the process exits).
 func (c *Checkpoint) Close() error {
 	if c.closed.Swap(true) {
@@ -298,6 +298,35 @@ func (c *Checkpoint) Float32View(name string) ([]float32, error) {
 		return v, nil
 	}
 	return t.float32Copy()
+}
+
+// Uint16View returns the raw bit patterns of a tensor of a 2-byte dtype
+// (BF16, F16, I16), row-major, without widening them: like Float32View, a
+// view of the mapping for a contiguous tensor of a memory-mapped file
+// (aligned to 2 bytes), else a copy in a new slice. Other dtypes are
+// refused. model.Load keeps BF16 and F16 weights this way, as stored.
+func (c *Checkpoint) Uint16View(name string) ([]uint16, error) {
+	t, err := c.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if t.elemSize != 2 {
+		return nil, t.errorf("dtype %s is not a 2-byte type (BF16, F16, I16)", t.info.DType)
+	}
+	if v := t.uint16View(); v != nil {
+		return v, nil
+	}
+	out := make([]uint16, t.numel)
+	err = t.chunks(func(raw []byte, at int64) error {
+		for i := range len(raw) / 2 {
+			out[at+int64(i)] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // float32Copy decodes the tensor into a new float32 slice.

@@ -29,7 +29,7 @@ import (
 // safe): reading a view past the new end of the file raises SIGBUS.
 
 // mapping is one open file and its bytes mapped by mapFile. Reads that copy
-// (ReadAt: headers, and every tensor but an F32 view) go through the file
+// (ReadAt: headers, and every tensor but an F32 or 16-bit view) go through the file
 // descriptor, as without a mapping, so that the pages they touch stay in
 // the page cache instead of counting in this process's resident set; only
 // views (view) use the mapping.
@@ -44,13 +44,13 @@ type mapping struct {
 func (m *mapping) ReadAt(p []byte, off int64) (int, error) { return m.f.ReadAt(p, off) }
 
 // view returns the n bytes at off of the mapping, marking it as viewed, or
-// nil when they are out of range, not 4-byte aligned or the mapping is
-// closed.
-func (m *mapping) view(off, n int64) []byte {
+// nil when they are out of range, not aligned to align bytes or the mapping
+// is closed.
+func (m *mapping) view(off, n, align int64) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.data == nil || off < 0 || n <= 0 || off > int64(len(m.data))-n ||
-		uintptr(unsafe.Pointer(&m.data[off]))%4 != 0 {
+		int64(uintptr(unsafe.Pointer(&m.data[off])))%align != 0 {
 		return nil
 	}
 	m.viewed = true
@@ -81,7 +81,34 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // tensor, a file that is not mapped, a misaligned offset, or a big-endian
 // machine. Float32View copies in those cases.
 func (t *tensor) float32View() []float32 {
-	if t.info.DType != "F32" || t.stride != nil || t.numel == 0 || !littleEndian {
+	if t.info.DType != "F32" {
+		return nil
+	}
+	b := t.mappedBytes()
+	if b == nil {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), t.numel)
+}
+
+// uint16View returns a 2-byte tensor's (BF16, F16, I16) raw values as a
+// view of its file's mapping, or nil where there is none (as float32View).
+func (t *tensor) uint16View() []uint16 {
+	if t.elemSize != 2 {
+		return nil
+	}
+	b := t.mappedBytes()
+	if b == nil {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), t.numel)
+}
+
+// mappedBytes returns the tensor's bytes as a view of its file's mapping,
+// aligned to its element size, or nil: a strided or empty tensor, a file
+// that is not mapped, a misaligned offset, or a big-endian machine.
+func (t *tensor) mappedBytes() []byte {
+	if t.stride != nil || t.numel == 0 || !littleEndian {
 		return nil
 	}
 	s, ok := t.src.(sectionSource)
@@ -92,11 +119,7 @@ func (t *tensor) float32View() []float32 {
 	if !ok {
 		return nil
 	}
-	b := m.view(s.base+4*t.offset, 4*t.numel)
-	if b == nil {
-		return nil
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), t.numel)
+	return m.view(s.base+t.elemSize*t.offset, t.elemSize*t.numel, t.elemSize)
 }
 
 // openMapped maps f (size bytes) with mapFile, or returns f itself where the

@@ -153,3 +153,72 @@ func TestMappedMisaligned(t *testing.T) {
 		t.Fatalf("U8 = %v, %v", a, err)
 	}
 }
+
+// TestMappedUint16View: a BF16 or F16 tensor of a mapped file is a view
+// of the mapping (no copy; the same memory on every call; valid after
+// Close), its raw bits as stored; one at an odd offset is copied, with the
+// same bits; a tensor of another element size is refused by name.
+func TestMappedUint16View(t *testing.T) {
+	if !canMap {
+		t.Skip("files are not mapped on this platform")
+	}
+	path := filepath.Join(t.TempDir(), "h.safetensors")
+	const n = 1 << 21 // 4 MiB of bfloat16
+	bf := make(BFloat16, n)
+	for i := range bf {
+		bf[i] = uint16(i*7919) ^ 0x3f00
+	}
+	if err := WriteSafetensors(path, []Tensor{ // in name order: a_bf at 0, b_f16 after it, d_odd after one byte
+		{Name: "a_bf", Shape: []int{n}, Data: bf},
+		{Name: "b_f16", Shape: []int{4}, Data: Float16{0x3c00, 0x8001, 0x7c00, 0x7e01}},
+		{Name: "c_u", Shape: []int{1}, Data: []uint8{7}},
+		{Name: "d_odd", Shape: []int{3}, Data: BFloat16{0x3f80, 0xffc1, 0x0001}},
+		{Name: "e_w", Shape: []int{2}, Data: []float32{1, 2}},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	v, err := c.Uint16View("a_bf")
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("Uint16View of a mapped 4 MiB tensor allocated %d bytes, want a view", alloc)
+	}
+	if v2, _ := c.Uint16View("a_bf"); unsafe.SliceData(v2) != unsafe.SliceData(v) {
+		t.Error("two Uint16View calls of a mapped tensor gave different memory")
+	}
+	h, err := c.Uint16View("b_f16")
+	if err != nil || len(h) != 4 || h[0] != 0x3c00 || h[1] != 0x8001 || h[2] != 0x7c00 || h[3] != 0x7e01 {
+		t.Errorf("F16 bits = %#x, %v", h, err)
+	}
+	runtime.ReadMemStats(&before)
+	odd, err := c.Uint16View("d_odd")
+	runtime.ReadMemStats(&after)
+	if after.TotalAlloc == before.TotalAlloc {
+		t.Error("a BF16 tensor at an odd offset was not copied")
+	}
+	if err != nil || len(odd) != 3 || odd[0] != 0x3f80 || odd[1] != 0xffc1 || odd[2] != 0x0001 {
+		t.Errorf("BF16 tensor at an odd offset = %#x, %v", odd, err)
+	}
+	if _, err := c.Uint16View("e_w"); err == nil || !strings.Contains(err.Error(), `tensor "e_w": dtype F32 is not a 2-byte type`) {
+		t.Errorf("Uint16View of an F32 tensor: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range bf { // the view outlives Close
+		if v[i] != bf[i] {
+			t.Fatalf("view[%d] = %#x after Close, want %#x", i, v[i], bf[i])
+		}
+	}
+	if _, err := c.Uint16View("a_bf"); err == nil || !strings.Contains(err.Error(), "checkpoint is closed") {
+		t.Errorf("Uint16View after Close: %v", err)
+	}
+}

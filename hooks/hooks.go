@@ -23,6 +23,59 @@ import (
 	textnames "github.com/filterlens/probe/internal/names"
 )
 
+// The hook points, one constant per name of Points: the names the forward
+// passes issue and users write. A per-layer name holds {l} where the layer
+// index goes (Name).
+const (
+	Embed               = "hook_embed"
+	PosEmbed            = "hook_pos_embed"
+	ResidPre            = "blocks.{l}.hook_resid_pre"
+	LN1Normalized       = "blocks.{l}.ln1.hook_normalized"
+	AttnQ               = "blocks.{l}.attn.hook_q"
+	AttnK               = "blocks.{l}.attn.hook_k"
+	AttnV               = "blocks.{l}.attn.hook_v"
+	AttnRotQ            = "blocks.{l}.attn.hook_rot_q"
+	AttnRotK            = "blocks.{l}.attn.hook_rot_k"
+	AttnPattern         = "blocks.{l}.attn.hook_pattern"
+	AttnPatternDecayed  = "blocks.{l}.attn.hook_pattern_decayed"
+	AttnPhaseGate       = "blocks.{l}.attn.hook_phase_gate"
+	AttnAngularVelocity = "blocks.{l}.attn.hook_angular_velocity"
+	AttnAngle           = "blocks.{l}.attn.hook_angle"
+	AttnGate            = "blocks.{l}.attn.hook_gate"
+	AttnZ               = "blocks.{l}.attn.hook_z"
+	AttnOut             = "blocks.{l}.hook_attn_out"
+	ResidMid            = "blocks.{l}.hook_resid_mid"
+	LN2Normalized       = "blocks.{l}.ln2.hook_normalized"
+	MLPPre              = "blocks.{l}.mlp.hook_pre"
+	MLPPost             = "blocks.{l}.mlp.hook_post"
+	MLPOut              = "blocks.{l}.hook_mlp_out"
+	ResidPost           = "blocks.{l}.hook_resid_post"
+	BFTTau              = "bft.hook_tau"
+	BFTLambda           = "blocks.{l}.bft.hook_lambda"
+	BFTLambdaObs        = "blocks.{l}.bft.hook_lambda_obs"
+	BFTGain             = "blocks.{l}.bft.hook_gain"
+	BFTLambdaPost       = "blocks.{l}.bft.hook_lambda_post"
+	BFTJacobian         = "blocks.{l}.bft.hook_jacobian"
+	BFTQNoise           = "blocks.{l}.bft.hook_q_noise"
+	BFTLambdaPred       = "blocks.{l}.bft.hook_lambda_pred"
+	RTMagnitude         = "blocks.{l}.rt.hook_magnitude"
+	RTLogPrecision      = "blocks.{l}.rt.hook_log_precision"
+	RTConsensus         = "blocks.{l}.rt.hook_consensus"
+	RTSelfAgreement     = "blocks.{l}.rt.hook_self_agreement"
+	AFALogPrecision     = "blocks.{l}.afa.hook_log_precision"
+	AFAEstimate         = "blocks.{l}.afa.hook_estimate"
+	GDNQ                = "blocks.{l}.gdn.hook_q"
+	GDNK                = "blocks.{l}.gdn.hook_k"
+	GDNV                = "blocks.{l}.gdn.hook_v"
+	GDNBeta             = "blocks.{l}.gdn.hook_beta"
+	GDNG                = "blocks.{l}.gdn.hook_g"
+	GDNCoreOut          = "blocks.{l}.gdn.hook_core_out"
+	GDNFinalState       = "blocks.{l}.gdn.hook_final_state"
+	GDNEffAttn          = "blocks.{l}.gdn.hook_eff_attn"
+	LNFinalNormalized   = "ln_final.hook_normalized"
+	Logits              = "logits"
+)
+
 // Point documents one hook point: its name pattern ({l} is the layer index)
 // and the shape of the value passed to hook functions.
 type Point struct {
@@ -33,53 +86,53 @@ type Point struct {
 
 // Points is the registry of hook points. The model issues no other names.
 var Points = []Point{
-	{"hook_embed", "[batch,pos,d_model]", "token embedding (GPT-2: before adding positions)"},
-	{"hook_pos_embed", "[batch,pos,d_model]", "learned position embedding (GPT-2 only)"},
-	{"blocks.{l}.hook_resid_pre", "[batch,pos,d_model]", "residual stream entering block l"},
-	{"blocks.{l}.ln1.hook_normalized", "[batch,pos,d_model]", "input of attention after the pre-attention norm"},
-	{"blocks.{l}.attn.hook_q", "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "query projection (with bias), before QK-norm and RoPE"},
-	{"blocks.{l}.attn.hook_k", "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "key projection (with bias), before QK-norm and RoPE"},
-	{"blocks.{l}.attn.hook_v", "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "value projection (with bias)"},
-	{"blocks.{l}.attn.hook_rot_q", "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "query after QK-norm and RoPE, as it enters the dot product"},
-	{"blocks.{l}.attn.hook_rot_k", "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "key after QK-norm and RoPE"},
-	{"blocks.{l}.attn.hook_pattern", "[batch,head,query,key]", "post-softmax attention weights, before any output gate; materialized only when hooked"},
-	{"blocks.{l}.attn.hook_pattern_decayed", "[batch,head,query,key]", "RFA and AFA only: decayed attention A = Â ⊙ E (Â is hook_pattern); rows sum to ≤ 1; materialized only when hooked"},
-	{"blocks.{l}.attn.hook_phase_gate", "[batch,pos,head] or [batch,pos,head,pair]", "Selective RoPE only: phase gate σ(W_g·xn + b_g) that scales the angle increments (per pair for the gla gate)"},
-	{"blocks.{l}.attn.hook_angular_velocity", "[batch,pos,head,pair]", "Selective RoPE only: angular velocity ω_t = Θ_n·Δφ_t, the per-step increment of hook_angle in radians per token (after the phase gate)"},
-	{"blocks.{l}.attn.hook_angle", "[batch,pos,head,pair]", "Selective RoPE only: cumulative rotation angle a_t = Θ_n·Σ_{s≤t}Δφ_s (radians, unwrapped) applied to q and k before hook_rot_q/k"},
-	{"blocks.{l}.attn.hook_gate", "[batch,pos,head] or [batch,pos,head,d_head]", "output gate sigmoid(logit), headwise or elementwise (gated models only)"},
-	{"blocks.{l}.attn.hook_z", "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "per-head attention output Σ_j α_tj v_j, after the gate, before o_proj"},
-	{"blocks.{l}.hook_attn_out", "[batch,pos,d_model]", "attention block output (after o_proj) added to the residual"},
-	{"blocks.{l}.hook_resid_mid", "[batch,pos,d_model]", "residual stream between attention and MLP"},
-	{"blocks.{l}.ln2.hook_normalized", "[batch,pos,d_model]", "input of the MLP after the pre-MLP norm"},
-	{"blocks.{l}.mlp.hook_pre", "[batch,pos,d_mlp]", "MLP hidden pre-activation (gate projection for SwiGLU)"},
-	{"blocks.{l}.mlp.hook_post", "[batch,pos,d_mlp]", "MLP hidden after the activation (act(gate)·up for SwiGLU), before down_proj"},
-	{"blocks.{l}.hook_mlp_out", "[batch,pos,d_model]", "MLP output added to the residual"},
-	{"blocks.{l}.hook_resid_post", "[batch,pos,d_model]", "residual stream leaving block l"},
-	{"bft.hook_tau", "[batch,pos]", "BFT only: initial precision τ of each token (Eq. 10/11), λ of layer 0 in every dimension"},
-	{"blocks.{l}.bft.hook_lambda", "[batch,pos,d_model]", "BFT only: prior precision λ entering layer l, per token and residual dimension"},
-	{"blocks.{l}.bft.hook_lambda_obs", "[batch,pos,head,d_head]", "BFT only: observation precision λobs (Eq. 6, or Eq. 13 sandwich) per head subspace, after the λ_max cap"},
-	{"blocks.{l}.bft.hook_gain", "[batch,pos,head,d_head]", "BFT only: Kalman gain K = λobs/(λ+λobs) (Eq. 3) per head subspace; attn.hook_gate runs next on the same buffer"},
-	{"blocks.{l}.bft.hook_lambda_post", "[batch,pos,d_model]", "BFT only: posterior precision λ' = λ + λobs after the update (Eq. 3)"},
-	{"blocks.{l}.bft.hook_jacobian", "[batch,pos,d_model]", "BFT only: diagonal of the FFN Jacobian J_FFN at Norm(h') (Eq. 8/9)"},
-	{"blocks.{l}.bft.hook_q_noise", "[head,d_head]", "BFT only: process noise Q = softplus(Q_logits)·Q_max of layer l (Eq. 9), per head subspace"},
-	{"blocks.{l}.bft.hook_lambda_pred", "[batch,pos,d_model]", "BFT only: predicted precision λ'' (Eq. 9) leaving layer l, the λ of layer l+1"},
-	{"blocks.{l}.rt.hook_magnitude", "[batch,pos,head]", "RT only: token magnitude M_i = ‖V_i‖ before normalization (directional confidence, Alg. 1 step 1)"},
-	{"blocks.{l}.rt.hook_log_precision", "[batch,pos,head]", "RT only: log total precision log Σ_j κ̃_ij, κ̃ = κ·(1+κ‖R‖²/ν)^{−(ν+d)/d} (Eqs. 10, 14)"},
-	{"blocks.{l}.rt.hook_consensus", "[batch,pos,head,d_head]", "RT only: consensus V̄ = ū_i = e^{iωt}Σ_j A_ij Ṽ_j (Eq. 13), before the tangent projection; ‖ū‖ is the concentration"},
-	{"blocks.{l}.rt.hook_self_agreement", "[batch,pos,head]", "RT only: ρ_i = V_iᵀV̄_i/‖V_i‖², the radial part removed by the tangent projection (Eq. 15)"},
-	{"blocks.{l}.afa.hook_log_precision", "[batch,pos,head]", "AFA only: log total precision log Π_i = log Σ_j (σ_V²(τ_ij) + |R_ij|² + ε)^{−τ_s} (App. B.3)"},
-	{"blocks.{l}.afa.hook_estimate", "[batch,pos,head,d_head]", "AFA only: filtered estimate Z̄_v = Σ_j Â_ij e^{λτ_ij} ⊙ Z_v,j before the residual mix and the prediction step"},
-	{"blocks.{l}.gdn.hook_q", "[batch,v_head,pos,d_key]", "Gated DeltaNet only (Qwen3.5 linear-attention layers): query after conv+SiLU, repeated to the value heads and L2-normalised, before the 1/√d_key scale (head-major)"},
-	{"blocks.{l}.gdn.hook_k", "[batch,v_head,pos,d_key]", "Gated DeltaNet only: key after conv+SiLU, repeated to the value heads and L2-normalised (head-major)"},
-	{"blocks.{l}.gdn.hook_v", "[batch,v_head,pos,d_value]", "Gated DeltaNet only: value after conv+SiLU (head-major)"},
-	{"blocks.{l}.gdn.hook_beta", "[batch,pos,v_head]", "Gated DeltaNet only: write strength (gain) β = σ(b)"},
-	{"blocks.{l}.gdn.hook_g", "[batch,pos,v_head]", "Gated DeltaNet only: log-decay g = −exp(A_log)·softplus(a + dt_bias); the state is multiplied by exp(g) at each step"},
-	{"blocks.{l}.gdn.hook_core_out", "[batch,v_head,pos,d_value]", "Gated DeltaNet only: recurrence output o_t = S_tᵀq_t/√d_key, before the gated RMSNorm (head-major)"},
-	{"blocks.{l}.gdn.hook_final_state", "[batch,v_head,d_key,d_value]", "Gated DeltaNet only: the state S_T after the last token"},
-	{"blocks.{l}.gdn.hook_eff_attn", "[batch,v_head,query,key]", "Gated DeltaNet only: exact effective attention W with core_out[t] = Σ_s W[t,s]·v[s] (lower triangular; rows need not sum to 1; entries may be negative); materialized only when hooked"},
-	{"ln_final.hook_normalized", "[batch,pos,d_model]", "output of the final norm"},
-	{"logits", "[batch,pos,vocab]", "unembedding output; computed only when hooked or requested"},
+	{Embed, "[batch,pos,d_model]", "token embedding (GPT-2: before adding positions)"},
+	{PosEmbed, "[batch,pos,d_model]", "learned position embedding (GPT-2 only)"},
+	{ResidPre, "[batch,pos,d_model]", "residual stream entering block l"},
+	{LN1Normalized, "[batch,pos,d_model]", "input of attention after the pre-attention norm"},
+	{AttnQ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "query projection (with bias), before QK-norm and RoPE"},
+	{AttnK, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "key projection (with bias), before QK-norm and RoPE"},
+	{AttnV, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "value projection (with bias)"},
+	{AttnRotQ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "query after QK-norm and RoPE, as it enters the dot product"},
+	{AttnRotK, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "key after QK-norm and RoPE"},
+	{AttnPattern, "[batch,head,query,key]", "post-softmax attention weights, before any output gate; materialized only when hooked"},
+	{AttnPatternDecayed, "[batch,head,query,key]", "RFA and AFA only: decayed attention A = Â ⊙ E (Â is hook_pattern); rows sum to ≤ 1; materialized only when hooked"},
+	{AttnPhaseGate, "[batch,pos,head] or [batch,pos,head,pair]", "Selective RoPE only: phase gate σ(W_g·xn + b_g) that scales the angle increments (per pair for the gla gate)"},
+	{AttnAngularVelocity, "[batch,pos,head,pair]", "Selective RoPE only: angular velocity ω_t = Θ_n·Δφ_t, the per-step increment of hook_angle in radians per token (after the phase gate)"},
+	{AttnAngle, "[batch,pos,head,pair]", "Selective RoPE only: cumulative rotation angle a_t = Θ_n·Σ_{s≤t}Δφ_s (radians, unwrapped) applied to q and k before hook_rot_q/k"},
+	{AttnGate, "[batch,pos,head] or [batch,pos,head,d_head]", "output gate sigmoid(logit), headwise or elementwise (gated models only)"},
+	{AttnZ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "per-head attention output Σ_j α_tj v_j, after the gate, before o_proj"},
+	{AttnOut, "[batch,pos,d_model]", "attention block output (after o_proj) added to the residual"},
+	{ResidMid, "[batch,pos,d_model]", "residual stream between attention and MLP"},
+	{LN2Normalized, "[batch,pos,d_model]", "input of the MLP after the pre-MLP norm"},
+	{MLPPre, "[batch,pos,d_mlp]", "MLP hidden pre-activation (gate projection for SwiGLU)"},
+	{MLPPost, "[batch,pos,d_mlp]", "MLP hidden after the activation (act(gate)·up for SwiGLU), before down_proj"},
+	{MLPOut, "[batch,pos,d_model]", "MLP output added to the residual"},
+	{ResidPost, "[batch,pos,d_model]", "residual stream leaving block l"},
+	{BFTTau, "[batch,pos]", "BFT only: initial precision τ of each token (Eq. 10/11), λ of layer 0 in every dimension"},
+	{BFTLambda, "[batch,pos,d_model]", "BFT only: prior precision λ entering layer l, per token and residual dimension"},
+	{BFTLambdaObs, "[batch,pos,head,d_head]", "BFT only: observation precision λobs (Eq. 6, or Eq. 13 sandwich) per head subspace, after the λ_max cap"},
+	{BFTGain, "[batch,pos,head,d_head]", "BFT only: Kalman gain K = λobs/(λ+λobs) (Eq. 3) per head subspace; attn.hook_gate runs next on the same buffer"},
+	{BFTLambdaPost, "[batch,pos,d_model]", "BFT only: posterior precision λ' = λ + λobs after the update (Eq. 3)"},
+	{BFTJacobian, "[batch,pos,d_model]", "BFT only: diagonal of the FFN Jacobian J_FFN at Norm(h') (Eq. 8/9)"},
+	{BFTQNoise, "[head,d_head]", "BFT only: process noise Q = softplus(Q_logits)·Q_max of layer l (Eq. 9), per head subspace"},
+	{BFTLambdaPred, "[batch,pos,d_model]", "BFT only: predicted precision λ'' (Eq. 9) leaving layer l, the λ of layer l+1"},
+	{RTMagnitude, "[batch,pos,head]", "RT only: token magnitude M_i = ‖V_i‖ before normalization (directional confidence, Alg. 1 step 1)"},
+	{RTLogPrecision, "[batch,pos,head]", "RT only: log total precision log Σ_j κ̃_ij, κ̃ = κ·(1+κ‖R‖²/ν)^{−(ν+d)/d} (Eqs. 10, 14)"},
+	{RTConsensus, "[batch,pos,head,d_head]", "RT only: consensus V̄ = ū_i = e^{iωt}Σ_j A_ij Ṽ_j (Eq. 13), before the tangent projection; ‖ū‖ is the concentration"},
+	{RTSelfAgreement, "[batch,pos,head]", "RT only: ρ_i = V_iᵀV̄_i/‖V_i‖², the radial part removed by the tangent projection (Eq. 15)"},
+	{AFALogPrecision, "[batch,pos,head]", "AFA only: log total precision log Π_i = log Σ_j (σ_V²(τ_ij) + |R_ij|² + ε)^{−τ_s} (App. B.3)"},
+	{AFAEstimate, "[batch,pos,head,d_head]", "AFA only: filtered estimate Z̄_v = Σ_j Â_ij e^{λτ_ij} ⊙ Z_v,j before the residual mix and the prediction step"},
+	{GDNQ, "[batch,v_head,pos,d_key]", "Gated DeltaNet only (Qwen3.5 linear-attention layers): query after conv+SiLU, repeated to the value heads and L2-normalised, before the 1/√d_key scale (head-major)"},
+	{GDNK, "[batch,v_head,pos,d_key]", "Gated DeltaNet only: key after conv+SiLU, repeated to the value heads and L2-normalised (head-major)"},
+	{GDNV, "[batch,v_head,pos,d_value]", "Gated DeltaNet only: value after conv+SiLU (head-major)"},
+	{GDNBeta, "[batch,pos,v_head]", "Gated DeltaNet only: write strength (gain) β = σ(b)"},
+	{GDNG, "[batch,pos,v_head]", "Gated DeltaNet only: log-decay g = −exp(A_log)·softplus(a + dt_bias); the state is multiplied by exp(g) at each step"},
+	{GDNCoreOut, "[batch,v_head,pos,d_value]", "Gated DeltaNet only: recurrence output o_t = S_tᵀq_t/√d_key, before the gated RMSNorm (head-major)"},
+	{GDNFinalState, "[batch,v_head,d_key,d_value]", "Gated DeltaNet only: the state S_T after the last token"},
+	{GDNEffAttn, "[batch,v_head,query,key]", "Gated DeltaNet only: exact effective attention W with core_out[t] = Σ_s W[t,s]·v[s] (lower triangular; rows need not sum to 1; entries may be negative); materialized only when hooked"},
+	{LNFinalNormalized, "[batch,pos,d_model]", "output of the final norm"},
+	{Logits, "[batch,pos,vocab]", "unembedding output; computed only when hooked or requested"},
 }
 
 // Name returns the concrete name of a per-layer point, e.g.
@@ -94,7 +147,7 @@ func Name(pattern string, layer int) string {
 func Valid(name string, nLayers int) error {
 	for _, p := range Points {
 		if match(strings.Replace(p.Name, "{l}", "*", 1), name) {
-			if l, ok := Layer(name); ok && (l < 0 || l >= nLayers) {
+			if l, ok := layerOf(name); ok && (l < 0 || l >= nLayers) {
 				return fmt.Errorf("hook %q: layer %d out of range (model has %d layers)", name, l, nLayers)
 			}
 			return nil
@@ -116,9 +169,9 @@ func Valid(name string, nLayers int) error {
 		name, strings.Join(closest, ", "))
 }
 
-// Layer returns the layer index of a concrete per-layer name
+// layerOf returns the layer index of a concrete per-layer name
 // ("blocks.3.attn.hook_z" → 3), or false for other names.
-func Layer(name string) (int, bool) {
+func layerOf(name string) (int, bool) {
 	if !strings.HasPrefix(name, "blocks.") {
 		return 0, false
 	}
@@ -127,9 +180,9 @@ func Layer(name string) (int, bool) {
 	return l, err == nil
 }
 
-// match reports whether name matches pattern, where a "*" segment of the
-// pattern matches any one dot-separated segment (and anyPoint matches every
-// name).
+// match reports whether name matches pattern, where a "*" or "{l}" segment
+// of the pattern matches any one dot-separated segment (and anyPoint
+// matches every name).
 func match(pattern, name string) bool {
 	if pattern == anyPoint {
 		return true
@@ -139,16 +192,18 @@ func match(pattern, name string) bool {
 		return false
 	}
 	for i := range ps {
-		if ps[i] != "*" && ps[i] != ns[i] {
+		if ps[i] != "*" && ps[i] != "{l}" && ps[i] != ns[i] {
 			return false
 		}
 	}
 	return true
 }
 
-// Func is called at a hook point with the live value. Writing into x changes
-// the value the rest of the pass uses.
-type Func func(name string, x *tensor.Dense) error
+// Func is called at a hook point with the point's concrete name, its layer
+// index (−1 for a point outside the blocks: hook_embed, bft.hook_tau,
+// ln_final.hook_normalized, logits) and the live value. Writing into x
+// changes the value the rest of the pass uses.
+type Func func(name string, layer int, x *tensor.Dense) error
 
 type entry struct {
 	pattern string
@@ -169,9 +224,10 @@ type Set struct {
 }
 
 // Add registers fn at every point matching pattern ("*" matches a layer
-// index). Functions run in the order they were added. A pattern that the
-// model does not issue makes its forward pass fail before it starts,
-// naming the closest points it does issue.
+// index, and so does {l}: Add(AttnGate, fn) registers fn at every layer).
+// Functions run in the order they were added. A pattern that the model
+// does not issue makes its forward pass fail before it starts, naming the
+// closest points it does issue.
 func (s *Set) Add(pattern string, fn Func) {
 	s.entries = append(s.entries, entry{pattern, fn})
 }
@@ -202,8 +258,8 @@ func (s *Set) Patterns() []string {
 	return ps
 }
 
-// Match reports whether name matches pattern, where a "*" segment of the
-// pattern matches any one dot-separated segment.
+// Match reports whether name matches pattern, where a "*" or "{l}" segment
+// of the pattern matches any one dot-separated segment.
 func Match(pattern, name string) bool { return match(pattern, name) }
 
 // Closest returns up to n of names nearest to name in edit distance (ties
@@ -244,16 +300,24 @@ func (s *Set) Consumers(layer int) []AttnConsumer {
 	return cs
 }
 
-// Run calls the functions registered at name on data viewed with shape.
-// The view shares data's memory.
-func (s *Set) Run(name string, data []float32, shape ...int) error {
+// Run calls the functions registered at point (one of the constants, {l}
+// standing for layer; layer is −1 for a point outside the blocks) on data
+// viewed with shape. The view shares data's memory.
+func (s *Set) Run(point string, layer int, data []float32, shape ...int) error {
+	if s == nil || len(s.entries) == 0 {
+		return nil
+	}
+	name := point
+	if layer >= 0 {
+		name = Name(point, layer)
+	}
 	if !s.Has(name) {
 		return nil
 	}
 	x := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
 	for _, e := range s.entries {
 		if match(e.pattern, name) {
-			if err := e.fn(name, x); err != nil {
+			if err := e.fn(name, layer, x); err != nil {
 				return fmt.Errorf("hook %s: %w", name, err)
 			}
 		}
@@ -277,7 +341,7 @@ func (s *Set) Capture(patterns ...string) *Capture {
 	return c
 }
 
-func (c *Capture) record(name string, x *tensor.Dense) error {
+func (c *Capture) record(name string, _ int, x *tensor.Dense) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.values[name] = x.Clone().(*tensor.Dense)
@@ -305,8 +369,8 @@ func (c *Capture) Names() []string {
 
 // lessName orders names by layer number numerically, then lexically.
 func lessName(a, b string) bool {
-	la, oka := Layer(a)
-	lb, okb := Layer(b)
+	la, oka := layerOf(a)
+	lb, okb := layerOf(b)
 	if oka && okb && la != lb {
 		return la < lb
 	}

@@ -10,7 +10,7 @@ import (
 // ([batch,pos,head] or [batch,pos,head,d_head]: hook_q, hook_z, hook_gate)
 // by s. ScaleHead(h, 0) removes a head's contribution at hook_z.
 func ScaleHead(h int, s float32) Func {
-	return func(name string, x *tensor.Dense) error {
+	return func(name string, _ int, x *tensor.Dense) error {
 		return eachHeadValue(name, x, h, func(v *float32) { *v *= s })
 	}
 }
@@ -18,7 +18,7 @@ func ScaleHead(h int, s float32) Func {
 // SetHead returns a Func that sets head h of a per-head value to c, e.g.
 // SetHead(h, 1) at hook_gate removes head h's output gate.
 func SetHead(h int, c float32) Func {
-	return func(name string, x *tensor.Dense) error {
+	return func(name string, _ int, x *tensor.Dense) error {
 		return eachHeadValue(name, x, h, func(v *float32) { *v = c })
 	}
 }

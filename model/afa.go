@@ -122,7 +122,7 @@ func loadAFA(m *Model, ld *loader) {
 	cplx := func(name, part string, shape ...int) (re, im []float32) {
 		return ld.get(name+"."+part+"_real", shape...), ld.get(name+"."+part+"_imag", shape...)
 	}
-	m.Embed = ld.get("model.embed_tokens.weight", V, D)
+	m.Embed = ld.weight32("model.embed_tokens.weight", V, D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
 		L, P := &m.Layers[l], &w.Layers[l]
@@ -131,25 +131,26 @@ func loadAFA(m *Model, ld *loader) {
 		L.Norm1W = ld.get(p+"input_layernorm.weight", D)
 		L.Norm2W = ld.get(p+"post_attention_layernorm.weight", D)
 		re, im := cplx(a+"v_proj", "weight", H*d, D)
-		L.Wv = complexRows(re, im, D)
+		L.Wv = f32Weight(complexRows(re, im, D), D)
 		if c.QKVBias {
 			re, im = cplx(a+"v_proj", "bias", H*d)
 			L.Bv = complexRows(re, im, 1)
 		}
 		for _, qk := range []struct {
-			W, B *[]float32
+			W    *Weight
+			B    *[]float32
 			name string
 		}{{&L.Wq, &L.Bq, "q_proj"}, {&L.Wk, &L.Bk, "k_proj"}} {
 			if c.AFA.QKSource == "values" {
 				re, im := cplx(a+qk.name, "weight", H, d, d)
-				*qk.W = complexBlocks(re, im, H, d)
+				*qk.W = f32Weight(complexBlocks(re, im, H, d), 2*d)
 				if c.QKVBias {
 					re, im = cplx(a+qk.name, "bias", H, d)
 					*qk.B = complexRows(re, im, 1)
 				}
 			} else {
 				re, im := cplx(a+qk.name, "weight", H*d, D)
-				*qk.W = complexRows(re, im, D)
+				*qk.W = f32Weight(complexRows(re, im, D), D)
 				if c.QKVBias {
 					re, im = cplx(a+qk.name, "bias", H*d)
 					*qk.B = complexRows(re, im, 1)
@@ -157,15 +158,16 @@ func loadAFA(m *Model, ld *loader) {
 			}
 		}
 		re, im = cplx(a+"o_proj", "weight", D, H*d)
-		L.Wo = complexToReal(re, im, D, H*d)
+		L.Wo = f32Weight(complexToReal(re, im, D, H*d), 2*H*d)
 		if c.OBias {
 			L.Bo, _ = cplx(a+"o_proj", "bias", D) // Im(b) cannot reach Re(L_P z)
 		}
 		P.Alpha, P.Sigma, P.Eta, P.TauS = ld.get(a+"alpha", H), ld.get(a+"sigma", H), ld.get(a+"eta", H), ld.get(a+"tau_s", H)
 		P.Omega, P.Delta = ld.get(a+"omega", H, d/2), ld.get(a+"delta", H, d)
-		L.WGate = ld.get(p+"mlp.gate_proj.weight", F, D)
-		L.WUp = ld.get(p+"mlp.up_proj.weight", F, D)
-		L.WDown = ld.get(p+"mlp.down_proj.weight", D, F)
+		L.WGate = ld.weight32(p+"mlp.gate_proj.weight", F, D)
+		L.WUp = ld.weight32(p+"mlp.up_proj.weight", F, D)
+		L.WDown = ld.weight32(p+"mlp.down_proj.weight", D, F)
+		L.mixer = P
 	}
 	m.FinalW = ld.get("model.norm.weight", D)
 	loadHead(m, ld, "lm_head.weight")
@@ -250,108 +252,40 @@ func (m *Model) afaHead(l, h int) AFAHeadParams {
 	return p
 }
 
-// afaAttnArgs describes one layer's AFA attention (steps 11–15) over a
-// batch. Complex buffers are [B·T, H, 2d].
-type afaAttnArgs struct {
-	layer, batch, T, heads, dHead int
-	params                        []AFAHeadParams
-	qt, kt, vt                    []float32
-	qn2, kn2                      []float32 // ‖Z_q,i‖², ‖Z_k,j‖² [B·T, H]
-	agg                           []float32 // out: Σ_j Â_ij Z̃_v,j (not written when pattern != nil)
-	logPrec                       []float32 // out: log Σ_j e^{τ_s L_ij} [B·T, H]
-	consumers                     []hooks.AttnConsumer
-	pattern                       []float32
-	tileRows, threads             int
-}
-
-func afaAttention(a *afaAttnArgs) error {
-	tile := a.tileRows
-	if tile <= 0 {
-		tile = 64
-	}
-	threads := threadCount(a.threads)
-	type scratch struct {
-		scores     []float32
-		lg, E, cov []float64
-	}
-	sc := make([]scratch, threads)
-	for i := range sc {
-		sc[i] = scratch{make([]float32, tile*a.T), make([]float64, a.T), make([]float64, a.T), make([]float64, a.T)}
-	}
-	return forEachHead(a.batch, a.heads, threads, func(w, b, h int) error {
-		s := &sc[w]
-		p := &a.params[h]
-		for n := 0; n < a.T; n++ {
-			s.E[n], s.cov[n] = p.Decay(float64(n)), p.Covariance(float64(n))
+// afaLogits returns AFA's logits (steps 11–13) for the shared tile loop
+// (attnArgs.logits) and the decay E_h(n) of each head (step 14: the values
+// get Â = E ⊙ A): per pair |R|² from the cross terms Re(Z̃_qᴴZ̃_k) and
+// τ_s L (float64), log Π = log Σ_j e^{τ_s L_ij} into logPrec [B·T, H], and
+// τ_s L − log Π as the logits of the causal softmax. qn2, kn2 are ‖Z_q,i‖²,
+// ‖Z_k,j‖² [B·T, H].
+func afaLogits(ps []AFAHeadParams, T int, qn2, kn2, logPrec []float32) (logitsFunc, [][]float64) {
+	H := len(ps)
+	E, cov := make([][]float64, H), make([][]float64, H) // per head, per lag n: E(n), σ_V²(n)
+	for h := range ps {
+		E[h], cov[h] = make([]float64, T), make([]float64, T)
+		for n := range T {
+			E[h][n], cov[h][n] = ps[h].Decay(float64(n)), ps[h].Covariance(float64(n))
 		}
-		return afaAttendHead(a, b, h, tile, s.scores, s.lg, s.E, s.cov)
-	})
-}
-
-// afaAttendHead computes, per tile of query rows: the cross terms
-// Re(Z̃_qᴴZ̃_k) by one matmul, |R|², the logits τ_s L, log Π, A = softmax;
-// streams the tile; then Â = E ⊙ A and Σ_j Â_ij Z̃_v,j by a second matmul.
-func afaAttendHead(a *afaAttnArgs, b, h, tile int, scores []float32, lg, E, cov []float64) error {
-	T, dw, H := a.T, a.dHead, a.heads
-	W := H * dw
-	p := &a.params[h]
-	base := b*T*W + h*dw
-	keys := blas32.General{Rows: T, Cols: dw, Stride: W, Data: a.kt[base:]}
-	vals := blas32.General{Rows: T, Cols: dw, Stride: W, Data: a.vt[base:]}
-	at := hooks.AttnTile{Batch: b, Layer: a.layer, Head: h, T: T, DHead: dw, VStride: W, V: a.vt[base:]}
-	for q0 := 0; q0 < T; q0 += tile {
-		rows := min(tile, T-q0)
-		ncol := q0 + rows
-		s := blas32.General{Rows: rows, Cols: ncol, Stride: ncol, Data: scores[:rows*ncol]}
-		qtile := blas32.General{Rows: rows, Cols: dw, Stride: W, Data: a.qt[base+q0*W:]}
-		kk := keys
-		kk.Rows = ncol
-		blas32.Gemm(blas.NoTrans, blas.Trans, 1, qtile, kk, 0, s)
+	}
+	return func(_ int, lg []float64, b, h, q0, rows, ncol int, s []float32) {
+		p, E, cov := &ps[h], E[h], cov[h]
 		for r := 0; r < rows; r++ {
 			i := q0 + r
-			qn := float64(a.qn2[(b*T+i)*H+h])
-			row := s.Data[r*ncol : (r+1)*ncol]
+			qn := float64(qn2[(b*T+i)*H+h])
+			row := s[r*ncol : (r+1)*ncol]
 			for j := 0; j <= i; j++ {
 				n := i - j
 				e := E[n]
-				r2 := max(qn+e*e*float64(a.kn2[(b*T+j)*H+h])-2*e*float64(row[j]), 0)
+				r2 := max(qn+e*e*float64(kn2[(b*T+j)*H+h])-2*e*float64(row[j]), 0)
 				lg[j] = -p.TauS * math.Log(cov[n]+r2+p.Epsilon)
 			}
 			lse := logSumExp(lg[:i+1])
-			a.logPrec[(b*T+i)*H+h] = float32(lse)
+			logPrec[(b*T+i)*H+h] = float32(lse)
 			for j, x := range lg[:i+1] {
 				row[j] = float32(x - lse) // shifted in float64: τ_s·L can be far beyond float32's integer range
 			}
-			softmaxRow(row[:i+1])
-			clear(row[i+1:])
-			if a.pattern != nil {
-				copy(a.pattern[((b*H+h)*T+i)*T:][:i+1], row[:i+1])
-			}
 		}
-		if len(a.consumers) > 0 {
-			at.Q0, at.Rows, at.Stride, at.Alpha = q0, rows, ncol, s.Data
-			for _, c := range a.consumers {
-				if err := c.ConsumeAttn(&at); err != nil {
-					return err
-				}
-			}
-		}
-		if a.pattern != nil {
-			continue
-		}
-		for r := 0; r < rows; r++ {
-			i := q0 + r
-			row := s.Data[r*ncol : r*ncol+i+1]
-			for j := range row {
-				row[j] = float32(float64(row[j]) * E[i-j]) // Â = E ⊙ A
-			}
-		}
-		vv := vals
-		vv.Rows = ncol
-		out := blas32.General{Rows: rows, Cols: dw, Stride: W, Data: a.agg[base+q0*W:]}
-		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vv, 0, out)
-	}
-	return nil
+	}, E
 }
 
 // headLinear computes, for every head h, dst_h = w_h·x_h + b_h with
@@ -371,178 +305,111 @@ func headLinear(dst, x []float32, n, H, k int, w, b []float32) {
 	}
 }
 
-// forwardAFA is Forward for ArchAFA (algorithm and hook points at the top
-// of this file).
-func (m *Model) forwardAFA(ids [][]int, opt Options) (*Output, error) {
-	T, err := m.checkIDs(ids, opt)
-	if err != nil {
-		return nil, err
-	}
-	c, ac, hs := &m.Config, m.AFA, opt.Hooks
-	B, D, H, dw, F := len(ids), c.DModel, c.Heads, c.DHead, c.DMLP
+// mix is AFA's attention sub-block (steps 1–18, hook points at the top of
+// this file) as the token mixer of layer l in the decoder pass: from the
+// normalized input hn to Re(L_P(Z⁺)) in out.
+func (P *afaLayer) mix(m *Model, out, hn []float32, l, B, T int, opt Options, run hookRun) error {
+	c, ac, hs, L := &m.Config, m.AFA, opt.Hooks, &m.Layers[l]
+	D, H, dw := c.DModel, c.Heads, c.DHead
 	d, W, n := dw/2, H*dw, B*T
-	run := func(name string, x []float32, shape ...int) {
+	var err error
+	run = func(point string, l int, x []float32, shape ...int) {
 		if err == nil {
-			err = hs.Run(name, x, shape...)
+			err = hs.Run(point, l, x, shape...)
 		}
 	}
-	x, hn := make([]float32, n*D), make([]float32, n*D)
 	q, k, v := make([]float32, n*W), make([]float32, n*W), make([]float32, n*W)
 	qt, kt, vt := make([]float32, n*W), make([]float32, n*W), make([]float32, n*W)
 	agg, gate := make([]float32, n*W), make([]float32, n*W)
 	qn2, kn2, logPrec, norms := make([]float32, n*H), make([]float32, n*H), make([]float32, n*H), make([]float32, n*H)
-	out, g, a := make([]float32, n*D), make([]float32, n*F), make([]float32, n*F)
 
-	for bb, seq := range ids {
-		for t, id := range seq {
-			copy(x[(bb*T+t)*D:(bb*T+t+1)*D], m.Embed[id*D:(id+1)*D])
-		}
+	// Steps 1–3: Z_v = L_V(x); Z_q, Z_k from Z_v (or x).
+	linear(v, hn, n, D, L.Wv, W, L.Bv)
+	if ac.QKSource == "values" {
+		headLinear(q, v, n, H, dw, L.Wq.F32, L.Bq)
+		headLinear(k, v, n, H, dw, L.Wk.F32, L.Bk)
+	} else {
+		linear(q, hn, n, D, L.Wq, W, L.Bq)
+		linear(k, hn, n, D, L.Wk, W, L.Bk)
 	}
-	run("hook_embed", x, B, T, D)
-
-	for l := range m.Layers {
-		L := &m.Layers[l]
-		name := func(p string) string { return hooks.Name(p, l) }
-		run(name("blocks.{l}.hook_resid_pre"), x, B, T, D)
-		rmsNorm(hn, x, D, L.Norm1W, c.NormEps)
-		run(name("blocks.{l}.ln1.hook_normalized"), hn, B, T, D)
-
-		// Steps 1–3: Z_v = L_V(x); Z_q, Z_k from Z_v (or x).
-		linear(v, hn, n, D, L.Wv, W, L.Bv)
-		if ac.QKSource == "values" {
-			headLinear(q, v, n, H, dw, L.Wq, L.Bq)
-			headLinear(k, v, n, H, dw, L.Wk, L.Bk)
-		} else {
-			linear(q, hn, n, D, L.Wq, W, L.Bq)
-			linear(k, hn, n, D, L.Wk, W, L.Bk)
-		}
-		run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_k"), k, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_v"), v, B, T, H, dw)
-		copy(qt, q)
-		copy(kt, k)
-		if ac.NormalizeQK {
-			l2Normalize(qt, dw, norms)
-			l2Normalize(kt, dw, norms)
-		}
-		for r := 0; r < n*H; r++ {
-			qn2[r] = float32(sqNorm(qt[r*dw : (r+1)*dw]))
-			kn2[r] = float32(sqNorm(kt[r*dw : (r+1)*dw]))
-		}
-
-		// Steps 9–10: rotation into the common frame (angles ω·Δt·i).
-		params := make([]AFAHeadParams, H)
-		omegaDt := make([]float64, H*d)
-		for h := range params {
-			params[h] = m.afaHead(l, h)
-			for i, om := range params[h].Omega {
-				omegaDt[h*d+i] = om * ac.Dt
-			}
-		}
-		rotateComplex(qt, qt, omegaDt, T, -1)
-		rotateComplex(kt, kt, omegaDt, T, -1)
-		rotateComplex(vt, v, omegaDt, T, -1)
-		run(name("blocks.{l}.attn.hook_rot_q"), qt, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_rot_k"), kt, B, T, H, dw)
-		if err != nil {
-			return nil, err
-		}
-
-		// Steps 11–15, streamed in query tiles.
-		args := &afaAttnArgs{layer: l, batch: B, T: T, heads: H, dHead: dw, params: params,
-			qt: qt, kt: kt, vt: vt, qn2: qn2, kn2: kn2, agg: agg, logPrec: logPrec,
-			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads}
-		patName, decName := name("blocks.{l}.attn.hook_pattern"), name("blocks.{l}.attn.hook_pattern_decayed")
-		if hs.Has(patName) || hs.Has(decName) {
-			args.pattern = make([]float32, B*H*T*T)
-		}
-		if err := afaAttention(args); err != nil {
-			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
-		}
-		if args.pattern != nil {
-			run(patName, args.pattern, B, H, T, T)
-			afaDecayPattern(args.pattern, params, B, T)
-			run(decName, args.pattern, B, H, T, T)
-			patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, pattern: args.pattern, v: vt, z: agg})
-		}
-		run(name("blocks.{l}.afa.hook_log_precision"), logPrec, B, T, H)
-		rotateComplex(agg, agg, omegaDt, T, +1) // Z̄_v = e^{iωt} ⊙ Σ_j Â_ij Z̃_v,j
-		run(name("blocks.{l}.afa.hook_estimate"), agg, B, T, H, dw)
-
-		// Step 16: Z̄ = (1 − s) Z_v + s Z̄_v.
-		for r := 0; r < n; r++ {
-			for h := range params {
-				for i, s := range params[h].S {
-					o := (r*H+h)*dw + 2*i
-					gate[o], gate[o+1] = float32(s), float32(s)
-				}
-			}
-		}
-		run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H, dw)
-		// Step 17: Z⁺ = e^{(−a + iω)Δt} ⊙ Z̄, into agg.
-		for r := 0; r < n; r++ {
-			for h := range params {
-				p := &params[h]
-				dec := p.Decay(1)
-				for i, om := range p.Omega {
-					o := (r*H+h)*dw + 2*i
-					s0, s1 := float64(gate[o]), float64(gate[o+1])
-					re := (1-s0)*float64(v[o]) + s0*float64(agg[o])
-					im := (1-s1)*float64(v[o+1]) + s1*float64(agg[o+1])
-					sn, cs := math.Sincos(om * p.Dt)
-					agg[o] = float32(dec * (re*cs - im*sn))
-					agg[o+1] = float32(dec * (re*sn + im*cs))
-				}
-			}
-		}
-		run(name("blocks.{l}.attn.hook_z"), agg, B, T, H, dw)
-		if err == nil {
-			err = headFault(agg, l, T, H, dw)
-		}
-
-		// Step 18: Re(L_P(Z⁺)), residual; then the FFN sub-block.
-		linear(out, agg, n, W, L.Wo, D, L.Bo)
-		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
-		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
-		rmsNorm(hn, x, D, L.Norm2W, c.NormEps)
-		run(name("blocks.{l}.ln2.hook_normalized"), hn, B, T, D)
-		mlpBlock(out, hn, g, a, L, c.Act, c.NormEps, B, T, D, F, run, name)
-		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
-		if err != nil {
-			return nil, err
-		}
-		if err := residualFault(x, l, T, D); err != nil {
-			return nil, err
-		}
+	run(hooks.AttnQ, l, q, B, T, H, dw)
+	run(hooks.AttnK, l, k, B, T, H, dw)
+	run(hooks.AttnV, l, v, B, T, H, dw)
+	copy(qt, q)
+	copy(kt, k)
+	if ac.NormalizeQK {
+		l2Normalize(qt, dw, norms)
+		l2Normalize(kt, dw, norms)
+	}
+	for r := 0; r < n*H; r++ {
+		qn2[r] = float32(sqNorm(qt[r*dw : (r+1)*dw]))
+		kn2[r] = float32(sqNorm(kt[r*dw : (r+1)*dw]))
 	}
 
-	rmsNorm(hn, x, D, m.FinalW, c.NormEps)
-	run("ln_final.hook_normalized", hn, B, T, D)
-	res := m.logits(hn, B, T, opt, run)
+	// Steps 9–10: rotation into the common frame (angles ω·Δt·i).
+	params := make([]AFAHeadParams, H)
+	omegaDt := make([]float64, H*d)
+	for h := range params {
+		params[h] = m.afaHead(l, h)
+		for i, om := range params[h].Omega {
+			omegaDt[h*d+i] = om * ac.Dt
+		}
+	}
+	rotateComplex(qt, qt, omegaDt, T, -1)
+	rotateComplex(kt, kt, omegaDt, T, -1)
+	rotateComplex(vt, v, omegaDt, T, -1)
+	run(hooks.AttnRotQ, l, qt, B, T, H, dw)
+	run(hooks.AttnRotK, l, kt, B, T, H, dw)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return res, nil
-}
 
-// afaDecayPattern turns the attention A [B, H, T, T] into the weights the
-// values get, Â = E ⊙ A with E(n) = e^{−a·nΔt} of each head (step 14).
-func afaDecayPattern(pattern []float32, params []AFAHeadParams, B, T int) {
-	ks := make([]rfaHeadKernel, len(params)) // decayPattern reads only the lag table E
-	for h := range ks {
-		ks[h].E = make([]float64, T)
-		for i := range ks[h].E {
-			ks[h].E[i] = params[h].Decay(float64(i))
+	// Steps 11–15, streamed in query tiles.
+	args := &attnArgs{layer: l, batch: B, T: T, heads: H, kvHeads: H, dHead: dw, scale: 1, q: qt, k: kt, v: vt, z: agg,
+		consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads}
+	args.logits, args.decay = afaLogits(params, T, qn2, kn2, logPrec)
+	if err := attend(args, hs, run); err != nil {
+		return err
+	}
+	run(hooks.AFALogPrecision, l, logPrec, B, T, H)
+	rotateComplex(agg, agg, omegaDt, T, +1) // Z̄_v = e^{iωt} ⊙ Σ_j Â_ij Z̃_v,j
+	run(hooks.AFAEstimate, l, agg, B, T, H, dw)
+
+	// Step 16: Z̄ = (1 − s) Z_v + s Z̄_v.
+	for r := 0; r < n; r++ {
+		for h := range params {
+			for i, s := range params[h].S {
+				o := (r*H+h)*dw + 2*i
+				gate[o], gate[o+1] = float32(s), float32(s)
+			}
 		}
 	}
-	decayPattern(pattern, ks, B, T)
+	run(hooks.AttnGate, l, gate, B, T, H, dw)
+	// Step 17: Z⁺ = e^{(−a + iω)Δt} ⊙ Z̄, into agg.
+	for r := 0; r < n; r++ {
+		for h := range params {
+			p := &params[h]
+			dec := p.Decay(1)
+			for i, om := range p.Omega {
+				o := (r*H+h)*dw + 2*i
+				s0, s1 := float64(gate[o]), float64(gate[o+1])
+				re := (1-s0)*float64(v[o]) + s0*float64(agg[o])
+				im := (1-s1)*float64(v[o+1]) + s1*float64(agg[o+1])
+				sn, cs := math.Sincos(om * p.Dt)
+				agg[o] = float32(dec * (re*cs - im*sn))
+				agg[o+1] = float32(dec * (re*sn + im*cs))
+			}
+		}
+	}
+	run(hooks.AttnZ, l, agg, B, T, H, dw)
+	if err == nil {
+		err = headFault(agg, l, T, H, dw)
+	}
+
+	// Step 18: Re(L_P(Z⁺)); the decoder pass adds it to the residual.
+	linear(out, agg, n, W, L.Wo, D, L.Bo)
+	return err
 }
 
 // afa returns the model's AFA state, or nil for another family.
 func (m *Model) afa() *afaWeights { w, _ := m.ext.(*afaWeights); return w }
-
-func (*afaWeights) forward(m *Model, ids [][]int, opt Options) (*Output, error) {
-	return m.forwardAFA(ids, opt)
-}

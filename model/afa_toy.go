@@ -295,13 +295,14 @@ func (m *AFAToy) loadAFA(ld *loader) {
 		return ld.get(name+"_real", shape...), ld.get(name+"_imag", shape...)
 	}
 	re, im := cplx("afa.v_proj.weight", H*d, De)
-	L.Wv = complexRows(re, im, De)
+	L.Wv = f32Weight(complexRows(re, im, De), De)
 	for _, qk := range []struct {
-		W, B *[]float32
+		W    *Weight
+		B    *[]float32
 		name string
 	}{{&L.Wq, &L.Bq, "afa.q_proj"}, {&L.Wk, &L.Bk, "afa.k_proj"}} {
 		re, im := cplx(qk.name+".weight", H, d, d)
-		*qk.W = complexBlocks(re, im, H, d)
+		*qk.W = f32Weight(complexBlocks(re, im, H, d), 2*d)
 		if c.QKVBias {
 			re, im = cplx(qk.name+".bias", H, d)
 			*qk.B = complexRows(re, im, 1)
@@ -312,7 +313,7 @@ func (m *AFAToy) loadAFA(ld *loader) {
 		L.Bv = complexRows(re, im, 1)
 	}
 	re, im = cplx("afa.o_proj.weight", De, H*d)
-	L.Wo = complexToReal(re, im, De, H*d)
+	L.Wo = f32Weight(complexToReal(re, im, De, H*d), 2*H*d)
 	if c.OBias {
 		L.Bo, _ = cplx("afa.o_proj.bias", De) // Im(b) cannot reach Re(L_P z)
 	}
@@ -381,7 +382,7 @@ func (m *AFAToy) checkInput(x []float32, B, T int) error {
 // embed returns e = embed.weight·z per row: [B·T, d_e].
 func (m *AFAToy) embed(x []float32, n int) []float32 {
 	e := make([]float32, n*m.Config.EmbedDim)
-	linear(e, x, n, m.Config.StateDim, m.Embed, m.Config.EmbedDim, nil)
+	linear(e, x, n, m.Config.StateDim, f32Weight(m.Embed, m.Config.StateDim), m.Config.EmbedDim, nil)
 	return e
 }
 
@@ -435,8 +436,8 @@ func (m *AFAToy) valueProjections(e []float32, n int, qk bool) (v, q, k []float3
 	linear(v, e, n, c.DModel, L.Wv, W, L.Bv)
 	if qk {
 		q, k = make([]float32, n*W), make([]float32, n*W)
-		headLinear(q, v, n, c.Heads, c.DHead, L.Wq, L.Bq)
-		headLinear(k, v, n, c.Heads, c.DHead, L.Wk, L.Bk)
+		headLinear(q, v, n, c.Heads, c.DHead, L.Wq.F32, L.Bq)
+		headLinear(k, v, n, c.Heads, c.DHead, L.Wk.F32, L.Bk)
 	}
 	return v, q, k
 }
@@ -472,16 +473,16 @@ func (m *AFAToy) forwardAFA(e []float32, B, T int) (*AFAToyOutput, error) {
 	rotateComplex(kt, k, omegaDt, T, -1)
 	rotateComplex(vt, v, omegaDt, T, -1)
 	agg := make([]float32, n*W)
-	args := &afaAttnArgs{layer: 0, batch: B, T: T, heads: H, dHead: dw, params: params,
-		qt: qt, kt: kt, vt: vt, qn2: qn2, kn2: kn2, agg: agg, logPrec: make([]float32, n*H),
+	args := &attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, scale: 1, q: qt, k: kt, v: vt, z: agg,
 		pattern: make([]float32, B*H*T*T)}
-	if err := afaAttention(args); err != nil {
+	args.logits, args.decay = afaLogits(params, T, qn2, kn2, make([]float32, n*H))
+	if err := causalAttention(args); err != nil {
 		return nil, fmt.Errorf("model: %s: AFA attention: %w", m.Dir, err)
 	}
 	res := &AFAToyOutput{Batch: B, T: T, Heads: H, Patterns: [][]float32{append([]float32(nil), args.pattern...)}}
-	afaDecayPattern(args.pattern, params, B, T) // Â = E ⊙ A
+	decayPattern(args) // Â = E ⊙ A
 	res.Decayed = args.pattern
-	patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, pattern: args.pattern, v: vt, z: agg})
+	patternTimesV(args)
 	rotateComplex(agg, agg, omegaDt, T, +1) // Z̄_v = e^{iωt} ⊙ Σ_j Â_ij Z̃_v,j
 	// Steps 16–17: Z⁺ = e^{(−a + iω)Δt} ⊙ ((1 − s)Z_v + s·Z̄_v).
 	for r := 0; r < n; r++ {
@@ -589,7 +590,7 @@ func (m *AFAToy) forwardSoftmax(e []float32, B, T int) (*AFAToyOutput, error) {
 	D, H, F := c.EmbedDim, c.Softmax.Heads, c.Softmax.FFN
 	dh, n := D/H, B*T
 	h := make([]float32, n*D)
-	linear(h, e, n, D, w.InW, D, w.InB)
+	linear(h, e, n, D, f32Weight(w.InW, D), D, w.InB)
 	if c.Softmax.Positional == "sinusoidal" {
 		pe := SinusoidalEncoding(T, D)
 		for b := 0; b < B; b++ {
@@ -605,9 +606,9 @@ func (m *AFAToy) forwardSoftmax(e []float32, B, T int) (*AFAToyOutput, error) {
 	for l := range w.Layers {
 		L := &w.Layers[l]
 		layerNorm(u, h, D, L.LN1W, L.LN1B, c.Softmax.LNEps)
-		linear(q, u, n, D, L.Wq, D, L.Bq)
-		linear(k, u, n, D, L.Wk, D, L.Bk)
-		linear(v, u, n, D, L.Wv, D, L.Bv)
+		linear(q, u, n, D, f32Weight(L.Wq, D), D, L.Bq)
+		linear(k, u, n, D, f32Weight(L.Wk, D), D, L.Bk)
+		linear(v, u, n, D, f32Weight(L.Wv, D), D, L.Bv)
 		if c.Softmax.Positional == "rope" {
 			for b := 0; b < B; b++ {
 				for hh := 0; hh < H; hh++ {
@@ -655,14 +656,14 @@ func (m *AFAToy) forwardSoftmax(e []float32, B, T int) (*AFAToyOutput, error) {
 			}
 		}
 		res.Patterns = append(res.Patterns, pat)
-		linear(o, z, n, D, L.Wo, D, L.Bo)
+		linear(o, z, n, D, f32Weight(L.Wo, D), D, L.Bo)
 		addTo(h, o)
 		layerNorm(u, h, D, L.LN2W, L.LN2B, c.Softmax.LNEps)
-		linear(f, u, n, D, L.W1, F, L.B1)
+		linear(f, u, n, D, f32Weight(L.W1, D), F, L.B1)
 		for i, x := range f {
 			f[i] = max(x, 0)
 		}
-		linear(o, f, n, F, L.W2, D, L.B2)
+		linear(o, f, n, F, f32Weight(L.W2, F), D, L.B2)
 		addTo(h, o)
 		if i := firstNonFinite(h); i >= 0 {
 			return nil, fmt.Errorf("model: %s: non-finite value %v after softmax layer %d at batch %d position %d", m.Dir, h[i], l, i/D/T, (i/D)%T)
@@ -670,7 +671,7 @@ func (m *AFAToy) forwardSoftmax(e []float32, B, T int) (*AFAToyOutput, error) {
 	}
 	layerNorm(u, h, D, w.NormW, w.NormB, c.Softmax.LNEps)
 	res.Out = make([]float32, n*D)
-	linear(res.Out, u, n, D, w.OutW, D, w.OutB)
+	linear(res.Out, u, n, D, f32Weight(w.OutW, D), D, w.OutB)
 	return res, nil
 }
 

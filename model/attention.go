@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -32,7 +33,26 @@ type attnArgs struct {
 	pattern   []float32 // [B, H, T, T] when the pattern is hooked, else nil
 	tileRows  int
 	threads   int
+
+	// A filter family's own math in the tile loop (RT, AFA, RFA, BFT; all
+	// nil for softmax attention). logits turns the scaled products s of a
+	// tile (rows × ncol, row r is query t = q0+r of head h, batch b) into
+	// the family's logits for the keys j ≤ t in place, before the causal
+	// softmax; w is the worker (< threadCount(threads), for the family's
+	// per-worker scratch) and lg a float64 scratch row of T. decay[h][n],
+	// when set, scales the weight of the key n tokens back before the
+	// weights multiply v (AFA, RFA: the values get α ⊙ E, which
+	// hook_pattern_decayed shows). observe, when set, takes each row of
+	// weights in place of z = α·v (BFT's observation step). stream, when
+	// set, gets every tile after the consumers (RFA's RFAConsumers).
+	logits  logitsFunc
+	decay   [][]float64
+	observe func(w, b, h, t int, alpha []float32)
+	stream  func(w int, at *hooks.AttnTile) error
 }
+
+// A logitsFunc is a filter family's logits in the tile loop (attnArgs).
+type logitsFunc func(w int, lg []float64, b, h, q0, rows, ncol int, s []float32)
 
 // causalAttention computes z = softmax(cap(q·kᵀ·scale) + causal mask)·v for
 // every (batch, head) (cap: the soft-cap of softcapTile, or the identity
@@ -54,10 +74,7 @@ func causalAttention(a *attnArgs) error {
 		mu       sync.Mutex
 		firstErr error
 	)
-	threads := a.threads
-	if threads <= 0 {
-		threads = runtime.GOMAXPROCS(0)
-	}
+	threads := threadCount(a.threads)
 	tile := a.tileRows
 	if tile <= 0 {
 		tile = defaultTileRows
@@ -68,8 +85,12 @@ func causalAttention(a *attnArgs) error {
 	stack := max(1, min(group, maxStackRows/tile, a.batch*a.heads/threads))
 	var plain []hooks.AttnConsumer
 	var moments []hooks.MomentsConsumer
+	// A filter family streams rows only: the moments are the softmax
+	// attention's offer (probes' filter collectors wrap a Collector and
+	// read the rows).
+	filter := a.logits != nil || a.decay != nil || a.observe != nil
 	for _, c := range a.consumers {
-		if mc, ok := c.(hooks.MomentsConsumer); ok {
+		if mc, ok := c.(hooks.MomentsConsumer); ok && !filter {
 			moments = append(moments, mc)
 		} else {
 			plain = append(plain, c)
@@ -90,7 +111,7 @@ func causalAttention(a *attnArgs) error {
 				hw.mw.sum = sumOnly
 			}
 			defer headWorkPool.Put(hw)
-			hw.plain, hw.moments = plain, moments
+			hw.plain, hw.moments, hw.worker = plain, moments, w
 			for j := range jobs {
 				if err := attendGroup(a, j.b, j.kvh, j.j0, j.j1, tile, hw); err != nil {
 					mu.Lock()
@@ -125,8 +146,10 @@ const (
 
 // headWork is one attention worker's scratch and consumers.
 type headWork struct {
+	worker  int       // the worker's index (attnArgs.logits)
 	scores  []float32 // [heads·tile, T]
 	qp, zp  []float32 // [heads·tile, dh]: packed queries and outputs
+	lg      []float64 // [T]: a filter family's scratch row (attnArgs.logits)
 	panels  []panelProduct
 	kpack   []float32 // the head's keys packed once (packKT)
 	plain   []hooks.AttnConsumer
@@ -148,6 +171,7 @@ func getHeadWork(n, T, dh int, moments bool) *headWork {
 	hw.scores = grow(hw.scores, n*T)
 	hw.qp = grow(hw.qp, n*dh)
 	hw.zp = grow(hw.zp, n*dh)
+	hw.lg = grow(hw.lg, T)
 	if !moments {
 		hw.mw = nil
 	} else if hw.mw == nil || !hw.mw.fits(n, T, dh) {
@@ -209,6 +233,9 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		}
 		for j := 0; j < nh; j++ {
 			sj := s.Data[j*rows*ncol : (j+1)*rows*ncol]
+			if a.logits != nil {
+				a.logits(hw.worker, hw.lg, b, h0+j, q0, rows, ncol, sj)
+			}
 			if a.softcap > 0 {
 				softcapTile(sj, rows, ncol, q0, a.window, a.softcap)
 			}
@@ -229,8 +256,11 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		// zp = α·v: the output, and e for the moments; G = α·(v − c)² for
 		// the moments, in the same sweep over the weights where the build
 		// can (gemmPanels), else by a second product per head.
+		// (A family that decays the weights or observes the rows forms its
+		// output after the consumers: here α·v only serves the moments.)
 		zp := blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.zp[:n*dh]}
 		finiteV := finiteRows(a.v[kBase:], kvStride, dh, q0, ncol)
+		later := a.decay != nil || a.observe != nil
 		fused := mw != nil && !mw.sum && finiteV && gemmPanels != nil && dh%32 == 0 && dh <= gemmDirectN
 		switch {
 		case fused: // all stacked heads in one sweep: they share v and the shift c
@@ -245,12 +275,8 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			clear(mw.g[:n*dh])
 			gemmPanels(n, ncol, s.Data, ncol, ps)
 			hw.panels = ps
-		case a.pattern == nil || mw != nil:
-			if finiteV {
-				gemmNarrow(n, dh, ncol, s.Data, ncol, a.v[kBase:], kvStride, hw.zp, dh)
-			} else {
-				causalTimesV(s, vals, q0, rows, zp)
-			}
+		case (a.pattern == nil && !later) || mw != nil:
+			tileTimesV(s, vals, q0, rows, finiteV, zp)
 			if mw != nil && !mw.sum {
 				mw.gProduct(0, n, ncol, s.Data, mw.squares(q0, tile, ncol, T))
 			}
@@ -270,6 +296,11 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			at.Head, at.Q0, at.Rows, at.Stride, at.Alpha = h0+j, q0, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol]
 			for _, c := range hw.plain {
 				if err := c.ConsumeAttn(&at); err != nil {
+					return err
+				}
+			}
+			if a.stream != nil {
+				if err := a.stream(hw.worker, &at); err != nil {
 					return err
 				}
 			}
@@ -300,6 +331,23 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		if a.pattern != nil {
 			continue // z is computed from the (possibly changed) pattern after the hook
 		}
+		if a.observe != nil {
+			for i := 0; i < n; i++ {
+				t := q0 + i%rows
+				a.observe(hw.worker, b, h0+i/rows, t, s.Data[i*ncol:i*ncol+t+1])
+			}
+			continue
+		}
+		if a.decay != nil {
+			for i := 0; i < n; i++ {
+				t, E := q0+i%rows, a.decay[h0+i/rows]
+				row := s.Data[i*ncol : i*ncol+t+1]
+				for j := range row {
+					row[j] = float32(float64(row[j]) * E[t-j])
+				}
+			}
+			tileTimesV(s, vals, q0, rows, finiteV, zp)
+		}
 		for j := 0; j < nh; j++ {
 			for r := 0; r < rows; r++ {
 				copy(a.z[(b*T+q0+r)*qStride+(h0+j)*dh:][:dh], hw.zp[(j*rows+r)*dh:(j*rows+r+1)*dh])
@@ -320,6 +368,17 @@ func finiteRows(V []float32, stride, dh, j0, j1 int) bool {
 		}
 	}
 	return true
+}
+
+// tileTimesV computes zp = α·v for a tile of weights s (rows stacked as in
+// attendGroup): one product where the tile's values vals are finite, else
+// causalTimesV.
+func tileTimesV(s, vals blas32.General, q0, rows int, finite bool, zp blas32.General) {
+	if finite {
+		gemmNarrow(s.Rows, zp.Cols, s.Cols, s.Data, s.Stride, vals.Data, vals.Stride, zp.Data, zp.Stride)
+	} else {
+		causalTimesV(s, vals, q0, rows, zp)
+	}
 }
 
 // causalTimesV computes zp = α·v for a tile whose diagonal block of values
@@ -439,4 +498,126 @@ func patternTimesV(a *attnArgs) {
 			}
 		}
 	}
+}
+
+// attend runs causalAttention on a with the layer's pattern materialized
+// when blocks.{l}.attn.hook_pattern (or, for a family whose values get
+// decayed weights, hook_pattern_decayed) is hooked: the pattern then goes
+// through its hook (decayed by a.decay and through hook_pattern_decayed),
+// and the output is formed from what the hooks leave, so that a change
+// there reaches it (patternTimesV, or a.observe on every row).
+func attend(a *attnArgs, hs *hooks.Set, run hookRun) error {
+	patName := hooks.Name(hooks.AttnPattern, a.layer)
+	decName := hooks.Name(hooks.AttnPatternDecayed, a.layer)
+	B, H, T := a.batch, a.heads, a.T
+	if hs.Has(patName) || (a.decay != nil && hs.Has(decName)) {
+		a.pattern = make([]float32, B*H*T*T)
+	}
+	if err := causalAttention(a); err != nil {
+		return fmt.Errorf("model: layer %d attention: %w", a.layer, err)
+	}
+	if a.pattern == nil {
+		return nil
+	}
+	run(hooks.AttnPattern, a.layer, a.pattern, B, H, T, T)
+	if a.decay != nil {
+		decayPattern(a)
+		run(hooks.AttnPatternDecayed, a.layer, a.pattern, B, H, T, T)
+	}
+	if a.observe == nil {
+		patternTimesV(a)
+		return nil
+	}
+	return forEachHead(B, H, a.threads, func(w, b, h int) error {
+		for t := 0; t < T; t++ {
+			a.observe(w, b, h, t, a.pattern[((b*H+h)*T+t)*T:][:t+1])
+		}
+		return nil
+	})
+}
+
+// decayPattern scales a materialized pattern [B, H, T, T] in place to the
+// weights the values get: α_tj·E_h(t−j), E_h = a.decay[h].
+func decayPattern(a *attnArgs) {
+	H, T := a.heads, a.T
+	for b := 0; b < a.batch; b++ {
+		for h, E := range a.decay {
+			for t := 0; t < T; t++ {
+				row := a.pattern[((b*H+h)*T+t)*T:][:t+1]
+				for j := range row {
+					row[j] = float32(float64(row[j]) * E[t-j])
+				}
+			}
+		}
+	}
+}
+
+// forEachHead calls fn(worker, b, h) for every (batch, head) pair on a pool
+// of threadCount(threads) workers and returns the first error; worker
+// indexes per-worker scratch.
+func forEachHead(batch, heads, threads int, fn func(worker, b, h int) error) error {
+	threads = threadCount(threads)
+	type job struct{ b, h int }
+	jobs := make(chan job)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for w := 0; w < threads; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for j := range jobs {
+				if err := fn(w, j.b, j.h); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}(w)
+	}
+	for b := 0; b < batch; b++ {
+		for h := 0; h < heads; h++ {
+			jobs <- job{b, h}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	return firstErr
+}
+
+// threadCount resolves Options.Threads: n, or GOMAXPROCS when n ≤ 0.
+func threadCount(n int) int {
+	if n <= 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return n
+}
+
+// sqNorm returns Σ x² in float64.
+func sqNorm(x []float32) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return s
+}
+
+// logSumExp returns log Σ exp(x) computed stably.
+func logSumExp(x []float64) float64 {
+	m := math.Inf(-1)
+	for _, v := range x {
+		m = max(m, v)
+	}
+	if math.IsInf(m, 0) {
+		return m
+	}
+	var s float64
+	for _, v := range x {
+		s += math.Exp(v - m)
+	}
+	return m + math.Log(s)
 }

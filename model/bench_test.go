@@ -193,7 +193,7 @@ func BenchmarkSgemmPeak(b *testing.B) {
 	c := make([]float32, n*n)
 	b.Run(BLAS(), func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			linear(c, x, n, n, x, n, nil)
+			linear(c, x, n, n, f32Weight(x, n), n, nil)
 		}
 		b.ReportMetric(2*n*n*n/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GFLOP/s")
 	})

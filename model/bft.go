@@ -120,16 +120,17 @@ func dropOProj(m *Model, ld *loader) {
 	for l := range m.Layers {
 		L := &m.Layers[l]
 		for _, t := range []struct {
-			part string
-			x    []float32
-		}{{"weight", L.Wo}, {"bias", L.Bo}} {
+			part     string
+			n, bytes int
+		}{{"weight", L.Wo.Rows * L.Wo.Cols, int(L.Wo.residentBytes())}, {"bias", len(L.Bo), 4 * len(L.Bo)}} {
 			name := fmt.Sprintf("model.layers.%d.self_attn.o_proj.%s", l, t.part)
 			if ld.used[name] {
-				ld.params -= int64(len(t.x)) // read, but not part of the model
+				ld.params -= int64(t.n) // read, but not part of the model
+				ld.bytes -= int64(t.bytes)
 			}
 			delete(ld.used, name)
 		}
-		L.Wo, L.Bo = nil, nil
+		L.Wo, L.Bo = Weight{}, nil
 	}
 	if ld.gen != nil {
 		kept := ld.gen.tensors[:0]
@@ -216,7 +217,9 @@ func (m *Model) BFTInitialPrecision(id int) (float64, error) {
 		return 0, fmt.Errorf("model: token id %d outside the vocabulary [0, %d)", id, m.Vocab)
 	}
 	tau := make([]float32, 1)
-	m.bftTau(tau, []int{id}, m.Embed[id*m.DModel:(id+1)*m.DModel])
+	e := make([]float32, m.DModel)
+	m.Embed.widenRow(e, id)
+	m.bftTau(tau, []int{id}, e)
 	return float64(tau[0]), nil
 }
 
@@ -236,11 +239,11 @@ func (m *Model) bftTau(tau []float32, ids []int, x []float32) {
 		case "table":
 			tau[r] = float32(base + softplus(w.TauLogits[id]))
 		case "mlp":
-			linear(hidden, x[r*D:(r+1)*D], 1, D, w.TauW1, bc.TauHidden, w.TauB1)
+			linear(hidden, x[r*D:(r+1)*D], 1, D, f32Weight(w.TauW1, D), bc.TauHidden, w.TauB1)
 			for i, u := range hidden {
 				hidden[i] = geluErf(u)
 			}
-			linear(out, hidden, 1, bc.TauHidden, w.TauW2, 1, w.TauB2)
+			linear(out, hidden, 1, bc.TauHidden, f32Weight(w.TauW2, bc.TauHidden), 1, w.TauB2)
 			tau[r] = float32(float64(w.TauRange[0])*base + softplus(out[0]))
 		}
 	}
@@ -264,9 +267,9 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 	c, bc, w, hs := &m.Config, m.BFT, m.bft(), opt.Hooks
 	B, D, H, KV, dh, F := len(ids), c.DModel, c.Heads, c.KVHeads, c.DHead, c.DMLP
 	n := B * T
-	run := func(name string, x []float32, shape ...int) {
+	run := func(point string, l int, x []float32, shape ...int) {
 		if err == nil {
-			err = hs.Run(name, x, shape...)
+			err = hs.Run(point, l, x, shape...)
 		}
 	}
 	threads := threadCount(opt.Threads)
@@ -294,14 +297,14 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 	flat := make([]int, 0, n)
 	for b, seq := range ids {
 		for t, id := range seq {
-			copy(x[(b*T+t)*D:(b*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+			m.Embed.widenRow(x[(b*T+t)*D:(b*T+t+1)*D], id)
 		}
 		flat = append(flat, seq...)
 	}
-	run("hook_embed", x, B, T, D)
+	run(hooks.Embed, -1, x, B, T, D)
 	tau := make([]float32, n)
 	m.bftTau(tau, flat, x)
-	run("bft.hook_tau", tau, B, T)
+	run(hooks.BFTTau, -1, tau, B, T)
 	for r, tv := range tau {
 		for i := 0; i < D; i++ {
 			lam[r*D+i] = tv
@@ -311,19 +314,18 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 
 	for l := range m.Layers {
 		L := &m.Layers[l]
-		name := func(p string) string { return hooks.Name(p, l) }
-		run(name("blocks.{l}.hook_resid_pre"), x, B, T, D)
-		run(name("blocks.{l}.bft.hook_lambda"), lam, B, T, D)
+		run(hooks.ResidPre, l, x, B, T, D)
+		run(hooks.BFTLambda, l, lam, B, T, D)
 
 		// 1 Observe: projections, QK-norm, RoPE as the Llama/Qwen3 pass.
 		rmsNorm(h, x, D, L.Norm1W, c.NormEps)
-		run(name("blocks.{l}.ln1.hook_normalized"), h, B, T, D)
+		run(hooks.LN1Normalized, l, h, B, T, D)
 		linear(q, h, n, D, L.Wq, H*dh, L.Bq)
 		linear(k, h, n, D, L.Wk, KV*dh, L.Bk)
 		linear(v, h, n, D, L.Wv, KV*dh, L.Bv)
-		run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dh)
-		run(name("blocks.{l}.attn.hook_k"), k, B, T, KV, dh)
-		run(name("blocks.{l}.attn.hook_v"), v, B, T, KV, dh)
+		run(hooks.AttnQ, l, q, B, T, H, dh)
+		run(hooks.AttnK, l, k, B, T, KV, dh)
+		run(hooks.AttnV, l, v, B, T, KV, dh)
 		if L.QNorm != nil {
 			rmsNorm(q, q, dh, L.QNorm, c.NormEps)
 			rmsNorm(k, k, dh, L.KNorm, c.NormEps)
@@ -336,8 +338,8 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 				rope.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], r%T)
 			}
 		}
-		run(name("blocks.{l}.attn.hook_rot_q"), q, B, T, H, dh)
-		run(name("blocks.{l}.attn.hook_rot_k"), k, B, T, KV, dh)
+		run(hooks.AttnRotQ, l, q, B, T, H, dh)
+		run(hooks.AttnRotK, l, k, B, T, KV, dh)
 		if err != nil {
 			return nil, err
 		}
@@ -350,76 +352,64 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 					l, r/T, r%T, l)
 			}
 		}
-		args := &bftAttnArgs{
+		obs := newBFTObserver(bc, B, T, H, KV, dh, threads, v, e, lamObs, neff)
+		var logRho float64
+		if bc.RecencyDecay {
+			logRho = -math.Log1p(math.Exp(-float64(w.RhoLogit[l][0]))) // log sigmoid(rho_logit)
+		}
+		args := &attnArgs{
 			layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh, scale: float32(1 / math.Sqrt(float64(dh))),
-			q: q, k: k, v: v, logLamBar: logLamBar,
-			obs:       newBFTObserver(bc, B, T, H, KV, dh, threads, v, e, lamObs, neff),
+			q: q, k: k, v: v, logits: bftLogits(T, logLamBar, logRho), observe: obs.row,
 			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: threads,
 		}
-		if bc.RecencyDecay {
-			args.logRho = -math.Log1p(math.Exp(-float64(w.RhoLogit[l][0]))) // log sigmoid(rho_logit)
-		}
-		patName := name("blocks.{l}.attn.hook_pattern")
-		if hs.Has(patName) {
-			args.pattern = make([]float32, B*H*T*T)
-		}
-		if err := bftAttention(args); err != nil {
-			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
-		}
-		if args.pattern != nil {
-			run(patName, args.pattern, B, H, T, T)
-			if err != nil {
-				return nil, err
-			}
-			if err := bftObservePattern(args); err != nil {
-				return nil, err
-			}
+		if err := attend(args, hs, run); err != nil {
+			return nil, err
 		}
 		for i, x := range lamObs {
 			lamObs[i] = float32(capAt(float64(x), bc.CapObs, bc.LambdaMax))
 		}
-		run(name("blocks.{l}.bft.hook_lambda_obs"), lamObs, B, T, H, dh)
+		run(hooks.BFTLambdaObs, l, lamObs, B, T, H, dh)
 
 		// 4 Update (Eq. 3): K = λobs/(λ + λobs), h' = h + K ⊙ e, λ' = λ + λobs.
 		for i, lo := range lamObs {
 			gain[i] = float32(1 / (1 + float64(lam[i])/float64(lo)))
 		}
-		run(name("blocks.{l}.bft.hook_gain"), gain, B, T, H, dh)
-		run(name("blocks.{l}.attn.hook_gate"), gain, B, T, H, dh)
+		run(hooks.BFTGain, l, gain, B, T, H, dh)
+		run(hooks.AttnGate, l, gain, B, T, H, dh)
 		for i := range z {
 			z[i] = gain[i] * e[i]
 		}
-		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dh)
+		run(hooks.AttnZ, l, z, B, T, H, dh)
 		if err == nil {
 			err = headFault(z, l, T, H, dh)
 		}
-		if L.Wo != nil {
+		if L.Wo.present() {
 			linear(out, z, n, H*dh, L.Wo, D, L.Bo)
 		} else {
 			copy(out, z)
 		}
-		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		run(hooks.AttnOut, l, out, B, T, D)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
+		run(hooks.ResidMid, l, x, B, T, D)
 		for i, lo := range lamObs {
 			lam[i] = float32(capAt(float64(lam[i])+float64(lo), bc.CapPosterior, bc.LambdaMax))
 		}
-		run(name("blocks.{l}.bft.hook_lambda_post"), lam, B, T, D)
+		run(hooks.BFTLambdaPost, l, lam, B, T, D)
 
 		// 5 Predict (Eq. 4): h'' = h' + FFN(Norm2(h')).
 		rmsNorm(h, x, D, L.Norm2W, c.NormEps)
-		run(name("blocks.{l}.ln2.hook_normalized"), h, B, T, D)
+		run(hooks.LN2Normalized, l, h, B, T, D)
 		linear(g, h, n, D, L.WGate, F, L.BGate)
-		run(name("blocks.{l}.mlp.hook_pre"), g, B, T, F)
+		run(hooks.MLPPre, l, g, B, T, F)
 		linear(u, h, n, D, L.WUp, F, L.BUp)
 		for i, gi := range g {
 			a[i] = act(gi) * u[i]
 		}
-		run(name("blocks.{l}.mlp.hook_post"), a, B, T, F)
+		run(hooks.MLPPost, l, a, B, T, F)
 		linear(out, a, n, F, L.WDown, D, L.BDown)
-		run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
+		run(hooks.MLPOut, l, out, B, T, D)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
+		run(hooks.ResidPost, l, x, B, T, D)
 
 		// Precision through the FFN (Eq. 8, 9): the diagonal Jacobian at y,
 		// then λ'' = (clip((1+J)²)/λ' + Q)⁻¹.
@@ -427,27 +417,28 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 		// J = (act'(g) ⊙ u)·CGateᵀ + act(g)·CUpᵀ with C = W_down ⊙ W_{gate,up}ᵀ
 		// (§3.2's C = W2 ⊙ W1ᵀ for the two branches of SwiGLU).
 		if bc.Jacobian == "exact" {
+			wDown, wGate, wUp := L.WDown.widened(), L.WGate.widened(), L.WUp.widened()
 			for i := 0; i < D; i++ {
 				for kk := 0; kk < F; kk++ {
-					cGate[i*F+kk] = L.WDown[i*F+kk] * L.WGate[kk*D+i]
-					cUp[i*F+kk] = L.WDown[i*F+kk] * L.WUp[kk*D+i]
+					cGate[i*F+kk] = wDown[i*F+kk] * wGate[kk*D+i]
+					cUp[i*F+kk] = wDown[i*F+kk] * wUp[kk*D+i]
 				}
 			}
 			for i, gi := range g {
 				a[i] = float32(slope(gi) * float64(u[i])) // a is free again: act'(g) ⊙ u
 				u[i] = act(gi)                            // and u: act(g)
 			}
-			linear(jac, a, n, F, cGate, D, nil)
-			linear(out, u, n, F, cUp, D, nil)
+			linear(jac, a, n, F, f32Weight(cGate, F), D, nil)
+			linear(out, u, n, F, f32Weight(cUp, F), D, nil)
 			addTo(jac, out)
 		} else {
 			clear(jac)
 		}
-		run(name("blocks.{l}.bft.hook_jacobian"), jac, B, T, D)
+		run(hooks.BFTJacobian, l, jac, B, T, D)
 		for i, ql := range w.QLogits[l] {
 			qNoise[i] = float32(softplus(ql) * bc.QMax)
 		}
-		run(name("blocks.{l}.bft.hook_q_noise"), qNoise, H, dh)
+		run(hooks.BFTQNoise, l, qNoise, H, dh)
 		for r := 0; r < n; r++ {
 			for i := 0; i < D; i++ {
 				o := r*D + i
@@ -462,7 +453,7 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 				lam[o] = float32(capAt(1/(d/float64(lam[o])+float64(qNoise[i])), bc.CapPredicted, bc.LambdaMax))
 			}
 		}
-		run(name("blocks.{l}.bft.hook_lambda_pred"), lam, B, T, D)
+		run(hooks.BFTLambdaPred, l, lam, B, T, D)
 		if err != nil {
 			return nil, err
 		}
@@ -472,7 +463,7 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 	}
 
 	rmsNorm(h, x, D, m.FinalW, c.NormEps)
-	run("ln_final.hook_normalized", h, B, T, D)
+	run(hooks.LNFinalNormalized, -1, h, B, T, D)
 	res := m.logits(h, B, T, opt, run)
 	if err != nil {
 		return nil, err

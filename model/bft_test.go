@@ -224,7 +224,7 @@ func TestBFTReducesToPreNorm(t *testing.T) {
 			}
 			hs := &hooks.Set{}
 			fill := func(c float32) hooks.Func {
-				return func(_ string, x *tensor.Dense) error {
+				return func(_ string, _ int, x *tensor.Dense) error {
 					d := x.Data().([]float32)
 					for i := range d {
 						d[i] = c
@@ -306,7 +306,7 @@ func TestBFTPatternHookPath(t *testing.T) {
 	}
 	// Uniform weights written at hook_pattern change λobs (n_eff = t+1).
 	hs2 := &hooks.Set{}
-	hs2.Add("blocks.1.attn.hook_pattern", func(_ string, x *tensor.Dense) error {
+	hs2.Add("blocks.1.attn.hook_pattern", func(_ string, _ int, x *tensor.Dense) error {
 		d := x.Data().([]float32)
 		for r := 0; r < len(d)/33; r++ {
 			tq := r % 33
@@ -406,7 +406,7 @@ func TestBFTLoadErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	hs := &hooks.Set{}
-	hs.Add("blocks.1.bft.hook_lambda", func(_ string, x *tensor.Dense) error {
+	hs.Add("blocks.1.bft.hook_lambda", func(_ string, _ int, x *tensor.Dense) error {
 		clear(x.Data().([]float32))
 		return nil
 	})

@@ -196,54 +196,6 @@ func TestAttentionMoments(t *testing.T) {
 	}
 }
 
-// TestLinearBF16: a projection with bfloat16 weights widened on the fly
-// equals the float32 projection with the same bf16-rounded weights widened
-// up front (the widening is exact; each output is the same dot product, bit
-// for bit with gonum and OpenBLAS's AVX-512 kernels, within 2e-6 relative
-// where OpenBLAS's edge kernels order a sum differently), for shapes with
-// and without the row split and with partial weight blocks.
-func TestLinearBF16(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	for _, sh := range []struct{ n, in, out int }{{3, 64, 100}, {700, 96, 300}, {256, 512, 1536}, {1, 8, 1}} {
-		x := make([]float32, sh.n*sh.in)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
-		}
-		wb := make([]uint16, sh.out*sh.in)
-		w32 := make([]float32, len(wb))
-		for i := range wb {
-			f := float32(rng.NormFloat64() * 0.05)
-			wb[i] = uint16(math.Float32bits(f) >> 16) // truncation: any bf16 value will do
-			w32[i] = math.Float32frombits(uint32(wb[i]) << 16)
-		}
-		bias := make([]float32, sh.out)
-		for i := range bias {
-			bias[i] = float32(rng.NormFloat64())
-		}
-		for _, b := range [][]float32{nil, bias} {
-			want := make([]float32, sh.n*sh.out)
-			got := make([]float32, sh.n*sh.out)
-			linear(want, x, sh.n, sh.in, w32, sh.out, b)
-			linearBF16(got, x, sh.n, sh.in, wb, sh.out, b)
-			diff := 0
-			for i := range want {
-				if got[i] != want[i] {
-					diff++
-				}
-			}
-			rel, i := relErr(got, want)
-			if diff > 0 {
-				t.Logf("n=%d in=%d out=%d bias=%v (%s): %d of %d outputs differ in the last bits, rel. error %.2g",
-					sh.n, sh.in, sh.out, b != nil, BLAS(), diff, len(want), rel)
-			}
-			if rel > 2e-6 {
-				t.Errorf("n=%d in=%d out=%d bias=%v: rel. error %.3g at %d (%v, float32 weights give %v)",
-					sh.n, sh.in, sh.out, b != nil, rel, i, got[i], want[i])
-			}
-		}
-	}
-}
-
 // TestSwiGLU: swiglu equals act(gate)·up element by element (within 8 ulp
 // of the float64 silu·u, absolute 1e-37 where that underflows), for lengths that do and do not fill its chunks, and keeps
 // NaN and the limit of silu at +Inf.

@@ -230,7 +230,7 @@ func (c *Config) checkSizes() error {
 		{"key/value projection (key/value heads·head dimension × model width)", kvRows, c.DModel, true},
 		{"MLP projection (MLP width × model width)", c.DMLP, c.DModel, true},
 		// only GPT-2 stores a table of learned positions
-		{"position table (max positions × model width)", c.MaxPos, c.DModel, c.Arch == ArchGPT2},
+		{"position table (max positions × model width)", c.MaxPos, c.DModel, c.LearnedPositions()},
 	} {
 		if !m.on {
 			continue

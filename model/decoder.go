@@ -25,7 +25,7 @@ func loadDecoder(m *Model, ld *loader) {
 		return ld.get(name, n)
 	}
 	ld.ignore("rotary_emb.inv_freq")
-	m.Embed = ld.get(p+"embed_tokens.weight", V, D)
+	m.Embed = ld.weight(p+"embed_tokens.weight", V, D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
 		L := &m.Layers[l]
@@ -36,31 +36,31 @@ func loadDecoder(m *Model, ld *loader) {
 
 		if gp := c.GatePerHead(); gp > 0 {
 			rows := H*dh + H*gp
-			wq := ld.get(a+"q_proj.weight", rows, D)
-			L.Wq, L.Wg = unpackGatedQ(wq, D, H, KV, dh, gp)
+			L.Wq, L.Wg = unpackGatedQ(ld.weight(a+"q_proj.weight", rows, D), H, KV, dh, gp)
 			if c.QKVBias {
-				L.Bq, L.Bg = unpackGatedQ(ld.get(a+"q_proj.bias", rows), 1, H, KV, dh, gp)
+				bq, bg := unpackGatedQ(f32Weight(ld.get(a+"q_proj.bias", rows), 1), H, KV, dh, gp)
+				L.Bq, L.Bg = bq.widened(), bg.widened()
 			}
 		} else {
-			L.Wq = ld.get(a+"q_proj.weight", H*dh, D)
+			L.Wq = ld.weight(a+"q_proj.weight", H*dh, D)
 			L.Bq = bias(c.QKVBias, a+"q_proj.bias", H*dh)
 		}
-		L.Wk = ld.get(a+"k_proj.weight", KV*dh, D)
+		L.Wk = ld.weight(a+"k_proj.weight", KV*dh, D)
 		L.Bk = bias(c.QKVBias, a+"k_proj.bias", KV*dh)
-		L.Wv = ld.get(a+"v_proj.weight", KV*dh, D)
+		L.Wv = ld.weight(a+"v_proj.weight", KV*dh, D)
 		L.Bv = bias(c.QKVBias, a+"v_proj.bias", KV*dh)
-		L.Wo = ld.get(a+"o_proj.weight", D, H*dh)
+		L.Wo = ld.weight(a+"o_proj.weight", D, H*dh)
 		L.Bo = bias(c.OBias, a+"o_proj.bias", D)
 		if c.QKNorm {
 			L.QNorm = ld.get(a+"q_norm.weight", dh)
 			L.KNorm = ld.get(a+"k_norm.weight", dh)
 		}
 
-		L.WGate = ld.get(mlp+"gate_proj.weight", F, D)
+		L.WGate = ld.weight(mlp+"gate_proj.weight", F, D)
 		L.BGate = bias(c.MLPBias, mlp+"gate_proj.bias", F)
-		L.WUp = ld.get(mlp+"up_proj.weight", F, D)
+		L.WUp = ld.weight(mlp+"up_proj.weight", F, D)
 		L.BUp = bias(c.MLPBias, mlp+"up_proj.bias", F)
-		L.WDown = ld.get(mlp+"down_proj.weight", D, F)
+		L.WDown = ld.weight(mlp+"down_proj.weight", D, F)
 		L.BDown = bias(c.MLPBias, mlp+"down_proj.bias", D)
 	}
 	m.FinalW = ld.get(p+"norm.weight", D)
@@ -77,7 +77,7 @@ func loadHead(m *Model, ld *loader, name string) {
 		m.Head = m.Embed
 		return
 	}
-	m.Head = ld.get(name, m.Vocab, m.DModel)
+	m.Head = ld.weight(name, m.Vocab, m.DModel)
 }
 
 // The Hugging Face decoder families that share the Llama layout

@@ -372,15 +372,15 @@ type deltaNet struct {
 	// the recurrent form (deltaRuleRecurrent).
 	Chunk int
 
-	QKV    []float32 // [C, D] (in_proj_qkv.weight), output channels [q (Hk·Dk) | k (Hk·Dk) | v (Hv·Dv)]
-	Z      []float32 // [Hv·Dv, D] (in_proj_z.weight): the output gate
-	B      []float32 // [Hv, D] (in_proj_b.weight): β logits
-	A      []float32 // [Hv, D] (in_proj_a.weight): decay input
+	QKV    Weight    // [C, D] (in_proj_qkv.weight), output channels [q (Hk·Dk) | k (Hk·Dk) | v (Hv·Dv)]
+	Z      Weight    // [Hv·Dv, D] (in_proj_z.weight): the output gate
+	B      Weight    // [Hv, D] (in_proj_b.weight): β logits
+	A      Weight    // [Hv, D] (in_proj_a.weight): decay input
 	Conv   []float32 // [C, K] (conv1d.weight [C, 1, K])
 	DtBias []float32 // [Hv] (dt_bias)
 	ALog   []float32 // [Hv] (A_log)
 	Norm   []float32 // [Dv] (norm.weight), plain weight
-	Out    []float32 // [D, Hv·Dv] (out_proj.weight)
+	Out    Weight    // [D, Hv·Dv] (out_proj.weight)
 }
 
 // check reports the first weight whose length does not fit the
@@ -391,18 +391,27 @@ func (w *deltaNet) check() error {
 	}
 	C := 2*w.Hk*w.Dk + w.Hv*w.Dv
 	for _, c := range []struct {
-		name string
-		x    []float32
-		want int
+		name       string
+		have, want int
 	}{
-		{"in_proj_qkv.weight", w.QKV, C * w.D}, {"in_proj_z.weight", w.Z, w.Hv * w.Dv * w.D},
-		{"in_proj_b.weight", w.B, w.Hv * w.D}, {"in_proj_a.weight", w.A, w.Hv * w.D},
-		{"conv1d.weight", w.Conv, C * w.K}, {"dt_bias", w.DtBias, w.Hv}, {"A_log", w.ALog, w.Hv},
-		{"norm.weight", w.Norm, w.Dv}, {"out_proj.weight", w.Out, w.D * w.Hv * w.Dv},
+		{"in_proj_qkv.weight", w.QKV.values(), C * w.D}, {"in_proj_z.weight", w.Z.values(), w.Hv * w.Dv * w.D},
+		{"in_proj_b.weight", w.B.values(), w.Hv * w.D}, {"in_proj_a.weight", w.A.values(), w.Hv * w.D},
+		{"conv1d.weight", len(w.Conv), C * w.K}, {"dt_bias", len(w.DtBias), w.Hv}, {"A_log", len(w.ALog), w.Hv},
+		{"norm.weight", len(w.Norm), w.Dv}, {"out_proj.weight", w.Out.values(), w.D * w.Hv * w.Dv},
 	} {
-		if len(c.x) != c.want {
+		if c.have != c.want {
 			return fmt.Errorf("model: Gated DeltaNet linear_attn.%s has %d values, want %d (D=%d, key heads %d×%d, value heads %d×%d, conv kernel %d)",
-				c.name, len(c.x), c.want, w.D, w.Hk, w.Dk, w.Hv, w.Dv, w.K)
+				c.name, c.have, c.want, w.D, w.Hk, w.Dk, w.Hv, w.Dv, w.K)
+		}
+	}
+	for _, x := range []struct {
+		name string
+		w    *Weight
+		in   int
+	}{{"in_proj_qkv.weight", &w.QKV, w.D}, {"in_proj_z.weight", &w.Z, w.D}, {"in_proj_b.weight", &w.B, w.D},
+		{"in_proj_a.weight", &w.A, w.D}, {"out_proj.weight", &w.Out, w.Hv * w.Dv}} {
+		if x.w.Cols != x.in {
+			return fmt.Errorf("model: Gated DeltaNet linear_attn.%s has rows of %d values, want %d", x.name, x.w.Cols, x.in)
 		}
 	}
 	return nil
@@ -430,7 +439,6 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 	if len(x) != n*D || len(out) != n*D {
 		return fmt.Errorf("model: Gated DeltaNet layer %d: input %d and output %d values, want B·T·D = %d·%d·%d", l, len(x), len(out), B, T, D)
 	}
-	name := func(p string) string { return hooks.Name(p, l) }
 
 	mixed := make([]float32, n*C)
 	linear(mixed, x, n, D, w.QKV, C, nil)
@@ -465,11 +473,11 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 		beta[i] = sigmoid(beta[i])
 		g[i] = float32(-math.Exp(float64(w.ALog[h])) * softplus(g[i]+w.DtBias[h]))
 	}
-	run(name("blocks.{l}.gdn.hook_q"), q, B, Hv, T, Dk)
-	run(name("blocks.{l}.gdn.hook_k"), k, B, Hv, T, Dk)
-	run(name("blocks.{l}.gdn.hook_v"), v, B, Hv, T, Dv)
-	run(name("blocks.{l}.gdn.hook_beta"), beta, B, T, Hv)
-	run(name("blocks.{l}.gdn.hook_g"), g, B, T, Hv)
+	run(hooks.GDNQ, l, q, B, Hv, T, Dk)
+	run(hooks.GDNK, l, k, B, Hv, T, Dk)
+	run(hooks.GDNV, l, v, B, Hv, T, Dv)
+	run(hooks.GDNBeta, l, beta, B, T, Hv)
+	run(hooks.GDNG, l, g, B, T, Hv)
 
 	core := make([]float32, B*Hv*T*Dv)
 	state := make([]float32, B*Hv*Dk*Dv)
@@ -498,8 +506,8 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 			}
 		}
 	})
-	run(name("blocks.{l}.gdn.hook_core_out"), core, B, Hv, T, Dv)
-	run(name("blocks.{l}.gdn.hook_final_state"), state, B, Hv, Dk, Dv)
+	run(hooks.GDNCoreOut, l, core, B, Hv, T, Dv)
+	run(hooks.GDNFinalState, l, state, B, Hv, Dk, Dv)
 	if err := deltaAttention(q, k, v, beta, g, B, T, Hv, Dk, Dv, scale, l, opt); err != nil {
 		return err
 	}
@@ -535,7 +543,7 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 // [B, Hv, T, Dk], v [B, Hv, T, Dv], beta and g [B, T, Hv] are the layer's.
 func deltaAttention(q, k, v, beta, g []float32, B, T, Hv, Dk, Dv int, scale float32, l int, opt Options) error {
 	hs := opt.Hooks
-	effName := hooks.Name("blocks.{l}.gdn.hook_eff_attn", l)
+	effName := hooks.Name(hooks.GDNEffAttn, l)
 	var deltas []hooks.DeltaConsumer
 	for _, c := range hs.Consumers(l) {
 		if d, ok := c.(hooks.DeltaConsumer); ok {
@@ -586,13 +594,13 @@ func deltaAttention(q, k, v, beta, g []float32, B, T, Hv, Dk, Dv int, scale floa
 		}
 	}
 	if W != nil {
-		return hs.Run(effName, W, B, Hv, T, T)
+		return hs.Run(hooks.GDNEffAttn, l, W, B, Hv, T, T)
 	}
 	return nil
 }
 
 // mix makes a Gated DeltaNet layer the token mixer of its layer in the
 // decoder pass (which then runs hook_attn_out on out).
-func (w *deltaNet) mix(out, h []float32, l, B, T int, opt Options, run hookRun) error {
+func (w *deltaNet) mix(_ *Model, out, h []float32, l, B, T int, opt Options, run hookRun) error {
 	return gatedDeltaNet(out, h, B, T, w, l, run, opt)
 }

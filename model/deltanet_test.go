@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/hooks"
 )
 
 // qwen35Dir is the Qwen3.5 golden case (HF transformers, hybrid Gated
@@ -183,10 +184,10 @@ func loadDeltaNet(t *testing.T, ck *checkpoint.Checkpoint, l int) *deltaNet {
 	t.Helper()
 	p := fmt.Sprintf("model.layers.%d.linear_attn.", l)
 	w := &deltaNet{D: 64, Hk: 4, Dk: 16, Hv: 8, Dv: 16, K: 4, Eps: 1e-6,
-		QKV: mustF32(t, ck, p+"in_proj_qkv.weight"), Z: mustF32(t, ck, p+"in_proj_z.weight"),
-		B: mustF32(t, ck, p+"in_proj_b.weight"), A: mustF32(t, ck, p+"in_proj_a.weight"),
+		QKV: f32Weight(mustF32(t, ck, p+"in_proj_qkv.weight"), 64), Z: f32Weight(mustF32(t, ck, p+"in_proj_z.weight"), 64),
+		B: f32Weight(mustF32(t, ck, p+"in_proj_b.weight"), 64), A: f32Weight(mustF32(t, ck, p+"in_proj_a.weight"), 64),
 		Conv: mustF32(t, ck, p+"conv1d.weight"), DtBias: mustF32(t, ck, p+"dt_bias"), ALog: mustF32(t, ck, p+"A_log"),
-		Norm: mustF32(t, ck, p+"norm.weight"), Out: mustF32(t, ck, p+"out_proj.weight")}
+		Norm: mustF32(t, ck, p+"norm.weight"), Out: f32Weight(mustF32(t, ck, p+"out_proj.weight"), 8*16)}
 	if err := w.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,9 @@ func TestGatedDeltaNetGolden(t *testing.T) {
 		for _, chunk := range []int{-1, 0, 16} {
 			w.Chunk = chunk
 			got := map[string][]float32{}
-			run := func(name string, x []float32, shape ...int) { got[name] = append([]float32(nil), x...) }
+			run := func(point string, l int, x []float32, shape ...int) {
+				got[hooks.Name(point, l)] = append([]float32(nil), x...)
+			}
 			out := make([]float32, B*T*D)
 			if err := gatedDeltaNet(out, x, B, T, w, l, run, Options{}); err != nil {
 				t.Fatal(err)
@@ -391,9 +394,10 @@ func TestDeltaNetCheck(t *testing.T) {
 		D, Hk, Dk, Hv, Dv, K := 8, 2, 4, 4, 3, 4
 		C := 2*Hk*Dk + Hv*Dv
 		return &deltaNet{D: D, Hk: Hk, Dk: Dk, Hv: Hv, Dv: Dv, K: K, Eps: 1e-6,
-			QKV: make([]float32, C*D), Z: make([]float32, Hv*Dv*D), B: make([]float32, Hv*D), A: make([]float32, Hv*D),
+			QKV: f32Weight(make([]float32, C*D), D), Z: f32Weight(make([]float32, Hv*Dv*D), D),
+			B: f32Weight(make([]float32, Hv*D), D), A: f32Weight(make([]float32, Hv*D), D),
 			Conv: make([]float32, C*K), DtBias: make([]float32, Hv), ALog: make([]float32, Hv), Norm: make([]float32, Dv),
-			Out: make([]float32, D*Hv*Dv)}
+			Out: f32Weight(make([]float32, D*Hv*Dv), Hv*Dv)}
 	}
 	if err := ok().check(); err != nil {
 		t.Fatalf("valid weights: %v", err)
@@ -403,7 +407,8 @@ func TestDeltaNetCheck(t *testing.T) {
 		spoil func(w *deltaNet)
 	}{
 		{"conv1d.weight", func(w *deltaNet) { w.Conv = w.Conv[1:] }},
-		{"in_proj_qkv.weight", func(w *deltaNet) { w.QKV = w.QKV[:len(w.QKV)-8] }},
+		{"in_proj_qkv.weight", func(w *deltaNet) { w.QKV.Rows-- }},
+		{"out_proj.weight", func(w *deltaNet) { w.Out.Cols++ }},
 		{"norm.weight", func(w *deltaNet) { w.Norm = append(w.Norm, 1) }},
 		{"linear_num_value_heads", func(w *deltaNet) { w.Hk = 3 }},
 	} {

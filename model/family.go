@@ -47,6 +47,13 @@ type family struct {
 	// stored norm weights w are neutral at 0, and Generate draws them near
 	// 0 instead of near 1.
 	offsetNorms bool
+	// positions describes how the family encodes positions, for `probe
+	// inspect` (Config.Positions); "": the rotary embedding of c.RoPE.
+	positions string
+	// learnedPositions says that positions come from a learned table of
+	// MaxPos rows (GPT-2), so no sequence may be longer, even with
+	// AllowExtrapolation (Config.LearnedPositions).
+	learnedPositions bool
 }
 
 // families lists every supported architecture in detection order: the
@@ -207,6 +214,34 @@ func (c *Config) HFConfig() map[string]any {
 		return nil
 	}
 	return f.hfConfig(c)
+}
+
+// Positions describes how a model of configuration c encodes positions (a
+// family's own scheme, or the rotary embedding with its θ, scaling and, on
+// sliding-window layers, its local θ).
+func (c *Config) Positions() string {
+	if f, err := familyOf(c.Arch); err == nil && f.positions != "" {
+		return f.positions
+	}
+	s := fmt.Sprintf("rotate-half, theta %g, scaling %s", c.RoPE.Theta, c.RoPE.Type)
+	if c.RoPE.Type != "default" {
+		s += fmt.Sprintf(" (factor %g)", c.RoPE.Factor)
+	}
+	if lr := c.LocalRoPE; lr != nil {
+		s += fmt.Sprintf(" on full-attention layers; theta %g, scaling %s on sliding layers", lr.Theta, lr.Type)
+	}
+	if c.RoPE.Dims > 0 {
+		s += fmt.Sprintf("; the first %d of %d dimensions of each head rotated", c.RoPE.Dims, c.DHead)
+	}
+	return s
+}
+
+// LearnedPositions reports whether the model reads positions from a learned
+// table of MaxPos rows (GPT-2): then no sequence may be longer than MaxPos,
+// even with extrapolation allowed.
+func (c *Config) LearnedPositions() bool {
+	f, err := familyOf(c.Arch)
+	return err == nil && f.learnedPositions
 }
 
 // roundTrip returns the configuration a reader of fields as config.json

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -40,33 +41,34 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	c, hs := &m.Config, opt.Hooks
 	B, D, H, KV, dh, F := len(ids), c.DModel, c.Heads, c.KVHeads, c.DHead, c.DMLP
 	n := B * T
-	run := func(name string, x []float32, shape ...int) {
+	run := func(point string, l int, x []float32, shape ...int) {
 		if err == nil {
-			err = hs.Run(name, x, shape...)
+			err = hs.Run(point, l, x, shape...)
 		}
 	}
 
-	x := make([]float32, n*D) // residual stream [B·T, D]
-	h := make([]float32, n*D) // normalized input of a sub-block
-	q := make([]float32, n*H*dh)
-	k := make([]float32, n*KV*dh)
-	v := make([]float32, n*KV*dh)
-	z := make([]float32, n*H*dh)
+	x := make([]float32, n*D)   // residual stream [B·T, D]
+	h := make([]float32, n*D)   // normalized input of a sub-block
 	out := make([]float32, n*D) // sub-block output
 	a1 := make([]float32, n*F)  // MLP hidden
-	var a2, gate []float32
-	if m.Layers[0].WGate != nil {
+	var a2, q, k, v, z, gate []float32
+	if m.Layers[0].WGate.present() {
 		a2 = make([]float32, n*F)
 	}
+	// the softmax attention's buffers, unless every layer has a mixer
+	attn := slices.ContainsFunc(m.Layers, func(L Layer) bool { return L.mixer == nil })
+	if attn {
+		q, k, v, z = make([]float32, n*H*dh), make([]float32, n*KV*dh), make([]float32, n*KV*dh), make([]float32, n*H*dh)
+	}
 	gp := c.GatePerHead()
-	if gp > 0 {
+	if gp > 0 && attn {
 		gate = make([]float32, n*H*gp)
 	}
 
 	// token embedding (+ learned positions for GPT-2)
 	for b, seq := range ids {
 		for t, id := range seq {
-			copy(x[(b*T+t)*D:(b*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+			m.Embed.widenRow(x[(b*T+t)*D:(b*T+t+1)*D], id)
 		}
 	}
 	if c.EmbedScale != 0 { // Gemma: × √D in the checkpoint's dtype
@@ -74,18 +76,18 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			x[i] *= c.EmbedScale
 		}
 	}
-	run("hook_embed", x, B, T, D)
+	run(hooks.Embed, -1, x, B, T, D)
 	if m.PosEmbed != nil {
 		pos := make([]float32, n*D)
 		for b := 0; b < B; b++ {
 			copy(pos[b*T*D:(b+1)*T*D], m.PosEmbed[:T*D])
 		}
-		run("hook_pos_embed", pos, B, T, D)
+		run(hooks.PosEmbed, -1, pos, B, T, D)
 		addTo(x, pos)
 	}
 	var rope, localRope *ropeTable
 	rot, _ := m.ext.(qkRotator)
-	if m.PosEmbed == nil && rot == nil {
+	if m.PosEmbed == nil && rot == nil && attn {
 		rope = newRopeTable(c.RoPE, c.RoPE.dims(dh), T)
 		if c.LocalRoPE != nil {
 			localRope = newRopeTable(*c.LocalRoPE, c.LocalRoPE.dims(dh), T) // the sliding layers' own RoPE (Gemma 3)
@@ -94,27 +96,26 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 
 	for l := range m.Layers {
 		L := &m.Layers[l]
-		name := func(p string) string { return hooks.Name(p, l) }
-		run(name("blocks.{l}.hook_resid_pre"), x, B, T, D)
+		run(hooks.ResidPre, l, x, B, T, D)
 
 		// attention norm
 		m.norm(h, x, L.Norm1W, L.Norm1B)
-		run(name("blocks.{l}.ln1.hook_normalized"), h, B, T, D)
+		run(hooks.LN1Normalized, l, h, B, T, D)
 
 		if L.mixer != nil {
 			// the layer's own token mixer in place of softmax attention
 			// (Qwen3.5's Gated DeltaNet layers)
 			if err == nil {
-				err = L.mixer.mix(out, h, l, B, T, opt, run)
+				err = L.mixer.mix(m, out, h, l, B, T, opt, run)
 			}
 		} else {
 			// q, k, v projections (and the gate logits of gated models)
 			linear(q, h, n, D, L.Wq, H*dh, L.Bq)
 			linear(k, h, n, D, L.Wk, KV*dh, L.Bk)
 			linear(v, h, n, D, L.Wv, KV*dh, L.Bv)
-			run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dh)
-			run(name("blocks.{l}.attn.hook_k"), k, B, T, KV, dh)
-			run(name("blocks.{l}.attn.hook_v"), v, B, T, KV, dh)
+			run(hooks.AttnQ, l, q, B, T, H, dh)
+			run(hooks.AttnK, l, k, B, T, KV, dh)
+			run(hooks.AttnV, l, v, B, T, KV, dh)
 			if gate != nil {
 				linear(gate, h, n, D, L.Wg, H*gp, L.Bg)
 				for i, g := range gate {
@@ -147,8 +148,8 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 				// input-dependent cumulative angles)
 				err = rot.rotate(l, h, q, k, B, T, hs)
 			}
-			run(name("blocks.{l}.attn.hook_rot_q"), q, B, T, H, dh)
-			run(name("blocks.{l}.attn.hook_rot_k"), k, B, T, KV, dh)
+			run(hooks.AttnRotQ, l, q, B, T, H, dh)
+			run(hooks.AttnRotK, l, k, B, T, KV, dh)
 			if err != nil {
 				return nil, err
 			}
@@ -160,24 +161,16 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 				q: q, k: k, v: v, z: z,
 				consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
 			}
-			patName := name("blocks.{l}.attn.hook_pattern")
-			if hs.Has(patName) {
-				args.pattern = make([]float32, B*H*T*T)
-			}
-			if err := causalAttention(args); err != nil {
-				return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
-			}
-			if args.pattern != nil {
-				run(patName, args.pattern, B, H, T, T)
-				patternTimesV(args)
+			if err := attend(args, hs, run); err != nil {
+				return nil, err
 			}
 
 			// output gate: z ⊙ sigmoid(gate logits), per head or per element
 			if gate != nil {
 				if gp == 1 {
-					run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H)
+					run(hooks.AttnGate, l, gate, B, T, H)
 				} else {
-					run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H, dh)
+					run(hooks.AttnGate, l, gate, B, T, H, dh)
 				}
 				for r := 0; r < n*H; r++ {
 					zr := z[r*dh : (r+1)*dh]
@@ -192,7 +185,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 					}
 				}
 			}
-			run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dh)
+			run(hooks.AttnZ, l, z, B, T, H, dh)
 			if err == nil {
 				err = headFault(z, l, T, H, dh)
 			}
@@ -203,9 +196,9 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		if L.PostNorm1W != nil {
 			rmsNorm(out, out, D, L.PostNorm1W, c.NormEps) // Gemma's post-attention norm
 		}
-		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		run(hooks.AttnOut, l, out, B, T, D)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
+		run(hooks.ResidMid, l, x, B, T, D)
 		if i := firstNonFinite(x); i >= 0 && err == nil {
 			err = fmt.Errorf("model: non-finite value %v in the residual stream after the attention output projection of layer %d at batch %d position %d dim %d (every head's output was finite)",
 				x[i], l, i/D/T, (i/D)%T, i%D)
@@ -213,10 +206,10 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 
 		// MLP norm, MLP, residual connection
 		m.norm(h, x, L.Norm2W, L.Norm2B)
-		run(name("blocks.{l}.ln2.hook_normalized"), h, B, T, D)
-		mlpBlock(out, h, a1, a2, L, c.Act, c.NormEps, B, T, D, F, run, name)
+		run(hooks.LN2Normalized, l, h, B, T, D)
+		mlpBlock(out, h, a1, a2, L, c.Act, c.NormEps, B, T, D, F, run, l)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
+		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +220,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 
 	// final norm
 	m.norm(h, x, m.FinalW, m.FinalB)
-	run("ln_final.hook_normalized", h, B, T, D)
+	run(hooks.LNFinalNormalized, -1, h, B, T, D)
 	res := m.logits(h, B, T, opt, run)
 	if err != nil {
 		return nil, err
@@ -251,7 +244,7 @@ func (m *Model) HookNames() ([]string, error) {
 		var names []string
 		hs := &hooks.Set{}
 		seen := map[string]bool{}
-		hs.AddAny(func(name string, _ *tensor.Dense) error {
+		hs.AddAny(func(name string, _ int, _ *tensor.Dense) error {
 			if !seen[name] {
 				seen[name] = true
 				names = append(names, name)
@@ -326,11 +319,11 @@ func matchesAny(pattern string, names []string) bool {
 }
 
 // A tokenMixer takes the place of softmax attention in one layer of the
-// decoder pass (Layer.mixer; Qwen3.5's Gated DeltaNet layers): it maps the
+// decoder pass (Layer.mixer; Qwen3.5's Gated DeltaNet layers, AFA): it maps the
 // normalized input h [B·T, D] to the mixer's output out [B·T, D], before
 // hook_attn_out and the residual add, issuing its own hooks through run.
 type tokenMixer interface {
-	mix(out, h []float32, l, B, T int, opt Options, run hookRun) error
+	mix(m *Model, out, h []float32, l, B, T int, opt Options, run hookRun) error
 }
 
 // qkRotator is implemented by the state (Model.ext) of a family that
@@ -339,37 +332,38 @@ type qkRotator interface {
 	rotate(l int, h, q, k []float32, B, T int, hs *hooks.Set) error
 }
 
-// hookRun runs the hook of a name on a [shape] tensor (each forward pass's
-// closure over its hooks.Set, which keeps the first error).
-type hookRun func(name string, x []float32, shape ...int)
+// hookRun runs the hooks of a point (a hooks constant) at layer l (−1
+// outside the blocks) on a [shape] tensor (each forward pass's closure over
+// its hooks.Set, which keeps the first error).
+type hookRun func(point string, l int, x []float32, shape ...int)
 
 // mlpBlock computes the MLP sub-block out = down(act(gate(h)) ⊙ up(h))
 // (SwiGLU, where the layer has WGate) or down(act(up(h))) (GPT-2's
 // fc/proj) for the n = B·T rows of h [n, D] into out [n, D], followed by
 // the RMSNorm of weight L.PostNorm2W and epsilon eps where the layer has
 // one (Gemma), with the hooks mlp.hook_pre, mlp.hook_post and hook_mlp_out
-// (name resolves the layer's names); a1 and a2 are [n, F] scratch.
-func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, eps float64, B, T, D, F int, run hookRun, name func(string) string) {
+// of layer l; a1 and a2 are [n, F] scratch.
+func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, eps float64, B, T, D, F int, run hookRun, l int) {
 	n := B * T
-	if L.WGate != nil {
+	if L.WGate.present() {
 		linear(a1, h, n, D, L.WGate, F, L.BGate)
-		run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
+		run(hooks.MLPPre, l, a1, B, T, F)
 		linear(a2, h, n, D, L.WUp, F, L.BUp)
 		swiglu(a1, a2, act) // act(a1)·a2, in parallel on SIMD kernels
 	} else {
 		fn := activations[act]
 		linear(a1, h, n, D, L.WUp, F, L.BUp)
-		run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
+		run(hooks.MLPPre, l, a1, B, T, F)
 		for i, g := range a1 {
 			a1[i] = fn(g)
 		}
 	}
-	run(name("blocks.{l}.mlp.hook_post"), a1, B, T, F)
+	run(hooks.MLPPost, l, a1, B, T, F)
 	linear(out, a1, n, F, L.WDown, D, L.BDown)
 	if L.PostNorm2W != nil {
 		rmsNorm(out, out, D, L.PostNorm2W, eps)
 	}
-	run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
+	run(hooks.MLPOut, l, out, B, T, D)
 }
 
 // residualFault reports the first NaN/Inf of the residual stream x [B·T,
@@ -387,14 +381,14 @@ func residualFault(x []float32, l, T, D int) error {
 func (m *Model) logits(h []float32, B, T int, opt Options, run hookRun) *Output {
 	c := &m.Config
 	res := &Output{Batch: B, T: T}
-	if opt.Logits || opt.Hooks.Has("logits") {
+	if opt.Logits || opt.Hooks.Has(hooks.Logits) {
 		n := B * T
 		res.Logits = make([]float32, n*c.Vocab)
 		linear(res.Logits, h, n, c.DModel, m.Head, c.Vocab, nil)
 		if c.FinalSoftcap > 0 {
 			softcap(res.Logits, float32(c.FinalSoftcap)) // Gemma's final logit soft-cap
 		}
-		run("logits", res.Logits, B, T, c.Vocab)
+		run(hooks.Logits, -1, res.Logits, B, T, c.Vocab)
 	}
 	return res
 }

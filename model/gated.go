@@ -17,19 +17,14 @@ import "fmt"
 // use_qk_norm and qkv_bias (bias on q, k, v and o_proj); model_type may say
 // qwen2.
 
-// unpackGatedQ splits a packed q_proj weight [KV·(G·dh + G·g), in] (or bias,
-// in = 1) into query rows [H·dh, in] in head order and gate rows [H·g, in].
-func unpackGatedQ(w []float32, in, H, KV, dh, g int) (q, gate []float32) {
+// unpackGatedQ splits a packed q_proj weight [KV·(G·dh + G·g), in] (or
+// bias, in = 1) into query rows [H·dh, in] in head order and gate rows
+// [H·g, in]: two views of w's storage, made of its runs of G·dh and G·g
+// rows (see Weight).
+func unpackGatedQ(w Weight, H, KV, dh, g int) (q, gate Weight) {
 	G := H / KV
 	group := G*dh + G*g
-	q = make([]float32, H*dh*in)
-	gate = make([]float32, H*g*in)
-	for kv := 0; kv < KV; kv++ {
-		src := w[kv*group*in : (kv+1)*group*in]
-		copy(q[kv*G*dh*in:(kv+1)*G*dh*in], src[:G*dh*in])
-		copy(gate[kv*G*g*in:(kv+1)*G*g*in], src[G*dh*in:])
-	}
-	return q, gate
+	return w.runsOf(0, G*dh, group), w.runsOf(G*dh, G*g, group)
 }
 
 // gatedFamily is Qiu et al.'s gated attention: the Qwen3 (or Qwen2) layout

@@ -406,25 +406,25 @@ func loadGemma(m *Model, ld *loader) {
 		}
 		return ld.get(name, n)
 	}
-	m.Embed = ld.get(p+"embed_tokens.weight", V, D)
+	m.Embed = ld.weight(p+"embed_tokens.weight", V, D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
 		L := &m.Layers[l]
 		b := fmt.Sprintf("%slayers.%d.", p, l)
 		L.Norm1W = norm(b+"input_layernorm.weight", D)
-		L.Wq, L.Bq = ld.get(b+"self_attn.q_proj.weight", H*dh, D), bias(b+"self_attn.q_proj.bias", H*dh)
-		L.Wk, L.Bk = ld.get(b+"self_attn.k_proj.weight", KV*dh, D), bias(b+"self_attn.k_proj.bias", KV*dh)
-		L.Wv, L.Bv = ld.get(b+"self_attn.v_proj.weight", KV*dh, D), bias(b+"self_attn.v_proj.bias", KV*dh)
-		L.Wo, L.Bo = ld.get(b+"self_attn.o_proj.weight", D, H*dh), bias(b+"self_attn.o_proj.bias", D)
+		L.Wq, L.Bq = ld.weight(b+"self_attn.q_proj.weight", H*dh, D), bias(b+"self_attn.q_proj.bias", H*dh)
+		L.Wk, L.Bk = ld.weight(b+"self_attn.k_proj.weight", KV*dh, D), bias(b+"self_attn.k_proj.bias", KV*dh)
+		L.Wv, L.Bv = ld.weight(b+"self_attn.v_proj.weight", KV*dh, D), bias(b+"self_attn.v_proj.bias", KV*dh)
+		L.Wo, L.Bo = ld.weight(b+"self_attn.o_proj.weight", D, H*dh), bias(b+"self_attn.o_proj.bias", D)
 		if c.QKNorm {
 			L.QNorm = norm(b+"self_attn.q_norm.weight", dh)
 			L.KNorm = norm(b+"self_attn.k_norm.weight", dh)
 		}
 		L.PostNorm1W = norm(b+"post_attention_layernorm.weight", D)
 		L.Norm2W = norm(b+"pre_feedforward_layernorm.weight", D)
-		L.WGate = ld.get(b+"mlp.gate_proj.weight", F, D)
-		L.WUp = ld.get(b+"mlp.up_proj.weight", F, D)
-		L.WDown = ld.get(b+"mlp.down_proj.weight", D, F)
+		L.WGate = ld.weight(b+"mlp.gate_proj.weight", F, D)
+		L.WUp = ld.weight(b+"mlp.up_proj.weight", F, D)
+		L.WDown = ld.weight(b+"mlp.down_proj.weight", D, F)
 		L.PostNorm2W = norm(b+"post_feedforward_layernorm.weight", D)
 	}
 	m.FinalW = norm(p+"norm.weight", D)

@@ -3,10 +3,12 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/filterlens/probe/checkpoint"
@@ -25,6 +27,36 @@ type generator struct {
 	// ranges as each tensor is made (family.generated), before the family's
 	// loader transforms it.
 	fix func(name string, x []float32)
+	// store is the safetensors dtype the weight matrices are kept in
+	// ("BF16", "F16"; "" keeps float32): each is rounded as soon as it is
+	// made, so a model whose float32 weights would not fit in memory can
+	// be generated (an 8B-parameter model in bf16 holds 16 GB).
+	store string
+}
+
+// weight makes the matrix name [rows, cols] and keeps it in g.store's
+// dtype (the tensor to write and the model's Weight share the bits).
+func (g *generator) weight(name string, rows, cols int) Weight {
+	x := g.make(name, []int{rows, cols})
+	if g.store == "" || g.store == "F32" {
+		return f32Weight(x, cols)
+	}
+	var bits []uint16
+	switch g.store {
+	case "BF16":
+		b := make(checkpoint.BFloat16, len(x))
+		for i, v := range x {
+			b[i] = checkpoint.Float32ToBF16(v)
+		}
+		g.tensors[len(g.tensors)-1].Data, bits = b, b
+	case "F16":
+		b := make(checkpoint.Float16, len(x))
+		for i, v := range x {
+			b[i] = checkpoint.Float32ToF16(v)
+		}
+		g.tensors[len(g.tensors)-1].Data, bits = b, b
+	}
+	return Weight{Rows: rows, Cols: cols, DType: g.store, Bits: bits}
 }
 
 func (g *generator) has(name string) bool {
@@ -68,7 +100,10 @@ func (g *generator) make(name string, shape []int) []float32 {
 
 // Generate builds a randomly initialized model of configuration cfg
 // (seeded, deterministic) and returns it with its tensors under their
-// checkpoint names, ready for WriteHF. Weights: norms near 1 with zero bias,
+// checkpoint names, ready for WriteHF. A cfg.DType of bfloat16 or float16
+// keeps the weight matrices in that dtype as they are made (norms, biases
+// and the families' own parameters stay float32: convert them to write a
+// checkpoint of one dtype, as probe generate does). Weights: norms near 1 with zero bias,
 // embeddings N(0, 0.5²), projections N(0, 1/fan_in), so activations stay
 // O(1) and attention is varied; the filter families then move their own
 // parameters into their working ranges (family.generated). Used for demos,
@@ -92,12 +127,27 @@ func Generate(cfg Config, seed uint64) (*Model, []checkpoint.Tensor, error) {
 		// its own stream, so that the generic weights do not depend on it
 		g.fix = f.generated(rand.New(rand.NewPCG(seed, stream+1)), &cfg)
 	}
+	g.store = map[string]string{"bfloat16": "BF16", "float16": "F16"}[cfg.DType]
 	m := &Model{Config: cfg, Format: "generated", points: &hookPoints{}}
 	f.load(m, &loader{gen: g})
+	types := map[string]bool{}
 	for _, t := range g.tensors {
-		m.Parameters += int64(len(t.Data.([]float32)))
+		switch d := t.Data.(type) {
+		case []float32:
+			m.Parameters += int64(len(d))
+			m.WeightBytes += 4 * int64(len(d))
+			types["F32"] = true
+		case checkpoint.BFloat16:
+			m.Parameters += int64(len(d))
+			m.WeightBytes += 2 * int64(len(d))
+			types["BF16"] = true
+		case checkpoint.Float16:
+			m.Parameters += int64(len(d))
+			m.WeightBytes += 2 * int64(len(d))
+			types["F16"] = true
+		}
 	}
-	m.DTypes = []string{"F32"}
+	m.DTypes = slices.Sorted(maps.Keys(types))
 	return m, g.tensors, nil
 }
 

@@ -263,8 +263,9 @@ func TestGoldenPyTorchBin(t *testing.T) {
 	}
 }
 
-// TestGoldenBF16 runs the bf16-stored weights widened to float32 against the
-// reference float32 run on the same bf16-rounded weights.
+// TestGoldenBF16 runs the bf16-stored weights, kept as stored and widened
+// inside the matrix products, against the reference float32 run on the
+// same bf16-rounded weights.
 func TestGoldenBF16(t *testing.T) {
 	for _, name := range goldenCases(t) {
 		caseDir := filepath.Join(goldenDir, name)
@@ -276,8 +277,8 @@ func TestGoldenBF16(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(m.DTypes) != 1 || m.DTypes[0] != "BF16" {
-				t.Errorf("stored dtypes = %v, want [BF16]", m.DTypes)
+			if len(m.DTypes) != 1 || m.DTypes[0] != "BF16" || m.Embed.DType != "BF16" {
+				t.Errorf("stored dtypes = %v, embedding held as %s; want [BF16], BF16", m.DTypes, m.Embed.DType)
 			}
 			g := openGolden(t, caseDir)
 			out, cap := runGolden(t, m, g)

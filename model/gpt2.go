@@ -4,7 +4,8 @@ import "fmt"
 
 // loadGPT2 reads a GPT-2 checkpoint: learned positions (wpe), LayerNorm
 // pre-norm blocks, fused c_attn, and Conv1D weights stored [in, out], which
-// are transposed here to the [out, in] layout every projection uses.
+// are transposed here to the [out, in] layout every projection uses (a copy
+// on the heap, in the stored dtype).
 //
 // Names: [transformer.]wte, wpe, h.{l}.{ln_1, attn.c_attn, attn.c_proj, ln_2,
 // mlp.c_fc, mlp.c_proj}, ln_f, lm_head (when untied). The causal-mask
@@ -17,23 +18,23 @@ func loadGPT2(m *Model, ld *loader) {
 		p = ""
 	}
 	ld.ignore(".attn.bias", ".attn.masked_bias")
-	m.Embed = ld.get(p+"wte.weight", V, D)
+	m.Embed = ld.weight(p+"wte.weight", V, D)
 	m.PosEmbed = ld.get(p+"wpe.weight", c.MaxPos, D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
 		L := &m.Layers[l]
 		b := fmt.Sprintf("%sh.%d.", p, l)
 		L.Norm1W, L.Norm1B = ld.get(b+"ln_1.weight", D), ld.get(b+"ln_1.bias", D)
-		qkv := transpose(ld.get(b+"attn.c_attn.weight", D, 3*D), D, 3*D) // [3D, D]
+		qkv := ld.weight(b+"attn.c_attn.weight", D, 3*D).transposed() // [3D, D]
 		qkvB := ld.get(b+"attn.c_attn.bias", 3*D)
-		L.Wq, L.Wk, L.Wv = qkv[:D*D], qkv[D*D:2*D*D], qkv[2*D*D:]
+		L.Wq, L.Wk, L.Wv = qkv.rowRange(0, D), qkv.rowRange(D, 2*D), qkv.rowRange(2*D, 3*D)
 		L.Bq, L.Bk, L.Bv = qkvB[:D], qkvB[D:2*D], qkvB[2*D:]
-		L.Wo = transpose(ld.get(b+"attn.c_proj.weight", D, D), D, D)
+		L.Wo = ld.weight(b+"attn.c_proj.weight", D, D).transposed()
 		L.Bo = ld.get(b+"attn.c_proj.bias", D)
 		L.Norm2W, L.Norm2B = ld.get(b+"ln_2.weight", D), ld.get(b+"ln_2.bias", D)
-		L.WUp = transpose(ld.get(b+"mlp.c_fc.weight", D, F), D, F)
+		L.WUp = ld.weight(b+"mlp.c_fc.weight", D, F).transposed()
 		L.BUp = ld.get(b+"mlp.c_fc.bias", F)
-		L.WDown = transpose(ld.get(b+"mlp.c_proj.weight", F, D), F, D)
+		L.WDown = ld.weight(b+"mlp.c_proj.weight", F, D).transposed()
 		L.BDown = ld.get(b+"mlp.c_proj.bias", D)
 	}
 	m.FinalW, m.FinalB = ld.get(p+"ln_f.weight", D), ld.get(p+"ln_f.bias", D)
@@ -59,7 +60,9 @@ var gpt2Family = &family{
 		c.ModelType, c.DType = cf.r.ModelType, cf.r.TorchDType
 		return c.fromGPT2(&cf.r)
 	},
-	load: loadGPT2,
+	load:             loadGPT2,
+	positions:        "learned positions",
+	learnedPositions: true,
 	hfConfig: func(c *Config) map[string]any {
 		return map[string]any{
 			"model_type": "gpt2", "architectures": []string{"GPT2LMHeadModel"},

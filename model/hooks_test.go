@@ -24,10 +24,39 @@ func pointShapes(name string) [][]string {
 	return nil
 }
 
+// axisSizes returns the size of every axis name hooks.Points uses, for a
+// pass of m on B sequences of T tokens; the axes a model does not have
+// (the Gated DeltaNet ones of a model without such layers) are absent.
+func axisSizes(m *Model, B, T int) map[string]int {
+	c := &m.Config
+	known := map[string]int{"batch": B, "pos": T, "query": T, "key": T, "d_model": c.DModel, "vocab": c.Vocab,
+		"head": c.Heads, "kv_head": c.KVHeads, "d_head": c.DHead, "d_mlp": c.DMLP, "re_im": 2, "pair": c.DHead / 2}
+	if dc := c.DeltaNet; dc != nil {
+		known["v_head"], known["d_key"], known["d_value"] = dc.ValueHeads, dc.KeyDim, dc.ValueDim
+	}
+	return known
+}
+
+// TestPointAxes: every axis name in hooks.Points is one axisSizes knows, so
+// that checkIssuedHooks checks every axis of every documented shape.
+func TestPointAxes(t *testing.T) {
+	m := &Model{Config: Config{DeltaNet: &DeltaNetConfig{}}}
+	known := axisSizes(m, 1, 1)
+	for _, p := range hooks.Points {
+		for _, shape := range pointShapes(hooks.Name(p.Name, 0)) {
+			for _, axis := range shape {
+				if _, ok := known[axis]; !ok {
+					t.Errorf("%s documents axis %q, which the hook test does not know", p.Name, axis)
+				}
+			}
+		}
+	}
+}
+
 // checkIssuedHooks runs m on B×T tokens with every point it issues
 // captured, and checks each against the registry: the name is registered,
-// and the value has one of the documented shapes (rank, and the batch,
-// position, query, key, d_model and vocab axes).
+// and the value has one of the documented shapes, every axis of the size
+// its name says (axisSizes).
 func checkIssuedHooks(t *testing.T, m *Model) {
 	t.Helper()
 	names, err := m.HookNames()
@@ -43,7 +72,7 @@ func checkIssuedHooks(t *testing.T, m *Model) {
 	if _, err := m.Forward(seqs(B, T, m.Vocab), Options{Hooks: hs, Logits: true}); err != nil {
 		t.Fatal(err)
 	}
-	known := map[string]int{"batch": B, "pos": T, "query": T, "key": T, "d_model": m.DModel, "vocab": m.Vocab}
+	known := axisSizes(m, B, T)
 	for _, n := range names {
 		shapes := pointShapes(n)
 		if shapes == nil {
@@ -63,7 +92,7 @@ func checkIssuedHooks(t *testing.T, m *Model) {
 			}
 			ok = true
 			for i, axis := range want {
-				if v, isKnown := known[axis]; isKnown && got[i] != v {
+				if v, isKnown := known[axis]; !isKnown || got[i] != v {
 					ok = false
 				}
 			}

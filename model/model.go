@@ -3,7 +3,10 @@
 // is a named hook point (package hooks).
 //
 // All computation is float32 with float64 accumulation for long sums (norms,
-// softmax normalizers). Weights stored as F16 or BF16 are widened on load.
+// softmax normalizers). The weight matrices stay in their stored dtype (F32,
+// BF16 or F16, see Weight), memory-mapped from the checkpoint, and are
+// widened inside the matrix products; small vectors (norms, biases) are
+// widened to float32 on load.
 package model
 
 import (
@@ -17,20 +20,30 @@ import (
 	"github.com/filterlens/probe/hooks"
 )
 
-// Layer holds one transformer block's weights, all [out, in] row-major
-// (nn.Linear layout). Nil biases and norms are absent in the architecture.
+// Layer holds one transformer block's weights: the matrices [out, in]
+// row-major (nn.Linear layout) in their stored dtype (Weight; the zero
+// Weight is absent), each followed by its bias, and the norm weights. Nil
+// biases and norms are absent in the architecture.
 type Layer struct {
 	Norm1W, Norm1B []float32 // pre-attention norm (B only for LayerNorm)
-	Wq, Bq         []float32 // [H·dh, D]
-	Wk, Bk         []float32 // [KV·dh, D]
-	Wv, Bv         []float32 // [KV·dh, D]
-	Wg, Bg         []float32 // output-gate logits [H·g, D], g = 1 or dh (gated models)
+	Wq             Weight    // [H·dh, D]
+	Bq             []float32 // [H·dh]
+	Wk             Weight    // [KV·dh, D]
+	Bk             []float32 // [KV·dh]
+	Wv             Weight    // [KV·dh, D]
+	Bv             []float32 // [KV·dh]
+	Wg             Weight    // output-gate logits [H·g, D], g = 1 or dh (gated models)
+	Bg             []float32 // [H·g]
 	QNorm, KNorm   []float32 // per-head RMSNorm weights [dh] (QK-norm)
-	Wo, Bo         []float32 // [D, H·dh]
+	Wo             Weight    // [D, H·dh]
+	Bo             []float32 // [D]
 	Norm2W, Norm2B []float32 // pre-MLP norm
-	WGate, BGate   []float32 // SwiGLU gate projection [F, D] (nil for GPT-2)
-	WUp, BUp       []float32 // [F, D]
-	WDown, BDown   []float32 // [D, F]
+	WGate          Weight    // SwiGLU gate projection [F, D] (absent for GPT-2)
+	BGate          []float32 // [F]
+	WUp            Weight    // [F, D]
+	BUp            []float32 // [F]
+	WDown          Weight    // [D, F]
+	BDown          []float32 // [D]
 
 	// mixer, when set, replaces the layer's softmax attention (the fields
 	// from Wq to Wo are then unused; see tokenMixer).
@@ -44,18 +57,24 @@ type Layer struct {
 // Model is a loaded checkpoint ready to run.
 type Model struct {
 	Config
-	Embed    []float32 // [V, D]
+	Embed    Weight    // [V, D]
 	PosEmbed []float32 // [MaxPos, D] (GPT-2)
 	Layers   []Layer
 	FinalW   []float32
 	FinalB   []float32
-	Head     []float32 // [V, D]; the same slice as Embed when tied
+	Head     Weight // [V, D]; the same storage as Embed when tied
 
 	Dir        string
 	Format     string   // checkpoint format (see checkpoint.Checkpoint.Format)
 	Files      []string // files the weights came from
 	DTypes     []string // stored dtypes of the weights
 	Parameters int64    // stored parameter count (tied head counted once)
+	// WeightBytes is the memory the parameters take as the model holds
+	// them: 2 bytes per BF16 or F16 value kept as stored (the matrices of
+	// the families that keep them, see Weight), 4 per value held as
+	// float32 (norms, biases, F32 checkpoints, the research families'
+	// widened weights); the tied head counted once.
+	WeightBytes int64
 	// Skipped lists the stored tensors the text model does not use and
 	// the family skips by design (a vision-language wrapper's vision tower,
 	// a multi-token-prediction head); they are not counted in Parameters.
@@ -100,7 +119,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	if err := ld.finish(opt.AllowUnexpected); err != nil {
 		return nil, err
 	}
-	m.DTypes, m.Parameters = ld.dtypes(), ld.params
+	m.DTypes, m.Parameters, m.WeightBytes = ld.dtypes(), ld.params, ld.bytes
 	return m, nil
 }
 
@@ -116,6 +135,7 @@ type loader struct {
 	errs    []string
 	types   map[string]bool
 	params  int64
+	bytes   int64 // WeightBytes of what was read
 	// stand is the number of zero elements handed out so far in place of
 	// tensors that are missing, misshapen or unreadable (see standIn).
 	stand int
@@ -200,7 +220,40 @@ func (ld *loader) get(name string, shape ...int) []float32 {
 	}
 	ld.types[info.DType] = true
 	ld.params += int64(len(data))
+	ld.bytes += 4 * int64(len(data))
 	return data
+}
+
+// weight returns the matrix name [rows, cols] in its stored dtype: BF16
+// and F16 tensors as their bit patterns, F32 ones as float32 (both views of
+// the mapped file where it can, see checkpoint.Uint16View and
+// Float32View); other dtypes are widened to float32. Problems are
+// collected as get collects them (a float32 stand-in of zeros).
+func (ld *loader) weight(name string, rows, cols int) Weight {
+	if ld.gen != nil {
+		return ld.gen.weight(name, rows, cols)
+	}
+	info, ok := ld.ck.Info(name)
+	if !ok || !equalShape(info.Shape, []int{rows, cols}) || (info.DType != "BF16" && info.DType != "F16") {
+		return f32Weight(ld.get(name, rows, cols), cols)
+	}
+	ld.used[name] = true
+	bits, err := ld.ck.Uint16View(name)
+	if err != nil {
+		ld.errs = append(ld.errs, err.Error())
+		return f32Weight(ld.standIn(name, []int{rows, cols}), cols)
+	}
+	ld.types[info.DType] = true
+	ld.params += int64(len(bits))
+	ld.bytes += 2 * int64(len(bits))
+	return Weight{Rows: rows, Cols: cols, DType: info.DType, Bits: bits}
+}
+
+// weight32 is weight widened to float32 on load: the research families
+// (RFA, BFT, RT, AFA, Selective RoPE), small models whose loaders
+// transform their weights.
+func (ld *loader) weight32(name string, rows, cols int) Weight {
+	return f32Weight(ld.get(name, rows, cols), cols)
 }
 
 // skip marks the stored tensors whose names start with one of prefixes
@@ -326,9 +379,9 @@ func (m *Model) checkIDs(ids [][]int, opt Options) (int, error) {
 			}
 		}
 	}
-	if T > m.MaxPos && (m.Arch == ArchGPT2 || !opt.AllowExtrapolation) {
-		if m.Arch == ArchGPT2 {
-			return 0, fmt.Errorf("model: sequence of %d tokens exceeds GPT-2's %d learned positions (n_positions)", T, m.MaxPos)
+	if T > m.MaxPos && (m.LearnedPositions() || !opt.AllowExtrapolation) {
+		if m.LearnedPositions() {
+			return 0, fmt.Errorf("model: sequence of %d tokens exceeds the %d learned positions of this %s model", T, m.MaxPos, m.Arch)
 		}
 		return 0, fmt.Errorf("model: sequence of %d tokens exceeds max_position_embeddings %d (use --allow-extrapolation to run it anyway)", T, m.MaxPos)
 	}

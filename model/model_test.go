@@ -181,7 +181,7 @@ func TestInterventions(t *testing.T) {
 		// Put all of head 0's mass on the first key: z at every position
 		// becomes v_0 of its KV head.
 		hs := &hooks.Set{}
-		hs.Add("blocks.0.attn.hook_pattern", func(_ string, x *tensor.Dense) error {
+		hs.Add("blocks.0.attn.hook_pattern", func(_ string, _ int, x *tensor.Dense) error {
 			T := x.Shape()[2]
 			d := x.Data().([]float32)
 			for q := 0; q < T; q++ {
@@ -327,7 +327,7 @@ func TestForwardRejectsBadInput(t *testing.T) {
 
 func TestNonFiniteWeightReported(t *testing.T) {
 	m := smallModel(t, ArchLlama)
-	m.Layers[1].WUp[5] = float32(math.NaN())
+	m.Layers[1].WUp.F32[5] = float32(math.NaN())
 	_, err := m.Forward(seqs(1, 8, m.Vocab), Options{})
 	if err == nil || !strings.Contains(err.Error(), "after layer 1") {
 		t.Fatalf("error %v, want a non-finite report naming layer 1", err)

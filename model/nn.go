@@ -4,54 +4,10 @@ import (
 	"math"
 	"runtime"
 	"sync"
-
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
 )
 
 // The numeric building blocks of the forward passes. Shapes are explicit;
 // destinations come first; nothing here allocates.
-
-// linear computes dst[n, out] = x[n, in] · w[out, in]ᵀ + b (b may be nil),
-// the PyTorch nn.Linear convention. Weights of other layouts (GPT-2's
-// Conv1D) are transposed at load time so that every projection uses this.
-func linear(dst []float32, x []float32, n, in int, w []float32, out int, b []float32) {
-	if n == 0 {
-		return
-	}
-	// Split the rows across goroutines when there is enough work; each
-	// part is one BLAS call.
-	if parts := min(runtime.GOMAXPROCS(0), n/16); parts > 1 && n*in*out > 1<<20 {
-		var wg sync.WaitGroup
-		for p := 0; p < parts; p++ {
-			lo, hi := p*n/parts, (p+1)*n/parts
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				linearRows(dst[lo*out:hi*out], x[lo*in:hi*in], hi-lo, in, w, out, b)
-			}()
-		}
-		wg.Wait()
-		return
-	}
-	linearRows(dst, x, n, in, w, out, b)
-}
-
-// linearRows is linear in one BLAS call.
-func linearRows(dst []float32, x []float32, n, in int, w []float32, out int, b []float32) {
-	blas32.Gemm(blas.NoTrans, blas.Trans, 1,
-		blas32.General{Rows: n, Cols: in, Stride: in, Data: x[:n*in]},
-		blas32.General{Rows: out, Cols: in, Stride: in, Data: w[:out*in]},
-		0, blas32.General{Rows: n, Cols: out, Stride: out, Data: dst[:n*out]})
-	if b != nil {
-		for r := 0; r < n; r++ {
-			row := dst[r*out : (r+1)*out]
-			for i, v := range b {
-				row[i] += v
-			}
-		}
-	}
-}
 
 // rmsNorm computes dst = x / sqrt(mean(x²) + eps) ⊙ w over rows of width d
 // (PyTorch: the Llama/Qwen RMSNorm, which normalizes in float32 and
@@ -219,9 +175,9 @@ func softmaxRow(row []float32) {
 }
 
 // expf returns e^x in float32 within 2 ulp for x in [−87.3, 88.3] (the range
-// where the result is a normal float32), about three times faster than
-// float32(math.Exp(float64(x))). Outside that range, and for NaN, it
-// returns float32(math.Exp(float64(x))).
+// where the result is a normal float32), faster than
+// float32(math.Exp(float64(x))) (BenchmarkExpf; docs/performance.md).
+// Outside that range, and for NaN, it returns float32(math.Exp(float64(x))).
 //
 // Method: x = n·ln2 + r with n = round(x·log₂e) and |r| ≲ ln2/2 (ln2 split
 // into a 16-bit head, so that n·head is exact, and a tail); e^r by its

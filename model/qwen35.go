@@ -237,7 +237,7 @@ func loadQwen35(m *Model, ld *loader) {
 	}
 	ld.ignore("rotary_emb.inv_freq")
 	norm := func(name string, n int) []float32 { return onePlus(ld.get(name, n)) }
-	m.Embed = ld.get(p+"embed_tokens.weight", V, D)
+	m.Embed = ld.weight(p+"embed_tokens.weight", V, D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
 		L := &m.Layers[l]
@@ -248,16 +248,16 @@ func loadQwen35(m *Model, ld *loader) {
 			L.mixer = readDeltaNet(ld, b+"linear_attn.", D, dc, c.NormEps)
 		} else {
 			a := b + "self_attn."
-			L.Wq, L.Wg = unpackGatedQ(ld.get(a+"q_proj.weight", 2*H*dh, D), D, H, H, dh, dh)
-			L.Wk = ld.get(a+"k_proj.weight", KV*dh, D)
-			L.Wv = ld.get(a+"v_proj.weight", KV*dh, D)
-			L.Wo = ld.get(a+"o_proj.weight", D, H*dh)
+			L.Wq, L.Wg = unpackGatedQ(ld.weight(a+"q_proj.weight", 2*H*dh, D), H, H, dh, dh)
+			L.Wk = ld.weight(a+"k_proj.weight", KV*dh, D)
+			L.Wv = ld.weight(a+"v_proj.weight", KV*dh, D)
+			L.Wo = ld.weight(a+"o_proj.weight", D, H*dh)
 			L.QNorm = norm(a+"q_norm.weight", dh)
 			L.KNorm = norm(a+"k_norm.weight", dh)
 		}
-		L.WGate = ld.get(b+"mlp.gate_proj.weight", F, D)
-		L.WUp = ld.get(b+"mlp.up_proj.weight", F, D)
-		L.WDown = ld.get(b+"mlp.down_proj.weight", D, F)
+		L.WGate = ld.weight(b+"mlp.gate_proj.weight", F, D)
+		L.WUp = ld.weight(b+"mlp.up_proj.weight", F, D)
+		L.WDown = ld.weight(b+"mlp.down_proj.weight", D, F)
 	}
 	m.FinalW = norm(p+"norm.weight", D)
 	loadHead(m, ld, "lm_head.weight")
@@ -375,9 +375,9 @@ func readDeltaNet(ld *loader, p string, D int, dc *DeltaNetConfig, eps float64) 
 	C := 2*dc.KeyHeads*dc.KeyDim + dc.ValueHeads*dc.ValueDim
 	Hv, dv := dc.ValueHeads, dc.ValueDim
 	return &deltaNet{D: D, Hk: dc.KeyHeads, Dk: dc.KeyDim, Hv: Hv, Dv: dv, K: dc.ConvKernel, Eps: eps,
-		QKV: ld.get(p+"in_proj_qkv.weight", C, D), Z: ld.get(p+"in_proj_z.weight", Hv*dv, D),
-		B: ld.get(p+"in_proj_b.weight", Hv, D), A: ld.get(p+"in_proj_a.weight", Hv, D),
+		QKV: ld.weight(p+"in_proj_qkv.weight", C, D), Z: ld.weight(p+"in_proj_z.weight", Hv*dv, D),
+		B: ld.weight(p+"in_proj_b.weight", Hv, D), A: ld.weight(p+"in_proj_a.weight", Hv, D),
 		Conv:   ld.get(p+"conv1d.weight", C, 1, dc.ConvKernel),
 		DtBias: ld.get(p+"dt_bias", Hv), ALog: ld.get(p+"A_log", Hv),
-		Norm: ld.get(p+"norm.weight", dv), Out: ld.get(p+"out_proj.weight", D, Hv*dv)}
+		Norm: ld.get(p+"norm.weight", dv), Out: ld.weight(p+"out_proj.weight", D, Hv*dv)}
 }

@@ -324,9 +324,9 @@ func TestLoadRefusesZipBombs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if alloc > small || !slices.Equal(m.Embed, want["model.embed_tokens.weight"]) {
+		if alloc > small || !slices.Equal(m.Embed.F32, want["model.embed_tokens.weight"]) {
 			t.Fatalf("allocated %d bytes (limit %d); embedding read as claimed: %v", alloc, small,
-				slices.Equal(m.Embed, want["model.embed_tokens.weight"]))
+				slices.Equal(m.Embed.F32, want["model.embed_tokens.weight"]))
 		}
 	})
 	t.Run("broadcast view of 2^40 elements", func(t *testing.T) {
@@ -509,15 +509,15 @@ func TestForwardNamesTheFault(t *testing.T) {
 		poison func(m *Model)
 		want   string
 	}{
-		{"query row of head 2 in layer 1", func(m *Model) { m.Layers[1].Wq[(2*dh+1)*cfg.DModel+5] = float32(math.NaN()) },
+		{"query row of head 2 in layer 1", func(m *Model) { L := &m.Layers[1]; L.Wq.F32[L.Wq.rowAt(2*dh+1)+5] = float32(math.NaN()) },
 			"in the attention output of layer 1, head 2, at batch 0 position 0"},
-		{"value row of KV head 1 in layer 2", func(m *Model) { m.Layers[2].Wv[(1*dh+3)*cfg.DModel] = float32(math.Inf(1)) },
+		{"value row of KV head 1 in layer 2", func(m *Model) { m.Layers[2].Wv.F32[(1*dh+3)*cfg.DModel] = float32(math.Inf(1)) },
 			"in the attention output of layer 2, head 2, at batch 0 position 0"},
-		{"embedding of the token at position 4", func(m *Model) { m.Embed[51*cfg.DModel+7] = float32(math.NaN()) },
+		{"embedding of the token at position 4", func(m *Model) { m.Embed.F32[51*cfg.DModel+7] = float32(math.NaN()) },
 			"in the attention output of layer 0, head 0, at batch 0 position 4"},
-		{"output projection of layer 0", func(m *Model) { m.Layers[0].Wo[3*cfg.Heads*dh+1] = float32(math.Inf(-1)) },
+		{"output projection of layer 0", func(m *Model) { m.Layers[0].Wo.F32[3*cfg.Heads*dh+1] = float32(math.Inf(-1)) },
 			"after the attention output projection of layer 0 at batch 0 position 0 dim 3"},
-		{"MLP of layer 1", func(m *Model) { m.Layers[1].WDown[6*cfg.DMLP] = float32(math.NaN()) },
+		{"MLP of layer 1", func(m *Model) { m.Layers[1].WDown.F32[6*cfg.DMLP] = float32(math.NaN()) },
 			"in the residual stream after layer 1 at batch 0 position 0 dim 6"},
 	}
 	for _, c := range cases {

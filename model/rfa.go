@@ -105,7 +105,7 @@ func loadRFA(m *Model, ld *loader) {
 		return nil
 	}
 	ld.ignore(".attn.abs_idx", ".attn.causal_mask")
-	m.Embed = ld.get("token_embedding.weight", V, D)
+	m.Embed = ld.weight32("token_embedding.weight", V, D)
 	w.InW, w.InB = ld.get("backbone.input_proj.weight", D, D), ld.get("backbone.input_proj.bias", D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
@@ -113,13 +113,13 @@ func loadRFA(m *Model, ld *loader) {
 		b := fmt.Sprintf("backbone.blocks.%d.", l)
 		a := b + "attn."
 		L.Norm1W, L.Norm1B = ld.get(b+"norm1.weight", D), ld.get(b+"norm1.bias", D)
-		L.Wq, L.Bq = interleaveRows(ld.get(a+"W_q.weight", W, D), D), interleaveRows(ld.get(a+"W_q.bias", W), 1)
-		L.Wk, L.Bk = interleaveRows(ld.get(a+"W_k.weight", W, D), D), interleaveRows(ld.get(a+"W_k.bias", W), 1)
-		L.Wv, L.Bv = interleaveRows(ld.get(a+"W_v.weight", W, D), D), interleaveRows(ld.get(a+"W_v.bias", W), 1)
-		L.Wo, L.Bo = interleaveCols(ld.get(a+"W_o.weight", D, W), D, W), ld.get(a+"W_o.bias", D)
+		L.Wq, L.Bq = f32Weight(interleaveRows(ld.get(a+"W_q.weight", W, D), D), D), interleaveRows(ld.get(a+"W_q.bias", W), 1)
+		L.Wk, L.Bk = f32Weight(interleaveRows(ld.get(a+"W_k.weight", W, D), D), D), interleaveRows(ld.get(a+"W_k.bias", W), 1)
+		L.Wv, L.Bv = f32Weight(interleaveRows(ld.get(a+"W_v.weight", W, D), D), D), interleaveRows(ld.get(a+"W_v.bias", W), 1)
+		L.Wo, L.Bo = f32Weight(interleaveCols(ld.get(a+"W_o.weight", D, W), D, W), W), ld.get(a+"W_o.bias", D)
 		L.Norm2W, L.Norm2B = ld.get(b+"norm2.weight", D), ld.get(b+"norm2.bias", D)
-		L.WUp, L.BUp = ld.get(b+"ffn.0.weight", F, D), ld.get(b+"ffn.0.bias", F)
-		L.WDown, L.BDown = ld.get(b+"ffn.2.weight", D, F), ld.get(b+"ffn.2.bias", D)
+		L.WUp, L.BUp = ld.weight32(b+"ffn.0.weight", F, D), ld.get(b+"ffn.0.bias", F)
+		L.WDown, L.BDown = ld.weight32(b+"ffn.2.weight", D, F), ld.get(b+"ffn.2.bias", D)
 
 		P.Mu, P.Omega = ld.get(a+"mu_v", H), ld.get(a+"omega_v", H, d/2)
 		P.Sigma, P.Eta, P.Gamma = ld.get(a+"sigma_v", H), ld.get(a+"eta_v", H), ld.get(a+"gamma_v", H)
@@ -146,10 +146,11 @@ func loadRFA(m *Model, ld *loader) {
 	// from the embedding is used as stored.
 	m.Head, c.TiedHead = m.Embed, true
 	if ld.has("lm_head.weight") {
-		if hw := ld.get("lm_head.weight", V, D); !equalF32(hw, m.Embed) {
-			m.Head, c.TiedHead = hw, false
+		if hw := ld.get("lm_head.weight", V, D); !equalF32(hw, m.Embed.F32) {
+			m.Head, c.TiedHead = f32Weight(hw, D), false
 		} else {
 			ld.params -= int64(len(hw)) // tied: counted once
+			ld.bytes -= 4 * int64(len(hw))
 		}
 	}
 	w.HeadB = ld.get("lm_head.bias", V)
@@ -428,9 +429,9 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	c, w, hs := &m.Config, m.rfa(), opt.Hooks
 	B, D, H, d, F := len(ids), c.DModel, c.Heads, c.DHead, c.DMLP
 	n, W := B*T, 2*H*c.DHead // W: reals per position of a complex [head, d] tensor
-	run := func(name string, x []float32, shape ...int) {
+	run := func(point string, l int, x []float32, shape ...int) {
 		if err == nil {
-			err = hs.Run(name, x, shape...)
+			err = hs.Run(point, l, x, shape...)
 		}
 	}
 	x := make([]float32, n*D) // residual stream [B·T, D]
@@ -444,57 +445,41 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	// Token embedding, then the input projection.
 	for b, seq := range ids {
 		for t, id := range seq {
-			copy(h[(b*T+t)*D:(b*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+			copy(h[(b*T+t)*D:(b*T+t+1)*D], m.Embed.F32[id*D:(id+1)*D])
 		}
 	}
-	run("hook_embed", h, B, T, D)
-	linear(x, h, n, D, w.InW, D, w.InB)
+	run(hooks.Embed, -1, h, B, T, D)
+	linear(x, h, n, D, f32Weight(w.InW, D), D, w.InB)
 
 	for l := range m.Layers {
 		L := &m.Layers[l]
-		name := func(p string) string { return hooks.Name(p, l) }
-		run(name("blocks.{l}.hook_resid_pre"), x, B, T, D)
+		run(hooks.ResidPre, l, x, B, T, D)
 		layerNorm(h, x, D, L.Norm1W, L.Norm1B, c.NormEps)
-		run(name("blocks.{l}.ln1.hook_normalized"), h, B, T, D)
+		run(hooks.LN1Normalized, l, h, B, T, D)
 
 		// Input projections R → C (App. D.1): Q, K, V [B·T, H, d, (re, im)].
 		linear(q, h, n, D, L.Wq, W, L.Bq)
 		linear(k, h, n, D, L.Wk, W, L.Bk)
 		linear(v, h, n, D, L.Wv, W, L.Bv)
-		run(name("blocks.{l}.attn.hook_q"), q, B, T, H, d, 2)
-		run(name("blocks.{l}.attn.hook_k"), k, B, T, H, d, 2)
-		run(name("blocks.{l}.attn.hook_v"), v, B, T, H, d, 2)
+		run(hooks.AttnQ, l, q, B, T, H, d, 2)
+		run(hooks.AttnK, l, k, B, T, H, d, 2)
+		run(hooks.AttnV, l, v, B, T, H, d, 2)
 
 		// Rotations into the common frame: Q̃, K̃, Ṽ = Φ̃⁻ ⊙ (Q, K, V).
 		ks := m.rfaKernels(l, T)
 		rotate(qt, q, ks, T, -1, false)
 		rotate(kt, k, ks, T, -1, false)
 		rotate(vt, v, ks, T, -1, false)
-		run(name("blocks.{l}.attn.hook_rot_q"), qt, B, T, H, d, 2)
-		run(name("blocks.{l}.attn.hook_rot_k"), kt, B, T, H, d, 2)
+		run(hooks.AttnRotQ, l, qt, B, T, H, d, 2)
+		run(hooks.AttnRotK, l, kt, B, T, H, d, 2)
 		if err != nil {
 			return nil, err
 		}
 
 		// ‖R‖², logits, Â = softmax(τ_s L), log p̂_tot and Σ_j A_ij Ṽ_j,
 		// streamed in query tiles.
-		args := &rfaAttnArgs{
-			layer: l, batch: B, T: T, heads: H, d: d, kern: ks, clampR2: c.RFA.ClampResidual,
-			qt: qt, kt: kt, vt: vt, agg: agg, logPTot: logPTot,
-			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
-		}
-		patName, decName := name("blocks.{l}.attn.hook_pattern"), name("blocks.{l}.attn.hook_pattern_decayed")
-		if hs.Has(patName) || hs.Has(decName) {
-			args.pattern = make([]float32, B*H*T*T)
-		}
-		if err := rfaAttention(args); err != nil {
-			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
-		}
-		if args.pattern != nil {
-			run(patName, args.pattern, B, H, T, T)
-			decayPattern(args.pattern, ks, B, T) // A = Â ⊙ E
-			run(decName, args.pattern, B, H, T, T)
-			patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: 2 * d, pattern: args.pattern, v: vt, z: agg})
+		if err := m.rfaAttention(l, B, T, ks, qt, kt, vt, agg, logPTot, hs, opt, run); err != nil {
+			return nil, err
 		}
 
 		// Counter-rotation back to the query frame: V̄ = Φ̃⁺ ⊙ Σ_j A_ij Ṽ_j.
@@ -507,7 +492,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 					gate[r*H+hh] = float32(ks[hh].p.GateFrom(float64(logPTot[r*H+hh])))
 				}
 			}
-			run(name("blocks.{l}.attn.hook_gate"), gate, B, T, H)
+			run(hooks.AttnGate, l, gate, B, T, H)
 			for r := 0; r < n; r++ {
 				for hh := 0; hh < H; hh++ {
 					g := gate[r*H+hh]
@@ -523,30 +508,23 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 		if c.RFA.LearnTShift {
 			rotate(z, z, ks, T, +1, true)
 		}
-		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, d, 2)
+		run(hooks.AttnZ, l, z, B, T, H, d, 2)
 		if err == nil {
 			err = headFault(z, l, T, H, 2*d)
 		}
 
 		// Output projection C → R, outer residual.
 		linear(out, z, n, W, L.Wo, D, L.Bo)
-		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		run(hooks.AttnOut, l, out, B, T, D)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
+		run(hooks.ResidMid, l, x, B, T, D)
 
 		// Feed-forward: ffn.2(ReLU(ffn.0(norm2(x)))), residual.
 		layerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
-		run(name("blocks.{l}.ln2.hook_normalized"), h, B, T, D)
-		linear(a1, h, n, D, L.WUp, F, L.BUp)
-		run(name("blocks.{l}.mlp.hook_pre"), a1, B, T, F)
-		for i, u := range a1 {
-			a1[i] = max(u, 0)
-		}
-		run(name("blocks.{l}.mlp.hook_post"), a1, B, T, F)
-		linear(out, a1, n, F, L.WDown, D, L.BDown)
-		run(name("blocks.{l}.hook_mlp_out"), out, B, T, D)
+		run(hooks.LN2Normalized, l, h, B, T, D)
+		mlpBlock(out, h, a1, nil, L, c.Act, c.NormEps, B, T, D, F, run, l) // Act "relu"
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
+		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
 			return nil, err
 		}
@@ -557,13 +535,13 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 
 	// Final norm, output projection, tied head with bias.
 	layerNorm(h, x, D, m.FinalW, m.FinalB, c.NormEps)
-	run("ln_final.hook_normalized", h, B, T, D)
+	run(hooks.LNFinalNormalized, -1, h, B, T, D)
 	res := &Output{Batch: B, T: T}
-	if opt.Logits || hs.Has("logits") {
-		linear(out, h, n, D, w.OutW, D, w.OutB)
+	if opt.Logits || hs.Has(hooks.Logits) {
+		linear(out, h, n, D, f32Weight(w.OutW, D), D, w.OutB)
 		res.Logits = make([]float32, n*c.Vocab)
 		linear(res.Logits, out, n, D, m.Head, c.Vocab, w.HeadB)
-		run("logits", res.Logits, B, T, c.Vocab)
+		run(hooks.Logits, -1, res.Logits, B, T, c.Vocab)
 	}
 	if err != nil {
 		return nil, err
@@ -571,20 +549,81 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	return res, nil
 }
 
-// decayPattern turns a materialized Â [B, H, T, T] into A = Â ⊙ E in place.
-func decayPattern(p []float32, ks []rfaHeadKernel, B, T int) {
-	H := len(ks)
-	for b := 0; b < B; b++ {
-		for h := range ks {
-			E := ks[h].E
-			for t := 0; t < T; t++ {
-				row := p[((b*H+h)*T+t)*T:][:t+1]
-				for j := range row {
-					row[j] = float32(float64(row[j]) * E[t-j])
+// rfaAttention is RFA's attention in the shared tile loop (attend): per
+// tile of query rows t of head h, the squared residuals ‖R_tj‖² (Eq. 10)
+// from the cross terms Re(Q̃_t†K̃_j), the Student-t logits τ_s·L (Eq. 11)
+// and log p̂_tot,t into logPTot [B·T, H]; Â = softmax_j goes to the
+// consumers (an RFAConsumer gets an RFATile), A = Â ⊙ E multiplies Ṽ into
+// agg. Lags index the Toeplitz kernels: E[t−j], V[t−j].
+func (m *Model) rfaAttention(l, B, T int, ks []rfaHeadKernel, qt, kt, vt, agg, logPTot []float32,
+	hs *hooks.Set, opt Options, run hookRun) error {
+	H, rw := m.Heads, 2*m.DHead
+	qn, kn := make([]float64, B*T*H), make([]float64, B*T*H) // ‖Q̃_t‖², ‖K̃_j‖²
+	for r := range qn {
+		qn[r], kn[r] = sqNorm(qt[r*rw:(r+1)*rw]), sqNorm(kt[r*rw:(r+1)*rw])
+	}
+	decay := make([][]float64, H)
+	for h := range ks {
+		decay[h] = ks[h].E
+	}
+	args := &attnArgs{layer: l, batch: B, T: T, heads: H, kvHeads: H, dHead: rw, scale: 1,
+		q: qt, k: kt, v: vt, z: agg, decay: decay, tileRows: opt.TileRows, threads: opt.Threads}
+	// One worker's tile holds one head (only query heads sharing a KV head
+	// are stacked): its ‖R‖² and log p̂_tot rows, for the RFAConsumers.
+	var own []RFAConsumer
+	for _, c := range hs.Consumers(l) {
+		if rc, ok := c.(RFAConsumer); ok {
+			own = append(own, rc)
+		} else {
+			args.consumers = append(args.consumers, c)
+		}
+	}
+	r2s, lps := make([][]float32, threadCount(opt.Threads)), make([][]float32, threadCount(opt.Threads))
+	if len(own) > 0 {
+		args.stream = func(w int, at *hooks.AttnTile) error {
+			rt := RFATile{Tile: at, R2: r2s[w], LogPTot: lps[w], Params: &ks[at.Head].p}
+			for _, c := range own {
+				if err := c.ConsumeRFA(&rt); err != nil {
+					return err
 				}
+			}
+			return nil
+		}
+	}
+	clampR2 := m.RFA.ClampResidual
+	args.logits = func(w int, en []float64, b, h, q0, rows, ncol int, s []float32) {
+		K := &ks[h]
+		tau, kappa := K.p.Tau, K.kappa
+		if len(own) > 0 {
+			r2s[w], lps[w] = grow(r2s[w], rows*ncol), grow(lps[w], rows)
+		}
+		r2t, lpt := r2s[w], lps[w] // nil without RFAConsumers
+		for r := 0; r < rows; r++ {
+			t := q0 + r
+			ri := (b*T+t)*H + h
+			row := s[r*ncol : (r+1)*ncol]
+			for j := 0; j <= t; j++ {
+				lag := t - j
+				e := K.E[lag]
+				r2 := qn[ri] + e*e*kn[(b*T+j)*H+h] - 2*e*float64(row[j])
+				if clampR2 && r2 < 0 {
+					r2 = 0
+				}
+				if r2t != nil {
+					r2t[r*ncol+j] = float32(r2)
+				}
+				u := math.Log1p(K.invV[lag] * r2)
+				en[j] = -K.logV[lag] - u
+				row[j] = float32(tau * (-K.logV[lag] - kappa*u))
+			}
+			lp := logSumExp(en[:t+1])
+			logPTot[ri] = float32(lp)
+			if lpt != nil {
+				lpt[r] = float32(lp)
 			}
 		}
 	}
+	return attend(args, hs, run)
 }
 
 // rfa returns the model's RFA state, or nil for another family.

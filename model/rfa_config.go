@@ -354,7 +354,8 @@ func checkFixed(field string, v json.RawMessage, want any, what string) error {
 // (the zoo has trained ones).
 var rfaFamily = &family{
 	arch: ArchRFA, modelTypes: `"architecture": "rfa_lm" (RFA authors' args)`,
-	detect: func(cf *configFile) bool { return isRFAConfig(cf.raw) },
-	parse:  func(c *Config, cf *configFile) error { return c.fromRFA(cf.data) },
-	load:   loadRFA,
+	detect:    func(cf *configFile) bool { return isRFAConfig(cf.raw) },
+	parse:     func(c *Config, cf *configFile) error { return c.fromRFA(cf.data) },
+	load:      loadRFA,
+	positions: "RFA rotations e^{iωt} with decay e^{−μ·lag} (probe params lists them per head)",
 }

@@ -517,7 +517,7 @@ func TestRFAInterventions(t *testing.T) {
 	m, _ := loadRFASpec(t, defaultRFASpec(), 13)
 	ids := seqs(1, 9, m.Vocab)
 	hs := &hooks.Set{}
-	hs.Add("blocks.0.attn.hook_pattern_decayed", func(_ string, x *tensor.Dense) error {
+	hs.Add("blocks.0.attn.hook_pattern_decayed", func(_ string, _ int, x *tensor.Dense) error {
 		clear(x.Data().([]float32))
 		return nil
 	})

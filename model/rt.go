@@ -42,9 +42,6 @@ import (
 	"fmt"
 	"math"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
-
 	"github.com/filterlens/probe/hooks"
 )
 
@@ -73,16 +70,16 @@ func loadRT(m *Model, ld *loader) {
 		}
 		return ld.get(name, n)
 	}
-	m.Embed = ld.get("model.embed_tokens.weight", V, D)
+	m.Embed = ld.weight32("model.embed_tokens.weight", V, D)
 	m.Layers = make([]Layer, c.Layers)
 	for l := range m.Layers {
 		L, P := &m.Layers[l], &w.Layers[l]
 		p := fmt.Sprintf("model.layers.%d.", l)
 		a := p + "attn."
-		L.Wq, L.Bq = ld.get(a+"q_proj.weight", W, D), bias(c.QKVBias, a+"q_proj.bias", W)
-		L.Wk, L.Bk = ld.get(a+"k_proj.weight", W, D), bias(c.QKVBias, a+"k_proj.bias", W)
-		L.Wv, L.Bv = ld.get(a+"v_proj.weight", W, D), bias(c.QKVBias, a+"v_proj.bias", W)
-		L.Wo, L.Bo = ld.get(a+"o_proj.weight", D, W), bias(c.OBias, a+"o_proj.bias", D)
+		L.Wq, L.Bq = ld.weight32(a+"q_proj.weight", W, D), bias(c.QKVBias, a+"q_proj.bias", W)
+		L.Wk, L.Bk = ld.weight32(a+"k_proj.weight", W, D), bias(c.QKVBias, a+"k_proj.bias", W)
+		L.Wv, L.Bv = ld.weight32(a+"v_proj.weight", W, D), bias(c.QKVBias, a+"v_proj.bias", W)
+		L.Wo, L.Bo = ld.weight32(a+"o_proj.weight", D, W), bias(c.OBias, a+"o_proj.bias", D)
 		P.Omega = ld.get(a+"omega", H, C)
 		for _, f := range []struct {
 			dst  *[]float32
@@ -94,9 +91,9 @@ func loadRT(m *Model, ld *loader) {
 		if c.RT.Retraction == "rms" {
 			P.RetractW = ld.get(p+"retract_norm.weight", D)
 		}
-		L.WGate = ld.get(p+"mlp.gate_proj.weight", F, D)
-		L.WUp = ld.get(p+"mlp.up_proj.weight", F, D)
-		L.WDown = ld.get(p+"mlp.down_proj.weight", D, F)
+		L.WGate = ld.weight32(p+"mlp.gate_proj.weight", F, D)
+		L.WUp = ld.weight32(p+"mlp.up_proj.weight", F, D)
+		L.WDown = ld.weight32(p+"mlp.down_proj.weight", D, F)
 	}
 	m.FinalW = ld.get("model.norm.weight", D)
 	loadHead(m, ld, "lm_head.weight")
@@ -224,83 +221,36 @@ func l2Normalize(x []float32, g int, norms []float32) {
 	}
 }
 
-// rtAttnArgs describes one layer's RT-RFA attention over a batch. Complex
-// buffers are [B·T, H, 2C].
-type rtAttnArgs struct {
-	layer, batch, T, heads, dHead int
-	params                        []RTHeadParams
-	qt, kt, vt                    []float32 // Q̃, K̃, Ṽ
-	qn2, kn2                      []float32 // ‖Q_i‖², ‖K_j‖² per head (1 with norm_scope "head")
-	mag2                          []float32 // M_i² [B·T, H]
-	agg                           []float32 // out: Σ_j A_ij Ṽ_j (not written when pattern != nil)
-	logPrec                       []float32 // out: log Σ_j e^{L_ij} [B·T, H]
-
-	consumers []hooks.AttnConsumer
-	pattern   []float32
-	tileRows  int
-	threads   int
-}
-
-// rtAttention runs Algorithm 1 steps 3–5 for every (batch, head), one
-// tile of query rows at a time: the transported cosines Re(Q̃_i†K̃_j) by
-// one matmul, κ and the Student-t logits per pair (float64), the causal
-// softmax of β_s L, the tile to the consumers, then Σ_j A_ij Ṽ_j by a
-// second matmul.
-func rtAttention(a *rtAttnArgs) error {
-	tile := a.tileRows
-	if tile <= 0 {
-		tile = 64
-	}
-	threads := threadCount(a.threads)
-	type scratch struct {
-		scores []float32
-		lg     []float64
-		E, S   []float64
-	}
-	sc := make([]scratch, threads)
-	for i := range sc {
-		sc[i] = scratch{scores: make([]float32, tile*a.T), lg: make([]float64, a.T), E: make([]float64, a.T), S: make([]float64, a.T)}
-	}
-	return forEachHead(a.batch, a.heads, threads, func(w, b, h int) error {
-		s := &sc[w]
-		p := &a.params[h]
-		for lag := 0; lag < a.T; lag++ {
-			s.E[lag], s.S[lag] = p.Decay(float64(lag)), p.KeyVariance(float64(lag))
+// rtLogits returns RT-RFA's logits (Algorithm 1 steps 3–4) for the
+// shared tile loop (attnArgs.logits): from the transported cosines
+// Re(Q̃_i†K̃_j) of a tile, κ and the Student-t logits L per pair (float64),
+// log Σ_j e^{L_ij} into logPrec [B·T, H], and β_s(L − max L) as the
+// logits of the causal softmax. qn2, kn2 are ‖Q_i‖², ‖K_j‖² and mag2 the
+// magnitudes M_i², [B·T, H].
+func rtLogits(ps []RTHeadParams, T int, qn2, kn2, mag2, logPrec []float32) logitsFunc {
+	H := len(ps)
+	E, Sig := make([][]float64, H), make([][]float64, H) // per head, per lag: E, Σ
+	for h := range ps {
+		E[h], Sig[h] = make([]float64, T), make([]float64, T)
+		for lag := range T {
+			E[h][lag], Sig[h][lag] = ps[h].Decay(float64(lag)), ps[h].KeyVariance(float64(lag))
 		}
-		return rtAttendHead(a, b, h, tile, s.scores, s.lg, s.E, s.S)
-	})
-}
-
-func rtAttendHead(a *rtAttnArgs, b, h, tile int, scores []float32, lg, E, Sig []float64) error {
-	T, dw, H := a.T, a.dHead, a.heads
-	W := H * dw
-	p := &a.params[h]
-	base := b*T*W + h*dw
-	keys := blas32.General{Rows: T, Cols: dw, Stride: W, Data: a.kt[base:]}
-	vals := blas32.General{Rows: T, Cols: dw, Stride: W, Data: a.vt[base:]}
-	at := hooks.AttnTile{Batch: b, Layer: a.layer, Head: h, T: T, DHead: dw, VStride: W, V: a.vt[base:]}
-	sig0 := Sig[0]
-	for q0 := 0; q0 < T; q0 += tile {
-		rows := min(tile, T-q0)
-		ncol := q0 + rows
-		s := blas32.General{Rows: rows, Cols: ncol, Stride: ncol, Data: scores[:rows*ncol]}
-		qtile := blas32.General{Rows: rows, Cols: dw, Stride: W, Data: a.qt[base+q0*W:]}
-		kk := keys
-		kk.Rows = ncol
-		blas32.Gemm(blas.NoTrans, blas.Trans, 1, qtile, kk, 0, s) // Re(Q̃_i†K̃_j)
+	}
+	return func(_ int, lg []float64, b, h, q0, rows, ncol int, s []float32) {
+		p, E, Sig := &ps[h], E[h], Sig[h]
 		for r := 0; r < rows; r++ {
 			i := q0 + r
 			ri := (b*T+i)*H + h
-			qTerm := sig0 / (float64(a.mag2[ri]) + p.KappaEps)
-			row := s.Data[r*ncol : (r+1)*ncol]
+			qTerm := Sig[0] / (float64(mag2[ri]) + p.KappaEps)
+			row := s[r*ncol : (r+1)*ncol]
 			for j := 0; j <= i; j++ {
 				rj := (b*T+j)*H + h
 				lag := i - j
-				kappa := 1 / (qTerm + Sig[lag]/(float64(a.mag2[rj])*E[lag]*E[lag]+p.KappaEps) + p.TauTheta2)
-				r2 := max(float64(a.qn2[ri])+float64(a.kn2[rj])-2*float64(row[j]), 0)
+				kappa := 1 / (qTerm + Sig[lag]/(float64(mag2[rj])*E[lag]*E[lag]+p.KappaEps) + p.TauTheta2)
+				r2 := max(float64(qn2[ri])+float64(kn2[rj])-2*float64(row[j]), 0)
 				lg[j] = p.Logit(kappa, r2)
 			}
-			a.logPrec[ri] = float32(logSumExp(lg[:i+1]))
+			logPrec[ri] = float32(logSumExp(lg[:i+1]))
 			mx := math.Inf(-1)
 			for _, L := range lg[:i+1] {
 				mx = max(mx, L)
@@ -308,29 +258,8 @@ func rtAttendHead(a *rtAttnArgs, b, h, tile int, scores []float32, lg, E, Sig []
 			for j, L := range lg[:i+1] {
 				row[j] = float32(p.Beta * (L - mx)) // shifted in float64 before the float32 softmax
 			}
-			softmaxRow(row[:i+1])
-			clear(row[i+1:])
-			if a.pattern != nil {
-				copy(a.pattern[((b*H+h)*T+i)*T:][:i+1], row[:i+1])
-			}
 		}
-		if len(a.consumers) > 0 {
-			at.Q0, at.Rows, at.Stride, at.Alpha = q0, rows, ncol, s.Data
-			for _, c := range a.consumers {
-				if err := c.ConsumeAttn(&at); err != nil {
-					return err
-				}
-			}
-		}
-		if a.pattern != nil {
-			continue // the aggregate is formed from the (possibly changed) pattern after its hook
-		}
-		vv := vals
-		vv.Rows = ncol
-		out := blas32.General{Rows: rows, Cols: dw, Stride: W, Data: a.agg[base+q0*W:]}
-		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, s, vv, 0, out)
 	}
-	return nil
 }
 
 // forwardRT is Forward for ArchRT (algorithm and hook points at the top of
@@ -343,9 +272,9 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 	c, rc, hs := &m.Config, m.RT, opt.Hooks
 	B, D, H, dw, F := len(ids), c.DModel, c.Heads, c.DHead, c.DMLP
 	C, W, n := dw/2, H*dw, B*T
-	run := func(name string, x []float32, shape ...int) {
+	run := func(point string, l int, x []float32, shape ...int) {
 		if err == nil {
-			err = hs.Run(name, x, shape...)
+			err = hs.Run(point, l, x, shape...)
 		}
 	}
 	x, u := make([]float32, n*D), make([]float32, n*D)
@@ -359,23 +288,22 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 
 	for bb, seq := range ids {
 		for t, id := range seq {
-			copy(x[(bb*T+t)*D:(bb*T+t+1)*D], m.Embed[id*D:(id+1)*D])
+			copy(x[(bb*T+t)*D:(bb*T+t+1)*D], m.Embed.F32[id*D:(id+1)*D])
 		}
 	}
-	run("hook_embed", x, B, T, D)
+	run(hooks.Embed, -1, x, B, T, D)
 
 	for l := range m.Layers {
 		L := &m.Layers[l]
-		name := func(p string) string { return hooks.Name(p, l) }
-		run(name("blocks.{l}.hook_resid_pre"), x, B, T, D)
+		run(hooks.ResidPre, l, x, B, T, D)
 
 		// 1 Projections R → C, magnitudes from V, normalization.
 		linear(q, x, n, D, L.Wq, W, L.Bq)
 		linear(k, x, n, D, L.Wk, W, L.Bk)
 		linear(v, x, n, D, L.Wv, W, L.Bv)
-		run(name("blocks.{l}.attn.hook_q"), q, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_k"), k, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_v"), v, B, T, H, dw)
+		run(hooks.AttnQ, l, q, B, T, H, dw)
+		run(hooks.AttnK, l, k, B, T, H, dw)
+		run(hooks.AttnV, l, v, B, T, H, dw)
 		copy(qt, q)
 		copy(kt, k)
 		copy(vt, v)
@@ -395,7 +323,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			kn2[r] = float32(sqNorm(kt[r*dw : (r+1)*dw]))
 		}
 		copy(z, vt) // the unrotated unit values V (step 6 projects against them)
-		run(name("blocks.{l}.rt.hook_magnitude"), mag, B, T, H)
+		run(hooks.RTMagnitude, l, mag, B, T, H)
 		for i, mv := range mag {
 			mag2[i] = mv * mv
 		}
@@ -410,30 +338,22 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 		rotateComplex(qt, qt, omega, T, -1)
 		rotateComplex(kt, kt, omega, T, -1)
 		rotateComplex(vt, vt, omega, T, -1)
-		run(name("blocks.{l}.attn.hook_rot_q"), qt, B, T, H, dw)
-		run(name("blocks.{l}.attn.hook_rot_k"), kt, B, T, H, dw)
+		run(hooks.AttnRotQ, l, qt, B, T, H, dw)
+		run(hooks.AttnRotK, l, kt, B, T, H, dw)
 		if err != nil {
 			return nil, err
 		}
 
-		// 3–5 Precision, robust logits, attention and aggregation.
-		args := &rtAttnArgs{layer: l, batch: B, T: T, heads: H, dHead: dw, params: params,
-			qt: qt, kt: kt, vt: vt, qn2: qn2, kn2: kn2, mag2: mag2, agg: agg, logPrec: logPrec,
+		// 3–5 Precision, robust logits, attention and aggregation Σ_j A_ij Ṽ_j.
+		args := &attnArgs{layer: l, batch: B, T: T, heads: H, kvHeads: H, dHead: dw, scale: 1,
+			q: qt, k: kt, v: vt, z: agg, logits: rtLogits(params, T, qn2, kn2, mag2, logPrec),
 			consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads}
-		patName := name("blocks.{l}.attn.hook_pattern")
-		if hs.Has(patName) {
-			args.pattern = make([]float32, B*H*T*T)
+		if err := attend(args, hs, run); err != nil {
+			return nil, err
 		}
-		if err := rtAttention(args); err != nil {
-			return nil, fmt.Errorf("model: layer %d attention: %w", l, err)
-		}
-		if args.pattern != nil {
-			run(patName, args.pattern, B, H, T, T)
-			patternTimesV(&attnArgs{batch: B, T: T, heads: H, kvHeads: H, dHead: dw, pattern: args.pattern, v: vt, z: agg})
-		}
-		run(name("blocks.{l}.rt.hook_log_precision"), logPrec, B, T, H)
+		run(hooks.RTLogPrecision, l, logPrec, B, T, H)
 		rotateComplex(agg, agg, omega, T, +1) // V̄ = e^{iωt} ⊙ Σ_j A_ij Ṽ_j
-		run(name("blocks.{l}.rt.hook_consensus"), agg, B, T, H, dw)
+		run(hooks.RTConsensus, l, agg, B, T, H, dw)
 
 		// 6 Tangent projection against the unit value V_i, L_o, residual.
 		for r := 0; r < n*H; r++ {
@@ -444,7 +364,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			}
 			rho[r] = float32(dot / max(sqNorm(vh), 1e-30))
 		}
-		run(name("blocks.{l}.rt.hook_self_agreement"), rho, B, T, H)
+		run(hooks.RTSelfAgreement, l, rho, B, T, H)
 		for r := 0; r < n*H; r++ {
 			vh, vb := z[r*dw:(r+1)*dw], agg[r*dw:(r+1)*dw]
 			for i := range vh {
@@ -455,14 +375,14 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 				}
 			}
 		}
-		run(name("blocks.{l}.attn.hook_z"), z, B, T, H, dw)
+		run(hooks.AttnZ, l, z, B, T, H, dw)
 		if err == nil {
 			err = headFault(z, l, T, H, dw)
 		}
 		linear(out, z, n, W, L.Wo, D, L.Bo)
-		run(name("blocks.{l}.hook_attn_out"), out, B, T, D)
+		run(hooks.AttnOut, l, out, B, T, D)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_mid"), x, B, T, D)
+		run(hooks.ResidMid, l, x, B, T, D)
 
 		// 7 Retraction U⁺ = Norm(Z⁺); Algorithm 2: Z_out = Z⁺ + FFN(U⁺).
 		if rc.Retraction == "rms" {
@@ -471,10 +391,10 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			copy(u, x)
 			l2Normalize(u, D, norms[:n])
 		}
-		run(name("blocks.{l}.ln2.hook_normalized"), u, B, T, D)
-		mlpBlock(out, u, g, a, L, c.Act, c.NormEps, B, T, D, F, run, name)
+		run(hooks.LN2Normalized, l, u, B, T, D)
+		mlpBlock(out, u, g, a, L, c.Act, c.NormEps, B, T, D, F, run, l)
 		addTo(x, out)
-		run(name("blocks.{l}.hook_resid_post"), x, B, T, D)
+		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
 			return nil, err
 		}
@@ -484,7 +404,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 	}
 
 	rmsNorm(u, x, D, m.FinalW, c.NormEps)
-	run("ln_final.hook_normalized", u, B, T, D)
+	run(hooks.LNFinalNormalized, -1, u, B, T, D)
 	res := m.logits(u, B, T, opt, run)
 	if err != nil {
 		return nil, err

@@ -375,13 +375,6 @@ func (r *SelRoPERotary) prepare() {
 	}
 }
 
-// Hook points of the angle pipeline (hooks.Points documents them).
-const (
-	hookPhaseGate = "blocks.{l}.attn.hook_phase_gate"
-	hookAngVel    = "blocks.{l}.attn.hook_angular_velocity"
-	hookAngle     = "blocks.{l}.attn.hook_angle"
-)
-
 // SelRoPETrace holds one layer's angle pipeline, every tensor row-major with
 // leading dimensions [B, T].
 type SelRoPETrace struct {
@@ -436,8 +429,8 @@ func (r *SelRoPERotary) Trace(x []float32, B, T int, hs *hooks.Set, layer int) (
 	// 2. u = phi_proj(xn): low rank W₂(W₁ flatten(xn)), or per head W_eff[h]ᵀ xn_h
 	if r.phiEff == nil {
 		mid := make([]float32, n*c.PhiRank)
-		linear(mid, tr.XN, n, D, r.PhiW1, c.PhiRank, nil)
-		linear(tr.U, mid, n, c.PhiRank, r.PhiW2, HR, nil)
+		linear(mid, tr.XN, n, D, f32Weight(r.PhiW1, D), c.PhiRank, nil)
+		linear(tr.U, mid, n, c.PhiRank, f32Weight(r.PhiW2, c.PhiRank), HR, nil)
 	} else {
 		for i := 0; i < n*H; i++ {
 			h, xn := i%H, tr.XN[i*C:(i+1)*C]
@@ -492,24 +485,24 @@ func (r *SelRoPERotary) Trace(x []float32, B, T int, hs *hooks.Set, layer int) (
 	if G := c.gateOutputs(H, R); G > 0 {
 		tr.Gate = make([]float32, n*G)
 		if r.GateW0 == nil {
-			linear(tr.Gate, tr.XN, n, D, r.GateW, G, r.GateB)
+			linear(tr.Gate, tr.XN, n, D, f32Weight(r.GateW, D), G, r.GateB)
 		} else {
 			mid := make([]float32, n*c.GateRank)
-			linear(mid, tr.XN, n, D, r.GateW0, c.GateRank, nil)
-			linear(tr.Gate, mid, n, c.GateRank, r.GateW, G, r.GateB)
+			linear(mid, tr.XN, n, D, f32Weight(r.GateW0, D), c.GateRank, nil)
+			linear(tr.Gate, mid, n, c.GateRank, f32Weight(r.GateW, c.GateRank), G, r.GateB)
 		}
 		for i, v := range tr.Gate {
 			tr.Gate[i] = sigmoid(v)
 		}
 		if G == H {
-			if err := hs.Run(hooks.Name(hookPhaseGate, layer), tr.Gate, B, T, H); err != nil {
+			if err := hs.Run(hooks.AttnPhaseGate, layer, tr.Gate, B, T, H); err != nil {
 				return nil, err
 			}
 			for i := range tr.DPhi {
 				tr.DPhi[i] *= tr.Gate[i/R]
 			}
 		} else {
-			if err := hs.Run(hooks.Name(hookPhaseGate, layer), tr.Gate, B, T, H, R); err != nil {
+			if err := hs.Run(hooks.AttnPhaseGate, layer, tr.Gate, B, T, H, R); err != nil {
 				return nil, err
 			}
 			for i := range tr.DPhi {
@@ -534,11 +527,11 @@ func (r *SelRoPERotary) Trace(x []float32, B, T int, hs *hooks.Set, layer int) (
 	for i, d := range tr.DPhi {
 		tr.Omega[i] = r.Temp[i%R] * d
 	}
-	velName := hooks.Name(hookAngVel, layer)
+	velName := hooks.Name(hooks.AttnAngularVelocity, layer)
 	var before []float32
 	if hs.Has(velName) {
 		before = append([]float32(nil), tr.Omega...)
-		if err := hs.Run(velName, tr.Omega, B, T, H, R); err != nil {
+		if err := hs.Run(hooks.AttnAngularVelocity, layer, tr.Omega, B, T, H, R); err != nil {
 			return nil, err
 		}
 	}
@@ -561,7 +554,7 @@ func (r *SelRoPERotary) Trace(x []float32, B, T int, hs *hooks.Set, layer int) (
 			}
 		}
 	}
-	if err := hs.Run(hooks.Name(hookAngle, layer), tr.Angle, B, T, H, R); err != nil {
+	if err := hs.Run(hooks.AttnAngle, layer, tr.Angle, B, T, H, R); err != nil {
 		return nil, err
 	}
 	return tr, nil
@@ -610,10 +603,13 @@ type SelRoPEAttention struct {
 	DModel, Heads, DHead int
 	// Window (window_size): query t sees key j iff t − j < Window (0: all).
 	Window     int
-	Wq, Bq     []float32 // q_proj [H·d, D], bias [H·d] when qkv_bias
-	Wk, Bk     []float32 // k_proj
-	Wv, Bv     []float32 // v_proj
-	Wo         []float32 // o_proj [D, H·d]
+	Wq         Weight    // q_proj [H·d, D]
+	Bq         []float32 // its bias [H·d] when qkv_bias
+	Wk         Weight    // k_proj
+	Bk         []float32
+	Wv         Weight // v_proj
+	Bv         []float32
+	Wo         Weight // o_proj [D, H·d]
 	Rotary     *SelRoPERotary
 	Parameters int64
 }
@@ -758,15 +754,15 @@ func LoadSelRoPELayer(dir string) (*SelRoPEAttention, error) {
 // attention layer below prefix.
 func loadSelRoPEAttention(ld *loader, prefix string, D, H, dh int, qkvBias bool, sc SelRoPEConfig) *SelRoPEAttention {
 	a := &SelRoPEAttention{DModel: D, Heads: H, DHead: dh}
-	a.Wq = ld.get(prefix+"q_proj.weight", H*dh, D)
-	a.Wk = ld.get(prefix+"k_proj.weight", H*dh, D)
-	a.Wv = ld.get(prefix+"v_proj.weight", H*dh, D)
+	a.Wq = ld.weight32(prefix+"q_proj.weight", H*dh, D)
+	a.Wk = ld.weight32(prefix+"k_proj.weight", H*dh, D)
+	a.Wv = ld.weight32(prefix+"v_proj.weight", H*dh, D)
 	if qkvBias {
 		a.Bq = ld.get(prefix+"q_proj.bias", H*dh)
 		a.Bk = ld.get(prefix+"k_proj.bias", H*dh)
 		a.Bv = ld.get(prefix+"v_proj.bias", H*dh)
 	}
-	a.Wo = ld.get(prefix+"o_proj.weight", D, H*dh)
+	a.Wo = ld.weight32(prefix+"o_proj.weight", D, H*dh)
 	a.Rotary = loadSelRoPERotary(ld, prefix, sc, D, H, dh)
 	return a
 }

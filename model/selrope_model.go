@@ -146,7 +146,7 @@ func (c *Config) fromSelRoPE(data []byte) error {
 func loadSelRoPE(m *Model, ld *loader) {
 	c := &m.Config
 	D, H, dh, F, V := c.DModel, c.Heads, c.DHead, c.DMLP, c.Vocab
-	m.Embed = ld.get("model.embeddings.weight", V, D)
+	m.Embed = ld.weight32("model.embeddings.weight", V, D)
 	m.Layers = make([]Layer, c.Layers)
 	m.ext = &selropeWeights{layers: make([]*SelRoPERotary, c.Layers)}
 	for l := range m.Layers {
@@ -156,9 +156,9 @@ func loadSelRoPE(m *Model, ld *loader) {
 		L.Wq, L.Bq, L.Wk, L.Bk, L.Wv, L.Bv, L.Wo = a.Wq, a.Bq, a.Wk, a.Bk, a.Wv, a.Bv, a.Wo
 		m.selrope().layers[l] = a.Rotary // its q_norm/k_norm run after the rotation, not in L.QNorm
 		L.Norm2W = ld.get(p+"mlp_norm.weight", D)
-		L.WGate = ld.get(p+"mlp.gate_proj.weight", F, D)
-		L.WUp = ld.get(p+"mlp.up_proj.weight", F, D)
-		L.WDown = ld.get(p+"mlp.down_proj.weight", D, F)
+		L.WGate = ld.weight32(p+"mlp.gate_proj.weight", F, D)
+		L.WUp = ld.weight32(p+"mlp.up_proj.weight", F, D)
+		L.WDown = ld.weight32(p+"mlp.down_proj.weight", D, F)
 	}
 	m.FinalW = ld.get("model.norm.weight", D)
 	loadHead(m, ld, "lm_head.weight")
@@ -267,10 +267,11 @@ func selropeSmall(s Size, sc SelRoPEConfig) (map[string]any, error) {
 // rotary modules (selropeWeights.rotate) in place of RoPE.
 var selropeFamily = &family{
 	arch: ArchSelRoPE, modelTypes: selropeModelType + ` with "position_embedding": {"type": "selective_rope"}`,
-	detect:   func(cf *configFile) bool { return isSelRoPEConfig(cf.raw) },
-	parse:    func(c *Config, cf *configFile) error { return c.fromSelRoPE(cf.data) },
-	load:     loadSelRoPE,
-	hfConfig: (*Config).selropeHFConfig,
+	detect:    func(cf *configFile) bool { return isSelRoPEConfig(cf.raw) },
+	parse:     func(c *Config, cf *configFile) error { return c.fromSelRoPE(cf.data) },
+	load:      loadSelRoPE,
+	positions: "Selective RoPE: input-dependent cumulative angles (hook_angle, hook_angular_velocity)",
+	hfConfig:  (*Config).selropeHFConfig,
 	// The rotary options of the authors' released LM sweep (full-rank
 	// weight-normalised φ-projection, SiLU conv, standard phase gate, no
 	// bias; as golden case selrope_attn_fullrank_silu_gate).

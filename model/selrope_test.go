@@ -449,7 +449,7 @@ func TestSelRoPEHooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zero := func(_ string, x *tensor.Dense) error {
+	zero := func(_ string, _ int, x *tensor.Dense) error {
 		clear(x.Data().([]float32))
 		return nil
 	}

@@ -109,7 +109,7 @@ func BenchmarkSinkCollector(b *testing.B) {
 					}
 					hs.Stream(-1, sc)
 					var scratch []float32
-					hs.Add("blocks.*.attn.hook_gate", func(_ string, x *tensor.Dense) error {
+					hs.Add("blocks.*.attn.hook_gate", func(_ string, _ int, x *tensor.Dense) error {
 						for h := 0; h < c.Heads; h++ {
 							_, scratch = HeadGateStats(x.Data().([]float32), 1, benchT, c.Heads, c.GatePerHead(), h, 0.1, scratch)
 						}

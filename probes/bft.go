@@ -110,7 +110,7 @@ func (r *BFTRecorder) Index(b, l, h, t int) int { return ((b*r.L+l)*r.H+h)*r.T +
 
 // Register adds the recorder's functions to hs (they only read).
 func (r *BFTRecorder) Register(hs *hooks.Set) {
-	hs.Add("bft.hook_tau", func(name string, x *tensor.Dense) error {
+	hs.Add(hooks.BFTTau, func(name string, _ int, x *tensor.Dense) error {
 		d := x.Data().([]float32)
 		sh := x.Shape()
 		if len(sh) != 2 || sh[0] > r.B || sh[1] > r.T {
@@ -124,17 +124,17 @@ func (r *BFTRecorder) Register(hs *hooks.Set) {
 		return nil
 	})
 	for pattern, dst := range map[string][]float64{
-		"blocks.*.bft.hook_lambda": r.Lambda, "blocks.*.bft.hook_lambda_obs": r.LambdaObs,
-		"blocks.*.bft.hook_gain": r.K, "blocks.*.bft.hook_lambda_post": r.LambdaPost,
-		"blocks.*.bft.hook_jacobian": r.Jacobian, "blocks.*.bft.hook_lambda_pred": r.LambdaPred,
+		hooks.BFTLambda: r.Lambda, hooks.BFTLambdaObs: r.LambdaObs,
+		hooks.BFTGain: r.K, hooks.BFTLambdaPost: r.LambdaPost,
+		hooks.BFTJacobian: r.Jacobian, hooks.BFTLambdaPred: r.LambdaPred,
 	} {
-		hs.Add(pattern, func(name string, x *tensor.Dense) error { return r.headMeans(name, x, dst) })
+		hs.Add(pattern, func(name string, l int, x *tensor.Dense) error { return r.headMeans(name, l, x, dst) })
 	}
-	hs.Add("blocks.*.bft.hook_lambda", func(name string, x *tensor.Dense) error {
+	hs.Add(hooks.BFTLambda, func(_ string, _ int, x *tensor.Dense) error {
 		r.lamIn = append(r.lamIn[:0], x.Data().([]float32)...)
 		return nil
 	})
-	hs.Add("blocks.*.bft.hook_lambda_pred", func(name string, x *tensor.Dense) error {
+	hs.Add(hooks.BFTLambdaPred, func(name string, l int, x *tensor.Dense) error {
 		if len(r.lamIn) != len(x.Data().([]float32)) {
 			return nil
 		}
@@ -142,11 +142,10 @@ func (r *BFTRecorder) Register(hs *hooks.Set) {
 		for i, v := range x.Data().([]float32) {
 			ratio[i] = v / r.lamIn[i]
 		}
-		return r.headMeans(name, tensor.New(tensor.WithShape(x.Shape()...), tensor.WithBacking(ratio)), r.Ratchet)
+		return r.headMeans(name, l, tensor.New(tensor.WithShape(x.Shape()...), tensor.WithBacking(ratio)), r.Ratchet)
 	})
-	hs.Add("blocks.*.bft.hook_q_noise", func(name string, x *tensor.Dense) error {
-		l, err := r.layer(name)
-		if err != nil {
+	hs.Add(hooks.BFTQNoise, func(name string, l int, x *tensor.Dense) error {
+		if err := r.checkLayer(name, l); err != nil {
 			return err
 		}
 		d := x.Data().([]float32)
@@ -160,22 +159,18 @@ func (r *BFTRecorder) Register(hs *hooks.Set) {
 	})
 }
 
-func (r *BFTRecorder) layer(name string) (int, error) {
-	l, ok := hooks.Layer(name)
-	if !ok {
-		return 0, fmt.Errorf("probes: unexpected hook name %q", name)
-	}
+// checkLayer refuses a hook call whose layer l is outside the recorder's.
+func (r *BFTRecorder) checkLayer(name string, l int) error {
 	if l < 0 || l >= r.L {
-		return 0, fmt.Errorf("probes: hook %q: layer outside the recorder's %d layers", name, r.L)
+		return fmt.Errorf("probes: hook %q: layer outside the recorder's %d layers", name, r.L)
 	}
-	return l, nil
+	return nil
 }
 
 // headMeans stores the mean over each head's d_head coordinates of a
-// [batch, pos, d_model] or [batch, pos, head, d_head] value.
-func (r *BFTRecorder) headMeans(name string, x *tensor.Dense, dst []float64) error {
-	l, err := r.layer(name)
-	if err != nil {
+// [batch, pos, d_model] or [batch, pos, head, d_head] value of layer l.
+func (r *BFTRecorder) headMeans(name string, l int, x *tensor.Dense, dst []float64) error {
+	if err := r.checkLayer(name, l); err != nil {
 		return err
 	}
 	sh := x.Shape()

@@ -92,7 +92,7 @@ func TestBFTRecorderAndCollector(t *testing.T) {
 		"blocks.*.bft.hook_q_noise", "blocks.*.bft.hook_gain")
 	for l := 0; l < c.Layers; l++ {
 		l := l
-		hs.Add(hooks.Name("blocks.{l}.attn.hook_gate", l), func(_ string, x *tensor.Dense) error {
+		hs.Add(hooks.Name("blocks.{l}.attn.hook_gate", l), func(_ string, _ int, x *tensor.Dense) error {
 			return col.SetLayerGates(l, x.Data().([]float32), c.DHead)
 		})
 	}

@@ -235,9 +235,8 @@ const (
 	// and MetricK, (ii) PerDimMean as MetricLambdaObsDimMean and
 	// MetricKDimMean and (iii) Harmonic as MetricLambdaObsHarmonic. (ii)
 	// and (iii) need S per dimension: with MatrixKernel one more float32
-	// product per tile with as many columns as α·v (+30 % to +37 % over
-	// the forward pass at T = 16k on the benchmark model, medians, against
-	// +5 % to +11 % with MeanReduction; docs/diagnostics.md).
+	// product per tile with as many columns as α·v (docs/diagnostics.md
+	// measures what each costs over the forward pass).
 	AllReductions Reductions = iota
 	// MeanReduction stores (i) only — the reading the paper's figures use
 	// (notes §B.4) — and not the metrics of (ii) and (iii) (Metrics omits
@@ -559,11 +558,7 @@ func (c *Collector) Hooks(cfg *model.Config) *hooks.Set {
 	hs := &hooks.Set{}
 	hs.Stream(-1, c)
 	if gp := cfg.GatePerHead(); gp > 0 {
-		hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-			l, ok := hooks.Layer(name)
-			if !ok {
-				return fmt.Errorf("probes: unexpected gate hook name %q", name)
-			}
+		hs.Add(hooks.AttnGate, func(_ string, l int, x *tensor.Dense) error {
 			return c.SetLayerGates(l, x.Data().([]float32), gp)
 		})
 	}

@@ -85,11 +85,7 @@ func (g *GateOverride) Register(hs *hooks.Set, cfg *model.Config, B, T int) erro
 		st.neff, st.sbar = make([]float64, B*T*cfg.Heads), make([]float64, B*T*cfg.Heads)
 		hs.Stream(-1, st)
 	}
-	hs.Add("blocks.*.attn.hook_gate", func(name string, x *tensor.Dense) error {
-		l, ok := hooks.Layer(name)
-		if !ok {
-			return fmt.Errorf("probes: gate hook %q has no layer", name)
-		}
+	hs.Add(hooks.AttnGate, func(_ string, l int, x *tensor.Dense) error {
 		return g.apply(l, x.Data().([]float32), cfg.GatePerHead(), B, T, cfg.Heads, st)
 	})
 	return nil

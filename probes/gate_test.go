@@ -129,7 +129,7 @@ func TestGateOverrideConstOne(t *testing.T) {
 			open.Layers = append([]model.Layer(nil), m.Layers...)
 			for l := range open.Layers {
 				L := &open.Layers[l]
-				L.Wg = make([]float32, len(L.Wg))
+				L.Wg = model.Weight{Rows: L.Wg.Rows, Cols: L.Wg.Cols, DType: "F32", F32: make([]float32, L.Wg.Rows*L.Wg.Cols)}
 				L.Bg = make([]float32, len(L.Bg))
 				for i := range L.Bg {
 					L.Bg[i] = 100

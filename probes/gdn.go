@@ -428,17 +428,17 @@ func (f *GDNFilter) Register(hs *hooks.Set) {
 			hs.Stream(l, f)
 		}
 		keep := func(m map[int][]float32) hooks.Func {
-			return func(name string, x *tensor.Dense) error {
+			return func(_ string, _ int, x *tensor.Dense) error {
 				f.mu.Lock()
 				m[l] = x.Data().([]float32)
 				f.mu.Unlock()
 				return nil
 			}
 		}
-		hs.Add(hooks.Name("blocks.{l}.gdn.hook_k", l), keep(f.k))
-		hs.Add(hooks.Name("blocks.{l}.gdn.hook_v", l), keep(f.v))
-		hs.Add(hooks.Name("blocks.{l}.gdn.hook_beta", l), keep(f.beta))
-		hs.Add(hooks.Name("blocks.{l}.gdn.hook_g", l), func(name string, x *tensor.Dense) error {
+		hs.Add(hooks.Name(hooks.GDNK, l), keep(f.k))
+		hs.Add(hooks.Name(hooks.GDNV, l), keep(f.v))
+		hs.Add(hooks.Name(hooks.GDNBeta, l), keep(f.beta))
+		hs.Add(hooks.Name(hooks.GDNG, l), func(name string, _ int, x *tensor.Dense) error {
 			f.mu.Lock()
 			k, v, beta := f.k[l], f.v[l], f.beta[l]
 			delete(f.k, l)

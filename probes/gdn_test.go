@@ -331,7 +331,7 @@ func TestGDNFilterNoMemory(t *testing.T) {
 			f := newQwen35Filter(t, m, B, T, GDNOptions{})
 			hs := &hooks.Set{}
 			set := func(c float32) hooks.Func {
-				return func(_ string, x *tensor.Dense) error {
+				return func(_ string, _ int, x *tensor.Dense) error {
 					d := x.Data().([]float32)
 					for i := range d {
 						d[i] = c

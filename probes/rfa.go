@@ -3,8 +3,9 @@ package probes
 // Diagnostics of Robust Filter Attention (RFA; Racioppo, "Robust Filter
 // Attention: Self-Attention as a Parallel State Estimator", "the RFA
 // paper"), in the project's filter vocabulary. The model side (the
-// forward pass, its per-head parameters and the RFATile it streams) is in
-// package model (rfa.go). For head parameters p (model.RFAHeadParams) and a
+// forward pass, its per-head parameters, the kernel E and V below
+// (RFAHeadParams.Kernel) and the RFATile it streams) is in package model
+// (rfa.go). For head parameters p (model.RFAHeadParams) and a
 // lag τ ≥ 0 tokens, with s = τ + Δt₊ (the learned prediction shift, App.
 // C.6):
 //
@@ -36,36 +37,23 @@ import (
 	"github.com/filterlens/probe/model"
 )
 
-// RFADecay returns E(τ) = exp(clamp(−μ(τ+Δt₊), MinExponent, MaxExponent)).
-func RFADecay(p *model.RFAHeadParams, lag float64) float64 {
-	return math.Exp(min(max(-p.Mu*(lag+p.TShift), p.MinExponent), p.MaxExponent))
-}
-
 // rfaBrownian reports whether the head uses the μ → 0 kernel.
 func rfaBrownian(p *model.RFAHeadParams) bool { return math.Abs(p.Mu) < p.BrownianBelow }
 
-// RFACovariance returns V_Δt(τ) of RFA paper Eq. 9 as the authors' code
-// evaluates it: σ²(1 − E²)/(2μ) + η²E² + γ² + CovEps with the clamped E of
-// RFADecay, or σ²(τ+Δt₊) + η² + γ² + CovEps when |μ| < BrownianBelow.
-func RFACovariance(p *model.RFAHeadParams, lag float64) float64 {
-	E := RFADecay(p, lag)
-	floor := p.Eta2*E*E + p.Gamma2 + p.CovEps
-	if rfaBrownian(p) {
-		return p.Sigma2*(lag+p.TShift) + floor
-	}
-	return p.Sigma2/(2*p.Mu)*(1-E*E) + floor
-}
-
-// RFAPrecisionPrior returns P_Δt(τ) = 1/V_Δt(τ) (Alg. 1), the lag-only
-// observation precision of RFA — the "λobs" of the filter before an
-// observation's content is seen (the authors' A_prior).
+// RFAPrecisionPrior returns P_Δt(τ) = 1/V_Δt(τ) (Alg. 1) with V of
+// RFAHeadParams.Kernel (Eq. 9), the lag-only observation precision of RFA
+// — the "λobs" of the filter before an observation's content is seen (the
+// authors' A_prior).
 func RFAPrecisionPrior(p *model.RFAHeadParams, lag float64) float64 {
-	return 1 / RFACovariance(p, lag)
+	V, _ := p.Kernel(lag)
+	return 1 / V
 }
 
-// RFAAdditiveBias returns B_Δt(τ) = −log V_Δt(τ) (Alg. 1).
+// RFAAdditiveBias returns B_Δt(τ) = −log V_Δt(τ) (Alg. 1) with V of
+// RFAHeadParams.Kernel (Eq. 9).
 func RFAAdditiveBias(p *model.RFAHeadParams, lag float64) float64 {
-	return -math.Log(RFACovariance(p, lag))
+	V, _ := p.Kernel(lag)
+	return -math.Log(V)
 }
 
 // Regimes of an RFA head (App. B.4.1).
@@ -124,7 +112,8 @@ func RFAALiBiSlope(p *model.RFAHeadParams) (paper, logit float64) {
 	}
 	c := 2 * p.Kappa() / p.Nu
 	slope := func(v0 float64) float64 { return p.Sigma2/v0 - c*p.Sigma2/(v0*v0) }
-	return slope(p.Eta2 + p.Gamma2), p.Tau * slope(RFACovariance(p, 0))
+	v0, _ := p.Kernel(0)
+	return slope(p.Eta2 + p.Gamma2), p.Tau * slope(v0)
 }
 
 // TotalPrecisionForm selects the energy in the total precision p̂_tot.
@@ -170,8 +159,9 @@ type rfaLagTable struct {
 func (tab *rfaLagTable) fill(p *model.RFAHeadParams, n int) {
 	tab.logV, tab.E = tab.logV[:0], tab.E[:0]
 	for k := 0; k < n; k++ {
-		tab.logV = append(tab.logV, math.Log(RFACovariance(p, float64(k))))
-		tab.E = append(tab.E, RFADecay(p, float64(k)))
+		V, E := p.Kernel(float64(k))
+		tab.logV = append(tab.logV, math.Log(V))
+		tab.E = append(tab.E, E)
 	}
 }
 

@@ -110,8 +110,8 @@ func (r *RTRecorder) Index(b, l, h, t int) int { return ((b*r.L+l)*r.H+h)*r.T + 
 // self-agreement and magnitude have all been seen (in pass order).
 func (r *RTRecorder) Register(hs *hooks.Set) {
 	perHead := func(dst []float64) hooks.Func {
-		return func(name string, x *tensor.Dense) error {
-			l, sh, err := r.check(name, x, 3)
+		return func(name string, l int, x *tensor.Dense) error {
+			sh, err := r.check(name, l, x, 3)
 			if err != nil {
 				return err
 			}
@@ -124,10 +124,10 @@ func (r *RTRecorder) Register(hs *hooks.Set) {
 			return nil
 		}
 	}
-	hs.Add("blocks.*.rt.hook_magnitude", perHead(r.Magnitude))
-	hs.Add("blocks.*.rt.hook_log_precision", perHead(r.LogPrecision))
-	hs.Add("blocks.*.rt.hook_consensus", func(name string, x *tensor.Dense) error {
-		l, sh, err := r.check(name, x, 4)
+	hs.Add(hooks.RTMagnitude, perHead(r.Magnitude))
+	hs.Add(hooks.RTLogPrecision, perHead(r.LogPrecision))
+	hs.Add(hooks.RTConsensus, func(name string, l int, x *tensor.Dense) error {
+		sh, err := r.check(name, l, x, 4)
 		if err != nil {
 			return err
 		}
@@ -146,11 +146,10 @@ func (r *RTRecorder) Register(hs *hooks.Set) {
 		return nil
 	})
 	self := perHead(r.SelfAgreement)
-	hs.Add("blocks.*.rt.hook_self_agreement", func(name string, x *tensor.Dense) error {
-		if err := self(name, x); err != nil {
+	hs.Add(hooks.RTSelfAgreement, func(name string, l int, x *tensor.Dense) error {
+		if err := self(name, l, x); err != nil {
 			return err
 		}
-		l, _, _ := r.check(name, x, 3)
 		for b := 0; b < r.B; b++ {
 			for h := 0; h < r.H; h++ {
 				for t := 0; t < r.T; t++ {
@@ -163,14 +162,15 @@ func (r *RTRecorder) Register(hs *hooks.Set) {
 	})
 }
 
-func (r *RTRecorder) check(name string, x *tensor.Dense, rank int) (int, []int, error) {
-	var l int
-	if _, err := fmt.Sscanf(name, "blocks.%d.", &l); err != nil || l < 0 || l >= r.L {
-		return 0, nil, fmt.Errorf("probes: hook %q: layer outside the recorder's %d layers", name, r.L)
+// check refuses a value of layer l outside the recorder's layers or not of
+// rank rank within its [B, T, H(, d_head)], and returns its shape.
+func (r *RTRecorder) check(name string, l int, x *tensor.Dense, rank int) ([]int, error) {
+	if l < 0 || l >= r.L {
+		return nil, fmt.Errorf("probes: hook %q: layer outside the recorder's %d layers", name, r.L)
 	}
 	sh := x.Shape()
 	if len(sh) != rank || sh[0] > r.B || sh[1] > r.T || sh[2] != r.H || (rank == 4 && sh[3] != r.DHead) {
-		return 0, nil, fmt.Errorf("probes: %s has shape %v, recorder is [B=%d, T=%d, H=%d, d_head=%d]", name, sh, r.B, r.T, r.H, r.DHead)
+		return nil, fmt.Errorf("probes: %s has shape %v, recorder is [B=%d, T=%d, H=%d, d_head=%d]", name, sh, r.B, r.T, r.H, r.DHead)
 	}
-	return l, sh, nil
+	return sh, nil
 }

@@ -35,7 +35,7 @@ type benchResult struct {
 	// forward pass is LoadSeconds + FirstPassSeconds.
 	LoadSeconds      float64 `json:"load_seconds"`
 	FirstPassSeconds float64 `json:"first_pass_seconds"` // the first forward pass (counted in Seconds too when it is the fastest)
-	WeightMiB        float64 `json:"weight_mib"`         // the weights as the model holds them: 4 bytes (float32) per parameter
+	WeightMiB        float64 `json:"weight_mib"`         // the weights as the model holds them (model.Model.WeightBytes): 2 bytes per BF16/F16 value kept as stored, 4 per float32 one
 	// HeapMiB is the Go heap in use after loading (after a collection):
 	// weights copied from the checkpoint are here, weights mapped from
 	// it are not (they are resident as file pages, shared with the page
@@ -96,7 +96,7 @@ func cmdBench(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res := benchResult{LoadSeconds: time.Since(tLoad).Seconds(), WeightMiB: float64(4*m.Parameters) / (1 << 20)}
+	res := benchResult{LoadSeconds: time.Since(tLoad).Seconds(), WeightMiB: float64(m.WeightBytes) / (1 << 20)}
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

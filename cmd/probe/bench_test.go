@@ -56,8 +56,8 @@ func TestBenchCommand(t *testing.T) {
 		if len(fields) != 8 {
 			t.Errorf("bench %v: %d fields, want 8: %s", args, len(fields), out)
 		}
-		if want := float64(4*m.Parameters) / (1 << 20); fields["weight_mib"] != want {
-			t.Errorf("bench %v: weight_mib = %v, want 4 bytes × %d parameters = %v", args, fields["weight_mib"], m.Parameters, want)
+		if want := float64(4*m.Parameters) / (1 << 20); fields["weight_mib"] != want || m.WeightBytes != 4*m.Parameters {
+			t.Errorf("bench %v: weight_mib = %v (WeightBytes %d), want 4 bytes × %d float32 parameters = %v", args, fields["weight_mib"], m.WeightBytes, m.Parameters, want)
 		}
 		if math.Abs(fields["tokens_per_s"]*fields["seconds"]-70) > 1e-6*70 {
 			t.Errorf("bench %v: tokens_per_s·seconds = %v, want 70", args, fields["tokens_per_s"]*fields["seconds"])
@@ -139,11 +139,12 @@ func compare(t *testing.T, label string, ref, col *probes.Collector) {
 
 // TestSweepPeakRSS: the peak memory of a many-pass probe sweep stays that
 // of one probe bench pass plus a fraction of the weights: no collector
-// headroom proportional to the weights (issue 17), because float32 weights
-// are views of the mapped checkpoint, not on the Go heap. Measured here on
-// a 110 MiB float32 model, 16 passes at T = 128 and 256 against one bench
-// pass at T = 256: the sweep's peak was 22 MiB (0.2 × the weights) above
-// bench's, and 74 MiB (0.67 ×) when the weights were copied onto the heap.
+// headroom proportional to the weights (issue 17), because the weights are
+// views of the mapped checkpoint in their stored dtype (float32 or bf16),
+// not on the Go heap. Measured here on a 110 MiB float32 model, 16 passes
+// at T = 128 and 256 against one bench pass at T = 256: the sweep's peak
+// was 22 MiB (0.2 × the weights) above bench's, and 74 MiB (0.67 ×) when
+// the weights were copied onto the heap.
 // Each command runs in its own process (this test binary re-run as
 // TestPeakRSSHelper), which reports its own VmHWM.
 func TestSweepPeakRSS(t *testing.T) {
@@ -151,19 +152,26 @@ func TestSweepPeakRSS(t *testing.T) {
 		t.Skip("peak RSS is read from /proc/self/status (Linux)")
 	}
 	if testing.Short() {
-		t.Skip("writes a 110 MiB checkpoint and runs 17 passes in child processes")
+		t.Skip("writes a 110 MiB and a 55 MiB checkpoint and runs 17 passes of each in child processes")
 	}
+	for _, dtype := range []string{"f32", "bf16"} {
+		t.Run(dtype, func(t *testing.T) { sweepPeakRSS(t, dtype) })
+	}
+}
+
+// sweepPeakRSS is TestSweepPeakRSS on a checkpoint stored in dtype.
+func sweepPeakRSS(t *testing.T, dtype string) {
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "m")
 	if code, _, errs := probe(t, "generate", "--arch", "qwen3", "--layers", "4", "--d-model", "512", "--heads", "8",
-		"--kv-heads", "4", "--vocab", "32000", "--max-pos", "1024", "--out", dir); code != 0 {
+		"--kv-heads", "4", "--vocab", "32000", "--max-pos", "1024", "--dtype", dtype, "--out", dir); code != 0 {
 		t.Fatalf("generate: %s", errs)
 	}
 	m, err := model.Load(dir, model.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	weightsMiB := float64(4*m.Parameters) / (1 << 20)
+	weightsMiB := float64(m.WeightBytes) / (1 << 20)
 	rng := rand.New(rand.NewPCG(2, 3))
 	ids := make([]int, 4000)
 	for i := range ids {
@@ -177,10 +185,15 @@ func TestSweepPeakRSS(t *testing.T) {
 	bench := peakRSSOf(t, "bench", "--model", dir, "--tokens", "256", "--reps", "1")
 	sweep := peakRSSOf(t, "sweep", "--model", dir, "--ids", idsFile, "--lengths", "128,256", "--samples", "8",
 		"--bootstrap", "0", "--out", filepath.Join(tmp, "sweep"))
-	t.Logf("peak RSS: sweep %.1f MiB, bench %.1f MiB, weights %.1f MiB", sweep, bench, weightsMiB)
-	if sweep-bench > 0.4*weightsMiB {
-		t.Errorf("a 16-pass sweep peaked at %.1f MiB, %.1f MiB above one bench pass (%.1f MiB): more than 0.4 × the %.1f MiB of weights",
-			sweep, sweep-bench, bench, weightsMiB)
+	// The bound scales with the model's float32 size (the same for both
+	// dtypes: the headroom is on activations, which bf16 weights do not
+	// shrink); bf16 weights widened onto the heap would add about
+	// 0.67 × their float32 size, as float32 ones on the heap did.
+	f32MiB := float64(4*m.Parameters) / (1 << 20)
+	t.Logf("peak RSS: sweep %.1f MiB, bench %.1f MiB, weights %.1f MiB (%.1f MiB in float32)", sweep, bench, weightsMiB, f32MiB)
+	if sweep-bench > 0.4*f32MiB {
+		t.Errorf("a 16-pass sweep peaked at %.1f MiB, %.1f MiB above one bench pass (%.1f MiB): more than 0.4 × the %.1f MiB of float32 weights",
+			sweep, sweep-bench, bench, f32MiB)
 	}
 }
 

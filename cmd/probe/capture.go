@@ -139,12 +139,12 @@ func cmdTokenize(args []string, w io.Writer) error {
 // --allow-extrapolation, with the flag that fixes it: --max-tokens for
 // --text, shorter sequences for --ids.
 func checkLength(T int, cfg *model.Config, tf tokenFlags, allowExt bool) error {
-	if T <= cfg.MaxPos || (allowExt && cfg.Arch != model.ArchGPT2) {
+	if T <= cfg.MaxPos || (allowExt && !cfg.LearnedPositions()) {
 		return nil
 	}
 	ext := ", or --allow-extrapolation to run past the trained positions"
-	if cfg.Arch == model.ArchGPT2 {
-		ext = " (GPT-2's learned positions cannot extrapolate)"
+	if cfg.LearnedPositions() {
+		ext = fmt.Sprintf(" (the learned positions of %s cannot extrapolate)", cfg.Arch)
 	}
 	if *tf.text != "" {
 		return fmt.Errorf("%s gives %d tokens, more than the model's max_position_embeddings %d: pass --max-tokens %d to keep the first %d%s",

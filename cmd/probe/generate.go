@@ -88,13 +88,18 @@ func cmdGenerate(args []string, w io.Writer) error {
 		LinearKeyDim: *linKeyDim, LinearValueDim: *linValueDim}); err != nil {
 		return fmt.Errorf("--arch %s: %w", *arch, err)
 	}
+	// The weight matrices are made in the stored dtype (an 8B model in
+	// bf16 is generated in 16 GB); the rest is converted here.
+	cfg.DType = dt.torch
 	m, tensors, err := model.Generate(cfg, *seed)
 	if err != nil {
 		return err
 	}
 	for i := range tensors {
-		if tensors[i].Data, err = checkpoint.Convert(tensors[i].Data.([]float32), dt.stored); err != nil {
-			return err
+		if x, ok := tensors[i].Data.([]float32); ok {
+			if tensors[i].Data, err = checkpoint.Convert(x, dt.stored); err != nil {
+				return err
+			}
 		}
 	}
 	// config.json as Hugging Face writes it for these weights: Gemma's

@@ -21,7 +21,8 @@ import (
 // checkpoint written with --dtype bf16 or f16 and a --shard-size that
 // splits it loads back with the stored dtype, runs to the logits of the
 // float32 model whose weights were rounded to that dtype first (bit for
-// bit: the loader widens bf16 and f16 exactly), and its index is what
+// bit: the model keeps the 16-bit weights as stored and its products widen
+// them exactly, summing in the float32 products' order), and its index is what
 // Hugging Face's save_pretrained writes.
 func TestGenerateDTypeSharded(t *testing.T) {
 	const shardSize = 12000 // bytes ("12KB"): several shards of these tiny models
@@ -225,58 +226,78 @@ func TestGenerateDTypeFlags(t *testing.T) {
 	}
 }
 
-// TestGenerateMappedLoad: a float32 checkpoint loads without copying its
-// weights onto the heap (they are views of the mapped file, which
-// model.Load closes), and the model runs after the checkpoint is closed to
-// the logits of the model generated in memory, bit for bit. (GPT-2's
-// loader transposes its Conv1D weights, which copies them.)
+// TestGenerateMappedLoad: a float32, bf16 or f16 checkpoint loads without
+// copying its weights onto the heap (they are views of the mapped file,
+// which model.Load closes; 16-bit matrices stay 16-bit, so the model holds
+// about 2 bytes per parameter), and the model runs after the checkpoint is
+// closed and its heap collected; a float32 one to the logits of the model
+// generated in memory, bit for bit (16-bit ones: TestGenerateDTypeSharded).
+// (GPT-2's loader transposes its Conv1D weights, which copies them.)
 func TestGenerateMappedLoad(t *testing.T) {
 	size := model.Size{Layers: 2, DModel: 128, Heads: 4, KVHeads: 2, Vocab: 1000, MaxPos: 128}
-	for _, arch := range []model.Arch{model.ArchQwen3, model.ArchGated, model.ArchGPT2} {
-		copied := arch == model.ArchGPT2
-		t.Run(string(arch), func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "ck")
-			if code, _, errs := probe(t, "generate", "--arch", string(arch), "--layers", "2", "--d-model", "128", "--heads", "4",
-				"--kv-heads", "2", "--vocab", "1000", "--max-pos", "128", "--out", dir); code != 0 {
-				t.Fatalf("generate: %s", errs)
-			}
-			runtime.GC()
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			m, err := model.Load(dir, model.LoadOptions{})
-			runtime.ReadMemStats(&after)
-			if err != nil {
-				t.Fatal(err)
-			}
-			alloc, weights := after.TotalAlloc-before.TotalAlloc, uint64(4*m.Parameters)
-			t.Logf("Load allocated %d bytes for %d bytes of weights", alloc, weights)
-			if canMapFiles() && !copied && alloc > weights/4 {
-				t.Errorf("Load allocated %d bytes for %d bytes of float32 weights: they were copied, not mapped", alloc, weights)
-			}
-			runtime.GC() // nothing the model runs on may be collected
-			cfg, err := model.SmallConfig(arch, size)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _, err := model.Generate(cfg, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids := [][]int{{1, 5, 9, 2, 7, 3, 8, 4, 6, 0, 11, 12, 999}}
-			a, err := m.Forward(ids, model.Options{Logits: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := want.Forward(ids, model.Options{Logits: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range b.Logits {
-				if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) {
-					t.Fatalf("logit %d: %v from the mapped checkpoint after Close, %v generated in memory", i, a.Logits[i], b.Logits[i])
-				}
-			}
-		})
+	for _, dtype := range []string{"f32", "bf16", "f16"} {
+		for _, arch := range []model.Arch{model.ArchQwen3, model.ArchGated, model.ArchGPT2} {
+			copied := arch == model.ArchGPT2
+			t.Run(dtype+"/"+string(arch), func(t *testing.T) {
+				mappedLoad(t, arch, size, dtype, copied)
+			})
+		}
+	}
+}
+
+// mappedLoad is TestGenerateMappedLoad for one architecture and dtype.
+func mappedLoad(t *testing.T, arch model.Arch, size model.Size, dtype string, copied bool) {
+	dir := filepath.Join(t.TempDir(), "ck")
+	if code, _, errs := probe(t, "generate", "--arch", string(arch), "--layers", "2", "--d-model", "128", "--heads", "4",
+		"--kv-heads", "2", "--vocab", "1000", "--max-pos", "128", "--dtype", dtype, "--out", dir); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	m, err := model.Load(dir, model.LoadOptions{})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	var loaded runtime.MemStats
+	runtime.ReadMemStats(&loaded)
+	alloc, weights := after.TotalAlloc-before.TotalAlloc, uint64(m.WeightBytes)
+	heap := int64(loaded.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%s: Load allocated %d bytes, heap grew by %d, for %d bytes of weights (%d parameters)", dtype, alloc, heap, weights, m.Parameters)
+	if canMapFiles() && !copied && (alloc > weights/4 || heap > int64(weights)/4) {
+		t.Errorf("Load allocated %d bytes, heap %d bytes, for %d bytes of %s weights: they were copied, not mapped", alloc, heap, weights, dtype)
+	}
+	// norms, biases and GPT-2's position embeddings are widened: a few %
+	if dtype != "f32" && float64(m.WeightBytes) > 2.25*float64(m.Parameters) {
+		t.Errorf("%d %s parameters held in %d bytes, want about 2 per parameter (matrices kept as stored)", m.Parameters, dtype, m.WeightBytes)
+	}
+	runtime.GC() // nothing the model runs on may be collected
+	cfg, err := model.SmallConfig(arch, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := model.Generate(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := [][]int{{1, 5, 9, 2, 7, 3, 8, 4, 6, 0, 11, 12, 999}}
+	a, err := m.Forward(ids, model.Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dtype != "f32" {
+		return
+	}
+	b, err := want.Forward(ids, model.Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b.Logits {
+		if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) {
+			t.Fatalf("logit %d: %v from the mapped checkpoint after Close, %v generated in memory", i, a.Logits[i], b.Logits[i])
+		}
 	}
 }
 

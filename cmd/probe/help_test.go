@@ -152,7 +152,7 @@ func TestTokenIO(t *testing.T) {
 		{"diag", "--model", ck, "--text", long, "--out", filepath.Join(tmp, "x.csv")},
 	} {
 		code, _, errs := probe(t, cmd...)
-		if code != 1 || !strings.Contains(errs, "gives 121 tokens, more than the model's max_position_embeddings 64: pass --max-tokens 64 to keep the first 64 (GPT-2's learned positions cannot extrapolate)") {
+		if code != 1 || !strings.Contains(errs, "gives 121 tokens, more than the model's max_position_embeddings 64: pass --max-tokens 64 to keep the first 64 (the learned positions of gpt2 cannot extrapolate)") {
 			t.Errorf("%s of a long text: exit %d, %q", cmd[0], code, errs)
 		}
 	}

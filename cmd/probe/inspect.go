@@ -64,28 +64,8 @@ func inspect(dir string) (*summary, error) {
 	s := &summary{Dir: dir, Arch: string(cfg.Arch), ModelType: cfg.ModelType, Format: ck.Format(), Files: ck.Files(),
 		Layers: cfg.Layers, DModel: cfg.DModel, Heads: cfg.Heads, KVHeads: cfg.KVHeads, DHead: cfg.DHead,
 		DMLP: cfg.DMLP, Vocab: cfg.Vocab, MaxPos: cfg.MaxPos, Gate: string(cfg.Gate), QKNorm: cfg.QKNorm,
-		QKVBias: cfg.QKVBias, Tied: cfg.TiedHead, RoPE: "learned positions", LayerKinds: cfg.LayerKinds(),
+		QKVBias: cfg.QKVBias, Tied: cfg.TiedHead, RoPE: cfg.Positions(), LayerKinds: cfg.LayerKinds(),
 		AttnSoftcap: cfg.AttnSoftcap, FinalSoftcap: cfg.FinalSoftcap, Skipped: model.SkippedNames(cfg, ck.Names())}
-	switch cfg.Arch {
-	case model.ArchGPT2:
-	case model.ArchRFA:
-		s.RoPE = "RFA rotations e^{iωt} with decay e^{−μ·lag} (probe params lists them per head)"
-	case model.ArchSelRoPE:
-		s.RoPE = "Selective RoPE: input-dependent cumulative angles (hook_angle, hook_angular_velocity)"
-	case model.ArchRT, model.ArchAFA:
-		s.RoPE = "rotations e^{iωt} with learned decay inside the filter kernel"
-	default:
-		s.RoPE = fmt.Sprintf("rotate-half, theta %g, scaling %s", cfg.RoPE.Theta, cfg.RoPE.Type)
-		if cfg.RoPE.Type != "default" {
-			s.RoPE += fmt.Sprintf(" (factor %g)", cfg.RoPE.Factor)
-		}
-		if lr := cfg.LocalRoPE; lr != nil {
-			s.RoPE += fmt.Sprintf(" on full-attention layers; theta %g, scaling %s on sliding layers", lr.Theta, lr.Type)
-		}
-		if cfg.RoPE.Dims > 0 {
-			s.RoPE += fmt.Sprintf("; the first %d of %d dimensions of each head rotated", cfg.RoPE.Dims, cfg.DHead)
-		}
-	}
 	types := map[string]bool{}
 	for _, n := range ck.Names() {
 		info, _ := ck.Info(n)

@@ -103,7 +103,7 @@ func TestMassiveCommandGolden(t *testing.T) {
 			}
 		}
 		hs := &hooks.Set{}
-		hs.Add(hooks.Name("blocks.{l}.hook_resid_post", p.Layer), func(_ string, x *tensor.Dense) error {
+		hs.Add(hooks.Name("blocks.{l}.hook_resid_post", p.Layer), func(_ string, _ int, x *tensor.Dense) error {
 			h := x.Data().([]float32)
 			for _, a := range entries {
 				v := float32(0)

@@ -56,22 +56,16 @@ func num(x float64) *float64 {
 	return &x
 }
 
-// rfaParams reads a checkpoint's per-head RFA parameters.
+// rfaParams reads a checkpoint's per-head RFA parameters (model.RFAParams,
+// which refuses a model of another family).
 func rfaParams(dir string, lo model.LoadOptions) ([]paramsRow, *model.Model, error) {
-	cfg, err := model.LoadConfig(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	if cfg.Arch != model.ArchRFA {
-		return nil, nil, fmt.Errorf("%s is a %s checkpoint, not Robust Filter Attention: params reads the learned filter parameters of RFA checkpoints (config.json \"architecture\": \"rfa_lm\")", dir, cfg.Arch)
-	}
 	m, err := model.Load(dir, lo)
 	if err != nil {
 		return nil, nil, err
 	}
 	ps, err := m.RFAParams()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%w: params reads the learned filter parameters of RFA checkpoints", err)
 	}
 	rows := make([]paramsRow, len(ps))
 	for i := range ps {

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/report"
-	"github.com/filterlens/probe/report/attnmap"
 	"github.com/filterlens/probe/report/papers"
 	"github.com/filterlens/probe/report/reporttest"
 )
@@ -120,7 +120,7 @@ func writeCapture(t *testing.T, path string, T int) {
 			}
 		}
 	}
-	if err := checkpoint.WriteSafetensors(path, []checkpoint.Tensor{{Name: attnmap.HookName(1), Shape: []int{1, 2, T, T}, Data: data}}, nil); err != nil {
+	if err := checkpoint.WriteSafetensors(path, []checkpoint.Tensor{{Name: hooks.Name(hooks.AttnPattern, 1), Shape: []int{1, 2, T, T}, Data: data}}, nil); err != nil {
 		t.Fatal(err)
 	}
 }

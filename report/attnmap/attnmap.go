@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/report"
 )
 
@@ -135,9 +136,6 @@ func (o *Options) defaults() {
 	}
 }
 
-// HookName is the capture tensor of layer l's attention pattern.
-func HookName(layer int) string { return fmt.Sprintf("blocks.%d.attn.hook_pattern", layer) }
-
 // FromCapture reads layer o.Layer's pattern from a `probe capture`
 // safetensors file and returns one figure with a panel per chosen head,
 // labelled with the token strings the file's metadata holds (key "tokens",
@@ -156,12 +154,12 @@ func FromCapture(path string, o Options) (*report.Figure, error) {
 			o.Tokens = toks[o.Batch]
 		}
 	}
-	name := HookName(o.Layer)
+	name := hooks.Name(hooks.AttnPattern, o.Layer)
 	info, ok := c.Info(name)
 	if !ok {
 		var have []string
 		for _, n := range c.Names() {
-			if strings.HasSuffix(n, "attn.hook_pattern") {
+			if hooks.Match(hooks.AttnPattern, n) {
 				have = append(have, n)
 			}
 		}

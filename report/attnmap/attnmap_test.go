@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/reporttest"
 )
@@ -91,7 +92,7 @@ func TestFromCapture(t *testing.T) {
 	for q, row := range causal4 {
 		copy(data[((1*2+1)*4+q)*4:], row)
 	}
-	err := checkpoint.WriteSafetensors(path, []checkpoint.Tensor{{Name: HookName(3), Shape: []int{2, 2, 4, 4}, Data: data}}, nil)
+	err := checkpoint.WriteSafetensors(path, []checkpoint.Tensor{{Name: hooks.Name(hooks.AttnPattern, 3), Shape: []int{2, 2, 4, 4}, Data: data}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -198,7 +198,7 @@ func priorOptions(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir string
 		{Name: "checkpoint", Value: dir, Source: "--model"},
 		{Name: "layer", Value: fmt.Sprint(layer), Source: "--layer (default: the last, as the paper's F.2–F.3 plots)"},
 		{Name: "kernel", Value: fmt.Sprintf("V(Δt) = σ²(1 − E²)/(2μ) + η²E² + γ² + c, E = exp(clamp(−μ(Δt + Δt₊), %g, %g)), c = %g; σ²(Δt + Δt₊) + η² + γ² + c when |μ| < %g",
-			p.MinExponent, p.MaxExponent, p.CovEps, p.BrownianBelow), Source: "RFA Eq. 9 as the authors' code evaluates it (probes.RFACovariance; notes 000 §F.5, §F.14)"},
+			p.MinExponent, p.MaxExponent, p.CovEps, p.BrownianBelow), Source: "RFA Eq. 9 as the authors' code evaluates it (model.RFAHeadParams.Kernel; notes 000 §F.5, §F.14)"},
 		{Name: "P, B", Value: "P_Δt = 1/V, B_Δt = −log V (the logit adds τ_s·B_Δt)", Source: "RFA Alg. 1 steps 5, 8"},
 		{Name: "α, β, regime", Value: "α = η² − σ²/2μ, β = γ² + σ²/2μ; α > 0 integrative, α < 0 diffusive, μ = 0 Brownian", Source: "RFA App. B.4.1 (probes.RFARegime; λ_C = 1)"},
 		{Name: "lag axis", Value: fmt.Sprintf(axis, ax.Max), Source: "--max-lag (" + ax.Source + "), --lag-axis"},

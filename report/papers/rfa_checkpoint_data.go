@@ -714,7 +714,7 @@ func (s *attnStream) ConsumeAttn(t *hooks.AttnTile) error {
 // attention rows of layer's heads (nil: all) into downsampling grids of at
 // most maxSize blocks per side (report/attnmap). Only O(T) memory per head
 // is used beyond the grids, whatever T. decayed also draws A = Â ⊙ E with
-// E(τ) = probes.RFADecay, the weights the values are summed with (RFA
+// E(τ) of RFAHeadParams.Kernel, the weights the values are summed with (RFA
 // models only). The stream is registered on opt.Hooks when it is set (its
 // other hooks run in the same pass), else on a fresh set.
 func StreamAttentionMaps(m *model.Model, ids []int, layer int, heads []int, maxSize int, pool string, decayed bool, opt model.Options) (*RFAAttentionMaps, error) {
@@ -733,12 +733,9 @@ func StreamAttentionMaps(m *model.Model, ids []int, layer int, heads []int, maxS
 	s := &attnStream{index: map[int]int{}}
 	var params []model.RFAHeadParams
 	if decayed {
-		if !m.IsRFA() {
-			return nil, fmt.Errorf("papers: the decayed attention A = Â ⊙ E exists for RFA models only")
-		}
 		all, err := m.RFAParams()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("papers: the decayed attention A = Â ⊙ E exists for RFA models only: %w", err)
 		}
 		if params, err = LayerParams(all, layer); err != nil {
 			return nil, err
@@ -763,7 +760,7 @@ func StreamAttentionMaps(m *model.Model, ids []int, layer int, heads []int, maxS
 			s.dec = append(s.dec, g)
 			E := make([]float64, T)
 			for lag := range E {
-				E[lag] = probes.RFADecay(&params[h], float64(lag))
+				_, E[lag] = params[h].Kernel(float64(lag))
 			}
 			s.decay = append(s.decay, E)
 		}

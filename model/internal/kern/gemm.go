@@ -2,8 +2,9 @@
 
 // Package kern holds the AVX-512 kernels of package model's forward pass:
 // blocked matrix products on 6×32 (float32) and 6×16 (float64) assembly
-// micro-tiles, narrow products without packing, keys packed once for the
-// attention scores, and the softmax, SiLU and squared-shift loops on 16
+// micro-tiles (SgemmRows: with weight rows stored as float32, bfloat16 or
+// half, widened while packed), narrow products without packing, keys
+// packed once for the attention scores, and the softmax, SiLU and squared-shift loops on 16
 // lanes. It has no cgo, so that both the default and the OpenBLAS build
 // (which uses cgo and so cannot hold Go assembly itself) use it. Callers
 // check Available first.

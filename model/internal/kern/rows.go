@@ -1,0 +1,110 @@
+//go:build amd64
+
+package kern
+
+import "math"
+
+// Rows is the matrix B of a product C = A·Bᵀ given row by row as it is
+// stored: float32 values (F32), or the 16-bit patterns of bfloat16 or IEEE
+// half-precision values (Bits, Half), widened to float32 while the rows are
+// packed into the panels of the blocked product. Row j (Cols values) starts
+// at element ((j/Run)·Pitch + j%Run)·Cols: rows come in runs of Run rows,
+// consecutive runs Pitch rows apart (Run 0: all rows contiguous), so that
+// a matrix made of every other block of rows of a stored one (the query
+// rows of a packed q_proj) is read in place.
+type Rows struct {
+	F32        []float32
+	Bits       []uint16
+	Half       bool // Bits hold IEEE 754 half precision, else bfloat16
+	Cols       int
+	Run, Pitch int
+}
+
+// offset is the element offset of row j.
+func (b *Rows) offset(j int) int {
+	if b.Run == 0 {
+		return j * b.Cols
+	}
+	return (j/b.Run*b.Pitch + j%b.Run) * b.Cols
+}
+
+// SgemmRows computes C = A·Bᵀ (A: m × k with row stride lda; B: n rows of
+// k = b.Cols values; C: m × n with row stride ldc, overwritten) on the
+// blocked AVX-512 product, widening 16-bit rows while packing them. The
+// sums are those of Sgemm(transB, …, alpha 1, beta 0) on the widened B
+// (the same packed panels, the same micro-kernel): bit for bit the
+// product of the float32 matrix.
+func SgemmRows(m, n, k int, a []float32, lda int, b Rows, c []float32, ldc int) {
+	if k != b.Cols {
+		panic("kern: SgemmRows depth differs from the rows' length")
+	}
+	// A and C as Sgemm checks them (B as a dense k × n stand-in), B's
+	// last row against its storage.
+	checkGemm(false, m, n, k, len(a), lda, n*k, max(1, n), len(c), ldc)
+	if n > 0 && k > 0 && (b.Run < 0 || b.Run > 0 && b.Pitch < b.Run ||
+		b.offset(n-1)+k > max(len(b.F32), len(b.Bits))) {
+		panic("blas: insufficient length of b")
+	}
+	scaleRows(m, n, 0, c, ldc)
+	if k == 0 || m == 0 || n == 0 {
+		return
+	}
+	buf := sPool.Get().(*gemmBuffers[float32])
+	defer sPool.Put(buf)
+	for jc := 0; jc < n; jc += gemmNC {
+		nc := min(gemmNC, n-jc)
+		for pc := 0; pc < k; pc += gemmKC {
+			kc := min(gemmKC, k-pc)
+			packRows(&b, pc, kc, jc, nc, buf.bp)
+			gemmPanelBlock(m, nc, kc, 1, a, lda, pc, buf.bp, c[jc:], ldc, sMR, sNR, kernelS6x32, false, buf)
+		}
+	}
+}
+
+// packRows is packB of the transposed rows jc … jc+nc−1 of b, columns
+// pc … pc+kc−1, widened to float32: panel q holds, for each p < kc, the
+// sNR values of column pc+p of rows jc+q·sNR … (zero beyond nc).
+func packRows(b *Rows, pc, kc, jc, nc int, bp []float32) {
+	const nr = sNR
+	for q := 0; q*nr < nc; q++ {
+		pan := bp[q*nr*kc : (q+1)*nr*kc]
+		w := min(nr, nc-q*nr)
+		for j := 0; j < nr; j++ {
+			if j >= w {
+				for p := 0; p < kc; p++ {
+					pan[p*nr+j] = 0
+				}
+				continue
+			}
+			at := b.offset(jc+q*nr+j) + pc
+			switch {
+			case b.Bits == nil:
+				for p, v := range b.F32[at : at+kc] {
+					pan[p*nr+j] = v
+				}
+			case b.Half:
+				for p, v := range b.Bits[at : at+kc] {
+					pan[p*nr+j] = HalfToFloat32(v)
+				}
+			default:
+				for p, v := range b.Bits[at : at+kc] {
+					pan[p*nr+j] = math.Float32frombits(uint32(v) << 16)
+				}
+			}
+		}
+	}
+}
+
+// HalfToFloat32 widens IEEE 754 half-precision bits to float32, exactly
+// (subnormals, infinities and NaN payloads included): the magnitude bits
+// shifted into a float32's place are the value times 2⁻¹¹², which the
+// multiplication by 2¹¹² undoes exactly, and the all-ones exponent maps to
+// float32's.
+func HalfToFloat32(h uint16) float32 {
+	bits := uint32(h&0x7fff) << 13
+	mag := math.Float32bits(math.Float32frombits(bits) * 0x1p112)
+	if bits >= 0x0f800000 { // exponent 31: infinity or NaN
+		mag = bits | 0x7f800000
+	}
+	return math.Float32frombits(uint32(h&0x8000)<<16 | mag)
+}

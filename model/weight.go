@@ -1,0 +1,291 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/filterlens/probe/checkpoint"
+)
+
+// Weight is one weight matrix [Rows, Cols] (nn.Linear's [out, in], or an
+// embedding [vocab, d]) in the dtype it was stored in: float32 values, or
+// the raw bit patterns of a BF16 or F16 tensor, as memory-mapped from the
+// checkpoint (model.Load copies nothing onto the heap for either). The
+// matrix products (linear) widen 16-bit weights inside the kernels and
+// accumulate in float32, so a product with 16-bit weights is the float32
+// product with the same (rounded) weights; the embedding lookup widens the
+// rows it reads (widenRow).
+//
+// Row r starts at element r·Cols of the storage, or, for a matrix made of
+// runs of rows of a stored one (the query and gate rows of a packed q_proj,
+// see unpackGatedQ), at ((r/run)·pitch + r%run)·Cols.
+type Weight struct {
+	Rows, Cols int
+	DType      string    // "F32", "BF16" or "F16" (safetensors' spelling)
+	F32        []float32 // DType F32: the values
+	Bits       []uint16  // DType BF16 or F16: the stored bit patterns
+
+	// run and pitch: rows come in runs of run rows, pitch rows apart in
+	// the storage (run 0: contiguous).
+	run, pitch int
+}
+
+// f32Weight is the float32 Weight of the values w, rows of cols values.
+func f32Weight(w []float32, cols int) Weight {
+	rows := 0
+	if cols > 0 {
+		rows = len(w) / cols
+	}
+	return Weight{Rows: rows, Cols: cols, DType: "F32", F32: w}
+}
+
+// present reports whether the weight exists (the zero Weight stands for an
+// absent one: GPT-2 has no gate projection).
+func (w *Weight) present() bool { return w.F32 != nil || w.Bits != nil }
+
+// rowAt is the element offset of row r in the storage.
+func (w *Weight) rowAt(r int) int {
+	if w.run == 0 {
+		return r * w.Cols
+	}
+	return (r/w.run*w.pitch + r%w.run) * w.Cols
+}
+
+// values is the number of values, Rows·Cols, that the storage holds (0
+// where it holds fewer).
+func (w *Weight) values() int {
+	n := w.Rows * w.Cols
+	if n > 0 && w.rowAt(w.Rows-1)+w.Cols > max(len(w.F32), len(w.Bits)) {
+		return 0
+	}
+	return n
+}
+
+// contiguous reports whether the rows follow each other in the storage.
+func (w *Weight) contiguous() bool { return w.run == 0 }
+
+// widenRow writes row r as float32 into dst[:Cols].
+func (w *Weight) widenRow(dst []float32, r int) {
+	at := w.rowAt(r)
+	widenTo(dst[:w.Cols], w, at)
+}
+
+// widenTo writes the len(dst) values of w's storage from element at into
+// dst as float32 (exact).
+func widenTo(dst []float32, w *Weight, at int) {
+	switch w.DType {
+	case "F32":
+		copy(dst, w.F32[at:at+len(dst)])
+	case "BF16":
+		src := w.Bits[at : at+len(dst)]
+		dst = dst[:len(src)]
+		for i, b := range src {
+			dst[i] = math.Float32frombits(uint32(b) << 16)
+		}
+	case "F16":
+		src := w.Bits[at : at+len(dst)]
+		dst = dst[:len(src)]
+		for i, b := range src {
+			dst[i] = checkpoint.F16ToFloat32(b)
+		}
+	default:
+		panic(fmt.Sprintf("model: weight of dtype %q", w.DType))
+	}
+}
+
+// widened returns the matrix as contiguous float32 values: the values
+// themselves for a contiguous float32 weight, else a new slice.
+func (w Weight) widened() []float32 {
+	if w.DType == "F32" && w.contiguous() {
+		return w.F32[:w.Rows*w.Cols]
+	}
+	out := make([]float32, w.Rows*w.Cols)
+	for r := 0; r < w.Rows; r++ {
+		w.widenRow(out[r*w.Cols:], r)
+	}
+	return out
+}
+
+// rowRange returns rows lo … hi−1 of a contiguous weight (sharing its
+// storage).
+func (w Weight) rowRange(lo, hi int) Weight {
+	if !w.contiguous() {
+		panic("model: rowRange of a weight made of runs")
+	}
+	s := w
+	s.Rows = hi - lo
+	if w.F32 != nil {
+		s.F32 = w.F32[lo*w.Cols : hi*w.Cols]
+	} else {
+		s.Bits = w.Bits[lo*w.Cols : hi*w.Cols]
+	}
+	return s
+}
+
+// runsOf returns the matrix of rows runs: rows first … first+run−1 of
+// every block of pitch rows of the contiguous weight w (rows/pitch blocks),
+// sharing w's storage.
+func (w Weight) runsOf(first, run, pitch int) Weight {
+	if !w.contiguous() || w.Rows%pitch != 0 || first+run > pitch {
+		panic(fmt.Sprintf("model: runs of %d rows at %d of every %d of a %d-row weight", run, first, pitch, w.Rows))
+	}
+	s := w
+	s.Rows = w.Rows / pitch * run
+	s.run, s.pitch = run, pitch
+	if w.F32 != nil {
+		s.F32 = w.F32[first*w.Cols:]
+	} else {
+		s.Bits = w.Bits[first*w.Cols:]
+	}
+	return s
+}
+
+// transposed returns the [Cols, Rows] transpose of a contiguous weight, in
+// its dtype (a new slice: GPT-2's Conv1D weights are stored [in, out]).
+func (w Weight) transposed() Weight {
+	if !w.contiguous() {
+		panic("model: transpose of a weight made of runs")
+	}
+	t := w
+	t.Rows, t.Cols = w.Cols, w.Rows
+	if w.F32 != nil {
+		t.F32 = transpose(w.F32, w.Rows, w.Cols)
+		return t
+	}
+	t.Bits = make([]uint16, len(w.Bits))
+	for r := 0; r < w.Rows; r++ {
+		for c := 0; c < w.Cols; c++ {
+			t.Bits[c*w.Rows+r] = w.Bits[r*w.Cols+c]
+		}
+	}
+	return t
+}
+
+// residentBytes is the memory the weight's values take as held: 4 bytes
+// per float32 value, 2 per 16-bit one.
+func (w *Weight) residentBytes() int64 {
+	if w.Bits != nil {
+		return 2 * int64(w.Rows) * int64(w.Cols)
+	}
+	return 4 * int64(w.Rows) * int64(w.Cols)
+}
+
+// linear computes dst[n, out] = x[n, in] · w[out, in]ᵀ + b (b may be nil),
+// the PyTorch nn.Linear convention, reading w in its stored dtype (see
+// Weight; float32 accumulation). Weights of other layouts (GPT-2's Conv1D)
+// are transposed at load time so that every projection uses this.
+//
+// The rows of x are split across goroutines when there is enough work,
+// each part one matrix product: on the blocked AVX-512 kernels where the
+// build has them (gemmWeight, which widens 16-bit rows while packing its
+// panels), else one BLAS call for a contiguous float32 weight, or BLAS
+// calls on blocks of rows widened into scratch (linearBlocks).
+func linear(dst []float32, x []float32, n, in int, w Weight, out int, b []float32) {
+	if n == 0 {
+		return
+	}
+	if w.Rows != out || w.Cols != in {
+		panic(fmt.Sprintf("model: linear with a [%d, %d] weight for %d inputs and %d outputs", w.Rows, w.Cols, in, out))
+	}
+	parts := min(runtime.GOMAXPROCS(0), n/16)
+	if parts < 1 || n*in*out <= 1<<20 {
+		parts = 1
+	}
+	if gemmWeight == nil && (w.DType != "F32" || !w.contiguous()) {
+		linearBlocks(dst, x, n, &w, parts)
+	} else {
+		eachPart(n, parts, func(lo, hi int) {
+			if gemmWeight != nil {
+				gemmWeight(hi-lo, x[lo*in:hi*in], &w, dst[lo*out:hi*out])
+				return
+			}
+			blas32.Gemm(blas.NoTrans, blas.Trans, 1,
+				blas32.General{Rows: hi - lo, Cols: in, Stride: in, Data: x[lo*in : hi*in]},
+				blas32.General{Rows: out, Cols: in, Stride: in, Data: w.F32[:out*in]},
+				0, blas32.General{Rows: hi - lo, Cols: out, Stride: out, Data: dst[lo*out : hi*out]})
+		})
+	}
+	if b != nil {
+		eachPart(n, parts, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				row := dst[r*out : (r+1)*out]
+				for i, v := range b {
+					row[i] += v
+				}
+			}
+		})
+	}
+}
+
+// eachPart calls fn(lo, hi) for the parts [p·n/parts, (p+1)·n/parts) of
+// [0, n), each on its own goroutine when parts > 1.
+func eachPart(n, parts int, fn func(lo, hi int)) {
+	if parts == 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := 0; p < parts; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(p*n/parts, (p+1)*n/parts)
+		}()
+	}
+	wg.Wait()
+}
+
+// gemmWeight, where the build has it (the AVX-512 kernels of the pure-Go
+// amd64 build, blas_gemm.go), sets dst[n, w.Rows] = x[n, w.Cols]·wᵀ,
+// widening 16-bit weights while packing them: the same sums as the float32
+// product of the widened weights (bit for bit).
+var gemmWeight func(n int, x []float32, w *Weight, dst []float32)
+
+// widenBlock is the number of values linearBlocks widens per block (8 MiB
+// of float32 scratch), in blocks of at least minBlock rows: the BLAS packs
+// x once per call, so that each block should be tall (2048 rows of a
+// 1024-wide matrix, 512 of a 4096-wide one).
+const (
+	widenBlock = 1 << 21
+	minBlock   = 256
+)
+
+// widenScratch holds one goroutine's widened weight block.
+var widenScratch = sync.Pool{New: func() any { return new([]float32) }}
+
+// linearBlocks sets dst[n, w.Rows] = x[n, w.Cols]·wᵀ block by block of
+// rows of w: each block is widened (or, for float32 rows in runs,
+// gathered) into scratch once, its rows split across the parts, then each
+// part of the rows of x is multiplied by it in one BLAS call — the calls
+// the float32 path makes, on a block of the weight's rows. What the
+// OpenBLAS build and CPUs without AVX-512 run for weights that are not
+// contiguous float32.
+func linearBlocks(dst, x []float32, n int, w *Weight, parts int) {
+	in, out := w.Cols, w.Rows
+	rows := min(out, max(minBlock, widenBlock/max(in, 1)/minBlock*minBlock))
+	buf := widenScratch.Get().(*[]float32)
+	defer widenScratch.Put(buf)
+	if cap(*buf) < rows*in {
+		*buf = make([]float32, rows*in)
+	}
+	for o0 := 0; o0 < out; o0 += rows {
+		m := min(rows, out-o0)
+		ws := (*buf)[:m*in]
+		eachPart(m, min(parts, m), func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				w.widenRow(ws[r*in:], o0+r)
+			}
+		})
+		eachPart(n, parts, func(lo, hi int) {
+			blas32.Gemm(blas.NoTrans, blas.Trans, 1,
+				blas32.General{Rows: hi - lo, Cols: in, Stride: in, Data: x[lo*in : hi*in]},
+				blas32.General{Rows: m, Cols: in, Stride: in, Data: ws},
+				0, blas32.General{Rows: hi - lo, Cols: m, Stride: out, Data: dst[lo*out+o0:]})
+		})
+	}
+}

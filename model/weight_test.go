@@ -1,0 +1,345 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/filterlens/probe/checkpoint"
+)
+
+// widenCheckpoint writes the checkpoint of dir, its tensors widened to
+// float32 (exactly), to a new directory with the same config.json: "the
+// same checkpoint in float32".
+func widenCheckpoint(t *testing.T, dir string) string {
+	t.Helper()
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	var ts []checkpoint.Tensor
+	for _, name := range ck.Names() {
+		info, _ := ck.Info(name)
+		x, err := ck.Float32(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, checkpoint.Tensor{Name: name, Shape: info.Shape, Data: x})
+	}
+	out := t.TempDir()
+	cj, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "config.json"), cj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.WriteSafetensors(filepath.Join(out, "model.safetensors"), ts, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// writeStored writes a generated model's tensors rounded to dtype (BF16 or
+// F16) as its family's checkpoint.
+func writeStored(t *testing.T, cfg Config, tensors []checkpoint.Tensor, dtype string) string {
+	t.Helper()
+	conv := make([]checkpoint.Tensor, len(tensors))
+	for i, x := range tensors {
+		d, err := checkpoint.Convert(x.Data.([]float32), dtype)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv[i] = checkpoint.Tensor{Name: x.Name, Shape: x.Shape, Data: d}
+	}
+	dir := t.TempDir()
+	if err := WriteHF(dir, cfg, conv); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestStoredDTypeLogits: for every family that can be generated, a model
+// loaded from a BF16 or F16 checkpoint, whose matrices stay 16-bit and are
+// widened inside the matrix products, gives the logits of the same
+// checkpoint widened to float32 bit for bit (same summation order: the
+// blocked AVX-512 product widens while packing its panels; the BLAS path
+// widens blocks of rows before each sgemm). The shapes leave the products
+// ragged (widths not multiples of 16 or 32, a vocabulary beyond one block
+// of rows, enough rows to split them across goroutines). Plain gonum
+// (no AVX-512, or PROBE_BLAS=gonum) is held to 1e-5 of the largest logit
+// instead: its dot products peel leading elements until an address is
+// 16-byte aligned, so their sums depend on where the rows lie in memory,
+// for two float32 copies of the same weights as well.
+func TestStoredDTypeLogits(t *testing.T) {
+	for _, f := range families {
+		if f.small == nil {
+			continue
+		}
+		for _, dtype := range []string{"BF16", "F16"} {
+			t.Run(string(f.arch)+"/"+dtype, func(t *testing.T) {
+				heads, kv := 2, 1
+				if f.arch == ArchSelRoPE {
+					kv = heads
+				}
+				cfg, err := SmallConfig(f.arch, Size{Layers: 2, DModel: 48, Heads: heads, KVHeads: kv, Vocab: 1100, MaxPos: 64})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, tensors, err := Generate(cfg, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dir := writeStored(t, cfg, tensors, dtype)
+				m16, err := Load(dir, LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m32, err := Load(widenCheckpoint(t, dir), LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(m16.DTypes, []string{dtype}) || !slices.Equal(m32.DTypes, []string{"F32"}) {
+					t.Fatalf("stored dtypes %v and %v, want [%s] and [F32]", m16.DTypes, m32.DTypes, dtype)
+				}
+				// the research families RT, AFA and Selective RoPE widen at load
+				resident := f.arch != ArchRT && f.arch != ArchAFA && f.arch != ArchSelRoPE
+				if got := m16.Embed.DType; resident && got != dtype {
+					t.Errorf("embedding held as %s, want %s as stored", got, dtype)
+				}
+				ids := seqs(2, 40, m16.Vocab)
+				a, err := m16.Forward(ids, Options{Logits: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := m32.Forward(ids, Options{Logits: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tol := 0.0
+				if BLAS() == "gonum" {
+					for _, v := range b.Logits {
+						tol = max(tol, 1e-5*math.Abs(float64(v)))
+					}
+				}
+				for i := range b.Logits {
+					if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) && !(math.Abs(float64(a.Logits[i]-b.Logits[i])) <= tol) {
+						t.Fatalf("%s (%s): logit %d is %v with %s weights, %v with the same weights in float32",
+							f.arch, BLAS(), i, a.Logits[i], dtype, b.Logits[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// roundTo returns x rounded to dtype's values (as float32) and their bits.
+func roundTo(x []float32, dtype string) ([]float32, []uint16) {
+	bits := make([]uint16, len(x))
+	w := make([]float32, len(x))
+	for i, v := range x {
+		if dtype == "BF16" {
+			bits[i] = checkpoint.Float32ToBF16(v)
+			w[i] = checkpoint.BF16ToFloat32(bits[i])
+		} else {
+			bits[i] = checkpoint.Float32ToF16(v)
+			w[i] = checkpoint.F16ToFloat32(bits[i])
+		}
+	}
+	return w, bits
+}
+
+// TestLinearDTypes: linear with F32, BF16 and F16 weights, on shapes with
+// tails everywhere (1×1×1, widths not multiples of 16, outputs beyond the
+// kernels' 1024 columns and several of linearBlocks' blocks of rows, rows
+// enough to split across goroutines), weights read as runs of rows (a packed q_proj) and
+// with a bias: each output equals the float32 product of the widened
+// weights bit for bit, and the float64 product within 1e-5 of Σ|x·w|;
+// NaN and ±Inf in the weights or the input reach exactly the outputs whose
+// float64 sums they make NaN or infinite.
+func TestLinearDTypes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	type shape struct{ n, in, out, run, pitch int }
+	shapes := []shape{{1, 1, 1, 0, 0}, {1, 3, 5, 0, 0}, {3, 17, 33, 0, 0}, {7, 40, 300, 0, 0}, {70, 96, 300, 0, 0},
+		{5, 300, 1100, 0, 0}, {64, 33, 513, 0, 0}, {40, 48, 96, 8, 24}, {9, 20, 6, 2, 5},
+		{3, 8300, 700, 0, 0}} // the last: several blocks of linearBlocks
+	for _, sh := range shapes {
+		stored := sh.out
+		if sh.run > 0 {
+			stored = sh.out / sh.run * sh.pitch
+		}
+		for _, dtype := range []string{"F32", "BF16", "F16"} {
+			for _, poison := range []bool{false, true} {
+				name := fmt.Sprintf("%s/n%d_in%d_out%d_run%d_poison%v", dtype, sh.n, sh.in, sh.out, sh.run, poison)
+				x := make([]float32, sh.n*sh.in)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				raw := make([]float32, stored*sh.in)
+				for i := range raw {
+					raw[i] = float32(rng.NormFloat64() * 0.1)
+				}
+				if poison {
+					x[len(x)/2] = float32(math.Inf(1))
+					raw[rng.IntN(len(raw))] = float32(math.NaN())
+					raw[rng.IntN(len(raw))] = float32(math.Inf(-1))
+				}
+				w := f32Weight(raw, sh.in)
+				vals := raw
+				if dtype != "F32" {
+					var bits []uint16
+					vals, bits = roundTo(raw, dtype)
+					w = Weight{Rows: stored, Cols: sh.in, DType: dtype, Bits: bits}
+				}
+				if sh.run > 0 {
+					w = w.runsOf(1, sh.run, sh.pitch)
+				}
+				wide := w.widened() // contiguous float32: the reference's weights
+				bias := make([]float32, sh.out)
+				for i := range bias {
+					bias[i] = float32(rng.NormFloat64())
+				}
+				for _, b := range [][]float32{nil, bias} {
+					got := make([]float32, sh.n*sh.out)
+					want := make([]float32, sh.n*sh.out)
+					linear(got, x, sh.n, sh.in, w, sh.out, b)
+					linear(want, x, sh.n, sh.in, f32Weight(wide, sh.in), sh.out, b)
+					for i := range want {
+						same := math.Float32bits(got[i]) == math.Float32bits(want[i]) || got[i] != got[i] && want[i] != want[i]
+						if !same && BLAS() != "gonum" { // gonum: see TestStoredDTypeLogits; the float64 check below holds
+							t.Fatalf("%s bias %v (%s): output %d is %v, the float32 product of the widened weights %v",
+								name, b != nil, BLAS(), i, got[i], want[i])
+						}
+					}
+					for r := 0; r < sh.n; r++ {
+						for o := 0; o < sh.out; o++ {
+							var sum, mag float64
+							row := wide[o*sh.in : (o+1)*sh.in]
+							for k, xv := range x[r*sh.in : (r+1)*sh.in] {
+								sum += float64(xv) * float64(row[k])
+								mag += math.Abs(float64(xv) * float64(row[k]))
+							}
+							if b != nil {
+								sum += float64(b[o])
+								mag += math.Abs(float64(b[o]))
+							}
+							g := float64(got[r*sh.out+o])
+							switch {
+							case math.IsNaN(sum) || math.IsInf(sum, 0):
+								if math.IsNaN(sum) != math.IsNaN(g) || !math.IsNaN(sum) && g != sum {
+									t.Fatalf("%s: output [%d, %d] is %v, want %v", name, r, o, g, sum)
+								}
+							case math.Abs(g-sum) > 1e-5*mag+1e-30:
+								t.Fatalf("%s: output [%d, %d] is %v, float64 %v (Σ|x·w| %v)", name, r, o, g, sum, mag)
+							}
+						}
+					}
+				}
+				// the stored values are what the rows widen to
+				if sh.run == 0 {
+					row := make([]float32, sh.in)
+					r := stored - 1
+					w.widenRow(row, r)
+					for k, v := range row {
+						if want := vals[r*sh.in+k]; math.Float32bits(v) != math.Float32bits(want) {
+							t.Fatalf("%s: widened row %d value %d is %v, want %v", name, r, k, v, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGenerateStoredDType checks that a configuration whose dtype is
+// bfloat16 or float16 generates its weight matrices in that dtype (what
+// lets probe generate write an 8B model in 16 GB) with the bits that
+// rounding the float32 model gives, and that the generated model runs on
+// them as the loaded checkpoint does.
+func TestGenerateStoredDType(t *testing.T) {
+	for _, f := range families {
+		if f.small == nil {
+			continue
+		}
+		for _, dt := range []struct{ torch, stored string }{{"bfloat16", "BF16"}, {"float16", "F16"}} {
+			t.Run(string(f.arch)+"/"+dt.stored, func(t *testing.T) {
+				heads, kv := 2, 1
+				if f.arch == ArchSelRoPE {
+					kv = heads
+				}
+				cfg, err := SmallConfig(f.arch, Size{Layers: 2, DModel: 48, Heads: heads, KVHeads: kv, Vocab: 1100, MaxPos: 64})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, want, err := Generate(cfg, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.DType = dt.torch
+				m, got, err := Generate(cfg, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("%d tensors, want %d", len(got), len(want))
+				}
+				rounded := 0
+				for i := range got {
+					w, err := checkpoint.Convert(want[i].Data.([]float32), dt.stored)
+					if err != nil {
+						t.Fatal(err)
+					}
+					g := got[i].Data
+					if x, ok := g.([]float32); ok {
+						if g, err = checkpoint.Convert(x, dt.stored); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						rounded++
+					}
+					if got[i].Name != want[i].Name || !reflect.DeepEqual(g, w) {
+						t.Fatalf("tensor %d %s: not the rounded float32 tensor %s", i, got[i].Name, want[i].Name)
+					}
+				}
+				// the families that widen at load (RT, AFA, Selective
+				// RoPE) make float32 matrices; the decoders hold dt
+				if (rounded > 0) != slices.Contains(m.DTypes, dt.stored) {
+					t.Fatalf("%d tensors made in %s, model dtypes %v", rounded, dt.stored, m.DTypes)
+				}
+				if (f.arch == ArchLlama || f.arch == ArchQwen35) && rounded == 0 {
+					t.Fatalf("no tensor was made in %s", dt.stored)
+				}
+				// written as made (matrices in dt, the rest float32), the
+				// checkpoint loads into the same model
+				dir := t.TempDir()
+				if err := WriteHF(dir, cfg, got); err != nil {
+					t.Fatal(err)
+				}
+				loaded, err := Load(dir, LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids := seqs(1, 24, m.Vocab)
+				a, err := m.Forward(ids, Options{Logits: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := loaded.Forward(ids, Options{Logits: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range b.Logits {
+					if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) && BLAS() != "gonum" {
+						t.Fatalf("logit %d: %v generated, %v loaded", i, a.Logits[i], b.Logits[i])
+					}
+				}
+			})
+		}
+	}
+}
