@@ -29,6 +29,11 @@ type HeadRow struct {
 	Mean      float64 `parquet:"mean"`
 	Std       float64 `parquet:"std"`
 	NonFinite int64   `parquet:"nonfinite"`
+	// LeftOut counts the queries of the window left out as not
+	// applicable: for bos_mass, those of a sliding-window layer that cannot
+	// see position 0 (t ≥ window; their measured mass, 0, is in the
+	// buckets table). 0 for every other metric.
+	LeftOut int64 `parquet:"left_out"`
 }
 
 // Fig2Row is one metric at one length over the Figs. 2–3 pool (last
@@ -36,9 +41,13 @@ type HeadRow struct {
 // std conventions: pooled elements (sample, layer, head, query), and the
 // means of the (sample, layer) units. The ratio metrics
 // ("lambda_obs_ratio/…") are Fig. 2(c) in its three readings; Paper is the
-// paper's value at this length where it has one.
+// paper's value at this length where it has one. Layers is the layer
+// group (LayersAll, or LayersGlobal / LayersLocal under LocalSeparate);
+// LeftOut counts the pooled queries left out as not applicable (bos_mass
+// of sliding-window layers, see HeadRow.LeftOut).
 type Fig2Row struct {
 	T         int64   `parquet:"T"`
+	Layers    string  `parquet:"layers,dict"`
 	Metric    string  `parquet:"metric,dict"`
 	N         int64   `parquet:"n"`
 	Mean      float64 `parquet:"mean"`
@@ -47,6 +56,7 @@ type Fig2Row struct {
 	MeanUnits float64 `parquet:"mean_units"`
 	StdUnits  float64 `parquet:"std_units"`
 	Paper     float64 `parquet:"paper"`
+	LeftOut   int64   `parquet:"left_out"`
 }
 
 // Fig3Row is Fig. 3 at one length: the aggregate n̄_eff and S̄, the λobs
@@ -55,9 +65,11 @@ type Fig2Row struct {
 // (λ = λobs(Tmin)(1 − K_meas(Tmin))/K_meas(Tmin)), the predicted
 // K_opt = λobs/(λ + λobs), its relative error |K_opt − K_meas|/K_meas, the
 // signed difference K_opt − K_meas, and K_meas(T) − K_meas(Tmin), the
-// change the prediction has to follow.
+// change the prediction has to follow; Layers is the layer group (see
+// Fig2Row), each group with its own λ.
 type Fig3Row struct {
 	T           int64   `parquet:"T"`
+	Layers      string  `parquet:"layers,dict"`
 	NEff        float64 `parquet:"neff"`
 	SMean       float64 `parquet:"S_mean"`
 	LambdaPred  float64 `parquet:"lambda_pred"`
@@ -74,10 +86,17 @@ type Fig3Row struct {
 // queries and BOS mass over the last-BOSFrac queries, over the Fig. 4
 // lengths and every sample, under the chosen weighting (K, BOS) and the
 // other one (KPasses/BOSPasses: equal weight per pass; KQueries/BOSQueries:
-// every query pooled).
+// every query pooled). Passes counts the passes with K values. The BOS mass
+// leaves out the queries that cannot see position 0 (a sliding-window
+// layer's t ≥ window), counted in BOSLeftOut; a cell whose every BOS query
+// is left out has BOS mass NaN and is not in the statistics. Gate is the
+// learned output gate over the same queries and weighting as K (NaN for a
+// model without one): the analogue of Fig. 4 with the gate in place of K.
+// Layers is the cell's layer group (see Fig2Row).
 type Fig4Row struct {
 	Layer      int64   `parquet:"layer"`
 	Head       int64   `parquet:"head"`
+	Layers     string  `parquet:"layers,dict"`
 	K          float64 `parquet:"K"`
 	BOS        float64 `parquet:"bos_mass"`
 	KPasses    float64 `parquet:"K_passes"`
@@ -86,10 +105,25 @@ type Fig4Row struct {
 	BOSQueries float64 `parquet:"bos_mass_queries"`
 	Passes     int64   `parquet:"passes"`
 	LastLayers bool    `parquet:"last_layers"`
+	BOSLeftOut int64   `parquet:"bos_left_out"`
+	Gate       float64 `parquet:"gate"`
 }
 
-// Fig4Stats are the statistics of the Fig. 4 cells.
+// Corr is a correlation over the Fig. 4 cells: Pearson r with its
+// two-sided p (t with DF = Cells − 2 degrees of freedom), Spearman's ρ and
+// the bootstrap interval of r.
+type Corr struct {
+	Cells    int         `json:"cells"`
+	R        Float       `json:"pearson_r"`
+	P        Float       `json:"p_two_sided"`
+	DF       int         `json:"df"`
+	Spearman Float       `json:"spearman_rho"`
+	CI       BootstrapCI `json:"bootstrap_ci"`
+}
+
+// Fig4Stats are the statistics of the Fig. 4 cells of one layer group.
 type Fig4Stats struct {
+	Layers   string      `json:"layers"`
 	Lengths  []int       `json:"lengths"`
 	Pool     string      `json:"pool"`
 	Cells    int         `json:"cells"`
@@ -108,20 +142,40 @@ type Fig4Stats struct {
 	HeadsOver03   int      `json:"heads_bos_over_0.3"`
 	LastLayersK   [2]Float `json:"last_layers_K_range"`
 	LastLayersBOS Float    `json:"last_layers_mean_bos_mass"`
+	// BOSLeftOut counts the BOS-window queries of the group's cells left
+	// out as not applicable (Fig4Row.BOSLeftOut), over the Fig. 4 passes.
+	BOSLeftOut int64 `json:"bos_left_out"`
+	// Gate is BOS mass against the learned output gate in place of K
+	// (nil for a model without a learned gate).
+	Gate *Corr `json:"gate,omitempty"`
 }
 
-// Summary gathers the scalar results of a sweep's aggregation.
+// GroupSummary is the scalar results of one layer group (Fig2Row.Layers).
+type GroupSummary struct {
+	Layers        string    `json:"layers"`
+	LayersUsed    []int     `json:"layers_used"`
+	LambdaFit     Float     `json:"fig3_lambda_fit"`
+	Fig3MaxRelErr Float     `json:"fig3_max_rel_err"`
+	Fig4          Fig4Stats `json:"fig4"`
+}
+
+// Summary gathers the scalar results of a sweep's aggregation. LayersUsed,
+// LambdaFit, Fig3MaxRelErr and Fig4 are those of the first layer group
+// (the only one unless the model has both global and sliding-window
+// layers and analysis.local_layers is separate; then "global"); Groups
+// holds every group's.
 type Summary struct {
-	Lengths       []int      `json:"lengths"`
-	TMin          int        `json:"T_min"`
-	Samples       int        `json:"samples"`
-	LayersUsed    []int      `json:"layers_used"`
-	LambdaFit     Float      `json:"fig3_lambda_fit"`
-	Fig3MaxRelErr Float      `json:"fig3_max_rel_err"`
-	Fig4          Fig4Stats  `json:"fig4"`
-	NonFinite     int64      `json:"nonfinite_values"`
-	Agg           AggOptions `json:"analysis"`
-	Notes         []string   `json:"notes"`
+	Lengths       []int          `json:"lengths"`
+	TMin          int            `json:"T_min"`
+	Samples       int            `json:"samples"`
+	LayersUsed    []int          `json:"layers_used"`
+	LambdaFit     Float          `json:"fig3_lambda_fit"`
+	Fig3MaxRelErr Float          `json:"fig3_max_rel_err"`
+	Fig4          Fig4Stats      `json:"fig4"`
+	NonFinite     int64          `json:"nonfinite_values"`
+	Agg           AggOptions     `json:"analysis"`
+	Groups        []GroupSummary `json:"layer_groups"`
+	Notes         []string       `json:"notes"`
 }
 
 // Results are the tables and statistics built from a sweep's passes.
@@ -140,6 +194,17 @@ type Shape struct {
 	// Measured lists the layers with attention rows when not all have
 	// them (ModelInfo.MeasuredLayers); nil: every layer.
 	Measured []int
+	// Windows is each layer's sliding window (ModelInfo.Windows); nil:
+	// none.
+	Windows []int
+}
+
+// window returns layer l's sliding window (0: none).
+func (s Shape) window(l int) int {
+	if l < len(s.Windows) {
+		return s.Windows[l]
+	}
+	return 0
 }
 
 type statKey struct {
@@ -150,6 +215,8 @@ type statKey struct {
 type windowStats struct {
 	last, bos, all Moments
 	nonfinite      int64
+	// queries left out as not applicable, per window
+	lastOut, bosOut, allOut int64
 }
 
 // aggregate builds the tables of App. I from the bucket rows of every pass
@@ -175,6 +242,9 @@ func newAggregator(shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOpti
 	if len(sw.Lengths) == 0 || sw.Samples < 1 {
 		return nil, fmt.Errorf("no passes to aggregate (lengths %v, %d samples)", sw.Lengths, sw.Samples)
 	}
+	if shape.Windows != nil && len(shape.Windows) != shape.Layers {
+		return nil, fmt.Errorf("%d sliding windows for %d layers", len(shape.Windows), shape.Layers)
+	}
 	a := &aggregator{stats: map[statKey]*windowStats{}, seen: map[[2]int]bool{}, shape: shape, sw: sw, probe: probe,
 		agg: agg, metrics: passMetrics(shape.Gated, probe.Reductions), order: map[string]int{}}
 	for i, m := range a.metrics {
@@ -185,7 +255,11 @@ func newAggregator(shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOpti
 
 // Add accumulates bucket rows (typically one pass's). Rows of one (T,
 // sample, layer, head, metric) may come in any order and in several
-// calls; they are combined in query order within each call.
+// calls; they are combined in query order within each call. The bos_mass
+// rows of a sliding-window layer at queries t ≥ window (which cannot see
+// position 0, so their mass is 0 by construction) are left out of every
+// window's statistics and counted instead; a bucket straddling the window
+// is an error (the pass files cut their buckets there, PassKey.Cuts).
 func (a *aggregator) Add(rows []BucketRow) error {
 	sorted := slices.Clone(rows)
 	slices.SortFunc(sorted, func(x, y BucketRow) int {
@@ -209,13 +283,33 @@ func (a *aggregator) Add(rows []BucketRow) error {
 			a.stats[k] = ws
 		}
 		m := r.Moments()
-		ws.all = ws.all.Combine(m)
 		ws.nonfinite += r.NonFinite
+		leftOut := false
+		if win := a.shape.window(k.layer); win > 0 && r.Metric == probes.MetricBOSMass && int(r.QHi) > win {
+			if int(r.QLo) < win {
+				return fmt.Errorf("bucket [%d,%d) of (T=%d, sample %d) straddles layer %d's sliding window %d: the passes were made without cutting the buckets there",
+					r.QLo, r.QHi, T, k.sample, k.layer, win)
+			}
+			if r.Sum != 0 {
+				return fmt.Errorf("bucket [%d,%d) of (T=%d, sample %d), layer %d head %d: bos_mass sums to %g where the sliding window %d hides position 0 (want 0): the model's windows do not match the passes",
+					r.QLo, r.QHi, T, k.sample, k.layer, k.head, r.Sum, win)
+			}
+			leftOut = true
+		}
+		n := r.QHi - r.QLo
+		if leftOut {
+			ws.allOut += n
+		} else {
+			ws.all = ws.all.Combine(m)
+		}
 		for _, w := range []struct {
 			start int
 			dst   *Moments
-		}{{windowStart(T, a.sw.LastFrac), &ws.last}, {windowStart(T, a.sw.BOSFrac), &ws.bos}} {
+			out   *int64
+		}{{windowStart(T, a.sw.LastFrac), &ws.last, &ws.lastOut}, {windowStart(T, a.sw.BOSFrac), &ws.bos, &ws.bosOut}} {
 			switch {
+			case int(r.QLo) >= w.start && leftOut:
+				*w.out += n
 			case int(r.QLo) >= w.start:
 				*w.dst = w.dst.Combine(m)
 			case int(r.QHi) > w.start:
@@ -237,24 +331,35 @@ func (a *aggregator) Results() (*Results, error) {
 			}
 		}
 	}
-	a.notes, a.used = nil, nil
+	a.notes = nil
 	a.layers()
 	res := &Results{}
-	res.Summary = Summary{Lengths: a.sw.Lengths, TMin: a.sw.Lengths[0], Samples: a.sw.Samples, LayersUsed: a.used, Agg: a.agg}
+	res.Summary = Summary{Lengths: a.sw.Lengths, TMin: a.sw.Lengths[0], Samples: a.sw.Samples, Agg: a.agg}
 	for _, ws := range a.stats {
 		res.Summary.NonFinite += ws.nonfinite
 	}
 	res.Heads = a.heads()
-	res.Fig2 = a.fig2()
-	var lamFit, maxErr float64
-	res.Fig3, lamFit, maxErr = a.fig3()
-	res.Summary.LambdaFit, res.Summary.Fig3MaxRelErr = Float(lamFit), Float(maxErr)
-	var err error
-	res.Fig4, res.Summary.Fig4, err = a.fig4()
+	lengths, err := a.fig4Lengths()
 	if err != nil {
 		return nil, err
 	}
-	res.Summary.Agg.Fig4Lengths = res.Summary.Fig4.Lengths
+	cells := a.fig4Cells(lengths)
+	res.Fig4 = cells
+	for _, g := range a.groups {
+		res.Fig2 = append(res.Fig2, a.fig2(g)...)
+		rows, lamFit, maxErr := a.fig3(g)
+		res.Fig3 = append(res.Fig3, rows...)
+		st, err := a.fig4Stats(g, lengths, cells)
+		if err != nil {
+			return nil, err
+		}
+		res.Summary.Groups = append(res.Summary.Groups, GroupSummary{Layers: g.name, LayersUsed: g.used,
+			LambdaFit: Float(lamFit), Fig3MaxRelErr: Float(maxErr), Fig4: st})
+	}
+	first := res.Summary.Groups[0]
+	res.Summary.LayersUsed, res.Summary.LambdaFit, res.Summary.Fig3MaxRelErr = first.LayersUsed, first.LambdaFit, first.Fig3MaxRelErr
+	res.Summary.Fig4 = first.Fig4
+	res.Summary.Agg.Fig4Lengths = lengths
 	res.Summary.Notes = a.notes
 	return res, nil
 }
@@ -272,15 +377,24 @@ type aggregator struct {
 	probe   ProbeOptions
 	agg     AggOptions
 	metrics []string
-	used    []int
+	groups  []layerGroup
 	notes   []string
+}
+
+// layerGroup is a set of layers aggregated together (Fig2Row.Layers).
+type layerGroup struct {
+	name     string
+	measured []int // its layers with attention rows
+	used     []int // the last LastLayers of them (Figs. 2–3)
 }
 
 func (a *aggregator) note(format string, args ...any) {
 	a.notes = append(a.notes, fmt.Sprintf(format, args...))
 }
 
-// layers picks the last-k layers of Figs. 2–3.
+// layers splits the measured layers into the layer groups (global and
+// local apart under LocalSeparate when the model has both) and picks
+// each group's last-k layers of Figs. 2–3.
 func (a *aggregator) layers() {
 	measured, what := a.shape.Measured, "layers"
 	if measured == nil {
@@ -291,12 +405,50 @@ func (a *aggregator) layers() {
 		what = "measured layers"
 		a.note("only layers %v have softmax attention rows (the others are Gated DeltaNet layers): every figure uses those", measured)
 	}
-	k := a.agg.LastLayers
-	if k > len(measured) {
-		a.note("the model has %d %s, fewer than last-layers = %d: Figs. 2–3 pool all of them", len(measured), what, k)
-		k = len(measured)
+	var global, local []int
+	for _, l := range measured {
+		if a.shape.window(l) > 0 {
+			local = append(local, l)
+		} else {
+			global = append(global, l)
+		}
 	}
-	a.used = append(a.used, measured[len(measured)-k:]...)
+	a.groups = []layerGroup{{name: LayersAll, measured: measured}}
+	switch {
+	case len(global) > 0 && len(local) > 0 && a.agg.LocalLayers == LocalSeparate:
+		a.groups = []layerGroup{{name: LayersGlobal, measured: global}, {name: LayersLocal, measured: local}}
+		a.note("the global layers %v and the sliding-window (local) layers %v are aggregated separately (analysis.local_layers = %s): every fig2, fig3 and fig4 row says its group in the layers column",
+			global, local, LocalSeparate)
+	case len(global) > 0 && len(local) > 0:
+		a.note("the global layers %v and the sliding-window layers %v are pooled (analysis.local_layers = %s)", global, local, LocalPooled)
+	}
+	if len(local) > 0 {
+		a.note("BOS mass aggregates (heads, fig2, fig4) leave out the queries of sliding-window layers that cannot see position 0 (t ≥ window) and count them in left_out / bos_left_out; the buckets table keeps their measured mass, 0")
+	}
+	for i := range a.groups {
+		g := &a.groups[i]
+		k := a.agg.LastLayers
+		if k > len(g.measured) {
+			if len(a.groups) == 1 {
+				a.note("the model has %d %s, fewer than last-layers = %d: Figs. 2–3 pool all of them", len(g.measured), what, k)
+			} else {
+				a.note("the model has %d %s layers, fewer than last-layers = %d: their Figs. 2–3 pool all of them", len(g.measured), g.name, k)
+			}
+			k = len(g.measured)
+		}
+		g.used = slices.Clone(g.measured[len(g.measured)-k:])
+	}
+}
+
+// groupOf returns the name of layer l's group.
+func (a *aggregator) groupOf(l int) string {
+	if len(a.groups) == 1 {
+		return a.groups[0].name
+	}
+	if a.shape.window(l) > 0 {
+		return LayersLocal
+	}
+	return LayersGlobal
 }
 
 func (a *aggregator) get(T, s, l, h int, m string) *windowStats {
@@ -306,14 +458,15 @@ func (a *aggregator) get(T, s, l, h int, m string) *windowStats {
 	return &windowStats{}
 }
 
-func pick(ws *windowStats, window string) Moments {
+// pick returns a window's moments and the queries it left out.
+func pick(ws *windowStats, window string) (Moments, int64) {
 	switch window {
 	case windowLast:
-		return ws.last
+		return ws.last, ws.lastOut
 	case windowBOS:
-		return ws.bos
+		return ws.bos, ws.bosOut
 	}
-	return ws.all
+	return ws.all, ws.allOut
 }
 
 func (a *aggregator) heads() []HeadRow {
@@ -324,16 +477,17 @@ func (a *aggregator) heads() []HeadRow {
 				for _, m := range a.metrics {
 					for _, w := range []string{windowLast, windowBOS, windowAll} {
 						var mo Moments
-						var bad int64
+						var bad, out int64
 						for s := 0; s < a.sw.Samples; s++ {
 							ws := a.get(T, s, l, h, m)
-							mo = mo.Combine(pick(ws, w))
+							x, o := pick(ws, w)
+							mo, out = mo.Combine(x), out+o
 							if w == windowAll {
 								bad += ws.nonfinite
 							}
 						}
 						rows = append(rows, HeadRow{T: int64(T), Layer: int64(l), Head: int64(h), Metric: m, Window: w,
-							Samples: int64(a.sw.Samples), N: mo.N, Mean: mo.Mean(), Std: mo.Std(a.agg.DDOF), NonFinite: bad})
+							Samples: int64(a.sw.Samples), N: mo.N, Mean: mo.Mean(), Std: mo.Std(a.agg.DDOF), NonFinite: bad, LeftOut: out})
 					}
 				}
 			}
@@ -342,15 +496,18 @@ func (a *aggregator) heads() []HeadRow {
 	return rows
 }
 
-// pool returns, for one length and metric over the Figs. 2–3 pool, the
-// pooled moments and the moments of the (sample, layer) unit means.
-func (a *aggregator) pool(T int, m string) (pooled, units Moments) {
+// pool returns, for one length and metric over the Figs. 2–3 pool of
+// layers used, the pooled moments, the moments of the (sample, layer)
+// unit means and the queries left out.
+func (a *aggregator) pool(T int, m string, used []int) (pooled, units Moments, leftOut int64) {
 	var means []float64
 	for s := 0; s < a.sw.Samples; s++ {
-		for _, l := range a.used {
+		for _, l := range used {
 			var u Moments
 			for h := 0; h < a.shape.Heads; h++ {
-				u = u.Combine(a.get(T, s, l, h, m).last)
+				ws := a.get(T, s, l, h, m)
+				u = u.Combine(ws.last)
+				leftOut += ws.lastOut
 			}
 			pooled = pooled.Combine(u)
 			if u.N > 0 {
@@ -358,7 +515,7 @@ func (a *aggregator) pool(T int, m string) (pooled, units Moments) {
 			}
 		}
 	}
-	return pooled, momentsOf(means)
+	return pooled, momentsOf(means), leftOut
 }
 
 // cellMean is the pooled mean of one (layer, head) cell over the samples
@@ -371,34 +528,34 @@ func (a *aggregator) cellMean(T, l, h int, m string) float64 {
 	return mo.Mean()
 }
 
-func (a *aggregator) fig2() []Fig2Row {
+func (a *aggregator) fig2(g layerGroup) []Fig2Row {
 	var rows []Fig2Row
 	ddof, unit := a.agg.DDOF, a.sw.KUnit
 	paper := map[string][]float64{probes.MetricNEff: Paper.NEff, probes.MetricGate: Paper.Gate}
 	tmin := a.sw.Lengths[0]
-	lamMin, _ := a.pool(tmin, probes.MetricLambdaObs)
-	kMin, _ := a.pool(tmin, probes.MetricK)
+	lamMin, _, _ := a.pool(tmin, probes.MetricLambdaObs, g.used)
+	kMin, _, _ := a.pool(tmin, probes.MetricK, g.used)
 	lamFromK := func(k float64) float64 { return a.probe.LambdaPrior * k / (1 - k) }
 	for _, T := range a.sw.Lengths {
 		for _, m := range a.metrics {
-			p, u := a.pool(T, m)
+			p, u, out := a.pool(T, m, g.used)
 			pv := math.NaN()
 			if xs, ok := paper[m]; ok {
 				pv = paperValue(xs, T, unit)
 			}
-			rows = append(rows, Fig2Row{T: int64(T), Metric: m, N: p.N, Mean: p.Mean(), StdPooled: p.Std(ddof),
-				Units: u.N, MeanUnits: u.Mean(), StdUnits: u.Std(ddof), Paper: pv})
+			rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: m, N: p.N, Mean: p.Mean(), StdPooled: p.Std(ddof),
+				Units: u.N, MeanUnits: u.Mean(), StdUnits: u.Std(ddof), Paper: pv, LeftOut: out})
 		}
 		paperRatio := paperValue(Paper.LambdaRatio, T, unit)
 		// (c) ratio of means: λ̄(T)/λ̄(Tmin); stds scaled by the same λ̄(Tmin).
-		p, u := a.pool(T, probes.MetricLambdaObs)
+		p, u, _ := a.pool(T, probes.MetricLambdaObs, g.used)
 		den := lamMin.Mean()
-		rows = append(rows, Fig2Row{T: int64(T), Metric: "lambda_obs_ratio/" + RatioOfMeans, N: p.N,
+		rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + RatioOfMeans, N: p.N,
 			Mean: p.Mean() / den, StdPooled: p.Std(ddof) / den, Units: u.N, MeanUnits: u.Mean() / den,
 			StdUnits: u.Std(ddof) / den, Paper: paperRatio})
 		// mean over (layer, head) cells of the last layers of the cell ratios.
 		var ratios []float64
-		for _, l := range a.used {
+		for _, l := range g.used {
 			for h := 0; h < a.shape.Heads; h++ {
 				if r := a.cellMean(T, l, h, probes.MetricLambdaObs) / a.cellMean(tmin, l, h, probes.MetricLambdaObs); !math.IsNaN(r) && !math.IsInf(r, 0) {
 					ratios = append(ratios, r)
@@ -406,28 +563,28 @@ func (a *aggregator) fig2() []Fig2Row {
 			}
 		}
 		c := momentsOf(ratios)
-		rows = append(rows, Fig2Row{T: int64(T), Metric: "lambda_obs_ratio/" + MeanOfRatios, N: c.N, Mean: c.Mean(),
+		rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + MeanOfRatios, N: c.N, Mean: c.Mean(),
 			StdPooled: math.NaN(), Units: c.N, MeanUnits: c.Mean(), StdUnits: c.Std(ddof), Paper: paperRatio})
 		// recovered from the mean gain.
-		kT, _ := a.pool(T, probes.MetricK)
-		rows = append(rows, Fig2Row{T: int64(T), Metric: "lambda_obs_ratio/" + RatioFromK, N: kT.N,
+		kT, _, _ := a.pool(T, probes.MetricK, g.used)
+		rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + RatioFromK, N: kT.N,
 			Mean: lamFromK(kT.Mean()) / lamFromK(kMin.Mean()), StdPooled: math.NaN(), MeanUnits: math.NaN(),
 			StdUnits: math.NaN(), Paper: paperRatio})
 	}
 	return rows
 }
 
-func (a *aggregator) fig3() ([]Fig3Row, float64, float64) {
+func (a *aggregator) fig3(g layerGroup) ([]Fig3Row, float64, float64) {
 	var rows []Fig3Row
-	if a.probe.Form == "sandwich" {
+	if a.probe.Form == "sandwich" && g.name == a.groups[0].name {
 		a.note("Fig. 3 needs Eq. 5 or 6: with the sandwich form λobs cannot be predicted from n_eff and S")
 	}
 	var lamFit, kMin float64
 	maxErr := math.NaN()
 	for i, T := range a.sw.Lengths {
-		n, _ := a.pool(T, probes.MetricNEff)
-		s, _ := a.pool(T, probes.MetricSMean)
-		k, _ := a.pool(T, probes.MetricK)
+		n, _, _ := a.pool(T, probes.MetricNEff, g.used)
+		s, _, _ := a.pool(T, probes.MetricSMean, g.used)
+		k, _, _ := a.pool(T, probes.MetricK, g.used)
 		lam := a.probe.LambdaFromAggregates(n.Mean(), s.Mean())
 		kMeas := k.Mean()
 		if i == 0 {
@@ -442,7 +599,7 @@ func (a *aggregator) fig3() ([]Fig3Row, float64, float64) {
 		if i > 0 && (math.IsNaN(maxErr) || rel > maxErr) {
 			maxErr = rel
 		}
-		rows = append(rows, Fig3Row{T: int64(T), NEff: n.Mean(), SMean: s.Mean(), LambdaPred: lam, KMeas: kMeas,
+		rows = append(rows, Fig3Row{T: int64(T), Layers: g.name, NEff: n.Mean(), SMean: s.Mean(), LambdaPred: lam, KMeas: kMeas,
 			LambdaFit: lamFit, KOpt: kOpt, RelErr: rel, DeltaK: kOpt - kMeas, KChange: kMeas - kMin,
 			PaperRelErr: paperFig3(T, a.sw.KUnit)})
 	}
@@ -483,69 +640,112 @@ func (a *aggregator) fig4Lengths() ([]int, error) {
 	return ls, nil
 }
 
-func (a *aggregator) fig4() ([]Fig4Row, Fig4Stats, error) {
-	lengths, err := a.fig4Lengths()
-	st := Fig4Stats{Lengths: lengths, Pool: a.agg.Fig4Pool}
-	if err != nil {
-		return nil, st, err
-	}
-	last := map[int]bool{}
-	for _, l := range a.used {
-		last[l] = true
+// fig4Cells builds the Fig. 4 cells of every (layer, head).
+func (a *aggregator) fig4Cells(lengths []int) []Fig4Row {
+	last := map[int]bool{} // a layer is in one group: its last layers
+	for _, g := range a.groups {
+		for _, l := range g.used {
+			last[l] = true
+		}
 	}
 	var rows []Fig4Row
-	var xs, ys []float64
 	for l := 0; l < a.shape.Layers; l++ {
 		for h := 0; h < a.shape.Heads; h++ {
-			var kq, bq Moments
-			var kp, bp []float64
+			var kq, bq, gq Moments
+			var kp, bp, gp []float64
+			var out int64
 			for _, T := range lengths {
 				for s := 0; s < a.sw.Samples; s++ {
 					k := a.get(T, s, l, h, probes.MetricK).last
-					b := a.get(T, s, l, h, probes.MetricBOSMass).bos
-					kq, bq = kq.Combine(k), bq.Combine(b)
-					if k.N > 0 && b.N > 0 {
-						kp, bp = append(kp, k.Mean()), append(bp, b.Mean())
+					bw := a.get(T, s, l, h, probes.MetricBOSMass)
+					g := a.get(T, s, l, h, probes.MetricGate).last
+					kq, bq, gq = kq.Combine(k), bq.Combine(bw.bos), gq.Combine(g)
+					out += bw.bosOut
+					if k.N > 0 {
+						kp = append(kp, k.Mean())
+					}
+					if bw.bos.N > 0 {
+						bp = append(bp, bw.bos.Mean())
+					}
+					if g.N > 0 {
+						gp = append(gp, g.Mean())
 					}
 				}
 			}
-			row := Fig4Row{Layer: int64(l), Head: int64(h), KPasses: momentsOf(kp).Mean(), BOSPasses: momentsOf(bp).Mean(),
-				KQueries: kq.Mean(), BOSQueries: bq.Mean(), Passes: int64(len(kp)), LastLayers: last[l]}
-			row.K, row.BOS = row.KPasses, row.BOSPasses
+			row := Fig4Row{Layer: int64(l), Head: int64(h), Layers: a.groupOf(l), KPasses: momentsOf(kp).Mean(), BOSPasses: momentsOf(bp).Mean(),
+				KQueries: kq.Mean(), BOSQueries: bq.Mean(), Passes: int64(len(kp)), LastLayers: last[l], BOSLeftOut: out}
+			row.K, row.BOS, row.Gate = row.KPasses, row.BOSPasses, momentsOf(gp).Mean()
 			if a.agg.Fig4Pool == poolQueries {
-				row.K, row.BOS = row.KQueries, row.BOSQueries
+				row.K, row.BOS, row.Gate = row.KQueries, row.BOSQueries, gq.Mean()
 			}
 			rows = append(rows, row)
-			if !math.IsNaN(row.K) && !math.IsNaN(row.BOS) {
-				xs, ys = append(xs, row.K), append(ys, row.BOS)
-			}
 		}
 	}
-	st.Cells = len(xs)
+	return rows
+}
+
+// corr is the correlation of the pairs (x, y), with the bootstrap
+// interval when the options ask for one.
+func (a *aggregator) corr(xs, ys []float64) (Corr, error) {
 	nan := Float(math.NaN())
-	st.R, st.P, st.Spearman = nan, nan, nan
-	st.CI = BootstrapCI{Lo: nan, Hi: nan, Level: a.agg.CILevel, Seed: a.agg.Seed}
-	st.DF = st.Cells - 2
-	if st.Cells >= 3 {
-		r, _ := pearson(xs, ys)
-		rho, _ := spearman(xs, ys)
-		st.R, st.P, st.Spearman = Float(r), Float(pearsonP(r, st.Cells)), Float(rho)
-		if a.agg.Bootstrap > 0 {
-			st.CI, err = bootstrapPearson(xs, ys, a.agg.Bootstrap, a.agg.CILevel, a.agg.Seed)
-			if err != nil {
-				return nil, st, err
-			}
+	c := Corr{Cells: len(xs), R: nan, P: nan, Spearman: nan, DF: len(xs) - 2,
+		CI: BootstrapCI{Lo: nan, Hi: nan, Level: a.agg.CILevel, Seed: a.agg.Seed}}
+	if c.Cells < 3 {
+		return c, nil
+	}
+	r, _ := pearson(xs, ys)
+	rho, _ := spearman(xs, ys)
+	c.R, c.P, c.Spearman = Float(r), Float(pearsonP(r, c.Cells)), Float(rho)
+	if a.agg.Bootstrap > 0 {
+		var err error
+		if c.CI, err = bootstrapPearson(xs, ys, a.agg.Bootstrap, a.agg.CILevel, a.agg.Seed); err != nil {
+			return c, err
 		}
-	} else {
+	}
+	return c, nil
+}
+
+// fig4Stats are the statistics of group g's Fig. 4 cells: K against BOS
+// mass, the paper's threshold checks, and the gate against BOS mass.
+func (a *aggregator) fig4Stats(g layerGroup, lengths []int, cells []Fig4Row) (Fig4Stats, error) {
+	st := Fig4Stats{Layers: g.name, Lengths: lengths, Pool: a.agg.Fig4Pool}
+	var rows []Fig4Row
+	var xs, ys, gx, gy []float64
+	for _, r := range cells {
+		if r.Layers != g.name {
+			continue
+		}
+		st.BOSLeftOut += r.BOSLeftOut
+		if !math.IsNaN(r.K) && !math.IsNaN(r.BOS) {
+			rows = append(rows, r)
+			xs, ys = append(xs, r.K), append(ys, r.BOS)
+		}
+		if !math.IsNaN(r.Gate) && !math.IsNaN(r.BOS) {
+			gx, gy = append(gx, r.Gate), append(gy, r.BOS)
+		}
+	}
+	c, err := a.corr(xs, ys)
+	if err != nil {
+		return st, err
+	}
+	st.Cells, st.R, st.P, st.DF, st.Spearman, st.CI = c.Cells, c.R, c.P, c.DF, c.Spearman, c.CI
+	switch {
+	case st.Cells < 3 && len(a.groups) == 1:
 		a.note("Fig. 4 has %d cells: no correlation", st.Cells)
+	case st.Cells < 3:
+		a.note("Fig. 4 (%s layers) has %d cells: no correlation", g.name, st.Cells)
+	}
+	if a.shape.Gated {
+		gc, err := a.corr(gx, gy)
+		if err != nil {
+			return st, err
+		}
+		st.Gate = &gc
 	}
 	maxBOS, sinkMinK := math.NaN(), math.NaN()
 	st.SinkLayers = [2]int{-1, -1}
 	var lastK, lastBOS []float64
 	for _, r := range rows {
-		if math.IsNaN(r.K) || math.IsNaN(r.BOS) {
-			continue
-		}
 		if math.IsNaN(maxBOS) || r.BOS > maxBOS {
 			maxBOS = r.BOS
 		}
@@ -566,11 +766,12 @@ func (a *aggregator) fig4() ([]Fig4Row, Fig4Stats, error) {
 			lastK, lastBOS = append(lastK, r.K), append(lastBOS, r.BOS)
 		}
 	}
+	nan := Float(math.NaN())
 	st.MaxBOS, st.SinkMinK = Float(maxBOS), Float(sinkMinK)
 	st.LastLayersK = [2]Float{nan, nan}
 	if len(lastK) > 0 {
 		st.LastLayersK = [2]Float{Float(slices.Min(lastK)), Float(slices.Max(lastK))}
 	}
 	st.LastLayersBOS = Float(momentsOf(lastBOS).Mean())
-	return rows, st, nil
+	return st, nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 
@@ -65,8 +66,12 @@ type ModelInfo struct {
 	// MeasuredLayers lists the layers whose attention rows the diagnostics
 	// measure when that is not every layer (a hybrid model's softmax
 	// layers; its Gated DeltaNet layers have no softmax rows).
-	MeasuredLayers []int      `json:"measured_layers,omitempty"`
-	Files          []FileHash `json:"files"` // config.json and the weight files
+	MeasuredLayers []int `json:"measured_layers,omitempty"`
+	// Windows is each layer's sliding window (keys t−w+1 … t; 0: the
+	// layer sees every earlier position), nil when no layer has one (and in
+	// manifests written before the field, read as no window anywhere).
+	Windows []int      `json:"windows,omitempty"`
+	Files   []FileHash `json:"files"` // config.json and the weight files
 	// Digest is the sha256 over the files' names and hashes: the model's
 	// identity in pass keys.
 	Digest string `json:"digest"`
@@ -77,7 +82,8 @@ type ModelInfo struct {
 
 // Shape returns the model's shape for aggregation.
 func (m ModelInfo) Shape() Shape {
-	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != "", Measured: m.MeasuredLayers}
+	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != "", Measured: m.MeasuredLayers,
+		Windows: m.Windows}
 }
 
 // measuredLayers is ModelInfo.MeasuredLayers: nil when every layer is
@@ -89,12 +95,22 @@ func measuredLayers(c *model.Config) []int {
 	return nil
 }
 
+// slidingWindows is ModelInfo.Windows: LayerWindows, nil when no layer
+// has a sliding window.
+func slidingWindows(c *model.Config) []int {
+	w := LayerWindows(c)
+	if slices.ContainsFunc(w, func(x int) bool { return x > 0 }) {
+		return w
+	}
+	return nil
+}
+
 // DescribeModel hashes the checkpoint's config.json and weight files and
 // describes the model.
 func DescribeModel(m *model.Model) (ModelInfo, error) {
 	info := ModelInfo{Dir: m.Dir, Arch: string(m.Arch), ModelType: m.ModelType, Layers: m.Config.Layers,
-		MeasuredLayers: measuredLayers(&m.Config),
-		DModel:         m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
+		MeasuredLayers: measuredLayers(&m.Config), Windows: slidingWindows(&m.Config),
+		DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
 		Gate: string(m.Gate), DTypes: m.DTypes, Compute: "float32 (float64 accumulation of norms, softmax sums and diagnostics)",
 		Parameters: m.Parameters}
 	files := []string{filepath.Join(m.Dir, "config.json")}
@@ -266,7 +282,9 @@ func conventions(sw SweepOptions, agg AggOptions) map[string]string {
 		"scalar_S":     "S_mean = mean over the head dimension of S_i; lambda_obs and K apply Eq. 6 to S_mean (reduction (i)); lambda_obs_dim_mean, K_dim_mean: reduction (ii); lambda_obs_harmonic: (iii); (ii) and (iii) are in the tables only with sweep.probe.reductions = all",
 		"std":          fmt.Sprintf("ddof = %d; std_pooled over (sample, layer, head, query) elements, std_units over the means of (sample, layer) units", agg.DDOF),
 		"fig3":         "λ = λobs(Tmin)(1 − K_meas(Tmin))/K_meas(Tmin), λobs from the pooled n_eff and S_mean via the sweep's λobs form; K_meas = pooled mean of per-element K",
-		"fig4":         "one cell per (layer, head) over all layers; K over window_last, BOS mass over window_bos; weighting analysis.fig4_pool",
+		"fig4":         "one cell per (layer, head) over all layers; K and the learned gate over window_last, BOS mass over window_bos; weighting analysis.fig4_pool; gate: the same cells with the gate in place of K",
+		"left_out":     "bos_mass aggregates (heads, fig2, fig4) leave out the queries t >= window of a sliding-window layer (position 0 is outside their window: not applicable) and count them in left_out / bos_left_out; the buckets table keeps their measured mass (0)",
+		"local_layers": fmt.Sprintf("%s: with both sliding-window (local) and global layers, fig2, fig3 and the fig4 statistics are per layer group (layers column: global, local; summary layer_groups); pooled: one group, all (analysis.local_layers = %s)", LocalSeparate, agg.LocalLayers),
 		"bucket_stats": "per bucket and metric: n finite values, sum, m2 = Σ(x − sum/n)²; raw Σx² = m2 + sum²/n",
 		"nonfinite":    "NaN/±Inf values are excluded from every statistic and counted in the nonfinite columns",
 	}

@@ -270,6 +270,27 @@ const (
 	RatioFromK = "from-K"
 )
 
+// Aggregation of local (sliding-window) and global layers
+// (AggOptions.LocalLayers).
+const (
+	// LocalSeparate aggregates the global and the local layers of a model
+	// that has both as two layer groups ("global", "local"): Figs. 2–3
+	// pool the last last_layers layers of each group, Fig. 4's statistics
+	// are per group (default: a sliding window changes what n_eff, S and
+	// the BOS mass can be, so the two kinds are not one population).
+	LocalSeparate = "separate"
+	// LocalPooled pools every layer as one group ("all"), as for a model
+	// without sliding windows.
+	LocalPooled = "pooled"
+)
+
+// Layer groups of the aggregate tables (the layers column).
+const (
+	LayersAll    = "all"
+	LayersGlobal = "global"
+	LayersLocal  = "local"
+)
+
 // AggOptions are the App. I aggregation options. They do not change the
 // pass files, only the tables built from them, so summarize and merge may
 // override them.
@@ -297,16 +318,25 @@ type AggOptions struct {
 	// LambdaRatio is the reading of Fig. 2(c) shown first (default
 	// RatioOfMeans; all three are stored).
 	LambdaRatio string `json:"lambda_ratio"`
+	// LocalLayers is LocalSeparate (default) or LocalPooled; it matters
+	// only for a model with both sliding-window and global layers. A
+	// manifest without the field (written before it existed, and before
+	// manifests recorded windows) reads as LocalSeparate.
+	LocalLayers string `json:"local_layers"`
 }
 
 // DefaultAggOptions returns the defaults.
 func DefaultAggOptions() AggOptions {
 	return AggOptions{LastLayers: 7, DDOF: 0, Fig4Pool: poolPasses, Bootstrap: 10000, Seed: 1, CILevel: 0.95,
-		LambdaRatio: RatioOfMeans}
+		LambdaRatio: RatioOfMeans, LocalLayers: LocalSeparate}
 }
 
-// Validate checks the options.
+// Validate checks the options (an empty LocalLayers becomes
+// LocalSeparate).
 func (a *AggOptions) Validate() error {
+	if a.LocalLayers == "" {
+		a.LocalLayers = LocalSeparate
+	}
 	switch {
 	case a.LastLayers < 1:
 		return fmt.Errorf("last-layers = %d: want at least 1", a.LastLayers)
@@ -320,6 +350,8 @@ func (a *AggOptions) Validate() error {
 		return fmt.Errorf("ci-level = %v: want a level in (0, 1)", a.CILevel)
 	case a.LambdaRatio != RatioOfMeans && a.LambdaRatio != MeanOfRatios && a.LambdaRatio != RatioFromK:
 		return fmt.Errorf("lambda-ratio %q: want ratio-of-means, mean-of-ratios or from-K", a.LambdaRatio)
+	case a.LocalLayers != LocalSeparate && a.LocalLayers != LocalPooled:
+		return fmt.Errorf("local-layers %q: want %s or %s", a.LocalLayers, LocalSeparate, LocalPooled)
 	}
 	return nil
 }

@@ -51,9 +51,10 @@ func windowStart(T int, f float64) int {
 	return T - min(max(n, 0), T)
 }
 
-// bucketEdges returns the query bucket boundaries of a length-T pass:
-// multiples of size, plus the starts of the windows (so that no bucket
-// straddles a window edge and window aggregates stay exact), plus 0 and T.
+// BucketEdges returns the query bucket boundaries of a length-T pass:
+// multiples of size, plus the starts of the windows and the sliding-window
+// cuts (so that no bucket straddles a window edge or the first query that
+// cannot see position 0, and window aggregates stay exact), plus 0 and T.
 func bucketEdges(T, size int, windowStarts ...int) []int {
 	edges := []int{0, T}
 	for q := size; q < T; q += size {
@@ -128,7 +129,7 @@ func bucketRows(c *probes.Collector, b, T, sample int, edges []int, gated bool, 
 // stored in the pass file, so that a re-run takes a finished file only
 // when it was made from the same model, tokens and options.
 type PassKey struct {
-	Format string `json:"format"` // FormatVersion
+	Format string `json:"format"` // formatVersion
 	// Model is the digest of the checkpoint's config.json and weight files
 	// (ModelInfo.Digest).
 	Model  string `json:"model"`
@@ -144,6 +145,24 @@ type PassKey struct {
 	LastFrac float64      `json:"last_frac"`
 	BOSFrac  float64      `json:"bos_frac"`
 	Probe    ProbeOptions `json:"probe"`
+	// Cuts are the model's distinct sliding windows w, where the buckets
+	// are also cut (t < w sees position 0, t ≥ w does not), so that the
+	// BOS mass aggregates can leave the queries without position 0 out
+	// exactly (absent for a model without sliding windows).
+	Cuts []int `json:"window_cuts,omitempty"`
+}
+
+// windowCuts returns the distinct positive sliding windows of windows,
+// ascending (nil when none).
+func windowCuts(windows []int) []int {
+	var cuts []int
+	for _, w := range windows {
+		if w > 0 {
+			cuts = append(cuts, w)
+		}
+	}
+	slices.Sort(cuts)
+	return slices.Compact(cuts)
 }
 
 // Hash returns the hex sha256 of the key's JSON encoding.

@@ -159,11 +159,13 @@ func series(xs []float64, prec int) string {
 	return strings.Join(s, " → ")
 }
 
-// fig2Lookup indexes Fig2Rows by (T, metric).
-func fig2Lookup(rows []Fig2Row) func(T int, m string) Fig2Row {
+// fig2Lookup indexes the Fig2Rows of layer group layers by (T, metric).
+func fig2Lookup(rows []Fig2Row, layers string) func(T int, m string) Fig2Row {
 	idx := map[string]Fig2Row{}
 	for _, r := range rows {
-		idx[fmt.Sprint(r.T, "/", r.Metric)] = r
+		if r.Layers == layers {
+			idx[fmt.Sprint(r.T, "/", r.Metric)] = r
+		}
 	}
 	return func(T int, m string) Fig2Row {
 		if r, ok := idx[fmt.Sprint(T, "/", m)]; ok {
@@ -177,7 +179,7 @@ func fig2Lookup(rows []Fig2Row) func(T int, m string) Fig2Row {
 // WriteReport prints the Fig. 2, 3 and 4 numbers of a sweep as text tables
 // beside the paper's published values (Paper).
 func WriteReport(w io.Writer, man *Manifest, res *Results) error {
-	sw, agg, s := man.Sweep, man.Analysis, res.Summary
+	sw, s := man.Sweep, res.Summary
 	unit := sw.KUnit
 	L := func(T int) string { return formatLength(T, unit) }
 	var lengths []string
@@ -195,11 +197,40 @@ func WriteReport(w io.Writer, man *Manifest, res *Results) error {
 		man.Source.File.Path, man.Source.Tokens, strings.Join(lengths, ", "), unit, sw.Samples, sw.Disjoint, sw.Placement, bos)
 	p("  λobs: %s, ν = %g, σ0² = %g, K at λ = %g, reduction (i) (S̄ = mean_i S_i)\n", sw.Probe.Form, sw.Probe.Nu,
 		sw.Probe.Sigma02, sw.Probe.LambdaPrior)
-	p("  Figs. 2–3 pool: last %g of queries × layers %s (last %d) × all heads × samples; std ddof = %d\n",
-		sw.LastFrac, layerRange(s.LayersUsed), len(s.LayersUsed), agg.DDOF)
-	p("  paper: %s; lengths 1k…10k, 5 samples\n\n", Paper.Model)
+	p("  paper: %s; lengths 1k…10k, 5 samples\n", Paper.Model)
+	for _, g := range s.Groups {
+		writeGroup(w, man, res, g, len(s.Groups) > 1)
+	}
+	if s.NonFinite > 0 || len(man.Flags) > 0 {
+		p("\nWARNING: %d non-finite metric values were left out of every statistic:\n", s.NonFinite)
+		for _, fl := range man.Flags {
+			p("  %s\n", fl)
+		}
+	}
+	if len(s.Notes) > 0 {
+		p("\nNotes:\n")
+		for _, n := range s.Notes {
+			p("  %s\n", n)
+		}
+	}
+	return nil
+}
 
-	get := fig2Lookup(res.Fig2)
+// writeGroup prints Figs. 2–4 of one layer group (headed by its name
+// when the sweep has several).
+func writeGroup(w io.Writer, man *Manifest, res *Results, g GroupSummary, named bool) {
+	sw, agg, s := man.Sweep, man.Analysis, res.Summary
+	unit := sw.KUnit
+	L := func(T int) string { return formatLength(T, unit) }
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("\n")
+	if named {
+		p("== %s layers ==\n", g.Layers)
+	}
+	p("  Figs. 2–3 pool: last %g of queries × layers %s (last %d) × all heads × samples; std ddof = %d\n\n",
+		sw.LastFrac, layerRange(g.LayersUsed), len(g.LayersUsed), agg.DDOF)
+
+	get := fig2Lookup(res.Fig2, g.Layers)
 	p("Fig. 2 — mean ± std: pooled (sample, layer, head, query) elements | (sample, layer) means\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "T\tn_eff\t± pooled\t± units\tpaper\t\tgate\t± pooled\t± units\tpaper\t\tλobs ratio\tpaper\tmean of ratios\tfrom K\t")
@@ -223,10 +254,16 @@ func WriteReport(w io.Writer, man *Manifest, res *Results) error {
 	p("  paper at T = 1k…10k: n_eff %s; gate %s; λobs ratio %s\n", series(Paper.NEff, 1), series(Paper.Gate, 3), series(Paper.LambdaRatio, 2))
 	p("  (the first λobs-ratio column is the ratio of means; also stored: the mean over (layer, head) cells of their ratios, and λ recovered from mean K as λ·K/(1−K))\n\n")
 
-	p("Fig. 3 — λ anchored at T = %s in closed form: λ = λobs(Tmin)(1 − K_meas)/K_meas = %s\n", L(s.TMin), num(float64(s.LambdaFit), 5))
+	var fig3 []Fig3Row
+	for _, r := range res.Fig3 {
+		if r.Layers == g.Layers {
+			fig3 = append(fig3, r)
+		}
+	}
+	p("Fig. 3 — λ anchored at T = %s in closed form: λ = λobs(Tmin)(1 − K_meas)/K_meas = %s\n", L(s.TMin), num(float64(g.LambdaFit), 5))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "T\tn_eff\tS_mean\tλobs predicted\tK_meas\tK_opt\trel. error\tpaper\tK_opt − K_meas\tK_meas − K_meas(Tmin)\t")
-	for _, r := range res.Fig3 {
+	for _, r := range fig3 {
 		rel := pct(r.RelErr)
 		if int(r.T) == s.TMin {
 			rel = "(anchor)"
@@ -236,14 +273,14 @@ func WriteReport(w io.Writer, man *Manifest, res *Results) error {
 	}
 	tw.Flush()
 	p("  max relative error %s (paper 0.28%%); K moves by %s over the sweep, so compare the errors with that change\n\n",
-		pct(float64(s.Fig3MaxRelErr)), func() string {
-			if len(res.Fig3) == 0 {
+		pct(float64(g.Fig3MaxRelErr)), func() string {
+			if len(fig3) == 0 {
 				return "—"
 			}
-			return num(res.Fig3[len(res.Fig3)-1].KChange, 5)
+			return num(fig3[len(fig3)-1].KChange, 5)
 		}())
 
-	f := s.Fig4
+	f := g.Fig4
 	var fl []string
 	for _, T := range f.Lengths {
 		fl = append(fl, L(T))
@@ -266,20 +303,14 @@ func WriteReport(w io.Writer, man *Manifest, res *Results) error {
 		f.SinkHeads, num(float64(f.SinkMinK), 4), sinkL, Paper.BOSSinkK, Paper.SinkLayers[0], Paper.SinkLayers[1])
 	fmt.Fprintf(tw, "heads with BOS mass > %g\t%d\t0\t\n", Paper.MaxBOS, f.HeadsOver03)
 	fmt.Fprintf(tw, "last layers (%s): K range, mean BOS\t[%s, %s], %s\tK ∈ [%g, %g], BOS ≈ 0 (layers > 20)\t\n",
-		layerRange(s.LayersUsed), num(float64(f.LastLayersK[0]), 3), num(float64(f.LastLayersK[1]), 3),
+		layerRange(g.LayersUsed), num(float64(f.LastLayersK[0]), 3), num(float64(f.LastLayersK[1]), 3),
 		num(float64(f.LastLayersBOS), 4), Paper.LateK[0], Paper.LateK[1])
+	if f.BOSLeftOut > 0 {
+		fmt.Fprintf(tw, "BOS queries left out (position 0 outside the sliding window)\t%d\t—\t\n", f.BOSLeftOut)
+	}
+	if gc := f.Gate; gc != nil {
+		fmt.Fprintf(tw, "gate in place of K: Pearson r (gate, BOS mass)\t%s over %d cells (p %.3g, Spearman ρ %s, CI [%s, %s])\t—\t\n",
+			num(float64(gc.R), 3), gc.Cells, float64(gc.P), num(float64(gc.Spearman), 3), num(float64(gc.CI.Lo), 3), num(float64(gc.CI.Hi), 3))
+	}
 	tw.Flush()
-	if s.NonFinite > 0 || len(man.Flags) > 0 {
-		p("\nWARNING: %d non-finite metric values were left out of every statistic:\n", s.NonFinite)
-		for _, fl := range man.Flags {
-			p("  %s\n", fl)
-		}
-	}
-	if len(s.Notes) > 0 {
-		p("\nNotes:\n")
-		for _, n := range s.Notes {
-			p("  %s\n", n)
-		}
-	}
-	return nil
 }

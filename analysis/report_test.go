@@ -47,7 +47,7 @@ func TestReportPrintsPaperBeside(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Layer 1 alone (doubled values): n_eff 32 and 48; λ ratio 100/80.
-	get := fig2Lookup(res.Fig2)
+	get := fig2Lookup(res.Fig2, LayersAll)
 	if r := get(1000, probes.MetricNEff); r.Mean != 32 || r.N != 250 || r.Paper != 32.5 || r.StdPooled != 0 {
 		t.Errorf("fig2 n_eff at 1k: %+v", r)
 	}

@@ -270,7 +270,7 @@ func (s *Sweep) passIDs(c Chunk) []int {
 // expectedKey is the key of chunk c without its token digest.
 func expectedKey(info ModelInfo, o SweepOptions, c Chunk) PassKey {
 	return PassKey{Format: formatVersion, Model: info.Digest, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
-		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe}
+		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe, Cuts: windowCuts(info.Windows)}
 }
 
 func (s *Sweep) key(c Chunk) PassKey {
@@ -287,7 +287,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	rec := PassRecord{Key: key, Hash: key.Hash(), File: passFileName(c.T, c.Sample), Threads: s.Threads}
 	copts, _ := s.Options.Probe.collector()
 	copts.ContinueOnNonFinite = s.Options.OnNonFinite == NonFiniteFlag
-	col, err := probes.NewCollector(1, cfg.Layers, cfg.Heads, c.T, cfg.DHead, copts)
+	col, err := probes.NewCollector(1, cfg.Layers, cfg.Heads, c.T, cfg.ValueDim(), copts)
 	if err != nil {
 		return rec, nil, err
 	}
@@ -326,7 +326,8 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 		}
 		rec.NonFinite = info
 	}
-	edges := bucketEdges(c.T, s.Options.Bucket, windowStart(c.T, s.Options.LastFrac), windowStart(c.T, s.Options.BOSFrac))
+	edges := bucketEdges(c.T, s.Options.Bucket, append([]int{windowStart(c.T, s.Options.LastFrac), windowStart(c.T, s.Options.BOSFrac)},
+		key.Cuts...)...)
 	rows := bucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, cfg.SoftmaxLayers())
 	return rec, rows, nil
 }

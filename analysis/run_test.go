@@ -188,36 +188,43 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 
 	// Fig. 4: every (layer, head) cell over all lengths (4k/8k absent),
 	// both weightings, and the correlation.
-	var xs, ys []float64
+	var xs, ys, gs []float64
 	for _, r := range res.Fig4 {
 		l, h := int(r.Layer), int(r.Head)
-		var kp, bp, kq, bq []float64
+		var kp, bp, kq, bq, gp []float64
 		for _, T := range []int{24, 40} {
 			for s := 0; s < 3; s++ {
 				k := nv.values(T, s, l, h, probes.MetricK, windowStart(T, 0.25))
 				b := nv.values(T, s, l, h, probes.MetricBOSMass, windowStart(T, 0.5))
 				mk, _ := meanStd(k, 0)
 				mb, _ := meanStd(b, 0)
-				kp, bp, kq, bq = append(kp, mk), append(bp, mb), append(kq, k...), append(bq, b...)
+				mg, _ := meanStd(nv.values(T, s, l, h, probes.MetricGate, windowStart(T, 0.25)), 0)
+				kp, bp, kq, bq, gp = append(kp, mk), append(bp, mb), append(kq, k...), append(bq, b...), append(gp, mg)
 			}
 		}
 		for _, c := range []struct {
 			name      string
 			got, want []float64
 		}{{"K_passes", []float64{r.KPasses, r.K}, kp}, {"bos_passes", []float64{r.BOSPasses, r.BOS}, bp},
-			{"K_queries", []float64{r.KQueries}, kq}, {"bos_queries", []float64{r.BOSQueries}, bq}} {
+			{"K_queries", []float64{r.KQueries}, kq}, {"bos_queries", []float64{r.BOSQueries}, bq}, {"gate", []float64{r.Gate}, gp}} {
 			w, _ := meanStd(c.want, 0)
 			for _, g := range c.got {
 				check(fmt.Sprintf("fig4 (%d,%d) %s", l, h, c.name), g, w)
 			}
 		}
 		xs, ys = append(xs, r.K), append(ys, r.BOS)
+		gs = append(gs, r.Gate)
 	}
 	if len(res.Fig4) != 12 || res.Summary.Fig4.Cells != 12 || res.Summary.Fig4.DF != 10 {
 		t.Errorf("fig4: %d rows, %d cells", len(res.Fig4), res.Summary.Fig4.Cells)
 	}
 	check("fig4 r", float64(res.Summary.Fig4.R), stat.Correlation(xs, ys, nil))
 	check("fig4 p", float64(res.Summary.Fig4.P), pearsonP(stat.Correlation(xs, ys, nil), 12))
+	if g := res.Summary.Fig4.Gate; g == nil || g.Cells != 12 {
+		t.Errorf("fig4 gate in place of K: %+v, want 12 cells", g)
+	} else {
+		check("fig4 gate r", float64(g.R), stat.Correlation(gs, ys, nil))
+	}
 	if !strings.Contains(strings.Join(res.Summary.Notes, "\n"), "4k and 8k are not both in the sweep") {
 		t.Errorf("notes %q should say that Fig. 4 fell back to all lengths", res.Summary.Notes)
 	}
@@ -423,7 +430,7 @@ func TestResumeSkipsOnlyCompletePasses(t *testing.T) {
 	bad[len(bad)-10] ^= 0xff
 	os.WriteFile(p1, bad, 0o644)
 	if _, err := readPassRecord(p0); !errors.Is(err, errIncomplete) {
-		t.Errorf("truncated pass file: %v, want ErrIncomplete", err)
+		t.Errorf("truncated pass file: %v, want errIncomplete", err)
 	}
 	man, _, err = newSweep(t, dir, stream, out, opts, agg).Run()
 	if err != nil {

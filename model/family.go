@@ -54,6 +54,9 @@ type family struct {
 	// MaxPos rows (GPT-2), so no sequence may be longer, even with
 	// AllowExtrapolation (Config.LearnedPositions).
 	learnedPositions bool
+	// complexValues says that the attention streams complex values:
+	// hooks.AttnTile.DHead is 2·DHead reals per head (Config.ValueDim).
+	complexValues bool
 }
 
 // families lists every supported architecture in detection order: the
@@ -242,6 +245,16 @@ func (c *Config) Positions() string {
 func (c *Config) LearnedPositions() bool {
 	f, err := familyOf(c.Arch)
 	return err == nil && f.learnedPositions
+}
+
+// ValueDim is the number of reals per head in the value vectors that the
+// attention streams to hooks.AttnConsumer (hooks.AttnTile.DHead): DHead,
+// or 2·DHead for a family whose values are complex (RFA).
+func (c *Config) ValueDim() int {
+	if f, err := familyOf(c.Arch); err == nil && f.complexValues {
+		return 2 * c.DHead
+	}
+	return c.DHead
 }
 
 // roundTrip returns the configuration a reader of fields as config.json

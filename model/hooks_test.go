@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,6 +183,47 @@ func TestUnknownHookRefused(t *testing.T) {
 		}
 		if c0.Get(c.pattern) != nil {
 			t.Errorf("%s: captured although refused", c.pattern)
+		}
+	}
+}
+
+// TestValueDimMatchesTiles checks, for every family, that Config.ValueDim
+// is the DHead of the tiles its attention streams (the width a consumer
+// such as probes.Collector is built for; RFA streams complex values).
+func TestValueDimMatchesTiles(t *testing.T) {
+	var models []*Model
+	for _, arch := range SmallArchs() {
+		cfg, err := SmallConfig(arch, Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 4, Vocab: 97, MaxPos: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _, err := Generate(cfg, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		models = append(models, m)
+	}
+	// RFA has no generator: its zoo checkpoint
+	rfa, err := Load(filepath.Join("..", "zoo", "checkpoints", "rfa_m1"), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	models = append(models, rfa)
+	for _, m := range models {
+		hs := &hooks.Set{}
+		seen := 0
+		hs.Stream(-1, consumerFunc(func(a *hooks.AttnTile) error {
+			if a.DHead != m.ValueDim() {
+				return fmt.Errorf("%s: tile DHead %d, Config.ValueDim %d", m.Arch, a.DHead, m.ValueDim())
+			}
+			seen++
+			return nil
+		}))
+		if _, err := m.Forward(seqs(1, 9, m.Vocab), Options{Hooks: hs}); err != nil {
+			t.Fatal(err)
+		}
+		if seen == 0 && len(m.SoftmaxLayers()) > 0 {
+			t.Errorf("%s: no tile streamed", m.Arch)
 		}
 	}
 }

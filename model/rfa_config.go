@@ -354,8 +354,9 @@ func checkFixed(field string, v json.RawMessage, want any, what string) error {
 // (the zoo has trained ones).
 var rfaFamily = &family{
 	arch: ArchRFA, modelTypes: `"architecture": "rfa_lm" (RFA authors' args)`,
-	detect:    func(cf *configFile) bool { return isRFAConfig(cf.raw) },
-	parse:     func(c *Config, cf *configFile) error { return c.fromRFA(cf.data) },
-	load:      loadRFA,
-	positions: "RFA rotations e^{iωt} with decay e^{−μ·lag} (probe params lists them per head)",
+	detect:        func(cf *configFile) bool { return isRFAConfig(cf.raw) },
+	parse:         func(c *Config, cf *configFile) error { return c.fromRFA(cf.data) },
+	load:          loadRFA,
+	complexValues: true,
+	positions:     "RFA rotations e^{iωt} with decay e^{−μ·lag} (probe params lists them per head)",
 }

@@ -162,7 +162,7 @@ func cmdBench(args []string, w io.Writer) error {
 		// ‖e‖, gates), as probe sweep computes them; the Collector is
 		// allocated once, outside the timed passes.
 		kernel, _ := probes.ParseKernel(*path)
-		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.DHead, probes.CollectorOptions{Kernel: kernel, Reductions: red})
+		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.ValueDim(), probes.CollectorOptions{Kernel: kernel, Reductions: red})
 		if err != nil {
 			return err
 		}
@@ -298,7 +298,7 @@ func benchHooks(mode string, c *model.Config, T, threads int, copt probes.Collec
 	case "forward":
 		return nil, nil
 	case "sweep":
-		col, err := probes.NewCollector(1, c.Layers, c.Heads, T, c.DHead, copt)
+		col, err := probes.NewCollector(1, c.Layers, c.Heads, T, c.ValueDim(), copt)
 		if err != nil {
 			return nil, err
 		}

@@ -126,6 +126,17 @@ func cmdDemo(args []string, w io.Writer) error {
 		}
 		figs = append(figs, fr.Figures...)
 	}
+	// Wu et al.'s retrieval score of its softmax heads on a copy task
+	// (probe retrieval; every copy step scored: the zoo models copy none).
+	retrievalDir := filepath.Join(*out, "hybrid-retrieval")
+	if err := cmdRetrieval([]string{"--model", hybrid, "--gap", "64", "--steps", "all", "--format", "parquet", "--force", "--out", retrievalDir}, io.Discard); err != nil {
+		return fmt.Errorf("demo: retrieval heads of the hybrid: %w", err)
+	}
+	fr, err := filters.Read(retrievalDir)
+	if err != nil {
+		return err
+	}
+	figs = append(figs, fr.Figures...)
 
 	st.next("RFA: learned per-head parameters of rfa_m2_sc (probe params), Figs. 3–4, 8–10 and 11–14")
 	if err := cmdParams([]string{rfa}, w); err != nil {
@@ -186,12 +197,12 @@ func cmdDemo(args []string, w io.Writer) error {
 			"(zoo/, Brown corpus, PyTorch 1.13) and embedded in it; nothing was downloaded.",
 		Intro: []string{
 			"BFT (paper 003) App. I: per (layer, head, query) n_eff, λobs (REML, Eq. 6), K = λobs/(1 + λobs) and first-token mass, " +
-				"and the learned gate, on the Qiu-style headwise-gated model; the token stream was sampled from that model (zoo/checkpoints/demo_stream.json).",
+				"and the learned gate, on the Qiu-style headwise-gated model (Fig. 4 also with the gate in place of K); the token stream was sampled from that model (zoo/checkpoints/demo_stream.json).",
 			"RFA (paper 000): the learned noise parameters of the spectrally coupled SC-RFA model, their history over training, and its attention maps.",
 			"AFA (paper 001): one-layer adaptive filters trained on the 2-D linear time-invariant toy system in the paper's three noise settings.",
 			"The Qwen3.5-style hybrid (three Gated DeltaNet layers, then one gated softmax layer): probe diag measures its softmax layer per row " +
 				"(hybrid-diag.csv); the DeltaNet layers have no softmax rows, and probe gdn reads them as filters instead (gain β, forgetting, " +
-				"innovation, and the effective-attention rows W; hybrid-gdn/), with probe sinks' first-token and entropy measurements (hybrid-sinks/). Its perplexity vs context length and that of the Gemma-3-style model " +
+				"innovation, and the effective-attention rows W; hybrid-gdn/), with probe sinks' first-token and entropy measurements (hybrid-sinks/) and probe retrieval's retrieval score of its softmax heads on a copy task (hybrid-retrieval/). Its perplexity vs context length and that of the Gemma-3-style model " +
 				"(sliding window 64 on three of four layers) are in ppl-hybrid-gemma/.",
 			"Perplexity vs context length of the baseline, gated, RFA (M1) and SC-RFA (M2) models trained at T = 256 (the shape of RFA's Table 1 at small scale, " +
 				"on the sampled stream; zoo/README.md has the same on held-out Brown text) and BFT's Prediction 3: " +
@@ -205,6 +216,7 @@ func cmdDemo(args []string, w io.Writer) error {
 			{Name: "BFT sweep", Value: sweepDir, Source: "probe sweep, lengths " + demoSweepLengths + ", " + demoSweepSamples + " samples"},
 			{Name: "hybrid as a filter", Value: gdnDir, Source: "probe gdn on qwen35_hybrid, T = " + demoGDNLength},
 			{Name: "hybrid sinks", Value: sinksDir, Source: "probe sinks on qwen35_hybrid, T = " + demoSinkLengths},
+			{Name: "hybrid retrieval", Value: retrievalDir, Source: "probe retrieval on qwen35_hybrid, segment 64, gap 64, every copy step"},
 			{Name: "hybrid diagnostics", Value: diagCSV, Source: fmt.Sprintf("probe diag on qwen35_hybrid, %d rows of %d stream tokens", demoDiagRows, demoDiagLength)},
 			{Name: "perplexity", Value: pplDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + demoPPLSamples + " samples"},
 			{Name: "perplexity (hybrid, Gemma-3-style)", Value: pplNewDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + demoPPLSamples + " samples, learned gates"},

@@ -81,7 +81,7 @@ func cmdDiag(args []string, w io.Writer) error {
 		return fmt.Errorf("--kernel %q: want %s or %s", *kernel, probes.MatrixKernel, probes.RowKernel)
 	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
-	col, err := probes.NewCollector(B, c.Layers, c.Heads, T, c.DHead,
+	col, err := probes.NewCollector(B, c.Layers, c.Heads, T, c.ValueDim(),
 		probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k})
 	if err != nil {
 		return err

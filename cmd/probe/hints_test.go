@@ -191,6 +191,7 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 		"force":               {"gdn", "sinks", "massive"},                                                              // runStream: a folder of another plan
 		"revision":            {"capture", "diag", "sweep", "ppl", "bench", "params", "inspect", "tokenize", "figures"}, // checkpoint.ResolveModel
 		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                           // Model.Forward: a hook the model does not issue
+		"steps":               {"retrieval"},                                                                            // RetrievalRun.Run
 	}
 	for _, pkg := range []string{"analysis", "checkpoint", "model", "probes", "hooks", "tokenizer"} {
 		files, _ := filepath.Glob(filepath.Join("..", "..", pkg, "*.go"))

@@ -51,7 +51,7 @@ func init() {
 		{"figures", "the papers' figures: analytic from their formulas, or RFA/AFA from checkpoints",
 			"figures --paper rfa|selrope|rt|bft|afa|all --out <dir> [--static] [--model <dir|org/name> | --series <dirs> | --history <file>]",
 			"probe figures --paper bft --out /tmp/figures", cmdFigures},
-		{"report", "HTML report of a finished sweep, ppl, gdn, sinks or massive folder; `report attention` draws captured attention maps",
+		{"report", "HTML report of a finished sweep, ppl, gdn, sinks, massive or retrieval folder; `report attention` draws captured attention maps",
 			"report <results-dir> [--out report.html] [--static]\n       probe report attention --capture <file.safetensors> --layer L [--heads 0,1] [--gamma 0.25] --out <dir>",
 			"probe report /tmp/sweep", cmdReport},
 		{"sweep", "BFT App. I diagnostic sweep: filter diagnostics over context lengths and samples, tables and Figs. 2–4",
@@ -87,6 +87,9 @@ func init() {
 		{"massive", "Sun et al.'s massive activations per layer and the perplexity change when they are zeroed or mean-replaced",
 			"massive --model <dir> (--ids <file> | --text <file>) --lengths 1k [--top-k 10] [--intervene zero,mean] [--shard i/n] --out <dir>",
 			"probe massive --model zoo/checkpoints/gated_headwise --text README.md --lengths 256 --out /tmp/massive", cmdMassive},
+		{"retrieval", "Wu et al.'s retrieval score per softmax head on a synthetic copy task (argmax attention on the copied token's source)",
+			"retrieval --model <dir> [--segment 64] [--gap 0] [--samples 4] [--steps copied|all] --out <dir>",
+			"probe retrieval --model zoo/checkpoints/qwen3_base --segment 64 --gap 128 --out /tmp/retrieval", cmdRetrieval},
 	}
 }
 

@@ -37,7 +37,7 @@ func cmdReport(args []string, w io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("want one results directory (a finished probe sweep, ppl, gdn, sinks or massive folder), or `probe report attention …`")
+		return fmt.Errorf("want one results directory (a finished probe sweep, ppl, gdn, sinks, massive or retrieval folder), or `probe report attention …`")
 	}
 	html := *out
 	if html == "" {
@@ -87,9 +87,9 @@ func cmdReport(args []string, w io.Writer) error {
 }
 
 // isFilterFolder reports whether dir holds the manifest of a probe gdn,
-// sinks or massive run.
+// sinks, massive or retrieval run.
 func isFilterFolder(dir string) bool {
-	for _, name := range []string{analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName} {
+	for _, name := range []string{analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName, analysis.RetrievalManifestName} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			return true
 		}

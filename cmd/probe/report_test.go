@@ -179,12 +179,12 @@ func TestReportSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"bft-fig2.png", "bft-fig3.png", "bft-fig4.png", "32.5", "1.3e-07"} {
+	for _, want := range []string{"bft-fig2.png", "bft-fig3.png", "bft-fig4.png", "bft-fig4-gate.png", "32.5", "1.3e-07"} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	checkPage(t, chromium, html, 3+2+1)
+	checkPage(t, chromium, html, 3+2+1+1) // Figs. 2, 3, 4 and Fig. 4 with the gate (a gated model)
 	if code, _, stderr := probe(t, "report", dir); code == 0 || !strings.Contains(stderr, "manifest.json") {
 		t.Errorf("not a sweep folder: exit %d, %s", code, stderr)
 	}

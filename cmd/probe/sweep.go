@@ -29,6 +29,7 @@ type aggFlags struct {
 	seed        *uint64
 	ciLevel     *float64
 	lambdaRatio *string
+	localLayers *string
 }
 
 func addAggFlags(fs *flag.FlagSet) *aggFlags {
@@ -43,6 +44,7 @@ func addAggFlags(fs *flag.FlagSet) *aggFlags {
 		seed:        fs.Uint64("bootstrap-seed", d.Seed, "seed of the bootstrap"),
 		ciLevel:     fs.Float64("ci-level", d.CILevel, "level of the bootstrap interval"),
 		lambdaRatio: fs.String("lambda-ratio", d.LambdaRatio, "reading of Fig. 2(c) shown first: ratio-of-means, mean-of-ratios or from-K (all are stored)"),
+		localLayers: fs.String("local-layers", d.LocalLayers, "a model with sliding-window (local) and global layers: separate (Figs. 2–4 per layer group, layers column global / local) or pooled (one group, all)"),
 	}
 }
 
@@ -82,6 +84,9 @@ func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (a
 	}
 	if use("lambda-ratio") {
 		base.LambdaRatio = *a.lambdaRatio
+	}
+	if use("local-layers") {
+		base.LocalLayers = *a.localLayers
 	}
 	return base, base.Validate()
 }
@@ -192,6 +197,12 @@ var planFields = []planField{
 	{"analysis.seed", "--bootstrap-seed", func(m *analysis.Manifest) any { return m.Analysis.Seed }},
 	{"analysis.ci_level", "--ci-level", func(m *analysis.Manifest) any { return m.Analysis.CILevel }},
 	{"analysis.lambda_ratio", "--lambda-ratio", func(m *analysis.Manifest) any { return m.Analysis.LambdaRatio }},
+	{"analysis.local_layers", "--local-layers", func(m *analysis.Manifest) any {
+		if m.Analysis.LocalLayers == "" {
+			return analysis.LocalSeparate // written before the option existed
+		}
+		return m.Analysis.LocalLayers
+	}},
 }
 
 // planDiff names, as flags, how the plan now differs from the manifest

@@ -25,12 +25,13 @@ import (
 )
 
 // Read returns the report of the folder dir written by probe gdn, probe
-// sinks or probe massive, chosen by the manifest it holds (its "kind" must
+// sinks, probe massive or probe retrieval, chosen by the manifest it holds (its "kind" must
 // agree with the manifest's file name). The tables are read from their
 // Parquet files.
 func Read(dir string) (*report.Report, error) {
 	for _, c := range []struct{ name, kind string }{
 		{analysis.GDNManifestName, "gdn"}, {analysis.SinksManifestName, "sinks"}, {analysis.MassiveManifestName, "massive"},
+		{analysis.RetrievalManifestName, "retrieval"},
 	} {
 		path := filepath.Join(dir, c.name)
 		data, err := os.ReadFile(path)
@@ -82,6 +83,16 @@ func Read(dir string) (*report.Report, error) {
 				return nil, err
 			}
 			return Sinks(&man, heads, rates)
+		case "retrieval":
+			var man analysis.RetrievalManifest
+			if err := json.Unmarshal(data, &man); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			rows, err := readTable[analysis.RetrievalHeadRow](dir, "retrieval_heads", man.Tables)
+			if err != nil {
+				return nil, err
+			}
+			return Retrieval(&man, rows)
 		default:
 			var man analysis.MassiveManifest
 			if err := json.Unmarshal(data, &man); err != nil {
@@ -98,8 +109,8 @@ func Read(dir string) (*report.Report, error) {
 			return Massive(&man, top, ppl)
 		}
 	}
-	return nil, fmt.Errorf("%s holds none of %s, %s, %s: not a probe gdn, sinks or massive folder", dir,
-		analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName)
+	return nil, fmt.Errorf("%s holds none of %s, %s, %s, %s: not a probe gdn, sinks, massive or retrieval folder", dir,
+		analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName, analysis.RetrievalManifestName)
 }
 
 // readTable reads dir/<name>.parquet, or says that the run wrote no

@@ -21,15 +21,23 @@ const (
 
 // FromAnalysis fills an Input from a sweep folder's manifest and its
 // aggregated results (analysis.LoadResults). std picks the Fig. 2 band
-// convention (StdUnits or StdPooled).
+// convention (StdUnits or StdPooled). The figures show the first layer
+// group (the global layers when the model also has sliding-window layers
+// aggregated apart; the notes say where the other group's rows are).
 func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*Input, error) {
 	if std != StdUnits && std != StdPooled {
 		return nil, fmt.Errorf("sweep: --std %q: want %s or %s", std, StdUnits, StdPooled)
 	}
+	group := analysis.GroupSummary{Layers: analysis.LayersAll, LayersUsed: res.Summary.LayersUsed, Fig4: res.Summary.Fig4}
+	if len(res.Summary.Groups) > 0 {
+		group = res.Summary.Groups[0]
+	}
 	rows := map[string]analysis.Fig2Row{}
 	key := func(T int64, m string) string { return fmt.Sprint(T, "/", m) }
 	for _, r := range res.Fig2 {
-		rows[key(r.T, r.Metric)] = r
+		if r.Layers == group.Layers {
+			rows[key(r.T, r.Metric)] = r
+		}
 	}
 	stat := func(T int, m string) Stat {
 		r, ok := rows[key(int64(T), m)]
@@ -54,9 +62,14 @@ func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*I
 	in := &Input{
 		Model:     fmt.Sprintf("%s (%s, %d layers × %d heads, d_head %d)", man.Model.Dir, man.Model.Arch, man.Model.Layers, man.Model.Heads, man.Model.DHead),
 		LambdaFit: float64(res.Summary.LambdaFit),
-		Spearman:  float64(res.Summary.Fig4.Spearman),
+		Spearman:  float64(group.Fig4.Spearman),
 		CI:        [2]float64{math.NaN(), math.NaN()},
 		Notes:     append(append([]string{}, res.Summary.Notes...), man.Flags...),
+		Gated:     group.Fig4.Gate != nil,
+	}
+	for _, g := range res.Summary.Groups[min(1, len(res.Summary.Groups)):] {
+		in.Notes = append(in.Notes, fmt.Sprintf("The figures show the %s layers; the %s layers' Figs. 2–4 are the rows with layers = %s of fig2, fig3 and fig4 (Fig. 4: r = %.3f over %d cells, %d BOS queries left out).",
+			group.Layers, g.Layers, g.Layers, float64(g.Fig4.R), g.Fig4.Cells, g.Fig4.BOSLeftOut))
 	}
 	for _, T := range man.Sweep.Lengths {
 		in.Lengths = append(in.Lengths, Length{T: T,
@@ -64,12 +77,17 @@ func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*I
 			PaperNEff: paper(T, probes.MetricNEff), PaperGate: paper(T, probes.MetricGate), PaperLRRatio: paper(T, ratio)})
 	}
 	for _, r := range res.Fig3 {
+		if r.Layers != group.Layers {
+			continue
+		}
 		in.Fig3 = append(in.Fig3, Fig3Point{T: int(r.T), KMeas: r.KMeas, KOpt: r.KOpt, RelErr: r.RelErr, PaperRel: r.PaperRelErr})
 	}
 	for _, c := range res.Fig4 {
-		in.Cells = append(in.Cells, Cell{Layer: int(c.Layer), Head: int(c.Head), K: c.K, BOS: c.BOS})
+		if c.Layers == group.Layers {
+			in.Cells = append(in.Cells, Cell{Layer: int(c.Layer), Head: int(c.Head), K: c.K, BOS: c.BOS, Gate: c.Gate})
+		}
 	}
-	if ci := res.Summary.Fig4.CI; ci.Resamples > 0 {
+	if ci := group.Fig4.CI; ci.Resamples > 0 {
 		in.CI = [2]float64{float64(ci.Lo), float64(ci.Hi)}
 	}
 	p := analysis.Paper
@@ -86,9 +104,12 @@ func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*I
 	if in.Fig2Ratio == "" {
 		in.Fig2Ratio = "the ratio of pooled means"
 	}
-	in.Fig2Pool = fmt.Sprintf("%d samples × layers %s × all heads × the last %g of the queries", sw.Samples, joinInts(res.Summary.LayersUsed), sw.LastFrac)
+	in.Fig2Pool = fmt.Sprintf("%d samples × layers %s × all heads × the last %g of the queries", sw.Samples, joinInts(group.LayersUsed), sw.LastFrac)
 	in.Fig4Pool = fmt.Sprintf("the last %g of the queries; BOS mass over the last %g; lengths %s; weighting %s", sw.LastFrac, sw.BOSFrac,
-		joinInts(res.Summary.Fig4.Lengths), ag.Fig4Pool)
+		joinInts(group.Fig4.Lengths), ag.Fig4Pool)
+	if group.Fig4.BOSLeftOut > 0 {
+		in.Fig4Pool += fmt.Sprintf("; %d BOS queries without position 0 in their sliding window left out", group.Fig4.BOSLeftOut)
+	}
 	add := func(name, value, source string) {
 		in.Manifest = append(in.Manifest, report.Option{Name: name, Value: value, Source: source})
 	}
@@ -104,8 +125,8 @@ func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*I
 	add("windows", fmt.Sprintf("last %g of queries (Figs. 2–3, K of Fig. 4); BOS mass over the last %g", sw.LastFrac, sw.BOSFrac), "App. I")
 	add("λobs", fmt.Sprintf("form %s, σ0² = %g, ν = %g, λ = %g, cap %g, moments %s", sw.Probe.Form, sw.Probe.Sigma02, sw.Probe.Nu,
 		sw.Probe.LambdaPrior, sw.Probe.LambdaMax, sw.Probe.Moments), "App. I, Eq. 6")
-	add("aggregation", fmt.Sprintf("last %d layers (used: %s), ddof %d, Fig. 2(c) %s, Fig. 4 pool %s", ag.LastLayers,
-		joinInts(res.Summary.LayersUsed), ag.DDOF, ag.LambdaRatio, ag.Fig4Pool), "analysis options")
+	add("aggregation", fmt.Sprintf("last %d layers (used: %s), ddof %d, Fig. 2(c) %s, Fig. 4 pool %s, local layers %s (shown: %s)", ag.LastLayers,
+		joinInts(group.LayersUsed), ag.DDOF, ag.LambdaRatio, ag.Fig4Pool, res.Summary.Agg.LocalLayers, group.Layers), "analysis options")
 	add("Fig. 2 std", std, "report --std")
 	var keys []string
 	for k := range man.Conventions {

@@ -39,10 +39,12 @@ type Fig3Point struct {
 	KMeas, KOpt, RelErr, PaperRel float64
 }
 
-// Cell is one (layer, head) point of Fig. 4.
+// Cell is one (layer, head) point of Fig. 4, with the cell's mean output
+// gate over the same queries as K (Input.Gated).
 type Cell struct {
 	Layer, Head int
 	K, BOS      float64
+	Gate        float64
 }
 
 // Paper holds the paper's Fig. 4 summary numbers (notes 003 §B.6).
@@ -69,10 +71,13 @@ type Input struct {
 	LambdaFit float64
 	Cells     []Cell
 	Fig4Pool  string // what a Fig. 4 cell pools, for the caption
-	Spearman  float64
-	CI        [2]float64 // bootstrap CI of r (NaN when absent)
-	Paper     Paper
-	Notes     []string
+	// Gated says that the cells carry the model's output gate: Fig. 4 is
+	// then drawn a second time with the gate in place of K.
+	Gated    bool
+	Spearman float64
+	CI       [2]float64 // bootstrap CI of r (NaN when absent)
+	Paper    Paper
+	Notes    []string
 }
 
 // Build returns the report of the three figures.
@@ -91,6 +96,15 @@ func Build(in *Input) (*report.Report, error) {
 			return nil, err
 		}
 		figs = append(figs, f)
+	}
+	if in.Gated {
+		f, err := fig4Gate(in)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			figs = append(figs, f)
+		}
 	}
 	return &report.Report{
 		Title:    "BFT zero-training diagnostic — Figs. 2, 3, 4 (App. I)",
@@ -325,6 +339,53 @@ func fig4(in *Input) (*report.Figure, error) {
 			XLabel: "K_BFT (λ = 1)", YLabel: "BOS mass α[t, 0]", Legend: report.LegendNone,
 			Colors: &report.ColorScale{Label: "layer ℓ", Map: report.Viridis(float64(minL), float64(maxL)), Integer: true},
 			Series: []report.Series{{Name: "(layer, head) cells", Kind: report.Scatter, X: k, Y: bos, Values: layer, Radius: 3.4, Alpha: 0.9}},
+		}},
+		PanelWidth: 7, PanelHeight: 5,
+	}, nil
+}
+
+// fig4Gate is Fig. 4 with the output gate in place of K_BFT (nil when
+// fewer than 3 cells have both). Qiu et al. find that the learned gate
+// removes sinks; BFT reads the gate as its gain K, so the question of
+// Fig. 4 becomes whether the heads that keep mass on position 0 are the
+// heads whose gate stays open.
+func fig4Gate(in *Input) (*report.Figure, error) {
+	var g, bos, layer []float64
+	minL, maxL := math.MaxInt, 0
+	for _, c := range in.Cells {
+		if !finite(c.Gate) || !finite(c.BOS) {
+			continue
+		}
+		g, bos, layer = append(g, c.Gate), append(bos, c.BOS), append(layer, float64(c.Layer))
+		minL, maxL = min(minL, c.Layer), max(maxL, c.Layer)
+	}
+	if len(g) < 3 {
+		return nil, nil
+	}
+	r, p, err := analytic.Pearson(g, bos)
+	if err != nil {
+		return nil, fmt.Errorf("sweep: Fig. 4 with the gate: %w", err)
+	}
+	if maxL == minL {
+		maxL = minL + 1
+	}
+	return &report.Figure{
+		ID:    "bft-fig4-gate",
+		Title: fmt.Sprintf("Fig. 4 with the output gate in place of K: BOS mass vs gate per (layer, head): r = %+.3f, p = %.2g", r, p),
+		Caption: "The analogue of BFT Fig. 4 with the model's learned output gate σ(x·W_θ) (Qiu et al.) in place of K_BFT: one point per (layer, head) cell, " +
+			"x = mean gate over " + in.Fig4Pool + " (element-wise gates averaged over the head dimension), y = BOS mass as in Fig. 4, colour = layer (viridis, 0-based). " +
+			"BFT reads the gate as its gain K: heads that keep mass on position 0 with an open gate (x near 1) are the K = 1 case of Lemma 1; " +
+			"Qiu et al. report that the gate removes sinks, which puts sink heads at small gates.",
+		Tables: []report.Table{{Caption: "Fig. 4 with the gate", Header: []string{"quantity", "value"}, Rows: [][]string{
+			{"(layer, head) cells", fmt.Sprint(len(g))},
+			{"Pearson r (gate, BOS mass)", fmt.Sprintf("%+.3f", r)},
+			{"two-sided p (t, n − 2 df)", fmt.Sprintf("%.2e", p)},
+		}}},
+		Panels: []report.Panel{{
+			XLabel: "output gate (mean)", YLabel: "BOS mass α[t, 0]", Legend: report.LegendNone,
+			X:      report.Range{Min: 0, Max: 1},
+			Colors: &report.ColorScale{Label: "layer ℓ", Map: report.Viridis(float64(minL), float64(maxL)), Integer: true},
+			Series: []report.Series{{Name: "(layer, head) cells", Kind: report.Scatter, X: g, Y: bos, Values: layer, Radius: 3.4, Alpha: 0.9}},
 		}},
 		PanelWidth: 7, PanelHeight: 5,
 	}, nil

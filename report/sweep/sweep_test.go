@@ -15,7 +15,7 @@ import (
 // over the paper's lengths, shaped like the paper's numbers.
 func SyntheticInput() *Input {
 	in := &Input{Model: "synthetic", Fig2Std: "units", Fig2Ratio: "ratio of means", Fig2Pool: "synthetic pool", Fig4Pool: "synthetic",
-		LambdaFit: 1.2, Spearman: 0.2, CI: [2]float64{0.15, 0.33}}
+		LambdaFit: 1.2, Spearman: 0.2, CI: [2]float64{0.15, 0.33}, Gated: true}
 	paperN := []float64{32.5, 41.4, 55.1, 64.0, 66.0, 70.7}
 	paperG := []float64{0.277, 0.292, 0.303, 0.306, 0.308, 0.304}
 	paperR := []float64{1.00, 1.09, 1.23, 1.28, 1.28, 1.28}
@@ -32,7 +32,7 @@ func SyntheticInput() *Input {
 		for h := 0; h < 16; h++ {
 			k := 0.6 + 0.38*rng.Float64()
 			bos := math.Max(0, (k-0.8)*0.3*rng.Float64())
-			in.Cells = append(in.Cells, Cell{Layer: l, Head: h, K: k, BOS: bos})
+			in.Cells = append(in.Cells, Cell{Layer: l, Head: h, K: k, BOS: bos, Gate: 0.1 + 0.8*rng.Float64()*k})
 		}
 	}
 	in.Paper = Paper{Cells: 448, R: 0.25, P: 1.3e-7, SinkBOS: 0.05, SinkK: 0.94, SinkLayers: [2]int{6, 18}, LateK: [2]float64{0.6, 0.85}, MaxBOS: 0.3, Model: "paper model"}
@@ -44,7 +44,7 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Figures) != 3 {
+	if len(r.Figures) != 4 || r.Figures[3].ID != "bft-fig4-gate" {
 		t.Fatalf("%d figures", len(r.Figures))
 	}
 	for _, f := range r.Figures {
@@ -97,9 +97,9 @@ func TestBuild(t *testing.T) {
 	if werr != nil {
 		t.Fatal(werr)
 	}
-	want := 3 + 2 + 1
+	want := 3 + 2 + 1 + 1
 	if err != nil {
-		want = 3
+		want = 4
 	}
 	reporttest.Check(t, reporttest.Browser(t), w.HTML, want)
 	f4 := r.Figures[2]
@@ -109,6 +109,15 @@ func TestBuild(t *testing.T) {
 	// Paper values sit beside ours in the Fig. 2 table.
 	if row := r.Figures[0].Tables[0].Rows[0]; row[1] != "32.5" || row[3] != "0.277" || row[5] != "1.00" {
 		t.Errorf("Fig. 2 row %v", row)
+	}
+	if fg := r.Figures[3]; !strings.Contains(fg.Title, "gate in place of K") || fg.Tables[0].Rows[0][1] != "448" {
+		t.Errorf("Fig. 4 with the gate: %s %v", fg.Title, fg.Tables[0].Rows[0])
+	}
+	// Without a gate (or with fewer than 3 gated cells) there is no such figure.
+	ungated := SyntheticInput()
+	ungated.Gated = false
+	if ru, err := Build(ungated); err != nil || len(ru.Figures) != 3 {
+		t.Errorf("ungated input: %v, %d figures", err, len(ru.Figures))
 	}
 	if _, err := Build(&Input{}); err == nil {
 		t.Error("empty input accepted")
