@@ -3,11 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
-	"time"
 
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
@@ -54,52 +50,47 @@ type GDNOptions struct {
 	Sigma02      float64 `json:"sigma0_sq"`
 	Prior        float64 `json:"lambda_prior"`
 	NoDispersion bool    `json:"no_dispersion"`
-	// NoRows skips the effective-attention rows (every W-row column NaN).
-	NoRows   bool `json:"no_w_rows"`
+	// WRows computes the effective-attention rows' statistics (neff_w …
+	// K_w; otherwise NaN): O(T²·d_k) per head against the recurrence's
+	// O(T·d_k·d_v), so off by default (docs/diagnostics.md, "Cost").
+	WRows    bool `json:"w_rows"`
 	TileRows int  `json:"tile_rows"`
 	// AllowExtrapolation runs lengths beyond max_position_embeddings.
 	AllowExtrapolation bool `json:"allow_extrapolation"`
 }
 
-// GDNManifest records a gdn run.
+// GDNManifest records a gdn run (or one shard of it).
 type GDNManifest struct {
-	Kind        string            `json:"kind"` // "gdn"
-	Tool        ToolInfo          `json:"tool"`
-	Created     string            `json:"created"`
-	Error       string            `json:"error,omitempty"`
-	Args        []string          `json:"args,omitempty"`
-	Model       ModelInfo         `json:"model"`
-	Layers      []int             `json:"gdn_layers"`
-	Source      SourceInfo        `json:"source"`
-	Options     GDNOptions        `json:"gdn"`
-	Conventions map[string]string `json:"conventions"`
-	Chunks      []Chunk           `json:"chunks"`
-	Threads     int               `json:"threads"`
-	Seconds     float64           `json:"total_seconds"`
-	PassSeconds []float64         `json:"pass_seconds"`
-	CLIOptions  []Option          `json:"options,omitempty"`
-	Tables      []string          `json:"tables,omitempty"`
-	// Deviation, for a model run in bf16 arithmetic, is how far its logits
-	// and diagnostics lie from float32 on the first tokens of the first
-	// chunk (streamDeviation).
-	Deviation *Deviation `json:"compute_deviation,omitempty"`
+	RunRecord
+	Layers  []int      `json:"gdn_layers"`
+	Options GDNOptions `json:"gdn"`
 }
 
-// GDNManifestName is the manifest's file name in a gdn run's folder.
+// GDNManifestName is the manifest's file name in an unsharded gdn run's
+// folder (StreamManifestName for a shard's).
 const GDNManifestName = "gdn_manifest.json"
 
 // GDNRun is one `probe gdn` run: one forward pass per chunk of the stream
-// with a probes.GDNFilter on every Gated DeltaNet layer, written as the
-// table gdn (Parquet and/or CSV) and gdn_manifest.json in Out.
+// with a probes.GDNFilter on every Gated DeltaNet layer, one pass file
+// per chunk in Out/passes, then the tables gdn and gdn_heads (Parquet
+// and/or CSV) and gdn_manifest.json in Out. Like a sweep it resumes
+// (finished pass files are kept) and runs one Shard of the passes
+// (combined by MergeStream); Force runs into a folder that records
+// another plan.
 type GDNRun struct {
-	Dir        string
-	Load       model.LoadOptions
-	Source     SourceInfo
-	Stream     []int
-	Options    GDNOptions
-	Out        string
-	Formats    []string
-	Threads    int
+	Dir     string
+	Load    model.LoadOptions
+	Source  SourceInfo
+	Stream  []int
+	Options GDNOptions
+	Out     string
+	Formats []string
+	Threads int
+	Shard   Shard
+	Force   bool
+	// Stop, when closed, stops the run before its next pass: Run returns
+	// an error wrapping ErrStopped, the finished passes kept.
+	Stop       <-chan struct{}
 	CLIOptions []Option
 	Args       []string
 	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
@@ -108,10 +99,10 @@ type GDNRun struct {
 	DeviationTokens int
 }
 
-// Run runs the passes and writes the table and the manifest; on a failure
-// after the output folder exists the manifest records the error.
+// Run runs the passes and, unsharded, writes the tables, returning the
+// manifest and the rows of gdn (none for a shard); on a failure after the
+// output folder exists the manifest records the error.
 func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
-	start := time.Now()
 	o := &r.Options
 	if o.Innovation == "" {
 		o.Innovation = probes.InnovationDecayed.String()
@@ -125,26 +116,17 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	if o.Placement == "" {
 		o.Placement = PlaceSequential
 	}
-	innov, err := probes.ParseInnovationForm(o.Innovation)
-	if err != nil {
+	if _, err := probes.ParseInnovationForm(o.Innovation); err != nil {
 		return nil, nil, err
 	}
-	weights, err := probes.ParseEffAttnWeights(o.Weights)
-	if err != nil {
+	if _, err := probes.ParseEffAttnWeights(o.Weights); err != nil {
 		return nil, nil, err
 	}
-	if len(r.Formats) == 0 {
-		r.Formats = []string{FormatParquet, FormatCSV}
-	}
-	if r.Threads <= 0 {
-		r.Threads = runtime.GOMAXPROCS(0)
-	}
-	chunks, err := PlanChunks(len(r.Stream), ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint,
-		Placement: o.Placement, Seed: o.Seed, Offset: o.Offset})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
-	}
-	m, err := model.Load(r.Dir, r.Load)
+	st := streamStart{kind: "gdn", dir: r.Dir, load: r.Load, source: r.Source, stream: r.Stream, formats: r.Formats,
+		threads: r.Threads, shard: r.Shard, cliOptions: r.CLIOptions, args: r.Args,
+		deviationTokens: r.DeviationTokens, allowExt: o.AllowExtrapolation,
+		plan: ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement, Seed: o.Seed, Offset: o.Offset}}
+	m, rec, err := st.open()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,64 +134,80 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	if c.DeltaNet == nil {
 		return nil, nil, fmt.Errorf("%s: %s has no Gated DeltaNet layers (probe gdn measures Qwen3.5-style hybrids; use probe diag or probe sinks for softmax layers)", r.Dir, c.Arch)
 	}
-	info, err := DescribeModel(m)
+	man := &GDNManifest{RunRecord: rec, Layers: c.DeltaNet.LinearLayers(), Options: *o}
+	man.Conventions = gdnConventions()
+	var rows []GDNRow
+	err = runStream(man, streamRun{out: r.Out, tables: gdnTables, opts: man.Options, force: r.Force, stop: r.Stop,
+		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
+		pass: func(ch Chunk) ([]passTable, error) {
+			hs := &hooks.Set{}
+			f, err := GDNFilter(hs, c, ch.T, *o, man.Threads)
+			if err != nil {
+				return nil, err
+			}
+			ids := [][]int{r.Stream[ch.Start:ch.End]}
+			if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
+				Threads: man.Threads}); err != nil {
+				return nil, err
+			}
+			return []passTable{tableOf("gdn", appendGDNRows(nil, f, ch))}, nil
+		},
+		finish: func() (err error) { rows, err = finishGDN(r.Out, man); return err }})
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := os.MkdirAll(r.Out, 0o755); err != nil {
-		return nil, nil, err
-	}
-	dn := c.DeltaNet
-	layers := dn.LinearLayers()
-	man := &GDNManifest{Kind: "gdn", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: r.Args,
-		Model: info, Layers: layers, Source: r.Source, Options: *o, Conventions: gdnConventions(), Chunks: chunks,
-		Threads: r.Threads, CLIOptions: r.CLIOptions}
-	if man.Deviation, err = streamDeviation(m, r.Stream, chunks, r.DeviationTokens, o.AllowExtrapolation, r.Threads); err != nil {
-		return nil, nil, err
-	}
-	fail := func(err error) (*GDNManifest, []GDNRow, error) {
-		man.Error = err.Error()
-		man.Seconds = time.Since(start).Seconds()
-		if werr := writeJSON(filepath.Join(r.Out, GDNManifestName), man); werr != nil {
-			return man, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
-		}
 		return man, nil, err
 	}
+	return man, rows, nil
+}
+
+// GDNFilter returns the probes.GDNFilter that probe gdn attaches to one
+// length-T pass of a model with configuration c (one with Gated DeltaNet
+// layers) under options o, registered on hs (probe bench measures it).
+func GDNFilter(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int) (*probes.GDNFilter, error) {
+	if o.Innovation == "" {
+		o.Innovation = probes.InnovationDecayed.String()
+	}
+	if o.Weights == "" {
+		o.Weights = probes.WeightsAbs.String()
+	}
+	innov, err := probes.ParseInnovationForm(o.Innovation)
+	if err != nil {
+		return nil, err
+	}
+	weights, err := probes.ParseEffAttnWeights(o.Weights)
+	if err != nil {
+		return nil, err
+	}
+	dn := c.DeltaNet
+	if dn == nil {
+		return nil, fmt.Errorf("%s has no Gated DeltaNet layers", c.Arch)
+	}
+	f, err := probes.NewGDNFilter(1, T, c.Layers, dn.LinearLayers(), dn.ValueHeads, dn.KeyDim, dn.ValueDim,
+		probes.GDNOptions{Innovation: innov, Weights: weights, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
+			NoDispersion: o.NoDispersion, NoRows: !o.WRows, Threads: threads})
+	if err != nil {
+		return nil, err
+	}
+	f.Register(hs)
+	return f, nil
+}
+
+// gdnTables are the tables of a gdn pass.
+var gdnTables = []string{"gdn"}
+
+// finishGDN writes gdn and gdn_heads from the pass files of every chunk of
+// man in dir, and returns the rows of gdn.
+func finishGDN(dir string, man *GDNManifest) ([]GDNRow, error) {
 	var rows []GDNRow
 	var heads []GDNHeadRow
-	for _, ch := range chunks {
-		t0 := time.Now()
-		f, err := probes.NewGDNFilter(1, ch.T, c.Layers, layers, dn.ValueHeads, dn.KeyDim, dn.ValueDim,
-			probes.GDNOptions{Innovation: innov, Weights: weights, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
-				NoDispersion: o.NoDispersion, NoRows: o.NoRows, Threads: r.Threads})
+	for _, c := range man.Chunks {
+		pass, err := readPassRows[GDNRow](dir, "gdn", &man.RunRecord, man.Options, c)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		hs := &hooks.Set{}
-		f.Register(hs)
-		ids := [][]int{r.Stream[ch.Start:ch.End]}
-		if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
-			Threads: r.Threads}); err != nil {
-			return fail(fmt.Errorf("T=%d sample %d: %w", ch.T, ch.Sample, err))
-		}
-		rows = appendGDNRows(rows, f, ch)
-		heads = appendGDNHeads(heads, f, ch)
-		man.PassSeconds = append(man.PassSeconds, time.Since(t0).Seconds())
+		rows = append(rows, pass...)
+		heads = appendGDNHeads(heads, pass)
 	}
-	if err := writeTable(r.Out, "gdn", rows, r.Formats); err != nil {
-		return fail(err)
-	}
-	if err := writeTable(r.Out, "gdn_heads", heads, r.Formats); err != nil {
-		return fail(err)
-	}
-	for _, fm := range r.Formats {
-		man.Tables = append(man.Tables, "gdn."+fm, "gdn_heads."+fm)
-	}
-	man.Seconds = time.Since(start).Seconds()
-	if err := writeJSON(filepath.Join(r.Out, GDNManifestName), man); err != nil {
-		return man, rows, err
-	}
-	return man, rows, nil
+	return rows, man.writeTables(dir, tableOf("gdn", rows), tableOf("gdn_heads", heads))
 }
 
 // appendGDNRows appends the rows of one pass (batch 1) in (layer, head,
@@ -254,43 +252,54 @@ type GDNHeadRow struct {
 	Nonfinite     int     `parquet:"nonfinite"`
 }
 
-// appendGDNHeads appends the gdn_heads rows of one pass (batch 1) in
-// (layer, head) order.
-func appendGDNHeads(heads []GDNHeadRow, f *probes.GDNFilter, ch Chunk) []GDNHeadRow {
-	hz := make([]float64, 0, f.T)
-	for s, l := range f.Layers {
-		for h := 0; h < f.Hv; h++ {
-			at := f.Index(0, s, h, 0)
-			row := GDNHeadRow{T: ch.T, Sample: ch.Sample, Layer: l, Head: h, Tokens: f.T}
-			for _, c := range []struct {
-				dst *float64
-				src []float64
-			}{{&row.Beta, f.Beta}, {&row.Decay, f.Decay}, {&row.Innovation, f.Innovation}, {&row.StateNorm, f.StateNorm},
-				{&row.NEffW, f.NEffW}, {&row.FirstShare, f.FirstShare}, {&row.RowSum, f.RowSum}, {&row.NegShare, f.NegShare},
-				{&row.SMeanW, f.SMeanW}, {&row.LambdaObsW, f.LambdaObsW}, {&row.KW, f.KW}} {
-				var sum float64
-				n := 0
-				for _, x := range c.src[at : at+f.T] {
-					if math.IsNaN(x) || math.IsInf(x, 0) {
-						row.Nonfinite++
-						continue
-					}
-					sum += x
-					n++
-				}
-				*c.dst = math.NaN()
-				if n > 0 {
-					*c.dst = sum / float64(n)
-				}
-			}
-			hz = append(hz[:0], f.Horizon[at:at+f.T]...)
-			slices.Sort(hz)
-			row.HorizonMedian = hz[len(hz)/2]
-			if len(hz)%2 == 0 {
-				row.HorizonMedian = (hz[len(hz)/2-1] + hz[len(hz)/2]) / 2
-			}
-			heads = append(heads, row)
+// appendGDNHeads appends the gdn_heads rows of one pass's gdn rows, which
+// are in (layer, head, token) order.
+func appendGDNHeads(heads []GDNHeadRow, rows []GDNRow) []GDNHeadRow {
+	var hz []float64
+	for lo := 0; lo < len(rows); {
+		hi := lo + 1
+		for hi < len(rows) && rows[hi].Layer == rows[lo].Layer && rows[hi].Head == rows[lo].Head {
+			hi++
 		}
+		head := rows[lo:hi]
+		r0 := head[0]
+		row := GDNHeadRow{T: r0.T, Sample: r0.Sample, Layer: r0.Layer, Head: r0.Head, Tokens: len(head)}
+		for _, c := range []struct {
+			dst *float64
+			get func(*GDNRow) float64
+		}{{&row.Beta, func(r *GDNRow) float64 { return r.Beta }}, {&row.Decay, func(r *GDNRow) float64 { return r.Decay }},
+			{&row.Innovation, func(r *GDNRow) float64 { return r.Innovation }}, {&row.StateNorm, func(r *GDNRow) float64 { return r.StateNorm }},
+			{&row.NEffW, func(r *GDNRow) float64 { return r.NEffW }}, {&row.FirstShare, func(r *GDNRow) float64 { return r.FirstShare }},
+			{&row.RowSum, func(r *GDNRow) float64 { return r.RowSum }}, {&row.NegShare, func(r *GDNRow) float64 { return r.NegShare }},
+			{&row.SMeanW, func(r *GDNRow) float64 { return r.SMeanW }}, {&row.LambdaObsW, func(r *GDNRow) float64 { return r.LambdaObsW }},
+			{&row.KW, func(r *GDNRow) float64 { return r.KW }}} {
+			var sum float64
+			n := 0
+			for i := range head {
+				x := c.get(&head[i])
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					row.Nonfinite++
+					continue
+				}
+				sum += x
+				n++
+			}
+			*c.dst = math.NaN()
+			if n > 0 {
+				*c.dst = sum / float64(n)
+			}
+		}
+		hz = hz[:0]
+		for i := range head {
+			hz = append(hz, head[i].Horizon)
+		}
+		slices.Sort(hz)
+		row.HorizonMedian = hz[len(hz)/2]
+		if len(hz)%2 == 0 {
+			row.HorizonMedian = (hz[len(hz)/2-1] + hz[len(hz)/2]) / 2
+		}
+		heads = append(heads, row)
+		lo = hi
 	}
 	return heads
 }
@@ -308,6 +317,7 @@ func gdnConventions() map[string]string {
 		"neg_share":    "sum_{W<0} |W[t,s]| / sum_s |W[t,s]|",
 		"S_mean_w":     "mean_i sum_s pi_s (v_si - m_i)^2, m = sum_s pi_s v_s; pi = |W|/sum|W| (abs) or W/sum W where all entries share the sum's sign (signed; NaN elsewhere)",
 		"lambda_obs_w": "(neff_w + nu)/(S_mean_w + nu sigma0^2) (BFT Eq. 6 on pi), K_w = lambda_obs_w/(lambda + lambda_obs_w)",
+		"w_rows":       "neff_w, first_share, row_sum, neg_share, S_mean_w, lambda_obs_w, K_w are computed only when gdn.w_rows is true (the effective-attention rows, O(T^2 d_k) per head); otherwise NaN",
 		"batch":        "one sequence per pass (batch 1); the token column is the position in the chunk",
 	}
 }

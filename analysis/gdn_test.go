@@ -28,7 +28,7 @@ func TestGDNHeads(t *testing.T) {
 	}
 	f.Innovation[f.Index(0, 0, 1, 2)] = math.NaN()
 	f.Innovation[f.Index(0, 0, 1, 3)] = 4
-	heads := appendGDNHeads(nil, f, Chunk{T: 4, Sample: 3})
+	heads := appendGDNHeads(nil, appendGDNRows(nil, f, Chunk{T: 4, Sample: 3}))
 	if len(heads) != 2 {
 		t.Fatalf("%d rows, want 2", len(heads))
 	}

@@ -330,16 +330,21 @@ func ReadManifest(path string) (*Manifest, error) {
 
 // ManifestName returns the manifest file name of a shard (manifest.json
 // for an unsharded run).
-func ManifestName(s Shard) string {
+func ManifestName(s Shard) string { return manifestFile("manifest", s) }
+
+// manifestFile is <base>.json for an unsharded run and
+// <base>-shard-I-of-N.json for a shard.
+func manifestFile(base string, s Shard) string {
 	if s.Count <= 1 {
-		return "manifest.json"
+		return base + ".json"
 	}
-	return fmt.Sprintf("manifest-shard-%d-of-%d.json", s.Index, s.Count)
+	return fmt.Sprintf("%s-shard-%d-of-%d.json", base, s.Index, s.Count)
 }
 
-// keyDiff names the fields in which two pass keys differ, nested fields
-// as dotted paths ("probe.lambda_form (naive here, reml in the file)").
-func keyDiff(a, b PassKey) []string {
+// keyDiff names the fields in which two pass keys (PassKey, StreamKey)
+// differ, nested fields as dotted paths ("probe.lambda_form (naive here,
+// reml in the file)").
+func keyDiff(a, b any) []string {
 	fa, fb := map[string]string{}, map[string]string{}
 	flattenJSON(fa, "", a)
 	flattenJSON(fb, "", b)

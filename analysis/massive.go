@@ -3,10 +3,6 @@ package analysis
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
-	"runtime"
-	"time"
 
 	"gorgonia.org/tensor"
 
@@ -77,41 +73,35 @@ func DefaultMassiveOptions() MassiveOptions {
 		Interventions: []string{MassiveZero, MassiveMean}, Layer: -1}
 }
 
-// MassiveManifest records a massive run.
+// MassiveManifest records a massive run (or one shard of it). Its chunks'
+// Start, End cover the T + 1 tokens of each chunk.
 type MassiveManifest struct {
-	Kind        string            `json:"kind"` // "massive"
-	Tool        ToolInfo          `json:"tool"`
-	Created     string            `json:"created"`
-	Error       string            `json:"error,omitempty"`
-	Args        []string          `json:"args,omitempty"`
-	Model       ModelInfo         `json:"model"`
-	Source      SourceInfo        `json:"source"`
-	Options     MassiveOptions    `json:"massive"`
-	Conventions map[string]string `json:"conventions"`
-	Chunks      []Chunk           `json:"chunks"` // Start, End cover the T + 1 tokens of each chunk
-	Threads     int               `json:"threads"`
-	Seconds     float64           `json:"total_seconds"`
-	CLIOptions  []Option          `json:"options,omitempty"`
-	Tables      []string          `json:"tables,omitempty"`
-	// Deviation, for a model run in bf16 arithmetic, is how far its logits
-	// and diagnostics lie from float32 on the first tokens of the first
-	// chunk (streamDeviation).
-	Deviation *Deviation `json:"compute_deviation,omitempty"`
+	RunRecord
+	Options MassiveOptions `json:"massive"`
 }
 
-// MassiveManifestName is the manifest's file name in a massive run's folder.
+// MassiveManifestName is the manifest's file name in an unsharded massive
+// run's folder (StreamManifestName for a shard's).
 const MassiveManifestName = "massive_manifest.json"
 
-// MassiveRun is one `probe massive` run.
+// MassiveRun is one `probe massive` run: the plain pass and the
+// interventions of each chunk, one pass file per table and chunk in
+// Out/passes, then massive_top, massive_ppl and massive_manifest.json. It
+// resumes and shards as GDNRun does.
 type MassiveRun struct {
-	Dir        string
-	Load       model.LoadOptions
-	Source     SourceInfo
-	Stream     []int
-	Options    MassiveOptions
-	Out        string
-	Formats    []string
-	Threads    int
+	Dir     string
+	Load    model.LoadOptions
+	Source  SourceInfo
+	Stream  []int
+	Options MassiveOptions
+	Out     string
+	Formats []string
+	Threads int
+	Shard   Shard
+	Force   bool
+	// Stop, when closed, stops the run before its next pass: Run returns
+	// an error wrapping ErrStopped, the finished passes kept.
+	Stop       <-chan struct{}
 	CLIOptions []Option
 	Args       []string
 	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
@@ -120,9 +110,9 @@ type MassiveRun struct {
 	DeviationTokens int
 }
 
-// Run runs the passes and writes massive_top, massive_ppl and the manifest.
+// Run runs the passes and, unsharded, writes massive_top, massive_ppl and
+// the manifest, returning the rows of both (none for a shard).
 func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, error) {
-	start := time.Now()
 	o := &r.Options
 	if o.TopK < 1 {
 		return nil, nil, nil, fmt.Errorf("top-k %d: want at least 1", o.TopK)
@@ -138,25 +128,11 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 			return nil, nil, nil, fmt.Errorf("intervention %q: want %s or %s", iv, MassiveZero, MassiveMean)
 		}
 	}
-	if len(r.Formats) == 0 {
-		r.Formats = []string{FormatParquet, FormatCSV}
-	}
-	if r.Threads <= 0 {
-		r.Threads = runtime.GOMAXPROCS(0)
-	}
-	plus := make([]int, len(o.Lengths))
-	for i, T := range o.Lengths {
-		plus[i] = T + 1
-	}
-	chunks, err := PlanChunks(len(r.Stream), ChunkOptions{Lengths: plus, Samples: o.Samples, Disjoint: o.Disjoint,
-		Placement: o.Placement, Seed: o.Seed, Offset: o.Offset})
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: %w (a chunk is T + 1 tokens)", r.Source.File.Path, err)
-	}
-	for i := range chunks {
-		chunks[i].T--
-	}
-	m, err := model.Load(r.Dir, r.Load)
+	st := streamStart{kind: "massive", dir: r.Dir, load: r.Load, source: r.Source, stream: r.Stream, formats: r.Formats,
+		threads: r.Threads, shard: r.Shard, cliOptions: r.CLIOptions, args: r.Args,
+		deviationTokens: r.DeviationTokens, allowExt: o.AllowExtrapolation, extra: 1,
+		plan: ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement, Seed: o.Seed, Offset: o.Offset}}
+	m, rec, err := st.open()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -164,110 +140,110 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 	if o.Layer >= c.Layers {
 		return nil, nil, nil, fmt.Errorf("layer %d: the model has %d layers (0 … %d; −1 picks the layer with the largest ratio)", o.Layer, c.Layers, c.Layers-1)
 	}
-	for _, ch := range chunks {
-		for j, id := range r.Stream[ch.Start:ch.End] {
-			if id < 0 || id >= c.Vocab {
-				return nil, nil, nil, fmt.Errorf("%s: token %d at stream position %d is outside the vocabulary [0, %d)", r.Source.File.Path, id, ch.Start+j, c.Vocab)
-			}
-		}
-	}
-	info, err := DescribeModel(m)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if err := os.MkdirAll(r.Out, 0o755); err != nil {
-		return nil, nil, nil, err
-	}
-	man := &MassiveManifest{Kind: "massive", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: r.Args,
-		Model: info, Source: r.Source, Options: *o, Conventions: massiveConventions(), Chunks: chunks, Threads: r.Threads,
-		CLIOptions: r.CLIOptions}
-	if man.Deviation, err = streamDeviation(m, r.Stream, chunks, r.DeviationTokens, o.AllowExtrapolation, r.Threads); err != nil {
-		return nil, nil, nil, err
-	}
-	fail := func(err error) (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, error) {
-		man.Error = err.Error()
-		man.Seconds = time.Since(start).Seconds()
-		if werr := writeJSON(filepath.Join(r.Out, MassiveManifestName), man); werr != nil {
-			return man, nil, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
-		}
-		return man, nil, nil, err
-	}
+	man := &MassiveManifest{RunRecord: rec, Options: *o}
+	man.Conventions = massiveConventions()
+	D := c.DModel
 	var tops []MassiveTopRow
 	var ppls []MassivePPLRow
-	D := c.DModel
-	for _, ch := range chunks {
-		T := ch.T
-		ids := [][]int{r.Stream[ch.Start : ch.End-1]}
-		targets := r.Stream[ch.Start+1 : ch.End]
-		opt := model.Options{Logits: true, AllowExtrapolation: o.AllowExtrapolation, Threads: r.Threads}
+	err = runStream(man, streamRun{out: r.Out, tables: massiveTables, opts: man.Options, force: r.Force, stop: r.Stop,
+		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
+		pass: func(ch Chunk) ([]passTable, error) {
+			T := ch.T
+			ids := [][]int{r.Stream[ch.Start : ch.End-1]}
+			targets := r.Stream[ch.Start+1 : ch.End]
+			opt := model.Options{Logits: true, AllowExtrapolation: o.AllowExtrapolation, Threads: man.Threads}
 
-		// plain pass: top entries and median of every layer
-		top := make([][]probes.Activation, c.Layers)
-		med := make([]float64, c.Layers)
-		var scratch []float32
-		hs := &hooks.Set{}
-		hs.Add(hooks.ResidPost, func(_ string, l int, x *tensor.Dense) error {
-			h := x.Data().([]float32)
-			top[l] = probes.TopAbs(h, T, D, o.TopK)
-			med[l], scratch = probes.MedianAbs(h, scratch)
-			return nil
-		})
-		opt.Hooks = hs
-		out, err := m.Forward(ids, opt)
-		if err != nil {
-			return fail(fmt.Errorf("T=%d sample %d: %w", T, ch.Sample, err))
-		}
-		base := meanNLL(out.Logits, m.Vocab, targets)
-		ppls = append(ppls, MassivePPLRow{T: T, Sample: ch.Sample, Intervention: "none", Layer: -1, Tokens: T, NLL: base,
-			PPL: math.Exp(base)})
-		layer, best := o.Layer, -1.0
-		for l := 0; l < c.Layers; l++ {
-			for k, a := range top[l] {
-				ratio := math.Abs(float64(a.Value)) / med[l]
-				tops = append(tops, MassiveTopRow{T: T, Sample: ch.Sample, Layer: l, Rank: k, Position: a.Position, Channel: a.Channel,
-					Value: float64(a.Value), MedianAbs: med[l], Ratio: ratio})
-				if k == 0 && o.Layer < 0 && ratio > best {
-					layer, best = l, ratio
-				}
-			}
-		}
-		entries := top[layer][:min(o.Entries, len(top[layer]))]
-		for _, iv := range o.Interventions {
+			// plain pass: top entries and median of every layer
 			hs := &hooks.Set{}
-			hs.Add(hooks.Name(hooks.ResidPost, layer), func(_ string, _ int, x *tensor.Dense) error {
-				h := x.Data().([]float32)
-				var means []float64
-				if iv == MassiveMean {
-					means = make([]float64, D)
-					probes.ChannelMeans(means, h, T, D)
-				}
-				probes.ReplaceEntries(h, D, entries, means)
-				return nil
-			})
+			top, med := MassiveHooks(hs, c, T, o.TopK)
 			opt.Hooks = hs
 			out, err := m.Forward(ids, opt)
 			if err != nil {
-				return fail(fmt.Errorf("T=%d sample %d, intervention %s at layer %d: %w", T, ch.Sample, iv, layer, err))
+				return nil, err
 			}
-			nll := meanNLL(out.Logits, m.Vocab, targets)
-			ppls = append(ppls, MassivePPLRow{T: T, Sample: ch.Sample, Intervention: iv, Layer: layer, Entries: len(entries),
-				Tokens: T, NLL: nll, PPL: math.Exp(nll), DNLL: nll - base})
-		}
-	}
-	if err := writeTable(r.Out, "massive_top", tops, r.Formats); err != nil {
-		return fail(err)
-	}
-	if err := writeTable(r.Out, "massive_ppl", ppls, r.Formats); err != nil {
-		return fail(err)
-	}
-	for _, fm := range r.Formats {
-		man.Tables = append(man.Tables, "massive_top."+fm, "massive_ppl."+fm)
-	}
-	man.Seconds = time.Since(start).Seconds()
-	if err := writeJSON(filepath.Join(r.Out, MassiveManifestName), man); err != nil {
-		return man, tops, ppls, err
+			base := meanNLL(out.Logits, m.Vocab, targets)
+			var tops []MassiveTopRow
+			ppls := []MassivePPLRow{{T: T, Sample: ch.Sample, Intervention: "none", Layer: -1, Tokens: T, NLL: base, PPL: math.Exp(base)}}
+			layer, best := o.Layer, -1.0
+			for l := 0; l < c.Layers; l++ {
+				for k, a := range top[l] {
+					ratio := math.Abs(float64(a.Value)) / med[l]
+					tops = append(tops, MassiveTopRow{T: T, Sample: ch.Sample, Layer: l, Rank: k, Position: a.Position, Channel: a.Channel,
+						Value: float64(a.Value), MedianAbs: med[l], Ratio: ratio})
+					if k == 0 && o.Layer < 0 && ratio > best {
+						layer, best = l, ratio
+					}
+				}
+			}
+			entries := top[layer][:min(o.Entries, len(top[layer]))]
+			for _, iv := range o.Interventions {
+				hs := &hooks.Set{}
+				hs.Add(hooks.Name(hooks.ResidPost, layer), func(_ string, _ int, x *tensor.Dense) error {
+					h := x.Data().([]float32)
+					var means []float64
+					if iv == MassiveMean {
+						means = make([]float64, D)
+						probes.ChannelMeans(means, h, T, D)
+					}
+					probes.ReplaceEntries(h, D, entries, means)
+					return nil
+				})
+				opt.Hooks = hs
+				out, err := m.Forward(ids, opt)
+				if err != nil {
+					return nil, fmt.Errorf("intervention %s at layer %d: %w", iv, layer, err)
+				}
+				nll := meanNLL(out.Logits, m.Vocab, targets)
+				ppls = append(ppls, MassivePPLRow{T: T, Sample: ch.Sample, Intervention: iv, Layer: layer, Entries: len(entries),
+					Tokens: T, NLL: nll, PPL: math.Exp(nll), DNLL: nll - base})
+			}
+			return []passTable{tableOf("massive_top", tops), tableOf("massive_ppl", ppls)}, nil
+		},
+		finish: func() (err error) { tops, ppls, err = finishMassive(r.Out, man); return err }})
+	if err != nil {
+		return man, nil, nil, err
 	}
 	return man, tops, ppls, nil
+}
+
+// MassiveHooks registers on hs what probe massive attaches to its plain
+// length-T pass of a model with configuration c: per layer the topK
+// largest |residual| entries (probes.TopAbs) and the exact median |h|
+// (probes.MedianAbs) at blocks.{l}.hook_resid_post, which fill top and med
+// as the pass runs (probe bench measures it; the interventions are further
+// forward passes).
+func MassiveHooks(hs *hooks.Set, c *model.Config, T, topK int) (top [][]probes.Activation, med []float64) {
+	top, med = make([][]probes.Activation, c.Layers), make([]float64, c.Layers)
+	var scratch []float32
+	hs.Add(hooks.ResidPost, func(_ string, l int, x *tensor.Dense) error {
+		h := x.Data().([]float32)
+		top[l] = probes.TopAbs(h, T, c.DModel, topK)
+		med[l], scratch = probes.MedianAbs(h, scratch)
+		return nil
+	})
+	return top, med
+}
+
+// massiveTables are the tables of a massive pass.
+var massiveTables = []string{"massive_top", "massive_ppl"}
+
+// finishMassive writes massive_top and massive_ppl from the pass files of
+// every chunk of man in dir.
+func finishMassive(dir string, man *MassiveManifest) ([]MassiveTopRow, []MassivePPLRow, error) {
+	var tops []MassiveTopRow
+	var ppls []MassivePPLRow
+	for _, c := range man.Chunks {
+		top, err := readPassRows[MassiveTopRow](dir, "massive_top", &man.RunRecord, man.Options, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		ppl, err := readPassRows[MassivePPLRow](dir, "massive_ppl", &man.RunRecord, man.Options, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		tops, ppls = append(tops, top...), append(ppls, ppl...)
+	}
+	return tops, ppls, man.writeTables(dir, tableOf("massive_top", tops), tableOf("massive_ppl", ppls))
 }
 
 // meanNLL is the mean of TokenNLL over the targets.

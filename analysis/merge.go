@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -163,4 +164,138 @@ func copyFileAtomic(src, dst string) error {
 	}
 	defer in.Close()
 	return writeFileAtomic(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err })
+}
+
+// streamKinds are the stream commands whose folders MergeStream combines.
+var streamKinds = []string{"gdn", "sinks", "massive"}
+
+// StreamKindOf returns the stream command whose manifests dir holds (""
+// when none).
+func StreamKindOf(dir string) string {
+	for _, k := range streamKinds {
+		if m, _ := filepath.Glob(filepath.Join(dir, k+"_manifest*.json")); len(m) > 0 {
+			return k
+		}
+	}
+	return ""
+}
+
+// MergeStream combines the pass files of the shard folders of one probe
+// gdn, sinks or massive run (--shard i/n with the same model, text and
+// options) into out, as Merge does for a sweep: the pass files are copied
+// into out/passes, every pass must be there, and the tables and manifest
+// are those an unsharded run writes (in opt.Formats, default the shards').
+// It returns the merged manifest.
+func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, error) {
+	start := time.Now()
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("no folders to merge")
+	}
+	kind := StreamKindOf(dirs[0])
+	if kind == "" {
+		return nil, fmt.Errorf("%s: no gdn, sinks or massive manifest", dirs[0])
+	}
+	var man StreamManifest
+	var tables []string
+	var finish func() error
+	switch kind {
+	case "gdn":
+		m := &GDNManifest{}
+		man, tables, finish = m, gdnTables, func() error { _, err := finishGDN(out, m); return err }
+	case "sinks":
+		m := &SinksManifest{}
+		man, tables, finish = m, sinksTables, func() error { _, _, err := finishSinks(out, m); return err }
+	default:
+		m := &MassiveManifest{}
+		man, tables, finish = m, massiveTables, func() error { _, _, err := finishMassive(out, m); return err }
+	}
+	var base map[string]string
+	var baseFile string
+	for _, d := range dirs {
+		paths, _ := filepath.Glob(filepath.Join(d, kind+"_manifest*.json"))
+		paths = slices.DeleteFunc(paths, func(p string) bool { return strings.HasSuffix(p, ".failed.json") })
+		if len(paths) == 0 {
+			return nil, fmt.Errorf("%s: no %s_manifest*.json (not a probe %s folder)", d, kind, kind)
+		}
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return nil, err
+			}
+			var raw map[string]json.RawMessage
+			if err := json.Unmarshal(b, &raw); err != nil {
+				return nil, fmt.Errorf("%s: %w", p, err)
+			}
+			plan := planOf(raw)
+			delete(plan, "shard.count")
+			if base == nil {
+				if err := json.Unmarshal(b, man); err != nil {
+					return nil, fmt.Errorf("%s: %w", p, err)
+				}
+				base, baseFile = plan, p
+				continue
+			}
+			if diff := planDiffs(plan, base); len(diff) > 0 {
+				return nil, fmt.Errorf("%s and %s are not shards of one run: %s", p, baseFile, strings.Join(diff, "; "))
+			}
+		}
+	}
+	rec := man.Record()
+	if err := os.MkdirAll(filepath.Join(out, "passes"), 0o755); err != nil {
+		return nil, err
+	}
+	var missing []string
+	rec.Passes = []StreamPass{}
+	for i, c := range rec.Chunks {
+		src := ""
+		var pass StreamPass
+		for _, d := range dirs {
+			ok := true
+			for _, t := range tables {
+				p, err := readStreamPass(streamPassPath(d, t, c.T, c.Sample), t)
+				if err != nil {
+					ok = false
+					break
+				}
+				pass = p
+			}
+			if ok {
+				src = d
+				break
+			}
+		}
+		if src == "" {
+			owner := ""
+			if n := rec.Shard.Count; n > 1 {
+				owner = fmt.Sprintf(" (shard %d/%d)", i%n, n)
+			}
+			missing = append(missing, fmt.Sprintf("T=%d sample %d%s", c.T, c.Sample, owner))
+			continue
+		}
+		for _, t := range tables {
+			if err := copyFileAtomic(streamPassPath(src, t, c.T, c.Sample), streamPassPath(out, t, c.T, c.Sample)); err != nil {
+				return nil, err
+			}
+		}
+		rec.Passes = append(rec.Passes, pass)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%d of %d passes have no complete files in %s: %s", len(missing), len(rec.Chunks),
+			strings.Join(dirs, ", "), strings.Join(missing, ", "))
+	}
+	rec.Tool = Tool()
+	rec.Created = time.Now().UTC().Format(time.RFC3339)
+	rec.Shard = Shard{0, 1}
+	rec.Error, rec.Reused, rec.Notes, rec.Complete = "", nil, nil, false
+	rec.MergedFrom = dirs
+	rec.Args, rec.CLIOptions = opt.Args, opt.CLIOptions
+	if len(opt.Formats) > 0 {
+		rec.Formats = opt.Formats
+	}
+	if err := finish(); err != nil {
+		return nil, err
+	}
+	rec.Complete = true
+	rec.Seconds = time.Since(start).Seconds()
+	return man, writeJSON(filepath.Join(out, StreamManifestName(kind, rec.Shard)), man)
 }

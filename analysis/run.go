@@ -72,9 +72,9 @@ type Sweep struct {
 	Timings Timings
 }
 
-// ErrStopped is returned by Sweep.Run when Sweep.Stop was closed before
-// every pass was finished.
-var ErrStopped = errors.New("sweep stopped before its last pass")
+// ErrStopped is wrapped by the error of Sweep.Run (and of the stream
+// commands' Run) when its Stop was closed before every pass was finished.
+var ErrStopped = errors.New("stopped before its last pass")
 
 // Run runs the sweep. The manifest is written first, marked incomplete
 // (unless the folder's manifest records a finished sweep, whose tables
@@ -96,15 +96,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 	fail := func(err error) (*Manifest, *Results, error) {
 		man.Error = err.Error()
 		man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
-		path := filepath.Join(s.Out, ManifestName(s.Shard))
-		if old, rerr := ReadManifest(path); rerr == nil && old.Complete {
-			// keep the record of the finished sweep; its tables are intact
-			path = strings.TrimSuffix(path, ".json") + ".failed.json"
-		}
-		if werr := writeJSON(path, man); werr != nil {
-			return man, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
-		}
-		return man, nil, err
+		return man, nil, recordFailure(filepath.Join(s.Out, ManifestName(s.Shard)), man, err)
 	}
 	if old, err := ReadManifest(filepath.Join(s.Out, ManifestName(s.Shard))); err != nil || !old.Complete {
 		if err := writeJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man); err != nil {
@@ -112,12 +104,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 		}
 	}
 
-	var mine []Chunk
-	for i, c := range chunks {
-		if i%s.Shard.Count == s.Shard.Index {
-			mine = append(mine, c)
-		}
-	}
+	mine := shardChunks(chunks, s.Shard)
 	remaining := 0.0 // estimated work of the passes not finished yet
 	for _, c := range mine {
 		remaining += passCost(&s.Model.Config, c.T)
@@ -162,7 +149,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 		}
 		select {
 		case <-s.Stop:
-			return fail(fmt.Errorf("%w: %d of %d passes finished", ErrStopped, len(man.Passes), len(mine)))
+			return fail(fmt.Errorf("sweep %w: %d of %d passes finished", ErrStopped, len(man.Passes), len(mine)))
 		default:
 		}
 		report()

@@ -3,10 +3,6 @@ package analysis
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
-	"runtime"
-	"time"
 
 	"gorgonia.org/tensor"
 
@@ -84,46 +80,36 @@ func DefaultSinksOptions() SinksOptions {
 		IncludeFirstQuery: true, GateBelow: 0.1, SplitLocal: true}
 }
 
-// SinksManifest records a sinks run.
+// SinksManifest records a sinks run (or one shard of it).
 type SinksManifest struct {
-	Kind        string            `json:"kind"` // "sinks"
-	Tool        ToolInfo          `json:"tool"`
-	Created     string            `json:"created"`
-	Error       string            `json:"error,omitempty"`
-	Args        []string          `json:"args,omitempty"`
-	Model       ModelInfo         `json:"model"`
-	Layers      []int             `json:"softmax_layers"`
-	Windows     []int             `json:"windows"` // per model layer; 0: none
-	Source      SourceInfo        `json:"source"`
-	Options     SinksOptions      `json:"sinks"`
-	Conventions map[string]string `json:"conventions"`
-	Chunks      []Chunk           `json:"chunks"`
-	LeftOut     int64             `json:"rows_left_out"` // over every pass and head
-	Notes       []string          `json:"notes,omitempty"`
-	Threads     int               `json:"threads"`
-	Seconds     float64           `json:"total_seconds"`
-	PassSeconds []float64         `json:"pass_seconds"`
-	CLIOptions  []Option          `json:"options,omitempty"`
-	Tables      []string          `json:"tables,omitempty"`
-	// Deviation, for a model run in bf16 arithmetic, is how far its logits
-	// and diagnostics lie from float32 on the first tokens of the first
-	// chunk (streamDeviation).
-	Deviation *Deviation `json:"compute_deviation,omitempty"`
+	RunRecord
+	Layers  []int        `json:"softmax_layers"`
+	Windows []int        `json:"windows"` // per model layer; 0: none
+	Options SinksOptions `json:"sinks"`
+	LeftOut int64        `json:"rows_left_out"` // over every pass and head (of the tables)
 }
 
-// SinksManifestName is the manifest's file name in a sinks run's folder.
+// SinksManifestName is the manifest's file name in an unsharded sinks
+// run's folder (StreamManifestName for a shard's).
 const SinksManifestName = "sinks_manifest.json"
 
-// SinksRun is one `probe sinks` run.
+// SinksRun is one `probe sinks` run: one pass file per chunk in
+// Out/passes, then sinks_heads, sinks_rate and sinks_manifest.json. It
+// resumes and shards as GDNRun does.
 type SinksRun struct {
-	Dir        string
-	Load       model.LoadOptions
-	Source     SourceInfo
-	Stream     []int
-	Options    SinksOptions
-	Out        string
-	Formats    []string
-	Threads    int
+	Dir     string
+	Load    model.LoadOptions
+	Source  SourceInfo
+	Stream  []int
+	Options SinksOptions
+	Out     string
+	Formats []string
+	Threads int
+	Shard   Shard
+	Force   bool
+	// Stop, when closed, stops the run before its next pass: Run returns
+	// an error wrapping ErrStopped, the finished passes kept.
+	Stop       <-chan struct{}
 	CLIOptions []Option
 	Args       []string
 	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
@@ -144,9 +130,9 @@ func LayerWindows(c *model.Config) []int {
 	return w
 }
 
-// Run runs the passes and writes sinks_heads, sinks_rate and the manifest.
+// Run runs the passes and, unsharded, writes sinks_heads, sinks_rate and
+// the manifest, returning the rows of both tables (none for a shard).
 func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
-	start := time.Now()
 	o := &r.Options
 	if len(o.Eps) == 0 {
 		return nil, nil, nil, fmt.Errorf("no ε for the sink rate (give at least one, e.g. 0.3)")
@@ -156,80 +142,78 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 			return nil, nil, nil, fmt.Errorf("ε = %v: want 0 ≤ ε < 1 (a mean attention above ε)", e)
 		}
 	}
-	if len(r.Formats) == 0 {
-		r.Formats = []string{FormatParquet, FormatCSV}
-	}
-	if r.Threads <= 0 {
-		r.Threads = runtime.GOMAXPROCS(0)
-	}
-	chunks, err := PlanChunks(len(r.Stream), ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint,
-		Placement: o.Placement, Seed: o.Seed, Offset: o.Offset})
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
-	}
-	m, err := model.Load(r.Dir, r.Load)
+	st := streamStart{kind: "sinks", dir: r.Dir, load: r.Load, source: r.Source, stream: r.Stream, formats: r.Formats,
+		threads: r.Threads, shard: r.Shard, cliOptions: r.CLIOptions, args: r.Args,
+		deviationTokens: r.DeviationTokens, allowExt: o.AllowExtrapolation,
+		plan: ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement, Seed: o.Seed, Offset: o.Offset}}
+	m, rec, err := st.open()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	c := &m.Config
-	info, err := DescribeModel(m)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if err := os.MkdirAll(r.Out, 0o755); err != nil {
-		return nil, nil, nil, err
-	}
 	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
-	man := &SinksManifest{Kind: "sinks", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: r.Args,
-		Model: info, Layers: layers, Windows: windows, Source: r.Source, Options: *o, Conventions: sinksConventions(),
-		Chunks: chunks, Threads: r.Threads, CLIOptions: r.CLIOptions}
-	if man.Deviation, err = streamDeviation(m, r.Stream, chunks, r.DeviationTokens, o.AllowExtrapolation, r.Threads); err != nil {
-		return nil, nil, nil, err
-	}
+	man := &SinksManifest{RunRecord: rec, Layers: layers, Windows: windows, Options: *o}
+	man.Conventions = sinksConventions()
 	if len(layers) < c.Layers {
 		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet layers (see probe gdn)", layers))
 	}
-	per := c.GatePerHead()
-	if per == 0 {
+	if c.GatePerHead() == 0 {
 		man.Notes = append(man.Notes, "no output gate: the gate columns are empty (NaN)")
 	}
-	fail := func(err error) (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
-		man.Error = err.Error()
-		man.Seconds = time.Since(start).Seconds()
-		if werr := writeJSON(filepath.Join(r.Out, SinksManifestName), man); werr != nil {
-			return man, nil, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
-		}
+	var heads []SinkHeadRow
+	var rates []SinkRateRow
+	err = runStream(man, streamRun{out: r.Out, tables: sinksTables, opts: man.Options, force: r.Force, stop: r.Stop,
+		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
+		pass: func(ch Chunk) ([]passTable, error) {
+			hs := &hooks.Set{}
+			rows, err := SinkHooks(hs, c, ch, *o)
+			if err != nil {
+				return nil, err
+			}
+			ids := [][]int{r.Stream[ch.Start:ch.End]}
+			if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
+				Threads: man.Threads}); err != nil {
+				return nil, err
+			}
+			return []passTable{tableOf("sinks_heads", rows())}, nil
+		},
+		finish: func() (err error) { heads, rates, err = finishSinks(r.Out, man); return err }})
+	if err != nil {
 		return man, nil, nil, err
 	}
-	var heads []SinkHeadRow
-	for _, ch := range chunks {
-		t0 := time.Now()
-		sc, err := probes.NewSinkCollector(1, c.Layers, c.Heads, ch.T, windows, o.IncludeFirstQuery)
-		if err != nil {
-			return fail(err)
-		}
-		hs := &hooks.Set{}
-		gates := map[[2]int]probes.GateStats{}
-		for _, l := range layers {
-			hs.Stream(l, sc)
-		}
-		if per > 0 {
-			var scratch []float32
-			hs.Add(hooks.AttnGate, func(_ string, l int, x *tensor.Dense) error {
-				g := x.Data().([]float32)
-				for h := 0; h < c.Heads; h++ {
-					var st probes.GateStats
-					st, scratch = probes.HeadGateStats(g, 1, ch.T, c.Heads, per, h, o.GateBelow, scratch)
-					gates[[2]int{l, h}] = st
-				}
-				return nil
-			})
-		}
-		ids := [][]int{r.Stream[ch.Start:ch.End]}
-		if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
-			Threads: r.Threads}); err != nil {
-			return fail(fmt.Errorf("T=%d sample %d: %w", ch.T, ch.Sample, err))
-		}
+	return man, heads, rates, nil
+}
+
+// SinkHooks registers on hs what probe sinks attaches to the pass of
+// chunk ch of a model with configuration c under options o: a
+// probes.SinkCollector streaming the softmax layers' rows and the gate
+// statistics (probes.HeadGateStats) of a gated model. The returned
+// function gives the pass's sinks_heads rows once the pass has run (probe
+// bench measures the consumers without it).
+func SinkHooks(hs *hooks.Set, c *model.Config, ch Chunk, o SinksOptions) (func() []SinkHeadRow, error) {
+	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
+	sc, err := probes.NewSinkCollector(1, c.Layers, c.Heads, ch.T, windows, o.IncludeFirstQuery)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range layers {
+		hs.Stream(l, sc)
+	}
+	gates := map[[2]int]probes.GateStats{}
+	if per := c.GatePerHead(); per > 0 {
+		var scratch []float32
+		hs.Add(hooks.AttnGate, func(_ string, l int, x *tensor.Dense) error {
+			g := x.Data().([]float32)
+			for h := 0; h < c.Heads; h++ {
+				var st probes.GateStats
+				st, scratch = probes.HeadGateStats(g, 1, ch.T, c.Heads, per, h, o.GateBelow, scratch)
+				gates[[2]int{l, h}] = st
+			}
+			return nil
+		})
+	}
+	return func() []SinkHeadRow {
+		var rows []SinkHeadRow
 		for _, h := range sc.Heads(layers) {
 			row := SinkHeadRow{T: ch.T, Sample: ch.Sample, Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head,
 				Rows: h.Rows, BOSN: h.BOSN, LeftOut: h.LeftOut, BOSMass: h.BOSMass, Entropy: h.Entropy,
@@ -241,26 +225,32 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 			if st, ok := gates[[2]int{h.Layer, h.Head}]; ok {
 				row.GateMean, row.GateMedian, row.GateBelow, row.GateFirst, row.GateRest = st.Mean, st.Median, st.Below, st.First, st.Rest
 			}
-			man.LeftOut += h.LeftOut
-			heads = append(heads, row)
+			rows = append(rows, row)
 		}
-		man.PassSeconds = append(man.PassSeconds, time.Since(t0).Seconds())
+		return rows
+	}, nil
+}
+
+// sinksTables are the tables of a sinks pass.
+var sinksTables = []string{"sinks_heads"}
+
+// finishSinks writes sinks_heads and sinks_rate from the pass files of
+// every chunk of man in dir.
+func finishSinks(dir string, man *SinksManifest) ([]SinkHeadRow, []SinkRateRow, error) {
+	var heads []SinkHeadRow
+	man.LeftOut = 0
+	for _, c := range man.Chunks {
+		pass, err := readPassRows[SinkHeadRow](dir, "sinks_heads", &man.RunRecord, man.Options, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, h := range pass {
+			man.LeftOut += h.LeftOut
+		}
+		heads = append(heads, pass...)
 	}
-	rates := SinkRates(heads, o.Lengths, o.Eps, o.SplitLocal)
-	if err := writeTable(r.Out, "sinks_heads", heads, r.Formats); err != nil {
-		return fail(err)
-	}
-	if err := writeTable(r.Out, "sinks_rate", rates, r.Formats); err != nil {
-		return fail(err)
-	}
-	for _, fm := range r.Formats {
-		man.Tables = append(man.Tables, "sinks_heads."+fm, "sinks_rate."+fm)
-	}
-	man.Seconds = time.Since(start).Seconds()
-	if err := writeJSON(filepath.Join(r.Out, SinksManifestName), man); err != nil {
-		return man, heads, rates, err
-	}
-	return man, heads, rates, nil
+	rates := SinkRates(heads, man.Options.Lengths, man.Options.Eps, man.Options.SplitLocal)
+	return heads, rates, man.writeTables(dir, tableOf("sinks_heads", heads), tableOf("sinks_rate", rates))
 }
 
 // SinkRates computes the sinks_rate rows from the per-sample head rows:

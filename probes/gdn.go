@@ -204,25 +204,28 @@ func EffAttnWeightsOf(pi []float32, w []float32, mode EffAttnWeights) bool {
 // S_t = e^{g_t} S_{t−1} + β_t k_t (v_t − e^{g_t} S_{t−1}ᵀ k_t)ᵀ. k [T, dk]
 // (L2-normalised, as at blocks.{l}.gdn.hook_k), v [T, dv], beta and g [T]
 // (T = len(beta)); S [dk·dv] holds S_0 on entry (zeros for a fresh
-// sequence) and S_T on return; r is scratch of dv. Cost 3·dk·dv
-// multiply-adds per step; it does not allocate.
+// sequence) and S_T on return; r is scratch of 2·dv. Cost 3·dk·dv
+// multiply-adds per step in one pass over S; it does not allocate.
 func DeltaRuleFilter(innov, stateNorm, S, r []float64, k, v, beta, g []float32, dk, dv int, form InnovationForm) {
 	T := len(beta)
-	if len(g) != T || len(innov) < T || len(stateNorm) < T || len(S) != dk*dv || len(r) < dv || len(k) < T*dk || len(v) < T*dv {
+	if len(g) != T || len(innov) < T || len(stateNorm) < T || len(S) != dk*dv || len(r) < 2*dv || len(k) < T*dk || len(v) < T*dv {
 		panic(fmt.Sprintf("probes: DeltaRuleFilter: T=%d dk=%d dv=%d with g %d, innov %d, stateNorm %d, S %d, r %d, k %d, v %d",
 			T, dk, dv, len(g), len(innov), len(stateNorm), len(S), len(r), len(k), len(v)))
 	}
-	r = r[:dv]
+	if T == 0 {
+		return
+	}
+	// r holds the read-out S_{t−1}ᵀk_t of the step; the update of S_t
+	// forms the next step's S_tᵀk_{t+1} in the same pass over S (one
+	// pass per step instead of two: the state is read from cache once).
+	r, next := r[:dv], r[dv:2*dv]
+	clear(r)
+	for i, ki := range k[:dk] {
+		axpy64(r, S[i*dv:(i+1)*dv], float64(ki))
+	}
 	for t := 0; t < T; t++ {
 		kt, vt := k[t*dk:(t+1)*dk], v[t*dv:(t+1)*dv]
 		e := math.Exp(float64(g[t]))
-		clear(r)
-		for i, ki := range kt {
-			kf := float64(ki)
-			for j, s := range S[i*dv : (i+1)*dv] {
-				r[j] += s * kf
-			}
-		}
 		// r = Sᵀk (undecayed read-out); the update uses e·Sᵀk.
 		var in2 float64
 		for j, p := range r {
@@ -239,17 +242,67 @@ func DeltaRuleFilter(innov, stateNorm, S, r []float64, k, v, beta, g []float32, 
 		}
 		innov[t] = math.Sqrt(in2)
 		var n2 float64
-		for i, ki := range kt {
-			kf := float64(ki)
-			row := S[i*dv : (i+1)*dv]
-			for j, s := range row {
-				x := e*s + kf*r[j]
-				row[j] = x
-				n2 += x * x
+		clear(next)
+		if t+1 < T {
+			kn := k[(t+1)*dk : (t+2)*dk]
+			for i, ki := range kt {
+				n2 += decayAdd64(S[i*dv:(i+1)*dv], r, next, e, float64(ki), float64(kn[i]))
+			}
+		} else {
+			for i, ki := range kt {
+				n2 += decayAdd64(S[i*dv:(i+1)*dv], r, next, e, float64(ki), 0)
 			}
 		}
 		stateNorm[t] = math.Sqrt(n2)
+		r, next = next, r
 	}
+}
+
+// axpy64 adds a·x to dst (len(x) ≥ len(dst)), four elements a step.
+func axpy64(dst, x []float64, a float64) {
+	x = x[:len(dst)]
+	i := 0
+	for ; i+4 <= len(dst); i += 4 {
+		d, s := dst[i:i+4:i+4], x[i:i+4:i+4]
+		d[0] += a * s[0]
+		d[1] += a * s[1]
+		d[2] += a * s[2]
+		d[3] += a * s[3]
+	}
+	for ; i < len(dst); i++ {
+		dst[i] += a * x[i]
+	}
+}
+
+// decayAdd64 sets row = e·row + k·u, one row i of the state update
+// S_t = e^{g_t} S_{t−1} + k_t u_tᵀ (k = k_t[i]), adds kn·row to next
+// (kn = k_{t+1}[i]: the next read-out S_tᵀk_{t+1}, summed over rows in
+// order) and returns Σ row², in four partial sums so that the adds do not
+// wait on each other. u and next hold at least len(row) values.
+func decayAdd64(row, u, next []float64, e, k, kn float64) float64 {
+	u, next = u[:len(row)], next[:len(row)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(row); i += 4 {
+		d, v, n := row[i:i+4:i+4], u[i:i+4:i+4], next[i:i+4:i+4]
+		x0, x1, x2, x3 := e*d[0]+k*v[0], e*d[1]+k*v[1], e*d[2]+k*v[2], e*d[3]+k*v[3]
+		d[0], d[1], d[2], d[3] = x0, x1, x2, x3
+		n[0] += kn * x0
+		n[1] += kn * x1
+		n[2] += kn * x2
+		n[3] += kn * x3
+		s0 += x0 * x0
+		s1 += x1 * x1
+		s2 += x2 * x2
+		s3 += x3 * x3
+	}
+	for ; i < len(row); i++ {
+		x := e*row[i] + k*u[i]
+		row[i] = x
+		next[i] += kn * x
+		s0 += x * x
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // GDNOptions are the options of a GDNFilter.
@@ -275,7 +328,9 @@ type GDNOptions struct {
 // of one forward pass, per (batch, layer, value head, token): it is a
 // hooks.DeltaConsumer for the effective-attention rows and reads β, g, k, v
 // at the layer's gdn hooks (Register). Memory: 12 float64 per (batch,
-// layer, value head, token), linear in T; nothing T×T.
+// layer, value head, token) with the W rows and dispersion, 9 with
+// NoDispersion, 6 with NoRows (the columns not computed share one NaN
+// slice), linear in T; nothing T×T.
 type GDNFilter struct {
 	B, T, Hv, Dk, Dv int
 	Layers           []int // the Gated DeltaNet layers measured, in slot order
@@ -324,11 +379,34 @@ func NewGDNFilter(B, T, nLayers int, layers []int, Hv, dk, dv int, opt GDNOption
 		f.Opt.Prior = 1
 	}
 	n := B * len(layers) * Hv * T
-	for _, p := range []*[]float64{&f.Beta, &f.Decay, &f.Horizon, &f.Innovation, &f.StateNorm, &f.NEffW, &f.FirstShare,
-		&f.RowSum, &f.NegShare, &f.SMeanW, &f.LambdaObsW, &f.KW} {
-		*p = make([]float64, n)
-		for i := range *p {
-			(*p)[i] = math.NaN()
+	nan := func() []float64 {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = math.NaN()
+		}
+		return x
+	}
+	// Columns not computed (NoRows, NoDispersion) share one NaN slice,
+	// which nothing writes: 6 rather than 12 float64 per cell by default.
+	var none []float64
+	for _, c := range []struct {
+		skip bool
+		dst  []*[]float64
+	}{
+		{false, []*[]float64{&f.Beta, &f.Decay, &f.Horizon, &f.Innovation, &f.StateNorm}},
+		{f.Opt.NoRows, []*[]float64{&f.NEffW, &f.FirstShare, &f.RowSum, &f.NegShare}},
+		{f.Opt.NoRows || f.Opt.NoDispersion, []*[]float64{&f.SMeanW, &f.LambdaObsW, &f.KW}},
+	} {
+		for _, p := range c.dst {
+			switch {
+			case !c.skip:
+				*p = nan()
+			case none == nil:
+				none = nan()
+				fallthrough
+			default:
+				*p = none
+			}
 		}
 	}
 	return f, nil
@@ -399,7 +477,7 @@ func (f *GDNFilter) SetLayer(l int, k, v, beta, g []float32) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			S, r := make([]float64, dk*dv), make([]float64, dv)
+			S, r := make([]float64, dk*dv), make([]float64, 2*dv)
 			bg := make([]float32, 2*T)
 			for {
 				next.Lock()

@@ -101,7 +101,7 @@ func TestDeltaRuleFilterLastValue(t *testing.T) {
 	}
 	for _, form := range []InnovationForm{InnovationDecayed, InnovationUndecayed} {
 		innov, norm := make([]float64, T), make([]float64, T)
-		S, r := make([]float64, dk*dv), make([]float64, dv)
+		S, r := make([]float64, dk*dv), make([]float64, 2*dv)
 		DeltaRuleFilter(innov, norm, S, r, k, v, beta, g, dk, dv, form)
 		for i := 0; i < T; i++ {
 			var d2, n2 float64
@@ -134,7 +134,7 @@ func TestDeltaRuleFilterForms(t *testing.T) {
 		want float64
 	}{{InnovationDecayed, 2.5}, {InnovationUndecayed, 2}} {
 		innov, norm := make([]float64, 2), make([]float64, 2)
-		S, r := make([]float64, 1), make([]float64, 1)
+		S, r := make([]float64, 1), make([]float64, 2)
 		DeltaRuleFilter(innov, norm, S, r, k, v, beta, g, 1, 1, c.form)
 		if math.Abs(innov[0]-2) > 1e-12 || math.Abs(innov[1]-c.want) > 1e-6 || math.Abs(norm[1]-1.75) > 1e-6 {
 			t.Errorf("%v: innovation %v, state norm %v; want [2 %v], 1.75", c.form, innov, norm, c.want)
@@ -263,7 +263,7 @@ func TestGDNFilterGolden(t *testing.T) {
 						// the recurrence on the golden inputs
 						hd := (b*Hv + h) * T
 						innov, norm := make([]float64, T), make([]float64, T)
-						S, r := make([]float64, dk*dv), make([]float64, dv)
+						S, r := make([]float64, dk*dv), make([]float64, 2*dv)
 						DeltaRuleFilter(innov, norm, S, r, gk[hd*dk:(hd+T)*dk], gv[hd*dv:(hd+T)*dv], bg[:T], bg[T:], dk, dv, InnovationDecayed)
 						for tt := 0; tt < T; tt++ {
 							worst.innov = max(worst.innov, math.Abs(f.Innovation[at+tt]-innov[tt])/innov[tt])

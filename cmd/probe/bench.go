@@ -9,12 +9,16 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -59,6 +63,7 @@ func cmdBench(args []string, w io.Writer) error {
 	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
 	tile := fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
+	modes := fs.String("modes", "", "compare consumers in one run: comma-separated of "+strings.Join(benchModes, ", ")+", or all (every one the model has layers for); forward is always included, each rep runs every mode once in rotating order, and one JSON object gives each mode's best wall and CPU seconds, peak RSS and overhead vs forward")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -78,6 +83,9 @@ func cmdBench(args []string, w io.Writer) error {
 	red, ok := probes.ParseReductions(*reductions)
 	if !ok {
 		return fmt.Errorf("--reductions %q: want %s or %s", *reductions, probes.MeanReduction, probes.AllReductions)
+	}
+	if *modes != "" && *noDiag {
+		return fmt.Errorf("--modes includes the plain forward pass (forward); drop --no-diagnostics")
 	}
 	dir, err := mf.dir()
 	if err != nil {
@@ -127,18 +135,6 @@ func cmdBench(args []string, w io.Writer) error {
 		}
 	}
 	opt := model.Options{AllowExtrapolation: true, Threads: *threads, TileRows: *tile}
-	if !*noDiag {
-		// Every diagnostic of the App. I protocol streams on every layer
-		// (n_eff, S, λobs and K in the --reductions asked for, BOS mass,
-		// ‖e‖, gates), as probe sweep computes them; the Collector is
-		// allocated once, outside the timed passes.
-		kernel, _ := probes.ParseKernel(*path)
-		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.ValueDim(), probes.CollectorOptions{Kernel: kernel, Reductions: red})
-		if err != nil {
-			return err
-		}
-		opt.Hooks = col.Hooks(c)
-	}
 	res.Threads = *threads
 	if res.Threads <= 0 {
 		res.Threads = runtime.GOMAXPROCS(0)
@@ -153,6 +149,24 @@ func cmdBench(args []string, w io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *modes != "" {
+		kernel, _ := probes.ParseKernel(*path)
+		return benchCompare(w, m, ids, opt, *modes, *reps, benchModesResult{Tokens: *T, Threads: res.Threads, Reps: *reps,
+			LoadSeconds: res.LoadSeconds, WeightMiB: res.WeightMiB, HeapMiB: res.HeapMiB},
+			probes.CollectorOptions{Kernel: kernel, Reductions: red})
+	}
+	if !*noDiag {
+		// Every diagnostic of the App. I protocol streams on every layer
+		// (n_eff, S, λobs and K in the --reductions asked for, BOS mass,
+		// ‖e‖, gates), as probe sweep computes them; the Collector is
+		// allocated once, outside the timed passes.
+		kernel, _ := probes.ParseKernel(*path)
+		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.ValueDim(), probes.CollectorOptions{Kernel: kernel, Reductions: red})
+		if err != nil {
+			return err
+		}
+		opt.Hooks = col.Hooks(c)
 	}
 	for r := 0; r < *reps; r++ {
 		// Collect the previous pass's buffers first (not timed), so that the
@@ -207,4 +221,163 @@ func peakRSSMiB() float64 {
 		return float64(ru.Maxrss) / 1024 // kilobytes on Linux
 	}
 	return 0
+}
+
+// benchModes are the consumers probe bench --modes compares, in the order
+// they run within a rep: none (forward), the App. I Collector of probe
+// sweep (sweep), probe gdn's default set (gdn: gain, forgetting,
+// innovation, state norm) and with the W-row statistics (gdn-w-rows),
+// probe sinks' SinkCollector and gate statistics (sinks), and probe
+// massive's top-k and median of every residual stream (massive: its plain
+// pass; each intervention is one more forward pass).
+var benchModes = []string{"forward", "sweep", "gdn", "gdn-w-rows", "sinks", "massive"}
+
+// benchModesResult is the one JSON object probe bench --modes prints.
+type benchModesResult struct {
+	Tokens      int     `json:"tokens"`
+	Threads     int     `json:"threads"`
+	Reps        int     `json:"reps"`
+	LoadSeconds float64 `json:"load_seconds"`
+	WeightMiB   float64 `json:"weight_mib"`
+	HeapMiB     float64 `json:"heap_mib"`
+	PeakRSSMiB  float64 `json:"peak_rss_mib"` // the whole process's
+	// RSSPerMode says whether each mode's peak_rss_mib is its own (the
+	// kernel's peak counter reset before each pass through
+	// /proc/self/clear_refs, after returning freed memory to the OS) or,
+	// where that is not possible, the process's peak so far.
+	RSSPerMode bool        `json:"peak_rss_per_mode"`
+	Modes      []benchMode `json:"modes"`
+}
+
+// benchMode is one mode's line of benchModesResult.
+type benchMode struct {
+	Mode          string  `json:"mode"`
+	Seconds       float64 `json:"seconds"`        // best wall-clock forward pass of the reps
+	MedianSeconds float64 `json:"median_seconds"` // median of the reps
+	CPUSeconds    float64 `json:"cpu_seconds"`    // best user + system CPU seconds of a pass (getrusage), steadier than wall time on a loaded machine
+	TokensPerS    float64 `json:"tokens_per_s"`   // tokens / seconds
+	Overhead      float64 `json:"overhead"`       // seconds / forward's seconds − 1
+	CPUOverhead   float64 `json:"cpu_overhead"`   // cpu_seconds / forward's − 1
+	PeakRSSMiB    float64 `json:"peak_rss_mib"`   // peak resident set over this mode's passes (see peak_rss_per_mode)
+}
+
+// parseBenchModes returns the modes of --modes in benchModes' order, with
+// forward first; all means every mode the model supports.
+func parseBenchModes(s string, c *model.Config) ([]string, error) {
+	want := map[string]bool{"forward": true}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		switch {
+		case f == "all":
+			for _, m := range benchModes {
+				want[m] = c.DeltaNet != nil || !strings.HasPrefix(m, "gdn")
+			}
+		case slices.Contains(benchModes, f):
+			if strings.HasPrefix(f, "gdn") && c.DeltaNet == nil {
+				return nil, fmt.Errorf("--modes %s: %s has no Gated DeltaNet layers", f, c.Arch)
+			}
+			want[f] = true
+		default:
+			return nil, fmt.Errorf("--modes: %q is not one of %s, all", f, strings.Join(benchModes, ", "))
+		}
+	}
+	var out []string
+	for _, m := range benchModes {
+		if want[m] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// benchHooks returns the consumers of mode for one pass of T tokens (nil
+// for forward), built as the command that computes them builds them.
+func benchHooks(mode string, c *model.Config, T, threads int, copt probes.CollectorOptions) (*hooks.Set, error) {
+	hs := &hooks.Set{}
+	switch mode {
+	case "forward":
+		return nil, nil
+	case "sweep":
+		col, err := probes.NewCollector(1, c.Layers, c.Heads, T, c.ValueDim(), copt)
+		if err != nil {
+			return nil, err
+		}
+		return col.Hooks(c), nil
+	case "gdn", "gdn-w-rows":
+		_, err := analysis.GDNFilter(hs, c, T, analysis.GDNOptions{WRows: mode == "gdn-w-rows"}, threads)
+		return hs, err
+	case "sinks":
+		_, err := analysis.SinkHooks(hs, c, analysis.Chunk{T: T}, analysis.DefaultSinksOptions())
+		return hs, err
+	case "massive":
+		analysis.MassiveHooks(hs, c, T, analysis.DefaultMassiveOptions().TopK)
+		return hs, nil
+	}
+	return nil, fmt.Errorf("unknown bench mode %q", mode)
+}
+
+// benchCompare runs reps rounds of every mode of --modes, each round in an
+// order rotated by one (so that no mode always follows the same one), and
+// prints res with each mode's times, peak RSS and overheads.
+func benchCompare(w io.Writer, m *model.Model, ids []int, opt model.Options, modeList string, reps int, res benchModesResult, copt probes.CollectorOptions) error {
+	c := &m.Config
+	modes, err := parseBenchModes(modeList, c)
+	if err != nil {
+		return err
+	}
+	wall := make([][]float64, len(modes))
+	cpu := make([][]float64, len(modes))
+	peak := make([]float64, len(modes))
+	res.RSSPerMode = true
+	for r := 0; r < reps; r++ {
+		for k := range modes {
+			i := (k + r) % len(modes)
+			hs, err := benchHooks(modes[i], c, len(ids), res.Threads, copt)
+			if err != nil {
+				return fmt.Errorf("--modes %s: %w", modes[i], err)
+			}
+			o := opt
+			o.Hooks = hs
+			debug.FreeOSMemory() // the previous pass's buffers, returned to the OS before the peak is reset
+			if os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) != nil {
+				res.RSSPerMode = false
+			}
+			c0 := cpuSeconds()
+			t0 := time.Now()
+			if _, err := m.Forward([][]int{ids}, o); err != nil {
+				return fmt.Errorf("--modes %s: %w", modes[i], err)
+			}
+			wall[i] = append(wall[i], time.Since(t0).Seconds())
+			cpu[i] = append(cpu[i], cpuSeconds()-c0)
+			peak[i] = max(peak[i], peakRSSMiB())
+		}
+	}
+	for i, mode := range modes {
+		bm := benchMode{Mode: mode, Seconds: slices.Min(wall[i]), CPUSeconds: slices.Min(cpu[i]), PeakRSSMiB: peak[i]}
+		sorted := slices.Sorted(slices.Values(wall[i]))
+		bm.MedianSeconds = sorted[len(sorted)/2]
+		if len(sorted)%2 == 0 {
+			bm.MedianSeconds = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
+		}
+		bm.TokensPerS = float64(len(ids)) / bm.Seconds
+		bm.Overhead = bm.Seconds/slices.Min(wall[0]) - 1
+		bm.CPUOverhead = bm.CPUSeconds/slices.Min(cpu[0]) - 1
+		res.Modes = append(res.Modes, bm)
+	}
+	res.PeakRSSMiB = slices.Max(peak)
+	out, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(out))
+	return err
+}
+
+// cpuSeconds is the user + system CPU time of this process so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

@@ -235,3 +235,56 @@ func TestPeakRSSHelper(t *testing.T) {
 	fmt.Printf("peak_rss_mib %f\n", peakRSSMiB())
 	os.Exit(0)
 }
+
+// TestBenchModes: probe bench --modes times the plain forward pass and the
+// consumers of probe sweep, gdn (default set and with W rows), sinks and
+// massive in one run: one JSON object with forward first (overhead 0) and
+// every mode's times, peak RSS and overheads; gdn modes on a model without
+// Gated DeltaNet layers and unknown modes are refused.
+func TestBenchModes(t *testing.T) {
+	tmp := t.TempDir()
+	q35, llama := filepath.Join(tmp, "q35"), filepath.Join(tmp, "llama")
+	if code, _, errs := probe(t, "generate", "--arch", "qwen3_5", "--layers", "4", "--d-model", "64", "--heads", "2", "--kv-heads", "1",
+		"--vocab", "128", "--out", q35); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := probe(t, "generate", "--arch", "llama", "--layers", "1", "--d-model", "32", "--heads", "2", "--kv-heads", "1",
+		"--vocab", "64", "--out", llama); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, errs := probe(t, "bench", "--model", q35, "--tokens", "96", "--reps", "2", "--modes", "all")
+	if code != 0 {
+		t.Fatalf("bench --modes all: exit %d: %s", code, errs)
+	}
+	var res benchModesResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var names []string
+	for _, m := range res.Modes {
+		names = append(names, m.Mode)
+		if !(m.Seconds > 0 && m.CPUSeconds >= 0 && m.MedianSeconds >= m.Seconds && m.PeakRSSMiB > 0 && m.TokensPerS == 96/m.Seconds) {
+			t.Errorf("mode %+v", m)
+		}
+		if want := m.Seconds/res.Modes[0].Seconds - 1; math.Abs(m.Overhead-want) > 1e-12 {
+			t.Errorf("%s: overhead %v, want %v", m.Mode, m.Overhead, want)
+		}
+	}
+	if strings.Join(names, ",") != "forward,sweep,gdn,gdn-w-rows,sinks,massive" || res.Modes[0].Overhead != 0 || res.Tokens != 96 || res.Reps != 2 {
+		t.Errorf("modes %v, forward overhead %v, tokens %d, reps %d", names, res.Modes[0].Overhead, res.Tokens, res.Reps)
+	}
+	code, out, _ = probe(t, "bench", "--model", llama, "--tokens", "32", "--reps", "1", "--modes", "all")
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || len(res.Modes) != 4 {
+		t.Errorf("--modes all without Gated DeltaNet layers: exit %d, %v: %s", code, err, out)
+	}
+	for _, c := range []struct{ modes, want string }{
+		{"gdn", "no Gated DeltaNet layers"}, {"sinks,foo", `"foo" is not one of`},
+	} {
+		if code, _, errs := probe(t, "bench", "--model", llama, "--tokens", "32", "--modes", c.modes); code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("--modes %s: exit %d: %s", c.modes, code, errs)
+		}
+	}
+	if code, _, errs := probe(t, "bench", "--model", llama, "--modes", "sinks", "--no-diagnostics"); code == 0 || !strings.Contains(errs, "drop --no-diagnostics") {
+		t.Errorf("--modes with --no-diagnostics: exit %d: %s", code, errs)
+	}
+}

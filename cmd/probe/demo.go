@@ -114,6 +114,9 @@ func cmdDemo(args []string, w io.Writer) error {
 		{"sink measurements", sinksDir, demoSinkLengths, cmdSinks},
 	} {
 		args := []string{"--model", hybrid, "--ids", ids, "--lengths", run.lengths, "--format", "parquet", "--force", "--out", run.dir}
+		if run.dir == gdnDir {
+			args = append(args, "--w-rows") // the effective-attention rows are shown: opt in to their cost
+		}
 		if err := run.cmd(args, io.Discard); err != nil {
 			return fmt.Errorf("demo: %s of the hybrid: %w", run.what, err)
 		}

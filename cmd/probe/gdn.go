@@ -18,8 +18,9 @@ func cmdGDN(args []string, w io.Writer) error {
 	innov := fs.String("innovation", "decayed", "innovation r_t = v_t − e^{g_t}S_{t−1}ᵀk_t (decayed: the residual the update multiplies by β) or v_t − S_{t−1}ᵀk_t (undecayed)")
 	weights := fs.String("w-weights", "abs", "weights of the dispersion of the values under a W row: abs (|W|/Σ|W|, defined for any non-zero row) or signed (W/ΣW, defined only where every entry has the sign of ΣW)")
 	lf := addLambdaFlags(fs, "") // of λobs^W = (n_eff^W + ν)/(S̄^W + νσ0²), σ0² = 1/d_value by default, and K^W
-	noDisp := fs.Bool("no-dispersion", false, "skip S_mean_w, lambda_obs_w, K_w (their O(t·d_value) per row)")
-	noRows := fs.Bool("no-w-rows", false, "skip the effective-attention rows (neff_w … K_w empty): only β, decay, innovation and state norm, at the recurrence's O(T·d_k·d_v) per head instead of the rows' O(T²·d_k)")
+	wRows := fs.Bool("w-rows", false, "also compute the effective-attention rows' statistics (neff_w, first_share, row_sum, neg_share, S_mean_w, lambda_obs_w, K_w; otherwise empty): O(T²·d_k) per head against the recurrence's O(T·d_k·d_v), several times the forward pass at long T (docs/diagnostics.md)")
+	noDisp := fs.Bool("no-dispersion", false, "with --w-rows: skip S_mean_w, lambda_obs_w, K_w (their O(t·d_value) per row)")
+	noRows := fs.Bool("no-w-rows", false, "deprecated: the W rows are off unless --w-rows")
 	tile := fs.Int("tile", 0, "rows per effective-attention tile (0: the model's default)")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -29,22 +30,36 @@ func cmdGDN(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *noRows && *wRows {
+		return fmt.Errorf("--no-w-rows (deprecated: the W rows are off by default) contradicts --w-rows")
+	}
+	if *noDisp && !*wRows {
+		return fmt.Errorf("--no-dispersion applies to the W-row statistics: give it with --w-rows")
+	}
 	opts := analysis.GDNOptions{Lengths: lengths, Samples: *pf.samples, Disjoint: *pf.disjoint, Placement: *pf.placement, Seed: *pf.seed, Offset: *pf.offset,
 		Innovation: *innov, Weights: *weights, Nu: *lf.nu, Sigma02: *lf.sigma02, Prior: *lf.prior, NoDispersion: *noDisp,
-		NoRows: *noRows, TileRows: *tile, AllowExtrapolation: *sf.allowExt}
-	dir, stream, src, err := sf.input("the gdn table and " + analysis.GDNManifestName)
+		WRows: *wRows, TileRows: *tile, AllowExtrapolation: *sf.allowExt}
+	dir, stream, src, err := sf.input("gdn", "the gdn table and "+analysis.GDNManifestName)
 	if err != nil {
 		return err
 	}
+	stop := make(chan struct{})
+	defer onInterrupt("gdn", stop, func() string { return resumeNote("gdn", args) })()
 	run := &analysis.GDNRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"gdn"}, args...),
+		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"gdn"}, args...),
 		DeviationTokens: *sf.model.deviationTokens}
 	man, rows, err := run.Run()
 	if err != nil {
+		if man != nil {
+			return sf.stopped(w, "gdn", args, &man.RunRecord, err)
+		}
 		return err
 	}
 	defer printDeviation(w, man.Deviation) // after the lines on the tables
-	fmt.Fprintf(w, "wrote %d rows (%d passes × Gated DeltaNet layers %v × %d value heads × tokens) to %s (%.1f s)\n",
-		len(rows), len(man.Chunks), man.Layers, rows[len(rows)-1].Head+1, *sf.out, man.Seconds)
+	if sf.done(w, &man.RunRecord) {
+		return nil
+	}
+	fmt.Fprintf(w, "wrote %d rows (%d passes × Gated DeltaNet layers %v × value heads × tokens) to %s (%.1f s)\n",
+		len(rows), len(man.Chunks), man.Layers, *sf.out, man.Seconds)
 	return nil
 }

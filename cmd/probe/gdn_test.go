@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,7 +58,7 @@ func TestGDNCommandGolden(t *testing.T) {
 			data, _ := json.Marshal(ids)
 			os.WriteFile(idsFile, data, 0o644)
 			out := filepath.Join(tmp, "out")
-			code, stdout, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5")
+			code, stdout, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5", "--w-rows")
 			if code != 0 {
 				t.Fatalf("probe gdn: exit %d: %s", code, stderr)
 			}
@@ -159,5 +161,77 @@ func TestGDNCommandErrors(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q, want it to mention %q", c.args, code, stderr, c.want)
 		}
+	}
+}
+
+// TestGDNShardsMergeCLI: probe gdn --shard 0/2 and 1/2, then probe merge,
+// give the tables of the unsharded run byte for byte; the default set
+// leaves the W-row columns empty and says so in the manifest; a re-run
+// reuses every pass; a folder of other files is refused.
+func TestGDNShardsMergeCLI(t *testing.T) {
+	tmp := t.TempDir()
+	ck := filepath.Join(tmp, "q35")
+	if code, _, stderr := probe(t, "generate", "--arch", "qwen3_5", "--layers", "4", "--d-model", "64", "--heads", "2", "--kv-heads", "1",
+		"--vocab", "128", "--out", ck); code != 0 {
+		t.Fatal(stderr)
+	}
+	ids := make([]int, 300)
+	for i := range ids {
+		ids[i] = (i*37 + 11) % 128
+	}
+	idsFile := filepath.Join(tmp, "ids.json")
+	data, _ := json.Marshal(ids)
+	os.WriteFile(idsFile, data, 0o644)
+	base := []string{"gdn", "--model", ck, "--ids", idsFile, "--lengths", "24,40", "--samples", "2"}
+	run := func(extra ...string) (int, string, string) { return probe(t, append(slices.Clone(base), extra...)...) }
+	whole := filepath.Join(tmp, "whole")
+	if code, _, stderr := run("--out", whole); code != 0 {
+		t.Fatal(stderr)
+	}
+	for i, d := range []string{"s0", "s1"} {
+		code, stdout, stderr := run("--out", filepath.Join(tmp, d), "--shard", fmt.Sprintf("%d/2", i))
+		if code != 0 || !strings.Contains(stdout, "probe merge") {
+			t.Fatalf("shard %d: exit %d: %s%s", i, code, stdout, stderr)
+		}
+	}
+	merged := filepath.Join(tmp, "merged")
+	if code, stdout, stderr := probe(t, "merge", filepath.Join(tmp, "s0"), filepath.Join(tmp, "s1"), "--out", merged); code != 0 || !strings.Contains(stdout, "4 probe gdn passes") {
+		t.Fatalf("merge: exit %d: %s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := probe(t, "merge", filepath.Join(tmp, "s0"), filepath.Join(tmp, "s1"), "--out", filepath.Join(tmp, "m2"), "--ddof", "1"); code == 0 || !strings.Contains(stderr, "--ddof is an option of sweep merges") {
+		t.Errorf("merge with a sweep option: exit %d: %s", code, stderr)
+	}
+	for _, name := range []string{"gdn.parquet", "gdn.csv", "gdn_heads.parquet", "gdn_heads.csv"} {
+		a, err := os.ReadFile(filepath.Join(whole, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(merged, name)); !bytes.Equal(a, b) {
+			t.Errorf("%s of the merged shards differs from the unsharded run's", name)
+		}
+	}
+	rows, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(whole, "gdn.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2*(24+40)*3*4 || !math.IsNaN(rows[5].NEffW) || !math.IsNaN(rows[5].KW) || math.IsNaN(rows[5].Innovation) {
+		t.Errorf("%d rows; row 5 %+v: want 2·64 tokens × 3 layers × 4 heads, NaN W-row columns and a finite innovation", len(rows), rows[5])
+	}
+	var man analysis.GDNManifest
+	b, _ := os.ReadFile(filepath.Join(whole, analysis.GDNManifestName))
+	if err := json.Unmarshal(b, &man); err != nil || man.Options.WRows || !strings.Contains(string(b), `"w_rows": false`) {
+		t.Errorf("manifest: %v; w_rows %v", err, man.Options.WRows)
+	}
+	if code, stdout, _ := run("--out", whole); code != 0 || !strings.Contains(stdout, "4 passes (0 run, 4 already finished)") {
+		t.Errorf("re-run: exit %d: %s", code, stdout)
+	}
+	if code, _, stderr := run("--out", filepath.Join(tmp, "s0")); code == 0 || !strings.Contains(stderr, "shard.count (1 here, 2 in the folder)") {
+		t.Errorf("unsharded run into a shard's folder: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := run("--out", ck); code == 0 || !strings.Contains(stderr, "pass --force") {
+		t.Errorf("run into a checkpoint folder: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := run("--out", filepath.Join(tmp, "x"), "--no-dispersion"); code == 0 || !strings.Contains(stderr, "with --w-rows") {
+		t.Errorf("--no-dispersion alone: exit %d: %s", code, stderr)
 	}
 }

@@ -34,6 +34,11 @@ func cmdGenerate(args []string, w io.Writer) error {
 	heads := fs.Int("heads", 8, "query heads")
 	kvHeads := fs.Int("kv-heads", 4, "key/value heads")
 	dMLP := fs.Int("d-mlp", 0, "MLP width (default 3·d_model; GPT-2 4·d_model)")
+	headDim := fs.Int("head-dim", 0, "softmax attention head width, head_dim (default d_model/heads; a partial rotary factor is kept)")
+	linKeyHeads := fs.Int("linear-key-heads", 0, "qwen3_5: Gated DeltaNet key heads, linear_num_key_heads (default --heads)")
+	linValueHeads := fs.Int("linear-value-heads", 0, "qwen3_5: Gated DeltaNet value heads, linear_num_value_heads (default 2·--heads)")
+	linKeyDim := fs.Int("linear-key-dim", 0, "qwen3_5: Gated DeltaNet key head width, linear_key_head_dim (default d_model/heads)")
+	linValueDim := fs.Int("linear-value-dim", 0, "qwen3_5: Gated DeltaNet value head width, linear_value_head_dim (default d_model/heads)")
 	vocab := fs.Int("vocab", 1024, "vocabulary size")
 	maxPos := fs.Int("max-pos", 32768, "max_position_embeddings")
 	tied := fs.Bool("tie-embeddings", true, "the LM head is the token embedding (config.json's tie_word_embeddings); false writes its own lm_head.weight, as Llama 3.1 8B has")
@@ -80,12 +85,9 @@ func cmdGenerate(args []string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--arch %s: %w", *arch, err)
 	}
-	if *dMLP > 0 {
-		// Only a width that the family's config.json carries takes effect.
-		cfg.DMLP = *dMLP
-		if back, err := model.ParseConfig(mustJSON(cfg.HFConfig())); err != nil || back.DMLP != *dMLP {
-			return fmt.Errorf("--d-mlp does not apply to --arch %s (its MLP width follows from --d-model)", *arch)
-		}
+	if cfg, err = reshape(cfg, shapeFlags{DMLP: *dMLP, HeadDim: *headDim, LinearKeyHeads: *linKeyHeads, LinearValueHeads: *linValueHeads,
+		LinearKeyDim: *linKeyDim, LinearValueDim: *linValueDim}); err != nil {
+		return fmt.Errorf("--arch %s: %w", *arch, err)
 	}
 	if !*tied {
 		cfg.TiedHead = false
@@ -157,4 +159,73 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return data
+}
+
+// shapeFlags are generate's widths beyond model.Size (0: the family's
+// default), named as config.json names them: intermediate_size, head_dim,
+// linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,
+// linear_value_head_dim. They reach e.g. the Qwen3.5-0.8B shape, whose
+// head_dim (256) is not d_model/heads.
+type shapeFlags struct {
+	DMLP, HeadDim                                                  int
+	LinearKeyHeads, LinearValueHeads, LinearKeyDim, LinearValueDim int
+}
+
+// reshape returns cfg with the widths of f set, as a reader of its
+// config.json gets it; a width the family's config.json does not carry is
+// an error naming its flag.
+func reshape(cfg model.Config, f shapeFlags) (model.Config, error) {
+	if f == (shapeFlags{}) {
+		return cfg, nil
+	}
+	if f.DMLP > 0 {
+		cfg.DMLP = f.DMLP
+	}
+	if f.HeadDim > 0 {
+		if cfg.RoPE.Dims > 0 { // keep the rotated fraction
+			if cfg.RoPE.Dims*f.HeadDim%cfg.DHead != 0 || cfg.RoPE.Dims*f.HeadDim/cfg.DHead%2 != 0 {
+				return cfg, fmt.Errorf("--head-dim %d: the rotated fraction %d/%d of a head is not a whole, even number of dimensions", f.HeadDim, cfg.RoPE.Dims, cfg.DHead)
+			}
+			cfg.RoPE.Dims = cfg.RoPE.Dims * f.HeadDim / cfg.DHead
+		}
+		cfg.DHead = f.HeadDim
+	}
+	linear := []struct {
+		flag string
+		v    int
+		dst  func(*model.DeltaNetConfig) *int
+	}{
+		{"--linear-key-heads", f.LinearKeyHeads, func(d *model.DeltaNetConfig) *int { return &d.KeyHeads }},
+		{"--linear-value-heads", f.LinearValueHeads, func(d *model.DeltaNetConfig) *int { return &d.ValueHeads }},
+		{"--linear-key-dim", f.LinearKeyDim, func(d *model.DeltaNetConfig) *int { return &d.KeyDim }},
+		{"--linear-value-dim", f.LinearValueDim, func(d *model.DeltaNetConfig) *int { return &d.ValueDim }},
+	}
+	for _, l := range linear {
+		if l.v <= 0 {
+			continue
+		}
+		if cfg.DeltaNet == nil {
+			return cfg, fmt.Errorf("%s applies to models with Gated DeltaNet layers (qwen3_5)", l.flag)
+		}
+		dn := *cfg.DeltaNet // a copy: cfg's may be shared
+		*l.dst(&dn) = l.v
+		cfg.DeltaNet = &dn
+	}
+	back, err := model.ParseConfig(mustJSON(cfg.HFConfig()))
+	if err != nil {
+		return cfg, err
+	}
+	// Only a width that the family's config.json carries takes effect.
+	if f.DMLP > 0 && back.DMLP != f.DMLP {
+		return cfg, fmt.Errorf("--d-mlp does not apply (the MLP width follows from --d-model)")
+	}
+	if f.HeadDim > 0 && back.DHead != f.HeadDim {
+		return cfg, fmt.Errorf("--head-dim does not apply (the head width is d_model/heads)")
+	}
+	for _, l := range linear {
+		if l.v > 0 && *l.dst(back.DeltaNet) != l.v {
+			return cfg, fmt.Errorf("%s %d does not apply", l.flag, l.v)
+		}
+	}
+	return *back, nil
 }

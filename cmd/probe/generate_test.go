@@ -335,3 +335,103 @@ func canMapFiles() bool {
 	}
 	return true
 }
+
+// qwen35Small08B are the probe generate flags of the Qwen3.5-0.8B text
+// shape (docs/performance.md): 24 layers, d_model 1024, 3:1 Gated DeltaNet
+// to gated softmax, 16 × 128 key and value heads for Gated DeltaNet, 8 query
+// and 2 key/value heads of 256 for softmax, MLP 3584, vocabulary 248320,
+// tied embeddings.
+var qwen35Small08B = []string{"--arch", "qwen3_5", "--layers", "24", "--d-model", "1024", "--heads", "8", "--kv-heads", "2",
+	"--head-dim", "256", "--linear-key-heads", "16", "--linear-value-heads", "16", "--linear-key-dim", "128",
+	"--linear-value-dim", "128", "--d-mlp", "3584", "--vocab", "248320", "--max-pos", "262144"}
+
+// TestGenerateQwen35Shape: the widths beyond --d-model/--heads reach the
+// Qwen3.5-0.8B shape (checked on its config, without writing its 3 GB of
+// weights), whose config.json carries every shape field the golden
+// qwen35_text config.json has; at a tiny size the same flags write a
+// checkpoint that loads and runs; a width a family does not carry is an
+// error naming its flag.
+func TestGenerateQwen35Shape(t *testing.T) {
+	flag := func(name string) int {
+		i := slices.Index(qwen35Small08B, name)
+		v, _ := strconv.Atoi(qwen35Small08B[i+1])
+		return v
+	}
+	cfg, err := model.SmallConfig(model.ArchQwen35, model.Size{Layers: flag("--layers"), DModel: flag("--d-model"), Heads: flag("--heads"),
+		KVHeads: flag("--kv-heads"), Vocab: flag("--vocab"), MaxPos: flag("--max-pos")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = reshape(cfg, shapeFlags{DMLP: flag("--d-mlp"), HeadDim: flag("--head-dim"), LinearKeyHeads: flag("--linear-key-heads"),
+		LinearValueHeads: flag("--linear-value-heads"), LinearKeyDim: flag("--linear-key-dim"), LinearValueDim: flag("--linear-value-dim")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf := cfg.HFConfig()
+	var got map[string]any
+	json.Unmarshal(mustJSON(hf), &got)
+	for k, want := range map[string]any{"num_hidden_layers": 24.0, "hidden_size": 1024.0, "num_attention_heads": 8.0, "num_key_value_heads": 2.0,
+		"head_dim": 256.0, "linear_num_key_heads": 16.0, "linear_num_value_heads": 16.0, "linear_key_head_dim": 128.0,
+		"linear_value_head_dim": 128.0, "intermediate_size": 3584.0, "vocab_size": 248320.0, "tie_word_embeddings": true,
+		"partial_rotary_factor": 0.25, "attn_output_gate": true} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	types := got["layer_types"].([]any)
+	for l, ty := range types {
+		if want := map[bool]string{true: "full_attention", false: "linear_attention"}[l%4 == 3]; ty != want {
+			t.Errorf("layer %d: %v, want %s (3 Gated DeltaNet layers to 1 softmax layer)", l, ty, want)
+		}
+	}
+	if fmt.Sprint(got["rope_parameters"].(map[string]any)["mrope_section"]) != "[11 11 10]" {
+		t.Errorf("mrope_section %v, want [11 11 10] (32 rotated pairs of a 256 head)", got["rope_parameters"])
+	}
+	if b, err := os.ReadFile(filepath.Join(goldenDir, "qwen35_text", "config.json")); err != nil {
+		t.Logf("golden qwen35_text not available (%v): field names not compared", err)
+	} else {
+		var gold map[string]any
+		json.Unmarshal(b, &gold)
+		for k := range gold {
+			switch k {
+			case "bos_token_id", "eos_token_id", "pad_token_id", "transformers_version", "use_cache", "initializer_range", "attention_dropout":
+				continue // not shape
+			}
+			if _, ok := got[k]; !ok {
+				t.Errorf("config.json of the 0.8B shape has no %q (the golden qwen35_text config has)", k)
+			}
+		}
+	}
+
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "tiny")
+	args := []string{"generate", "--arch", "qwen3_5", "--layers", "4", "--d-model", "64", "--heads", "2", "--kv-heads", "1", "--head-dim", "48",
+		"--linear-key-heads", "4", "--linear-value-heads", "8", "--linear-key-dim", "16", "--linear-value-dim", "24", "--d-mlp", "100",
+		"--vocab", "300", "--out", out}
+	if code, _, errs := probe(t, args...); code != 0 {
+		t.Fatal(errs)
+	}
+	m, err := model.Load(out, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dn := m.Config.DeltaNet
+	if m.Config.DHead != 48 || m.Config.RoPE.Dims != 12 || dn.KeyHeads != 4 || dn.ValueHeads != 8 || dn.KeyDim != 16 || dn.ValueDim != 24 || m.Config.DMLP != 100 {
+		t.Errorf("loaded config: head dim %d, rotated %d, DeltaNet %+v, MLP %d", m.Config.DHead, m.Config.RoPE.Dims, *dn, m.Config.DMLP)
+	}
+	if o, err := m.Forward([][]int{{1, 2, 3, 4, 5, 6, 7, 8}}, model.Options{Logits: true}); err != nil || len(o.Logits) != 8*300 {
+		t.Errorf("forward: %v", err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--arch", "llama", "--linear-key-heads", "2"}, "--linear-key-heads applies to models with Gated DeltaNet layers"},
+		{[]string{"--arch", "gpt2", "--kv-heads", "2", "--head-dim", "8"}, "--head-dim does not apply"},
+	} {
+		args := append([]string{"generate", "--layers", "1", "--d-model", "32", "--heads", "2", "--kv-heads", "1", "--out", filepath.Join(tmp, "x")}, c.args...)
+		if code, _, errs := probe(t, args...); code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d: %s", c.args, code, errs)
+		}
+	}
+}

@@ -183,14 +183,15 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 	// Library packages: each flag their messages name, and the commands
 	// that can print those messages.
 	libraryHints := map[string][]string{
-		"allow-unexpected":    {"capture", "diag", "sweep", "ppl", "bench", "params", "figures"},                        // model.Load
-		"allow-extrapolation": {"capture", "diag", "sweep", "figures"},                                                  // Forward, SweepOptions.Validate (ppl and bench always allow)
-		"disjoint":            {"sweep", "ppl"},                                                                         // PlanChunks
-		"on-nonfinite":        {"sweep"},                                                                                // Sweep.Run
-		"out":                 {"sweep"},                                                                                // Sweep.Run: a pass file of another plan
-		"revision":            {"capture", "diag", "sweep", "ppl", "bench", "params", "inspect", "tokenize", "figures"}, // checkpoint.ResolveModel
-		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                           // Model.Forward: a hook the model does not issue
-		"steps":               {"retrieval"},                                                                            // RetrievalRun.Run
+		"allow-unexpected":    {"capture", "diag", "sweep", "ppl", "bench", "params", "figures"},                          // model.Load
+		"allow-extrapolation": {"capture", "diag", "sweep", "figures"},                                                    // Forward, SweepOptions.Validate (ppl and bench always allow)
+		"disjoint":            {"sweep", "ppl"},                                                                           // PlanChunks
+		"on-nonfinite":        {"sweep"},                                                                                  // Sweep.Run
+		"out":                 {"sweep", "gdn", "sinks", "massive"},                                                       // Sweep.Run, runStream: a pass file of another plan
+		"force":               {"gdn", "sinks", "massive"},                                                                // runStream: a folder of another plan
+		"revision":            {"capture", "diag", "sweep", "ppl", "bench", "params", "inspect", "tokenize", "figures"},   // checkpoint.ResolveModel
+		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                             // Model.Forward: a hook the model does not issue
+		"steps":               {"retrieval"},                                                                              // RetrievalRun.Run
 		"compute":             {"capture", "diag", "sweep", "ppl", "bench", "params", "hooks", "gdn", "sinks", "massive"}, // model.Load: bf16 for a family with its own pass
 	}
 	for _, pkg := range []string{"analysis", "checkpoint", "model", "probes", "hooks", "tokenizer"} {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -424,12 +425,19 @@ func (f tokenFlags) batch(modelDir string) ([][]int, error) {
 // model, input, plan and output flags, with the checks and the reading
 // they share.
 type streamFlags struct {
-	model           modelFlag
-	tok             tokenFlags
-	plan            planFlags
-	allowExt, force *bool
-	threads         *int
-	formats, out    *string
+	model               modelFlag
+	tok                 tokenFlags
+	plan                planFlags
+	allowExt, force     *bool
+	threads             *int
+	formats, out, shard *string
+	sh                  analysis.Shard // --shard, parsed by validate
+}
+
+// addShardFlag registers --shard, which the commands that run passes into
+// a folder share (sweep, gdn, sinks, massive).
+func addShardFlag(fs *flag.FlagSet) *string {
+	return fs.String("shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
 }
 
 // addStreamFlags registers the flags of a stream command with its plan
@@ -442,8 +450,9 @@ func addStreamFlags(fs *flag.FlagSet, d planDefaults) *streamFlags {
 		allowExt: fs.Bool("allow-extrapolation", false, "run lengths beyond max_position_embeddings"),
 		threads:  fs.Int("threads", 0, "workers (0: GOMAXPROCS)"),
 		formats:  fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl"),
-		out:      fs.String("out", "", "output folder (required)"),
-		force:    fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)"),
+		out:      fs.String("out", "", "output folder (required); re-running into it skips finished passes"),
+		shard:    addShardFlag(fs),
+		force:    fs.Bool("force", false, "run into an --out that holds other files, or a run of another plan (its tables are replaced)"),
 	}
 }
 
@@ -462,6 +471,9 @@ func (s *streamFlags) validate(pos []string) (lengths []int, formats []string, e
 	case (*s.tok.ids == "") == (*s.tok.text == ""):
 		return nil, nil, fmt.Errorf("give exactly one of --ids and --text")
 	}
+	if s.sh, err = analysis.ParseShard(*s.shard); err != nil {
+		return nil, nil, fmt.Errorf("--shard: %w", err)
+	}
 	if formats, err = analysis.ParseFormats(*s.formats); err != nil {
 		return nil, nil, fmt.Errorf("--format: %w", err)
 	}
@@ -471,16 +483,47 @@ func (s *streamFlags) validate(pos []string) (lengths []int, formats []string, e
 	return lengths, formats, nil
 }
 
-// input resolves the checkpoint folder, refuses an --out that holds other
-// files (what: what the command writes there) unless --force, and reads
-// the token stream.
-func (s *streamFlags) input(what string) (dir string, stream []int, src analysis.SourceInfo, err error) {
+// input resolves the checkpoint folder, refuses an --out that holds
+// files other than an earlier run of this command (kind: gdn, sinks or
+// massive; what: what the command writes there) unless --force, and reads
+// the token stream. An earlier run of another plan is refused later, once
+// the model's digest is known (analysis.GDNRun.Run and its siblings).
+func (s *streamFlags) input(kind, what string) (dir string, stream []int, src analysis.SourceInfo, err error) {
 	if dir, err = s.model.dir(); err != nil {
 		return "", nil, src, err
 	}
-	if err := refuseNonEmpty(*s.out, what, *s.force); err != nil {
-		return "", nil, src, err
+	if analysis.StreamKindOf(*s.out) != kind {
+		if err := refuseNonEmpty(*s.out, what, *s.force); err != nil {
+			return "", nil, src, err
+		}
 	}
 	stream, src, err = readTokenStream(*s.tok.ids, *s.tok.text, dir, *s.tok.tokenizer)
 	return dir, stream, src, err
+}
+
+// stopped reports a stream run that SIGINT stopped (analysis.ErrStopped):
+// what is kept and the command that resumes it, exit status 130; other
+// errors pass through.
+func (s *streamFlags) stopped(w io.Writer, cmd string, args []string, rec *analysis.RunRecord, err error) error {
+	if !errors.Is(err, analysis.ErrStopped) {
+		return err
+	}
+	fmt.Fprintf(w, "interrupted: %d passes are finished and kept in %s (each pass file is written whole); %s says the run is unfinished.\n%s\n",
+		len(rec.Passes), filepath.Join(*s.out, "passes"), analysis.StreamManifestName(cmd, s.sh), resumeNote(cmd, args))
+	return exitError{130, err}
+}
+
+// done reports the passes a stream command ran and kept, and for a shard
+// how to combine the shards; it returns whether the run was a shard (which
+// writes no tables).
+func (s *streamFlags) done(w io.Writer, rec *analysis.RunRecord) bool {
+	if len(rec.Reused) > 0 || s.sh.Count > 1 {
+		fmt.Fprintf(w, "%d passes (%d run, %d already finished) in %s; manifest %s\n", len(rec.Passes), len(rec.Passes)-len(rec.Reused),
+			len(rec.Reused), *s.out, analysis.StreamManifestName(rec.Kind, s.sh))
+	}
+	if s.sh.Count <= 1 {
+		return false
+	}
+	fmt.Fprintf(w, "shard %v done; when every shard is, combine them with: probe merge <shard folders…> --out <dir>\n", s.sh)
+	return true
 }

@@ -36,18 +36,26 @@ func cmdMassive(args []string, w io.Writer) error {
 			opts.Interventions = append(opts.Interventions, strings.TrimSpace(s))
 		}
 	}
-	dir, stream, src, err := sf.input("the massive tables and " + analysis.MassiveManifestName)
+	dir, stream, src, err := sf.input("massive", "the massive tables and "+analysis.MassiveManifestName)
 	if err != nil {
 		return err
 	}
+	stop := make(chan struct{})
+	defer onInterrupt("massive", stop, func() string { return resumeNote("massive", args) })()
 	run := &analysis.MassiveRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...),
+		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...),
 		DeviationTokens: *sf.model.deviationTokens}
 	man, tops, ppls, err := run.Run()
 	if err != nil {
+		if man != nil {
+			return sf.stopped(w, "massive", args, &man.RunRecord, err)
+		}
 		return err
 	}
 	defer printDeviation(w, man.Deviation) // after the lines on the tables
+	if sf.done(w, &man.RunRecord) {
+		return nil
+	}
 	fmt.Fprintf(w, "wrote %d top-entry rows and %d perplexity rows to %s (%.1f s)\n", len(tops), len(ppls), *sf.out, man.Seconds)
 	for i, p := range ppls {
 		if p.Intervention == "none" {

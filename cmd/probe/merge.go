@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,7 +13,7 @@ import (
 func cmdMerge(args []string, w io.Writer) error {
 	fs := newFlags("merge")
 	out := fs.String("out", "", "output folder (may be one of the shard folders)")
-	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
+	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl (shards of probe gdn, sinks or massive: the shards' formats unless given)")
 	force := fs.Bool("force", false, "write into an --out that holds other files (not one of the shard folders)")
 	af := addAggFlags(fs)
 	dirs, err := parse(fs, args)
@@ -33,6 +34,28 @@ func cmdMerge(args []string, w io.Writer) error {
 		if err := refuseNonEmpty(*out, "the merged tables", *force); err != nil {
 			return err
 		}
+	}
+	if kind := analysis.StreamKindOf(dirs[0]); kind != "" {
+		// shards of probe gdn, sinks or massive: no aggregation options;
+		// the shards' formats unless --format is given
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name := range set {
+			if name != "out" && name != "format" && name != "force" {
+				return fmt.Errorf("--%s is an option of sweep merges; %s holds a probe %s run", name, dirs[0], kind)
+			}
+		}
+		if !set["format"] {
+			fmts = nil
+		}
+		man, err := analysis.MergeStream(dirs, *out, analysis.MergeOptions{Formats: fmts, CLIOptions: cliOptions(fs),
+			Args: append([]string{"merge"}, args...)})
+		if err != nil {
+			return err
+		}
+		rec := man.Record()
+		fmt.Fprintf(w, "merged %d probe %s passes from %d folders into %s: %v\n", len(rec.Passes), kind, len(dirs), *out, rec.Tables)
+		return nil
 	}
 	ms, _, err := analysis.FindManifests(dirs[0])
 	if err != nil {

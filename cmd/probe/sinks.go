@@ -40,18 +40,26 @@ func cmdSinks(args []string, w io.Writer) error {
 		}
 		opts.Eps = append(opts.Eps, e)
 	}
-	dir, stream, src, err := sf.input("the sinks tables and " + analysis.SinksManifestName)
+	dir, stream, src, err := sf.input("sinks", "the sinks tables and "+analysis.SinksManifestName)
 	if err != nil {
 		return err
 	}
+	stop := make(chan struct{})
+	defer onInterrupt("sinks", stop, func() string { return resumeNote("sinks", args) })()
 	run := &analysis.SinksRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...),
+		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...),
 		DeviationTokens: *sf.model.deviationTokens}
 	man, heads, rates, err := run.Run()
 	if err != nil {
+		if man != nil {
+			return sf.stopped(w, "sinks", args, &man.RunRecord, err)
+		}
 		return err
 	}
 	defer printDeviation(w, man.Deviation) // after the lines on the tables
+	if sf.done(w, &man.RunRecord) {
+		return nil
+	}
 	fmt.Fprintf(w, "wrote %d head rows and %d sink-rate rows to %s (%.1f s)\n", len(heads), len(rates), *sf.out, man.Seconds)
 	for _, r := range rates {
 		fmt.Fprintf(w, "T=%d %s layers: Sink_1^%g = %.1f %% (%d of %d heads)", r.T, r.Layers, r.Eps, r.Rate, r.HeadsAbove, r.Heads)

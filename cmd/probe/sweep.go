@@ -263,12 +263,13 @@ func checkSweepFolder(out string, plan *analysis.Manifest) error {
 	return nil
 }
 
-// onInterrupt handles SIGINT and SIGTERM while a sweep runs: the first
-// closes stop (the pass under way finishes, then the sweep stops and says
-// what is kept); a second abandons the pass under way and exits at once
-// with status 130, printing note() (every finished pass file is complete,
-// written atomically). The returned function stops the handling.
-func onInterrupt(stop chan struct{}, note func() string) func() {
+// onInterrupt handles SIGINT and SIGTERM while probe cmd (sweep, gdn,
+// sinks, massive) runs its passes: the first closes stop (the pass under
+// way finishes, then the run stops and says what is kept); a second
+// abandons the pass under way and exits at once with status 130, printing
+// note() (every finished pass file is complete, written atomically). The
+// returned function stops the handling.
+func onInterrupt(cmd string, stop chan struct{}, note func() string) func() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
@@ -276,13 +277,13 @@ func onInterrupt(stop chan struct{}, note func() string) func() {
 		select {
 		case <-sigs:
 			close(stop)
-			fmt.Fprintln(progressOut, "\nprobe sweep: interrupted: finishing the pass under way, then stopping (interrupt again to abandon it)")
+			fmt.Fprintf(progressOut, "\nprobe %s: interrupted: finishing the pass under way, then stopping (interrupt again to abandon it)\n", cmd)
 		case <-done:
 			return
 		}
 		select {
 		case <-sigs:
-			fmt.Fprintf(progressOut, "\nprobe sweep: abandoned the pass under way; the finished passes are kept.\n%s\n", note())
+			fmt.Fprintf(progressOut, "\nprobe %s: abandoned the pass under way; the finished passes are kept.\n%s\n", cmd, note())
 			os.Exit(130)
 		case <-done:
 		}
@@ -293,13 +294,13 @@ func onInterrupt(stop chan struct{}, note func() string) func() {
 	}
 }
 
-// resumeNote is the command that resumes a sweep into out.
-func resumeNote(out string, args []string) string {
+// resumeNote is the command that resumes probe cmd with args.
+func resumeNote(cmd string, args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
 		q[i] = shellQuote(a)
 	}
-	return fmt.Sprintf("resume with (finished passes are reused):\n  probe sweep %s", strings.Join(q, " "))
+	return fmt.Sprintf("resume with (finished passes are reused):\n  probe %s %s", cmd, strings.Join(q, " "))
 }
 
 // shellQuote quotes s for a POSIX shell when it holds anything beyond
@@ -320,7 +321,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	pf := addPlanFlags(fs, planDefaults{K: d.KUnit, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
 	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
 	out := fs.String("out", "", "output folder (required); re-running into it skips finished passes")
-	shard := fs.String("shard", "0/1", "run passes i, i+n, … of the sweep (i/n, 0-based); combine with probe merge")
+	shard := addShardFlag(fs)
 	bos := fs.Int("bos-token", d.BOSToken, "token id prepended to every pass, counted in T (-1: none)")
 	bucket := fs.Int("bucket", d.Bucket, "query bucket size of the per-bucket table")
 	lastFrac := fs.Float64("last-frac", d.LastFrac, "query window of Figs. 2–3 and of K in Fig. 4: the last fraction of queries")
@@ -444,7 +445,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 	stop := make(chan struct{})
 	sw.Stop = stop
-	defer onInterrupt(stop, func() string { return resumeNote(*out, args) })()
+	defer onInterrupt("sweep", stop, func() string { return resumeNote("sweep", args) })()
 	man, res, err := sw.Run()
 	if errors.Is(err, analysis.ErrStopped) {
 		mine := 0
@@ -454,7 +455,7 @@ func cmdSweep(args []string, w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(w, "interrupted: %d of %d passes are finished and kept in %s (each pass file is written whole); %s says the sweep is unfinished.\n%s\n",
-			len(man.Passes), mine, filepath.Join(*out, "passes"), analysis.ManifestName(sh), resumeNote(*out, args))
+			len(man.Passes), mine, filepath.Join(*out, "passes"), analysis.ManifestName(sh), resumeNote("sweep", args))
 		return exitError{130, err}
 	}
 	if err != nil {

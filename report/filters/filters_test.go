@@ -104,7 +104,7 @@ func TestGDNReport(t *testing.T) {
 	ids, src := stream(400, 128)
 	out := filepath.Join(t.TempDir(), "gdn")
 	run := &analysis.GDNRun{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1,
-		Options: analysis.GDNOptions{Lengths: []int{48, 96}, Samples: 2}}
+		Options: analysis.GDNOptions{Lengths: []int{48, 96}, Samples: 2, WRows: true}}
 	man, rows, err := run.Run()
 	if err != nil {
 		t.Fatal(err)

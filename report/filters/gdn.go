@@ -94,7 +94,7 @@ func gdnHeads(layers []int, nh int, heads []analysis.GDNHeadRow, T int, where st
 		Caption: "Each cell is one value head of one Gated DeltaNet layer (rows: model layer index; columns: value head): the mean over the " +
 			"head's tokens (finite values; the horizon is the median over tokens, drawn as log10 of tokens) of each quantity, averaged over the " +
 			"samples (" + where + "). β, e^g and K^W are drawn on [0, 1]; the other maps on their own range. Quantities the run did not compute " +
-			"(--no-w-rows, --no-dispersion) are not drawn.",
+			"(without --w-rows, or with --no-dispersion) are not drawn.",
 		Panels:     panels,
 		Columns:    2,
 		PanelWidth: 5.4, PanelHeight: max(3.4, 1.6+0.28*float64(len(layers))),

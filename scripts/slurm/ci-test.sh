@@ -54,3 +54,18 @@ for f in "$work/whole"/*; do
 done
 [ "$n" -ge 10 ] || { echo "slurm CI test: only $n table files compared"; exit 1; }
 echo "slurm CI test: $n tables of the 3-shard job array + merge identical to the unsharded sweep ($(($(date +%s) - t0)) s)"
+
+# probe gdn through the same scripts (-c gdn): 2 shards + merge against the
+# unsharded run.
+"$work/probe" generate --arch qwen3_5 --layers 4 --d-model 64 --heads 2 --kv-heads 1 --vocab 512 --seed 5 \
+  --out "$work/q35" >/dev/null
+gargs=(--model "$work/q35" --ids "$work/ids.json" --lengths 64,128 --samples 2)
+"$work/probe" gdn "${gargs[@]}" --out "$work/gdn-whole" > "$work/gdn-whole.txt"
+scripts/slurm/submit.sh -w -c gdn -n 2 -o "$work/gdn-array" -p "$work/probe" -- "${gargs[@]}"
+grep -q "probe gdn shard 1/2 on " "$work/gdn-array/logs/shard-1.out" ||
+  { echo "gdn shard 1 did not run under Slurm:"; cat "$work/gdn-array/logs/shard-1.out"; exit 1; }
+for name in gdn.parquet gdn.csv gdn_heads.parquet gdn_heads.csv; do
+  cmp -s "$work/gdn-whole/$name" "$work/gdn-array/merged/$name" ||
+    { echo "slurm CI test: $name differs between the merged gdn array and the unsharded run"; exit 1; }
+done
+echo "slurm CI test: the 4 gdn tables of the 2-shard job array + merge identical to the unsharded run ($(($(date +%s) - t0)) s)"

@@ -1,0 +1,543 @@
+package analysis
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/filterlens/probe/model"
+)
+
+// RunRecord is the part of the manifest that the stream commands (probe
+// gdn, sinks, massive) share; each command's manifest embeds it beside its
+// options (under the command's name) and its own fields. Like a sweep, a
+// stream run writes one set of pass files per (T, sample) into passes/,
+// keeps finished ones when it is run again, runs one shard of the passes
+// with Shard, and writes its tables from the pass files only (as a sweep's
+// finalize does), so that probe merge of the shards gives the same bytes
+// as one unsharded run.
+type RunRecord struct {
+	Kind        string            `json:"kind"` // the command: gdn, sinks or massive
+	Tool        ToolInfo          `json:"tool"`
+	Created     string            `json:"created"`
+	Complete    bool              `json:"complete"`
+	Error       string            `json:"error,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Shard       Shard             `json:"shard"`
+	Model       ModelInfo         `json:"model"`
+	Source      SourceInfo        `json:"source"`
+	Conventions map[string]string `json:"conventions"`
+	Chunks      []Chunk           `json:"chunks"`
+	// Passes are the finished passes: this shard's, or every pass once
+	// the tables are written.
+	Passes []StreamPass `json:"passes"`
+	// Reused lists the passes a re-run found finished and kept.
+	Reused     []string `json:"reused,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
+	Threads    int      `json:"threads"`
+	Seconds    float64  `json:"total_seconds"`
+	Formats    []string `json:"formats"`
+	CLIOptions []Option `json:"options,omitempty"`
+	Tables     []string `json:"tables,omitempty"`
+	// MergedFrom lists the folders probe merge combined.
+	MergedFrom []string `json:"merged_from,omitempty"`
+	// Deviation, for a model run in bf16 arithmetic, is how far its logits
+	// and diagnostics lie from float32 on the first tokens of the first
+	// chunk (streamDeviation).
+	Deviation *Deviation `json:"compute_deviation,omitempty"`
+}
+
+// Record returns the record itself, so that every manifest embedding it is
+// a StreamManifest.
+func (r *RunRecord) Record() *RunRecord { return r }
+
+// StreamManifest is a stream command's manifest (GDNManifest,
+// SinksManifest, MassiveManifest): a RunRecord plus the command's fields.
+type StreamManifest interface{ Record() *RunRecord }
+
+// StreamManifestName is the manifest's file name of a stream command's
+// run (kind gdn, sinks or massive) or of one shard of it.
+func StreamManifestName(kind string, s Shard) string { return manifestFile(kind+"_manifest", s) }
+
+// StreamKey is everything that determines the pass files of one (T,
+// sample) of a stream command. Options are the command's options without
+// those that only choose the chunks (the chunk's place and tokens are in
+// the key) or say whether to go on (allow_extrapolation).
+type StreamKey struct {
+	Format  string          `json:"format"` // formatVersion
+	Kind    string          `json:"kind"`
+	Model   string          `json:"model"` // ModelInfo.Digest
+	T       int             `json:"T"`
+	Sample  int             `json:"sample"`
+	Start   int             `json:"start"`
+	End     int             `json:"end"`
+	Tokens  string          `json:"tokens"` // TokenDigest of the pass's ids
+	Options json.RawMessage `json:"options"`
+}
+
+// Hash returns the hex sha256 of the key's JSON encoding.
+func (k StreamKey) Hash() string {
+	b, _ := json.Marshal(k)
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// StreamPass records one finished pass of a stream command: stored as JSON
+// in the footer of each of its pass files (key "probe.pass") and repeated
+// in the manifest.
+type StreamPass struct {
+	Key     StreamKey        `json:"key"`
+	Hash    string           `json:"hash"`
+	Rows    map[string]int64 `json:"rows"` // per table
+	Seconds float64          `json:"seconds"`
+}
+
+// planKeys are the option fields that only choose the chunks or say
+// whether to go on; they are not in a StreamKey.
+var planKeys = []string{"lengths", "samples", "disjoint", "placement", "seed", "offset", "allow_extrapolation"}
+
+// tableKeys are, per command, the option fields that only shape the
+// tables written from the pass files (sinks: the sink rate's thresholds
+// and layer groups); they are not in a StreamKey either, so that --force
+// rewrites the tables from the finished passes.
+var tableKeys = map[string][]string{"sinks": {"eps", "split_local"}}
+
+// passOptions is the Options of a StreamKey of command kind: opts's JSON
+// without planKeys and the kind's tableKeys.
+func passOptions(kind string, opts any) json.RawMessage {
+	b, _ := json.Marshal(opts)
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return b
+	}
+	for _, k := range append(slices.Clone(planKeys), tableKeys[kind]...) {
+		delete(m, k)
+	}
+	b, _ = json.Marshal(m)
+	return b
+}
+
+// streamPassPath is dir/passes/T<T>-s<sample>.<table>.parquet.
+func streamPassPath(dir, table string, T, sample int) string {
+	return filepath.Join(dir, "passes", fmt.Sprintf("T%d-s%d.%s.parquet", T, sample, table))
+}
+
+// passTable is one table of a pass, ready to be written as a pass file.
+type passTable struct {
+	name  string
+	rows  int64
+	write func(w io.Writer, meta map[string]string) error
+	// writeAll writes the rows as the finished table dir/name.<format>.
+	writeAll func(dir string, formats []string) error
+}
+
+// tableOf makes rows a passTable (or, through writeAll, a finished table).
+func tableOf[T any](name string, rows []T) passTable {
+	return passTable{name, int64(len(rows)),
+		func(w io.Writer, meta map[string]string) error { return writeParquet(w, rows, meta) },
+		func(dir string, formats []string) error { return writeTable(dir, name, rows, formats) }}
+}
+
+// readStreamPass reads and checks one pass file: its record and every
+// page. It fails with an error wrapping errIncomplete when the file is not
+// whole.
+func readStreamPass(path, table string) (StreamPass, error) {
+	var rec StreamPass
+	f, err := os.Open(path)
+	if err != nil {
+		return rec, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return rec, err
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return rec, fmt.Errorf("%s: %w: %v", path, errIncomplete, err)
+	}
+	meta, ok := pf.Lookup(passMetaKey)
+	if !ok {
+		return rec, fmt.Errorf("%s: %w: no %q footer entry", path, errIncomplete, passMetaKey)
+	}
+	if err := json.Unmarshal([]byte(meta), &rec); err != nil {
+		return rec, fmt.Errorf("%s: %w: footer entry %q: %v", path, errIncomplete, passMetaKey, err)
+	}
+	if rec.Hash != rec.Key.Hash() {
+		return rec, fmt.Errorf("%s: %w: record hash %s does not match its key", path, errIncomplete, rec.Hash)
+	}
+	if n, ok := rec.Rows[table]; !ok || pf.NumRows() != n {
+		return rec, fmt.Errorf("%s: %w: %d rows, the record says %d", path, errIncomplete, pf.NumRows(), n)
+	}
+	// Every page read back: a damaged one (CRC mismatch) makes the file
+	// incomplete too.
+	r := parquet.NewReader(pf)
+	defer r.Close()
+	buf := make([]parquet.Row, 512)
+	var read int64
+	for {
+		n, err := r.ReadRows(buf)
+		read += int64(n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return rec, fmt.Errorf("%s: %w: %v", path, errIncomplete, err)
+		}
+	}
+	if read != rec.Rows[table] {
+		return rec, fmt.Errorf("%s: %w: read %d rows, the record says %d", path, errIncomplete, read, rec.Rows[table])
+	}
+	return rec, nil
+}
+
+// readPassRows reads the rows of one table of chunk c's pass in dir,
+// checking that the file belongs to the run described by rec (its key
+// without the token digest, which only the stream gives).
+func readPassRows[T any](dir, table string, rec *RunRecord, opts any, c Chunk) ([]T, error) {
+	path := streamPassPath(dir, table, c.T, c.Sample)
+	got, err := readStreamPass(path, table)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("pass (T=%d, sample %d) has no file %s: run its shard (or the run) again", c.T, c.Sample, path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	want := streamKey(rec.Kind, rec.Model.Digest, opts, c, got.Key.Tokens)
+	if got.Hash != want.Hash() {
+		return nil, fmt.Errorf("%s does not belong to this run: %s", path, strings.Join(keyDiff(want, got.Key), "; "))
+	}
+	return ReadTable[T](path)
+}
+
+func streamKey(kind, model string, opts any, c Chunk, tokens string) StreamKey {
+	return StreamKey{Format: formatVersion, Kind: kind, Model: model, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
+		Tokens: tokens, Options: passOptions(kind, opts)}
+}
+
+// shardChunks returns the chunks shard s runs: i, i+n, i+2n, ….
+func shardChunks(chunks []Chunk, s Shard) []Chunk {
+	var mine []Chunk
+	for i, c := range chunks {
+		if s.Count <= 1 || i%s.Count == s.Index {
+			mine = append(mine, c)
+		}
+	}
+	return mine
+}
+
+// recordFailure writes man, which records err, to path; when the manifest
+// there records a finished run (whose tables stay valid), to
+// <path>.failed.json beside it instead. It returns err.
+func recordFailure(path string, man any, err error) error {
+	var old struct {
+		Complete bool `json:"complete"`
+	}
+	if b, rerr := os.ReadFile(path); rerr == nil && json.Unmarshal(b, &old) == nil && old.Complete {
+		path = strings.TrimSuffix(path, ".json") + ".failed.json"
+	}
+	if werr := writeJSON(path, man); werr != nil {
+		return fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
+	}
+	return err
+}
+
+// streamRun is what runStream needs of a stream command's run beside its
+// manifest.
+type streamRun struct {
+	out    string
+	tables []string // the pass tables, in the order they are written
+	opts   any      // the command's options (the manifest's, under its kind)
+	force  bool
+	// stop, when closed, stops the run before its next pass (ErrStopped),
+	// the finished passes kept and the manifest saying it is unfinished.
+	stop <-chan struct{}
+	// ids returns a pass's token ids; pass runs it and returns its tables.
+	ids  func(c Chunk) []int
+	pass func(c Chunk) ([]passTable, error)
+	// finish writes the tables from the pass files of every chunk.
+	finish func() error
+}
+
+// runStream runs the passes of man's shard that have no finished pass
+// files in out (finished ones with the same key are kept, incomplete ones
+// run again, ones made with another key are an error naming the file and
+// the fields), then for an unsharded run writes the tables. The manifest
+// is written first, marked incomplete (unless the folder holds a finished
+// run of the same plan, whose tables stay valid until new ones are
+// written), and completed at the end; on a failure it records the error.
+// A folder whose manifest records another plan is refused unless force.
+func runStream(man StreamManifest, r streamRun) error {
+	start := time.Now()
+	rec := man.Record()
+	path := filepath.Join(r.out, StreamManifestName(rec.Kind, rec.Shard))
+	fail := func(err error) error {
+		rec.Error = err.Error()
+		rec.Seconds = time.Since(start).Seconds()
+		return recordFailure(path, man, err)
+	}
+	if !r.force {
+		if err := samePlan(r.out, man); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(r.out, "passes"), 0o755); err != nil {
+		return err
+	}
+	var old struct {
+		Complete bool `json:"complete"`
+	}
+	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &old) != nil || !old.Complete {
+		if err := writeJSON(path, man); err != nil {
+			return err
+		}
+	}
+	rec.Passes = []StreamPass{}
+	mine := shardChunks(rec.Chunks, rec.Shard)
+	for _, c := range mine {
+		key := streamKey(rec.Kind, rec.Model.Digest, r.opts, c, TokenDigest(r.ids(c)))
+		done, note, err := finishedPass(r.out, r.tables, c, key)
+		if err != nil {
+			return fail(err)
+		}
+		if note != "" {
+			rec.Notes = append(rec.Notes, note)
+		}
+		if done != nil {
+			rec.Passes = append(rec.Passes, *done)
+			rec.Reused = append(rec.Reused, fmt.Sprintf("T=%d sample %d", c.T, c.Sample))
+			continue
+		}
+		select {
+		case <-r.stop:
+			return fail(fmt.Errorf("probe %s %w: %d of %d passes finished", rec.Kind, ErrStopped, len(rec.Passes), len(mine)))
+		default:
+		}
+		t0 := time.Now()
+		tables, err := r.pass(c)
+		if err != nil {
+			return fail(fmt.Errorf("T=%d sample %d: %w", c.T, c.Sample, err))
+		}
+		p := StreamPass{Key: key, Hash: key.Hash(), Rows: map[string]int64{}, Seconds: time.Since(t0).Seconds()}
+		for _, t := range tables {
+			p.Rows[t.name] = t.rows
+		}
+		meta, err := json.Marshal(p)
+		if err != nil {
+			return fail(err)
+		}
+		for _, t := range tables {
+			err := writeFileAtomic(streamPassPath(r.out, t.name, c.T, c.Sample), func(w io.Writer) error {
+				return t.write(w, map[string]string{passMetaKey: string(meta)})
+			})
+			if err != nil {
+				return fail(err)
+			}
+		}
+		rec.Passes = append(rec.Passes, p)
+	}
+	if rec.Shard.Count <= 1 {
+		if err := r.finish(); err != nil {
+			return fail(err)
+		}
+	}
+	rec.Complete = true
+	rec.Seconds = time.Since(start).Seconds()
+	return writeJSON(path, man)
+}
+
+// finishedPass returns the record of chunk c's pass when every one of its
+// files in dir is whole and made with key; nil (and a note when a file was
+// incomplete) when the pass must run; an error when a file was made with
+// another key, which is never overwritten.
+func finishedPass(dir string, tables []string, c Chunk, key StreamKey) (*StreamPass, string, error) {
+	var rec StreamPass
+	for _, t := range tables {
+		path := streamPassPath(dir, t, c.T, c.Sample)
+		got, err := readStreamPass(path, t)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, "", nil
+		case errors.Is(err, errIncomplete):
+			return nil, fmt.Sprintf("%s was incomplete (%v) and was run again", path, err), nil
+		case err != nil:
+			return nil, "", err
+		case got.Hash != key.Hash():
+			return nil, "", fmt.Errorf("%s was made from another model, text or options (%s); use another --out or remove the file",
+				path, strings.Join(keyDiff(key, got.Key), "; "))
+		}
+		rec = got
+	}
+	return &rec, "", nil
+}
+
+// planOf is the part of a stream manifest that decides its passes and
+// tables: the command, model, token stream, shard count, chunks and
+// options (under the command's name), as flattened JSON.
+func planOf(man any) map[string]string {
+	b, _ := json.Marshal(man)
+	var all map[string]json.RawMessage
+	json.Unmarshal(b, &all)
+	var kind string
+	json.Unmarshal(all["kind"], &kind)
+	var sub struct {
+		Model  struct{ Digest string } `json:"model"`
+		Source struct{ Digest string } `json:"source"`
+		Shard  struct{ Count int }     `json:"shard"`
+	}
+	json.Unmarshal(b, &sub)
+	plan := map[string]string{"kind": kind, "model.digest": sub.Model.Digest, "source.digest": sub.Source.Digest,
+		"shard.count": fmt.Sprint(max(sub.Shard.Count, 1)), "chunks": string(all["chunks"])}
+	flattenJSON(plan, kind, all[kind])
+	return plan
+}
+
+// planDiffs names the plan fields in which a and b differ.
+func planDiffs(a, b map[string]string) []string {
+	var diff []string
+	for k, v := range a {
+		if b[k] != v {
+			diff = append(diff, fmt.Sprintf("%s (%s here, %s in the folder)", k, v, b[k]))
+		}
+	}
+	for k, v := range b {
+		if _, ok := a[k]; !ok {
+			diff = append(diff, fmt.Sprintf("%s (none here, %s in the folder)", k, v))
+		}
+	}
+	slices.Sort(diff)
+	return diff
+}
+
+// samePlan refuses a folder whose manifests of man's kind record another
+// plan: a re-run of the same plan resumes it (or rewrites the same
+// tables), another plan would replace the tables a user made.
+func samePlan(out string, man StreamManifest) error {
+	kind := man.Record().Kind
+	paths, _ := filepath.Glob(filepath.Join(out, kind+"_manifest*.json"))
+	now := planOf(man)
+	for _, p := range paths {
+		if strings.HasSuffix(p, ".failed.json") {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		var old map[string]json.RawMessage
+		if err := json.Unmarshal(b, &old); err != nil {
+			return fmt.Errorf("%s: %w; choose another --out, or pass --force to run there anyway", p, err)
+		}
+		if diff := planDiffs(now, planOf(old)); len(diff) > 0 {
+			return fmt.Errorf("--out %s holds a probe %s run (%s) with another plan:\n  %s\nre-run with the folder's options to resume or reuse it, choose another --out, or pass --force to replace its tables (finished passes made with other options are then an error, never overwritten)",
+				out, kind, filepath.Base(p), strings.Join(diff, "\n  "))
+		}
+	}
+	return nil
+}
+
+// streamStart is the start-up the stream commands share: the run's input
+// as the command's Run struct holds it, and how its chunks are cut.
+type streamStart struct {
+	kind       string
+	dir        string
+	load       model.LoadOptions
+	source     SourceInfo
+	stream     []int
+	formats    []string
+	threads    int
+	shard      Shard
+	cliOptions []Option
+	args       []string
+	plan       ChunkOptions
+	// extra stream tokens a chunk holds beyond T (massive: 1, the last
+	// target); the chunks' T is the planned length minus extra.
+	extra int
+	// deviationTokens and allowExt: the bf16 deviation's slice
+	// (streamDeviation).
+	deviationTokens int
+	allowExt        bool
+}
+
+// open checks the shard, plans the chunks, loads the model and checks the
+// tokens against its vocabulary, and returns the model and the run's
+// record (formats and threads defaulted: Parquet and CSV, GOMAXPROCS).
+func (s *streamStart) open() (*model.Model, RunRecord, error) {
+	var rec RunRecord
+	if s.shard.Count == 0 {
+		s.shard = Shard{0, 1}
+	}
+	if s.shard.Index < 0 || s.shard.Index >= s.shard.Count {
+		return nil, rec, fmt.Errorf("shard %v: want 0 ≤ i < n", s.shard)
+	}
+	if len(s.formats) == 0 {
+		s.formats = []string{FormatParquet, FormatCSV}
+	}
+	if s.threads <= 0 {
+		s.threads = runtime.GOMAXPROCS(0)
+	}
+	plan := s.plan
+	plan.Lengths = slices.Clone(plan.Lengths)
+	for i := range plan.Lengths {
+		plan.Lengths[i] += s.extra
+	}
+	chunks, err := PlanChunks(len(s.stream), plan)
+	if err != nil {
+		if s.extra > 0 {
+			return nil, rec, fmt.Errorf("%s: %w (a chunk is T + %d tokens)", s.source.File.Path, err, s.extra)
+		}
+		return nil, rec, fmt.Errorf("%s: %w", s.source.File.Path, err)
+	}
+	for i := range chunks {
+		chunks[i].T -= s.extra
+	}
+	m, err := model.Load(s.dir, s.load)
+	if err != nil {
+		return nil, rec, err
+	}
+	for _, c := range chunks {
+		for j, id := range s.stream[c.Start:c.End] {
+			if id < 0 || id >= m.Config.Vocab {
+				return nil, rec, fmt.Errorf("%s: token %d at stream position %d is outside the model's vocabulary [0, %d)",
+					s.source.File.Path, id, c.Start+j, m.Config.Vocab)
+			}
+		}
+	}
+	info, err := DescribeModel(m)
+	if err != nil {
+		return nil, rec, err
+	}
+	rec = RunRecord{Kind: s.kind, Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.args, Shard: s.shard,
+		Model: info, Source: s.source, Chunks: chunks, Passes: []StreamPass{}, Threads: s.threads, Formats: s.formats,
+		CLIOptions: s.cliOptions}
+	if rec.Deviation, err = streamDeviation(m, s.stream, chunks, s.deviationTokens, s.allowExt, s.threads); err != nil {
+		return nil, rec, err
+	}
+	return m, rec, nil
+}
+
+// writeTables writes each table of a finished run in the run's formats and
+// lists them in its record.
+func (r *RunRecord) writeTables(dir string, tables ...passTable) error {
+	r.Tables = nil
+	for _, t := range tables {
+		if err := t.writeAll(dir, r.Formats); err != nil {
+			return err
+		}
+		for _, f := range r.Formats {
+			r.Tables = append(r.Tables, t.name+"."+f)
+		}
+	}
+	return nil
+}

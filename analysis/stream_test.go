@@ -1,0 +1,249 @@
+package analysis
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/model"
+)
+
+// streamKindRuns returns, per stream command, a function that runs it on a
+// small Qwen3.5 hybrid (Gated DeltaNet and gated softmax layers) over 2
+// lengths × 2 samples into out; other changes an option that decides the
+// passes.
+func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+	dir := genModel(t, model.ArchQwen35, 4, 64, 2, 1, 128, 512, nil)
+	stream := randomStream(400, 0, 128, 5)
+	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	fm := []string{FormatParquet, FormatCSV}
+	return map[string]func(string, Shard, bool, bool) (StreamManifest, error){
+		"gdn": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+			o := GDNOptions{Lengths: []int{24, 40}, Samples: 2, WRows: true}
+			if other {
+				o.Innovation = "undecayed"
+			}
+			man, _, err := (&GDNRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			return man, err
+		},
+		"sinks": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+			o := DefaultSinksOptions()
+			o.Lengths, o.Samples = []int{24, 40}, 2
+			if other {
+				o.GateBelow = 0.2
+			}
+			man, _, _, err := (&SinksRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			return man, err
+		},
+		"massive": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+			o := DefaultMassiveOptions()
+			o.Lengths, o.Samples, o.TopK = []int{24, 40}, 2, 4
+			if other {
+				o.TopK = 5
+			}
+			man, _, _, err := (&MassiveRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			return man, err
+		},
+	}
+}
+
+// tableFiles returns the tables (Parquet, CSV) of a run's folder by name.
+func tableFiles(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, ext := range []string{"*.parquet", "*.csv"} {
+		paths, _ := filepath.Glob(filepath.Join(dir, ext))
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[filepath.Base(p)] = b
+		}
+	}
+	return out
+}
+
+func sameFiles(t *testing.T, what string, want, got map[string][]byte) {
+	t.Helper()
+	if len(want) < 2 || len(got) != len(want) {
+		t.Fatalf("%s: %d table files, want %d (at least 2)", what, len(got), len(want))
+	}
+	for name, b := range want {
+		if !bytes.Equal(got[name], b) {
+			t.Errorf("%s: %s differs from the unsharded run's", what, name)
+		}
+	}
+}
+
+// TestStreamShardsMergeAndResume: for gdn, sinks and massive, two shards
+// merged give tables byte-identical to the unsharded run's, with a merged
+// manifest; a run killed after some passes (one pass missing, one pass file
+// cut short, the tables not yet written) resumes with the finished passes
+// kept and gives the same bytes; a folder of another plan is refused, and
+// with --force its pass files are an error, never overwritten.
+func TestStreamShardsMergeAndResume(t *testing.T) {
+	for kind, run := range streamKindRuns(t) {
+		t.Run(kind, func(t *testing.T) {
+			tmp := t.TempDir()
+			whole := filepath.Join(tmp, "whole")
+			man, err := run(whole, Shard{}, false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := man.Record()
+			if !rec.Complete || rec.Kind != kind || len(rec.Passes) != 4 || rec.Shard != (Shard{0, 1}) {
+				t.Fatalf("unsharded manifest: complete %v kind %q passes %d shard %v", rec.Complete, rec.Kind, len(rec.Passes), rec.Shard)
+			}
+			want := tableFiles(t, whole)
+
+			s0, s1 := filepath.Join(tmp, "s0"), filepath.Join(tmp, "s1")
+			for i, d := range []string{s0, s1} {
+				man, err := run(d, Shard{i, 2}, false, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := man.Record()
+				if len(rec.Passes) != 2 || len(rec.Tables) != 0 || !rec.Complete {
+					t.Errorf("shard %d/2: %d passes, tables %v, complete %v; want 2 passes and no tables", i, len(rec.Passes), rec.Tables, rec.Complete)
+				}
+				if _, err := os.Stat(filepath.Join(d, StreamManifestName(kind, Shard{i, 2}))); err != nil {
+					t.Error(err)
+				}
+			}
+			merged := filepath.Join(tmp, "merged")
+			mm, err := MergeStream([]string{s0, s1}, merged, MergeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameFiles(t, "merged shards", want, tableFiles(t, merged))
+			var back map[string]any
+			b, _ := os.ReadFile(filepath.Join(merged, kind+"_manifest.json"))
+			if err := json.Unmarshal(b, &back); err != nil || back["complete"] != true || back["merged_from"] == nil ||
+				len(mm.Record().Passes) != 4 || !slices.Equal(mm.Record().Formats, rec.Formats) {
+				t.Errorf("merged manifest: %v, %v", err, string(b))
+			}
+			// one shard alone is not the run
+			if _, err := MergeStream([]string{s0}, filepath.Join(tmp, "half"), MergeOptions{}); err == nil || !strings.Contains(err.Error(), "(shard 1/2)") {
+				t.Errorf("merging one of two shards: %v", err)
+			}
+
+			// A kill after some passes: chunk (40, 0) has no files, one file
+			// of chunk (24, 1) is cut short, no tables, the manifest
+			// unfinished.
+			for _, tb := range map[string][]string{"gdn": gdnTables, "sinks": sinksTables, "massive": massiveTables}[kind] {
+				os.Remove(streamPassPath(whole, tb, 40, 0))
+			}
+			cut := streamPassPath(whole, map[string]string{"gdn": "gdn", "sinks": "sinks_heads", "massive": "massive_ppl"}[kind], 24, 1)
+			full, _ := os.ReadFile(cut)
+			os.WriteFile(cut, full[:len(full)/2], 0o644)
+			if _, err := readStreamPass(cut, filepath.Ext(strings.TrimSuffix(cut, ".parquet"))[1:]); !errors.Is(err, errIncomplete) {
+				t.Errorf("cut pass file: %v, want errIncomplete", err)
+			}
+			for name := range want {
+				os.Remove(filepath.Join(whole, name))
+			}
+			mp := filepath.Join(whole, kind+"_manifest.json")
+			b, _ = os.ReadFile(mp)
+			os.WriteFile(mp, bytes.Replace(b, []byte(`"complete": true`), []byte(`"complete": false`), 1), 0o644)
+			man, err = run(whole, Shard{}, false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec = man.Record()
+			if len(rec.Reused) != 2 || !strings.Contains(strings.Join(rec.Notes, "\n"), "was incomplete") || !rec.Complete {
+				t.Errorf("resumed run: reused %v, notes %q, complete %v; want 2 reused and a note on the cut file", rec.Reused, rec.Notes, rec.Complete)
+			}
+			sameFiles(t, "resumed run", want, tableFiles(t, whole))
+
+			// Another plan: refused; with force, the pass files made with
+			// the other options are an error and stay as they were.
+			passes, _ := filepath.Glob(filepath.Join(whole, "passes", "*"))
+			before := map[string][]byte{}
+			for _, p := range passes {
+				before[p], _ = os.ReadFile(p)
+			}
+			if _, err := run(whole, Shard{}, false, true); err == nil || !strings.Contains(err.Error(), "with another plan") {
+				t.Errorf("another plan into the folder: %v", err)
+			}
+			if _, err := run(whole, Shard{}, true, true); err == nil || !strings.Contains(err.Error(), "was made from another model, text or options") {
+				t.Errorf("another plan with force: %v", err)
+			}
+			for p, b := range before {
+				if now, _ := os.ReadFile(p); !bytes.Equal(now, b) {
+					t.Errorf("%s changed", p)
+				}
+			}
+			sameFiles(t, "after the refused runs", want, tableFiles(t, whole))
+			if _, err := os.Stat(filepath.Join(whole, kind+"_manifest.failed.json")); err != nil {
+				t.Errorf("the failed forced run left no record beside the finished manifest: %v", err)
+			}
+		})
+	}
+}
+
+// TestSinksForceReaggregates: the sink rate's thresholds only shape the
+// tables, so a run with other ε into the folder is refused, and with force
+// it keeps every finished pass and rewrites sinks_rate.
+func TestSinksForceReaggregates(t *testing.T) {
+	dir := genModel(t, model.ArchQwen35, 4, 64, 2, 1, 128, 512, nil)
+	stream := randomStream(200, 0, 128, 6)
+	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	out := t.TempDir()
+	run := func(eps []float64, force bool) (*SinksManifest, []SinkRateRow, error) {
+		o := DefaultSinksOptions()
+		o.Lengths, o.Samples, o.Eps = []int{24, 40}, 2, eps
+		man, _, rates, err := (&SinksRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Threads: 2, Force: force}).Run()
+		return man, rates, err
+	}
+	if _, _, err := run([]float64{0.3}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run([]float64{0.1, 0.3}, false); err == nil || !strings.Contains(err.Error(), "sinks.eps") {
+		t.Errorf("other ε without force: %v", err)
+	}
+	man, rates, err := run([]float64{0.1, 0.3}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Reused) != 4 || len(rates) != 2*2 {
+		t.Errorf("forced re-aggregation: reused %v, %d rate rows (want 4 passes kept and 2 lengths × 2 ε)", man.Reused, len(rates))
+	}
+	back, err := ReadTable[SinkRateRow](filepath.Join(out, "sinks_rate.parquet"))
+	if err != nil || len(back) != 4 {
+		t.Errorf("sinks_rate.parquet: %d rows, %v", len(back), err)
+	}
+}
+
+// TestStreamStop: a closed Stop stops a stream run before its next pass
+// with ErrStopped, the manifest unfinished and saying so; the same run
+// without it then completes.
+func TestStreamStop(t *testing.T) {
+	dir := genModel(t, model.ArchQwen35, 4, 64, 2, 1, 128, 512, nil)
+	stream := randomStream(200, 0, 128, 7)
+	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	out := t.TempDir()
+	stop := make(chan struct{})
+	close(stop)
+	run := &GDNRun{Dir: dir, Source: src, Stream: stream, Options: GDNOptions{Lengths: []int{24, 40}, Samples: 2}, Out: out, Threads: 2, Stop: stop}
+	man, _, err := run.Run()
+	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "probe gdn stopped before its last pass: 0 of 4 passes finished") {
+		t.Fatalf("stopped run: %v", err)
+	}
+	var back map[string]any
+	b, _ := os.ReadFile(filepath.Join(out, GDNManifestName))
+	if json.Unmarshal(b, &back); back["complete"] != false || !strings.Contains(fmt.Sprint(back["error"]), "stopped") || man.Complete {
+		t.Errorf("manifest of the stopped run: %s", b)
+	}
+	run.Stop = nil
+	man, rows, err := run.Run()
+	if err != nil || !man.Complete || len(man.Passes) != 4 || len(rows) == 0 {
+		t.Errorf("resumed run: %v, complete %v, %d passes, %d rows", err, man.Complete, len(man.Passes), len(rows))
+	}
+}
