@@ -464,7 +464,7 @@ func (m *Model) forwardBFT(ids [][]int, opt Options) (*Output, error) {
 
 	rmsNorm(h, x, D, m.FinalW, c.NormEps)
 	run(hooks.LNFinalNormalized, -1, h, B, T, D)
-	res := m.logits(h, B, T, opt, run)
+	res := m.logits(h, nil, opt.Compute, B, T, opt, run)
 	if err != nil {
 		return nil, err
 	}

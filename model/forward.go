@@ -53,14 +53,10 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		}
 	}
 
-	x := make([]float32, n*D)   // residual stream [B·T, D]
-	h := make([]float32, n*D)   // normalized input of a sub-block
-	out := make([]float32, n*D) // sub-block output
-	a1 := make([]float32, n*F)  // MLP hidden
-	var a2, q, k, v, z, gate []float32
-	if m.Layers[0].WGate.present() {
-		a2 = make([]float32, n*F)
-	}
+	x := make([]float32, n*D)           // residual stream [B·T, D]
+	h := make([]float32, n*D)           // normalized input of a sub-block
+	out := make([]float32, n*D)         // sub-block output
+	var mlp, q, k, v, z, gate []float32 // MLP hidden values (mlpBlock); attention
 	// the softmax attention's buffers, unless every layer has a mixer
 	attn := slices.ContainsFunc(m.Layers, func(L Layer) bool { return L.mixer == nil })
 	if attn {
@@ -213,7 +209,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		// MLP norm, MLP, residual connection
 		m.norm(h, x, L.Norm2W, L.Norm2B)
 		run(hooks.LN2Normalized, l, h, B, T, D)
-		mlpBlock(out, h, a1, a2, L, c.Act, c.NormEps, B, T, D, F, opt.Compute, run, l)
+		mlpBlock(out, h, &mlp, L, c.Act, c.NormEps, B, T, D, F, opt.Compute, hs, run, l)
 		addTo(x, out)
 		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
@@ -227,7 +223,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	// final norm
 	m.norm(h, x, m.FinalW, m.FinalB)
 	run(hooks.LNFinalNormalized, -1, h, B, T, D)
-	res := m.logits(h, B, T, opt, run)
+	res := m.logits(h, nil, opt.Compute, B, T, opt, run)
 	if err != nil {
 		return nil, err
 	}
@@ -343,30 +339,69 @@ type qkRotator interface {
 // its hooks.Set, which keeps the first error).
 type hookRun func(point string, l int, x []float32, shape ...int)
 
+// blockRows and headRows are the most rows the MLP sub-block (mlpBlock),
+// the projections of Gated DeltaNet (gatedDeltaNet) and the LM head
+// (Model.logits for Options.LogitRows) compute at a time: their hidden
+// values, T×d_ff, T×(conv channels) and T×vocab, live as blocks of at most
+// blockRows and headRows rows instead (docs/performance.md, "Peak
+// memory"). Every output row is its own product, so the sums are those of
+// one product over all rows (bit for bit on the pure-Go kernels). Fewer
+// rows would cost time: each product packs its whole weight matrix once.
+// (Variables so that tests can put block boundaries anywhere.)
+var (
+	blockRows = 2048
+	headRows  = 512
+)
+
+// blockSize returns the rows per block when n rows are computed in blocks
+// of at most most rows: the blocks as equal as can be, so that none is
+// much smaller than the others.
+func blockSize(n, most int) int {
+	k := (n + most - 1) / most
+	return (n + k - 1) / k
+}
+
 // mlpBlock computes the MLP sub-block out = down(act(gate(h)) ⊙ up(h))
 // (SwiGLU, where the layer has WGate) or down(act(up(h))) (GPT-2's
 // fc/proj) for the n = B·T rows of h [n, D] into out [n, D], followed by
 // the RMSNorm of weight L.PostNorm2W and epsilon eps where the layer has
 // one (Gemma), with the hooks mlp.hook_pre, mlp.hook_post and hook_mlp_out
-// of layer l, products in the arithmetic cmp; a1 and a2 are [n, F]
-// scratch.
-func mlpBlock(out, h, a1, a2 []float32, L *Layer, act string, eps float64, B, T, D, F int, cmp Compute, run hookRun, l int) {
-	n := B * T
-	if L.WGate.present() {
-		linearAs(cmp, a1, h, n, D, L.WGate, F, L.BGate)
-		run(hooks.MLPPre, l, a1, B, T, F)
-		linearAs(cmp, a2, h, n, D, L.WUp, F, L.BUp)
-		swiglu(a1, a2, act) // act(a1)·a2, in parallel on SIMD kernels
-	} else {
-		fn := activations[act]
-		linearAs(cmp, a1, h, n, D, L.WUp, F, L.BUp)
-		run(hooks.MLPPre, l, a1, B, T, F)
-		for i, g := range a1 {
-			a1[i] = fn(g)
-		}
+// of layer l, products in the arithmetic cmp. The hidden values live in
+// *buf (grown as needed, reused across layers): at most blockRows rows at a time,
+// or all n rows when mlp.hook_pre or mlp.hook_post of the layer is hooked
+// (hs), so that the hook sees the whole [B, T, F] tensor in one call.
+func mlpBlock(out, h []float32, buf *[]float32, L *Layer, act string, eps float64, B, T, D, F int, cmp Compute, hs *hooks.Set, run hookRun, l int) {
+	n, k := B*T, 1
+	rows := blockSize(n, blockRows)
+	if hs.Has(hooks.Name(hooks.MLPPre, l)) || hs.Has(hooks.Name(hooks.MLPPost, l)) {
+		rows = n // the hooks run, on [B, T, F], only here
 	}
-	run(hooks.MLPPost, l, a1, B, T, F)
-	linearAs(cmp, out, a1, n, F, L.WDown, D, L.BDown)
+	if L.WGate.present() {
+		k = 2
+	}
+	if len(*buf) < k*rows*F {
+		*buf = make([]float32, k*rows*F)
+	}
+	for r := 0; r < n; r += rows {
+		m := min(rows, n-r)
+		x, a1 := h[r*D:(r+m)*D], (*buf)[:m*F]
+		if L.WGate.present() {
+			a2 := (*buf)[rows*F : rows*F+m*F]
+			linearAs(cmp, a1, x, m, D, L.WGate, F, L.BGate)
+			run(hooks.MLPPre, l, a1, B, T, F)
+			linearAs(cmp, a2, x, m, D, L.WUp, F, L.BUp)
+			swiglu(a1, a2, act) // act(a1)·a2, in parallel on SIMD kernels
+		} else {
+			fn := activations[act]
+			linearAs(cmp, a1, x, m, D, L.WUp, F, L.BUp)
+			run(hooks.MLPPre, l, a1, B, T, F)
+			for i, g := range a1 {
+				a1[i] = fn(g)
+			}
+		}
+		run(hooks.MLPPost, l, a1, B, T, F)
+		linearAs(cmp, out[r*D:(r+m)*D], a1, m, F, L.WDown, D, L.BDown)
+	}
 	if L.PostNorm2W != nil {
 		rmsNorm(out, out, D, L.PostNorm2W, eps)
 	}
@@ -383,19 +418,42 @@ func residualFault(x []float32, l, T, D int) error {
 	return nil
 }
 
-// logits returns the output of a pass with the logits of the final normed
-// stream h [B·T, D] (head without bias) when asked for or hooked.
-func (m *Model) logits(h []float32, B, T int, opt Options, run hookRun) *Output {
+// logits returns the output of a pass with the logits z = h·Headᵀ + bias
+// (bias may be nil; Gemma: soft-capped) of the final stream h [B·T, D],
+// products in the arithmetic cmp: all [B, T, V] of them when asked for
+// (Options.Logits) or hooked, and to Options.LogitRows in blocks of at
+// most headRows rows, which alone needs only headRows×V of them at a time.
+func (m *Model) logits(h, bias []float32, cmp Compute, B, T int, opt Options, run hookRun) *Output {
 	c := &m.Config
+	n, D, V := B*T, c.DModel, c.Vocab
+	head := func(z, x []float32, rows int) {
+		linearAs(cmp, z, x, rows, D, m.Head, V, bias)
+		if c.FinalSoftcap > 0 {
+			softcap(z, float32(c.FinalSoftcap)) // Gemma's final logit soft-cap
+		}
+	}
 	res := &Output{Batch: B, T: T}
 	if opt.Logits || opt.Hooks.Has(hooks.Logits) {
-		n := B * T
-		res.Logits = make([]float32, n*c.Vocab)
-		linearAs(opt.Compute, res.Logits, h, n, c.DModel, m.Head, c.Vocab, nil)
-		if c.FinalSoftcap > 0 {
-			softcap(res.Logits, float32(c.FinalSoftcap)) // Gemma's final logit soft-cap
+		res.Logits = make([]float32, n*V)
+		head(res.Logits, h, n)
+		run(hooks.Logits, -1, res.Logits, B, T, V)
+	}
+	if opt.LogitRows == nil {
+		return res
+	}
+	rows := blockSize(n, headRows)
+	z := res.Logits
+	if z == nil {
+		z = make([]float32, rows*V)
+	}
+	for r := 0; r < n; r += rows {
+		m := min(rows, n-r)
+		if res.Logits != nil {
+			opt.LogitRows(r, res.Logits[r*V:(r+m)*V])
+			continue
 		}
-		run(hooks.Logits, -1, res.Logits, B, T, c.Vocab)
+		head(z[:m*V], h[r*D:(r+m)*D], m)
+		opt.LogitRows(r, z[:m*V])
 	}
 	return res
 }

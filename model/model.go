@@ -380,6 +380,12 @@ type Options struct {
 	// Logits requests the [B, T, V] logits in Output (they are also
 	// computed when the "logits" hook is registered).
 	Logits bool
+	// LogitRows, when set, receives the logits in blocks of consecutive
+	// rows of [B·T, V] (row b·T + t), in order: first is the block's first
+	// row and z its [rows, V] logits, valid only during the call. Unless
+	// Logits is set or "logits" is hooked, the pass then keeps only one
+	// block (a few hundred rows) of logits at a time, not B·T·V.
+	LogitRows func(first int, z []float32)
 	// AllowExtrapolation runs sequences longer than max_position_embeddings
 	// (refused otherwise; GPT-2's learned positions cannot extrapolate).
 	AllowExtrapolation bool

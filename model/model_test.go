@@ -1,9 +1,11 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -105,6 +107,129 @@ func TestHookPatternDoesNotChangeOutput(t *testing.T) {
 	}
 	if rel, i := relErr(with.Logits, plain.Logits); rel > 1e-6 {
 		t.Fatalf("logits differ with the pattern hooked: rel %.3g at %d", rel, i)
+	}
+}
+
+// TestRowBlocks: the MLP, Gated DeltaNet's projections and convolution
+// and the streamed LM head computed a few rows at a time give the same
+// logits, bit for bit, as one product over all rows, in every family, with
+// blocks that cross the batch boundary and a partial last block. The
+// logits streamed to Options.LogitRows are those of Options.Logits, in
+// order, each row once, whether or not the whole logits are kept too. A
+// hook on mlp.hook_post is called once per layer with the whole [B, T,
+// d_ff] tensor, and what it writes is what the down projection reads in
+// every row. (Bit for bit on the pure-Go kernels, whose sums do not depend
+// on the number of rows; OpenBLAS sums small products in another order, so
+// there within 1e-4, the golden tolerance.)
+func TestRowBlocks(t *testing.T) {
+	defer func(b, h int) { blockRows, headRows = b, h }(blockRows, headRows)
+	models := map[string]*Model{}
+	for _, f := range families {
+		if f.small == nil {
+			continue
+		}
+		kv := 2
+		if f.arch == ArchSelRoPE {
+			kv = 4 // no grouped-query attention
+		}
+		cfg, err := SmallConfig(f.arch, Size{Layers: 4, DModel: 32, Heads: 4, KVHeads: kv, Vocab: 53, MaxPos: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if models[string(f.arch)], _, err = Generate(cfg, 11); err != nil {
+			t.Fatal(err)
+		}
+	}
+	models["rfa"], _ = loadRFASpec(t, defaultRFASpec(), 3) // the head's bias
+	for arch, m := range models {
+		t.Run(arch, func(t *testing.T) {
+			B, T := 2, 37
+			ids := seqs(B, T, m.Vocab)
+			blockRows, headRows = 1<<30, 1<<30
+			whole, err := m.Forward(ids, Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			same := func(what string, got []float32) {
+				t.Helper()
+				if len(got) != len(whole.Logits) {
+					t.Fatalf("%s: %d logits, want %d", what, len(got), len(whole.Logits))
+				}
+				for i, w := range whole.Logits {
+					if BLAS() == "openblas" && math.Abs(float64(got[i]-w)) <= 1e-4*math.Max(1, math.Abs(float64(w))) {
+						continue
+					}
+					if math.Float32bits(got[i]) != math.Float32bits(w) {
+						t.Fatalf("%s: logit %d is %v, %v in one product", what, i, got[i], whole.Logits[i])
+					}
+				}
+			}
+			blockRows, headRows = 5, 3
+			for _, keep := range []bool{false, true} {
+				var rows []float32
+				out, err := m.Forward(ids, Options{Logits: keep, LogitRows: func(first int, z []float32) {
+					if first != len(rows)/m.Vocab || len(z)%m.Vocab != 0 || len(z) > headRows*m.Vocab {
+						t.Fatalf("block at row %d of %d values after %d rows", first, len(z), len(rows)/m.Vocab)
+					}
+					rows = append(rows, z...)
+				}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (out.Logits != nil) != keep {
+					t.Errorf("Logits %v: whole logits returned: %v", keep, out.Logits != nil)
+				}
+				same(fmt.Sprintf("streamed (Logits %v)", keep), rows)
+				if keep {
+					same("in blocks", out.Logits)
+				}
+			}
+			names, err := m.HookNames()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(names, "blocks.0.mlp.hook_post") {
+				return // no MLP hidden values (RFA, BFT)
+			}
+
+			calls := map[string]int{}
+			hs := &hooks.Set{}
+			hs.Add("blocks.*.mlp.hook_post", func(name string, _ int, x *tensor.Dense) error {
+				calls[name]++
+				if s := x.Shape(); len(s) != 3 || s[0] != B || s[1] != T || s[2] != m.DMLP {
+					t.Errorf("%s: shape %v, want [%d %d %d]", name, s, B, T, m.DMLP)
+				}
+				return nil
+			})
+			hooked, err := m.Forward(ids, Options{Logits: true, Hooks: hs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(calls) != len(m.Layers) || calls["blocks.1.mlp.hook_post"] != 1 {
+				t.Errorf("hook_post calls %v, want one per layer", calls)
+			}
+			same("hook_post hooked", hooked.Logits)
+
+			// zeroing hook_post of layer 0 leaves the down projection's bias
+			// (or its post-norm of zero) in every row of hook_mlp_out
+			hs = &hooks.Set{}
+			hs.Add("blocks.0.mlp.hook_post", func(_ string, _ int, x *tensor.Dense) error {
+				clear(x.Data().([]float32))
+				return nil
+			})
+			mlpOut := hs.Capture("blocks.0.hook_mlp_out")
+			if _, err := m.Forward(ids, Options{Hooks: hs}); err != nil {
+				t.Fatal(err)
+			}
+			got, D := mlpOut.Get("blocks.0.hook_mlp_out").Data().([]float32), m.DModel
+			for r := 1; r < B*T; r++ {
+				for i := 0; i < D; i++ {
+					if got[r*D+i] != got[i] {
+						t.Fatalf("row %d of hook_mlp_out differs from row 0 with hook_post zeroed (%v vs %v): the hook did not reach every row", r, got[r*D+i], got[i])
+					}
+				}
+			}
+		})
 	}
 }
 

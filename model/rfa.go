@@ -440,7 +440,8 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	qt, kt, vt := make([]float32, n*W), make([]float32, n*W), make([]float32, n*W)
 	agg, z := make([]float32, n*W), make([]float32, n*W)
 	logPTot, gate := make([]float32, n*H), make([]float32, n*H)
-	out, a1 := make([]float32, n*D), make([]float32, n*F)
+	out := make([]float32, n*D)
+	var mlp []float32 // MLP hidden values (mlpBlock)
 
 	// Token embedding, then the input projection.
 	for b, seq := range ids {
@@ -522,7 +523,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 		// Feed-forward: ffn.2(ReLU(ffn.0(norm2(x)))), residual.
 		layerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
 		run(hooks.LN2Normalized, l, h, B, T, D)
-		mlpBlock(out, h, a1, nil, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, run, l) // Act "relu"
+		mlpBlock(out, h, &mlp, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, hs, run, l) // Act "relu"
 		addTo(x, out)
 		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
@@ -536,13 +537,10 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	// Final norm, output projection, tied head with bias.
 	layerNorm(h, x, D, m.FinalW, m.FinalB, c.NormEps)
 	run(hooks.LNFinalNormalized, -1, h, B, T, D)
-	res := &Output{Batch: B, T: T}
-	if opt.Logits || hs.Has(hooks.Logits) {
+	if opt.Logits || opt.LogitRows != nil || hs.Has(hooks.Logits) {
 		linear(out, h, n, D, f32Weight(w.OutW, D), D, w.OutB)
-		res.Logits = make([]float32, n*c.Vocab)
-		linear(res.Logits, out, n, D, m.Head, c.Vocab, w.HeadB)
-		run(hooks.Logits, -1, res.Logits, B, T, c.Vocab)
 	}
+	res := m.logits(out, w.HeadB, ComputeF32, B, T, opt, run)
 	if err != nil {
 		return nil, err
 	}

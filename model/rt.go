@@ -283,7 +283,8 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 	agg, z := make([]float32, n*W), make([]float32, n*W)
 	qn2, kn2, mag2 := make([]float32, n*H), make([]float32, n*H), make([]float32, n*H)
 	mag, logPrec, rho := make([]float32, n*H), make([]float32, n*H), make([]float32, n*H)
-	out, g, a := make([]float32, n*D), make([]float32, n*F), make([]float32, n*F)
+	out := make([]float32, n*D)
+	var mlp []float32 // MLP hidden values (mlpBlock)
 	norms := make([]float32, n*H)
 
 	for bb, seq := range ids {
@@ -392,7 +393,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			l2Normalize(u, D, norms[:n])
 		}
 		run(hooks.LN2Normalized, l, u, B, T, D)
-		mlpBlock(out, u, g, a, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, run, l)
+		mlpBlock(out, u, &mlp, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, hs, run, l)
 		addTo(x, out)
 		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {
@@ -405,7 +406,7 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 
 	rmsNorm(u, x, D, m.FinalW, c.NormEps)
 	run(hooks.LNFinalNormalized, -1, u, B, T, D)
-	res := m.logits(u, B, T, opt, run)
+	res := m.logits(u, nil, opt.Compute, B, T, opt, run)
 	if err != nil {
 		return nil, err
 	}
