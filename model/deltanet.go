@@ -325,17 +325,19 @@ func deltaRuleAttention(q, k, beta, g []float32, T, dk int, scale float32, tile,
 	return nil
 }
 
-// causalConv1dSiLU computes dst[t, ch] = silu(Σ_{j<K} w[ch, j]·x[t−K+1+j, ch])
-// for one sequence x [T, C] (x at negative times is 0): the depthwise
-// causal convolution of Qwen3.5's Gated DeltaNet (nn.Conv1d with groups =
-// C, no bias, padding K−1, first T outputs; conv1d.weight [C, 1, K]
-// flattened to w [C, K]) followed by SiLU. dst must not alias x.
-func causalConv1dSiLU(dst, x []float32, T, C int, w []float32, K int) {
-	for t := 0; t < T; t++ {
-		out := dst[t*C : (t+1)*C]
+// causalConv1dSiLU computes dst[i, ch] = silu(Σ_{j<K} w[ch, j]·x[t−K+1+j, ch])
+// for the rows t = t0+i, i < rows, of one sequence x (x at negative times
+// is 0): the depthwise causal convolution of Qwen3.5's Gated DeltaNet
+// (nn.Conv1d with groups = C, no bias, padding K−1; conv1d.weight [C, 1,
+// K] flattened to w [C, K]) followed by SiLU. win [K−1+rows, C] holds x at
+// times t0−K+1 … t0+rows−1 (rows at negative times are not read). dst must
+// not alias win.
+func causalConv1dSiLU(dst, win []float32, t0, rows, C int, w []float32, K int) {
+	for i := 0; i < rows; i++ {
+		out := dst[i*C : (i+1)*C]
 		clear(out)
-		for j := max(0, K-1-t); j < K; j++ {
-			in := x[(t-K+1+j)*C : (t-K+2+j)*C]
+		for j := max(0, K-1-t0-i); j < K; j++ {
+			in := win[(i+j)*C : (i+j+1)*C]
 			for ch, v := range in {
 				out[ch] += w[ch*K+j] * v
 			}
@@ -440,31 +442,34 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 		return fmt.Errorf("model: Gated DeltaNet layer %d: input %d and output %d values, want B·T·D = %d·%d·%d", l, len(x), len(out), B, T, D)
 	}
 
-	mixed := make([]float32, n*C)
-	linearAs(opt.Compute, mixed, x, n, D, w.QKV, C, nil)
-	z := make([]float32, n*Hv*Dv)
-	linearAs(opt.Compute, z, x, n, D, w.Z, Hv*Dv, nil)
+	// projections, convolution and split into heads, head-major (key
+	// heads repeated for their value heads), blockRows rows of a sequence
+	// at a time: win holds the K−1 rows before the block and the block
 	beta := make([]float32, n*Hv)
 	linearAs(opt.Compute, beta, x, n, D, w.B, Hv, nil)
 	g := make([]float32, n*Hv)
 	linearAs(opt.Compute, g, x, n, D, w.A, Hv, nil)
-	conv := make([]float32, n*C)
-	for b := 0; b < B; b++ {
-		causalConv1dSiLU(conv[b*T*C:(b+1)*T*C], mixed[b*T*C:(b+1)*T*C], T, C, w.Conv, w.K)
-	}
-
-	// split into heads, head-major; key heads repeated for their value heads
 	q := make([]float32, B*Hv*T*Dk)
 	k := make([]float32, B*Hv*T*Dk)
 	v := make([]float32, B*Hv*T*Dv)
+	R, K := blockSize(T, blockRows), w.K
+	win, conv := make([]float32, (K-1+R)*C), make([]float32, R*C)
 	for b := 0; b < B; b++ {
-		for t := 0; t < T; t++ {
-			row := conv[(b*T+t)*C : (b*T+t+1)*C]
-			for h := 0; h < Hv; h++ {
-				at, kh := ((b*Hv+h)*T+t)*Dk, h/rep
-				l2NormalizeEps(q[at:at+Dk], row[kh*Dk:(kh+1)*Dk])
-				l2NormalizeEps(k[at:at+Dk], row[(Hk+kh)*Dk:(Hk+kh+1)*Dk])
-				copy(v[((b*Hv+h)*T+t)*Dv:][:Dv], row[2*Hk*Dk+h*Dv:][:Dv])
+		for t0 := 0; t0 < T; t0 += R {
+			rows := min(R, T-t0)
+			if t0 > 0 {
+				copy(win, win[R*C:(R+K-1)*C]) // the last K−1 rows of the previous block
+			}
+			linearAs(opt.Compute, win[(K-1)*C:(K-1+rows)*C], x[(b*T+t0)*D:], rows, D, w.QKV, C, nil)
+			causalConv1dSiLU(conv, win, t0, rows, C, w.Conv, K)
+			for i := 0; i < rows; i++ {
+				row, t := conv[i*C:(i+1)*C], t0+i
+				for h := 0; h < Hv; h++ {
+					at, kh := ((b*Hv+h)*T+t)*Dk, h/rep
+					l2NormalizeEps(q[at:at+Dk], row[kh*Dk:(kh+1)*Dk])
+					l2NormalizeEps(k[at:at+Dk], row[(Hk+kh)*Dk:(Hk+kh+1)*Dk])
+					copy(v[((b*Hv+h)*T+t)*Dv:][:Dv], row[2*Hk*Dk+h*Dv:][:Dv])
+				}
 			}
 		}
 	}
@@ -512,26 +517,31 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 		return err
 	}
 
-	// gated RMSNorm per head, back to token-major [B·T, Hv·Dv]
-	y := mixed[:n*Hv*Dv]
+	// gated RMSNorm per head, back to token-major [rows, Hv·Dv], and the
+	// output projection, in the same blocks (z = x·W_zᵀ with them)
+	y, z := conv[:R*Hv*Dv], win[:R*Hv*Dv] // C > Hv·Dv
 	for b := 0; b < B; b++ {
-		for h := 0; h < Hv; h++ {
-			for t := 0; t < T; t++ {
-				o := core[((b*Hv+h)*T+t)*Dv:][:Dv]
-				var ss float64
-				for _, x := range o {
-					ss += float64(x) * float64(x)
-				}
-				inv := float32(1 / math.Sqrt(ss/float64(Dv)+w.Eps))
-				at := (b*T+t)*Hv*Dv + h*Dv
-				yo, zo := y[at:at+Dv], z[at:at+Dv]
-				for j, x := range o {
-					yo[j] = w.Norm[j] * (x * inv) * silu(zo[j])
+		for t0 := 0; t0 < T; t0 += R {
+			rows, r0 := min(R, T-t0), b*T+t0
+			linearAs(opt.Compute, z, x[r0*D:], rows, D, w.Z, Hv*Dv, nil)
+			for i := 0; i < rows; i++ {
+				for h := 0; h < Hv; h++ {
+					o := core[((b*Hv+h)*T+t0+i)*Dv:][:Dv]
+					var ss float64
+					for _, x := range o {
+						ss += float64(x) * float64(x)
+					}
+					inv := float32(1 / math.Sqrt(ss/float64(Dv)+w.Eps))
+					at := i*Hv*Dv + h*Dv
+					yo, zo := y[at:at+Dv], z[at:at+Dv]
+					for j, x := range o {
+						yo[j] = w.Norm[j] * (x * inv) * silu(zo[j])
+					}
 				}
 			}
+			linearAs(opt.Compute, out[r0*D:(r0+rows)*D], y, rows, Hv*Dv, w.Out, D, nil)
 		}
 	}
-	linearAs(opt.Compute, out, y, n, Hv*Dv, w.Out, D, nil)
 	return nil
 }
 
