@@ -305,10 +305,13 @@ func headLinear(dst, x []float32, n, H, k int, w, b []float32) {
 	}
 }
 
+// scratchFloats is 0: AFA's mixer keeps its own buffers.
+func (P *afaLayer) scratchFloats(B, T int) int { return 0 }
+
 // mix is AFA's attention sub-block (steps 1–18, hook points at the top of
 // this file) as the token mixer of layer l in the decoder pass: from the
 // normalized input hn to Re(L_P(Z⁺)) in out.
-func (P *afaLayer) mix(m *Model, out, hn []float32, l, B, T int, opt Options, run hookRun) error {
+func (P *afaLayer) mix(m *Model, out, hn, _ []float32, l, B, T int, opt Options, run hookRun) error {
 	c, ac, hs, L := &m.Config, m.AFA, opt.Hooks, &m.Layers[l]
 	D, H, dw := c.DModel, c.Heads, c.DHead
 	d, W, n := dw/2, H*dw, B*T

@@ -432,7 +432,11 @@ func (w *deltaNet) check() error {
 // unscaled), hook_v [B, Hv, T, Dv], hook_beta, hook_g [B, T, Hv],
 // hook_core_out [B, Hv, T, Dv] and hook_final_state [B, Hv, Dk, Dv]; what
 // a hook changes flows on.
-func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, opt Options) error {
+//
+// q, k, v and core take their storage from scratch when it holds
+// scratchFloats(B, T) values (the decoder pass lends the buffers of its
+// attention layers), else from new slices.
+func gatedDeltaNet(out, x, scratch []float32, B, T int, w *deltaNet, l int, run hookRun, opt Options) error {
 	if err := w.check(); err != nil {
 		return err
 	}
@@ -449,9 +453,11 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 	linearAs(opt.Compute, beta, x, n, D, w.B, Hv, nil)
 	g := make([]float32, n*Hv)
 	linearAs(opt.Compute, g, x, n, D, w.A, Hv, nil)
-	q := make([]float32, B*Hv*T*Dk)
-	k := make([]float32, B*Hv*T*Dk)
-	v := make([]float32, B*Hv*T*Dv)
+	if len(scratch) < w.scratchFloats(B, T) {
+		scratch = make([]float32, w.scratchFloats(B, T))
+	}
+	q, k := scratch[:B*Hv*T*Dk], scratch[B*Hv*T*Dk:2*B*Hv*T*Dk]
+	v, core := scratch[2*B*Hv*T*Dk:][:B*Hv*T*Dv], scratch[2*B*Hv*T*Dk+B*Hv*T*Dv:][:B*Hv*T*Dv]
 	R, K := blockSize(T, blockRows), w.K
 	win, conv := make([]float32, (K-1+R)*C), make([]float32, R*C)
 	for b := 0; b < B; b++ {
@@ -484,7 +490,6 @@ func gatedDeltaNet(out, x []float32, B, T int, w *deltaNet, l int, run hookRun, 
 	run(hooks.GDNBeta, l, beta, B, T, Hv)
 	run(hooks.GDNG, l, g, B, T, Hv)
 
-	core := make([]float32, B*Hv*T*Dv)
 	state := make([]float32, B*Hv*Dk*Dv)
 	chunk := w.Chunk
 	if chunk == 0 {
@@ -611,6 +616,10 @@ func deltaAttention(q, k, v, beta, g []float32, B, T, Hv, Dk, Dv int, scale floa
 
 // mix makes a Gated DeltaNet layer the token mixer of its layer in the
 // decoder pass (which then runs hook_attn_out on out).
-func (w *deltaNet) mix(_ *Model, out, h []float32, l, B, T int, opt Options, run hookRun) error {
-	return gatedDeltaNet(out, h, B, T, w, l, run, opt)
+func (w *deltaNet) mix(_ *Model, out, h, scratch []float32, l, B, T int, opt Options, run hookRun) error {
+	return gatedDeltaNet(out, h, scratch, B, T, w, l, run, opt)
 }
+
+// scratchFloats is the storage of gatedDeltaNet's q, k [B, Hv, T, Dk], v
+// and core [B, Hv, T, Dv].
+func (w *deltaNet) scratchFloats(B, T int) int { return B * w.Hv * T * 2 * (w.Dk + w.Dv) }

@@ -219,7 +219,7 @@ func TestGatedDeltaNetGolden(t *testing.T) {
 				got[hooks.Name(point, l)] = append([]float32(nil), x...)
 			}
 			out := make([]float32, B*T*D)
-			if err := gatedDeltaNet(out, x, B, T, w, l, run, Options{}); err != nil {
+			if err := gatedDeltaNet(out, x, nil, B, T, w, l, run, Options{}); err != nil {
 				t.Fatal(err)
 			}
 			for _, c := range []struct {

@@ -53,18 +53,32 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		}
 	}
 
-	x := make([]float32, n*D)           // residual stream [B·T, D]
-	h := make([]float32, n*D)           // normalized input of a sub-block
-	out := make([]float32, n*D)         // sub-block output
+	x := make([]float32, n*D) // residual stream [B·T, D]
+	h := make([]float32, n*D) // normalized input of a sub-block
+	// sub-block output, in h's storage: each sub-block has read a row of h
+	// (mlpBlock and the mixers: a row block, or all) before it writes that row
+	out := h
 	var mlp, q, k, v, z, gate []float32 // MLP hidden values (mlpBlock); attention
-	// the softmax attention's buffers, unless every layer has a mixer
+	// q, k, v, z and gate of the softmax attention layers (if any) and the
+	// mixers' buffers (Gated DeltaNet's q, k, v and output) share one
+	// arena: a layer needs one set or the other, so the pass holds the larger
 	attn := slices.ContainsFunc(m.Layers, func(L Layer) bool { return L.mixer == nil })
+	gp, arena := c.GatePerHead(), 0
 	if attn {
-		q, k, v, z = make([]float32, n*H*dh), make([]float32, n*KV*dh), make([]float32, n*KV*dh), make([]float32, n*H*dh)
+		arena = n * (2*H*dh + 2*KV*dh + H*gp)
 	}
-	gp := c.GatePerHead()
-	if gp > 0 && attn {
-		gate = make([]float32, n*H*gp)
+	for _, L := range m.Layers {
+		if L.mixer != nil {
+			arena = max(arena, L.mixer.scratchFloats(B, T))
+		}
+	}
+	scratch := make([]float32, arena)
+	if attn {
+		q, z = scratch[:n*H*dh], scratch[n*H*dh:2*n*H*dh]
+		k, v = scratch[2*n*H*dh:][:n*KV*dh], scratch[2*n*H*dh+n*KV*dh:][:n*KV*dh]
+		if gp > 0 {
+			gate = scratch[2*n*H*dh+2*n*KV*dh:][:n*H*gp]
+		}
 	}
 
 	// token embedding (+ learned positions for GPT-2)
@@ -108,7 +122,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			// the layer's own token mixer in place of softmax attention
 			// (Qwen3.5's Gated DeltaNet layers)
 			if err == nil {
-				err = L.mixer.mix(m, out, h, l, B, T, opt, run)
+				err = L.mixer.mix(m, out, h, scratch, l, B, T, opt, run)
 			}
 		} else {
 			// q, k, v projections (and the gate logits of gated models)
@@ -324,8 +338,14 @@ func matchesAny(pattern string, names []string) bool {
 // decoder pass (Layer.mixer; Qwen3.5's Gated DeltaNet layers, AFA): it maps the
 // normalized input h [B·T, D] to the mixer's output out [B·T, D], before
 // hook_attn_out and the residual add, issuing its own hooks through run.
+// out is h's storage: a row of out may be written once the mixer has read
+// that row of h for the last time.
 type tokenMixer interface {
-	mix(m *Model, out, h []float32, l, B, T int, opt Options, run hookRun) error
+	mix(m *Model, out, h, scratch []float32, l, B, T int, opt Options, run hookRun) error
+	// scratchFloats is how much of the pass's scratch (its attention
+	// layers' q, k, v, z and gate, which mix may overwrite) the mixer uses
+	// for B sequences of T tokens.
+	scratchFloats(B, T int) int
 }
 
 // qkRotator is implemented by the state (Model.ext) of a family that
@@ -363,7 +383,8 @@ func blockSize(n, most int) int {
 
 // mlpBlock computes the MLP sub-block out = down(act(gate(h)) ⊙ up(h))
 // (SwiGLU, where the layer has WGate) or down(act(up(h))) (GPT-2's
-// fc/proj) for the n = B·T rows of h [n, D] into out [n, D], followed by
+// fc/proj) for the n = B·T rows of h [n, D] into out [n, D] (which may be
+// h: each row block is read before it is written), followed by
 // the RMSNorm of weight L.PostNorm2W and epsilon eps where the layer has
 // one (Gemma), with the hooks mlp.hook_pre, mlp.hook_post and hook_mlp_out
 // of layer l, products in the arithmetic cmp. The hidden values live in
