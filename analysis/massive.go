@@ -151,17 +151,17 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 			T := ch.T
 			ids := [][]int{r.Stream[ch.Start : ch.End-1]}
 			targets := r.Stream[ch.Start+1 : ch.End]
-			opt := model.Options{Logits: true, AllowExtrapolation: o.AllowExtrapolation, Threads: man.Threads}
+			var nllSum float64 // of the pass that runs, from its logits' row blocks
+			opt := model.Options{AllowExtrapolation: o.AllowExtrapolation, Threads: man.Threads, LogitRows: nllRows(&nllSum, m.Vocab, targets)}
 
 			// plain pass: top entries and median of every layer
 			hs := &hooks.Set{}
 			top, med := MassiveHooks(hs, c, T, o.TopK)
 			opt.Hooks = hs
-			out, err := m.Forward(ids, opt)
-			if err != nil {
+			if _, err := m.Forward(ids, opt); err != nil {
 				return nil, err
 			}
-			base := meanNLL(out.Logits, m.Vocab, targets)
+			base := nllSum / float64(len(targets))
 			var tops []MassiveTopRow
 			ppls := []MassivePPLRow{{T: T, Sample: ch.Sample, Intervention: "none", Layer: -1, Tokens: T, NLL: base, PPL: math.Exp(base)}}
 			layer, best := o.Layer, -1.0
@@ -189,11 +189,11 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 					return nil
 				})
 				opt.Hooks = hs
-				out, err := m.Forward(ids, opt)
-				if err != nil {
+				nllSum = 0
+				if _, err := m.Forward(ids, opt); err != nil {
 					return nil, fmt.Errorf("intervention %s at layer %d: %w", iv, layer, err)
 				}
-				nll := meanNLL(out.Logits, m.Vocab, targets)
+				nll := nllSum / float64(len(targets))
 				ppls = append(ppls, MassivePPLRow{T: T, Sample: ch.Sample, Intervention: iv, Layer: layer, Entries: len(entries),
 					Tokens: T, NLL: nll, PPL: math.Exp(nll), DNLL: nll - base})
 			}
@@ -246,13 +246,17 @@ func finishMassive(dir string, man *MassiveManifest) ([]MassiveTopRow, []Massive
 	return tops, ppls, man.writeTables(dir, tableOf("massive_top", tops), tableOf("massive_ppl", ppls))
 }
 
-// meanNLL is the mean of TokenNLL over the targets.
-func meanNLL(logits []float32, V int, targets []int) float64 {
-	var s float64
-	for _, x := range TokenNLL(nil, logits, V, targets) {
-		s += x
+// nllRows returns a model.Options.LogitRows that adds the TokenNLL of
+// each row of logits (of V values) against its target to *sum, in row
+// order: the pass then needs no [T, V] logits.
+func nllRows(sum *float64, V int, targets []int) func(int, []float32) {
+	var row []float64
+	return func(first int, z []float32) {
+		row = TokenNLL(row[:0], z, V, targets[first:first+len(z)/V])
+		for _, x := range row {
+			*sum += x
+		}
 	}
-	return s / float64(len(targets))
 }
 
 // massiveConventions states the definitions behind the massive tables.

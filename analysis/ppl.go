@@ -570,8 +570,9 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		rec.Gated = m.LearnedGate()
 		pr.Layers = m.Config.Layers
 
-		// one pass, with progress per layer
-		pass := func(variant string, c Chunk, ids []int, logits bool, g *probes.GateOverride) (*model.Output, error) {
+		// one pass, with progress per layer; logits (nil: not computed)
+		// receives the logits in blocks of rows (model.Options.LogitRows)
+		pass := func(variant string, c Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride) error {
 			cost := passCost(&m.Config, c.T)
 			pr.Pass++
 			pr.Model, pr.Variant, pr.T, pr.Sample, pr.Layer, pr.Done = p.label, variant, c.T, c.Sample, 0, false
@@ -586,19 +587,19 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			})
 			if g != nil {
 				if err := g.Register(hs, &m.Config, 1, len(ids)); err != nil {
-					return nil, err
+					return err
 				}
 			}
-			out, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, Logits: logits, Threads: r.Threads,
+			_, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, LogitRows: logits, Threads: r.Threads,
 				AllowExtrapolation: c.T > m.MaxPos})
 			if err != nil {
-				return nil, fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", p.dir, variant, c.T, c.Sample, c.Start, c.End, err)
+				return fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", p.dir, variant, c.T, c.Sample, c.Start, c.End, err)
 			}
 			pr.Work, pr.WorkLeft = base+cost, pr.WorkLeft-cost
 			pr.Tokens += int64(c.T)
 			pr.Layer, pr.Done = pr.Layers, true
 			report()
-			return out, nil
+			return nil
 		}
 
 		// calibration: one pass per calibration chunk with the learned
@@ -626,7 +627,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				return row.Learned
 			}
 			for _, c := range calib {
-				if _, err := pass("calibration", c, r.Stream[c.Start:c.End], false, probes.RowGate(observe)); err != nil {
+				if err := pass("calibration", c, r.Stream[c.Start:c.End], nil, probes.RowGate(observe)); err != nil {
 					return fail(err)
 				}
 			}
@@ -672,11 +673,13 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			t0 = time.Now()
 			for _, c := range eval {
 				first, _ := o.FirstPosition(c.T)
-				out, err := pass(v, c, r.Stream[c.Start:c.Start+c.T], true, g)
-				if err != nil {
+				targets := r.Stream[c.Start+1 : c.End]
+				nll = nll[:0]
+				if err := pass(v, c, r.Stream[c.Start:c.Start+c.T], func(first int, z []float32) {
+					nll = TokenNLL(nll, z, m.Vocab, targets[first:first+len(z)/m.Vocab])
+				}, g); err != nil {
 					return fail(err)
 				}
-				nll = TokenNLL(nll[:0], out.Logits, m.Vocab, r.Stream[c.Start+1:c.End])
 				row := PPLChunkRow{Model: p.label, Variant: v, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
 					First: first, N: c.T - first, Extrap: c.T > m.MaxPos}
 				for _, x := range nll[first:] {
