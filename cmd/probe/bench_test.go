@@ -197,6 +197,52 @@ func sweepPeakRSS(t *testing.T, dtype string) {
 	}
 }
 
+// TestSweepActivationHeadroom: with the weights off the heap, the live
+// heap is one pass's activations, and the collector's headroom grows with
+// them: on a 29 MiB model at T = 4096, where one pass's activations (bench
+// at T = 4096 less bench at T = 16) are about 85 MiB, 3 sweep passes peaked
+// 1.0 × them above one bench pass at Go's default GOGC=100, and 0.2 × at
+// probe's GOGC=20 (main.go, defaultGOGC); the test allows 0.5 ×. Each
+// command runs in its own process (TestPeakRSSHelper).
+func TestSweepActivationHeadroom(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("peak RSS is read from /proc/self/status (Linux)")
+	}
+	if testing.Short() {
+		t.Skip("runs 5 passes at T = 4096 in child processes")
+	}
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		t.Skipf("GOGC=%s in the environment replaces probe's own setting, whose headroom this test checks", v)
+	}
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "m")
+	if code, _, errs := probe(t, "generate", "--arch", "qwen3", "--layers", "2", "--d-model", "512", "--heads", "4",
+		"--kv-heads", "2", "--vocab", "1000", "--max-pos", "4096", "--out", dir); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	rng := rand.New(rand.NewPCG(2, 3))
+	ids := make([]int, 16000)
+	for i := range ids {
+		ids[i] = rng.IntN(1000)
+	}
+	idsFile := filepath.Join(tmp, "ids.json")
+	data, _ := json.Marshal(ids)
+	if err := os.WriteFile(idsFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idle := peakRSSOf(t, "bench", "--model", dir, "--tokens", "16", "--reps", "1")
+	bench := peakRSSOf(t, "bench", "--model", dir, "--tokens", "4096", "--reps", "1")
+	sweep := peakRSSOf(t, "sweep", "--model", dir, "--ids", idsFile, "--lengths", "4096", "--samples", "3",
+		"--bootstrap", "0", "--out", filepath.Join(tmp, "sweep"))
+	act := bench - idle
+	t.Logf("peak RSS: sweep %.1f MiB, bench %.1f MiB, bench at T = 16 %.1f MiB: %.2f × one pass's activations above bench",
+		sweep, bench, idle, (sweep-bench)/act)
+	if sweep-bench > 0.5*act {
+		t.Errorf("a 3-pass sweep at T = 4096 peaked at %.1f MiB, %.1f MiB above one bench pass (%.1f MiB): more than half of one pass's %.1f MiB of activations",
+			sweep, sweep-bench, bench, act)
+	}
+}
+
 // peakRSSOf runs probe with args in a child process and returns its peak
 // RSS in MiB.
 func peakRSSOf(t *testing.T, args ...string) float64 {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/filterlens/probe/analysis"
@@ -104,6 +105,23 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nprobe help <command> (or probe <command> --help) shows a command's flags and an example.")
 	fmt.Fprintln(w, "A --model is a checkpoint folder or a hub model id org/name found offline in the Hugging Face cache.")
+	fmt.Fprintf(w, "The Go collector runs at GOGC=%d unless the environment sets GOGC (GOMEMLIMIT caps the heap too).\n", defaultGOGC)
+}
+
+// defaultGOGC is the collector's GOGC — how far, in percent of the live
+// heap, the heap grows between collections — that probe runs with unless
+// the environment sets GOGC. The weights are mapped, not on the heap, so
+// the live heap is one pass's activations (float32 buffers the collector
+// need not scan): Go's default of 100 let a many-pass sweep peak about one
+// pass's activations above a single pass; 20 keeps a fifth of them, for a
+// few percent more CPU time (docs/performance.md, "Peak memory").
+const defaultGOGC = 20
+
+// setGOGC applies defaultGOGC unless the environment sets GOGC.
+func setGOGC() {
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(defaultGOGC)
+	}
 }
 
 // commandHelp writes a command's description, synopsis, flags and example.
@@ -182,6 +200,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		}
 	}()
 	helpOut = stdout
+	setGOGC()
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
