@@ -1,0 +1,152 @@
+package model
+
+import (
+	"bytes"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"testing"
+)
+
+// peakPassBytes is the peak memory of the decoder pass (forward) over its
+// weights, for one sequence of T tokens without logits or hooks and with
+// `workers` attention workers — the formula of docs/performance.md, "Peak
+// memory", in float32 values:
+//
+//	T·(2d + r)                                 x, h (the sub-blocks' output too); RoPE cos and sin
+//	+ max(T·(2·H·dh + 2·KV·dh + H·g),          the arena: attention's q, z, k, v, gate,
+//	      T·2·Hv·(Dk + Dv))                    or Gated DeltaNet's q, k, v, output
+//	+ min(T, blockRows)·a·d_ff                 MLP hidden values (a = 2 for SwiGLU, 1 for GELU)
+//	+ P·(S·T + T·dh)                           each attention worker's scores and packed keys
+//	+ 2·T·Hv + (K − 1 + 2·min(T, blockRows))·C Gated DeltaNet's β, g, convolution window and block
+//
+// with g the output gate's values per head (0, 1 or dh), r the rotary
+// dimensions (twice for Gemma 3's local RoPE), P the workers, S the query
+// rows a worker stacks into one product (query heads × tile rows), and
+// Gated DeltaNet's Hk, Hv heads of Dk, Dv, conv kernel K, C = 2·Hk·Dk +
+// Hv·Dv (its terms 0 in a model without such layers).
+func peakPassBytes(m *Model, T, workers int) int64 {
+	c := &m.Config
+	d, H, KV, dh := c.DModel, c.Heads, c.KVHeads, c.DHead
+	r := c.RoPE.dims(dh)
+	if c.LocalRoPE != nil {
+		r += c.LocalRoPE.dims(dh)
+	}
+	a := 2 // SwiGLU's gate and up projections
+	if c.Arch == ArchGPT2 {
+		a = 1
+	}
+	stack := max(1, min(H/KV, maxStackRows/defaultTileRows, H/workers))
+	S, R := stack*defaultTileRows, min(T, blockRows)
+	arena, gdn := 0, 0
+	for _, L := range m.Layers {
+		if w, ok := L.mixer.(*deltaNet); ok {
+			arena = max(arena, T*2*w.Hv*(w.Dk+w.Dv))
+			gdn = max(gdn, 2*T*w.Hv+(w.K-1+2*R)*(2*w.Hk*w.Dk+w.Hv*w.Dv))
+		} else {
+			arena = max(arena, T*(2*H*dh+2*KV*dh+H*c.GatePerHead()))
+		}
+	}
+	floats := T*(2*d+r) + arena + R*a*c.DMLP + workers*(S*T+T*dh) + gdn
+	return 4 * int64(floats)
+}
+
+// procStatusBytes reads a field (VmRSS, VmHWM) of /proc/self/status in bytes.
+func procStatusBytes(t *testing.T, field string) int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte(field+":")); ok {
+			kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB")))), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
+
+// passPeak returns how far the process's peak RSS rose above its RSS
+// before one forward pass of m on ids: the kernel's VmHWM, reset through
+// /proc/self/clear_refs, after the collector returned every free page
+// (three cycles: the attention workers' pooled scratch goes in two).
+func passPeak(t *testing.T, m *Model, ids [][]int, opt Options) int64 {
+	runtime.GC()
+	runtime.GC()
+	debug.FreeOSMemory()
+	base := procStatusBytes(t, "VmRSS")
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Skipf("cannot reset the peak RSS (/proc/self/clear_refs): %v", err)
+	}
+	if _, err := m.Forward(ids, opt); err != nil {
+		t.Fatal(err)
+	}
+	return procStatusBytes(t, "VmHWM") - base
+}
+
+// TestPeakMemoryFormula checks peakPassBytes against the peak RSS of
+// forward passes of a Qwen3-layout model at T = 1k … 8k, of a gated one
+// (whose gate adds H values per token) and of a Qwen3.5 hybrid (Gated
+// DeltaNet and softmax layers sharing the arena) at 4k, each within 10 %
+// + 4 MiB (the runtime's own pages), and the growth per token, fitted over
+// the lengths beyond one MLP block, within 10 % of the formula's: linear in
+// T, with no T×d_ff buffer (that would add 6 KiB per token here). The
+// collector runs at GOGC = 1 so that the heap holds what is live, not its
+// headroom.
+func TestPeakMemoryFormula(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("peak RSS is read from /proc/self (Linux)")
+	}
+	if testing.Short() {
+		t.Skip("forward passes up to T = 8192")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(1))
+	const workers = 2
+	for _, tc := range []struct {
+		arch    Arch
+		lengths []int
+	}{{ArchQwen3, []int{1024, 2048, 4096, 8192}}, {ArchGated, []int{4096}}, {ArchQwen35, []int{4096}}} {
+		cfg, err := SmallConfig(tc.arch, Size{Layers: 2, DModel: 256, Heads: 2, KVHeads: 1, Vocab: 512, MaxPos: 8192})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _, err := Generate(cfg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var xs, ys []float64 // T and measured bytes beyond one MLP block
+		for _, T := range tc.lengths {
+			got := passPeak(t, m, seqs(1, T, m.Vocab), Options{Threads: workers})
+			want := peakPassBytes(m, T, workers)
+			t.Logf("%s T=%d: peak %.1f MiB over the weights, formula %.1f MiB", tc.arch, T, float64(got)/(1<<20), float64(want)/(1<<20))
+			if d := got - want; d > want/10+4<<20 || -d > want/10+4<<20 {
+				t.Errorf("%s T=%d: the pass peaked %.1f MiB over the weights, the formula says %.1f MiB", tc.arch, T, float64(got)/(1<<20), float64(want)/(1<<20))
+			}
+			if T >= blockRows {
+				xs, ys = append(xs, float64(T)), append(ys, float64(got))
+			}
+		}
+		if len(xs) < 2 {
+			continue
+		}
+		var mx, my, sxy, sxx float64
+		for i := range xs {
+			mx, my = mx+xs[i]/float64(len(xs)), my+ys[i]/float64(len(xs))
+		}
+		for i := range xs {
+			sxy += (xs[i] - mx) * (ys[i] - my)
+			sxx += (xs[i] - mx) * (xs[i] - mx)
+		}
+		slope := sxy / sxx
+		want := float64(peakPassBytes(m, 2*blockRows, workers)-peakPassBytes(m, blockRows, workers)) / float64(blockRows)
+		t.Logf("%s: %.0f bytes per token measured, %.0f by the formula", tc.arch, slope, want)
+		if slope > 1.1*want || slope < 0.9*want {
+			t.Errorf("%s: the peak grows by %.0f bytes per token, the formula by %.0f", tc.arch, slope, want)
+		}
+	}
+}
