@@ -212,7 +212,7 @@ func sameFloat(a, b float32) bool {
 	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
 }
 
-// TestGemmBF16MatchesGo: on an AVX512_BF16 CPU, VDPBF16PS (GemmBF16) and
+// TestGemmBF16MatchesGo: on an AVX512_BF16 CPU, VDPBF16PS (bfKernel) and
 // the Go micro-kernel (GemmBF16Go) give the same bits for every shape, on
 // normal data and on data laced with NaN, ±Inf, denormals, signed zeros
 // and products that underflow or overflow, and on operands scaled by 2⁻⁶³
@@ -240,7 +240,7 @@ func TestGemmBF16MatchesGo(t *testing.T) {
 				bits[i] = RoundBF16(v)
 			}
 			got, want := make([]float32, m*ldc), make([]float32, m*ldc)
-			GemmBF16(m, n, k, x, ldx, denseBF16{bits, k, k}, got, ldc)
+			gemmBF16(m, n, k, x, ldx, denseBF16{bits, k, k}, got, ldc, bfKernel)
 			GemmBF16Go(m, n, k, x, ldx, denseF32{w, k, k}, want, ldc)
 			for i := range want {
 				if !sameFloat(got[i], want[i]) {
