@@ -78,12 +78,17 @@ var amxCfg = func() (c [64]byte) {
 }()
 
 // Blocking of the AMX product: amxMA rows of X are rounded and packed at
-// once (row-major pairs, each block of bfKP pairs padded to a multiple of
-// 16 pairs), so that W, packed bfNC columns × bfKP pairs at a time, is
+// once (packXAMX: in 1 KiB tiles, each block of bfKP pairs padded to a
+// multiple of 16 pairs), so that W, packed bfNC columns × bfKP pairs at a time, is
 // packed once per amxMA rows (a 1024-token pass: once).
+// Within a block of W, amxBlocks passes amxMB blocks of 32 rows of X
+// (128 KiB at bfKP pairs, kept in L2) over each 32-column panel of W
+// (16 KiB, kept in L1): with all amxMA rows at once the A tiles came from
+// further away and the kernel ran at half the speed.
 const (
 	amxT  = 32 // C is computed in blocks of 32 × 32: 2 × 2 tiles
 	amxMA = 1024
+	amxMB = 8
 )
 
 type amxBuffers struct {
@@ -123,12 +128,15 @@ func gemmAMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc i
 					clear(pan[kp*bfNR:])
 				}
 				ablk := buf.ap[pc*ma32 : pc*ma32+ma32*kp16]
-				lda, pstride := 4*kp16, 4*bfNR*kp16
+				pstride := 4 * bfNR * kp16
 				fullM, fullN := ma/amxT, nc/amxT
 				ci := i0*ldc + jc
 				if fullM > 0 && fullN > 0 {
 					_ = c[ci+(fullM*amxT-1)*ldc+fullN*amxT-1]
-					amxBlocks(kp16/16, &ablk[0], lda, &buf.bp[0], pstride, fullN, fullM, &c[ci], 4*ldc, load, cfg)
+					for ib := 0; ib < fullM; ib += amxMB {
+						mb := min(amxMB, fullM-ib)
+						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], &buf.bp[0], pstride, fullN, mb, &c[ci+ib*amxT*ldc], 4*ldc, load, cfg)
+					}
 				}
 				// The edges: blocks of C with rows past m or columns past n,
 				// through the 32 × 32 buffer ct (A and W are zero there).
@@ -145,7 +153,7 @@ func gemmAMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc i
 								copy(ct[i*amxT:i*amxT+cols], c[cb+i*ldc:])
 							}
 						}
-						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], lda, &buf.bp[jb*amxT*kp16], pstride, 1, 1, &ct[0], 4*amxT, load, cfg)
+						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], &buf.bp[jb*amxT*kp16], pstride, 1, 1, &ct[0], 4*amxT, load, cfg)
 						for i := 0; i < rows; i++ {
 							copy(c[cb+i*ldc:][:cols], ct[i*amxT:])
 						}
@@ -159,9 +167,11 @@ func gemmAMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc i
 // packXAMX rounds the ma rows of X (row stride ldx, k values) to bfloat16
 // pairs for TDPBF16PS's A tiles: block b of bfKP pairs (the last holds kp
 // pairs, padded to kp16, a multiple of 16) starts at b·bfKP·ma32 (ma32 =
-// ma rounded up to 32) and is row-major, ma32 rows of kp16 dwords, the
-// dword of row r, step p being (x[r][2p′], x[r][2p′+1]), p′ = b·bfKP + p
-// (zero past ma rows, past k and in the padding).
+// ma rounded up to 32) and holds the ma32 rows in groups of 16, each group
+// kp16/16 tiles of 16 rows × 16 pairs, 1 KiB each, one after the other:
+// the dword of row r, step p at (r/16)·16·kp16 + (p/16)·256 + (r%16)·16 +
+// p%16 is (x[r][2p′], x[r][2p′+1]), p′ = b·bfKP + p (zero past ma rows,
+// past k and in the padding). A tile is thus read from contiguous memory.
 func packXAMX(x []float32, ldx, k, ma int, ap []uint32) {
 	kpAll := (k + 1) / 2
 	ma32 := (ma + amxT - 1) &^ (amxT - 1)
@@ -170,31 +180,50 @@ func packXAMX(x []float32, ldx, k, ma int, ap []uint32) {
 		kp16 := (kp + 15) &^ 15
 		blk := ap[pc*ma32 : pc*ma32+ma32*kp16]
 		for r := 0; r < ma32; r++ {
-			dst := blk[r*kp16 : (r+1)*kp16]
+			grp := blk[r/16*16*kp16 : (r/16+1)*16*kp16]
+			i := r % 16
 			if r >= ma {
-				clear(dst)
+				for t := 0; t < kp16; t += 16 {
+					clear(grp[t*16+i*16 : t*16+i*16+16])
+				}
 				continue
 			}
 			row := x[r*ldx+2*pc : r*ldx+min(k, 2*(pc+kp))]
 			full := len(row) / 2
-			for p := 0; p < full; p++ {
-				dst[p] = uint32(RoundBF16(row[2*p])) | uint32(RoundBF16(row[2*p+1]))<<16
+			t0 := 0
+			if hasAVX512 && full >= 16 {
+				t0 = full &^ 15
+				roundPairs16(&grp[i*16], &row[0], t0/16, 1024)
+			}
+			for t := t0; t < kp16; t += 16 {
+				dst := grp[t*16+i*16 : t*16+i*16+16]
+				n := min(16, max(0, full-t))
+				src := row[2*t : 2*(t+n)]
+				for q := 0; q < n; q++ {
+					dst[q] = uint32(RoundBF16(src[2*q])) | uint32(RoundBF16(src[2*q+1]))<<16
+				}
+				clear(dst[n:])
 			}
 			if full < kp {
-				dst[full] = uint32(RoundBF16(row[2*full]))
-				full++
+				grp[full/16*256+i*16+full%16] = uint32(RoundBF16(row[2*full]))
 			}
-			clear(dst[full:])
 		}
 	}
 }
 
+// hasAVX512: roundPairs16 may run (AVX-512F).
+var hasAVX512 = Available()
+
+//go:noescape
+func roundPairs16(dst *uint32, src *float32, n, stride int)
+
 // amxBlocks computes nb × mb blocks of 32 × 32 of C (amx_linux_amd64.s):
 // block (ib, jb) at c + ib·32·ldc + jb·128 bytes is C0 + A_ib·B_jb over kc
 // steps of 16 pairs, with C0 that block of C (load ≠ 0) or 0. A_ib is the
-// 32 rows of a from ib·32·lda bytes on (row stride lda bytes, step s at
-// 64·s bytes); B_jb is the panel at b + jb·pstride bytes, step s its 16 rows
-// of 32 dwords at 2048·s bytes. cfg is amxCfg.
+// 32 rows of a from ib·2048·kc bytes on, as packXAMX lays them out (the
+// tile of rows 0–15, step s at 1024·s bytes, rows 16–31 at 1024·(kc+s));
+// B_jb is the panel at b + jb·pstride bytes, step s its 16 rows of 32
+// dwords at 2048·s bytes. cfg is amxCfg.
 //
 //go:noescape
-func amxBlocks(kc int, a *uint32, lda int, b *uint32, pstride, nb, mb int, c *float32, ldc, load int, cfg *byte)
+func amxBlocks(kc int, a *uint32, b *uint32, pstride, nb, mb int, c *float32, ldc, load int, cfg *byte)
