@@ -179,7 +179,8 @@ func TestGemmBF16AMXConcurrent(t *testing.T) {
 
 // TestPackXAMX: packXAMX (its AVX-512 rounding included) lays X out as its
 // comment says, each value rounded as RoundBF16 rounds it — on random bit
-// patterns (NaNs, infinities, denormals and ties among them), over odd k,
+// patterns, ties and special values (infinities, NaNs, the largest
+// finite and values that round to infinity, denormals), over odd k,
 // rows past ma and pair blocks with padding.
 func TestPackXAMX(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
@@ -189,8 +190,12 @@ func TestPackXAMX(t *testing.T) {
 		x := make([]float32, ma*ldx)
 		for i := range x {
 			x[i] = math.Float32frombits(rng.Uint32())
-			if rng.IntN(4) == 0 {
+			switch rng.IntN(8) {
+			case 0, 1:
 				x[i] = math.Float32frombits(rng.Uint32()&0xffff0000 | 0x8000) // a tie
+			case 2:
+				x[i] = math.Float32frombits([]uint32{0x7f800000, 0xff800000, 0x7f7fffff, 0x7f7f8000, 0xff7f7fff,
+					0x7f800001, 0xffc00000, 0x00000001, 0x807fffff, 0, 0x80000000}[rng.IntN(11)])
 			}
 		}
 		kpAll := (k + 1) / 2
