@@ -130,6 +130,11 @@ func (w *Weight) PackPairs(dst []uint32, r0, rows, p0, kp int) {
 	const nr = 32
 	lo := 2 * p0
 	hi := min(w.Cols, 2*(p0+kp))
+	if w.DType == "BF16" && w.run == 0 && rows == nr && hi-lo == 2*kp {
+		at := w.rowAt(r0)
+		kern.PackPanelBF16(dst, w.Bits[at+lo:], w.Cols, kp) // a whole panel at once
+		return
+	}
 	for j := 0; j < nr; j++ {
 		if j >= rows {
 			for p := 0; p < kp; p++ {

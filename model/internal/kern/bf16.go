@@ -48,6 +48,27 @@ func PackPairsBF16(dst []uint32, j int, row []uint16, kp int) {
 	}
 }
 
+// PackPanelBF16 writes the first kp pairs of 32 rows of bfloat16 bits, row
+// j at bits[j·stride:], as one whole panel: dst[p·32+j] (PackPairsBF16 of
+// each row, at once).
+func PackPanelBF16(dst []uint32, bits []uint16, stride, kp int) {
+	if kp <= 0 {
+		return
+	}
+	_, _ = dst[bfNR*kp-1], bits[(bfNR-1)*stride+2*kp-1]
+	if stride < 2*kp {
+		panic(fmt.Sprintf("kern: PackPanelBF16 with row stride %d for %d pairs", stride, kp))
+	}
+	packPanel(dst, bits, stride, kp)
+}
+
+// packPanelRows is PackPanelBF16 row by row.
+func packPanelRows(dst []uint32, bits []uint16, stride, kp int) {
+	for j := 0; j < bfNR; j++ {
+		packRowPairs(dst, j, bits[j*stride:j*stride+2*kp], kp)
+	}
+}
+
 // PackPairsF32 is PackPairsBF16 for a float32 row, rounded (RoundBF16).
 func PackPairsF32(dst []uint32, j int, row []float32, kp int) {
 	full := min(kp, len(row)/2)

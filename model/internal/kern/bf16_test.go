@@ -286,3 +286,27 @@ func TestGemmBF16Special(t *testing.T) {
 		}
 	}
 }
+
+// TestPackPanelBF16: a whole panel packed at once (gathered with AVX-512
+// where available) equals PackPairsBF16 row by row, for odd and even row
+// strides, one pair to several blocks.
+func TestPackPanelBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for _, sh := range [][2]int{{1, 2}, {1, 7}, {17, 34}, {17, 41}, {128, 1024}, {128, 2049}, {300, 600}} {
+		kp, stride := sh[0], sh[1]
+		bits := make([]uint16, (bfNR-1)*stride+2*kp)
+		for i := range bits {
+			bits[i] = uint16(rng.Uint32())
+		}
+		got, want := make([]uint32, bfNR*kp), make([]uint32, bfNR*kp)
+		PackPanelBF16(got, bits, stride, kp)
+		for j := 0; j < bfNR; j++ {
+			PackPairsBF16(want, j, bits[j*stride:j*stride+2*kp], kp)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("kp=%d stride=%d: step %d column %d: %#08x, want %#08x", kp, stride, i/bfNR, i%bfNR, got[i], want[i])
+			}
+		}
+	}
+}
