@@ -28,7 +28,8 @@ func skipNoAMX(t *testing.T) {
 // fewer, where the unit adds a pair at once), errs by at most
 // γ(k−1)·Σ|xw| ≤ k·2⁻²⁴·Σ|xw| (k(k−1)2⁻²⁴ ≤ 1 for the k here) — the bound
 // TestGemmBF16Go holds the VDPBF16PS order to; with strided operands,
-// over every shape's tails and blocks.
+// over every shape's tails and blocks. And a product of some of the rows
+// gives those rows' bits.
 func TestGemmBF16AMX(t *testing.T) {
 	skipNoAMX(t)
 	rng := rand.New(rand.NewPCG(15, 16))
@@ -57,6 +58,18 @@ func TestGemmBF16AMX(t *testing.T) {
 				if d := math.Abs(float64(got) - ref); d > float64(k)*0x1p-24*abs {
 					t.Fatalf("m=%d n=%d k=%d: C[%d,%d] = %v, float64 %v: error %.3g beyond k·2⁻²⁴·Σ|xw| = %.3g",
 						m, n, k, i, j, got, ref, d, float64(k)*0x1p-24*abs)
+				}
+			}
+		}
+		// The sums depend on k alone: the rows from m/3 on, alone, give
+		// the same bits (as model's split of rows across goroutines needs).
+		i0 := m / 3
+		part := make([]float32, (m-i0)*n)
+		GemmBF16(m-i0, n, k, x[i0*ldx:], ldx, denseF32{w, k, ldw}, part, n)
+		for i := i0; i < m; i++ {
+			for j := 0; j < n; j++ {
+				if math.Float32bits(part[(i-i0)*n+j]) != math.Float32bits(c[i*ldc+j]) {
+					t.Fatalf("m=%d n=%d k=%d: C[%d,%d] = %v in the whole product, %v from row %d on", m, n, k, i, j, c[i*ldc+j], part[(i-i0)*n+j], i0)
 				}
 			}
 		}
