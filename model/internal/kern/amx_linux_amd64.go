@@ -15,7 +15,9 @@ import (
 // Each element is then a float32 sum of the same exact pair products, in
 // the tile unit's order rather than VDPBF16PS's one-step-per-element
 // order, so AMX and the VDPBF16PS/Go kernels agree within the float32
-// summation bound, not bit for bit (TestGemmBF16AMX).
+// summation bound, not bit for bit (TestGemmBF16AMX). The order is fixed
+// by k alone (steps of 16 pairs, blocks of bfKP pairs, C reloaded between
+// blocks), so an element's bits depend on neither m, n nor its place.
 //
 // Tile state belongs to the OS thread. One call of amxBlocks loads the
 // tile configuration, runs its whole block of the product and releases
