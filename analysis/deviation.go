@@ -25,6 +25,7 @@ const DefaultDeviationTokens = 256
 // inflate it).
 type Deviation struct {
 	Compute model.Compute `json:"compute"`
+	Kernel  string        `json:"kernel"` // of the bf16 products: model.BF16Kernel
 	// Reference says what the float32 pass multiplied: the weights as
 	// stored, or (LoadOptions.Compute bf16 on F32/F16 weights) the weights
 	// rounded to bf16 at load, whose rounding is then not in the deviation.
@@ -75,7 +76,7 @@ func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes
 	if err != nil {
 		return nil, err
 	}
-	d := &Deviation{Compute: c, Sequences: B, Tokens: T, Reference: "float32 products of the weights as stored"}
+	d := &Deviation{Compute: c, Kernel: model.BF16Kernel(), Sequences: B, Tokens: T, Reference: "float32 products of the weights as stored"}
 	if m.Compute == model.ComputeBF16 && hasWide(m.DTypes) {
 		d.Reference = fmt.Sprintf("float32 products of the weights rounded to bf16 at load (stored %s; their rounding is not in this deviation)",
 			strings.Join(m.DTypes, ", "))
@@ -167,8 +168,8 @@ func columnDeviation(name string, got, ref []float64) ColumnDeviation {
 // Lines returns the deviation as lines for a terminal: one heading, one
 // line per column.
 func (d *Deviation) Lines() []string {
-	lines := []string{fmt.Sprintf("compute %s: deviation from the float32 pass on the first %d tokens of %d sequence(s) (reference: %s):",
-		d.Compute, d.Tokens, d.Sequences, d.Reference)}
+	lines := []string{fmt.Sprintf("compute %s: deviation from the float32 pass on the first %d tokens of %d sequence(s) (reference: %s; kernel %s):",
+		d.Compute, d.Tokens, d.Sequences, d.Reference, d.Kernel)}
 	for _, c := range d.Columns {
 		l := fmt.Sprintf("  %-13s max abs %.3g, max rel %.3g (%d values)", c.Name, c.MaxAbs, c.MaxRel, c.Values)
 		if c.Unmatched > 0 {

@@ -80,10 +80,13 @@ type ModelInfo struct {
 	Hub *checkpoint.HubModel `json:"hub,omitempty"`
 }
 
-// ComputeDescription is ModelInfo.Compute for a model's arithmetic.
+// ComputeDescription is ModelInfo.Compute for a model's arithmetic; for
+// bf16 it names the kernel (model.BF16Kernel), whose order of the float32
+// sums differs between AMX and VDPBF16PS.
 func ComputeDescription(c model.Compute) string {
 	if c == model.ComputeBF16 {
-		return "bf16 matrix products (activations rounded to bf16, bf16 weights, float32 sums; model.Compute), attention and the rest float32 (float64 accumulation of norms, softmax sums and diagnostics)"
+		return "bf16 matrix products (activations rounded to bf16, bf16 weights, float32 sums; model.Compute; kernel " + model.BF16Kernel() +
+			"), attention and the rest float32 (float64 accumulation of norms, softmax sums and diagnostics)"
 	}
 	return "float32 (float64 accumulation of norms, softmax sums and diagnostics)"
 }

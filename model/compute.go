@@ -36,6 +36,20 @@ const (
 	ComputeBF16 Compute = "bf16"
 )
 
+// BF16Kernel names the kernel of ComputeBF16's products on this machine:
+// "amx" (TDPBF16PS tiles: the CPU has AMX-BF16 and the OS granted the tile
+// state), "avx512_bf16" (VDPBF16PS) or "go". Their sums agree within the
+// float32 summation bound, not bit for bit (kern.GemmBF16).
+func BF16Kernel() string {
+	switch {
+	case kern.HasAMX():
+		return "amx"
+	case kern.HasBF16():
+		return "avx512_bf16"
+	}
+	return "go"
+}
+
 // ParseCompute reads a Compute by name ("" is ComputeF32).
 func ParseCompute(s string) (Compute, error) {
 	switch Compute(s) {
@@ -116,6 +130,11 @@ func (w *Weight) PackPairs(dst []uint32, r0, rows, p0, kp int) {
 	const nr = 32
 	lo := 2 * p0
 	hi := min(w.Cols, 2*(p0+kp))
+	if w.DType == "BF16" && w.run == 0 && rows == nr && hi-lo == 2*kp {
+		at := w.rowAt(r0)
+		kern.PackPanelBF16(dst, w.Bits[at+lo:], w.Cols, kp) // a whole panel at once
+		return
+	}
 	for j := 0; j < nr; j++ {
 		if j >= rows {
 			for p := 0; p < kp; p++ {

@@ -41,6 +41,9 @@ type benchResult struct {
 	// it are not (they are resident as file pages, shared with the page
 	// cache and other processes mapping the same file).
 	HeapMiB float64 `json:"heap_mib"`
+	// BF16Kernel is, with --compute bf16, the kernel of the products:
+	// amx, avx512_bf16 or go (model.BF16Kernel).
+	BF16Kernel string `json:"bf16_kernel,omitempty"`
 }
 
 // cmdBench runs probe bench: one batch of T random (seeded) tokens through
@@ -101,6 +104,9 @@ func cmdBench(args []string, w io.Writer) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	res.HeapMiB = float64(ms.HeapAlloc) / (1 << 20)
+	if m.Compute == model.ComputeBF16 {
+		res.BF16Kernel = model.BF16Kernel()
+	}
 	c := &m.Config
 	var ids []int
 	if *idsFile != "" || *textFile != "" {

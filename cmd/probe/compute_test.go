@@ -33,11 +33,12 @@ func TestComputeBF16Sweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Sweep.Compute != model.ComputeBF16 || !strings.HasPrefix(m.Model.Compute, "bf16") || m.Passes[0].Key.Compute != model.ComputeBF16 {
+	if m.Sweep.Compute != model.ComputeBF16 || !strings.HasPrefix(m.Model.Compute, "bf16") || m.Passes[0].Key.Compute != model.ComputeBF16 ||
+		!strings.Contains(m.Model.Compute, "kernel "+model.BF16Kernel()) {
 		t.Errorf("compute in the manifest: sweep %q, model %q, pass key %q", m.Sweep.Compute, m.Model.Compute, m.Passes[0].Key.Compute)
 	}
 	d := m.Deviation
-	if d == nil || d.Tokens != 50 || d.Sequences != 1 || len(d.Columns) < 8 || d.Columns[0].Name != "logits" ||
+	if d == nil || d.Kernel != model.BF16Kernel() || d.Tokens != 50 || d.Sequences != 1 || len(d.Columns) < 8 || d.Columns[0].Name != "logits" ||
 		!(d.Columns[0].MaxAbs > 0) || d.Columns[len(d.Columns)-1].Name != "gate" {
 		t.Fatalf("manifest compute_deviation: %+v", d)
 	}

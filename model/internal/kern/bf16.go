@@ -48,6 +48,27 @@ func PackPairsBF16(dst []uint32, j int, row []uint16, kp int) {
 	}
 }
 
+// PackPanelBF16 writes the first kp pairs of 32 rows of bfloat16 bits, row
+// j at bits[j·stride:], as one whole panel: dst[p·32+j] (PackPairsBF16 of
+// each row, at once).
+func PackPanelBF16(dst []uint32, bits []uint16, stride, kp int) {
+	if kp <= 0 {
+		return
+	}
+	_, _ = dst[bfNR*kp-1], bits[(bfNR-1)*stride+2*kp-1]
+	if stride < 2*kp {
+		panic(fmt.Sprintf("kern: PackPanelBF16 with row stride %d for %d pairs", stride, kp))
+	}
+	packPanel(dst, bits, stride, kp)
+}
+
+// packPanelRows is PackPanelBF16 row by row.
+func packPanelRows(dst []uint32, bits []uint16, stride, kp int) {
+	for j := 0; j < bfNR; j++ {
+		packRowPairs(dst, j, bits[j*stride:j*stride+2*kp], kp)
+	}
+}
+
 // PackPairsF32 is PackPairsBF16 for a float32 row, rounded (RoundBF16).
 func PackPairsF32(dst []uint32, j int, row []float32, kp int) {
 	full := min(kp, len(row)/2)
@@ -102,18 +123,33 @@ func HasBF16() bool { return hasBF16 }
 // GemmBF16 computes C = bf16(X)·Wᵀ (X: m × k float32, row stride ldx,
 // rounded to bfloat16 as it is packed; W: n × k, packed from w as the
 // product goes; C: m × n, row stride ldc, overwritten, never read first)
-// in the sums described above.
+// in the sums described above, or on AMX (HasAMX) in the tile unit's
+// order of the same exact products (amx_linux_amd64.go).
 func GemmBF16(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int) {
+	if !checkBF16(m, n, k, x, ldx, c, ldc) {
+		return
+	}
+	if amxGemm != nil && HasAMX() {
+		amxGemm(m, n, k, x, ldx, w, c, ldc)
+		return
+	}
 	gemmBF16(m, n, k, x, ldx, w, c, ldc, bfKernel)
 }
 
+// amxGemm is the AMX product (m, n, k > 0, arguments checked), installed by
+// amx_linux_amd64.go; nil elsewhere.
+var amxGemm func(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int)
+
 // GemmBF16Go is GemmBF16 on the Go micro-kernel whatever the CPU.
 func GemmBF16Go(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int) {
-	gemmBF16(m, n, k, x, ldx, w, c, ldc, kernelBF6x32Go)
+	if checkBF16(m, n, k, x, ldx, c, ldc) {
+		gemmBF16(m, n, k, x, ldx, w, c, ldc, kernelBF6x32Go)
+	}
 }
 
-func gemmBF16(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int,
-	kernel func(kp int, ap, bp []uint32, c []float32, ldc int, load bool)) {
+// checkBF16 panics on arguments GemmBF16 cannot take, clears C where k is
+// 0, and reports whether a product remains (m, n, k > 0).
+func checkBF16(m, n, k int, x []float32, ldx int, c []float32, ldc int) bool {
 	switch {
 	case m < 0 || n < 0 || k < 0:
 		panic(fmt.Sprintf("kern: GemmBF16 with m=%d n=%d k=%d", m, n, k))
@@ -123,14 +159,20 @@ func gemmBF16(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc 
 		panic("kern: GemmBF16 x or c too short")
 	}
 	if m == 0 || n == 0 {
-		return
+		return false
 	}
 	if k == 0 {
 		for i := 0; i < m; i++ {
 			clear(c[i*ldc : i*ldc+n])
 		}
-		return
+		return false
 	}
+	return true
+}
+
+// gemmBF16 is the product on kernel, the arguments checked (checkBF16).
+func gemmBF16(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int,
+	kernel func(kp int, ap, bp []uint32, c []float32, ldc int, load bool)) {
 	kpAll := (k + 1) / 2
 	buf := bfPool.Get().(*bfBuffers)
 	defer bfPool.Put(buf)

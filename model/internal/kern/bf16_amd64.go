@@ -3,6 +3,7 @@
 package kern
 
 import (
+	"math"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -44,3 +45,21 @@ func packRowPairs(dst []uint32, j int, row []uint16, n int) {
 		dst[p*bfNR+j] = d
 	}
 }
+
+// packPanel is PackPanelBF16 (arguments checked): rows gathered 16 at a
+// time with AVX-512 where the row offsets fit VPGATHERDD's int32 indexes,
+// else row by row.
+func packPanel(dst []uint32, bits []uint16, stride, kp int) {
+	if !Available() || 2*stride*(bfNR-1) > math.MaxInt32 {
+		packPanelRows(dst, bits, stride, kp)
+		return
+	}
+	var idx [17]int32
+	for j := range idx {
+		idx[j] = int32(2 * stride * j)
+	}
+	packPanelAVX512(&dst[0], &bits[0], &idx[0], kp)
+}
+
+//go:noescape
+func packPanelAVX512(dst *uint32, bits *uint16, idx *int32, kp int)

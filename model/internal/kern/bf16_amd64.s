@@ -117,3 +117,32 @@ loop:
 	ST1(Z10, Z11)
 	VZEROUPPER
 	RET
+
+// func packPanelAVX512(dst *uint32, bits *uint16, idx *int32, kp int)
+// Writes the first kp pairs of 32 bfloat16 rows as one panel: step p is
+// dst[32p … 32p+31], the dword (pair p) of row j at bits + idx[j%16] +
+// (j/16)·idx[16] bytes + 4p, gathered 16 rows at a time (VPGATHERDD
+// clears its mask, so each is reset to all ones first).
+TEXT ·packPanelAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ bits+8(FP), SI
+	MOVQ idx+16(FP), AX
+	MOVQ kp+24(FP), CX
+	VMOVDQU32 (AX), Z0
+	MOVLQSX 64(AX), DX
+	LEAQ (SI)(DX*1), R8     // rows 16–31
+
+gather:
+	KXNORW K1, K1, K1
+	KXNORW K2, K2, K2
+	VPGATHERDD (SI)(Z0*1), K1, Z2
+	VPGATHERDD (R8)(Z0*1), K2, Z3
+	VMOVDQU32 Z2, (DI)
+	VMOVDQU32 Z3, 64(DI)
+	ADDQ $4, SI
+	ADDQ $4, R8
+	ADDQ $128, DI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET

@@ -16,10 +16,24 @@ import (
 // per product) over wall time and over the thread's CPU time (less
 // sensitive to a loaded machine: the product runs on the benchmark's
 // thread): BenchmarkGemmBF16 with W in bfloat16, packed in the product as
-// the model's weights are, BenchmarkSgemmNT the float32 product of the
-// default projections.
+// the model's weights are (on AMX where HasAMX), BenchmarkGemmBF16VDP the
+// same on VDPBF16PS, BenchmarkSgemmNT the float32 product of the default
+// projections.
 
 func BenchmarkGemmBF16(b *testing.B) {
+	benchBF16(b, GemmBF16)
+}
+
+func BenchmarkGemmBF16VDP(b *testing.B) {
+	if !HasBF16() {
+		b.Skip("this CPU has no AVX512_BF16")
+	}
+	benchBF16(b, func(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int) {
+		gemmBF16(m, n, k, x, ldx, w, c, ldc, bfKernel)
+	})
+}
+
+func benchBF16(b *testing.B, gemm func(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int)) {
 	const m, n, k = 1024, 2048, 2048
 	rng := rand.New(rand.NewPCG(11, 12))
 	x, w := normal32(rng, m*k, 1), normal32(rng, n*k, 0.05)
@@ -28,7 +42,7 @@ func BenchmarkGemmBF16(b *testing.B) {
 		bits[i] = RoundBF16(v)
 	}
 	c := make([]float32, m*n)
-	benchGFLOPS(b, 2*m*n*k, func() { GemmBF16(m, n, k, x, k, denseBF16{bits, k, k}, c, n) })
+	benchGFLOPS(b, 2*m*n*k, func() { gemm(m, n, k, x, k, denseBF16{bits, k, k}, c, n) })
 }
 
 func BenchmarkSgemmNT(b *testing.B) {

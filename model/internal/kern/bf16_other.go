@@ -12,3 +12,6 @@ func packRowPairs(dst []uint32, j int, row []uint16, n int) {
 		dst[p*bfNR+j] = uint32(row[2*p]) | uint32(row[2*p+1])<<16
 	}
 }
+
+// packPanel is PackPanelBF16 (arguments checked), row by row.
+func packPanel(dst []uint32, bits []uint16, stride, kp int) { packPanelRows(dst, bits, stride, kp) }

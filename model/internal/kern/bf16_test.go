@@ -212,7 +212,7 @@ func sameFloat(a, b float32) bool {
 	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
 }
 
-// TestGemmBF16MatchesGo: on an AVX512_BF16 CPU, VDPBF16PS (GemmBF16) and
+// TestGemmBF16MatchesGo: on an AVX512_BF16 CPU, VDPBF16PS (bfKernel) and
 // the Go micro-kernel (GemmBF16Go) give the same bits for every shape, on
 // normal data and on data laced with NaN, ±Inf, denormals, signed zeros
 // and products that underflow or overflow, and on operands scaled by 2⁻⁶³
@@ -240,7 +240,7 @@ func TestGemmBF16MatchesGo(t *testing.T) {
 				bits[i] = RoundBF16(v)
 			}
 			got, want := make([]float32, m*ldc), make([]float32, m*ldc)
-			GemmBF16(m, n, k, x, ldx, denseBF16{bits, k, k}, got, ldc)
+			gemmBF16(m, n, k, x, ldx, denseBF16{bits, k, k}, got, ldc, bfKernel)
 			GemmBF16Go(m, n, k, x, ldx, denseF32{w, k, k}, want, ldc)
 			for i := range want {
 				if !sameFloat(got[i], want[i]) {
@@ -282,6 +282,30 @@ func TestGemmBF16Special(t *testing.T) {
 				if !sameFloat(got[j], tc.want[j]) && !(got[j] == tc.want[j]) {
 					t.Errorf("%s x=%v: C[%d] = %v, want %v", name, tc.x, j, got[j], tc.want[j])
 				}
+			}
+		}
+	}
+}
+
+// TestPackPanelBF16: a whole panel packed at once (gathered with AVX-512
+// where available) equals PackPairsBF16 row by row, for odd and even row
+// strides, one pair to several blocks.
+func TestPackPanelBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for _, sh := range [][2]int{{1, 2}, {1, 7}, {17, 34}, {17, 41}, {128, 1024}, {128, 2049}, {300, 600}} {
+		kp, stride := sh[0], sh[1]
+		bits := make([]uint16, (bfNR-1)*stride+2*kp)
+		for i := range bits {
+			bits[i] = uint16(rng.Uint32())
+		}
+		got, want := make([]uint32, bfNR*kp), make([]uint32, bfNR*kp)
+		PackPanelBF16(got, bits, stride, kp)
+		for j := 0; j < bfNR; j++ {
+			PackPairsBF16(want, j, bits[j*stride:j*stride+2*kp], kp)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("kp=%d stride=%d: step %d column %d: %#08x, want %#08x", kp, stride, i/bfNR, i%bfNR, got[i], want[i])
 			}
 		}
 	}

@@ -6,8 +6,9 @@
 // half, widened while packed), narrow products without packing, keys
 // packed once for the attention scores, and the softmax, SiLU and
 // squared-shift loops on 16 lanes; and the bf16 product of model's
-// Compute bf16 (GemmBF16, bf16.go: VDPBF16PS where the CPU has
-// AVX512_BF16, a Go micro-kernel with the same sums elsewhere, every
+// Compute bf16 (GemmBF16, bf16.go: AMX tiles where the CPU and Linux
+// allow them, amx_linux_amd64.go; else VDPBF16PS where the CPU has
+// AVX512_BF16, a Go micro-kernel with its sums elsewhere, every
 // architecture). It has no cgo, so that both the default and the OpenBLAS
 // build (which uses cgo and so cannot hold Go assembly itself) use it.
 // Callers of the float32 kernels check Available first.
