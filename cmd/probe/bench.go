@@ -63,8 +63,8 @@ func cmdBench(args []string, w io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed of the random tokens")
 	tf := addTokenFlags(fs, false) // instead of random ids: the first --tokens of them, all when --tokens is not given
 	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
-	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
-	tile := fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
+	threads := addThreadsFlag(fs)
+	tile := addTileFlag(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
 	modes := fs.String("modes", "", "compare consumers in one run: comma-separated of "+strings.Join(benchModes, ", ")+", or all (every one the model has layers for); forward is always included, each rep runs every mode once in rotating order, and one JSON object gives each mode's best wall and CPU seconds, peak RSS and overhead vs forward")
 	pos, err := parse(fs, args)

@@ -15,7 +15,7 @@ func cmdCapture(args []string, w io.Writer) error {
 	mf := addModelFlag(fs, "checkpoint")
 	tf := addTokenFlags(fs, true)
 	out := fs.String("out", "", "output .safetensors file")
-	allowExt := fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
+	allowExt := addExtrapolationFlag(fs)
 	var hookNames multi
 	fs.Var(&hookNames, "hook", "hook point to capture (repeatable; * matches every layer)")
 	if _, err := parse(fs, args); err != nil {

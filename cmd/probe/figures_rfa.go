@@ -58,7 +58,7 @@ func addRFAFigureFlags(fs *flag.FlagSet) *rfaFigureFlags {
 		pool:            fs.String("pool", attnmap.PoolMax, "downsampling of the attention maps: max or mean over each block"),
 		maxSize:         fs.Int("max-size", 128, "largest number of blocks per side of an attention map (0: one cell per token pair)"),
 		decayed:         fs.Bool("attn-decayed", false, "also draw the decayed attention A = Â ⊙ E (hook_pattern_decayed), RFA only"),
-		extrapolate:     fs.Bool("allow-extrapolation", false, "run attention maps longer than the model's longest context"),
+		extrapolate:     addExtrapolationFlag(fs),
 	}
 }
 

@@ -436,6 +436,25 @@ type streamFlags struct {
 
 // addShardFlag registers --shard, which the commands that run passes into
 // a folder share (sweep, gdn, sinks, massive).
+// addThreadsFlag declares --threads, the workers of every command that runs
+// forward passes (attention, Gated DeltaNet heads and the diagnostics'
+// consumers; the projections always split over GOMAXPROCS).
+func addThreadsFlag(fs *flag.FlagSet) *int {
+	return fs.Int("threads", 0, "workers of the attention and the diagnostics (0: GOMAXPROCS)")
+}
+
+// addTileFlag declares --tile, the query rows per attention tile.
+func addTileFlag(fs *flag.FlagSet) *int {
+	return fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
+}
+
+// addExtrapolationFlag declares --allow-extrapolation, for the commands
+// that otherwise refuse sequences longer than the model's
+// max_position_embeddings.
+func addExtrapolationFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
+}
+
 func addShardFlag(fs *flag.FlagSet) *string {
 	return fs.String("shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
 }
@@ -447,8 +466,8 @@ func addStreamFlags(fs *flag.FlagSet, d planDefaults) *streamFlags {
 		model:    addModelFlag(fs, "checkpoint (required)"),
 		tok:      addTokenFlags(fs, false), // one token stream, cut into chunks
 		plan:     addPlanFlags(fs, d),
-		allowExt: fs.Bool("allow-extrapolation", false, "run lengths beyond max_position_embeddings"),
-		threads:  fs.Int("threads", 0, "workers (0: GOMAXPROCS)"),
+		allowExt: addExtrapolationFlag(fs),
+		threads:  addThreadsFlag(fs),
 		formats:  fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl"),
 		out:      fs.String("out", "", "output folder (required); re-running into it skips finished passes"),
 		shard:    addShardFlag(fs),

@@ -31,7 +31,7 @@ func cmdPPL(args []string, w io.Writer) error {
 	calibN := fs.Int("calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
 	trainLen := fs.Int("train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
 	ci := fs.Float64("ci-level", d.CILevel, "level of the Student-t intervals over chunks")
-	threads := fs.Int("threads", 0, "attention workers (0: GOMAXPROCS)")
+	threads := addThreadsFlag(fs)
 	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
 	out := fs.String("out", "", "output folder (required)")
 	progress := fs.Bool("progress", true, "progress bar on stderr")

@@ -22,7 +22,7 @@ func cmdSinks(args []string, w io.Writer) error {
 	firstQuery := fs.Bool("include-first-query", d.IncludeFirstQuery, "count query 0 (whose row is 1 on position 0) in the mean first-token attention, as Gu et al.'s mean over all queries does")
 	gateBelow := fs.Float64("gate-below", d.GateBelow, "threshold of the gate sparsity (fraction of gate values below it; Qiu et al.: 0.1)")
 	split := fs.Bool("split-local", d.SplitLocal, "also give the sink rate of global and sliding-window layers separately")
-	tile := fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
+	tile := addTileFlag(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
