@@ -33,7 +33,8 @@ func (b *Rows) offset(j int) int {
 // blocked AVX-512 product, widening 16-bit rows while packing them. The
 // sums are those of Sgemm(transB, …, alpha 1, beta 0) on the widened B
 // (the same packed panels, the same micro-kernel): bit for bit the
-// product of the float32 matrix.
+// product of the float32 matrix. For m ≤ NarrowM the same sums come from
+// sgemmRowsNarrow, which reads B without packing it, on goroutines.
 func SgemmRows(m, n, k int, a []float32, lda int, b Rows, c []float32, ldc int) {
 	if k != b.Cols {
 		panic("kern: SgemmRows depth differs from the rows' length")
@@ -47,6 +48,10 @@ func SgemmRows(m, n, k int, a []float32, lda int, b Rows, c []float32, ldc int) 
 	}
 	scaleRows(m, n, 0, c, ldc)
 	if k == 0 || m == 0 || n == 0 {
+		return
+	}
+	if m <= NarrowM {
+		sgemmRowsNarrow(m, n, k, a, lda, &b, c, ldc)
 		return
 	}
 	buf := sPool.Get().(*gemmBuffers[float32])
