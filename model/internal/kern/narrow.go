@@ -9,10 +9,11 @@ import (
 )
 
 // NarrowM is the most rows of A for which SgemmRows multiplies without
-// packing B (sgemmRowsNarrow): below it, packing every weight matrix into
-// panels costs more than the product (measured in docs/performance.md,
-// "Loading").
-const NarrowM = 32
+// packing B (sgemmRowsNarrow), on goroutines of its own: up to it, packing
+// a weight matrix costs more than the product saves (BenchmarkSgemmRows;
+// docs/performance.md, "Loading"). It bounds the transposed copy of A
+// (NarrowM·k float32) too.
+const NarrowM = 256
 
 // narrowJ is the number of rows of B (columns of C) that the narrow
 // micro-kernel multiplies at once, one zmm accumulator each, and narrowMR
@@ -26,7 +27,7 @@ const (
 // pitch of gemmKC apart, and the transposed tile of C.
 type narrowBuffers struct {
 	w  [narrowJ * gemmKC]float32
-	ct [NarrowM / narrowMR * narrowJ * narrowMR]float32
+	ct []float32
 }
 
 var (
@@ -92,6 +93,9 @@ func narrowBlocks(lo, hi, m, n, k int, xt []float32, b *Rows, c []float32, ldc i
 	buf := narrowPool.Get().(*narrowBuffers)
 	defer narrowPool.Put(buf)
 	groups := (m + narrowMR - 1) / narrowMR
+	if len(buf.ct) < groups*narrowJ*narrowMR {
+		buf.ct = make([]float32, groups*narrowJ*narrowMR)
+	}
 	ct := buf.ct[:groups*narrowJ*narrowMR]
 	for blk := lo; blk < hi; blk++ {
 		j0 := blk * narrowJ

@@ -54,13 +54,18 @@ func SgemmRows(m, n, k int, a []float32, lda int, b Rows, c []float32, ldc int) 
 		sgemmRowsNarrow(m, n, k, a, lda, &b, c, ldc)
 		return
 	}
+	sgemmRowsPacked(m, n, k, a, lda, &b, c, ldc)
+}
+
+// sgemmRowsPacked is SgemmRows on packed panels of B.
+func sgemmRowsPacked(m, n, k int, a []float32, lda int, b *Rows, c []float32, ldc int) {
 	buf := sPool.Get().(*gemmBuffers[float32])
 	defer sPool.Put(buf)
 	for jc := 0; jc < n; jc += gemmNC {
 		nc := min(gemmNC, n-jc)
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
-			packRows(&b, pc, kc, jc, nc, buf.bp)
+			packRows(b, pc, kc, jc, nc, buf.bp)
 			gemmPanelBlock(m, nc, kc, 1, a, lda, pc, buf.bp, c[jc:], ldc, sMR, sNR, kernelS6x32, false, buf)
 		}
 	}

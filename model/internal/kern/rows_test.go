@@ -38,7 +38,7 @@ func TestSgemmRows(t *testing.T) {
 	type shape struct{ m, n, k, run, pitch int }
 	for _, sh := range []shape{{1, 1, 1, 0, 0}, {6, 32, 16, 0, 0}, {7, 33, 300, 0, 0}, {13, 1100, 65, 0, 0},
 		{5, 3, 513, 0, 0}, {20, 64, 40, 16, 48}, {9, 10, 17, 2, 5},
-		// narrow (m ≤ NarrowM: two groups of A's rows, B's rows split
+		// narrow (m ≤ NarrowM: groups of 16 of A's rows, B's rows split
 		// between goroutines, k over several blocks with a tail) and the
 		// first packed m
 		{NarrowM, 1100, 600, 0, 0}, {17, 530, 1030, 0, 0}, {16, 47, 256, 0, 0}, {3, 600, 2100, 8, 24},
