@@ -27,12 +27,13 @@ func init() {
 	blas32.Use(gemmBLAS{})
 	blas64.Use(gemmBLAS{})
 	blasName = "gonum+avx512"
-	gemmWeight = gemmWeightAVX512
+	gemmWeight, gemmWeightRows = gemmWeightAVX512, kern.NarrowM
 }
 
-// gemmWeightAVX512 is gemmWeight on kern.SgemmRows: the blocked product
-// of Sgemm(NoTrans, Trans, …), whose packing of the weight rows widens
-// 16-bit values.
+// gemmWeightAVX512 is gemmWeight on kern.SgemmRows: the sums of the
+// blocked product Sgemm(NoTrans, Trans, …), whose packing of the weight
+// rows widens 16-bit values — or, for at most kern.NarrowM rows of x, which
+// reads the rows without packing them.
 func gemmWeightAVX512(n int, x []float32, w *Weight, dst []float32) {
 	r := kern.Rows{F32: w.F32, Bits: w.Bits, Half: w.DType == "F16", Cols: w.Cols, Run: w.run, Pitch: w.pitch}
 	kern.SgemmRows(n, w.Rows, w.Cols, x, w.Cols, r, dst, w.Rows)

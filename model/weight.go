@@ -180,8 +180,9 @@ func (w *Weight) residentBytes() int64 {
 // Weight; float32 accumulation). Weights of other layouts (GPT-2's Conv1D)
 // are transposed at load time so that every projection uses this.
 //
-// The rows of x are split across goroutines when there is enough work,
-// each part one matrix product: on the blocked AVX-512 kernels where the
+// The rows of x are split across goroutines when there is enough work
+// (gemmWeight splits the rows of w itself for few rows of x), each part
+// one matrix product: on the blocked AVX-512 kernels where the
 // build has them (gemmWeight, which widens 16-bit rows while packing its
 // panels), else one BLAS call for a contiguous float32 weight, or BLAS
 // calls on blocks of rows widened into scratch (linearBlocks).
@@ -193,7 +194,7 @@ func linear(dst []float32, x []float32, n, in int, w Weight, out int, b []float3
 		panic(fmt.Sprintf("model: linear with a [%d, %d] weight for %d inputs and %d outputs", w.Rows, w.Cols, in, out))
 	}
 	parts := min(runtime.GOMAXPROCS(0), n/16)
-	if parts < 1 || n*in*out <= 1<<20 {
+	if parts < 1 || n*in*out <= 1<<20 || n <= gemmWeightRows {
 		parts = 1
 	}
 	if gemmWeight == nil && (w.DType != "F32" || !w.contiguous()) {
@@ -245,6 +246,11 @@ func eachPart(n, parts int, fn func(lo, hi int)) {
 // widening 16-bit weights while packing them: the same sums as the float32
 // product of the widened weights (bit for bit).
 var gemmWeight func(n int, x []float32, w *Weight, dst []float32)
+
+// gemmWeightRows is the most rows of x for which gemmWeight splits the
+// product between goroutines itself (by rows of w: kern.SgemmRows'
+// narrow products), so that linear does not split x.
+var gemmWeightRows int
 
 // widenBlock is the number of values linearBlocks widens per block (8 MiB
 // of float32 scratch), in blocks of at least minBlock rows: the BLAS packs

@@ -168,7 +168,8 @@ func TestLinearDTypes(t *testing.T) {
 	type shape struct{ n, in, out, run, pitch int }
 	shapes := []shape{{1, 1, 1, 0, 0}, {1, 3, 5, 0, 0}, {3, 17, 33, 0, 0}, {7, 40, 300, 0, 0}, {70, 96, 300, 0, 0},
 		{5, 300, 1100, 0, 0}, {64, 33, 513, 0, 0}, {40, 48, 96, 8, 24}, {9, 20, 6, 2, 5},
-		{3, 8300, 700, 0, 0}} // the last: several blocks of linearBlocks
+		{3, 8300, 700, 0, 0}, // several blocks of linearBlocks
+		{300, 40, 70, 0, 0}}  // beyond kern.NarrowM rows: packed panels, rows split
 	for _, sh := range shapes {
 		stored := sh.out
 		if sh.run > 0 {

@@ -3,7 +3,8 @@
 // Package kern holds the AVX-512 kernels of package model's forward pass:
 // blocked matrix products on 6×32 (float32) and 6×16 (float64) assembly
 // micro-tiles (SgemmRows: with weight rows stored as float32, bfloat16 or
-// half, widened while packed), narrow products without packing, keys
+// half, widened while packed, or, for few rows of A, read in place on
+// 16×16 tiles: narrow.go), narrow products without packing, keys
 // packed once for the attention scores, and the softmax, SiLU and
 // squared-shift loops on 16 lanes; and the bf16 product of model's
 // Compute bf16 (GemmBF16, bf16.go: AMX tiles where the CPU and Linux

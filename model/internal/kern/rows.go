@@ -33,7 +33,8 @@ func (b *Rows) offset(j int) int {
 // blocked AVX-512 product, widening 16-bit rows while packing them. The
 // sums are those of Sgemm(transB, …, alpha 1, beta 0) on the widened B
 // (the same packed panels, the same micro-kernel): bit for bit the
-// product of the float32 matrix.
+// product of the float32 matrix. For m ≤ NarrowM the same sums come from
+// sgemmRowsNarrow, which reads B without packing it, on goroutines.
 func SgemmRows(m, n, k int, a []float32, lda int, b Rows, c []float32, ldc int) {
 	if k != b.Cols {
 		panic("kern: SgemmRows depth differs from the rows' length")
@@ -49,13 +50,22 @@ func SgemmRows(m, n, k int, a []float32, lda int, b Rows, c []float32, ldc int) 
 	if k == 0 || m == 0 || n == 0 {
 		return
 	}
+	if m <= NarrowM {
+		sgemmRowsNarrow(m, n, k, a, lda, &b, c, ldc)
+		return
+	}
+	sgemmRowsPacked(m, n, k, a, lda, &b, c, ldc)
+}
+
+// sgemmRowsPacked is SgemmRows on packed panels of B.
+func sgemmRowsPacked(m, n, k int, a []float32, lda int, b *Rows, c []float32, ldc int) {
 	buf := sPool.Get().(*gemmBuffers[float32])
 	defer sPool.Put(buf)
 	for jc := 0; jc < n; jc += gemmNC {
 		nc := min(gemmNC, n-jc)
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
-			packRows(&b, pc, kc, jc, nc, buf.bp)
+			packRows(b, pc, kc, jc, nc, buf.bp)
 			gemmPanelBlock(m, nc, kc, 1, a, lda, pc, buf.bp, c[jc:], ldc, sMR, sNR, kernelS6x32, false, buf)
 		}
 	}

@@ -27,8 +27,9 @@ func TestHalfToFloat32(t *testing.T) {
 // bits (contiguous or in runs) equals Sgemm(transB) of the widened rows
 // bit for bit, NaN and infinities included, over the tails of every
 // blocking level (1×1×1, m not a multiple of 6, n not of 32 and beyond
-// 1024, k beyond 256 and not a multiple of 16), and overwrites C whatever
-// it held.
+// 1024, k beyond 256 and not a multiple of 16), on the narrow path (m ≤
+// NarrowM, no packing) as on the packed one, and overwrites C whatever it
+// held.
 func TestSgemmRows(t *testing.T) {
 	if !Available() {
 		t.Skip("this CPU has no AVX-512F+BMI2: package model uses gonum's kernels")
@@ -36,7 +37,12 @@ func TestSgemmRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	type shape struct{ m, n, k, run, pitch int }
 	for _, sh := range []shape{{1, 1, 1, 0, 0}, {6, 32, 16, 0, 0}, {7, 33, 300, 0, 0}, {13, 1100, 65, 0, 0},
-		{5, 3, 513, 0, 0}, {20, 64, 40, 16, 48}, {9, 10, 17, 2, 5}} {
+		{5, 3, 513, 0, 0}, {20, 64, 40, 16, 48}, {9, 10, 17, 2, 5},
+		// narrow (m ≤ NarrowM: groups of 16 of A's rows, B's rows split
+		// between goroutines, k over several blocks with a tail) and the
+		// first packed m
+		{NarrowM, 1100, 600, 0, 0}, {17, 530, 1030, 0, 0}, {16, 47, 256, 0, 0}, {3, 600, 2100, 8, 24},
+		{NarrowM + 1, 70, 300, 0, 0}} {
 		for _, kind := range []string{"F32", "BF16", "F16"} {
 			for _, poison := range []bool{false, true} {
 				name := fmt.Sprintf("%s m%d n%d k%d run%d poison %v", kind, sh.m, sh.n, sh.k, sh.run, poison)

@@ -1,0 +1,126 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Narrow products (narrow.go): a tile of C of 16 rows of A × 16 rows of B.
+
+// func kernelNarrow16AVX512(kc int, xt, w, ct *float32)
+// Z0–Z15: the accumulators of rows 0–15 of B (lane i: row i of A); Z16
+// the step's 16 values of A; row r of B at w + 1024·r (a pitch of 256
+// float32), broadcast from memory into each fused multiply-add, whose
+// operands have the packed kernel's roles (accumulator, A, B). At the end
+// ct[16r : 16r+16] += Zr.
+TEXT ·kernelNarrow16AVX512(SB), NOSPLIT, $0-32
+	MOVQ kc+0(FP), CX
+	MOVQ xt+8(FP), SI
+	MOVQ w+16(FP), DI
+	MOVQ ct+24(FP), DX
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+	VPXORQ Z10, Z10, Z10
+	VPXORQ Z11, Z11, Z11
+	VPXORQ Z12, Z12, Z12
+	VPXORQ Z13, Z13, Z13
+	VPXORQ Z14, Z14, Z14
+	VPXORQ Z15, Z15, Z15
+nloop:
+	VMOVUPS (SI), Z16
+	VFMADD231PS.BCST 0(DI), Z16, Z0
+	VFMADD231PS.BCST 1024(DI), Z16, Z1
+	VFMADD231PS.BCST 2048(DI), Z16, Z2
+	VFMADD231PS.BCST 3072(DI), Z16, Z3
+	VFMADD231PS.BCST 4096(DI), Z16, Z4
+	VFMADD231PS.BCST 5120(DI), Z16, Z5
+	VFMADD231PS.BCST 6144(DI), Z16, Z6
+	VFMADD231PS.BCST 7168(DI), Z16, Z7
+	VFMADD231PS.BCST 8192(DI), Z16, Z8
+	VFMADD231PS.BCST 9216(DI), Z16, Z9
+	VFMADD231PS.BCST 10240(DI), Z16, Z10
+	VFMADD231PS.BCST 11264(DI), Z16, Z11
+	VFMADD231PS.BCST 12288(DI), Z16, Z12
+	VFMADD231PS.BCST 13312(DI), Z16, Z13
+	VFMADD231PS.BCST 14336(DI), Z16, Z14
+	VFMADD231PS.BCST 15360(DI), Z16, Z15
+	ADDQ $64, SI
+	ADDQ $4, DI
+	DECQ CX
+	JNZ nloop
+	VADDPS 0(DX), Z0, Z0
+	VMOVUPS Z0, 0(DX)
+	VADDPS 64(DX), Z1, Z1
+	VMOVUPS Z1, 64(DX)
+	VADDPS 128(DX), Z2, Z2
+	VMOVUPS Z2, 128(DX)
+	VADDPS 192(DX), Z3, Z3
+	VMOVUPS Z3, 192(DX)
+	VADDPS 256(DX), Z4, Z4
+	VMOVUPS Z4, 256(DX)
+	VADDPS 320(DX), Z5, Z5
+	VMOVUPS Z5, 320(DX)
+	VADDPS 384(DX), Z6, Z6
+	VMOVUPS Z6, 384(DX)
+	VADDPS 448(DX), Z7, Z7
+	VMOVUPS Z7, 448(DX)
+	VADDPS 512(DX), Z8, Z8
+	VMOVUPS Z8, 512(DX)
+	VADDPS 576(DX), Z9, Z9
+	VMOVUPS Z9, 576(DX)
+	VADDPS 640(DX), Z10, Z10
+	VMOVUPS Z10, 640(DX)
+	VADDPS 704(DX), Z11, Z11
+	VMOVUPS Z11, 704(DX)
+	VADDPS 768(DX), Z12, Z12
+	VMOVUPS Z12, 768(DX)
+	VADDPS 832(DX), Z13, Z13
+	VMOVUPS Z13, 832(DX)
+	VADDPS 896(DX), Z14, Z14
+	VMOVUPS Z14, 896(DX)
+	VADDPS 960(DX), Z15, Z15
+	VMOVUPS Z15, 960(DX)
+	VZEROUPPER
+	RET
+
+// func widenBF16AVX512(dst *float32, src *uint16, n int)
+// dst[i] = the bfloat16 src[i] as float32 (its bits shifted up 16), for
+// n a positive multiple of 16.
+TEXT ·widenBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+wbloop:
+	VPMOVZXWD (SI), Z0
+	VPSLLD $16, Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ wbloop
+	VZEROUPPER
+	RET
+
+// func widenF16AVX512(dst *float32, src *uint16, n int)
+// dst[i] = the half-precision src[i] as float32 (VCVTPH2PS: exact), for n
+// a positive multiple of 16.
+TEXT ·widenF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+whloop:
+	VCVTPH2PS (SI), Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ whloop
+	VZEROUPPER
+	RET
