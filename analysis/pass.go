@@ -239,31 +239,42 @@ func writePass(path string, rec PassRecord, rows []BucketRow) error {
 // rows that cannot be read back, such as a page failing its CRC).
 var errIncomplete = errors.New("incomplete pass file")
 
+// openPassFile opens a pass file (the sweep's or a stream command's) and
+// decodes the record in its footer (passMetaKey) into rec. A file that is
+// not whole fails with an error wrapping errIncomplete. The caller closes
+// the returned file, which the Parquet file reads from.
+func openPassFile(path string, rec any) (*os.File, *parquet.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err == nil {
+		var pf *parquet.File
+		if pf, err = parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)); err != nil {
+			err = fmt.Errorf("%s: %w: %v", path, errIncomplete, err)
+		} else if meta, ok := pf.Lookup(passMetaKey); !ok {
+			err = fmt.Errorf("%s: %w: no %q footer entry", path, errIncomplete, passMetaKey)
+		} else if err = json.Unmarshal([]byte(meta), rec); err != nil {
+			err = fmt.Errorf("%s: %w: footer entry %q: %v", path, errIncomplete, passMetaKey, err)
+		} else {
+			return f, pf, nil
+		}
+	}
+	f.Close()
+	return nil, nil, err
+}
+
 // readPassRecord reads only the footer of a pass file: its record. It
 // fails with an error wrapping errIncomplete when the file is not a
 // complete pass file.
 func readPassRecord(path string) (PassRecord, error) {
 	var rec PassRecord
-	f, err := os.Open(path)
+	f, pf, err := openPassFile(path, &rec)
 	if err != nil {
 		return rec, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return rec, err
-	}
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
-	if err != nil {
-		return rec, fmt.Errorf("%s: %w: %v", path, errIncomplete, err)
-	}
-	meta, ok := pf.Lookup(passMetaKey)
-	if !ok {
-		return rec, fmt.Errorf("%s: %w: no %q footer entry", path, errIncomplete, passMetaKey)
-	}
-	if err := json.Unmarshal([]byte(meta), &rec); err != nil {
-		return rec, fmt.Errorf("%s: %w: footer entry %q: %v", path, errIncomplete, passMetaKey, err)
-	}
 	if pf.NumRows() != rec.Rows {
 		return rec, fmt.Errorf("%s: %w: %d rows, the record says %d", path, errIncomplete, pf.NumRows(), rec.Rows)
 	}

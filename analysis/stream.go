@@ -154,26 +154,11 @@ func tableOf[T any](name string, rows []T) passTable {
 // whole.
 func readStreamPass(path, table string) (StreamPass, error) {
 	var rec StreamPass
-	f, err := os.Open(path)
+	f, pf, err := openPassFile(path, &rec)
 	if err != nil {
 		return rec, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return rec, err
-	}
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
-	if err != nil {
-		return rec, fmt.Errorf("%s: %w: %v", path, errIncomplete, err)
-	}
-	meta, ok := pf.Lookup(passMetaKey)
-	if !ok {
-		return rec, fmt.Errorf("%s: %w: no %q footer entry", path, errIncomplete, passMetaKey)
-	}
-	if err := json.Unmarshal([]byte(meta), &rec); err != nil {
-		return rec, fmt.Errorf("%s: %w: footer entry %q: %v", path, errIncomplete, passMetaKey, err)
-	}
 	if rec.Hash != rec.Key.Hash() {
 		return rec, fmt.Errorf("%s: %w: record hash %s does not match its key", path, errIncomplete, rec.Hash)
 	}
