@@ -246,11 +246,11 @@ func DeltaRuleFilter(innov, stateNorm, S, r []float64, k, v, beta, g []float32, 
 		if t+1 < T {
 			kn := k[(t+1)*dk : (t+2)*dk]
 			for i, ki := range kt {
-				n2 += decayAdd64(S[i*dv:(i+1)*dv], r, next, e, float64(ki), float64(kn[i]))
+				n2 += decayAdd(S[i*dv:(i+1)*dv], r, next, e, float64(ki), float64(kn[i]))
 			}
 		} else {
 			for i, ki := range kt {
-				n2 += decayAdd64(S[i*dv:(i+1)*dv], r, next, e, float64(ki), 0)
+				n2 += decayAdd(S[i*dv:(i+1)*dv], r, next, e, float64(ki), 0)
 			}
 		}
 		stateNorm[t] = math.Sqrt(n2)
@@ -273,6 +273,9 @@ func axpy64(dst, x []float64, a float64) {
 		dst[i] += a * x[i]
 	}
 }
+
+// decayAdd is decayAdd64, or its AVX-512 form where the CPU has it.
+var decayAdd = decayAdd64
 
 // decayAdd64 sets row = e·row + k·u, one row i of the state update
 // S_t = e^{g_t} S_{t−1} + k_t u_tᵀ (k = k_t[i]), adds kn·row to next
