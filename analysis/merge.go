@@ -109,11 +109,7 @@ func Merge(dirs []string, out string, opt MergeOptions) (*Manifest, error) {
 			}
 		}
 		if src == "" {
-			owner := ""
-			if n := base.Shard.Count; n > 1 {
-				owner = fmt.Sprintf(" (shard %d/%d)", i%n, n)
-			}
-			missing = append(missing, fmt.Sprintf("T=%d sample %d%s", c.T, c.Sample, owner))
+			missing = append(missing, missingPass(c, i, base.Shard))
 			continue
 		}
 		if err := copyFileAtomic(src, dst); err != nil {
@@ -265,11 +261,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 			}
 		}
 		if src == "" {
-			owner := ""
-			if n := rec.Shard.Count; n > 1 {
-				owner = fmt.Sprintf(" (shard %d/%d)", i%n, n)
-			}
-			missing = append(missing, fmt.Sprintf("T=%d sample %d%s", c.T, c.Sample, owner))
+			missing = append(missing, missingPass(c, i, rec.Shard))
 			continue
 		}
 		for _, t := range tables {
@@ -298,4 +290,13 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 	rec.Complete = true
 	rec.Seconds = time.Since(start).Seconds()
 	return man, writeJSON(filepath.Join(out, StreamManifestName(kind, rec.Shard)), man)
+}
+
+// missingPass names pass i (chunk c) that no shard folder holds, with the
+// shard of s that runs it.
+func missingPass(c Chunk, i int, s Shard) string {
+	if n := s.Count; n > 1 {
+		return fmt.Sprintf("T=%d sample %d (shard %d/%d)", c.T, c.Sample, i%n, n)
+	}
+	return fmt.Sprintf("T=%d sample %d", c.T, c.Sample)
 }
