@@ -60,7 +60,8 @@ func sgemm(transB bool, m, n, k int, alpha float32, a []float32, lda int, b []fl
 //	u_t = β_t (v_t − e·Sᵀk_t),  o_t = scale·(e·Sᵀq_t + (q_t·k_t) u_t),  S ← e·S + k_t u_tᵀ
 //
 // which is the recurrence of the file comment regrouped. Cost 3·dk·dv
-// multiply-adds per step, in scalar Go loops.
+// multiply-adds per step, in scalar Go loops. Where dk = dv, o may be q
+// itself: step t reads q_t before it writes o_t.
 func deltaRuleRecurrent(o, S, q, k, v, beta, g []float32, T, dk, dv int, scale float32) {
 	sk := make([]float32, 2*dv)
 	sq := sk[dv:]
@@ -198,7 +199,9 @@ func (w *deltaChunk) prep(q, k, beta, g []float32, c, dk int, scale float32) {
 // kernels and about 1/5 on gonum's; chunks of 32 to 64 rows cost about the
 // same, 128 about twice as much (the 2·chunk·(dk+dv) term and the c³
 // inverse), so the default stays the reference implementations' 64. It
-// agrees with the recurrent form to float32 rounding.
+// agrees with the recurrent form to float32 rounding. As there, o may be
+// q where dk = dv: a chunk's rows of q are read before its rows of o are
+// written.
 func deltaRuleChunked(o, S, q, k, v, beta, g []float32, T, dk, dv int, scale float32, chunk int, w *deltaChunk) {
 	if chunk <= 0 {
 		chunk = deltaChunkRows
@@ -212,14 +215,14 @@ func deltaRuleChunked(o, S, q, k, v, beta, g []float32, T, dk, dv int, scale flo
 		vc, oc, bc := v[t0*dv:(t0+c)*dv], o[t0*dv:(t0+c)*dv], beta[t0:t0+c]
 		w.prep(qc, kc, bc, g[t0:t0+c], c, dk, scale)
 		x, u := w.x[:c*dv], w.u[:c*dv]
-		sgemm(false, c, dv, dk, 1, kc, dk, S, dv, 0, x, dv)  // K·S
-		sgemm(false, c, dv, dk, 1, qc, dk, S, dv, 0, oc, dv) // Q·S
+		sgemm(false, c, dv, dk, 1, kc, dk, S, dv, 0, x, dv) // K·S
+		sgemm(false, c, dv, dk, 1, qc, dk, S, dv, 0, u, dv) // Q·S, in U's storage: o may be q's
 		for i := 0; i < c; i++ {
 			bi, bs := float32(w.b[i]), float32(w.b[i])*scale
-			xi, vi, oi := x[i*dv:(i+1)*dv], vc[i*dv:(i+1)*dv], oc[i*dv:(i+1)*dv]
+			xi, vi, ui, oi := x[i*dv:(i+1)*dv], vc[i*dv:(i+1)*dv], u[i*dv:(i+1)*dv], oc[i*dv:(i+1)*dv]
 			for j := range xi {
 				xi[j] = bc[i] * (vi[j] - bi*xi[j])
-				oi[j] *= bs
+				oi[j] = ui[j] * bs
 			}
 		}
 		sgemm(false, c, dv, c, 1, w.a, c, x, dv, 0, u, dv)     // U = A·R
@@ -457,7 +460,10 @@ func gatedDeltaNet(out, x, scratch []float32, B, T int, w *deltaNet, l int, run 
 		scratch = make([]float32, w.scratchFloats(B, T))
 	}
 	q, k := scratch[:B*Hv*T*Dk], scratch[B*Hv*T*Dk:2*B*Hv*T*Dk]
-	v, core := scratch[2*B*Hv*T*Dk:][:B*Hv*T*Dv], scratch[2*B*Hv*T*Dk+B*Hv*T*Dv:][:B*Hv*T*Dv]
+	v, core := scratch[2*B*Hv*T*Dk:][:B*Hv*T*Dv], q
+	if Dk != Dv {
+		core = scratch[2*B*Hv*T*Dk+B*Hv*T*Dv:][:B*Hv*T*Dv]
+	}
 	R, K := blockSize(T, blockRows), w.K
 	win, conv := make([]float32, (K-1+R)*C), make([]float32, R*C)
 	for b := 0; b < B; b++ {
@@ -489,13 +495,18 @@ func gatedDeltaNet(out, x, scratch []float32, B, T int, w *deltaNet, l int, run 
 	run(hooks.GDNV, l, v, B, Hv, T, Dv)
 	run(hooks.GDNBeta, l, beta, B, T, Hv)
 	run(hooks.GDNG, l, g, B, T, Hv)
+	scale := float32(1 / math.Sqrt(float64(Dk)))
+	// the effective attention first: the recurrence writes its output over
+	// q when the key and value dimensions are equal (scratchFloats)
+	if err := deltaAttention(q, k, v, beta, g, B, T, Hv, Dk, Dv, scale, l, opt); err != nil {
+		return err
+	}
 
 	state := make([]float32, B*Hv*Dk*Dv)
 	chunk := w.Chunk
 	if chunk == 0 {
 		chunk = deltaChunkRows
 	}
-	scale := float32(1 / math.Sqrt(float64(Dk)))
 	parallelRows(B*Hv, T*Dk*Dv, func(lo, hi int) {
 		bh := make([]float32, 2*T) // β and g of one head, [T] each
 		var ws *deltaChunk
@@ -518,9 +529,6 @@ func gatedDeltaNet(out, x, scratch []float32, B, T int, w *deltaNet, l int, run 
 	})
 	run(hooks.GDNCoreOut, l, core, B, Hv, T, Dv)
 	run(hooks.GDNFinalState, l, state, B, Hv, Dk, Dv)
-	if err := deltaAttention(q, k, v, beta, g, B, T, Hv, Dk, Dv, scale, l, opt); err != nil {
-		return err
-	}
 
 	// gated RMSNorm per head, back to token-major [rows, Hv·Dv], and the
 	// output projection, in the same blocks (z = x·W_zᵀ with them)
@@ -621,5 +629,11 @@ func (w *deltaNet) mix(_ *Model, out, h, scratch []float32, l, B, T int, opt Opt
 }
 
 // scratchFloats is the storage of gatedDeltaNet's q, k [B, Hv, T, Dk], v
-// and core [B, Hv, T, Dv].
-func (w *deltaNet) scratchFloats(B, T int) int { return B * w.Hv * T * 2 * (w.Dk + w.Dv) }
+// and core [B, Hv, T, Dv]; core overwrites q where Dk = Dv (each head's
+// recurrence reads a row of q before it writes that row of its output).
+func (w *deltaNet) scratchFloats(B, T int) int {
+	if w.Dk == w.Dv {
+		return B * w.Hv * T * (2*w.Dk + w.Dv)
+	}
+	return B * w.Hv * T * 2 * (w.Dk + w.Dv)
+}

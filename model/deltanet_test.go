@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -273,6 +274,37 @@ func TestDeltaRuleChunkedEqualsRecurrent(t *testing.T) {
 			deltaRuleChunked(o, s, q, k, v, beta, g, T, dk, dv, scale, chunk, nil)
 			checkAbs(t, fmt.Sprintf("T=%d chunk %d output", T, chunk), o, o0, 2e-5)
 			checkAbs(t, fmt.Sprintf("T=%d chunk %d state", T, chunk), s, s0, 2e-5)
+		}
+	}
+}
+
+// TestDeltaRuleOutputOverQ: with dk = dv both forms may write their output
+// over q (gatedDeltaNet does, to hold one buffer less at long T); the
+// result is bit for bit that of a separate output buffer, across chunk
+// boundaries.
+func TestDeltaRuleOutputOverQ(t *testing.T) {
+	const dk = 16
+	scale := float32(1 / math.Sqrt(dk))
+	for _, T := range []int{1, 63, 65, 200} {
+		r := rand.New(rand.NewPCG(uint64(T), 11))
+		q, k, v, beta, g := randomDeltaInputs(r, T, dk, dk)
+		for _, chunk := range []int{-1, 16, 64} {
+			run := func(o, q []float32) []float32 {
+				s := make([]float32, dk*dk)
+				if chunk < 0 {
+					deltaRuleRecurrent(o, s, q, k, v, beta, g, T, dk, dk, scale)
+				} else {
+					deltaRuleChunked(o, s, q, k, v, beta, g, T, dk, dk, scale, chunk, nil)
+				}
+				return s
+			}
+			want := make([]float32, T*dk)
+			s0 := run(want, q)
+			qo := slices.Clone(q)
+			s1 := run(qo, qo)
+			if !slices.Equal(qo, want) || !slices.Equal(s1, s0) {
+				t.Errorf("T=%d chunk %d: output written over q differs from a separate buffer", T, chunk)
+			}
 		}
 	}
 }

@@ -59,13 +59,14 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	// (mlpBlock and the mixers: a row block, or all) before it writes that row
 	out := h
 	var mlp, q, k, v, z, gate []float32 // MLP hidden values (mlpBlock); attention
-	// q, k, v, z and gate of the softmax attention layers (if any) and the
-	// mixers' buffers (Gated DeltaNet's q, k, v and output) share one
-	// arena: a layer needs one set or the other, so the pass holds the larger
+	// q (and then z), k, v and gate of the softmax attention layers (if any)
+	// and the mixers' buffers (Gated DeltaNet's q, k, v and output) share
+	// one arena: a layer needs one set or the other, so the pass holds the
+	// larger
 	attn := slices.ContainsFunc(m.Layers, func(L Layer) bool { return L.mixer == nil })
 	gp, arena := c.GatePerHead(), 0
 	if attn {
-		arena = n * (2*H*dh + 2*KV*dh + H*gp)
+		arena = n * (H*dh + 2*KV*dh + H*gp)
 	}
 	for _, L := range m.Layers {
 		if L.mixer != nil {
@@ -74,10 +75,13 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	}
 	scratch := make([]float32, arena)
 	if attn {
-		q, z = scratch[:n*H*dh], scratch[n*H*dh:2*n*H*dh]
-		k, v = scratch[2*n*H*dh:][:n*KV*dh], scratch[2*n*H*dh+n*KV*dh:][:n*KV*dh]
+		// z overwrites q: the attention loop copies a tile's queries out
+		// before it writes that tile's outputs, and nothing reads q later
+		q = scratch[:n*H*dh]
+		z = q
+		k, v = scratch[n*H*dh:][:n*KV*dh], scratch[n*H*dh+n*KV*dh:][:n*KV*dh]
 		if gp > 0 {
-			gate = scratch[2*n*H*dh+2*n*KV*dh:][:n*H*gp]
+			gate = scratch[n*H*dh+2*n*KV*dh:][:n*H*gp]
 		}
 	}
 

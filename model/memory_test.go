@@ -15,8 +15,9 @@ import (
 // memory", in float32 values:
 //
 //	T·(2d + r)                                 x, h (the sub-blocks' output too); RoPE cos and sin
-//	+ max(T·(2·H·dh + 2·KV·dh + H·g),          the arena: attention's q, z, k, v, gate,
-//	      T·2·Hv·(Dk + Dv))                    or Gated DeltaNet's q, k, v, output
+//	+ max(T·(H·dh + 2·KV·dh + H·g),            the arena: attention's q (then z), k, v, gate,
+//	      T·Hv·(2·Dk + Dv))                    or Gated DeltaNet's q (then output), k, v
+//	                                           (T·2·Hv·(Dk + Dv) where Dk ≠ Dv: output apart)
 //	+ min(T, blockRows)·a·d_ff                 MLP hidden values (a = 2 for SwiGLU, 1 for GELU)
 //	+ P·(S·T + T·dh)                           each attention worker's scores and packed keys
 //	+ 2·T·Hv + (K − 1 + 2·min(T, blockRows))·C Gated DeltaNet's β, g, convolution window and block
@@ -42,10 +43,14 @@ func peakPassBytes(m *Model, T, workers int) int64 {
 	arena, gdn := 0, 0
 	for _, L := range m.Layers {
 		if w, ok := L.mixer.(*deltaNet); ok {
-			arena = max(arena, T*2*w.Hv*(w.Dk+w.Dv))
+			if w.Dk == w.Dv {
+				arena = max(arena, T*w.Hv*(2*w.Dk+w.Dv))
+			} else {
+				arena = max(arena, T*2*w.Hv*(w.Dk+w.Dv))
+			}
 			gdn = max(gdn, 2*T*w.Hv+(w.K-1+2*R)*(2*w.Hk*w.Dk+w.Hv*w.Dv))
 		} else {
-			arena = max(arena, T*(2*H*dh+2*KV*dh+H*c.GatePerHead()))
+			arena = max(arena, T*(H*dh+2*KV*dh+H*c.GatePerHead()))
 		}
 	}
 	floats := T*(2*d+r) + arena + R*a*c.DMLP + workers*(S*T+T*dh) + gdn
