@@ -300,6 +300,28 @@ func (c *Checkpoint) Float32View(name string) ([]float32, error) {
 	return t.float32Copy()
 }
 
+// Releaser returns, for a tensor whose views (Float32View, Uint16View) are
+// of a memory-mapped file, a function that takes the tensor's pages out of
+// this process's resident set: the operating system keeps them in its page
+// cache, and the next read of the view maps them again without reading the
+// file. It returns nil for a tensor that is copied rather than viewed. The
+// view stays valid; only this process's own writes to it would be lost,
+// so release a tensor only if nothing writes to its view. model's forward
+// pass releases the token embedding after it has read its rows: a pass
+// reads a few of its rows, but the kernel maps the whole page-cache folio
+// around each of them, which makes the whole table resident.
+func (c *Checkpoint) Releaser(name string) func() {
+	t, err := c.lookup(name)
+	if err != nil {
+		return nil
+	}
+	b := t.mappedBytes()
+	if b == nil {
+		return nil
+	}
+	return func() { dropPages(b) }
+}
+
 // Uint16View returns the raw bit patterns of a tensor of a 2-byte dtype
 // (BF16, F16, I16), row-major, without widening them: like Float32View, a
 // view of the mapping for a contiguous tensor of a memory-mapped file

@@ -222,3 +222,81 @@ func TestMappedUint16View(t *testing.T) {
 		t.Errorf("Uint16View after Close: %v", err)
 	}
 }
+
+// vmRSS is this process's resident set in bytes (/proc/self/status).
+func vmRSS(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc/self/status: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+			var kb int64
+			for _, c := range f[1] {
+				kb = 10*kb + int64(c-'0')
+			}
+			return kb << 10
+		}
+	}
+	t.Skip("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// TestReleaser: releasing a mapped tensor takes its pages out of the
+// resident set, and the view still reads the file's values afterwards (and
+// can be released again); a tensor that is not a view has no Releaser.
+func TestReleaser(t *testing.T) {
+	if !canMap {
+		t.Skip("files are not mapped on this platform")
+	}
+	path := filepath.Join(t.TempDir(), "w.safetensors")
+	const n = 1 << 24 // 32 MiB of bf16
+	w := make(BFloat16, n)
+	for i := range w {
+		w[i] = uint16(i % 50000)
+	}
+	if err := WriteSafetensors(path, []Tensor{{Name: "w", Shape: []int{n}, Data: w}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	v, err := c.Uint16View("w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := c.Releaser("w")
+	if release == nil {
+		t.Fatal("Releaser of a mapped tensor is nil")
+	}
+	want := 0
+	for i := 0; i < n; i += 1024 {
+		want += int(w[i])
+	}
+	for round := range 2 {
+		sum := 0
+		for i := 0; i < n; i += 1024 { // one read per 2 KiB: every page
+			sum += int(v[i])
+		}
+		if sum != want {
+			t.Fatalf("round %d: sum of the view's values %d, want %d", round, sum, want)
+		}
+		touched := vmRSS(t)
+		release()
+		released := vmRSS(t)
+		if touched-released < 3*n/2 { // 2n bytes were resident; allow for other allocations
+			t.Errorf("round %d: the resident set fell by %d bytes on release, want about %d", round, touched-released, 2*n)
+		}
+		for i := 0; i < n; i += 997 {
+			if v[i] != w[i] {
+				t.Fatalf("round %d: after release v[%d] = %d, want %d", round, i, v[i], w[i])
+			}
+		}
+	}
+	if c.Releaser("absent") != nil {
+		t.Error("Releaser of an absent tensor is not nil")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,3 +24,23 @@ func mapFile(f *os.File, size int64) ([]byte, error) {
 }
 
 func unmap(data []byte) error { return unix.Munmap(data) }
+
+// dropPages takes the whole pages inside data (part of a mapping) out of
+// this process's resident set; the page cache keeps them.
+func dropPages(data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	ps := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	lo := int((ps - start%ps) % ps)                      // to the first page boundary
+	hi := len(data) - int((start+uintptr(len(data)))%ps) // the last page boundary
+	if hi <= lo {
+		return
+	}
+	// MADV_DONTNEED on a private file mapping drops the page table
+	// entries; the next read maps the file's pages again. (It would also
+	// drop this process's writes to them, which Releaser's contract rules
+	// out.)
+	_ = unix.Madvise(data[lo:hi], unix.MADV_DONTNEED)
+}

@@ -91,6 +91,11 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			m.Embed.widenRow(x[(b*T+t)*D:(b*T+t+1)*D], id)
 		}
 	}
+	if m.Embed.release != nil {
+		// the table's pages leave the resident set until the next read (a
+		// tied LM head's): the rows read pulled in whole page-cache folios
+		m.Embed.release()
+	}
 	if c.EmbedScale != 0 { // Gemma: × √D in the checkpoint's dtype
 		for i := range x {
 			x[i] *= c.EmbedScale
@@ -458,6 +463,9 @@ func (m *Model) logits(h, bias []float32, cmp Compute, B, T int, opt Options, ru
 		}
 	}
 	res := &Output{Batch: B, T: T}
+	if m.Head.release != nil && (opt.Logits || opt.Hooks.Has(hooks.Logits) || opt.LogitRows != nil) {
+		defer m.Head.release() // the head's V × d pages, until the next pass's logits (as the embedding's)
+	}
 	if opt.Logits || opt.Hooks.Has(hooks.Logits) {
 		res.Logits = make([]float32, n*V)
 		head(res.Logits, h, n)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -155,5 +156,61 @@ func TestPeakMemoryFormula(t *testing.T) {
 		if slope > 1.1*want || slope < 0.9*want {
 			t.Errorf("%s: the peak grows by %.0f bytes per token, the formula by %.0f", tc.arch, slope, want)
 		}
+	}
+}
+
+// procRssFile is this process's resident file-mapped memory in bytes.
+func procRssFile(t *testing.T) int64 { return procStatusBytes(t, "RssFile") }
+
+// TestEmbeddingReleased: after a pass without logits over a mapped bf16
+// checkpoint, the token embedding's pages are out of the resident set
+// (checkpoint.Releaser), though its rows were read; the pass's results are
+// unchanged by the release (two passes, and a pass with logits, which maps
+// the tied head again).
+func TestEmbeddingReleased(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("resident file pages are read from /proc/self (Linux)")
+	}
+	cfg, err := SmallConfig(ArchQwen3, Size{Layers: 1, DModel: 256, Heads: 2, KVHeads: 1, Vocab: 65536, MaxPos: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DType = "bfloat16"
+	_, tensors, err := Generate(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := WriteHF(dir, cfg, tensors); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Embed.release == nil {
+		t.Fatal("the embedding of a mapped bf16 checkpoint has no release")
+	}
+	embed := int64(2 * m.Embed.Rows * m.Embed.Cols) // 32 MiB
+	ids := seqs(1, 4096, m.Vocab)                   // rows all over the table
+	base := procRssFile(t)
+	first, err := m.Forward(ids, Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := m.Forward(ids, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := procRssFile(t) - base; got > embed/2 {
+			t.Errorf("after a pass without logits %d bytes of mapped files are resident, more than half the %d-byte embedding", got, embed)
+		}
+	}
+	again, err := m.Forward(ids, Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(first.Logits, again.Logits) {
+		t.Error("logits changed after the embedding's pages were released")
 	}
 }

@@ -262,6 +262,8 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 		if ld.bf16 && ok {
 			w = w.roundedBF16()
 			ld.bytes -= 2 * int64(len(w.Bits)) // held in 2 bytes, not get's 4
+		} else if ok {
+			w.release = ld.ck.Releaser(name)
 		}
 		return w
 	}
@@ -277,6 +279,8 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 	w := Weight{Rows: rows, Cols: cols, DType: info.DType, Bits: bits}
 	if ld.bf16 {
 		w = w.roundedBF16()
+	} else {
+		w.release = ld.ck.Releaser(name)
 	}
 	return w
 }

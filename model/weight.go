@@ -33,6 +33,11 @@ type Weight struct {
 	// run and pitch: rows come in runs of run rows, pitch rows apart in
 	// the storage (run 0: contiguous).
 	run, pitch int
+
+	// release, for a weight that is a view of a mapped checkpoint file,
+	// takes its pages out of the process's resident set
+	// (checkpoint.Releaser); nil otherwise.
+	release func()
 }
 
 // f32Weight is the float32 Weight of the values w, rows of cols values.
