@@ -81,29 +81,18 @@ func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes
 		d.Reference = fmt.Sprintf("float32 products of the weights rounded to bf16 at load (stored %s; their rounding is not in this deviation)",
 			strings.Join(m.DTypes, ", "))
 	}
-	d.Columns = append(d.Columns, columnDeviation("logits", widen(got.logits), widen(ref.logits)))
-	cols := []struct {
-		name string
-		get  func(*probes.Collector) []float64
-	}{
-		{probes.MetricNEff, func(c *probes.Collector) []float64 { return c.NEff }},
-		{probes.MetricNEffEntropy, func(c *probes.Collector) []float64 { return c.NEffEntropy }},
-		{probes.MetricSMean, func(c *probes.Collector) []float64 { return c.SMean }},
-		{probes.MetricLambdaObs, func(c *probes.Collector) []float64 { return c.LambdaObs }},
-		{probes.MetricK, func(c *probes.Collector) []float64 { return c.K }},
-		{probes.MetricKDimMean, func(c *probes.Collector) []float64 { return c.KDimMean }},
-		{probes.MetricBOSMass, func(c *probes.Collector) []float64 { return c.BOSMass }},
-	}
+	d.Columns = append(d.Columns, columnDeviation("logits", got.logits, ref.logits))
+	names := []string{probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSMean, probes.MetricLambdaObs,
+		probes.MetricK, probes.MetricKDimMean, probes.MetricBOSMass}
 	if cfg.Gate != model.GateNone {
-		cols = append(cols, struct {
-			name string
-			get  func(*probes.Collector) []float64
-		}{probes.MetricGate, func(c *probes.Collector) []float64 { return c.Gate }})
+		names = append(names, probes.MetricGate)
 	}
-	for _, col := range cols {
+	for _, name := range names {
 		// a column the Collector options do not compute (K_dim_mean
-		// without the per-dimension reduction) is NaN in both: left out
-		if c := columnDeviation(col.name, col.get(got.col), col.get(ref.col)); c.Values+c.Unmatched > 0 {
+		// without the per-dimension reduction) is held by neither: left out
+		g, _ := got.col.Metric(name)
+		r, _ := ref.col.Metric(name)
+		if c := columnDeviation(name, g, r); c.Values+c.Unmatched > 0 {
 			d.Columns = append(d.Columns, c)
 		}
 	}
@@ -134,20 +123,12 @@ func hasWide(dtypes []string) bool {
 	return false
 }
 
-func widen(x []float32) []float64 {
-	y := make([]float64, len(x))
-	for i, v := range x {
-		y[i] = float64(v)
-	}
-	return y
-}
-
-// columnDeviation compares got with ref element by element.
-func columnDeviation(name string, got, ref []float64) ColumnDeviation {
+// columnDeviation compares got with ref element by element, in float64.
+func columnDeviation(name string, got, ref []float32) ColumnDeviation {
 	c := ColumnDeviation{Name: name}
 	var top float64
-	for i, r := range ref {
-		g := got[i]
+	for i, r32 := range ref {
+		g, r := float64(got[i]), float64(r32)
 		fr, fg := !math.IsNaN(r) && !math.IsInf(r, 0), !math.IsNaN(g) && !math.IsInf(g, 0)
 		if fr != fg {
 			c.Unmatched++

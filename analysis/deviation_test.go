@@ -95,10 +95,10 @@ func TestComputeBF16Golden(t *testing.T) {
 			}
 			l32, c32 := run(m32)
 			lb, cb := run(mb)
-			whole := []ColumnDeviation{columnDeviation("logits", widen(lb), widen(l32))}
+			whole := []ColumnDeviation{columnDeviation("logits", lb, l32)}
 			for _, c := range []struct {
 				name string
-				a, b []float64
+				a, b []float32
 			}{
 				{probes.MetricNEff, cb.NEff, c32.NEff}, {probes.MetricNEffEntropy, cb.NEffEntropy, c32.NEffEntropy},
 				{probes.MetricSMean, cb.SMean, c32.SMean}, {probes.MetricLambdaObs, cb.LambdaObs, c32.LambdaObs},

@@ -111,7 +111,7 @@ func bucketRows(c *probes.Collector, b, T, sample int, edges []int, gated bool, 
 					lo, hi := edges[i], edges[i+1]
 					buf = buf[:0]
 					for _, v := range x[base+lo : base+hi] {
-						if !math.IsNaN(v) && !math.IsInf(v, 0) {
+						if v := float64(v); !math.IsNaN(v) && !math.IsInf(v, 0) {
 							buf = append(buf, v)
 						}
 					}

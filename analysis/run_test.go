@@ -69,12 +69,17 @@ func meanStd(x []float64, ddof int) (float64, float64) {
 	return m, math.Sqrt(ss / float64(len(x)-ddof))
 }
 
-// values lists metric m of (T, sample, layer, head) for queries t ≥ from.
+// values lists metric m of (T, sample, layer, head) for queries t ≥ from,
+// widened to float64.
 func (n *naive) values(T, s, l, h int, m string, from int) []float64 {
 	col := n.cols[[2]int{T, s}]
 	x, _ := col.Metric(m)
 	i := col.Index(0, l, h, 0)
-	return x[i+from : i+T]
+	v := make([]float64, 0, T-from)
+	for _, xi := range x[i+from : i+T] {
+		v = append(v, float64(xi))
+	}
+	return v
 }
 
 func (n *naive) pool(T int, m string) (mean, std, umean, ustd float64) {

@@ -145,7 +145,7 @@ func (c *AFACollector) ConsumeAttn(a *hooks.AttnTile) error {
 		i := c.Index(a.Batch, a.Layer, a.Head, t)
 		c.SelfWeight[i], c.DecayedMass[i] = float64(row[t]), m
 		c.Gain[i] = AFAGain(p, float64(row[t]))
-		c.Collector.Gate[i] = c.Gain[i]
+		c.Collector.Gate[i] = float32(c.Gain[i])
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func TestAFACollector(t *testing.T) {
 					if math.Abs(col.DecayedMass[k]-m) > 1e-5 || col.SelfWeight[k] != float64(pat[row+i]) {
 						t.Fatalf("(%d,%d,%d,%d): decayed mass %v vs %v, self weight %v vs %v", b, l, h, i, col.DecayedMass[k], m, col.SelfWeight[k], pat[row+i])
 					}
-					if g := col.Gain[k]; !(g > 0 && g <= 1) || col.Gate[k] != g {
+					if g := col.Gain[k]; !(g > 0 && g <= 1) || col.Gate[k] != float32(g) {
 						t.Fatalf("gain %v, gate %v", g, col.Gate[k])
 					}
 				}

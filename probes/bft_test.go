@@ -101,8 +101,8 @@ func TestBFTRecorderAndCollector(t *testing.T) {
 	}
 	worst := 0.0
 	for i := range rec.LambdaObs {
-		worst = math.Max(worst, math.Abs(col.LambdaObsDimMean[i]-rec.LambdaObs[i])/rec.LambdaObs[i])
-		if g := col.Gate[i]; math.Abs(g-rec.K[i]) > 1e-6 {
+		worst = math.Max(worst, math.Abs(float64(col.LambdaObsDimMean[i])-rec.LambdaObs[i])/rec.LambdaObs[i])
+		if g := float64(col.Gate[i]); math.Abs(g-rec.K[i]) > 1e-6 {
 			t.Fatalf("cell %d: Collector gate %v, recorded K %v", i, g, rec.K[i])
 		}
 	}

@@ -60,7 +60,7 @@ type CollectorOptions struct {
 	Reductions Reductions
 	// KeepPerDim also keeps the per-dimension S_i and λobs_i for every row
 	// (MetricS, MetricLambdaObsDim, layout [B,L,H,T,DHead]): 2·DHead more
-	// float64 per cell.
+	// float32 per cell.
 	KeepPerDim bool
 	// ContinueOnNonFinite makes ConsumeAttn store a row whose weights or
 	// values are NaN/Inf (its metrics then hold NaN/Inf), count it and go
@@ -91,8 +91,16 @@ func (e *NonFiniteError) Error() string {
 }
 
 // Collector is a hooks.AttnConsumer that computes the BFT diagnostics of
-// every streamed attention row and keeps one float64 per metric and
+// every streamed attention row and keeps one float32 per metric and
 // (batch, layer, head, query) cell, never a T×T matrix.
+//
+// Every value is computed in float64 and rounded to float32 once, when it
+// is stored: the attention weights and values it comes from are float32,
+// so a float64 result carries no information beyond ~1e-7 relative. (Only
+// results outside float32's range change further: below ~1e-38 they lose
+// digits or become 0, above ~3.4e38 ±Inf — in practice the Naive λobs of a
+// row whose S is nearly 0.) Readers accumulate in float64 (Get and GetDim
+// widen).
 //
 // Every per-cell metric is a flat slice of length B·L·H·T with layout
 // [B, L, H, T]: cell (b, l, h, t) is at index Index(b, l, h, t) =
@@ -111,16 +119,16 @@ type Collector struct {
 	B, L, H, T, DHead int
 
 	// Per-cell metrics, layout [B, L, H, T] (see the Metric* constants).
-	NEff, NEffEntropy, SumAlpha, SMean []float64
+	NEff, NEffEntropy, SumAlpha, SMean []float32
 	// LambdaObs and K use reduction FromMean (i); LambdaObsDimMean and
 	// KDimMean reduction PerDimMean (ii); LambdaObsHarmonic reduction
 	// Harmonic (iii).
-	LambdaObs, K, LambdaObsDimMean, KDimMean, LambdaObsHarmonic []float64
-	BOSMass, ENorm, Gate                                        []float64
+	LambdaObs, K, LambdaObsDimMean, KDimMean, LambdaObsHarmonic []float32
+	BOSMass, ENorm, Gate                                        []float32
 
 	// Per-dimension metrics, layout [B, L, H, T, DHead]; nil unless
 	// CollectorOptions.KeepPerDim.
-	S, LambdaObsDim []float64
+	S, LambdaObsDim []float32
 
 	opts    CollectorOptions // resolved
 	lambdaK float64          // resolved LambdaPrior
@@ -138,8 +146,8 @@ type scratch struct {
 
 // NewCollector returns a Collector for batch size b, nLayers layers, nHeads
 // query heads, sequences of at most seqLen queries and value dimension dHead
-// per head. It allocates 12·b·nLayers·nHeads·seqLen float64 (plus
-// 2·dHead times that with KeepPerDim), all set to NaN.
+// per head. It allocates 12 float32 per (batch, layer, head, query) cell
+// (9 with MeanReduction) and 2·dHead more with KeepPerDim, all set to NaN.
 func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) (*Collector, error) {
 	if b <= 0 || nLayers <= 0 || nHeads <= 0 || seqLen <= 0 || dHead <= 0 {
 		return nil, fmt.Errorf("probes: NewCollector: shapes must be positive, got B=%d L=%d H=%d T=%d dHead=%d",
@@ -176,11 +184,11 @@ func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) 
 	}
 	n := b * nLayers * nHeads * seqLen
 	for _, m := range c.cellMetrics() {
-		*m.x = nanSlice(n)
+		*m.x = nanSlice32(n)
 	}
 	if opts.KeepPerDim {
-		c.S = nanSlice(n * dHead)
-		c.LambdaObsDim = nanSlice(n * dHead)
+		c.S = nanSlice32(n * dHead)
+		c.LambdaObsDim = nanSlice32(n * dHead)
 	}
 	c.pool.New = func() any {
 		buf := make([]float64, 4*dHead)
@@ -199,10 +207,19 @@ func nanSlice(n int) []float64 {
 	return x
 }
 
+func nanSlice32(n int) []float32 {
+	x := make([]float32, n)
+	nan := float32(math.NaN())
+	for i := range x {
+		x[i] = nan
+	}
+	return x
+}
+
 // namedMetric is a metric's name and the Collector field that holds it.
 type namedMetric struct {
 	name string
-	x    *[]float64
+	x    *[]float32
 }
 
 // cellMetrics returns the per-cell metrics the options ask for (see
@@ -298,8 +315,9 @@ func (c *Collector) Metrics() []string {
 
 // Metric returns the flat slice of the named metric (layout [B, L, H, T],
 // or [B, L, H, T, DHead] for MetricS and MetricLambdaObsDim) and whether the
-// Collector holds it. The slice is the Collector's own storage.
-func (c *Collector) Metric(name string) ([]float64, bool) {
+// Collector holds it. The slice is the Collector's own storage (float32,
+// see Collector).
+func (c *Collector) Metric(name string) ([]float32, bool) {
 	for _, m := range c.metrics() {
 		if m.name == name {
 			return *m.x, true
@@ -319,7 +337,7 @@ func (c *Collector) Get(metric string, b, l, h, t int) (float64, error) {
 	if err := c.checkCell(b, l, h, t); err != nil {
 		return math.NaN(), err
 	}
-	return x[c.Index(b, l, h, t)], nil
+	return float64(x[c.Index(b, l, h, t)]), nil
 }
 
 // GetDim returns the named per-dimension metric (MetricS or
@@ -336,7 +354,7 @@ func (c *Collector) GetDim(metric string, b, l, h, t, i int) (float64, error) {
 	if i < 0 || i >= c.DHead {
 		return math.NaN(), fmt.Errorf("probes: Collector.GetDim: dimension %d out of range [0,%d)", i, c.DHead)
 	}
-	return x[c.Index(b, l, h, t)*c.DHead+i], nil
+	return float64(x[c.Index(b, l, h, t)*c.DHead+i]), nil
 }
 
 func (c *Collector) checkCell(b, l, h, t int) error {
@@ -354,7 +372,7 @@ func (c *Collector) checkCell(b, l, h, t int) error {
 // if an index is out of range.
 func (c *Collector) SetGate(b, l, t, h int, g float64) {
 	c.checkCell(b, l, h, t)
-	c.Gate[c.Index(b, l, h, t)] = g
+	c.Gate[c.Index(b, l, h, t)] = float32(g)
 }
 
 // SetGateVector stores GateMean(g), the mean of an element-wise gate over
@@ -384,7 +402,7 @@ func (c *Collector) SetLayerGates(l int, gates []float32, perHead int) error {
 		for t := 0; t < nt; t++ {
 			for h := 0; h < c.H; h++ {
 				o := ((b*nt+t)*c.H + h) * perHead
-				c.Gate[c.Index(b, l, h, t)] = GateMean(gates[o : o+perHead])
+				c.Gate[c.Index(b, l, h, t)] = float32(GateMean(gates[o : o+perHead]))
 			}
 		}
 	}
@@ -522,22 +540,22 @@ func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStr
 		sumVar += o.variance1(&st, si)
 	}
 
-	c.NEff[idx] = neff
-	c.NEffEntropy[idx] = math.Exp(h)
-	c.SumAlpha[idx] = s1
-	c.SMean[idx] = sMean
-	c.LambdaObs[idx] = lam
-	c.K[idx] = KalmanGain(lam, c.lambdaK)
+	c.NEff[idx] = float32(neff)
+	c.NEffEntropy[idx] = float32(math.Exp(h))
+	c.SumAlpha[idx] = float32(s1)
+	c.SMean[idx] = float32(sMean)
+	c.LambdaObs[idx] = float32(lam)
+	c.K[idx] = float32(KalmanGain(lam, c.lambdaK))
 	if c.opts.Reductions == AllReductions {
-		c.LambdaObsDimMean[idx] = sumLam / d
-		c.KDimMean[idx] = sumK / d
-		c.LambdaObsHarmonic[idx] = d / sumVar
+		c.LambdaObsDimMean[idx] = float32(sumLam / d)
+		c.KDimMean[idx] = float32(sumK / d)
+		c.LambdaObsHarmonic[idx] = float32(d / sumVar)
 	}
-	c.BOSMass[idx] = ColumnMass(alpha, c.opts.BOSKeys)
-	c.ENorm[idx] = math.Sqrt(e2)
+	c.BOSMass[idx] = float32(ColumnMass(alpha, c.opts.BOSKeys))
+	c.ENorm[idx] = float32(math.Sqrt(e2))
 	if c.opts.KeepPerDim {
-		copy(c.S[idx*c.DHead:(idx+1)*c.DHead], sc.s)
-		copy(c.LambdaObsDim[idx*c.DHead:(idx+1)*c.DHead], sc.lam)
+		store32(c.S[idx*c.DHead:(idx+1)*c.DHead], sc.s)
+		store32(c.LambdaObsDim[idx*c.DHead:(idx+1)*c.DHead], sc.lam)
 	}
 
 	switch {
@@ -550,6 +568,13 @@ func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStr
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// store32 rounds src into dst (len(dst) = len(src)).
+func store32(dst []float32, src []float64) {
+	for i, x := range src {
+		dst[i] = float32(x)
+	}
+}
 
 // Hooks returns a hook set that streams every layer's attention rows to c
 // and stores the output gates of a gated model of configuration cfg in it:

@@ -98,44 +98,24 @@ func TestCollectorMatchesRowFunctions(t *testing.T) {
 		for l, s := range layers {
 			feed(t, c, s, l, 7)
 		}
-		e, S, Bm, dim := make([]float64, D), make([]float64, D), make([]float64, D), make([]float64, D)
 		for l, s := range layers {
 			for b := 0; b < B; b++ {
 				for h := 0; h < H; h++ {
 					bh := b*H + h
 					v := rowsOf(s.v[bh*T*D:(bh+1)*T*D], D, D)
 					for q := 0; q < T; q++ {
-						alpha := s.attn[(bh*T+q)*T : (bh*T+q)*T+q+1]
-						Moments(e, S, alpha, v, TwoPass)
-						SandwichMeat(Bm, e, alpha, v)
-						st := RowStats{NEff: NEff(alpha), SumAlpha: SumAlpha(alpha), S: S, B: Bm}
-						o := LambdaOptions{Form: form}
-						o.LambdaDim(dim, st)
-						lam := o.Lambda(st)
-						want := map[string]float64{
-							MetricNEff:              NEff(alpha),
-							MetricNEffEntropy:       NEffEntropy(alpha),
-							MetricSumAlpha:          SumAlpha(alpha),
-							MetricSMean:             Mean(S),
-							MetricLambdaObs:         lam,
-							MetricK:                 KalmanGain(lam, 1),
-							MetricLambdaObsDimMean:  LambdaOptions{Form: form, Reduction: PerDimMean}.Lambda(st),
-							MetricKDimMean:          KDimMean(dim, 1),
-							MetricLambdaObsHarmonic: LambdaOptions{Form: form, Reduction: Harmonic}.Lambda(st),
-							MetricBOSMass:           BOSMass(alpha),
-							MetricENorm:             Norm2(e),
-						}
+						want, S, dim := rowWant(s.attn[(bh*T+q)*T:(bh*T+q)*T+q+1], v, D, form)
 						for name, w := range want {
 							got := cell(t, c, name, b, l, h, q)
-							if !(relErr(got, w) <= 1e-10 || (math.IsInf(w, 1) && math.IsInf(got, 1))) {
+							if !storedFrom(got, w, 1e-10*math.Abs(w)) {
 								t.Errorf("%v %s[b=%d l=%d h=%d t=%d] = %.17g, want %.17g", form, name, b, l, h, q, got, w)
 							}
 						}
 						for i := 0; i < D; i++ {
-							if got := cellDim(t, c, MetricS, b, l, h, q, i); math.Abs(got-S[i]) > 1e-13 {
+							if got := cellDim(t, c, MetricS, b, l, h, q, i); !storedFrom(got, S[i], 1e-13) {
 								t.Errorf("%v S[b=%d l=%d h=%d t=%d i=%d] = %.17g, want %.17g", form, b, l, h, q, i, got, S[i])
 							}
-							if got := cellDim(t, c, MetricLambdaObsDim, b, l, h, q, i); !(relErr(got, dim[i]) <= 1e-10 || got == dim[i]) {
+							if got := cellDim(t, c, MetricLambdaObsDim, b, l, h, q, i); !storedFrom(got, dim[i], 1e-10*math.Abs(dim[i])) {
 								t.Errorf("%v lambda_obs_dim[b=%d l=%d h=%d t=%d i=%d] = %.17g, want %.17g", form, b, l, h, q, i, got, dim[i])
 							}
 						}
@@ -146,8 +126,89 @@ func TestCollectorMatchesRowFunctions(t *testing.T) {
 	}
 }
 
-func allMetrics(c *Collector) map[string][]float64 {
-	m := map[string][]float64{}
+// rowWant returns the per-cell metrics of one row from the per-row
+// functions in float64 (gain prior λ = 1), with the row's S and λobs_i.
+func rowWant(alpha []float32, v func(int) []float32, D int, form LambdaForm) (want map[string]float64, S, dim []float64) {
+	e, S, Bm, dim := make([]float64, D), make([]float64, D), make([]float64, D), make([]float64, D)
+	Moments(e, S, alpha, v, TwoPass)
+	SandwichMeat(Bm, e, alpha, v)
+	st := RowStats{NEff: NEff(alpha), SumAlpha: SumAlpha(alpha), S: S, B: Bm}
+	o := LambdaOptions{Form: form}
+	o.LambdaDim(dim, st)
+	lam := o.Lambda(st)
+	return map[string]float64{
+		MetricNEff:              NEff(alpha),
+		MetricNEffEntropy:       NEffEntropy(alpha),
+		MetricSumAlpha:          SumAlpha(alpha),
+		MetricSMean:             Mean(S),
+		MetricLambdaObs:         lam,
+		MetricK:                 KalmanGain(lam, 1),
+		MetricLambdaObsDimMean:  LambdaOptions{Form: form, Reduction: PerDimMean}.Lambda(st),
+		MetricKDimMean:          KDimMean(dim, 1),
+		MetricLambdaObsHarmonic: LambdaOptions{Form: form, Reduction: Harmonic}.Lambda(st),
+		MetricBOSMass:           BOSMass(alpha),
+		MetricENorm:             Norm2(e),
+	}, S, dim
+}
+
+// TestCollectorRoundsOnce: a stored cell is the float32 nearest the
+// float64 value of the row's formula — rounded once, at the store, never
+// from float32 intermediates (those would be off by ~1e-7) — on both paths
+// (ConsumeAttn walking the rows; ConsumeMoments given float64 moments, as
+// MatrixKernel is), and Get and GetDim widen it without changing it.
+func TestCollectorRoundsOnce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	const T, D = 9, 4
+	s := newSynth(rng, 1, 1, T, D)
+	v := rowsOf(s.v, D, D)
+	byRows, _ := NewCollector(1, 1, 1, T, D, CollectorOptions{Kernel: RowKernel, KeepPerDim: true})
+	feed(t, byRows, s, 0, T)
+	byMoments, _ := NewCollector(1, 1, 1, T, D, CollectorOptions{KeepPerDim: true})
+	am := &hooks.AttnMoments{Tile: tiles(s.attn, s.v, 1, 1, T, D, 0, 0, 0, T)[0], SumAlpha: make([]float64, T),
+		SumSq: make([]float64, T), Entropy: make([]float64, T), E: make([]float64, T*D), S: make([]float64, T*D)}
+	for q := 0; q < T; q++ {
+		alpha := s.attn[q*T : q*T+q+1]
+		Moments(am.E[q*D:(q+1)*D], am.S[q*D:(q+1)*D], alpha, v, TwoPass)
+		am.SumAlpha[q], am.SumSq[q], am.Entropy[q] = SumAlpha(alpha), 1/NEff(alpha), math.Log(NEffEntropy(alpha))
+	}
+	if err := byMoments.ConsumeMoments(am); err != nil {
+		t.Fatal(err)
+	}
+	rounded := 0 // values float32 cannot hold: the check is not vacuous
+	for _, c := range []struct {
+		name string
+		c    *Collector
+	}{{"ConsumeAttn", byRows}, {"ConsumeMoments", byMoments}} {
+		for q := 0; q < T; q++ {
+			want, S, dim := rowWant(s.attn[q*T:q*T+q+1], v, D, REMLPrior)
+			for name, w := range want {
+				x, _ := c.c.Metric(name)
+				if got := cell(t, c.c, name, 0, 0, 0, q); !storedFrom(got, w, 1e-13*math.Abs(w)) || got != float64(x[q]) {
+					t.Errorf("%s: %s[t=%d] = %.17g (stored %.9g), want float32(%.17g) = %.9g", c.name, name, q, got, x[q], w, float32(w))
+				}
+				if float64(float32(w)) != w {
+					rounded++
+				}
+			}
+			for i := 0; i < D; i++ {
+				for _, m := range []struct {
+					name string
+					w    float64
+				}{{MetricS, S[i]}, {MetricLambdaObsDim, dim[i]}} {
+					if got := cellDim(t, c.c, m.name, 0, 0, 0, q, i); !storedFrom(got, m.w, 1e-13*math.Abs(m.w)) {
+						t.Errorf("%s: %s[t=%d i=%d] = %.17g, want float32(%.17g) = %.9g", c.name, m.name, q, i, got, m.w, float32(m.w))
+					}
+				}
+			}
+		}
+	}
+	if rounded == 0 {
+		t.Fatal("every expected value is a float32: the test cannot tell one rounding from none")
+	}
+}
+
+func allMetrics(c *Collector) map[string][]float32 {
+	m := map[string][]float32{}
 	for _, name := range c.Metrics() {
 		x, _ := c.Metric(name)
 		m[name] = x
@@ -200,7 +261,7 @@ func compareCollectors(t *testing.T, name string, c, ref *Collector) {
 	for m, got := range allMetrics(c) {
 		for i, g := range got {
 			w := want[m][i]
-			if g != w && !(math.IsNaN(g) && math.IsNaN(w)) {
+			if g != w && !(math.IsNaN(float64(g)) && math.IsNaN(float64(w))) {
 				t.Errorf("%s: %s[%d] = %.17g, want %.17g (identical to the single-tile run)", name, m, i, g, w)
 				break
 			}
@@ -358,7 +419,7 @@ func TestCollectorGates(t *testing.T) {
 				if got, want := cell(t, c, MetricGate, b, 0, h, q), float64(head[i]); got != want {
 					t.Errorf("headwise gate[b=%d t=%d h=%d] = %g, want %g", b, q, h, got, want)
 				}
-				if got, want := cell(t, c, MetricGate, b, 1, h, q), GateMean(elem[i*D:(i+1)*D]); got != want {
+				if got, want := cell(t, c, MetricGate, b, 1, h, q), float64(float32(GateMean(elem[i*D:(i+1)*D]))); got != want {
 					t.Errorf("elementwise gate[b=%d t=%d h=%d] = %g, want %g", b, q, h, got, want)
 				}
 			}
@@ -387,7 +448,7 @@ func TestCollectorBOSKeys(t *testing.T) {
 	feed(t, c, s, 0, 6)
 	for q := 0; q < 6; q++ {
 		row := s.attn[q*6 : q*6+q+1]
-		if got, want := cell(t, c, MetricBOSMass, 0, 0, 0, q), ColumnMass(row, []int{0, 1}); got != want {
+		if got, want := cell(t, c, MetricBOSMass, 0, 0, 0, q), float64(float32(ColumnMass(row, []int{0, 1}))); got != want {
 			t.Errorf("bos_mass with keys {0,1} at t=%d = %g, want %g", q, got, want)
 		}
 	}

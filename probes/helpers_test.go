@@ -53,3 +53,17 @@ func relErr(got, want float64) float64 {
 	}
 	return math.Abs(got-want) / math.Max(math.Abs(want), math.SmallestNonzeroFloat64)
 }
+
+// storedFrom reports whether got, a stored float32 widened to float64, is
+// the float32 nearest some x with |x − w| ≤ tol: the float64 value w
+// within tol, rounded to float32 once. NaN matches NaN and ±Inf the same
+// infinity (also a finite w beyond float32's range rounds to ±Inf).
+func storedFrom(got, w, tol float64) bool {
+	switch {
+	case math.IsNaN(w) || math.IsNaN(got):
+		return math.IsNaN(w) && math.IsNaN(got)
+	case math.IsInf(w, 0):
+		return got == w
+	}
+	return got == float64(float32(got)) && float64(float32(w-tol)) <= got && got <= float64(float32(w+tol))
+}

@@ -318,7 +318,7 @@ func (c *RFACollector) ConsumeRFA(rt *model.RFATile) error {
 		}
 		c.LogPTot[base+t], c.DecayedMass[base+t] = lp, mass
 		if gate {
-			c.Gate[base+t] = RFAGate(p, lp, c.ropts.Gate)
+			c.Gate[base+t] = float32(RFAGate(p, lp, c.ropts.Gate))
 		}
 	}
 	return nil

@@ -238,12 +238,12 @@ func rfaGoldenCase(t *testing.T, dir string) {
 						mass += dec[((b*T+i)*T+j)*H+h]
 					}
 					gotLP, wantLP = append(gotLP, rc.LogPTot[c]), append(wantLP, ptot[(b*T+i)*H+h])
-					gotNE, wantNE = append(gotNE, rc.NEff[c]), append(wantNE, 1/s2)
-					gotBOS, wantBOS = append(gotBOS, rc.BOSMass[c]), append(wantBOS, attn[((b*T+i)*T)*H+h])
+					gotNE, wantNE = append(gotNE, float64(rc.NEff[c])), append(wantNE, 1/s2)
+					gotBOS, wantBOS = append(gotBOS, float64(rc.BOSMass[c])), append(wantBOS, attn[((b*T+i)*T)*H+h])
 					gotM, wantM = append(gotM, rc.DecayedMass[c]), append(wantM, mass)
 					if gate != nil {
-						gotG, wantG = append(gotG, rc.Gate[c]), append(wantG, gate[(b*T+i)*H+h])
-					} else if !math.IsNaN(rc.Gate[c]) {
+						gotG, wantG = append(gotG, float64(rc.Gate[c])), append(wantG, gate[(b*T+i)*H+h])
+					} else if !math.IsNaN(float64(rc.Gate[c])) {
 						t.Fatalf("layer %d: gate stored for a model without the gate", l)
 					}
 				}

@@ -78,7 +78,7 @@ func TestRTRecorderAndCollector(t *testing.T) {
 			for h := 0; h < cfg.Heads; h++ {
 				for tq := 0; tq < T; tq++ {
 					i := rec.Index(b, l, h, tq)
-					if c := rec.Concentration[i]; c > 1+1e-6 || math.Abs(c-col.ENorm[col.Index(b, l, h, tq)]) > 1e-5 {
+					if c := rec.Concentration[i]; c > 1+1e-6 || math.Abs(c-float64(col.ENorm[col.Index(b, l, h, tq)])) > 1e-5 {
 						t.Fatalf("cell (%d,%d,%d,%d): ‖ū‖ %v, Collector ‖e‖ %v", b, l, h, tq, c, col.ENorm[col.Index(b, l, h, tq)])
 					}
 					zz := z[((b*T+tq)*cfg.Heads+h)*cfg.DHead:][:cfg.DHead]
@@ -97,7 +97,7 @@ func TestRTRecorderAndCollector(t *testing.T) {
 			}
 		}
 	}
-	if n := col.NEff[col.Index(0, 1, 2, T-1)]; !(n >= 1 && n <= float64(T)) {
+	if n := col.NEff[col.Index(0, 1, 2, T-1)]; !(n >= 1 && n <= float32(T)) {
 		t.Fatalf("n_eff %v", n)
 	}
 }

@@ -121,12 +121,13 @@ func compare(t *testing.T, label string, ref, col *probes.Collector) {
 		got, _ := col.Metric(name)
 		worst, at := 0.0, 0
 		for i := range want {
-			if math.IsNaN(want[i]) && math.IsNaN(got[i]) {
+			w, g := float64(want[i]), float64(got[i])
+			if math.IsNaN(w) && math.IsNaN(g) {
 				continue
 			}
 			// relative, with an absolute floor of 1e-12 for dispersions
 			// that are 0 up to rounding (query 0)
-			if e := math.Abs(got[i]-want[i]) / (math.Abs(want[i]) + 1e-12); e > worst || math.IsNaN(e) {
+			if e := math.Abs(g-w) / (math.Abs(w) + 1e-12); e > worst || math.IsNaN(e) {
 				worst, at = e, i
 			}
 		}

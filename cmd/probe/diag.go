@@ -120,14 +120,15 @@ func cmdDiag(args []string, w io.Writer) error {
 						buf = strconv.AppendInt(buf, int64(h), 10)
 						buf = append(buf, ',')
 						buf = strconv.AppendInt(buf, int64(t), 10)
-						for _, x := range []float64{col.NEff[i], col.NEffEntropy[i], col.SMean[i], col.LambdaObs[i],
+						// the shortest decimal that reads back as the stored float32
+						for _, x := range []float32{col.NEff[i], col.NEffEntropy[i], col.SMean[i], col.LambdaObs[i],
 							col.K[i], col.KDimMean[i], col.BOSMass[i]} {
 							buf = append(buf, ',')
-							buf = strconv.AppendFloat(buf, x, 'g', -1, 64)
+							buf = strconv.AppendFloat(buf, float64(x), 'g', -1, 32)
 						}
 						buf = append(buf, ',')
 						if gated {
-							buf = strconv.AppendFloat(buf, col.Gate[i], 'g', -1, 64)
+							buf = strconv.AppendFloat(buf, float64(col.Gate[i]), 'g', -1, 32)
 						}
 						if toks != nil {
 							buf = append(buf, ',')
