@@ -108,7 +108,7 @@ func NewAFACollector(b, seqLen int, cfg *model.Config, params []model.AFAHeadPar
 		return nil, err
 	}
 	n := b * cfg.Layers * cfg.Heads * seqLen
-	return &AFACollector{Collector: c, SelfWeight: nanSlice(n), DecayedMass: nanSlice(n), Gain: nanSlice(n),
+	return &AFACollector{Collector: c, SelfWeight: nanSlice[float64](n), DecayedMass: nanSlice[float64](n), Gain: nanSlice[float64](n),
 		params: params, decay: map[int][]float64{}}, nil
 }
 

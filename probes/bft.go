@@ -100,9 +100,9 @@ func NewBFTRecorder(b, nLayers, nHeads, seqLen, dHead int) (*BFTRecorder, error)
 	}
 	n := b * nLayers * nHeads * seqLen
 	return &BFTRecorder{B: b, L: nLayers, H: nHeads, T: seqLen, DHead: dHead,
-		Lambda: nanSlice(n), LambdaObs: nanSlice(n), K: nanSlice(n), LambdaPost: nanSlice(n),
-		Jacobian: nanSlice(n), LambdaPred: nanSlice(n), Ratchet: nanSlice(n),
-		Tau: nanSlice(b * seqLen), Q: nanSlice(nLayers * nHeads)}, nil
+		Lambda: nanSlice[float64](n), LambdaObs: nanSlice[float64](n), K: nanSlice[float64](n), LambdaPost: nanSlice[float64](n),
+		Jacobian: nanSlice[float64](n), LambdaPred: nanSlice[float64](n), Ratchet: nanSlice[float64](n),
+		Tau: nanSlice[float64](b * seqLen), Q: nanSlice[float64](nLayers * nHeads)}, nil
 }
 
 // Index returns the flat index of cell (b, l, h, t).

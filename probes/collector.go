@@ -184,11 +184,11 @@ func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) 
 	}
 	n := b * nLayers * nHeads * seqLen
 	for _, m := range c.cellMetrics() {
-		*m.x = nanSlice32(n)
+		*m.x = nanSlice[float32](n)
 	}
 	if opts.KeepPerDim {
-		c.S = nanSlice32(n * dHead)
-		c.LambdaObsDim = nanSlice32(n * dHead)
+		c.S = nanSlice[float32](n * dHead)
+		c.LambdaObsDim = nanSlice[float32](n * dHead)
 	}
 	c.pool.New = func() any {
 		buf := make([]float64, 4*dHead)
@@ -198,18 +198,10 @@ func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) 
 	return c, nil
 }
 
-func nanSlice(n int) []float64 {
-	x := make([]float64, n)
-	nan := math.NaN()
-	for i := range x {
-		x[i] = nan
-	}
-	return x
-}
-
-func nanSlice32(n int) []float32 {
-	x := make([]float32, n)
-	nan := float32(math.NaN())
+// nanSlice returns n NaNs (cells no row has reached).
+func nanSlice[E float32 | float64](n int) []E {
+	x := make([]E, n)
+	nan := E(math.NaN())
 	for i := range x {
 		x[i] = nan
 	}

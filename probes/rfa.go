@@ -278,7 +278,7 @@ func NewRFACollector(b, nLayers, nHeads, seqLen, d int, opts RFACollectorOptions
 		return nil, err
 	}
 	n := b * nLayers * nHeads * seqLen
-	rc := &RFACollector{Collector: c, LogPTot: nanSlice(n), DecayedMass: nanSlice(n), ropts: opts}
+	rc := &RFACollector{Collector: c, LogPTot: nanSlice[float64](n), DecayedMass: nanSlice[float64](n), ropts: opts}
 	rc.rfaPool.New = func() any { return &rfaScratch{} }
 	return rc, nil
 }

@@ -98,8 +98,8 @@ func NewRTRecorder(b, nLayers, nHeads, seqLen, dHead int) (*RTRecorder, error) {
 	}
 	n := b * nLayers * nHeads * seqLen
 	return &RTRecorder{B: b, L: nLayers, H: nHeads, T: seqLen, DHead: dHead,
-		Magnitude: nanSlice(n), LogPrecision: nanSlice(n), Concentration: nanSlice(n),
-		SelfAgreement: nanSlice(n), TangentNorm: nanSlice(n), StepSize: nanSlice(n)}, nil
+		Magnitude: nanSlice[float64](n), LogPrecision: nanSlice[float64](n), Concentration: nanSlice[float64](n),
+		SelfAgreement: nanSlice[float64](n), TangentNorm: nanSlice[float64](n), StepSize: nanSlice[float64](n)}, nil
 }
 
 // Index returns the flat index of cell (b, l, h, t).
