@@ -55,8 +55,9 @@ func HasAMX() bool {
 // requestTileData asks Linux to let this process use AMX tile data
 // (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA; refused by kernels before 5.16
 // and where the hypervisor or a too-small sigaltstack forbids it) and
-// confirms it with ARCH_GET_XCOMP_PERM.
-func requestTileData() bool {
+// confirms it with ARCH_GET_XCOMP_PERM. (A variable so that a test can
+// play the refusal.)
+var requestTileData = func() bool {
 	if _, _, e := unix.RawSyscall(unix.SYS_ARCH_PRCTL, archReqXcompPerm, xfeatureXtiledata, 0); e != 0 {
 		return false
 	}

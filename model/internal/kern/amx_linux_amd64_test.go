@@ -3,8 +3,53 @@ package kern
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"testing"
 )
+
+// refuseAMX, set in the environment of TestAMXRefused's child process,
+// makes this test binary play a kernel that refuses the tile data
+// permission (before the first HasAMX, which asks once per process).
+const refuseAMX = "PROBE_TEST_REFUSE_AMX"
+
+func init() {
+	if os.Getenv(refuseAMX) != "" {
+		requestTileData = func() bool { return false }
+	}
+}
+
+// TestAMXRefused: where Linux refuses AMX's tile data (kernels before
+// 5.16, hypervisors that hide it), HasAMX is false and GemmBF16 runs the
+// VDPBF16PS or Go kernel: bit for bit gemmBF16 on bfKernel, with nothing
+// else breaking. The refusal is played in a child process of this test
+// binary, since the permission is asked once per process.
+func TestAMXRefused(t *testing.T) {
+	if os.Getenv(refuseAMX) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestAMXRefused$", "-test.count=1")
+		cmd.Env = append(os.Environ(), refuseAMX+"=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("child with the permission refused: %v\n%s", err, out)
+		}
+		return
+	}
+	if HasAMX() {
+		t.Fatal("HasAMX is true though the tile data permission was refused")
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, sh := range [][3]int{{1, 1, 1}, {7, 33, 65}, {40, 70, 300}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		x, w := normal32(rng, m*k, 1), normal32(rng, n*k, 0.05)
+		got, want := make([]float32, m*n), make([]float32, m*n)
+		GemmBF16(m, n, k, x, k, denseF32{w, k, k}, got, n)
+		gemmBF16(m, n, k, x, k, denseF32{w, k, k}, want, n, bfKernel)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("m=%d n=%d k=%d: element %d = %v, the non-AMX kernel gives %v", m, n, k, i, got[i], want[i])
+			}
+		}
+	}
+}
 
 // TestPackXAMX: packXAMX (its AVX-512 rounding included) lays X out as its
 // comment says, each value rounded as RoundBF16 rounds it — on random bit
