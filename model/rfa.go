@@ -455,7 +455,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	for l := range m.Layers {
 		L := &m.Layers[l]
 		run(hooks.ResidPre, l, x, B, T, D)
-		layerNorm(h, x, D, L.Norm1W, L.Norm1B, c.NormEps)
+		LayerNorm(h, x, D, L.Norm1W, L.Norm1B, c.NormEps)
 		run(hooks.LN1Normalized, l, h, B, T, D)
 
 		// Input projections R → C (App. D.1): Q, K, V [B·T, H, d, (re, im)].
@@ -521,7 +521,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 		run(hooks.ResidMid, l, x, B, T, D)
 
 		// Feed-forward: ffn.2(ReLU(ffn.0(norm2(x)))), residual.
-		layerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
+		LayerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
 		run(hooks.LN2Normalized, l, h, B, T, D)
 		mlpBlock(out, h, &mlp, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, hs, run, l) // Act "relu"
 		addTo(x, out)
@@ -535,7 +535,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	}
 
 	// Final norm, output projection, tied head with bias.
-	layerNorm(h, x, D, m.FinalW, m.FinalB, c.NormEps)
+	LayerNorm(h, x, D, m.FinalW, m.FinalB, c.NormEps)
 	run(hooks.LNFinalNormalized, -1, h, B, T, D)
 	if opt.Logits || opt.LogitRows != nil || hs.Has(hooks.Logits) {
 		linear(out, h, n, D, f32Weight(w.OutW, D), D, w.OutB)
