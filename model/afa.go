@@ -236,6 +236,29 @@ func (m *Model) AFAParams() ([]AFAHeadParams, error) {
 	return ps, nil
 }
 
+// afaHeadTable is AFA's readout (`probe params`): per head the learned
+// dynamics and noise of Algorithm 1 (paper 001 §4.1) as the pass uses
+// them (AFAHeadParams): the decay a = α² of K_α[τ] = e^{−α²Δtτ}, the band
+// of the frequencies |ω| of K_ω[τ] = e^{iωΔtτ}, the process and
+// measurement noise σ², η² of the covariance kernel
+// σ_V²(τ) = σ²κ[τ] + η²K_α²[τ], the softmax temperature τ_s of
+// A = softmax_j(τ_s L) and the band of the residual weights s = sigmoid(δ)
+// of Z̄ = (1 − s)Z_v + sZ̄_v over the head's channels.
+func afaHeadTable(m *Model) *HeadTable {
+	ps, _ := m.AFAParams()
+	t := &HeadTable{Title: "AFA filter parameters", Shape: fmt.Sprintf("d = %d complex channels per head, Δt = %g", m.DHead/2, m.AFA.Dt),
+		Notes: []string{"a = α² is the decay e^{−aΔtτ}; σ², η² are the process and measurement noise of σ_V²(τ) = σ²κ(τ) + η²e^{−2aΔtτ}; s = sigmoid(δ) weighs the filtered estimate against Z_v, per channel."},
+		Columns: []HeadColumn{{"layer", "layer"}, {"head", "head"}, {"a", "a"}, {"omega_min", "ω min"}, {"omega_max", "ω max"},
+			{"sigma2", "σ²"}, {"eta2", "η²"}, {"tau", "τ_s"}, {"s_min", "s min"}, {"s_max", "s max"}}}
+	for i := range ps {
+		p := &ps[i]
+		olo, ohi := absRange(p.Omega)
+		slo, shi := absRange(p.S)
+		t.Rows = append(t.Rows, []any{p.Layer, p.Head, p.A, olo, ohi, p.Sigma2, p.Eta2, p.TauS, slo, shi})
+	}
+	return t
+}
+
 func (m *Model) afaHead(l, h int) AFAHeadParams {
 	P, ac, d := &m.afa().Layers[l], m.AFA, m.DHead/2
 	sq := func(x float32) float64 { return float64(x) * float64(x) }

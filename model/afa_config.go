@@ -170,11 +170,12 @@ const filterRotations = "rotations e^{iωt} with learned decay inside the filter
 // afaFamily is Adaptive Filter Attention (isotropic Algorithm 1).
 var afaFamily = &family{
 	arch: ArchAFA, modelTypes: afaModelType,
-	detect:    func(cf *configFile) bool { return isAFAConfig(cf.raw) },
-	parse:     func(c *Config, cf *configFile) error { return c.fromAFA(cf.data, cf.raw) },
-	load:      loadAFA,
-	positions: filterRotations,
-	hfConfig:  (*Config).afaHFConfig,
+	detect:     func(cf *configFile) bool { return isAFAConfig(cf.raw) },
+	parse:      func(c *Config, cf *configFile) error { return c.fromAFA(cf.data, cf.raw) },
+	load:       loadAFA,
+	headParams: afaHeadTable,
+	positions:  filterRotations,
+	hfConfig:   (*Config).afaHFConfig,
 	// head_dim 2·d_model/heads (a multiple of 4), SwiGLU width 2·d_model,
 	// complex biases on, RMSNorm ε 1e-6, tied head, default AFA options.
 	small: func(s Size) (map[string]any, error) {

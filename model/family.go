@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -57,6 +58,63 @@ type family struct {
 	// complexValues says that the attention streams complex values:
 	// hooks.AttnTile.DHead is 2·DHead reals per head (Config.ValueDim).
 	complexValues bool
+	// headParams, for a family with learned per-head filter parameters,
+	// reads them out as a table (Model.HeadParams, `probe params`).
+	headParams func(m *Model) *HeadTable
+}
+
+// A HeadTable is a family's learned per-head filter parameters
+// (Model.HeadParams): named columns and one row per (layer, head), layer
+// major.
+type HeadTable struct {
+	// Title says what the rows are ("RFA filter parameters"), Shape what
+	// the heads are ("d = 16 complex dims per head").
+	Title, Shape string
+	// Notes explain the columns, a line each.
+	Notes   []string
+	Columns []HeadColumn
+	// Rows hold a value per column: an int, a float64 (NaN where the head
+	// has none), a string or a bool.
+	Rows [][]any
+}
+
+// A HeadColumn names a column of a HeadTable: Name is its key in JSON and
+// Label its header in text; an empty one leaves the column out of that
+// form (a value only a program needs, or one the text shows only where
+// it applies).
+type HeadColumn struct{ Name, Label string }
+
+// absRange returns the smallest and largest |x| of xs (0, 0 for none): the
+// band of a per-channel parameter over a head's channels.
+func absRange(xs []float64) (lo, hi float64) {
+	for i, x := range xs {
+		x = math.Abs(x)
+		if i == 0 || x < lo {
+			lo = x
+		}
+		hi = max(hi, x)
+	}
+	return lo, hi
+}
+
+// HeadParams returns the model's learned per-head filter parameters, or
+// an error naming the families that have them.
+func (m *Model) HeadParams() (*HeadTable, error) {
+	f, err := familyOf(m.Arch)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if f.headParams == nil {
+		var have []string
+		for _, f := range families {
+			if f.headParams != nil {
+				have = append(have, string(f.arch))
+			}
+		}
+		return nil, fmt.Errorf("model: %s is a %s checkpoint, which has no learned per-head filter parameters to read out (families that have them: %s)",
+			m.Dir, m.Arch, strings.Join(have, ", "))
+	}
+	return f.headParams(m), nil
 }
 
 // families lists every supported architecture in detection order: the

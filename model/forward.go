@@ -509,7 +509,7 @@ func headFault(z []float32, l, T, H, width int) error {
 // (GPT-2), RMSNorm otherwise.
 func (m *Model) norm(dst, x []float32, w, b []float32) {
 	if b != nil {
-		layerNorm(dst, x, m.DModel, w, b, m.NormEps)
+		LayerNorm(dst, x, m.DModel, w, b, m.NormEps)
 	} else {
 		rmsNorm(dst, x, m.DModel, w, m.NormEps)
 	}

@@ -57,9 +57,10 @@ func parallelRows(rows, width int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
-// layerNorm computes dst = (x − mean) / sqrt(var + eps) ⊙ w + b over rows of
+// LayerNorm computes dst = (x − mean) / sqrt(var + eps) ⊙ w + b over rows of
 // width d (biased variance, as torch.nn.LayerNorm), accumulating in float64.
-func layerNorm(dst, x []float32, d int, w, b []float32, eps float64) {
+// Exported for passes outside the registry (package afatoy's baseline).
+func LayerNorm(dst, x []float32, d int, w, b []float32, eps float64) {
 	for r := 0; r+d <= len(x); r += d {
 		row, out := x[r:r+d], dst[r:r+d]
 		var mean float64

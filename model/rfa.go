@@ -283,6 +283,69 @@ func (p *RFAHeadParams) GateFrom(logPTot float64) float64 {
 	return 1 / (1 + math.Exp(-x))
 }
 
+// brownian reports whether the head uses the μ → 0 kernel.
+func (p *RFAHeadParams) brownian() bool { return math.Abs(p.Mu) < p.BrownianBelow }
+
+// Regimes of an RFA head (App. B.4.1).
+const (
+	RegimeIntegrative = "integrative" // α > 0: precision rises with lag (opening gate)
+	RegimeDiffusive   = "diffusive"   // α < 0: precision falls with lag (closing gate)
+	RegimeBoundary    = "boundary"    // α = 0: flat precision
+	// RegimeBrownian is a μ = 0 head: σ̃² is undefined, V grows linearly
+	// with lag and the precision only falls (a closing gate without a
+	// floor); Figs. 8 and 10 omit these heads.
+	RegimeBrownian = "brownian"
+)
+
+// RFARegimeInfo is a head's place in the integrative/diffusive picture.
+type RFARegimeInfo struct {
+	SteadyState float64 // σ̃² = σ²/(2μ) (λ_C = 1), NaN for a μ = 0 head
+	Alpha       float64 // α = η² − σ̃², NaN for a μ = 0 head
+	Beta        float64 // β = γ² + σ̃² (V(∞) = β + CovEps), NaN for a μ = 0 head
+	Regime      string  // RegimeIntegrative, RegimeDiffusive, RegimeBoundary or RegimeBrownian
+}
+
+// Regime returns σ̃² = σ²/(2μ), α = η² − σ̃², β = γ² + σ̃² (RFA paper
+// Eq. 9, App. B.4.1) and the regime. σ̃² is the steady-state variance the
+// forward pass uses, not the authors' separate sigma_tilde_sq_v report
+// (SigmaTilde2), which their default kernel ignores.
+func (p *RFAHeadParams) Regime() RFARegimeInfo {
+	if p.brownian() {
+		nan := math.NaN()
+		return RFARegimeInfo{SteadyState: nan, Alpha: nan, Beta: nan, Regime: RegimeBrownian}
+	}
+	ss := p.Sigma2 / (2 * p.Mu)
+	r := RFARegimeInfo{SteadyState: ss, Alpha: p.Eta2 - ss, Beta: p.Gamma2 + ss}
+	switch {
+	case r.Alpha > 0:
+		r.Regime = RegimeIntegrative
+	case r.Alpha < 0:
+		r.Regime = RegimeDiffusive
+	default:
+		r.Regime = RegimeBoundary
+	}
+	return r
+}
+
+// ALiBiSlope returns the ALiBi-equivalent slope of a μ = 0 head (RFA
+// paper §3.3, App. B.4.2): for unit-norm q and k near orthogonality the
+// logit's lag-dependent part is B(τ) = −log V(τ) − (2κ/ν)/V(τ), and with
+// V(τ) = σ²τ + V₀ its slope at τ = 0 is −m with
+// m = σ²/V₀ − (2κ/ν)·σ²/V₀².
+//
+// paper uses V₀ = η² + γ² (the paper's kernel) and no temperature. logit is
+// the slope the softmax actually sees: τ_s·m with the pass's V₀ = V(0) =
+// σ²Δt₊ + η² + γ² + CovEps. Both are NaN for a head with μ ≠ 0.
+func (p *RFAHeadParams) ALiBiSlope() (paper, logit float64) {
+	if !p.brownian() {
+		return math.NaN(), math.NaN()
+	}
+	c := 2 * p.Kappa() / p.Nu
+	slope := func(v0 float64) float64 { return p.Sigma2/v0 - c*p.Sigma2/(v0*v0) }
+	v0, _ := p.Kernel(0)
+	return slope(p.Eta2 + p.Gamma2), p.Tau * slope(v0)
+}
+
 // softplus is torch.nn.functional.softplus (β = 1, threshold 20).
 func softplus(x float32) float64 {
 	v := float64(x)
@@ -308,6 +371,42 @@ func (m *Model) RFAParams() ([]RFAHeadParams, error) {
 		}
 	}
 	return ps, nil
+}
+
+// rfaHeadTable is RFA's readout (`probe params`): per head the parameters
+// of RFAHeadParams — μ, the band of |ω|, σ², η² and γ² of the kernel V
+// (paper Eq. 9), τ_s, ν/d and κ (Eq. 11), Δt₊ (App. C.6) — the regime's
+// σ̃² = σ²/2μ, α and β (App. B.4.1, Regime), the ALiBi slopes of a μ = 0
+// head (App. B.4.2, ALiBiSlope) and the App. C.4 gate's p_scale and
+// log p_prior, which the text shows only where the gate is applied.
+func rfaHeadTable(m *Model) *HeadTable {
+	ps, _ := m.RFAParams()
+	shape := fmt.Sprintf("d = %d complex dims per head", m.DHead)
+	if m.RFA.Ablation != "" {
+		shape += ", " + m.RFA.Ablation
+	}
+	t := &HeadTable{Title: "RFA filter parameters", Shape: shape,
+		Notes: []string{"σ̃² = σ²/2μ is the steady-state variance the pass uses; α = η² − σ̃², β = γ² + σ̃²; sigma_tilde2 is the authors' separate, unused sigma_tilde_sq_v."},
+		Columns: []HeadColumn{{"layer", "layer"}, {"head", "head"}, {"mu", "μ"}, {"omega_min", "ω min"}, {"omega_max", "ω max"},
+			{"sigma2", "σ²"}, {"sigma_tilde2", ""}, {"sigma2_over_2mu", "σ²/2μ"}, {"", "sigma_tilde2"}, {"eta2", "η²"}, {"gamma2", "γ²"},
+			{"tau", "τ_s"}, {"nu_over_d", "ν/d"}, {"nu", ""}, {"kappa", ""}, {"t_shift", "Δt₊"}, {"alpha", "α"}, {"beta", "β"},
+			{"regime", "regime"}, {"alibi_slope", "ALiBi slope"}, {"alibi_slope_logit", ""},
+			{"gate", ""}, {"p_scale", ""}, {"log_p_prior", ""}, {"", "gate p_scale"}, {"", "log p_prior"}}}
+	for i := range ps {
+		p := &ps[i]
+		r := p.Regime()
+		paper, logit := p.ALiBiSlope()
+		lo, hi := absRange(p.Omega)
+		pScale := math.Exp(p.PScaleLog)
+		gateScale, gatePrior := math.NaN(), math.NaN()
+		if p.Gate {
+			gateScale, gatePrior = pScale, p.PPriorLog
+		}
+		t.Rows = append(t.Rows, []any{p.Layer, p.Head, p.Mu, lo, hi, p.Sigma2, p.SigmaTilde2, r.SteadyState, p.SigmaTilde2,
+			p.Eta2, p.Gamma2, p.Tau, p.NuOverD(), p.Nu, p.Kappa(), p.TShift, r.Alpha, r.Beta, r.Regime, paper, logit,
+			p.Gate, pScale, p.PPriorLog, gateScale, gatePrior})
+	}
+	return t
 }
 
 func (m *Model) rfaHead(l, h int) RFAHeadParams {
@@ -455,7 +554,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	for l := range m.Layers {
 		L := &m.Layers[l]
 		run(hooks.ResidPre, l, x, B, T, D)
-		layerNorm(h, x, D, L.Norm1W, L.Norm1B, c.NormEps)
+		LayerNorm(h, x, D, L.Norm1W, L.Norm1B, c.NormEps)
 		run(hooks.LN1Normalized, l, h, B, T, D)
 
 		// Input projections R → C (App. D.1): Q, K, V [B·T, H, d, (re, im)].
@@ -521,7 +620,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 		run(hooks.ResidMid, l, x, B, T, D)
 
 		// Feed-forward: ffn.2(ReLU(ffn.0(norm2(x)))), residual.
-		layerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
+		LayerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
 		run(hooks.LN2Normalized, l, h, B, T, D)
 		mlpBlock(out, h, &mlp, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, hs, run, l) // Act "relu"
 		addTo(x, out)
@@ -535,7 +634,7 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 	}
 
 	// Final norm, output projection, tied head with bias.
-	layerNorm(h, x, D, m.FinalW, m.FinalB, c.NormEps)
+	LayerNorm(h, x, D, m.FinalW, m.FinalB, c.NormEps)
 	run(hooks.LNFinalNormalized, -1, h, B, T, D)
 	if opt.Logits || opt.LogitRows != nil || hs.Has(hooks.Logits) {
 		linear(out, h, n, D, f32Weight(w.OutW, D), D, w.OutB)

@@ -359,4 +359,5 @@ var rfaFamily = &family{
 	load:          loadRFA,
 	complexValues: true,
 	positions:     "RFA rotations e^{iωt} with decay e^{−μ·lag} (probe params lists them per head)",
+	headParams:    rfaHeadTable,
 }

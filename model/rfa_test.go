@@ -677,3 +677,35 @@ func BenchmarkRFAForward(b *testing.B) {
 		}
 	}
 }
+
+// rfaTestHead returns head parameters with the authors' constants.
+func rfaTestHead(mu, sigma2, eta2, gamma2, tshift float64) RFAHeadParams {
+	return RFAHeadParams{D: 8, Mu: mu, Sigma2: sigma2, Eta2: eta2, Gamma2: gamma2, TShift: tshift,
+		Nu: 8*3.1 + 2, Tau: 1.3, NuGate: 8 * (3.1 + 2), PScaleLog: -0.4, PPriorLog: 0.3, Gate: true,
+		Epsilon: 1e-5, CovEps: 0.01, BrownianBelow: 1e-5, MinExponent: -10, MaxExponent: 0}
+}
+
+// TestRFAALiBiSlope: the slope is the derivative of the logit's lag prior
+// −τ_s(log V + (2κ/ν)/V) at lag 0 (by finite difference), and the paper
+// form is the logit form without τ_s, Δt₊ and cov_eps.
+func TestRFAALiBiSlope(t *testing.T) {
+	p := rfaTestHead(0, 0.03, 0.6, 0.25, 0.4)
+	paper, logit := p.ALiBiSlope()
+	f := func(lag float64) float64 {
+		V, _ := p.Kernel(lag)
+		return p.Tau * (-math.Log(V) - 2*p.Kappa()/p.Nu/V)
+	}
+	const h = 1e-5
+	if fd := -(f(h) - f(0)) / h; math.Abs(fd-logit) > 1e-6 {
+		t.Errorf("logit slope %v, finite difference %v", logit, fd)
+	}
+	q := p
+	q.TShift, q.CovEps = 0, 0
+	if _, l2 := q.ALiBiSlope(); math.Abs(l2/q.Tau-paper) > 1e-15 {
+		t.Errorf("paper slope %v, logit form without τ_s, Δt₊, c: %v", paper, l2/q.Tau)
+	}
+	ou := rfaTestHead(0.01, 0.03, 0.6, 0.25, 0)
+	if a, b := ou.ALiBiSlope(); !math.IsNaN(a) || !math.IsNaN(b) {
+		t.Errorf("μ ≠ 0 head has an ALiBi slope: %v %v", a, b)
+	}
+}

@@ -172,6 +172,31 @@ func (m *Model) RTParams() ([]RTHeadParams, error) {
 	return ps, nil
 }
 
+// rtHeadTable is RT's readout (`probe params`): per head the learned
+// parameters of Algorithm 1 (RT-RFA, paper 004) after their softplus
+// (RTHeadParams): the decay μ of E = e^{−μ|t_i−t_j|} and the band of the
+// frequencies |ω| (step 2), σ̃² (σ² with rt.kernel "prop1"), η² and γ² of
+// the key variance Σ_Δt and the angular noise floor τ_θ² of the precision
+// P_Δt (step 3, Eq. 10), the robustness ν (step 4, Eq. 11) and the softmax
+// inverse temperature β_s (step 4, Eq. 14).
+func rtHeadTable(m *Model) *HeadTable {
+	ps, _ := m.RTParams()
+	sigma := HeadColumn{"sigma_tilde2", "σ̃²"}
+	if m.RT.Kernel == "prop1" {
+		sigma = HeadColumn{"sigma2", "σ²"}
+	}
+	t := &HeadTable{Title: "RT filter parameters", Shape: fmt.Sprintf("C = %d complex channels per head, kernel %s", m.DHead/2, m.RT.Kernel),
+		Notes: []string{"Σ_Δt = σ̃²(1 − E²) + η²E² + γ² (prop1: σ²φ(μ, Δt) + η²E² + γ²); τ_θ² floors the angular variance of the precision P_Δt; ν sets the robustness, β_s the inverse temperature."},
+		Columns: []HeadColumn{{"layer", "layer"}, {"head", "head"}, {"mu", "μ"}, {"omega_min", "ω min"}, {"omega_max", "ω max"},
+			sigma, {"eta2", "η²"}, {"gamma2", "γ²"}, {"tau_theta2", "τ_θ²"}, {"nu", "ν"}, {"beta_s", "β_s"}}}
+	for i := range ps {
+		p := &ps[i]
+		lo, hi := absRange(p.Omega)
+		t.Rows = append(t.Rows, []any{p.Layer, p.Head, p.Mu, lo, hi, p.Sigma2, p.Eta2, p.Gamma2, p.TauTheta2, p.Nu, p.Beta})
+	}
+	return t
+}
+
 func (m *Model) rtHead(l, h int) RTHeadParams {
 	P, rc, C := &m.rt().Layers[l], m.RT, m.DHead/2
 	p := RTHeadParams{Layer: l, Head: h, C: C,

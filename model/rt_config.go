@@ -243,11 +243,12 @@ func (c *Config) rtHFConfig() map[string]any {
 // rtFamily is the RT-Transformer (Algorithm 1).
 var rtFamily = &family{
 	arch: ArchRT, modelTypes: rtModelType,
-	detect:    func(cf *configFile) bool { return isRTConfig(cf.raw) },
-	parse:     func(c *Config, cf *configFile) error { return c.fromRT(cf.data, cf.raw) },
-	load:      loadRT,
-	positions: filterRotations,
-	hfConfig:  (*Config).rtHFConfig,
+	detect:     func(cf *configFile) bool { return isRTConfig(cf.raw) },
+	parse:      func(c *Config, cf *configFile) error { return c.fromRT(cf.data, cf.raw) },
+	load:       loadRT,
+	headParams: rtHeadTable,
+	positions:  filterRotations,
+	hfConfig:   (*Config).rtHFConfig,
 	// head_dim 2·d_model/heads (Algorithm 1's d → 2d), SwiGLU width
 	// 2·d_model, RMSNorm ε 1e-6, tied head, default RT options.
 	small: func(s Size) (map[string]any, error) {

@@ -228,6 +228,13 @@ func linear(dst []float32, x []float32, n, in int, w Weight, out int, b []float3
 	}
 }
 
+// Linear sets dst[n, out] = x[n, in]·wᵀ + b for float32 weights w [out, in]
+// (nn.Linear; b nil: no bias) with the matrix product of the model's
+// passes, for passes outside the registry (package afatoy's baseline).
+func Linear(dst, x []float32, n, in int, w []float32, out int, b []float32) {
+	linear(dst, x, n, in, f32Weight(w, in), out, b)
+}
+
 // eachPart calls fn(lo, hi) for the parts [p·n/parts, (p+1)·n/parts) of
 // [0, n), each on its own goroutine when parts > 1.
 func eachPart(n, parts int, fn func(lo, hi int)) {

@@ -14,8 +14,8 @@ package probes
 //	          = σ²s + η² + γ² + c                                   for μ → 0 (App. B.4.2)
 //	P_Δt(τ)   = 1/V(τ)            "λobs" prior: the precision of an observation τ old, before its content is seen
 //	B_Δt(τ)   = −log V(τ)         additive bias of the logit (Alg. 1)
-//	α = η² − σ̃²,  β = γ² + σ̃²    regime parameters (App. B.4.1): α > 0 integrative, α < 0 diffusive
-//	m         = σ²/V₀ − (2κ/ν)σ²/V₀²   ALiBi-equivalent slope of a μ = 0 head (App. B.4.2 / notes A.11)
+//	α = η² − σ̃²,  β = γ² + σ̃²    regime parameters (App. B.4.1): α > 0 integrative, α < 0 diffusive (RFAHeadParams.Regime)
+//	m         = σ²/V₀ − (2κ/ν)σ²/V₀²   ALiBi-equivalent slope of a μ = 0 head (App. B.4.2 / notes A.11; RFAHeadParams.ALiBiSlope)
 //
 // and per query row t of one head, from the streamed Â and ‖R_tj‖² (Eq. 10):
 //
@@ -37,9 +37,6 @@ import (
 	"github.com/filterlens/probe/model"
 )
 
-// rfaBrownian reports whether the head uses the μ → 0 kernel.
-func rfaBrownian(p *model.RFAHeadParams) bool { return math.Abs(p.Mu) < p.BrownianBelow }
-
 // RFAPrecisionPrior returns P_Δt(τ) = 1/V_Δt(τ) (Alg. 1) with V of
 // RFAHeadParams.Kernel (Eq. 9), the lag-only observation precision of RFA
 // — the "λobs" of the filter before an observation's content is seen (the
@@ -54,66 +51,6 @@ func RFAPrecisionPrior(p *model.RFAHeadParams, lag float64) float64 {
 func RFAAdditiveBias(p *model.RFAHeadParams, lag float64) float64 {
 	V, _ := p.Kernel(lag)
 	return -math.Log(V)
-}
-
-// Regimes of an RFA head (App. B.4.1).
-const (
-	RegimeIntegrative = "integrative" // α > 0: precision rises with lag (opening gate)
-	RegimeDiffusive   = "diffusive"   // α < 0: precision falls with lag (closing gate)
-	RegimeBoundary    = "boundary"    // α = 0: flat precision
-	// RegimeBrownian is a μ = 0 head: σ̃² is undefined, V grows linearly
-	// with lag and the precision only falls (a closing gate without a
-	// floor); Figs. 8 and 10 omit these heads.
-	RegimeBrownian = "brownian"
-)
-
-// RFARegimeInfo is a head's place in the integrative/diffusive picture.
-type RFARegimeInfo struct {
-	SteadyState float64 // σ̃² = σ²/(2μ) (λ_C = 1), NaN for a μ = 0 head
-	Alpha       float64 // α = η² − σ̃², NaN for a μ = 0 head
-	Beta        float64 // β = γ² + σ̃² (V(∞) = β + CovEps), NaN for a μ = 0 head
-	Regime      string  // RegimeIntegrative, RegimeDiffusive, RegimeBoundary or RegimeBrownian
-}
-
-// RFARegime returns σ̃² = σ²/(2μ), α = η² − σ̃², β = γ² + σ̃² (RFA paper
-// Eq. 9, App. B.4.1) and the regime. σ̃² is the steady-state variance the
-// forward pass uses, not the authors' separate sigma_tilde_sq_v report
-// (RFAHeadParams.SigmaTilde2), which their default kernel ignores.
-func RFARegime(p *model.RFAHeadParams) RFARegimeInfo {
-	if rfaBrownian(p) {
-		nan := math.NaN()
-		return RFARegimeInfo{SteadyState: nan, Alpha: nan, Beta: nan, Regime: RegimeBrownian}
-	}
-	ss := p.Sigma2 / (2 * p.Mu)
-	r := RFARegimeInfo{SteadyState: ss, Alpha: p.Eta2 - ss, Beta: p.Gamma2 + ss}
-	switch {
-	case r.Alpha > 0:
-		r.Regime = RegimeIntegrative
-	case r.Alpha < 0:
-		r.Regime = RegimeDiffusive
-	default:
-		r.Regime = RegimeBoundary
-	}
-	return r
-}
-
-// RFAALiBiSlope returns the ALiBi-equivalent slope of a μ = 0 head (RFA
-// paper §3.3, App. B.4.2): for unit-norm q and k near orthogonality the
-// logit's lag-dependent part is B(τ) = −log V(τ) − (2κ/ν)/V(τ), and with
-// V(τ) = σ²τ + V₀ its slope at τ = 0 is −m with
-// m = σ²/V₀ − (2κ/ν)·σ²/V₀².
-//
-// paper uses V₀ = η² + γ² (the paper's kernel) and no temperature. logit is
-// the slope the softmax actually sees: τ_s·m with the pass's V₀ = V(0) =
-// σ²Δt₊ + η² + γ² + CovEps. Both are NaN for a head with μ ≠ 0.
-func RFAALiBiSlope(p *model.RFAHeadParams) (paper, logit float64) {
-	if !rfaBrownian(p) {
-		return math.NaN(), math.NaN()
-	}
-	c := 2 * p.Kappa() / p.Nu
-	slope := func(v0 float64) float64 { return p.Sigma2/v0 - c*p.Sigma2/(v0*v0) }
-	v0, _ := p.Kernel(0)
-	return slope(p.Eta2 + p.Gamma2), p.Tau * slope(v0)
 }
 
 // TotalPrecisionForm selects the energy in the total precision p̂_tot.

@@ -32,7 +32,7 @@ func TestRFAKernelClosedForms(t *testing.T) {
 	integ := rfaHead(0.05, 0.01, 1.3, 0.2, 0.7) // σ̃² = 0.1 < η²
 	diff := rfaHead(0.05, 0.5, 0.3, 0.2, 0.7)   // σ̃² = 5 > η²
 	for _, p := range []model.RFAHeadParams{integ, diff} {
-		r := RFARegime(&p)
+		r := p.Regime()
 		bt := r.Beta + p.CovEps // V(∞)
 		for _, lag := range []float64{0, 1, 3, 17, 60} {
 			s := lag + p.TShift
@@ -42,7 +42,7 @@ func TestRFAKernelClosedForms(t *testing.T) {
 			}
 			P := RFAPrecisionPrior(&p, lag)
 			var want float64
-			if r.Regime == RegimeIntegrative { // opening gate: (1/β)·sigmoid(2μs − ln(α/β))
+			if r.Regime == model.RegimeIntegrative { // opening gate: (1/β)·sigmoid(2μs − ln(α/β))
 				want = 1 / bt / (1 + math.Exp(-(2*p.Mu*s - math.Log(r.Alpha/bt))))
 			} else { // closing gate: 1/(β − α′e^{−2μs})
 				want = 1 / (bt - (-r.Alpha)*math.Exp(-2*p.Mu*s))
@@ -55,16 +55,16 @@ func TestRFAKernelClosedForms(t *testing.T) {
 			}
 		}
 	}
-	if r := RFARegime(&integ); r.Regime != RegimeIntegrative || math.Abs(r.Alpha-1.2) > 1e-12 || math.Abs(r.Beta-0.3) > 1e-12 {
+	if r := integ.Regime(); r.Regime != model.RegimeIntegrative || math.Abs(r.Alpha-1.2) > 1e-12 || math.Abs(r.Beta-0.3) > 1e-12 {
 		t.Errorf("integrative head: %+v", r)
 	}
-	if r := RFARegime(&diff); r.Regime != RegimeDiffusive {
+	if r := diff.Regime(); r.Regime != model.RegimeDiffusive {
 		t.Errorf("diffusive head: %+v", r)
 	}
 	// μ → 0: the OU kernel tends to the Brownian σ²s + η² + γ² + c.
 	br := rfaHead(0, 0.02, 0.8, 0.3, 0.5)
 	small := rfaHead(2e-5, 0.02, 0.8, 0.3, 0.5)
-	if r := RFARegime(&br); r.Regime != RegimeBrownian || !math.IsNaN(r.Alpha) {
+	if r := br.Regime(); r.Regime != model.RegimeBrownian || !math.IsNaN(r.Alpha) {
 		t.Errorf("μ = 0 head: %+v", r)
 	}
 	for _, lag := range []float64{0, 10, 40} {
@@ -80,31 +80,6 @@ func TestRFAKernelClosedForms(t *testing.T) {
 	fast := rfaHead(3, 0.1, 0.5, 0.2, 0)
 	if _, E := fast.Kernel(20); E != math.Exp(-10) {
 		t.Errorf("E(20) at μ = 3: %v, want e^-10", E)
-	}
-}
-
-// TestRFAALiBiSlope: the slope is the derivative of the logit's lag prior
-// −τ_s(log V + (2κ/ν)/V) at lag 0 (by finite difference), and the paper
-// form is the logit form without τ_s, Δt₊ and cov_eps.
-func TestRFAALiBiSlope(t *testing.T) {
-	p := rfaHead(0, 0.03, 0.6, 0.25, 0.4)
-	paper, logit := RFAALiBiSlope(&p)
-	f := func(lag float64) float64 {
-		V := rfaV(&p, lag)
-		return p.Tau * (-math.Log(V) - 2*p.Kappa()/p.Nu/V)
-	}
-	const h = 1e-5
-	if fd := -(f(h) - f(0)) / h; math.Abs(fd-logit) > 1e-6 {
-		t.Errorf("logit slope %v, finite difference %v", logit, fd)
-	}
-	q := p
-	q.TShift, q.CovEps = 0, 0
-	if _, l2 := RFAALiBiSlope(&q); math.Abs(l2/q.Tau-paper) > 1e-15 {
-		t.Errorf("paper slope %v, logit form without τ_s, Δt₊, c: %v", paper, l2/q.Tau)
-	}
-	ou := rfaHead(0.01, 0.03, 0.6, 0.25, 0)
-	if a, b := RFAALiBiSlope(&ou); !math.IsNaN(a) || !math.IsNaN(b) {
-		t.Errorf("μ ≠ 0 head has an ALiBi slope: %v %v", a, b)
 	}
 }
 

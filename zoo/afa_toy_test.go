@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/afatoy"
 	"github.com/filterlens/probe/checkpoint"
-	"github.com/filterlens/probe/model"
 )
 
 const afaToyRoot = "checkpoints/afa_toy"
@@ -37,7 +37,7 @@ func afaToyDirs(t *testing.T) [][2]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.LM || e.Arch != string(model.ArchAFAToy) || e.Script != "train/afa_toy.py" {
+	if e.LM || e.Arch != afatoy.ModelType || e.Script != "train/afa_toy.py" {
 		t.Fatalf("%s/zoo.json: %+v", afaToyRoot, e)
 	}
 	cfgs, err := filepath.Glob(filepath.Join(afaToyRoot, "*", "config.json"))
@@ -62,11 +62,11 @@ func afaToyDirs(t *testing.T) [][2]string {
 // same inputs and compares every output tensor: max|go − torch|/max|torch|.
 func compareAFAToy(t *testing.T, py, dir, data string, extra ...string) {
 	t.Helper()
-	m, err := model.LoadAFAToy(dir)
+	m, err := afatoy.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := model.ReadAFAToyData(data)
+	d, err := afatoy.ReadData(data)
 	if err != nil {
 		t.Fatal(err)
 	}

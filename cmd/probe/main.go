@@ -73,7 +73,7 @@ func init() {
 		{"ppl", "perplexity vs context length and gate variants (BFT Prediction 3)",
 			"ppl --model <dir|org/name>[,...] (--ids <file> | --text <file>) [--lengths 256,...,4096] [--samples N] [--gate learned,one,k,k-matched] --out <dir> [--force]",
 			"probe ppl --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/ppl", cmdPPL},
-		{"params", "RFA per-head filter parameters (μ, ω band, σ², η², γ², τ, ν/d, α, β, regime, ALiBi slope)",
+		{"params", "learned per-head filter parameters of the families that have them: RFA (μ, ω band, σ², η², γ², τ, ν/d, α, β, regime, ALiBi slope), AFA (a, ω band, σ², η², τ_s, s) and RT (μ, ω band, σ̃², η², γ², τ_θ², ν, β_s)",
 			"params <dir|org/name> [--json]",
 			"probe params zoo/checkpoints/rfa_m2_sc", cmdParams},
 		{"version", "module version, VCS revision and whether the tree was modified, from the build information",

@@ -118,13 +118,40 @@ func TestParamsErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"params", filepath.Join(goldenDir, "qwen3_gqa")}, "not Robust Filter Attention"},
+		{[]string{"params", filepath.Join(goldenDir, "qwen3_gqa")}, "qwen3 checkpoint, which has no learned per-head filter parameters to read out (families that have them: rfa, afa, rt_transformer)"},
 		{[]string{"params"}, "want one checkpoint (a folder or a hub model id org/name), as the argument or --model"},
 		{[]string{"params", t.TempDir()}, "config.json"},
 	} {
 		code, _, errs := probe(t, c.args...)
 		if code == 0 || !strings.Contains(errs, c.want) || strings.Contains(errs, "goroutine") {
 			t.Errorf("probe %v: exit %d, stderr %q; want an error containing %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+// TestParamsGenerated: probe params reads the per-head parameters of a
+// generated AFA and RT checkpoint, one row per (layer, head) in both forms.
+func TestParamsGenerated(t *testing.T) {
+	for _, arch := range []string{"afa", "rt_transformer"} {
+		dir := filepath.Join(t.TempDir(), arch)
+		if code, _, errs := probe(t, "generate", "--arch", arch, "--layers", "2", "--d-model", "32", "--heads", "4",
+			"--kv-heads", "4", "--vocab", "50", "--max-pos", "64", "--out", dir); code != 0 {
+			t.Fatalf("generate %s: %s", arch, errs)
+		}
+		code, out, errs := probe(t, "params", "--json", dir)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", arch, code, errs)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 8 || rows[7]["layer"] != 1.0 || rows[7]["head"] != 3.0 || rows[0]["omega_max"] == nil {
+			t.Errorf("%s: %d rows, last %v", arch, len(rows), rows[len(rows)-1])
+		}
+		code, out, errs = probe(t, "params", dir)
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 4+8 || !strings.Contains(lines[0], "filter parameters of "+dir) {
+			t.Errorf("%s text output: exit %d, %s\n%s", arch, code, errs, out)
 		}
 	}
 }

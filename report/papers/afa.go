@@ -4,7 +4,7 @@ package papers
 // toy-system checkpoints of zoo/train/afa_toy.py (zoo/checkpoints/afa_toy):
 // one isotropic AFA layer trained on each Fig. 1 noise setting, earlier
 // training stages of one of them, and the two-layer softmax baseline. Every
-// number is computed here by the Go passes (model.AFAToy) on the held-out
+// number is computed here by the Go passes (afatoy.Filter) on the held-out
 // trajectories stored beside each checkpoint.
 
 import (
@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/afatoy"
 	"github.com/filterlens/probe/report"
 )
 
@@ -59,20 +59,20 @@ var afaToySettings = []struct{ dir, label, caption string }{
 // afaToyRun is one checkpoint evaluated on its stored trajectories.
 type afaToyRun struct {
 	dir  string
-	m    *model.AFAToy
-	data *model.AFAToyData
+	m    *afatoy.Filter
+	data *afatoy.Data
 	x    []float32 // inputs [N, T, 2]
-	out  *model.AFAToyOutput
+	out  *afatoy.Output
 	T    int
 	step int // training steps behind the weights
 }
 
 func loadAFAToyRun(dir, dataPath string) (*afaToyRun, error) {
-	m, err := model.LoadAFAToy(dir)
+	m, err := afatoy.Load(dir)
 	if err != nil {
 		return nil, err
 	}
-	d, err := model.ReadAFAToyData(dataPath)
+	d, err := afatoy.ReadData(dataPath)
 	if err != nil {
 		return nil, err
 	}

@@ -131,9 +131,9 @@ var regimeRows = []struct {
 	regimes        []string
 	pTitle, bTitle string
 }{
-	{[]string{probes.RegimeDiffusive, probes.RegimeBrownian, probes.RegimeBoundary},
+	{[]string{model.RegimeDiffusive, model.RegimeBrownian, model.RegimeBoundary},
 		"Closing gates: diffusive, Brownian", "Forgetting priors: diffusive, Brownian"},
-	{[]string{probes.RegimeIntegrative}, "Opening gates: integrative", "Settling priors: integrative"},
+	{[]string{model.RegimeIntegrative}, "Opening gates: integrative", "Settling priors: integrative"},
 }
 
 const (
@@ -145,9 +145,9 @@ const (
 // headLegends returns the two legend texts of a head: μ, α/β and regime
 // (precision panel), σ², η², γ² (bias panel).
 func headLegends(p *model.RFAHeadParams) (string, string) {
-	r := probes.RFARegime(p)
+	r := p.Regime()
 	left := fmt.Sprintf("h%d: μ=%s, α/β=%s, %s", p.Head, g3(p.Mu), g3(r.Alpha/r.Beta), r.Regime)
-	if r.Regime == probes.RegimeBrownian {
+	if r.Regime == model.RegimeBrownian {
 		left = fmt.Sprintf("h%d: μ=0, Brownian (no α/β)", p.Head)
 	}
 	return left, fmt.Sprintf("h%d: σ²=%s, η²=%s, γ²=%s", p.Head, g3(p.Sigma2), g3(p.Eta2), g3(p.Gamma2))
@@ -177,7 +177,7 @@ func priorTable(ps []model.RFAHeadParams, maxLag float64) report.Table {
 	}
 	for i := range ps {
 		p := &ps[i]
-		r := probes.RFARegime(p)
+		r := p.Regime()
 		floor := -math.Log(r.Beta + p.CovEps)
 		tbl.Rows = append(tbl.Rows, []string{fmt.Sprint(p.Head), r.Regime, g3(p.Mu), g3(p.TShift), g3(p.Sigma2), g3(r.SteadyState),
 			g3(p.Eta2), g3(p.Gamma2), g3(r.Alpha), g3(r.Beta), g3(r.Alpha / r.Beta), g3(p.Tau), g3(p.NuOverD()),
@@ -200,7 +200,7 @@ func priorOptions(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir string
 		{Name: "kernel", Value: fmt.Sprintf("V(Δt) = σ²(1 − E²)/(2μ) + η²E² + γ² + c, E = exp(clamp(−μ(Δt + Δt₊), %g, %g)), c = %g; σ²(Δt + Δt₊) + η² + γ² + c when |μ| < %g",
 			p.MinExponent, p.MaxExponent, p.CovEps, p.BrownianBelow), Source: "RFA Eq. 9 as the authors' code evaluates it (model.RFAHeadParams.Kernel; notes 000 §F.5, §F.14)"},
 		{Name: "P, B", Value: "P_Δt = 1/V, B_Δt = −log V (the logit adds τ_s·B_Δt)", Source: "RFA Alg. 1 steps 5, 8"},
-		{Name: "α, β, regime", Value: "α = η² − σ²/2μ, β = γ² + σ²/2μ; α > 0 integrative, α < 0 diffusive, μ = 0 Brownian", Source: "RFA App. B.4.1 (probes.RFARegime; λ_C = 1)"},
+		{Name: "α, β, regime", Value: "α = η² − σ²/2μ, β = γ² + σ²/2μ; α > 0 integrative, α < 0 diffusive, μ = 0 Brownian", Source: "RFA App. B.4.1 (model.RFAHeadParams.Regime; λ_C = 1)"},
 		{Name: "lag axis", Value: fmt.Sprintf(axis, ax.Max), Source: "--max-lag (" + ax.Source + "), --lag-axis"},
 		{Name: "colours", Value: "one Okabe–Ito colour per head (then grey for head 7), the same in every checkpoint figure", Source: "choice (colour-blind safe)"},
 	}
@@ -226,13 +226,13 @@ func RFACheckpointFig3(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir s
 		var pser, bser []report.Series
 		for i := range ps {
 			p := &ps[i]
-			reg := probes.RFARegime(p).Regime
+			reg := p.Regime().Regime
 			if !slices.Contains(row.regimes, reg) {
 				continue
 			}
 			P, B := RFAPriorCurves(p, lags)
 			col, dash := headStyle(p.Head)
-			dash = dash || reg == probes.RegimeBrownian
+			dash = dash || reg == model.RegimeBrownian
 			ln, rn := headLegends(p)
 			pser = append(pser, report.Series{Name: ln, Kind: report.Line, X: lags, Y: P, Color: col, Dash: dash, Width: 2.4})
 			bser = append(bser, report.Series{Name: rn, Kind: report.Line, X: lags, Y: B, Color: col, Dash: dash, Width: 2.4})
@@ -290,10 +290,10 @@ func RFACheckpointFig4(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir s
 		p := &ps[i]
 		P, B := RFAPriorCurves(p, lags)
 		col, dash := headStyle(p.Head)
-		r := probes.RFARegime(p)
+		r := p.Regime()
 		ln := fmt.Sprintf("h%d: μ=%s, 1/2μ=%s tokens", p.Head, g3(p.Mu), g3(1/(2*p.Mu)))
 		rn := fmt.Sprintf("h%d: floor −log(β+c)=%s", p.Head, g3(-math.Log(r.Beta+p.CovEps)))
-		if r.Regime == probes.RegimeBrownian {
+		if r.Regime == model.RegimeBrownian {
 			ln = fmt.Sprintf("h%d: μ=0 (Brownian)", p.Head)
 			rn = fmt.Sprintf("h%d: no floor (Brownian)", p.Head)
 			dash = true

@@ -193,7 +193,7 @@ func (h *RFAParamHistory) matrix(q RFAQuantity) [][]float64 {
 
 // Curve returns quantity q of one head at every point, NaN where it is
 // undefined (σ̃², α, β of a μ = 0 head) or missing. The derived quantities
-// follow probes.RFARegime: σ̃² = σ²/(2μ), α = η² − σ̃², β = γ² + σ̃².
+// follow RFAHeadParams.Regime: σ̃² = σ²/(2μ), α = η² − σ̃², β = γ² + σ̃².
 func (h *RFAParamHistory) Curve(q RFAQuantity, head int) []float64 {
 	out := make([]float64, h.Len())
 	for i := range out {
@@ -211,7 +211,7 @@ func (h *RFAParamHistory) Curve(q RFAQuantity, head int) []float64 {
 	for i := range out {
 		p := model.RFAHeadParams{Mu: h.Mu[i][head], Sigma2: h.Sigma2[i][head], Eta2: h.Eta2[i][head],
 			Gamma2: h.Gamma2[i][head], BrownianBelow: h.BrownianBelow}
-		r := probes.RFARegime(&p)
+		r := p.Regime()
 		switch q {
 		case RFASteadyState:
 			out[i] = r.SteadyState

@@ -12,7 +12,6 @@ import (
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
-	"github.com/filterlens/probe/probes"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
 )
@@ -556,7 +555,7 @@ func TestRFACheckpointReport(t *testing.T) {
 		t.Errorf("opening-gate heads %v", h)
 	}
 	p2 := &ps[2]
-	reg := probes.RFARegime(p2)
+	reg := p2.Regime()
 	wantL := fmt.Sprintf("h2: μ=%s, α/β=%s, diffusive", g3(p2.Mu), g3(reg.Alpha/reg.Beta))
 	wantR := fmt.Sprintf("h2: σ²=%s, η²=%s, γ²=%s", g3(p2.Sigma2), g3(p2.Eta2), g3(p2.Gamma2))
 	if f3.Panels[0].Series[1].Name != wantL || f3.Panels[1].Series[1].Name != wantR {
@@ -568,7 +567,7 @@ func TestRFACheckpointReport(t *testing.T) {
 	for _, s := range f4.Panels[1].Series {
 		if s.Name == "" {
 			floors++
-			if want := -math.Log(probes.RFARegime(&ps[2]).Beta + ps[2].CovEps); s.Color == f3.Panels[0].Series[1].Color && !approx(s.Y[0], want, 1e-12) {
+			if want := -math.Log(ps[2].Regime().Beta + ps[2].CovEps); s.Color == f3.Panels[0].Series[1].Color && !approx(s.Y[0], want, 1e-12) {
 				t.Errorf("head 2 floor %g, want %g", s.Y[0], want)
 			}
 		}

@@ -1,4 +1,4 @@
-package model
+package afatoy
 
 import (
 	"encoding/json"
@@ -233,7 +233,7 @@ func TestAFAToyMatchesPerPairOracle(t *testing.T) {
 		{"dt": 0.3, "epsilon": 1e-3, "kernel_form": "paper", "normalize_qk": true},
 	} {
 		m := writeToyAFA(t, opt, int64(7+i))
-		toy, err := LoadAFAToy(m.dir)
+		toy, err := Load(m.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +290,7 @@ func TestAFAToyConfigErrors(t *testing.T) {
 		{`{` + base + `, "layer": "softmax", "softmax": {"num_layers": 2, "num_heads": 1, "ffn_dim": 4, "positional": "alibi"}}`, "positional"},
 		{`{"model_type": "afa_toy", "state_dim": 2, "embed_dim": 8, "seq_len": 5, "embedding": "pca", "layer": "afa"}`, "embedding"},
 	} {
-		_, err := parseAFAToyConfig([]byte(c.cfg))
+		_, err := parseConfig([]byte(c.cfg))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one naming %q", c.cfg, err, c.want)
 		}
@@ -305,11 +305,11 @@ func TestAFAToyLoadErrors(t *testing.T) {
 	if err := checkpoint.WriteSafetensors(filepath.Join(m.dir, "model.safetensors"), ts, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err := LoadAFAToy(m.dir)
+	_, err := Load(m.dir)
 	if err == nil || !strings.Contains(err.Error(), "embed.weight") || !strings.Contains(err.Error(), "missing tensors: afa.v_proj.weight_real") {
 		t.Errorf("error %v", err)
 	}
-	toy := &AFAToy{Config: AFAToyConfig{StateDim: 2}}
+	toy := &Filter{Config: Config{StateDim: 2}}
 	if _, err := toy.Forward(make([]float32, 5), 1, 3); err == nil {
 		t.Error("input of the wrong length accepted")
 	}
