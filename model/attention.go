@@ -24,7 +24,8 @@ type attnArgs struct {
 	window         int // sliding window (0: none): key j is seen by query t iff t−j < window
 
 	// softcap is the attention logit soft-cap c (0: off): each visible
-	// scaled score s becomes c·tanh(s/c) before the softmax (softcapTile).
+	// scaled score s becomes c·tanh(s/c) before the softmax. Like the
+	// window it is a parameter of softmaxTile and of its row kernels.
 	softcap float32
 
 	q, k, v, z []float32
@@ -55,8 +56,8 @@ type attnArgs struct {
 type logitsFunc func(w int, lg []float64, b, h, q0, rows, ncol int, s []float32)
 
 // causalAttention computes z = softmax(cap(q·kᵀ·scale) + causal mask)·v for
-// every (batch, head) (cap: the soft-cap of softcapTile, or the identity
-// when a.softcap is 0), one tile of query rows at a time, so memory stays
+// every (batch, head) (cap: s ↦ c·tanh(s/c) with c = a.softcap, or the
+// identity when it is 0), one tile of query rows at a time, so memory stays
 // O(tileRows·T) per worker. The query heads that share a KV head (grouped-
 // query attention) are stacked into one matrix product per tile, so that
 // the keys and values are packed once for all of them. Each head's tile
@@ -236,14 +237,11 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			if a.logits != nil {
 				a.logits(hw.worker, hw.lg, b, h0+j, q0, rows, ncol, sj)
 			}
-			if a.softcap > 0 {
-				softcapTile(sj, rows, ncol, q0, a.window, a.softcap)
-			}
 			if mw == nil {
-				softmaxTile(sj, rows, ncol, q0, a.window, nil, nil, nil, nil, nil)
+				softmaxTile(sj, rows, ncol, q0, a.window, a.softcap, nil, nil, nil, nil, nil)
 			} else {
 				o := j * rows
-				softmaxTile(sj, rows, ncol, q0, a.window, mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows],
+				softmaxTile(sj, rows, ncol, q0, a.window, a.softcap, mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows],
 					norms, mw.gs[o:o+rows])
 			}
 			if a.pattern != nil {
@@ -411,17 +409,20 @@ func causalTimesV(s, vals blas32.General, q0, rows int, zp blas32.General) {
 
 // softmaxTile turns the rows × ncol scores s of the query rows q0 …
 // q0+rows−1 into attention weights in place: row r (query t = q0+r) gets
-// the softmax of its keys max(0, t−window+1) … t and 0 elsewhere. With s1
-// non-nil it also writes each row's Σα, Σα² and entropy −Σα log α into s1,
-// s2 and ent (softmaxRowStats); with w non-nil (and s1) also g[r] = Σ_j
-// α_rj w_j, the weights times a vector w of the keys (the moments' G =
-// Σα‖v − c‖² when only Σ_i S_i is asked for, hooks.SumOnlyConsumer). The
-// OpenBLAS build replaces it with a C kernel on CPUs with AVX2 but without
-// AVX-512.
+// the softmax of its keys max(0, t−window+1) … t (window 0: keys 0 … t) and
+// 0 elsewhere. With softcap c > 0 each of those scores x first becomes
+// c·tanh(x/c) (capLogits, Gemma 2's attention logit soft-cap; the C tile
+// uses the same roundings with the C library's tanh); softcap 0 leaves them
+// as they are. With s1 non-nil it also writes each row's Σα, Σα² and
+// entropy −Σα log α into s1, s2 and ent (softmaxRowStats); with w non-nil
+// (and s1) also g[r] = Σ_j α_rj w_j, the weights times a vector w of the
+// keys (the moments' G = Σα‖v − c‖² when only Σ_i S_i is asked for,
+// hooks.SumOnlyConsumer). The OpenBLAS build replaces it with a C kernel on
+// CPUs with AVX2 but without AVX-512.
 var softmaxTile = softmaxTileGo
 
 // softmaxTileGo is softmaxTile row by row with softmaxRowStats.
-func softmaxTileGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64, w []float32, g []float64) {
+func softmaxTileGo(s []float32, rows, ncol, q0, window int, softcap float32, s1, s2, ent []float64, w []float32, g []float64) {
 	for r := 0; r < rows; r++ {
 		t := q0 + r
 		row := s[r*ncol : (r+1)*ncol]
@@ -431,35 +432,21 @@ func softmaxTileGo(s []float32, rows, ncol, q0, window int, s1, s2, ent []float6
 		}
 		clear(row[t+1:]) // causal mask; the P·V product reads these
 		if s1 == nil {
-			softmaxRowStats(row[:t+1], lo, false, nil)
+			softmaxRowStats(row[:t+1], lo, softcap, false, nil)
 			continue
 		}
 		if w == nil {
-			s1[r], s2[r], ent[r], _ = softmaxRowStats(row[:t+1], lo, true, nil)
+			s1[r], s2[r], ent[r], _ = softmaxRowStats(row[:t+1], lo, softcap, true, nil)
 			continue
 		}
-		s1[r], s2[r], ent[r], g[r] = softmaxRowStats(row[:t+1], lo, true, w)
+		s1[r], s2[r], ent[r], g[r] = softmaxRowStats(row[:t+1], lo, softcap, true, w)
 	}
 }
 
-// softcapTile replaces the visible scores s_rj of the rows × ncol tile s
-// (row r is query t = q0+r; keys max(0, t−window+1) … t, as in
-// softmaxTile) by c·tanh(s_rj/c), Gemma 2's attention logit soft-capping,
-// with PyTorch's float32 roundings: s/c, tanh, ·c.
-func softcapTile(s []float32, rows, ncol, q0, window int, c float32) {
-	for r := 0; r < rows; r++ {
-		t := q0 + r
-		lo := 0
-		if window > 0 && t-window+1 > 0 {
-			lo = t - window + 1
-		}
-		softcap(s[r*ncol+lo:r*ncol+t+1], c)
-	}
-}
-
-// softcap replaces each x of xs by c·tanh(x/c) (float32 division and
-// product, tanh correctly rounded from float64).
-func softcap(xs []float32, c float32) {
+// capLogits replaces each x of xs by c·tanh(x/c), Gemma 2's logit
+// soft-cap, with PyTorch's float32 roundings: x/c in float32, its tanh
+// (math.Tanh of the float64, rounded), times c in float32.
+func capLogits(xs []float32, c float32) {
 	for i, x := range xs {
 		xs[i] = float32(math.Tanh(float64(x/c))) * c
 	}

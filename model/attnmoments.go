@@ -278,18 +278,23 @@ func (w *momentsWork) twoPass(e, s []float64, a []float32) {
 	}
 }
 
-// softmaxRowStats replaces row[lo:] with softmax(row[lo:]) and row[:lo] with 0,
-// in float32 (the normalizer accumulates in float64). With stats it also
-// returns Σα, Σα² (float64 sums of the float32 weights) and the entropy
-// −Σα log α, from log α = (x − m) − log Z (see hooks.AttnMoments). With w not
-// nil it also returns g = Σ_j α_j w_j (row and w indexed alike) from the
-// scaling pass. Assembly kernels replace softmaxRowStatsGo where the CPU
-// has them (kern_amd64.go).
+// softmaxRowStats replaces row[lo:] with softmax(row[lo:]) and row[:lo]
+// with 0, in float32 (the normalizer accumulates in float64). With
+// softcap > 0 the scores row[lo:] are capped first (capLogits), to the same
+// bits in every implementation. With stats it also returns Σα, Σα²
+// (float64 sums of the float32 weights) and the entropy −Σα log α, from
+// log α = (x − m) − log Z (see hooks.AttnMoments). With w not nil it also
+// returns g = Σ_j α_j w_j (row and w indexed alike) from the scaling pass.
+// Assembly kernels replace softmaxRowStatsGo where the CPU has them
+// (kern_amd64.go).
 var softmaxRowStats = softmaxRowStatsGo
 
 // softmaxRowStatsGo is softmaxRowStats in Go, with the scalar expf.
-func softmaxRowStatsGo(row []float32, lo int, stats bool, w []float32) (s1, s2, ent, g float64) {
+func softmaxRowStatsGo(row []float32, lo int, softcap float32, stats bool, w []float32) (s1, s2, ent, g float64) {
 	seg := row[lo:]
+	if softcap > 0 {
+		capLogits(seg, softcap)
+	}
 	m := float32(math.Inf(-1))
 	for _, v := range seg {
 		if v > m {

@@ -242,3 +242,92 @@ func TestSwiGLU(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftmaxSoftcap: softmaxTile as this build dispatches it, and
+// softmaxTileGo on the Go row kernel, cap exactly the scores a row sees
+// (keys max(0, t−window+1) … t), to the bits of the float32 formula
+// c·tanh(x/c) (checkSoftcap).
+func TestSoftmaxSoftcap(t *testing.T) {
+	checkSoftcap(t, "softmaxTile", softmaxTile)
+	row := softmaxRowStats
+	defer func() { softmaxRowStats = row }()
+	softmaxRowStats = softmaxRowStatsGo
+	checkSoftcap(t, "softmaxTileGo on softmaxRowStatsGo", softmaxTileGo)
+}
+
+// checkSoftcap checks a softmaxTile implementation's soft-cap: on random
+// tiles (windows none, 1, 5; query offsets 0 and 40; scores of standard
+// deviation 6, with ±1e4, ±Inf and a NaN among them), its weights and
+// statistics with soft-cap c equal, bit for bit, its own output with
+// soft-cap 0 on scores capped beforehand by float32(math.Tanh(float64(x/c)))·c
+// on the keys each row sees (PyTorch's roundings of Gemma 2's soft-cap);
+// without statistics the weights are the same; the cap changes the
+// weights; the weights outside a row's keys are 0.
+func checkSoftcap(t *testing.T, name string, tile func(s []float32, rows, ncol, q0, window int, softcap float32, s1, s2, ent []float64, w []float32, g []float64)) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(21, 22))
+	const rows, c = 19, float32(2.5)
+	for _, q0 := range []int{0, 40} {
+		for _, window := range []int{0, 1, 5} {
+			ncol := q0 + rows
+			src := make([]float32, rows*ncol)
+			for i := range src {
+				src[i] = float32(rng.NormFloat64() * 6)
+			}
+			for i, x := range []float32{1e4, -1e4, float32(math.Inf(1)), float32(math.Inf(-1))} {
+				src[(3+4*i)*ncol+q0+2] = x // rows 3, 7, 11, 15 see key q0+2
+			}
+			src[18*ncol+q0+17] = float32(math.NaN())
+			w := make([]float32, ncol)
+			for i := range w {
+				w[i] = float32(rng.NormFloat64())
+			}
+			capped := append([]float32(nil), src...)
+			for r := 0; r < rows; r++ {
+				tq := q0 + r
+				for j := 0; j <= tq; j++ {
+					if window == 0 || tq-j < window {
+						x := capped[r*ncol+j]
+						capped[r*ncol+j] = float32(math.Tanh(float64(x/c))) * c
+					}
+				}
+			}
+			type result struct {
+				s              []float32
+				s1, s2, ent, g []float64
+			}
+			run := func(in []float32, softcap float32) result {
+				res := result{append([]float32(nil), in...), make([]float64, rows), make([]float64, rows), make([]float64, rows), make([]float64, rows)}
+				tile(res.s, rows, ncol, q0, window, softcap, res.s1, res.s2, res.ent, w, res.g)
+				return res
+			}
+			got, want, plain := run(src, c), run(capped, 0), run(src, 0)
+			bare := append([]float32(nil), src...) // without statistics
+			tile(bare, rows, ncol, q0, window, c, nil, nil, nil, nil, nil)
+			same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b) }
+			changed := false
+			for i := range got.s {
+				r, j := i/ncol, i%ncol
+				if tq := q0 + r; (j > tq || (window > 0 && tq-j >= window)) && got.s[i] != 0 {
+					t.Fatalf("%s q0=%d window=%d: row %d key %d outside the row's keys has weight %v", name, q0, window, r, j, got.s[i])
+				}
+				if !same(got.s[i], want.s[i]) || !same(bare[i], got.s[i]) {
+					t.Fatalf("%s q0=%d window=%d: row %d key %d weight %v with the soft-cap (%v without statistics), %v on capped scores",
+						name, q0, window, r, j, got.s[i], bare[i], want.s[i])
+				}
+				changed = changed || !same(got.s[i], plain.s[i])
+			}
+			for r := 0; r < rows; r++ {
+				for _, p := range [][2]float64{{got.s1[r], want.s1[r]}, {got.s2[r], want.s2[r]}, {got.ent[r], want.ent[r]}, {got.g[r], want.g[r]}} {
+					if math.Float64bits(p[0]) != math.Float64bits(p[1]) && !(p[0] != p[0] && p[1] != p[1]) {
+						t.Fatalf("%s q0=%d window=%d: row %d statistics %v, %v, %v, %v with the soft-cap, %v, %v, %v, %v on capped scores",
+							name, q0, window, r, got.s1[r], got.s2[r], got.ent[r], got.g[r], want.s1[r], want.s2[r], want.ent[r], want.g[r])
+					}
+				}
+			}
+			if !changed && window != 1 {
+				t.Fatalf("%s q0=%d window=%d: the soft-cap %v changes no weight", name, q0, window, c)
+			}
+		}
+	}
+}

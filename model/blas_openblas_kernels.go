@@ -5,6 +5,7 @@ package model
 /*
 #cgo LDFLAGS: -lm
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 // probe_have_avx2 reports whether the CPU runs the AVX2+FMA kernels below.
@@ -97,10 +98,13 @@ static inline double hsum4(__m256d v) {
 // probe_softmax_tile is softmaxTileGo (attention.go) with 8-lane kernels:
 // rows × ncol scores s of the queries q0 … q0+rows−1; row r is softmaxed
 // over keys lo … t (t = q0+r, lo = max(0, t−window+1) with a window) and
-// zeroed elsewhere. With s1 non-NULL it also writes Σα, Σα² and the
-// entropy of each row into s1, s2, ent.
+// zeroed elsewhere. With softcap > 0 the scores lo … t are first capped to
+// softcap·tanh(x/softcap) with capLogits' roundings (x/softcap in float,
+// tanh in double, rounded to float, times softcap in float). With s1
+// non-NULL it also writes Σα, Σα² and the entropy of each row into s1,
+// s2, ent.
 __attribute__((target("avx2,fma")))
-static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window,
+static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window, float softcap,
 		double *s1, double *s2, double *ent) {
 	for (int r = 0; r < rows; r++) {
 		int t = q0 + r, lo = 0;
@@ -108,6 +112,9 @@ static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window,
 		float *row = s + (size_t)r * ncol;
 		int n = t + 1 - lo; // weights lo … t
 		float *x = row + lo;
+		if (softcap > 0) {
+			for (int j = 0; j < n; j++) x[j] = (float)tanh((double)(x[j] / softcap)) * softcap;
+		}
 		// max
 		__m256 vm = _mm256_set1_ps(-__builtin_inff());
 		int j = 0;
@@ -224,9 +231,10 @@ func shiftSquareAVX2(w, v []float32, stride int, c []float32, n int) {
 // softmaxTileAVX2 is softmaxTile with the 8-lane C kernel
 // probe_softmax_tile (cgo; OpenBLAS build on AVX2+FMA CPUs). It differs
 // from softmaxTileGo only in rounding (fused multiply-adds, summation
-// order) and in giving 0 instead of a subnormal for e^(x−m) below e^−87.3.
-// The dot products g (w non-nil) follow in a float64 pass over the weights.
-func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, s1, s2, ent []float64, w []float32, g []float64) {
+// order; the soft-cap's tanh is the C library's, not math.Tanh) and in
+// giving 0 instead of a subnormal for e^(x−m) below e^−87.3. The dot
+// products g (w non-nil) follow in a float64 pass over the weights.
+func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, softcap float32, s1, s2, ent []float64, w []float32, g []float64) {
 	if rows == 0 {
 		return
 	}
@@ -239,7 +247,7 @@ func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, s1, s2, ent []floa
 		pe = (*C.double)(unsafe.Pointer(&ent[0]))
 	}
 	C.probe_softmax_tile((*C.float)(unsafe.Pointer(&s[0])), C.int(rows), C.int(ncol), C.int(q0), C.int(window),
-		p1, p2, pe)
+		C.float(softcap), p1, p2, pe)
 	if w == nil {
 		return
 	}

@@ -459,7 +459,7 @@ func (m *Model) logits(h, bias []float32, cmp Compute, B, T int, opt Options, ru
 	head := func(z, x []float32, rows int) {
 		linearAs(cmp, z, x, rows, D, m.Head, V, bias)
 		if c.FinalSoftcap > 0 {
-			softcap(z, float32(c.FinalSoftcap)) // Gemma's final logit soft-cap
+			capLogits(z, float32(c.FinalSoftcap)) // Gemma's final logit soft-cap
 		}
 	}
 	res := &Output{Batch: B, T: T}

@@ -551,27 +551,3 @@ func TestGemmaGenerated(t *testing.T) {
 		})
 	}
 }
-
-// TestSoftcapTile: the soft-cap changes exactly the scores a row sees.
-func TestSoftcapTile(t *testing.T) {
-	const rows, ncol, q0, window = 3, 8, 5, 4
-	s := make([]float32, rows*ncol)
-	for i := range s {
-		s[i] = float32(i) - 7
-	}
-	orig := append([]float32(nil), s...)
-	softcapTile(s, rows, ncol, q0, window, 5)
-	for r := 0; r < rows; r++ {
-		t0 := q0 + r
-		for j := 0; j < ncol; j++ {
-			i := r*ncol + j
-			want := orig[i]
-			if j <= t0 && t0-j < window {
-				want = float32(math.Tanh(float64(orig[i]/5))) * 5
-			}
-			if s[i] != want {
-				t.Errorf("row %d (query %d) key %d: %v, want %v", r, t0, j, s[i], want)
-			}
-		}
-	}
-}

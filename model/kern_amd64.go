@@ -43,17 +43,22 @@ const (
 	maxKTDepth  = kern.MaxKTDepth
 )
 
-// softmaxRowStatsAVX512 is softmaxRowStatsGo on 16 lanes: the same method,
-// with fused multiply-adds, another summation order, 0 instead of a
-// subnormal for e^(x−m) below e^−87.3, and Σα, Σα² formed as Σp·inv and
-// Σp²·inv² (inv the float32 normalizer) in the exponential's pass; g comes
-// from the scaling pass (kern.ScaleDot, products summed in float32 over 8
-// blocks of 16, then in float64).
-func softmaxRowStatsAVX512(row []float32, lo int, stats bool, w []float32) (s1, s2, ent, g float64) {
+// softmaxRowStatsAVX512 is softmaxRowStatsGo on 16 lanes: the soft-cap
+// as there (capLogits in Go, so the 16-lane passes need no tanh and the
+// capped scores are Go's bit for bit), then the same method, with fused
+// multiply-adds, another summation order, 0 instead of a subnormal for
+// e^(x−m) below e^−87.3, and Σα, Σα² formed as Σp·inv and Σp²·inv² (inv
+// the float32 normalizer) in the exponential's pass; g comes from the
+// scaling pass (kern.ScaleDot, products summed in float32 over 8 blocks of
+// 16, then in float64).
+func softmaxRowStatsAVX512(row []float32, lo int, softcap float32, stats bool, w []float32) (s1, s2, ent, g float64) {
 	seg := row[lo:]
 	clear(row[:lo])
 	if len(seg) == 0 {
 		return 0, 0, 0, 0
+	}
+	if softcap > 0 {
+		capLogits(seg, softcap)
 	}
 	m := kern.Max(seg)
 	z, pd, q := kern.ExpSum(seg, m, stats)
