@@ -145,7 +145,11 @@ func compare(t *testing.T, label string, ref, col *probes.Collector) {
 // not on the Go heap. Measured here on a 110 MiB float32 model, 16 passes
 // at T = 128 and 256 against one bench pass at T = 256: the sweep's peak
 // was 22 MiB (0.2 × the weights) above bench's, and 74 MiB (0.67 ×) when
-// the weights were copied onto the heap.
+// the weights were copied onto the heap. Since the pass releases the
+// mapped embedding after its lookup, bench's peak leaves the embedding out
+// (91.5 MiB against 110.5 MiB of weights) while the sweep's one-token hook
+// check still reads it as the tied head: the sweep is compared with bench
+// plus the embedding (then within −4 MiB of it, float32 and bf16).
 // Each command runs in its own process (this test binary re-run as
 // TestPeakRSSHelper), which reports its own VmHWM.
 func TestSweepPeakRSS(t *testing.T) {
@@ -191,10 +195,21 @@ func sweepPeakRSS(t *testing.T, dtype string) {
 	// shrink); bf16 weights widened onto the heap would add about
 	// 0.67 × their float32 size, as float32 ones on the heap did.
 	f32MiB := float64(4*m.Parameters) / (1 << 20)
-	t.Logf("peak RSS: sweep %.1f MiB, bench %.1f MiB, weights %.1f MiB (%.1f MiB in float32)", sweep, bench, weightsMiB, f32MiB)
-	if sweep-bench > 0.4*f32MiB {
-		t.Errorf("a 16-pass sweep peaked at %.1f MiB, %.1f MiB above one bench pass (%.1f MiB): more than 0.4 × the %.1f MiB of float32 weights",
-			sweep, sweep-bench, bench, f32MiB)
+	// bench never has the token embedding resident after its lookup (the
+	// pass releases the mapped table, model/forward.go); the sweep's hook
+	// check (Model.HookNames: one token through every point, logits
+	// included) reads every weight once, the embedding as the tied head,
+	// so its baseline is bench's plus the embedding.
+	size := 4.0
+	if m.Embed.DType != "F32" {
+		size = 2
+	}
+	embedMiB := size * float64(m.Embed.Rows*m.Embed.Cols) / (1 << 20)
+	t.Logf("peak RSS: sweep %.1f MiB, bench %.1f MiB, weights %.1f MiB (%.1f MiB in float32, embedding %.1f MiB)",
+		sweep, bench, weightsMiB, f32MiB, embedMiB)
+	if sweep-bench-embedMiB > 0.4*f32MiB {
+		t.Errorf("a 16-pass sweep peaked at %.1f MiB, %.1f MiB above one bench pass (%.1f MiB) and the %.1f MiB embedding: more than 0.4 × the %.1f MiB of float32 weights",
+			sweep, sweep-bench-embedMiB, bench, embedMiB, f32MiB)
 	}
 }
 
