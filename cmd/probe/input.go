@@ -215,6 +215,11 @@ const idFormat = "a JSON list of token ids (one sequence, e.g. [1,2,3], as probe
 func parseIDs(path string, data []byte) ([][]int, error) {
 	name := inputName(path)
 	var batch [][]int
+	// JSON's null decodes to id 0 without an error; in a list that decodes
+	// as ids at all, "null" can only be that literal
+	if json.Valid(data) && bytes.Contains(data, []byte("null")) {
+		return nil, fmt.Errorf("%s: null where a token id or a sequence is expected (want %s)", name, idFormat)
+	}
 	if isNested(data) {
 		if err := json.Unmarshal(data, &batch); err != nil {
 			return nil, fmt.Errorf("%s: want %s: %v", name, idFormat, err)
