@@ -77,7 +77,7 @@ func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes
 		return nil, err
 	}
 	d := &Deviation{Compute: c, Kernel: model.BF16Kernel(), Sequences: B, Tokens: T, Reference: "float32 products of the weights as stored"}
-	if m.Compute == model.ComputeBF16 && hasWide(m.DTypes) {
+	if m.Compute.BF16Products() && hasWide(m.DTypes) {
 		d.Reference = fmt.Sprintf("float32 products of the weights rounded to bf16 at load (stored %s; their rounding is not in this deviation)",
 			strings.Join(m.DTypes, ", "))
 	}
@@ -105,7 +105,7 @@ func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes
 // have columns of their own: the deviation reported for them is that of
 // the logits and of the diagnostics of probe diag's table.
 func streamDeviation(m *model.Model, stream []int, chunks []Chunk, n int, allowExt bool, threads int) (*Deviation, error) {
-	if m.Compute != model.ComputeBF16 || n <= 0 || len(chunks) == 0 {
+	if !m.Compute.BF16Products() || n <= 0 || len(chunks) == 0 {
 		return nil, nil
 	}
 	c := chunks[0]

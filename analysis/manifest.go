@@ -84,7 +84,12 @@ type ModelInfo struct {
 // bf16 it names the kernel (model.BF16Kernel), whose order of the float32
 // sums differs between AMX and VDPBF16PS.
 func ComputeDescription(c model.Compute) string {
-	if c == model.ComputeBF16 {
+	switch c {
+	case model.ComputeBF16:
+		return "bf16 matrix products (activations rounded to bf16, bf16 weights, float32 sums; model.Compute; kernel " + model.BF16Kernel() +
+			"), attention from bf16 q, k, v (scores and α·v float32 sums of exact products, softmax float32), the rest float32 " +
+			"(float64 accumulation of norms, softmax sums and diagnostics)"
+	case model.ComputeBF16Proj:
 		return "bf16 matrix products (activations rounded to bf16, bf16 weights, float32 sums; model.Compute; kernel " + model.BF16Kernel() +
 			"), attention and the rest float32 (float64 accumulation of norms, softmax sums and diagnostics)"
 	}

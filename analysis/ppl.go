@@ -560,7 +560,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			rec.Info.Hub = r.Hubs[pi]
 		}
 		rec.Hashing = time.Since(t0).Seconds()
-		if n := r.DeviationTokens; n > 0 && m.Compute == model.ComputeBF16 && len(eval) > 0 {
+		if n := r.DeviationTokens; n > 0 && m.Compute.BF16Products() && len(eval) > 0 {
 			c := eval[0]
 			ids := r.Stream[c.Start : c.Start+min(n, c.T)]
 			if rec.Deviation, err = MeasureDeviation(m, [][]int{ids}, m.Compute, probes.CollectorOptions{}, len(ids) > m.MaxPos, r.Threads); err != nil {

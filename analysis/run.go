@@ -225,8 +225,8 @@ func (s *Sweep) prepare() (*Manifest, []Chunk, error) {
 	}
 	cfg := &s.Model.Config
 	s.Options.Compute = ""
-	if s.Model.Compute == model.ComputeBF16 {
-		s.Options.Compute = model.ComputeBF16
+	if s.Model.Compute.BF16Products() {
+		s.Options.Compute = s.Model.Compute
 	} else {
 		s.Options.DeviationTokens = 0
 	}

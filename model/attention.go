@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model/internal/kern"
 )
 
 // attnArgs describes one layer's causal grouped-query attention over a
@@ -27,6 +28,11 @@ type attnArgs struct {
 	// scaled score s becomes c·tanh(s/c) before the softmax. Like the
 	// window it is a parameter of softmaxTile and of its row kernels.
 	softcap float32
+
+	// bf16 rounds k and v to bfloat16 in place and q as it is read
+	// (ComputeBF16): the scores and α·v are then sums of exact products
+	// of bf16 values, on AMX where the CPU has it (attendGroup).
+	bf16 bool
 
 	q, k, v, z []float32
 
@@ -68,6 +74,10 @@ type logitsFunc func(w int, lg []float64, b, h, q0, rows, ncol int, s []float32)
 // observe: the output is the same, bit for bit, with or without them.
 // Query head h reads KV head h / (H/KV).
 func causalAttention(a *attnArgs) error {
+	if a.bf16 {
+		roundBF16(a.k)
+		roundBF16(a.v)
+	}
 	type job struct{ b, kvh, j0, j1 int } // batch, KV head, its query heads j0 … j1−1 (within the group)
 	jobs := make(chan job)
 	var (
@@ -153,6 +163,7 @@ type headWork struct {
 	lg      []float64 // [T]: a filter family's scratch row (attnArgs.logits)
 	panels  []panelProduct
 	kpack   []float32 // the head's keys packed once (packKT)
+	kb, vb  kern.PackedBF16 // the head's keys and values packed once for AMX (attnArgs.bf16)
 	plain   []hooks.AttnConsumer
 	moments []hooks.MomentsConsumer
 	mw      *momentsWork // nil without moments consumers
@@ -205,7 +216,18 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 	if mw != nil {
 		mw.setValues(a.v[kBase:], kvStride)
 	}
-	prepacked := gemmKT != nil && dh <= maxKTDepth
+	// bf16 on AMX: the keys, and the values as Vᵀ for the split product
+	// (finite values only: AMX multiplies the values of keys a tile cannot
+	// see by its zero weights), packed once for all the tiles
+	amx := a.bf16 && attnAMX()
+	amxV := amx && finiteRows(a.v[kBase:], kvStride, dh, 0, T)
+	if amx {
+		kern.PackRowsBF16(&hw.kb, a.k[kBase:], kvStride, T, dh)
+	}
+	if amxV {
+		kern.PackColsSplit(&hw.vb, a.v[kBase:], kvStride, T, dh)
+	}
+	prepacked := gemmKT != nil && dh <= maxKTDepth && !amx
 	if prepacked {
 		hw.kpack = packKT(hw.kpack, a.k[kBase:], kvStride, T, dh)
 	}
@@ -220,7 +242,13 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			}
 		}
 		s := blas32.General{Rows: n, Cols: ncol, Stride: ncol, Data: hw.scores[:n*ncol]}
-		if prepacked {
+		if a.bf16 && !amx {
+			roundBF16(hw.qp[:n*dh]) // k is rounded already (roundKV)
+		}
+		if amx {
+			kern.GemmPacked(n, ncol, dh, hw.qp[:n*dh], dh, &hw.kb, s.Data, ncol)
+			scaleTile(s.Data, a.scale)
+		} else if prepacked {
 			gemmKT(n, ncol, dh, a.scale, hw.qp[:n*dh], dh, hw.kpack, s.Data, ncol)
 		} else {
 			kt := keys
@@ -259,8 +287,14 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		zp := blas32.General{Rows: n, Cols: dh, Stride: dh, Data: hw.zp[:n*dh]}
 		finiteV := finiteRows(a.v[kBase:], kvStride, dh, q0, ncol)
 		later := a.decay != nil || a.observe != nil
-		fused := mw != nil && !mw.sum && finiteV && gemmPanels != nil && dh%32 == 0 && dh <= gemmDirectN
+		fused := !amxV && mw != nil && !mw.sum && finiteV && gemmPanels != nil && dh%32 == 0 && dh <= gemmDirectN
 		switch {
+		case amxV && ((a.pattern == nil && !later) || mw != nil):
+			// α split in two bf16 parts (to 16 bits) times the bf16 values
+			kern.GemmPacked(n, dh, ncol, s.Data, ncol, &hw.vb, hw.zp[:n*dh], dh)
+			if mw != nil && !mw.sum {
+				mw.gProduct(0, n, ncol, s.Data, mw.squares(q0, tile, ncol, T))
+			}
 		case fused: // all stacked heads in one sweep: they share v and the shift c
 			sq := mw.squares(q0, tile, ncol, T)
 			ps := hw.panels[:0]
@@ -353,6 +387,26 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		}
 	}
 	return nil
+}
+
+// attnAMX reports whether the bf16 attention runs on AMX (a variable so
+// that a test can run the other path on an AMX machine).
+var attnAMX = kern.HasAMX
+
+// roundBF16 rounds each x to the nearest bfloat16 (kern.RoundBF16), in
+// place.
+func roundBF16(x []float32) {
+	for i, v := range x {
+		x[i] = math.Float32frombits(uint32(kern.RoundBF16(v)) << 16)
+	}
+}
+
+// scaleTile multiplies each x by s in float32 (16 lanes where the CPU has
+// them, kern_amd64.go).
+var scaleTile = func(x []float32, s float32) {
+	for i := range x {
+		x[i] *= s
+	}
 }
 
 // finiteRows reports whether the value vectors j0 … j1−1 (V[j·stride :

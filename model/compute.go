@@ -11,30 +11,42 @@ import (
 
 // Compute is the arithmetic of the decoder pass's matrix products (the
 // q, k, v, gate and output projections, the MLP, the LM head and the Gated
-// DeltaNet projections; CLI --compute):
+// DeltaNet projections, and the softmax attention's q·kᵀ and α·v; CLI
+// --compute):
 //
 //   - ComputeF32 (the default): float32 products of the weights as stored
 //     (widened exactly), float32 sums.
-//   - ComputeBF16: PyTorch's bfloat16 arithmetic for matrix products — the
-//     activations rounded to bfloat16 (nearest even) before each product,
-//     the weights in bfloat16, exact products summed in float32
-//     (kern.GemmBF16: AVX-512 BF16 dot products where the CPU has them) —
-//     with the product itself kept in float32 where PyTorch would round
-//     it to bfloat16 too.
+//   - ComputeBF16: PyTorch's bfloat16 arithmetic — the activations rounded
+//     to bfloat16 (nearest even) before each projection, the weights in
+//     bfloat16, exact products summed in float32 (kern.GemmBF16: AMX or
+//     AVX-512 BF16 dot products where the CPU has them), with the product
+//     itself kept in float32 where PyTorch would round it to bfloat16 too;
+//     and in the softmax attention q, k and v rounded to bfloat16 (as
+//     PyTorch's bf16 q, k, v tensors are), the scores scale·(q·kᵀ) and
+//     α·v sums of exact products in float32 (AMX where the CPU has it).
+//     The softmax and α stay float32; PyTorch rounds α to bfloat16 before
+//     α·v, here the product carries α to 16 significant bits (hi + lo,
+//     kern.GemmPacked) on AMX and to all 24 elsewhere, so that the
+//     diagnostics' moments of α and the output α·v agree.
+//   - ComputeBF16Proj: ComputeBF16's projections with the attention as in
+//     ComputeF32 (q·kᵀ, softmax and α·v in float32 from the float32 q, k,
+//     v), so that the diagnostics, statistics of α, carry no rounding of
+//     q, k and v.
 //
-// Everything else stays as in ComputeF32 in both: norms, RoPE, residual
-// adds and the attention (q·kᵀ scores, softmax and α·v in float32, with
-// the diagnostics read from those float32 weights). PyTorch's bf16 models
-// compute the scores and α·v from bf16 q, k, v with float32 accumulation
-// and the softmax in float32, rounding α to bf16 before α·v; keeping the
-// attention in float32 here keeps the diagnostics, which are statistics of
-// α, free of that rounding.
+// Everything else stays float32 in all three: norms, RoPE, residual adds,
+// the softmax and the Gated DeltaNet recurrence.
 type Compute string
 
 const (
-	ComputeF32  Compute = "f32"
-	ComputeBF16 Compute = "bf16"
+	ComputeF32      Compute = "f32"
+	ComputeBF16     Compute = "bf16"
+	ComputeBF16Proj Compute = "bf16-proj"
 )
+
+// BF16Products reports whether c computes the projections in bfloat16
+// (ComputeBF16 and ComputeBF16Proj): Load then keeps the weights in
+// bfloat16, and the commands measure the deviation from float32.
+func (c Compute) BF16Products() bool { return c == ComputeBF16 || c == ComputeBF16Proj }
 
 // BF16Kernel names the kernel of ComputeBF16's products on this machine:
 // "amx" (TDPBF16PS tiles: the CPU has AMX-BF16 and the OS granted the tile
@@ -55,29 +67,29 @@ func ParseCompute(s string) (Compute, error) {
 	switch Compute(s) {
 	case "", ComputeF32:
 		return ComputeF32, nil
-	case ComputeBF16:
-		return ComputeBF16, nil
+	case ComputeBF16, ComputeBF16Proj:
+		return Compute(s), nil
 	}
-	return "", fmt.Errorf("compute %q: want %s or %s", s, ComputeF32, ComputeBF16)
+	return "", fmt.Errorf("compute %q: want %s, %s or %s", s, ComputeF32, ComputeBF16, ComputeBF16Proj)
 }
 
 // checkCompute refuses a Compute the model's pass does not run: an unknown
-// name, or ComputeBF16 for a family with its own pass (RFA, BFT, RT, AFA),
-// whose projections are float32 only.
+// name, or bf16 products for a family with its own pass (RFA, BFT, RT,
+// AFA), whose projections are float32 only.
 func (m *Model) checkCompute(c Compute) error {
 	if _, err := ParseCompute(string(c)); err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
-	if _, own := m.ext.(ownPass); own && c == ComputeBF16 {
+	if _, own := m.ext.(ownPass); own && c.BF16Products() {
 		return fmt.Errorf("model: compute %s runs the decoder pass's projections; the %s family has its own pass, computed in float32 (use --compute %s)",
 			c, m.Arch, ComputeF32)
 	}
 	return nil
 }
 
-// linearAs is linear in the arithmetic c: linearBF16 for ComputeBF16.
+// linearAs is linear in the arithmetic c: linearBF16 for bf16 products.
 func linearAs(c Compute, dst []float32, x []float32, n, in int, w Weight, out int, b []float32) {
-	if c == ComputeBF16 {
+	if c.BF16Products() {
 		linearBF16(dst, x, n, in, w, out, b)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model/internal/kern"
 )
 
@@ -136,8 +137,93 @@ func TestComputeOptions(t *testing.T) {
 			t.Fatalf("float32 pass of the bf16-loaded model: logit %d = %v, on hand-rounded weights %v", i, got[i], want[i])
 		}
 	}
-	if _, err := m32.Forward(ids, Options{Compute: "fp8"}); err == nil || err.Error() != `model: compute "fp8": want f32 or bf16` {
+	// bf16-proj: the same projections, the attention in float32 from the
+	// float32 q, k, v: another pass, and the bf16-loaded model's too
+	if equal32(run(mb, ComputeBF16), run(mb, ComputeBF16Proj)) || equal32(run(mb, ComputeF32), run(mb, ComputeBF16Proj)) {
+		t.Error("bf16-proj gave the bf16 or the float32 logits bit for bit")
+	}
+	if _, err := m32.Forward(ids, Options{Compute: "fp8"}); err == nil || err.Error() != `model: compute "fp8": want f32, bf16 or bf16-proj` {
 		t.Errorf("compute fp8: error %v", err)
+	}
+}
+
+// TestAttentionBF16: the softmax attention of ComputeBF16 (attnArgs.bf16)
+// is, where the CPU lacks AMX, the float32 attention of q, k and v
+// rounded to bfloat16, bit for bit (outputs and moments); on AMX its
+// outputs lie within 1e-5 (normwise, relative) of those and its moments
+// hold their stated accuracy with E within 2⁻¹⁶ (α carried to 16 bits)
+// and S correspondingly looser — over tiles that do and do not divide T,
+// a window, stacked query heads, values far from 0 and both moment forms.
+func TestAttentionBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	const B, T = 2, 150
+	randn := func(n int, sd, offset float64) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64()*sd + offset)
+		}
+		return x
+	}
+	rounded := func(x []float32) []float32 {
+		r := append([]float32(nil), x...)
+		roundBF16(r)
+		return r
+	}
+	hasAMX := attnAMX
+	defer func() { attnAMX = hasAMX }()
+	for _, tc := range []struct {
+		name                    string
+		H, KV, dh, tile, window int
+		offset                  float64
+		sumOnly                 bool
+	}{{"tile7", 4, 2, 64, 7, 0, 0, true}, {"tile64/perdim", 4, 2, 64, 64, 0, 0, false}, {"window", 4, 2, 32, 16, 40, 0, true},
+		{"group8/dh128", 8, 1, 128, 64, 0, 0, true}, {"offset", 4, 2, 64, 32, 0, 30, true}, {"offset/perdim", 4, 2, 16, 32, 0, 30, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			H, KV, dh := tc.H, tc.KV, tc.dh
+			q, k := randn(B*T*H*dh, 1, 0), randn(B*T*KV*dh, 1, 0)
+			v := randn(B*T*KV*dh, 1, tc.offset)
+			run := func(bf16 bool, q, k, v []float32) ([]float32, *momentsRecorder) {
+				rec := &momentsRecorder{t: t, sumOnly: tc.sumOnly, seen: map[[3]int]int{}}
+				a := &attnArgs{batch: B, T: T, heads: H, kvHeads: KV, dHead: dh, scale: float32(1 / math.Sqrt(float64(dh))),
+					window: tc.window, bf16: bf16, q: append([]float32(nil), q...), k: append([]float32(nil), k...),
+					v: append([]float32(nil), v...), z: make([]float32, B*T*H*dh), consumers: []hooks.AttnConsumer{rec},
+					tileRows: tc.tile, threads: 2}
+				if err := causalAttention(a); err != nil {
+					t.Fatal(err)
+				}
+				if rec.rows != B*H*T {
+					t.Fatalf("%d rows seen, want %d", rec.rows, B*H*T)
+				}
+				return a.z, rec
+			}
+			want, wrec := run(false, rounded(q), rounded(k), rounded(v))
+			attnAMX = func() bool { return false }
+			got, grec := run(true, q, k, v)
+			if !equal32(got, want) || grec.worstE != wrec.worstE || grec.worstS != wrec.worstS {
+				t.Fatalf("without AMX: the bf16 attention is not the float32 attention of rounded q, k, v")
+			}
+			if f32, _ := run(false, q, k, v); equal32(f32, want) {
+				t.Fatalf("rounding q, k, v changed no output")
+			}
+			attnAMX = hasAMX
+			if !attnAMX() {
+				t.Skip("no AMX here: the bf16 attention is the float32 one of the rounded q, k, v (checked)")
+			}
+			got, grec = run(true, q, k, v)
+			var dmax, zmax float64
+			for i := range want {
+				dmax = math.Max(dmax, math.Abs(float64(got[i]-want[i])))
+				zmax = math.Max(zmax, math.Abs(float64(want[i])))
+			}
+			t.Logf("AMX: outputs within %.2g (normwise) of float32; moments: Σα/Σα² %.2g, e %.2g, S %.2g, exp(entropy) %.2g",
+				dmax/zmax, grec.worstSum, grec.worstE, grec.worstS, grec.worstEntropy)
+			if dmax == 0 || dmax > 1e-5*zmax {
+				t.Errorf("AMX outputs %.3g from the float32 ones (normwise), want (0, 1e-5]", dmax/zmax)
+			}
+			if grec.worstSum > 1e-6 || grec.worstE > 0x1p-16 || grec.worstS > 1e-3 || grec.worstEntropy > 1e-6 {
+				t.Errorf("AMX moments outside their accuracy")
+			}
+		})
 	}
 }
 

@@ -23,6 +23,7 @@ func init() {
 	shiftNorm = shiftNormFast
 	shiftSquare = shiftSquareFast
 	siluMulKernel = kern.SiluMul
+	scaleTile = kern.Scale
 	if os.Getenv("PROBE_BLAS") == "gonum" {
 		return
 	}

@@ -101,8 +101,8 @@ type LoadOptions struct {
 	// (they are listed in the error otherwise).
 	AllowUnexpected bool
 	// Compute is the arithmetic of the model's passes (Model.Compute,
-	// Options.Compute): f32 (the default, also for "") or bf16. With bf16,
-	// Load rounds the F32 and F16 weight matrices (Weight) to bfloat16
+	// Options.Compute): f32 (the default, also for ""), bf16 or bf16-proj.
+	// With bf16 and bf16-proj, Load rounds the F32 and F16 weight matrices (Weight) to bfloat16
 	// once, here: they are
 	// then held as BF16 bits on the heap, 2 bytes per value, and the
 	// stored float32 values are not read again (float32 passes of such a
@@ -125,7 +125,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	defer ck.Close()
 	m := &Model{Config: *cfg, Dir: dir, Format: ck.Format(), Files: ck.Files(), points: &hookPoints{}}
 	ld := newLoader(ck, dir)
-	ld.bf16 = opt.Compute == ComputeBF16
+	ld.bf16 = opt.Compute.BF16Products()
 	f, err := familyOf(cfg.Arch)
 	if err != nil {
 		return nil, fmt.Errorf("model: %s: %w", dir, err)

@@ -104,7 +104,7 @@ func cmdBench(args []string, w io.Writer) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	res.HeapMiB = float64(ms.HeapAlloc) / (1 << 20)
-	if m.Compute == model.ComputeBF16 {
+	if m.Compute.BF16Products() {
 		res.BF16Kernel = model.BF16Kernel()
 	}
 	c := &m.Config

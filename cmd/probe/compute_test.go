@@ -70,7 +70,7 @@ func TestComputeBF16Sweep(t *testing.T) {
 		t.Errorf("float32 sweep: %v, deviation %+v, compute %q", err, m.Deviation, m.Sweep.Compute)
 	}
 	for _, c := range []struct{ flag, value, msg string }{
-		{"--compute", "fp16", `--compute "fp16": want f32 or bf16`},
+		{"--compute", "fp16", `--compute "fp16": want f32, bf16 or bf16-proj`},
 		{"--deviation-tokens", "-1", "--deviation-tokens -1: want 0 (none) or more tokens"},
 	} {
 		code, _, errs := probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100", "--out", filepath.Join(t.TempDir(), "o"), c.flag, c.value)

@@ -96,9 +96,10 @@ func addModelFlag(fs *flag.FlagSet, usage string) modelFlag {
 		name:            fs.String("model", "", usage+": a folder, or a hub model id org/name found in the Hugging Face cache (never downloaded)"),
 		revision:        fs.String("revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)"),
 		allowUnexpected: fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use"),
-		compute: fs.String("compute", string(model.ComputeF32), "arithmetic of the matrix products: f32, or bf16 (activations rounded to bf16, bf16 weights — "+
-			"f32 ones rounded once at load —, float32 sums; attention stays float32)"),
-		deviationTokens: fs.Int("deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16, commands that write tables also run the first N tokens "+
+		compute: fs.String("compute", string(model.ComputeF32), "arithmetic of the matrix products: f32; bf16 (PyTorch's bf16: activations rounded to bf16, bf16 weights — "+
+			"f32 ones rounded once at load —, float32 sums, and the attention's q, k, v in bf16, its softmax float32); or bf16-proj "+
+			"(bf16's projections, the attention in float32); see model.Compute"),
+		deviationTokens: fs.Int("deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16 or bf16-proj, commands that write tables also run the first N tokens "+
 			"of their first pass in float32 and record and print the deviation of logits and diagnostics (0: none)"),
 	}
 }
@@ -131,7 +132,7 @@ func (m modelFlag) loadOptions() model.LoadOptions {
 // copts, and prints it to w; nil, and nothing printed, otherwise.
 func (m modelFlag) deviation(w io.Writer, md *model.Model, ids [][]int, copts probes.CollectorOptions, allowExt bool, threads int) (*analysis.Deviation, error) {
 	n := *m.deviationTokens
-	if md.Compute != model.ComputeBF16 || n <= 0 {
+	if !md.Compute.BF16Products() || n <= 0 {
 		return nil, nil
 	}
 	slice := make([][]int, len(ids))

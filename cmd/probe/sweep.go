@@ -422,7 +422,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
-	if m.Compute == model.ComputeBF16 {
+	if m.Compute.BF16Products() {
 		opts.Compute = m.Compute // as Sweep.Run records it
 	}
 	if !*force {

@@ -103,10 +103,28 @@ var amxPool = sync.Pool{New: func() any { return &amxBuffers{bp: make([]uint32, 
 
 // gemmAMX is GemmBF16 on AMX (arguments checked, m, n, k > 0).
 func gemmAMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int) {
-	kpAll := (k + 1) / 2
-	kpPad := (kpAll + 15) &^ 15
 	buf := amxPool.Get().(*amxBuffers)
 	defer amxPool.Put(buf)
+	amxProduct(m, n, (k+1)/2, x, ldx, k, packXAMX, func(jc, pc, nc, kp, kp16 int) ([]uint32, int) {
+		for jr := 0; jr < nc; jr += bfNR {
+			pan := buf.bp[jr*kp16 : (jr+bfNR)*kp16]
+			w.PackPairs(pan[:kp*bfNR], jc+jr, min(bfNR, nc-jr), pc, kp)
+			clear(pan[kp*bfNR:])
+		}
+		return buf.bp, bfNR * kp16
+	}, c, ldc, buf)
+}
+
+// amxProduct is the blocked AMX product C = X·Wᵀ over kpAll pairs of k: pack
+// lays out the rows of X (k values each) as packXAMX does, and panels
+// returns the block of W for columns jc … jc+nc−1 of C and pairs pc …
+// pc+kp−1 (kp16: kp rounded up to 16): its 32-column panels, the one of
+// columns jc+jr at jr/32·pstride, each holding steps of 32 dwords of which
+// the first kp16 are read, zero (or multiplied by X's zero padding) past
+// kp pairs and past n columns.
+func amxProduct(m, n, kpAll int, x []float32, ldx, k int, pack func(x []float32, ldx, k, ma int, ap []uint32),
+	panels func(jc, pc, nc, kp, kp16 int) ([]uint32, int), c []float32, ldc int, buf *amxBuffers) {
+	kpPad := (kpAll + 15) &^ 15
 	maxMA := (min(amxMA, m) + amxT - 1) &^ (amxT - 1)
 	if need := maxMA * kpPad; cap(buf.ap) < need {
 		buf.ap = make([]uint32, need)
@@ -115,7 +133,7 @@ func gemmAMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc i
 	for i0 := 0; i0 < m; i0 += amxMA {
 		ma := min(amxMA, m-i0)
 		ma32 := (ma + amxT - 1) &^ (amxT - 1)
-		packXAMX(x[i0*ldx:], ldx, k, ma, buf.ap)
+		pack(x[i0*ldx:], ldx, k, ma, buf.ap)
 		for jc := 0; jc < n; jc += bfNC {
 			nc := min(bfNC, n-jc)
 			for pc := 0; pc < kpAll; pc += bfKP {
@@ -125,20 +143,17 @@ func gemmAMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc i
 				if pc > 0 {
 					load = 1
 				}
-				for jr := 0; jr < nc; jr += bfNR {
-					pan := buf.bp[jr*kp16 : (jr+bfNR)*kp16]
-					w.PackPairs(pan[:kp*bfNR], jc+jr, min(bfNR, nc-jr), pc, kp)
-					clear(pan[kp*bfNR:])
-				}
+				bp, ps := panels(jc, pc, nc, kp, kp16)
 				ablk := buf.ap[pc*ma32 : pc*ma32+ma32*kp16]
-				pstride := 4 * bfNR * kp16
+				pstride := 4 * ps
 				fullM, fullN := ma/amxT, nc/amxT
 				ci := i0*ldc + jc
 				if fullM > 0 && fullN > 0 {
 					_ = c[ci+(fullM*amxT-1)*ldc+fullN*amxT-1]
+					_ = bp[(fullN-1)*ps+bfNR*kp16-1]
 					for ib := 0; ib < fullM; ib += amxMB {
 						mb := min(amxMB, fullM-ib)
-						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], &buf.bp[0], pstride, fullN, mb, &c[ci+ib*amxT*ldc], 4*ldc, load, cfg)
+						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], &bp[0], pstride, fullN, mb, &c[ci+ib*amxT*ldc], 4*ldc, load, cfg)
 					}
 				}
 				// The edges: blocks of C with rows past m or columns past n,
@@ -156,7 +171,8 @@ func gemmAMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc i
 								copy(ct[i*amxT:i*amxT+cols], c[cb+i*ldc:])
 							}
 						}
-						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], &buf.bp[jb*amxT*kp16], pstride, 1, 1, &ct[0], 4*amxT, load, cfg)
+						_ = bp[jb*ps+bfNR*kp16-1]
+						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], &bp[jb*ps], pstride, 1, 1, &ct[0], 4*amxT, load, cfg)
 						for i := 0; i < rows; i++ {
 							copy(c[cb+i*ldc:][:cols], ct[i*amxT:])
 						}

@@ -180,3 +180,56 @@ round:
 	JNZ round
 	VZEROUPPER
 	RET
+
+// func splitPairs16(dst *uint32, src *float32, n, stride int)
+// Splits n groups of 16 float32 at src (consecutive) as splitBF16 does —
+// hi = the value rounded as roundPairs16 rounds it, lo = (x − hi) rounded
+// likewise, 0 where hi's exponent is all ones — and writes each group as
+// 16 dwords hi | lo << 16 at dst, dst + stride, … bytes.
+TEXT ·splitPairs16(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ stride+24(FP), DX
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z10
+	MOVL $1, AX
+	VPBROADCASTD AX, Z11
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z12
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z13
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z14
+	MOVL $0x7f80, AX
+	VPBROADCASTD AX, Z15
+
+split:
+	VMOVDQU32 (SI), Z0
+	VPSRLD $16, Z0, Z4      // b>>16
+	VPANDD Z11, Z4, Z2
+	VPADDD Z10, Z2, Z2
+	VPADDD Z0, Z2, Z2
+	VPSRLD $16, Z2, Z2      // hi
+	VPANDD Z12, Z0, Z3
+	VPCMPUD $6, Z13, Z3, K1 // NaN: |b| > 0x7f800000
+	VPORD Z14, Z4, K1, Z2
+	VPSLLD $16, Z2, Z5      // hi as float32
+	VSUBPS Z5, Z0, Z6       // lo = x − hi, exact where hi is finite
+	VPSRLD $16, Z6, Z7
+	VPANDD Z11, Z7, Z8
+	VPADDD Z10, Z8, Z8
+	VPADDD Z6, Z8, Z8
+	VPSRLD $16, Z8, Z8      // lo rounded (finite: x − hi is never NaN here)
+	VPANDD Z15, Z2, Z3
+	VPCMPEQD Z15, Z3, K2    // hi is ±Inf or NaN
+	VPXORD Z8, Z8, K2, Z8   // lo = 0 there
+	VPSLLD $16, Z8, Z8
+	VPORD Z8, Z2, Z9
+	VMOVDQU32 Z9, (DI)
+	ADDQ $64, SI
+	ADDQ DX, DI
+	DECQ CX
+	JNZ split
+	VZEROUPPER
+	RET
