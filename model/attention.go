@@ -162,7 +162,7 @@ type headWork struct {
 	qp, zp  []float32 // [heads·tile, dh]: packed queries and outputs
 	lg      []float64 // [T]: a filter family's scratch row (attnArgs.logits)
 	panels  []panelProduct
-	kpack   []float32 // the head's keys packed once (packKT)
+	kpack   []float32       // the head's keys packed once (packKT)
 	kb, vb  kern.PackedBF16 // the head's keys and values packed once for AMX (attnArgs.bf16)
 	plain   []hooks.AttnConsumer
 	moments []hooks.MomentsConsumer
