@@ -183,8 +183,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			args := &attnArgs{
 				layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh,
 				scale: m.attnScale(l), window: c.layerWindow(l), softcap: float32(c.AttnSoftcap),
-				bf16: opt.Compute == ComputeBF16,
-				q:    q, k: k, v: v, z: z,
+				q: q, k: k, v: v, z: z, bf16: opt.Compute == ComputeBF16,
 				consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
 			}
 			if err := attend(args, hs, run); err != nil {
