@@ -46,14 +46,7 @@ func needTorch(t *testing.T) string {
 // with ids.json, and returns the directory and the loaded model.
 func writeFilterCase(t *testing.T, cfg Config, seed uint64, ids [][]int) (string, *Model) {
 	t.Helper()
-	_, tensors, err := Generate(cfg, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := WriteHF(dir, cfg, tensors); err != nil {
-		t.Fatal(err)
-	}
+	_, dir := writeGenerated(t, cfg, seed)
 	data, _ := json.Marshal(ids)
 	if err := os.WriteFile(filepath.Join(dir, "ids.json"), data, 0o644); err != nil {
 		t.Fatal(err)
@@ -268,14 +261,7 @@ func TestBFTReducesToPreNorm(t *testing.T) {
 // reaches e and λobs.
 func TestBFTPatternHookPath(t *testing.T) {
 	cfg := bftCase(t, 2, 32, 4, 2, func(b *BFTConfig) { b.OutputProj = true })
-	_, tensors, err := Generate(cfg, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := WriteHF(dir, cfg, tensors); err != nil {
-		t.Fatal(err)
-	}
+	_, dir := writeGenerated(t, cfg, 3)
 	m, err := Load(dir, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

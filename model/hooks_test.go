@@ -125,14 +125,7 @@ func TestEveryFamilyHooks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gen, tensors, err := Generate(cfg, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := t.TempDir()
-			if err := WriteHF(dir, cfg, tensors); err != nil {
-				t.Fatal(err)
-			}
+			gen, dir := writeGenerated(t, cfg, 3)
 			m, err := Load(dir, LoadOptions{})
 			if err != nil {
 				t.Fatal(err)

@@ -176,14 +176,7 @@ func TestEmbeddingReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.DType = "bfloat16"
-	_, tensors, err := Generate(cfg, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := WriteHF(dir, cfg, tensors); err != nil {
-		t.Fatal(err)
-	}
+	_, dir := writeGenerated(t, cfg, 3)
 	m, err := Load(dir, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,22 @@ func smallModel(t testing.TB, arch Arch) *Model {
 	return m
 }
 
+// writeGenerated generates a model of cfg from seed and writes it as a
+// Hugging Face checkpoint into a new temporary folder: the generated model
+// and the folder.
+func writeGenerated(t testing.TB, cfg Config, seed uint64) (*Model, string) {
+	t.Helper()
+	gen, tensors, err := Generate(cfg, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := WriteHF(dir, cfg, tensors); err != nil {
+		t.Fatal(err)
+	}
+	return gen, dir
+}
+
 func seqs(B, T, vocab int) [][]int {
 	ids := make([][]int, B)
 	for b := range ids {

@@ -34,14 +34,7 @@ func relTinyDir(t *testing.T) (string, Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, tensors, err := Generate(cfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := WriteHF(dir, cfg, tensors); err != nil {
-		t.Fatal(err)
-	}
+	_, dir := writeGenerated(t, cfg, 1)
 	return dir, cfg
 }
 
