@@ -91,7 +91,7 @@ func flatIDs(ids [][]int) []int64 {
 
 func cmdTokenize(args []string, w io.Writer) error {
 	fs := newFlags("tokenize")
-	mf := addModelFlag(fs, "checkpoint whose tokenizer.json to use")
+	mf := addModelRef(fs, "checkpoint whose tokenizer.json to use")
 	tokFile := fs.String("tokenizer", "", "tokenizer.json file (instead of --model)")
 	textFile := fs.String("text", "", "text file to tokenize; - reads standard input")
 	noSpecial := fs.Bool("no-special-tokens", false, "do not add the post-processor's special tokens")
@@ -110,7 +110,7 @@ func cmdTokenize(args []string, w io.Writer) error {
 	}
 	dir := ""
 	if *mf.name != "" {
-		if dir, err = mf.dir(); err != nil {
+		if dir, _, err = mf.locate(); err != nil {
 			return err
 		}
 	}

@@ -105,6 +105,10 @@ func TestTokenIO(t *testing.T) {
 	if code, _, errs := probe(t, "tokenize", "--tokenizer", tok, "hello.txt"); code != 1 || !strings.Contains(errs, `unexpected argument "hello.txt" (the text is given with --text <file>, or --text - for standard input)`) {
 		t.Errorf("positional text: exit %d, %q", code, errs)
 	}
+	// tokenize loads no model: it has no arithmetic to choose
+	if code, _, errs := probe(t, "tokenize", "--tokenizer", tok, "--text", "-", "--compute", "bf16"); code != 1 || !strings.Contains(errs, "flag provided but not defined: -compute") {
+		t.Errorf("tokenize --compute: exit %d, %q", code, errs)
+	}
 
 	ck := filepath.Join(tmp, "ck")
 	if code, _, errs := probe(t, "generate", "--arch", "gpt2", "--layers", "1", "--d-model", "16", "--heads", "2",

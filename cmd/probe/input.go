@@ -89,19 +89,27 @@ type modelFlag struct {
 	deviationTokens *int
 }
 
+// addModelRef registers --model and --revision on fs: for commands that
+// read a checkpoint's files without loading the model (probe tokenize),
+// which find the folder with locate.
+func addModelRef(fs *flag.FlagSet, usage string) modelFlag {
+	return modelFlag{
+		name:     fs.String("model", "", usage+": a folder, or a hub model id org/name found in the Hugging Face cache (never downloaded)"),
+		revision: fs.String("revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)"),
+	}
+}
+
 // addModelFlag registers --model, --revision, --allow-unexpected,
 // --compute and --deviation-tokens on fs.
 func addModelFlag(fs *flag.FlagSet, usage string) modelFlag {
-	return modelFlag{
-		name:            fs.String("model", "", usage+": a folder, or a hub model id org/name found in the Hugging Face cache (never downloaded)"),
-		revision:        fs.String("revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)"),
-		allowUnexpected: fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use"),
-		compute: fs.String("compute", string(model.ComputeF32), "arithmetic of the matrix products: f32; bf16 (PyTorch's bf16: activations rounded to bf16, bf16 weights — "+
-			"f32 ones rounded once at load —, float32 sums, and the attention's q, k, v in bf16, its softmax float32); or bf16-proj "+
-			"(bf16's projections, the attention in float32); see model.Compute"),
-		deviationTokens: fs.Int("deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16 or bf16-proj, commands that write tables also run the first N tokens "+
-			"of their first pass in float32 and record and print the deviation of logits and diagnostics (0: none)"),
-	}
+	m := addModelRef(fs, usage)
+	m.allowUnexpected = fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use")
+	m.compute = fs.String("compute", string(model.ComputeF32), "arithmetic of the matrix products: f32; bf16 (PyTorch's bf16: activations rounded to bf16, bf16 weights — "+
+		"f32 ones rounded once at load —, float32 sums, and the attention's q, k, v in bf16, its softmax float32); or bf16-proj "+
+		"(bf16's projections, the attention in float32); see model.Compute")
+	m.deviationTokens = fs.Int("deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16 or bf16-proj, commands that write tables also run the first N tokens "+
+		"of their first pass in float32 and record and print the deviation of logits and diagnostics (0: none)")
+	return m
 }
 
 // positional takes the one positional argument of inspect-like commands
@@ -177,11 +185,16 @@ func (m modelFlag) dir() (string, error) {
 // resolve is dir, also returning where in the hub cache the folder was
 // found (nil for a folder given as such).
 func (m modelFlag) resolve() (string, *checkpoint.HubModel, error) {
-	if *m.name == "" {
-		return "", nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
-	}
 	if err := m.checkFlags(); err != nil {
 		return "", nil, err
+	}
+	return m.locate()
+}
+
+// locate is resolve without the checks of the flags that load a model.
+func (m modelFlag) locate() (string, *checkpoint.HubModel, error) {
+	if *m.name == "" {
+		return "", nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
 	}
 	return checkpoint.ResolveModel(*m.name, *m.revision)
 }
