@@ -119,6 +119,16 @@ func (m *momentsRecorder) ConsumeMoments(am *hooks.AttnMoments) error {
 	return nil
 }
 
+// randn32 returns n normal float32 values of standard deviation sd around
+// offset.
+func randn32(rng *rand.Rand, n int, sd, offset float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64()*sd + offset)
+	}
+	return x
+}
+
 // TestAttentionMoments: the moments that causalAttention hands to a
 // hooks.MomentsConsumer match float64 two-pass sums over the tile's weights
 // (hooks.AttnMoments' stated accuracy), with and without a sliding window, for
@@ -131,13 +141,7 @@ func (m *momentsRecorder) ConsumeMoments(am *hooks.AttnMoments) error {
 func TestAttentionMoments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const B, T = 2, 150
-	randn := func(n int, sd, offset float64) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64()*sd + offset)
-		}
-		return x
-	}
+	randn := func(n int, sd, offset float64) []float32 { return randn32(rng, n, sd, offset) }
 	for _, tc := range []struct {
 		name                string
 		H, KV, tile, window int

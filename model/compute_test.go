@@ -157,13 +157,7 @@ func TestComputeOptions(t *testing.T) {
 func TestAttentionBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	const B, T = 2, 150
-	randn := func(n int, sd, offset float64) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64()*sd + offset)
-		}
-		return x
-	}
+	randn := func(n int, sd, offset float64) []float32 { return randn32(rng, n, sd, offset) }
 	rounded := func(x []float32) []float32 {
 		r := append([]float32(nil), x...)
 		roundBF16(r)

@@ -191,8 +191,16 @@ func amxProduct(m, n, kpAll int, x []float32, ldx, k int, pack func(x []float32,
 // the dword of row r, step p at (r/16)·16·kp16 + (p/16)·256 + (r%16)·16 +
 // p%16 is (x[r][2p′], x[r][2p′+1]), p′ = b·bfKP + p (zero past ma rows,
 // past k and in the padding). A tile is thus read from contiguous memory.
-func packXAMX(x []float32, ldx, k, ma int, ap []uint32) {
-	kpAll := (k + 1) / 2
+func packXAMX(x []float32, ldx, k, ma int, ap []uint32) { packXTiles(x, ldx, k, ma, ap, false) }
+
+// packXTiles is packXAMX, or with split packXAMXSplit: one value per pair,
+// each written as splitBF16's dword (k pairs).
+func packXTiles(x []float32, ldx, k, ma int, ap []uint32, split bool) {
+	per := 2 // values per pair
+	if split {
+		per = 1
+	}
+	kpAll := (k + per - 1) / per
 	ma32 := (ma + amxT - 1) &^ (amxT - 1)
 	for pc := 0; pc < kpAll; pc += bfKP {
 		kp := min(bfKP, kpAll-pc)
@@ -207,23 +215,30 @@ func packXAMX(x []float32, ldx, k, ma int, ap []uint32) {
 				}
 				continue
 			}
-			row := x[r*ldx+2*pc : r*ldx+min(k, 2*(pc+kp))]
-			full := len(row) / 2
+			row := x[r*ldx+per*pc : r*ldx+min(k, per*(pc+kp))]
+			full := len(row) / per
 			t0 := 0
 			if hasAVX512 && full >= 16 {
 				t0 = full &^ 15
-				roundPairs16(&grp[i*16], &row[0], t0/16, 1024)
+				if split {
+					splitPairs16(&grp[i*16], &row[0], t0/16, 1024)
+				} else {
+					roundPairs16(&grp[i*16], &row[0], t0/16, 1024)
+				}
 			}
 			for t := t0; t < kp16; t += 16 {
 				dst := grp[t*16+i*16 : t*16+i*16+16]
 				n := min(16, max(0, full-t))
-				src := row[2*t : 2*(t+n)]
 				for q := 0; q < n; q++ {
-					dst[q] = uint32(RoundBF16(src[2*q])) | uint32(RoundBF16(src[2*q+1]))<<16
+					if split {
+						dst[q] = splitBF16(row[t+q])
+					} else {
+						dst[q] = uint32(RoundBF16(row[2*(t+q)])) | uint32(RoundBF16(row[2*(t+q)+1]))<<16
+					}
 				}
 				clear(dst[n:])
 			}
-			if full < kp {
+			if !split && full < kp {
 				grp[full/16*256+i*16+full%16] = uint32(RoundBF16(row[2*full]))
 			}
 		}

@@ -129,10 +129,33 @@ step:
 	TILERELEASE
 	RET
 
+// ROUND_CONSTS sets Z10–Z14 to the constants of ROUNDBF16: 0x7fff, 1,
+// 0x7fffffff, 0x7f800000 and 0x40.
+#define ROUND_CONSTS \
+	MOVL $0x7fff, AX; VPBROADCASTD AX, Z10; \
+	MOVL $1, AX; VPBROADCASTD AX, Z11; \
+	MOVL $0x7fffffff, AX; VPBROADCASTD AX, Z12; \
+	MOVL $0x7f800000, AX; VPBROADCASTD AX, Z13; \
+	MOVL $0x40, AX; VPBROADCASTD AX, Z14
+
+// ROUNDBF16(x, s, r) sets the low halves of r's 16 dwords to the bfloat16
+// bits of x's 16 floats as RoundBF16 rounds them — (b + 0x7fff +
+// (b>>16)&1) >> 16 on the bits b, and (b>>16) | 0x40 for a NaN (|b| >
+// 0x7f800000) — the high halves to 0; s gets b>>16; Z3 and K1 are
+// clobbered; ROUND_CONSTS set Z10–Z14.
+#define ROUNDBF16(x, s, r) \
+	VPSRLD $16, x, s; \
+	VPANDD Z11, s, r; \
+	VPADDD Z10, r, r; \
+	VPADDD x, r, r; \
+	VPSRLD $16, r, r; \
+	VPANDD Z12, x, Z3; \
+	VPCMPUD $6, Z13, Z3, K1; \
+	VPORD Z14, s, K1, r
+
 // func roundPairs16(dst *uint32, src *float32, n, stride int)
 // Rounds n groups of 32 float32 at src (consecutive) to bfloat16 as
-// RoundBF16 does — (b + 0x7fff + (b>>16)&1) >> 16 on the bits b, and
-// (b>>16) | 0x40 for a NaN — and writes each group as 16 dwords of pairs
+// RoundBF16 does (ROUNDBF16) and writes each group as 16 dwords of pairs
 // (VPMOVDW keeps the low halves in order: dword q = element 2q | element
 // 2q+1 << 16) at dst, dst + stride, … bytes.
 TEXT ·roundPairs16(SB), NOSPLIT, $0-32
@@ -140,36 +163,13 @@ TEXT ·roundPairs16(SB), NOSPLIT, $0-32
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
 	MOVQ stride+24(FP), DX
-	MOVL $0x7fff, AX
-	VPBROADCASTD AX, Z10
-	MOVL $1, AX
-	VPBROADCASTD AX, Z11
-	MOVL $0x7fffffff, AX
-	VPBROADCASTD AX, Z12
-	MOVL $0x7f800000, AX
-	VPBROADCASTD AX, Z13
-	MOVL $0x40, AX
-	VPBROADCASTD AX, Z14
+	ROUND_CONSTS
 
 round:
 	VMOVDQU32 (SI), Z0
 	VMOVDQU32 64(SI), Z1
-	VPSRLD $16, Z0, Z4      // b>>16
-	VPANDD Z11, Z4, Z2
-	VPADDD Z10, Z2, Z2
-	VPADDD Z0, Z2, Z2
-	VPSRLD $16, Z2, Z2      // rounded
-	VPANDD Z12, Z0, Z3
-	VPCMPUD $6, Z13, Z3, K1 // NaN: |b| > 0x7f800000
-	VPORD Z14, Z4, K1, Z2
-	VPSRLD $16, Z1, Z5
-	VPANDD Z11, Z5, Z6
-	VPADDD Z10, Z6, Z6
-	VPADDD Z1, Z6, Z6
-	VPSRLD $16, Z6, Z6
-	VPANDD Z12, Z1, Z3
-	VPCMPUD $6, Z13, Z3, K1
-	VPORD Z14, Z5, K1, Z6
+	ROUNDBF16(Z0, Z4, Z2)
+	ROUNDBF16(Z1, Z5, Z6)
 	VPMOVDW Z2, Y7
 	VPMOVDW Z6, Y8
 	VMOVDQU Y7, (DI)
@@ -183,7 +183,7 @@ round:
 
 // func splitPairs16(dst *uint32, src *float32, n, stride int)
 // Splits n groups of 16 float32 at src (consecutive) as splitBF16 does —
-// hi = the value rounded as roundPairs16 rounds it, lo = (x − hi) rounded
+// hi = the value rounded as RoundBF16 rounds it, lo = (x − hi) rounded
 // likewise, 0 where hi's exponent is all ones — and writes each group as
 // 16 dwords hi | lo << 16 at dst, dst + stride, … bytes.
 TEXT ·splitPairs16(SB), NOSPLIT, $0-32
@@ -191,36 +191,16 @@ TEXT ·splitPairs16(SB), NOSPLIT, $0-32
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
 	MOVQ stride+24(FP), DX
-	MOVL $0x7fff, AX
-	VPBROADCASTD AX, Z10
-	MOVL $1, AX
-	VPBROADCASTD AX, Z11
-	MOVL $0x7fffffff, AX
-	VPBROADCASTD AX, Z12
-	MOVL $0x7f800000, AX
-	VPBROADCASTD AX, Z13
-	MOVL $0x40, AX
-	VPBROADCASTD AX, Z14
+	ROUND_CONSTS
 	MOVL $0x7f80, AX
 	VPBROADCASTD AX, Z15
 
 split:
 	VMOVDQU32 (SI), Z0
-	VPSRLD $16, Z0, Z4      // b>>16
-	VPANDD Z11, Z4, Z2
-	VPADDD Z10, Z2, Z2
-	VPADDD Z0, Z2, Z2
-	VPSRLD $16, Z2, Z2      // hi
-	VPANDD Z12, Z0, Z3
-	VPCMPUD $6, Z13, Z3, K1 // NaN: |b| > 0x7f800000
-	VPORD Z14, Z4, K1, Z2
+	ROUNDBF16(Z0, Z4, Z2)   // hi
 	VPSLLD $16, Z2, Z5      // hi as float32
 	VSUBPS Z5, Z0, Z6       // lo = x − hi, exact where hi is finite
-	VPSRLD $16, Z6, Z7
-	VPANDD Z11, Z7, Z8
-	VPADDD Z10, Z8, Z8
-	VPADDD Z6, Z8, Z8
-	VPSRLD $16, Z8, Z8      // lo rounded (finite: x − hi is never NaN here)
+	ROUNDBF16(Z6, Z7, Z8)   // lo rounded (a NaN only where hi is not finite)
 	VPANDD Z15, Z2, Z3
 	VPCMPEQD Z15, Z3, K2    // hi is ±Inf or NaN
 	VPXORD Z8, Z8, K2, Z8   // lo = 0 there

@@ -51,6 +51,27 @@ func TestAMXRefused(t *testing.T) {
 	}
 }
 
+// roundingCases returns n float32 values for the rounding kernels: random
+// bit patterns, ties of bfloat16 rounding, the special values (infinities,
+// NaNs, the largest finite and values that round to infinity, denormals,
+// signed zeros) and values in [0, 1).
+func roundingCases(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = math.Float32frombits(rng.Uint32())
+		switch rng.IntN(8) {
+		case 0, 1:
+			x[i] = math.Float32frombits(rng.Uint32()&0xffff0000 | 0x8000) // a tie
+		case 2:
+			x[i] = math.Float32frombits([]uint32{0x7f800000, 0xff800000, 0x7f7fffff, 0x7f7f8000, 0xff7f7fff,
+				0x7f800001, 0xffc00000, 0x00000001, 0x807fffff, 0, 0x80000000}[rng.IntN(11)])
+		case 3:
+			x[i] = float32(rng.Float64())
+		}
+	}
+	return x
+}
+
 // TestPackXAMX: packXAMX (its AVX-512 rounding included) lays X out as its
 // comment says, each value rounded as RoundBF16 rounds it — on random bit
 // patterns, ties and special values (infinities, NaNs, the largest
@@ -61,17 +82,7 @@ func TestPackXAMX(t *testing.T) {
 	for _, sh := range [][3]int{{1, 1, 0}, {5, 33, 0}, {40, 300, 3}, {33, 257, 1}, {64, 64, 0}} {
 		ma, k, pad := sh[0], sh[1], sh[2]
 		ldx := k + pad
-		x := make([]float32, ma*ldx)
-		for i := range x {
-			x[i] = math.Float32frombits(rng.Uint32())
-			switch rng.IntN(8) {
-			case 0, 1:
-				x[i] = math.Float32frombits(rng.Uint32()&0xffff0000 | 0x8000) // a tie
-			case 2:
-				x[i] = math.Float32frombits([]uint32{0x7f800000, 0xff800000, 0x7f7fffff, 0x7f7f8000, 0xff7f7fff,
-					0x7f800001, 0xffc00000, 0x00000001, 0x807fffff, 0, 0x80000000}[rng.IntN(11)])
-			}
-		}
+		x := roundingCases(rng, ma*ldx)
 		kpAll := (k + 1) / 2
 		ma32 := (ma + amxT - 1) &^ (amxT - 1)
 		ap := make([]uint32, ma32*((kpAll+15)&^15))

@@ -110,38 +110,7 @@ func GemmPacked(m, n, k int, x []float32, ldx int, w *PackedBF16, c []float32, l
 
 // packXAMXSplit is packXAMX with one pair per value: the dword of row r,
 // step p is (hi, lo) of x[r][p′] (GemmPacked), k pairs in all.
-func packXAMXSplit(x []float32, ldx, k, ma int, ap []uint32) {
-	ma32 := (ma + amxT - 1) &^ (amxT - 1)
-	for pc := 0; pc < k; pc += bfKP {
-		kp := min(bfKP, k-pc)
-		kp16 := (kp + 15) &^ 15
-		blk := ap[pc*ma32 : pc*ma32+ma32*kp16]
-		for r := 0; r < ma32; r++ {
-			grp := blk[r/16*16*kp16 : (r/16+1)*16*kp16]
-			i := r % 16
-			if r >= ma {
-				for t := 0; t < kp16; t += 16 {
-					clear(grp[t*16+i*16 : t*16+i*16+16])
-				}
-				continue
-			}
-			row := x[r*ldx+pc : r*ldx+pc+kp]
-			t0 := 0
-			if hasAVX512 && kp >= 16 {
-				t0 = kp &^ 15
-				splitPairs16(&grp[i*16], &row[0], t0/16, 1024)
-			}
-			for t := t0; t < kp16; t += 16 {
-				dst := grp[t*16+i*16 : t*16+i*16+16]
-				n := min(16, max(0, kp-t))
-				for q, v := range row[t : t+n] {
-					dst[q] = splitBF16(v)
-				}
-				clear(dst[n:])
-			}
-		}
-	}
-}
+func packXAMXSplit(x []float32, ldx, k, ma int, ap []uint32) { packXTiles(x, ldx, k, ma, ap, true) }
 
 // splitBF16 is the dword hi | lo<<16 of x split as GemmPacked splits it.
 func splitBF16(x float32) uint32 {

@@ -17,19 +17,7 @@ func TestPackXAMXSplit(t *testing.T) {
 	for _, sh := range [][3]int{{1, 1, 0}, {5, 17, 0}, {40, 300, 3}, {33, 257, 1}, {64, 128, 0}} {
 		ma, k, pad := sh[0], sh[1], sh[2]
 		ldx := k + pad
-		x := make([]float32, ma*ldx)
-		for i := range x {
-			x[i] = math.Float32frombits(rng.Uint32())
-			switch rng.IntN(8) {
-			case 0, 1:
-				x[i] = math.Float32frombits(rng.Uint32()&0xffff0000 | 0x8000) // a tie
-			case 2:
-				x[i] = math.Float32frombits([]uint32{0x7f800000, 0xff800000, 0x7f7fffff, 0x7f7f8000, 0xff7f7fff,
-					0x7f800001, 0xffc00000, 0x00000001, 0x807fffff, 0, 0x80000000}[rng.IntN(11)])
-			case 3:
-				x[i] = float32(rng.Float64())
-			}
-		}
+		x := roundingCases(rng, ma*ldx)
 		ma32 := (ma + amxT - 1) &^ (amxT - 1)
 		ap := make([]uint32, ma32*((k+15)&^15))
 		for i := range ap {
