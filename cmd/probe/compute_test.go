@@ -18,7 +18,9 @@ import (
 // float32 (logits and every diagnostic column its options compute,
 // nonzero for the logits), and prints it beside its tables; a float32
 // sweep into the same folder is refused naming --compute, and with --force
-// refuses the bf16 pass files naming the field; a float32 sweep records
+// refuses the bf16 pass files naming the field; a bf16-proj sweep is
+// refused there too and records bf16-proj in a folder of its own (the
+// attention in float32 in model.compute); a float32 sweep records
 // no deviation; a bad --compute or --deviation-tokens is refused by name.
 func TestComputeBF16Sweep(t *testing.T) {
 	modelDir, idsFile := sweepFixture(t)
@@ -60,6 +62,27 @@ func TestComputeBF16Sweep(t *testing.T) {
 		"--out", out, "--bootstrap", "0", "--force")
 	if code != 1 || !strings.Contains(errs, "compute (absent here, \"bf16\" in the file)") {
 		t.Errorf("a float32 sweep over bf16 pass files (--force): exit %d, %q", code, errs)
+	}
+	// bf16-proj is another arithmetic (the attention in float32): refused
+	// in the bf16 folder, recorded as such in its own
+	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100,200", "--samples", "1",
+		"--out", out, "--bootstrap", "0", "--compute", "bf16-proj")
+	if code != 1 || !strings.Contains(errs, "--compute bf16-proj here, bf16 in the folder") {
+		t.Errorf("a bf16-proj sweep into a bf16 sweep's folder: exit %d, %q", code, errs)
+	}
+	outProj := filepath.Join(t.TempDir(), "out")
+	code, stdout, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100", "--samples", "1",
+		"--out", outProj, "--bootstrap", "0", "--compute", "bf16-proj", "--deviation-tokens", "50")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	if m, err := analysis.ReadManifest(filepath.Join(outProj, "manifest.json")); err != nil || m.Sweep.Compute != model.ComputeBF16Proj ||
+		m.Passes[0].Key.Compute != model.ComputeBF16Proj || !strings.Contains(m.Model.Compute, "attention and the rest float32") ||
+		m.Deviation == nil || m.Deviation.Compute != model.ComputeBF16Proj {
+		t.Errorf("bf16-proj sweep: %v, manifest compute %+v", err, m)
+	}
+	if !strings.Contains(stdout, "compute bf16-proj: deviation from the float32 pass on the first 50 tokens") {
+		t.Errorf("bf16-proj: the deviation is not printed:\n%s", stdout)
 	}
 	out32 := filepath.Join(t.TempDir(), "out")
 	if code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100", "--samples", "1",
