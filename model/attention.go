@@ -243,7 +243,7 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		}
 		s := blas32.General{Rows: n, Cols: ncol, Stride: ncol, Data: hw.scores[:n*ncol]}
 		if a.bf16 && !amx {
-			roundBF16(hw.qp[:n*dh]) // k is rounded already (roundKV)
+			roundBF16(hw.qp[:n*dh]) // k and v are rounded already (causalAttention)
 		}
 		if amx {
 			kern.GemmPacked(n, ncol, dh, hw.qp[:n*dh], dh, &hw.kb, s.Data, ncol)
