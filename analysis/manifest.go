@@ -84,16 +84,15 @@ type ModelInfo struct {
 // bf16 it names the kernel (model.BF16Kernel), whose order of the float32
 // sums differs between AMX and VDPBF16PS.
 func ComputeDescription(c model.Compute) string {
-	switch c {
-	case model.ComputeBF16:
-		return "bf16 matrix products (activations rounded to bf16, bf16 weights, float32 sums; model.Compute; kernel " + model.BF16Kernel() +
-			"), attention from bf16 q, k, v (scores and α·v float32 sums of exact products, softmax float32), the rest float32 " +
-			"(float64 accumulation of norms, softmax sums and diagnostics)"
-	case model.ComputeBF16Proj:
-		return "bf16 matrix products (activations rounded to bf16, bf16 weights, float32 sums; model.Compute; kernel " + model.BF16Kernel() +
-			"), attention and the rest float32 (float64 accumulation of norms, softmax sums and diagnostics)"
+	const sums = "(float64 accumulation of norms, softmax sums and diagnostics)"
+	if !c.BF16Products() {
+		return "float32 " + sums
 	}
-	return "float32 (float64 accumulation of norms, softmax sums and diagnostics)"
+	products := "bf16 matrix products (activations rounded to bf16, bf16 weights, float32 sums; model.Compute; kernel " + model.BF16Kernel() + ")"
+	if c == model.ComputeBF16 {
+		return products + ", attention from bf16 q, k, v (scores and α·v float32 sums of exact products, softmax float32), the rest float32 " + sums
+	}
+	return products + ", attention and the rest float32 " + sums
 }
 
 // Shape returns the model's shape for aggregation.

@@ -141,7 +141,6 @@ func randn32(rng *rand.Rand, n int, sd, offset float64) []float32 {
 func TestAttentionMoments(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const B, T = 2, 150
-	randn := func(n int, sd, offset float64) []float32 { return randn32(rng, n, sd, offset) }
 	for _, tc := range []struct {
 		name                string
 		H, KV, tile, window int
@@ -157,8 +156,8 @@ func TestAttentionMoments(t *testing.T) {
 		}{{"perdim", false, 16}, {"sum", true, 16}, {"sum/dh24", true, 24}} {
 			t.Run(tc.name+"/"+mode.name, func(t *testing.T) {
 				H, KV, dh := tc.H, tc.KV, mode.dh
-				q, k := randn(B*T*H*dh, 1, 0), randn(B*T*KV*dh, 1, 0)
-				v := randn(B*T*KV*dh, tc.sd, tc.offset)
+				q, k := randn32(rng, B*T*H*dh, 1, 0), randn32(rng, B*T*KV*dh, 1, 0)
+				v := randn32(rng, B*T*KV*dh, tc.sd, tc.offset)
 				for b := 0; b < B; b++ { // key 0 is a sink: large q·k0 for every query
 					for i := 0; i < KV*dh; i++ {
 						k[b*T*KV*dh+i] = 4

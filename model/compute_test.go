@@ -157,7 +157,6 @@ func TestComputeOptions(t *testing.T) {
 func TestAttentionBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	const B, T = 2, 150
-	randn := func(n int, sd, offset float64) []float32 { return randn32(rng, n, sd, offset) }
 	rounded := func(x []float32) []float32 {
 		r := append([]float32(nil), x...)
 		roundBF16(r)
@@ -174,8 +173,8 @@ func TestAttentionBF16(t *testing.T) {
 		{"group8/dh128", 8, 1, 128, 64, 0, 0, true}, {"offset", 4, 2, 64, 32, 0, 30, true}, {"offset/perdim", 4, 2, 16, 32, 0, 30, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			H, KV, dh := tc.H, tc.KV, tc.dh
-			q, k := randn(B*T*H*dh, 1, 0), randn(B*T*KV*dh, 1, 0)
-			v := randn(B*T*KV*dh, 1, tc.offset)
+			q, k := randn32(rng, B*T*H*dh, 1, 0), randn32(rng, B*T*KV*dh, 1, 0)
+			v := randn32(rng, B*T*KV*dh, 1, tc.offset)
 			run := func(bf16 bool, q, k, v []float32) ([]float32, *momentsRecorder) {
 				rec := &momentsRecorder{t: t, sumOnly: tc.sumOnly, seen: map[[3]int]int{}}
 				a := &attnArgs{batch: B, T: T, heads: H, kvHeads: KV, dHead: dh, scale: float32(1 / math.Sqrt(float64(dh))),
