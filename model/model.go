@@ -434,8 +434,11 @@ func (m *Model) checkIDs(ids [][]int, opt Options) (int, error) {
 	return T, nil
 }
 
-// finite reports the first non-finite value of x, if any.
-func firstNonFinite(x []float32) int {
+// firstNonFinite returns the index of the first NaN or ±Inf of x, or −1
+// (16 lanes where the CPU has them, kern_amd64.go).
+var firstNonFinite = firstNonFiniteGo
+
+func firstNonFiniteGo(x []float32) int {
 	for i, v := range x {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return i

@@ -12,22 +12,34 @@ import (
 // rmsNorm computes dst = x / sqrt(mean(x²) + eps) ⊙ w over rows of width d
 // (PyTorch: the Llama/Qwen RMSNorm, which normalizes in float32 and
 // multiplies by the weight afterwards). The mean square accumulates in
-// float64. Long inputs are split by rows across goroutines.
+// float64. Long inputs are split by rows across goroutines; the row's two
+// loops run on 16 lanes where the CPU has them (kern_amd64.go).
 func rmsNorm(dst, x []float32, d int, w []float32, eps float64) {
 	rows := len(x) / d
 	parallelRows(rows, d, func(lo, hi int) {
 		for r := lo * d; r < hi*d; r += d {
-			row, out := x[r:r+d], dst[r:r+d]
-			var ss float64
-			for _, v := range row {
-				ss += float64(v) * float64(v)
-			}
-			inv := float32(1 / math.Sqrt(ss/float64(d)+eps))
-			for i, v := range row {
-				out[i] = w[i] * (v * inv)
-			}
+			row := x[r : r+d]
+			inv := float32(1 / math.Sqrt(sumSquares(row)/float64(d)+eps))
+			scaleMul(dst[r:r+d], row, w, inv)
 		}
 	})
+}
+
+// sumSquares returns Σ x[i]² summed in float64 (the order of the sum is
+// the kernel's).
+var sumSquares = func(x []float32) float64 {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	return ss
+}
+
+// scaleMul sets dst[i] = w[i]·(x[i]·s) in float32; dst may be x.
+var scaleMul = func(dst, x, w []float32, s float32) {
+	for i, v := range x {
+		dst[i] = w[i] * (v * s)
+	}
 }
 
 // parallelMinWork is the number of elements below which parallelRows runs

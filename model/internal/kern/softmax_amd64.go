@@ -84,3 +84,39 @@ func shiftSquareAVX512(w, v *float32, stride int, c *float32, n, dh int)
 
 //go:noescape
 func siluMulAVX512(x, u *float32, n int)
+
+// SumSquares returns Σ x[i]², each square exact in float64 and summed in
+// float64 (8 lanes, two accumulators); 0 for an empty x.
+func SumSquares(x []float32) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	return sumSquaresAVX512(&x[0], len(x))
+}
+
+// ScaleMul sets dst[i] = w[i]·(x[i]·s), each product rounded to float32
+// as Go rounds it (dst may be x).
+func ScaleMul(dst, x, w []float32, s float32) {
+	if len(x) == 0 {
+		return
+	}
+	_, _ = dst[len(x)-1], w[len(x)-1]
+	scaleMulAVX512(&dst[0], &x[0], &w[0], len(x), s)
+}
+
+// FirstNonFinite returns the index of the first NaN or ±Inf of x, or −1.
+func FirstNonFinite(x []float32) int {
+	if len(x) == 0 {
+		return -1
+	}
+	return firstNonFiniteAVX512(&x[0], len(x))
+}
+
+//go:noescape
+func sumSquaresAVX512(x *float32, n int) float64
+
+//go:noescape
+func scaleMulAVX512(dst, x, w *float32, n int, s float32)
+
+//go:noescape
+func firstNonFiniteAVX512(x *float32, n int) int

@@ -400,3 +400,106 @@ snblock:
 sndone:
 	VZEROUPPER
 	RET
+
+// func sumSquaresAVX512(x *float32, n int) float64
+// returns Σ x[i]² for i < n: each x widened to float64, the squares (exact
+// in float64) summed in two 8-lane float64 accumulators, then across lanes.
+TEXT ·sumSquaresAVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	MOVQ CX, BX
+	SHRQ $4, BX
+	JZ sstail
+ssloop:
+	VCVTPS2PD (SI), Z4
+	VCVTPS2PD 32(SI), Z5
+	VFMADD231PD Z4, Z4, Z0
+	VFMADD231PD Z5, Z5, Z1
+	ADDQ $64, SI
+	DECQ BX
+	JNZ ssloop
+sstail:
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z6
+	VCVTPS2PD Y6, Z4
+	VEXTRACTF64X4 $1, Z6, Y7
+	VCVTPS2PD Y7, Z5
+	VFMADD231PD Z4, Z4, Z0
+	VFMADD231PD Z5, Z5, Z1
+	VADDPD Z1, Z0, Z0
+	HSUMPD(Z0, Y0, X0, Y1, X1)
+	MOVSD X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func scaleMulAVX512(dst, x, w *float32, n int, s float32)
+// sets dst[i] = w[i]·(x[i]·s) for i < n, each product rounded to float32
+// (dst may be x).
+TEXT ·scaleMulAVX512(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DX
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DI
+	MOVQ n+24(FP), CX
+	VBROADCASTSS s+32(FP), Z0
+	MOVQ CX, BX
+	SHRQ $4, BX
+	JZ smtail
+smloop:
+	VMULPS (SI), Z0, Z1
+	VMULPS (DI), Z1, Z1
+	VMOVUPS Z1, (DX)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	ADDQ $64, DX
+	DECQ BX
+	JNZ smloop
+smtail:
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z1
+	VMOVUPS.Z (DI), K1, Z2
+	VMULPS Z0, Z1, Z1
+	VMULPS Z2, Z1, Z1
+	VMOVUPS Z1, K1, (DX)
+	VZEROUPPER
+	RET
+
+// func firstNonFiniteAVX512(x *float32, n int) int
+// returns the index of the first NaN or ±Inf among x[0 … n−1] (all
+// exponent bits set), or −1.
+TEXT ·firstNonFiniteAVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ SI, R8
+	BCAST($0x7f800000, Z31)
+	MOVQ CX, BX
+	SHRQ $4, BX
+	JZ nftail
+nfloop:
+	VPANDD (SI), Z31, Z1
+	VPCMPEQD Z31, Z1, K2
+	KORTESTW K2, K2
+	JNZ nffound
+	ADDQ $64, SI
+	DECQ BX
+	JNZ nfloop
+nftail:
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z1
+	VPANDD Z31, Z1, Z1
+	VPCMPEQD Z31, Z1, K1, K2
+	KORTESTW K2, K2
+	JNZ nffound
+	MOVQ $-1, ret+16(FP)
+	VZEROUPPER
+	RET
+nffound:
+	KMOVW K2, AX
+	TZCNTL AX, AX
+	SUBQ R8, SI
+	SHRQ $2, SI
+	ADDQ SI, AX
+	MOVQ AX, ret+16(FP)
+	VZEROUPPER
+	RET

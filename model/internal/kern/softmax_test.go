@@ -60,3 +60,88 @@ func TestScaleDotShiftNorm(t *testing.T) {
 		}
 	}
 }
+
+// TestNormKernels: SumSquares within n·2⁻⁵³ relative of the compensated
+// float64 sum (the squares are exact in float64; the bound of a float64
+// sum of n positive terms in any order); ScaleMul equal
+// bit for bit to w·(x·s) in Go, in place too, NaN staying NaN;
+// FirstNonFinite naming the first NaN, +Inf or −Inf wherever it is (body
+// or tail, first or last element, two of them) and −1 for finite values
+// up to ±MaxFloat32 and subnormals.
+func TestNormKernels(t *testing.T) {
+	if !Available() {
+		t.Skip("kern: the CPU lacks AVX-512F or BMI2")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	lengths := []int{0, 1, 7, 15, 16, 17, 31, 32, 33, 64, 100, 1000, 4099}
+	for _, n := range lengths {
+		x := make([]float32, n)
+		w := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * 3)
+			w[i] = float32(rng.NormFloat64())
+		}
+		var want, comp float64 // Neumaier's compensated sum
+		for _, v := range x {
+			sq := float64(v) * float64(v)
+			t := want + sq
+			if math.Abs(want) >= sq {
+				comp += (want - t) + sq
+			} else {
+				comp += (sq - t) + want
+			}
+			want = t
+		}
+		want += comp
+		if got := SumSquares(x); math.Abs(got-want) > float64(n)*0x1p-53*want {
+			t.Errorf("SumSquares n=%d: %v, want %v", n, got, want)
+		}
+
+		s := float32(0.37)
+		dst := make([]float32, n)
+		ScaleMul(dst, x, w, s)
+		for i := range x {
+			if wantv := w[i] * (x[i] * s); math.Float32bits(dst[i]) != math.Float32bits(wantv) {
+				t.Fatalf("ScaleMul n=%d: dst[%d] = %v, want %v", n, i, dst[i], wantv)
+			}
+		}
+		in := append([]float32(nil), x...)
+		ScaleMul(in, in, w, s)
+		for i := range in {
+			if in[i] != dst[i] {
+				t.Fatalf("ScaleMul in place n=%d: [%d] = %v, want %v", n, i, in[i], dst[i])
+			}
+		}
+		if n > 0 {
+			y := append([]float32(nil), x...)
+			y[n-1] = float32(math.NaN())
+			ScaleMul(y, y, w, s)
+			if !math.IsNaN(float64(y[n-1])) {
+				t.Errorf("ScaleMul n=%d: NaN became %v", n, y[n-1])
+			}
+		}
+
+		finite := append([]float32(nil), x...)
+		if n > 2 {
+			finite[0], finite[1], finite[2] = math.MaxFloat32, -math.MaxFloat32, math.Float32frombits(1)
+		}
+		if got := FirstNonFinite(finite); got != -1 {
+			t.Fatalf("FirstNonFinite n=%d finite: %d, want -1", n, got)
+		}
+		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+			for _, at := range []int{0, n / 2, n - 1} {
+				if at < 0 || n == 0 {
+					continue
+				}
+				y := append([]float32(nil), finite...)
+				y[at] = bad
+				if at+1 < n {
+					y[n-1] = bad // a later one must not win
+				}
+				if got := FirstNonFinite(y); got != at {
+					t.Fatalf("FirstNonFinite n=%d %v at %d: %d", n, bad, at, got)
+				}
+			}
+		}
+	}
+}
