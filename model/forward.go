@@ -143,9 +143,11 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			run(hooks.AttnV, l, v, B, T, KV, dh)
 			if gate != nil {
 				linearAs(opt.Compute, gate, h, n, D, L.Wg, H*gp, L.Bg)
-				for i, g := range gate {
-					gate[i] = sigmoid(g)
-				}
+				parallelRows(n, H*gp, func(lo, hi int) {
+					for i := lo * H * gp; i < hi*H*gp; i++ {
+						gate[i] = sigmoid(gate[i])
+					}
+				})
 			}
 
 			// QK-norm per head, then RoPE (rotate-half)
@@ -158,15 +160,17 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 				if localRope != nil && c.layerWindow(l) > 0 {
 					rl = localRope
 				}
-				for r := 0; r < n; r++ {
-					t := r % T
-					for i := 0; i < H; i++ {
-						rl.apply(q[(r*H+i)*dh:(r*H+i+1)*dh], t)
+				parallelRows(n, (H+KV)*dh, func(lo, hi int) {
+					for r := lo; r < hi; r++ {
+						t := r % T
+						for i := 0; i < H; i++ {
+							rl.apply(q[(r*H+i)*dh:(r*H+i+1)*dh], t)
+						}
+						for i := 0; i < KV; i++ {
+							rl.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
+						}
 					}
-					for i := 0; i < KV; i++ {
-						rl.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
-					}
-				}
+				})
 			}
 			if rot != nil && err == nil {
 				// the family's own rotation of q and k from h (Selective RoPE's
