@@ -46,18 +46,22 @@ func SgemmRows(m, n, k int, a []float32, lda int, b Rows, c []float32, ldc int) 
 		b.offset(n-1)+k > max(len(b.F32), len(b.Bits))) {
 		panic("blas: insufficient length of b")
 	}
-	scaleRows(m, n, 0, c, ldc)
 	if k == 0 || m == 0 || n == 0 {
+		scaleRows(m, n, 0, c, ldc)
 		return
 	}
 	if m <= NarrowM {
+		scaleRows(m, n, 0, c, ldc)
 		sgemmRowsNarrow(m, n, k, a, lda, &b, c, ldc)
 		return
 	}
 	sgemmRowsPacked(m, n, k, a, lda, &b, c, ldc)
 }
 
-// sgemmRowsPacked is SgemmRows on packed panels of B.
+// sgemmRowsPacked is SgemmRows on packed panels of B. The first block of
+// depth overwrites C (kernelS6x32Store) instead of adding to a cleared C:
+// the same bits, as the accumulators start at +0 either way, without the
+// pass that clears C.
 func sgemmRowsPacked(m, n, k int, a []float32, lda int, b *Rows, c []float32, ldc int) {
 	buf := sPool.Get().(*gemmBuffers[float32])
 	defer sPool.Put(buf)
@@ -66,7 +70,11 @@ func sgemmRowsPacked(m, n, k int, a []float32, lda int, b *Rows, c []float32, ld
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
 			packRows(b, pc, kc, jc, nc, buf.bp)
-			gemmPanelBlock(m, nc, kc, 1, a, lda, pc, buf.bp, c[jc:], ldc, sMR, sNR, kernelS6x32, false, buf)
+			kernel := kernelS6x32
+			if pc == 0 {
+				kernel = kernelS6x32Store
+			}
+			gemmPanelBlock(m, nc, kc, 1, a, lda, pc, buf.bp, c[jc:], ldc, sMR, sNR, kernel, pc == 0, buf)
 		}
 	}
 }

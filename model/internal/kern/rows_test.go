@@ -25,11 +25,11 @@ func TestHalfToFloat32(t *testing.T) {
 
 // TestSgemmRows: the product with rows given as float32, bfloat16 or half
 // bits (contiguous or in runs) equals Sgemm(transB) of the widened rows
-// bit for bit, NaN and infinities included, over the tails of every
-// blocking level (1×1×1, m not a multiple of 6, n not of 32 and beyond
-// 1024, k beyond 256 and not a multiple of 16), on the narrow path (m ≤
-// NarrowM, no packing) as on the packed one, and overwrites C whatever it
-// held.
+// bit for bit, NaN, infinities and the sign of a zero row's sums
+// included, over the tails of every blocking level (1×1×1, m not a
+// multiple of 6, n not of 32 and beyond 1024, k beyond 256 and not a
+// multiple of 16), on the narrow path (m ≤ NarrowM, no packing) as on the
+// packed one, and overwrites C whatever it held.
 func TestSgemmRows(t *testing.T) {
 	if !Available() {
 		t.Skip("this CPU has no AVX-512F+BMI2: package model uses gonum's kernels")
@@ -76,6 +76,9 @@ func TestSgemmRows(t *testing.T) {
 				for i := range a {
 					a[i] = float32(rng.NormFloat64())
 				}
+				// a zero row: its products are ±0, and so must be C's row
+				// (the sign of zero included)
+				clear(a[:sh.k])
 				if poison { // NaN and ±Inf in B (one row each) and +Inf in A
 					for _, r := range []int{0, sh.n / 2, sh.n - 1} {
 						at := b.offset(r) + rng.IntN(sh.k)
