@@ -57,7 +57,7 @@ func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes
 		col    *probes.Collector
 	}
 	run := func(cmp model.Compute) (pass, error) {
-		col, err := probes.NewCollector(B, cfg.Layers, cfg.Heads, T, cfg.DHead, copts)
+		col, err := probes.NewModelCollector(B, cfg, T, copts)
 		if err != nil {
 			return pass{}, err
 		}

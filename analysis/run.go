@@ -303,7 +303,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	rec := PassRecord{Key: key, Hash: key.Hash(), File: passFileName(c.T, c.Sample), Threads: s.Threads}
 	copts, _ := s.Options.Probe.collector()
 	copts.ContinueOnNonFinite = s.Options.OnNonFinite == NonFiniteFlag
-	col, err := probes.NewCollector(1, cfg.Layers, cfg.Heads, c.T, cfg.ValueDim(), copts)
+	col, err := probes.NewModelCollector(1, cfg, c.T, copts)
 	if err != nil {
 		return rec, nil, err
 	}

@@ -72,6 +72,12 @@ type CollectorOptions struct {
 	// of the sequence (notes §F.1.3: with a prepended BOS/<|endoftext|> it is
 	// that token, otherwise the first chunk token).
 	BOSKeys []int
+	// Layers are the layers that have cells, ascending (nil: every layer).
+	// The metric slices hold only these layers, in this order; the rows
+	// and gates of other layers are ignored and Get reads NaN there.
+	// NewModelCollector sets it to a hybrid model's softmax layers, so
+	// that its Gated DeltaNet layers hold no cells.
+	Layers []int
 }
 
 // NonFiniteError reports an attention row whose weights or values contain
@@ -102,10 +108,12 @@ func (e *NonFiniteError) Error() string {
 // row whose S is nearly 0.) Readers accumulate in float64 (Get and GetDim
 // widen).
 //
-// Every per-cell metric is a flat slice of length B·L·H·T with layout
-// [B, L, H, T]: cell (b, l, h, t) is at index Index(b, l, h, t) =
-// ((b·L + l)·H + h)·T + t. The per-dimension metrics (KeepPerDim) have
-// layout [B, L, H, T, DHead]. Cells that no row has reached hold NaN.
+// Every per-cell metric is a flat slice of length B·L'·H·T with layout
+// [B, L', H, T], L' the number of layers with cells (CollectorOptions.Layers;
+// L' = L by default): cell (b, l, h, t) is at index Index(b, l, h, t) =
+// ((b·L' + s)·H + h)·T + t, s the layer's place among them (s = l by
+// default). The per-dimension metrics (KeepPerDim) have layout
+// [B, L', H, T, DHead]. Cells that no row has reached hold NaN.
 //
 // ConsumeAttn may run concurrently for different (batch, head) pairs (and
 // different layers): each call writes only its own cells and uses its own
@@ -132,6 +140,7 @@ type Collector struct {
 
 	opts    CollectorOptions // resolved
 	lambdaK float64          // resolved LambdaPrior
+	slot    []int            // [L]: the layer's place among Layers, −1 for none
 	pool    sync.Pool        // *scratch
 
 	mu       sync.Mutex
@@ -147,7 +156,8 @@ type scratch struct {
 // NewCollector returns a Collector for batch size b, nLayers layers, nHeads
 // query heads, sequences of at most seqLen queries and value dimension dHead
 // per head. It allocates 12 float32 per (batch, layer, head, query) cell
-// (9 with MeanReduction) and 2·dHead more with KeepPerDim, all set to NaN.
+// (9 with MeanReduction) and 2·dHead more with KeepPerDim, all set to NaN,
+// for the layers of opts.Layers (all by default).
 func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) (*Collector, error) {
 	if b <= 0 || nLayers <= 0 || nHeads <= 0 || seqLen <= 0 || dHead <= 0 {
 		return nil, fmt.Errorf("probes: NewCollector: shapes must be positive, got B=%d L=%d H=%d T=%d dHead=%d",
@@ -172,17 +182,35 @@ func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) 
 		return nil, fmt.Errorf("probes: CollectorOptions.KeepPerDim needs Reductions = %s (per-dimension S), got %s",
 			AllReductions, opts.Reductions)
 	}
+	slot := make([]int, nLayers)
+	if opts.Layers == nil {
+		for l := range slot {
+			slot[l] = l
+			opts.Layers = append(opts.Layers, l)
+		}
+	} else {
+		for l := range slot {
+			slot[l] = -1
+		}
+		for i, l := range opts.Layers {
+			if l < 0 || l >= nLayers || i > 0 && l <= opts.Layers[i-1] {
+				return nil, fmt.Errorf("probes: CollectorOptions.Layers %v: want ascending layers in [0, %d)", opts.Layers, nLayers)
+			}
+			slot[l] = i
+		}
+		opts.Layers = slices.Clone(opts.Layers)
+	}
 	opts.Lambda = opts.Lambda.WithDefaults(dHead)
 	if opts.BOSKeys == nil {
 		opts.BOSKeys = []int{0}
 	} else {
 		opts.BOSKeys = append([]int(nil), opts.BOSKeys...)
 	}
-	c := &Collector{B: b, L: nLayers, H: nHeads, T: seqLen, DHead: dHead, opts: opts, lambdaK: opts.LambdaPrior}
+	c := &Collector{B: b, L: nLayers, H: nHeads, T: seqLen, DHead: dHead, opts: opts, lambdaK: opts.LambdaPrior, slot: slot}
 	if c.lambdaK == 0 {
 		c.lambdaK = 1
 	}
-	n := b * nLayers * nHeads * seqLen
+	n := b * len(opts.Layers) * nHeads * seqLen
 	for _, m := range c.cellMetrics() {
 		*m.x = nanSlice[float32](n)
 	}
@@ -196,6 +224,18 @@ func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) 
 			b: buf[2*dHead : 3*dHead : 3*dHead], lam: buf[3*dHead:]}
 	}
 	return c, nil
+}
+
+// NewModelCollector is NewCollector for the softmax attention of a model
+// of configuration cfg: its layers and query heads, the value dimension of
+// its heads, and, unless opts.Layers is set, cells for its softmax layers
+// only (model.Config.SoftmaxLayers: a hybrid model's Gated DeltaNet layers
+// stream no attention rows).
+func NewModelCollector(b int, cfg *model.Config, seqLen int, opts CollectorOptions) (*Collector, error) {
+	if opts.Layers == nil {
+		opts.Layers = cfg.SoftmaxLayers()
+	}
+	return NewCollector(b, cfg.Layers, cfg.Heads, seqLen, cfg.ValueDim(), opts)
 }
 
 // nanSlice returns n NaNs (cells no row has reached).
@@ -289,11 +329,19 @@ func ParseReductions(s string) (Reductions, bool) {
 // Options returns the Collector's options with defaults resolved.
 func (c *Collector) Options() CollectorOptions { return c.opts }
 
-// Index returns the flat index of cell (b, l, h, t) in the [B, L, H, T]
-// metric slices.
+// Index returns the flat index of cell (b, l, h, t) in the [B, L', H, T]
+// metric slices (see Collector). It panics for a layer without cells
+// (HasLayer).
 func (c *Collector) Index(b, l, h, t int) int {
-	return ((b*c.L+l)*c.H+h)*c.T + t
+	s := c.slot[l]
+	if s < 0 {
+		panic(fmt.Sprintf("probes: Collector.Index: layer %d has no cells (the collector's layers: %v)", l, c.opts.Layers))
+	}
+	return ((b*len(c.opts.Layers)+s)*c.H+h)*c.T + t
 }
+
+// HasLayer reports whether layer l has cells (CollectorOptions.Layers).
+func (c *Collector) HasLayer(l int) bool { return l >= 0 && l < c.L && c.slot[l] >= 0 }
 
 // Metrics returns the names of the metrics this Collector holds: the
 // per-cell ones, then the per-dimension ones when KeepPerDim is set.
@@ -305,8 +353,9 @@ func (c *Collector) Metrics() []string {
 	return names
 }
 
-// Metric returns the flat slice of the named metric (layout [B, L, H, T],
-// or [B, L, H, T, DHead] for MetricS and MetricLambdaObsDim) and whether the
+// Metric returns the flat slice of the named metric (layout [B, L', H, T],
+// or [B, L', H, T, DHead] for MetricS and MetricLambdaObsDim, L' the layers
+// with cells) and whether the
 // Collector holds it. The slice is the Collector's own storage (float32,
 // see Collector).
 func (c *Collector) Metric(name string) ([]float32, bool) {
@@ -326,7 +375,7 @@ func (c *Collector) Get(metric string, b, l, h, t int) (float64, error) {
 	if !ok || metric == MetricS || metric == MetricLambdaObsDim {
 		return math.NaN(), fmt.Errorf("probes: Collector.Get: %q is not a per-cell metric of this Collector (it holds %s)", metric, strings.Join(c.Metrics(), ", "))
 	}
-	if err := c.checkCell(b, l, h, t); err != nil {
+	if err := c.checkCell(b, l, h, t); err != nil || !c.HasLayer(l) {
 		return math.NaN(), err
 	}
 	return float64(x[c.Index(b, l, h, t)]), nil
@@ -346,6 +395,9 @@ func (c *Collector) GetDim(metric string, b, l, h, t, i int) (float64, error) {
 	if i < 0 || i >= c.DHead {
 		return math.NaN(), fmt.Errorf("probes: Collector.GetDim: dimension %d out of range [0,%d)", i, c.DHead)
 	}
+	if !c.HasLayer(l) {
+		return math.NaN(), nil
+	}
 	return float64(x[c.Index(b, l, h, t)*c.DHead+i]), nil
 }
 
@@ -361,10 +413,14 @@ func (c *Collector) checkCell(b, l, h, t int) error {
 // batch b (the argument order follows the model's [B, T, H] gate layout;
 // storage is [B, L, H, T] like every metric). For an element-wise gate pass
 // GateMean of the head's d_head gate values, or use SetGateVector. It panics
-// if an index is out of range.
+// if an index is out of range, and ignores a layer without cells.
 func (c *Collector) SetGate(b, l, t, h int, g float64) {
-	c.checkCell(b, l, h, t)
-	c.Gate[c.Index(b, l, h, t)] = float32(g)
+	if err := c.checkCell(b, l, h, t); err != nil {
+		panic(err)
+	}
+	if c.HasLayer(l) {
+		c.Gate[c.Index(b, l, h, t)] = float32(g)
+	}
 }
 
 // SetGateVector stores GateMean(g), the mean of an element-wise gate over
@@ -376,10 +432,14 @@ func (c *Collector) SetGateVector(b, l, t, h int, g []float32) {
 // SetLayerGates stores the gates of one whole layer, given in the model's
 // layout [B, T', H, perHead] with T' ≤ T queries: perHead = 1 for a
 // head-wise gate, perHead = d_head for an element-wise gate (reduced by
-// GateMean). len(gates) must be a multiple of B·H·perHead.
+// GateMean). len(gates) must be a multiple of B·H·perHead. The gates of a
+// layer without cells are ignored.
 func (c *Collector) SetLayerGates(l int, gates []float32, perHead int) error {
 	if l < 0 || l >= c.L {
 		return fmt.Errorf("probes: SetLayerGates: layer %d out of range [0,%d)", l, c.L)
+	}
+	if !c.HasLayer(l) {
+		return nil
 	}
 	row := c.H * perHead
 	if perHead <= 0 || len(gates)%(c.B*row) != 0 {
@@ -459,12 +519,12 @@ func (c *Collector) checkTile(a *hooks.AttnTile) error {
 // ErrTileShape for a tile that does not fit, and a *NonFiniteError at the
 // first row whose weights or values are NaN/Inf (that row's metrics are
 // stored as computed; later rows of the tile are not processed) unless
-// ContinueOnNonFinite is set.
+// ContinueOnNonFinite is set. A tile of a layer without cells is ignored.
 func (c *Collector) ConsumeAttn(a *hooks.AttnTile) error {
 	if err := c.checkTile(a); err != nil {
 		return err
 	}
-	if a.Rows == 0 {
+	if a.Rows == 0 || !c.HasLayer(a.Layer) {
 		return nil
 	}
 	sc := c.pool.Get().(*scratch)
@@ -568,12 +628,19 @@ func store32(dst []float32, src []float64) {
 	}
 }
 
-// Hooks returns a hook set that streams every layer's attention rows to c
-// and stores the output gates of a gated model of configuration cfg in it:
-// what a forward pass needs for the App. I diagnostics.
+// Hooks returns a hook set that streams the attention rows of the layers
+// with cells to c and stores the output gates of a gated model of
+// configuration cfg in it: what a forward pass needs for the App. I
+// diagnostics.
 func (c *Collector) Hooks(cfg *model.Config) *hooks.Set {
 	hs := &hooks.Set{}
-	hs.Stream(-1, c)
+	if len(c.opts.Layers) == c.L {
+		hs.Stream(-1, c)
+	} else {
+		for _, l := range c.opts.Layers {
+			hs.Stream(l, c)
+		}
+	}
 	if gp := cfg.GatePerHead(); gp > 0 {
 		hs.Add(hooks.AttnGate, func(_ string, l int, x *tensor.Dense) error {
 			return c.SetLayerGates(l, x.Data().([]float32), gp)

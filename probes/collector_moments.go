@@ -67,6 +67,9 @@ func (c *Collector) ConsumeMoments(am *hooks.AttnMoments) error {
 	if c.checkTile(a) != nil {
 		return c.ConsumeAttn(a)
 	}
+	if !c.HasLayer(a.Layer) {
+		return nil
+	}
 	sc := c.pool.Get().(*scratch)
 	defer c.pool.Put(sc)
 	d := a.DHead

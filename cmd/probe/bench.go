@@ -168,7 +168,7 @@ func cmdBench(args []string, w io.Writer) error {
 		// ‖e‖, gates), as probe sweep computes them; the Collector is
 		// allocated once, outside the timed passes.
 		kernel, _ := probes.ParseKernel(*path)
-		col, err := probes.NewCollector(1, c.Layers, c.Heads, *T, c.ValueDim(), probes.CollectorOptions{Kernel: kernel, Reductions: red})
+		col, err := probes.NewModelCollector(1, c, *T, probes.CollectorOptions{Kernel: kernel, Reductions: red})
 		if err != nil {
 			return err
 		}
@@ -304,7 +304,7 @@ func benchHooks(mode string, c *model.Config, T, threads int, copt probes.Collec
 	case "forward":
 		return nil, nil
 	case "sweep":
-		col, err := probes.NewCollector(1, c.Layers, c.Heads, T, c.ValueDim(), copt)
+		col, err := probes.NewModelCollector(1, c, T, copt)
 		if err != nil {
 			return nil, err
 		}

@@ -82,7 +82,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
 	copts := probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k}
-	col, err := probes.NewCollector(B, c.Layers, c.Heads, T, c.ValueDim(), copts)
+	col, err := probes.NewModelCollector(B, c, T, copts)
 	if err != nil {
 		return err
 	}
