@@ -126,7 +126,8 @@ type Collector struct {
 	// dimension per head.
 	B, L, H, T, DHead int
 
-	// Per-cell metrics, layout [B, L, H, T] (see the Metric* constants).
+	// Per-cell metrics, layout [B, L', H, T] (L' the layers with cells; see
+	// the Metric* constants).
 	NEff, NEffEntropy, SumAlpha, SMean []float32
 	// LambdaObs and K use reduction FromMean (i); LambdaObsDimMean and
 	// KDimMean reduction PerDimMean (ii); LambdaObsHarmonic reduction
@@ -411,7 +412,7 @@ func (c *Collector) checkCell(b, l, h, t int) error {
 
 // SetGate stores the output gate value g of query t of head h in layer l,
 // batch b (the argument order follows the model's [B, T, H] gate layout;
-// storage is [B, L, H, T] like every metric). For an element-wise gate pass
+// storage is [B, L', H, T] like every metric). For an element-wise gate pass
 // GateMean of the head's d_head gate values, or use SetGateVector. It panics
 // if an index is out of range, and ignores a layer without cells.
 func (c *Collector) SetGate(b, l, t, h int, g float64) {
