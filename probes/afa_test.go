@@ -43,14 +43,8 @@ func TestAFAPriorDiagnostics(t *testing.T) {
 // TestAFACollector: the streamed rows' self weight and decayed mass equal
 // hook_pattern's diagonal and hook_pattern_decayed's row sums.
 func TestAFACollector(t *testing.T) {
-	cfg, err := model.SmallConfig(model.ArchAFA, model.Size{Layers: 2, DModel: 16, Heads: 2, KVHeads: 2, Vocab: 37, MaxPos: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _, err := model.Generate(cfg, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := smallModel(t, model.ArchAFA, model.Size{Layers: 2, DModel: 16, Heads: 2, KVHeads: 2, Vocab: 37, MaxPos: 64}, 5)
+	cfg := m.Config
 	ps, err := m.AFAParams()
 	if err != nil {
 		t.Fatal(err)

@@ -22,14 +22,8 @@ func (nopDelta) ConsumeDelta(*hooks.AttnTile) error { return nil }
 // heads, 4 KV heads, vocabulary 1024: `probe generate`'s defaults) and
 // benchT random ids.
 func benchModel(b *testing.B, arch model.Arch) (*model.Model, [][]int) {
-	cfg, err := model.SmallConfig(arch, model.Size{Layers: 4, DModel: 256, Heads: 8, KVHeads: 4, Vocab: 1024, MaxPos: 32768})
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, _, err := model.Generate(cfg, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := smallModel(b, arch, model.Size{Layers: 4, DModel: 256, Heads: 8, KVHeads: 4, Vocab: 1024, MaxPos: 32768}, 1)
+	cfg := m.Config
 	rng := rand.New(rand.NewPCG(1, 1))
 	ids := [][]int{make([]int, benchT)}
 	for i := range ids[0] {

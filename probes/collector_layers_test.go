@@ -17,14 +17,8 @@ import (
 // panics there, and gates and rows of those layers are ignored; bad layer
 // lists are refused naming the field.
 func TestCollectorLayers(t *testing.T) {
-	cfg, err := model.SmallConfig(model.ArchQwen35, model.Size{Layers: 8, DModel: 128, Heads: 4, KVHeads: 2, Vocab: 512, MaxPos: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _, err := model.Generate(cfg, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := smallModel(t, model.ArchQwen35, model.Size{Layers: 8, DModel: 128, Heads: 4, KVHeads: 2, Vocab: 512, MaxPos: 4096}, 3)
+	cfg := m.Config
 	soft := cfg.SoftmaxLayers()
 	if len(soft) == 0 || len(soft) == cfg.Layers {
 		t.Fatalf("want a hybrid model, softmax layers %v of %d", soft, cfg.Layers)

@@ -3,6 +3,9 @@ package probes
 import (
 	"math"
 	"math/rand/v2"
+	"testing"
+
+	"github.com/filterlens/probe/model"
 )
 
 // softmaxRow returns a random softmax row of length n whose logits have
@@ -66,4 +69,19 @@ func storedFrom(got, w, tol float64) bool {
 		return got == w
 	}
 	return got == float64(float32(got)) && float64(float32(w-tol)) <= got && got <= float64(float32(w+tol))
+}
+
+// smallModel generates a random model of family arch and size s from seed:
+// the small models of this package's tests.
+func smallModel(tb testing.TB, arch model.Arch, s model.Size, seed uint64) *model.Model {
+	tb.Helper()
+	cfg, err := model.SmallConfig(arch, s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, _, err := model.Generate(cfg, seed)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
 }

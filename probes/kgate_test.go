@@ -149,14 +149,8 @@ func TestKGateFitPriorRange(t *testing.T) {
 // is the plain pass bit for bit, and each mapping runs and changes the
 // logits.
 func TestKGateOnModel(t *testing.T) {
-	cfg, err := model.SmallConfig(model.ArchGated, model.Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 53, MaxPos: 128})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _, err := model.Generate(cfg, 21)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := smallModel(t, model.ArchGated, model.Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 53, MaxPos: 128}, 21)
+	cfg := m.Config
 	ids := [][]int{make([]int, 48)}
 	for i := range ids[0] {
 		ids[0][i] = (i*i + 3*i) % 53

@@ -48,14 +48,8 @@ func TestRTKernelIdentities(t *testing.T) {
 // recorded tangent norm is the norm of hook_z (up to the cancellation in
 // ‖ū‖² − ρ², checked on squares).
 func TestRTRecorderAndCollector(t *testing.T) {
-	cfg, err := model.SmallConfig(model.ArchRT, model.Size{Layers: 2, DModel: 24, Heads: 3, KVHeads: 3, Vocab: 41, MaxPos: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _, err := model.Generate(cfg, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := smallModel(t, model.ArchRT, model.Size{Layers: 2, DModel: 24, Heads: 3, KVHeads: 3, Vocab: 41, MaxPos: 64}, 2)
+	cfg := m.Config
 	B, T := 2, 20
 	col, err := NewCollector(B, cfg.Layers, cfg.Heads, T, cfg.DHead, CollectorOptions{})
 	if err != nil {

@@ -208,14 +208,8 @@ func (r rowsOnly) ConsumeAttn(t *hooks.AttnTile) error { return r.c.ConsumeAttn(
 // hands moments consumers their entropy and Σα² from its softmax pass,
 // the SinkCollector's moments path agrees with its own row walk.
 func TestSinkCollectorMomentsMatchRows(t *testing.T) {
-	cfg, err := model.SmallConfig(model.ArchGated, model.Size{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 97, MaxPos: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _, err := model.Generate(cfg, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := smallModel(t, model.ArchGated, model.Size{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 97, MaxPos: 512}, 5)
+	cfg := m.Config
 	const T = 300
 	ids := [][]int{make([]int, T)}
 	for i := range ids[0] {
