@@ -278,8 +278,11 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 	ld.bytes += 2 * int64(len(bits))
 	w := Weight{Rows: rows, Cols: cols, DType: info.DType, Bits: bits}
 	if ld.bf16 {
-		w = w.roundedBF16()
-	} else {
+		w = w.roundedBF16() // an F16 weight becomes a copy on the heap
+	}
+	if w.DType == info.DType {
+		// still the mapping's pages: the embedding's can leave the
+		// resident set after the lookup, in every arithmetic
 		w.release = ld.ck.Releaser(name)
 	}
 	return w
