@@ -465,7 +465,8 @@ func gatedDeltaNet(out, x, scratch []float32, B, T int, w *deltaNet, l int, run 
 		core = scratch[2*B*Hv*T*Dk+B*Hv*T*Dv:][:B*Hv*T*Dv]
 	}
 	R, K := blockSize(T, blockRows), w.K
-	win, conv := make([]float32, (K-1+R)*C), make([]float32, R*C)
+	blk := scratch[w.scratchFloats(B, T)-w.blockFloats(T):]
+	win, conv := blk[:(K-1+R)*C], blk[(K-1+R)*C:][:R*C] // rows before time 0 are never read
 	for b := 0; b < B; b++ {
 		for t0 := 0; t0 < T; t0 += R {
 			rows := min(R, T-t0)
@@ -629,11 +630,20 @@ func (w *deltaNet) mix(_ *Model, out, h, scratch []float32, l, B, T int, opt Opt
 }
 
 // scratchFloats is the storage of gatedDeltaNet's q, k [B, Hv, T, Dk], v
-// and core [B, Hv, T, Dv]; core overwrites q where Dk = Dv (each head's
-// recurrence reads a row of q before it writes that row of its output).
+// and core [B, Hv, T, Dv] (core overwrites q where Dk = Dv: each head's
+// recurrence reads a row of q before it writes that row of its output),
+// then the convolution's window and output for one block of rows
+// (blockFloats): scratch the decoder pass lends every layer, so that no
+// layer leaves them to the collector.
 func (w *deltaNet) scratchFloats(B, T int) int {
 	if w.Dk == w.Dv {
-		return B * w.Hv * T * (2*w.Dk + w.Dv)
+		return B*w.Hv*T*(2*w.Dk+w.Dv) + w.blockFloats(T)
 	}
-	return B * w.Hv * T * 2 * (w.Dk + w.Dv)
+	return B*w.Hv*T*2*(w.Dk+w.Dv) + w.blockFloats(T)
+}
+
+// blockFloats is the convolution window [K−1+R, C] and output [R, C] of
+// a block of R = blockSize(T, blockRows) rows, C = 2·Hk·Dk + Hv·Dv.
+func (w *deltaNet) blockFloats(T int) int {
+	return (w.K - 1 + 2*blockSize(T, blockRows)) * (2*w.Hk*w.Dk + w.Hv*w.Dv)
 }

@@ -17,11 +17,12 @@ import (
 //
 //	T·(2d + r)                                 x, h (the sub-blocks' output too); RoPE cos and sin
 //	+ max(T·(H·dh + 2·KV·dh + H·g),            the arena: attention's q (then z), k, v, gate,
-//	      T·Hv·(2·Dk + Dv))                    or Gated DeltaNet's q (then output), k, v
-//	                                           (T·2·Hv·(Dk + Dv) where Dk ≠ Dv: output apart)
+//	      T·Hv·(2·Dk + Dv)                     or Gated DeltaNet's q (then output), k, v
+//	      + (K − 1 + 2·min(T, blockRows))·C)   (T·2·Hv·(Dk + Dv) where Dk ≠ Dv: output apart),
+//	                                           convolution window and block
 //	+ min(T, blockRows)·a·d_ff                 MLP hidden values (a = 2 for SwiGLU, 1 for GELU)
 //	+ P·(S·T + T·dh)                           each attention worker's scores and packed keys
-//	+ 2·T·Hv + (K − 1 + 2·min(T, blockRows))·C Gated DeltaNet's β, g, convolution window and block
+//	+ 2·T·Hv                                   Gated DeltaNet's β and g
 //
 // with g the output gate's values per head (0, 1 or dh), r the rotary
 // dimensions (twice for Gemma 3's local RoPE), P the workers, S the query
@@ -44,12 +45,13 @@ func peakPassBytes(m *Model, T, workers int) int64 {
 	arena, gdn := 0, 0
 	for _, L := range m.Layers {
 		if w, ok := L.mixer.(*deltaNet); ok {
+			block := (w.K - 1 + 2*R) * (2*w.Hk*w.Dk + w.Hv*w.Dv)
 			if w.Dk == w.Dv {
-				arena = max(arena, T*w.Hv*(2*w.Dk+w.Dv))
+				arena = max(arena, T*w.Hv*(2*w.Dk+w.Dv)+block)
 			} else {
-				arena = max(arena, T*2*w.Hv*(w.Dk+w.Dv))
+				arena = max(arena, T*2*w.Hv*(w.Dk+w.Dv)+block)
 			}
-			gdn = max(gdn, 2*T*w.Hv+(w.K-1+2*R)*(2*w.Hk*w.Dk+w.Hv*w.Dv))
+			gdn = max(gdn, 2*T*w.Hv)
 		} else {
 			arena = max(arena, T*(H*dh+2*KV*dh+H*c.GatePerHead()))
 		}
