@@ -413,10 +413,8 @@ var scaleTile = func(x []float32, s float32) {
 // j·stride+dh]) hold only finite numbers.
 func finiteRows(V []float32, stride, dh, j0, j1 int) bool {
 	for j := j0; j < j1; j++ {
-		for _, x := range V[j*stride : j*stride+dh] {
-			if x-x != 0 { // NaN or ±Inf
-				return false
-			}
+		if firstNonFinite(V[j*stride:j*stride+dh]) >= 0 {
+			return false
 		}
 	}
 	return true

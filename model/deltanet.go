@@ -354,11 +354,7 @@ func causalConv1dSiLU(dst, win []float32, t0, rows, C int, w []float32, K int) {
 // l2NormalizeEps sets dst = x·rsqrt(Σx² + 1e-6) (fla's and HF's l2norm, eps
 // inside the root), the sum in float64.
 func l2NormalizeEps(dst, x []float32) {
-	var ss float64
-	for _, v := range x {
-		ss += float64(v) * float64(v)
-	}
-	inv := float32(1 / math.Sqrt(ss+1e-6))
+	inv := float32(1 / math.Sqrt(sumSquares(x)+1e-6))
 	for i, v := range x {
 		dst[i] = v * inv
 	}
@@ -456,8 +452,9 @@ func gatedDeltaNet(out, x, scratch []float32, B, T int, w *deltaNet, l int, run 
 	linearAs(opt.Compute, beta, x, n, D, w.B, Hv, nil)
 	g := make([]float32, n*Hv)
 	linearAs(opt.Compute, g, x, n, D, w.A, Hv, nil)
-	if len(scratch) < w.scratchFloats(B, T) {
-		scratch = make([]float32, w.scratchFloats(B, T))
+	need := w.scratchFloats(B, T)
+	if len(scratch) < need {
+		scratch = make([]float32, need)
 	}
 	q, k := scratch[:B*Hv*T*Dk], scratch[B*Hv*T*Dk:2*B*Hv*T*Dk]
 	v, core := scratch[2*B*Hv*T*Dk:][:B*Hv*T*Dv], q
@@ -465,7 +462,7 @@ func gatedDeltaNet(out, x, scratch []float32, B, T int, w *deltaNet, l int, run 
 		core = scratch[2*B*Hv*T*Dk+B*Hv*T*Dv:][:B*Hv*T*Dv]
 	}
 	R, K := blockSize(T, blockRows), w.K
-	blk := scratch[w.scratchFloats(B, T)-w.blockFloats(T):]
+	blk := scratch[need-w.blockFloats(T) : need]
 	win, conv := blk[:(K-1+R)*C], blk[(K-1+R)*C:][:R*C] // rows before time 0 are never read
 	for b := 0; b < B; b++ {
 		for t0 := 0; t0 < T; t0 += R {
@@ -541,11 +538,7 @@ func gatedDeltaNet(out, x, scratch []float32, B, T int, w *deltaNet, l int, run 
 			for i := 0; i < rows; i++ {
 				for h := 0; h < Hv; h++ {
 					o := core[((b*Hv+h)*T+t0+i)*Dv:][:Dv]
-					var ss float64
-					for _, x := range o {
-						ss += float64(x) * float64(x)
-					}
-					inv := float32(1 / math.Sqrt(ss/float64(Dv)+w.Eps))
+					inv := float32(1 / math.Sqrt(sumSquares(o)/float64(Dv)+w.Eps))
 					at := i*Hv*Dv + h*Dv
 					yo, zo := y[at:at+Dv], z[at:at+Dv]
 					for j, x := range o {

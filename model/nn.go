@@ -25,15 +25,9 @@ func rmsNorm(dst, x []float32, d int, w []float32, eps float64) {
 	})
 }
 
-// sumSquares returns Σ x[i]² summed in float64 (the order of the sum is
-// the kernel's).
-var sumSquares = func(x []float32) float64 {
-	var ss float64
-	for _, v := range x {
-		ss += float64(v) * float64(v)
-	}
-	return ss
-}
+// sumSquares returns Σ x[i]² summed in float64: sqNorm, or the 16-lane
+// kernel (kern_amd64.go), whose float64 sum runs in another order.
+var sumSquares = sqNorm
 
 // scaleMul sets dst[i] = w[i]·(x[i]·s) in float32; dst may be x.
 var scaleMul = func(dst, x, w []float32, s float32) {
