@@ -56,6 +56,10 @@ type attnArgs struct {
 	decay   [][]float64
 	observe func(w, b, h, t int, alpha []float32)
 	stream  func(w int, at *hooks.AttnTile) error
+
+	// work, when set, keeps the workers' scratch from layer to layer of
+	// one pass (nil: headWorkPool only).
+	work *workList
 }
 
 // A logitsFunc is a filter family's logits in the tile loop (attnArgs).
@@ -117,11 +121,11 @@ func causalAttention(a *attnArgs) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hw := getHeadWork(stack*tile, a.T, a.dHead, len(moments) > 0)
+			hw := a.work.get(stack*tile, a.T, a.dHead, len(moments) > 0)
 			if hw.mw != nil {
 				hw.mw.sum = sumOnly
 			}
-			defer headWorkPool.Put(hw)
+			defer a.work.put(hw)
 			hw.plain, hw.moments, hw.worker = plain, moments, w
 			for j := range jobs {
 				if err := attendGroup(a, j.b, j.kvh, j.j0, j.j1, tile, hw); err != nil {
@@ -173,10 +177,33 @@ type headWork struct {
 // worker's score and weight buffers are n·T floats: megabytes at long T).
 var headWorkPool sync.Pool
 
-// getHeadWork returns scratch for n stacked query rows of T keys and head
+// A workList holds the attention workers' scratch for the length of one
+// pass. headWorkPool alone drops what it holds at every other collection,
+// and a long pass collects between its softmax layers (a hybrid model's
+// other layers make garbage too), so the workers made their buffers again
+// in every layer: hundreds of megabytes per layer at 128k, garbage that let
+// the heap grow to the collector's goal. The pass hands its list back to
+// headWorkPool when it ends (release), so idle scratch still goes at the
+// next collections. A nil *workList uses headWorkPool directly.
+type workList struct {
+	mu   sync.Mutex
+	free []*headWork
+}
+
+// get returns scratch for n stacked query rows of T keys and head
 // dimension dh, with moments scratch when moments is set.
-func getHeadWork(n, T, dh int, moments bool) *headWork {
-	hw, _ := headWorkPool.Get().(*headWork)
+func (l *workList) get(n, T, dh int, moments bool) *headWork {
+	var hw *headWork
+	if l != nil {
+		l.mu.Lock()
+		if k := len(l.free); k > 0 {
+			hw, l.free = l.free[k-1], l.free[:k-1]
+		}
+		l.mu.Unlock()
+	}
+	if hw == nil {
+		hw, _ = headWorkPool.Get().(*headWork)
+	}
 	if hw == nil {
 		hw = &headWork{}
 	}
@@ -190,6 +217,28 @@ func getHeadWork(n, T, dh int, moments bool) *headWork {
 		hw.mw = newMomentsWork(n, T, dh)
 	}
 	return hw
+}
+
+// put takes hw back, without its consumers.
+func (l *workList) put(hw *headWork) {
+	hw.plain, hw.moments = nil, nil
+	if l == nil {
+		headWorkPool.Put(hw)
+		return
+	}
+	l.mu.Lock()
+	l.free = append(l.free, hw)
+	l.mu.Unlock()
+}
+
+// release hands the list's scratch to headWorkPool at the end of a pass.
+func (l *workList) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, hw := range l.free {
+		headWorkPool.Put(hw)
+	}
+	l.free = nil
 }
 
 // grow returns x with length n, reusing its storage when large enough.

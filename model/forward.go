@@ -112,6 +112,8 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	}
 	var rope, localRope *ropeTable
 	rot, _ := m.ext.(qkRotator)
+	work := new(workList) // the attention workers' scratch, layer to layer
+	defer work.release()
 	if m.PosEmbed == nil && rot == nil && attn {
 		rope = newRopeTable(c.RoPE, c.RoPE.dims(dh), T)
 		if c.LocalRoPE != nil {
@@ -189,6 +191,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 				scale: m.attnScale(l), window: c.layerWindow(l), softcap: float32(c.AttnSoftcap),
 				q: q, k: k, v: v, z: z, bf16: opt.Compute == ComputeBF16,
 				consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
+				work: work,
 			}
 			if err := attend(args, hs, run); err != nil {
 				return nil, err

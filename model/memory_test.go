@@ -2,6 +2,7 @@ package model
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -209,6 +210,53 @@ func TestEmbeddingReleased(t *testing.T) {
 		}
 		if !slices.Equal(first.Logits, again.Logits) {
 			t.Errorf("compute %s: logits changed after the embedding's pages were released", cmp)
+		}
+	}
+}
+
+// TestAttentionScratchKept: the attention workers of a pass keep their
+// scratch from layer to layer (workList) although collections run between
+// the layers and empty headWorkPool, in float32 and in bf16 (on AMX also
+// the packed keys and values and α·v's packed weights, kern.GemmPacked):
+// what a second layer allocates does not grow with T (from 1024 to 4096
+// tokens by less than a quarter of one worker's scores; the kernels' own
+// pools hold fixed-size buffers). Without a list it grows by the workers'
+// scratch (the premise of the test).
+func TestAttentionScratchKept(t *testing.T) {
+	const B, H, KV, dh, workers = 1, 4, 2, 64, 2
+	rng := rand.New(rand.NewPCG(61, 62))
+	layer := func(T int, bf16 bool, work *workList) int64 {
+		q, k, v := randn32(rng, B*T*H*dh, 1, 0), randn32(rng, B*T*KV*dh, 1, 0), randn32(rng, B*T*KV*dh, 1, 0)
+		a := &attnArgs{batch: B, T: T, heads: H, kvHeads: KV, dHead: dh, scale: 0.125, bf16: bf16,
+			q: q, k: k, v: v, z: make([]float32, B*T*H*dh), threads: workers, work: work}
+		runtime.GC()
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := causalAttention(a); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		return int64(after.TotalAlloc - before.TotalAlloc)
+	}
+	const T0, T1 = 1024, 4096
+	scores := int64(4 * (T1 - T0) * defaultTileRows * (H / KV)) // one worker's scores, T0 to T1
+	for _, bf16 := range []bool{false, true} {
+		var kept, pooled [2]int64
+		for i, T := range []int{T0, T1} {
+			work := new(workList)
+			layer(T, bf16, work)
+			kept[i] = layer(T, bf16, work)
+			work.release()
+			pooled[i] = layer(T, bf16, nil)
+		}
+		t.Logf("bf16=%v: a second layer allocated %d → %d bytes with a workList, %d → %d without (T = %d → %d)",
+			bf16, kept[0], kept[1], pooled[0], pooled[1], T0, T1)
+		if d := kept[1] - kept[0]; d > scores/4 {
+			t.Errorf("bf16=%v: a pass's second layer allocated %d bytes more at T = %d than at %d: its scratch was made again", bf16, d, T1, T0)
+		}
+		if d := pooled[1] - pooled[0]; d < workers*scores {
+			t.Errorf("bf16=%v: without a workList a layer after two collections allocated only %d bytes more at T = %d than at %d: headWorkPool kept the scratch, so this test checks nothing", bf16, d, T1, T0)
 		}
 	}
 }

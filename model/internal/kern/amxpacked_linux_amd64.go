@@ -16,6 +16,12 @@ type PackedBF16 struct {
 	n, kp int
 	split bool // pair p holds (w_p, w_p): the product's X is split (GemmPacked)
 	off   []int
+
+	// buf is GemmPacked's packed X, kept with W rather than in amxPool:
+	// for the split product X is a tile of attention weights, rows × T,
+	// and a pool drops it at the collections a long pass makes between
+	// its layers, so that it was made again in every layer
+	buf *amxBuffers
 }
 
 // reset sizes w for n rows of kp pairs, reusing its storage, zeroed.
@@ -88,7 +94,8 @@ func PackColsSplit(w *PackedBF16, x []float32, ldx, rows, cols int) {
 // hi is ±Inf or NaN), so that C sums the exact products (hi + lo)·w, with
 // hi + lo within 2⁻¹⁶·|x| of x (the float32 x to 16 significant bits).
 // W's values in the rows and pairs packed beyond n and k must be finite:
-// the padding of X multiplies them by 0.
+// the padding of X multiplies them by 0. X is packed into w's own scratch,
+// so a PackedBF16 serves one GemmPacked at a time.
 func GemmPacked(m, n, k int, x []float32, ldx int, w *PackedBF16, c []float32, ldc int) {
 	if !checkBF16(m, n, k, x, ldx, c, ldc) {
 		return
@@ -100,12 +107,20 @@ func GemmPacked(m, n, k int, x []float32, ldx int, w *PackedBF16, c []float32, l
 	if n > w.n || kp > w.kp {
 		panic(fmt.Sprintf("kern: GemmPacked n=%d k=%d beyond the packed %d rows, %d pairs", n, k, w.n, w.kp))
 	}
-	buf := amxPool.Get().(*amxBuffers)
-	defer amxPool.Put(buf)
+	if w.buf == nil {
+		w.buf = new(amxBuffers) // its bp stays empty: the panels are w's
+	}
+	// X's packing sized for all of W's pairs, not for this k: the
+	// attention's α·v product grows by a tile of keys from one call to the
+	// next, and amxProduct, sizing it for k, made it again at every tile
+	// (T²/tile of garbage per head)
+	if need := ((min(amxMA, m) + amxT - 1) &^ (amxT - 1)) * ((w.kp + 15) &^ 15); cap(w.buf.ap) < need {
+		w.buf.ap = make([]uint32, need)
+	}
 	amxProduct(m, n, kp, x, ldx, k, pack, func(jc, pc, nc, kp, kp16 int) ([]uint32, int) {
 		depth := (min(bfKP, w.kp-pc) + 15) &^ 15
 		return w.p[w.off[pc/bfKP]+jc*depth:], bfNR * depth
-	}, c, ldc, buf)
+	}, c, ldc, w.buf)
 }
 
 // packXAMXSplit is packXAMX with one pair per value: the dword of row r,

@@ -3,6 +3,7 @@ package kern
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -105,5 +106,33 @@ func TestGemmPacked(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestGemmPackedGrowing: the attention's α·v product, whose k grows by a
+// tile of keys from one call to the next on the same packed values,
+// allocates only in its first call (GemmPacked packs X in w's scratch,
+// sized for all of w's pairs).
+func TestGemmPackedGrowing(t *testing.T) {
+	skipNoAMX(t)
+	rng := rand.New(rand.NewPCG(45, 46))
+	const rows, T, dh, tile = 128, 1024, 64, 64
+	v := normal32(rng, T*dh, 1)
+	x := normal32(rng, rows*T, 1)
+	c := make([]float32, rows*dh)
+	var w PackedBF16
+	PackColsSplit(&w, v, dh, T, dh)
+	GemmPacked(rows, dh, tile, x, T, &w, c, dh)
+	// one pass of growing k, counted by hand: testing.AllocsPerRun's
+	// warm-up run would size the scratch for the last k first
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for k := 2 * tile; k <= T; k += tile {
+		GemmPacked(rows, dh, k, x, T, &w, c, dh)
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n != 0 {
+		t.Errorf("%d allocations (%d bytes) in %d products of growing k (k = %d … %d): want 0",
+			n, after.TotalAlloc-before.TotalAlloc, T/tile-1, 2*tile, T)
 	}
 }
