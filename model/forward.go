@@ -44,6 +44,9 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.checkMemory(len(ids), T, opt); err != nil {
+		return nil, err
+	}
 	c, hs := &m.Config, opt.Hooks
 	B, D, H, KV, dh, F := len(ids), c.DModel, c.Heads, c.KVHeads, c.DHead, c.DMLP
 	n := B * T

@@ -8,58 +8,12 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
-)
 
-// peakPassBytes is the peak memory of the decoder pass (forward) over its
-// weights, for one sequence of T tokens without logits or hooks and with
-// `workers` attention workers — the formula of docs/performance.md, "Peak
-// memory", in float32 values:
-//
-//	T·(2d + r)                                 x, h (the sub-blocks' output too); RoPE cos and sin
-//	+ max(T·(H·dh + 2·KV·dh + H·g),            the arena: attention's q (then z), k, v, gate,
-//	      T·Hv·(2·Dk + Dv)                     or Gated DeltaNet's q (then output), k, v
-//	      + (K − 1 + 2·min(T, blockRows))·C)   (T·2·Hv·(Dk + Dv) where Dk ≠ Dv: output apart),
-//	                                           convolution window and block
-//	+ min(T, blockRows)·a·d_ff                 MLP hidden values (a = 2 for SwiGLU, 1 for GELU)
-//	+ P·(S·T + T·dh)                           each attention worker's scores and packed keys
-//	+ 2·T·Hv                                   Gated DeltaNet's β and g
-//
-// with g the output gate's values per head (0, 1 or dh), r the rotary
-// dimensions (twice for Gemma 3's local RoPE), P the workers, S the query
-// rows a worker stacks into one product (query heads × tile rows), and
-// Gated DeltaNet's Hk, Hv heads of Dk, Dv, conv kernel K, C = 2·Hk·Dk +
-// Hv·Dv (its terms 0 in a model without such layers).
-func peakPassBytes(m *Model, T, workers int) int64 {
-	c := &m.Config
-	d, H, KV, dh := c.DModel, c.Heads, c.KVHeads, c.DHead
-	r := c.RoPE.dims(dh)
-	if c.LocalRoPE != nil {
-		r += c.LocalRoPE.dims(dh)
-	}
-	a := 2 // SwiGLU's gate and up projections
-	if c.Arch == ArchGPT2 {
-		a = 1
-	}
-	stack := max(1, min(H/KV, maxStackRows/defaultTileRows, H/workers))
-	S, R := stack*defaultTileRows, min(T, blockRows)
-	arena, gdn := 0, 0
-	for _, L := range m.Layers {
-		if w, ok := L.mixer.(*deltaNet); ok {
-			block := (w.K - 1 + 2*R) * (2*w.Hk*w.Dk + w.Hv*w.Dv)
-			if w.Dk == w.Dv {
-				arena = max(arena, T*w.Hv*(2*w.Dk+w.Dv)+block)
-			} else {
-				arena = max(arena, T*2*w.Hv*(w.Dk+w.Dv)+block)
-			}
-			gdn = max(gdn, 2*T*w.Hv)
-		} else {
-			arena = max(arena, T*(H*dh+2*KV*dh+H*c.GatePerHead()))
-		}
-	}
-	floats := T*(2*d+r) + arena + R*a*c.DMLP + workers*(S*T+T*dh) + gdn
-	return 4 * int64(floats)
-}
+	"github.com/filterlens/probe/hooks"
+	"gorgonia.org/tensor"
+)
 
 // procStatusBytes reads a field (VmRSS, VmHWM) of /proc/self/status in bytes.
 func procStatusBytes(t *testing.T, field string) int64 {
@@ -98,7 +52,8 @@ func passPeak(t *testing.T, m *Model, ids [][]int, opt Options) int64 {
 	return procStatusBytes(t, "VmHWM") - base
 }
 
-// TestPeakMemoryFormula checks peakPassBytes against the peak RSS of
+// TestPeakMemoryFormula checks PassBytes (the formula of
+// docs/performance.md) against the peak RSS of
 // forward passes of a Qwen3-layout model at T = 1k … 8k, of a gated one
 // (whose gate adds H values per token) and of a Qwen3.5 hybrid (Gated
 // DeltaNet and softmax layers sharing the arena) at 4k, each within 10 %
@@ -133,7 +88,7 @@ func TestPeakMemoryFormula(t *testing.T) {
 		for _, T := range tc.lengths {
 			ids := seqs(1, T, m.Vocab)
 			got := min(passPeak(t, m, ids, Options{Threads: workers}), passPeak(t, m, ids, Options{Threads: workers})) // noise only adds
-			want := peakPassBytes(m, T, workers)
+			want, _ := m.PassBytes(1, T, Options{Threads: workers})
 			t.Logf("%s T=%d: peak %.1f MiB over the weights, formula %.1f MiB", tc.arch, T, float64(got)/(1<<20), float64(want)/(1<<20))
 			if d := got - want; d > want/10+4<<20 || -d > want/10+4<<20 {
 				t.Errorf("%s T=%d: the pass peaked %.1f MiB over the weights, the formula says %.1f MiB", tc.arch, T, float64(got)/(1<<20), float64(want)/(1<<20))
@@ -154,7 +109,9 @@ func TestPeakMemoryFormula(t *testing.T) {
 			sxx += (xs[i] - mx) * (xs[i] - mx)
 		}
 		slope := sxy / sxx
-		want := float64(peakPassBytes(m, 2*blockRows, workers)-peakPassBytes(m, blockRows, workers)) / float64(blockRows)
+		b2, _ := m.PassBytes(1, 2*blockRows, Options{Threads: workers})
+		b1, _ := m.PassBytes(1, blockRows, Options{Threads: workers})
+		want := float64(b2-b1) / float64(blockRows)
 		t.Logf("%s: %.0f bytes per token measured, %.0f by the formula", tc.arch, slope, want)
 		if slope > 1.1*want || slope < 0.9*want {
 			t.Errorf("%s: the peak grows by %.0f bytes per token, the formula by %.0f", tc.arch, slope, want)
@@ -257,6 +214,71 @@ func TestAttentionScratchKept(t *testing.T) {
 		}
 		if d := pooled[1] - pooled[0]; d < workers*scores {
 			t.Errorf("bf16=%v: without a workList a layer after two collections allocated only %d bytes more at T = %d than at %d: headWorkPool kept the scratch, so this test checks nothing", bf16, d, T1, T0)
+		}
+	}
+}
+
+// TestMemoryCheck: a pass whose PassBytes exceed the available memory is
+// refused before it allocates, with an error that gives both figures and
+// the way out; the attention pattern's B·H·T² counts when it is hooked;
+// Model.NoMemoryCheck, and passes that fit, go through; and this
+// machine's available memory reads as a positive figure on Linux.
+func TestMemoryCheck(t *testing.T) {
+	cfg, err := SmallConfig(ArchQwen3, Size{Layers: 2, DModel: 256, Heads: 2, KVHeads: 1, Vocab: 512, MaxPos: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := Generate(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	avail := availableMemory
+	defer func() { availableMemory = avail }()
+	availableMemory = func() (int64, string) { return 1 << 30, "the test's figure" }
+
+	const T = 1 << 20 // 6 GiB of activations at 6 KiB per token: refused before any of it is made
+	opt := Options{AllowExtrapolation: true, Threads: 2}
+	need, ok := m.PassBytes(1, T, opt)
+	if !ok || need < 4<<30 {
+		t.Fatalf("PassBytes(1, %d) = %d, %v: want several GiB", T, need, ok)
+	}
+	_, err = m.Forward(seqs(1, T, m.Vocab), opt)
+	if err == nil {
+		t.Fatalf("a pass needing %s went ahead with 1 GiB available", gib(need))
+	}
+	for _, want := range []string{gib(need), "1.00 GiB are available (the test's figure)", "--memory-check=false"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+
+	m.NoMemoryCheck = true
+	if err := m.checkMemory(1, T, opt); err != nil {
+		t.Errorf("with NoMemoryCheck: %v", err)
+	}
+	m.NoMemoryCheck = false
+	if err := m.checkMemory(1, 1024, opt); err != nil {
+		t.Errorf("a pass of 1024 tokens: %v", err)
+	}
+
+	// hook_pattern: B·H·T² floats, 2 GiB at T = 16k with 2 heads
+	hs := &hooks.Set{}
+	hs.Add(hooks.Name(hooks.AttnPattern, 1), func(string, int, *tensor.Dense) error { return nil })
+	plain, _ := m.PassBytes(1, 16384, opt)
+	opt.Hooks = hs
+	hooked, _ := m.PassBytes(1, 16384, opt)
+	if d := hooked - plain; d != 4*2*16384*16384 {
+		t.Errorf("hook_pattern adds %d bytes to PassBytes at T = 16384, want %d", d, 4*2*16384*16384)
+	}
+	if err := m.checkMemory(1, 16384, opt); err == nil {
+		t.Errorf("a pass with hook_pattern at T = 16384 (%s) went ahead with 1 GiB available", gib(hooked))
+	}
+
+	if runtime.GOOS == "linux" {
+		if got, from := avail(); got <= 0 || from == "" {
+			t.Errorf("available memory on this machine: %d bytes from %q", got, from)
+		} else {
+			t.Logf("available: %s (%s)", gib(got), from)
 		}
 	}
 }

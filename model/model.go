@@ -84,6 +84,10 @@ type Model struct {
 	// the family skips by design (a vision-language wrapper's vision tower,
 	// a multi-token-prediction head); they are not counted in Parameters.
 	Skipped []string
+	// NoMemoryCheck runs passes without first comparing their estimated
+	// memory (PassBytes) with the memory available; by default a pass that
+	// cannot fit is refused before it allocates.
+	NoMemoryCheck bool
 
 	// points caches HookNames (set by Load and Generate; a copy of the
 	// Model shares it).
@@ -110,6 +114,8 @@ type LoadOptions struct {
 	// Norms and biases stay float32. The default, f32, keeps the weights
 	// as stored.
 	Compute Compute
+	// NoMemoryCheck sets Model.NoMemoryCheck.
+	NoMemoryCheck bool
 }
 
 // Load reads config.json and the weights of a checkpoint directory.
@@ -139,7 +145,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	if err := m.checkCompute(opt.Compute); err != nil {
 		return nil, err
 	}
-	m.Compute = opt.Compute
+	m.Compute, m.NoMemoryCheck = opt.Compute, opt.NoMemoryCheck
 	return m, nil
 }
 

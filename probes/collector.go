@@ -344,6 +344,16 @@ func (c *Collector) Index(b, l, h, t int) int {
 // HasLayer reports whether layer l has cells (CollectorOptions.Layers).
 func (c *Collector) HasLayer(l int) bool { return l >= 0 && l < c.L && c.slot[l] >= 0 }
 
+// Bytes is the memory of the Collector's results: 4 bytes per stored
+// value of its metrics (Metrics).
+func (c *Collector) Bytes() int64 {
+	var n int64
+	for _, m := range c.metrics() {
+		n += 4 * int64(len(*m.x))
+	}
+	return n
+}
+
 // Metrics returns the names of the metrics this Collector holds: the
 // per-cell ones, then the per-dimension ones when KeepPerDim is set.
 func (c *Collector) Metrics() []string {

@@ -40,6 +40,11 @@ func TestCollectorLayers(t *testing.T) {
 	if got := some.Options().Layers; len(got) != len(soft) {
 		t.Fatalf("NewModelCollector's layers %v, want the softmax layers %v", got, soft)
 	}
+	for _, c := range []*Collector{all, some} { // Bytes: 4·M·L'·H·T (docs/performance.md, "Peak memory")
+		if want := int64(4 * len(c.Metrics()) * len(c.Options().Layers) * cfg.Heads * T); c.Bytes() != want {
+			t.Errorf("Bytes() = %d, want 4·%d metrics·%d layers·%d heads·%d = %d", c.Bytes(), len(c.Metrics()), len(c.Options().Layers), cfg.Heads, T, want)
+		}
+	}
 	for _, c := range []*Collector{all, some} {
 		if _, err := m.Forward(ids, model.Options{Hooks: c.Hooks(&m.Config), TileRows: 32}); err != nil {
 			t.Fatal(err)

@@ -44,6 +44,13 @@ type benchResult struct {
 	// BF16Kernel is, with --compute bf16, the kernel of the products:
 	// amx, avx512_bf16 or go (model.BF16Kernel).
 	BF16Kernel string `json:"bf16_kernel,omitempty"`
+	// PassEstimateMiB is the pass's memory beyond the weights as
+	// model.Model.PassBytes estimates it (docs/performance.md, "Peak
+	// memory"; absent for the families with their own pass), and
+	// DiagnosticsMiB the diagnostics' results (probes.Collector), allocated
+	// before the passes.
+	PassEstimateMiB float64 `json:"pass_estimate_mib,omitempty"`
+	DiagnosticsMiB  float64 `json:"diagnostics_mib,omitempty"`
 }
 
 // cmdBench runs probe bench: one batch of T random (seeded) tokens through
@@ -173,6 +180,10 @@ func cmdBench(args []string, w io.Writer) error {
 			return err
 		}
 		opt.Hooks = col.Hooks(c)
+		res.DiagnosticsMiB = float64(col.Bytes()) / (1 << 20)
+	}
+	if b, ok := m.PassBytes(1, *T, opt); ok {
+		res.PassEstimateMiB = float64(b) / (1 << 20)
 	}
 	for r := 0; r < *reps; r++ {
 		// Collect the previous pass's buffers first (not timed), so that the

@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -53,8 +55,24 @@ func TestBenchCommand(t *testing.T) {
 				t.Errorf("bench %v: %s = %v, want > 0 (%s)", args, k, fields[k], out)
 			}
 		}
-		if len(fields) != 8 {
-			t.Errorf("bench %v: %d fields, want 8: %s", args, len(fields), out)
+		diag := !slices.Contains(args, "--no-diagnostics")
+		want := 9 // and diagnostics_mib with the diagnostics
+		if diag {
+			want = 10
+		}
+		if len(fields) != want {
+			t.Errorf("bench %v: %d fields, want %d: %s", args, len(fields), want, out)
+		}
+		var opt model.Options
+		if slices.Contains(args, "--threads") {
+			opt = model.Options{Threads: 1, TileRows: 5}
+		}
+		if diag {
+			opt.Hooks = &hooks.Set{} // the diagnostics add the moments' squares (model.Model.PassBytes)
+			opt.Hooks.Stream(-1, nil)
+		}
+		if b, _ := m.PassBytes(1, 70, opt); fields["pass_estimate_mib"] != float64(b)/(1<<20) {
+			t.Errorf("bench %v: pass_estimate_mib = %v, want PassBytes = %v MiB", args, fields["pass_estimate_mib"], float64(b)/(1<<20))
 		}
 		if want := float64(4*m.Parameters) / (1 << 20); fields["weight_mib"] != want || m.WeightBytes != 4*m.Parameters {
 			t.Errorf("bench %v: weight_mib = %v (WeightBytes %d), want 4 bytes × %d float32 parameters = %v", args, fields["weight_mib"], m.WeightBytes, m.Parameters, want)

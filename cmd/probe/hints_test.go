@@ -193,6 +193,7 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                             // Model.Forward: a hook the model does not issue
 		"steps":               {"retrieval"},                                                                              // RetrievalRun.Run
 		"compute":             {"capture", "diag", "sweep", "ppl", "bench", "params", "hooks", "gdn", "sinks", "massive"}, // model.Load: bf16 for a family with its own pass
+		"memory-check":        {"capture", "diag", "sweep", "ppl", "bench", "gdn", "sinks", "massive", "retrieval"},       // Model.Forward: a pass that cannot fit
 	}
 	for _, pkg := range []string{"analysis", "checkpoint", "model", "probes", "hooks", "tokenizer"} {
 		files, _ := filepath.Glob(filepath.Join("..", "..", pkg, "*.go"))

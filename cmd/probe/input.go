@@ -87,6 +87,7 @@ type modelFlag struct {
 	allowUnexpected *bool
 	compute         *string
 	deviationTokens *int
+	memoryCheck     *bool
 }
 
 // addModelRef registers --model and --revision on fs: for commands that
@@ -100,7 +101,7 @@ func addModelRef(fs *flag.FlagSet, usage string) modelFlag {
 }
 
 // addModelFlag registers --model, --revision, --allow-unexpected,
-// --compute and --deviation-tokens on fs.
+// --compute, --deviation-tokens and --memory-check on fs.
 func addModelFlag(fs *flag.FlagSet, usage string) modelFlag {
 	m := addModelRef(fs, usage)
 	m.allowUnexpected = fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use")
@@ -109,6 +110,8 @@ func addModelFlag(fs *flag.FlagSet, usage string) modelFlag {
 		"(bf16's projections, the attention in float32); see model.Compute")
 	m.deviationTokens = fs.Int("deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16 or bf16-proj, commands that write tables also run the first N tokens "+
 		"of their first pass in float32 and record and print the deviation of logits and diagnostics (0: none)")
+	m.memoryCheck = fs.Bool("memory-check", true, "refuse a pass whose estimated memory (docs/performance.md, \"Peak memory\") exceeds the memory available "+
+		"(MemAvailable, or a cgroup's limit such as a Slurm job's) before it starts, instead of being killed part way")
 	return m
 }
 
@@ -131,7 +134,7 @@ func (m modelFlag) positional(pos []string) error {
 // loadOptions returns the model.LoadOptions the flags ask for (--compute
 // is checked by resolve).
 func (m modelFlag) loadOptions() model.LoadOptions {
-	return model.LoadOptions{AllowUnexpected: *m.allowUnexpected, Compute: model.Compute(*m.compute)}
+	return model.LoadOptions{AllowUnexpected: *m.allowUnexpected, Compute: model.Compute(*m.compute), NoMemoryCheck: !*m.memoryCheck}
 }
 
 // deviation measures, for a model loaded with --compute bf16 and

@@ -1,0 +1,199 @@
+package model
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/filterlens/probe/hooks"
+)
+
+// PassBytes estimates the memory one forward pass of B sequences of T
+// tokens with options opt needs beyond the weights, in bytes: the formula
+// of docs/performance.md, "Peak memory" (float32 values, 4 bytes each;
+// n = B·T):
+//
+//	n·(2d) + T·r                               x, h (the sub-blocks' output too); RoPE cos and sin
+//	+ max(n·(H·dh + 2·KV·dh + H·g), mixers)    the arena: attention's q (then z), k, v, gate,
+//	                                           or Gated DeltaNet's buffers (its scratchFloats)
+//	+ min(n, blockRows)·a·d_ff                 MLP hidden values (a = 2 for SwiGLU, 1 for GELU)
+//	+ P·T·(S + dh)                             each attention worker's scores and packed keys;
+//	                                           P·T·(2S + 1.5·dh) for bf16 on AMX; + P·T·dh with
+//	                                           streamed diagnostics (their moments' squares)
+//	+ 2·n·Hv                                   Gated DeltaNet's β and g
+//	+ n·V or min(n, headRows)·V                logits: returned (or hooked), or streamed (LogitRows)
+//	+ B·H·T²                                   the attention pattern, when hook_pattern is hooked
+//
+// with P the attention workers (Options.Threads) and S the query rows a
+// worker stacks into one product (query heads × tile rows). Diagnostics'
+// results (a probes.Collector) are the caller's and not counted. ok is
+// false for the families with their own pass (RT, AFA, RFA, BFT), which
+// the formula does not describe.
+func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
+	if _, own := m.ext.(ownPass); own {
+		return 0, false
+	}
+	c := &m.Config
+	n := B * T
+	D, H, KV, dh := c.DModel, c.Heads, c.KVHeads, c.DHead
+	floats := 2 * n * D
+	attn := slices.ContainsFunc(m.Layers, func(L Layer) bool { return L.mixer == nil })
+	arena, gdn := 0, 0
+	if attn {
+		arena = n * (H*dh + 2*KV*dh + H*c.GatePerHead())
+		if m.PosEmbed == nil {
+			if _, rot := m.ext.(qkRotator); !rot {
+				floats += T * c.RoPE.dims(dh)
+				if c.LocalRoPE != nil {
+					floats += T * c.LocalRoPE.dims(dh)
+				}
+			}
+		} else {
+			floats += n * D // GPT-2's positions
+		}
+	}
+	for _, L := range m.Layers {
+		if L.mixer != nil {
+			arena = max(arena, L.mixer.scratchFloats(B, T))
+			if w, ok := L.mixer.(*deltaNet); ok {
+				gdn = max(gdn, 2*n*w.Hv)
+			}
+		}
+	}
+	floats += arena + gdn
+	a := 2 // SwiGLU's gate and up projections
+	if c.Arch == ArchGPT2 {
+		a = 1
+	}
+	floats += blockSize(n, blockRows) * a * c.DMLP
+	if attn {
+		P := threadCount(opt.Threads)
+		tile := opt.TileRows
+		if tile <= 0 {
+			tile = defaultTileRows
+		}
+		S := max(1, min(H/KV, maxStackRows/tile, B*H/P)) * tile
+		w := S + dh
+		if cmp := cmp.Or(opt.Compute, m.Compute); cmp == ComputeBF16 && attnAMX() {
+			w = 2*S + dh + dh/2
+		}
+		for l := range m.Layers {
+			if len(opt.Hooks.Consumers(l)) > 0 {
+				w += dh // the moments' squares (v − c)²
+				break
+			}
+		}
+		floats += P * T * w
+		for l := range m.Layers {
+			if opt.Hooks.Has(hooks.Name(hooks.AttnPattern, l)) {
+				floats += B * H * T * T // one layer's at a time
+				break
+			}
+		}
+	}
+	switch {
+	case opt.Logits || opt.Hooks.Has(hooks.Logits):
+		floats += n * c.Vocab
+	case opt.LogitRows != nil:
+		floats += blockSize(n, headRows) * c.Vocab
+	}
+	return 4 * int64(floats), true
+}
+
+// checkMemory refuses a pass whose PassBytes exceed the memory the machine
+// (and the process's cgroup, e.g. a Slurm job's) has available: an error
+// before the pass allocates, in place of the kernel's out-of-memory kill
+// part way through it. Memory the Go heap holds but no longer uses (an
+// earlier pass's) is returned first when the estimate does not fit. No
+// check where the available memory cannot be read (outside Linux), for
+// the families PassBytes does not describe, or with Model.NoMemoryCheck.
+func (m *Model) checkMemory(B, T int, opt Options) error {
+	if m.NoMemoryCheck {
+		return nil
+	}
+	need, ok := m.PassBytes(B, T, opt)
+	if !ok || need < 256<<20 {
+		return nil
+	}
+	avail, from := availableMemory()
+	if avail < 0 || need <= avail {
+		return nil
+	}
+	debug.FreeOSMemory() // a collection, and the freed pages back to the OS
+	if avail, from = availableMemory(); need <= avail {
+		return nil
+	}
+	return fmt.Errorf("model: a pass of %d × %d tokens needs about %s beyond the weights (docs/performance.md, \"Peak memory\"), "+
+		"but only %s are available (%s): use fewer tokens, or --memory-check=false (Model.NoMemoryCheck) to run it anyway",
+		B, T, gib(need), gib(avail), from)
+}
+
+// gib formats a byte count in GiB.
+func gib(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+
+// availableMemory returns the bytes this process can still allocate and
+// where that figure comes from (procAvailable; tests replace it).
+var availableMemory = procAvailable
+
+// procAvailable is the smaller of /proc/meminfo's MemAvailable and, under
+// a cgroup v2 memory limit, memory.max less memory.current; −1 where
+// neither can be read.
+func procAvailable() (int64, string) {
+	if runtime.GOOS != "linux" {
+		return -1, ""
+	}
+	avail, from := int64(-1), ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+				if kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil {
+					avail, from = kb<<10, "MemAvailable in /proc/meminfo"
+				}
+			}
+		}
+	}
+	if dir := cgroupDir(); dir != "" {
+		limit, err1 := readCgroupInt(filepath.Join(dir, "memory.max"))
+		used, err2 := readCgroupInt(filepath.Join(dir, "memory.current"))
+		if err1 == nil && err2 == nil && limit >= 0 && (avail < 0 || limit-used < avail) {
+			avail, from = max(0, limit-used), "the cgroup's memory.max less memory.current, "+dir
+		}
+	}
+	return avail, from
+}
+
+// cgroupDir is the process's cgroup v2 folder under /sys/fs/cgroup, or "".
+func cgroupDir() string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return filepath.Join("/sys/fs/cgroup", p)
+		}
+	}
+	return ""
+}
+
+// readCgroupInt reads a cgroup file holding a byte count, or "max" (−1).
+func readCgroupInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return -1, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
