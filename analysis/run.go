@@ -105,6 +105,9 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 	}
 
 	mine := shardChunks(chunks, s.Shard)
+	if err := s.checkMemory(mine); err != nil {
+		return fail(err)
+	}
 	remaining := 0.0 // estimated work of the passes not finished yet
 	for _, c := range mine {
 		remaining += passCost(&s.Model.Config, c.T)
@@ -287,6 +290,25 @@ func expectedKey(info ModelInfo, o SweepOptions, c Chunk) PassKey {
 	return PassKey{Format: formatVersion, Model: info.Digest, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
 		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe,
 		Cuts: windowCuts(info.Windows), Compute: o.Compute}
+}
+
+// checkMemory checks, before the first pass, that the longest of chunks
+// fits with its Collector's results (model.Model.CheckMemory): a sweep
+// that cannot is refused at its start, not at its last length.
+func (s *Sweep) checkMemory(chunks []Chunk) error {
+	T := 0
+	for _, c := range chunks {
+		T = max(T, c.T)
+	}
+	if T == 0 {
+		return nil
+	}
+	copts, _ := s.Options.Probe.collector()
+	err := probes.CheckModelMemory(s.Model, 1, T, model.Options{Threads: s.Threads}, copts)
+	if err != nil {
+		return fmt.Errorf("the sweep's longest pass (T=%d, with its diagnostics' results): %w", T, err)
+	}
+	return nil
 }
 
 func (s *Sweep) key(c Chunk) PassKey {

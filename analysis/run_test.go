@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -577,5 +578,32 @@ func TestSweepRefusesBadOptions(t *testing.T) {
 	long := randomStream(600, 0, 101, 2)
 	if _, _, err := newSweep(t, dir, long, t.TempDir(), o, agg).Run(); err != nil {
 		t.Errorf("--allow-extrapolation: %v", err)
+	}
+}
+
+// TestSweepChecksMemoryFirst: a sweep whose longest pass cannot fit with
+// its diagnostics' results (here 48 layers × 48 heads × 4M queries of
+// metrics, hundreds of GiB) is refused before its first pass, by
+// model.Model.CheckMemory, and the manifest records why; no pass file is
+// written, although the shorter length would fit.
+func TestSweepChecksMemoryFirst(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the available memory is read from /proc (Linux)")
+	}
+	dir := genModel(t, model.ArchQwen3, 48, 96, 48, 48, 101, 512, nil)
+	const long = 1 << 22
+	stream := randomStream(long+64, 0, 101, 7)
+	opts := DefaultSweepOptions()
+	opts.LengthsArg, opts.Samples, opts.AllowExtrapolation = "64,4194304", 1, true
+	out := t.TempDir()
+	man, _, err := newSweep(t, dir, stream, out, opts, DefaultAggOptions()).Run()
+	if err == nil || !strings.Contains(err.Error(), "the sweep's longest pass (T=4194304") || !strings.Contains(err.Error(), "are available") {
+		t.Fatalf("error %v, want the longest pass refused for its memory", err)
+	}
+	if man == nil || man.Error != err.Error() || len(man.Passes) != 0 {
+		t.Errorf("manifest %+v: want the error and no passes", man)
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "passes", "*")); len(files) != 0 {
+		t.Errorf("pass files written before the refusal: %v", files)
 	}
 }

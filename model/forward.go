@@ -44,7 +44,7 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.checkMemory(len(ids), T, opt); err != nil {
+	if err := m.CheckMemory(len(ids), T, opt, 0); err != nil {
 		return nil, err
 	}
 	c, hs := &m.Config, opt.Hooks

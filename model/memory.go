@@ -108,18 +108,23 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 	return 4 * int64(floats), true
 }
 
-// checkMemory refuses a pass whose PassBytes exceed the memory the machine
-// (and the process's cgroup, e.g. a Slurm job's) has available: an error
-// before the pass allocates, in place of the kernel's out-of-memory kill
-// part way through it. Memory the Go heap holds but no longer uses (an
-// earlier pass's) is returned first when the estimate does not fit. No
-// check where the available memory cannot be read (outside Linux), for
-// the families PassBytes does not describe, or with Model.NoMemoryCheck.
-func (m *Model) checkMemory(B, T int, opt Options) error {
+// CheckMemory refuses a pass whose PassBytes, plus extra bytes the caller
+// allocates for it beforehand (a Collector's results, for a check before
+// they exist), exceed the memory the machine (and the process's cgroup,
+// e.g. a Slurm job's) has available: an error before the pass allocates, in
+// place of an out-of-memory crash or kill part way through it. Memory the
+// Go heap holds but no longer uses (an earlier pass's) is returned first
+// when the estimate does not fit. Every pass of Forward checks itself
+// (extra 0); a command of many passes can check its longest at the start.
+// No check where the available memory cannot be read (outside Linux), for
+// the families PassBytes does not describe, under 256 MiB, or with
+// Model.NoMemoryCheck.
+func (m *Model) CheckMemory(B, T int, opt Options, extra int64) error {
 	if m.NoMemoryCheck {
 		return nil
 	}
 	need, ok := m.PassBytes(B, T, opt)
+	need += extra
 	if !ok || need < 256<<20 {
 		return nil
 	}

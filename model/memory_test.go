@@ -221,7 +221,8 @@ func TestAttentionScratchKept(t *testing.T) {
 // TestMemoryCheck: a pass whose PassBytes exceed the available memory is
 // refused before it allocates, with an error that gives both figures and
 // the way out; the attention pattern's B·H·T² counts when it is hooked;
-// Model.NoMemoryCheck, and passes that fit, go through; and this
+// the caller's extra bytes count; Model.NoMemoryCheck, and passes that
+// fit, go through; and this
 // machine's available memory reads as a positive figure on Linux.
 func TestMemoryCheck(t *testing.T) {
 	cfg, err := SmallConfig(ArchQwen3, Size{Layers: 2, DModel: 256, Heads: 2, KVHeads: 1, Vocab: 512, MaxPos: 1024})
@@ -253,12 +254,15 @@ func TestMemoryCheck(t *testing.T) {
 	}
 
 	m.NoMemoryCheck = true
-	if err := m.checkMemory(1, T, opt); err != nil {
+	if err := m.CheckMemory(1, T, opt, 0); err != nil {
 		t.Errorf("with NoMemoryCheck: %v", err)
 	}
 	m.NoMemoryCheck = false
-	if err := m.checkMemory(1, 1024, opt); err != nil {
+	if err := m.CheckMemory(1, 1024, opt, 0); err != nil {
 		t.Errorf("a pass of 1024 tokens: %v", err)
+	}
+	if err := m.CheckMemory(1, 1024, opt, 2<<30); err == nil {
+		t.Errorf("a pass of 1024 tokens with 2 GiB of the caller's (extra) went ahead with 1 GiB available")
 	}
 
 	// hook_pattern: B·H·T² floats, 2 GiB at T = 16k with 2 heads
@@ -270,7 +274,7 @@ func TestMemoryCheck(t *testing.T) {
 	if d := hooked - plain; d != 4*2*16384*16384 {
 		t.Errorf("hook_pattern adds %d bytes to PassBytes at T = 16384, want %d", d, 4*2*16384*16384)
 	}
-	if err := m.checkMemory(1, 16384, opt); err == nil {
+	if err := m.CheckMemory(1, 16384, opt, 0); err == nil {
 		t.Errorf("a pass with hook_pattern at T = 16384 (%s) went ahead with 1 GiB available", gib(hooked))
 	}
 

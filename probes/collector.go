@@ -239,6 +239,19 @@ func NewModelCollector(b int, cfg *model.Config, seqLen int, opts CollectorOptio
 	return NewCollector(b, cfg.Layers, cfg.Heads, seqLen, cfg.ValueDim(), opts)
 }
 
+// CheckModelMemory is m.CheckMemory for a pass of b sequences of T tokens
+// (options opt) with the diagnostics of NewModelCollector(b, &m.Config, T,
+// opts), before either allocates: a command checks its longest pass
+// first, as the Collector's results alone can exceed the memory.
+func CheckModelMemory(m *model.Model, b, T int, opt model.Options, opts CollectorOptions) error {
+	col, err := NewModelCollector(b, &m.Config, 1, opts) // its results grow as T
+	if err != nil {
+		return err
+	}
+	opt.Hooks = col.Hooks(&m.Config)
+	return m.CheckMemory(b, T, opt, col.Bytes()*int64(T))
+}
+
 // nanSlice returns n NaNs (cells no row has reached).
 func nanSlice[E float32 | float64](n int) []E {
 	x := make([]E, n)

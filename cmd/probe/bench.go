@@ -175,7 +175,11 @@ func cmdBench(args []string, w io.Writer) error {
 		// ‖e‖, gates), as probe sweep computes them; the Collector is
 		// allocated once, outside the timed passes.
 		kernel, _ := probes.ParseKernel(*path)
-		col, err := probes.NewModelCollector(1, c, *T, probes.CollectorOptions{Kernel: kernel, Reductions: red})
+		copts := probes.CollectorOptions{Kernel: kernel, Reductions: red}
+		if err := probes.CheckModelMemory(m, 1, *T, opt, copts); err != nil {
+			return err
+		}
+		col, err := probes.NewModelCollector(1, c, *T, copts)
 		if err != nil {
 			return err
 		}

@@ -368,3 +368,21 @@ func TestBenchModes(t *testing.T) {
 		t.Errorf("--modes with --no-diagnostics: exit %d: %s", code, errs)
 	}
 }
+
+// TestBenchChecksMemory: bench refuses a pass whose diagnostics' results
+// and activations cannot fit (48 layers × 48 heads × 4M queries of
+// metrics: hundreds of GiB) before allocating them, with the figures.
+func TestBenchChecksMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the available memory is read from /proc (Linux)")
+	}
+	dir := filepath.Join(t.TempDir(), "m")
+	if code, _, errs := probe(t, "generate", "--arch", "qwen3", "--layers", "48", "--d-model", "96", "--heads", "48",
+		"--kv-heads", "48", "--vocab", "300", "--max-pos", "512", "--out", dir); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	code, _, errs := probe(t, "bench", "--model", dir, "--tokens", "4194304", "--reps", "1")
+	if code != 1 || !strings.Contains(errs, "a pass of 1 × 4194304 tokens needs about") || !strings.Contains(errs, "--memory-check=false") {
+		t.Fatalf("bench --tokens 4194304: exit %d, %s; want the pass refused for its memory", code, errs)
+	}
+}
