@@ -82,7 +82,7 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		}
 		S := max(1, min(H/KV, maxStackRows/tile, B*H/P)) * tile
 		w := S + dh
-		if cmp := cmp.Or(opt.Compute, m.Compute); cmp == ComputeBF16 && attnAMX() {
+		if cmp.Or(opt.Compute, m.Compute) == ComputeBF16 && attnAMX() {
 			w = 2*S + dh + dh/2
 		}
 		for l := range m.Layers {
