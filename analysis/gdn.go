@@ -138,6 +138,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	man.Conventions = gdnConventions()
 	var rows []GDNRow
 	err = runStream(man, streamRun{out: r.Out, tables: gdnTables, opts: man.Options, force: r.Force, stop: r.Stop,
+		model: m, threads: man.Threads,
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
 		pass: func(ch Chunk) ([]passTable, error) {
 			hs := &hooks.Set{}

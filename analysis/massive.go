@@ -146,6 +146,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 	var tops []MassiveTopRow
 	var ppls []MassivePPLRow
 	err = runStream(man, streamRun{out: r.Out, tables: massiveTables, opts: man.Options, force: r.Force, stop: r.Stop,
+		model: m, threads: man.Threads,
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
 		pass: func(ch Chunk) ([]passTable, error) {
 			T := ch.T

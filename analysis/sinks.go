@@ -163,6 +163,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	var heads []SinkHeadRow
 	var rates []SinkRateRow
 	err = runStream(man, streamRun{out: r.Out, tables: sinksTables, opts: man.Options, force: r.Force, stop: r.Stop,
+		model: m, threads: man.Threads,
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
 		pass: func(ch Chunk) ([]passTable, error) {
 			hs := &hooks.Set{}

@@ -253,6 +253,11 @@ type streamRun struct {
 	pass func(c Chunk) ([]passTable, error)
 	// finish writes the tables from the pass files of every chunk.
 	finish func() error
+	// model and threads: the longest pass's memory is checked before the
+	// first (model.Model.CheckMemory), so that a run whose last length
+	// cannot fit is refused at its start
+	model   *model.Model
+	threads int
 }
 
 // runStream runs the passes of man's shard that have no finished pass
@@ -290,6 +295,12 @@ func runStream(man StreamManifest, r streamRun) error {
 	}
 	rec.Passes = []StreamPass{}
 	mine := shardChunks(rec.Chunks, rec.Shard)
+	if len(mine) > 0 && r.model != nil {
+		T := slices.MaxFunc(mine, func(a, b Chunk) int { return a.T - b.T }).T
+		if err := r.model.CheckMemory(1, T, model.Options{Threads: r.threads}, 0); err != nil {
+			return fail(fmt.Errorf("the longest pass (T=%d): %w", T, err))
+		}
+	}
 	for _, c := range mine {
 		key := streamKey(rec.Kind, rec.Model.Digest, r.opts, c, TokenDigest(r.ids(c)))
 		done, note, err := finishedPass(r.out, r.tables, c, key)

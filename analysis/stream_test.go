@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -245,5 +246,32 @@ func TestStreamStop(t *testing.T) {
 	man, rows, err := run.Run()
 	if err != nil || !man.Complete || len(man.Passes) != 4 || len(rows) == 0 {
 		t.Errorf("resumed run: %v, complete %v, %d passes, %d rows", err, man.Complete, len(man.Passes), len(rows))
+	}
+}
+
+// TestStreamChecksMemoryFirst: a stream command (sinks) whose longest pass
+// cannot fit (T = 4M tokens at d 1024: tens of GiB of activations) is
+// refused before its first pass, by model.Model.CheckMemory, with the
+// manifest recording why and no pass file written.
+func TestStreamChecksMemoryFirst(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the available memory is read from /proc (Linux)")
+	}
+	dir := genModel(t, model.ArchQwen3, 1, 1024, 8, 8, 128, 512, nil)
+	const long = 1 << 22
+	stream := randomStream(long+64, 0, 128, 7)
+	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	o := DefaultSinksOptions()
+	o.Lengths, o.Samples, o.AllowExtrapolation = []int{64, long}, 1, true
+	out := t.TempDir()
+	man, _, _, err := (&SinksRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Threads: 2}).Run()
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the longest pass (T=%d)", long)) || !strings.Contains(err.Error(), "are available") {
+		t.Fatalf("error %v, want the longest pass refused for its memory", err)
+	}
+	if man == nil || man.Record().Error != err.Error() || len(man.Record().Passes) != 0 {
+		t.Errorf("manifest: want the error and no passes, got %+v", man)
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "passes", "*")); len(files) != 0 {
+		t.Errorf("pass files written before the refusal: %v", files)
 	}
 }
