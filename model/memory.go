@@ -35,11 +35,16 @@ import (
 // with P the attention workers (Options.Threads) and S the query rows a
 // worker stacks into one product (query heads × tile rows). Diagnostics'
 // results (a probes.Collector) are the caller's and not counted. ok is
-// false for the families with their own pass (RT, AFA, RFA, BFT), which
-// the formula does not describe.
+// false for the research families with their own pass or token mixer
+// (RT, RFA, BFT, AFA), which the formula does not describe.
 func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 	if _, own := m.ext.(ownPass); own {
 		return 0, false
+	}
+	for _, L := range m.Layers {
+		if _, gdn := L.mixer.(*deltaNet); L.mixer != nil && !gdn {
+			return 0, false
+		}
 	}
 	c := &m.Config
 	n := B * T
@@ -63,9 +68,7 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 	for _, L := range m.Layers {
 		if L.mixer != nil {
 			arena = max(arena, L.mixer.scratchFloats(B, T))
-			if w, ok := L.mixer.(*deltaNet); ok {
-				gdn = max(gdn, 2*n*w.Hv)
-			}
+			gdn = max(gdn, 2*n*L.mixer.(*deltaNet).Hv)
 		}
 	}
 	floats += arena + gdn
@@ -147,6 +150,10 @@ func gib(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
 // availableMemory returns the bytes this process can still allocate and
 // where that figure comes from (procAvailable; tests replace it).
 var availableMemory = procAvailable
+
+// AvailableMemory returns the memory CheckMemory compares a pass with, in
+// bytes, and where the figure comes from; −1 where it cannot be read.
+func AvailableMemory() (int64, string) { return availableMemory() }
 
 // procAvailable is the smaller of /proc/meminfo's MemAvailable and, under
 // a cgroup v2 memory limit, memory.max less memory.current; −1 where

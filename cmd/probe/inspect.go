@@ -13,6 +13,7 @@ import (
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
 )
 
 // summary is what inspect reports, read from config.json and the tensor
@@ -49,7 +50,51 @@ type summary struct {
 	// Hub says where in the Hugging Face cache Dir was found (nil for a
 	// folder given as such).
 	Hub *checkpoint.HubModel `json:"hub,omitempty"`
+	// Memory is the estimate of a pass of --tokens tokens (nil without).
+	Memory *memoryPlan `json:"memory,omitempty"`
 }
+
+// memoryPlan is what one pass of T tokens (one sequence, float32 compute,
+// GOMAXPROCS attention workers) with every App. I diagnostic needs, as
+// probe sweep and bench store them by default: the weights as the model
+// holds them (an upper bound of what is resident: a pass releases the
+// mapped embedding after its lookup, and one without logits never reads an
+// untied head), the pass beyond them (model.Model.PassBytes) and the
+// diagnostics' results (probes.Collector.Bytes), beside the memory
+// available now.
+type memoryPlan struct {
+	Tokens          int     `json:"tokens"`
+	WeightMiB       float64 `json:"weight_mib"`
+	PassMiB         float64 `json:"pass_mib"`
+	DiagnosticsMiB  float64 `json:"diagnostics_mib"`
+	AvailableMiB    float64 `json:"available_mib,omitempty"` // absent where it cannot be read
+	AvailableSource string  `json:"available_source,omitempty"`
+}
+
+// planMemory maps the checkpoint (no weights read) and estimates a pass of
+// T tokens with every App. I diagnostic.
+func planMemory(dir string, T int) (*memoryPlan, error) {
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	col, err := probes.NewModelCollector(1, &m.Config, 1, probes.CollectorOptions{Reductions: defaultReductions}) // its results grow as T
+	if err != nil {
+		return nil, err
+	}
+	pass, ok := m.PassBytes(1, T, model.Options{Hooks: col.Hooks(&m.Config)})
+	if !ok {
+		return nil, fmt.Errorf("--tokens: no memory estimate for the %s family (its own pass or token mixer, which docs/performance.md's \"Peak memory\" does not describe)", m.Arch)
+	}
+	p := &memoryPlan{Tokens: T, WeightMiB: mib(m.WeightBytes), PassMiB: mib(pass), DiagnosticsMiB: mib(col.Bytes() * int64(T))}
+	if avail, from := model.AvailableMemory(); avail >= 0 {
+		p.AvailableMiB, p.AvailableSource = mib(avail), from
+	}
+	return p, nil
+}
+
+// mib converts bytes to MiB.
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func inspect(dir string) (*summary, error) {
 	cfg, err := model.LoadConfig(dir)
@@ -121,6 +166,8 @@ func cmdInspect(args []string, w io.Writer) error {
 	fs := newFlags("inspect")
 	asJSON := fs.Bool("json", false, "print JSON")
 	revision := fs.String("revision", "", "with a hub model id org/name: the branch, tag or commit of the snapshot (default main)")
+	tokens := fs.Int("tokens", 0, "also estimate the memory of one pass of this many tokens with every App. I diagnostic "+
+		"(float32 compute; the checkpoint is mapped, no weights read) beside the memory available (0: none)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -141,11 +188,19 @@ func cmdInspect(args []string, w io.Writer) error {
 			return nil
 		}
 	}
+	if *tokens < 0 {
+		return fmt.Errorf("--tokens %d: want 0 (no estimate) or more tokens", *tokens)
+	}
 	s, err := inspect(dir)
 	if err != nil {
 		return err
 	}
 	s.Hub = hub
+	if *tokens > 0 {
+		if s.Memory, err = planMemory(dir, *tokens); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -177,6 +232,14 @@ func cmdInspect(args []string, w io.Writer) error {
 	}
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(w, "skipped:       %d stored tensors are not part of the text model and are not loaded: %s\n", len(s.Skipped), listNames(s.Skipped))
+	}
+	if p := s.Memory; p != nil {
+		fmt.Fprintf(w, "memory:        one pass of %d tokens with every App. I diagnostic: weights ≤ %.0f MiB + pass %.0f MiB + diagnostics %.0f MiB ≤ %.0f MiB (docs/performance.md, \"Peak memory\")",
+			p.Tokens, p.WeightMiB, p.PassMiB, p.DiagnosticsMiB, p.WeightMiB+p.PassMiB+p.DiagnosticsMiB)
+		if p.AvailableSource != "" {
+			fmt.Fprintf(w, "; available %.0f MiB (%s)", p.AvailableMiB, p.AvailableSource)
+		}
+		fmt.Fprintln(w)
 	}
 	return nil
 }

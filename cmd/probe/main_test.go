@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
 )
 
@@ -323,6 +327,55 @@ func TestInspectLayerKinds(t *testing.T) {
 			if !strings.Contains(out, w) {
 				t.Errorf("inspect %s: no %q in\n%s", c.dir, w, out)
 			}
+		}
+	}
+}
+
+// TestInspectTokens: inspect --tokens T reports the weights, the pass's
+// estimate (model.Model.PassBytes with the diagnostics' consumers) and the
+// diagnostics' results of the default reductions (4 bytes × 9 metrics ×
+// layers × heads × T), beside the memory available; a family with its own
+// pass and a negative count are refused with the flag named.
+func TestInspectTokens(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if code, _, errs := probe(t, "generate", "--arch", "qwen3", "--layers", "2", "--d-model", "64", "--heads", "4",
+		"--kv-heads", "2", "--vocab", "300", "--max-pos", "512", "--out", dir); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	const T = 4096
+	code, out, errs := probe(t, "inspect", dir, "--tokens", strconv.Itoa(T), "--json")
+	if code != 0 {
+		t.Fatalf("inspect --tokens: %s", errs)
+	}
+	var s summary
+	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Memory == nil {
+		t.Fatalf("inspect --tokens --json: %v, memory %v\n%s", err, s.Memory, out)
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &hooks.Set{}
+	hs.Stream(-1, nil) // the diagnostics' consumers (their moments' squares)
+	pass, _ := m.PassBytes(1, T, model.Options{Hooks: hs})
+	diag := int64(4 * 9 * m.Config.Layers * m.Heads * T)
+	if p := s.Memory; p.Tokens != T || p.WeightMiB != mib(m.WeightBytes) || p.PassMiB != mib(pass) || p.DiagnosticsMiB != mib(diag) {
+		t.Errorf("memory %+v: want tokens %d, weights %v, pass %v, diagnostics %v MiB", p, T, mib(m.WeightBytes), mib(pass), mib(diag))
+	}
+	if runtime.GOOS == "linux" && (s.Memory.AvailableMiB <= 0 || s.Memory.AvailableSource == "") {
+		t.Errorf("available memory not reported: %+v", s.Memory)
+	}
+	if code, out, _ := probe(t, "inspect", dir, "--tokens", "64"); code != 0 || !strings.Contains(out, "memory:        one pass of 64 tokens") {
+		t.Errorf("inspect --tokens 64: exit %d\n%s", code, out)
+	}
+
+	afa := filepath.Join(t.TempDir(), "afa")
+	if code, _, errs := probe(t, "generate", "--arch", "afa", "--out", afa); code != 0 {
+		t.Fatalf("generate afa: %s", errs)
+	}
+	for _, bad := range [][]string{{afa, "--tokens", "64"}, {dir, "--tokens", "-1"}} {
+		if code, _, errs := probe(t, append([]string{"inspect"}, bad...)...); code != 1 || !strings.Contains(errs, "--tokens") {
+			t.Errorf("inspect %v: exit %d, %s; want a refusal naming --tokens", bad, code, errs)
 		}
 	}
 }
