@@ -18,6 +18,7 @@ func cmdCapture(args []string, w io.Writer) error {
 	allowExt := addExtrapolationFlag(fs)
 	var hookNames multi
 	fs.Var(&hookNames, "hook", "hook point to capture (repeatable; * matches every layer)")
+	progress := addProgressFlag(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -56,7 +57,12 @@ func cmdCapture(args []string, w io.Writer) error {
 	}
 	hs := &hooks.Set{}
 	cap := hs.Capture(hookNames...)
+	end := func(error) {}
+	if *progress {
+		end = passProgress(hs, cfg.Layers, len(ids[0]))
+	}
 	res, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: *allowExt})
+	end(err)
 	if err != nil {
 		return err
 	}

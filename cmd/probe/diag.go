@@ -34,6 +34,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	withTokens := fs.Bool("tokens", false, "add a last column, token: the text of each query's token (needs the model folder's tokenizer.json or --tokenizer)")
 	legacy := fs.Bool("legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
 	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
+	progress := addProgressFlag(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -82,11 +83,21 @@ func cmdDiag(args []string, w io.Writer) error {
 	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
 	copts := probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k}
+	opt := model.Options{AllowExtrapolation: *allowExt, Threads: *threads}
+	if err := probes.CheckModelMemory(m, B, T, opt, copts); err != nil { // before the Collector's results
+		return err
+	}
 	col, err := probes.NewModelCollector(B, c, T, copts)
 	if err != nil {
 		return err
 	}
-	_, ferr := m.Forward(ids, model.Options{Hooks: col.Hooks(c), AllowExtrapolation: *allowExt, Threads: *threads})
+	opt.Hooks = col.Hooks(c)
+	end := func(error) {}
+	if *progress {
+		end = passProgress(opt.Hooks, c.Layers, T)
+	}
+	_, ferr := m.Forward(ids, opt)
+	end(ferr)
 	if ferr != nil && (*onNF == analysis.NonFiniteStop || col.NonFiniteRows() == 0) {
 		return ferr
 	}

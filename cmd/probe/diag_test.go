@@ -366,3 +366,35 @@ func TestTokenStringsInOutputs(t *testing.T) {
 		t.Error("the attention map's report does not show the tokens")
 	}
 }
+
+// TestSinglePassProgress: diag and capture report their one pass on the
+// progress output (off a terminal: one line when it is done), and
+// --progress=false keeps it quiet.
+func TestSinglePassProgress(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if code, _, errs := probe(t, "generate", "--arch", "qwen3", "--layers", "3", "--d-model", "64", "--heads", "4",
+		"--kv-heads", "2", "--vocab", "300", "--max-pos", "512", "--out", dir); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	ids := filepath.Join(t.TempDir(), "ids.json")
+	if err := os.WriteFile(ids, []byte("["+strings.Repeat("5,", 49)+"6]"), 0o644); err != nil { // 50 ids
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for _, args := range [][]string{
+		{"diag", "--model", dir, "--ids", ids, "--out", filepath.Join(out, "d.csv")},
+		{"capture", "--model", dir, "--ids", ids, "--hook", "blocks.0.hook_resid_post", "--out", filepath.Join(out, "c.safetensors")},
+	} {
+		b := withProgress(t)
+		if code, _, errs := probe(t, args...); code != 0 {
+			t.Fatalf("%v: %s", args, errs)
+		}
+		if got := b.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "100%  T=50 done") {
+			t.Errorf("%s: progress %q, want one line saying the pass of 50 tokens is done", args[0], got)
+		}
+		b.Reset()
+		if code, _, errs := probe(t, append(args, "--progress=false")...); code != 0 || b.Len() != 0 {
+			t.Errorf("%s --progress=false: exit %d (%s), progress %q", args[0], code, errs, b.String())
+		}
+	}
+}

@@ -34,7 +34,7 @@ func cmdPPL(args []string, w io.Writer) error {
 	threads := addThreadsFlag(fs)
 	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
 	out := fs.String("out", "", "output folder (required)")
-	progress := fs.Bool("progress", true, "progress bar on stderr")
+	progress := addProgressFlag(fs)
 	force := fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)")
 	pos, err := parse(fs, args)
 	if err != nil {

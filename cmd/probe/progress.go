@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -8,7 +9,36 @@ import (
 	"time"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/hooks"
+	"gorgonia.org/tensor"
 )
+
+// addProgressFlag registers --progress on fs.
+func addProgressFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("progress", true, "progress bar on stderr")
+}
+
+// passProgress draws the progress of one pass of T tokens through layers
+// layers, layer by layer, from a hook on every layer's resid_post that it
+// adds to hs (a pass of tens of minutes at long T otherwise shows nothing
+// until it ends). end closes the bar: the pass is done when err is nil.
+func passProgress(hs *hooks.Set, layers, T int) (end func(err error)) {
+	bar := newProgressBar(progressOut)
+	start := time.Now()
+	p := analysis.Progress{Pass: 1, Passes: 1, T: T, Layers: layers, WorkLeft: float64(layers)}
+	hs.Add(hooks.ResidPost, func(_ string, l int, _ *tensor.Dense) error {
+		p.Layer, p.Work, p.WorkLeft, p.Elapsed = l+1, float64(l+1), float64(layers-l-1), time.Since(start)
+		bar.update(p)
+		return nil
+	})
+	return func(err error) {
+		if err == nil {
+			p.Done, p.Tokens, p.Elapsed = true, int64(T), time.Since(start)
+			bar.update(p)
+		}
+		bar.finish()
+	}
+}
 
 // progressOut is where sweep draws its progress bar (tests replace it).
 var progressOut io.Writer = os.Stderr
@@ -59,8 +89,11 @@ func progressLine(p analysis.Progress) string {
 	if p.Work > 0 {
 		eta = time.Duration(secs * p.WorkLeft / p.Work * float64(time.Second)).Round(time.Second).String()
 	}
-	return fmt.Sprintf("[%s] %3.0f%%  pass %d/%d (T=%d, sample %d) %s  %s  ETA %s",
-		bar, 100*frac, p.Pass, p.Passes, p.T, p.Sample, state, rate, eta)
+	pass := fmt.Sprintf("pass %d/%d (T=%d, sample %d)", p.Pass, p.Passes, p.T, p.Sample)
+	if p.Passes == 1 && p.Sample == 0 {
+		pass = fmt.Sprintf("T=%d", p.T) // one pass (diag, capture)
+	}
+	return fmt.Sprintf("[%s] %3.0f%%  %s %s  %s  ETA %s", bar, 100*frac, pass, state, rate, eta)
 }
 
 func (b *progressBar) update(p analysis.Progress) {

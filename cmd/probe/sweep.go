@@ -334,7 +334,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
 	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about a third more time at 16k)")
 	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
-	progress := fs.Bool("progress", true, "progress bar on stderr")
+	progress := addProgressFlag(fs)
 	force := fs.Bool("force", false, "run into an --out that holds other files, or a sweep of another plan (its tables are replaced)")
 	af := addAggFlags(fs)
 	pos, err := parse(fs, args)
