@@ -46,7 +46,8 @@ type benchResult struct {
 	BF16Kernel string `json:"bf16_kernel,omitempty"`
 	// PassEstimateMiB is the pass's memory beyond the weights as
 	// model.Model.PassBytes estimates it (docs/performance.md, "Peak
-	// memory"; absent for the families with their own pass), and
+	// memory"; absent for the research families with their own pass or
+	// token mixer), and
 	// DiagnosticsMiB the diagnostics' results (probes.Collector), allocated
 	// before the passes.
 	PassEstimateMiB float64 `json:"pass_estimate_mib,omitempty"`
@@ -184,10 +185,10 @@ func cmdBench(args []string, w io.Writer) error {
 			return err
 		}
 		opt.Hooks = col.Hooks(c)
-		res.DiagnosticsMiB = float64(col.Bytes()) / (1 << 20)
+		res.DiagnosticsMiB = mib(col.Bytes())
 	}
 	if b, ok := m.PassBytes(1, *T, opt); ok {
-		res.PassEstimateMiB = float64(b) / (1 << 20)
+		res.PassEstimateMiB = mib(b)
 	}
 	for r := 0; r < *reps; r++ {
 		// Collect the previous pass's buffers first (not timed), so that the

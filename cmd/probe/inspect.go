@@ -71,8 +71,8 @@ type memoryPlan struct {
 	AvailableSource string  `json:"available_source,omitempty"`
 }
 
-// planMemory maps the checkpoint (no weights read) and estimates a pass of
-// T tokens with every App. I diagnostic.
+// planMemory loads the checkpoint (safetensors are mapped: no weights
+// read) and estimates a pass of T tokens with every App. I diagnostic.
 func planMemory(dir string, T int) (*memoryPlan, error) {
 	m, err := model.Load(dir, model.LoadOptions{})
 	if err != nil {
@@ -167,7 +167,7 @@ func cmdInspect(args []string, w io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	revision := fs.String("revision", "", "with a hub model id org/name: the branch, tag or commit of the snapshot (default main)")
 	tokens := fs.Int("tokens", 0, "also estimate the memory of one pass of this many tokens with every App. I diagnostic "+
-		"(float32 compute; the checkpoint is mapped, no weights read) beside the memory available (0: none)")
+		"(float32 compute; safetensors are mapped, no weights read, a .bin checkpoint is read whole) beside the memory available (0: none)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
