@@ -597,11 +597,22 @@ func TestSweepChecksMemoryFirst(t *testing.T) {
 	opts.LengthsArg, opts.Samples, opts.AllowExtrapolation = "64,4194304", 1, true
 	out := t.TempDir()
 	man, _, err := newSweep(t, dir, stream, out, opts, DefaultAggOptions()).Run()
-	if err == nil || !strings.Contains(err.Error(), "the sweep's longest pass (T=4194304") || !strings.Contains(err.Error(), "are available") {
-		t.Fatalf("error %v, want the longest pass refused for its memory", err)
+	if man == nil {
+		t.Fatalf("no manifest; error %v", err)
 	}
-	if man == nil || man.Error != err.Error() || len(man.Passes) != 0 {
-		t.Errorf("manifest %+v: want the error and no passes", man)
+	refusedForMemory(t, err, "the sweep's longest pass (T=4194304", man.Error, len(man.Passes), out)
+}
+
+// refusedForMemory checks a run refused for its longest pass's memory:
+// err names the pass (what) and the memory available, the manifest
+// records err (manErr) and no pass (passes), and out holds no pass file.
+func refusedForMemory(t *testing.T, err error, what, manErr string, passes int, out string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), "are available") {
+		t.Fatalf("error %v, want %q refused for its memory", err, what)
+	}
+	if manErr != err.Error() || passes != 0 {
+		t.Errorf("manifest: error %q and %d passes, want the run's error and none", manErr, passes)
 	}
 	if files, _ := filepath.Glob(filepath.Join(out, "passes", "*")); len(files) != 0 {
 		t.Errorf("pass files written before the refusal: %v", files)
