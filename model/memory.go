@@ -1,8 +1,6 @@
 package model
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"fmt"
 	"os"
@@ -155,8 +153,8 @@ var availableMemory = procAvailable
 // bytes, and where the figure comes from; −1 where it cannot be read.
 func AvailableMemory() (int64, string) { return availableMemory() }
 
-// procAvailable is the smaller of /proc/meminfo's MemAvailable and, under
-// a cgroup v2 memory limit, memory.max less memory.current; −1 where
+// procAvailable is the smaller of /proc/meminfo's MemAvailable and what
+// the process's cgroup memory limit leaves (cgroupAvailable); −1 where
 // neither can be read.
 func procAvailable() (int64, string) {
 	if runtime.GOOS != "linux" {
@@ -164,37 +162,66 @@ func procAvailable() (int64, string) {
 	}
 	avail, from := int64(-1), ""
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
-				if kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil {
-					avail, from = kb<<10, "MemAvailable in /proc/meminfo"
-				}
-			}
+		if kb, ok := statField(b, "MemAvailable:"); ok {
+			avail, from = kb<<10, "MemAvailable in /proc/meminfo"
 		}
 	}
-	if dir := cgroupDir(); dir != "" {
-		limit, err1 := readCgroupInt(filepath.Join(dir, "memory.max"))
-		used, err2 := readCgroupInt(filepath.Join(dir, "memory.current"))
-		if err1 == nil && err2 == nil && limit >= 0 && (avail < 0 || limit-used < avail) {
-			avail, from = max(0, limit-used), "the cgroup's memory.max less memory.current, "+dir
-		}
+	if cg, dir := cgroupAvailable("/proc/self/cgroup", "/sys/fs/cgroup"); cg >= 0 && (avail < 0 || cg < avail) {
+		avail, from = cg, "the memory limit of cgroup "+dir+" less its usage, page cache excepted"
 	}
 	return avail, from
 }
 
-// cgroupDir is the process's cgroup v2 folder under /sys/fs/cgroup, or "".
-func cgroupDir() string {
-	b, err := os.ReadFile("/proc/self/cgroup")
+// cgroupAvailable is the memory the process's cgroup limit leaves, read
+// from the cgroup file self (/proc/self/cgroup) and the hierarchy under
+// root: limit − usage + page cache (the cache, the mapped weights' pages
+// among it, is reclaimed before the limit kills; MemAvailable counts it
+// too). cgroup v2: memory.max, memory.current and memory.stat's file; v1:
+// memory.limit_in_bytes, memory.usage_in_bytes and memory.stat's
+// total_cache. −1 without a limit or where the files cannot be read.
+func cgroupAvailable(self, root string) (int64, string) {
+	b, err := os.ReadFile(self)
 	if err != nil {
-		return ""
+		return -1, ""
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return filepath.Join("/sys/fs/cgroup", p)
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var dir, limitFile, usageFile, cacheField string
+		switch {
+		case parts[0] == "0" && parts[1] == "": // v2
+			dir, limitFile, usageFile, cacheField = filepath.Join(root, parts[2]), "memory.max", "memory.current", "file"
+		case slices.Contains(strings.Split(parts[1], ","), "memory"): // v1
+			dir, limitFile, usageFile, cacheField = filepath.Join(root, "memory", parts[2]), "memory.limit_in_bytes", "memory.usage_in_bytes", "total_cache"
+		default:
+			continue
+		}
+		limit, err1 := readCgroupInt(filepath.Join(dir, limitFile))
+		used, err2 := readCgroupInt(filepath.Join(dir, usageFile))
+		if err1 != nil || err2 != nil || limit < 0 || limit >= 1<<60 { // v1 writes "no limit" as a huge number
+			continue
+		}
+		var cache int64
+		if st, err := os.ReadFile(filepath.Join(dir, "memory.stat")); err == nil {
+			cache, _ = statField(st, cacheField+" ")
+		}
+		return max(0, limit-used+cache), dir
+	}
+	return -1, ""
+}
+
+// statField returns the integer after the line prefix name in a
+// /proc/meminfo or memory.stat text (a unit such as "kB" dropped).
+func statField(b []byte, name string) (int64, bool) {
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n, err == nil
 		}
 	}
-	return ""
+	return 0, false
 }
 
 // readCgroupInt reads a cgroup file holding a byte count, or "max" (−1).

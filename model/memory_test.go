@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -284,5 +285,53 @@ func TestMemoryCheck(t *testing.T) {
 		} else {
 			t.Logf("available: %s (%s)", gib(got), from)
 		}
+	}
+}
+
+// TestCgroupAvailable: the memory a cgroup limit leaves is limit − usage +
+// page cache, read from cgroup v2 (memory.max, memory.current, memory.stat
+// file) or v1 (memory.limit_in_bytes, memory.usage_in_bytes, memory.stat
+// total_cache) files; no limit ("max", or v1's huge number) and unreadable
+// files give −1.
+func TestCgroupAvailable(t *testing.T) {
+	write := func(dir string, files map[string]string) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, text := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name, self string
+		files      map[string]string // under root/<dir>
+		dir        string
+		want       int64
+	}{
+		{"v2", "0::/job_7/step_0\n", map[string]string{"memory.max": "8589934592\n", "memory.current": "6442450944\n",
+			"memory.stat": "anon 4294967296\nfile 1073741824\nkernel 1\n"}, "job_7/step_0", 3 << 30},
+		{"v2 no limit", "0::/\n", map[string]string{"memory.max": "max\n", "memory.current": "1\n"}, "", -1},
+		{"v1", "12:pids:/x\n4:memory:/slurm/uid_0/job_9\n0::/\n", map[string]string{"memory.limit_in_bytes": "4294967296\n",
+			"memory.usage_in_bytes": "4000000000\n", "memory.stat": "cache 5\ntotal_cache 100000000\n"}, "memory/slurm/uid_0/job_9", 4294967296 - 4000000000 + 100000000},
+		{"v1 no limit", "4:memory:/\n", map[string]string{"memory.limit_in_bytes": "9223372036854771712\n", "memory.usage_in_bytes": "1\n"}, "memory", -1},
+		{"usage above the limit", "0::/a\n", map[string]string{"memory.max": "100\n", "memory.current": "200\n"}, "a", 0},
+		{"unreadable", "0::/none\n", nil, "", -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			self := filepath.Join(root, "self-cgroup")
+			if err := os.WriteFile(self, []byte(c.self), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if c.files != nil {
+				write(filepath.Join(root, c.dir), c.files)
+			}
+			got, dir := cgroupAvailable(self, root)
+			if got != c.want || (got >= 0 && dir != filepath.Join(root, c.dir)) {
+				t.Errorf("cgroupAvailable = %d (%s), want %d (%s)", got, dir, c.want, filepath.Join(root, c.dir))
+			}
+		})
 	}
 }
