@@ -90,7 +90,9 @@ type GDNRun struct {
 	Force   bool
 	// Stop, when closed, stops the run before its next pass: Run returns
 	// an error wrapping ErrStopped, the finished passes kept.
-	Stop       <-chan struct{}
+	Stop <-chan struct{}
+	// Progress, when set, is called as the run advances (layer by layer).
+	Progress   func(Progress)
 	CLIOptions []Option
 	Args       []string
 	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
@@ -138,14 +140,15 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	man.Conventions = gdnConventions()
 	var rows []GDNRow
 	err = runStream(man, streamRun{out: r.Out, tables: gdnTables, opts: man.Options, force: r.Force, stop: r.Stop,
-		model: m, threads: man.Threads,
+		model: m, threads: man.Threads, progress: r.Progress, forwards: 1,
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
-		pass: func(ch Chunk) ([]passTable, error) {
+		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			hs := &hooks.Set{}
 			f, err := GDNFilter(hs, c, ch.T, *o, man.Threads)
 			if err != nil {
 				return nil, err
 			}
+			watch(hs)
 			ids := [][]int{r.Stream[ch.Start:ch.End]}
 			if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
 				Threads: man.Threads}); err != nil {

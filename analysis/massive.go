@@ -101,7 +101,9 @@ type MassiveRun struct {
 	Force   bool
 	// Stop, when closed, stops the run before its next pass: Run returns
 	// an error wrapping ErrStopped, the finished passes kept.
-	Stop       <-chan struct{}
+	Stop <-chan struct{}
+	// Progress, when set, is called as the run advances (layer by layer).
+	Progress   func(Progress)
 	CLIOptions []Option
 	Args       []string
 	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
@@ -146,9 +148,9 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 	var tops []MassiveTopRow
 	var ppls []MassivePPLRow
 	err = runStream(man, streamRun{out: r.Out, tables: massiveTables, opts: man.Options, force: r.Force, stop: r.Stop,
-		model: m, threads: man.Threads,
+		model: m, threads: man.Threads, progress: r.Progress, forwards: 1 + len(o.Interventions),
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
-		pass: func(ch Chunk) ([]passTable, error) {
+		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			T := ch.T
 			ids := [][]int{r.Stream[ch.Start : ch.End-1]}
 			targets := r.Stream[ch.Start+1 : ch.End]
@@ -158,6 +160,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 			// plain pass: top entries and median of every layer
 			hs := &hooks.Set{}
 			top, med := MassiveHooks(hs, c, T, o.TopK)
+			watch(hs)
 			opt.Hooks = hs
 			if _, err := m.Forward(ids, opt); err != nil {
 				return nil, err
@@ -189,6 +192,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 					probes.ReplaceEntries(h, D, entries, means)
 					return nil
 				})
+				watch(hs)
 				opt.Hooks = hs
 				nllSum = 0
 				if _, err := m.Forward(ids, opt); err != nil {

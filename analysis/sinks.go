@@ -109,7 +109,9 @@ type SinksRun struct {
 	Force   bool
 	// Stop, when closed, stops the run before its next pass: Run returns
 	// an error wrapping ErrStopped, the finished passes kept.
-	Stop       <-chan struct{}
+	Stop <-chan struct{}
+	// Progress, when set, is called as the run advances (layer by layer).
+	Progress   func(Progress)
 	CLIOptions []Option
 	Args       []string
 	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
@@ -163,14 +165,15 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	var heads []SinkHeadRow
 	var rates []SinkRateRow
 	err = runStream(man, streamRun{out: r.Out, tables: sinksTables, opts: man.Options, force: r.Force, stop: r.Stop,
-		model: m, threads: man.Threads,
+		model: m, threads: man.Threads, progress: r.Progress, forwards: 1,
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
-		pass: func(ch Chunk) ([]passTable, error) {
+		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			hs := &hooks.Set{}
 			rows, err := SinkHooks(hs, c, ch, *o)
 			if err != nil {
 				return nil, err
 			}
+			watch(hs)
 			ids := [][]int{r.Stream[ch.Start:ch.End]}
 			if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
 				Threads: man.Threads}); err != nil {

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 )
 
@@ -248,9 +250,12 @@ type streamRun struct {
 	// stop, when closed, stops the run before its next pass (ErrStopped),
 	// the finished passes kept and the manifest saying it is unfinished.
 	stop <-chan struct{}
-	// ids returns a pass's token ids; pass runs it and returns its tables.
-	ids  func(c Chunk) []int
-	pass func(c Chunk) ([]passTable, error)
+	// ids returns a pass's token ids; pass runs it and returns its tables,
+	// calling watch on the hooks of each of its forward passes (forwards
+	// of them per chunk) so that the progress follows their layers.
+	ids      func(c Chunk) []int
+	pass     func(c Chunk, watch func(*hooks.Set)) ([]passTable, error)
+	forwards int
 	// finish writes the tables from the pass files of every chunk.
 	finish func() error
 	// model and threads: the longest pass's memory is checked before the
@@ -258,6 +263,9 @@ type streamRun struct {
 	// cannot fit is refused at its start
 	model   *model.Model
 	threads int
+	// progress, when set, is told of every pass (reused or run) and of
+	// each layer of the passes that run (Progress).
+	progress func(Progress)
 }
 
 // runStream runs the passes of man's shard that have no finished pass
@@ -301,7 +309,8 @@ func runStream(man StreamManifest, r streamRun) error {
 			return fail(fmt.Errorf("the longest pass (T=%d): %w", T, err))
 		}
 	}
-	for _, c := range mine {
+	pr := newStreamProgress(r, mine, start)
+	for i, c := range mine {
 		key := streamKey(rec.Kind, rec.Model.Digest, r.opts, c, TokenDigest(r.ids(c)))
 		done, note, err := finishedPass(r.out, r.tables, c, key)
 		if err != nil {
@@ -313,6 +322,7 @@ func runStream(man StreamManifest, r streamRun) error {
 		if done != nil {
 			rec.Passes = append(rec.Passes, *done)
 			rec.Reused = append(rec.Reused, fmt.Sprintf("T=%d sample %d", c.T, c.Sample))
+			pr.reused(i, c)
 			continue
 		}
 		select {
@@ -321,10 +331,11 @@ func runStream(man StreamManifest, r streamRun) error {
 		default:
 		}
 		t0 := time.Now()
-		tables, err := r.pass(c)
+		tables, err := r.pass(c, pr.watch(i, c))
 		if err != nil {
 			return fail(fmt.Errorf("T=%d sample %d: %w", c.T, c.Sample, err))
 		}
+		pr.done(c)
 		p := StreamPass{Key: key, Hash: key.Hash(), Rows: map[string]int64{}, Seconds: time.Since(t0).Seconds()}
 		for _, t := range tables {
 			p.Rows[t.name] = t.rows
@@ -351,6 +362,80 @@ func runStream(man StreamManifest, r streamRun) error {
 	rec.Complete = true
 	rec.Seconds = time.Since(start).Seconds()
 	return writeJSON(path, man)
+}
+
+// streamProgress reports a stream command's progress (streamRun.progress):
+// every pass's forward passes count layers·forwards steps, and the work of
+// a pass is passCost times its forward passes.
+type streamProgress struct {
+	report   func(Progress)
+	start    time.Time
+	layers   int // per forward pass
+	forwards int
+	cfg      *model.Config
+	p        Progress
+}
+
+func newStreamProgress(r streamRun, mine []Chunk, start time.Time) *streamProgress {
+	sp := &streamProgress{start: start, forwards: max(1, r.forwards)}
+	if r.model == nil || r.progress == nil {
+		return sp // report nil: no progress
+	}
+	sp.report = r.progress
+	sp.cfg, sp.layers = &r.model.Config, r.model.Config.Layers
+	sp.p = Progress{Passes: len(mine), Layers: sp.layers * sp.forwards}
+	for _, c := range mine {
+		sp.p.WorkLeft += sp.cost(c)
+	}
+	return sp
+}
+
+func (sp *streamProgress) cost(c Chunk) float64 { return float64(sp.forwards) * passCost(sp.cfg, c.T) }
+
+func (sp *streamProgress) send() {
+	sp.p.Elapsed = time.Since(sp.start)
+	sp.report(sp.p)
+}
+
+// reused reports chunk c (the i-th) as already finished.
+func (sp *streamProgress) reused(i int, c Chunk) {
+	if sp.report == nil {
+		return
+	}
+	sp.p.Pass, sp.p.T, sp.p.Sample, sp.p.Layer, sp.p.Reused, sp.p.Done = i+1, c.T, c.Sample, 0, true, true
+	sp.p.WorkLeft -= sp.cost(c)
+	sp.send()
+}
+
+// watch returns the hook installer of chunk c's forward passes (the i-th
+// chunk): each layer's resid_post advances the progress.
+func (sp *streamProgress) watch(i int, c Chunk) func(*hooks.Set) {
+	if sp.report == nil {
+		return func(*hooks.Set) {}
+	}
+	sp.p.Pass, sp.p.T, sp.p.Sample, sp.p.Layer, sp.p.Reused, sp.p.Done = i+1, c.T, c.Sample, 0, false, false
+	sp.send()
+	step := sp.cost(c) / float64(sp.p.Layers)
+	return func(hs *hooks.Set) {
+		hs.Add(hooks.ResidPost, func(string, int, *tensor.Dense) error {
+			sp.p.Layer = min(sp.p.Layer+1, sp.p.Layers)
+			sp.p.Work += step
+			sp.p.WorkLeft -= step
+			sp.send()
+			return nil
+		})
+	}
+}
+
+// done reports chunk c's pass as finished.
+func (sp *streamProgress) done(c Chunk) {
+	if sp.report == nil {
+		return
+	}
+	left := float64(sp.p.Layers-sp.p.Layer) * sp.cost(c) / float64(sp.p.Layers) // forward passes that skipped the hook
+	sp.p.Work, sp.p.WorkLeft = sp.p.Work+left, sp.p.WorkLeft-left
+	sp.p.Layer, sp.p.Done, sp.p.Tokens = sp.p.Layers, true, sp.p.Tokens+int64(c.T)
+	sp.send()
 }
 
 // finishedPass returns the record of chunk c's pass when every one of its

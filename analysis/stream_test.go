@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -269,4 +270,53 @@ func TestStreamChecksMemoryFirst(t *testing.T) {
 		t.Fatalf("no manifest; error %v", err)
 	}
 	refusedForMemory(t, err, fmt.Sprintf("the longest pass (T=%d)", long), man.Record().Error, len(man.Record().Passes), out)
+}
+
+// TestStreamProgress: a stream command reports each pass it runs layer by
+// layer — every forward pass of it (massive: the plain pass and one per
+// intervention) — and done, with its work growing to the whole run's; a
+// second run into the same folder reports every pass as already finished.
+func TestStreamProgress(t *testing.T) {
+	const layers = 4
+	dir := genModel(t, model.ArchQwen3, layers, 64, 2, 1, 128, 512, nil)
+	stream := randomStream(400, 0, 128, 5)
+	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	o := DefaultMassiveOptions()
+	o.Lengths, o.Samples, o.TopK = []int{24, 40}, 2, 4
+	out := t.TempDir()
+	var got []Progress
+	run := &MassiveRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Threads: 2,
+		Progress: func(p Progress) { got = append(got, p) }}
+	if _, _, _, err := run.Run(); err != nil {
+		t.Fatal(err)
+	}
+	steps := layers * (1 + len(o.Interventions)) // per pass
+	if want := 4 * (1 + steps + 1); len(got) != want {
+		t.Fatalf("%d reports, want %d (per pass: start, %d layers, done)", len(got), want, steps)
+	}
+	for i, p := range got {
+		pass, k := i/(steps+2), i%(steps+2)
+		if p.Pass != pass+1 || p.Passes != 4 || p.Layers != steps || p.Reused {
+			t.Fatalf("report %d: %+v", i, p)
+		}
+		switch {
+		case k == 0 && (p.Layer != 0 || p.Done), k > 0 && k <= steps && (p.Layer != k || p.Done), k == steps+1 && (!p.Done || p.Layer != steps):
+			t.Fatalf("report %d (step %d of pass %d): layer %d, done %v", i, k, pass+1, p.Layer, p.Done)
+		}
+		if i > 0 && p.Work < got[i-1].Work {
+			t.Fatalf("report %d: work %v fell from %v", i, p.Work, got[i-1].Work)
+		}
+	}
+	last := got[len(got)-1]
+	if total := got[0].Work + got[0].WorkLeft; math.Abs(last.Work-total) > 1e-9*total || math.Abs(last.WorkLeft) > 1e-9*total || last.Tokens != 24+24+40+40 {
+		t.Errorf("last report %+v: want work %v, none left, 128 tokens", last, total)
+	}
+
+	got = nil
+	if _, _, _, err := run.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || !got[3].Reused || !got[3].Done {
+		t.Errorf("second run: reports %+v, want 4 passes already finished", got)
+	}
 }

@@ -48,7 +48,10 @@ func cmdGDN(args []string, w io.Writer) error {
 	run := &analysis.GDNRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
 		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"gdn"}, args...),
 		DeviationTokens: *sf.model.deviationTokens}
+	progress, endBar := sf.progressBar()
+	run.Progress = progress
 	man, rows, err := run.Run()
+	endBar()
 	if err != nil {
 		if man != nil {
 			return sf.stopped(w, "gdn", args, &man.RunRecord, err)

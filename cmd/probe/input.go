@@ -451,9 +451,20 @@ type streamFlags struct {
 	tok                 tokenFlags
 	plan                planFlags
 	allowExt, force     *bool
+	progress            *bool
 	threads             *int
 	formats, out, shard *string
 	sh                  analysis.Shard // --shard, parsed by validate
+}
+
+// progressBar returns the progress function of a run (nil without
+// --progress) and the function that ends its bar.
+func (sf *streamFlags) progressBar() (func(analysis.Progress), func()) {
+	if !*sf.progress {
+		return nil, func() {}
+	}
+	bar := newProgressBar(progressOut)
+	return bar.update, bar.finish
 }
 
 // addShardFlag registers --shard, which the commands that run passes into
@@ -494,6 +505,7 @@ func addStreamFlags(fs *flag.FlagSet, d planDefaults) *streamFlags {
 		out:      fs.String("out", "", "output folder (required); re-running into it skips finished passes"),
 		shard:    addShardFlag(fs),
 		force:    fs.Bool("force", false, "run into an --out that holds other files, or a run of another plan (its tables are replaced)"),
+		progress: addProgressFlag(fs),
 	}
 }
 

@@ -45,7 +45,10 @@ func cmdMassive(args []string, w io.Writer) error {
 	run := &analysis.MassiveRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
 		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...),
 		DeviationTokens: *sf.model.deviationTokens}
+	progress, endBar := sf.progressBar()
+	run.Progress = progress
 	man, tops, ppls, err := run.Run()
+	endBar()
 	if err != nil {
 		if man != nil {
 			return sf.stopped(w, "massive", args, &man.RunRecord, err)

@@ -49,7 +49,10 @@ func cmdSinks(args []string, w io.Writer) error {
 	run := &analysis.SinksRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
 		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...),
 		DeviationTokens: *sf.model.deviationTokens}
+	progress, endBar := sf.progressBar()
+	run.Progress = progress
 	man, heads, rates, err := run.Run()
+	endBar()
 	if err != nil {
 		if man != nil {
 			return sf.stopped(w, "sinks", args, &man.RunRecord, err)
