@@ -71,7 +71,7 @@ fi
 
 # Parity first: the torch forward must give probe's logits.
 $PY -c 'import json, random; r = random.Random(5); ids = [r.randrange(32000) for _ in range(256)]; json.dump(ids, open("'"$work"'/check.json", "w")); json.dump([ids], open("'"$work"'/check-batch.json", "w"))'
-"$work/probe" capture --model "$work/model" --ids "$work/check-batch.json" --hook logits --out "$work/logits.safetensors" >/dev/null
+"$work/probe" capture --model "$work/model" --ids "$work/check-batch.json" --hook logits --progress=false --out "$work/logits.safetensors" >/dev/null
 $PY scripts/bench/qwen3_torch.py check --model "$work/model" --ids "$work/check.json" --logits "$work/logits.safetensors"
 
 # sgemm peak of the Go side in this run: BenchmarkSgemmPeak (2048³, rows split
