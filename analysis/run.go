@@ -296,10 +296,7 @@ func expectedKey(info ModelInfo, o SweepOptions, c Chunk) PassKey {
 // fits with its Collector's results (model.Model.CheckMemory): a sweep
 // that cannot is refused at its start, not at its last length.
 func (s *Sweep) checkMemory(chunks []Chunk) error {
-	T := 0
-	for _, c := range chunks {
-		T = max(T, c.T)
-	}
+	T := longestT(chunks)
 	if T == 0 {
 		return nil
 	}
@@ -309,6 +306,16 @@ func (s *Sweep) checkMemory(chunks []Chunk) error {
 		return fmt.Errorf("the sweep's longest pass (T=%d, with its diagnostics' results): %w", T, err)
 	}
 	return nil
+}
+
+// longestT is the longest T of chunks (0 for none): the pass whose memory
+// a run checks before its first.
+func longestT(chunks []Chunk) int {
+	T := 0
+	for _, c := range chunks {
+		T = max(T, c.T)
+	}
+	return T
 }
 
 func (s *Sweep) key(c Chunk) PassKey {

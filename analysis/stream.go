@@ -303,8 +303,7 @@ func runStream(man StreamManifest, r streamRun) error {
 	}
 	rec.Passes = []StreamPass{}
 	mine := shardChunks(rec.Chunks, rec.Shard)
-	if len(mine) > 0 && r.model != nil {
-		T := slices.MaxFunc(mine, func(a, b Chunk) int { return a.T - b.T }).T
+	if T := longestT(mine); T > 0 && r.model != nil {
 		if err := r.model.CheckMemory(1, T, model.Options{Threads: r.threads}, 0); err != nil {
 			return fail(fmt.Errorf("the longest pass (T=%d): %w", T, err))
 		}

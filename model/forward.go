@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 
@@ -66,16 +65,8 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	// and the mixers' buffers (Gated DeltaNet's q, k, v and output) share
 	// one arena: a layer needs one set or the other, so the pass holds the
 	// larger
-	attn := slices.ContainsFunc(m.Layers, func(L Layer) bool { return L.mixer == nil })
-	gp, arena := c.GatePerHead(), 0
-	if attn {
-		arena = n * (H*dh + 2*KV*dh + H*gp)
-	}
-	for _, L := range m.Layers {
-		if L.mixer != nil {
-			arena = max(arena, L.mixer.scratchFloats(B, T))
-		}
-	}
+	arena, attn := m.arenaFloats(B, T)
+	gp := c.GatePerHead()
 	scratch := make([]float32, arena)
 	if attn {
 		// z overwrites q: the attention loop copies a tile's queries out
@@ -261,6 +252,23 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// arenaFloats is the size of forward's arena for B sequences of T tokens:
+// the larger of the softmax layers' q (then z), k, v and gate and the
+// mixers' scratch (scratchFloats); attn reports whether any layer is
+// softmax attention.
+func (m *Model) arenaFloats(B, T int) (floats int, attn bool) {
+	c := &m.Config
+	for _, L := range m.Layers {
+		if L.mixer != nil {
+			floats = max(floats, L.mixer.scratchFloats(B, T))
+		} else if !attn {
+			attn = true
+			floats = max(floats, B*T*(c.Heads*c.DHead+2*c.KVHeads*c.DHead+c.Heads*c.GatePerHead()))
+		}
+	}
+	return floats, attn
 }
 
 // hookPoints caches the names a model's pass issues (HookNames).

@@ -47,11 +47,9 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 	c := &m.Config
 	n := B * T
 	D, H, KV, dh := c.DModel, c.Heads, c.KVHeads, c.DHead
-	floats := 2 * n * D
-	attn := slices.ContainsFunc(m.Layers, func(L Layer) bool { return L.mixer == nil })
-	arena, gdn := 0, 0
+	arena, attn := m.arenaFloats(B, T)
+	floats := 2*n*D + arena
 	if attn {
-		arena = n * (H*dh + 2*KV*dh + H*c.GatePerHead())
 		if m.PosEmbed == nil {
 			if _, rot := m.ext.(qkRotator); !rot {
 				floats += T * c.RoPE.dims(dh)
@@ -63,13 +61,13 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 			floats += n * D // GPT-2's positions
 		}
 	}
+	gdn := 0
 	for _, L := range m.Layers {
 		if L.mixer != nil {
-			arena = max(arena, L.mixer.scratchFloats(B, T))
 			gdn = max(gdn, 2*n*L.mixer.(*deltaNet).Hv)
 		}
 	}
-	floats += arena + gdn
+	floats += gdn
 	a := 2 // SwiGLU's gate and up projections
 	if c.Arch == ArchGPT2 {
 		a = 1

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bytes"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -23,14 +21,8 @@ func procStatusBytes(t *testing.T, field string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte(field+":")); ok {
-			kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB")))), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
+	if kb, ok := statField(data, field+":"); ok {
+		return kb << 10
 	}
 	t.Fatalf("no %s in /proc/self/status", field)
 	return 0
