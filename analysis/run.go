@@ -338,7 +338,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	}
 	hs := col.Hooks(cfg)
 	done := 0
-	hs.Add(hooks.ResidPost, func(string, int, *tensor.Dense) error {
+	hs.Watch(hooks.ResidPost, func(string, int, *tensor.Dense) error {
 		done++
 		layerDone(done)
 		return nil

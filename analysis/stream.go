@@ -407,7 +407,8 @@ func (sp *streamProgress) reused(i int, c Chunk) {
 }
 
 // watch returns the hook installer of chunk c's forward passes (the i-th
-// chunk): each layer's resid_post advances the progress.
+// chunk): each layer's resid_post that a pass reaches advances the progress
+// (a watch: it takes no pass further than its readers), done the rest.
 func (sp *streamProgress) watch(i int, c Chunk) func(*hooks.Set) {
 	if sp.report == nil {
 		return func(*hooks.Set) {}
@@ -416,7 +417,7 @@ func (sp *streamProgress) watch(i int, c Chunk) func(*hooks.Set) {
 	sp.send()
 	step := sp.cost(c) / float64(sp.p.Layers)
 	return func(hs *hooks.Set) {
-		hs.Add(hooks.ResidPost, func(string, int, *tensor.Dense) error {
+		hs.Watch(hooks.ResidPost, func(string, int, *tensor.Dense) error {
 			sp.p.Layer = min(sp.p.Layer+1, sp.p.Layers)
 			sp.p.Work += step
 			sp.p.WorkLeft -= step

@@ -208,6 +208,7 @@ type Func func(name string, layer int, x *tensor.Dense) error
 type entry struct {
 	pattern string
 	fn      Func
+	watch   bool // Watch: runs where the pass goes, takes it no further (Reach)
 }
 
 type stream struct {
@@ -229,7 +230,15 @@ type Set struct {
 // does not issue makes its forward pass fail before it starts, naming the
 // closest points it does issue.
 func (s *Set) Add(pattern string, fn Func) {
-	s.entries = append(s.entries, entry{pattern, fn})
+	s.entries = append(s.entries, entry{pattern: pattern, fn: fn})
+}
+
+// Watch registers fn as Add does, except that fn does not make the pass run
+// further to reach its points (Reach leaves it out): it runs at the points
+// the pass reaches for what else is registered. Progress bars use it, so a
+// pass that reads layer 0 alone still runs layer 0 alone.
+func (s *Set) Watch(pattern string, fn Func) {
+	s.entries = append(s.entries, entry{pattern: pattern, fn: fn, watch: true})
 }
 
 // anyPoint is the pattern of AddAny.
@@ -238,7 +247,7 @@ const anyPoint = "**"
 // AddAny registers fn at every point the pass issues (what
 // model.Model.HookNames uses to list them).
 func (s *Set) AddAny(fn Func) {
-	s.entries = append(s.entries, entry{anyPoint, fn})
+	s.entries = append(s.entries, entry{pattern: anyPoint, fn: fn})
 }
 
 // Patterns returns the patterns registered with Add and Capture, in order,
@@ -284,6 +293,82 @@ func (s *Set) Has(name string) bool {
 		}
 	}
 	return false
+}
+
+// afterHeads are the points of a block after its attention heads' output
+// (hook_z): reading one needs the block's o_proj and MLP.
+var afterHeads = map[string]bool{AttnOut: true, ResidMid: true, LN2Normalized: true, MLPPre: true, MLPPost: true,
+	MLPOut: true, ResidPost: true, BFTLambdaPost: true, BFTJacobian: true, BFTLambdaPred: true}
+
+// beforeBlocks are the points outside the blocks that come before them.
+var beforeBlocks = map[string]bool{Embed: true, PosEmbed: true, BFTTau: true}
+
+// Reach returns how much of a pass through layers blocks the registered
+// functions (Watch's excepted) and attention consumers read: blocks 0 …
+// blocks−1, the last of them only up to its heads' output when headsOnly
+// (every point before hook_attn_out, and its consumers). A pass can stop
+// there and skip the rest, whose values nothing would see. hook_resid_pre
+// of block l needs blocks 0 … l−1 whole and nothing of block l; the points
+// after the blocks (ln_final.hook_normalized, logits), and a Set with
+// nothing registered (a timed pass), need every block.
+func (s *Set) Reach(layers int) (blocks int, headsOnly bool) {
+	if s == nil {
+		return layers, false
+	}
+	reads := len(s.streams) > 0
+	depth := 0 // 2·blocks, less 1 when the last block is read up to its heads only
+	for _, st := range s.streams {
+		l := st.layer
+		if l < 0 || l >= layers {
+			l = layers - 1
+		}
+		depth = max(depth, 2*l+1)
+	}
+	for _, e := range s.entries {
+		if e.watch {
+			continue
+		}
+		reads = true
+		if e.pattern == anyPoint {
+			return layers, false
+		}
+		if _, ok := layerOf(e.pattern); !ok && !strings.HasPrefix(e.pattern, "blocks.*.") && !strings.HasPrefix(e.pattern, "blocks.{l}.") {
+			if !beforeBlocks[e.pattern] {
+				return layers, false // ln_final, logits, or a name Valid will refuse
+			}
+			continue
+		}
+		depth = max(depth, e.depth(layers))
+	}
+	if !reads {
+		return layers, false
+	}
+	return (depth + 1) / 2, depth%2 == 1
+}
+
+// depth is Reach's depth of one block pattern: that of the deepest point of
+// the deepest layer it matches.
+func (e entry) depth(layers int) int {
+	for l := layers - 1; l >= 0; l-- {
+		d := -1
+		for _, p := range Points {
+			if !strings.HasPrefix(p.Name, "blocks.{l}.") || !match(e.pattern, Name(p.Name, l)) {
+				continue
+			}
+			switch {
+			case afterHeads[p.Name]:
+				return 2 * (l + 1)
+			case p.Name == ResidPre:
+				d = max(d, 2*l)
+			default:
+				d = max(d, 2*l+1)
+			}
+		}
+		if d >= 0 {
+			return d
+		}
+	}
+	return 2 * layers // no point of any layer: Valid refuses it; reach everything meanwhile
 }
 
 // Consumers returns the attention consumers registered for layer.

@@ -115,9 +115,14 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		}
 	}
 
+	blocks, headsOnly := m.Reach(opt)
 	for l := range m.Layers {
 		L := &m.Layers[l]
 		run(hooks.ResidPre, l, x, B, T, D)
+		if l == blocks {
+			break
+		}
+		lastHeads := headsOnly && l == blocks-1 // nothing reads this block past its heads
 
 		// attention norm
 		m.norm(h, x, L.Norm1W, L.Norm1B)
@@ -215,9 +220,15 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 			if err == nil {
 				err = headFault(z, l, T, H, dh)
 			}
+			if lastHeads {
+				break
+			}
 
 			// o_proj, residual connection
 			linearAs(opt.Compute, out, z, n, H*dh, L.Wo, D, L.Bo)
+		}
+		if lastHeads {
+			break
 		}
 		if L.PostNorm1W != nil {
 			rmsNorm(out, out, D, L.PostNorm1W, c.NormEps) // Gemma's post-attention norm
@@ -244,6 +255,13 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		}
 	}
 
+	if err != nil {
+		return nil, err
+	}
+	if blocks < len(m.Layers) || headsOnly {
+		return &Output{Batch: B, T: T}, nil
+	}
+
 	// final norm
 	m.norm(h, x, m.FinalW, m.FinalB)
 	run(hooks.LNFinalNormalized, -1, h, B, T, D)
@@ -252,6 +270,20 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// Reach returns how much of the model a pass with opt runs: blocks 0 …
+// blocks−1, the last of them only through its attention heads' output
+// when headsOnly. The pass stops after the last value anything reads
+// (hooks.Set.Reach: a capture of layer 0's pattern runs layer 0's attention
+// alone; the App. I diagnostics skip the last block's o_proj and MLP); it
+// runs every block for the logits, when nothing is read (a timed pass), and
+// in the families with their own pass.
+func (m *Model) Reach(opt Options) (blocks int, headsOnly bool) {
+	if _, own := m.ext.(ownPass); own || opt.Logits || opt.LogitRows != nil {
+		return len(m.Layers), false
+	}
+	return opt.Hooks.Reach(len(m.Layers))
 }
 
 // arenaFloats is the size of forward's arena for B sequences of T tokens:

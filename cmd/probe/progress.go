@@ -19,20 +19,24 @@ func addProgressFlag(fs *flag.FlagSet) *bool {
 }
 
 // passProgress draws the progress of one pass of T tokens through layers
-// layers, layer by layer, from a hook on every layer's resid_post that it
-// adds to hs (a pass of tens of minutes at long T otherwise shows nothing
-// until it ends). end closes the bar: the pass is done when err is nil.
+// layers, layer by layer, from a watch (hooks.Set.Watch) on every layer's
+// resid_post that it adds to hs (a pass of tens of minutes at long T
+// otherwise shows nothing until it ends); the watch does not make the pass
+// run layers nothing else reads. end closes the bar: the pass is done when
+// err is nil.
 func passProgress(hs *hooks.Set, layers, T int) (end func(err error)) {
 	bar := newProgressBar(progressOut)
 	start := time.Now()
 	p := analysis.Progress{Pass: 1, Passes: 1, T: T, Layers: layers, WorkLeft: float64(layers)}
-	hs.Add(hooks.ResidPost, func(_ string, l int, _ *tensor.Dense) error {
+	hs.Watch(hooks.ResidPost, func(_ string, l int, _ *tensor.Dense) error {
 		p.Layer, p.Work, p.WorkLeft, p.Elapsed = l+1, float64(l+1), float64(layers-l-1), time.Since(start)
 		bar.update(p)
 		return nil
 	})
 	return func(err error) {
 		if err == nil {
+			// the layers a pass skipped (nothing read them) count as done
+			p.Layer, p.Work, p.WorkLeft = layers, float64(layers), 0
 			p.Done, p.Tokens, p.Elapsed = true, int64(T), time.Since(start)
 			bar.update(p)
 		}
