@@ -52,6 +52,12 @@ type benchResult struct {
 	// before the passes.
 	PassEstimateMiB float64 `json:"pass_estimate_mib,omitempty"`
 	DiagnosticsMiB  float64 `json:"diagnostics_mib,omitempty"`
+	// Blocks is how many of the model's blocks the timed pass runs, and
+	// LastBlockHeadsOnly whether it runs the last of them only through
+	// its attention heads (model.Model.Reach: the diagnostics read nothing
+	// after them, so the pass skips that block's o_proj and MLP).
+	Blocks             int  `json:"blocks"`
+	LastBlockHeadsOnly bool `json:"last_block_heads_only"`
 }
 
 // cmdBench runs probe bench: one batch of T random (seeded) tokens through
@@ -190,6 +196,7 @@ func cmdBench(args []string, w io.Writer) error {
 	if b, ok := m.PassBytes(1, *T, opt); ok {
 		res.PassEstimateMiB = mib(b)
 	}
+	res.Blocks, res.LastBlockHeadsOnly = m.Reach(opt)
 	for r := 0; r < *reps; r++ {
 		// Collect the previous pass's buffers first (not timed), so that the
 		// peak RSS is that of one pass whatever --reps is.

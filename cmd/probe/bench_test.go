@@ -46,9 +46,15 @@ func TestBenchCommand(t *testing.T) {
 		if n := strings.Count(strings.TrimSpace(out), "\n"); n != 0 {
 			t.Errorf("bench %v: %d lines, want one JSON object:\n%s", args, n+1, out)
 		}
-		var fields map[string]float64
-		if err := json.Unmarshal([]byte(out), &fields); err != nil {
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(out), &raw); err != nil {
 			t.Fatalf("bench %v: %v\n%s", args, err, out)
+		}
+		fields := map[string]float64{}
+		for k, v := range raw {
+			if f, ok := v.(float64); ok {
+				fields[k] = f
+			}
 		}
 		for _, k := range []string{"tokens_per_s", "seconds", "peak_rss_mib", "threads", "load_seconds", "first_pass_seconds", "weight_mib", "heap_mib"} {
 			if !(fields[k] > 0) {
@@ -56,12 +62,16 @@ func TestBenchCommand(t *testing.T) {
 			}
 		}
 		diag := !slices.Contains(args, "--no-diagnostics")
-		want := 9 // and diagnostics_mib with the diagnostics
+		want := 11 // and diagnostics_mib with the diagnostics
 		if diag {
-			want = 10
+			want = 12
 		}
-		if len(fields) != want {
-			t.Errorf("bench %v: %d fields, want %d: %s", args, len(fields), want, out)
+		if len(raw) != want {
+			t.Errorf("bench %v: %d fields, want %d: %s", args, len(raw), want, out)
+		}
+		// the diagnostics read nothing after the last block's heads
+		if fields["blocks"] != 2 || raw["last_block_heads_only"] != diag {
+			t.Errorf("bench %v: blocks %v, last_block_heads_only %v; want 2 and %v", args, fields["blocks"], raw["last_block_heads_only"], diag)
 		}
 		var opt model.Options
 		if slices.Contains(args, "--threads") {

@@ -242,16 +242,22 @@ MODES = {
 }
 
 
-def forward_flops(cfg, T):
+def forward_flops(cfg, T, res=None):
     """Useful FLOPs of one forward pass without the LM head: 2·T per weight of
     the layers' matrices, plus 2·dh per (query, visible key) pair for q·k and
-    again for α·v (the causal half: T(T+1)/2 pairs per head)."""
+    again for α·v (the causal half: T(T+1)/2 pairs per head). res is a probe
+    bench result: its pass runs "blocks" blocks, the last of them only through
+    its heads (no o_proj, no MLP) when "last_block_heads_only" is set."""
     D, L = cfg["hidden_size"], cfg["num_hidden_layers"]
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     dh = cfg.get("head_dim") or D // H
     F = cfg["intermediate_size"]
     per_layer = D * H * dh * 2 + D * KV * dh * 2 + 3 * D * F
-    return L * (2 * T * per_layer + 4 * dh * H * T * (T + 1) / 2)
+    blocks = (res or {}).get("blocks", L)
+    flops = blocks * (2 * T * per_layer + 4 * dh * H * T * (T + 1) / 2)
+    if (res or {}).get("last_block_heads_only"):
+        flops -= 2 * T * (D * H * dh + 3 * D * F)
+    return flops
 
 
 def mem_available():
@@ -335,7 +341,8 @@ def cmd_compare(args):
                     skipped[k] = "failed: %s" % res["error"]
         flops = forward_flops(cfg, T)
         row = {"flops": flops, "modes": {}}
-        print("\nT = %d (%.1f GFLOP per forward pass; best of %d rounds × %d reps)" % (T, flops / 1e9, args.rounds, args.reps))
+        print("\nT = %d (%.1f GFLOP per forward pass; best of %d rounds × %d reps; GFLOP/s counts what each pass runs)" % (
+            T, flops / 1e9, args.rounds, args.reps))
         print("  %-46s %12s %10s %14s %9s %8s" % ("mode", "tokens/s", "seconds", "peak RSS MiB", "GFLOP/s", "% peak"))
         for k in modes:
             ok = [x for x in results[k] if "error" not in x]
@@ -345,11 +352,15 @@ def cmd_compare(args):
                 continue
             best = max(ok, key=lambda x: x["tokens_per_s"])
             rss = max(x["peak_rss_mib"] for x in ok)
-            gfs = flops / best["seconds"] / 1e9
+            mf = forward_flops(cfg, T, best)
+            gfs = mf / best["seconds"] / 1e9
             row["modes"][k] = {"tokens_per_s": best["tokens_per_s"], "seconds": best["seconds"], "peak_rss_mib": rss,
-                               "gflops": gfs, "pct_peak": 100 * gfs / peak, "runs": results[k]}
+                               "gflops": gfs, "pct_peak": 100 * gfs / peak, "flops": mf, "runs": results[k]}
             print("  %-46s %12.1f %10.3f %14.0f %9.1f %7.1f%%" % ("(%s) %s" % (k, MODES[k]), best["tokens_per_s"],
                                                                   best["seconds"], rss, gfs, 100 * gfs / peak))
+            if mf != flops:
+                print("  %-46s %s" % ("", "(%.1f GFLOP: %d blocks, the last through its heads only; nothing reads the rest)"
+                                      % (mf / 1e9, best.get("blocks", L))))
         M = row["modes"]
 
         def ratio(x, y, key="tokens_per_s"):
