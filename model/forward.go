@@ -79,12 +79,13 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		}
 	}
 
-	// token embedding (+ learned positions for GPT-2)
-	for b, seq := range ids {
-		for t, id := range seq {
-			m.Embed.widenRow(x[(b*T+t)*D:(b*T+t+1)*D], id)
+	// token embedding (+ learned positions for GPT-2), split over the cores:
+	// a mapped table's rows are page faults
+	parallelRows(n, D, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			m.Embed.widenRow(x[r*D:(r+1)*D], ids[r/T][r%T])
 		}
-	}
+	})
 	if m.Embed.release != nil {
 		// the table's pages leave the resident set until the next read (a
 		// tied LM head's): the rows read pulled in whole page-cache folios
