@@ -327,6 +327,19 @@ func (m *Model) HookNames() ([]string, error) {
 			}
 			return nil
 		})
+		// a mapped checkpoint's pages leave the resident set block by
+		// block: the pass reads every weight once, and a later pass may
+		// read a few layers only (Reach)
+		release := func() {
+			for _, r := range m.releases {
+				r()
+			}
+		}
+		hs.Watch(hooks.ResidPost, func(string, int, *tensor.Dense) error {
+			release()
+			return nil
+		})
+		defer release()
 		if _, err := m.pass([][]int{{0}}, Options{Hooks: hs, Logits: true, Threads: 1}); err != nil {
 			return nil, fmt.Errorf("model: listing the hook points: %w", err)
 		}

@@ -165,6 +165,48 @@ func TestEmbeddingReleased(t *testing.T) {
 	}
 }
 
+// TestListingReleasesWeights: listing a mapped checkpoint's hook points
+// (HookNames, which every hooked pass calls first) runs every weight once
+// and leaves none of them resident; a pass that reads layer 0 alone then
+// maps about layer 0's weights, not the model's.
+func TestListingReleasesWeights(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("resident file pages are read from /proc/self (Linux)")
+	}
+	cfg, err := SmallConfig(ArchQwen3, Size{Layers: 8, DModel: 256, Heads: 2, KVHeads: 1, Vocab: 4096, MaxPos: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DType = "bfloat16"
+	_, dir := writeGenerated(t, cfg, 3)
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.releases) == 0 {
+		t.Fatal("no releasers recorded for a mapped checkpoint")
+	}
+	weights := m.WeightBytes // bf16 as stored: the mapped bytes
+	base := procRssFile(t)
+	if _, err := m.HookNames(); err != nil {
+		t.Fatal(err)
+	}
+	if got := procRssFile(t) - base; got > weights/8 {
+		t.Errorf("after listing the hook points %d bytes of mapped files are resident, more than 1/8 of the %d bytes of weights", got, weights)
+	}
+	hs := &hooks.Set{}
+	c := hs.Capture(hooks.Name(hooks.AttnZ, 0))
+	if _, err := m.Forward(seqs(1, 64, m.Vocab), Options{Hooks: hs}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Get(hooks.Name(hooks.AttnZ, 0)) == nil {
+		t.Fatal("layer 0's hook_z not captured")
+	}
+	if got := procRssFile(t) - base; got > weights/4 {
+		t.Errorf("after a pass reading layer 0 of 8, %d bytes of mapped files are resident, more than 1/4 of the %d bytes of weights", got, weights)
+	}
+}
+
 // TestAttentionScratchKept: the attention workers of a pass keep their
 // scratch from layer to layer (workList) although collections run between
 // the layers and empty headWorkPool: a second layer, after two
