@@ -169,6 +169,23 @@ func Valid(name string, nLayers int) error {
 		name, strings.Join(closest, ", "))
 }
 
+// Shapes returns the documented shapes of the point name (concrete or
+// with * for the layer) as axis names: "[batch,pos,head] or
+// [batch,pos,head,d_head]" gives two; nil for a name not in Points.
+func Shapes(name string) [][]string {
+	for _, p := range Points {
+		if match(strings.Replace(p.Name, "{l}", "*", 1), name) {
+			var out [][]string
+			for _, alt := range strings.Split(p.Shape, " or ") {
+				alt, _, _ = strings.Cut(strings.TrimPrefix(alt, "["), "]")
+				out = append(out, strings.Split(alt, ","))
+			}
+			return out
+		}
+	}
+	return nil
+}
+
 // layerOf returns the layer index of a concrete per-layer name
 // ("blocks.3.attn.hook_z" → 3), or false for other names.
 func layerOf(name string) (int, bool) {

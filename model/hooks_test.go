@@ -10,42 +10,13 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// pointShapes returns the documented shapes of the registry entry that name
-// matches ("[batch,pos,head] or [batch,pos,head,d_head]" gives two), or nil.
-func pointShapes(name string) [][]string {
-	for _, p := range hooks.Points {
-		if hooks.Match(strings.Replace(p.Name, "{l}", "*", 1), name) {
-			var out [][]string
-			for _, alt := range strings.Split(p.Shape, " or ") {
-				alt, _, _ = strings.Cut(strings.TrimPrefix(alt, "["), "]")
-				out = append(out, strings.Split(alt, ","))
-			}
-			return out
-		}
-	}
-	return nil
-}
-
-// axisSizes returns the size of every axis name hooks.Points uses, for a
-// pass of m on B sequences of T tokens; the axes a model does not have
-// (the Gated DeltaNet ones of a model without such layers) are absent.
-func axisSizes(m *Model, B, T int) map[string]int {
-	c := &m.Config
-	known := map[string]int{"batch": B, "pos": T, "query": T, "key": T, "d_model": c.DModel, "vocab": c.Vocab,
-		"head": c.Heads, "kv_head": c.KVHeads, "d_head": c.DHead, "d_mlp": c.DMLP, "re_im": 2, "pair": c.DHead / 2}
-	if dc := c.DeltaNet; dc != nil {
-		known["v_head"], known["d_key"], known["d_value"] = dc.ValueHeads, dc.KeyDim, dc.ValueDim
-	}
-	return known
-}
-
 // TestPointAxes: every axis name in hooks.Points is one axisSizes knows, so
 // that checkIssuedHooks checks every axis of every documented shape.
 func TestPointAxes(t *testing.T) {
 	m := &Model{Config: Config{DeltaNet: &DeltaNetConfig{}}}
-	known := axisSizes(m, 1, 1)
+	known := axisSizes(&m.Config, 1, 1)
 	for _, p := range hooks.Points {
-		for _, shape := range pointShapes(hooks.Name(p.Name, 0)) {
+		for _, shape := range hooks.Shapes(hooks.Name(p.Name, 0)) {
 			for _, axis := range shape {
 				if _, ok := known[axis]; !ok {
 					t.Errorf("%s documents axis %q, which the hook test does not know", p.Name, axis)
@@ -74,9 +45,9 @@ func checkIssuedHooks(t *testing.T, m *Model) {
 	if _, err := m.Forward(seqs(B, T, m.Vocab), Options{Hooks: hs, Logits: true}); err != nil {
 		t.Fatal(err)
 	}
-	known := axisSizes(m, B, T)
+	known := axisSizes(&m.Config, B, T)
 	for _, n := range names {
-		shapes := pointShapes(n)
+		shapes := hooks.Shapes(n)
 		if shapes == nil {
 			t.Errorf("%s issues %q, which is not in hooks.Points", m.Arch, n)
 			continue
@@ -104,6 +75,12 @@ func checkIssuedHooks(t *testing.T, m *Model) {
 		}
 		if !ok {
 			t.Errorf("%s: %q has shape %v, documented %v", m.Arch, n, got, shapes)
+		}
+		// PointBytes: what capturing it keeps (an upper bound where
+		// several shapes are documented)
+		bytes := int64(4 * len(x.Data().([]float32)))
+		if pb := m.PointBytes(n, B, T); pb < bytes || len(shapes) == 1 && pb != bytes {
+			t.Errorf("%s: PointBytes(%q) = %d, captured %d bytes (%d documented shapes)", m.Arch, n, pb, bytes, len(shapes))
 		}
 	}
 }

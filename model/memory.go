@@ -107,6 +107,41 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 	return 4 * int64(floats), true
 }
 
+// axisSizes returns the size of every axis name hooks.Points uses, for a
+// pass of c's model on B sequences of T tokens; the axes a model does not
+// have (the Gated DeltaNet ones of a model without such layers) are
+// absent.
+func axisSizes(c *Config, B, T int) map[string]int {
+	known := map[string]int{"batch": B, "pos": T, "query": T, "key": T, "d_model": c.DModel, "vocab": c.Vocab,
+		"head": c.Heads, "kv_head": c.KVHeads, "d_head": c.DHead, "d_mlp": c.DMLP, "re_im": 2, "pair": c.DHead / 2}
+	if dc := c.DeltaNet; dc != nil {
+		known["v_head"], known["d_key"], known["d_value"] = dc.ValueHeads, dc.KeyDim, dc.ValueDim
+	}
+	return known
+}
+
+// PointBytes returns the bytes of the float32 value at the hook point name
+// in a pass of B sequences of T tokens, from its documented shape
+// (hooks.Shapes) and the configuration: what capturing it keeps. Where the
+// registry documents several shapes (a per-head or elementwise gate) it is
+// the largest this model's axes allow; 0 for a name not in the registry.
+func (m *Model) PointBytes(name string, B, T int) int64 {
+	known := axisSizes(&m.Config, B, T)
+	var most int64
+	for _, shape := range hooks.Shapes(name) {
+		n, ok := int64(4), true
+		for _, axis := range shape {
+			v, has := known[axis]
+			ok = ok && has
+			n *= int64(v)
+		}
+		if ok {
+			most = max(most, n)
+		}
+	}
+	return most
+}
+
 // CheckMemory refuses a pass whose PassBytes, plus extra bytes the caller
 // allocates for it beforehand (a Collector's results, for a check before
 // they exist), exceed the memory the machine (and the process's cgroup,

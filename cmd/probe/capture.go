@@ -57,9 +57,25 @@ func cmdCapture(args []string, w io.Writer) error {
 	}
 	hs := &hooks.Set{}
 	cap := hs.Capture(hookNames...)
+	// the captured values are kept beside the pass: check both before it
+	// starts (the pass checks itself alone)
+	B, T := len(ids), len(ids[0])
+	points, _ := m.HookNames() // (an error here, the pass reports)
+	var kept int64
+	for _, n := range points {
+		for _, p := range hookNames {
+			if hooks.Match(p, n) {
+				kept += m.PointBytes(n, B, T)
+				break
+			}
+		}
+	}
+	if err := m.CheckMemory(B, T, model.Options{Hooks: hs}, kept); err != nil {
+		return fmt.Errorf("capturing %d × %d tokens keeps %.2f GiB of values: %w", B, T, float64(kept)/(1<<30), err)
+	}
 	end := func(error) {}
 	if *progress {
-		end = passProgress(hs, cfg.Layers, len(ids[0]))
+		end = passProgress(hs, cfg.Layers, T)
 	}
 	res, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: *allowExt})
 	end(err)

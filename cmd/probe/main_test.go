@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -377,5 +379,45 @@ func TestInspectTokens(t *testing.T) {
 		if code, _, errs := probe(t, append([]string{"inspect"}, bad...)...); code != 1 || !strings.Contains(errs, "--tokens") {
 			t.Errorf("inspect %v: exit %d, %s; want a refusal naming --tokens", bad, code, errs)
 		}
+	}
+}
+
+// TestCaptureChecksMemory: probe capture refuses, before the pass, a
+// capture whose kept values do not fit beside the pass, although the pass
+// alone would (every layer's T×T pattern: one is the pass's, the copies
+// are the capture's).
+func TestCaptureChecksMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the available memory is read from /proc (Linux)")
+	}
+	avail, _ := model.AvailableMemory()
+	if avail <= 0 {
+		t.Skip("available memory unknown")
+	}
+	// one layer's pattern about avail/8, 32 layers of them: 4 × avail
+	T := int(math.Sqrt(float64(avail)/8/4)) + 1
+	tmp := t.TempDir()
+	ck := filepath.Join(tmp, "ck")
+	if code, _, errs := probe(t, "generate", "--arch", "qwen3", "--layers", "32", "--d-model", "16", "--heads", "1",
+		"--kv-heads", "1", "--head-dim", "16", "--vocab", "97", "--max-pos", strconv.Itoa(T), "--out", ck); code != 0 {
+		t.Fatal(errs)
+	}
+	ids := make([]int, T)
+	for i := range ids {
+		ids[i] = i % 97
+	}
+	idsFile := filepath.Join(tmp, "ids.json")
+	data, _ := json.Marshal(ids)
+	if err := os.WriteFile(idsFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "c.safetensors")
+	code, _, errs := probe(t, "capture", "--model", ck, "--ids", idsFile, "--hook", "blocks.*.attn.hook_pattern", "--progress=false", "--out", out)
+	want := fmt.Sprintf("capturing 1 × %d tokens keeps", T)
+	if code != 1 || !strings.Contains(errs, want) || !strings.Contains(errs, "--memory-check=false") {
+		t.Fatalf("capture of 32 patterns of %d tokens: exit %d, %s; want refused (%q)", T, code, errs, want)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s written", out)
 	}
 }
