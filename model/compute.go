@@ -43,6 +43,10 @@ const (
 	ComputeBF16Proj Compute = "bf16-proj"
 )
 
+// computeNames is HookNames' arithmetic: no products at all (linearAs
+// writes zeros), for a pass that only lists the points it issues.
+const computeNames Compute = "names"
+
 // BF16Products reports whether c computes the projections in bfloat16
 // (ComputeBF16 and ComputeBF16Proj): Load then keeps the weights in
 // bfloat16, and the commands measure the deviation from float32.
@@ -87,8 +91,13 @@ func (m *Model) checkCompute(c Compute) error {
 	return nil
 }
 
-// linearAs is linear in the arithmetic c: linearBF16 for bf16 products.
+// linearAs is linear in the arithmetic c: linearBF16 for bf16 products,
+// zeros for computeNames.
 func linearAs(c Compute, dst []float32, x []float32, n, in int, w Weight, out int, b []float32) {
+	if c == computeNames {
+		clear(dst[:n*out])
+		return
+	}
 	if c.BF16Products() {
 		linearBF16(dst, x, n, in, w, out, b)
 		return

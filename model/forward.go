@@ -314,7 +314,7 @@ type hookPoints struct {
 // HookNames returns every hook point the model's forward pass issues, in
 // the order of the pass, found by running the model on one token with
 // every point hooked (so conditional points such as hook_pattern and logits
-// are included); once per loaded model.
+// are included) and no matrix products; once per loaded model.
 func (m *Model) HookNames() ([]string, error) {
 	list := func() ([]string, error) {
 		var names []string
@@ -327,20 +327,10 @@ func (m *Model) HookNames() ([]string, error) {
 			}
 			return nil
 		})
-		// a mapped checkpoint's pages leave the resident set block by
-		// block: the pass reads every weight once, and a later pass may
-		// read a few layers only (Reach)
-		release := func() {
-			for _, r := range m.releases {
-				r()
-			}
-		}
-		hs.Watch(hooks.ResidPost, func(string, int, *tensor.Dense) error {
-			release()
-			return nil
-		})
-		defer release()
-		if _, err := m.pass([][]int{{0}}, Options{Hooks: hs, Logits: true, Threads: 1}); err != nil {
+		// the names do not depend on the values: the pass computes no
+		// products (computeNames), so it reads no weight matrix (an 8B
+		// model's 16 GB, mapped, would all become resident)
+		if _, err := m.pass([][]int{{0}}, Options{Hooks: hs, Logits: true, Threads: 1, Compute: computeNames}); err != nil {
 			return nil, fmt.Errorf("model: listing the hook points: %w", err)
 		}
 		return names, nil

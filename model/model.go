@@ -92,11 +92,6 @@ type Model struct {
 	// points caches HookNames (set by Load and Generate; a copy of the
 	// Model shares it).
 	points *hookPoints
-	// releases are the checkpoint.Releaser of every weight that is a view
-	// of a mapped file: HookNames' pass drops their pages after each
-	// block, so that listing the points of an 8B model does not make its
-	// 16 GB resident.
-	releases []func()
 
 	// ext is the family's own state beyond the decoder layers (the RFA,
 	// BFT, RT and AFA tensors, the Selective-RoPE rotary modules); nil for
@@ -146,7 +141,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 	if err := ld.finish(opt.AllowUnexpected); err != nil {
 		return nil, err
 	}
-	m.DTypes, m.Parameters, m.WeightBytes, m.releases = ld.dtypes(), ld.params, ld.bytes, ld.releases
+	m.DTypes, m.Parameters, m.WeightBytes = ld.dtypes(), ld.params, ld.bytes
 	if err := m.checkCompute(opt.Compute); err != nil {
 		return nil, err
 	}
@@ -176,18 +171,6 @@ type loader struct {
 	// bf16: weight rounds F32 and F16 matrices to bfloat16
 	// (LoadOptions.Compute bf16).
 	bf16 bool
-	// releases are the Releasers handed out (Model.releases).
-	releases []func()
-}
-
-// releaser is the checkpoint's Releaser of the weight name (nil for one
-// that is not a view of a mapped file), recorded in ld.releases.
-func (ld *loader) releaser(name string) func() {
-	r := ld.ck.Releaser(name)
-	if r != nil {
-		ld.releases = append(ld.releases, r)
-	}
-	return r
 }
 
 // maxStandIn bounds the zero elements a loader hands out in place of
@@ -286,7 +269,7 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 			w = w.roundedBF16()
 			ld.bytes -= 2 * int64(len(w.Bits)) // held in 2 bytes, not get's 4
 		} else if ok {
-			w.release = ld.releaser(name)
+			w.release = ld.ck.Releaser(name)
 		}
 		return w
 	}
@@ -306,7 +289,7 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 	if w.DType == info.DType {
 		// still the mapping's pages: the embedding's can leave the
 		// resident set after the lookup, in every arithmetic
-		w.release = ld.releaser(name)
+		w.release = ld.ck.Releaser(name)
 	}
 	return w
 }
