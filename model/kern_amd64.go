@@ -12,8 +12,8 @@ import (
 // On AVX-512 CPUs every amd64 build — the default one and the OpenBLAS one
 // alike — runs the attention on the assembly kernels of model/internal/kern:
 // the scores from keys packed once per head, the softmax and SiLU on 16
-// lanes, α·v and the moments' products without packing; RMSNorm and the
-// scans for NaN/Inf run on 16 lanes too. (The OpenBLAS build keeps
+// lanes, α·v and the moments' products without packing; RMSNorm, RoPE and
+// the scans for NaN/Inf run on 16 lanes too. (The OpenBLAS build keeps
 // OpenBLAS for the projections and the MLP.) PROBE_BLAS=gonum
 // keeps gonum's matrix products (for comparisons).
 func init() {
@@ -25,7 +25,7 @@ func init() {
 	shiftSquare = shiftSquareFast
 	siluMulKernel = kern.SiluMul
 	scaleTile = kern.Scale
-	sumSquares, scaleMul, firstNonFinite = kern.SumSquares, kern.ScaleMul, kern.FirstNonFinite
+	sumSquares, scaleMul, firstNonFinite, rotateHalf = kern.SumSquares, kern.ScaleMul, kern.FirstNonFinite, kern.Rotate
 	if os.Getenv("PROBE_BLAS") == "gonum" {
 		return
 	}

@@ -67,8 +67,14 @@ func newRopeTable(rc RoPEConfig, d, seqLen int) *ropeTable {
 // rotate-half convention: x' = x·cos + rotate_half(x)·sin, where
 // rotate_half(x) = [−x₂, x₁].
 func (t *ropeTable) apply(x []float32, pos int) {
-	c, s := t.cos[pos*t.half:(pos+1)*t.half], t.sin[pos*t.half:(pos+1)*t.half]
-	x1, x2 := x[:t.half], x[t.half:2*t.half]
+	rotateHalf(x[:t.half], x[t.half:2*t.half], t.cos[pos*t.half:(pos+1)*t.half], t.sin[pos*t.half:(pos+1)*t.half])
+}
+
+// rotateHalf sets x1[i], x2[i] = x1[i]·c[i] − x2[i]·s[i], x2[i]·c[i] +
+// x1[i]·s[i], i < len(c) (kern.Rotate on 16 lanes where the CPU has them,
+// the same bits).
+var rotateHalf = func(x1, x2, c, s []float32) {
+	x1, x2, s = x1[:len(c)], x2[:len(c)], s[:len(c)]
 	for i := range c {
 		a, b := x1[i], x2[i]
 		x1[i] = a*c[i] - b*s[i]

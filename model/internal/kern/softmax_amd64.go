@@ -104,6 +104,18 @@ func ScaleMul(dst, x, w []float32, s float32) {
 	scaleMulAVX512(&dst[0], &x[0], &w[0], len(x), s)
 }
 
+// Rotate sets x1[i], x2[i] = x1[i]·c[i] − x2[i]·s[i], x2[i]·c[i] + x1[i]·s[i]
+// for i < len(c), each product rounded to float32 as Go rounds it: the
+// rotate-half RoPE of one head's halves x1 and x2.
+func Rotate(x1, x2, c, s []float32) {
+	n := len(c)
+	if n == 0 {
+		return
+	}
+	_, _, _ = x1[n-1], x2[n-1], s[n-1]
+	rotateAVX512(&x1[0], &x2[0], &c[0], &s[0], n)
+}
+
 // FirstNonFinite returns the index of the first NaN or ±Inf of x, or −1.
 func FirstNonFinite(x []float32) int {
 	if len(x) == 0 {
@@ -117,6 +129,9 @@ func sumSquaresAVX512(x *float32, n int) float64
 
 //go:noescape
 func scaleMulAVX512(dst, x, w *float32, n int, s float32)
+
+//go:noescape
+func rotateAVX512(x1, x2, c, s *float32, n int)
 
 //go:noescape
 func firstNonFiniteAVX512(x *float32, n int) int

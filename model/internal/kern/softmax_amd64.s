@@ -503,3 +503,51 @@ nffound:
 	MOVQ AX, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// ROTATE16 sets Z5 = Z1·Z3 − Z2·Z4 and Z7 = Z2·Z3 + Z1·Z4, each product
+// rounded (a, b = Z1, Z2; cos, sin = Z3, Z4).
+#define ROTATE16 \
+	VMULPS Z3, Z1, Z5 \
+	VMULPS Z4, Z2, Z6 \
+	VSUBPS Z6, Z5, Z5 \
+	VMULPS Z3, Z2, Z7 \
+	VMULPS Z4, Z1, Z8 \
+	VADDPS Z8, Z7, Z7
+
+// func rotateAVX512(x1, x2, c, s *float32, n int)
+// sets x1[i], x2[i] = x1[i]·c[i] − x2[i]·s[i], x2[i]·c[i] + x1[i]·s[i] for
+// i < n, each product rounded to float32 before the sum (as Go computes it).
+TEXT ·rotateAVX512(SB), NOSPLIT, $0-40
+	MOVQ x1+0(FP), DX
+	MOVQ x2+8(FP), SI
+	MOVQ c+16(FP), DI
+	MOVQ s+24(FP), R8
+	MOVQ n+32(FP), CX
+	MOVQ CX, BX
+	SHRQ $4, BX
+	JZ rotail
+roloop:
+	VMOVUPS (DX), Z1
+	VMOVUPS (SI), Z2
+	VMOVUPS (DI), Z3
+	VMOVUPS (R8), Z4
+	ROTATE16
+	VMOVUPS Z5, (DX)
+	VMOVUPS Z7, (SI)
+	ADDQ $64, DX
+	ADDQ $64, SI
+	ADDQ $64, DI
+	ADDQ $64, R8
+	DECQ BX
+	JNZ roloop
+rotail:
+	TAILMASK
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVUPS.Z (SI), K1, Z2
+	VMOVUPS.Z (DI), K1, Z3
+	VMOVUPS.Z (R8), K1, Z4
+	ROTATE16
+	VMOVUPS Z5, K1, (DX)
+	VMOVUPS Z7, K1, (SI)
+	VZEROUPPER
+	RET

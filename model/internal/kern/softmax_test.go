@@ -97,6 +97,29 @@ func TestNormKernels(t *testing.T) {
 			t.Errorf("SumSquares n=%d: %v, want %v", n, got, want)
 		}
 
+		// Rotate: the same bits as Go's loop, NaN and Inf carried through
+		x1, x2 := append([]float32(nil), x...), append([]float32(nil), w...)
+		c, sn := make([]float32, n), make([]float32, n)
+		for i := range c {
+			a := rng.Float64() * 2 * math.Pi
+			c[i], sn[i] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+		if n > 3 {
+			x1[1], x2[2], c[3] = float32(math.NaN()), float32(math.Inf(1)), float32(math.NaN())
+		}
+		w1, w2 := append([]float32(nil), x1...), append([]float32(nil), x2...)
+		for i := range c {
+			a, b := w1[i], w2[i]
+			w1[i] = a*c[i] - b*sn[i]
+			w2[i] = b*c[i] + a*sn[i]
+		}
+		Rotate(x1, x2, c, sn)
+		for i := range c {
+			if math.Float32bits(x1[i]) != math.Float32bits(w1[i]) || math.Float32bits(x2[i]) != math.Float32bits(w2[i]) {
+				t.Fatalf("Rotate n=%d: [%d] = %v, %v; want %v, %v", n, i, x1[i], x2[i], w1[i], w2[i])
+			}
+		}
+
 		s := float32(0.37)
 		dst := make([]float32, n)
 		ScaleMul(dst, x, w, s)
