@@ -206,6 +206,87 @@ func TestValueDimMatchesTiles(t *testing.T) {
 func TestPassStopsAtLastRead(t *testing.T) {
 	after := map[string]bool{hooks.AttnOut: true, hooks.ResidMid: true, hooks.LN2Normalized: true, hooks.MLPPre: true,
 		hooks.MLPPost: true, hooks.MLPOut: true, hooks.ResidPost: true}
+	eachFamily(t, 4, func(t *testing.T, gen func() *Model) {
+		m := gen()
+		_, own := m.ext.(ownPass)
+		names, err := m.HookNames()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := seqs(1, 7, m.Vocab)
+		// run reads target and watches every block point; it returns
+		// the captured target and the watched points the pass reached
+		run := func(target string, logits bool) (*tensor.Dense, map[string]bool) {
+			hs := &hooks.Set{}
+			cap := hs.Capture(target)
+			reached := map[string]bool{}
+			for _, n := range names {
+				if strings.HasPrefix(n, "blocks.") {
+					hs.Watch(n, func(name string, _ int, _ *tensor.Dense) error {
+						reached[name] = true
+						return nil
+					})
+				}
+			}
+			if _, err := m.Forward(ids, Options{Hooks: hs, Logits: logits}); err != nil {
+				t.Fatal(err)
+			}
+			return cap.Get(target), reached
+		}
+		for _, l := range []int{0, 2} {
+			// the last point of layer l before its heads' output ends
+			// (hook_z, or a mixer's last point), and resid_pre of l
+			var heads string
+			for _, n := range names {
+				p := strings.Replace(n, fmt.Sprintf("blocks.%d.", l), "blocks.{l}.", 1)
+				if p != n && !after[p] && p != hooks.ResidPre {
+					heads = n
+				}
+			}
+			for _, target := range []string{heads, hooks.Name(hooks.ResidPre, l), hooks.Name(hooks.MLPOut, l)} {
+				got, reached := run(target, false)
+				want, all := run(target, true)
+				if got == nil || want == nil {
+					t.Fatalf("%s not captured", target)
+				}
+				if rel, i := relErr(got.Data().([]float32), want.Data().([]float32)); rel != 0 {
+					t.Errorf("%s: differs from the whole pass's by %.3g at %d", target, rel, i)
+				}
+				stop := 2 * l // the pass's depth: 2·blocks, less 1 when the last runs to its heads only
+				switch {
+				case target == heads:
+					stop = 2*l + 1
+				case target != hooks.Name(hooks.ResidPre, l):
+					stop = 2 * (l + 1)
+				}
+				if own {
+					stop = 2 * len(m.Layers)
+				}
+				for _, n := range names {
+					nl, ok := layerIndex(n)
+					if !ok || !all[n] {
+						continue
+					}
+					p := strings.Replace(n, fmt.Sprintf("blocks.%d.", nl), "blocks.{l}.", 1)
+					depth := 2*nl + 1 // a point of block nl needs that much of the pass
+					if after[p] {
+						depth = 2 * (nl + 1)
+					} else if p == hooks.ResidPre {
+						depth = 2 * nl
+					}
+					if want := depth <= stop; reached[n] != want {
+						t.Errorf("reading %s, the pass reached %s: %v, want %v", target, n, reached[n], want)
+					}
+				}
+			}
+		}
+	})
+}
+
+// eachFamily runs fn as a subtest for every family that can be generated,
+// with gen making a random model of it (layers blocks, d_model 32, 4
+// heads, 2 KV heads where the family groups them), anew at each call.
+func eachFamily(t *testing.T, layers int, fn func(t *testing.T, gen func() *Model)) {
 	for _, f := range families {
 		if f.small == nil {
 			continue
@@ -213,88 +294,19 @@ func TestPassStopsAtLastRead(t *testing.T) {
 		t.Run(string(f.arch), func(t *testing.T) {
 			kv := 2
 			if f.arch == ArchSelRoPE {
-				kv = 4
+				kv = 4 // no grouped-query attention
 			}
-			cfg, err := SmallConfig(f.arch, Size{Layers: 4, DModel: 32, Heads: 4, KVHeads: kv, Vocab: 61, MaxPos: 64})
+			cfg, err := SmallConfig(f.arch, Size{Layers: layers, DModel: 32, Heads: 4, KVHeads: kv, Vocab: 61, MaxPos: 64})
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, _, err := Generate(cfg, 5)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, own := m.ext.(ownPass)
-			names, err := m.HookNames()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids := seqs(1, 7, m.Vocab)
-			// run reads target and watches every block point; it returns
-			// the captured target and the watched points the pass reached
-			run := func(target string, logits bool) (*tensor.Dense, map[string]bool) {
-				hs := &hooks.Set{}
-				cap := hs.Capture(target)
-				reached := map[string]bool{}
-				for _, n := range names {
-					if strings.HasPrefix(n, "blocks.") {
-						hs.Watch(n, func(name string, _ int, _ *tensor.Dense) error {
-							reached[name] = true
-							return nil
-						})
-					}
-				}
-				if _, err := m.Forward(ids, Options{Hooks: hs, Logits: logits}); err != nil {
+			fn(t, func() *Model {
+				m, _, err := Generate(cfg, 5)
+				if err != nil {
 					t.Fatal(err)
 				}
-				return cap.Get(target), reached
-			}
-			for _, l := range []int{0, 2} {
-				// the last point of layer l before its heads' output ends
-				// (hook_z, or a mixer's last point), and resid_pre of l
-				var heads string
-				for _, n := range names {
-					p := strings.Replace(n, fmt.Sprintf("blocks.%d.", l), "blocks.{l}.", 1)
-					if p != n && !after[p] && p != hooks.ResidPre {
-						heads = n
-					}
-				}
-				for _, target := range []string{heads, hooks.Name(hooks.ResidPre, l), hooks.Name(hooks.MLPOut, l)} {
-					got, reached := run(target, false)
-					want, all := run(target, true)
-					if got == nil || want == nil {
-						t.Fatalf("%s not captured", target)
-					}
-					if rel, i := relErr(got.Data().([]float32), want.Data().([]float32)); rel != 0 {
-						t.Errorf("%s: differs from the whole pass's by %.3g at %d", target, rel, i)
-					}
-					stop := 2 * l // the pass's depth: 2·blocks, less 1 when the last runs to its heads only
-					switch {
-					case target == heads:
-						stop = 2*l + 1
-					case target != hooks.Name(hooks.ResidPre, l):
-						stop = 2 * (l + 1)
-					}
-					if own {
-						stop = 2 * len(m.Layers)
-					}
-					for _, n := range names {
-						nl, ok := layerIndex(n)
-						if !ok || !all[n] {
-							continue
-						}
-						p := strings.Replace(n, fmt.Sprintf("blocks.%d.", nl), "blocks.{l}.", 1)
-						depth := 2*nl + 1 // a point of block nl needs that much of the pass
-						if after[p] {
-							depth = 2 * (nl + 1)
-						} else if p == hooks.ResidPre {
-							depth = 2 * nl
-						}
-						if want := depth <= stop; reached[n] != want {
-							t.Errorf("reading %s, the pass reached %s: %v, want %v", target, n, reached[n], want)
-						}
-					}
-				}
-			}
+				return m
+			})
 		})
 	}
 }
