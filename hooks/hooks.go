@@ -145,13 +145,11 @@ func Name(pattern string, layer int) string {
 // registered point, and for concrete names whether the layer is below
 // nLayers.
 func Valid(name string, nLayers int) error {
-	for _, p := range Points {
-		if match(strings.Replace(p.Name, "{l}", "*", 1), name) {
-			if l, ok := layerOf(name); ok && (l < 0 || l >= nLayers) {
-				return fmt.Errorf("hook %q: layer %d out of range (model has %d layers)", name, l, nLayers)
-			}
-			return nil
+	if _, ok := lookup(name); ok {
+		if l, ok := layerOf(name); ok && (l < 0 || l >= nLayers) {
+			return fmt.Errorf("hook %q: layer %d out of range (model has %d layers)", name, l, nLayers)
 		}
+		return nil
 	}
 	var names []string
 	for _, p := range Points {
@@ -173,17 +171,27 @@ func Valid(name string, nLayers int) error {
 // with * for the layer) as axis names: "[batch,pos,head] or
 // [batch,pos,head,d_head]" gives two; nil for a name not in Points.
 func Shapes(name string) [][]string {
+	p, ok := lookup(name)
+	if !ok {
+		return nil
+	}
+	var out [][]string
+	for _, alt := range strings.Split(p.Shape, " or ") {
+		alt, _, _ = strings.Cut(strings.TrimPrefix(alt, "["), "]")
+		out = append(out, strings.Split(alt, ","))
+	}
+	return out
+}
+
+// lookup returns the registry entry of the point name (concrete, or with *
+// for the layer).
+func lookup(name string) (Point, bool) {
 	for _, p := range Points {
 		if match(strings.Replace(p.Name, "{l}", "*", 1), name) {
-			var out [][]string
-			for _, alt := range strings.Split(p.Shape, " or ") {
-				alt, _, _ = strings.Cut(strings.TrimPrefix(alt, "["), "]")
-				out = append(out, strings.Split(alt, ","))
-			}
-			return out
+			return p, true
 		}
 	}
-	return nil
+	return Point{}, false
 }
 
 // layerOf returns the layer index of a concrete per-layer name
