@@ -1,6 +1,7 @@
 package kern
 
 import (
+	"math"
 	"sync"
 	"unsafe"
 
@@ -103,16 +104,49 @@ var amxPool = sync.Pool{New: func() any { return &amxBuffers{bp: make([]uint32, 
 
 // gemmAMX is GemmBF16 on AMX (arguments checked, m, n, k > 0).
 func gemmAMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int) {
+	productPairs(m, n, k, x, ldx, w, c, ldc, packXAMX, 1)
+}
+
+// GemmF32AMX computes C = X·Wᵀ for a W whose values are bfloat16 (W's
+// PairSource panels hold them exactly) and a float32 X, on AMX (HasAMX
+// must hold), to float32 accuracy: each x is split into three bfloat16
+// parts that sum to it exactly (split3BF16), so every product x·w is the
+// exact sum of three exact products, and C sums the 3k of them in float32
+// (per step of 16 pairs: the hi, mid and lo parts' products in turn).
+// Arguments as GemmBF16. Where float32 differs: an x that is exactly a
+// bfloat16 has zero mid and lo parts, so a weight of ±Inf gives NaN (0·Inf)
+// where float32 gives ±Inf; an x beyond the largest bfloat16 (|x| ≥
+// 2¹²⁸·(1 − 2⁻⁹)) rounds to ±Inf; and parts below 2⁻¹²⁶ (x under about
+// 2⁻¹¹⁰) are read as 0.
+func GemmF32AMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int) {
+	if !HasAMX() {
+		panic("kern: GemmF32AMX without AMX")
+	}
+	if checkBF16(m, n, k, x, ldx, c, ldc) {
+		productPairs(m, n, k, x, ldx, w, c, ldc, packXAMXSplit3, 3)
+	}
+}
+
+// productPairs is amxProduct with W packed from w as the product goes,
+// X laid out by pack in parts planes.
+func productPairs(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int,
+	pack func(x []float32, ldx, k, ma int, ap []uint32), parts int) {
 	buf := amxPool.Get().(*amxBuffers)
 	defer amxPool.Put(buf)
-	amxProduct(m, n, (k+1)/2, x, ldx, k, packXAMX, func(jc, pc, nc, kp, kp16 int) ([]uint32, int) {
+	amxProduct(m, n, (k+1)/2, x, ldx, k, pack, func(jc, pc, nc, kp, kp16 int) ([]uint32, int) {
 		for jr := 0; jr < nc; jr += bfNR {
 			pan := buf.bp[jr*kp16 : (jr+bfNR)*kp16]
 			w.PackPairs(pan[:kp*bfNR], jc+jr, min(bfNR, nc-jr), pc, kp)
 			clear(pan[kp*bfNR:])
 		}
 		return buf.bp, bfNR * kp16
-	}, c, ldc, buf)
+	}, c, ldc, buf, parts)
+}
+
+// packXAMXSplit3 is packXAMX in three planes of len(ap)/3 dwords: the
+// pairs of the hi, mid and lo parts of split3BF16.
+func packXAMXSplit3(x []float32, ldx, k, ma int, ap []uint32) {
+	packXTiles(x, ldx, k, ma, ap, tilesSplit3)
 }
 
 // amxProduct is the blocked AMX product C = X·Wᵀ over kpAll pairs of k: pack
@@ -123,17 +157,22 @@ func gemmAMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc i
 // the first kp16 are read, zero (or multiplied by X's zero padding) past
 // kp pairs and past n columns.
 func amxProduct(m, n, kpAll int, x []float32, ldx, k int, pack func(x []float32, ldx, k, ma int, ap []uint32),
-	panels func(jc, pc, nc, kp, kp16 int) ([]uint32, int), c []float32, ldc int, buf *amxBuffers) {
+	panels func(jc, pc, nc, kp, kp16 int) ([]uint32, int), c []float32, ldc int, buf *amxBuffers, parts int) {
 	kpPad := (kpAll + 15) &^ 15
 	maxMA := (min(amxMA, m) + amxT - 1) &^ (amxT - 1)
-	if need := maxMA * kpPad; cap(buf.ap) < need {
+	plane := maxMA * kpPad
+	if need := parts * plane; cap(buf.ap) < need {
 		buf.ap = make([]uint32, need)
+	}
+	planeBytes := 0
+	if parts == 3 {
+		planeBytes = 4 * plane
 	}
 	cfg := &amxCfg[0]
 	for i0 := 0; i0 < m; i0 += amxMA {
 		ma := min(amxMA, m-i0)
 		ma32 := (ma + amxT - 1) &^ (amxT - 1)
-		pack(x[i0*ldx:], ldx, k, ma, buf.ap)
+		pack(x[i0*ldx:], ldx, k, ma, buf.ap[:parts*plane])
 		for jc := 0; jc < n; jc += bfNC {
 			nc := min(bfNC, n-jc)
 			for pc := 0; pc < kpAll; pc += bfKP {
@@ -153,7 +192,7 @@ func amxProduct(m, n, kpAll int, x []float32, ldx, k int, pack func(x []float32,
 					_ = bp[(fullN-1)*ps+bfNR*kp16-1]
 					for ib := 0; ib < fullM; ib += amxMB {
 						mb := min(amxMB, fullM-ib)
-						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], &bp[0], pstride, fullN, mb, &c[ci+ib*amxT*ldc], 4*ldc, load, cfg)
+						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], &bp[0], pstride, fullN, mb, &c[ci+ib*amxT*ldc], 4*ldc, load, cfg, planeBytes)
 					}
 				}
 				// The edges: blocks of C with rows past m or columns past n,
@@ -172,7 +211,7 @@ func amxProduct(m, n, kpAll int, x []float32, ldx, k int, pack func(x []float32,
 							}
 						}
 						_ = bp[jb*ps+bfNR*kp16-1]
-						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], &bp[jb*ps], pstride, 1, 1, &ct[0], 4*amxT, load, cfg)
+						amxBlocks(kp16/16, &ablk[ib*amxT*kp16], &bp[jb*ps], pstride, 1, 1, &ct[0], 4*amxT, load, cfg, planeBytes)
 						for i := 0; i < rows; i++ {
 							copy(c[cb+i*ldc:][:cols], ct[i*amxT:])
 						}
@@ -191,15 +230,24 @@ func amxProduct(m, n, kpAll int, x []float32, ldx, k int, pack func(x []float32,
 // the dword of row r, step p at (r/16)·16·kp16 + (p/16)·256 + (r%16)·16 +
 // p%16 is (x[r][2p′], x[r][2p′+1]), p′ = b·bfKP + p (zero past ma rows,
 // past k and in the padding). A tile is thus read from contiguous memory.
-func packXAMX(x []float32, ldx, k, ma int, ap []uint32) { packXTiles(x, ldx, k, ma, ap, false) }
+func packXAMX(x []float32, ldx, k, ma int, ap []uint32) { packXTiles(x, ldx, k, ma, ap, tilesRound) }
 
-// packXTiles is packXAMX, or with split packXAMXSplit: one value per pair,
-// each written as splitBF16's dword (k pairs).
-func packXTiles(x []float32, ldx, k, ma int, ap []uint32, split bool) {
+// The values packXTiles writes for X: rounded pairs (packXAMX), one value
+// per pair split in two (packXAMXSplit), or pairs in three planes of
+// len(ap)/3 dwords each, hi, mid and lo (packXAMXSplit3).
+const (
+	tilesRound = iota
+	tilesSplit2
+	tilesSplit3
+)
+
+// packXTiles lays X out as packXAMX does, with the values of mode.
+func packXTiles(x []float32, ldx, k, ma int, ap []uint32, mode int) {
 	per := 2 // values per pair
-	if split {
+	if mode == tilesSplit2 {
 		per = 1
 	}
+	plane := len(ap) / 3
 	kpAll := (k + per - 1) / per
 	ma32 := (ma + amxT - 1) &^ (amxT - 1)
 	for pc := 0; pc < kpAll; pc += bfKP {
@@ -212,6 +260,11 @@ func packXTiles(x []float32, ldx, k, ma int, ap []uint32, split bool) {
 			if r >= ma {
 				for t := 0; t < kp16; t += 16 {
 					clear(grp[t*16+i*16 : t*16+i*16+16])
+					if mode == tilesSplit3 {
+						at := pc*ma32 + r/16*16*kp16 + t*16 + i*16
+						clear(ap[plane+at : plane+at+16])
+						clear(ap[2*plane+at : 2*plane+at+16])
+					}
 				}
 				continue
 			}
@@ -220,29 +273,69 @@ func packXTiles(x []float32, ldx, k, ma int, ap []uint32, split bool) {
 			t0 := 0
 			if hasAVX512 && full >= 16 {
 				t0 = full &^ 15
-				if split {
-					splitPairs16(&grp[i*16], &row[0], t0/16, 1024)
-				} else {
+				switch mode {
+				case tilesRound:
 					roundPairs16(&grp[i*16], &row[0], t0/16, 1024)
+				case tilesSplit2:
+					splitPairs16(&grp[i*16], &row[0], t0/16, 1024)
+				case tilesSplit3:
+					split3Pairs16(&grp[i*16], &row[0], t0/16, 1024, 4*plane)
 				}
 			}
 			for t := t0; t < kp16; t += 16 {
 				dst := grp[t*16+i*16 : t*16+i*16+16]
+				at := pc*ma32 + r/16*16*kp16 + t*16 + i*16
 				n := min(16, max(0, full-t))
 				for q := 0; q < n; q++ {
-					if split {
-						dst[q] = splitBF16(row[t+q])
-					} else {
+					switch mode {
+					case tilesRound:
 						dst[q] = uint32(RoundBF16(row[2*(t+q)])) | uint32(RoundBF16(row[2*(t+q)+1]))<<16
+					case tilesSplit2:
+						dst[q] = splitBF16(row[t+q])
+					case tilesSplit3:
+						h0, m0, l0 := split3BF16(row[2*(t+q)])
+						h1, m1, l1 := split3BF16(row[2*(t+q)+1])
+						dst[q] = uint32(h0) | uint32(h1)<<16
+						ap[plane+at+q] = uint32(m0) | uint32(m1)<<16
+						ap[2*plane+at+q] = uint32(l0) | uint32(l1)<<16
 					}
 				}
 				clear(dst[n:])
+				if mode == tilesSplit3 {
+					clear(ap[plane+at+n : plane+at+16])
+					clear(ap[2*plane+at+n : 2*plane+at+16])
+				}
 			}
-			if !split && full < kp {
-				grp[full/16*256+i*16+full%16] = uint32(RoundBF16(row[2*full]))
+			if full < kp {
+				at := full/16*256 + i*16 + full%16
+				switch mode {
+				case tilesRound:
+					grp[at] = uint32(RoundBF16(row[2*full]))
+				case tilesSplit3:
+					h, m, l := split3BF16(row[2*full])
+					at += pc*ma32 + r/16*16*kp16
+					ap[at], ap[plane+at], ap[2*plane+at] = uint32(h), uint32(m), uint32(l)
+				}
 			}
 		}
 	}
+}
+
+// split3BF16 splits x into three bfloat16 values that sum to it exactly
+// (x normal and beyond 2⁻¹⁰⁹ in magnitude, where no part is subnormal):
+// hi = RoundBF16(x), mid = RoundBF16(x − hi), lo = x − hi − mid (at most
+// 8 significant bits are left after two roundings of a 24-bit
+// significand, each of which takes 8); mid = lo = 0 where hi is ±Inf or
+// NaN.
+func split3BF16(x float32) (hi, mid, lo uint16) {
+	hi = RoundBF16(x)
+	if hi&0x7f80 == 0x7f80 {
+		return hi, 0, 0
+	}
+	r := x - math.Float32frombits(uint32(hi)<<16)
+	mid = RoundBF16(r)
+	lo = RoundBF16(r - math.Float32frombits(uint32(mid)<<16))
+	return hi, mid, lo
 }
 
 // hasAVX512: roundPairs16 may run (AVX-512F).
@@ -250,6 +343,14 @@ var hasAVX512 = Available()
 
 //go:noescape
 func roundPairs16(dst *uint32, src *float32, n, stride int)
+
+// split3Pairs16 writes n groups of 32 float32 at src (consecutive) split
+// as split3BF16 splits them, each part's group as roundPairs16 writes the
+// rounded values: hi at dst, dst + stride, … bytes, mid plane bytes after
+// each, lo 2·plane bytes after (amx_linux_amd64.s).
+//
+//go:noescape
+func split3Pairs16(dst *uint32, src *float32, n, stride, plane int)
 
 // amxBlocks computes nb × mb blocks of 32 × 32 of C (amx_linux_amd64.s):
 // block (ib, jb) at c + ib·32·ldc + jb·128 bytes is C0 + A_ib·B_jb over kc
@@ -260,4 +361,4 @@ func roundPairs16(dst *uint32, src *float32, n, stride int)
 // dwords at 2048·s bytes. cfg is amxCfg.
 //
 //go:noescape
-func amxBlocks(kc int, a *uint32, b *uint32, pstride, nb, mb int, c *float32, ldc, load int, cfg *byte)
+func amxBlocks(kc int, a *uint32, b *uint32, pstride, nb, mb int, c *float32, ldc, load int, cfg *byte, plane int)

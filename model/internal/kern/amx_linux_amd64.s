@@ -48,12 +48,14 @@
 #define DP_10 BYTE $0xC4; BYTE $0xE2; BYTE $0x4A; BYTE $0x5C; BYTE $0xD5 // tdpbf16ps %tmm6,%tmm5,%tmm2
 #define DP_11 BYTE $0xC4; BYTE $0xE2; BYTE $0x42; BYTE $0x5C; BYTE $0xDD // tdpbf16ps %tmm7,%tmm5,%tmm3
 
-// func amxBlocks(kc int, a *uint32, b *uint32, pstride, nb, mb int, c *float32, ldc, load int, cfg *byte)
+// func amxBlocks(kc int, a *uint32, b *uint32, pstride, nb, mb int, c *float32, ldc, load int, cfg *byte, plane int)
 // Tiles: 0–3 the C block (00 01 / 10 11, 16 × 16 float32 each), 4–5 the
 // A rows 0–15 and 16–31 of a step, 6–7 the B columns 0–15 and 16–31.
 // The A tiles are contiguous (row stride R8 = 64 bytes): after the steps
-// of a block, DI points at the next block's rows 0–15.
-TEXT ·amxBlocks(SB), NOSPLIT, $0-80
+// of a block, DI points at the next block's rows 0–15. With plane ≠ 0, A
+// has two more planes laid out alike, plane and 2·plane bytes on, and
+// each step adds their products too, in turn, with the same B tiles.
+TEXT ·amxBlocks(SB), NOSPLIT, $0-88
 	MOVQ cfg+72(FP), AX
 	LDTILECFG_AX
 	MOVQ $64, R8
@@ -102,6 +104,30 @@ step:
 	DP_01
 	DP_10
 	DP_11
+	CMPQ plane+80(FP), $0
+	JEQ next
+	ADDQ plane+80(FP), SI
+	ADDQ plane+80(FP), DI
+	LOAD_A0
+	LOAD_A1
+	DP_00
+	DP_01
+	DP_10
+	DP_11
+	ADDQ plane+80(FP), SI
+	ADDQ plane+80(FP), DI
+	LOAD_A0
+	LOAD_A1
+	DP_00
+	DP_01
+	DP_10
+	DP_11
+	SUBQ plane+80(FP), SI
+	SUBQ plane+80(FP), DI
+	SUBQ plane+80(FP), SI
+	SUBQ plane+80(FP), DI
+
+next:
 	ADDQ $1024, SI
 	ADDQ $1024, DI
 	ADDQ $2048, BX
@@ -211,5 +237,64 @@ split:
 	ADDQ DX, DI
 	DECQ CX
 	JNZ split
+	VZEROUPPER
+	RET
+
+// SPLIT3(x, hi, mid, lo) splits x's 16 floats as split3BF16 does: hi, mid
+// and lo get the bfloat16 bits (low halves) of RoundBF16(x), of the rest
+// r = x − hi and of r − mid (exact: the three sum to x), mid and lo 0
+// where hi's exponent is all ones. Z3–Z7, K1 and K2 are clobbered;
+// ROUND_CONSTS set Z10–Z14 and Z15 holds 0x7f80.
+#define SPLIT3(x, hi, mid, lo) \
+	ROUNDBF16(x, Z4, hi); \
+	VPSLLD $16, hi, Z5; \
+	VSUBPS Z5, x, Z6; \
+	ROUNDBF16(Z6, Z4, mid); \
+	VPSLLD $16, mid, Z5; \
+	VSUBPS Z5, Z6, Z7; \
+	ROUNDBF16(Z7, Z4, lo); \
+	VPANDD Z15, hi, Z3; \
+	VPCMPEQD Z15, Z3, K2; \
+	VPXORD mid, mid, K2, mid; \
+	VPXORD lo, lo, K2, lo
+
+// func split3Pairs16(dst *uint32, src *float32, n, stride, plane int)
+// Splits n groups of 32 float32 at src (consecutive) in three bfloat16
+// parts (SPLIT3) and writes each part's group as 16 dwords of pairs, as
+// roundPairs16 writes the rounded values: hi at dst, dst + stride, …
+// bytes, mid plane bytes after each, lo 2·plane bytes after.
+TEXT ·split3Pairs16(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ stride+24(FP), DX
+	MOVQ plane+32(FP), BX
+	ROUND_CONSTS
+	MOVL $0x7f80, AX
+	VPBROADCASTD AX, Z15
+
+split3:
+	VMOVDQU32 (SI), Z0
+	VMOVDQU32 64(SI), Z1
+	SPLIT3(Z0, Z16, Z17, Z18)
+	SPLIT3(Z1, Z19, Z20, Z21)
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	VPMOVDW Z16, Y22
+	VPMOVDW Z19, Y23
+	VMOVDQU32 Y22, (DI)
+	VMOVDQU32 Y23, 32(DI)
+	VPMOVDW Z17, Y22
+	VPMOVDW Z20, Y23
+	VMOVDQU32 Y22, (R8)
+	VMOVDQU32 Y23, 32(R8)
+	VPMOVDW Z18, Y22
+	VPMOVDW Z21, Y23
+	VMOVDQU32 Y22, (R9)
+	VMOVDQU32 Y23, 32(R9)
+	ADDQ $128, SI
+	ADDQ DX, DI
+	DECQ CX
+	JNZ split3
 	VZEROUPPER
 	RET

@@ -18,3 +18,8 @@ func PackColsSplit(w *PackedBF16, x []float32, ldx, rows, cols int) { panic("ker
 func GemmPacked(m, n, k int, x []float32, ldx int, w *PackedBF16, c []float32, ldc int) {
 	panic("kern: no AMX")
 }
+
+// GemmF32AMX needs AMX (HasAMX is false here).
+func GemmF32AMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int) {
+	panic("kern: no AMX")
+}

@@ -156,14 +156,22 @@ func TestGemmBF16AMXSpecial(t *testing.T) {
 // TestGemmBF16AMXConcurrent: many goroutines multiplying at once, so that
 // the scheduler's preemption signals and thread switches land while tiles
 // are live, each get the bits of the same product run alone (AMX is
-// deterministic), over several rounds.
+// deterministic), over several rounds: GemmBF16's products and
+// GemmF32AMX's three-part ones.
 func TestGemmBF16AMXConcurrent(t *testing.T) {
 	skipNoAMX(t)
 	const m, n, k, workers, rounds = 200, 130, 700, 16, 6
 	rng := rand.New(rand.NewPCG(21, 22))
 	x, w := normal32(rng, m*k, 1), normal32(rng, n*k, 0.05)
+	for _, gemm := range []func(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int){GemmBF16, GemmF32AMX} {
+		concurrentProducts(t, gemm, m, n, k, x, w, workers, rounds)
+	}
+}
+
+func concurrentProducts(t *testing.T, gemm func(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int),
+	m, n, k int, x, w []float32, workers, rounds int) {
 	want := make([]float32, m*n)
-	GemmBF16(m, n, k, x, k, denseF32{w, k, k}, want, n)
+	gemm(m, n, k, x, k, denseF32{w, k, k}, want, n)
 	var wg sync.WaitGroup
 	errs := make(chan string, workers)
 	for g := 0; g < workers; g++ {
@@ -173,7 +181,7 @@ func TestGemmBF16AMXConcurrent(t *testing.T) {
 			got := make([]float32, m*n)
 			for r := 0; r < rounds; r++ {
 				clear(got)
-				GemmBF16(m, n, k, x, k, denseF32{w, k, k}, got, n)
+				gemm(m, n, k, x, k, denseF32{w, k, k}, got, n)
 				for i := range want {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 						errs <- "a concurrent product differs from the product alone"

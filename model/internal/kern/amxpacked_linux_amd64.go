@@ -120,12 +120,14 @@ func GemmPacked(m, n, k int, x []float32, ldx int, w *PackedBF16, c []float32, l
 	amxProduct(m, n, kp, x, ldx, k, pack, func(jc, pc, nc, kp, kp16 int) ([]uint32, int) {
 		depth := (min(bfKP, w.kp-pc) + 15) &^ 15
 		return w.p[w.off[pc/bfKP]+jc*depth:], bfNR * depth
-	}, c, ldc, w.buf)
+	}, c, ldc, w.buf, 1)
 }
 
 // packXAMXSplit is packXAMX with one pair per value: the dword of row r,
 // step p is (hi, lo) of x[r][p′] (GemmPacked), k pairs in all.
-func packXAMXSplit(x []float32, ldx, k, ma int, ap []uint32) { packXTiles(x, ldx, k, ma, ap, true) }
+func packXAMXSplit(x []float32, ldx, k, ma int, ap []uint32) {
+	packXTiles(x, ldx, k, ma, ap, tilesSplit2)
+}
 
 // splitBF16 is the dword hi | lo<<16 of x split as GemmPacked splits it.
 func splitBF16(x float32) uint32 {

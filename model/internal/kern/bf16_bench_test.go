@@ -18,10 +18,21 @@ import (
 // thread): BenchmarkGemmBF16 with W in bfloat16, packed in the product as
 // the model's weights are (on AMX where HasAMX), BenchmarkGemmBF16VDP the
 // same on VDPBF16PS, BenchmarkSgemmNT the float32 product of the default
-// projections.
+// projections (ComputeF32Widen's), and BenchmarkGemmF32AMX ComputeF32's
+// for bf16 weights on AMX.
 
 func BenchmarkGemmBF16(b *testing.B) {
 	benchBF16(b, GemmBF16)
+}
+
+// BenchmarkGemmF32AMX: the float32-accurate product of a bfloat16 W on
+// AMX (three bfloat16 parts of X), which ComputeF32 uses for bf16 weights;
+// GFLOPS count 2mnk as for the others.
+func BenchmarkGemmF32AMX(b *testing.B) {
+	if !HasAMX() {
+		b.Skip("no AMX here")
+	}
+	benchBF16(b, GemmF32AMX)
 }
 
 func BenchmarkGemmBF16VDP(b *testing.B) {
