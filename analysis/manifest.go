@@ -80,15 +80,20 @@ type ModelInfo struct {
 	Hub *checkpoint.HubModel `json:"hub,omitempty"`
 }
 
-// ComputeDescription is ModelInfo.Compute for a model's arithmetic; for
-// bf16 it names the kernel (model.BF16Kernel), whose order of the float32
-// sums differs between AMX and VDPBF16PS.
-func ComputeDescription(c model.Compute) string {
+// ComputeDescription is ModelInfo.Compute for a model's arithmetic and
+// the kernel of its products (model.Model.ProductKernel), whose order of
+// the float32 sums differs between kernels (AMX, VDPBF16PS, the float32
+// ones).
+func ComputeDescription(c model.Compute, kernel string) string {
 	const sums = "(float64 accumulation of norms, softmax sums and diagnostics)"
 	if !c.BF16Products() {
-		return "float32 " + sums
+		products := "float32"
+		if c == model.ComputeF32Widen {
+			products += " (weights widened to float32)"
+		}
+		return products + " matrix products (kernel " + kernel + "), the rest float32 " + sums
 	}
-	products := "bf16 matrix products (activations rounded to bf16, bf16 weights, float32 sums; model.Compute; kernel " + model.BF16Kernel() + ")"
+	products := "bf16 matrix products (activations rounded to bf16, bf16 weights, float32 sums; model.Compute; kernel " + kernel + ")"
 	if c == model.ComputeBF16 {
 		return products + ", attention from bf16 q, k, v (scores and α·v float32 sums of exact products, softmax float32), the rest float32 " + sums
 	}
@@ -126,7 +131,7 @@ func DescribeModel(m *model.Model) (ModelInfo, error) {
 	info := ModelInfo{Dir: m.Dir, Arch: string(m.Arch), ModelType: m.ModelType, Layers: m.Config.Layers,
 		MeasuredLayers: measuredLayers(&m.Config), Windows: slidingWindows(&m.Config),
 		DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
-		Gate: string(m.Gate), DTypes: m.DTypes, Compute: ComputeDescription(m.Compute),
+		Gate: string(m.Gate), DTypes: m.DTypes, Compute: ComputeDescription(m.Compute, m.ProductKernel(m.Compute)),
 		Parameters: m.Parameters}
 	files := []string{filepath.Join(m.Dir, "config.json")}
 	for _, f := range m.Files {

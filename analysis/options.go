@@ -196,7 +196,8 @@ type SweepOptions struct {
 	Probe ProbeOptions `json:"probe"`
 	// Compute is the arithmetic of the passes' matrix products, the
 	// model's (model.Compute; omitted for f32, so that f32 pass keys are
-	// those of earlier releases).
+	// those of earlier releases, whose float32 products ran on the kernels
+	// that f32-widen names now).
 	Compute model.Compute `json:"compute,omitempty"`
 	// DeviationTokens: with Compute bf16, the first DeviationTokens tokens
 	// of the first pass also run in float32, and Manifest.Deviation records

@@ -228,9 +228,10 @@ func (s *Sweep) prepare() (*Manifest, []Chunk, error) {
 	}
 	cfg := &s.Model.Config
 	s.Options.Compute = ""
-	if s.Model.Compute.BF16Products() {
-		s.Options.Compute = s.Model.Compute
-	} else {
+	if c := s.Model.Compute; c != "" && c != model.ComputeF32 {
+		s.Options.Compute = c
+	}
+	if !s.Model.Compute.BF16Products() {
 		s.Options.DeviationTokens = 0
 	}
 	if err := s.Options.Validate(cfg.MaxPos, cfg.Vocab); err != nil {

@@ -3,7 +3,7 @@ package model
 import (
 	"fmt"
 	"runtime"
-	"sync"
+	"slices"
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model/internal/kern"
@@ -14,8 +14,18 @@ import (
 // DeltaNet projections, and the softmax attention's q·kᵀ and α·v; CLI
 // --compute):
 //
-//   - ComputeF32 (the default): float32 products of the weights as stored
-//     (widened exactly), float32 sums.
+//   - ComputeF32 (the default): float32 arithmetic — every product of an
+//     activation and a weight exact or rounded once to float32, float32
+//     sums. For a weight stored in bfloat16, on a CPU with AMX, and at
+//     least amxF32Rows rows, kern.GemmF32AMX forms the products on the
+//     tile unit: each activation split into three bfloat16 parts that sum
+//     to it exactly, so each product is the exact sum of three exact
+//     products, summed in float32 in the tile unit's order (within the
+//     float32 summation bound of ComputeF32Widen, not bit for bit; no
+//     activation is rounded). Everywhere else as ComputeF32Widen.
+//   - ComputeF32Widen: the weights widened to float32 (exactly) and the
+//     products of the float32 kernels (AVX-512 FMA or OpenBLAS): bit for
+//     bit the pass of a float32 copy of the weights.
 //   - ComputeBF16: PyTorch's bfloat16 arithmetic — the activations rounded
 //     to bfloat16 (nearest even) before each projection, the weights in
 //     bfloat16, exact products summed in float32 (kern.GemmBF16: AMX or
@@ -41,6 +51,7 @@ const (
 	ComputeF32      Compute = "f32"
 	ComputeBF16     Compute = "bf16"
 	ComputeBF16Proj Compute = "bf16-proj"
+	ComputeF32Widen Compute = "f32-widen"
 )
 
 // computeNames is HookNames' arithmetic: no products at all (linearAs
@@ -66,15 +77,47 @@ func BF16Kernel() string {
 	return "go"
 }
 
+// ProductKernel names the kernel of m's matrix products in the arithmetic
+// c on this machine: for bf16 products BF16Kernel's; for ComputeF32 where
+// a weight is stored in bfloat16 and the CPU has AMX "amx-split3/" and the
+// float32 kernels' name (kern.GemmF32AMX for products of at least
+// amxF32Rows rows of those weights, the float32 kernels for the rest);
+// else the float32 kernels' name, BLAS().
+func (m *Model) ProductKernel(c Compute) string {
+	switch {
+	case c.BF16Products():
+		return BF16Kernel()
+	case m.amxParts(c) == 3:
+		return "amx-split3/" + BLAS()
+	}
+	return BLAS()
+}
+
+// amxParts is how many bfloat16 parts of each activation m's products in
+// the arithmetic c multiply on AMX: 3 for ComputeF32 with bf16 weights
+// (kern.GemmF32AMX), 1 for bf16 products, 0 off AMX or where no product
+// runs there.
+func (m *Model) amxParts(c Compute) int {
+	switch {
+	case !kern.HasAMX():
+		return 0
+	case c.BF16Products():
+		return 1
+	case c != ComputeF32Widen && c != computeNames && slices.Contains(m.DTypes, "BF16"):
+		return 3
+	}
+	return 0
+}
+
 // ParseCompute reads a Compute by name ("" is ComputeF32).
 func ParseCompute(s string) (Compute, error) {
 	switch Compute(s) {
 	case "", ComputeF32:
 		return ComputeF32, nil
-	case ComputeBF16, ComputeBF16Proj:
+	case ComputeF32Widen, ComputeBF16, ComputeBF16Proj:
 		return Compute(s), nil
 	}
-	return "", fmt.Errorf("compute %q: want %s, %s or %s", s, ComputeF32, ComputeBF16, ComputeBF16Proj)
+	return "", fmt.Errorf("compute %q: want %s, %s, %s or %s", s, ComputeF32, ComputeF32Widen, ComputeBF16, ComputeBF16Proj)
 }
 
 // checkCompute refuses a Compute the model's pass does not run: an unknown
@@ -92,56 +135,100 @@ func (m *Model) checkCompute(c Compute) error {
 }
 
 // linearAs is linear in the arithmetic c: linearBF16 for bf16 products,
-// zeros for computeNames.
+// zeros for computeNames, and for ComputeF32 the products of linearF32AMX
+// where it applies (bf16 weights, AMX, at least amxF32Rows rows).
 func linearAs(c Compute, dst []float32, x []float32, n, in int, w Weight, out int, b []float32) {
-	if c == computeNames {
+	switch {
+	case c == computeNames:
 		clear(dst[:n*out])
-		return
-	}
-	if c.BF16Products() {
+	case c.BF16Products():
 		linearBF16(dst, x, n, in, w, out, b)
-		return
+	case c != ComputeF32Widen && f32AMX(&w, n):
+		linearPairs(dst, x, n, in, w, out, b, kern.GemmF32AMX)
+	default:
+		linear(dst, x, n, in, w, out, b)
 	}
-	linear(dst, x, n, in, w, out, b)
+}
+
+// amxF32Rows is the fewest rows of x for which ComputeF32 multiplies a
+// bf16 weight on AMX (kern.GemmF32AMX): below it, packing the weight's
+// panels for the tile unit costs more than the float32 kernels' whole
+// product.
+const amxF32Rows = 64
+
+// f32AMX reports whether ComputeF32's product of n rows by w runs on
+// kern.GemmF32AMX: w stored in bfloat16, so that its values are exact
+// tile operands, and the CPU has AMX (a variable, so that tests can play
+// a CPU without it).
+var f32AMX = func(w *Weight, n int) bool {
+	return w.DType == "BF16" && n >= amxF32Rows && kern.HasAMX()
 }
 
 // linearBF16 is linear with the product in bfloat16 arithmetic
 // (ComputeBF16): dst = bf16(x)·bf16(w)ᵀ + b, exact products summed in
 // float32 by kern.GemmBF16, which reads w where it is stored (Weight.
-// PackPairs); the rows of x are split across goroutines as linear splits
-// them.
+// PackPairs).
 func linearBF16(dst []float32, x []float32, n, in int, w Weight, out int, b []float32) {
+	linearPairs(dst, x, n, in, w, out, b, kern.GemmBF16)
+}
+
+// amxRowsAtOnce is the most rows of x for which linearPairs splits the
+// columns of the product between goroutines rather than its rows: up to
+// the rows kern's AMX products take at once (the weight's panels are then
+// packed once in all, instead of once per goroutine).
+const amxRowsAtOnce = 1024
+
+// linearPairs is linear on a product gemm of kern's pair layout (GemmBF16,
+// GemmF32AMX), which reads w where it is stored through Weight.PackPairs:
+// the columns of dst are split across goroutines for few rows of x, the
+// rows for many. An element's sum does not depend on the split (kern's
+// sums depend on k alone).
+func linearPairs(dst []float32, x []float32, n, in int, w Weight, out int, b []float32,
+	gemm func(m, n, k int, x []float32, ldx int, w kern.PairSource, c []float32, ldc int)) {
 	if n == 0 {
 		return
 	}
 	if w.Rows != out || w.Cols != in {
 		panic(fmt.Sprintf("model: linear with a [%d, %d] weight for %d inputs and %d outputs", w.Rows, w.Cols, in, out))
 	}
-	rows := func(lo, hi int) {
-		kern.GemmBF16(hi-lo, out, in, x[lo*in:hi*in], in, &w, dst[lo*out:hi*out], out)
-		if b != nil {
+	parts := runtime.GOMAXPROCS(0)
+	if n*in*out <= 1<<20 {
+		parts = 1
+	}
+	if n <= amxRowsAtOnce {
+		parts = min(parts, (out+31)/32)
+		eachPart(parts, parts, func(p, _ int) {
+			lo, hi := p*out/parts&^31, (p+1)*out/parts&^31
+			if p == parts-1 {
+				hi = out
+			}
+			gemm(n, hi-lo, in, x, in, weightFrom{&w, lo}, dst[lo:], out)
+		})
+	} else {
+		eachPart(n, parts, func(lo, hi int) {
+			gemm(hi-lo, out, in, x[lo*in:hi*in], in, &w, dst[lo*out:hi*out], out)
+		})
+	}
+	if b != nil {
+		eachPart(n, min(parts, n), func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				row := dst[r*out : (r+1)*out]
 				for i, v := range b {
 					row[i] += v
 				}
 			}
-		}
+		})
 	}
-	if parts := min(runtime.GOMAXPROCS(0), n/16); parts > 1 && n*in*out > 1<<20 {
-		var wg sync.WaitGroup
-		for p := 0; p < parts; p++ {
-			lo, hi := p*n/parts, (p+1)*n/parts
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rows(lo, hi)
-			}()
-		}
-		wg.Wait()
-		return
-	}
-	rows(0, n)
+}
+
+// weightFrom is the rows of w from j0 on, as a kern.PairSource.
+type weightFrom struct {
+	w  *Weight
+	j0 int
+}
+
+func (f weightFrom) PackPairs(dst []uint32, r0, rows, p0, kp int) {
+	f.w.PackPairs(dst, f.j0+r0, rows, p0, kp)
 }
 
 // PackPairs writes rows r0 … r0+rows−1, pairs p0 … p0+kp−1 of the weight

@@ -142,7 +142,7 @@ func TestComputeOptions(t *testing.T) {
 	if equal32(run(mb, ComputeBF16), run(mb, ComputeBF16Proj)) || equal32(run(mb, ComputeF32), run(mb, ComputeBF16Proj)) {
 		t.Error("bf16-proj gave the bf16 or the float32 logits bit for bit")
 	}
-	if _, err := m32.Forward(ids, Options{Compute: "fp8"}); err == nil || err.Error() != `model: compute "fp8": want f32, bf16 or bf16-proj` {
+	if _, err := m32.Forward(ids, Options{Compute: "fp8"}); err == nil || err.Error() != `model: compute "fp8": want f32, f32-widen, bf16 or bf16-proj` {
 		t.Errorf("compute fp8: error %v", err)
 	}
 }

@@ -27,11 +27,15 @@ import (
 //	                                           P·T·(2S + 1.5·dh) for bf16 on AMX; + P·T·dh with
 //	                                           streamed diagnostics (their moments' squares)
 //	+ 2·n·Hv                                   Gated DeltaNet's β and g
+//	+ G·q·min(n, 1024)·i/2                     the AMX products' packed activations: q = 3 parts
+//	                                           for ComputeF32 on bf16 weights, 1 for bf16 products
+//	                                           (on AMX only), i the widest projection input
 //	+ n·V or min(n, headRows)·V                logits: returned (or hooked), or streamed (LogitRows)
 //	+ B·H·T²                                   the attention pattern, when hook_pattern is hooked
 //
-// with P the attention workers (Options.Threads) and S the query rows a
-// worker stacks into one product (query heads × tile rows). Diagnostics'
+// with P the attention workers (Options.Threads), S the query rows a
+// worker stacks into one product (query heads × tile rows) and G the
+// goroutines a projection is split over (GOMAXPROCS). Diagnostics'
 // results (a probes.Collector) are the caller's and not counted. ok is
 // false for the research families with their own pass or token mixer
 // (RT, RFA, BFT, AFA), which the formula does not describe.
@@ -68,6 +72,13 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		}
 	}
 	floats += gdn
+	if q := m.amxParts(cmp.Or(opt.Compute, m.Compute)); q > 0 {
+		in := max(D, H*dh, c.DMLP)
+		if dc := c.DeltaNet; dc != nil {
+			in = max(in, dc.ValueHeads*dc.ValueDim)
+		}
+		floats += runtime.GOMAXPROCS(0) * q * min(n, amxRowsAtOnce) * in / 2
+	}
 	a := 2 // SwiGLU's gate and up projections
 	if c.Arch == ArchGPT2 {
 		a = 1

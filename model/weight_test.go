@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/model/internal/kern"
 )
 
 // widenCheckpoint writes the checkpoint of dir, its tensors widened to
@@ -67,16 +68,21 @@ func writeStored(t *testing.T, cfg Config, tensors []checkpoint.Tensor, dtype st
 
 // TestStoredDTypeLogits: for every family that can be generated, a model
 // loaded from a BF16 or F16 checkpoint, whose matrices stay 16-bit and are
-// widened inside the matrix products, gives the logits of the same
-// checkpoint widened to float32 bit for bit (same summation order: the
-// blocked AVX-512 product widens while packing its panels; the BLAS path
-// widens blocks of rows before each sgemm). The shapes leave the products
-// ragged (widths not multiples of 16 or 32, a vocabulary beyond one block
-// of rows, enough rows to split them across goroutines). Plain gonum
-// (no AVX-512, or PROBE_BLAS=gonum) is held to 1e-5 of the largest logit
-// instead: its dot products peel leading elements until an address is
-// 16-byte aligned, so their sums depend on where the rows lie in memory,
-// for two float32 copies of the same weights as well.
+// widened inside the matrix products, gives with ComputeF32Widen the
+// logits of the same checkpoint widened to float32 bit for bit (same
+// summation order: the blocked AVX-512 product widens while packing its
+// panels; the BLAS path widens blocks of rows before each sgemm). The
+// shapes leave the products ragged (widths not multiples of 16 or 32, a
+// vocabulary beyond one block of rows, enough rows to split them across
+// goroutines). Plain gonum (no AVX-512, or PROBE_BLAS=gonum) is held to
+// 1e-5 of the largest logit instead: its dot products peel leading
+// elements until an address is 16-byte aligned, so their sums depend on
+// where the rows lie in memory, for two float32 copies of the same weights
+// as well. With ComputeF32 a BF16 model's products on AMX
+// (kern.GemmF32AMX, 80 rows here) sum the same exact products in another
+// order: within 1e-5 of the largest logit, and not bit for bit (the test
+// would not see the tile unit otherwise); elsewhere ComputeF32 is
+// ComputeF32Widen.
 func TestStoredDTypeLogits(t *testing.T) {
 	for _, f := range families {
 		if f.small == nil {
@@ -114,24 +120,36 @@ func TestStoredDTypeLogits(t *testing.T) {
 					t.Errorf("embedding held as %s, want %s as stored", got, dtype)
 				}
 				ids := seqs(2, 40, m16.Vocab)
-				a, err := m16.Forward(ids, Options{Logits: true})
-				if err != nil {
-					t.Fatal(err)
-				}
 				b, err := m32.Forward(ids, Options{Logits: true})
 				if err != nil {
 					t.Fatal(err)
 				}
-				tol := 0.0
-				if BLAS() == "gonum" {
-					for _, v := range b.Logits {
-						tol = max(tol, 1e-5*math.Abs(float64(v)))
-					}
+				loose := 0.0
+				for _, v := range b.Logits {
+					loose = max(loose, 1e-5*math.Abs(float64(v)))
 				}
-				for i := range b.Logits {
-					if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) && !(math.Abs(float64(a.Logits[i]-b.Logits[i])) <= tol) {
-						t.Fatalf("%s (%s): logit %d is %v with %s weights, %v with the same weights in float32",
-							f.arch, BLAS(), i, a.Logits[i], dtype, b.Logits[i])
+				for _, c := range []Compute{ComputeF32Widen, ComputeF32} {
+					a, err := m16.Forward(ids, Options{Logits: true, Compute: c})
+					if err != nil {
+						t.Fatal(err)
+					}
+					tol, same := 0.0, true
+					if BLAS() == "gonum" {
+						tol = loose
+					}
+					amx := c == ComputeF32 && dtype == "BF16" && kern.HasAMX()
+					if amx {
+						tol = loose
+					}
+					for i := range b.Logits {
+						same = same && a.Logits[i] == b.Logits[i]
+						if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) && !(math.Abs(float64(a.Logits[i]-b.Logits[i])) <= tol) {
+							t.Fatalf("%s (%s), compute %s: logit %d is %v with %s weights, %v with the same weights in float32",
+								f.arch, BLAS(), c, i, a.Logits[i], dtype, b.Logits[i])
+						}
+					}
+					if amx && resident && same {
+						t.Errorf("%s, compute %s: the BF16 model's logits on AMX are the float32 model's bit for bit: its products did not run on the tile unit", f.arch, c)
 					}
 				}
 			})

@@ -41,9 +41,11 @@ type benchResult struct {
 	// it are not (they are resident as file pages, shared with the page
 	// cache and other processes mapping the same file).
 	HeapMiB float64 `json:"heap_mib"`
-	// BF16Kernel is, with --compute bf16, the kernel of the products:
-	// amx, avx512_bf16 or go (model.BF16Kernel).
-	BF16Kernel string `json:"bf16_kernel,omitempty"`
+	// ProductsKernel is the kernel of the matrix products
+	// (model.Model.ProductKernel): with --compute bf16 amx, avx512_bf16 or
+	// go; with f32 the float32 kernels (gonum+avx512, openblas), after
+	// amx-split3/ where bf16 weights are multiplied on AMX.
+	ProductsKernel string `json:"products_kernel"`
 	// PassEstimateMiB is the pass's memory beyond the weights as
 	// model.Model.PassBytes estimates it (docs/performance.md, "Peak
 	// memory"; absent for the research families with their own pass or
@@ -118,9 +120,7 @@ func cmdBench(args []string, w io.Writer) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	res.HeapMiB = float64(ms.HeapAlloc) / (1 << 20)
-	if m.Compute.BF16Products() {
-		res.BF16Kernel = model.BF16Kernel()
-	}
+	res.ProductsKernel = m.ProductKernel(m.Compute)
 	c := &m.Config
 	var ids []int
 	if *idsFile != "" || *textFile != "" {

@@ -62,9 +62,12 @@ func TestBenchCommand(t *testing.T) {
 			}
 		}
 		diag := !slices.Contains(args, "--no-diagnostics")
-		want := 11 // and diagnostics_mib with the diagnostics
+		want := 12 // and diagnostics_mib with the diagnostics
 		if diag {
-			want = 12
+			want = 13
+		}
+		if raw["products_kernel"] != model.BLAS() { // float32 weights
+			t.Errorf("bench %v: products_kernel %v, want %s", args, raw["products_kernel"], model.BLAS())
 		}
 		if len(raw) != want {
 			t.Errorf("bench %v: %d fields, want %d: %s", args, len(raw), want, out)

@@ -93,13 +93,70 @@ func TestComputeBF16Sweep(t *testing.T) {
 		t.Errorf("float32 sweep: %v, deviation %+v, compute %q", err, m.Deviation, m.Sweep.Compute)
 	}
 	for _, c := range []struct{ flag, value, msg string }{
-		{"--compute", "fp16", `--compute "fp16": want f32, bf16 or bf16-proj`},
+		{"--compute", "fp16", `--compute "fp16": want f32, f32-widen, bf16 or bf16-proj`},
 		{"--deviation-tokens", "-1", "--deviation-tokens -1: want 0 (none) or more tokens"},
 	} {
 		code, _, errs := probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100", "--out", filepath.Join(t.TempDir(), "o"), c.flag, c.value)
 		if code != 1 || !strings.Contains(errs, c.msg) {
 			t.Errorf("%s %s: exit %d, %q; want %q", c.flag, c.value, code, errs, c.msg)
 		}
+	}
+}
+
+// TestComputeF32Kernels: on a bf16 checkpoint a float32 sweep records the
+// kernel of its products in model.compute_dtype (amx-split3 before the
+// float32 kernels where the CPU has AMX, the float32 kernels alone
+// elsewhere) and no sweep.compute, as before; --compute f32-widen records
+// f32-widen in sweep.compute, the pass keys and model.compute_dtype, and a
+// default sweep into its folder is refused naming --compute (its products
+// sum in another order).
+func TestComputeF32Kernels(t *testing.T) {
+	withProgress(t)
+	tmp := t.TempDir()
+	modelDir, idsFile := filepath.Join(tmp, "model"), filepath.Join(tmp, "ids.json")
+	if code, _, errs := probe(t, "generate", "--arch", "gated", "--layers", "2", "--d-model", "64", "--heads", "4",
+		"--kv-heads", "2", "--vocab", "128", "--max-pos", "512", "--dtype", "bf16", "--out", modelDir); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	ids := make([]int, 1000)
+	for i := range ids {
+		ids[i] = (7 * i) % 128
+	}
+	data, _ := json.Marshal(ids)
+	os.WriteFile(idsFile, data, 0o644)
+	kernel := model.BLAS()
+	if kern := "amx-split3/" + kernel; model.BF16Kernel() == "amx" {
+		kernel = kern
+	}
+	sweep := func(out string, args ...string) (int, string) {
+		code, _, errs := probe(t, append([]string{"sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100", "--samples", "1",
+			"--out", out, "--bootstrap", "0"}, args...)...)
+		return code, errs
+	}
+	out := filepath.Join(tmp, "f32")
+	if code, errs := sweep(out); code != 0 {
+		t.Fatal(errs)
+	}
+	m, err := analysis.ReadManifest(filepath.Join(out, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Sweep.Compute != "" || m.Passes[0].Key.Compute != "" || !strings.Contains(m.Model.Compute, "(kernel "+kernel+")") {
+		t.Errorf("f32 sweep: sweep.compute %q, pass key %q, model.compute %q (want the kernel %s)", m.Sweep.Compute, m.Passes[0].Key.Compute, m.Model.Compute, kernel)
+	}
+	outWide := filepath.Join(tmp, "widen")
+	if code, errs := sweep(outWide, "--compute", "f32-widen"); code != 0 {
+		t.Fatal(errs)
+	}
+	if m, err = analysis.ReadManifest(filepath.Join(outWide, "manifest.json")); err != nil {
+		t.Fatal(err)
+	}
+	if m.Sweep.Compute != model.ComputeF32Widen || m.Passes[0].Key.Compute != model.ComputeF32Widen || m.Deviation != nil ||
+		!strings.Contains(m.Model.Compute, "weights widened to float32") || !strings.Contains(m.Model.Compute, "(kernel "+model.BLAS()+")") {
+		t.Errorf("f32-widen sweep: sweep.compute %q, pass key %q, model.compute %q, deviation %+v", m.Sweep.Compute, m.Passes[0].Key.Compute, m.Model.Compute, m.Deviation)
+	}
+	if code, errs := sweep(outWide); code != 1 || !strings.Contains(errs, "--compute f32 here, f32-widen in the folder") {
+		t.Errorf("an f32 sweep into an f32-widen sweep's folder: exit %d, %q", code, errs)
 	}
 }
 

@@ -105,7 +105,8 @@ func addModelRef(fs *flag.FlagSet, usage string) modelFlag {
 func addModelFlag(fs *flag.FlagSet, usage string) modelFlag {
 	m := addModelRef(fs, usage)
 	m.allowUnexpected = fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use")
-	m.compute = fs.String("compute", string(model.ComputeF32), "arithmetic of the matrix products: f32; bf16 (PyTorch's bf16: activations rounded to bf16, bf16 weights — "+
+	m.compute = fs.String("compute", string(model.ComputeF32), "arithmetic of the matrix products: f32 (float32 products; bf16 weights on AMX: each activation split exactly into three bf16 parts, "+
+		"exact products, float32 sums); f32-widen (the weights widened to float32: the bits of a float32 copy of them); bf16 (PyTorch's bf16: activations rounded to bf16, bf16 weights — "+
 		"f32 ones rounded once at load —, float32 sums, and the attention's q, k, v in bf16, its softmax float32); or bf16-proj "+
 		"(bf16's projections, the attention in float32); see model.Compute")
 	m.deviationTokens = fs.Int("deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16 or bf16-proj, commands that write tables also run the first N tokens "+

@@ -422,7 +422,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
-	if m.Compute.BF16Products() {
+	if m.Compute != "" && m.Compute != model.ComputeF32 {
 		opts.Compute = m.Compute // as Sweep.Run records it
 	}
 	if !*force {
