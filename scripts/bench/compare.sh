@@ -24,8 +24,13 @@
 #   SIZE=93M PURE_GO=1 scripts/bench/compare.sh
 #   MODES=cdef PURE_GO=1 TOKENS=1024 scripts/bench/compare.sh   # OpenBLAS vs pure Go only
 #
+# DTYPE=bf16 stores the checkpoint's weights in bfloat16, as real checkpoints
+# ship (default f32): both sides still compute in float32 — PyTorch widens
+# the weights when it loads them, probe multiplies the stored values (on AMX
+# with --compute f32's three-part products, model.Compute).
+#
 # Environment: TOKENS, ROUNDS (3), REPS (1 forward pass per process), THREADS
-# (2: torch.set_num_threads and GOMAXPROCS), SIZE, PURE_GO, MODES (abcd), OUT (keep the
+# (2: torch.set_num_threads and GOMAXPROCS), SIZE, DTYPE, PURE_GO, MODES (abcd), OUT (keep the
 # work folder there; default a temporary one), FORCE=1 (run PyTorch modes
 # even when their attention maps cannot fit in memory), OPENBLAS_CORETYPE
 # (see below; recorded in the results).
@@ -36,6 +41,7 @@ ROUNDS=${ROUNDS:-3}
 REPS=${REPS:-1}
 THREADS=${THREADS:-2}
 SIZE=${SIZE:-41M}
+DTYPE=${DTYPE:-f32}
 PY=/usr/bin/python3
 
 case "$SIZE" in
@@ -64,15 +70,16 @@ if grep -qw avx512f /proc/cpuinfo && { [ "$core" = Haswell ] || [ "$core" = Zen 
   echo "note: this CPU has AVX-512 but OpenBLAS runs its $core kernels; unset OPENBLAS_CORETYPE (or set SkylakeX) for the AVX-512 ones"
 fi
 
-if [ ! -f "$work/model/config.json" ]; then
-  "$work/probe" generate --arch qwen3 "${shape[@]}" --max-pos 32768 --seed 11 --out "$work/model" >/dev/null
+model=$work/model-$DTYPE
+if [ ! -f "$model/config.json" ]; then
+  "$work/probe" generate --arch qwen3 "${shape[@]}" --max-pos 32768 --seed 11 --dtype "$DTYPE" --out "$model" >/dev/null
 fi
-"$work/probe" inspect "$work/model" | sed -n '1,12p'
+"$work/probe" inspect "$model" | sed -n '1,12p'
 
 # Parity first: the torch forward must give probe's logits.
 $PY -c 'import json, random; r = random.Random(5); ids = [r.randrange(32000) for _ in range(256)]; json.dump(ids, open("'"$work"'/check.json", "w")); json.dump([ids], open("'"$work"'/check-batch.json", "w"))'
-"$work/probe" capture --model "$work/model" --ids "$work/check-batch.json" --hook logits --progress=false --out "$work/logits.safetensors" >/dev/null
-$PY scripts/bench/qwen3_torch.py check --model "$work/model" --ids "$work/check.json" --logits "$work/logits.safetensors"
+"$work/probe" capture --model "$model" --ids "$work/check-batch.json" --hook logits --progress=false --out "$work/logits.safetensors" >/dev/null
+$PY scripts/bench/qwen3_torch.py check --model "$model" --ids "$work/check.json" --logits "$work/logits.safetensors"
 
 # sgemm peak of the Go side in this run: BenchmarkSgemmPeak (2048³, rows split
 # over THREADS goroutines as the pass does), best of 5; the script also
@@ -83,6 +90,6 @@ gopeak=$(GOMAXPROCS=$THREADS CGO_LDFLAGS=-lopenblas go test -tags openblas -run 
 force=()
 [ -n "${FORCE:-}" ] && force=(--force)
 # shellcheck disable=SC2086
-$PY scripts/bench/qwen3_torch.py compare --model "$work/model" --probe "$work/probe" "${gobin[@]}" \
+$PY scripts/bench/qwen3_torch.py compare --model "$model" --probe "$work/probe" "${gobin[@]}" \
   --tokens $TOKENS --modes "${MODES:-abcd}" --rounds "$ROUNDS" --reps "$REPS" --threads "$THREADS" --work "$work" \
   --go-sgemm "$gopeak" --json "$work/results.json" "${force[@]}"

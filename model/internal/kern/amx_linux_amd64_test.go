@@ -73,38 +73,56 @@ func roundingCases(rng *rand.Rand, n int) []float32 {
 }
 
 // TestPackXAMX: packXAMX (its AVX-512 rounding included) lays X out as its
-// comment says, each value rounded as RoundBF16 rounds it — on random bit
-// patterns, ties and special values (infinities, NaNs, the largest
-// finite and values that round to infinity, denormals), over odd k,
-// rows past ma and pair blocks with padding.
+// comment says, each value rounded as RoundBF16 rounds it, and
+// packXAMXSplit3 lays out the hi, mid and lo parts of split3BF16 in three
+// planes the same way — on random bit patterns, ties and special values
+// (infinities, NaNs, the largest finite and values that round to
+// infinity, denormals), over odd k, rows past ma and pair blocks with
+// padding.
 func TestPackXAMX(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
-	for _, sh := range [][3]int{{1, 1, 0}, {5, 33, 0}, {40, 300, 3}, {33, 257, 1}, {64, 64, 0}} {
-		ma, k, pad := sh[0], sh[1], sh[2]
-		ldx := k + pad
-		x := roundingCases(rng, ma*ldx)
-		kpAll := (k + 1) / 2
-		ma32 := (ma + amxT - 1) &^ (amxT - 1)
-		ap := make([]uint32, ma32*((kpAll+15)&^15))
-		for i := range ap {
-			ap[i] = 0xdeadbeef
-		}
-		packXAMX(x, ldx, k, ma, ap)
-		for pc := 0; pc < kpAll; pc += bfKP {
-			kp := min(bfKP, kpAll-pc)
-			kp16 := (kp + 15) &^ 15
-			for r := 0; r < ma32; r++ {
-				for p := 0; p < kp16; p++ {
-					var want uint32
-					if q := 2 * (pc + p); r < ma && q < k {
-						want = uint32(RoundBF16(x[r*ldx+q]))
-						if q+1 < k {
-							want |= uint32(RoundBF16(x[r*ldx+q+1])) << 16
+	for _, tc := range []struct {
+		name   string
+		pack   func(x []float32, ldx, k, ma int, ap []uint32)
+		planes int
+		part   func(v float32, plane int) uint16
+	}{
+		{"round", packXAMX, 1, func(v float32, _ int) uint16 { return RoundBF16(v) }},
+		{"split3", packXAMXSplit3, 3, func(v float32, plane int) uint16 {
+			hi, mid, lo := split3BF16(v)
+			return [3]uint16{hi, mid, lo}[plane]
+		}},
+	} {
+		for _, sh := range [][3]int{{1, 1, 0}, {5, 33, 0}, {40, 300, 3}, {33, 257, 1}, {64, 64, 0}} {
+			ma, k, pad := sh[0], sh[1], sh[2]
+			ldx := k + pad
+			x := roundingCases(rng, ma*ldx)
+			kpAll := (k + 1) / 2
+			ma32 := (ma + amxT - 1) &^ (amxT - 1)
+			plane := ma32 * ((kpAll + 15) &^ 15)
+			ap := make([]uint32, tc.planes*plane)
+			for i := range ap {
+				ap[i] = 0xdeadbeef
+			}
+			tc.pack(x, ldx, k, ma, ap)
+			for pc := 0; pc < kpAll; pc += bfKP {
+				kp := min(bfKP, kpAll-pc)
+				kp16 := (kp + 15) &^ 15
+				for r := 0; r < ma32; r++ {
+					for p := 0; p < kp16; p++ {
+						at := pc*ma32 + r/16*16*kp16 + p/16*256 + r%16*16 + p%16
+						for pl := 0; pl < tc.planes; pl++ {
+							var want uint32
+							if q := 2 * (pc + p); r < ma && q < k {
+								want = uint32(tc.part(x[r*ldx+q], pl))
+								if q+1 < k {
+									want |= uint32(tc.part(x[r*ldx+q+1], pl)) << 16
+								}
+							}
+							if got := ap[pl*plane+at]; got != want {
+								t.Fatalf("%s ma=%d k=%d: row %d pair %d, plane %d: %#08x, want %#08x", tc.name, ma, k, r, pc+p, pl, got, want)
+							}
 						}
-					}
-					at := pc*ma32 + r/16*16*kp16 + p/16*256 + r%16*16 + p%16
-					if ap[at] != want {
-						t.Fatalf("ma=%d k=%d: row %d pair %d: %#08x, want %#08x", ma, k, r, pc+p, ap[at], want)
 					}
 				}
 			}

@@ -28,52 +28,80 @@ func skipNoAMX(t *testing.T) {
 // fewer, where the unit adds a pair at once), errs by at most
 // γ(k−1)·Σ|xw| ≤ k·2⁻²⁴·Σ|xw| (k(k−1)2⁻²⁴ ≤ 1 for the k here) — the bound
 // TestGemmBF16Go holds the VDPBF16PS order to; with strided operands,
-// over every shape's tails and blocks. And a product of some of the rows
-// gives those rows' bits.
+// over every shape's tails and blocks (checkAMXProduct).
 func TestGemmBF16AMX(t *testing.T) {
 	skipNoAMX(t)
 	rng := rand.New(rand.NewPCG(15, 16))
 	for _, sh := range amxShapes {
 		m, n, k := sh[0], sh[1], sh[2]
-		ldx, ldw, ldc := k+3, k+1, n+2
-		x, w := normal32(rng, m*ldx, 1), normal32(rng, n*ldw, 0.05)
-		c := normal32(rng, m*ldc, 1) // overwritten; the gaps between rows kept
-		keep := append([]float32(nil), c...)
-		GemmBF16(m, n, k, x, ldx, denseF32{w, k, ldw}, c, ldc)
-		for i := 0; i < m; i++ {
-			for j := n; j < ldc && i*ldc+j < len(c); j++ {
-				if c[i*ldc+j] != keep[i*ldc+j] {
-					t.Fatalf("m=%d n=%d k=%d: C[%d,%d] past n written", m, n, k, i, j)
-				}
-			}
-			for j := 0; j < n; j++ {
-				xr, wr := x[i*ldx:i*ldx+k], w[j*ldw:j*ldw+k]
-				var ref, abs float64
-				for p := range k {
-					v := widenBF16(RoundBF16(xr[p])) * widenBF16(RoundBF16(wr[p]))
-					ref += v
-					abs += math.Abs(v)
-				}
-				got := c[i*ldc+j]
-				if d := math.Abs(float64(got) - ref); d > float64(k)*0x1p-24*abs {
-					t.Fatalf("m=%d n=%d k=%d: C[%d,%d] = %v, float64 %v: error %.3g beyond k·2⁻²⁴·Σ|xw| = %.3g",
-						m, n, k, i, j, got, ref, d, float64(k)*0x1p-24*abs)
-				}
+		x, w := normal32(rng, m*(k+3), 1), normal32(rng, n*(k+1), 0.05)
+		checkAMXProduct(t, GemmBF16, m, n, k, x, w, 1, func(x, w float32) float64 {
+			return widenBF16(RoundBF16(x)) * widenBF16(RoundBF16(w))
+		})
+	}
+}
+
+// checkAMXProduct runs gemm on X (m × k, row stride k+3) and W (n × k,
+// row stride k+1) into a C of row stride n+2 and checks that each element
+// is within parts·k·2⁻²⁴·Σ|p| of the float64 sum of the products p =
+// prod(x, w), that the columns past n keep their values, and that the
+// sums depend on k alone: the rows from m/3 on alone, and the columns
+// from n/2 on alone (W's rows from there, as package model splits a
+// product between goroutines), give the same bits.
+func checkAMXProduct(t *testing.T, gemm func(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int),
+	m, n, k int, x, w []float32, parts int, prod func(x, w float32) float64) {
+	t.Helper()
+	ldx, ldw, ldc := k+3, k+1, n+2
+	rng := rand.New(rand.NewPCG(uint64(m), uint64(n*k)))
+	c := normal32(rng, m*ldc, 1) // overwritten; the gaps between rows kept
+	keep := append([]float32(nil), c...)
+	gemm(m, n, k, x, ldx, denseF32{w, k, ldw}, c, ldc)
+	for i := 0; i < m; i++ {
+		for j := n; j < ldc && i*ldc+j < len(c); j++ {
+			if c[i*ldc+j] != keep[i*ldc+j] {
+				t.Fatalf("m=%d n=%d k=%d: C[%d,%d] past n written", m, n, k, i, j)
 			}
 		}
-		// The sums depend on k alone: the rows from m/3 on, alone, give
-		// the same bits (as model's split of rows across goroutines needs).
-		i0 := m / 3
-		part := make([]float32, (m-i0)*n)
-		GemmBF16(m-i0, n, k, x[i0*ldx:], ldx, denseF32{w, k, ldw}, part, n)
-		for i := i0; i < m; i++ {
-			for j := 0; j < n; j++ {
-				if math.Float32bits(part[(i-i0)*n+j]) != math.Float32bits(c[i*ldc+j]) {
-					t.Fatalf("m=%d n=%d k=%d: C[%d,%d] = %v in the whole product, %v from row %d on", m, n, k, i, j, c[i*ldc+j], part[(i-i0)*n+j], i0)
-				}
+		for j := 0; j < n; j++ {
+			var ref, abs float64
+			for p := range k {
+				v := prod(x[i*ldx+p], w[j*ldw+p])
+				ref += v
+				abs += math.Abs(v)
+			}
+			bound := float64(parts*k) * 0x1p-24 * abs
+			if d := math.Abs(float64(c[i*ldc+j]) - ref); d > bound {
+				t.Fatalf("m=%d n=%d k=%d: C[%d,%d] = %v, float64 %v: error %.3g beyond %d·k·2⁻²⁴·Σ|xw| = %.3g",
+					m, n, k, i, j, c[i*ldc+j], ref, d, parts, bound)
 			}
 		}
 	}
+	i0, j0 := m/3, n/2
+	rows, cols := make([]float32, (m-i0)*n), make([]float32, m*(n-j0))
+	gemm(m-i0, n, k, x[i0*ldx:], ldx, denseF32{w, k, ldw}, rows, n)
+	gemm(m, n-j0, k, x, ldx, rowsFrom{denseF32{w, k, ldw}, j0}, cols, n-j0)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			whole := math.Float32bits(c[i*ldc+j])
+			if i >= i0 && math.Float32bits(rows[(i-i0)*n+j]) != whole {
+				t.Fatalf("m=%d n=%d k=%d: C[%d,%d] = %v in the whole product, %v from row %d on", m, n, k, i, j, c[i*ldc+j], rows[(i-i0)*n+j], i0)
+			}
+			if j >= j0 && math.Float32bits(cols[i*(n-j0)+j-j0]) != whole {
+				t.Fatalf("m=%d n=%d k=%d: C[%d,%d] = %v in the whole product, %v from column %d on", m, n, k, i, j, c[i*ldc+j], cols[i*(n-j0)+j-j0], j0)
+			}
+		}
+	}
+}
+
+// rowsFrom is the rows of w from j0 on, as package model hands a block of
+// a product's columns to a goroutine.
+type rowsFrom struct {
+	w  PairSource
+	j0 int
+}
+
+func (r rowsFrom) PackPairs(dst []uint32, r0, rows, p0, kp int) {
+	r.w.PackPairs(dst, r.j0+r0, rows, p0, kp)
 }
 
 // TestGemmBF16AMXExact: on small integers (|x|, |w| ≤ 8, so every partial

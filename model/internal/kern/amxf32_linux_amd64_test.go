@@ -6,135 +6,46 @@ import (
 	"testing"
 )
 
-// TestPackXAMXSplit3: packXAMXSplit3 (its AVX-512 split included) lays out
-// the hi, mid and lo parts of split3BF16 in three planes, each as packXAMX
-// lays out rounded pairs — on random bit patterns, ties, infinities, NaNs,
-// values that round to infinity and denormals, over odd k, rows past ma
-// and padded blocks — and the parts are those of split3BF16's definition:
-// hi the nearest bfloat16, 0 for mid and lo where hi is not finite, and
-// hi + mid + lo = x exactly for normal x from 2⁻¹⁰⁰ to 2¹⁰⁰.
-func TestPackXAMXSplit3(t *testing.T) {
+// TestSplit3BF16: split3BF16's parts are those of its definition — hi the
+// nearest bfloat16, mid and lo 0 where hi is not finite, and hi + mid + lo
+// = x exactly for normal x from 2⁻¹⁰⁰ to 2¹⁰⁰ — on random bit patterns,
+// ties and special values (TestPackXAMX checks their layout).
+func TestSplit3BF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(43, 44))
-	for _, sh := range [][3]int{{1, 1, 0}, {5, 33, 0}, {40, 300, 3}, {33, 257, 1}, {64, 64, 0}} {
-		ma, k, pad := sh[0], sh[1], sh[2]
-		ldx := k + pad
-		x := roundingCases(rng, ma*ldx)
-		kpAll := (k + 1) / 2
-		ma32 := (ma + amxT - 1) &^ (amxT - 1)
-		plane := ma32 * ((kpAll + 15) &^ 15)
-		ap := make([]uint32, 3*plane)
-		for i := range ap {
-			ap[i] = 0xdeadbeef
+	for _, v := range roundingCases(rng, 100000) {
+		hi, mid, lo := split3BF16(v)
+		if hi != RoundBF16(v) {
+			t.Fatalf("split3(%#08x): hi %#04x, want %#04x", math.Float32bits(v), hi, RoundBF16(v))
 		}
-		packXAMXSplit3(x, ldx, k, ma, ap)
-		for pc := 0; pc < kpAll; pc += bfKP {
-			kp := min(bfKP, kpAll-pc)
-			kp16 := (kp + 15) &^ 15
-			for r := 0; r < ma32; r++ {
-				for p := 0; p < kp16; p++ {
-					var want [3]uint32
-					for e := 0; e < 2; e++ {
-						if q := 2*(pc+p) + e; r < ma && q < k {
-							h, m, l := split3BF16(x[r*ldx+q])
-							for i, part := range []uint16{h, m, l} {
-								want[i] |= uint32(part) << (16 * e)
-							}
-						}
-					}
-					at := pc*ma32 + r/16*16*kp16 + p/16*256 + r%16*16 + p%16
-					for i := range want {
-						if got := ap[i*plane+at]; got != want[i] {
-							t.Fatalf("ma=%d k=%d: row %d pair %d, part %d: %#08x, want %#08x", ma, k, r, pc+p, i, got, want[i])
-						}
-					}
-				}
+		if hi&0x7f80 == 0x7f80 {
+			if mid != 0 || lo != 0 {
+				t.Fatalf("split3(%#08x): mid %#04x, lo %#04x beside a non-finite hi", math.Float32bits(v), mid, lo)
 			}
+			continue
 		}
-		for _, v := range x {
-			hi, mid, lo := split3BF16(v)
-			if hi != RoundBF16(v) {
-				t.Fatalf("split3(%#08x): hi %#04x, want %#04x", math.Float32bits(v), hi, RoundBF16(v))
-			}
-			if hi&0x7f80 == 0x7f80 {
-				if mid != 0 || lo != 0 {
-					t.Fatalf("split3(%#08x): mid %#04x, lo %#04x beside a non-finite hi", math.Float32bits(v), mid, lo)
-				}
-				continue
-			}
-			if a := math.Abs(float64(v)); a >= 0x1p-100 && a < 0x1p100 {
-				if s := widenBF16(hi) + widenBF16(mid) + widenBF16(lo); s != float64(v) {
-					t.Fatalf("split3(%v): hi + mid + lo = %v", v, s)
-				}
+		if a := math.Abs(float64(v)); a >= 0x1p-100 && a < 0x1p100 {
+			if s := widenBF16(hi) + widenBF16(mid) + widenBF16(lo); s != float64(v) {
+				t.Fatalf("split3(%v): hi + mid + lo = %v", v, s)
 			}
 		}
 	}
-}
-
-// rowsFrom is the rows of w from j0 on, as the model hands a column block
-// of a product to GemmF32AMX.
-type rowsFrom struct {
-	w  PairSource
-	j0 int
-}
-
-func (r rowsFrom) PackPairs(dst []uint32, r0, rows, p0, kp int) {
-	r.w.PackPairs(dst, r.j0+r0, rows, p0, kp)
 }
 
 // TestGemmF32AMX: for a W of bfloat16 values, each element of GemmF32AMX's
 // C is within the float32 summation bound of the float64 product of the
 // float32 X (not rounded) and W: 3k exact products, each x·w the exact sum
 // of three, summed in float32 (γ(3k) ≤ 3k·2⁻²⁴ of Σ|xw|), with strided
-// operands over the AMX blocking's edges; columns past n are not written;
-// and the sums depend on k alone: rows from m/3 on alone, and columns from
-// n/2 on alone (W's rows from there), give the same bits.
+// operands over the AMX blocking's edges (checkAMXProduct).
 func TestGemmF32AMX(t *testing.T) {
 	skipNoAMX(t)
 	rng := rand.New(rand.NewPCG(45, 46))
 	for _, sh := range amxShapes {
 		m, n, k := sh[0], sh[1], sh[2]
-		ldx, ldw, ldc := k+3, k+1, n+2
-		x, w := normal32(rng, m*ldx, 1), normal32(rng, n*ldw, 0.05)
+		x, w := normal32(rng, m*(k+3), 1), normal32(rng, n*(k+1), 0.05)
 		for i, v := range w {
 			w[i] = float32(widenBF16(RoundBF16(v)))
 		}
-		c := normal32(rng, m*ldc, 1)
-		keep := append([]float32(nil), c...)
-		GemmF32AMX(m, n, k, x, ldx, denseF32{w, k, ldw}, c, ldc)
-		for i := 0; i < m; i++ {
-			for j := n; j < ldc && i*ldc+j < len(c); j++ {
-				if c[i*ldc+j] != keep[i*ldc+j] {
-					t.Fatalf("m=%d n=%d k=%d: C[%d,%d] past n written", m, n, k, i, j)
-				}
-			}
-			for j := 0; j < n; j++ {
-				var ref, abs float64
-				for p := range k {
-					v := float64(x[i*ldx+p]) * float64(w[j*ldw+p])
-					ref += v
-					abs += math.Abs(v)
-				}
-				if d := math.Abs(float64(c[i*ldc+j]) - ref); d > 3*float64(k)*0x1p-24*abs {
-					t.Fatalf("m=%d n=%d k=%d: C[%d,%d] = %v, float64 %v: error %.3g beyond 3k·2⁻²⁴·Σ|xw| = %.3g",
-						m, n, k, i, j, c[i*ldc+j], ref, d, 3*float64(k)*0x1p-24*abs)
-				}
-			}
-		}
-		i0, j0 := m/3, n/2
-		rows, cols := make([]float32, (m-i0)*n), make([]float32, m*(n-j0))
-		GemmF32AMX(m-i0, n, k, x[i0*ldx:], ldx, denseF32{w, k, ldw}, rows, n)
-		GemmF32AMX(m, n-j0, k, x, ldx, rowsFrom{denseF32{w, k, ldw}, j0}, cols, n-j0)
-		for i := 0; i < m; i++ {
-			for j := 0; j < n; j++ {
-				whole := math.Float32bits(c[i*ldc+j])
-				if i >= i0 && math.Float32bits(rows[(i-i0)*n+j]) != whole {
-					t.Fatalf("m=%d n=%d k=%d: C[%d,%d] = %v in the whole product, %v from row %d on", m, n, k, i, j, c[i*ldc+j], rows[(i-i0)*n+j], i0)
-				}
-				if j >= j0 && math.Float32bits(cols[i*(n-j0)+j-j0]) != whole {
-					t.Fatalf("m=%d n=%d k=%d: C[%d,%d] = %v in the whole product, %v from column %d on", m, n, k, i, j, c[i*ldc+j], cols[i*(n-j0)+j-j0], j0)
-				}
-			}
-		}
+		checkAMXProduct(t, GemmF32AMX, m, n, k, x, w, 3, func(x, w float32) float64 { return float64(x) * float64(w) })
 	}
 }
 
