@@ -29,7 +29,8 @@ import (
 //	+ 2·n·Hv                                   Gated DeltaNet's β and g
 //	+ G·q·min(n, 1024)·i/2                     the AMX products' packed activations: q = 3 parts
 //	                                           for ComputeF32 on bf16 weights, 1 for bf16 products
-//	                                           (on AMX only), i the widest projection input
+//	                                           (on AMX only), i the widest projection input; kept
+//	                                           for later passes (amxScratchFloats)
 //	+ n·V or min(n, headRows)·V                logits: returned (or hooked), or streamed (LogitRows)
 //	+ B·H·T²                                   the attention pattern, when hook_pattern is hooked
 //
@@ -72,13 +73,7 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		}
 	}
 	floats += gdn
-	if q := m.amxParts(cmp.Or(opt.Compute, m.Compute)); q > 0 {
-		in := max(D, H*dh, c.DMLP)
-		if dc := c.DeltaNet; dc != nil {
-			in = max(in, dc.ValueHeads*dc.ValueDim)
-		}
-		floats += runtime.GOMAXPROCS(0) * q * min(n, amxRowsAtOnce) * in / 2
-	}
+	floats += m.amxScratchFloats(n, opt)
 	a := 2 // SwiGLU's gate and up projections
 	if c.Arch == ArchGPT2 {
 		a = 1
@@ -116,6 +111,23 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		floats += blockSize(n, headRows) * c.Vocab
 	}
 	return 4 * int64(floats), true
+}
+
+// amxScratchFloats is PassBytes' term for the AMX products' packed
+// activations of a pass of n rows: G·q·min(n, 1024)·i/2. kern keeps those
+// buffers for the next products (one per P), so that the first pass
+// allocates them and later passes reuse them.
+func (m *Model) amxScratchFloats(n int, opt Options) int {
+	q := m.amxParts(cmp.Or(opt.Compute, m.Compute))
+	if q == 0 {
+		return 0
+	}
+	c := &m.Config
+	in := max(c.DModel, c.Heads*c.DHead, c.DMLP)
+	if dc := c.DeltaNet; dc != nil {
+		in = max(in, dc.ValueHeads*dc.ValueDim)
+	}
+	return runtime.GOMAXPROCS(0) * q * min(n, amxRowsAtOnce) * in / 2
 }
 
 // axisSizes returns the size of every axis name hooks.Points uses, for a

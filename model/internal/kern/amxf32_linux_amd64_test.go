@@ -3,6 +3,7 @@ package kern
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -134,5 +135,24 @@ func TestGemmF32AMXSpecial(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAMXBuffersKept: the AMX products keep their buffers across
+// collections (amxKept, not a sync.Pool, which drops them at each): after
+// a first product, products of the same shape with collections between
+// them allocate nothing.
+func TestAMXBuffersKept(t *testing.T) {
+	skipNoAMX(t)
+	const m, n, k = 300, 64, 700
+	rng := rand.New(rand.NewPCG(51, 52))
+	x, w, c := normal32(rng, m*k, 1), normal32(rng, n*k, 0.05), make([]float32, m*n)
+	var src PairSource = denseF32{w, k, k}
+	GemmF32AMX(m, n, k, x, k, src, c, n)
+	if a := testing.AllocsPerRun(5, func() {
+		runtime.GC()
+		GemmF32AMX(m, n, k, x, k, src, c, n)
+	}); a != 0 {
+		t.Errorf("%v allocations per product after collections, want 0", a)
 	}
 }

@@ -17,7 +17,7 @@ type PackedBF16 struct {
 	split bool // pair p holds (w_p, w_p): the product's X is split (GemmPacked)
 	off   []int
 
-	// buf is GemmPacked's packed X, kept with W rather than in amxPool:
+	// buf is GemmPacked's packed X, kept with W rather than in amxKept:
 	// for the split product X is a tile of attention weights, rows × T,
 	// and a pool drops it at the collections a long pass makes between
 	// its layers, so that it was made again in every layer
