@@ -9,6 +9,7 @@ import (
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model/internal/kern"
 )
 
 // goldenDir is where CI keeps the reference data made by other
@@ -263,17 +264,40 @@ func TestGoldenPyTorchBin(t *testing.T) {
 	}
 }
 
-// TestGoldenBF16 runs the bf16-stored weights, kept as stored and widened
-// inside the matrix products, against the reference float32 run on the
-// same bf16-rounded weights.
+// TestGoldenBF16 runs the bf16-stored weights, kept as stored, against the
+// reference float32 run on the same bf16-rounded weights: with the
+// default arithmetic (on a CPU with AMX, products of at least amxF32Rows
+// rows on the tile unit), with f32-widen (every product widened inside
+// the float32 kernels), and, on AMX, with every product on the tile unit
+// (kern.GemmF32AMX, whatever its rows).
 func TestGoldenBF16(t *testing.T) {
+	t.Run("default", func(t *testing.T) { goldenBF16(t, "") })
+	t.Run("f32-widen", func(t *testing.T) { goldenBF16(t, ComputeF32Widen) })
+	t.Run("every product on AMX", func(t *testing.T) {
+		if !kern.HasAMX() {
+			t.Skip("no AMX here: the runs above are the float32 kernels'")
+		}
+		defer func(f func(*Weight, int) bool) { f32AMX = f }(f32AMX)
+		ran := false
+		f32AMX = func(w *Weight, n int) bool {
+			ran = ran || w.DType == "BF16"
+			return w.DType == "BF16"
+		}
+		goldenBF16(t, "")
+		if !ran {
+			t.Error("no product of a BF16 weight asked for the tile unit")
+		}
+	})
+}
+
+func goldenBF16(t *testing.T, c Compute) {
 	for _, name := range goldenCases(t) {
 		caseDir := filepath.Join(goldenDir, name)
 		if _, err := os.Stat(filepath.Join(caseDir, "model.bf16.safetensors")); err != nil {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			m, err := Load(variantDir(t, caseDir, "model.bf16.safetensors", "model.safetensors"), LoadOptions{})
+			m, err := Load(variantDir(t, caseDir, "model.bf16.safetensors", "model.safetensors"), LoadOptions{Compute: c})
 			if err != nil {
 				t.Fatal(err)
 			}
