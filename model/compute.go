@@ -135,15 +135,16 @@ func (m *Model) checkCompute(c Compute) error {
 }
 
 // linearAs is linear in the arithmetic c: linearBF16 for bf16 products,
-// zeros for computeNames, and for ComputeF32 the products of linearF32AMX
-// where it applies (bf16 weights, AMX, at least amxF32Rows rows).
+// zeros for computeNames, and for ComputeF32 linearPairs on
+// kern.GemmF32AMX where f32AMX says so (bf16 weights, AMX, at least
+// amxF32Rows rows).
 func linearAs(c Compute, dst []float32, x []float32, n, in int, w Weight, out int, b []float32) {
 	switch {
 	case c == computeNames:
 		clear(dst[:n*out])
 	case c.BF16Products():
 		linearBF16(dst, x, n, in, w, out, b)
-	case c != ComputeF32Widen && f32AMX(&w, n):
+	case c != ComputeF32Widen && f32AMX(w.DType, n):
 		linearPairs(dst, x, n, in, w, out, b, kern.GemmF32AMX)
 	default:
 		linear(dst, x, n, in, w, out, b)
@@ -156,12 +157,12 @@ func linearAs(c Compute, dst []float32, x []float32, n, in int, w Weight, out in
 // product.
 const amxF32Rows = 64
 
-// f32AMX reports whether ComputeF32's product of n rows by w runs on
-// kern.GemmF32AMX: w stored in bfloat16, so that its values are exact
-// tile operands, and the CPU has AMX (a variable, so that tests can play
-// a CPU without it).
-var f32AMX = func(w *Weight, n int) bool {
-	return w.DType == "BF16" && n >= amxF32Rows && kern.HasAMX()
+// f32AMX reports whether ComputeF32's product of n rows by a weight of
+// dtype runs on kern.GemmF32AMX: the weight stored in bfloat16, so that
+// its values are exact tile operands, and the CPU has AMX (a variable, so
+// that tests can put products of any rows there).
+var f32AMX = func(dtype string, n int) bool {
+	return dtype == "BF16" && n >= amxF32Rows && kern.HasAMX()
 }
 
 // linearBF16 is linear with the product in bfloat16 arithmetic
@@ -196,29 +197,17 @@ func linearPairs(dst []float32, x []float32, n, in int, w Weight, out int, b []f
 		parts = 1
 	}
 	if n <= amxRowsAtOnce {
-		parts = min(parts, (out+31)/32)
-		eachPart(parts, parts, func(p, _ int) {
-			lo, hi := p*out/parts&^31, (p+1)*out/parts&^31
-			if p == parts-1 {
-				hi = out
-			}
-			gemm(n, hi-lo, in, x, in, weightFrom{&w, lo}, dst[lo:], out)
+		blocks := (out + 31) / 32 // of the tile unit's 32 columns
+		eachPart(blocks, min(parts, blocks), func(lo, hi int) {
+			j0, j1 := 32*lo, min(32*hi, out)
+			gemm(n, j1-j0, in, x, in, weightFrom{&w, j0}, dst[j0:], out)
 		})
 	} else {
 		eachPart(n, parts, func(lo, hi int) {
 			gemm(hi-lo, out, in, x[lo*in:hi*in], in, &w, dst[lo*out:hi*out], out)
 		})
 	}
-	if b != nil {
-		eachPart(n, min(parts, n), func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				row := dst[r*out : (r+1)*out]
-				for i, v := range b {
-					row[i] += v
-				}
-			}
-		})
-	}
+	addBias(dst, n, out, b, min(parts, n))
 }
 
 // weightFrom is the rows of w from j0 on, as a kern.PairSource.

@@ -228,3 +228,63 @@ func equal32(a, b []float32) bool {
 	}
 	return len(a) == len(b)
 }
+
+// TestLinearF32AMX: ComputeF32's products of a BF16 weight on AMX
+// (linearPairs on kern.GemmF32AMX) — contiguous and read as runs of rows
+// (a packed q_proj), with a bias, split over goroutines by columns (at
+// most amxRowsAtOnce rows) and by rows (more) — are within 3·in·2⁻²⁴ of
+// Σ|x·w| of the float64 product, and the rows of a product split by rows
+// are those of the same rows split by columns, bit for bit.
+func TestLinearF32AMX(t *testing.T) {
+	if !kern.HasAMX() {
+		t.Skip("no AMX here: ComputeF32 widens the weights (TestLinearDTypes)")
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	const in, out, run, pitch = 96, 300, 6, 10
+	x := make([]float32, 1500*in)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for _, runs := range []bool{false, true} {
+		stored := out
+		if runs {
+			stored = out / run * pitch
+		}
+		raw := make([]float32, stored*in)
+		for i := range raw {
+			raw[i] = float32(rng.NormFloat64() * 0.1)
+		}
+		_, bits := roundTo(raw, "BF16")
+		w := Weight{Rows: stored, Cols: in, DType: "BF16", Bits: bits}
+		if runs {
+			w = w.runsOf(1, run, pitch)
+		}
+		wide := w.widened() // [out, in] float32
+		bias := make([]float32, out)
+		for i := range bias {
+			bias[i] = float32(rng.NormFloat64())
+		}
+		byRows := make([]float32, 1500*out)
+		linearAs(ComputeF32, byRows, x, 1500, in, w, out, bias)
+		for i := 0; i < 1500; i++ {
+			for j := 0; j < out; j++ {
+				ref, abs := float64(bias[j]), math.Abs(float64(bias[j]))
+				for p := 0; p < in; p++ {
+					v := float64(x[i*in+p]) * float64(wide[j*in+p])
+					ref += v
+					abs += math.Abs(v)
+				}
+				if d := math.Abs(float64(byRows[i*out+j]) - ref); d > 3*in*0x1p-24*abs {
+					t.Fatalf("runs %v: out[%d,%d] = %v, float64 %v", runs, i, j, byRows[i*out+j], ref)
+				}
+			}
+		}
+		byCols := make([]float32, 1000*out)
+		linearAs(ComputeF32, byCols, x, 1000, in, w, out, bias)
+		for i := range byCols {
+			if math.Float32bits(byCols[i]) != math.Float32bits(byRows[i]) {
+				t.Fatalf("runs %v: out[%d,%d] = %v of 1000 rows (columns split), %v of 1500 (rows split)", runs, i/out, i%out, byCols[i], byRows[i])
+			}
+		}
+	}
+}

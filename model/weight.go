@@ -216,16 +216,23 @@ func linear(dst []float32, x []float32, n, in int, w Weight, out int, b []float3
 				0, blas32.General{Rows: hi - lo, Cols: out, Stride: out, Data: dst[lo*out : hi*out]})
 		})
 	}
-	if b != nil {
-		eachPart(n, parts, func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				row := dst[r*out : (r+1)*out]
-				for i, v := range b {
-					row[i] += v
-				}
-			}
-		})
+	addBias(dst, n, out, b, parts)
+}
+
+// addBias adds b (nil: nothing) to each of the n rows of dst [n, out],
+// split over parts goroutines.
+func addBias(dst []float32, n, out int, b []float32, parts int) {
+	if b == nil {
+		return
 	}
+	eachPart(n, parts, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := dst[r*out : (r+1)*out]
+			for i, v := range b {
+				row[i] += v
+			}
+		}
+	})
 }
 
 // Linear sets dst[n, out] = x[n, in]·wᵀ + b for float32 weights w [out, in]
