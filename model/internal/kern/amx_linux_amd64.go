@@ -270,27 +270,32 @@ const (
 
 // packXTiles lays X out as packXAMX does, with the values of mode.
 func packXTiles(x []float32, ldx, k, ma int, ap []uint32, mode int) {
-	per := 2 // values per pair
-	if mode == tilesSplit2 {
+	per, planes := 2, 1 // values per pair, planes of ap
+	switch mode {
+	case tilesSplit2:
 		per = 1
+	case tilesSplit3:
+		planes = 3
 	}
-	plane := len(ap) / 3
+	plane := len(ap) / planes
 	kpAll := (k + per - 1) / per
 	ma32 := (ma + amxT - 1) &^ (amxT - 1)
 	for pc := 0; pc < kpAll; pc += bfKP {
 		kp := min(bfKP, kpAll-pc)
 		kp16 := (kp + 15) &^ 15
-		blk := ap[pc*ma32 : pc*ma32+ma32*kp16]
 		for r := 0; r < ma32; r++ {
-			grp := blk[r/16*16*kp16 : (r/16+1)*16*kp16]
+			// grp[p]: the 16-row group of r in plane p; row r of its
+			// tile t at t·256 + i·16
+			var grp [3][]uint32
+			base := pc*ma32 + r/16*16*kp16
+			for p := range planes {
+				grp[p] = ap[p*plane+base : p*plane+base+16*kp16]
+			}
 			i := r % 16
 			if r >= ma {
 				for t := 0; t < kp16; t += 16 {
-					clear(grp[t*16+i*16 : t*16+i*16+16])
-					if mode == tilesSplit3 {
-						at := pc*ma32 + r/16*16*kp16 + t*16 + i*16
-						clear(ap[plane+at : plane+at+16])
-						clear(ap[2*plane+at : 2*plane+at+16])
+					for p := range planes {
+						clear(grp[p][t*16+i*16 : t*16+i*16+16])
 					}
 				}
 				continue
@@ -302,46 +307,42 @@ func packXTiles(x []float32, ldx, k, ma int, ap []uint32, mode int) {
 				t0 = full &^ 15
 				switch mode {
 				case tilesRound:
-					roundPairs16(&grp[i*16], &row[0], t0/16, 1024)
+					roundPairs16(&grp[0][i*16], &row[0], t0/16, 1024)
 				case tilesSplit2:
-					splitPairs16(&grp[i*16], &row[0], t0/16, 1024)
+					splitPairs16(&grp[0][i*16], &row[0], t0/16, 1024)
 				case tilesSplit3:
-					split3Pairs16(&grp[i*16], &row[0], t0/16, 1024, 4*plane)
+					split3Pairs16(&grp[0][i*16], &row[0], t0/16, 1024, 4*plane)
 				}
 			}
 			for t := t0; t < kp16; t += 16 {
-				dst := grp[t*16+i*16 : t*16+i*16+16]
-				at := pc*ma32 + r/16*16*kp16 + t*16 + i*16
+				at := t*16 + i*16
 				n := min(16, max(0, full-t))
 				for q := 0; q < n; q++ {
 					switch mode {
 					case tilesRound:
-						dst[q] = uint32(RoundBF16(row[2*(t+q)])) | uint32(RoundBF16(row[2*(t+q)+1]))<<16
+						grp[0][at+q] = uint32(RoundBF16(row[2*(t+q)])) | uint32(RoundBF16(row[2*(t+q)+1]))<<16
 					case tilesSplit2:
-						dst[q] = splitBF16(row[t+q])
+						grp[0][at+q] = splitBF16(row[t+q])
 					case tilesSplit3:
 						h0, m0, l0 := split3BF16(row[2*(t+q)])
 						h1, m1, l1 := split3BF16(row[2*(t+q)+1])
-						dst[q] = uint32(h0) | uint32(h1)<<16
-						ap[plane+at+q] = uint32(m0) | uint32(m1)<<16
-						ap[2*plane+at+q] = uint32(l0) | uint32(l1)<<16
+						grp[0][at+q] = uint32(h0) | uint32(h1)<<16
+						grp[1][at+q] = uint32(m0) | uint32(m1)<<16
+						grp[2][at+q] = uint32(l0) | uint32(l1)<<16
 					}
 				}
-				clear(dst[n:])
-				if mode == tilesSplit3 {
-					clear(ap[plane+at+n : plane+at+16])
-					clear(ap[2*plane+at+n : 2*plane+at+16])
+				for p := range planes {
+					clear(grp[p][at+n : at+16])
 				}
 			}
-			if full < kp {
+			if full < kp { // an odd k: the last pair holds one value
 				at := full/16*256 + i*16 + full%16
 				switch mode {
 				case tilesRound:
-					grp[at] = uint32(RoundBF16(row[2*full]))
+					grp[0][at] = uint32(RoundBF16(row[2*full]))
 				case tilesSplit3:
 					h, m, l := split3BF16(row[2*full])
-					at += pc*ma32 + r/16*16*kp16
-					ap[at], ap[plane+at], ap[2*plane+at] = uint32(h), uint32(m), uint32(l)
+					grp[0][at], grp[1][at], grp[2][at] = uint32(h), uint32(m), uint32(l)
 				}
 			}
 		}
