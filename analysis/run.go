@@ -227,10 +227,7 @@ func (s *Sweep) prepare() (*Manifest, []Chunk, error) {
 		s.Threads = runtime.GOMAXPROCS(0)
 	}
 	cfg := &s.Model.Config
-	s.Options.Compute = ""
-	if c := s.Model.Compute; c != "" && c != model.ComputeF32 {
-		s.Options.Compute = c
-	}
+	s.Options.Compute = s.Model.Compute.Recorded()
 	if !s.Model.Compute.BF16Products() {
 		s.Options.DeviationTokens = 0
 	}

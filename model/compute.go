@@ -109,6 +109,16 @@ func (m *Model) amxParts(c Compute) int {
 	return 0
 }
 
+// Recorded is c as results record it (analysis.SweepOptions.Compute and
+// pass keys): "" for ComputeF32 (and ""), so that float32 keys are those
+// of releases before the option; c itself otherwise.
+func (c Compute) Recorded() Compute {
+	if c == ComputeF32 {
+		return ""
+	}
+	return c
+}
+
 // ParseCompute reads a Compute by name ("" is ComputeF32).
 func ParseCompute(s string) (Compute, error) {
 	switch Compute(s) {

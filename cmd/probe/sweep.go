@@ -422,9 +422,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	}
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
-	if m.Compute != "" && m.Compute != model.ComputeF32 {
-		opts.Compute = m.Compute // as Sweep.Run records it
-	}
+	opts.Compute = m.Compute.Recorded() // as Sweep.Run records it
 	if !*force {
 		plan := &analysis.Manifest{Model: info, Source: src, Sweep: opts, Analysis: agg, Shard: sh}
 		if plan.Sweep.Probe, err = opts.Probe.Resolve(cfg.DHead); err != nil {
