@@ -106,6 +106,16 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	}
 }
 
+// notYet lists the golden configs of families this package does not run
+// yet (issues 27 and 31): their seeds must be refused as not supported,
+// and each entry goes when its family lands.
+var notYet = map[string]bool{
+	"golden_falcon_h1": true, "golden_gemma": true, "golden_gemma4_text": true, "golden_gpt_neox": true,
+	"golden_gpt_oss": true, "golden_gpt_oss_mxfp4": true, "golden_granite": true, "golden_mamba2": true,
+	"golden_mixtral": true, "golden_olmo2": true, "golden_olmo3": true, "golden_olmoe": true, "golden_phi3": true,
+	"golden_qwen3_moe": true, "golden_rwkv7": true, "golden_smollm3": true,
+}
+
 // TestFuzzParseConfigSeeds checks that the corpus holds every golden
 // config.json (byte for byte, so the fuzzer starts from the real files)
 // and that every seed a generator wrote is accepted.
@@ -138,6 +148,13 @@ func TestFuzzParseConfigSeeds(t *testing.T) {
 			// refused for want of model_type
 			if err == nil || !strings.Contains(err.Error(), "model_type is missing") {
 				t.Errorf("seed %s: %v, want the missing model_type refused", name, err)
+			}
+			continue
+		}
+		if notYet[name] {
+			// a family this package does not have yet: refused by name
+			if err == nil || !(strings.Contains(err.Error(), "not supported") || strings.Contains(err.Error(), "model_type is missing")) {
+				t.Errorf("seed %s: %v, want it refused as not supported (remove it from notYet once its family lands)", name, err)
 			}
 			continue
 		}
