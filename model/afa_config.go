@@ -87,7 +87,7 @@ func isAFAConfig(raw map[string]json.RawMessage) bool { return modelTypeIs(raw, 
 
 // fromAFA fills c from an AFA config.json.
 func (c *Config) fromAFA(data []byte, raw map[string]json.RawMessage) error {
-	var r rtRaw
+	var r filterSizesRaw
 	if err := json.Unmarshal(data, &r); err != nil {
 		return fmt.Errorf("not valid JSON: %v", err)
 	}

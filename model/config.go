@@ -8,17 +8,9 @@ import (
 	"path/filepath"
 )
 
-// Arch names a supported architecture.
+// Arch names a supported architecture. Each is declared in its family's
+// file (family.go lists them), and only that file refers to it.
 type Arch string
-
-// The architectures this package runs.
-const (
-	ArchLlama Arch = "llama" // Llama 1–3, Mistral without sliding window
-	ArchQwen2 Arch = "qwen2" // Qwen2 / Qwen2.5: q/k/v bias
-	ArchQwen3 Arch = "qwen3" // Qwen3: per-head QK RMSNorm before RoPE
-	ArchGated Arch = "gated" // Qiu et al. gated attention (Qwen3 code with an output gate packed in q_proj)
-	ArchGPT2  Arch = "gpt2"  // GPT-2: LayerNorm, learned positions, Conv1D weights
-)
 
 // GateKind says whether and how attention outputs are gated.
 type GateKind string
@@ -52,18 +44,14 @@ type Config struct {
 	Gate   GateKind // Qiu output gate
 	// GainGate says that the gate is computed by the pass, not learned
 	// (BFT: the Kalman gain K takes the gate's place).
-	GainGate  bool
-	QKVBias   bool // bias on q, k, v projections
-	OBias     bool // bias on o_proj
-	MLPBias   bool // bias on the MLP projections (Llama mlp_bias; GPT-2 always)
-	RoPE      RoPEConfig
-	Sliding   int // sliding_window when in use (0: none)
-	DType     string
-	GPT2Scale struct {
-		ByInverseLayer bool // scale_attn_by_inverse_layer_idx
-		Weights        bool // scale_attn_weights
-	}
-	RFA *RFAConfig // Robust Filter Attention settings (ArchRFA only; see rfa_config.go)
+	GainGate bool
+	QKVBias  bool // bias on q, k, v projections
+	OBias    bool // bias on o_proj
+	MLPBias  bool // bias on the MLP projections (Llama mlp_bias; GPT-2 always)
+	RoPE     RoPEConfig
+	Sliding  int // sliding_window when in use (0: none)
+	DType    string
+	RFA      *RFAConfig // Robust Filter Attention settings (ArchRFA only; see rfa_config.go)
 	// SelRoPE holds the Selective-RoPE rotary options (ArchSelRoPE only; see selrope_model.go).
 	SelRoPE *SelRoPEConfig
 	// BFT holds the Bayesian Filtering Transformer options (ArchBFT only; see bft_config.go).
@@ -85,7 +73,46 @@ type Config struct {
 	AttnSoftcap   float64     // attention logit soft-cap c: scaled score s → c·tanh(s/c) before the mask (0: off)
 	FinalSoftcap  float64     // final logit soft-cap c: logit → c·tanh(logit/c) (0: off)
 	EmbedScale    float32     // factor on the token embedding (0: none)
+
+	// The declared slots of a block (forward.go's decoderPass) that are
+	// data: the residual layout, the score scale and multipliers, the
+	// layers without RoPE. The zero values are the Llama layout.
+	Residual ResidualLayout
+	// AttnScale is the factor on q·k (0: DHead^−½); the family sets it:
+	// GPT-2 without scale_attn_weights 1, Gemma query_pre_attn_scalar^−½,
+	// Granite attention_multiplier.
+	AttnScale float64
+	// ScaleByInverseLayer divides layer l's score scale by l + 1 (GPT-2's
+	// scale_attn_by_inverse_layer_idx).
+	ScaleByInverseLayer bool
+	// ResidScale multiplies each sub-block's output before the residual
+	// add (Granite's residual_multiplier; 0: 1).
+	ResidScale float32
+	// LogitDivisor divides the logits (Granite's logits_scaling; 0: none).
+	LogitDivisor float32
+	// NoRoPE lists, per layer, the layers whose attention has no rotary
+	// embedding (SmolLM3's no_rope_layers; nil: RoPE in every layer).
+	NoRoPE []bool
 }
+
+// ResidualLayout says how a block's two sub-blocks meet the residual
+// stream; which norms surround them is data of the layer (Layer's norm
+// weights, nil for none): pre-norm (Llama), post-norm only (OLMo 2:
+// x + norm(f(x))) and sandwich (Gemma: x + post(f(pre(x)))) are all the
+// sequential layout.
+type ResidualLayout string
+
+// The residual layouts.
+const (
+	// ResidualSequential: x ← x + attn(·); x ← x + ffn(·) ("" too).
+	ResidualSequential ResidualLayout = ""
+	// ResidualParallel: x ← x + attn(norm₁(x)) + ffn(norm₂(x)) (GPT-NeoX's
+	// use_parallel_residual, GPT-J).
+	ResidualParallel ResidualLayout = "parallel"
+)
+
+// layerNoRoPE reports whether layer l's attention has no rotary embedding.
+func (c *Config) layerNoRoPE(l int) bool { return l < len(c.NoRoPE) && c.NoRoPE[l] }
 
 // RoPEConfig holds rotary embedding parameters (rotate-half convention).
 type RoPEConfig struct {
@@ -146,6 +173,24 @@ type rawConfig struct {
 	ActFn             string   `json:"activation_function"`
 	ScaleAttnWeights  *bool    `json:"scale_attn_weights"`
 	ScaleByInverseIdx bool     `json:"scale_attn_by_inverse_layer_idx"`
+}
+
+// filterSizesRaw holds the size fields of the research filter families'
+// config.json (RT, AFA; fromFilterSizes).
+type filterSizesRaw struct {
+	Hidden  *int     `json:"hidden_size"`
+	Layers  *int     `json:"num_hidden_layers"`
+	Heads   *int     `json:"num_attention_heads"`
+	HeadDim *int     `json:"head_dim"`
+	Inter   *int     `json:"intermediate_size"`
+	Vocab   *int     `json:"vocab_size"`
+	MaxPos  *int     `json:"max_position_embeddings"`
+	Eps     *float64 `json:"rms_norm_eps"`
+	Act     string   `json:"hidden_act"`
+	Tied    *bool    `json:"tie_word_embeddings"`
+	QKVBias bool     `json:"qkv_bias"`
+	OBias   bool     `json:"o_bias"`
+	DType   string   `json:"torch_dtype"`
 }
 
 // LoadConfig reads dir/config.json.
@@ -441,8 +486,10 @@ func (c *Config) fromGPT2(r *rawConfig) error {
 	c.TiedHead = r.TieWordEmbeddings == nil || *r.TieWordEmbeddings
 	c.QKVBias, c.OBias, c.MLPBias = true, true, true
 	c.Gate = GateNone
-	c.GPT2Scale.Weights = r.ScaleAttnWeights == nil || *r.ScaleAttnWeights
-	c.GPT2Scale.ByInverseLayer = r.ScaleByInverseIdx
+	if r.ScaleAttnWeights != nil && !*r.ScaleAttnWeights {
+		c.AttnScale = 1 // scale_attn_weights false: q·k unscaled
+	}
+	c.ScaleByInverseLayer = r.ScaleByInverseIdx
 	return nil
 }
 

@@ -80,6 +80,13 @@ func loadHead(m *Model, ld *loader, name string) {
 	m.Head = ld.weight(name, m.Vocab, m.DModel)
 }
 
+// The architectures of the Llama-layout decoder families.
+const (
+	ArchLlama Arch = "llama" // Llama 1–3, Mistral without sliding window
+	ArchQwen2 Arch = "qwen2" // Qwen2 / Qwen2.5: q/k/v bias
+	ArchQwen3 Arch = "qwen3" // Qwen3: per-head QK RMSNorm before RoPE
+)
+
 // The Hugging Face decoder families that share the Llama layout
 // (loadDecoder) and the decoder pass (forward.go).
 var (

@@ -36,8 +36,12 @@ func (m *Model) pass(ids [][]int, opt Options) (*Output, error) {
 	return m.forward(ids, opt)
 }
 
-// forward is the decoder pass of the Llama-layout families (and of every
-// family that is data on it: gated, Gemma, Qwen3.5, Selective RoPE, GPT-2).
+// forward is the decoder pass of every family that is data on the
+// declared slots of a block (llama2.c's order: embed → block(l) → head).
+// Each layer is a token mixer (softmax attention, or Layer.mixer) and a
+// channel mixer (the dense MLP, or Layer.ffn) in the residual layout of
+// Config.Residual, each sub-block with an optional norm before it and after
+// it (nil: none).
 func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	T, err := m.checkIDs(ids, opt)
 	if err != nil {
@@ -46,42 +50,108 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	if err := m.CheckMemory(len(ids), T, opt, 0); err != nil {
 		return nil, err
 	}
-	c, hs := &m.Config, opt.Hooks
-	B, D, H, KV, dh, F := len(ids), c.DModel, c.Heads, c.KVHeads, c.DHead, c.DMLP
+	p := m.newDecoderPass(len(ids), T, opt)
+	defer p.work.release()
+
+	// token embedding (× EmbedScale; + learned positions)
+	p.embed(ids)
+
+	blocks, headsOnly := m.Reach(opt)
+	for l := range m.Layers {
+		p.run(hooks.ResidPre, l, p.x, p.B, T, m.DModel)
+		if l == blocks {
+			break
+		}
+		lastHeads := headsOnly && l == blocks-1 // nothing reads this block past its heads
+		if err := p.block(l, lastHeads); err != nil {
+			return nil, err
+		}
+		if lastHeads {
+			break
+		}
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	if blocks < len(m.Layers) || headsOnly {
+		return &Output{Batch: p.B, T: T}, nil
+	}
+
+	// final norm, LM head
+	m.norm(p.h, p.x, m.FinalW, m.FinalB)
+	p.run(hooks.LNFinalNormalized, -1, p.h, p.B, T, m.DModel)
+	res := m.logits(p.h, nil, opt.Compute, p.B, T, opt, p.run)
+	if p.err != nil {
+		return nil, p.err
+	}
+	return res, nil
+}
+
+// decoderPass holds one forward pass's buffers: the residual stream, the
+// sub-blocks' inputs and outputs, the attention arena and the RoPE tables.
+// Its run keeps the first hook error (err).
+type decoderPass struct {
+	m      *Model
+	opt    Options
+	hs     *hooks.Set
+	B, T   int
+	err    error
+	x, h   []float32 // residual stream [B·T, D]; normalized input of a sub-block
+	out    []float32 // sub-block output, in h's storage (see forward)
+	h2     []float32 // the channel mixer's input and output (parallel layout only)
+	mlp    []float32 // MLP hidden values (mlpBlock)
+	arena  []float32 // softmax attention's q (then z), k, v, gate, or a mixer's scratch
+	rope   *ropeTable
+	local  *ropeTable // the sliding layers' own RoPE (Gemma 3)
+	rot    qkRotator
+	work   *workList // the attention workers' scratch, layer to layer
+	attnOn bool      // some layer is softmax attention
+}
+
+// newDecoderPass allocates the buffers of a pass of B sequences of T
+// tokens (PassBytes counts them).
+func (m *Model) newDecoderPass(B, T int, opt Options) *decoderPass {
+	c := &m.Config
 	n := B * T
-	run := func(point string, l int, x []float32, shape ...int) {
-		if err == nil {
-			err = hs.Run(point, l, x, shape...)
+	p := &decoderPass{m: m, opt: opt, hs: opt.Hooks, B: B, T: T, work: new(workList)}
+	p.x = make([]float32, n*c.DModel)
+	p.h = make([]float32, n*c.DModel)
+	// each sub-block has read a row of h (mlpBlock and the mixers: a row
+	// block, or all) before it writes that row of out
+	p.out = p.h
+	if c.Residual == ResidualParallel {
+		p.h2 = make([]float32, n*c.DModel)
+	}
+	// the softmax layers' q (then z), k, v and gate and the mixers' buffers
+	// (Gated DeltaNet's q, k, v and output) share one arena: a layer needs
+	// one set or the other, so the pass holds the larger
+	var arena int
+	arena, p.attnOn = m.arenaFloats(B, T)
+	p.arena = make([]float32, arena)
+	p.rot, _ = m.ext.(qkRotator)
+	if m.PosEmbed == nil && p.rot == nil && p.attnOn {
+		p.rope = newRopeTable(c.RoPE, c.RoPE.dims(c.DHead), T)
+		if c.LocalRoPE != nil {
+			p.local = newRopeTable(*c.LocalRoPE, c.LocalRoPE.dims(c.DHead), T)
 		}
 	}
+	return p
+}
 
-	x := make([]float32, n*D) // residual stream [B·T, D]
-	h := make([]float32, n*D) // normalized input of a sub-block
-	// sub-block output, in h's storage: each sub-block has read a row of h
-	// (mlpBlock and the mixers: a row block, or all) before it writes that row
-	out := h
-	var mlp, q, k, v, z, gate []float32 // MLP hidden values (mlpBlock); attention
-	// q (and then z), k, v and gate of the softmax attention layers (if any)
-	// and the mixers' buffers (Gated DeltaNet's q, k, v and output) share
-	// one arena: a layer needs one set or the other, so the pass holds the
-	// larger
-	arena, attn := m.arenaFloats(B, T)
-	gp := c.GatePerHead()
-	scratch := make([]float32, arena)
-	if attn {
-		// z overwrites q: the attention loop copies a tile's queries out
-		// before it writes that tile's outputs, and nothing reads q later
-		q = scratch[:n*H*dh]
-		z = q
-		k, v = scratch[n*H*dh:][:n*KV*dh], scratch[n*H*dh+n*KV*dh:][:n*KV*dh]
-		if gp > 0 {
-			gate = scratch[n*H*dh+2*n*KV*dh:][:n*H*gp]
-		}
+// run runs the hooks of point at layer l on x [shape], keeping the first
+// error (a hookRun).
+func (p *decoderPass) run(point string, l int, x []float32, shape ...int) {
+	if p.err == nil {
+		p.err = p.hs.Run(point, l, x, shape...)
 	}
+}
 
-	// token embedding (+ learned positions for GPT-2), split over the cores:
-	// a mapped table's rows are page faults
-	parallelRows(n, D, func(lo, hi int) {
+// embed fills the residual stream with the token embeddings of ids, times
+// Config.EmbedScale, plus the learned positions where the model has them.
+func (p *decoderPass) embed(ids [][]int) {
+	m, x, B, T, D := p.m, p.x, p.B, p.T, p.m.DModel
+	// split over the cores: a mapped table's rows are page faults
+	parallelRows(B*T, D, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			m.Embed.widenRow(x[r*D:(r+1)*D], ids[r/T][r%T])
 		}
@@ -91,186 +161,234 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 		// tied LM head's): the rows read pulled in whole page-cache folios
 		m.Embed.release()
 	}
-	if c.EmbedScale != 0 { // Gemma: × √D in the checkpoint's dtype
+	if s := m.EmbedScale; s != 0 { // Gemma: √D in the checkpoint's dtype; Granite: embedding_multiplier
 		for i := range x {
-			x[i] *= c.EmbedScale
+			x[i] *= s
 		}
 	}
-	run(hooks.Embed, -1, x, B, T, D)
+	p.run(hooks.Embed, -1, x, B, T, D)
 	if m.PosEmbed != nil {
-		pos := make([]float32, n*D)
+		pos := make([]float32, B*T*D)
 		for b := 0; b < B; b++ {
 			copy(pos[b*T*D:(b+1)*T*D], m.PosEmbed[:T*D])
 		}
-		run(hooks.PosEmbed, -1, pos, B, T, D)
+		p.run(hooks.PosEmbed, -1, pos, B, T, D)
 		addTo(x, pos)
 	}
-	var rope, localRope *ropeTable
-	rot, _ := m.ext.(qkRotator)
-	work := new(workList) // the attention workers' scratch, layer to layer
-	defer work.release()
-	if m.PosEmbed == nil && rot == nil && attn {
-		rope = newRopeTable(c.RoPE, c.RoPE.dims(dh), T)
-		if c.LocalRoPE != nil {
-			localRope = newRopeTable(*c.LocalRoPE, c.LocalRoPE.dims(dh), T) // the sliding layers' own RoPE (Gemma 3)
-		}
+}
+
+// block runs layer l on the residual stream: with the sequential layout
+//
+//	x ← x + s·post₁(mix(norm₁(x)))      (hook_resid_mid)
+//	x ← x + s·post₂(ffn(norm₂(x)))
+//
+// and with the parallel one (GPT-NeoX) x ← x + s·(ffn(norm₂(x)) +
+// mix(norm₁(x))), where s is Config.ResidScale (1 when 0) and a nil norm is
+// none. headsOnly stops after the attention heads' output (nothing reads
+// further).
+func (p *decoderPass) block(l int, headsOnly bool) error {
+	m, L, x, B, T, D := p.m, &p.m.Layers[l], p.x, p.B, p.T, p.m.DModel
+
+	// token mixer: norm, attention (or the layer's own mixer)
+	m.norm(p.h, x, L.Norm1W, L.Norm1B)
+	if L.Norm1W != nil {
+		p.run(hooks.LN1Normalized, l, p.h, B, T, D)
 	}
-
-	blocks, headsOnly := m.Reach(opt)
-	for l := range m.Layers {
-		L := &m.Layers[l]
-		run(hooks.ResidPre, l, x, B, T, D)
-		if l == blocks {
-			break
+	if L.mixer != nil {
+		// the layer's own token mixer in place of softmax attention
+		// (Qwen3.5's Gated DeltaNet layers)
+		if p.err == nil {
+			p.err = L.mixer.mix(m, p.out, p.h, p.arena, l, B, T, p.opt, p.run)
 		}
-		lastHeads := headsOnly && l == blocks-1 // nothing reads this block past its heads
+	} else if done, err := p.attention(l, headsOnly); err != nil || done {
+		return err
+	}
+	if headsOnly {
+		return nil
+	}
+	if L.PostNorm1W != nil {
+		rmsNorm(p.out, p.out, D, L.PostNorm1W, m.NormEps) // Gemma's, OLMo 2's post-attention norm
+	}
+	p.run(hooks.AttnOut, l, p.out, B, T, D)
 
-		// attention norm
-		m.norm(h, x, L.Norm1W, L.Norm1B)
-		run(hooks.LN1Normalized, l, h, B, T, D)
-
-		if L.mixer != nil {
-			// the layer's own token mixer in place of softmax attention
-			// (Qwen3.5's Gated DeltaNet layers)
-			if err == nil {
-				err = L.mixer.mix(m, out, h, scratch, l, B, T, opt, run)
-			}
-		} else {
-			// q, k, v projections (and the gate logits of gated models)
-			linearAs(opt.Compute, q, h, n, D, L.Wq, H*dh, L.Bq)
-			linearAs(opt.Compute, k, h, n, D, L.Wk, KV*dh, L.Bk)
-			linearAs(opt.Compute, v, h, n, D, L.Wv, KV*dh, L.Bv)
-			run(hooks.AttnQ, l, q, B, T, H, dh)
-			run(hooks.AttnK, l, k, B, T, KV, dh)
-			run(hooks.AttnV, l, v, B, T, KV, dh)
-			if gate != nil {
-				linearAs(opt.Compute, gate, h, n, D, L.Wg, H*gp, L.Bg)
-				parallelRows(n, H*gp, func(lo, hi int) {
-					for i := lo * H * gp; i < hi*H*gp; i++ {
-						gate[i] = sigmoid(gate[i])
-					}
-				})
-			}
-
-			// QK-norm per head, then RoPE (rotate-half)
-			if L.QNorm != nil {
-				rmsNorm(q, q, dh, L.QNorm, c.NormEps)
-				rmsNorm(k, k, dh, L.KNorm, c.NormEps)
-			}
-			if rope != nil {
-				rl := rope
-				if localRope != nil && c.layerWindow(l) > 0 {
-					rl = localRope
-				}
-				parallelRows(n, (H+KV)*dh, func(lo, hi int) {
-					for r := lo; r < hi; r++ {
-						t := r % T
-						for i := 0; i < H; i++ {
-							rl.apply(q[(r*H+i)*dh:(r*H+i+1)*dh], t)
-						}
-						for i := 0; i < KV; i++ {
-							rl.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
-						}
-					}
-				})
-			}
-			if rot != nil && err == nil {
-				// the family's own rotation of q and k from h (Selective RoPE's
-				// input-dependent cumulative angles)
-				err = rot.rotate(l, h, q, k, B, T, hs)
-			}
-			run(hooks.AttnRotQ, l, q, B, T, H, dh)
-			run(hooks.AttnRotK, l, k, B, T, KV, dh)
-			if err != nil {
-				return nil, err
-			}
-
-			// softmax(cap(q·kᵀ/√dh) + causal mask)·v, streamed in query tiles
-			args := &attnArgs{
-				layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh,
-				scale: m.attnScale(l), window: c.layerWindow(l), softcap: float32(c.AttnSoftcap),
-				q: q, k: k, v: v, z: z, bf16: opt.Compute == ComputeBF16,
-				consumers: hs.Consumers(l), tileRows: opt.TileRows, threads: opt.Threads,
-				work: work,
-			}
-			if err := attend(args, hs, run); err != nil {
-				return nil, err
-			}
-
-			// output gate: z ⊙ sigmoid(gate logits), per head or per element
-			if gate != nil {
-				if gp == 1 {
-					run(hooks.AttnGate, l, gate, B, T, H)
-				} else {
-					run(hooks.AttnGate, l, gate, B, T, H, dh)
-				}
-				for r := 0; r < n*H; r++ {
-					zr := z[r*dh : (r+1)*dh]
-					if gp == 1 {
-						for i := range zr {
-							zr[i] *= gate[r]
-						}
-					} else {
-						for i := range zr {
-							zr[i] *= gate[r*dh+i]
-						}
-					}
-				}
-			}
-			run(hooks.AttnZ, l, z, B, T, H, dh)
-			if err == nil {
-				err = headFault(z, l, T, H, dh)
-			}
-			if lastHeads {
-				break
-			}
-
-			// o_proj, residual connection
-			linearAs(opt.Compute, out, z, n, H*dh, L.Wo, D, L.Bo)
+	// channel mixer input: after the attention residual add, or (parallel)
+	// from the same x
+	if m.Residual == ResidualParallel {
+		m.norm(p.h2, x, L.Norm2W, L.Norm2B)
+		if L.Norm2W != nil {
+			p.run(hooks.LN2Normalized, l, p.h2, B, T, D)
 		}
-		if lastHeads {
-			break
+		p.channel(l, p.h2, p.h2)
+		// HF's order: mlp_output + attn_output + residual
+		for i, v := range p.h2 {
+			p.out[i] = v + p.out[i]
 		}
-		if L.PostNorm1W != nil {
-			rmsNorm(out, out, D, L.PostNorm1W, c.NormEps) // Gemma's post-attention norm
-		}
-		run(hooks.AttnOut, l, out, B, T, D)
-		addTo(x, out)
-		run(hooks.ResidMid, l, x, B, T, D)
-		if i := firstNonFinite(x); i >= 0 && err == nil {
-			err = fmt.Errorf("model: non-finite value %v in the residual stream after the attention output projection of layer %d at batch %d position %d dim %d (every head's output was finite)",
+		m.addResidual(x, p.out)
+	} else {
+		m.addResidual(x, p.out)
+		p.run(hooks.ResidMid, l, x, B, T, D)
+		if i := firstNonFinite(x); i >= 0 && p.err == nil {
+			p.err = fmt.Errorf("model: non-finite value %v in the residual stream after the attention output projection of layer %d at batch %d position %d dim %d (every head's output was finite)",
 				x[i], l, i/D/T, (i/D)%T, i%D)
 		}
-
-		// MLP norm, MLP, residual connection
-		m.norm(h, x, L.Norm2W, L.Norm2B)
-		run(hooks.LN2Normalized, l, h, B, T, D)
-		mlpBlock(out, h, &mlp, L, c.Act, c.NormEps, B, T, D, F, opt.Compute, hs, run, l)
-		addTo(x, out)
-		run(hooks.ResidPost, l, x, B, T, D)
-		if err != nil {
-			return nil, err
+		m.norm(p.h, x, L.Norm2W, L.Norm2B)
+		if L.Norm2W != nil {
+			p.run(hooks.LN2Normalized, l, p.h, B, T, D)
 		}
-		if err := residualFault(x, l, T, D); err != nil {
-			return nil, err
+		p.channel(l, p.out, p.h)
+		m.addResidual(x, p.out)
+	}
+	p.run(hooks.ResidPost, l, x, B, T, D)
+	if p.err != nil {
+		return p.err
+	}
+	return residualFault(x, l, T, D)
+}
+
+// channel runs layer l's channel mixer on the normalized input h into out
+// (which may be h): the dense MLP, or Layer.ffn; then the post-norm
+// (Gemma, OLMo 2) and hook_mlp_out.
+func (p *decoderPass) channel(l int, out, h []float32) {
+	m, L, B, T, D := p.m, &p.m.Layers[l], p.B, p.T, p.m.DModel
+	if L.ffn != nil {
+		if p.err == nil {
+			p.err = L.ffn.mixChannels(m, out, h, l, B, T, p.opt, p.run)
+		}
+	} else {
+		mlpBlock(out, h, &p.mlp, L, m.Act, B, T, D, m.DMLP, p.opt.Compute, p.hs, p.run, l)
+	}
+	if L.PostNorm2W != nil {
+		rmsNorm(out, out, D, L.PostNorm2W, m.NormEps)
+	}
+	p.run(hooks.MLPOut, l, out, B, T, D)
+}
+
+// addResidual adds a sub-block's output to the residual stream: x += s·out
+// with s = Config.ResidScale (Granite's residual_multiplier), x += out when
+// it is 0.
+func (m *Model) addResidual(x, out []float32) {
+	if s := m.ResidScale; s != 0 {
+		for i, v := range out {
+			x[i] += v * s
+		}
+		return
+	}
+	addTo(x, out)
+}
+
+// attention runs layer l's softmax attention from the normalized input p.h
+// into p.out: q, k, v projections (and gate logits), QK-norm, RoPE,
+// softmax(cap(s·q·kᵀ) + mask [+ sink])·v streamed in query tiles, the output
+// gate, the output projection. done reports that the pass stops here
+// (headsOnly: after the heads' output z).
+func (p *decoderPass) attention(l int, headsOnly bool) (done bool, err error) {
+	m, c, L, B, T := p.m, &p.m.Config, &p.m.Layers[l], p.B, p.T
+	D, H, KV, dh := c.DModel, c.Heads, c.KVHeads, c.DHead
+	n, h, cmp := B*T, p.h, p.opt.Compute
+	gp := c.GatePerHead()
+	// z overwrites q: the attention loop copies a tile's queries out before
+	// it writes that tile's outputs, and nothing reads q later
+	q := p.arena[:n*H*dh]
+	z := q
+	k, v := p.arena[n*H*dh:][:n*KV*dh], p.arena[n*H*dh+n*KV*dh:][:n*KV*dh]
+	var gate []float32
+	if gp > 0 {
+		gate = p.arena[n*H*dh+2*n*KV*dh:][:n*H*gp]
+	}
+
+	// q, k, v projections (and the gate logits of gated models)
+	linearAs(cmp, q, h, n, D, L.Wq, H*dh, L.Bq)
+	linearAs(cmp, k, h, n, D, L.Wk, KV*dh, L.Bk)
+	linearAs(cmp, v, h, n, D, L.Wv, KV*dh, L.Bv)
+	p.run(hooks.AttnQ, l, q, B, T, H, dh)
+	p.run(hooks.AttnK, l, k, B, T, KV, dh)
+	p.run(hooks.AttnV, l, v, B, T, KV, dh)
+	if gate != nil {
+		linearAs(cmp, gate, h, n, D, L.Wg, H*gp, L.Bg)
+		parallelRows(n, H*gp, func(lo, hi int) {
+			for i := lo * H * gp; i < hi*H*gp; i++ {
+				gate[i] = sigmoid(gate[i])
+			}
+		})
+	}
+
+	// QK-norm over each head (a [dh] weight) or over the whole projection
+	// (an [H·dh] weight: OLMo 2), then RoPE (rotate-half) unless the layer
+	// has none
+	if L.QNorm != nil {
+		rmsNorm(q, q, len(L.QNorm), L.QNorm, c.NormEps)
+		rmsNorm(k, k, len(L.KNorm), L.KNorm, c.NormEps)
+	}
+	if rl := p.rope; rl != nil && !c.layerNoRoPE(l) {
+		if p.local != nil && c.layerWindow(l) > 0 {
+			rl = p.local
+		}
+		parallelRows(n, (H+KV)*dh, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				t := r % T
+				for i := 0; i < H; i++ {
+					rl.apply(q[(r*H+i)*dh:(r*H+i+1)*dh], t)
+				}
+				for i := 0; i < KV; i++ {
+					rl.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
+				}
+			}
+		})
+	}
+	if p.rot != nil && p.err == nil {
+		// the family's own rotation of q and k from h (Selective RoPE's
+		// input-dependent cumulative angles)
+		p.err = p.rot.rotate(l, h, q, k, B, T, p.hs)
+	}
+	p.run(hooks.AttnRotQ, l, q, B, T, H, dh)
+	p.run(hooks.AttnRotK, l, k, B, T, KV, dh)
+	if p.err != nil {
+		return true, p.err
+	}
+
+	// softmax(cap(s·q·kᵀ) + causal mask)·v, streamed in query tiles
+	args := &attnArgs{
+		layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh,
+		scale: m.attnScale(l), window: c.layerWindow(l), softcap: float32(c.AttnSoftcap),
+		q: q, k: k, v: v, z: z, bf16: cmp == ComputeBF16,
+		consumers: p.hs.Consumers(l), tileRows: p.opt.TileRows, threads: p.opt.Threads,
+		work: p.work,
+	}
+	if err := attend(args, p.hs, p.run); err != nil {
+		return true, err
+	}
+
+	// output gate: z ⊙ sigmoid(gate logits), per head or per element
+	if gate != nil {
+		if gp == 1 {
+			p.run(hooks.AttnGate, l, gate, B, T, H)
+		} else {
+			p.run(hooks.AttnGate, l, gate, B, T, H, dh)
+		}
+		for r := 0; r < n*H; r++ {
+			zr := z[r*dh : (r+1)*dh]
+			if gp == 1 {
+				for i := range zr {
+					zr[i] *= gate[r]
+				}
+			} else {
+				for i := range zr {
+					zr[i] *= gate[r*dh+i]
+				}
+			}
 		}
 	}
+	p.run(hooks.AttnZ, l, z, B, T, H, dh)
+	if p.err == nil {
+		p.err = headFault(z, l, T, H, dh)
+	}
+	if headsOnly {
+		return true, nil
+	}
 
-	if err != nil {
-		return nil, err
-	}
-	if blocks < len(m.Layers) || headsOnly {
-		return &Output{Batch: B, T: T}, nil
-	}
-
-	// final norm
-	m.norm(h, x, m.FinalW, m.FinalB)
-	run(hooks.LNFinalNormalized, -1, h, B, T, D)
-	res := m.logits(h, nil, opt.Compute, B, T, opt, run)
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	// o_proj
+	linearAs(cmp, p.out, z, n, H*dh, L.Wo, D, L.Bo)
+	return false, nil
 }
 
 // Reach returns how much of the model a pass with opt runs: blocks 0 …
@@ -411,6 +529,18 @@ type tokenMixer interface {
 	scratchFloats(B, T int) int
 }
 
+// A channelMixer takes the place of the dense MLP in one layer of the
+// decoder pass (Layer.ffn; a mixture of experts): it maps the normalized
+// input h [B·T, D] to out [B·T, D], before the post-norm, hook_mlp_out and
+// the residual add, issuing its own hooks (mlp.*) through run. out may be
+// h's storage, as for tokenMixer.
+type channelMixer interface {
+	mixChannels(m *Model, out, h []float32, l, B, T int, opt Options, run hookRun) error
+	// scratchFloats is the memory the mixer allocates for a pass of B
+	// sequences of T tokens, in float32 values (PassBytes).
+	scratchFloats(B, T int) int
+}
+
 // qkRotator is implemented by the state (Model.ext) of a family that
 // rotates q and k its own way instead of RoPE in the decoder pass.
 type qkRotator interface {
@@ -447,14 +577,13 @@ func blockSize(n, most int) int {
 // mlpBlock computes the MLP sub-block out = down(act(gate(h)) ⊙ up(h))
 // (SwiGLU, where the layer has WGate) or down(act(up(h))) (GPT-2's
 // fc/proj) for the n = B·T rows of h [n, D] into out [n, D] (which may be
-// h: each row block is read before it is written), followed by
-// the RMSNorm of weight L.PostNorm2W and epsilon eps where the layer has
-// one (Gemma), with the hooks mlp.hook_pre, mlp.hook_post and hook_mlp_out
-// of layer l, products in the arithmetic cmp. The hidden values live in
+// h: each row block is read before it is written), with the hooks
+// mlp.hook_pre and mlp.hook_post of layer l, products in the arithmetic
+// cmp. (The post-norm and hook_mlp_out are the caller's.) The hidden values live in
 // *buf (grown as needed, reused across layers): at most blockRows rows at a time,
 // or all n rows when mlp.hook_pre or mlp.hook_post of the layer is hooked
 // (hs), so that the hook sees the whole [B, T, F] tensor in one call.
-func mlpBlock(out, h []float32, buf *[]float32, L *Layer, act string, eps float64, B, T, D, F int, cmp Compute, hs *hooks.Set, run hookRun, l int) {
+func mlpBlock(out, h []float32, buf *[]float32, L *Layer, act string, B, T, D, F int, cmp Compute, hs *hooks.Set, run hookRun, l int) {
 	n, k := B*T, 1
 	rows := blockSize(n, blockRows)
 	if hs.Has(hooks.Name(hooks.MLPPre, l)) || hs.Has(hooks.Name(hooks.MLPPost, l)) {
@@ -486,10 +615,6 @@ func mlpBlock(out, h []float32, buf *[]float32, L *Layer, act string, eps float6
 		run(hooks.MLPPost, l, a1, B, T, F)
 		linearAs(cmp, out[r*D:(r+m)*D], a1, m, F, L.WDown, D, L.BDown)
 	}
-	if L.PostNorm2W != nil {
-		rmsNorm(out, out, D, L.PostNorm2W, eps)
-	}
-	run(hooks.MLPOut, l, out, B, T, D)
 }
 
 // residualFault reports the first NaN/Inf of the residual stream x [B·T,
@@ -512,6 +637,11 @@ func (m *Model) logits(h, bias []float32, cmp Compute, B, T int, opt Options, ru
 	n, D, V := B*T, c.DModel, c.Vocab
 	head := func(z, x []float32, rows int) {
 		linearAs(cmp, z, x, rows, D, m.Head, V, bias)
+		if d := c.LogitDivisor; d != 0 { // Granite's logits_scaling
+			for i := range z[:rows*V] {
+				z[i] /= d
+			}
+		}
 		if c.FinalSoftcap > 0 {
 			capLogits(z, float32(c.FinalSoftcap)) // Gemma's final logit soft-cap
 		}
@@ -560,8 +690,13 @@ func headFault(z []float32, l, T, H, width int) error {
 }
 
 // norm applies the architecture's norm: LayerNorm when a bias is present
-// (GPT-2), RMSNorm otherwise.
+// (GPT-2, GPT-NeoX), RMSNorm otherwise; a nil weight is no norm (OLMo 2's
+// sub-blocks read the residual stream as it is): dst = x.
 func (m *Model) norm(dst, x []float32, w, b []float32) {
+	if w == nil {
+		copy(dst, x)
+		return
+	}
 	if b != nil {
 		LayerNorm(dst, x, m.DModel, w, b, m.NormEps)
 	} else {
@@ -569,20 +704,18 @@ func (m *Model) norm(dst, x []float32, w, b []float32) {
 	}
 }
 
-// attnScale is the factor on q·k: 1/√dh (GPT-2: optional, and optionally
-// divided by layer index + 1; Gemma: query_pre_attn_scalar^−½).
+// attnScale is the factor s on q·k of layer l: Config.AttnScale (set by
+// the family: GPT-2's 1 without scale_attn_weights, Gemma's
+// query_pre_attn_scalar^−½, Granite's attention_multiplier), 1/√dh when it
+// is 0; divided by l + 1 with Config.ScaleByInverseLayer (GPT-2's
+// scale_attn_by_inverse_layer_idx).
 func (m *Model) attnScale(l int) float32 {
-	if m.AttnScalar > 0 {
-		return float32(math.Pow(m.AttnScalar, -0.5))
+	s := m.AttnScale
+	if s == 0 {
+		s = 1 / math.Sqrt(float64(m.DHead))
 	}
-	s := 1 / math.Sqrt(float64(m.DHead))
-	if m.Arch == ArchGPT2 {
-		if !m.GPT2Scale.Weights {
-			s = 1
-		}
-		if m.GPT2Scale.ByInverseLayer {
-			s /= float64(l + 1)
-		}
+	if m.ScaleByInverseLayer {
+		s /= float64(l + 1)
 	}
 	return float32(s)
 }

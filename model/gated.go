@@ -27,6 +27,9 @@ func unpackGatedQ(w Weight, H, KV, dh, g int) (q, gate Weight) {
 	return w.runsOf(0, G*dh, group), w.runsOf(G*dh, G*g, group)
 }
 
+// ArchGated is Qiu et al. gated attention (Qwen3 code with an output gate packed in q_proj).
+const ArchGated Arch = "gated"
+
 // gatedFamily is Qiu et al.'s gated attention: the Qwen3 (or Qwen2) layout
 // recognised by its gate fields.
 var gatedFamily = &family{

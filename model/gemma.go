@@ -152,6 +152,7 @@ func parseGemma(c *Config, cf *configFile, d *gemmaDefaults) error {
 	if c.AttnScalar, err = optNumber(cf.raw, "query_pre_attn_scalar", 256, false); err != nil {
 		return err
 	}
+	c.AttnScale = math.Pow(c.AttnScalar, -0.5)
 	caps := []struct {
 		dst  *float64
 		name string

@@ -334,7 +334,7 @@ func TestGemmaConfigForms(t *testing.T) {
 	want := Config{Arch: ArchGemma3, ModelType: "gemma3", Layers: 34, DModel: 2560, Heads: 8, KVHeads: 4, DHead: 256, DMLP: 10240,
 		Vocab: 262208, MaxPos: 131072, NormEps: 1e-6, Act: "gelu_pytorch_tanh", TiedHead: true, QKNorm: true, Gate: GateNone,
 		RoPE: RoPEConfig{Theta: 1e6, Type: "linear", Factor: 8}, LocalRoPE: &RoPEConfig{Theta: 1e4, Type: "default", Factor: 1},
-		Sliding: 1024, SlidingLayers: sliding, AttnScalar: 256, DType: "bfloat16",
+		Sliding: 1024, SlidingLayers: sliding, AttnScalar: 256, AttnScale: 1.0 / 16, DType: "bfloat16",
 		EmbedScale: 50.5} // √2560 = 50.596 rounded to bfloat16
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("gemma-3-4b-it config:\n got %+v\nwant %+v", *c, want)

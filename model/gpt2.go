@@ -52,6 +52,9 @@ func transpose(a []float32, rows, cols int) []float32 {
 	return t
 }
 
+// ArchGPT2 is GPT-2: LayerNorm, learned positions, Conv1D weights.
+const ArchGPT2 Arch = "gpt2"
+
 // gpt2Family is GPT-2 (learned positions, LayerNorm, Conv1D weights).
 var gpt2Family = &family{
 	arch: ArchGPT2, modelTypes: "gpt2",

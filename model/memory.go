@@ -22,7 +22,9 @@ import (
 //	n·(2d) + T·r                               x, h (the sub-blocks' output too); RoPE cos and sin
 //	+ max(n·(H·dh + 2·KV·dh + H·g), mixers)    the arena: attention's q (then z), k, v, gate,
 //	                                           or Gated DeltaNet's buffers (its scratchFloats)
-//	+ min(n, blockRows)·a·d_ff                 MLP hidden values (a = 2 for SwiGLU, 1 for GELU)
+//	+ min(n, blockRows)·a·d_ff                 MLP hidden values (a = 2 for SwiGLU, 1 for GELU),
+//	                                           or the channel mixers' scratch (channelFloats)
+//	+ n·d                                      the parallel layout's second sub-block input
 //	+ P·T·(S + dh)                             each attention worker's scores and packed keys;
 //	                                           P·T·(2S + 1.5·dh) for bf16 on AMX; + P·T·dh with
 //	                                           streamed diagnostics (their moments' squares)
@@ -74,11 +76,10 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 	}
 	floats += gdn
 	floats += m.amxScratchFloats(n, opt)
-	a := 2 // SwiGLU's gate and up projections
-	if c.Arch == ArchGPT2 {
-		a = 1
+	floats += m.channelFloats(B, T)
+	if c.Residual == ResidualParallel {
+		floats += n * D // the channel mixer's own input and output
 	}
-	floats += blockSize(n, blockRows) * a * c.DMLP
 	if attn {
 		P := threadCount(opt.Threads)
 		tile := opt.TileRows
@@ -111,6 +112,26 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		floats += blockSize(n, headRows) * c.Vocab
 	}
 	return 4 * int64(floats), true
+}
+
+// channelFloats is PassBytes' term for the channel mixers: the dense MLP's
+// hidden values, min(n, blockRows)·a·d_ff with a = 2 for a gated MLP
+// (SwiGLU's gate and up projections) and 1 otherwise, or the largest
+// scratch of the layers' own channel mixers (Layer.ffn).
+func (m *Model) channelFloats(B, T int) int {
+	floats := 0
+	for _, L := range m.Layers {
+		if L.ffn != nil {
+			floats = max(floats, L.ffn.scratchFloats(B, T))
+			continue
+		}
+		a := 1
+		if L.WGate.present() {
+			a = 2
+		}
+		floats = max(floats, blockSize(B*T, blockRows)*a*m.DMLP)
+	}
+	return floats
 }
 
 // amxScratchFloats is PassBytes' term for the AMX products' packed

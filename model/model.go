@@ -49,9 +49,13 @@ type Layer struct {
 	// mixer, when set, replaces the layer's softmax attention (the fields
 	// from Wq to Wo are then unused; see tokenMixer).
 	mixer tokenMixer
+	// ffn, when set, replaces the dense MLP (the fields from WGate to
+	// BDown are then unused; see channelMixer).
+	ffn channelMixer
 
 	// PostNorm1W and PostNorm2W are the RMSNorm weights applied to the
-	// attention and MLP outputs before the residual adds (Gemma; nil: none).
+	// attention and MLP outputs before the residual adds (Gemma, OLMo 2;
+	// nil: none). Norm1W and Norm2W may be nil too: no pre-norm.
 	PostNorm1W, PostNorm2W []float32
 }
 

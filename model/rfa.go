@@ -622,7 +622,8 @@ func (m *Model) forwardRFA(ids [][]int, opt Options) (*Output, error) {
 		// Feed-forward: ffn.2(ReLU(ffn.0(norm2(x)))), residual.
 		LayerNorm(h, x, D, L.Norm2W, L.Norm2B, c.NormEps)
 		run(hooks.LN2Normalized, l, h, B, T, D)
-		mlpBlock(out, h, &mlp, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, hs, run, l) // Act "relu"
+		mlpBlock(out, h, &mlp, L, c.Act, B, T, D, F, ComputeF32, hs, run, l) // Act "relu"
+		run(hooks.MLPOut, l, out, B, T, D)
 		addTo(x, out)
 		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {

@@ -418,7 +418,8 @@ func (m *Model) forwardRT(ids [][]int, opt Options) (*Output, error) {
 			l2Normalize(u, D, norms[:n])
 		}
 		run(hooks.LN2Normalized, l, u, B, T, D)
-		mlpBlock(out, u, &mlp, L, c.Act, c.NormEps, B, T, D, F, ComputeF32, hs, run, l)
+		mlpBlock(out, u, &mlp, L, c.Act, B, T, D, F, ComputeF32, hs, run, l)
+		run(hooks.MLPOut, l, out, B, T, D)
 		addTo(x, out)
 		run(hooks.ResidPost, l, x, B, T, D)
 		if err != nil {

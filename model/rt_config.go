@@ -73,22 +73,6 @@ type RTConfig struct {
 	Retraction string
 }
 
-type rtRaw struct {
-	Hidden  *int     `json:"hidden_size"`
-	Layers  *int     `json:"num_hidden_layers"`
-	Heads   *int     `json:"num_attention_heads"`
-	HeadDim *int     `json:"head_dim"`
-	Inter   *int     `json:"intermediate_size"`
-	Vocab   *int     `json:"vocab_size"`
-	MaxPos  *int     `json:"max_position_embeddings"`
-	Eps     *float64 `json:"rms_norm_eps"`
-	Act     string   `json:"hidden_act"`
-	Tied    *bool    `json:"tie_word_embeddings"`
-	QKVBias bool     `json:"qkv_bias"`
-	OBias   bool     `json:"o_bias"`
-	DType   string   `json:"torch_dtype"`
-}
-
 type rtOptRaw struct {
 	NormScope         *string  `json:"norm_scope"`
 	RobustDim         *string  `json:"robust_dim"`
@@ -131,7 +115,7 @@ func decodeStrict(v json.RawMessage, dst any, field string) error {
 }
 
 // fromFilterSizes reads the size fields shared by the RT and AFA configs.
-func (c *Config) fromFilterSizes(r *rtRaw) error {
+func (c *Config) fromFilterSizes(r *filterSizesRaw) error {
 	var err error
 	for _, f := range []struct {
 		dst  *int
@@ -181,7 +165,7 @@ func (c *Config) fromFilterSizes(r *rtRaw) error {
 
 // fromRT fills c from an RT config.json.
 func (c *Config) fromRT(data []byte, raw map[string]json.RawMessage) error {
-	var r rtRaw
+	var r filterSizesRaw
 	if err := json.Unmarshal(data, &r); err != nil {
 		return fmt.Errorf("not valid JSON: %v", err)
 	}
