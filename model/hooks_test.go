@@ -205,7 +205,8 @@ func TestValueDimMatchesTiles(t *testing.T) {
 // every block.
 func TestPassStopsAtLastRead(t *testing.T) {
 	after := map[string]bool{hooks.AttnOut: true, hooks.ResidMid: true, hooks.LN2Normalized: true, hooks.MLPPre: true,
-		hooks.MLPPost: true, hooks.MLPOut: true, hooks.ResidPost: true}
+		hooks.MLPPost: true, hooks.MLPRouterLogits: true, hooks.MLPExpertIndices: true, hooks.MLPExpertWeights: true,
+		hooks.MLPOut: true, hooks.ResidPost: true}
 	eachFamily(t, 4, func(t *testing.T, gen func() *Model) {
 		m := gen()
 		_, own := m.ext.(ownPass)
