@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/filterlens/probe/hooks"
@@ -262,14 +261,13 @@ func chosen(sel []int, i int) bool {
 
 // moeRaw holds the config.json fields of a mixture of experts.
 type moeRaw struct {
-	NumLocalExperts *int            `json:"num_local_experts"`
-	NumExperts      *int            `json:"num_experts"`
-	TopK            *int            `json:"num_experts_per_tok"`
-	MoEInter        *int            `json:"moe_intermediate_size"`
-	NormTopK        *bool           `json:"norm_topk_prob"`
-	MLPOnly         []int           `json:"mlp_only_layers"`
-	SparseStep      *int            `json:"decoder_sparse_step"`
-	RopeParameters  json.RawMessage `json:"rope_parameters"`
+	NumLocalExperts *int  `json:"num_local_experts"`
+	NumExperts      *int  `json:"num_experts"`
+	TopK            *int  `json:"num_experts_per_tok"`
+	MoEInter        *int  `json:"moe_intermediate_size"`
+	NormTopK        *bool `json:"norm_topk_prob"`
+	MLPOnly         []int `json:"mlp_only_layers"`
+	SparseStep      *int  `json:"decoder_sparse_step"`
 }
 
 // moeSpec says which config.json fields a family's mixture of experts
@@ -290,13 +288,9 @@ type moeSpec struct {
 // parseMoE fills c.MoE from config.json after fromDecoder (which set the
 // sizes), with the fields spec names, refusing what does not fit: k larger
 // than the expert count, non-positive sizes, layer lists out of range.
-// It also reads transformers 5's rope_parameters where rope_theta is absent.
 func parseMoE(c *Config, cf *configFile, spec moeSpec) error {
 	var r moeRaw
 	if err := json.Unmarshal(cf.data, &r); err != nil {
-		return err
-	}
-	if err := c.ropeParameters(r.RopeParameters, cf.r.RopeTheta != nil); err != nil {
 		return err
 	}
 	mc := &MoEConfig{DExpert: c.DMLP, Normalize: spec.normalize}
@@ -347,31 +341,6 @@ func parseMoE(c *Config, cf *configFile, spec moeSpec) error {
 		}
 	}
 	c.MoE = mc
-	return nil
-}
-
-// ropeParameters reads transformers 5's rope_parameters (rope_theta and
-// the fields rope_scaling held before) into c.RoPE, unless config.json has
-// a top-level rope_theta (the older form, read by fromDecoder).
-func (c *Config) ropeParameters(raw json.RawMessage, hasTheta bool) error {
-	if hasTheta || len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	var p struct {
-		Theta *float64 `json:"rope_theta"`
-	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("field rope_parameters: %v", err)
-	}
-	if p.Theta != nil {
-		if *p.Theta <= 0 || math.IsNaN(*p.Theta) {
-			return fmt.Errorf("field rope_parameters.rope_theta %v must be positive", *p.Theta)
-		}
-		c.RoPE.Theta = *p.Theta
-	}
-	if err := c.RoPE.parseScaling(raw, c.MaxPos); err != nil {
-		return fmt.Errorf("field rope_parameters: %w", err)
-	}
 	return nil
 }
 
