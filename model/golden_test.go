@@ -133,6 +133,7 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 	hs := &hooks.Set{}
 	names := []string{"hook_embed", "blocks.0.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.hook_attn_out",
 		"ln_final.hook_normalized", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate",
+		"blocks.*.attn.hook_sink_mass",
 		"blocks.*.mlp.hook_router_logits", "blocks.*.mlp.hook_expert_indices", "blocks.*.mlp.hook_expert_weights"}
 	if m.DeltaNet != nil {
 		for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {
@@ -223,6 +224,9 @@ func TestGoldenParity(t *testing.T) {
 				checkClose(t, key("attn"), get(hooks.Name("blocks.{l}.attn.hook_pattern", l)), g.f32(t, key("attn")))
 				v := perQueryHead(get(hooks.Name("blocks.{l}.attn.hook_v", l)), g.B, g.T, c.Heads, c.KVHeads, c.DHead)
 				checkClose(t, key("v"), v, g.f32(t, key("v")))
+				if g.has(key("sink_mass")) { // learned sinks (gpt-oss): the dropped column, [B, H, T]
+					checkClose(t, key("sink_mass"), get(hooks.Name(hooks.AttnSinkMass, l)), g.f32(t, key("sink_mass")))
+				}
 				if c.Gate != GateNone {
 					checkClose(t, key("gate"), get(hooks.Name("blocks.{l}.attn.hook_gate", l)), g.f32(t, key("gate")))
 				}

@@ -53,6 +53,11 @@ type Layer struct {
 	// BDown are then unused; see channelMixer).
 	ffn channelMixer
 
+	// Sinks are the learned sink logits of the query heads ([H]; nil:
+	// none): gpt-oss's extra softmax column per head, dropped after the
+	// softmax (attnArgs.sinks).
+	Sinks []float32
+
 	// PostNorm1W and PostNorm2W are the RMSNorm weights applied to the
 	// attention and MLP outputs before the residual adds (Gemma, OLMo 2;
 	// nil: none). Norm1W and Norm2W may be nil too: no pre-norm.
