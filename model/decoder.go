@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // loadDecoder reads the weights of the Hugging Face decoder families that
 // share the Llama layout: Llama/Mistral (optional attention_bias, mlp_bias),
@@ -157,15 +160,53 @@ func decoderHFConfig(c *Config, modelType, class string) map[string]any {
 		"hidden_act": c.Act, "rope_theta": c.RoPE.Theta, "tie_word_embeddings": c.TiedHead,
 		"torch_dtype": "float32", "rope_scaling": nil,
 	}
-	if c.RoPE.Type != "" && c.RoPE.Type != "default" {
-		rs := map[string]any{"rope_type": c.RoPE.Type, "factor": c.RoPE.Factor}
-		if c.RoPE.Type == "llama3" {
-			rs["low_freq_factor"], rs["high_freq_factor"] = c.RoPE.LowFreq, c.RoPE.HighFreq
-			rs["original_max_position_embeddings"] = c.RoPE.OrigMax
-		}
-		m["rope_scaling"] = rs
+	rc := c.RoPE
+	if rc.Dims > 0 {
+		m["partial_rotary_factor"] = partialRotaryFactor(rc.Dims, c.DHead)
 	}
+	if rc.Type == "" || rc.Type == "default" {
+		return m
+	}
+	// rope_scaling as transformers before 5 wrote it (5 reads it too), with
+	// every field config.json gave; the pretraining length also at the top
+	// level, where Phi-3's config class would otherwise supply its default.
+	rs := map[string]any{"rope_type": rc.Type, "factor": rc.Factor}
+	switch rc.Type {
+	case "llama3":
+		rs["low_freq_factor"], rs["high_freq_factor"] = rc.LowFreq, rc.HighFreq
+	case "yarn":
+		for k, v := range map[string]float64{"beta_fast": rc.BetaFast, "beta_slow": rc.BetaSlow, "mscale": rc.MScale, "mscale_all_dim": rc.MScaleAllDim} {
+			if v != 0 {
+				rs[k] = v
+			}
+		}
+		if rc.NoTruncate {
+			rs["truncate"] = false
+		}
+	case "longrope":
+		rs["short_factor"], rs["long_factor"] = rc.Factors.Short, rc.Factors.Long
+	}
+	if rc.AttnFactor != 0 {
+		rs["attention_factor"] = rc.AttnFactor
+	}
+	if rc.Type == "llama3" || rc.Type == "yarn" || rc.Type == "longrope" {
+		rs["original_max_position_embeddings"] = rc.OrigMax
+		m["original_max_position_embeddings"] = rc.OrigMax
+	}
+	m["rope_scaling"] = rs
 	return m
+}
+
+// partialRotaryFactor returns the partial_rotary_factor f that a reader
+// turns back into rd rotated dimensions of dh, int(dh·f) = rd: rd/dh, or the
+// next float64 above it where dh·(rd/dh) rounds below rd (44·(30/44) gives
+// 29.999…).
+func partialRotaryFactor(rd, dh int) float64 {
+	f := float64(rd) / float64(dh)
+	if int(float64(dh)*f) != rd {
+		f = math.Nextafter(f, 2)
+	}
+	return f
 }
 
 // smallDecoder returns the config.json fields of a small Llama-layout model:

@@ -138,7 +138,7 @@ func parseGemma(c *Config, cf *configFile, d *gemmaDefaults) error {
 		}
 	}
 	// RoPE and the window are per layer type: read below.
-	r.RopeTheta, r.RopeScaling, r.SlidingWindow = nil, nil, nil
+	r.RopeTheta, r.RopeScaling, r.RopeParameters, r.SlidingWindow = nil, nil, nil, nil
 	if err := c.fromDecoder(&r, false); err != nil {
 		return err
 	}
