@@ -562,9 +562,10 @@ func (r *rawConfig) rope(maxPos, dh int) (RoPEConfig, error) {
 	}
 
 	// original_max_position_embeddings: top level first, as transformers
-	if rc.Type == "dynamic" {
+	switch rc.Type {
+	case "dynamic":
 		rc.OrigMax = maxPos
-	} else {
+	case "llama3", "yarn", "longrope":
 		oname, oraw := "original_max_position_embeddings", r.OrigMaxPositions
 		if len(oraw) == 0 || string(oraw) == "null" {
 			oname, oraw = field+".original_max_position_embeddings", m["original_max_position_embeddings"]
