@@ -2,8 +2,10 @@ package model
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,6 +67,9 @@ func FuzzParseConfig(f *testing.F) {
 			c2.MaxPos != c.MaxPos || c2.Gate != c.Gate {
 			t.Fatalf("round trip changed the shapes: %+v became %+v", *c, *c2)
 		}
+		if !reflect.DeepEqual(c2.RoPE, c.RoPE) {
+			t.Fatalf("round trip changed the RoPE: %+v became %+v (written as %s)", c.RoPE, c2.RoPE, again)
+		}
 	})
 }
 
@@ -103,6 +108,20 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	}
 	if c.RoPE.Type != "" && c.RoPE.Type != "default" && !(c.RoPE.Factor > 0) {
 		t.Fatalf("rope_scaling factor %v accepted for type %q", c.RoPE.Factor, c.RoPE.Type)
+	}
+	if rc := c.RoPE; rc.Type == "yarn" || rc.Type == "longrope" || rc.Type == "llama3" {
+		if s := rc.attentionScale(); rc.OrigMax <= 0 || !(s > 0) || math.IsInf(s, 0) {
+			t.Fatalf("RoPE %+v accepted: original length %d, attention factor %v", rc, rc.OrigMax, s)
+		}
+	}
+	if rc := c.RoPE; rc.Dims != 0 && (rc.Dims < 2 || rc.Dims%2 != 0 || rc.Dims >= c.DHead) {
+		t.Fatalf("%d rotated dimensions of head_dim %d accepted", rc.Dims, c.DHead)
+	}
+	if rc := c.RoPE; rc.Type == "longrope" {
+		half := rc.dims(c.DHead) / 2
+		if rc.Factors == nil || len(rc.Factors.Short) != half || len(rc.Factors.Long) != half {
+			t.Fatalf("longrope factors %+v accepted for %d rotated pairs", rc.Factors, half)
+		}
 	}
 }
 
