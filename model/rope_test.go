@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/filterlens/probe/checkpoint"
 )
 
 // ropeOf reads the RoPE of a config.json the way fromDecoder does, for any
@@ -412,6 +414,168 @@ func TestRoPEWrittenBack(t *testing.T) {
 		}
 		if !reflect.DeepEqual(c.RoPE, c2.RoPE) {
 			t.Errorf("%s: RoPE %+v written back as %s parses to %+v", extra, c.RoPE, out, c2.RoPE)
+		}
+	}
+}
+
+// TestRoPEGoldenLayer0Attention recomputes layer 0's attention of the
+// golden cases phi3 (LongRoPE, long factors at T = 48 > 32, partial rotary
+// 0.75, fused qkv_proj), olmo3 (YaRN with a given attention factor,
+// QK-norm over the whole projection, no pre-norm, window 16) and gpt_oss
+// (YaRN with truncate false, q/k biases, learned sinks, window 16) from
+// their weights, in float64 but for the float32 RoPE tables of this file's
+// subject, and compares the probabilities with attn.0 (|Δ| ≤ 3e-5, the
+// cases' guide). The families themselves are not needed: embedding, norm,
+// projections, RoPE and softmax are all that layer 0's attention reads.
+func TestRoPEGoldenLayer0Attention(t *testing.T) {
+	for _, name := range []string{"phi3", "olmo3", "gpt_oss"} {
+		dir := filepath.Join(goldenDir, name)
+		data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+		if err != nil {
+			t.Skipf("golden data not available: %v", err)
+		}
+		rc, dh, err := ropeOf(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var cfg struct {
+			D      int     `json:"hidden_size"`
+			H      int     `json:"num_attention_heads"`
+			KV     int     `json:"num_key_value_heads"`
+			Eps    float64 `json:"rms_norm_eps"`
+			Window int     `json:"sliding_window"`
+		}
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		ck, err := checkpoint.OpenFile(filepath.Join(dir, "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ck.Close()
+		w := func(n string) []float32 {
+			x, err := ck.Float32("model." + n)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return x
+		}
+		g := openGolden(t, dir)
+		ids := g.ids(t)
+		ref := g.f32(t, "attn.0")
+		B, T, D, H, KV := g.B, g.T, cfg.D, cfg.H, cfg.KV
+		// y = W x (+ b) for W of rows×D
+		lin := func(W, b []float32, x []float64, rows int) []float64 {
+			y := make([]float64, rows)
+			for r := range y {
+				s := 0.0
+				for j, v := range x {
+					s += float64(W[r*len(x)+j]) * v
+				}
+				if b != nil {
+					s += float64(b[r])
+				}
+				y[r] = s
+			}
+			return y
+		}
+		rms := func(x []float64, wt []float32) []float64 {
+			ss := 0.0
+			for _, v := range x {
+				ss += v * v
+			}
+			inv := 1 / math.Sqrt(ss/float64(len(x))+cfg.Eps)
+			y := make([]float64, len(x))
+			for i, v := range x {
+				y[i] = v * inv * float64(wt[i])
+			}
+			return y
+		}
+		tab := newRopeTable(rc, rc.dims(dh), T)
+		emb := w("embed_tokens.weight")
+		var sinks []float32
+		window := 0
+		if name != "phi3" {
+			window = cfg.Window // layer 0 is a sliding layer in both
+		}
+		if name == "gpt_oss" {
+			sinks = w("layers.0.self_attn.sinks")
+		}
+		worst := 0.0
+		for b := 0; b < B; b++ {
+			q := make([][]float64, T) // [t][H·dh], after RoPE
+			k := make([][]float64, T)
+			for p := 0; p < T; p++ {
+				x := make([]float64, D)
+				for j := range x {
+					x[j] = float64(emb[ids[b][p]*D+j])
+				}
+				switch name {
+				case "phi3":
+					qkv := lin(w("layers.0.self_attn.qkv_proj.weight"), nil, rms(x, w("layers.0.input_layernorm.weight")), (H+2*KV)*dh)
+					q[p], k[p] = qkv[:H*dh], qkv[H*dh:(H+KV)*dh]
+				case "olmo3":
+					q[p] = rms(lin(w("layers.0.self_attn.q_proj.weight"), nil, x, H*dh), w("layers.0.self_attn.q_norm.weight"))
+					k[p] = rms(lin(w("layers.0.self_attn.k_proj.weight"), nil, x, KV*dh), w("layers.0.self_attn.k_norm.weight"))
+				case "gpt_oss":
+					h := rms(x, w("layers.0.input_layernorm.weight"))
+					q[p] = lin(w("layers.0.self_attn.q_proj.weight"), w("layers.0.self_attn.q_proj.bias"), h, H*dh)
+					k[p] = lin(w("layers.0.self_attn.k_proj.weight"), w("layers.0.self_attn.k_proj.bias"), h, KV*dh)
+				}
+				for _, v := range [][]float64{q[p], k[p]} {
+					head := make([]float32, dh)
+					for o := 0; o < len(v); o += dh {
+						for i := range head {
+							head[i] = float32(v[o+i])
+						}
+						tab.apply(head, p)
+						for i := range head {
+							v[o+i] = float64(head[i])
+						}
+					}
+				}
+			}
+			for hd := 0; hd < H; hd++ {
+				kh := hd / (H / KV)
+				for i := 0; i < T; i++ {
+					row := make([]float64, T)
+					mx := math.Inf(-1)
+					if sinks != nil {
+						mx = float64(sinks[hd])
+					}
+					for j := 0; j <= i; j++ {
+						if window > 0 && j <= i-window {
+							row[j] = math.Inf(-1)
+							continue
+						}
+						s := 0.0
+						for c := 0; c < dh; c++ {
+							s += q[i][hd*dh+c] * k[j][kh*dh+c]
+						}
+						row[j] = s / math.Sqrt(float64(dh))
+						mx = math.Max(mx, row[j])
+					}
+					sum := 0.0
+					if sinks != nil {
+						sum = math.Exp(float64(sinks[hd]) - mx)
+					}
+					for j := 0; j <= i; j++ {
+						row[j] = math.Exp(row[j] - mx)
+						sum += row[j]
+					}
+					for j := 0; j < T; j++ {
+						got := 0.0
+						if j <= i {
+							got = row[j] / sum
+						}
+						worst = math.Max(worst, math.Abs(got-float64(ref[((b*H+hd)*T+i)*T+j])))
+					}
+				}
+			}
+		}
+		t.Logf("%s: layer 0 attention max |Δ| %.2e", name, worst)
+		if worst > 3e-5 {
+			t.Errorf("%s: layer 0 attention max |Δ| %.3g vs attn.0, want ≤ 3e-5", name, worst)
 		}
 	}
 }
