@@ -456,7 +456,9 @@ const ropeTypes = "default, linear, dynamic, llama3, yarn, longrope"
 //   - rope_type (or type): default when absent;
 //   - partial_rotary_factor f: the object's, else the top-level one; the
 //     first int(f·dh) dimensions of each head are rotated (an even number
-//     ≥ 2);
+//     ≥ 2), for every rope type and family (transformers' scaled types all
+//     read it; its Llama-layout default RoPE alone ignores it, a
+//     combination no released Llama-layout checkpoint has);
 //   - original_max_position_embeddings (llama3, yarn, longrope): the
 //     top-level field when config.json has one (Phi-3 keeps it there, and
 //     transformers gives it priority), else the object's, else

@@ -579,3 +579,23 @@ func TestRoPEGoldenLayer0Attention(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNewRopeTable: the cos/sin table of a pass (T = 32768, head 128).
+func BenchmarkNewRopeTable(b *testing.B) {
+	for _, rc := range []RoPEConfig{
+		{Theta: 10000, Type: "default", Factor: 1},
+		{Theta: 150000, Type: "yarn", Factor: 32, OrigMax: 4096, NoTruncate: true},
+		{Theta: 10000, Type: "longrope", Factor: 32, OrigMax: 4096, Factors: &LongRoPEFactors{Short: make([]float64, 64), Long: make([]float64, 64)}},
+	} {
+		for i := range 64 {
+			if rc.Factors != nil {
+				rc.Factors.Short[i], rc.Factors.Long[i] = 1, 1+float64(i)
+			}
+		}
+		b.Run(rc.Type, func(b *testing.B) {
+			for range b.N {
+				newRopeTable(rc, 128, 32768)
+			}
+		})
+	}
+}
