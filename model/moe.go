@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 
 	"github.com/filterlens/probe/hooks"
@@ -44,7 +45,8 @@ type MoEConfig struct {
 	// Mixtral always). Only with RouteSoftmaxTopK: after RouteTopKSoftmax
 	// the weights sum to 1 already.
 	Normalize bool
-	// RouterBias says that the router has a bias b_r (gpt-oss).
+	// RouterBias says that the router has a bias b_r (gpt-oss), stored
+	// beside its weight (….bias for ….weight).
 	RouterBias bool
 	// Dense marks, per layer, the layers whose channel mixer is the dense
 	// MLP of width DMLP instead of the experts (Qwen3-MoE's
@@ -438,6 +440,9 @@ func loadExperts(ld *loader, c *Config, prefix string) *moeLayer {
 			continue
 		}
 		e.router = ld.weight(p+lay.router, E, D)
+		if mc.RouterBias {
+			e.routerB = ld.get(p+strings.TrimSuffix(lay.router, "weight")+"bias", E)
+		}
 		if lay.fused != "" {
 			gu, down := ld.stacked(p+lay.fused, E, 2*F, D), ld.stacked(p+lay.down, E, D, F)
 			for x := range e.experts {

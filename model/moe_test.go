@@ -609,3 +609,43 @@ func BenchmarkMoELayer(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*T), "ns/token")
 	})
 }
+
+// TestMoERouterBiasLoaded: with MoEConfig.RouterBias the loader reads
+// the router's bias beside its weight (….gate.bias) and the pass adds it
+// to the logits.
+func TestMoERouterBiasLoaded(t *testing.T) {
+	cfg, err := SmallConfig(ArchMixtral, Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 61, MaxPos: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := *cfg.MoE
+	mc.RouterBias = true
+	cfg.MoE = &mc
+	m, tensors, err := Generate(cfg, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, x := range tensors {
+		names[x.Name] = true
+	}
+	for l := range m.Layers {
+		e := m.Layers[l].ffn.(*moeLayer)
+		if name := fmt.Sprintf("model.layers.%d.mlp.gate.bias", l); len(e.routerB) != mc.Experts || !names[name] {
+			t.Fatalf("layer %d: router bias of %d values, %s made: %v", l, len(e.routerB), name, names[name])
+		}
+		for i := range e.routerB {
+			e.routerB[i] = 5 * float32(i) // expert E−1 first everywhere
+		}
+	}
+	hs := &hooks.Set{}
+	cap := hs.Capture("blocks.*.mlp.hook_expert_indices")
+	if _, err := m.Forward(seqs(1, 5, m.Vocab), Options{Hooks: hs}); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range cap.Get("blocks.1.mlp.hook_expert_indices").Data().([]float32) {
+		if want := float32(mc.Experts - 1 - i%mc.TopK); v != want {
+			t.Fatalf("slot %d: expert %v, want %v from the bias", i, v, want)
+		}
+	}
+}
