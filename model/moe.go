@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/filterlens/probe/hooks"
@@ -43,7 +44,8 @@ type MoEConfig struct {
 	// Mixtral always). Only with RouteSoftmaxTopK: after RouteTopKSoftmax
 	// the weights sum to 1 already.
 	Normalize bool
-	// RouterBias says that the router has a bias b_r (gpt-oss).
+	// RouterBias says that the router has a bias b_r (gpt-oss), stored
+	// beside its weight (….bias for ….weight).
 	RouterBias bool
 	// SwiGLULimit, when positive, makes the experts' activation gpt-oss's
 	// clamped SwiGLU (clampedSwiGLU: swiglu_limit, 7 in the release) with
@@ -445,6 +447,9 @@ func loadExperts(ld *loader, c *Config, prefix string) *moeLayer {
 			continue
 		}
 		e.router = ld.weight(p+lay.router, E, D)
+		if mc.RouterBias {
+			e.routerB = ld.get(p+strings.TrimSuffix(lay.router, "weight")+"bias", E)
+		}
 		if lay.fused != "" {
 			gu, down := ld.stacked(p+lay.fused, E, 2*F, D), ld.stacked(p+lay.down, E, D, F)
 			for x := range e.experts {
