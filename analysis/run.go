@@ -371,7 +371,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	}
 	edges := bucketEdges(c.T, s.Options.Bucket, append([]int{windowStart(c.T, s.Options.LastFrac), windowStart(c.T, s.Options.BOSFrac)},
 		key.Cuts...)...)
-	rows := bucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, cfg.SoftmaxLayers())
+	rows := bucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, s.Info.Sinks, cfg.SoftmaxLayers())
 	return rec, rows, nil
 }
 
