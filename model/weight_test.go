@@ -513,3 +513,38 @@ func TestLoadMXFP4(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLinearMXFP4 times linear on one gpt-oss-20b expert's gate_up
+// matrix ([5760, 2880]) held as F32, BF16 and MXFP4, for a few tokens (the
+// narrow product, no packing) and for many (packed panels).
+func BenchmarkLinearMXFP4(b *testing.B) {
+	const out, in = 5760, 2880
+	rng := rand.New(rand.NewPCG(1, 2))
+	raw := make([]float32, out*in)
+	for i := range raw {
+		raw[i] = float32(rng.NormFloat64() * 0.02)
+	}
+	_, bits := roundTo(raw, "BF16")
+	fp4 := Weight{Rows: out, Cols: in, DType: "MXFP4", FP4: make([]uint8, out*in/2), Scales: make([]uint8, out*in/32)}
+	for i := range fp4.FP4 {
+		fp4.FP4[i] = uint8(rng.IntN(256))
+	}
+	for i := range fp4.Scales {
+		fp4.Scales[i] = uint8(118 + rng.IntN(4))
+	}
+	for _, w := range []Weight{f32Weight(raw, in), {Rows: out, Cols: in, DType: "BF16", Bits: bits}, fp4} {
+		for _, n := range []int{4, 512} {
+			x := make([]float32, n*in)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			dst := make([]float32, n*out)
+			b.Run(fmt.Sprintf("%s/n%d", w.DType, n), func(b *testing.B) {
+				b.SetBytes(w.residentBytes())
+				for b.Loop() {
+					linear(dst, x, n, in, w, out, nil)
+				}
+			})
+		}
+	}
+}

@@ -50,12 +50,17 @@ func DequantMXFP4(dst []float32, blocks, scales []uint8, at int) {
 	for ; i < n && (at+i)%MXFP4Block != 0; i++ {
 		dst[i] = mxfp4Value(blocks, scales, at+i)
 	}
-	// whole blocks: 16 bytes under one scale
+	// whole blocks: 16 bytes under one scale (AVX-512 where the CPU has it)
+	if nb := (n - i) / MXFP4Block; nb > 0 && dequantBlocks != nil {
+		e := at + i
+		dequantBlocks(dst[i:i+nb*MXFP4Block], blocks[e/2:e/2+nb*MXFP4Block/2], scales[e/MXFP4Block:e/MXFP4Block+nb])
+		i += nb * MXFP4Block
+	}
 	for ; i+MXFP4Block <= n; i += MXFP4Block {
 		e := at + i
-		tab := mxfp4Values[16*int(scales[e/MXFP4Block]):][:16:16]
-		src := blocks[e/2 : e/2+MXFP4Block/2 : e/2+MXFP4Block/2]
-		d := dst[i : i+MXFP4Block : i+MXFP4Block]
+		tab := (*[16]float32)(mxfp4Values[16*int(scales[e/MXFP4Block]):])
+		src := (*[MXFP4Block / 2]uint8)(blocks[e/2:])
+		d := (*[MXFP4Block]float32)(dst[i:])
 		for j, b := range src {
 			d[2*j] = tab[b&15]
 			d[2*j+1] = tab[b>>4]
@@ -65,6 +70,11 @@ func DequantMXFP4(dst []float32, blocks, scales []uint8, at int) {
 		dst[i] = mxfp4Value(blocks, scales, at+i)
 	}
 }
+
+// dequantBlocks, where the build has it (AVX-512, mxfp4_amd64.go), is
+// DequantMXFP4 of len(scales) whole blocks from a block boundary: the
+// same table entries.
+var dequantBlocks func(dst []float32, blocks, scales []uint8)
 
 // mxfp4Value is element e of an MXFP4 matrix (DequantMXFP4).
 func mxfp4Value(blocks, scales []uint8, e int) float32 {

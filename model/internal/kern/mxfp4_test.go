@@ -24,8 +24,23 @@ func e2m1Float64(n uint8) float64 {
 // value, to the float64 decoding of the format e2m1(n)·2^(s−127) rounded
 // to float32 (the sign of zero included; scale 255 as torch.ldexp gives
 // it: ±Inf, ±0 for a zero code), low nibble first; and a read starting
-// and ending inside blocks gives the same values as the whole row.
+// and ending inside blocks gives the same values as the whole row — in
+// Go and on the AVX-512 decoding where the CPU has it.
 func TestDequantMXFP4(t *testing.T) {
+	t.Run("go", func(t *testing.T) {
+		defer func(f func(dst []float32, blocks, scales []uint8)) { dequantBlocks = f }(dequantBlocks)
+		dequantBlocks = nil
+		testDequantMXFP4(t)
+	})
+	t.Run("simd", func(t *testing.T) {
+		if dequantBlocks == nil {
+			t.Skip("no vector decoding on this CPU and build")
+		}
+		testDequantMXFP4(t)
+	})
+}
+
+func testDequantMXFP4(t *testing.T) {
 	// rows of 256 blocks: block s has scale byte s and, in rotation rot,
 	// the 16 bytes 16·((s+rot)%16) … +15, so that over the 16 rotations
 	// every byte meets every scale
@@ -84,5 +99,23 @@ func TestDequantMXFP4(t *testing.T) {
 	}
 	if d := DequantMXFP4Check(0x89, 125); d[0] != -0.125 || !math.Signbit(float64(d[1])) || d[1] != 0 {
 		t.Errorf("byte 0x89 at scale 2^-2 = %v, want [-0.125 -0]", d)
+	}
+}
+
+// BenchmarkDequantMXFP4 times the dequantization of one 2880-value row
+// (gpt-oss-20b's width) per iteration.
+func BenchmarkDequantMXFP4(b *testing.B) {
+	const n = 2880
+	blocks, scales := make([]uint8, n/2), make([]uint8, n/MXFP4Block)
+	for i := range blocks {
+		blocks[i] = uint8(i * 37)
+	}
+	for i := range scales {
+		scales[i] = uint8(120 + i%5)
+	}
+	dst := make([]float32, n)
+	b.SetBytes(n * 4)
+	for b.Loop() {
+		DequantMXFP4(dst, blocks, scales, 0)
 	}
 }
