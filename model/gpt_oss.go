@@ -3,7 +3,10 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"strconv"
+	"strings"
 )
 
 // gpt-oss (OpenAI; Hugging Face GptOssForCausalLM) runs the decoder pass of
@@ -38,18 +41,22 @@ import (
 // ArchGptOss is gpt-oss's architecture.
 const ArchGptOss Arch = "gpt_oss"
 
-// The defaults of Hugging Face's GptOssConfig for fields a config.json
-// may leave out.
-const (
-	gptOssTheta      = 150000 // default_theta
-	gptOssWindow     = 128    // sliding_window
-	gptOssSwiGLU     = 7.0    // swiglu_limit
-	gptOssSwiGLUGain = 1.702  // swiglu_alpha
-)
+// gptOssDefaults are Hugging Face's GptOssConfig defaults for the fields a
+// config.json may leave out (the class's field defaults and __post_init__:
+// layer_types alternate from a sliding layer 0, rope_parameters the
+// release's YaRN); parseGptOss completes config.json with them, and
+// rope_theta with default_theta where neither rope object names one.
+var gptOssDefaults = map[string]string{
+	"num_hidden_layers": "36", "num_local_experts": "128", "vocab_size": "201088", "hidden_size": "2880",
+	"intermediate_size": "2880", "head_dim": "64", "num_attention_heads": "64", "num_key_value_heads": "8",
+	"sliding_window": "128", "tie_word_embeddings": "false", "hidden_act": `"silu"`, "max_position_embeddings": "131072",
+	"rms_norm_eps": "1e-5", "num_experts_per_tok": "4", "swiglu_alpha": "1.702", "swiglu_limit": "7.0",
+	"attention_bias":  "true",
+	"rope_parameters": `{"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false, "original_max_position_embeddings": 4096}`,
+}
 
-// gptOssRoPE is GptOssConfig's rope_parameters when config.json has none
-// (the release's YaRN).
-const gptOssRoPE = `{"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false, "original_max_position_embeddings": 4096}`
+// gptOssTheta is GptOssConfig's default_theta.
+const gptOssTheta = 150000
 
 var gptOssFamily = &family{
 	arch: ArchGptOss, modelTypes: "gpt_oss",
@@ -63,67 +70,58 @@ var gptOssFamily = &family{
 
 // gptOssRaw holds the config.json fields of gpt-oss beyond the common ones.
 type gptOssRaw struct {
-	AttentionBias *bool           `json:"attention_bias"`
-	RMSNormEps    *float64        `json:"rms_norm_eps"`
+	AttentionBias bool            `json:"attention_bias"`
 	SlidingWindow json.RawMessage `json:"sliding_window"`
 	LayerTypes    []string        `json:"layer_types"`
-	SwiGLULimit   *float64        `json:"swiglu_limit"`
-	SwiGLUAlpha   *float64        `json:"swiglu_alpha"`
+	SwiGLULimit   float64         `json:"swiglu_limit"`
+	SwiGLUAlpha   float64         `json:"swiglu_alpha"`
 	Quantization  *struct {
 		Method string `json:"quant_method"`
 	} `json:"quantization_config"`
 }
 
-// parseGptOss fills c from a gpt-oss config.json, with GptOssConfig's
-// defaults for absent fields (untied head, attention biases, ε 1e-5, the
-// release's YaRN with θ 150000, window 128 on the even layers, ℓ 7,
-// α 1.702), refusing what is not implemented by field name.
+// parseGptOss fills c from a gpt-oss config.json completed with
+// GptOssConfig's defaults (gptOssDefaults), refusing what is not
+// implemented by field name.
 func parseGptOss(c *Config, cf *configFile) error {
 	c.ModelType, c.DType = cf.r.ModelType, cf.dtype()
+	// config.json with the defaults where it leaves a field out (a
+	// transformers 4 config's rope_scaling stands for rope_parameters)
+	full := maps.Clone(cf.raw)
+	for k, v := range gptOssDefaults {
+		if _, ok := full[k]; !ok && !(k == "rope_parameters" && !emptyJSON(full["rope_scaling"])) {
+			full[k] = json.RawMessage(v)
+		}
+	}
+	if _, ok := full["rope_theta"]; !ok && !ropeHasTheta(full["rope_parameters"]) && !ropeHasTheta(full["rope_scaling"]) {
+		full["rope_theta"] = json.RawMessage(strconv.Itoa(gptOssTheta))
+	}
+	data, err := json.Marshal(full)
+	if err != nil {
+		return err
+	}
+	cf = &configFile{data: data, raw: full}
 	var g gptOssRaw
-	if err := json.Unmarshal(cf.data, &g); err != nil {
+	if err := json.Unmarshal(data, &cf.r); err != nil {
+		return err
+	}
+	cf.r.RopeScaling = full["rope_scaling"]
+	if err := json.Unmarshal(data, &g); err != nil {
 		return err
 	}
 	if q := g.Quantization; q != nil && q.Method != "mxfp4" {
 		return fmt.Errorf("quantization_config.quant_method %q is not supported (supported: mxfp4, the released experts' format)", q.Method)
 	}
-	r := cf.r // a copy, completed with GptOssConfig's defaults
-	if len(r.RopeScaling) == 0 || string(r.RopeScaling) == "null" || string(r.RopeScaling) == "{}" {
-		if len(r.RopeParameters) == 0 || string(r.RopeParameters) == "null" {
-			r.RopeParameters = json.RawMessage(gptOssRoPE)
-		}
-		var p struct {
-			Theta *float64 `json:"rope_theta"`
-		}
-		if json.Unmarshal(r.RopeParameters, &p) == nil && p.Theta == nil && r.RopeTheta == nil {
-			theta := float64(gptOssTheta)
-			r.RopeTheta = &theta
-		}
-	} else if r.RopeTheta == nil {
-		theta := float64(gptOssTheta)
-		r.RopeTheta = &theta
-	}
-	if r.TieWordEmbeddings == nil {
-		tied := false
-		r.TieWordEmbeddings = &tied
-	}
-	if g.RMSNormEps == nil {
-		eps := 1e-5
-		r.RMSNormEps = &eps
-	}
+	r := cf.r
 	r.SlidingWindow = nil // per layer type: below
 	if err := c.fromDecoder(&r, false); err != nil {
 		return err
 	}
-	c.QKVBias = g.AttentionBias == nil || *g.AttentionBias
-	c.OBias = c.QKVBias
+	c.QKVBias, c.OBias = g.AttentionBias, g.AttentionBias
 
 	// sliding_window on the layers layer_types names sliding_attention
-	c.Sliding = gptOssWindow
-	if len(g.SlidingWindow) > 0 {
-		if string(g.SlidingWindow) == "null" {
-			c.Sliding = 0
-		} else if err := json.Unmarshal(g.SlidingWindow, &c.Sliding); err != nil || c.Sliding <= 0 {
+	if string(g.SlidingWindow) != "null" {
+		if err := json.Unmarshal(g.SlidingWindow, &c.Sliding); err != nil || c.Sliding <= 0 {
 			return fmt.Errorf("field sliding_window: want a positive integer or null, got %s", g.SlidingWindow)
 		}
 	}
@@ -162,20 +160,32 @@ func parseGptOss(c *Config, cf *configFile) error {
 	mc.Order, mc.Normalize, mc.RouterBias = RouteTopKSoftmax, false, true
 	for _, f := range []struct {
 		name string
-		p    *float64
-		def  float64
+		v    float64
 		dst  *float32
-	}{{"swiglu_limit", g.SwiGLULimit, gptOssSwiGLU, &mc.SwiGLULimit}, {"swiglu_alpha", g.SwiGLUAlpha, gptOssSwiGLUGain, &mc.SwiGLUAlpha}} {
-		v := f.def
-		if f.p != nil {
-			v = *f.p
+	}{{"swiglu_limit", g.SwiGLULimit, &mc.SwiGLULimit}, {"swiglu_alpha", g.SwiGLUAlpha, &mc.SwiGLUAlpha}} {
+		if !(f.v > 0) || f.v > math.MaxFloat32 {
+			return fmt.Errorf("field %s = %v must be a positive number", f.name, f.v)
 		}
-		if !(v > 0) || v > math.MaxFloat32 {
-			return fmt.Errorf("field %s = %v must be a positive number", f.name, v)
-		}
-		*f.dst = float32(v)
+		*f.dst = float32(f.v)
 	}
 	return nil
+}
+
+// emptyJSON reports whether a config.json value is absent, null or {}.
+func emptyJSON(v json.RawMessage) bool {
+	s := strings.TrimSpace(string(v))
+	return s == "" || s == "null" || strings.ReplaceAll(s, " ", "") == "{}"
+}
+
+// ropeHasTheta reports whether a RoPE object of config.json names
+// rope_theta.
+func ropeHasTheta(v json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(v, &m) != nil {
+		return false
+	}
+	t, ok := m["rope_theta"]
+	return ok && string(t) != "null"
 }
 
 // loadGptOss reads (or makes up) a gpt-oss checkpoint's tensors.
@@ -274,9 +284,9 @@ func smallGptOss(s Size) (map[string]any, error) {
 	}
 	c := &Config{Layers: s.Layers, DModel: s.DModel, Heads: s.Heads, KVHeads: s.KVHeads, DHead: s.DModel / s.Heads,
 		DMLP: s.DModel, Vocab: s.Vocab, MaxPos: s.MaxPos, NormEps: 1e-5, Act: "silu", QKVBias: true, OBias: true,
-		Sliding: min(gptOssWindow, s.MaxPos), SlidingLayers: make([]bool, s.Layers),
+		Sliding: min(128, s.MaxPos), SlidingLayers: make([]bool, s.Layers),
 		RoPE: RoPEConfig{Theta: gptOssTheta, Type: "yarn", Factor: 32, OrigMax: 4096, BetaFast: 32, BetaSlow: 1, NoTruncate: true},
-		MoE:  &MoEConfig{Experts: 4, TopK: 2, DExpert: s.DModel, SwiGLULimit: gptOssSwiGLU, SwiGLUAlpha: gptOssSwiGLUGain}}
+		MoE:  &MoEConfig{Experts: 4, TopK: 2, DExpert: s.DModel, SwiGLULimit: 7, SwiGLUAlpha: 1.702}}
 	for l := range c.SlidingLayers {
 		c.SlidingLayers[l] = l%2 == 0
 	}

@@ -89,9 +89,10 @@ func TestGptOssConfig(t *testing.T) {
 		return data
 	}
 	// the defaults: release RoPE, window 128 on the even layers, biases,
-	// untied, ε 1e-5, ℓ 7, α 1.702
+	// untied, ε 1e-5, head_dim 64 (not hidden_size/heads), k 4, ℓ 7
 	d, err := ParseConfig(edit(func(m map[string]any) {
-		for _, k := range []string{"rope_parameters", "sliding_window", "layer_types", "attention_bias", "tie_word_embeddings", "rms_norm_eps"} {
+		for _, k := range []string{"rope_parameters", "sliding_window", "layer_types", "attention_bias", "tie_word_embeddings", "rms_norm_eps",
+			"head_dim", "swiglu_limit", "num_experts_per_tok"} {
 			delete(m, k)
 		}
 		m["max_position_embeddings"] = 4096
@@ -100,7 +101,8 @@ func TestGptOssConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.Sliding != 128 || fmt.Sprint(d.SlidingLayers) != "[true false true false]" || d.RoPE.Type != "yarn" || d.RoPE.Theta != 150000 ||
-		!d.RoPE.NoTruncate || d.RoPE.BetaFast != 32 || !d.QKVBias || d.TiedHead || d.NormEps != 1e-5 {
+		!d.RoPE.NoTruncate || d.RoPE.BetaFast != 32 || !d.QKVBias || d.TiedHead || d.NormEps != 1e-5 || d.DHead != 64 ||
+		d.MoE.TopK != 4 || d.MoE.SwiGLULimit != 7 {
 		t.Errorf("defaults: %+v", *d)
 	}
 	// transformers 4's form: rope_scaling beside a top-level rope_theta;
@@ -132,7 +134,8 @@ func TestGptOssConfig(t *testing.T) {
 		{func(m map[string]any) { m["swiglu_limit"] = 0 }, "swiglu_limit = 0"},
 		{func(m map[string]any) { m["swiglu_alpha"] = -1 }, "swiglu_alpha = -1"},
 		{func(m map[string]any) { m["num_experts_per_tok"] = 5 }, "num_experts_per_tok 5 exceeds the 4 experts"},
-		{func(m map[string]any) { delete(m, "num_local_experts") }, "num_local_experts"},
+		{func(m map[string]any) { m["num_local_experts"] = 0 }, "num_local_experts = 0"},
+		{func(m map[string]any) { delete(m, "num_key_value_heads") }, "num_attention_heads 4 is not a multiple of num_key_value_heads 8"},
 		{func(m map[string]any) { m["rope_parameters"].(map[string]any)["rope_type"] = "ntk" }, `rope_type "ntk"`},
 	} {
 		_, err := ParseConfig(edit(c.edit))
