@@ -501,3 +501,53 @@ func TestGptOssReference(t *testing.T) {
 		})
 	}
 }
+
+// TestGptOssMXFP4SameBits: the gpt_oss and gpt_oss_mxfp4 golden
+// checkpoints hold the same expert values, as float32 (in, out) tensors
+// and as MXFP4 blocks; loaded, the two give the same logits bit for bit
+// in the float32 arithmetic and in bf16 (MXFP4 values are bfloat16
+// values), the MXFP4 one holding its experts in 17/32 bytes a weight.
+func TestGptOssMXFP4SameBits(t *testing.T) {
+	plainDir, fp4Dir := filepath.Join(goldenDir, "gpt_oss"), filepath.Join(goldenDir, "gpt_oss_mxfp4")
+	if _, err := os.Stat(fp4Dir); err != nil {
+		t.Skipf("golden case gpt_oss_mxfp4 not present: %v", err)
+	}
+	for _, cmp := range []Compute{ComputeF32, ComputeBF16} {
+		plain, err := Load(plainDir, LoadOptions{Compute: cmp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fp4, err := Load(fp4Dir, LoadOptions{Compute: cmp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(fp4.DTypes) != "[F32 MXFP4]" {
+			t.Errorf("%s: stored dtypes %v, want [F32 MXFP4]", cmp, fp4.DTypes)
+		}
+		c := fp4.Config
+		experts := int64(c.Layers) * int64(c.MoE.Experts) * int64(3*c.DModel*c.MoE.DExpert)
+		if cmp == ComputeF32 {
+			if d := plain.WeightBytes - fp4.WeightBytes; d != 4*experts-experts*17/32 {
+				t.Errorf("WeightBytes %d (plain) and %d (MXFP4): %d apart, want the experts' 4 − 17/32 bytes a weight, %d", plain.WeightBytes, fp4.WeightBytes, d, 4*experts-experts*17/32)
+			}
+		}
+		g := openGolden(t, plainDir)
+		a, err := plain.Forward(g.ids(t), Options{Logits: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := fp4.Forward(g.ids(t), Options{Logits: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range a.Logits {
+			if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) {
+				if BLAS() == "gonum+avx512" || cmp == ComputeBF16 {
+					t.Fatalf("%s: logit %d is %v from MXFP4 experts, %v from the same values in float32", cmp, i, b.Logits[i], a.Logits[i])
+				}
+				checkClose(t, string(cmp)+" logits (MXFP4 vs float32 experts)", b.Logits, a.Logits)
+				break
+			}
+		}
+	}
+}
