@@ -262,7 +262,7 @@ func (w *Weight) PackPairs(dst []uint32, r0, rows, p0, kp int) {
 			var buf [256]float32
 			for c := lo; c < hi; c += len(buf) {
 				m := min(len(buf), hi-c)
-				kern.DequantMXFP4(buf[:m], w.FP4, w.Scales, at+c)
+				kern.DequantMXFP4(buf[:m], w.MX.Codes, w.MX.Scales, at+c)
 				kern.PackPairsF32(dst[(c-lo)/2*nr:], j, buf[:m], (m+1)/2)
 			}
 		case "F16":

@@ -24,8 +24,8 @@ import (
 // lookup widens the rows it reads (widenRow).
 //
 // An MXFP4 weight (kern.MXFP4) holds element e of its storage as the
-// 4-bit code in FP4[e/2] (the low nibble for even e) times 2^(s−127) with
-// s = Scales[e/32]: value x[r, c] of a row of Cols (a multiple of 32)
+// 4-bit code in MX.Codes[e/2] (the low nibble for even e) times 2^(s−127) with
+// s = MX.Scales[e/32]: value x[r, c] of a row of Cols (a multiple of 32)
 // values is element r·Cols + c, exactly the `_blocks` [.., rows, cols/32,
 // 16] and `_scales` [.., rows, cols/32] tensors of the release.
 //
@@ -34,11 +34,10 @@ import (
 // see unpackGatedQ), at ((r/run)·pitch + r%run)·Cols.
 type Weight struct {
 	Rows, Cols int
-	DType      string    // "F32", "BF16", "F16" (safetensors' spelling) or "MXFP4"
-	F32        []float32 // DType F32: the values
-	Bits       []uint16  // DType BF16 or F16: the stored bit patterns
-	FP4        []uint8   // DType MXFP4: the E2M1 codes, two a byte
-	Scales     []uint8   // DType MXFP4: the E8M0 scale of each 32 elements
+	DType      string     // "F32", "BF16", "F16" (safetensors' spelling) or "MXFP4"
+	F32        []float32  // DType F32: the values
+	Bits       []uint16   // DType BF16 or F16: the stored bit patterns
+	MX         *MXFP4Data // DType MXFP4: the codes and scales (a pointer: a Weight stays small, and a model holds many)
 
 	// run and pitch: rows come in runs of run rows, pitch rows apart in
 	// the storage (run 0: contiguous).
@@ -48,6 +47,17 @@ type Weight struct {
 	// takes its pages out of the process's resident set
 	// (checkpoint.Releaser); nil otherwise.
 	release func()
+}
+
+// MXFP4Data is the storage of an MXFP4 Weight as stored: the E2M1 codes,
+// two a byte (Codes), and the E8M0 scale of each 32 elements (Scales).
+type MXFP4Data struct {
+	Codes, Scales []uint8
+}
+
+// mxfp4Weight is the [rows, cols] MXFP4 Weight of codes and scales.
+func mxfp4Weight(rows, cols int, codes, scales []uint8) Weight {
+	return Weight{Rows: rows, Cols: cols, DType: "MXFP4", MX: &MXFP4Data{Codes: codes, Scales: scales}}
 }
 
 // f32Weight is the float32 Weight of the values w, rows of cols values.
@@ -61,12 +71,12 @@ func f32Weight(w []float32, cols int) Weight {
 
 // present reports whether the weight exists (the zero Weight stands for an
 // absent one: GPT-2 has no gate projection).
-func (w *Weight) present() bool { return w.F32 != nil || w.Bits != nil || w.FP4 != nil }
+func (w *Weight) present() bool { return w.F32 != nil || w.Bits != nil || w.MX != nil }
 
 // stored is the number of elements the storage holds.
 func (w *Weight) stored() int {
-	if w.FP4 != nil {
-		return min(2*len(w.FP4), kern.MXFP4Block*len(w.Scales))
+	if w.MX != nil {
+		return min(2*len(w.MX.Codes), kern.MXFP4Block*len(w.MX.Scales))
 	}
 	return max(len(w.F32), len(w.Bits))
 }
@@ -117,7 +127,7 @@ func widenTo(dst []float32, w *Weight, at int) {
 			dst[i] = checkpoint.F16ToFloat32(b)
 		}
 	case "MXFP4":
-		kern.DequantMXFP4(dst, w.FP4, w.Scales, at)
+		kern.DequantMXFP4(dst, w.MX.Codes, w.MX.Scales, at)
 	default:
 		panic(fmt.Sprintf("model: weight of dtype %q", w.DType))
 	}
@@ -168,9 +178,8 @@ func (w *Weight) sliceFrom(lo, hi int) {
 	switch {
 	case w.F32 != nil:
 		w.F32 = w.F32[lo:hi]
-	case w.FP4 != nil:
-		w.FP4 = w.FP4[lo/2 : hi/2]
-		w.Scales = w.Scales[lo/kern.MXFP4Block : hi/kern.MXFP4Block]
+	case w.MX != nil:
+		w.MX = &MXFP4Data{Codes: w.MX.Codes[lo/2 : hi/2], Scales: w.MX.Scales[lo/kern.MXFP4Block : hi/kern.MXFP4Block]}
 	default:
 		w.Bits = w.Bits[lo:hi]
 	}
@@ -179,7 +188,7 @@ func (w *Weight) sliceFrom(lo, hi int) {
 // transposed returns the [Cols, Rows] transpose of a contiguous weight, in
 // its dtype (a new slice: GPT-2's Conv1D weights are stored [in, out]).
 func (w Weight) transposed() Weight {
-	if !w.contiguous() || w.FP4 != nil {
+	if !w.contiguous() || w.MX != nil {
 		panic("model: transpose of a weight made of runs or of MXFP4 blocks")
 	}
 	t := w
@@ -201,7 +210,7 @@ func (w Weight) transposed() Weight {
 // per float32 value, 2 per 16-bit one, 17/32 per MXFP4 value (half a byte
 // and a scale byte per 32).
 func (w *Weight) residentBytes() int64 {
-	if w.FP4 != nil {
+	if w.MX != nil {
 		n := int64(w.Rows) * int64(w.Cols)
 		return n/2 + n/kern.MXFP4Block
 	}
@@ -391,8 +400,7 @@ func (ld *loader) mxfp4(name string, experts, rows, cols int) []Weight {
 	out := make([]Weight, experts)
 	per := rows * cols
 	for e := range out {
-		out[e] = Weight{Rows: rows, Cols: cols, DType: "MXFP4",
-			FP4: blocks[e*per/2 : (e+1)*per/2], Scales: scales[e*per/kern.MXFP4Block : (e+1)*per/kern.MXFP4Block]}
+		out[e] = mxfp4Weight(rows, cols, blocks[e*per/2:(e+1)*per/2], scales[e*per/kern.MXFP4Block:(e+1)*per/kern.MXFP4Block])
 	}
 	return out
 }

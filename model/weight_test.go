@@ -223,23 +223,22 @@ func TestLinearDTypes(t *testing.T) {
 					// random codes under scales 2^−6 … 2^−3 (gpt-oss's
 					// range); poisoned: a block of each of three rows under
 					// scale byte 255, ±Inf
-					w = Weight{Rows: stored, Cols: sh.in, DType: dtype,
-						FP4: make([]uint8, len(raw)/2), Scales: make([]uint8, len(raw)/kern.MXFP4Block)}
-					for i := range w.FP4 {
-						w.FP4[i] = uint8(rng.IntN(256))
+					w = mxfp4Weight(stored, sh.in, make([]uint8, len(raw)/2), make([]uint8, len(raw)/kern.MXFP4Block))
+					for i := range w.MX.Codes {
+						w.MX.Codes[i] = uint8(rng.IntN(256))
 					}
-					for i := range w.Scales {
-						w.Scales[i] = uint8(121 + rng.IntN(4))
+					for i := range w.MX.Scales {
+						w.MX.Scales[i] = uint8(121 + rng.IntN(4))
 					}
 					if poison {
 						for range 3 {
 							at := rng.IntN(len(raw))
-							w.FP4[at/2] |= 0x11
-							w.Scales[at/kern.MXFP4Block] = 255
+							w.MX.Codes[at/2] |= 0x11
+							w.MX.Scales[at/kern.MXFP4Block] = 255
 						}
 					}
 					vals = make([]float32, len(raw))
-					kern.DequantMXFP4(vals, w.FP4, w.Scales, 0)
+					kern.DequantMXFP4(vals, w.MX.Codes, w.MX.Scales, 0)
 				} else if dtype != "F32" {
 					var bits []uint16
 					vals, bits = roundTo(raw, dtype)
@@ -406,19 +405,19 @@ func TestMXFP4Weight(t *testing.T) {
 		for i := range x {
 			x[i] = float32(rng.NormFloat64())
 		}
-		all := Weight{Rows: 2 * out, Cols: in, DType: "MXFP4", FP4: make([]uint8, out*in), Scales: make([]uint8, 2*out*in/32)}
-		for i := range all.FP4 {
-			all.FP4[i] = uint8(rng.IntN(256))
+		all := mxfp4Weight(2*out, in, make([]uint8, out*in), make([]uint8, 2*out*in/32))
+		for i := range all.MX.Codes {
+			all.MX.Codes[i] = uint8(rng.IntN(256))
 		}
-		for i := range all.Scales {
-			all.Scales[i] = uint8(121 + rng.IntN(4))
+		for i := range all.MX.Scales {
+			all.MX.Scales[i] = uint8(121 + rng.IntN(4))
 		}
 		b := make([]float32, out)
 		for i := range b {
 			b[i] = float32(rng.NormFloat64())
 		}
 		for _, w := range []Weight{all.rowRange(out, 2*out), all.runsOf(1, 1, 2)} {
-			if r := w.roundedBF16(); r.DType != "MXFP4" || &r.FP4[0] != &w.FP4[0] {
+			if r := w.roundedBF16(); r.DType != "MXFP4" || &r.MX.Codes[0] != &w.MX.Codes[0] {
 				t.Fatalf("roundedBF16 of an MXFP4 weight gave a %s weight", r.DType)
 			}
 			wide := w.widened()
@@ -525,12 +524,12 @@ func BenchmarkLinearMXFP4(b *testing.B) {
 		raw[i] = float32(rng.NormFloat64() * 0.02)
 	}
 	_, bits := roundTo(raw, "BF16")
-	fp4 := Weight{Rows: out, Cols: in, DType: "MXFP4", FP4: make([]uint8, out*in/2), Scales: make([]uint8, out*in/32)}
-	for i := range fp4.FP4 {
-		fp4.FP4[i] = uint8(rng.IntN(256))
+	fp4 := mxfp4Weight(out, in, make([]uint8, out*in/2), make([]uint8, out*in/32))
+	for i := range fp4.MX.Codes {
+		fp4.MX.Codes[i] = uint8(rng.IntN(256))
 	}
-	for i := range fp4.Scales {
-		fp4.Scales[i] = uint8(118 + rng.IntN(4))
+	for i := range fp4.MX.Scales {
+		fp4.MX.Scales[i] = uint8(118 + rng.IntN(4))
 	}
 	for _, w := range []Weight{f32Weight(raw, in), {Rows: out, Cols: in, DType: "BF16", Bits: bits}, fp4} {
 		for _, n := range []int{4, 512} {
