@@ -212,3 +212,146 @@ func TestGGUFGoldenMatchesGGML(t *testing.T) {
 		})
 	}
 }
+
+// llamaF32GGUF writes a small llama-shaped F32 GGUF as llama.cpp's
+// converter lays one out (the tensor names, hyper-parameter keys and a
+// placeholder byte-level tokenizer of `<tN>` tokens), with seeded random
+// weights: the input of llama_model_quantize. It returns each tensor's
+// values by name.
+func llamaF32GGUF(t *testing.T, path string) map[string][]float32 {
+	const layers, d, heads, kvHeads, dHead, ffn, vocab = 2, 256, 4, 2, 64, 512, 512
+	rng := rand.New(rand.NewSource(7))
+	tokens := make([]string, vocab)
+	types := make([]int32, vocab)
+	for i := range tokens {
+		tokens[i], types[i] = fmt.Sprintf("<t%d>", i), 1
+	}
+	kv := []GGUFKV{
+		{"general.architecture", GGUFString, "llama"},
+		{"general.name", GGUFString, "probe-gguf-test"},
+		{"general.alignment", GGUFUint32, uint32(32)},
+		{"general.file_type", GGUFUint32, uint32(0)},
+		{"llama.context_length", GGUFUint32, uint32(2048)},
+		{"llama.embedding_length", GGUFUint32, uint32(d)},
+		{"llama.block_count", GGUFUint32, uint32(layers)},
+		{"llama.feed_forward_length", GGUFUint32, uint32(ffn)},
+		{"llama.attention.head_count", GGUFUint32, uint32(heads)},
+		{"llama.attention.head_count_kv", GGUFUint32, uint32(kvHeads)},
+		{"llama.attention.key_length", GGUFUint32, uint32(dHead)},
+		{"llama.attention.value_length", GGUFUint32, uint32(dHead)},
+		{"llama.attention.layer_norm_rms_epsilon", GGUFFloat32, float32(1e-6)},
+		{"llama.rope.freq_base", GGUFFloat32, float32(10000)},
+		{"llama.rope.dimension_count", GGUFUint32, uint32(dHead)},
+		{"llama.vocab_size", GGUFUint32, uint32(vocab)},
+		{"tokenizer.ggml.model", GGUFString, "gpt2"},
+		{"tokenizer.ggml.pre", GGUFString, "default"},
+		{"tokenizer.ggml.tokens", GGUFArrayT, GGUFArray{GGUFString, tokens}},
+		{"tokenizer.ggml.token_type", GGUFArrayT, GGUFArray{GGUFInt32, types}},
+		{"tokenizer.ggml.merges", GGUFArrayT, GGUFArray{GGUFString, []string{"< t"}}},
+		{"tokenizer.ggml.bos_token_id", GGUFUint32, uint32(vocab - 1)},
+		{"tokenizer.ggml.eos_token_id", GGUFUint32, uint32(vocab - 1)},
+	}
+	values := map[string][]float32{}
+	var ts []ggufTestTensor
+	add := func(name string, dims ...int64) {
+		n := int64(1)
+		for _, v := range dims {
+			n *= v
+		}
+		v := make([]float32, n)
+		raw := make([]byte, 4*n)
+		for i := range v {
+			if len(dims) == 1 {
+				v[i] = 1 + float32(rng.NormFloat64()*0.1) // a norm's weight
+			} else {
+				v[i] = float32(rng.NormFloat64() * 0.05)
+			}
+			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v[i]))
+		}
+		values[name] = v
+		ts = append(ts, ggufTestTensor{name: name, typ: GGMLF32, dims: dims, data: raw, offset: -1})
+	}
+	add("token_embd.weight", d, vocab)
+	for l := 0; l < layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		add(p+"attn_norm.weight", d)
+		add(p+"attn_q.weight", d, heads*dHead)
+		add(p+"attn_k.weight", d, kvHeads*dHead)
+		add(p+"attn_v.weight", d, kvHeads*dHead)
+		add(p+"attn_output.weight", heads*dHead, d)
+		add(p+"ffn_norm.weight", d)
+		add(p+"ffn_gate.weight", d, ffn)
+		add(p+"ffn_up.weight", d, ffn)
+		add(p+"ffn_down.weight", ffn, d)
+	}
+	add("output_norm.weight", d)
+	add("output.weight", d, vocab)
+	if err := os.WriteFile(path, encodeGGUF(3, kv, ts, 32), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return values
+}
+
+// TestGGUFQuantizedByLlamaCpp: an F32 GGUF of ours, quantized by llama.cpp's
+// own llama_model_quantize to each file type, reads back with the types
+// llama.cpp chose, every tensor bit for bit as ggml's to_float widens it
+// and close to the F32 weights it came from (relative RMS error within the
+// type's bound: a misread layout would be far off).
+func TestGGUFQuantizedByLlamaCpp(t *testing.T) {
+	lib := ggmlLibDir(t)
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "f32.gguf")
+	orig := llamaF32GGUF(t, src)
+	checkAgainstGGML(t, lib, src) // our writer's F32 file reads back as written
+	for _, tc := range []struct {
+		ftype  int // enum llama_ftype
+		name   string
+		main   GGMLType // the type of most weight matrices
+		relRMS float64  // bound on ‖w − w_q‖ / ‖w‖ over each quantized matrix
+	}{
+		{2, "Q4_0", GGMLQ4_0, 0.15},
+		{3, "Q4_1", GGMLQ4_1, 0.15},
+		{8, "Q5_0", GGMLQ5_0, 0.08},
+		{9, "Q5_1", GGMLQ5_1, 0.08},
+		{10, "Q2_K", GGMLQ2_K, 0.45},
+		{12, "Q3_K_M", GGMLQ3_K, 0.25},
+		{17, "Q5_K_M", GGMLQ5_K, 0.08},
+		{18, "Q6_K", GGMLQ6_K, 0.04},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := filepath.Join(tmp, tc.name+".gguf")
+			cmd := exec.Command("python3", "../scripts/gguf/ggml_ref.py", lib, "quantize", src, dst, fmt.Sprint(tc.ftype))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("llama_model_quantize %s: %v\n%s", tc.name, err, out)
+			}
+			count := checkAgainstGGML(t, lib, dst)
+			if count[tc.main] == 0 {
+				t.Errorf("no %v tensors in the %s file: %v", tc.main, tc.name, count)
+			}
+			g, err := OpenGGUF(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			for _, ti := range g.Tensors {
+				got, err := g.Dequantize(ti.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := orig[ti.Name]
+				if len(want) != len(got) {
+					t.Fatalf("%s: %d values, wrote %d", ti.Name, len(got), len(want))
+				}
+				var num, den float64
+				for i, w := range want {
+					num += float64(got[i]-w) * float64(got[i]-w)
+					den += float64(w) * float64(w)
+				}
+				if r := math.Sqrt(num / den); r > tc.relRMS {
+					t.Errorf("%s (%v): relative RMS error %.3g against the F32 weights, bound %g", ti.Name, ti.Type, r, tc.relRMS)
+				}
+			}
+			t.Logf("%s: %v", tc.name, count)
+		})
+	}
+}
