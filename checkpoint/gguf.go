@@ -661,8 +661,12 @@ func tensorBytes(t GGMLType, ne []int64) (int64, error) {
 		}
 		n = lo
 	}
-	if len(ne) > 0 && ne[0]%int64(tr.block) != 0 {
-		return 0, fmt.Errorf("ne[0] = %d is not a multiple of %v's block size %d", ne[0], t, tr.block)
+	ne0 := int64(1) // a dimension not stored is 1, as ggml fills ne
+	if len(ne) > 0 {
+		ne0 = ne[0]
+	}
+	if ne0%int64(tr.block) != 0 {
+		return 0, fmt.Errorf("ne[0] = %d is not a multiple of %v's block size %d", ne0, t, tr.block)
 	}
 	hi, lo := bits.Mul64(n/uint64(tr.block), uint64(tr.size))
 	if hi != 0 || lo > math.MaxInt64 {

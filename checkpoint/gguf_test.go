@@ -343,6 +343,7 @@ func ggufBadCases() []ggufBad {
 		}, `tensor "blk.0.attn_q.weight": element count (product of ne [4294967296 2147483648 2]) overflows int64 at ne[1]`},
 		{"byte count overflows", func() []byte { return encodeGGUF(3, arch, one(GGMLF32, []int64{1 << 62}, 4, -1), 32) }, `byte count of ne [4611686018427387904] × f32 overflows`},
 		{"row not whole blocks", func() []byte { return encodeGGUF(3, arch, one(GGMLQ4_K, []int64{128, 2}, 144, -1), 32) }, `ne[0] = 128 is not a multiple of q4_K's block size 256`},
+		{"a scalar of a block type", func() []byte { return encodeGGUF(3, arch, one(GGMLQ8_0, nil, 0, -1), 32) }, `ne[0] = 1 is not a multiple of q8_0's block size 32`},
 		{"offset past the end", func() []byte { return encodeGGUF(3, arch, one(GGMLF32, []int64{8}, 32, 1<<40), 32) }, `tensor "blk.0.attn_q.weight": bytes [1099511627776, 1099511627776+32) of the data section run past its end`},
 		{"misaligned offset", func() []byte { return encodeGGUF(3, arch, one(GGMLF32, []int64{8}, 32, 4), 32) }, `tensor "blk.0.attn_q.weight": offset 4 is not a multiple of the alignment 32`},
 		{"overlapping tensors", func() []byte {
