@@ -463,3 +463,63 @@ func TestDequantizeKnownValues(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizeGGUF: the llama Q4_K_M fixture's types and bits per weight
+// are those llama.cpp's quantize log reports (4.92 BPW; 25 q4_K, 5 q6_K,
+// 9 f32 tensors), and its text names every tensor's type.
+func TestSummarizeGGUF(t *testing.T) {
+	p := filepath.Join(goldenDir(t, "gguf", "llama_q4_k_m"), "model.gguf")
+	s, err := SummarizeGGUF(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Architecture != "llama" || s.FileType != "MOSTLY_Q4_K_M" || len(s.Tensors) != 39 || s.Parameters != 3672320 {
+		t.Errorf("summary %s %s %d tensors %d parameters", s.Architecture, s.FileType, len(s.Tensors), s.Parameters)
+	}
+	if fmt.Sprintf("%.2f", s.BitsPerWeight) != "4.92" || math.Abs(s.BytesPerParameter-2281216.0/3672320) > 1e-12 {
+		t.Errorf("%.4f bits per weight (llama.cpp: 4.92), %.4f bytes per parameter", s.BitsPerWeight, s.BytesPerParameter)
+	}
+	got := fmt.Sprint(s.Types)
+	if want := "[{q4_K 25 2949120 1658880 4.5} {q6_K 5 720896 591360 6.5625} {f32 9 2304 9216 32}]"; got != want {
+		t.Errorf("types %s, want %s", got, want)
+	}
+	var b strings.Builder
+	if err := WriteGGUFSummary(&b, s, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"file type:     MOSTLY_Q4_K_M", "0.621 bytes per parameter (tensor data 4.92 bits per weight)",
+		"output.weight                            q6_K   [1024 256]       215040 bytes"} {
+		if !strings.Contains(b.String(), line) {
+			t.Errorf("text lacks %q:\n%s", line, b.String())
+		}
+	}
+}
+
+// TestFindGGUF: a GGUF file, or a folder without config.json holding one
+// .gguf file, is found; a folder with two is an error naming both.
+func TestFindGGUF(t *testing.T) {
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one")
+	os.Mkdir(one, 0o755)
+	b := encodeGGUF(3, everyValueKV()[:1], nil, 32)
+	os.WriteFile(filepath.Join(one, "m-Q4_K_M.gguf"), b, 0o644)
+	if f, ok, err := FindGGUF(one); !ok || err != nil || filepath.Base(f) != "m-Q4_K_M.gguf" {
+		t.Errorf("folder of one: %q %v %v", f, ok, err)
+	}
+	if f, ok, err := FindGGUF(filepath.Join(one, "m-Q4_K_M.gguf")); !ok || err != nil || filepath.Base(f) != "m-Q4_K_M.gguf" {
+		t.Errorf("file: %q %v %v", f, ok, err)
+	}
+	os.WriteFile(filepath.Join(one, "m-Q8_0.gguf"), b, 0o644)
+	if _, ok, err := FindGGUF(one); ok || err == nil || !strings.Contains(err.Error(), "holds 2 GGUF files") || !strings.Contains(err.Error(), "m-Q8_0.gguf") {
+		t.Errorf("folder of two: %v %v", ok, err)
+	}
+	os.WriteFile(filepath.Join(one, "config.json"), []byte("{}"), 0o644)
+	if _, ok, err := FindGGUF(one); ok || err != nil {
+		t.Errorf("a folder with config.json is a Hugging Face checkpoint: %v %v", ok, err)
+	}
+	st := filepath.Join(dir, "model.safetensors")
+	os.WriteFile(st, []byte("\x08\x00\x00\x00\x00\x00\x00\x00{}      "), 0o644)
+	if _, ok, err := FindGGUF(st); ok || err != nil {
+		t.Errorf("a safetensors file: %v %v", ok, err)
+	}
+}
