@@ -1,0 +1,493 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/filterlens/probe/checkpoint"
+)
+
+// GGUF files (llama.cpp's format, read by checkpoint.OpenGGUF) of the
+// families llama.cpp writes that probe runs — llama, qwen2, qwen3, gemma2,
+// gemma3 — map to the Hugging Face checkpoint they were converted from:
+// the hyper-parameters under "<arch>." become the config.json fields each
+// family parses (GGUFConfig), and every tensor gets its Hugging Face name
+// and layout back (GGUFTensors), undoing what llama.cpp's converter
+// (convert_hf_to_gguf.py) changed, so that hooks mean what they mean for
+// the Hugging Face checkpoint:
+//
+//   - llama: the rows of q_proj and k_proj (and their biases) were permuted
+//     per head from rotate-half to interleaved pairs (LlamaModel.permute:
+//     row h·d + 2i + s of the GGUF tensor is row h·d + s·d/2 + i of the
+//     Hugging Face one, d the head dimension, i < d/2, s ∈ {0, 1}; n_head
+//     heads for q, n_head_kv for k); ggufUnpermute inverts it.
+//   - gemma2, gemma3: every norm weight (the QK-norms included) was stored
+//     as 1 + w, since llama.cpp's RMSNorm multiplies by the weight; the
+//     Hugging Face w is the stored value − 1 (exact in float32 whenever
+//     w + 1 was; the Gemma loader adds the 1 back).
+//
+// Weights are dequantized to float32 (checkpoint.DequantizeRow, bit for bit
+// as ggml). ConvertGGUF writes the result as a Hugging Face folder that
+// Load reads.
+
+// ggufFamily describes one general.architecture value.
+type ggufFamily struct {
+	modelType string
+	// names maps a per-layer GGUF tensor name (after "blk.N.") to the
+	// Hugging Face one (after "model.layers.N."); the global names are in
+	// ggufGlobalNames.
+	names map[string]string
+	// permuteQK: q/k rows were permuted by the converter (llama).
+	permuteQK bool
+	// normPlusOne: norm weights were stored as 1 + w (Gemma).
+	normPlusOne bool
+	// config adds the family's own config.json fields to cfg.
+	config func(g *checkpoint.GGUFFile, arch string, cfg map[string]any) error
+}
+
+// ggufDecoderNames are the Llama-layout layer tensors (llama, qwen2, qwen3).
+var ggufDecoderNames = map[string]string{
+	"attn_norm.weight":   "input_layernorm.weight",
+	"attn_q.weight":      "self_attn.q_proj.weight",
+	"attn_q.bias":        "self_attn.q_proj.bias",
+	"attn_k.weight":      "self_attn.k_proj.weight",
+	"attn_k.bias":        "self_attn.k_proj.bias",
+	"attn_v.weight":      "self_attn.v_proj.weight",
+	"attn_v.bias":        "self_attn.v_proj.bias",
+	"attn_output.weight": "self_attn.o_proj.weight",
+	"attn_output.bias":   "self_attn.o_proj.bias",
+	"attn_q_norm.weight": "self_attn.q_norm.weight",
+	"attn_k_norm.weight": "self_attn.k_norm.weight",
+	"ffn_norm.weight":    "post_attention_layernorm.weight",
+	"ffn_gate.weight":    "mlp.gate_proj.weight",
+	"ffn_up.weight":      "mlp.up_proj.weight",
+	"ffn_down.weight":    "mlp.down_proj.weight",
+}
+
+// ggufGemmaNames are Gemma 2/3's layer tensors: four norms per layer.
+var ggufGemmaNames = map[string]string{
+	"attn_norm.weight":           "input_layernorm.weight",
+	"attn_q.weight":              "self_attn.q_proj.weight",
+	"attn_k.weight":              "self_attn.k_proj.weight",
+	"attn_v.weight":              "self_attn.v_proj.weight",
+	"attn_output.weight":         "self_attn.o_proj.weight",
+	"attn_q_norm.weight":         "self_attn.q_norm.weight",
+	"attn_k_norm.weight":         "self_attn.k_norm.weight",
+	"post_attention_norm.weight": "post_attention_layernorm.weight",
+	"ffn_norm.weight":            "pre_feedforward_layernorm.weight",
+	"post_ffw_norm.weight":       "post_feedforward_layernorm.weight",
+	"ffn_gate.weight":            "mlp.gate_proj.weight",
+	"ffn_up.weight":              "mlp.up_proj.weight",
+	"ffn_down.weight":            "mlp.down_proj.weight",
+}
+
+// ggufGlobalNames are the tensors outside the layers, common to the
+// families here.
+var ggufGlobalNames = map[string]string{
+	"token_embd.weight":  "model.embed_tokens.weight",
+	"output_norm.weight": "model.norm.weight",
+	"output.weight":      "lm_head.weight",
+}
+
+// ggufFamilies maps general.architecture to its family.
+var ggufFamilies = map[string]*ggufFamily{
+	"llama": {modelType: "llama", names: ggufDecoderNames, permuteQK: true, config: ggufDecoderConfig},
+	"qwen2": {modelType: "qwen2", names: ggufDecoderNames, config: ggufDecoderConfig},
+	"qwen3": {modelType: "qwen3", names: ggufDecoderNames, config: ggufDecoderConfig},
+	"gemma2": {modelType: "gemma2", names: ggufGemmaNames, normPlusOne: true, config: func(g *checkpoint.GGUFFile, arch string, cfg map[string]any) error {
+		return ggufGemmaConfig(g, arch, cfg, 2, 46)
+	}},
+	"gemma3": {modelType: "gemma3_text", names: ggufGemmaNames, normPlusOne: true, config: func(g *checkpoint.GGUFFile, arch string, cfg map[string]any) error {
+		return ggufGemmaConfig(g, arch, cfg, 6, 62)
+	}},
+}
+
+func ggufArchs() string {
+	return "llama, qwen2, qwen3, gemma2, gemma3"
+}
+
+// ggufFamilyOf returns the file's general.architecture and its family.
+func ggufFamilyOf(g *checkpoint.GGUFFile) (string, *ggufFamily, error) {
+	arch, err := g.MetaString("general.architecture")
+	if err != nil {
+		return "", nil, err
+	}
+	f, ok := ggufFamilies[arch]
+	if !ok {
+		return arch, nil, fmt.Errorf("model: %s: general.architecture %q is not supported from GGUF (supported: %s)", g.Path, arch, ggufArchs())
+	}
+	return arch, f, nil
+}
+
+// ggufInt reads an integer hyper-parameter, def when absent (def < 0:
+// required).
+func ggufInt(g *checkpoint.GGUFFile, key string, def int64) (int64, error) {
+	if _, ok := g.Meta(key); !ok {
+		if def < 0 {
+			return 0, fmt.Errorf("model: %s: metadata %q is missing", g.Path, key)
+		}
+		return def, nil
+	}
+	v, err := g.MetaInt(key)
+	if err != nil {
+		return 0, fmt.Errorf("model: %w (probe reads one value for all layers)", err)
+	}
+	return v, nil
+}
+
+// ggufFloat reads a float hyper-parameter, def when absent. A float32 value
+// is read as the shortest decimal that rounds to it (1e-06, not
+// 9.99999997e-07): the config.json value the converter rounded.
+func ggufFloat(g *checkpoint.GGUFFile, key string, def float64) (float64, error) {
+	raw, ok := g.Meta(key)
+	if !ok {
+		return def, nil
+	}
+	if f, ok := raw.(float32); ok {
+		return strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	}
+	v, err := g.MetaFloat(key)
+	if err != nil {
+		return 0, fmt.Errorf("model: %w", err)
+	}
+	return v, nil
+}
+
+// GGUFConfig returns the config.json fields of the Hugging Face checkpoint
+// a GGUF file was converted from, read from its "<arch>." metadata:
+// embedding_length (hidden_size), block_count, feed_forward_length,
+// attention.head_count, head_count_kv (default head_count), key_length
+// (head_dim, default hidden/heads; value_length must equal it),
+// attention.layer_norm_rms_epsilon, context_length
+// (max_position_embeddings), rope.freq_base (default 10000, llama.cpp's),
+// rope.scaling.type/factor (none or linear), the vocabulary from the
+// embedding's rows; tie_word_embeddings when there is no output.weight,
+// attention_bias when blk.0.attn_q.bias is present; torch_dtype float32
+// (the weights are dequantized to float32; Gemma's √D embedding scale is
+// then computed in float32, as llama.cpp does).
+func GGUFConfig(g *checkpoint.GGUFFile) (map[string]any, error) {
+	arch, f, err := ggufFamilyOf(g)
+	if err != nil {
+		return nil, err
+	}
+	cfg := map[string]any{"model_type": f.modelType, "torch_dtype": "float32"}
+	ints := []struct {
+		key, field string
+		def        int64
+	}{
+		{"embedding_length", "hidden_size", -1},
+		{"block_count", "num_hidden_layers", -1},
+		{"feed_forward_length", "intermediate_size", -1},
+		{"attention.head_count", "num_attention_heads", -1},
+		{"context_length", "max_position_embeddings", -1},
+	}
+	for _, k := range ints {
+		v, err := ggufInt(g, arch+"."+k.key, k.def)
+		if err != nil {
+			return nil, err
+		}
+		cfg[k.field] = v
+	}
+	heads, hidden := cfg["num_attention_heads"].(int64), cfg["hidden_size"].(int64)
+	if heads <= 0 {
+		return nil, fmt.Errorf("model: %s: metadata %q = %d must be positive", g.Path, arch+".attention.head_count", heads)
+	}
+	if cfg["num_key_value_heads"], err = ggufInt(g, arch+".attention.head_count_kv", heads); err != nil {
+		return nil, err
+	}
+	dh, err := ggufInt(g, arch+".attention.key_length", hidden/heads)
+	if err != nil {
+		return nil, err
+	}
+	if dv, err := ggufInt(g, arch+".attention.value_length", dh); err != nil {
+		return nil, err
+	} else if dv != dh {
+		return nil, fmt.Errorf("model: %s: metadata %q = %d differs from key_length %d (probe's families have one head dimension)", g.Path, arch+".attention.value_length", dv, dh)
+	}
+	cfg["head_dim"] = dh
+	if rd, err := ggufInt(g, arch+".rope.dimension_count", dh); err != nil {
+		return nil, err
+	} else if rd != dh {
+		return nil, fmt.Errorf("model: %s: metadata %q = %d: partial rotary embeddings (of %d dimensions per head) are not in the %s family", g.Path, arch+".rope.dimension_count", rd, dh, arch)
+	}
+	if cfg["rms_norm_eps"], err = ggufFloat(g, arch+".attention.layer_norm_rms_epsilon", 1e-6); err != nil {
+		return nil, err
+	}
+	emb, ok := g.Tensor("token_embd.weight")
+	if !ok || len(emb.Dims) != 2 {
+		return nil, fmt.Errorf("model: %s: no 2-D tensor token_embd.weight (the embedding)", g.Path)
+	}
+	cfg["vocab_size"] = emb.Dims[1]
+	_, untied := g.Tensor("output.weight")
+	cfg["tie_word_embeddings"] = !untied
+	_, bias := g.Tensor("blk.0.attn_q.bias")
+	cfg["attention_bias"] = bias
+	if _, ok := g.Tensor("rope_freqs.weight"); ok {
+		return nil, fmt.Errorf("model: %s: tensor rope_freqs.weight (Llama 3.1-style rope scaling stored as per-frequency factors) is not mapped back to rope_scaling yet; use the Hugging Face checkpoint", g.Path)
+	}
+	if err := f.config(g, arch, cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// ggufRoPE returns the base and the rope_scaling of the "<arch>.rope."
+// keys: none or linear (factor), anything else refused naming the key.
+func ggufRoPE(g *checkpoint.GGUFFile, arch string) (theta float64, scaling map[string]any, err error) {
+	if theta, err = ggufFloat(g, arch+".rope.freq_base", 10000); err != nil {
+		return 0, nil, err
+	}
+	typ := "none"
+	if _, ok := g.Meta(arch + ".rope.scaling.type"); ok {
+		if typ, err = g.MetaString(arch + ".rope.scaling.type"); err != nil {
+			return 0, nil, fmt.Errorf("model: %w", err)
+		}
+	}
+	switch typ {
+	case "none", "":
+		// llama.cpp's freq_scale = 1/factor may also be given alone
+		if f, err := ggufFloat(g, arch+".rope.scaling.factor", 0); err != nil || (f != 0 && f != 1) {
+			if err != nil {
+				return 0, nil, err
+			}
+			return 0, nil, fmt.Errorf("model: %s: metadata %q = %g with rope.scaling.type none", g.Path, arch+".rope.scaling.factor", f)
+		}
+		return theta, nil, nil
+	case "linear":
+		f, err := ggufFloat(g, arch+".rope.scaling.factor", 0)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !(f > 0) {
+			return 0, nil, fmt.Errorf("model: %s: metadata %q must be positive for linear scaling", g.Path, arch+".rope.scaling.factor")
+		}
+		return theta, map[string]any{"rope_type": "linear", "factor": f}, nil
+	}
+	return 0, nil, fmt.Errorf("model: %s: metadata %q = %q is not supported (supported: none, linear)", g.Path, arch+".rope.scaling.type", typ)
+}
+
+// ggufDecoderConfig adds llama/qwen2/qwen3's RoPE and activation.
+func ggufDecoderConfig(g *checkpoint.GGUFFile, arch string, cfg map[string]any) error {
+	theta, scaling, err := ggufRoPE(g, arch)
+	if err != nil {
+		return err
+	}
+	cfg["rope_theta"], cfg["hidden_act"] = theta, "silu"
+	if scaling != nil {
+		cfg["rope_scaling"] = scaling
+	}
+	if arch == "qwen2" {
+		cfg["attention_bias"] = true // Qwen2's q/k/v always carry biases
+	}
+	return nil
+}
+
+// ggufGemmaConfig adds Gemma 2/3's fields: the sliding window
+// (attention.sliding_window) and the layers it applies to
+// (attention.sliding_window_pattern p, a number — every p-th layer global,
+// as llama.cpp's set_swa_pattern — or one bool per layer; default
+// defaultPattern, llama.cpp's), the logit soft-caps (Gemma 2), the RoPE of
+// the global and (Gemma 3, rope.freq_base_swa, default 10000) sliding
+// layers. GGUF does not store query_pre_attn_scalar: llama.cpp scales
+// scores by head_dim^−½, but by (hidden/heads)^−½ for the 27B models,
+// which it knows by their layer count (bigLayers); so does this.
+func ggufGemmaConfig(g *checkpoint.GGUFFile, arch string, cfg map[string]any, defaultPattern int, bigLayers int64) error {
+	layers := cfg["num_hidden_layers"].(int64)
+	cfg["hidden_activation"] = "gelu_pytorch_tanh"
+	cfg["query_pre_attn_scalar"] = cfg["head_dim"]
+	if layers == bigLayers {
+		cfg["query_pre_attn_scalar"] = cfg["hidden_size"].(int64) / cfg["num_attention_heads"].(int64)
+	}
+	window, err := ggufInt(g, arch+".attention.sliding_window", -1)
+	if err != nil {
+		return err
+	}
+	cfg["sliding_window"] = window
+	sliding := make([]bool, layers)
+	key := arch + ".attention.sliding_window_pattern"
+	v, ok := g.Meta(key)
+	switch a, isArray := v.(checkpoint.GGUFArray); {
+	case !ok:
+		for l := range sliding {
+			sliding[l] = (l+1)%defaultPattern != 0
+		}
+	case isArray:
+		b, isBool := a.Values.([]bool)
+		if !isBool || int64(len(b)) != layers {
+			return fmt.Errorf("model: %s: metadata %q: want a number or %d bools, got an array of %d %v", g.Path, key, layers, a.Len(), a.Elem)
+		}
+		copy(sliding, b)
+	default:
+		p, err := ggufInt(g, key, -1)
+		if err != nil {
+			return err
+		}
+		if p <= 0 {
+			return fmt.Errorf("model: %s: metadata %q = %d must be positive", g.Path, key, p)
+		}
+		for l := range sliding {
+			sliding[l] = int64(l)%p < p-1
+		}
+	}
+	types := make([]string, layers)
+	for l, s := range sliding {
+		types[l] = "full_attention"
+		if s {
+			types[l] = "sliding_attention"
+		}
+	}
+	cfg["layer_types"] = types
+	theta, scaling, err := ggufRoPE(g, arch)
+	if err != nil {
+		return err
+	}
+	if arch == "gemma2" {
+		cfg["rope_theta"] = theta
+		if scaling != nil {
+			return fmt.Errorf("model: %s: metadata %q: Gemma 2 has no rope scaling", g.Path, arch+".rope.scaling.type")
+		}
+		for _, k := range []string{"attn_logit_softcapping", "final_logit_softcapping"} {
+			c, err := ggufFloat(g, arch+"."+k, 0)
+			if err != nil {
+				return err
+			}
+			cfg[k] = c
+			if c == 0 {
+				cfg[k] = nil
+			}
+		}
+		return nil
+	}
+	full := map[string]any{"rope_type": "default", "rope_theta": theta}
+	for k, v := range scaling {
+		full[k] = v
+	}
+	local, err := ggufFloat(g, arch+".rope.freq_base_swa", 10000)
+	if err != nil {
+		return err
+	}
+	cfg["rope_parameters"] = map[string]any{"full_attention": full, "sliding_attention": map[string]any{"rope_type": "default", "rope_theta": local}}
+	cfg["attn_logit_softcapping"], cfg["final_logit_softcapping"] = nil, nil
+	return nil
+}
+
+// ggufHFName maps a GGUF tensor name to the Hugging Face one.
+func (f *ggufFamily) hfName(name string) (string, bool) {
+	if hf, ok := ggufGlobalNames[name]; ok {
+		return hf, true
+	}
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return "", false
+	}
+	num, suffix, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	if l, err := strconv.Atoi(num); err != nil || l < 0 || strconv.Itoa(l) != num {
+		return "", false
+	}
+	hf, ok := f.names[suffix]
+	if !ok {
+		return "", false
+	}
+	return "model.layers." + num + "." + hf, true
+}
+
+// GGUFTensors returns every tensor of g under its Hugging Face name and
+// shape, dequantized to float32, with the converter's changes undone (see
+// the top of this file). cfg is GGUFConfig's result. A tensor the family
+// does not name is an error naming it.
+func GGUFTensors(g *checkpoint.GGUFFile, cfg map[string]any) ([]checkpoint.Tensor, error) {
+	_, f, err := ggufFamilyOf(g)
+	if err != nil {
+		return nil, err
+	}
+	heads, kv, dh := int(cfg["num_attention_heads"].(int64)), int(cfg["num_key_value_heads"].(int64)), int(cfg["head_dim"].(int64))
+	var out []checkpoint.Tensor
+	for _, ti := range g.Tensors {
+		hf, ok := f.hfName(ti.Name)
+		if !ok {
+			return nil, fmt.Errorf("model: %s: tensor %q has no Hugging Face name in the %s family", g.Path, ti.Name, f.modelType)
+		}
+		data, err := g.Dequantize(ti.Name)
+		if err != nil {
+			return nil, err
+		}
+		shape := ti.Shape()
+		switch {
+		case f.permuteQK && strings.HasPrefix(hf, "model.layers.") && (strings.HasSuffix(hf, ".q_proj.weight") || strings.HasSuffix(hf, ".q_proj.bias")):
+			if data, err = ggufUnpermute(data, shape, heads, dh, ti.Name); err != nil {
+				return nil, fmt.Errorf("model: %s: %w", g.Path, err)
+			}
+		case f.permuteQK && strings.HasPrefix(hf, "model.layers.") && (strings.HasSuffix(hf, ".k_proj.weight") || strings.HasSuffix(hf, ".k_proj.bias")):
+			if data, err = ggufUnpermute(data, shape, kv, dh, ti.Name); err != nil {
+				return nil, fmt.Errorf("model: %s: %w", g.Path, err)
+			}
+		case f.normPlusOne && strings.HasSuffix(ti.Name, "norm.weight"):
+			for i := range data {
+				data[i] -= 1
+			}
+		}
+		out = append(out, checkpoint.Tensor{Name: hf, Shape: shape, Data: data})
+	}
+	return out, nil
+}
+
+// ggufUnpermute inverts LlamaModel.permute on the rows of a q or k weight
+// ([n·d, in]) or bias ([n·d]): Hugging Face row h·d + s·d/2 + i is GGUF row
+// h·d + 2i + s.
+func ggufUnpermute(x []float32, shape []int, n, d int, name string) ([]float32, error) {
+	if len(shape) == 0 || shape[0] != n*d || d%2 != 0 {
+		return nil, fmt.Errorf("tensor %q: shape %v, want %d heads × %d rows first", name, shape, n, d)
+	}
+	cols := len(x) / shape[0]
+	out := make([]float32, len(x))
+	for h := 0; h < n; h++ {
+		for s := 0; s < 2; s++ {
+			for i := 0; i < d/2; i++ {
+				src, dst := h*d+2*i+s, h*d+s*d/2+i
+				copy(out[dst*cols:(dst+1)*cols], x[src*cols:(src+1)*cols])
+			}
+		}
+	}
+	return out, nil
+}
+
+// ConvertGGUF writes the Hugging Face checkpoint a GGUF file was converted
+// from into dir: config.json (GGUFConfig) and model.safetensors (float32,
+// GGUFTensors), which Load reads. dir is created if needed; files in it are
+// replaced.
+func ConvertGGUF(src, dir string) error {
+	g, err := checkpoint.OpenGGUF(src)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	cfg, err := GGUFConfig(g)
+	if err != nil {
+		return err
+	}
+	ts, err := GGUFTensors(g, cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	if _, err := ParseConfig(data); err != nil {
+		return fmt.Errorf("model: %s: the config.json made from its metadata: %w", src, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	return checkpoint.WriteSafetensors(filepath.Join(dir, "model.safetensors"), ts, map[string]string{"format": "pt", "source": "gguf " + filepath.Base(src)})
+}

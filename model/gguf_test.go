@@ -1,0 +1,223 @@
+package model
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/checkpoint"
+)
+
+// ggufCases lists the shared GGUF fixtures (golden/gguf/<case>: a
+// generated checkpoint written to GGUF as llama.cpp's converter does and
+// quantized by llama.cpp; see its README).
+func ggufCases(t *testing.T) []string {
+	dirs, _ := filepath.Glob(filepath.Join("..", "..", "shared", "golden", "gguf", "*", "model.gguf"))
+	if len(dirs) == 0 {
+		t.Skip("no ../shared/golden/gguf/*/model.gguf")
+	}
+	for i, d := range dirs {
+		dirs[i] = filepath.Dir(d)
+	}
+	return dirs
+}
+
+// TestGGUFConfigMatchesHF: the config made from each fixture's GGUF
+// metadata parses to the Config of the Hugging Face config.json it was
+// converted from (dequant/config.json): sizes, RoPE (Gemma 3's local and
+// global bases), the sliding pattern, the tied head.
+func TestGGUFConfigMatchesHF(t *testing.T) {
+	for _, dir := range ggufCases(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			g, err := checkpoint.OpenGGUF(filepath.Join(dir, "model.gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			fields, err := GGUFConfig(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := json.Marshal(fields)
+			got, err := ParseConfig(data)
+			if err != nil {
+				t.Fatalf("%s: %v", data, err)
+			}
+			want, err := LoadConfig(filepath.Join(dir, "dequant"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("config from GGUF:\n%+v\nHugging Face config.json:\n%+v", *got, *want)
+			}
+		})
+	}
+}
+
+// ggufBounds are a fixture's bounds.json: what probe on the GGUF may differ
+// from llama.cpp's probabilities (1.5× what was measured with probe on
+// ggml's own dequantization, compare.json).
+type ggufBounds struct {
+	DLogP float64 `json:"dlogp_top100"`
+	KLMax float64 `json:"kl_max"`
+	Top1  float64 `json:"top1"`
+}
+
+// ggufCompare holds compare.json's measurements of probe on dequant/.
+type ggufCompare struct {
+	MaxDLogP float64 `json:"max_abs_dlogp_top100"`
+	Top1     int     `json:"top1_agree"`
+}
+
+// TestGGUFMatchesLlamaCpp: each fixture, read from GGUF (ConvertGGUF, then
+// Load), gives next-token distributions within the fixture's bounds of
+// llama.cpp's own on the same file (max |Δ log p| over probe's top-100
+// tokens, KL both ways, top-1 agreement), and the same max |Δ log p| and
+// top-1 count as probe on ggml's float32 dequantization of the file
+// (compare.json): the weights, the undone Q/K permutation and +1 on the
+// norms, and the config are what the Hugging Face checkpoint holds.
+func TestGGUFMatchesLlamaCpp(t *testing.T) {
+	for _, dir := range ggufCases(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			var bounds ggufBounds
+			var cmp ggufCompare
+			var ids [][]int
+			for _, f := range []struct {
+				name string
+				v    any
+			}{{"bounds.json", &bounds}, {"compare.json", &cmp}, {"ids.json", &ids}} {
+				b, err := os.ReadFile(filepath.Join(dir, f.name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := json.Unmarshal(b, f.v); err != nil {
+					t.Fatalf("%s: %v", f.name, err)
+				}
+			}
+			hf := t.TempDir()
+			if err := ConvertGGUF(filepath.Join(dir, "model.gguf"), hf); err != nil {
+				t.Fatal(err)
+			}
+			m, err := Load(hf, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ck, err := checkpoint.OpenFile(filepath.Join(dir, "llamacpp_probs.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			probs, err := ck.Float32("probs")
+			ck.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := m.Forward(ids, Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			V := m.Config.Vocab
+			var maxD, klMax float64
+			top1, n := 0, 0
+			for p := 0; p < len(ids)*len(ids[0]); p++ {
+				d, klPL, klLP, same := ggufPosition(out.Logits[p*V:(p+1)*V], probs[p*V:(p+1)*V])
+				maxD, klMax = math.Max(maxD, d), math.Max(klMax, math.Max(klPL, klLP))
+				if same {
+					top1++
+				}
+				n++
+			}
+			t.Logf("max |Δ log p| top-100 %.4g (compare.json %.4g, bound %.4g), KL max %.3g (bound %.3g), top-1 %d/%d (compare.json %d)",
+				maxD, cmp.MaxDLogP, bounds.DLogP, klMax, bounds.KLMax, top1, n, cmp.Top1)
+			if maxD > bounds.DLogP || klMax > bounds.KLMax || float64(top1) < bounds.Top1*float64(n) {
+				t.Errorf("outside bounds.json %+v", bounds)
+			}
+			if math.Abs(maxD-cmp.MaxDLogP) > 1e-3*cmp.MaxDLogP || top1 != cmp.Top1 {
+				t.Errorf("probe on the GGUF differs from probe on ggml's dequantization: max |Δ log p| %.6g vs %.6g, top-1 %d vs %d", maxD, cmp.MaxDLogP, top1, cmp.Top1)
+			}
+		})
+	}
+}
+
+// ggufPosition compares one position's logits with llama.cpp's
+// probabilities as the fixtures' README does: log-softmax in float64; max
+// |Δ log p| over probe's 100 most likely tokens whose llama.cpp probability
+// is a normal float32; KL(probe‖llama) and KL(llama‖probe) over the tokens
+// both give a probability; whether the argmaxes agree.
+func ggufPosition(logits, probs []float32) (maxD, klPL, klLP float64, same bool) {
+	V := len(logits)
+	mx := math.Inf(-1)
+	for _, z := range logits {
+		mx = math.Max(mx, float64(z))
+	}
+	var sum float64
+	for _, z := range logits {
+		sum += math.Exp(float64(z) - mx)
+	}
+	logp := make([]float64, V)
+	for i, z := range logits {
+		logp[i] = float64(z) - mx - math.Log(sum)
+	}
+	order := make([]int, V)
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return logp[order[a]] > logp[order[b]] })
+	for _, i := range order[:min(100, V)] {
+		if float64(probs[i]) >= 0x1p-126 {
+			maxD = math.Max(maxD, math.Abs(logp[i]-math.Log(float64(probs[i]))))
+		}
+	}
+	best := 0
+	for i, q := range probs {
+		if q > probs[best] {
+			best = i
+		}
+		if q > 0 {
+			lq := math.Log(float64(q))
+			klLP += float64(q) * (lq - logp[i])
+			klPL += math.Exp(logp[i]) * (logp[i] - lq)
+		}
+	}
+	return maxD, klPL, klLP, best == order[0]
+}
+
+// TestGGUFUnpermute: ggufUnpermute inverts LlamaModel.permute (written
+// here as the converter writes it: reshape(n, 2, d/2, in), swap axes 1
+// and 2, reshape back) on a weight and a bias.
+func TestGGUFUnpermute(t *testing.T) {
+	const n, d, in = 3, 8, 5
+	permute := func(x []float32, cols int) []float32 {
+		out := make([]float32, len(x))
+		for h := 0; h < n; h++ {
+			for s := 0; s < 2; s++ {
+				for i := 0; i < d/2; i++ {
+					// source index [h, s, i] → destination [h, i, s]
+					copy(out[(h*d+i*2+s)*cols:(h*d+i*2+s+1)*cols], x[(h*d+s*d/2+i)*cols:(h*d+s*d/2+i+1)*cols])
+				}
+			}
+		}
+		return out
+	}
+	for _, cols := range []int{in, 1} {
+		x := make([]float32, n*d*cols)
+		for i := range x {
+			x[i] = float32(i)
+		}
+		shape := []int{n * d, cols}
+		if cols == 1 {
+			shape = []int{n * d}
+		}
+		got, err := ggufUnpermute(permute(x, cols), shape, n, d, "w")
+		if err != nil || !reflect.DeepEqual(got, x) {
+			t.Fatalf("cols %d: unpermute(permute(x)) = %v, %v", cols, got, err)
+		}
+	}
+	if _, err := ggufUnpermute(make([]float32, 10), []int{10}, n, d, "blk.0.attn_q.weight"); err == nil || !strings.Contains(err.Error(), `tensor "blk.0.attn_q.weight": shape [10], want 3 heads × 8 rows`) {
+		t.Errorf("bad shape: %v", err)
+	}
+}
