@@ -523,3 +523,44 @@ func TestFindGGUF(t *testing.T) {
 		t.Errorf("a safetensors file: %v %v", ok, err)
 	}
 }
+
+// TestWriteGGUF: WriteGGUF's file reads back with every metadata value and
+// tensor as given, byte for byte as encodeGGUF (the tests' independent
+// encoder) lays it out; a value of the wrong Go type and a tensor of the
+// wrong byte count are refused naming them.
+func TestWriteGGUF(t *testing.T) {
+	kv := everyValueKV()
+	ts := smallTensors(GGMLF32, GGMLQ4_K, GGMLMXFP4, GGMLQ8_0)
+	var wts []GGUFWriteTensor
+	for _, x := range ts {
+		wts = append(wts, GGUFWriteTensor{Name: x.name, Type: x.typ, Dims: x.dims, Data: x.data})
+	}
+	p := filepath.Join(t.TempDir(), "w.gguf")
+	if err := WriteGGUF(p, kv, wts); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(p)
+	if want := encodeGGUF(3, kv, ts, 32); !bytes.Equal(got, want) {
+		t.Fatalf("WriteGGUF wrote %d bytes, encodeGGUF %d, differing", len(got), len(want))
+	}
+	g, err := OpenGGUF(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if !reflect.DeepEqual(g.KV, kv) {
+		t.Errorf("metadata read back differs")
+	}
+	err = WriteGGUF(p, []GGUFKV{{"general.alignment", GGUFUint32, 32}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "general.alignment 32: want a uint32") {
+		t.Errorf("int alignment: %v", err)
+	}
+	err = WriteGGUF(p, []GGUFKV{{"a", GGUFArrayT, GGUFArray{GGUFInt32, []uint32{1}}}}, nil)
+	if err == nil || !strings.Contains(err.Error(), `metadata "a": [0]: value uint32 is not a int32`) {
+		t.Errorf("wrong array type: %v", err)
+	}
+	err = WriteGGUF(p, nil, []GGUFWriteTensor{{Name: "w", Type: GGMLQ8_0, Dims: []int64{32, 2}, Data: make([]byte, 34)}})
+	if err == nil || !strings.Contains(err.Error(), `tensor "w": q8_0 [32 2] takes 68 bytes, got 34`) {
+		t.Errorf("wrong size: %v", err)
+	}
+}
