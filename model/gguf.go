@@ -491,3 +491,158 @@ func ConvertGGUF(src, dir string) error {
 	}
 	return checkpoint.WriteSafetensors(filepath.Join(dir, "model.safetensors"), ts, map[string]string{"format": "pt", "source": "gguf " + filepath.Base(src)})
 }
+
+// WriteGGUFFromHF writes a Hugging Face checkpoint of a family above (its
+// Config and tensors under their Hugging Face names, float32) to an F32
+// GGUF file as llama.cpp's converter lays it out: the "<arch>."
+// hyper-parameters GGUFConfig reads, the GGUF tensor names, llama's q/k
+// rows permuted (LlamaModel.permute) and Gemma's norms stored as 1 + w,
+// and a placeholder byte-level tokenizer of tokens "<tN>" (the tokenizer is
+// not carried over). It is the inverse of GGUFConfig and GGUFTensors, for
+// making test files that llama.cpp then quantizes (scripts/gguf/hf2gguf).
+// What GGUF cannot say is refused: rope scaling other than linear, MLP
+// biases, a Gemma query_pre_attn_scalar other than llama.cpp's rule.
+func WriteGGUFFromHF(path string, cfg *Config, tensors []checkpoint.Tensor) error {
+	arch := string(cfg.Arch)
+	f, ok := ggufFamilies[arch]
+	if !ok {
+		return fmt.Errorf("model: %s: architecture %s cannot be written to GGUF here (supported: %s)", path, arch, ggufArchs())
+	}
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("model: %s: %s", path, fmt.Sprintf(format, a...))
+	}
+	if cfg.MLPBias {
+		return fail("MLP biases have no GGUF name in the %s family", arch)
+	}
+	u32 := func(v int) any { return uint32(v) }
+	kv := []checkpoint.GGUFKV{
+		{Key: "general.architecture", Type: checkpoint.GGUFString, Value: arch},
+		{Key: "general.name", Type: checkpoint.GGUFString, Value: "probe " + arch},
+		{Key: "general.alignment", Type: checkpoint.GGUFUint32, Value: uint32(32)},
+		{Key: "general.file_type", Type: checkpoint.GGUFUint32, Value: uint32(0)},
+	}
+	add := func(key string, t checkpoint.GGUFValueType, v any) {
+		kv = append(kv, checkpoint.GGUFKV{Key: arch + "." + key, Type: t, Value: v})
+	}
+	for _, e := range []struct {
+		key string
+		v   int
+	}{{"context_length", cfg.MaxPos}, {"embedding_length", cfg.DModel}, {"block_count", cfg.Layers},
+		{"feed_forward_length", cfg.DMLP}, {"attention.head_count", cfg.Heads}, {"attention.head_count_kv", cfg.KVHeads},
+		{"attention.key_length", cfg.DHead}, {"attention.value_length", cfg.DHead}, {"rope.dimension_count", cfg.DHead},
+		{"vocab_size", cfg.Vocab}} {
+		add(e.key, checkpoint.GGUFUint32, u32(e.v))
+	}
+	add("attention.layer_norm_rms_epsilon", checkpoint.GGUFFloat32, float32(cfg.NormEps))
+	add("rope.freq_base", checkpoint.GGUFFloat32, float32(cfg.RoPE.Theta))
+	switch cfg.RoPE.Type {
+	case "default", "":
+	case "linear":
+		add("rope.scaling.type", checkpoint.GGUFString, "linear")
+		add("rope.scaling.factor", checkpoint.GGUFFloat32, float32(cfg.RoPE.Factor))
+	default:
+		return fail("rope scaling %q has no GGUF form here (supported: default, linear)", cfg.RoPE.Type)
+	}
+	if f.normPlusOne {
+		scalar := cfg.DHead
+		if (arch == "gemma2" && cfg.Layers == 46) || (arch == "gemma3" && cfg.Layers == 62) {
+			scalar = cfg.DModel / cfg.Heads
+		}
+		if cfg.AttnScalar != float64(scalar) {
+			return fail("query_pre_attn_scalar %g: GGUF does not store it and llama.cpp would use %d", cfg.AttnScalar, scalar)
+		}
+		add("attention.sliding_window", checkpoint.GGUFUint32, u32(cfg.Sliding))
+		if arch == "gemma2" {
+			for l := 0; l < cfg.Layers; l++ {
+				if (cfg.layerWindow(l) > 0) != (l%2 == 0) {
+					return fail("layer %d: llama.cpp's Gemma 2 alternates sliding (even) and global (odd) layers; this model does not", l)
+				}
+			}
+			add("attn_logit_softcapping", checkpoint.GGUFFloat32, float32(cfg.AttnSoftcap))
+			add("final_logit_softcapping", checkpoint.GGUFFloat32, float32(cfg.FinalSoftcap))
+		} else {
+			pattern := make([]bool, cfg.Layers)
+			for l := range pattern {
+				pattern[l] = cfg.layerWindow(l) > 0
+			}
+			add("attention.sliding_window_pattern", checkpoint.GGUFArrayT, checkpoint.GGUFArray{Elem: checkpoint.GGUFBool, Values: pattern})
+			local := cfg.RoPE.Theta
+			if cfg.LocalRoPE != nil {
+				if cfg.LocalRoPE.Type != "default" {
+					return fail("the sliding layers' rope scaling %q has no GGUF form", cfg.LocalRoPE.Type)
+				}
+				local = cfg.LocalRoPE.Theta
+			}
+			add("rope.freq_base_swa", checkpoint.GGUFFloat32, float32(local))
+		}
+	}
+	tokens, types := make([]string, cfg.Vocab), make([]int32, cfg.Vocab)
+	for i := range tokens {
+		tokens[i], types[i] = fmt.Sprintf("<t%d>", i), 1
+	}
+	kv = append(kv,
+		checkpoint.GGUFKV{Key: "tokenizer.ggml.model", Type: checkpoint.GGUFString, Value: "gpt2"},
+		checkpoint.GGUFKV{Key: "tokenizer.ggml.pre", Type: checkpoint.GGUFString, Value: "default"},
+		checkpoint.GGUFKV{Key: "tokenizer.ggml.tokens", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFString, Values: tokens}},
+		checkpoint.GGUFKV{Key: "tokenizer.ggml.token_type", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFInt32, Values: types}},
+		checkpoint.GGUFKV{Key: "tokenizer.ggml.merges", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFString, Values: []string{"< t"}}},
+		checkpoint.GGUFKV{Key: "tokenizer.ggml.bos_token_id", Type: checkpoint.GGUFUint32, Value: uint32(cfg.Vocab - 1)},
+		checkpoint.GGUFKV{Key: "tokenizer.ggml.eos_token_id", Type: checkpoint.GGUFUint32, Value: uint32(cfg.Vocab - 1)},
+	)
+	toGGUF := map[string]string{}
+	for g, hf := range ggufGlobalNames {
+		toGGUF[hf] = g
+	}
+	var out []checkpoint.GGUFWriteTensor
+	for _, t := range tensors {
+		x, ok := t.Data.([]float32)
+		if !ok {
+			return fail("tensor %q holds %T: convert it to float32 first", t.Name, t.Data)
+		}
+		name, ok := toGGUF[t.Name]
+		if rest, isLayer := strings.CutPrefix(t.Name, "model.layers."); !ok && isLayer {
+			num, suffix, _ := strings.Cut(rest, ".")
+			for g, hf := range f.names {
+				if hf == suffix {
+					name, ok = "blk."+num+"."+g, true
+				}
+			}
+		}
+		if !ok {
+			return fail("tensor %q has no GGUF name in the %s family", t.Name, arch)
+		}
+		x = append([]float32(nil), x...)
+		switch {
+		case f.permuteQK && strings.Contains(name, ".attn_q."):
+			x = ggufPermute(x, t.Shape, cfg.Heads, cfg.DHead)
+		case f.permuteQK && strings.Contains(name, ".attn_k."):
+			x = ggufPermute(x, t.Shape, cfg.KVHeads, cfg.DHead)
+		case f.normPlusOne && strings.HasSuffix(name, "norm.weight"):
+			for i := range x {
+				x[i] += 1
+			}
+		}
+		dims := make([]int64, len(t.Shape))
+		for i, d := range t.Shape {
+			dims[len(dims)-1-i] = int64(d)
+		}
+		out = append(out, checkpoint.GGUFWriteTensor{Name: name, Type: checkpoint.GGMLF32, Dims: dims, Data: checkpoint.F32Bytes(x)})
+	}
+	return checkpoint.WriteGGUF(path, kv, out)
+}
+
+// ggufPermute is LlamaModel.permute on the rows of x ([n·d, …]): row
+// h·d + s·d/2 + i moves to h·d + 2i + s (ggufUnpermute's inverse).
+func ggufPermute(x []float32, shape []int, n, d int) []float32 {
+	cols := len(x) / shape[0]
+	out := make([]float32, len(x))
+	for h := 0; h < n; h++ {
+		for s := 0; s < 2; s++ {
+			for i := 0; i < d/2; i++ {
+				src, dst := h*d+s*d/2+i, h*d+2*i+s
+				copy(out[dst*cols:(dst+1)*cols], x[src*cols:(src+1)*cols])
+			}
+		}
+	}
+	return out
+}

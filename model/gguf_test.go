@@ -221,3 +221,140 @@ func TestGGUFUnpermute(t *testing.T) {
 		t.Errorf("bad shape: %v", err)
 	}
 }
+
+// TestGGUFRoundTrip: a generated checkpoint of each family, written to GGUF
+// as llama.cpp's converter does (WriteGGUFFromHF: permuted q/k rows, 1 + w
+// norms), reads back (GGUFConfig, GGUFTensors) to the same Config and the
+// same tensors — exactly, but for Gemma's norms, where (w + 1) − 1 may
+// round (to within 2^-23).
+func TestGGUFRoundTrip(t *testing.T) {
+	for _, arch := range []Arch{ArchLlama, ArchQwen2, ArchQwen3, ArchGemma2, ArchGemma3} {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg, err := SmallConfig(arch, Size{Layers: 4, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 96, MaxPos: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, tensors, err := Generate(cfg, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			if err := WriteGGUFFromHF(p, &cfg, tensors); err != nil {
+				t.Fatal(err)
+			}
+			g, err := checkpoint.OpenGGUF(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			fields, err := GGUFConfig(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := json.Marshal(fields)
+			got, err := ParseConfig(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*got, cfg) {
+				t.Errorf("config read back:\n%+v\nwritten:\n%+v", *got, cfg)
+			}
+			back, err := GGUFTensors(g, fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]checkpoint.Tensor{}
+			for _, w := range tensors {
+				want[w.Name] = w
+			}
+			if len(back) != len(want) {
+				t.Fatalf("%d tensors read back, %d written", len(back), len(want))
+			}
+			for _, b := range back {
+				w, ok := want[b.Name]
+				if !ok || !reflect.DeepEqual(b.Shape, w.Shape) {
+					t.Fatalf("%s %v: written as %v (%v)", b.Name, b.Shape, w.Shape, ok)
+				}
+				x, y := b.Data.([]float32), w.Data.([]float32)
+				tol := 0.0
+				if arch == ArchGemma2 || arch == ArchGemma3 {
+					tol = 0x1p-23
+				}
+				for i := range y {
+					if math.Abs(float64(x[i]-y[i])) > tol {
+						t.Fatalf("%s[%d] = %g, written %g", b.Name, i, x[i], y[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestGGUFRefuses: what GGUF or this mapping cannot say is refused naming
+// the key, tensor or field.
+func TestGGUFRefuses(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _ := SmallConfig(ArchLlama, Size{Layers: 1, DModel: 32, Heads: 2, KVHeads: 2, Vocab: 16, MaxPos: 64})
+	_, tensors, _ := Generate(cfg, 1)
+	write := func(name string, kv []checkpoint.GGUFKV, ts []checkpoint.GGUFWriteTensor) string {
+		p := filepath.Join(dir, name)
+		if err := checkpoint.WriteGGUF(p, kv, ts); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	arch := func(a string) checkpoint.GGUFKV {
+		return checkpoint.GGUFKV{Key: "general.architecture", Type: checkpoint.GGUFString, Value: a}
+	}
+	emb := checkpoint.GGUFWriteTensor{Name: "token_embd.weight", Type: checkpoint.GGMLF32, Dims: []int64{4, 2}, Data: make([]byte, 32)}
+	cases := []struct {
+		name string
+		path func() string
+		want string
+	}{
+		{"unknown architecture", func() string { return write("phi.gguf", []checkpoint.GGUFKV{arch("phi3")}, nil) },
+			`general.architecture "phi3" is not supported from GGUF (supported: llama, qwen2, qwen3, gemma2, gemma3)`},
+		{"missing hyper-parameter", func() string { return write("nohp.gguf", []checkpoint.GGUFKV{arch("qwen3")}, nil) },
+			`metadata "qwen3.embedding_length" is missing`},
+		{"per-layer array", func() string {
+			return write("arr.gguf", []checkpoint.GGUFKV{arch("llama"),
+				{Key: "llama.embedding_length", Type: checkpoint.GGUFUint32, Value: uint32(4)},
+				{Key: "llama.block_count", Type: checkpoint.GGUFUint32, Value: uint32(1)},
+				{Key: "llama.feed_forward_length", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFInt32, Values: []int32{8}}}}, nil)
+		}, `metadata "llama.feed_forward_length" is a array`},
+		{"llama3 rope factors", func() string {
+			p := filepath.Join(dir, "l3.gguf")
+			if err := WriteGGUFFromHF(p, &cfg, tensors); err != nil {
+				t.Fatal(err)
+			}
+			g, _ := checkpoint.OpenGGUF(p)
+			defer g.Close()
+			var ts []checkpoint.GGUFWriteTensor
+			for _, ti := range g.Tensors {
+				b, _ := g.TensorData(ti.Name)
+				ts = append(ts, checkpoint.GGUFWriteTensor{Name: ti.Name, Type: ti.Type, Dims: ti.Dims, Data: b})
+			}
+			ts = append(ts, checkpoint.GGUFWriteTensor{Name: "rope_freqs.weight", Type: checkpoint.GGMLF32, Dims: []int64{8}, Data: make([]byte, 32)})
+			return write("l3b.gguf", g.KV, ts)
+		}, `tensor rope_freqs.weight (Llama 3.1-style rope scaling stored as per-frequency factors) is not mapped back`},
+		{"unknown tensor", func() string {
+			kv := []checkpoint.GGUFKV{arch("qwen3")}
+			for _, k := range []string{"embedding_length", "block_count", "feed_forward_length", "attention.head_count", "context_length"} {
+				kv = append(kv, checkpoint.GGUFKV{Key: "qwen3." + k, Type: checkpoint.GGUFUint32, Value: uint32(2)})
+			}
+			return write("unk.gguf", kv, []checkpoint.GGUFWriteTensor{emb, {Name: "blk.0.ffn_gate_exps.weight", Type: checkpoint.GGMLF32, Dims: []int64{4}, Data: make([]byte, 16)}})
+		}, `tensor "blk.0.ffn_gate_exps.weight" has no Hugging Face name in the qwen3 family`},
+	}
+	for _, tc := range cases {
+		p := tc.path()
+		err := ConvertGGUF(p, filepath.Join(dir, "out-"+filepath.Base(p)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v\nwant the file and %q", tc.name, err, tc.want)
+		}
+	}
+	g2, _ := SmallConfig(ArchGemma2, Size{Layers: 2, DModel: 32, Heads: 2, KVHeads: 2, Vocab: 16, MaxPos: 64})
+	g2.AttnScalar = 100
+	if err := WriteGGUFFromHF(filepath.Join(dir, "g2.gguf"), &g2, nil); err == nil || !strings.Contains(err.Error(), "query_pre_attn_scalar 100: GGUF does not store it and llama.cpp would use 16") {
+		t.Errorf("gemma2 scalar: %v", err)
+	}
+}
