@@ -458,11 +458,20 @@ func ggufUnpermute(x []float32, shape []int, n, d int, name string) ([]float32, 
 	return out, nil
 }
 
+// GGUFOptions are ConvertGGUF's choices.
+type GGUFOptions struct {
+	// NoTokenizer writes no tokenizer.json. Default (false): the file's
+	// tokenizer.ggml.* is written as tokenizer.json (GGUFTokenizerJSON),
+	// and a tokenizer that does not convert fails the conversion.
+	NoTokenizer bool
+}
+
 // ConvertGGUF writes the Hugging Face checkpoint a GGUF file was converted
-// from into dir: config.json (GGUFConfig) and model.safetensors (float32,
-// GGUFTensors), which Load reads. dir is created if needed; files in it are
-// replaced.
-func ConvertGGUF(src, dir string) error {
+// from into dir: config.json (GGUFConfig), model.safetensors (float32,
+// GGUFTensors) and tokenizer.json (GGUFTokenizerJSON, unless
+// opt.NoTokenizer), which Load and the commands read. dir is created if
+// needed; files in it are replaced.
+func ConvertGGUF(src, dir string, opt GGUFOptions) error {
 	g, err := checkpoint.OpenGGUF(src)
 	if err != nil {
 		return err
@@ -475,6 +484,12 @@ func ConvertGGUF(src, dir string) error {
 	ts, err := GGUFTensors(g, cfg)
 	if err != nil {
 		return err
+	}
+	var tok []byte
+	if !opt.NoTokenizer {
+		if tok, err = GGUFTokenizerJSON(g); err != nil {
+			return fmt.Errorf("%w (convert without it: GGUFOptions.NoTokenizer)", err)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("model: %w", err)
@@ -489,6 +504,11 @@ func ConvertGGUF(src, dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
+	if tok != nil {
+		if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tok, 0o644); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+	}
 	return checkpoint.WriteSafetensors(filepath.Join(dir, "model.safetensors"), ts, map[string]string{"format": "pt", "source": "gguf " + filepath.Base(src)})
 }
 
@@ -497,8 +517,8 @@ func ConvertGGUF(src, dir string) error {
 // GGUF file as llama.cpp's converter lays it out: the "<arch>."
 // hyper-parameters GGUFConfig reads, the GGUF tensor names, llama's q/k
 // rows permuted (LlamaModel.permute) and Gemma's norms stored as 1 + w,
-// and a placeholder byte-level tokenizer of tokens "<tN>" (the tokenizer is
-// not carried over). It is the inverse of GGUFConfig and GGUFTensors, for
+// and a placeholder byte-level tokenizer of tokens "<tN>" without merges
+// (the tokenizer is not carried over). It is the inverse of GGUFConfig and GGUFTensors, for
 // making test files that llama.cpp then quantizes (scripts/gguf/hf2gguf).
 // What GGUF cannot say is refused: rope scaling other than linear, MLP
 // biases, a Gemma query_pre_attn_scalar other than llama.cpp's rule.
@@ -582,10 +602,10 @@ func WriteGGUFFromHF(path string, cfg *Config, tensors []checkpoint.Tensor) erro
 	}
 	kv = append(kv,
 		checkpoint.GGUFKV{Key: "tokenizer.ggml.model", Type: checkpoint.GGUFString, Value: "gpt2"},
-		checkpoint.GGUFKV{Key: "tokenizer.ggml.pre", Type: checkpoint.GGUFString, Value: "default"},
+		checkpoint.GGUFKV{Key: "tokenizer.ggml.pre", Type: checkpoint.GGUFString, Value: "gpt-2"},
 		checkpoint.GGUFKV{Key: "tokenizer.ggml.tokens", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFString, Values: tokens}},
 		checkpoint.GGUFKV{Key: "tokenizer.ggml.token_type", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFInt32, Values: types}},
-		checkpoint.GGUFKV{Key: "tokenizer.ggml.merges", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFString, Values: []string{"< t"}}},
+		checkpoint.GGUFKV{Key: "tokenizer.ggml.merges", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFString, Values: []string{}}},
 		checkpoint.GGUFKV{Key: "tokenizer.ggml.bos_token_id", Type: checkpoint.GGUFUint32, Value: uint32(cfg.Vocab - 1)},
 		checkpoint.GGUFKV{Key: "tokenizer.ggml.eos_token_id", Type: checkpoint.GGUFUint32, Value: uint32(cfg.Vocab - 1)},
 	)

@@ -2,12 +2,14 @@
 // qwen2, qwen3, gemma2 or gemma3 was converted from (model.ConvertGGUF:
 // config.json from its metadata, float32 model.safetensors dequantized bit
 // for bit as ggml does, llama's q/k permutation and Gemma's +1 on the norms
-// undone) into a folder every probe command reads.
+// undone, tokenizer.json from tokenizer.ggml.*) into a folder every probe
+// command reads.
 //
-//	go run ./scripts/gguf/gguf2hf <model.gguf> <folder>
+//	go run ./scripts/gguf/gguf2hf [-no-tokenizer] <model.gguf> <folder>
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 
@@ -15,11 +17,13 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: gguf2hf <model.gguf> <out folder>")
+	noTok := flag.Bool("no-tokenizer", false, "write no tokenizer.json (for a GGUF tokenizer that does not convert)")
+	flag.Parse()
+	if flag.NArg() != 2 {
+		fmt.Fprintln(os.Stderr, "usage: gguf2hf [-no-tokenizer] <model.gguf> <out folder>")
 		os.Exit(2)
 	}
-	if err := model.ConvertGGUF(os.Args[1], os.Args[2]); err != nil {
+	if err := model.ConvertGGUF(flag.Arg(0), flag.Arg(1), model.GGUFOptions{NoTokenizer: *noTok}); err != nil {
 		fmt.Fprintln(os.Stderr, "gguf2hf:", err)
 		os.Exit(1)
 	}
