@@ -107,8 +107,9 @@ func ggufBool(g *checkpoint.GGUFFile, key string, def bool) (bool, error) {
 
 // GGUFTokenizerJSON returns the Hugging Face tokenizer.json of a GGUF
 // file's tokenizer.ggml.* metadata: tokenizer model "gpt2" with a pre
-// tokenizer of ggufPres (byte-level BPE: the merges as stored, control and
-// user-defined tokens as added tokens), or "llama" (SentencePiece: BPE with
+// tokenizer of ggufPres (byte-level BPE: the merges as stored; control,
+// unknown and user-defined tokens as added tokens, the first two
+// special), or "llama" (SentencePiece: BPE with
 // byte fallback, merges rebuilt from the scores as Hugging Face's
 // SentencePiece converter does, ▁ for spaces and a ▁ prepended when
 // add_space_prefix, default true). bos/eos are added when add_bos_token /
@@ -149,14 +150,14 @@ func GGUFTokenizerJSON(g *checkpoint.GGUFFile) ([]byte, error) {
 	var added []any
 	for id, tok := range tokens {
 		switch types[id] {
-		case ggufTokControl, ggufTokUserDefined:
+		case ggufTokControl, ggufTokUserDefined, ggufTokUnknown:
 			added = append(added, map[string]any{"id": id, "content": tok, "single_word": false, "lstrip": false, "rstrip": false,
-				"normalized": types[id] == ggufTokUserDefined, "special": types[id] == ggufTokControl})
+				"normalized": types[id] == ggufTokUserDefined, "special": types[id] != ggufTokUserDefined})
 			if kind == "llama" {
-				vocab[tok] = id // SentencePiece vocabularies hold their control pieces
+				vocab[tok] = id // SentencePiece vocabularies hold their control and unknown pieces
 			}
 		case ggufTokUnused:
-		case ggufTokNormal, ggufTokUnknown, ggufTokByte:
+		case ggufTokNormal, ggufTokByte:
 			if _, dup := vocab[tok]; !dup {
 				vocab[tok] = id
 			}

@@ -155,3 +155,93 @@ func TestGGUFTokenizerBPE(t *testing.T) {
 		})
 	}
 }
+
+// TestGGUFTokenizerSentencePiece: Llama 2's SentencePiece tokenizer
+// (tokenizer golden case mistral_sp; its tokenizer.json is installed by
+// .ci/setup.sh into third_party/tokenizers), written to GGUF metadata as
+// llama.cpp's converter writes a SentencePiece vocabulary — pieces with
+// scores (here −rank of the first merge that makes each piece, as
+// SentencePiece BPE scores are; characters below every merge), types
+// unknown/control/byte/normal, no merges — and read back by
+// GGUFTokenizerJSON, which rebuilds the merges from the scores, encodes
+// every case text to Hugging Face's ids and decodes them back.
+func TestGGUFTokenizerSentencePiece(t *testing.T) {
+	var tj map[string]any
+	readJSONMaybeGzip(t, filepath.Join("..", "third_party", "tokenizers", "mistral_sp", "tokenizer.json"), &tj)
+	var cases []struct {
+		Text           string `json:"text"`
+		IDs            []int  `json:"ids"`
+		IDsWithSpecial []int  `json:"ids_with_special"`
+		Decoded        string `json:"decoded"`
+	}
+	readJSONMaybeGzip(t, filepath.Join("..", "..", "shared", "golden", "tokenizers", "mistral_sp", "cases.json"), &cases)
+	model := tj["model"].(map[string]any)
+	vocab := model["vocab"].(map[string]any)
+	tokens := make([]string, len(vocab))
+	for tok, id := range vocab {
+		tokens[int(id.(float64))] = tok
+	}
+	rank := map[string]int{}
+	for i, m := range model["merges"].([]any) {
+		l, r, _ := strings.Cut(m.(string), " ")
+		if _, seen := rank[l+r]; !seen {
+			rank[l+r] = i
+		}
+	}
+	scores, types := make([]float32, len(tokens)), make([]int32, len(tokens))
+	for id, tok := range tokens {
+		types[id], scores[id] = ggufTokNormal, float32(-len(rank)-id)
+		if r, ok := rank[tok]; ok {
+			scores[id] = float32(-r)
+		}
+		switch {
+		case tok == "<unk>":
+			types[id], scores[id] = ggufTokUnknown, 0
+		case tok == "<s>" || tok == "</s>":
+			types[id], scores[id] = ggufTokControl, 0
+		case len(tok) == 6 && strings.HasPrefix(tok, "<0x") && strings.HasSuffix(tok, ">"):
+			types[id], scores[id] = ggufTokByte, 0
+		}
+	}
+	kv := []checkpoint.GGUFKV{
+		{Key: "general.architecture", Type: checkpoint.GGUFString, Value: "llama"},
+		{Key: "tokenizer.ggml.model", Type: checkpoint.GGUFString, Value: "llama"},
+		{Key: "tokenizer.ggml.tokens", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFString, Values: tokens}},
+		{Key: "tokenizer.ggml.scores", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFFloat32, Values: scores}},
+		{Key: "tokenizer.ggml.token_type", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFInt32, Values: types}},
+		{Key: "tokenizer.ggml.bos_token_id", Type: checkpoint.GGUFUint32, Value: uint32(1)},
+		{Key: "tokenizer.ggml.eos_token_id", Type: checkpoint.GGUFUint32, Value: uint32(2)},
+		{Key: "tokenizer.ggml.unknown_token_id", Type: checkpoint.GGUFUint32, Value: uint32(0)},
+	}
+	p := filepath.Join(t.TempDir(), "tok.gguf")
+	if err := checkpoint.WriteGGUF(p, kv, nil); err != nil {
+		t.Fatal(err)
+	}
+	g, err := checkpoint.OpenGGUF(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	data, err := GGUFTokenizerJSON(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromJSON(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		ids, err := tok.Encode(c.Text, false)
+		if err != nil || fmt.Sprint(ids) != fmt.Sprint(c.IDs) {
+			t.Fatalf("#%d %q: ids %v, %v; want %v", i, c.Text, ids, err, c.IDs)
+		}
+		ids, err = tok.Encode(c.Text, true)
+		if err != nil || fmt.Sprint(ids) != fmt.Sprint(c.IDsWithSpecial) {
+			t.Fatalf("#%d %q: ids with special tokens %v, %v; want %v", i, c.Text, ids, err, c.IDsWithSpecial)
+		}
+		if dec, err := tok.Decode(c.IDs, false); err != nil || dec != c.Decoded {
+			t.Fatalf("#%d: decoded %q, %v; want %q", i, dec, err, c.Decoded)
+		}
+	}
+	t.Logf("%d cases", len(cases))
+}
