@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 )
 
 // GGMLType is a ggml tensor type (ggml.h's enum ggml_type) as GGUF stores it.
@@ -130,10 +131,21 @@ func dequantF32(y []float32, x []byte) {
 	}
 }
 
+// f16Table holds every half's float32 value (256 KiB, made on first use):
+// a lookup instead of F16ToFloat32's branches for F16 tensors.
+var f16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = F16ToFloat32(uint16(h))
+	}
+	return &t
+})
+
 // dequantF16 widens IEEE halves (exact).
 func dequantF16(y []float32, x []byte) {
+	t := f16Table()
 	for i := range y {
-		y[i] = f16(x[2*i:])
+		y[i] = t[binary.LittleEndian.Uint16(x[2*i:])]
 	}
 }
 
