@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +26,9 @@ import (
 //     row h·d + 2i + s of the GGUF tensor is row h·d + s·d/2 + i of the
 //     Hugging Face one, d the head dimension, i < d/2, s ∈ {0, 1}; n_head
 //     heads for q, n_head_kv for k); ggufUnpermute inverts it.
+//   - llama with Llama 3.1's rope scaling: rope_scaling (llama3) became a
+//     tensor rope_freqs.weight of per-frequency factors and no metadata;
+//     ggufLlama3Scaling recovers the parameters from it.
 //   - gemma2, gemma3: every norm weight (the QK-norms included) was stored
 //     as 1 + w, since llama.cpp's RMSNorm multiplies by the weight; the
 //     Hugging Face w is the stored value − 1 (exact in float32 whenever
@@ -164,7 +168,8 @@ func ggufFloat(g *checkpoint.GGUFFile, key string, def float64) (float64, error)
 // (head_dim, default hidden/heads; value_length must equal it),
 // attention.layer_norm_rms_epsilon, context_length
 // (max_position_embeddings), rope.freq_base (default 10000, llama.cpp's),
-// rope.scaling.type/factor (none or linear), the vocabulary from the
+// rope.scaling.type/factor (none or linear; llama3 from the tensor
+// rope_freqs.weight, ggufLlama3Scaling), the vocabulary from the
 // embedding's rows; tie_word_embeddings when there is no output.weight,
 // attention_bias when blk.0.attn_q.bias is present; torch_dtype float32
 // (the weights are dequantized to float32; Gemma's √D embedding scale is
@@ -226,13 +231,80 @@ func GGUFConfig(g *checkpoint.GGUFFile) (map[string]any, error) {
 	cfg["tie_word_embeddings"] = !untied
 	_, bias := g.Tensor("blk.0.attn_q.bias")
 	cfg["attention_bias"] = bias
-	if _, ok := g.Tensor("rope_freqs.weight"); ok {
-		return nil, fmt.Errorf("model: %s: tensor rope_freqs.weight (Llama 3.1-style rope scaling stored as per-frequency factors) is not mapped back to rope_scaling yet; use the Hugging Face checkpoint", g.Path)
-	}
 	if err := f.config(g, arch, cfg); err != nil {
 		return nil, err
 	}
+	if _, ok := g.Tensor("rope_freqs.weight"); ok {
+		if f.normPlusOne || cfg["rope_scaling"] != nil {
+			return nil, fmt.Errorf("model: %s: tensor rope_freqs.weight (per-frequency rope factors) in a %s file with rope.scaling.type set: not a form llama.cpp's converter writes", g.Path, arch)
+		}
+		if cfg["rope_scaling"], err = ggufLlama3Scaling(g, cfg["rope_theta"].(float64), int(dh)); err != nil {
+			return nil, err
+		}
+	}
 	return cfg, nil
+}
+
+// ggufLlama3Known are the llama3 rope_scaling parameters (low_freq_factor,
+// high_freq_factor, original_max_position_embeddings) of the released
+// Llama 3.1, 3.2 and 3.3 models (their factor, 8 or 32, is read from the
+// table itself).
+var ggufLlama3Known = [][3]float64{{1, 4, 8192}}
+
+// ggufLlama3Scaling recovers the llama3 rope_scaling that llama.cpp's
+// converter turned into the tensor rope_freqs.weight (one factor per
+// frequency, ggufLlama3Factors): the factor is the table's largest entry,
+// and the other three parameters the first set of ggufLlama3Known whose
+// table equals the stored one (to 1e-5 relative). A table that no known
+// set makes is refused: the parameters are not identifiable from it.
+func ggufLlama3Scaling(g *checkpoint.GGUFFile, theta float64, dh int) (map[string]any, error) {
+	stored, err := g.Dequantize("rope_freqs.weight")
+	if err != nil {
+		return nil, err
+	}
+	if len(stored) != dh/2 {
+		return nil, fmt.Errorf("model: %s: tensor rope_freqs.weight has %d values, want one per frequency (%d)", g.Path, len(stored), dh/2)
+	}
+	factor := float32(0)
+	for _, v := range stored {
+		factor = max(factor, v)
+	}
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(factor), 'g', -1, 32), 64)
+	for _, k := range ggufLlama3Known {
+		want := ggufLlama3Factors(theta, dh, f, k[0], k[1], k[2])
+		same := true
+		for i, w := range want {
+			same = same && math.Abs(float64(w-stored[i])) <= 1e-5*math.Abs(float64(w))
+		}
+		if same {
+			return map[string]any{"rope_type": "llama3", "factor": f, "low_freq_factor": k[0], "high_freq_factor": k[1],
+				"original_max_position_embeddings": k[2]}, nil
+		}
+	}
+	return nil, fmt.Errorf("model: %s: tensor rope_freqs.weight (factor %g) is not the llama3 rope scaling of any known parameters (low_freq_factor, high_freq_factor, original_max_position_embeddings: %v)", g.Path, f, ggufLlama3Known)
+}
+
+// ggufLlama3Factors is the table llama.cpp's converter writes for llama3
+// rope scaling (LlamaModel.generate_extra_tensors): for each frequency
+// f_i = θ^(−2i/d) (float32) with wavelength λ = 2π/f_i, 1 when λ <
+// orig/high, factor when λ > orig/low, else 1/((1 − s)/factor + s) with
+// s = (orig/λ − low)/(high − low). llama.cpp divides the frequency by it.
+func ggufLlama3Factors(theta float64, d int, factor, low, high, orig float64) []float32 {
+	out := make([]float32, d/2)
+	for i := range out {
+		freq := float64(float32(1 / math.Pow(theta, float64(2*i)/float64(d))))
+		wave := 2 * math.Pi / freq
+		switch {
+		case wave < orig/high:
+			out[i] = 1
+		case wave > orig/low:
+			out[i] = float32(factor)
+		default:
+			s := (orig/wave - low) / (high - low)
+			out[i] = float32(1 / ((1-s)/factor + s))
+		}
+	}
+	return out
 }
 
 // ggufRoPE returns the base and the rope_scaling of the "<arch>.rope."
@@ -410,6 +482,9 @@ func GGUFTensors(g *checkpoint.GGUFFile, cfg map[string]any) ([]checkpoint.Tenso
 	heads, kv, dh := int(cfg["num_attention_heads"].(int64)), int(cfg["num_key_value_heads"].(int64)), int(cfg["head_dim"].(int64))
 	var out []checkpoint.Tensor
 	for _, ti := range g.Tensors {
+		if ti.Name == "rope_freqs.weight" { // llama3 rope scaling, in the config (GGUFConfig)
+			continue
+		}
 		hf, ok := f.hfName(ti.Name)
 		if !ok {
 			return nil, fmt.Errorf("model: %s: tensor %q has no Hugging Face name in the %s family", g.Path, ti.Name, f.modelType)
@@ -560,8 +635,12 @@ func WriteGGUFFromHF(path string, cfg *Config, tensors []checkpoint.Tensor) erro
 	case "linear":
 		add("rope.scaling.type", checkpoint.GGUFString, "linear")
 		add("rope.scaling.factor", checkpoint.GGUFFloat32, float32(cfg.RoPE.Factor))
+	case "llama3": // as the converter: a table of factors, no metadata
+		rc := cfg.RoPE
+		table := ggufLlama3Factors(rc.Theta, cfg.DHead, rc.Factor, rc.LowFreq, rc.HighFreq, float64(rc.OrigMax))
+		tensors = append(tensors[:len(tensors):len(tensors)], checkpoint.Tensor{Name: "rope_freqs.weight", Shape: []int{len(table)}, Data: table})
 	default:
-		return fail("rope scaling %q has no GGUF form here (supported: default, linear)", cfg.RoPE.Type)
+		return fail("rope scaling %q has no GGUF form here (supported: default, linear, llama3)", cfg.RoPE.Type)
 	}
 	if f.normPlusOne {
 		scalar := cfg.DHead
@@ -609,7 +688,7 @@ func WriteGGUFFromHF(path string, cfg *Config, tensors []checkpoint.Tensor) erro
 		checkpoint.GGUFKV{Key: "tokenizer.ggml.bos_token_id", Type: checkpoint.GGUFUint32, Value: uint32(cfg.Vocab - 1)},
 		checkpoint.GGUFKV{Key: "tokenizer.ggml.eos_token_id", Type: checkpoint.GGUFUint32, Value: uint32(cfg.Vocab - 1)},
 	)
-	toGGUF := map[string]string{}
+	toGGUF := map[string]string{"rope_freqs.weight": "rope_freqs.weight"}
 	for g, hf := range ggufGlobalNames {
 		toGGUF[hf] = g
 	}

@@ -229,17 +229,22 @@ func TestGGUFUnpermute(t *testing.T) {
 	}
 }
 
-// TestGGUFRoundTrip: a generated checkpoint of each family, written to GGUF
+// TestGGUFRoundTrip: a generated checkpoint of each family (and llama with
+// Llama 3.1's rope scaling, which GGUF holds as a table), written to GGUF
 // as llama.cpp's converter does (WriteGGUFFromHF: permuted q/k rows, 1 + w
 // norms), reads back (GGUFConfig, GGUFTensors) to the same Config and the
 // same tensors — exactly, but for Gemma's norms, where (w + 1) − 1 may
 // round (to within 2^-23).
 func TestGGUFRoundTrip(t *testing.T) {
-	for _, arch := range []Arch{ArchLlama, ArchQwen2, ArchQwen3, ArchGemma2, ArchGemma3} {
-		t.Run(string(arch), func(t *testing.T) {
+	for _, name := range []string{"llama", "llama3-rope", "qwen2", "qwen3", "gemma2", "gemma3"} {
+		arch := Arch(strings.TrimSuffix(name, "3-rope"))
+		t.Run(name, func(t *testing.T) {
 			cfg, err := SmallConfig(arch, Size{Layers: 4, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 96, MaxPos: 256})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if name == "llama3-rope" { // Llama 3.1's rope scaling: a rope_freqs.weight table in GGUF
+				cfg.RoPE = RoPEConfig{Theta: 500000, Type: "llama3", Factor: 8, LowFreq: 1, HighFreq: 4, OrigMax: 8192}
 			}
 			_, tensors, err := Generate(cfg, 5)
 			if err != nil {
@@ -343,7 +348,7 @@ func TestGGUFRefuses(t *testing.T) {
 			}
 			ts = append(ts, checkpoint.GGUFWriteTensor{Name: "rope_freqs.weight", Type: checkpoint.GGMLF32, Dims: []int64{8}, Data: make([]byte, 32)})
 			return write("l3b.gguf", g.KV, ts)
-		}, `tensor rope_freqs.weight (Llama 3.1-style rope scaling stored as per-frequency factors) is not mapped back`},
+		}, `tensor rope_freqs.weight (factor 0) is not the llama3 rope scaling of any known parameters`},
 		{"unknown tensor", func() string {
 			kv := []checkpoint.GGUFKV{arch("qwen3")}
 			for _, k := range []string{"embedding_length", "block_count", "feed_forward_length", "attention.head_count", "context_length"} {
@@ -380,11 +385,15 @@ func TestGGUFFamiliesQuantizedByLlamaCpp(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(lib, "libllama.v0.4.0.so")); err != nil {
 		t.Skipf("llama.cpp's library is not installed (%v): bash .ci/setup.sh installs npm @node-llama-cpp/linux-x64@3.21.1", err)
 	}
-	for _, arch := range []Arch{ArchLlama, ArchQwen2, ArchQwen3, ArchGemma2, ArchGemma3} {
-		t.Run(string(arch), func(t *testing.T) {
+	for _, name := range []string{"llama", "llama3-rope", "qwen2", "qwen3", "gemma2", "gemma3"} {
+		arch := Arch(strings.TrimSuffix(name, "3-rope"))
+		t.Run(name, func(t *testing.T) {
 			cfg, err := SmallConfig(arch, Size{Layers: 2, DModel: 128, Heads: 4, KVHeads: 2, Vocab: 256, MaxPos: 256})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if name == "llama3-rope" { // llama.cpp takes our rope_freqs.weight
+				cfg.RoPE = RoPEConfig{Theta: 500000, Type: "llama3", Factor: 8, LowFreq: 1, HighFreq: 4, OrigMax: 8192}
 			}
 			ref, tensors, err := Generate(cfg, 9)
 			if err != nil {
@@ -458,4 +467,31 @@ func logSoftmax64(z []float32) []float64 {
 		out[i] = float64(v) - mx - math.Log(s)
 	}
 	return out
+}
+
+// TestGGUFLlama3FactorsMatchRoPE: the rope_freqs table of llama3 scaling
+// (what llama.cpp divides each frequency by) agrees with probe's own llama3
+// frequencies (rope.go, after transformers): default/table = llama3 for
+// every frequency of Llama 3.1 8B's head (θ 500000, d 128, factor 8) and
+// Llama 3.2's (factor 32).
+func TestGGUFLlama3FactorsMatchRoPE(t *testing.T) {
+	for _, factor := range []float64{8, 32} {
+		rc := RoPEConfig{Theta: 500000, Type: "llama3", Factor: factor, LowFreq: 1, HighFreq: 4, OrigMax: 8192}
+		plain := RoPEConfig{Theta: 500000, Type: "default", Factor: 1}
+		want, base := rc.invFreq(128, 16), plain.invFreq(128, 16)
+		table := ggufLlama3Factors(rc.Theta, 128, factor, 1, 4, 8192)
+		blended := 0
+		for i := range want {
+			got := base[i] / table[i]
+			if math.Abs(float64(got-want[i])) > 1e-6*float64(want[i]) {
+				t.Errorf("factor %g, frequency %d: θ-frequency/table = %g, probe's llama3 %g", factor, i, got, want[i])
+			}
+			if table[i] != 1 && table[i] != float32(factor) {
+				blended++
+			}
+		}
+		if blended == 0 {
+			t.Errorf("factor %g: no frequency in the blended band: the test does not reach it", factor)
+		}
+	}
 }
