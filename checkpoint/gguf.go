@@ -48,7 +48,7 @@ const (
 	GGUFFloat32 GGUFValueType = 6
 	GGUFBool    GGUFValueType = 7
 	GGUFString  GGUFValueType = 8
-	GGUFArrayT  GGUFValueType = 9
+	GGUFArrayT  GGUFValueType = 9 // an array (its value is a GGUFArray)
 	GGUFUint64  GGUFValueType = 10
 	GGUFInt64   GGUFValueType = 11
 	GGUFFloat64 GGUFValueType = 12
@@ -242,7 +242,6 @@ func (g *GGUFFile) Close() error {
 // ggufReader reads the header sequentially, tracking the offset and
 // refusing any read past the end of the file.
 type ggufReader struct {
-	path string
 	br   *bufio.Reader
 	off  int64
 	size int64
@@ -498,7 +497,7 @@ func (r *ggufReader) scalars(et GGUFValueType, n int, what string) (any, error) 
 func parseGGUF(path string, ra io.ReaderAt, size int64) (*GGUFFile, error) {
 	g := &GGUFFile{Path: path, size: size, r: ra, Alignment: 32}
 	fail := func(err error) (*GGUFFile, error) { return nil, fmt.Errorf("gguf: %s: %w", path, err) }
-	r := &ggufReader{path: path, br: bufio.NewReaderSize(io.NewSectionReader(ra, 0, size), 1<<16), size: size}
+	r := &ggufReader{br: bufio.NewReaderSize(io.NewSectionReader(ra, 0, size), 1<<16), size: size}
 	magic, err := r.read(4, "magic")
 	if err != nil {
 		return fail(err)

@@ -110,8 +110,9 @@ var ggufFamilies = map[string]*ggufFamily{
 	}},
 }
 
+// ggufArchs lists the general.architecture values read, for errors.
 func ggufArchs() string {
-	return "llama, qwen2, qwen3, gemma2, gemma3"
+	return "llama, qwen2, qwen3, gemma2, gemma3" // ggufFamilies' keys, in the order the docs give them
 }
 
 // ggufFamilyOf returns the file's general.architecture and its family.
@@ -447,7 +448,7 @@ func ggufGemmaConfig(g *checkpoint.GGUFFile, arch string, cfg map[string]any, de
 	return nil
 }
 
-// ggufHFName maps a GGUF tensor name to the Hugging Face one.
+// hfName maps a GGUF tensor name to the Hugging Face one.
 func (f *ggufFamily) hfName(name string) (string, bool) {
 	if hf, ok := ggufGlobalNames[name]; ok {
 		return hf, true

@@ -77,8 +77,8 @@ func ggufStrings(g *checkpoint.GGUFFile, key string) ([]string, error) {
 	return s, nil
 }
 
-// ggufTokenIDs reads the optional bos/eos/unknown ids (-1: absent) and
-// add flags.
+// ggufTokenID reads an optional token id (bos, eos, unknown; -1: absent),
+// which must be below n.
 func ggufTokenID(g *checkpoint.GGUFFile, key string, n int) (int, error) {
 	if _, ok := g.Meta(key); !ok {
 		return -1, nil
@@ -93,6 +93,7 @@ func ggufTokenID(g *checkpoint.GGUFFile, key string, n int) (int, error) {
 	return int(id), nil
 }
 
+// ggufBool reads an optional bool, def when absent.
 func ggufBool(g *checkpoint.GGUFFile, key string, def bool) (bool, error) {
 	v, ok := g.Meta(key)
 	if !ok {
