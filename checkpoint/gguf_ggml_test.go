@@ -293,7 +293,8 @@ func llamaF32GGUF(t *testing.T, path string) map[string][]float32 {
 }
 
 // TestGGUFQuantizedByLlamaCpp: an F32 GGUF of ours, quantized by llama.cpp's
-// own llama_model_quantize to each file type, reads back with the types
+// own llama_model_quantize to each file type (F16, BF16, Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1, Q2_K, Q3_K_M, Q3_K_L, Q4_K_S, Q5_K_M, Q6_K), reads back with the types
 // llama.cpp chose, every tensor bit for bit as ggml's to_float widens it
 // and close to the F32 weights it came from (relative RMS error within the
 // type's bound: a misread layout would be far off).
@@ -309,12 +310,17 @@ func TestGGUFQuantizedByLlamaCpp(t *testing.T) {
 		main   GGMLType // the type of most weight matrices
 		relRMS float64  // bound on ‖w − w_q‖ / ‖w‖ over each quantized matrix
 	}{
+		{1, "F16", GGMLF16, 1e-3},
+		{32, "BF16", GGMLBF16, 5e-3},
+		{7, "Q8_0", GGMLQ8_0, 0.01},
 		{2, "Q4_0", GGMLQ4_0, 0.15},
 		{3, "Q4_1", GGMLQ4_1, 0.15},
 		{8, "Q5_0", GGMLQ5_0, 0.08},
 		{9, "Q5_1", GGMLQ5_1, 0.08},
 		{10, "Q2_K", GGMLQ2_K, 0.45},
 		{12, "Q3_K_M", GGMLQ3_K, 0.25},
+		{13, "Q3_K_L", GGMLQ3_K, 0.25},
+		{14, "Q4_K_S", GGMLQ4_K, 0.12},
 		{17, "Q5_K_M", GGMLQ5_K, 0.08},
 		{18, "Q6_K", GGMLQ6_K, 0.04},
 	} {
