@@ -294,10 +294,10 @@ func llamaF32GGUF(t *testing.T, path string) map[string][]float32 {
 
 // TestGGUFQuantizedByLlamaCpp: an F32 GGUF of ours, quantized by llama.cpp's
 // own llama_model_quantize to each file type (F16, BF16, Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q2_K, Q3_K_M, Q3_K_L, Q4_K_S, Q5_K_M, Q6_K), reads back with the types
-// llama.cpp chose, every tensor bit for bit as ggml's to_float widens it
-// and close to the F32 weights it came from (relative RMS error within the
-// type's bound: a misread layout would be far off).
+// Q5_0, Q5_1, Q2_K, Q3_K_M, Q3_K_L, Q4_K_S, Q5_K_M, Q6_K), reads back
+// with the types llama.cpp chose, every tensor bit for bit as ggml's
+// to_float widens it and close to the F32 weights it came from (relative
+// RMS error within the type's bound: a misread layout would be far off).
 func TestGGUFQuantizedByLlamaCpp(t *testing.T) {
 	lib := ggmlLibDir(t)
 	tmp := t.TempDir()
