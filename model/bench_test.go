@@ -129,7 +129,8 @@ func BenchmarkAttentionTile(b *testing.B) {
 }
 
 // BenchmarkSoftmaxTile measures the softmax of a 64 × 4096 score tile with
-// and without the moments' row statistics (ns per weight).
+// and without the moments' row statistics, and with and without a learned
+// sink logit (ns per weight).
 func BenchmarkSoftmaxTile(b *testing.B) {
 	const rows, T = 64, 4096
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -139,17 +140,25 @@ func BenchmarkSoftmaxTile(b *testing.B) {
 	}
 	s := make([]float32, len(src))
 	for _, stats := range []bool{false, true} {
-		b.Run(fmt.Sprintf("%s/stats=%v", BLAS(), stats), func(b *testing.B) {
-			var s1, s2, ent []float64
-			if stats {
-				s1, s2, ent = make([]float64, rows), make([]float64, rows), make([]float64, rows)
+		for _, sink := range []float32{noSink, 1.5} {
+			name := fmt.Sprintf("%s/stats=%v", BLAS(), stats)
+			var sm []float32
+			if sink != noSink {
+				name += "/sink"
+				sm = make([]float32, rows)
 			}
-			for i := 0; i < b.N; i++ {
-				copy(s, src)
-				softmaxTile(s, rows, T, T-rows, 0, 0, noSink, nil, s1, s2, ent, nil, nil)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(rows*T), "ns/weight")
-		})
+			b.Run(name, func(b *testing.B) {
+				var s1, s2, ent []float64
+				if stats {
+					s1, s2, ent = make([]float64, rows), make([]float64, rows), make([]float64, rows)
+				}
+				for i := 0; i < b.N; i++ {
+					copy(s, src)
+					softmaxTile(s, rows, T, T-rows, 0, 0, sink, sm, s1, s2, ent, nil, nil)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(rows*T), "ns/weight")
+			})
+		}
 	}
 }
 
