@@ -94,7 +94,8 @@ func BenchmarkForward(b *testing.B) {
 
 // BenchmarkAttentionTile compares query-tile sizes for one layer's
 // attention of the benchmark shape (8 heads / 4 KV heads, head_dim 64) at
-// T = 4096 (or the first of $PROBE_BENCH_T), with the moments on.
+// T = 4096 (or the first of $PROBE_BENCH_T), with the moments on; at tile
+// 64 also with learned sink logits.
 func BenchmarkAttentionTile(b *testing.B) {
 	T := 4096
 	if os.Getenv("PROBE_BENCH_T") != "" {
@@ -111,9 +112,17 @@ func BenchmarkAttentionTile(b *testing.B) {
 	}
 	q, k, v := randn(T*H*dh), randn(T*KV*dh), randn(T*KV*dh)
 	z := make([]float32, T*H*dh)
-	for _, tile := range []int{16, 32, 64, 128, 256} {
-		b.Run(fmt.Sprintf("%s/T=%d/tile=%d", BLAS(), T, tile), func(b *testing.B) {
-			a := &attnArgs{batch: 1, T: T, heads: H, kvHeads: KV, dHead: dh, scale: 0.125,
+	sinks := []float32{0.5, -1, 2, 0, 1, -0.5, 3, 0.25} // gpt-oss's learned sink logits, one per head
+	for _, c := range []struct {
+		tile  int
+		sinks []float32
+	}{{16, nil}, {32, nil}, {64, nil}, {64, sinks}, {128, nil}, {256, nil}} {
+		tile, name := c.tile, fmt.Sprintf("%s/T=%d/tile=%d", BLAS(), T, c.tile)
+		if c.sinks != nil {
+			name += "/sinks"
+		}
+		b.Run(name, func(b *testing.B) {
+			a := &attnArgs{batch: 1, T: T, heads: H, kvHeads: KV, dHead: dh, scale: 0.125, sinks: c.sinks,
 				q: q, k: k, v: v, z: z, consumers: []hooks.AttnConsumer{discardMoments{}}, tileRows: tile}
 			cpu0 := cpuSeconds()
 			defer func() { b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/op") }()
