@@ -55,8 +55,10 @@ type ProbeOptions struct {
 	// probes.SinkRows, docs/diagnostics.md ("Models with attention sinks")
 	// argues the default. A model without sinks reads the same under both.
 	// A manifest without the field (written before it existed) means
-	// "renorm", which no model without sinks can tell apart.
-	SinkRows string `json:"sink_rows"`
+	// "renorm", which no model without sinks can tell apart; for such a
+	// model a pass key leaves it out (expectedKey), so that its pass files
+	// from before the option stay valid.
+	SinkRows string `json:"sink_rows,omitempty"`
 }
 
 // Resolve fills in the defaults for head dimension dHead and checks the

@@ -12,7 +12,9 @@ import (
 // reaches the Collector's options, "raw" too; another value is refused
 // naming both; a manifest from before the option ("") reads as the
 // default; the tables of a sink model hold sink_mass right after bos_mass,
-// those of any other model do not.
+// those of any other model do not; a pass key records sink_rows for a sink
+// model only, so that the keys of other models are those from before the
+// option, bit for bit.
 func TestSinkRowsOption(t *testing.T) {
 	p, err := ProbeOptions{}.Resolve(16)
 	if err != nil || p.SinkRows != "renorm" {
@@ -42,6 +44,16 @@ func TestSinkRowsOption(t *testing.T) {
 			!slices.Equal(slices.Delete(slices.Clone(with), i, i+1), without) {
 			t.Errorf("reductions %s: metrics with sinks %v, without %v; want sink_mass after bos_mass only with sinks", red, with, without)
 		}
+	}
+	sw := SweepOptions{Probe: p}
+	old := sw
+	old.Probe.SinkRows = ""
+	ch := Chunk{T: 64, End: 64}
+	if a, b := expectedKey(ModelInfo{Digest: "x"}, sw, ch), expectedKey(ModelInfo{Digest: "x"}, old, ch); a.Hash() != b.Hash() {
+		t.Errorf("model without sinks: pass key %+v differs from the key without the option", a.Probe)
+	}
+	if k := expectedKey(ModelInfo{Digest: "x", Sinks: true}, sw, ch); k.Probe.SinkRows != "renorm" {
+		t.Errorf("sink model: pass key sink_rows %q, want renorm", k.Probe.SinkRows)
 	}
 	if d := DefaultSinksOptions(); d.SinkRows != "renorm" {
 		t.Errorf("DefaultSinksOptions().SinkRows = %q, want renorm", d.SinkRows)

@@ -79,6 +79,11 @@ type CollectorOptions struct {
 	// RawRows takes the rows as the model returns them (see SinkRows).
 	// Rows of a model without sinks are read as they are under both.
 	SinkRows SinkRows
+	// Sinks says that the model has learned attention sinks
+	// (analysis.HasSinks): the Collector then keeps each row's sink mass
+	// (MetricSinkMass), one more float32 per cell; without it a tile's Sink
+	// still decides SinkRows' reading, but σ is not stored.
+	Sinks bool
 	// Layers are the layers that have cells, ascending (nil: every layer).
 	// The metric slices hold only these layers, in this order; the rows
 	// and gates of other layers are ignored and Get reads NaN there.
@@ -143,7 +148,7 @@ type Collector struct {
 	BOSMass, ENorm, Gate                                        []float32
 	// SinkMass is σ, the weight of the sink column the softmax dropped
 	// (hooks.AttnTile.Sink), as the model computed it whatever SinkRows
-	// says; 0 for a model without sinks.
+	// says (0 for a tile without Sink); nil unless CollectorOptions.Sinks.
 	SinkMass []float32
 
 	// Per-dimension metrics, layout [B, L, H, T, DHead]; nil unless
@@ -169,8 +174,8 @@ type scratch struct {
 
 // NewCollector returns a Collector for batch size b, nLayers layers, nHeads
 // query heads, sequences of at most seqLen queries and value dimension dHead
-// per head. It allocates 13 float32 per (batch, layer, head, query) cell
-// (10 with MeanReduction) and 2·dHead more with KeepPerDim, all set to NaN,
+// per head. It allocates 12 float32 per (batch, layer, head, query) cell
+// (9 with MeanReduction), one more with Sinks and 2·dHead more with KeepPerDim, all set to NaN,
 // for the layers of opts.Layers (all by default).
 func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) (*Collector, error) {
 	if b <= 0 || nLayers <= 0 || nHeads <= 0 || seqLen <= 0 || dHead <= 0 {
@@ -292,7 +297,9 @@ func (c *Collector) cellMetrics() []namedMetric {
 		{MetricLambdaObsDimMean, &c.LambdaObsDimMean}, {MetricKDimMean, &c.KDimMean},
 		{MetricLambdaObsHarmonic, &c.LambdaObsHarmonic}, {MetricBOSMass, &c.BOSMass}, {MetricSinkMass, &c.SinkMass},
 		{MetricENorm, &c.ENorm}, {MetricGate, &c.Gate}}
-	return slices.DeleteFunc(all, func(m namedMetric) bool { return !c.opts.Reductions.Stores(m.name) })
+	return slices.DeleteFunc(all, func(m namedMetric) bool {
+		return !c.opts.Reductions.Stores(m.name) || (m.name == MetricSinkMass && !c.opts.Sinks)
+	})
 }
 
 // metrics returns cellMetrics, then the per-dimension metrics when
@@ -578,7 +585,9 @@ func (c *Collector) ConsumeAttn(a *hooks.AttnTile) error {
 			sc.alpha = renormRow(sc.alpha, alpha)
 			alpha = sc.alpha
 		}
-		c.SinkMass[base+t] = a.SinkMass(r)
+		if c.SinkMass != nil {
+			c.SinkMass[base+t] = a.SinkMass(r)
+		}
 		if where := c.row(sc, base+t, alpha, a.V, a.VStride); where != "" {
 			e := &NonFiniteError{Batch: a.Batch, Layer: a.Layer, Head: a.Head, Query: t, Where: where}
 			c.nBad.Add(1)

@@ -79,7 +79,9 @@ func (c *Collector) ConsumeMoments(am *hooks.AttnMoments) error {
 	renorm := a.Sink != nil && o.SinkRows == RenormRows
 	for r := 0; r < a.Rows; r++ {
 		idx := base + a.Q0 + r
-		c.SinkMass[idx] = a.SinkMass(r)
+		if c.SinkMass != nil {
+			c.SinkMass[idx] = a.SinkMass(r)
+		}
 		s1, ent := am.SumAlpha[r], am.Entropy[r]
 		st := RowStats{NEff: 1 / am.SumSq[r], SumAlpha: s1}
 		e := am.E[r*d : (r+1)*d]

@@ -174,7 +174,7 @@ func TestGoldenSinkDiagnostics(t *testing.T) {
 			for _, mode := range []SinkRows{RawRows, RenormRows} {
 				for _, path := range []string{"rows/1", "rows/7", "rows/T", "moments", "moments/sum"} {
 					sumOnly := path == "moments/sum"
-					opts := CollectorOptions{SinkRows: mode, KeepPerDim: !sumOnly}
+					opts := CollectorOptions{SinkRows: mode, KeepPerDim: !sumOnly, Sinks: true}
 					if sumOnly {
 						opts.Reductions = MeanReduction
 					}
@@ -269,7 +269,7 @@ func TestSinkRowsMoments(t *testing.T) {
 	}
 	g := &sinkGolden{goldenCase: goldenCase{B: B, L: L, H: H, T: T, D: D, attn: [][]float32{attn}, v: [][]float32{v}}, sink: [][]float32{sink}}
 	for _, sumOnly := range []bool{false, true} {
-		opts := CollectorOptions{KeepPerDim: !sumOnly}
+		opts := CollectorOptions{KeepPerDim: !sumOnly, Sinks: true}
 		if sumOnly {
 			opts.Reductions = MeanReduction
 		}
@@ -304,7 +304,7 @@ func TestSinkRowsMoments(t *testing.T) {
 	for _, moments := range []bool{false, true} {
 		var cols [2]*Collector
 		for i, mode := range []SinkRows{RenormRows, RawRows} {
-			cols[i], _ = NewCollector(B, L, H, T, D, CollectorOptions{SinkRows: mode})
+			cols[i], _ = NewCollector(B, L, H, T, D, CollectorOptions{SinkRows: mode, Sinks: true})
 			for h := 0; h < H; h++ {
 				for _, tile := range tiles(attn, v, B, H, T, D, 0, 0, h, 16) {
 					var err error

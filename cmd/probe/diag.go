@@ -88,9 +88,9 @@ func cmdDiag(args []string, w io.Writer) error {
 		return fmt.Errorf("--sink-rows %q: want %s or %s", *sinkRows, probes.RenormRows, probes.RawRows)
 	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
-	copts := probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k, SinkRows: sr}
-	columns := diagColumns
 	sinks := analysis.HasSinks(m)
+	copts := probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k, SinkRows: sr, Sinks: sinks}
+	columns := diagColumns
 	if sinks { // σ beside the first-token mass
 		i := slices.Index(columns, probes.MetricBOSMass) + 1
 		columns = slices.Insert(slices.Clone(columns), i, probes.MetricSinkMass)

@@ -195,6 +195,12 @@ var planFields = []planField{
 		}
 		return m.Sweep.Probe.Reductions
 	}},
+	{"sweep.probe.sink_rows", "--sink-rows", func(m *analysis.Manifest) any {
+		if m.Sweep.Probe.SinkRows == "" {
+			return "renorm" // written before the option existed: the same numbers for a model without sinks
+		}
+		return m.Sweep.Probe.SinkRows
+	}},
 	{"analysis.last_layers", "--last-layers", func(m *analysis.Manifest) any { return m.Analysis.LastLayers }},
 	{"analysis.ddof", "--ddof", func(m *analysis.Manifest) any { return m.Analysis.DDOF }},
 	{"analysis.fig4_lengths", "--fig4-lengths", func(m *analysis.Manifest) any { return m.Analysis.Fig4Lengths }},
