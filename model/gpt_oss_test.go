@@ -379,22 +379,25 @@ func mxfp4Quantize(x []float32, cols int) (blocks, scales []uint8) {
 
 // TestGptOssReference: generated gpt-oss models — windows smaller than T,
 // several GQA ratios, experts and k, plain (in, out) expert tensors and
-// the same experts as MXFP4 blocks — written as Hugging Face checkpoints,
+// the same experts as MXFP4 blocks, and the released layout (MXFP4
+// experts, every other tensor bfloat16, sharded, quantization_config) —
+// written as Hugging Face checkpoints,
 // loaded, and run, equal an independent float64 forward pass over the
 // written tensors (gptOssRef): logits, every layer's pattern and sink
 // mass within 1e-4 of each tensor's max, the same experts for every
 // token, in both builds.
 func TestGptOssReference(t *testing.T) {
 	for _, tc := range []struct {
-		name          string
-		size          Size
-		window, E, k  int
-		T             int
-		mxfp4, slide0 bool
+		name                    string
+		size                    Size
+		window, E, k            int
+		T                       int
+		mxfp4, slide0, released bool
 	}{
-		{"gqa4 window 5", Size{Layers: 3, DModel: 64, Heads: 8, KVHeads: 2, Vocab: 97, MaxPos: 256}, 5, 5, 3, 23, false, true},
-		{"mha window 7 mxfp4", Size{Layers: 2, DModel: 96, Heads: 4, KVHeads: 4, Vocab: 61, MaxPos: 128}, 7, 4, 2, 30, true, true},
-		{"mqa window 3 odd layers mxfp4", Size{Layers: 3, DModel: 64, Heads: 4, KVHeads: 1, Vocab: 50, MaxPos: 64}, 3, 6, 1, 17, true, false},
+		{"gqa4 window 5", Size{Layers: 3, DModel: 64, Heads: 8, KVHeads: 2, Vocab: 97, MaxPos: 256}, 5, 5, 3, 23, false, true, false},
+		{"mha window 7 mxfp4", Size{Layers: 2, DModel: 96, Heads: 4, KVHeads: 4, Vocab: 61, MaxPos: 128}, 7, 4, 2, 30, true, true, false},
+		{"mqa window 3 odd layers mxfp4", Size{Layers: 3, DModel: 64, Heads: 4, KVHeads: 1, Vocab: 50, MaxPos: 64}, 3, 6, 1, 17, true, false, false},
+		{"released layout", Size{Layers: 2, DModel: 64, Heads: 8, KVHeads: 1, Vocab: 70, MaxPos: 128}, 4, 4, 2, 19, true, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := SmallConfig(ArchGptOss, tc.size)
@@ -444,6 +447,13 @@ func TestGptOssReference(t *testing.T) {
 						checkpoint.Tensor{Name: ts.Name + "_blocks", Shape: []int{E, outN, in / 32, 16}, Data: blocks},
 						checkpoint.Tensor{Name: ts.Name + "_scales", Shape: []int{E, outN, in / 32}, Data: scales})
 				} else {
+					if tc.released { // bfloat16, as released
+						bits, _ := checkpoint.Convert(x, "BF16")
+						for i, b := range bits.(checkpoint.BFloat16) {
+							x[i] = checkpoint.BF16ToFloat32(b)
+						}
+						ts.Data = bits
+					}
 					out = append(out, ts)
 				}
 				w[ts.Name] = make([]float64, len(x))
@@ -455,12 +465,34 @@ func TestGptOssReference(t *testing.T) {
 			if err := WriteHF(dir, cfg, out); err != nil {
 				t.Fatal(err)
 			}
+			if tc.released {
+				os.Remove(filepath.Join(dir, "model.safetensors"))
+				if _, err := checkpoint.WriteSharded(dir, out, 40000, map[string]string{"format": "pt"}); err != nil {
+					t.Fatal(err)
+				}
+				data, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+				var m map[string]any
+				json.Unmarshal(data, &m)
+				m["quantization_config"] = map[string]any{"quant_method": "mxfp4", "modules_to_not_convert": []string{"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}
+				data, _ = json.Marshal(m)
+				os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644)
+			}
 			m, err := Load(dir, LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := m.DTypes; tc.mxfp4 != (len(got) == 2 && got[0] == "F32" && got[1] == "MXFP4") {
-				t.Errorf("stored dtypes %v (MXFP4 experts: %v)", got, tc.mxfp4)
+			want := "[F32]"
+			if tc.mxfp4 {
+				want = "[F32 MXFP4]"
+			}
+			if tc.released {
+				want = "[BF16 MXFP4]"
+				if len(m.Files) < 3 {
+					t.Errorf("read %d files, want the shards", len(m.Files))
+				}
+			}
+			if got := fmt.Sprint(m.DTypes); got != want {
+				t.Errorf("stored dtypes %s, want %s", got, want)
 			}
 			ids := make([][]int, 2)
 			for b := range ids {
