@@ -118,6 +118,7 @@ func parseOLMo(c *Config, cf *configFile) error {
 		return fmt.Errorf("rope_parameters: partial_rotary_factor differs between full_attention and sliding_attention")
 	}
 	c.QKVBias, c.OBias = r.AttentionBias, r.AttentionBias
+	c.QKNorm = true // over the whole projection (loadOLMo)
 	if r.MLPBias {
 		return fmt.Errorf("mlp_bias = true is not supported for model_type %s (its MLP has no bias)", c.ModelType)
 	}

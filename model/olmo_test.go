@@ -254,7 +254,7 @@ func TestOLMoConfigs(t *testing.T) {
 			t.Skipf("golden %s: %v", name, err)
 		}
 		if c.Layers != 4 || c.DModel != 64 || c.Heads != 4 || c.KVHeads != 2 || c.DHead != 16 || c.DMLP != 128 || c.Vocab != 512 ||
-			c.NormEps != 1e-6 || c.TiedHead || c.QKVBias || c.RoPE.Theta != 500000 || c.Act != "silu" {
+			c.NormEps != 1e-6 || c.TiedHead || c.QKVBias || !c.QKNorm || c.RoPE.Theta != 500000 || c.Act != "silu" {
 			t.Errorf("%s: %+v", name, *c)
 		}
 		if name == "olmo2" && (c.Sliding != 0 || c.SlidingLayers != nil || c.RoPE.Type != "default") {
