@@ -114,9 +114,6 @@ func parseOLMo(c *Config, cf *configFile) error {
 	if local != nil && *local != c.RoPE {
 		c.LocalRoPE = local
 	}
-	if local != nil && local.Dims != c.RoPE.Dims {
-		return fmt.Errorf("rope_parameters: partial_rotary_factor differs between full_attention and sliding_attention")
-	}
 	c.QKVBias, c.OBias = r.AttentionBias, r.AttentionBias
 	c.QKNorm = true // over the whole projection (loadOLMo)
 	if r.MLPBias {
