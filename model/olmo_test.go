@@ -224,7 +224,10 @@ func TestOLMoAgainstReference(t *testing.T) {
 			func(c *Config) { c.Sliding = 5 }, ""},
 		{"olmo3 T within orig", ArchOLMo3, Size{Layers: 4, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 50, MaxPos: 256}, 9, nil, ""},
 		{"olmo3 RoPE per layer type, partial on the sliding layers", ArchOLMo3, Size{Layers: 4, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 70, MaxPos: 64}, 40,
-			func(c *Config) { c.Sliding = 7; c.LocalRoPE = &RoPEConfig{Theta: 10000, Type: "default", Factor: 1, Dims: 8} }, ""},
+			func(c *Config) {
+				c.Sliding = 7
+				c.LocalRoPE = &RoPEConfig{Theta: 10000, Type: "default", Factor: 1, Dims: 8}
+			}, ""},
 		{"olmo3 bf16", ArchOLMo3, Size{Layers: 4, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 70, MaxPos: 64}, 30, nil, "bfloat16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
