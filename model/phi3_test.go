@@ -26,6 +26,8 @@ func TestPhi3AgainstReference(t *testing.T) {
 		{"8/1 heads, whole-head rotary", Size{Layers: 2, DModel: 48, Heads: 8, KVHeads: 1, Vocab: 40, MaxPos: 32}, 30, nil, ""},
 		{"window 6", Size{Layers: 3, DModel: 64, Heads: 4, KVHeads: 4, Vocab: 80, MaxPos: 128}, 45,
 			func(c *Config) { c.Sliding = 6 }, ""},
+		{"window past T (Phi-4-mini's)", Size{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 80, MaxPos: 64}, 33,
+			func(c *Config) { c.Sliding = 1 << 18 }, ""},
 		{"bf16", Size{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 80, MaxPos: 64}, 24, nil, "bfloat16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
