@@ -127,6 +127,7 @@ var families = []*family{
 	qwen35Family,
 	gemma2Family, gemma3Family,
 	mixtralFamily, qwen3MoEFamily, olmoeFamily, gptOssFamily,
+	olmo2Family, olmo3Family, phi3Family,
 }
 
 // configFile is a config.json as every family's detect and parse see it:

@@ -136,7 +136,6 @@ func checkParsedConfig(t *testing.T, c *Config) {
 var notYet = map[string]bool{
 	"golden_falcon_h1": true, "golden_gemma": true, "golden_gemma4_text": true, "golden_gpt_neox": true,
 	"golden_granite": true, "golden_mamba2": true,
-	"golden_olmo2": true, "golden_olmo3": true, "golden_phi3": true,
 	"golden_rwkv7": true, "golden_smollm3": true,
 }
 

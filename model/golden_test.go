@@ -203,13 +203,14 @@ func TestGoldenParity(t *testing.T) {
 			checkClose(t, "hidden.0", get("blocks.0.hook_resid_pre"), g.f32(t, "hidden.0"))
 			for l := 0; l < c.Layers; l++ {
 				key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
-				// the stream after layer l: hidden.{l+1} in the earlier
-				// sets, resid_post.{l} in the later ones
-				after := fmt.Sprintf("hidden.%d", l+1)
-				if !g.has(after) {
-					after = key("resid_post")
+				// the stream after block l: hidden.{l+1} in the earlier
+				// cases, resid_post.{l} in issue 27's (whose hidden.{l+1}
+				// would be the final norm's output after the last block)
+				post := fmt.Sprintf("hidden.%d", l+1)
+				if g.has(key("resid_post")) {
+					post = key("resid_post")
 				}
-				checkClose(t, after, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, after))
+				checkClose(t, post, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, post))
 				if g.has(key("router_logits")) {
 					checkRouting(t, g, l, get)
 				}
