@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -21,6 +20,7 @@ import (
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
+	flag "github.com/spf13/pflag"
 )
 
 // benchResult is the one JSON object probe bench prints.
@@ -78,7 +78,7 @@ func cmdBench(args []string, w io.Writer) error {
 	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic, which need S per dimension); see probes.Reductions")
 	seed := fs.Uint64("seed", 1, "seed of the random tokens")
 	tf := addTokenFlags(fs, false) // instead of random ids: the first --tokens of them, all when --tokens is not given
-	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
+	idsFile, textFile, tokFile := &tf.IDs, &tf.Text, &tf.Tokenizer
 	threads := addThreadsFlag(fs)
 	tile := addTileFlag(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/filterlens/probe/report/papers"
 	"github.com/filterlens/probe/report/sweep"
 	"github.com/filterlens/probe/zoo"
+	flag "github.com/spf13/pflag"
 )
 
 // Settings of probe demo: small enough for under three minutes on a

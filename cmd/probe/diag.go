@@ -67,7 +67,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	}
 	var toks [][]string
 	if *withTokens {
-		if toks, err = tokenStrings(dir, *tf.tokenizer, ids); err != nil {
+		if toks, err = tokenStrings(dir, tf.Tokenizer, ids); err != nil {
 			return fmt.Errorf("--tokens: %w", err)
 		}
 	}

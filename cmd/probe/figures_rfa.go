@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +12,7 @@ import (
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
 	"github.com/filterlens/probe/report/papers"
+	flag "github.com/spf13/pflag"
 )
 
 // rfaFigureFlags are the options of `probe figures --paper rfa` that draw

@@ -47,7 +47,7 @@ func cmdGDN(args []string, w io.Writer) error {
 	defer onInterrupt("gdn", stop, func() string { return resumeNote("gdn", args) })()
 	run := &analysis.GDNRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
 		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"gdn"}, args...),
-		DeviationTokens: *sf.model.deviationTokens}
+		DeviationTokens: sf.model.DeviationTokens}
 	progress, endBar := sf.progressBar()
 	run.Progress = progress
 	man, rows, err := run.Run()

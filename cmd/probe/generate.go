@@ -17,14 +17,17 @@ import (
 // generateArchs are the architectures probe generate makes.
 var generateArchs = model.SmallArchs()
 
-// archList spells generateArchs for messages.
-func archList() string {
+// generateArchNames are generateArchs as strings (--arch's completion).
+func generateArchNames() []string {
 	s := make([]string, len(generateArchs))
 	for i, a := range generateArchs {
 		s[i] = string(a)
 	}
-	return strings.Join(s, ", ")
+	return s
 }
+
+// archList spells generateArchs for messages.
+func archList() string { return strings.Join(generateArchNames(), ", ") }
 
 func cmdGenerate(args []string, w io.Writer) error {
 	fs := newFlags("generate")

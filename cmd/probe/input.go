@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 	"github.com/filterlens/probe/tokenizer"
+	flag "github.com/spf13/pflag"
 )
 
 // lambdaFlags are the λ-prior flags of the commands that compute λobs and K
@@ -80,39 +80,51 @@ var stdin io.Reader = os.Stdin
 
 // modelFlag is --model with --revision: a checkpoint folder, or a hub
 // model id org/name resolved offline in the Hugging Face cache
-// (checkpoint.ResolveModel); and --allow-unexpected, which model.Load's
-// errors name.
+// (checkpoint.ResolveModel); and, for the commands that load the model,
+// --allow-unexpected (which model.Load's errors name), --compute,
+// --deviation-tokens and --memory-check.
 type modelFlag struct {
-	name, revision  *string
-	allowUnexpected *bool
-	compute         *string
-	deviationTokens *int
-	memoryCheck     *bool
+	Name, Revision  string
+	AllowUnexpected bool
+	Compute         string
+	DeviationTokens int
+	MemoryCheck     bool
 }
 
-// addModelRef registers --model and --revision on fs: for commands that
+// registerModelRef registers --model and --revision on fs: for commands that
 // read a checkpoint's files without loading the model (probe tokenize),
 // which find the folder with locate.
-func addModelRef(fs *flag.FlagSet, usage string) modelFlag {
-	return modelFlag{
-		name:     fs.String("model", "", usage+": a folder, or a hub model id org/name found in the Hugging Face cache (never downloaded)"),
-		revision: fs.String("revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)"),
-	}
+func (m *modelFlag) registerModelRef(fs *flag.FlagSet, usage string) {
+	fs.StringVar(&m.Name, "model", "", usage+": a folder, or a hub model id org/name found in the Hugging Face cache (never downloaded)")
+	fs.StringVar(&m.Revision, "revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)")
 }
 
-// addModelFlag registers --model, --revision, --allow-unexpected,
-// --compute, --deviation-tokens and --memory-check on fs.
-func addModelFlag(fs *flag.FlagSet, usage string) modelFlag {
-	m := addModelRef(fs, usage)
-	m.allowUnexpected = fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use")
-	m.compute = fs.String("compute", string(model.ComputeF32), "arithmetic of the matrix products: f32 (float32 products; bf16 weights on AMX: each activation split exactly into three bf16 parts, "+
+// registerModel registers --model, --revision, --allow-unexpected, --compute,
+// --deviation-tokens and --memory-check on fs.
+func (m *modelFlag) registerModel(fs *flag.FlagSet, usage string) {
+	m.registerModelRef(fs, usage)
+	fs.BoolVar(&m.AllowUnexpected, "allow-unexpected", false, "ignore checkpoint tensors the architecture does not use")
+	fs.StringVar(&m.Compute, "compute", string(model.ComputeF32), "arithmetic of the matrix products: f32 (float32 products; bf16 weights on AMX: each activation split exactly into three bf16 parts, "+
 		"exact products, float32 sums); f32-widen (the weights widened to float32: the bits of a float32 copy of them); bf16 (PyTorch's bf16: activations rounded to bf16, bf16 weights — "+
 		"f32 ones rounded once at load —, float32 sums, and the attention's q, k, v in bf16, its softmax float32); or bf16-proj "+
 		"(bf16's projections, the attention in float32); see model.Compute")
-	m.deviationTokens = fs.Int("deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16 or bf16-proj, commands that write tables also run the first N tokens "+
+	fs.IntVar(&m.DeviationTokens, "deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16 or bf16-proj, commands that write tables also run the first N tokens "+
 		"of their first pass in float32 and record and print the deviation of logits and diagnostics (0: none)")
-	m.memoryCheck = fs.Bool("memory-check", true, "refuse a pass whose estimated memory (docs/performance.md, \"Peak memory\") exceeds the memory available "+
+	fs.BoolVar(&m.MemoryCheck, "memory-check", true, "refuse a pass whose estimated memory (docs/performance.md, \"Peak memory\") exceeds the memory available "+
 		"(MemAvailable, or a cgroup's limit such as a Slurm job's) before it starts, instead of being killed part way")
+}
+
+// addModelRef is registerModelRef on a new modelFlag.
+func addModelRef(fs *flag.FlagSet, usage string) *modelFlag {
+	m := &modelFlag{}
+	m.registerModelRef(fs, usage)
+	return m
+}
+
+// addModelFlag is registerModel on a new modelFlag.
+func addModelFlag(fs *flag.FlagSet, usage string) *modelFlag {
+	m := &modelFlag{}
+	m.registerModel(fs, usage)
 	return m
 }
 
@@ -122,12 +134,12 @@ func (m modelFlag) positional(pos []string) error {
 	switch {
 	case len(pos) > 1:
 		return fmt.Errorf("want one checkpoint (a folder or org/name), got %d arguments: %s", len(pos), strings.Join(pos, " "))
-	case len(pos) == 0 && *m.name == "":
+	case len(pos) == 0 && m.Name == "":
 		return fmt.Errorf("want one checkpoint (a folder or a hub model id org/name), as the argument or --model")
-	case len(pos) == 1 && *m.name != "":
-		return fmt.Errorf("give the checkpoint once: as the argument %q or as --model %q", pos[0], *m.name)
+	case len(pos) == 1 && m.Name != "":
+		return fmt.Errorf("give the checkpoint once: as the argument %q or as --model %q", pos[0], m.Name)
 	case len(pos) == 1:
-		*m.name = pos[0]
+		m.Name = pos[0]
 	}
 	return nil
 }
@@ -135,7 +147,7 @@ func (m modelFlag) positional(pos []string) error {
 // loadOptions returns the model.LoadOptions the flags ask for (--compute
 // is checked by resolve).
 func (m modelFlag) loadOptions() model.LoadOptions {
-	return model.LoadOptions{AllowUnexpected: *m.allowUnexpected, Compute: model.Compute(*m.compute), NoMemoryCheck: !*m.memoryCheck}
+	return model.LoadOptions{AllowUnexpected: m.AllowUnexpected, Compute: model.Compute(m.Compute), NoMemoryCheck: !m.MemoryCheck}
 }
 
 // deviation measures, for a model loaded with --compute bf16 and
@@ -143,7 +155,7 @@ func (m modelFlag) loadOptions() model.LoadOptions {
 // the first N tokens of ids (each sequence) with the Collector options
 // copts, and prints it to w; nil, and nothing printed, otherwise.
 func (m modelFlag) deviation(w io.Writer, md *model.Model, ids [][]int, copts probes.CollectorOptions, allowExt bool, threads int) (*analysis.Deviation, error) {
-	n := *m.deviationTokens
+	n := m.DeviationTokens
 	if !md.Compute.BF16Products() || n <= 0 {
 		return nil, nil
 	}
@@ -161,11 +173,11 @@ func (m modelFlag) deviation(w io.Writer, md *model.Model, ids [][]int, copts pr
 
 // checkFlags validates --compute and --deviation-tokens (resolve does).
 func (m modelFlag) checkFlags() error {
-	if _, err := model.ParseCompute(*m.compute); err != nil {
+	if _, err := model.ParseCompute(m.Compute); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
-	if *m.deviationTokens < 0 {
-		return fmt.Errorf("--deviation-tokens %d: want 0 (none) or more tokens", *m.deviationTokens)
+	if m.DeviationTokens < 0 {
+		return fmt.Errorf("--deviation-tokens %d: want 0 (none) or more tokens", m.DeviationTokens)
 	}
 	return nil
 }
@@ -197,10 +209,10 @@ func (m modelFlag) resolve() (string, *checkpoint.HubModel, error) {
 
 // locate is resolve without the checks of the flags that load a model.
 func (m modelFlag) locate() (string, *checkpoint.HubModel, error) {
-	if *m.name == "" {
+	if m.Name == "" {
 		return "", nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
 	}
-	return checkpoint.ResolveModel(*m.name, *m.revision)
+	return checkpoint.ResolveModel(m.Name, m.Revision)
 }
 
 // inputName names an input path in messages: "-" is standard input.
@@ -400,32 +412,36 @@ func readText(modelDir, tokFile, textFile string, maxTokens int, addSpecial bool
 	return ids, nil
 }
 
-// tokenFlags are the token inputs of capture and diag: --ids or --text
-// (with --tokenizer and --max-tokens).
+// tokenFlags are the token inputs of the commands that run a model:
+// --ids or --text (with --tokenizer, and --max-tokens for a batch).
 type tokenFlags struct {
-	ids, text, tokenizer *string
-	maxTokens            *int
+	IDs, Text, Tokenizer string
+	MaxTokens            int
 }
 
-// addTokenFlags registers the input flags of every command that runs a
-// model: --ids, --text and --tokenizer, and with batch (capture, diag: one
-// batch of sequences, rather than one token stream cut into chunks) also
+// registerInput registers the input flags of every command that runs a model:
+// --ids, --text and --tokenizer, and with batch (capture, diag: one batch
+// of sequences, rather than one token stream cut into chunks) also
 // --max-tokens.
-func addTokenFlags(fs *flag.FlagSet, batch bool) tokenFlags {
-	f := tokenFlags{
-		ids:       fs.String("ids", "", "token ids: "+idFormat+"; - reads standard input"),
-		text:      fs.String("text", "", "text file to tokenize (with the post-processor's special tokens); - reads standard input"),
-		tokenizer: fs.String("tokenizer", "", "tokenizer.json for --text (default: the one in the model folder)"),
-	}
+func (f *tokenFlags) registerInput(fs *flag.FlagSet, batch bool) {
+	fs.StringVar(&f.IDs, "ids", "", "token ids: "+idFormat+"; - reads standard input")
+	fs.StringVar(&f.Text, "text", "", "text file to tokenize (with the post-processor's special tokens); - reads standard input")
+	fs.StringVar(&f.Tokenizer, "tokenizer", "", "tokenizer.json for --text (default: the one in the model folder)")
 	if batch {
-		f.maxTokens = fs.Int("max-tokens", 0, "keep at most this many tokens of --text (0: all)")
+		fs.IntVar(&f.MaxTokens, "max-tokens", 0, "keep at most this many tokens of --text (0: all)")
 	}
+}
+
+// addTokenFlags is registerInput on a new tokenFlags.
+func addTokenFlags(fs *flag.FlagSet, batch bool) *tokenFlags {
+	f := &tokenFlags{}
+	f.registerInput(fs, batch)
 	return f
 }
 
 // check says whether exactly one of --ids and --text is given.
 func (f tokenFlags) check() error {
-	if (*f.ids == "") == (*f.text == "") {
+	if (f.IDs == "") == (f.Text == "") {
 		return fmt.Errorf("give exactly one of --ids and --text")
 	}
 	return nil
@@ -433,10 +449,10 @@ func (f tokenFlags) check() error {
 
 // batch reads the ids: the --ids batch, or --text as one sequence.
 func (f tokenFlags) batch(modelDir string) ([][]int, error) {
-	if *f.ids != "" {
-		return readIDBatch(*f.ids)
+	if f.IDs != "" {
+		return readIDBatch(f.IDs)
 	}
-	seq, err := readText(modelDir, *f.tokenizer, *f.text, *f.maxTokens, true)
+	seq, err := readText(modelDir, f.Tokenizer, f.Text, f.MaxTokens, true)
 	if err != nil {
 		return nil, err
 	}
@@ -448,8 +464,8 @@ func (f tokenFlags) batch(modelDir string) ([][]int, error) {
 // model, input, plan and output flags, with the checks and the reading
 // they share.
 type streamFlags struct {
-	model               modelFlag
-	tok                 tokenFlags
+	model               *modelFlag
+	tok                 *tokenFlags
 	plan                planFlags
 	allowExt, force     *bool
 	progress            *bool
@@ -486,8 +502,18 @@ func addTileFlag(fs *flag.FlagSet) *int {
 // that otherwise refuse sequences longer than the model's
 // max_position_embeddings.
 func addExtrapolationFlag(fs *flag.FlagSet) *bool {
-	return fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
+	p := new(bool)
+	extrapolationVar(fs, p)
+	return p
 }
+
+// extrapolationVar declares --allow-extrapolation into p.
+func extrapolationVar(fs *flag.FlagSet, p *bool) {
+	fs.BoolVar(p, "allow-extrapolation", false, "run sequences longer than max_position_embeddings")
+}
+
+// modelHint is what "--model is required" says after it.
+const modelHint = "a checkpoint folder or a hub model id org/name"
 
 func addShardFlag(fs *flag.FlagSet) *string {
 	return fs.String("shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
@@ -516,13 +542,13 @@ func (s *streamFlags) validate(pos []string) (lengths []int, formats []string, e
 	switch {
 	case len(pos) > 0:
 		return nil, nil, fmt.Errorf("unexpected argument %q", pos[0])
-	case *s.model.name == "":
+	case s.model.Name == "":
 		return nil, nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
 	case *s.out == "":
 		return nil, nil, fmt.Errorf("--out is required")
 	case *s.plan.lengths == "":
 		return nil, nil, fmt.Errorf("--lengths is required (e.g. --lengths 1k,4k)")
-	case (*s.tok.ids == "") == (*s.tok.text == ""):
+	case (s.tok.IDs == "") == (s.tok.Text == ""):
 		return nil, nil, fmt.Errorf("give exactly one of --ids and --text")
 	}
 	if s.sh, err = analysis.ParseShard(*s.shard); err != nil {
@@ -551,7 +577,7 @@ func (s *streamFlags) input(kind, what string) (dir string, stream []int, src an
 			return "", nil, src, err
 		}
 	}
-	stream, src, err = readTokenStream(*s.tok.ids, *s.tok.text, dir, *s.tok.tokenizer)
+	stream, src, err = readTokenStream(s.tok.IDs, s.tok.Text, dir, s.tok.Tokenizer)
 	return dir, stream, src, err
 }
 

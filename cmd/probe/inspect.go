@@ -254,7 +254,7 @@ func cmdHooks(args []string, w io.Writer) error {
 	if len(pos) > 0 {
 		return fmt.Errorf("unexpected argument %q: probe hooks lists every hook point, or with --model the points of that model", pos[0])
 	}
-	if *mf.name == "" {
+	if mf.Name == "" {
 		for _, p := range hooks.Points {
 			fmt.Fprintf(w, "%-34s %-42s %s\n", p.Name, p.Shape, p.Doc)
 		}

@@ -44,7 +44,7 @@ func cmdMassive(args []string, w io.Writer) error {
 	defer onInterrupt("massive", stop, func() string { return resumeNote("massive", args) })()
 	run := &analysis.MassiveRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
 		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...),
-		DeviationTokens: *sf.model.deviationTokens}
+		DeviationTokens: sf.model.DeviationTokens}
 	progress, endBar := sf.progressBar()
 	run.Progress = progress
 	man, tops, ppls, err := run.Run()

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
 
 	"github.com/filterlens/probe/analysis"
+	flag "github.com/spf13/pflag"
 )
 
 func cmdMerge(args []string, w io.Writer) error {

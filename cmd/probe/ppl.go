@@ -21,7 +21,7 @@ func cmdPPL(args []string, w io.Writer) error {
 	d := analysis.DefaultPPLOptions()
 	mf := addModelFlag(fs, "checkpoints, comma-separated (required)")
 	tf := addTokenFlags(fs, false) // one token stream (the models must share the tokenizer for --text)
-	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
+	idsFile, textFile, tokFile := &tf.IDs, &tf.Text, &tf.Tokenizer
 	pf := addPlanFlags(fs, planDefaults{Lengths: "256,512,1024,2048,4096", K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
 	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
 	gates := fs.String("gate", strings.Join(d.Variants, ","), "gate variants of gated models: learned, one (gate = 1), k (K_BFT), k-matched, k-lambda, mean (see docs/diagnostics.md)")
@@ -43,7 +43,7 @@ func cmdPPL(args []string, w io.Writer) error {
 	switch {
 	case len(pos) > 0:
 		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *mf.name == "":
+	case mf.Name == "":
 		return fmt.Errorf("--model is required (one checkpoint, or several separated by commas)")
 	case *out == "":
 		return fmt.Errorf("--out is required")
@@ -57,9 +57,9 @@ func cmdPPL(args []string, w io.Writer) error {
 	}
 	var models []string
 	var hubs []*checkpoint.HubModel
-	for _, m := range strings.Split(*mf.name, ",") {
+	for _, m := range strings.Split(mf.Name, ",") {
 		if m = strings.TrimSpace(m); m != "" {
-			d, hub, err := checkpoint.ResolveModel(m, *mf.revision)
+			d, hub, err := checkpoint.ResolveModel(m, mf.Revision)
 			if err != nil {
 				return err
 			}
@@ -108,7 +108,7 @@ func cmdPPL(args []string, w io.Writer) error {
 
 	run := &analysis.PPLRun{Dirs: models, Hubs: hubs, Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
 		Threads: *threads, Load: mf.loadOptions(), CLIOptions: cliOptions(fs), Args: append([]string{"ppl"}, args...),
-		DeviationTokens: *mf.deviationTokens}
+		DeviationTokens: mf.DeviationTokens}
 	if *progress {
 		bar := newProgressBar(progressOut)
 		run.Progress = func(p analysis.PPLProgress) { pplProgress(bar, p) }

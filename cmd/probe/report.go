@@ -14,6 +14,7 @@ import (
 	"github.com/filterlens/probe/report/filters"
 	"github.com/filterlens/probe/report/papers"
 	"github.com/filterlens/probe/report/sweep"
+	"github.com/spf13/cobra"
 )
 
 // cmdReport writes the BFT Figs. 2–4 report of a finished `probe sweep`
@@ -22,9 +23,6 @@ import (
 // folder (chosen by its manifest), or (`probe report attention …`)
 // attention maps of a capture.
 func cmdReport(args []string, w io.Writer) error {
-	if len(args) > 0 && args[0] == "attention" {
-		return cmdReportAttention(args[1:], w)
-	}
 	fs := newFlags("report")
 	out := fs.String("out", "", "HTML file to write (default <results-dir>/report.html); PNG and SVG go beside it. An existing file that is not a probe report is refused unless --force")
 	force := fs.Bool("force", false, "replace an --out file that is not a probe report")
@@ -84,6 +82,17 @@ func cmdReport(args []string, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "%d figures → %s\n", len(r.Figures), wr.HTML)
 	return nil
+}
+
+// newReportCmd builds probe report with its subcommand report attention.
+func newReportCmd() *cobra.Command {
+	c := legacyCmd("report <results-dir> [--out report.html] [--static]",
+		"HTML report of a finished sweep, ppl, gdn, sinks, massive or retrieval folder; `report attention` draws captured attention maps",
+		"probe report /tmp/sweep", cmdReport)
+	c.AddCommand(legacyCmd("attention --capture <file.safetensors> --layer L [--heads 0,1] [--gamma 0.25] --out <dir>",
+		"attention maps of one captured layer (blocks.{l}.attn.hook_pattern), downsampled and contrast-stretched",
+		"probe report attention --capture cap.safetensors --layer 1 --out /tmp/maps", cmdReportAttention))
+	return c
 }
 
 // isFilterFolder reports whether dir holds the manifest of a probe gdn,

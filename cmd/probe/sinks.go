@@ -48,7 +48,7 @@ func cmdSinks(args []string, w io.Writer) error {
 	defer onInterrupt("sinks", stop, func() string { return resumeNote("sinks", args) })()
 	run := &analysis.SinksRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
 		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...),
-		DeviationTokens: *sf.model.deviationTokens}
+		DeviationTokens: sf.model.DeviationTokens}
 	progress, endBar := sf.progressBar()
 	run.Progress = progress
 	man, heads, rates, err := run.Run()

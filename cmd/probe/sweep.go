@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
+	flag "github.com/spf13/pflag"
 )
 
 // aggFlags are the App. I aggregation options shared by sweep, summarize
@@ -317,7 +317,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	d := analysis.DefaultSweepOptions()
 	mf := addModelFlag(fs, "checkpoint")
 	tf := addTokenFlags(fs, false) // one token stream, cut into the chunks of the plan
-	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
+	idsFile, textFile, tokFile := &tf.IDs, &tf.Text, &tf.Tokenizer
 	pf := addPlanFlags(fs, planDefaults{K: d.KUnit, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
 	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
 	out := fs.String("out", "", "output folder (required); re-running into it skips finished passes")
@@ -372,7 +372,7 @@ func cmdSweep(args []string, w io.Writer) error {
 		Placement: *placement, Seed: *seed, Offset: *offset, BOSToken: *bos, Bucket: *bucket, LastFrac: *lastFrac,
 		BOSFrac: *bosFrac, AllowExtrapolation: *allowExt, OnNonFinite: *onNF,
 		Probe:           analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions},
-		DeviationTokens: *mf.deviationTokens}
+		DeviationTokens: mf.DeviationTokens}
 	if *k != 1000 && *k != 1024 {
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
 	}
