@@ -33,10 +33,10 @@ func cmdFigures(args []string, w io.Writer) error {
 	wo := report.ChooseCharts(report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}, w)
 	if *paper == "afa" {
 		// AFA's figures exist only from trained toy filters (zoo/checkpoints/afa_toy).
-		if *rfa.model == "" {
+		if rfa.Model == "" {
 			return fmt.Errorf("--paper afa draws Figs. 1–3 from trained toy filters: give --model <afa_toy folder> (e.g. zoo/checkpoints/afa_toy)")
 		}
-		r, err := papers.AFAToyReport(*rfa.model, papers.AFAToyOptions{})
+		r, err := papers.AFAToyReport(rfa.Model, papers.AFAToyOptions{})
 		if err != nil {
 			return err
 		}

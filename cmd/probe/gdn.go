@@ -14,7 +14,7 @@ import (
 func cmdGDN(args []string, w io.Writer) error {
 	fs := newFlags("gdn")
 	sf := addStreamFlags(fs, planDefaults{K: 1024, Samples: 1, Disjoint: analysis.DisjointAll, Placement: analysis.PlaceSequential, Seed: 1})
-	pf := sf.plan
+	pf := sf.Plan
 	innov := fs.String("innovation", "decayed", "innovation r_t = v_t − e^{g_t}S_{t−1}ᵀk_t (decayed: the residual the update multiplies by β) or v_t − S_{t−1}ᵀk_t (undecayed)")
 	weights := fs.String("w-weights", "abs", "weights of the dispersion of the values under a W row: abs (|W|/Σ|W|, defined for any non-zero row) or signed (W/ΣW, defined only where every entry has the sign of ΣW)")
 	lf := addLambdaFlags(fs, "") // of λobs^W = (n_eff^W + ν)/(S̄^W + νσ0²), σ0² = 1/d_value by default, and K^W
@@ -36,18 +36,18 @@ func cmdGDN(args []string, w io.Writer) error {
 	if *noDisp && !*wRows {
 		return fmt.Errorf("--no-dispersion applies to the W-row statistics: give it with --w-rows")
 	}
-	opts := analysis.GDNOptions{Lengths: lengths, Samples: *pf.samples, Disjoint: *pf.disjoint, Placement: *pf.placement, Seed: *pf.seed, Offset: *pf.offset,
-		Innovation: *innov, Weights: *weights, Nu: *lf.nu, Sigma02: *lf.sigma02, Prior: *lf.prior, NoDispersion: *noDisp,
-		WRows: *wRows, TileRows: *tile, AllowExtrapolation: *sf.allowExt}
+	opts := analysis.GDNOptions{Lengths: lengths, Samples: pf.Samples, Disjoint: pf.Disjoint, Placement: pf.Placement, Seed: pf.Seed, Offset: pf.Offset,
+		Innovation: *innov, Weights: *weights, Nu: lf.Nu, Sigma02: lf.Sigma02, Prior: lf.Prior, NoDispersion: *noDisp,
+		WRows: *wRows, TileRows: *tile, AllowExtrapolation: sf.AllowExtrapolation}
 	dir, stream, src, err := sf.input("gdn", "the gdn table and "+analysis.GDNManifestName)
 	if err != nil {
 		return err
 	}
 	stop := make(chan struct{})
 	defer onInterrupt("gdn", stop, func() string { return resumeNote("gdn", args) })()
-	run := &analysis.GDNRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"gdn"}, args...),
-		DeviationTokens: sf.model.DeviationTokens}
+	run := &analysis.GDNRun{Dir: dir, Load: sf.Model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: sf.Out, Formats: fmts,
+		Threads: sf.Threads, Shard: sf.sh, Force: sf.Force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"gdn"}, args...),
+		DeviationTokens: sf.Model.DeviationTokens}
 	progress, endBar := sf.progressBar()
 	run.Progress = progress
 	man, rows, err := run.Run()
@@ -63,6 +63,6 @@ func cmdGDN(args []string, w io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(w, "wrote %d rows (%d passes × Gated DeltaNet layers %v × value heads × tokens) to %s (%.1f s)\n",
-		len(rows), len(man.Chunks), man.Layers, *sf.out, man.Seconds)
+		len(rows), len(man.Chunks), man.Layers, sf.Out, man.Seconds)
 	return nil
 }

@@ -19,26 +19,30 @@ import (
 )
 
 // lambdaFlags are the λ-prior flags of the commands that compute λobs and K
-// (sweep, ppl): declared once, with one default each (App. I's: Eq. 6, ν =
-// 1, σ0² = 1/d_head, λ = 1, no cap).
+// (sweep, ppl, gdn): declared once, with one default each (App. I's: Eq. 6,
+// ν = 1, σ0² = 1/d_head, λ = 1, no cap).
 type lambdaFlags struct {
-	form                    *string
-	nu, sigma02, prior, max *float64
+	Form                    string // λobs estimator ("" where the command offers no choice)
+	Nu, Sigma02, Prior, Max float64
 }
 
-// addLambdaFlags registers --nu, --sigma02 and --lambda-prior, and where
+// registerLambda registers --nu, --sigma02 and --lambda-prior, and where
 // the command offers a choice of estimator (forms lists them; "" for none)
 // --lambda-form and --lambda-max.
-func addLambdaFlags(fs *flag.FlagSet, forms string) lambdaFlags {
-	f := lambdaFlags{
-		nu:      fs.Float64("nu", 1, "ν of Eq. 6"),
-		sigma02: fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)"),
-		prior:   fs.Float64("lambda-prior", 1, "λ in K = λobs/(λ + λobs) (App. I: 1)"),
-	}
+func (f *lambdaFlags) registerLambda(fs *flag.FlagSet, forms string) {
+	fs.Float64Var(&f.Nu, "nu", 1, "ν of Eq. 6")
+	fs.Float64Var(&f.Sigma02, "sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)")
+	fs.Float64Var(&f.Prior, "lambda-prior", 1, "λ in K = λobs/(λ + λobs) (App. I: 1)")
 	if forms != "" {
-		f.form = fs.String("lambda-form", "reml", "λobs estimator: "+forms)
-		f.max = fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
+		fs.StringVar(&f.Form, "lambda-form", "reml", "λobs estimator: "+forms)
+		fs.Float64Var(&f.Max, "lambda-max", 0, "cap on λobs (0: none)")
 	}
+}
+
+// addLambdaFlags is registerLambda on a new lambdaFlags.
+func addLambdaFlags(fs *flag.FlagSet, forms string) *lambdaFlags {
+	f := &lambdaFlags{}
+	f.registerLambda(fs, forms)
 	return f
 }
 
@@ -46,33 +50,36 @@ func addLambdaFlags(fs *flag.FlagSet, forms string) lambdaFlags {
 // from one token stream (sweep, ppl, gdn, sinks, massive): declared once;
 // each command passes its defaults (analysis's Default*Options).
 type planFlags struct {
-	lengths, disjoint, placement *string
-	k, samples, offset           *int
-	seed                         *uint64
-}
-
-// planDefaults are a command's defaults of the plan flags ("" lengths:
-// required).
-type planDefaults struct {
 	Lengths, Disjoint, Placement string
 	K, Samples, Offset           int
 	Seed                         uint64
 }
 
-func addPlanFlags(fs *flag.FlagSet, d planDefaults) planFlags {
+// planDefaults are a command's defaults of the plan flags ("" lengths:
+// required).
+type planDefaults = planFlags
+
+// registerPlan registers --lengths, --k, --samples, --disjoint,
+// --placement, --seed and --offset with the defaults d.
+func (p *planFlags) registerPlan(fs *flag.FlagSet, d planDefaults) {
 	lengthsUsage := "context lengths T, e.g. 1k,4k; a k suffix means --k"
 	if d.Lengths == "" {
 		lengthsUsage += " (required)"
 	}
-	return planFlags{
-		lengths:   fs.String("lengths", d.Lengths, lengthsUsage),
-		k:         fs.Int("k", d.K, "what k means in --lengths: 1000 or 1024"),
-		samples:   fs.Int("samples", d.Samples, "chunks per length"),
-		disjoint:  fs.String("disjoint", d.Disjoint, "chunks disjoint across all lengths (all) or only within a length (within)"),
-		placement: fs.String("placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed"),
-		seed:      fs.Uint64("seed", d.Seed, "seed of --placement shuffled"),
-		offset:    fs.Int("offset", d.Offset, "first stream token to use"),
-	}
+	fs.StringVar(&p.Lengths, "lengths", d.Lengths, lengthsUsage)
+	fs.IntVar(&p.K, "k", d.K, "what k means in --lengths: 1000 or 1024")
+	fs.IntVar(&p.Samples, "samples", d.Samples, "chunks per length")
+	fs.StringVar(&p.Disjoint, "disjoint", d.Disjoint, "chunks disjoint across all lengths (all) or only within a length (within)")
+	fs.StringVar(&p.Placement, "placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed")
+	fs.Uint64Var(&p.Seed, "seed", d.Seed, "seed of --placement shuffled")
+	fs.IntVar(&p.Offset, "offset", d.Offset, "first stream token to use")
+}
+
+// addPlanFlags is registerPlan on a new planFlags.
+func addPlanFlags(fs *flag.FlagSet, d planDefaults) *planFlags {
+	p := &planFlags{}
+	p.registerPlan(fs, d)
+	return p
 }
 
 // stdin is what an input file "-" reads (tests replace it).
@@ -464,20 +471,20 @@ func (f tokenFlags) batch(modelDir string) ([][]int, error) {
 // model, input, plan and output flags, with the checks and the reading
 // they share.
 type streamFlags struct {
-	model               *modelFlag
-	tok                 *tokenFlags
-	plan                planFlags
-	allowExt, force     *bool
-	progress            *bool
-	threads             *int
-	formats, out, shard *string
-	sh                  analysis.Shard // --shard, parsed by validate
+	Model                     modelFlag
+	Input                     tokenFlags
+	Plan                      planFlags
+	AllowExtrapolation, Force bool
+	Progress                  bool
+	Threads                   int
+	Formats, Out, Shard       string
+	sh                        analysis.Shard // --shard, parsed by validate
 }
 
 // progressBar returns the progress function of a run (nil without
 // --progress) and the function that ends its bar.
 func (sf *streamFlags) progressBar() (func(analysis.Progress), func()) {
-	if !*sf.progress {
+	if !sf.Progress {
 		return nil, func() {}
 	}
 	bar := newProgressBar(progressOut)
@@ -490,12 +497,26 @@ func (sf *streamFlags) progressBar() (func(analysis.Progress), func()) {
 // forward passes (attention, Gated DeltaNet heads and the diagnostics'
 // consumers; the projections always split over GOMAXPROCS).
 func addThreadsFlag(fs *flag.FlagSet) *int {
-	return fs.Int("threads", 0, "workers of the attention and the diagnostics (0: GOMAXPROCS)")
+	p := new(int)
+	threadsVar(fs, p)
+	return p
+}
+
+// threadsVar declares --threads into p.
+func threadsVar(fs *flag.FlagSet, p *int) {
+	fs.IntVar(p, "threads", 0, "workers of the attention and the diagnostics (0: GOMAXPROCS)")
 }
 
 // addTileFlag declares --tile, the query rows per attention tile.
 func addTileFlag(fs *flag.FlagSet) *int {
-	return fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
+	p := new(int)
+	tileVar(fs, p)
+	return p
+}
+
+// tileVar declares --tile into p.
+func tileVar(fs *flag.FlagSet, p *int) {
+	fs.IntVar(p, "tile", 0, "query rows per attention tile (0: the model's default)")
 }
 
 // addExtrapolationFlag declares --allow-extrapolation, for the commands
@@ -516,24 +537,36 @@ func extrapolationVar(fs *flag.FlagSet, p *bool) {
 const modelHint = "a checkpoint folder or a hub model id org/name"
 
 func addShardFlag(fs *flag.FlagSet) *string {
-	return fs.String("shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
+	p := new(string)
+	shardVar(fs, p)
+	return p
 }
 
-// addStreamFlags registers the flags of a stream command with its plan
+// shardVar declares --shard into p.
+func shardVar(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
+}
+
+// registerStream registers the flags of a stream command with its plan
 // defaults d.
+func (s *streamFlags) registerStream(fs *flag.FlagSet, d planDefaults) {
+	s.Model.registerModel(fs, "checkpoint (required)")
+	s.Input.registerInput(fs, false) // one token stream, cut into chunks
+	s.Plan.registerPlan(fs, d)
+	extrapolationVar(fs, &s.AllowExtrapolation)
+	threadsVar(fs, &s.Threads)
+	fs.StringVar(&s.Formats, "format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
+	fs.StringVar(&s.Out, "out", "", "output folder (required); re-running into it skips finished passes")
+	shardVar(fs, &s.Shard)
+	fs.BoolVar(&s.Force, "force", false, "run into an --out that holds other files, or a run of another plan (its tables are replaced)")
+	progressVar(fs, &s.Progress)
+}
+
+// addStreamFlags is registerStream on a new streamFlags.
 func addStreamFlags(fs *flag.FlagSet, d planDefaults) *streamFlags {
-	return &streamFlags{
-		model:    addModelFlag(fs, "checkpoint (required)"),
-		tok:      addTokenFlags(fs, false), // one token stream, cut into chunks
-		plan:     addPlanFlags(fs, d),
-		allowExt: addExtrapolationFlag(fs),
-		threads:  addThreadsFlag(fs),
-		formats:  fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl"),
-		out:      fs.String("out", "", "output folder (required); re-running into it skips finished passes"),
-		shard:    addShardFlag(fs),
-		force:    fs.Bool("force", false, "run into an --out that holds other files, or a run of another plan (its tables are replaced)"),
-		progress: addProgressFlag(fs),
-	}
+	s := &streamFlags{}
+	s.registerStream(fs, d)
+	return s
 }
 
 // validate refuses positional arguments and missing --model, --out, --lengths
@@ -542,22 +575,22 @@ func (s *streamFlags) validate(pos []string) (lengths []int, formats []string, e
 	switch {
 	case len(pos) > 0:
 		return nil, nil, fmt.Errorf("unexpected argument %q", pos[0])
-	case s.model.Name == "":
+	case s.Model.Name == "":
 		return nil, nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
-	case *s.out == "":
+	case s.Out == "":
 		return nil, nil, fmt.Errorf("--out is required")
-	case *s.plan.lengths == "":
+	case s.Plan.Lengths == "":
 		return nil, nil, fmt.Errorf("--lengths is required (e.g. --lengths 1k,4k)")
-	case (s.tok.IDs == "") == (s.tok.Text == ""):
+	case (s.Input.IDs == "") == (s.Input.Text == ""):
 		return nil, nil, fmt.Errorf("give exactly one of --ids and --text")
 	}
-	if s.sh, err = analysis.ParseShard(*s.shard); err != nil {
+	if s.sh, err = analysis.ParseShard(s.Shard); err != nil {
 		return nil, nil, fmt.Errorf("--shard: %w", err)
 	}
-	if formats, err = analysis.ParseFormats(*s.formats); err != nil {
+	if formats, err = analysis.ParseFormats(s.Formats); err != nil {
 		return nil, nil, fmt.Errorf("--format: %w", err)
 	}
-	if lengths, err = analysis.ParseLengths(*s.plan.lengths, *s.plan.k); err != nil {
+	if lengths, err = analysis.ParseLengths(s.Plan.Lengths, s.Plan.K); err != nil {
 		return nil, nil, fmt.Errorf("--lengths: %w", err)
 	}
 	return lengths, formats, nil
@@ -569,15 +602,15 @@ func (s *streamFlags) validate(pos []string) (lengths []int, formats []string, e
 // the token stream. An earlier run of another plan is refused later, once
 // the model's digest is known (analysis.GDNRun.Run and its siblings).
 func (s *streamFlags) input(kind, what string) (dir string, stream []int, src analysis.SourceInfo, err error) {
-	if dir, err = s.model.dir(); err != nil {
+	if dir, err = s.Model.dir(); err != nil {
 		return "", nil, src, err
 	}
-	if analysis.StreamKindOf(*s.out) != kind {
-		if err := refuseNonEmpty(*s.out, what, *s.force); err != nil {
+	if analysis.StreamKindOf(s.Out) != kind {
+		if err := refuseNonEmpty(s.Out, what, s.Force); err != nil {
 			return "", nil, src, err
 		}
 	}
-	stream, src, err = readTokenStream(s.tok.IDs, s.tok.Text, dir, s.tok.Tokenizer)
+	stream, src, err = readTokenStream(s.Input.IDs, s.Input.Text, dir, s.Input.Tokenizer)
 	return dir, stream, src, err
 }
 
@@ -589,7 +622,7 @@ func (s *streamFlags) stopped(w io.Writer, cmd string, args []string, rec *analy
 		return err
 	}
 	fmt.Fprintf(w, "interrupted: %d passes are finished and kept in %s (each pass file is written whole); %s says the run is unfinished.\n%s\n",
-		len(rec.Passes), filepath.Join(*s.out, "passes"), analysis.StreamManifestName(cmd, s.sh), resumeNote(cmd, args))
+		len(rec.Passes), filepath.Join(s.Out, "passes"), analysis.StreamManifestName(cmd, s.sh), resumeNote(cmd, args))
 	return exitError{130, err}
 }
 
@@ -599,7 +632,7 @@ func (s *streamFlags) stopped(w io.Writer, cmd string, args []string, rec *analy
 func (s *streamFlags) done(w io.Writer, rec *analysis.RunRecord) bool {
 	if len(rec.Reused) > 0 || s.sh.Count > 1 {
 		fmt.Fprintf(w, "%d passes (%d run, %d already finished) in %s; manifest %s\n", len(rec.Passes), len(rec.Passes)-len(rec.Reused),
-			len(rec.Reused), *s.out, analysis.StreamManifestName(rec.Kind, s.sh))
+			len(rec.Reused), s.Out, analysis.StreamManifestName(rec.Kind, s.sh))
 	}
 	if s.sh.Count <= 1 {
 		return false

@@ -16,7 +16,7 @@ func cmdMassive(args []string, w io.Writer) error {
 	fs := newFlags("massive")
 	d := analysis.DefaultMassiveOptions()
 	sf := addStreamFlags(fs, planDefaults{K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	pf := sf.plan
+	pf := sf.Plan
 	topK := fs.Int("top-k", d.TopK, "largest |residual| entries reported per layer")
 	interventions := fs.String("intervene", strings.Join(d.Interventions, ","), "interventions on the top entries, each its own pass: zero (Sun et al.), mean (channel mean over positions); none: no intervention")
 	layer := fs.Int("layer", d.Layer, "layer whose top entries are replaced (-1: per pass the layer with the largest top-1 ratio to its median)")
@@ -29,8 +29,8 @@ func cmdMassive(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := analysis.MassiveOptions{Lengths: lengths, Samples: *pf.samples, Disjoint: *pf.disjoint, Placement: *pf.placement, Seed: *pf.seed, Offset: *pf.offset,
-		TopK: *topK, Layer: *layer, Entries: *entries, AllowExtrapolation: *sf.allowExt}
+	opts := analysis.MassiveOptions{Lengths: lengths, Samples: pf.Samples, Disjoint: pf.Disjoint, Placement: pf.Placement, Seed: pf.Seed, Offset: pf.Offset,
+		TopK: *topK, Layer: *layer, Entries: *entries, AllowExtrapolation: sf.AllowExtrapolation}
 	if *interventions != "none" {
 		for _, s := range strings.Split(*interventions, ",") {
 			opts.Interventions = append(opts.Interventions, strings.TrimSpace(s))
@@ -42,9 +42,9 @@ func cmdMassive(args []string, w io.Writer) error {
 	}
 	stop := make(chan struct{})
 	defer onInterrupt("massive", stop, func() string { return resumeNote("massive", args) })()
-	run := &analysis.MassiveRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...),
-		DeviationTokens: sf.model.DeviationTokens}
+	run := &analysis.MassiveRun{Dir: dir, Load: sf.Model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: sf.Out, Formats: fmts,
+		Threads: sf.Threads, Shard: sf.sh, Force: sf.Force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...),
+		DeviationTokens: sf.Model.DeviationTokens}
 	progress, endBar := sf.progressBar()
 	run.Progress = progress
 	man, tops, ppls, err := run.Run()
@@ -59,7 +59,7 @@ func cmdMassive(args []string, w io.Writer) error {
 	if sf.done(w, &man.RunRecord) {
 		return nil
 	}
-	fmt.Fprintf(w, "wrote %d top-entry rows and %d perplexity rows to %s (%.1f s)\n", len(tops), len(ppls), *sf.out, man.Seconds)
+	fmt.Fprintf(w, "wrote %d top-entry rows and %d perplexity rows to %s (%.1f s)\n", len(tops), len(ppls), sf.Out, man.Seconds)
 	for i, p := range ppls {
 		if p.Intervention == "none" {
 			fmt.Fprintf(w, "T=%d sample %d: ppl %.4g", p.T, p.Sample, p.PPL)

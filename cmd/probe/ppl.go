@@ -23,7 +23,7 @@ func cmdPPL(args []string, w io.Writer) error {
 	tf := addTokenFlags(fs, false) // one token stream (the models must share the tokenizer for --text)
 	idsFile, textFile, tokFile := &tf.IDs, &tf.Text, &tf.Tokenizer
 	pf := addPlanFlags(fs, planDefaults{Lengths: "256,512,1024,2048,4096", K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
+	lengths, k, samples, disjoint, placement, seed, offset := &pf.Lengths, &pf.K, &pf.Samples, &pf.Disjoint, &pf.Placement, &pf.Seed, &pf.Offset
 	gates := fs.String("gate", strings.Join(d.Variants, ","), "gate variants of gated models: learned, one (gate = 1), k (K_BFT), k-matched, k-lambda, mean (see docs/diagnostics.md)")
 	positions := fs.String("positions", d.Positions, "scored positions: all, last-quarter, or from:N (t ≥ N)")
 	lf := addLambdaFlags(fs, "reml (Eq. 6) or naive (Eq. 5), for the K gates")
@@ -67,7 +67,7 @@ func cmdPPL(args []string, w io.Writer) error {
 		}
 	}
 	opts := analysis.PPLOptions{Samples: *samples, Disjoint: *disjoint, Placement: *placement, Seed: *seed, Offset: *offset,
-		Positions: *positions, LambdaForm: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, Prior: *lf.prior, LambdaMax: *lf.max,
+		Positions: *positions, LambdaForm: lf.Form, Nu: lf.Nu, Sigma02: lf.Sigma02, Prior: lf.Prior, LambdaMax: lf.Max,
 		CalibLength: *calibLen, CalibSamples: *calibN, TrainLength: *trainLen, CILevel: *ci}
 	if opts.Lengths, err = analysis.ParseLengths(*lengths, *k); err != nil {
 		return fmt.Errorf("--lengths: %w", err)

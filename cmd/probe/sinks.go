@@ -17,7 +17,7 @@ func cmdSinks(args []string, w io.Writer) error {
 	fs := newFlags("sinks")
 	d := analysis.DefaultSinksOptions()
 	sf := addStreamFlags(fs, planDefaults{K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	pf := sf.plan
+	pf := sf.Plan
 	eps := fs.String("eps", "0.3", "thresholds ε of the sink rate Sink_1^ε (% of heads whose mean first-token attention exceeds ε), comma-separated")
 	firstQuery := fs.Bool("include-first-query", d.IncludeFirstQuery, "count query 0 (whose row is 1 on position 0) in the mean first-token attention, as Gu et al.'s mean over all queries does")
 	gateBelow := fs.Float64("gate-below", d.GateBelow, "threshold of the gate sparsity (fraction of gate values below it; Qiu et al.: 0.1)")
@@ -31,8 +31,8 @@ func cmdSinks(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := analysis.SinksOptions{Lengths: lengths, Samples: *pf.samples, Disjoint: *pf.disjoint, Placement: *pf.placement, Seed: *pf.seed, Offset: *pf.offset,
-		IncludeFirstQuery: *firstQuery, GateBelow: *gateBelow, SplitLocal: *split, TileRows: *tile, AllowExtrapolation: *sf.allowExt}
+	opts := analysis.SinksOptions{Lengths: lengths, Samples: pf.Samples, Disjoint: pf.Disjoint, Placement: pf.Placement, Seed: pf.Seed, Offset: pf.Offset,
+		IncludeFirstQuery: *firstQuery, GateBelow: *gateBelow, SplitLocal: *split, TileRows: *tile, AllowExtrapolation: sf.AllowExtrapolation}
 	for _, s := range strings.Split(*eps, ",") {
 		e, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil {
@@ -46,9 +46,9 @@ func cmdSinks(args []string, w io.Writer) error {
 	}
 	stop := make(chan struct{})
 	defer onInterrupt("sinks", stop, func() string { return resumeNote("sinks", args) })()
-	run := &analysis.SinksRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...),
-		DeviationTokens: sf.model.DeviationTokens}
+	run := &analysis.SinksRun{Dir: dir, Load: sf.Model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: sf.Out, Formats: fmts,
+		Threads: sf.Threads, Shard: sf.sh, Force: sf.Force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...),
+		DeviationTokens: sf.Model.DeviationTokens}
 	progress, endBar := sf.progressBar()
 	run.Progress = progress
 	man, heads, rates, err := run.Run()
@@ -63,7 +63,7 @@ func cmdSinks(args []string, w io.Writer) error {
 	if sf.done(w, &man.RunRecord) {
 		return nil
 	}
-	fmt.Fprintf(w, "wrote %d head rows and %d sink-rate rows to %s (%.1f s)\n", len(heads), len(rates), *sf.out, man.Seconds)
+	fmt.Fprintf(w, "wrote %d head rows and %d sink-rate rows to %s (%.1f s)\n", len(heads), len(rates), sf.Out, man.Seconds)
 	for _, r := range rates {
 		fmt.Fprintf(w, "T=%d %s layers: Sink_1^%g = %.1f %% (%d of %d heads)", r.T, r.Layers, r.Eps, r.Rate, r.HeadsAbove, r.Heads)
 		if r.RowsLeftOut > 0 {

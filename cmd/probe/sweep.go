@@ -20,32 +20,35 @@ import (
 // aggFlags are the App. I aggregation options shared by sweep, summarize
 // and merge.
 type aggFlags struct {
-	fs          *flag.FlagSet
-	lastLayers  *int
-	ddof        *int
-	fig4Lengths *string
-	fig4Pool    *string
-	bootstrap   *int
-	seed        *uint64
-	ciLevel     *float64
-	lambdaRatio *string
-	localLayers *string
+	fs                          *flag.FlagSet // where they were declared: which were given
+	LastLayers, DDOF, Bootstrap int
+	Fig4Lengths, Fig4Pool       string
+	Seed                        uint64
+	CILevel                     float64
+	LambdaRatio, LocalLayers    string
 }
 
-func addAggFlags(fs *flag.FlagSet) *aggFlags {
+// registerAgg declares the aggregation flags on fs with
+// analysis.DefaultAggOptions' defaults.
+func (a *aggFlags) registerAgg(fs *flag.FlagSet) {
 	d := analysis.DefaultAggOptions()
-	return &aggFlags{
-		fs:          fs,
-		lastLayers:  fs.Int("last-layers", d.LastLayers, "Figs. 2–3 pool the last N layers (paper: 7; all when the model has fewer)"),
-		ddof:        fs.Int("ddof", d.DDOF, "delta degrees of freedom of every std: 0 (numpy's np.std) or 1"),
-		fig4Lengths: fs.String("fig4-lengths", "", "lengths Fig. 4 aggregates, e.g. 4k,8k (default: 4k and 8k when in the sweep, else all)"),
-		fig4Pool:    fs.String("fig4-pool", d.Fig4Pool, "Fig. 4 weighting: passes (each (T, sample) pass equally) or queries (every query pooled)"),
-		bootstrap:   fs.Int("bootstrap", d.Bootstrap, "bootstrap resamples of the Fig. 4 correlation (0: none)"),
-		seed:        fs.Uint64("bootstrap-seed", d.Seed, "seed of the bootstrap"),
-		ciLevel:     fs.Float64("ci-level", d.CILevel, "level of the bootstrap interval"),
-		lambdaRatio: fs.String("lambda-ratio", d.LambdaRatio, "reading of Fig. 2(c) shown first: ratio-of-means, mean-of-ratios or from-K (all are stored)"),
-		localLayers: fs.String("local-layers", d.LocalLayers, "a model with sliding-window (local) and global layers: separate (Figs. 2–4 per layer group, layers column global / local) or pooled (one group, all)"),
-	}
+	a.fs = fs
+	fs.IntVar(&a.LastLayers, "last-layers", d.LastLayers, "Figs. 2–3 pool the last N layers (paper: 7; all when the model has fewer)")
+	fs.IntVar(&a.DDOF, "ddof", d.DDOF, "delta degrees of freedom of every std: 0 (numpy's np.std) or 1")
+	fs.StringVar(&a.Fig4Lengths, "fig4-lengths", "", "lengths Fig. 4 aggregates, e.g. 4k,8k (default: 4k and 8k when in the sweep, else all)")
+	fs.StringVar(&a.Fig4Pool, "fig4-pool", d.Fig4Pool, "Fig. 4 weighting: passes (each (T, sample) pass equally) or queries (every query pooled)")
+	fs.IntVar(&a.Bootstrap, "bootstrap", d.Bootstrap, "bootstrap resamples of the Fig. 4 correlation (0: none)")
+	fs.Uint64Var(&a.Seed, "bootstrap-seed", d.Seed, "seed of the bootstrap")
+	fs.Float64Var(&a.CILevel, "ci-level", d.CILevel, "level of the bootstrap interval")
+	fs.StringVar(&a.LambdaRatio, "lambda-ratio", d.LambdaRatio, "reading of Fig. 2(c) shown first: ratio-of-means, mean-of-ratios or from-K (all are stored)")
+	fs.StringVar(&a.LocalLayers, "local-layers", d.LocalLayers, "a model with sliding-window (local) and global layers: separate (Figs. 2–4 per layer group, layers column global / local) or pooled (one group, all)")
+}
+
+// addAggFlags is registerAgg on a new aggFlags.
+func addAggFlags(fs *flag.FlagSet) *aggFlags {
+	a := &aggFlags{}
+	a.registerAgg(fs)
+	return a
 }
 
 // options returns base with the aggregation flags applied: all of them
@@ -55,15 +58,15 @@ func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (a
 	a.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	use := func(name string) bool { return !onlySet || set[name] }
 	if use("last-layers") {
-		base.LastLayers = *a.lastLayers
+		base.LastLayers = a.LastLayers
 	}
 	if use("ddof") {
-		base.DDOF = *a.ddof
+		base.DDOF = a.DDOF
 	}
 	if use("fig4-lengths") {
 		base.Fig4Lengths = nil
-		if *a.fig4Lengths != "" {
-			ls, err := analysis.ParseLengths(*a.fig4Lengths, kUnit)
+		if a.Fig4Lengths != "" {
+			ls, err := analysis.ParseLengths(a.Fig4Lengths, kUnit)
 			if err != nil {
 				return base, fmt.Errorf("--fig4-lengths: %w", err)
 			}
@@ -71,22 +74,22 @@ func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (a
 		}
 	}
 	if use("fig4-pool") {
-		base.Fig4Pool = *a.fig4Pool
+		base.Fig4Pool = a.Fig4Pool
 	}
 	if use("bootstrap") {
-		base.Bootstrap = *a.bootstrap
+		base.Bootstrap = a.Bootstrap
 	}
 	if use("bootstrap-seed") {
-		base.Seed = *a.seed
+		base.Seed = a.Seed
 	}
 	if use("ci-level") {
-		base.CILevel = *a.ciLevel
+		base.CILevel = a.CILevel
 	}
 	if use("lambda-ratio") {
-		base.LambdaRatio = *a.lambdaRatio
+		base.LambdaRatio = a.LambdaRatio
 	}
 	if use("local-layers") {
-		base.LocalLayers = *a.localLayers
+		base.LocalLayers = a.LocalLayers
 	}
 	return base, base.Validate()
 }
@@ -319,7 +322,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	tf := addTokenFlags(fs, false) // one token stream, cut into the chunks of the plan
 	idsFile, textFile, tokFile := &tf.IDs, &tf.Text, &tf.Tokenizer
 	pf := addPlanFlags(fs, planDefaults{K: d.KUnit, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
+	lengths, k, samples, disjoint, placement, seed, offset := &pf.Lengths, &pf.K, &pf.Samples, &pf.Disjoint, &pf.Placement, &pf.Seed, &pf.Offset
 	out := fs.String("out", "", "output folder (required); re-running into it skips finished passes")
 	shard := addShardFlag(fs)
 	bos := fs.Int("bos-token", d.BOSToken, "token id prepended to every pass, counted in T (-1: none)")
@@ -371,7 +374,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	opts := analysis.SweepOptions{LengthsArg: *lengths, KUnit: *k, Samples: *samples, Disjoint: *disjoint,
 		Placement: *placement, Seed: *seed, Offset: *offset, BOSToken: *bos, Bucket: *bucket, LastFrac: *lastFrac,
 		BOSFrac: *bosFrac, AllowExtrapolation: *allowExt, OnNonFinite: *onNF,
-		Probe:           analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions},
+		Probe:           analysis.ProbeOptions{Form: lf.Form, Nu: lf.Nu, Sigma02: lf.Sigma02, LambdaPrior: lf.Prior, LambdaMax: lf.Max, Moments: *moments, Kernel: *kernel, Reductions: *reductions},
 		DeviationTokens: mf.DeviationTokens}
 	if *k != 1000 && *k != 1024 {
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
