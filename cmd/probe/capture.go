@@ -139,51 +139,6 @@ func flatIDs(ids [][]int) []int64 {
 	return flat
 }
 
-func cmdTokenize(args []string, w io.Writer) error {
-	fs := newFlags("tokenize")
-	mf := addModelRef(fs, "checkpoint whose tokenizer.json to use")
-	tokFile := fs.String("tokenizer", "", "tokenizer.json file (instead of --model)")
-	textFile := fs.String("text", "", "text file to tokenize; - reads standard input")
-	noSpecial := fs.Bool("no-special-tokens", false, "do not add the post-processor's special tokens")
-	tokens := fs.Bool("tokens", false, "print the token strings (a JSON list parallel to the ids) instead of the ids")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) > 0:
-		return fmt.Errorf("unexpected argument %q (the text is given with --text <file>, or --text - for standard input)", pos[0])
-	case (mf.Name == "") == (*tokFile == ""):
-		return fmt.Errorf("give exactly one of --model and --tokenizer")
-	case *textFile == "":
-		return fmt.Errorf("--text is required (a file, or - for standard input)")
-	}
-	dir := ""
-	if mf.Name != "" {
-		if dir, _, err = mf.locate(); err != nil {
-			return err
-		}
-	}
-	tok, err := loadTokenizer(dir, *tokFile)
-	if err != nil {
-		return err
-	}
-	text, err := readInput(*textFile)
-	if err != nil {
-		return err
-	}
-	ids, err := tok.Encode(string(text), !*noSpecial)
-	if err != nil {
-		return fmt.Errorf("%s: %w", inputName(*textFile), err)
-	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false) // "<|endoftext|>", not "\u003c|endoftext|\u003e"
-	if *tokens {
-		return enc.Encode(tok.Tokens(ids))
-	}
-	return enc.Encode(ids)
-}
-
 // checkLength refuses, before the weights are read, sequences of T tokens
 // longer than the model's max_position_embeddings unless
 // --allow-extrapolation, with the flag that fixes it: --max-tokens for

@@ -139,7 +139,9 @@ func cmdDemo(args []string, w io.Writer) error {
 	figs = append(figs, fr.Figures...)
 
 	st.next("RFA: learned per-head parameters of rfa_m2_sc (probe params), Figs. 3–4, 8–10 and 11–14")
-	if err := cmdParams([]string{rfa}, w); err != nil {
+	po := defaultsOf(NewCmdParams)
+	po.Stdout, po.Args = w, []string{rfa}
+	if err := runParams(po); err != nil {
 		return fmt.Errorf("demo: RFA parameters: %w", err)
 	}
 	rfs := flag.NewFlagSet("rfa", flag.ContinueOnError)

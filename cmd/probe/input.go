@@ -137,7 +137,7 @@ func addModelFlag(fs *flag.FlagSet, usage string) *modelFlag {
 
 // positional takes the one positional argument of inspect-like commands
 // (probe params <dir>) as --model.
-func (m modelFlag) positional(pos []string) error {
+func (m *modelFlag) positional(pos []string) error {
 	switch {
 	case len(pos) > 1:
 		return fmt.Errorf("want one checkpoint (a folder or org/name), got %d arguments: %s", len(pos), strings.Join(pos, " "))

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -62,7 +63,9 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	if len(args) > 0 && (args[0] == "-version" || args[0] == "--version") {
 		args = []string{"version"}
 	}
-	root.SetArgs(longFlags(root, args))
+	args = longFlags(root, args)
+	root.SetArgs(args)
+	root.SetContext(context.WithValue(context.Background(), argsKey{}, args))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetIn(stdin)
@@ -227,25 +230,15 @@ func closestCommand(root *cobra.Command, name string) string {
 // commands are probe's commands, in the order probe help lists them.
 func commands() []*cobra.Command {
 	return []*cobra.Command{
-		legacyCmd("inspect <dir|org/name> [--revision R] [--json]",
-			"architecture, shapes, dtypes, parameter count and gate type of a checkpoint (no weights read); a folder of checkpoints is listed",
-			"probe inspect zoo/checkpoints/gated_headwise", cmdInspect),
+		NewCmdInspect(nil),
 		NewCmdCapture(nil),
-		legacyCmd("tokenize (--model <dir|org/name> | --tokenizer <tokenizer.json>) --text <file|-> [--tokens] [--no-special-tokens]",
-			"token ids (or --tokens: token strings) of a text as a JSON list, the format every --ids reads",
-			"echo 'The jury said' | probe tokenize --model zoo/checkpoints/gated_headwise --text - --tokens", cmdTokenize),
-		legacyCmd("generate --arch <arch> [--layers N --d-model D --heads H --kv-heads K --vocab V --max-pos P] --out <new-dir> [--force]",
-			"write a randomly initialized Hugging Face checkpoint of a supported architecture",
-			"probe generate --arch gated --layers 2 --d-model 64 --heads 4 --kv-heads 2 --out /tmp/random-gated", cmdGenerate),
+		NewCmdTokenize(nil),
+		NewCmdGenerate(nil),
 		legacyCmd("demo [--out <dir>] [--static]",
 			"the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, perplexity, Prediction 3) in one report.html",
 			"probe demo --out /tmp/probe-demo", cmdDemo),
-		legacyCmd("setup [--tgz <echarts-5.6.0.tgz>]",
-			"put echarts.min.js in the user cache (from npm) so that reports made anywhere are interactive",
-			"probe setup", cmdSetup),
-		legacyCmd("hooks [--model <dir|org/name>]",
-			"list the hook points with their shapes, or the points one model issues",
-			"probe hooks --model zoo/checkpoints/gated_headwise", cmdHooks),
+		NewCmdSetup(nil),
+		NewCmdHooks(nil),
 		legacyCmd("figures --paper rfa|selrope|rt|bft|afa|all --out <dir> [--static] [--model <dir|org/name> | --series <dirs> | --history <file>]",
 			"the papers' figures: analytic from their formulas, or RFA/AFA from checkpoints",
 			"probe figures --paper bft --out /tmp/figures", cmdFigures),
@@ -256,21 +249,15 @@ func commands() []*cobra.Command {
 		legacyCmd("diag --model <dir|org/name> (--ids <file> | --text <file> [--max-tokens N]) --out <file.csv>",
 			"per-(sample, layer, head, query) filter diagnostics of one batch as CSV",
 			"probe diag --model zoo/checkpoints/gated_headwise --text README.md --max-tokens 128 --out diag.csv", cmdDiag),
-		legacyCmd("summarize <dir> [--json] [--last-layers N --ddof 0|1 ...]",
-			"Figs. 2–4 of a sweep folder beside the paper's numbers, optionally re-aggregated",
-			"probe summarize /tmp/sweep --last-layers 2", cmdSummarize),
-		legacyCmd("merge <shard-dir> ... --out <dir> [--force]",
-			"combine the shards of a sweep, gdn, sinks or massive run into the tables of an unsharded run",
-			"probe merge /tmp/shard0 /tmp/shard1 --out /tmp/sweep", cmdMerge),
+		NewCmdSummarize(nil),
+		NewCmdMerge(nil),
 		legacyCmd("bench --model <dir|org/name> [--tokens T] [--reps N] [--no-diagnostics | --modes forward,gdn,gdn-w-rows,sinks,massive|all] [--ids <file> | --text <file>]",
 			"forward-pass speed and peak RSS as one JSON object, alone or beside each diagnostic's consumers (--modes)",
 			"probe bench --model zoo/checkpoints/qwen3_base --tokens 1024 --reps 3", cmdBench),
 		legacyCmd("ppl --model <dir|org/name>[,...] (--ids <file> | --text <file>) [--lengths 256,...,4096] [--samples N] [--gate learned,one,k,k-matched] --out <dir> [--force]",
 			"perplexity vs context length and gate variants (BFT Prediction 3)",
 			"probe ppl --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/ppl", cmdPPL),
-		legacyCmd("params <dir|org/name> [--json]",
-			"learned per-head filter parameters of the families that have them: RFA (μ, ω band, σ², η², γ², τ, ν/d, α, β, regime, ALiBi slope), AFA (a, ω band, σ², η², τ_s, s) and RT (μ, ω band, σ̃², η², γ², τ_θ², ν, β_s)",
-			"probe params zoo/checkpoints/rfa_m2_sc", cmdParams),
+		NewCmdParams(nil),
 		NewCmdVersion(nil),
 		legacyCmd("gdn --model <dir> (--ids <file> | --text <file>) --lengths 4k [--samples N] [--w-rows [--no-dispersion]] [--shard i/n] --out <dir>",
 			"Gated DeltaNet as a filter per (layer, value head, token): gain, forgetting, innovation, state norm, and with --w-rows n_eff^W, first-token share, dispersion of the exact effective attention",
@@ -285,4 +272,35 @@ func commands() []*cobra.Command {
 			"Wu et al.'s retrieval score per softmax head on a synthetic copy task (argmax attention on the copied token's source)",
 			"probe retrieval --model zoo/checkpoints/qwen3_base --segment 64 --gap 128 --out /tmp/retrieval", cmdRetrieval),
 	}
+}
+
+// argsKey keys, in the context of a run, the command line run parses.
+type argsKey struct{}
+
+// commandArgs returns the arguments after c's name on the command line
+// run parsed (what a manifest records and a resume note repeats); nil
+// when c was not run from a command line.
+func commandArgs(c *cobra.Command) []string {
+	ctx := c.Context()
+	if ctx == nil {
+		return nil
+	}
+	all, _ := ctx.Value(argsKey{}).([]string)
+	depth := strings.Count(c.CommandPath(), " ") // the words of the path below probe
+	if len(all) < depth {
+		return nil
+	}
+	return all[depth:]
+}
+
+// defaultsOf returns the options of the command newCmd builds as its
+// flags' defaults fill them (a command line that gives none of them),
+// for callers that run a command's run function directly (probe demo).
+func defaultsOf[O any](newCmd func(runF func(*O) error) *cobra.Command) *O {
+	var opts *O
+	c := newCmd(func(o *O) error { opts = o; return nil })
+	if err := c.RunE(c, nil); err != nil || opts == nil {
+		panic(fmt.Sprintf("defaultsOf %s: %v", c.Name(), err)) // RunE only fills the options
+	}
+	return opts
 }
