@@ -15,7 +15,6 @@ import (
 	"github.com/filterlens/probe/report/papers"
 	"github.com/filterlens/probe/report/sweep"
 	"github.com/filterlens/probe/zoo"
-	flag "github.com/spf13/pflag"
 )
 
 // Settings of probe demo: small enough for under three minutes on a
@@ -26,7 +25,7 @@ var (
 	demoPPLLengths   = "256,512,1024,2048,4096" // RFA Table 1's shape: 16× the training context
 	demoPPLSamples   = "2"
 	demoPPLGates     = "learned,one,k,k-matched" // Prediction 3: the learned gate, no gate, K_BFT (raw and mean-matched)
-	demoMapTokens    = "1024"                    // RFA Figs. 11–14
+	demoMapTokens    = 1024                      // RFA Figs. 11–14
 	demoGDNLength    = "512"                     // probe gdn on the hybrid: one pass
 	demoSinkLengths  = "256,1024"                // probe sinks on the hybrid
 	demoDiagRows     = 2                         // probe diag on the hybrid: rows of the stream …
@@ -100,7 +99,9 @@ func cmdDemo(args []string, w io.Writer) error {
 		return err
 	}
 	diagCSV := filepath.Join(*out, "hybrid-diag.csv")
-	if err := cmdDiag([]string{"--model", hybrid, "--ids", diagIDs, "--out", diagCSV}, w); err != nil {
+	do := defaultsOf(NewCmdDiag)
+	do.Stdout, do.Model.Name, do.Input.IDs, do.Out = w, hybrid, diagIDs, diagCSV
+	if err := runDiag(do); err != nil {
 		return fmt.Errorf("demo: diagnostics of the hybrid: %w", err)
 	}
 	// the hybrid's Gated DeltaNet layers as filters (probe gdn) and the sink
@@ -129,7 +130,9 @@ func cmdDemo(args []string, w io.Writer) error {
 	// Wu et al.'s retrieval score of its softmax heads on a copy task
 	// (probe retrieval; every copy step scored: the zoo models copy none).
 	retrievalDir := filepath.Join(*out, "hybrid-retrieval")
-	if err := cmdRetrieval([]string{"--model", hybrid, "--gap", "64", "--steps", "all", "--format", "parquet", "--force", "--out", retrievalDir}, io.Discard); err != nil {
+	ro := defaultsOf(NewCmdRetrieval)
+	ro.Stdout, ro.Model.Name, ro.Gap, ro.Steps, ro.Formats, ro.Force, ro.Out = io.Discard, hybrid, 64, "all", "parquet", true, retrievalDir
+	if err := runRetrieval(ro); err != nil {
 		return fmt.Errorf("demo: retrieval heads of the hybrid: %w", err)
 	}
 	fr, err := filters.Read(retrievalDir)
@@ -144,13 +147,9 @@ func cmdDemo(args []string, w io.Writer) error {
 	if err := runParams(po); err != nil {
 		return fmt.Errorf("demo: RFA parameters: %w", err)
 	}
-	rfs := flag.NewFlagSet("rfa", flag.ContinueOnError)
-	rf := addRFAFigureFlags(rfs)
-	if err := rfs.Parse([]string{"--model", rfa, "--history", filepath.Join(rfa, "history.json"),
-		"--attn-tokens", demoMapTokens, "--ids", ids}); err != nil {
-		return err
-	}
-	rr, err := rfaCheckpointReport(rf)
+	rf := defaultsOf(NewCmdFigures).RFA
+	rf.Model, rf.History, rf.AttnTokens, rf.IDs = rfa, filepath.Join(rfa, "history.json"), demoMapTokens, ids
+	rr, err := rfaCheckpointReport(&rf)
 	if err != nil {
 		return fmt.Errorf("demo: RFA figures: %w", err)
 	}

@@ -167,8 +167,8 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 			visit(fn, cmd)
 		}
 	}
-	if len(reach["cmdDiag"]) == 0 || len(reach["readText"]) < 4 {
-		t.Fatalf("call graph: cmdDiag reached by %v, readText by %v", reach["cmdDiag"], reach["readText"])
+	if len(reach["runDiag"]) == 0 || len(reach["readText"]) < 4 {
+		t.Fatalf("call graph: runDiag reached by %v, readText by %v", reach["runDiag"], reach["readText"])
 	}
 	for fn, ss := range lits {
 		var cmds []string
