@@ -107,18 +107,20 @@ func cmdDemo(args []string, w io.Writer) error {
 	// the hybrid's Gated DeltaNet layers as filters (probe gdn) and the sink
 	// measurements of its softmax layer (probe sinks), drawn from their tables
 	gdnDir, sinksDir := filepath.Join(*out, "hybrid-gdn"), filepath.Join(*out, "hybrid-sinks")
+	gdn, sinks := defaultsOf(NewCmdGDN), defaultsOf(NewCmdSinks)
+	gdn.WRows = true // the effective-attention rows are shown: opt in to their cost
+	gdn.Stdout, sinks.Stdout = io.Discard, io.Discard
 	for _, run := range []struct {
 		what, dir, lengths string
-		cmd                func([]string, io.Writer) error
+		stream             *streamFlags
+		run                func() error
 	}{
-		{"Gated DeltaNet filter quantities", gdnDir, demoGDNLength, cmdGDN},
-		{"sink measurements", sinksDir, demoSinkLengths, cmdSinks},
+		{"Gated DeltaNet filter quantities", gdnDir, demoGDNLength, &gdn.Stream, func() error { return runGDN(gdn) }},
+		{"sink measurements", sinksDir, demoSinkLengths, &sinks.Stream, func() error { return runSinks(sinks) }},
 	} {
-		args := []string{"--model", hybrid, "--ids", ids, "--lengths", run.lengths, "--format", "parquet", "--force", "--out", run.dir}
-		if run.dir == gdnDir {
-			args = append(args, "--w-rows") // the effective-attention rows are shown: opt in to their cost
-		}
-		if err := run.cmd(args, io.Discard); err != nil {
+		s := run.stream
+		s.Model.Name, s.Input.IDs, s.Plan.Lengths, s.Formats, s.Force, s.Out = hybrid, ids, run.lengths, "parquet", true, run.dir
+		if err := run.run(); err != nil {
 			return fmt.Errorf("demo: %s of the hybrid: %w", run.what, err)
 		}
 		fr, err := filters.Read(run.dir)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
@@ -569,21 +570,19 @@ func addStreamFlags(fs *flag.FlagSet, d planDefaults) *streamFlags {
 	return s
 }
 
-// validate refuses positional arguments and missing --model, --out, --lengths
-// or input, and returns the lengths and table formats.
-func (s *streamFlags) validate(pos []string) (lengths []int, formats []string, err error) {
-	switch {
-	case len(pos) > 0:
-		return nil, nil, fmt.Errorf("unexpected argument %q", pos[0])
-	case s.Model.Name == "":
-		return nil, nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
-	case s.Out == "":
-		return nil, nil, fmt.Errorf("--out is required")
-	case s.Plan.Lengths == "":
-		return nil, nil, fmt.Errorf("--lengths is required (e.g. --lengths 1k,4k)")
-	case (s.Input.IDs == "") == (s.Input.Text == ""):
-		return nil, nil, fmt.Errorf("give exactly one of --ids and --text")
-	}
+// declareRelations declares to cobra the flags a stream command
+// requires (--model, --out, --lengths) and that exactly one of --ids and
+// --text is given.
+func (s *streamFlags) declareRelations(cmd *cobra.Command) {
+	markRequired(cmd, "model", modelHint)
+	markRequired(cmd, "out", "")
+	markRequired(cmd, "lengths", "e.g. --lengths 1k,4k")
+	markExactlyOne(cmd, "ids", "text")
+}
+
+// validate parses --shard, --format and --lengths, returning the lengths
+// and table formats.
+func (s *streamFlags) validate() (lengths []int, formats []string, err error) {
 	if s.sh, err = analysis.ParseShard(s.Shard); err != nil {
 		return nil, nil, fmt.Errorf("--shard: %w", err)
 	}

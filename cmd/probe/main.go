@@ -255,15 +255,9 @@ func commands() []*cobra.Command {
 			"probe ppl --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/ppl", cmdPPL),
 		NewCmdParams(nil),
 		NewCmdVersion(nil),
-		legacyCmd("gdn --model <dir> (--ids <file> | --text <file>) --lengths 4k [--samples N] [--w-rows [--no-dispersion]] [--shard i/n] --out <dir>",
-			"Gated DeltaNet as a filter per (layer, value head, token): gain, forgetting, innovation, state norm, and with --w-rows n_eff^W, first-token share, dispersion of the exact effective attention",
-			"probe generate --arch qwen3_5 --vocab 2048 --out /tmp/q35 && probe gdn --model /tmp/q35 --text README.md --tokenizer zoo/checkpoints/gated_headwise/tokenizer.json --lengths 256 --out /tmp/gdn", cmdGDN),
-		legacyCmd("sinks --model <dir> (--ids <file> | --text <file>) --lengths 1k,4k [--eps 0.3] [--shard i/n] --out <dir>",
-			"first-token attention and Gu et al.'s sink rate, entropy and largest weight vs T, output-gate statistics per softmax head",
-			"probe sinks --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --eps 0.1,0.3 --out /tmp/sinks", cmdSinks),
-		legacyCmd("massive --model <dir> (--ids <file> | --text <file>) --lengths 1k [--top-k 10] [--intervene zero,mean] [--shard i/n] --out <dir>",
-			"Sun et al.'s massive activations per layer and the perplexity change when they are zeroed or mean-replaced",
-			"probe massive --model zoo/checkpoints/gated_headwise --text README.md --lengths 256 --out /tmp/massive", cmdMassive),
+		NewCmdGDN(nil),
+		NewCmdSinks(nil),
+		NewCmdMassive(nil),
 		NewCmdRetrieval(nil),
 	}
 }
