@@ -12,7 +12,7 @@ import (
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
 	"github.com/filterlens/probe/report/papers"
-	flag "github.com/spf13/pflag"
+	"github.com/spf13/pflag"
 )
 
 // rfaFigureFlags are the options of `probe figures --paper rfa` that draw
@@ -39,7 +39,7 @@ type rfaFigureFlags struct {
 }
 
 // registerRFAFigures registers the checkpoint options on the figures flag set.
-func (f *rfaFigureFlags) registerRFAFigures(fs *flag.FlagSet) {
+func (f *rfaFigureFlags) registerRFAFigures(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Model, "model", "", "RFA checkpoint, a folder or a hub model id org/name in the Hugging Face cache: Figs. 3–4 from its learned per-head values and Figs. 11–14 attention maps (--paper rfa)")
 	fs.StringVar(&f.Revision, "revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)")
 	fs.BoolVar(&f.AllowUnexpected, "allow-unexpected", false, "ignore checkpoint tensors the architecture does not use")
@@ -61,7 +61,7 @@ func (f *rfaFigureFlags) registerRFAFigures(fs *flag.FlagSet) {
 }
 
 // addRFAFigureFlags is registerRFAFigures on a new rfaFigureFlags.
-func addRFAFigureFlags(fs *flag.FlagSet) *rfaFigureFlags {
+func addRFAFigureFlags(fs *pflag.FlagSet) *rfaFigureFlags {
 	f := &rfaFigureFlags{}
 	f.registerRFAFigures(fs)
 	return f
@@ -148,72 +148,9 @@ func rfaCheckpointReport(f *rfaFigureFlags) (*report.Report, error) {
 	in := papers.RFACheckpointInput{Model: f.Model}
 	var m *model.Model
 	if f.Model != "" {
-		dir, _, err := checkpoint.ResolveModel(f.Model, f.Revision)
-		if err != nil {
+		var err error
+		if m, err = f.modelInput(&in); err != nil {
 			return nil, err
-		}
-		f.Model = dir
-		if m, err = model.Load(f.Model, model.LoadOptions{AllowUnexpected: f.AllowUnexpected}); err != nil {
-			return nil, err
-		}
-		in.RFA, in.Layers = m.IsRFA(), m.Config.Layers
-		layer := f.Layer
-		if layer < 0 {
-			layer = m.Config.Layers - 1
-		}
-		if layer >= m.Config.Layers {
-			return nil, fmt.Errorf("--layer %d: %s has %d layers", layer, f.Model, m.Config.Layers)
-		}
-		in.Layer = layer
-		if in.RFA {
-			in.Ablation = m.Config.RFA.Ablation
-			all, err := m.RFAParams()
-			if err != nil {
-				return nil, err
-			}
-			if in.Params, err = papers.LayerParams(all, layer); err != nil {
-				return nil, err
-			}
-			in.MapsParams = in.Params
-			in.Lags = papers.RFALagAxis{Max: f.MaxLag, Source: "given"}
-			if in.Lags.Max <= 0 {
-				in.Lags = papers.RFALagAxis{Max: float64(m.Config.MaxPos), Source: "default: the model's longest context (t_measure)"}
-			}
-			switch f.LagAxis {
-			case "log":
-				in.Lags.Log = true
-			case "linear":
-			default:
-				return nil, fmt.Errorf("--lag-axis %q: want log or linear", f.LagAxis)
-			}
-		} else if f.Decayed {
-			return nil, fmt.Errorf("--attn-decayed: %s is a %s model; the decayed attention A = Â ⊙ E exists for RFA models only", f.Model, m.Config.Arch)
-		}
-		T := f.AttnTokens
-		if T < 0 {
-			T = 4096
-			if m.Config.MaxPos > 0 {
-				T = min(T, m.Config.MaxPos)
-			}
-		}
-		if T > 0 {
-			hs, err := parseHeads(f.Heads)
-			if err != nil {
-				return nil, err
-			}
-			ids, src, err := f.attentionIDs(m, T)
-			if err != nil {
-				return nil, err
-			}
-			in.MapsTokens = src
-			in.Maps, err = papers.StreamAttentionMaps(m, ids, layer, hs, f.MaxSize, f.Pool, f.Decayed,
-				model.Options{AllowExtrapolation: f.AllowExtrapolation})
-			if err != nil {
-				return nil, err
-			}
-		}
-		if !in.RFA && in.Maps == nil {
-			return nil, fmt.Errorf("%s is a %s model, not RFA: only its attention maps can be drawn, and --attn-tokens is 0", f.Model, m.Config.Arch)
 		}
 	}
 	switch {
@@ -230,19 +167,7 @@ func rfaCheckpointReport(f *rfaFigureFlags) (*report.Report, error) {
 		if m != nil && in.RFA {
 			// μ is a fixed buffer in the authors' runs: the checkpoint
 			// supplies it to a history that did not log it.
-			all, err := m.RFAParams()
-			if err != nil {
-				return nil, err
-			}
-			layer := f.Layer
-			if layer < 0 {
-				layer = m.Config.Layers - 1
-			}
-			ps, err := papers.LayerParams(all, layer)
-			if err != nil {
-				return nil, err
-			}
-			for _, p := range ps {
+			for _, p := range in.Params {
 				mu = append(mu, p.Mu)
 			}
 		}
@@ -257,4 +182,89 @@ func rfaCheckpointReport(f *rfaFigureFlags) (*report.Report, error) {
 		in.Manifest = append(in.Manifest, report.Option{Name: "checkpoint", Value: f.Model, Source: "--model"})
 	}
 	return papers.RFACheckpointReport(in)
+}
+
+// modelInput loads --model (resolving a hub id into f.Model) and fills in
+// with what it gives: the layer drawn, for an RFA model its learned
+// per-head values and lag axis (Figs. 3–4), and the attention maps of
+// --attn-tokens tokens (Figs. 11–14).
+func (f *rfaFigureFlags) modelInput(in *papers.RFACheckpointInput) (*model.Model, error) {
+	dir, _, err := checkpoint.ResolveModel(f.Model, f.Revision)
+	if err != nil {
+		return nil, err
+	}
+	f.Model = dir
+	m, err := model.Load(f.Model, model.LoadOptions{AllowUnexpected: f.AllowUnexpected})
+	if err != nil {
+		return nil, err
+	}
+	in.RFA, in.Layers = m.IsRFA(), m.Config.Layers
+	layer := f.Layer
+	if layer < 0 {
+		layer = m.Config.Layers - 1
+	}
+	if layer >= m.Config.Layers {
+		return nil, fmt.Errorf("--layer %d: %s has %d layers", layer, f.Model, m.Config.Layers)
+	}
+	in.Layer = layer
+	if in.RFA {
+		if err := f.rfaParams(in, m); err != nil {
+			return nil, err
+		}
+	} else if f.Decayed {
+		return nil, fmt.Errorf("--attn-decayed: %s is a %s model; the decayed attention A = Â ⊙ E exists for RFA models only", f.Model, m.Config.Arch)
+	}
+	T := f.AttnTokens
+	if T < 0 {
+		T = 4096
+		if m.Config.MaxPos > 0 {
+			T = min(T, m.Config.MaxPos)
+		}
+	}
+	if T > 0 {
+		hs, err := parseHeads(f.Heads)
+		if err != nil {
+			return nil, err
+		}
+		ids, src, err := f.attentionIDs(m, T)
+		if err != nil {
+			return nil, err
+		}
+		in.MapsTokens = src
+		in.Maps, err = papers.StreamAttentionMaps(m, ids, layer, hs, f.MaxSize, f.Pool, f.Decayed,
+			model.Options{AllowExtrapolation: f.AllowExtrapolation})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !in.RFA && in.Maps == nil {
+		return nil, fmt.Errorf("%s is a %s model, not RFA: only its attention maps can be drawn, and --attn-tokens is 0", f.Model, m.Config.Arch)
+	}
+	return m, nil
+}
+
+// rfaParams fills in with the RFA model's learned per-head values of
+// in.Layer and the lag axis of Figs. 3–4.
+func (f *rfaFigureFlags) rfaParams(in *papers.RFACheckpointInput, m *model.Model) error {
+	in.Ablation = m.Config.RFA.Ablation
+	all, err := m.RFAParams()
+	if err != nil {
+		return err
+	}
+	if in.Params, err = papers.LayerParams(all, in.Layer); err != nil {
+		return err
+	}
+	in.MapsParams = in.Params
+	in.Lags = papers.RFALagAxis{Max: f.MaxLag, Source: "given"}
+	if in.Lags.Max <= 0 {
+		in.Lags = papers.RFALagAxis{Max: float64(m.Config.MaxPos), Source: "default: the model's longest context (t_measure)"}
+	}
+	switch f.LagAxis {
+	case "log":
+		in.Lags.Log = true
+	case "linear":
+	default:
+		return fmt.Errorf("--lag-axis %q: want log or linear", f.LagAxis)
+	}
+	return nil
 }

@@ -81,11 +81,10 @@ func flagGroupError(c *cobra.Command, err error) error {
 	msg := err.Error()
 	if m := requiredRE.FindStringSubmatch(msg); m != nil {
 		fl := strings.Split(strings.ReplaceAll(m[1], `"`, ""), ", ")
-		verb := " is required"
 		if len(fl) > 1 {
-			verb = " are required"
+			return errors.New(dashed(fl) + " are required")
 		}
-		return errors.New(dashed(fl) + verb + requiredHint(c, fl[0]))
+		return errors.New(dashed(fl) + " is required" + requiredHint(c, fl[0]))
 	}
 	if m := oneOfRE.FindStringSubmatch(msg); m != nil {
 		fl := strings.Fields(m[1])

@@ -16,7 +16,7 @@ import (
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 	"github.com/filterlens/probe/tokenizer"
-	flag "github.com/spf13/pflag"
+	"github.com/spf13/pflag"
 )
 
 // lambdaFlags are the λ-prior flags of the commands that compute λobs and K
@@ -30,7 +30,7 @@ type lambdaFlags struct {
 // registerLambda registers --nu, --sigma02 and --lambda-prior, and where
 // the command offers a choice of estimator (forms lists them; "" for none)
 // --lambda-form and --lambda-max.
-func (f *lambdaFlags) registerLambda(fs *flag.FlagSet, forms string) {
+func (f *lambdaFlags) registerLambda(fs *pflag.FlagSet, forms string) {
 	fs.Float64Var(&f.Nu, "nu", 1, "ν of Eq. 6")
 	fs.Float64Var(&f.Sigma02, "sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)")
 	fs.Float64Var(&f.Prior, "lambda-prior", 1, "λ in K = λobs/(λ + λobs) (App. I: 1)")
@@ -41,7 +41,7 @@ func (f *lambdaFlags) registerLambda(fs *flag.FlagSet, forms string) {
 }
 
 // addLambdaFlags is registerLambda on a new lambdaFlags.
-func addLambdaFlags(fs *flag.FlagSet, forms string) *lambdaFlags {
+func addLambdaFlags(fs *pflag.FlagSet, forms string) *lambdaFlags {
 	f := &lambdaFlags{}
 	f.registerLambda(fs, forms)
 	return f
@@ -62,7 +62,7 @@ type planDefaults = planFlags
 
 // registerPlan registers --lengths, --k, --samples, --disjoint,
 // --placement, --seed and --offset with the defaults d.
-func (p *planFlags) registerPlan(fs *flag.FlagSet, d planDefaults) {
+func (p *planFlags) registerPlan(fs *pflag.FlagSet, d planDefaults) {
 	lengthsUsage := "context lengths T, e.g. 1k,4k; a k suffix means --k"
 	if d.Lengths == "" {
 		lengthsUsage += " (required)"
@@ -77,7 +77,7 @@ func (p *planFlags) registerPlan(fs *flag.FlagSet, d planDefaults) {
 }
 
 // addPlanFlags is registerPlan on a new planFlags.
-func addPlanFlags(fs *flag.FlagSet, d planDefaults) *planFlags {
+func addPlanFlags(fs *pflag.FlagSet, d planDefaults) *planFlags {
 	p := &planFlags{}
 	p.registerPlan(fs, d)
 	return p
@@ -102,14 +102,14 @@ type modelFlag struct {
 // registerModelRef registers --model and --revision on fs: for commands that
 // read a checkpoint's files without loading the model (probe tokenize),
 // which find the folder with locate.
-func (m *modelFlag) registerModelRef(fs *flag.FlagSet, usage string) {
+func (m *modelFlag) registerModelRef(fs *pflag.FlagSet, usage string) {
 	fs.StringVar(&m.Name, "model", "", usage+": a folder, or a hub model id org/name found in the Hugging Face cache (never downloaded)")
 	fs.StringVar(&m.Revision, "revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)")
 }
 
 // registerModel registers --model, --revision, --allow-unexpected, --compute,
 // --deviation-tokens and --memory-check on fs.
-func (m *modelFlag) registerModel(fs *flag.FlagSet, usage string) {
+func (m *modelFlag) registerModel(fs *pflag.FlagSet, usage string) {
 	m.registerModelRef(fs, usage)
 	fs.BoolVar(&m.AllowUnexpected, "allow-unexpected", false, "ignore checkpoint tensors the architecture does not use")
 	fs.StringVar(&m.Compute, "compute", string(model.ComputeF32), "arithmetic of the matrix products: f32 (float32 products; bf16 weights on AMX: each activation split exactly into three bf16 parts, "+
@@ -123,14 +123,14 @@ func (m *modelFlag) registerModel(fs *flag.FlagSet, usage string) {
 }
 
 // addModelRef is registerModelRef on a new modelFlag.
-func addModelRef(fs *flag.FlagSet, usage string) *modelFlag {
+func addModelRef(fs *pflag.FlagSet, usage string) *modelFlag {
 	m := &modelFlag{}
 	m.registerModelRef(fs, usage)
 	return m
 }
 
 // addModelFlag is registerModel on a new modelFlag.
-func addModelFlag(fs *flag.FlagSet, usage string) *modelFlag {
+func addModelFlag(fs *pflag.FlagSet, usage string) *modelFlag {
 	m := &modelFlag{}
 	m.registerModel(fs, usage)
 	return m
@@ -431,7 +431,7 @@ type tokenFlags struct {
 // --ids, --text and --tokenizer, and with batch (capture, diag: one batch
 // of sequences, rather than one token stream cut into chunks) also
 // --max-tokens.
-func (f *tokenFlags) registerInput(fs *flag.FlagSet, batch bool) {
+func (f *tokenFlags) registerInput(fs *pflag.FlagSet, batch bool) {
 	fs.StringVar(&f.IDs, "ids", "", "token ids: "+idFormat+"; - reads standard input")
 	fs.StringVar(&f.Text, "text", "", "text file to tokenize (with the post-processor's special tokens); - reads standard input")
 	fs.StringVar(&f.Tokenizer, "tokenizer", "", "tokenizer.json for --text (default: the one in the model folder)")
@@ -441,7 +441,7 @@ func (f *tokenFlags) registerInput(fs *flag.FlagSet, batch bool) {
 }
 
 // addTokenFlags is registerInput on a new tokenFlags.
-func addTokenFlags(fs *flag.FlagSet, batch bool) *tokenFlags {
+func addTokenFlags(fs *pflag.FlagSet, batch bool) *tokenFlags {
 	f := &tokenFlags{}
 	f.registerInput(fs, batch)
 	return f
@@ -497,60 +497,60 @@ func (sf *streamFlags) progressBar() (func(analysis.Progress), func()) {
 // addThreadsFlag declares --threads, the workers of every command that runs
 // forward passes (attention, Gated DeltaNet heads and the diagnostics'
 // consumers; the projections always split over GOMAXPROCS).
-func addThreadsFlag(fs *flag.FlagSet) *int {
+func addThreadsFlag(fs *pflag.FlagSet) *int {
 	p := new(int)
 	threadsVar(fs, p)
 	return p
 }
 
 // threadsVar declares --threads into p.
-func threadsVar(fs *flag.FlagSet, p *int) {
+func threadsVar(fs *pflag.FlagSet, p *int) {
 	fs.IntVar(p, "threads", 0, "workers of the attention and the diagnostics (0: GOMAXPROCS)")
 }
 
 // addTileFlag declares --tile, the query rows per attention tile.
-func addTileFlag(fs *flag.FlagSet) *int {
+func addTileFlag(fs *pflag.FlagSet) *int {
 	p := new(int)
 	tileVar(fs, p)
 	return p
 }
 
 // tileVar declares --tile into p.
-func tileVar(fs *flag.FlagSet, p *int) {
+func tileVar(fs *pflag.FlagSet, p *int) {
 	fs.IntVar(p, "tile", 0, "query rows per attention tile (0: the model's default)")
 }
 
 // addExtrapolationFlag declares --allow-extrapolation, for the commands
 // that otherwise refuse sequences longer than the model's
 // max_position_embeddings.
-func addExtrapolationFlag(fs *flag.FlagSet) *bool {
+func addExtrapolationFlag(fs *pflag.FlagSet) *bool {
 	p := new(bool)
 	extrapolationVar(fs, p)
 	return p
 }
 
 // extrapolationVar declares --allow-extrapolation into p.
-func extrapolationVar(fs *flag.FlagSet, p *bool) {
+func extrapolationVar(fs *pflag.FlagSet, p *bool) {
 	fs.BoolVar(p, "allow-extrapolation", false, "run sequences longer than max_position_embeddings")
 }
 
 // modelHint is what "--model is required" says after it.
 const modelHint = "a checkpoint folder or a hub model id org/name"
 
-func addShardFlag(fs *flag.FlagSet) *string {
+func addShardFlag(fs *pflag.FlagSet) *string {
 	p := new(string)
 	shardVar(fs, p)
 	return p
 }
 
 // shardVar declares --shard into p.
-func shardVar(fs *flag.FlagSet, p *string) {
+func shardVar(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
 }
 
 // registerStream registers the flags of a stream command with its plan
 // defaults d.
-func (s *streamFlags) registerStream(fs *flag.FlagSet, d planDefaults) {
+func (s *streamFlags) registerStream(fs *pflag.FlagSet, d planDefaults) {
 	s.Model.registerModel(fs, "checkpoint (required)")
 	s.Input.registerInput(fs, false) // one token stream, cut into chunks
 	s.Plan.registerPlan(fs, d)
@@ -564,7 +564,7 @@ func (s *streamFlags) registerStream(fs *flag.FlagSet, d planDefaults) {
 }
 
 // addStreamFlags is registerStream on a new streamFlags.
-func addStreamFlags(fs *flag.FlagSet, d planDefaults) *streamFlags {
+func addStreamFlags(fs *pflag.FlagSet, d planDefaults) *streamFlags {
 	s := &streamFlags{}
 	s.registerStream(fs, d)
 	return s

@@ -125,6 +125,7 @@ func newRootCmd() *cobra.Command {
 		}
 		commandHelp(c, args)
 	})
+	cobra.EnableCommandSorting = false // probe help lists them in commands' order
 	root.AddCommand(commands()...)
 	registerCompletions(root)
 	// each synopsis lists its flags itself
@@ -234,25 +235,17 @@ func commands() []*cobra.Command {
 		NewCmdCapture(nil),
 		NewCmdTokenize(nil),
 		NewCmdGenerate(nil),
-		legacyCmd("demo [--out <dir>] [--static]",
-			"the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, perplexity, Prediction 3) in one report.html",
-			"probe demo --out /tmp/probe-demo", cmdDemo),
+		NewCmdDemo(nil),
 		NewCmdSetup(nil),
 		NewCmdHooks(nil),
 		NewCmdFigures(nil),
 		newReportCmd(),
-		legacyCmd("sweep --model <dir|org/name> (--text <file> | --ids <file>) --lengths 1k,2k,4k [--samples 5] --out <dir> [--force]",
-			"BFT App. I diagnostic sweep: filter diagnostics over context lengths and samples, tables and Figs. 2–4",
-			"probe sweep --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/sweep", cmdSweep),
+		NewCmdSweep(nil),
 		NewCmdDiag(nil),
 		NewCmdSummarize(nil),
 		NewCmdMerge(nil),
-		legacyCmd("bench --model <dir|org/name> [--tokens T] [--reps N] [--no-diagnostics | --modes forward,gdn,gdn-w-rows,sinks,massive|all] [--ids <file> | --text <file>]",
-			"forward-pass speed and peak RSS as one JSON object, alone or beside each diagnostic's consumers (--modes)",
-			"probe bench --model zoo/checkpoints/qwen3_base --tokens 1024 --reps 3", cmdBench),
-		legacyCmd("ppl --model <dir|org/name>[,...] (--ids <file> | --text <file>) [--lengths 256,...,4096] [--samples N] [--gate learned,one,k,k-matched] --out <dir> [--force]",
-			"perplexity vs context length and gate variants (BFT Prediction 3)",
-			"probe ppl --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/ppl", cmdPPL),
+		NewCmdBench(nil),
+		NewCmdPPL(nil),
 		NewCmdParams(nil),
 		NewCmdVersion(nil),
 		NewCmdGDN(nil),

@@ -9,19 +9,19 @@ import (
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/hooks"
-	flag "github.com/spf13/pflag"
+	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
 // addProgressFlag registers --progress on fs.
-func addProgressFlag(fs *flag.FlagSet) *bool {
+func addProgressFlag(fs *pflag.FlagSet) *bool {
 	p := new(bool)
 	progressVar(fs, p)
 	return p
 }
 
 // progressVar declares --progress into p.
-func progressVar(fs *flag.FlagSet, p *bool) {
+func progressVar(fs *pflag.FlagSet, p *bool) {
 	fs.BoolVar(p, "progress", true, "progress bar on stderr")
 }
 
