@@ -251,7 +251,7 @@ func (d *demo) perplexity() error {
 	d.pplDir = filepath.Join(d.out, "ppl")
 	ppl := func(models []string, gates, out string) error {
 		o := defaultsOf(NewCmdPPL)
-		o.Stdout, o.Model.Name, o.Input.IDs, o.Gates, o.TrainLen, o.Out = d.w, strings.Join(models, ","), d.ids, gates, 256, out
+		o.Stdout, o.Model.Name, o.Input.IDs, o.Gates, o.TrainLength, o.Out = d.w, strings.Join(models, ","), d.ids, gates, 256, out
 		o.Plan.Lengths, o.Plan.Samples, o.Plan.Disjoint = demoPPLLengths, demoPPLSamples, analysis.DisjointWithin
 		return runPPL(o)
 	}

@@ -32,7 +32,7 @@ type DiagOptions struct {
 	Out                string
 	AllowExtrapolation bool
 	Threads            int
-	OnNF               string
+	OnNonFinite        string
 	WithTokens         bool
 	Legacy             bool
 	Kernel             string
@@ -58,7 +58,7 @@ func NewCmdDiag(runF func(*DiagOptions) error) *cobra.Command {
 	f.StringVar(&opts.Out, "out", "", "output CSV file")
 	extrapolationVar(f, &opts.AllowExtrapolation)
 	threadsVar(f, &opts.Threads)
-	f.StringVar(&opts.OnNF, "on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
+	f.StringVar(&opts.OnNonFinite, "on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
 	f.BoolVar(&opts.WithTokens, "tokens", false, "add a last column, token: the text of each query's token (needs the model folder's tokenizer.json or --tokenizer)")
 	f.BoolVar(&opts.Legacy, "legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
 	f.StringVar(&opts.Kernel, "kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
@@ -70,8 +70,8 @@ func NewCmdDiag(runF func(*DiagOptions) error) *cobra.Command {
 }
 
 func runDiag(opts *DiagOptions) error {
-	if opts.OnNF != analysis.NonFiniteStop && opts.OnNF != analysis.NonFiniteFlag {
-		return fmt.Errorf("--on-nonfinite %q: want stop or flag", opts.OnNF)
+	if opts.OnNonFinite != analysis.NonFiniteStop && opts.OnNonFinite != analysis.NonFiniteFlag {
+		return fmt.Errorf("--on-nonfinite %q: want stop or flag", opts.OnNonFinite)
 	}
 	dir, err := opts.Model.dir()
 	if err != nil {
@@ -105,7 +105,7 @@ func runDiag(opts *DiagOptions) error {
 		return fmt.Errorf("--kernel %q: want %s or %s", opts.Kernel, probes.MatrixKernel, probes.RowKernel)
 	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
-	copts := probes.CollectorOptions{ContinueOnNonFinite: opts.OnNF == analysis.NonFiniteFlag, Kernel: k}
+	copts := probes.CollectorOptions{ContinueOnNonFinite: opts.OnNonFinite == analysis.NonFiniteFlag, Kernel: k}
 	opt := model.Options{AllowExtrapolation: opts.AllowExtrapolation, Threads: opts.Threads}
 	if err := probes.CheckModelMemory(m, B, T, opt, copts); err != nil { // before the Collector's results
 		return err
@@ -121,7 +121,7 @@ func runDiag(opts *DiagOptions) error {
 	}
 	_, ferr := m.Forward(ids, opt)
 	end(ferr)
-	if ferr != nil && (opts.OnNF == analysis.NonFiniteStop || col.NonFiniteRows() == 0) {
+	if ferr != nil && (opts.OnNonFinite == analysis.NonFiniteStop || col.NonFiniteRows() == 0) {
 		return ferr
 	}
 	if err := writeDiagCSV(opts.Out, col, c, layers, toks, opts.Legacy); err != nil {

@@ -19,7 +19,7 @@ type FiguresOptions struct {
 	Out     string
 	Force   bool
 	Static  bool
-	Echarts string
+	ECharts string
 	DPI     int
 	RFA     rfaFigureFlags
 }
@@ -42,7 +42,7 @@ func NewCmdFigures(runF func(*FiguresOptions) error) *cobra.Command {
 	f.StringVar(&opts.Out, "out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
 	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files")
 	f.BoolVar(&opts.Static, "static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
-	f.StringVar(&opts.Echarts, "echarts", "", echartsFlagHelp)
+	f.StringVar(&opts.ECharts, "echarts", "", echartsFlagHelp)
 	f.IntVar(&opts.DPI, "dpi", 150, "PNG resolution")
 	opts.RFA.registerRFAFigures(f)
 	markRequired(cmd, "out", "")
@@ -54,7 +54,7 @@ func NewCmdFigures(runF func(*FiguresOptions) error) *cobra.Command {
 // --model, --series or --history it draws the RFA figures of checkpoints
 // instead (figures_rfa.go).
 func runFigures(opts *FiguresOptions) error {
-	wo := report.ChooseCharts(report.WriteOptions{Static: opts.Static, ECharts: opts.Echarts, DPI: opts.DPI}, opts.Stdout)
+	wo := report.ChooseCharts(report.WriteOptions{Static: opts.Static, ECharts: opts.ECharts, DPI: opts.DPI}, opts.Stdout)
 	if opts.Paper == "afa" {
 		// AFA's figures exist only from trained toy filters (zoo/checkpoints/afa_toy).
 		if opts.RFA.Model == "" {

@@ -10,17 +10,17 @@ import (
 
 // GDNOptions are the options of probe gdn.
 type GDNOptions struct {
-	Stdout      io.Writer
-	CLIOptions  []analysis.Option // every flag with its value, for the manifest
-	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
-	Stream      streamFlags
-	Innov       string
-	Weights     string
-	Lambda      lambdaFlags
-	WRows       bool
-	NoDisp      bool
-	NoRows      bool
-	Tile        int
+	Stdout       io.Writer
+	CLIOptions   []analysis.Option // every flag with its value, for the manifest
+	CommandLine  []string          // the arguments after the command name, for the manifest and the resume note
+	Stream       streamFlags
+	Innovation   string
+	Weights      string
+	Lambda       lambdaFlags
+	WRows        bool
+	NoDispersion bool
+	NoWRows      bool
+	Tile         int
 }
 
 // NewCmdGDN builds probe gdn; runF (nil: runGDN) runs it.
@@ -40,12 +40,12 @@ func NewCmdGDN(runF func(*GDNOptions) error) *cobra.Command {
 	}
 	f := cmd.Flags()
 	opts.Stream.registerStream(f, planDefaults{K: 1024, Samples: 1, Disjoint: analysis.DisjointAll, Placement: analysis.PlaceSequential, Seed: 1})
-	f.StringVar(&opts.Innov, "innovation", "decayed", "innovation r_t = v_t − e^{g_t}S_{t−1}ᵀk_t (decayed: the residual the update multiplies by β) or v_t − S_{t−1}ᵀk_t (undecayed)")
+	f.StringVar(&opts.Innovation, "innovation", "decayed", "innovation r_t = v_t − e^{g_t}S_{t−1}ᵀk_t (decayed: the residual the update multiplies by β) or v_t − S_{t−1}ᵀk_t (undecayed)")
 	f.StringVar(&opts.Weights, "w-weights", "abs", "weights of the dispersion of the values under a W row: abs (|W|/Σ|W|, defined for any non-zero row) or signed (W/ΣW, defined only where every entry has the sign of ΣW)")
 	opts.Lambda.registerLambda(f, "") // of λobs^W = (n_eff^W + ν)/(S̄^W + νσ0²), σ0² = 1/d_value by default, and K^W
 	f.BoolVar(&opts.WRows, "w-rows", false, "also compute the effective-attention rows' statistics (neff_w, first_share, row_sum, neg_share, S_mean_w, lambda_obs_w, K_w; otherwise empty): O(T²·d_k) per head against the recurrence's O(T·d_k·d_v), several times the forward pass at long T (docs/diagnostics.md)")
-	f.BoolVar(&opts.NoDisp, "no-dispersion", false, "with --w-rows: skip S_mean_w, lambda_obs_w, K_w (their O(t·d_value) per row)")
-	f.BoolVar(&opts.NoRows, "no-w-rows", false, "deprecated: the W rows are off unless --w-rows")
+	f.BoolVar(&opts.NoDispersion, "no-dispersion", false, "with --w-rows: skip S_mean_w, lambda_obs_w, K_w (their O(t·d_value) per row)")
+	f.BoolVar(&opts.NoWRows, "no-w-rows", false, "deprecated: the W rows are off unless --w-rows")
 	f.IntVar(&opts.Tile, "tile", 0, "rows per effective-attention tile (0: the model's default)")
 	opts.Stream.declareRelations(cmd)
 	return cmd
@@ -60,14 +60,14 @@ func runGDN(opts *GDNOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.NoRows && opts.WRows {
+	if opts.NoWRows && opts.WRows {
 		return fmt.Errorf("--no-w-rows (deprecated: the W rows are off by default) contradicts --w-rows")
 	}
-	if opts.NoDisp && !opts.WRows {
+	if opts.NoDispersion && !opts.WRows {
 		return fmt.Errorf("--no-dispersion applies to the W-row statistics: give it with --w-rows")
 	}
 	mo := analysis.GDNOptions{Lengths: lengths, Samples: opts.Stream.Plan.Samples, Disjoint: opts.Stream.Plan.Disjoint, Placement: opts.Stream.Plan.Placement, Seed: opts.Stream.Plan.Seed, Offset: opts.Stream.Plan.Offset,
-		Innovation: opts.Innov, Weights: opts.Weights, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, NoDispersion: opts.NoDisp,
+		Innovation: opts.Innovation, Weights: opts.Weights, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, NoDispersion: opts.NoDispersion,
 		WRows: opts.WRows, TileRows: opts.Tile, AllowExtrapolation: opts.Stream.AllowExtrapolation}
 	dir, stream, src, err := opts.Stream.input("gdn", "the gdn table and "+analysis.GDNManifestName)
 	if err != nil {

@@ -43,7 +43,7 @@ type GenerateOptions struct {
 	MaxPos    int
 	Tied      bool
 	Seed      uint64
-	Dtype     string
+	DType     string
 	ShardSize string
 	Out       string
 	Force     bool
@@ -78,7 +78,7 @@ func NewCmdGenerate(runF func(*GenerateOptions) error) *cobra.Command {
 	f.IntVar(&opts.MaxPos, "max-pos", 32768, "max_position_embeddings")
 	f.BoolVar(&opts.Tied, "tie-embeddings", true, "the LM head is the token embedding (config.json's tie_word_embeddings); false writes its own lm_head.weight, as Llama 3.1 8B has")
 	f.Uint64Var(&opts.Seed, "seed", 1, "random seed")
-	f.StringVar(&opts.Dtype, "dtype", "f32", "stored dtype of the weights: f32, bf16 or f16 (rounded to nearest even, as torch's .to(torch.bfloat16)); config.json's torch_dtype and dtype say it")
+	f.StringVar(&opts.DType, "dtype", "f32", "stored dtype of the weights: f32, bf16 or f16 (rounded to nearest even, as torch's .to(torch.bfloat16)); config.json's torch_dtype and dtype say it")
 	f.StringVar(&opts.ShardSize, "shard-size", "", "split the weights into shards of at most this many bytes, as Hugging Face's save_pretrained(max_shard_size=...) does: model-00001-of-0000N.safetensors and model.safetensors.index.json; 500MB and 2GB are decimal, 5GiB binary (default: one model.safetensors)")
 	f.StringVar(&opts.Out, "out", "", "output folder; it must be new or empty unless --force")
 	f.BoolVar(&opts.Force, "force", false, "write into an --out that already holds files (config.json and the checkpoint's files are replaced; other files stay and are listed)")
@@ -92,9 +92,9 @@ func runGenerate(opts *GenerateOptions) error {
 	if !slices.Contains(generateArchs, model.Arch(opts.Arch)) {
 		return fmt.Errorf("--arch %q: probe generate makes %s", opts.Arch, archList())
 	}
-	dt, ok := generateDTypes[opts.Dtype]
+	dt, ok := generateDTypes[opts.DType]
 	if !ok {
-		return fmt.Errorf("--dtype %q: want f32, bf16 or f16", opts.Dtype)
+		return fmt.Errorf("--dtype %q: want f32, bf16 or f16", opts.DType)
 	}
 	maxShard := int64(math.MaxInt64)
 	if opts.ShardSize != "" {

@@ -12,7 +12,6 @@ import (
 // MassiveOptions are the options of probe massive.
 type MassiveOptions struct {
 	Stdout        io.Writer
-	Args          []string          // positional arguments
 	CLIOptions    []analysis.Option // every flag with its value, for the manifest
 	CommandLine   []string          // the arguments after the command name, for the manifest and the resume note
 	Stream        streamFlags

@@ -16,25 +16,24 @@ import (
 
 // PPLOptions are the options of probe ppl.
 type PPLOptions struct {
-	Stdout      io.Writer
-	Args        []string          // positional arguments
-	CLIOptions  []analysis.Option // every flag with its value, for the manifest
-	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
-	Model       modelFlag
-	Input       tokenFlags
-	Plan        planFlags
-	Gates       string
-	Positions   string
-	Lambda      lambdaFlags
-	CalibLen    int
-	CalibN      int
-	TrainLen    int
-	Ci          float64
-	Threads     int
-	Formats     string
-	Out         string
-	Progress    bool
-	Force       bool
+	Stdout       io.Writer
+	CLIOptions   []analysis.Option // every flag with its value, for the manifest
+	CommandLine  []string          // the arguments after the command name, for the manifest and the resume note
+	Model        modelFlag
+	Input        tokenFlags
+	Plan         planFlags
+	Gates        string
+	Positions    string
+	Lambda       lambdaFlags
+	CalibLength  int
+	CalibSamples int
+	TrainLength  int
+	CILevel      float64
+	Threads      int
+	Formats      string
+	Out          string
+	Progress     bool
+	Force        bool
 }
 
 // NewCmdPPL builds probe ppl; runF (nil: runPPL) runs it.
@@ -60,10 +59,10 @@ func NewCmdPPL(runF func(*PPLOptions) error) *cobra.Command {
 	f.StringVar(&opts.Gates, "gate", strings.Join(d.Variants, ","), "gate variants of gated models: learned, one (gate = 1), k (K_BFT), k-matched, k-lambda, mean (see docs/diagnostics.md)")
 	f.StringVar(&opts.Positions, "positions", d.Positions, "scored positions: all, last-quarter, or from:N (t ≥ N)")
 	opts.Lambda.registerLambda(f, "reml (Eq. 6) or naive (Eq. 5), for the K gates")
-	f.IntVar(&opts.CalibLen, "calib-length", 0, "tokens per calibration chunk of k-matched, k-lambda and mean (0: the smallest length)")
-	f.IntVar(&opts.CalibN, "calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
-	f.IntVar(&opts.TrainLen, "train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
-	f.Float64Var(&opts.Ci, "ci-level", d.CILevel, "level of the Student-t intervals over chunks")
+	f.IntVar(&opts.CalibLength, "calib-length", 0, "tokens per calibration chunk of k-matched, k-lambda and mean (0: the smallest length)")
+	f.IntVar(&opts.CalibSamples, "calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
+	f.IntVar(&opts.TrainLength, "train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
+	f.Float64Var(&opts.CILevel, "ci-level", d.CILevel, "level of the Student-t intervals over chunks")
 	threadsVar(f, &opts.Threads)
 	f.StringVar(&opts.Formats, "format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
 	f.StringVar(&opts.Out, "out", "", "output folder (required)")
@@ -99,7 +98,7 @@ func runPPL(opts *PPLOptions) error {
 	p := opts.Plan
 	po := analysis.PPLOptions{Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement, Seed: p.Seed, Offset: p.Offset,
 		Positions: opts.Positions, LambdaForm: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max,
-		CalibLength: opts.CalibLen, CalibSamples: opts.CalibN, TrainLength: opts.TrainLen, CILevel: opts.Ci}
+		CalibLength: opts.CalibLength, CalibSamples: opts.CalibSamples, TrainLength: opts.TrainLength, CILevel: opts.CILevel}
 	var err error
 	if po.Lengths, err = analysis.ParseLengths(p.Lengths, p.K); err != nil {
 		return fmt.Errorf("--lengths: %w", err)

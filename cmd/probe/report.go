@@ -25,7 +25,7 @@ type ReportOptions struct {
 	Force   bool
 	Std     string
 	Static  bool
-	Echarts string
+	ECharts string
 	DPI     int
 }
 
@@ -47,7 +47,7 @@ func NewCmdReport(runF func(*ReportOptions) error) *cobra.Command {
 	f.BoolVar(&opts.Force, "force", false, "replace an --out file that is not a probe report")
 	f.StringVar(&opts.Std, "std", sweep.StdUnits, "Fig. 2 bands: units (std of (sample, layer) means) or pooled (std of all pooled elements)")
 	f.BoolVar(&opts.Static, "static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
-	f.StringVar(&opts.Echarts, "echarts", "", echartsFlagHelp)
+	f.StringVar(&opts.ECharts, "echarts", "", echartsFlagHelp)
 	f.IntVar(&opts.DPI, "dpi", 150, "PNG resolution")
 	return cmd
 }
@@ -101,7 +101,7 @@ func runReport(opts *ReportOptions) error {
 			return err
 		}
 	}
-	wo := report.ChooseCharts(report.WriteOptions{HTML: filepath.Base(html), Static: opts.Static, ECharts: opts.Echarts, DPI: opts.DPI}, opts.Stdout)
+	wo := report.ChooseCharts(report.WriteOptions{HTML: filepath.Base(html), Static: opts.Static, ECharts: opts.ECharts, DPI: opts.DPI}, opts.Stdout)
 	wr, err := r.Write(filepath.Dir(html), wo)
 	if err != nil {
 		return err
@@ -145,7 +145,7 @@ type ReportAttentionOptions struct {
 	Out     string
 	Force   bool
 	Static  bool
-	Echarts string
+	ECharts string
 	DPI     int
 }
 
@@ -173,7 +173,7 @@ func NewCmdReportAttention(runF func(*ReportAttentionOptions) error) *cobra.Comm
 	f.StringVar(&opts.Out, "out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
 	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files")
 	f.BoolVar(&opts.Static, "static", false, "inline SVG instead of interactive echarts charts")
-	f.StringVar(&opts.Echarts, "echarts", "", echartsFlagHelp)
+	f.StringVar(&opts.ECharts, "echarts", "", echartsFlagHelp)
 	f.IntVar(&opts.DPI, "dpi", 150, "PNG resolution")
 	markRequired(cmd, "capture", "")
 	markRequired(cmd, "layer", "")
@@ -207,7 +207,7 @@ func runReportAttention(opts *ReportAttentionOptions) error {
 		return err
 	}
 	r := &report.Report{Title: fmt.Sprintf("Attention maps — %s, layer %d", filepath.Base(opts.Capture), opts.Layer), Figures: []*report.Figure{f}}
-	wr, err := r.Write(opts.Out, report.ChooseCharts(report.WriteOptions{Static: opts.Static, ECharts: opts.Echarts, DPI: opts.DPI}, opts.Stdout))
+	wr, err := r.Write(opts.Out, report.ChooseCharts(report.WriteOptions{Static: opts.Static, ECharts: opts.ECharts, DPI: opts.DPI}, opts.Stdout))
 	if err != nil {
 		return err
 	}

@@ -12,15 +12,15 @@ import (
 
 // SinksOptions are the options of probe sinks.
 type SinksOptions struct {
-	Stdout      io.Writer
-	CLIOptions  []analysis.Option // every flag with its value, for the manifest
-	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
-	Stream      streamFlags
-	Eps         string
-	FirstQuery  bool
-	GateBelow   float64
-	Split       bool
-	Tile        int
+	Stdout            io.Writer
+	CLIOptions        []analysis.Option // every flag with its value, for the manifest
+	CommandLine       []string          // the arguments after the command name, for the manifest and the resume note
+	Stream            streamFlags
+	Eps               string
+	IncludeFirstQuery bool
+	GateBelow         float64
+	SplitLocal        bool
+	Tile              int
 }
 
 // NewCmdSinks builds probe sinks; runF (nil: runSinks) runs it.
@@ -42,9 +42,9 @@ func NewCmdSinks(runF func(*SinksOptions) error) *cobra.Command {
 	d := analysis.DefaultSinksOptions()
 	opts.Stream.registerStream(f, planDefaults{K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
 	f.StringVar(&opts.Eps, "eps", "0.3", "thresholds ε of the sink rate Sink_1^ε (% of heads whose mean first-token attention exceeds ε), comma-separated")
-	f.BoolVar(&opts.FirstQuery, "include-first-query", d.IncludeFirstQuery, "count query 0 (whose row is 1 on position 0) in the mean first-token attention, as Gu et al.'s mean over all queries does")
+	f.BoolVar(&opts.IncludeFirstQuery, "include-first-query", d.IncludeFirstQuery, "count query 0 (whose row is 1 on position 0) in the mean first-token attention, as Gu et al.'s mean over all queries does")
 	f.Float64Var(&opts.GateBelow, "gate-below", d.GateBelow, "threshold of the gate sparsity (fraction of gate values below it; Qiu et al.: 0.1)")
-	f.BoolVar(&opts.Split, "split-local", d.SplitLocal, "also give the sink rate of global and sliding-window layers separately")
+	f.BoolVar(&opts.SplitLocal, "split-local", d.SplitLocal, "also give the sink rate of global and sliding-window layers separately")
 	tileVar(f, &opts.Tile)
 	opts.Stream.declareRelations(cmd)
 	return cmd
@@ -60,7 +60,7 @@ func runSinks(opts *SinksOptions) error {
 		return err
 	}
 	mo := analysis.SinksOptions{Lengths: lengths, Samples: opts.Stream.Plan.Samples, Disjoint: opts.Stream.Plan.Disjoint, Placement: opts.Stream.Plan.Placement, Seed: opts.Stream.Plan.Seed, Offset: opts.Stream.Plan.Offset,
-		IncludeFirstQuery: opts.FirstQuery, GateBelow: opts.GateBelow, SplitLocal: opts.Split, TileRows: opts.Tile, AllowExtrapolation: opts.Stream.AllowExtrapolation}
+		IncludeFirstQuery: opts.IncludeFirstQuery, GateBelow: opts.GateBelow, SplitLocal: opts.SplitLocal, TileRows: opts.Tile, AllowExtrapolation: opts.Stream.AllowExtrapolation}
 	for _, s := range strings.Split(opts.Eps, ",") {
 		e, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil {

@@ -333,7 +333,7 @@ type SweepOptions struct {
 	BOSFrac            float64
 	Threads            int
 	AllowExtrapolation bool
-	OnNF               string
+	OnNonFinite        string
 	Lambda             lambdaFlags
 	Moments            string
 	Kernel             string
@@ -372,7 +372,7 @@ func NewCmdSweep(runF func(*SweepOptions) error) *cobra.Command {
 	f.Float64Var(&opts.BOSFrac, "bos-frac", d.BOSFrac, "query window of the BOS mass in Fig. 4: the last fraction of queries")
 	threadsVar(f, &opts.Threads)
 	extrapolationVar(f, &opts.AllowExtrapolation)
-	f.StringVar(&opts.OnNF, "on-nonfinite", d.OnNonFinite, "NaN/Inf in attention rows: stop (report layer, head, query) or flag (record, leave out, go on)")
+	f.StringVar(&opts.OnNonFinite, "on-nonfinite", d.OnNonFinite, "NaN/Inf in attention rows: stop (report layer, head, query) or flag (record, leave out, go on)")
 	opts.Lambda.registerLambda(f, "reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)")
 	f.StringVar(&opts.Moments, "moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
 	f.StringVar(&opts.Kernel, "kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
@@ -408,7 +408,7 @@ func runSweep(opts *SweepOptions) error {
 	}
 	so := analysis.SweepOptions{LengthsArg: opts.Plan.Lengths, KUnit: opts.Plan.K, Samples: opts.Plan.Samples, Disjoint: opts.Plan.Disjoint,
 		Placement: opts.Plan.Placement, Seed: opts.Plan.Seed, Offset: opts.Plan.Offset, BOSToken: opts.BOSToken, Bucket: opts.Bucket, LastFrac: opts.LastFrac,
-		BOSFrac: opts.BOSFrac, AllowExtrapolation: opts.AllowExtrapolation, OnNonFinite: opts.OnNF,
+		BOSFrac: opts.BOSFrac, AllowExtrapolation: opts.AllowExtrapolation, OnNonFinite: opts.OnNonFinite,
 		Probe:           analysis.ProbeOptions{Form: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, LambdaPrior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max, Moments: opts.Moments, Kernel: opts.Kernel, Reductions: opts.Reductions},
 		DeviationTokens: opts.Model.DeviationTokens}
 	if k := opts.Plan.K; k != 1000 && k != 1024 {
