@@ -86,6 +86,7 @@ func NewCmdParams(runF func(*ParamsOptions) error) *cobra.Command {
 			return orDefault(runF, runParams)(opts)
 		},
 	}
+	cmd.ValidArgsFunction = completeModelDir
 	f := cmd.Flags()
 	f.BoolVar(&opts.JSON, "json", false, "print a JSON list of objects, one per (layer, head)")
 	opts.Model.registerModel(f, "checkpoint of a family with learned per-head filter parameters: RFA, AFA or RT (or give it as the argument)")
