@@ -209,6 +209,7 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"capture", "--hok", "logits"}, 1, "unknown flag: --hok (closest: --hook)"},
 		{[]string{"capture", "extra", "--model", nosuch}, 1, `unexpected argument "extra"`},
 		{[]string{"--bogus"}, 2, "commands:"},
+		{[]string{"help", "captrue"}, 2, `unknown command "captrue" (did you mean "capture"?)`},
 	} {
 		code, _, errs := probe(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.want) {

@@ -116,6 +116,28 @@ func newRootCmd() *cobra.Command {
 		return flagError(c, err)
 	})
 	root.SetHelpTemplate(helpTemplate)
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "the list of commands, or one command's flags and an example",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				return usageError{fmt.Sprintf("unknown command %q%s", strings.Join(args, " "), closestCommand(root, args[len(args)-1]))}
+			}
+			return cmd.Help()
+		},
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			var names []string
+			if cmd, _, err := root.Find(args); err == nil {
+				for _, s := range cmd.Commands() {
+					if s.IsAvailableCommand() {
+						names = append(names, s.Name())
+					}
+				}
+			}
+			return fixedValues(names...)(c, args, toComplete)
+		},
+	})
 	cobra.AddTemplateFunc("flagUsages", flagUsages)
 	commandHelp := root.HelpFunc()
 	root.SetHelpFunc(func(c *cobra.Command, args []string) {
