@@ -60,13 +60,6 @@ func (f *rfaFigureFlags) registerRFAFigures(fs *pflag.FlagSet) {
 	extrapolationVar(fs, &f.AllowExtrapolation)
 }
 
-// addRFAFigureFlags is registerRFAFigures on a new rfaFigureFlags.
-func addRFAFigureFlags(fs *pflag.FlagSet) *rfaFigureFlags {
-	f := &rfaFigureFlags{}
-	f.registerRFAFigures(fs)
-	return f
-}
-
 // active reports whether any checkpoint input was given.
 func (f *rfaFigureFlags) active() bool {
 	return f.Model != "" || f.Series != "" || f.History != ""

@@ -40,13 +40,6 @@ func (f *lambdaFlags) registerLambda(fs *pflag.FlagSet, forms string) {
 	}
 }
 
-// addLambdaFlags is registerLambda on a new lambdaFlags.
-func addLambdaFlags(fs *pflag.FlagSet, forms string) *lambdaFlags {
-	f := &lambdaFlags{}
-	f.registerLambda(fs, forms)
-	return f
-}
-
 // planFlags choose the chunks a measurement over context lengths takes
 // from one token stream (sweep, ppl, gdn, sinks, massive): declared once;
 // each command passes its defaults (analysis's Default*Options).
@@ -74,13 +67,6 @@ func (p *planFlags) registerPlan(fs *pflag.FlagSet, d planDefaults) {
 	fs.StringVar(&p.Placement, "placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed")
 	fs.Uint64Var(&p.Seed, "seed", d.Seed, "seed of --placement shuffled")
 	fs.IntVar(&p.Offset, "offset", d.Offset, "first stream token to use")
-}
-
-// addPlanFlags is registerPlan on a new planFlags.
-func addPlanFlags(fs *pflag.FlagSet, d planDefaults) *planFlags {
-	p := &planFlags{}
-	p.registerPlan(fs, d)
-	return p
 }
 
 // stdin is what an input file "-" reads (tests replace it).
@@ -120,20 +106,6 @@ func (m *modelFlag) registerModel(fs *pflag.FlagSet, usage string) {
 		"of their first pass in float32 and record and print the deviation of logits and diagnostics (0: none)")
 	fs.BoolVar(&m.MemoryCheck, "memory-check", true, "refuse a pass whose estimated memory (docs/performance.md, \"Peak memory\") exceeds the memory available "+
 		"(MemAvailable, or a cgroup's limit such as a Slurm job's) before it starts, instead of being killed part way")
-}
-
-// addModelRef is registerModelRef on a new modelFlag.
-func addModelRef(fs *pflag.FlagSet, usage string) *modelFlag {
-	m := &modelFlag{}
-	m.registerModelRef(fs, usage)
-	return m
-}
-
-// addModelFlag is registerModel on a new modelFlag.
-func addModelFlag(fs *pflag.FlagSet, usage string) *modelFlag {
-	m := &modelFlag{}
-	m.registerModel(fs, usage)
-	return m
 }
 
 // positional takes the one positional argument of inspect-like commands
@@ -440,21 +412,6 @@ func (f *tokenFlags) registerInput(fs *pflag.FlagSet, batch bool) {
 	}
 }
 
-// addTokenFlags is registerInput on a new tokenFlags.
-func addTokenFlags(fs *pflag.FlagSet, batch bool) *tokenFlags {
-	f := &tokenFlags{}
-	f.registerInput(fs, batch)
-	return f
-}
-
-// check says whether exactly one of --ids and --text is given.
-func (f tokenFlags) check() error {
-	if (f.IDs == "") == (f.Text == "") {
-		return fmt.Errorf("give exactly one of --ids and --text")
-	}
-	return nil
-}
-
 // batch reads the ids: the --ids batch, or --text as one sequence.
 func (f tokenFlags) batch(modelDir string) ([][]int, error) {
 	if f.IDs != "" {
@@ -492,44 +449,21 @@ func (sf *streamFlags) progressBar() (func(analysis.Progress), func()) {
 	return bar.update, bar.finish
 }
 
-// addShardFlag registers --shard, which the commands that run passes into
-// a folder share (sweep, gdn, sinks, massive).
-// addThreadsFlag declares --threads, the workers of every command that runs
-// forward passes (attention, Gated DeltaNet heads and the diagnostics'
-// consumers; the projections always split over GOMAXPROCS).
-func addThreadsFlag(fs *pflag.FlagSet) *int {
-	p := new(int)
-	threadsVar(fs, p)
-	return p
-}
-
-// threadsVar declares --threads into p.
+// threadsVar declares --threads into p: the workers of every command that
+// runs forward passes (attention, Gated DeltaNet heads and the
+// diagnostics' consumers; the projections always split over GOMAXPROCS).
 func threadsVar(fs *pflag.FlagSet, p *int) {
 	fs.IntVar(p, "threads", 0, "workers of the attention and the diagnostics (0: GOMAXPROCS)")
 }
 
-// addTileFlag declares --tile, the query rows per attention tile.
-func addTileFlag(fs *pflag.FlagSet) *int {
-	p := new(int)
-	tileVar(fs, p)
-	return p
-}
-
-// tileVar declares --tile into p.
+// tileVar declares --tile, the query rows per attention tile, into p.
 func tileVar(fs *pflag.FlagSet, p *int) {
 	fs.IntVar(p, "tile", 0, "query rows per attention tile (0: the model's default)")
 }
 
-// addExtrapolationFlag declares --allow-extrapolation, for the commands
-// that otherwise refuse sequences longer than the model's
+// extrapolationVar declares --allow-extrapolation into p, for the
+// commands that otherwise refuse sequences longer than the model's
 // max_position_embeddings.
-func addExtrapolationFlag(fs *pflag.FlagSet) *bool {
-	p := new(bool)
-	extrapolationVar(fs, p)
-	return p
-}
-
-// extrapolationVar declares --allow-extrapolation into p.
 func extrapolationVar(fs *pflag.FlagSet, p *bool) {
 	fs.BoolVar(p, "allow-extrapolation", false, "run sequences longer than max_position_embeddings")
 }
@@ -537,13 +471,8 @@ func extrapolationVar(fs *pflag.FlagSet, p *bool) {
 // modelHint is what "--model is required" says after it.
 const modelHint = "a checkpoint folder or a hub model id org/name"
 
-func addShardFlag(fs *pflag.FlagSet) *string {
-	p := new(string)
-	shardVar(fs, p)
-	return p
-}
-
-// shardVar declares --shard into p.
+// shardVar declares --shard into p, which the commands that run passes
+// into a folder share (sweep, gdn, sinks, massive).
 func shardVar(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
 }
@@ -561,13 +490,6 @@ func (s *streamFlags) registerStream(fs *pflag.FlagSet, d planDefaults) {
 	shardVar(fs, &s.Shard)
 	fs.BoolVar(&s.Force, "force", false, "run into an --out that holds other files, or a run of another plan (its tables are replaced)")
 	progressVar(fs, &s.Progress)
-}
-
-// addStreamFlags is registerStream on a new streamFlags.
-func addStreamFlags(fs *pflag.FlagSet, d planDefaults) *streamFlags {
-	s := &streamFlags{}
-	s.registerStream(fs, d)
-	return s
 }
 
 // declareRelations declares to cobra the flags a stream command

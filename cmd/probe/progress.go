@@ -13,13 +13,6 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// addProgressFlag registers --progress on fs.
-func addProgressFlag(fs *pflag.FlagSet) *bool {
-	p := new(bool)
-	progressVar(fs, p)
-	return p
-}
-
 // progressVar declares --progress into p.
 func progressVar(fs *pflag.FlagSet, p *bool) {
 	fs.BoolVar(p, "progress", true, "progress bar on stderr")

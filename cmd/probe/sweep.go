@@ -46,13 +46,6 @@ func (a *aggFlags) registerAgg(fs *pflag.FlagSet) {
 	fs.StringVar(&a.LocalLayers, "local-layers", d.LocalLayers, "a model with sliding-window (local) and global layers: separate (Figs. 2–4 per layer group, layers column global / local) or pooled (one group, all)")
 }
 
-// addAggFlags is registerAgg on a new aggFlags.
-func addAggFlags(fs *pflag.FlagSet) *aggFlags {
-	a := &aggFlags{}
-	a.registerAgg(fs)
-	return a
-}
-
 // options returns base with the aggregation flags applied: all of them
 // (onlySet false) or only those given on the command line.
 func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (analysis.AggOptions, error) {
