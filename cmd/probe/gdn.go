@@ -48,6 +48,7 @@ func NewCmdGDN(runF func(*GDNOptions) error) *cobra.Command {
 	f.BoolVar(&opts.NoWRows, "no-w-rows", false, "deprecated: the W rows are off unless --w-rows")
 	f.IntVar(&opts.Tile, "tile", 0, "rows per effective-attention tile (0: the model's default)")
 	opts.Stream.declareRelations(cmd)
+	cmd.MarkFlagsMutuallyExclusive("w-rows", "no-w-rows") // the latter deprecated: the W rows are off by default
 	return cmd
 }
 
@@ -59,9 +60,6 @@ func runGDN(opts *GDNOptions) error {
 	lengths, fmts, err := opts.Stream.validate()
 	if err != nil {
 		return err
-	}
-	if opts.NoWRows && opts.WRows {
-		return fmt.Errorf("--no-w-rows (deprecated: the W rows are off by default) contradicts --w-rows")
 	}
 	if opts.NoDispersion && !opts.WRows {
 		return fmt.Errorf("--no-dispersion applies to the W-row statistics: give it with --w-rows")

@@ -416,7 +416,7 @@ func runSweep(opts *SweepOptions) error {
 		return err
 	}
 	sw.Threads, sw.Formats = opts.Threads, fmts
-	return opts.run(sw)
+	return opts.runPasses(sw)
 }
 
 // prepare makes the sweep of so over the stream: the cheap checks first
@@ -477,10 +477,10 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 		CLIOptions: opts.CLIOptions, Args: append([]string{"sweep"}, opts.CommandLine...), Timings: tm}, nil
 }
 
-// run runs the sweep with its progress bar and SIGINT handling, and prints
+// runPasses runs the sweep with its progress bar and SIGINT handling, and prints
 // what it did: the passes, flags, deviation and, for a whole run, the
 // tables and Figs. 2–4 beside the paper's numbers.
-func (opts *SweepOptions) run(sw *analysis.Sweep) error {
+func (opts *SweepOptions) runPasses(sw *analysis.Sweep) error {
 	w, sh := opts.Stdout, sw.Shard
 	if opts.Progress {
 		bar := newProgressBar(progressOut)
