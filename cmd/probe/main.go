@@ -37,9 +37,6 @@ func setGOGC() {
 	}
 }
 
-// helpOut is where --help and probe help write (run sets it to stdout).
-var helpOut io.Writer = os.Stdout
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -57,7 +54,6 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			code = 3
 		}
 	}()
-	helpOut = stdout
 	setGOGC()
 	root := newRootCmd()
 	if len(args) > 0 && (args[0] == "-version" || args[0] == "--version") {
@@ -105,9 +101,7 @@ func newRootCmd() *cobra.Command {
 			}
 			return nil
 		},
-		RunE: func(*cobra.Command, []string) error { return usageError{} },
-		// the commands' flags keep Go's spelling: --progress=false
-		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
+		RunE: func(*cobra.Command, []string) error { return usageError{} }, // a bare probe
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		if !c.HasParent() {
