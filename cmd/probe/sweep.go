@@ -367,8 +367,7 @@ func NewCmdSweep(runF func(*SweepOptions) error) *cobra.Command {
 		Args:    noArgs(""),
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Stdout = c.OutOrStdout()
-			opts.CLIOptions = cliOptions(c.Flags())
-			opts.CommandLine = commandArgs(c)
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
 			return orDefault(runF, runSweep)(opts)
 		},
 	}
@@ -401,6 +400,9 @@ func NewCmdSweep(runF func(*SweepOptions) error) *cobra.Command {
 	return cmd
 }
 
+// runSweep runs BFT App. I's sweep — the diagnostics of the chunks the plan
+// cuts from the stream at each length — into opts.Out, resuming the passes
+// a run of the same plan finished, and prints Figs. 2–4 beside the paper's numbers.
 func runSweep(opts *SweepOptions) error {
 	dir, hub, err := opts.Model.resolve()
 	if err != nil {
