@@ -126,8 +126,8 @@ var families = []*family{
 	gatedFamily, qwen3Family, qwen2Family, llamaFamily, gpt2Family,
 	qwen35Family,
 	gemma2Family, gemma3Family,
-	mixtralFamily, qwen3MoEFamily, olmoeFamily, gptOssFamily,
 	olmo2Family, olmo3Family, phi3Family,
+	mixtralFamily, qwen3MoEFamily, olmoeFamily, gptOssFamily,
 }
 
 // configFile is a config.json as every family's detect and parse see it:
