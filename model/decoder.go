@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // loadDecoder reads the weights of the Hugging Face decoder families that
 // share the Llama layout: Llama/Mistral (optional attention_bias, mlp_bias),
@@ -179,4 +182,77 @@ func smallDecoder(s Size, modelType, class string) (map[string]any, error) {
 		DMLP: 3 * s.DModel, Vocab: s.Vocab, MaxPos: s.MaxPos, NormEps: 1e-6, Act: "silu", TiedHead: true,
 		RoPE: RoPEConfig{Theta: 10000, Type: "default", Factor: 1}}
 	return decoderHFConfig(c, modelType, class), nil
+}
+
+// withRopeParameters reads transformers 5's rope_parameters object into the
+// fields fromDecoder reads (rope_theta, rope_scaling), for the families
+// whose config.json is written that way (SmolLM3, Granite, Gemma,
+// GPT-NeoX): a non-empty rope_scaling object comes first, as in
+// transformers' RotaryEmbeddingConfigMixin, then rope_parameters; the base
+// is the object's rope_theta, else the top-level rope_theta, else
+// defaultTheta (the config class's default_theta: SmolLM3's is 2·10⁶).
+// It returns the partial_rotary_factor the object holds (0: none).
+func withRopeParameters(r *rawConfig, raw map[string]json.RawMessage, defaultTheta float64) (partial float64, err error) {
+	field, obj := "rope_scaling", raw["rope_scaling"]
+	if len(obj) == 0 || string(obj) == "null" || string(obj) == "{}" {
+		field, obj = "rope_parameters", raw["rope_parameters"]
+	}
+	if len(obj) == 0 || string(obj) == "null" {
+		if r.RopeTheta == nil {
+			r.RopeTheta = &defaultTheta
+		}
+		return 0, nil
+	}
+	var e struct {
+		Theta   *float64 `json:"rope_theta"`
+		Partial *float64 `json:"partial_rotary_factor"`
+		Type    string   `json:"rope_type"`
+		OldType string   `json:"type"`
+	}
+	if err := json.Unmarshal(obj, &e); err != nil {
+		return 0, fmt.Errorf("field %s: want an object with numeric rope_theta and partial_rotary_factor: %v", field, err)
+	}
+	switch {
+	case e.Theta != nil:
+		r.RopeTheta = e.Theta
+	case r.RopeTheta == nil:
+		r.RopeTheta = &defaultTheta
+	}
+	if e.Type == "" {
+		e.Type = e.OldType
+	}
+	switch e.Type {
+	case "", "default", "linear", "dynamic", "llama3":
+	default:
+		return 0, fmt.Errorf("%s.rope_type %q is not supported (supported: default, linear, dynamic, llama3)", field, e.Type)
+	}
+	r.RopeScaling = nil // the base alone: no scaling
+	if e.Type != "" && e.Type != "default" {
+		r.RopeScaling = obj
+	}
+	if e.Partial != nil {
+		if !(*e.Partial > 0 && *e.Partial <= 1) {
+			return 0, fmt.Errorf("%s.partial_rotary_factor = %v must be in (0, 1]", field, *e.Partial)
+		}
+		partial = *e.Partial
+	}
+	return partial, nil
+}
+
+// rotaryDims is the number of rotated dimensions of a head of dh for a
+// partial_rotary_factor f (0: none given, the whole head; RoPEConfig.Dims
+// is then 0): int(dh·f), as Hugging Face truncates it, which must be even
+// and at least 2.
+func rotaryDims(f float64, dh int, field string) (int, error) {
+	if f == 0 {
+		return 0, nil
+	}
+	rd := int(float64(dh) * f)
+	if rd < 2 || rd%2 != 0 {
+		return 0, fmt.Errorf("%s %v of head_dim %d rotates %d dimensions: need an even number ≥ 2", field, f, dh, rd)
+	}
+	if rd == dh {
+		return 0, nil
+	}
+	return rd, nil
 }

@@ -1,10 +1,12 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
@@ -178,6 +180,12 @@ func perQueryHead(v []float32, B, T, H, KV, dh int) []float32 {
 	return out
 }
 
+// embedScaleOutside lists the model_types whose reference applies
+// Config.EmbedScale outside its embedding module, so that the golden
+// hidden.0 (that module's output) is before it: Granite's
+// embedding_multiplier (Gemma's √D is inside: hidden.0 includes it).
+var embedScaleOutside = map[string]bool{"granite": true}
+
 func TestGoldenParity(t *testing.T) {
 	for _, name := range goldenCases(t) {
 		t.Run(name, func(t *testing.T) {
@@ -198,10 +206,25 @@ func TestGoldenParity(t *testing.T) {
 			}
 			checkClose(t, "logits", out.Logits, g.f32(t, "logits"))
 			checkClose(t, "final_norm", get("ln_final.hook_normalized"), g.f32(t, "final_norm"))
-			checkClose(t, "hidden.0", get("blocks.0.hook_resid_pre"), g.f32(t, "hidden.0"))
+			embed := get("blocks.0.hook_resid_pre")
+			if s := c.EmbedScale; s != 0 && embedScaleOutside[c.ModelType] {
+				// the reference's hidden.0 is before the multiplier
+				embed = append([]float32(nil), embed...)
+				for i := range embed {
+					embed[i] /= s
+				}
+			}
+			checkClose(t, "hidden.0", embed, g.f32(t, "hidden.0"))
 			for l := 0; l < c.Layers; l++ {
 				key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
-				checkClose(t, fmt.Sprintf("hidden.%d", l+1), get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, fmt.Sprintf("hidden.%d", l+1)))
+				// the residual stream after layer l: resid_post.{l} in the
+				// later cases, hidden.{l+1} (output_hidden_states) in the
+				// earlier ones
+				resid := key("resid_post")
+				if !g.has(resid) {
+					resid = fmt.Sprintf("hidden.%d", l+1)
+				}
+				checkClose(t, resid, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, resid))
 				if c.DeltaNet != nil && c.DeltaNet.Linear[l] {
 					// a Gated DeltaNet layer: the recurrence's inputs and outputs
 					for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {
@@ -310,4 +333,43 @@ func goldenBF16(t *testing.T, c Compute) {
 			checkClose(t, "final_norm_bf16w", cap.Get("ln_final.hook_normalized").Data().([]float32), g.f32(t, "final_norm_bf16w"))
 		})
 	}
+}
+
+// goldenConfigWith parses the config.json of golden case name after
+// change edits its fields (skipping the test where the golden data is not
+// at hand).
+func goldenConfigWith(t *testing.T, name string, change func(m map[string]any)) (*Config, error) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(goldenDir, name, "config.json"))
+	if err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	change(m)
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	return ParseConfig(data)
+}
+
+// checkRefused runs table-driven refusals of edited golden configs: each
+// edit must be refused with an error containing want.
+func checkRefused(t *testing.T, name string, cases []refusal) {
+	t.Helper()
+	for _, c := range cases {
+		_, err := goldenConfigWith(t, name, c.change)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %s: error %v, want one containing %q", name, c.what, err, c.want)
+		}
+	}
+}
+
+// A refusal is an edit of a config.json and the error it must cause.
+type refusal struct {
+	what   string
+	change func(m map[string]any)
+	want   string
 }

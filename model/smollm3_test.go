@@ -1,0 +1,107 @@
+package model
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/filterlens/probe/hooks"
+)
+
+// TestSmolLM3NoPE: no_rope_layers[l] = 1 applies RoPE (Hugging Face's
+// use_rope), 0 does not — in the golden case layer 3 is NoPE, and its
+// rotated q is the projection bit for bit while the other layers' are
+// not; giving layer 3 RoPE (or taking it from layer 0) breaks the golden
+// attention of that layer.
+func TestSmolLM3NoPE(t *testing.T) {
+	dir := filepath.Join(goldenDir, "smollm3")
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	if want := []bool{false, false, false, true}; !slices.Equal(m.NoRoPE, want) {
+		t.Fatalf("NoRoPE = %v, want %v", m.NoRoPE, want)
+	}
+	if m.RoPE.Theta != 2e6 {
+		t.Errorf("RoPE θ = %g, want rope_parameters.rope_theta 2e6", m.RoPE.Theta)
+	}
+	g := openGolden(t, dir)
+	hs := &hooks.Set{}
+	cap := hs.Capture("blocks.*.attn.hook_q", "blocks.*.attn.hook_rot_q", "blocks.*.attn.hook_pattern")
+	if _, err := m.Forward(g.ids(t), Options{Hooks: hs}); err != nil {
+		t.Fatal(err)
+	}
+	for l := range m.Layers {
+		q := cap.Get(hooks.Name(hooks.AttnQ, l)).Data().([]float32)
+		rq := cap.Get(hooks.Name(hooks.AttnRotQ, l)).Data().([]float32)
+		if same := slices.Equal(q, rq); same != m.NoRoPE[l] {
+			t.Errorf("layer %d: rotated q equal to the projection: %v, want %v", l, same, m.NoRoPE[l])
+		}
+	}
+	for _, flip := range []int{0, 3} {
+		m.NoRoPE[flip] = !m.NoRoPE[flip]
+		hs := &hooks.Set{}
+		cap := hs.Capture(hooks.Name(hooks.AttnPattern, flip))
+		if _, err := m.Forward(g.ids(t), Options{Hooks: hs}); err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprintf("attn.%d", flip)
+		if rel, _ := relErr(cap.Get(hooks.Name(hooks.AttnPattern, flip)).Data().([]float32), g.f32(t, key)); rel < 1e-2 {
+			t.Errorf("layer %d with RoPE flipped still matches %s (rel. error %.2g): the test cannot see NoPE", flip, key, rel)
+		}
+		m.NoRoPE[flip] = !m.NoRoPE[flip]
+	}
+}
+
+// TestSmolLM3Config: SmolLM3Config's defaults (NoPE every
+// no_rope_layer_interval-th layer, RoPE base 2·10⁶, sliding windows on the
+// NoPE layers with use_sliding_window) and the refusals, each naming its
+// field.
+func TestSmolLM3Config(t *testing.T) {
+	c, err := goldenConfigWith(t, "smollm3", func(m map[string]any) {
+		delete(m, "no_rope_layers")
+		delete(m, "rope_parameters")
+		delete(m, "layer_types")
+		m["num_hidden_layers"], m["no_rope_layer_interval"] = 6, 3
+		m["use_sliding_window"], m["sliding_window"] = true, 8
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{false, false, true, false, false, true}; !slices.Equal(c.NoRoPE, want) {
+		t.Errorf("NoRoPE by interval 3 = %v, want %v", c.NoRoPE, want)
+	}
+	if c.RoPE.Theta != smolLM3Theta || c.RoPE.Type != "default" {
+		t.Errorf("RoPE without rope_parameters: %+v, want θ 2e6 default", c.RoPE)
+	}
+	for l := range c.Layers {
+		if w := c.layerWindow(l); (w == 8) != c.NoRoPE[l] || (w != 0 && w != 8) {
+			t.Errorf("layer %d: window %d; want 8 on the NoPE layers only", l, w)
+		}
+	}
+	c, err = goldenConfigWith(t, "smollm3", func(m map[string]any) {
+		delete(m, "rope_parameters")
+		m["rope_theta"] = 5e6
+		m["torch_dtype"] = "bfloat16"
+		delete(m, "dtype")
+	})
+	if err != nil || c.RoPE.Theta != 5e6 || c.DType != "bfloat16" {
+		t.Errorf("earlier form: %v, θ %v, dtype %q; want 5e6, bfloat16", err, c.RoPE.Theta, c.DType)
+	}
+	checkRefused(t, "smollm3", []refusal{
+		{"no_rope_layers short", func(m map[string]any) { m["no_rope_layers"] = []int{1, 1, 0} }, "no_rope_layers has 3 entries for num_hidden_layers 4"},
+		{"no_rope_layers long", func(m map[string]any) { m["no_rope_layers"] = []int{1, 1, 1, 0, 1} }, "no_rope_layers has 5 entries"},
+		{"no_rope_layers value", func(m map[string]any) { m["no_rope_layers"] = []int{1, 2, 1, 0} }, "no_rope_layers[1] = 2"},
+		{"no_rope_layers strings", func(m map[string]any) { m["no_rope_layers"] = []string{"a"} }, "field no_rope_layers"},
+		{"interval 0", func(m map[string]any) { delete(m, "no_rope_layers"); m["no_rope_layer_interval"] = 0 }, "no_rope_layer_interval = 0"},
+		{"sliding without window", func(m map[string]any) {
+			m["layer_types"] = []string{"full_attention", "full_attention", "full_attention", "sliding_attention"}
+		}, "layer_types[3] is sliding_attention but sliding_window"},
+		{"layer type", func(m map[string]any) {
+			m["layer_types"] = []string{"full_attention", "chunked_attention", "full_attention", "full_attention"}
+		}, `layer_types[1] = "chunked_attention" is not supported`},
+		{"rope type", func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "su", "rope_theta": 1e4} }, `rope_parameters.rope_type "su" is not supported`},
+		{"rope theta", func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 0} }, "rope_theta 0 must be positive"},
+	})
+}
