@@ -581,7 +581,9 @@ func TestGemma1Config(t *testing.T) {
 	checkRefused(t, "gemma", []refusal{
 		{"activation", func(m map[string]any) { m["hidden_activation"] = "gelu_quick" }, `hidden_activation "gelu_quick" is not supported`},
 		{"bidirectional", func(m map[string]any) { m["use_bidirectional_attention"] = true }, "use_bidirectional_attention = true"},
-		{"rope type", func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "longrope", "rope_theta": 1e4} }, `rope_parameters.rope_type "longrope" is not supported`},
+		{"rope type", func(m map[string]any) {
+			m["rope_parameters"] = map[string]any{"rope_type": "longrope", "rope_theta": 1e4}
+		}, `rope_parameters.rope_type "longrope" is not supported`},
 		{"kv heads", func(m map[string]any) { m["num_key_value_heads"] = 3 }, "num_attention_heads 4 is not a multiple of num_key_value_heads 3"},
 	})
 }
