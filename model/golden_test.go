@@ -373,3 +373,84 @@ type refusal struct {
 	change func(m map[string]any)
 	want   string
 }
+
+// TestGoldenAsReleased loads each golden checkpoint in the form models
+// are released in: every tensor bfloat16, split over shards with
+// model.safetensors.index.json, config.json saying bfloat16. Its logits
+// equal, within float32 rounding, those of the same bf16-rounded weights
+// held as float32 in one file.
+func TestGoldenAsReleased(t *testing.T) {
+	for _, name := range goldenCases(t) {
+		t.Run(name, func(t *testing.T) {
+			src := filepath.Join(goldenDir, name)
+			ck, err := checkpoint.OpenFile(filepath.Join(src, "model.safetensors"))
+			if err != nil {
+				t.Skipf("no model.safetensors: %v", err)
+			}
+			defer ck.Close()
+			var bf, rounded []checkpoint.Tensor
+			for _, n := range ck.Names() {
+				info, _ := ck.Info(n)
+				x, err := ck.Float32(n)
+				if err != nil || info.DType != "F32" {
+					t.Skipf("tensor %s: %s, %v: not a float32 checkpoint", n, info.DType, err)
+				}
+				b, r := make(checkpoint.BFloat16, len(x)), make([]float32, len(x))
+				for i, v := range x {
+					b[i] = checkpoint.Float32ToBF16(v)
+					r[i] = math.Float32frombits(uint32(b[i]) << 16)
+				}
+				bf = append(bf, checkpoint.Tensor{Name: n, Shape: info.Shape, Data: b})
+				rounded = append(rounded, checkpoint.Tensor{Name: n, Shape: info.Shape, Data: r})
+			}
+			cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fields map[string]any
+			if err := json.Unmarshal(cfg, &fields); err != nil {
+				t.Fatal(err)
+			}
+			delete(fields, "torch_dtype")
+			fields["dtype"] = "bfloat16"
+			cfg, _ = json.Marshal(fields)
+			released, ref := t.TempDir(), t.TempDir()
+			for _, dir := range []string{released, ref} {
+				if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			files, err := checkpoint.WriteSharded(released, bf, 100_000, map[string]string{"format": "pt"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(files) < 3 {
+				t.Fatalf("wrote %v: want an index and at least two shards", files)
+			}
+			if err := checkpoint.WriteSafetensors(filepath.Join(ref, "model.safetensors"), rounded, nil); err != nil {
+				t.Fatal(err)
+			}
+			a, err := Load(released, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Load(ref, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Embed.DType != "BF16" {
+				t.Errorf("embedding held as %s, want BF16 as stored", a.Embed.DType)
+			}
+			g := openGolden(t, src)
+			x, err := a.Forward(g.ids(t), Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := b.Forward(g.ids(t), Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClose(t, "logits, bf16 shards vs the same weights in float32", x.Logits, y.Logits)
+		})
+	}
+}
