@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -94,7 +95,19 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	if _, ok := activations[c.Act]; !ok && c.Arch != ArchRFA {
 		t.Fatalf("unknown activation %q accepted", c.Act)
 	}
-	rope := c.Arch == ArchLlama || c.Arch == ArchQwen2 || c.Arch == ArchQwen3 || c.Arch == ArchGated || c.Arch == ArchBFT || c.Arch == ArchQwen35
+	rope := c.Arch == ArchLlama || c.Arch == ArchQwen2 || c.Arch == ArchQwen3 || c.Arch == ArchGated || c.Arch == ArchBFT || c.Arch == ArchQwen35 ||
+		c.Arch == ArchSmolLM3 || c.Arch == ArchGranite || c.Arch == ArchGemma || c.Arch == ArchGPTNeoX
+	if c.NoRoPE != nil && len(c.NoRoPE) != c.Layers || c.SlidingLayers != nil && len(c.SlidingLayers) != c.Layers {
+		t.Fatalf("per-layer settings of %d (NoRoPE) and %d (SlidingLayers) entries for %d layers", len(c.NoRoPE), len(c.SlidingLayers), c.Layers)
+	}
+	if d := c.RoPE.Dims; d != 0 && (d < 2 || d%2 != 0 || d >= c.DHead) {
+		t.Fatalf("%d rotated dimensions of a head of %d accepted", d, c.DHead)
+	}
+	for _, x := range []float64{c.AttnScale, float64(c.EmbedScale), float64(c.ResidScale), float64(c.LogitDivisor)} {
+		if x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+			t.Fatalf("multiplier %v accepted (score scale %v, embedding %v, residual %v, logit divisor %v)", x, c.AttnScale, c.EmbedScale, c.ResidScale, c.LogitDivisor)
+		}
+	}
 	if rope && !(c.RoPE.Theta > 0) {
 		t.Fatalf("rope_theta %v accepted", c.RoPE.Theta)
 	}
