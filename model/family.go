@@ -295,6 +295,15 @@ func (c *Config) Positions() string {
 	if c.RoPE.Dims > 0 {
 		s += fmt.Sprintf("; the first %d of %d dimensions of each head rotated", c.RoPE.Dims, c.DHead)
 	}
+	var nope []string
+	for l := range c.NoRoPE {
+		if c.NoRoPE[l] {
+			nope = append(nope, fmt.Sprint(l))
+		}
+	}
+	if len(nope) > 0 {
+		s += "; no RoPE (NoPE) in layers " + strings.Join(nope, ", ")
+	}
 	return s
 }
 

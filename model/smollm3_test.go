@@ -26,6 +26,9 @@ func TestSmolLM3NoPE(t *testing.T) {
 	if m.RoPE.Theta != 2e6 {
 		t.Errorf("RoPE θ = %g, want rope_parameters.rope_theta 2e6", m.RoPE.Theta)
 	}
+	if got, want := m.Positions(), "rotate-half, theta 2e+06, scaling default; no RoPE (NoPE) in layers 3"; got != want {
+		t.Errorf("Positions() = %q, want %q", got, want)
+	}
 	g := openGolden(t, dir)
 	hs := &hooks.Set{}
 	cap := hs.Capture("blocks.*.attn.hook_q", "blocks.*.attn.hook_rot_q", "blocks.*.attn.hook_pattern")
