@@ -1,9 +1,11 @@
 package model
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 )
 
@@ -102,4 +104,54 @@ func TestGPTNeoXConfig(t *testing.T) {
 		{"heads", func(m map[string]any) { m["num_attention_heads"] = 5 }, "hidden_size 64 is not a multiple of num_attention_heads 5"},
 		{"parallel not a bool", func(m map[string]any) { m["use_parallel_residual"] = "yes" }, "use_parallel_residual"},
 	})
+}
+
+// TestGPTNeoXEarlierBuffers: the Pythia checkpoints saved by earlier
+// transformers hold each layer's causal mask (attention.bias, bool),
+// attention.masked_bias and rotary_emb.inv_freq; they load, ignored, to
+// the same logits.
+func TestGPTNeoXEarlierBuffers(t *testing.T) {
+	src := filepath.Join(goldenDir, "gpt_neox")
+	ck, err := checkpoint.OpenFile(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	defer ck.Close()
+	var tensors []checkpoint.Tensor
+	for _, n := range ck.Names() {
+		info, _ := ck.Info(n)
+		x, err := ck.Float32(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tensors = append(tensors, checkpoint.Tensor{Name: n, Shape: info.Shape, Data: x})
+	}
+	const maxPos = 8
+	for l := 0; l < 4; l++ {
+		p := fmt.Sprintf("gpt_neox.layers.%d.attention.", l)
+		mask := make([]bool, maxPos*maxPos)
+		for i := 0; i < maxPos; i++ {
+			for j := 0; j <= i; j++ {
+				mask[i*maxPos+j] = true
+			}
+		}
+		tensors = append(tensors,
+			checkpoint.Tensor{Name: p + "bias", Shape: []int{1, 1, maxPos, maxPos}, Data: mask},
+			checkpoint.Tensor{Name: p + "masked_bias", Shape: []int{}, Data: []float32{-1e9}},
+			checkpoint.Tensor{Name: p + "rotary_emb.inv_freq", Shape: []int{2}, Data: []float32{1, 0.01}})
+	}
+	dir := variantDir(t, src, "config.json", "config.json") // the config alone
+	if err := checkpoint.WriteSafetensors(filepath.Join(dir, "model.safetensors"), tensors, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := openGolden(t, src)
+	out, err := m.Forward(g.ids(t), Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClose(t, "logits with the earlier buffers", out.Logits, g.f32(t, "logits"))
 }
