@@ -203,6 +203,14 @@ func withRopeParameters(r *rawConfig, raw map[string]json.RawMessage, defaultThe
 		}
 		return 0, nil
 	}
+	var perType map[string]json.RawMessage
+	if json.Unmarshal(obj, &perType) == nil {
+		for _, lt := range []string{"full_attention", "sliding_attention"} {
+			if _, ok := perType[lt]; ok {
+				return 0, fmt.Errorf("field %s: one RoPE per layer type (%s) is not supported for model_type %q; give one set of parameters for all layers", field, lt, r.ModelType)
+			}
+		}
+	}
 	var e struct {
 		Theta   *float64 `json:"rope_theta"`
 		Partial *float64 `json:"partial_rotary_factor"`
