@@ -1,7 +1,10 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -110,4 +113,79 @@ func TestSmolLM3Config(t *testing.T) {
 		}, "field rope_parameters: one RoPE per layer type (full_attention) is not supported"},
 		{"rope theta", func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 0} }, "rope_theta 0 must be positive"},
 	})
+}
+
+// TestSmolLM3SlidingLayers: a sliding_attention layer of layer_types
+// attends within sliding_window (key j seen by query t iff t − j <
+// window, Hugging Face's sliding-window mask), here 8 < T = 48 on the
+// golden weights: its pattern is the softmax of its own scaled q·k over
+// the window (float64 here), and the full layers' rows reach back to 0.
+func TestSmolLM3SlidingLayers(t *testing.T) {
+	src := filepath.Join(goldenDir, "smollm3")
+	data, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	var fields map[string]any
+	json.Unmarshal(data, &fields)
+	const W = 8
+	fields["layer_types"] = []string{"full_attention", "sliding_attention", "full_attention", "sliding_attention"}
+	fields["sliding_window"], fields["use_sliding_window"] = W, true
+	dir := variantDir(t, src, "model.safetensors", "model.safetensors")
+	data, _ = json.Marshal(fields)
+	os.Remove(filepath.Join(dir, "config.json"))
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := openGolden(t, src)
+	hs := &hooks.Set{}
+	cap := hs.Capture("blocks.*.attn.hook_rot_q", "blocks.*.attn.hook_rot_k", "blocks.*.attn.hook_pattern")
+	if _, err := m.Forward(g.ids(t), Options{Hooks: hs, TileRows: 5}); err != nil {
+		t.Fatal(err)
+	}
+	B, T, H, KV, dh := g.B, g.T, m.Heads, m.KVHeads, m.DHead
+	for l := range m.Layers {
+		q := cap.Get(hooks.Name(hooks.AttnRotQ, l)).Data().([]float32)
+		k := cap.Get(hooks.Name(hooks.AttnRotK, l)).Data().([]float32)
+		pat := cap.Get(hooks.Name(hooks.AttnPattern, l)).Data().([]float32) // [B, H, T, T]
+		win := T
+		if l%2 == 1 {
+			win = W
+		}
+		var worst float64
+		for b := 0; b < B; b++ {
+			for h := 0; h < H; h++ {
+				for i := 0; i < T; i++ {
+					s := make([]float64, T)
+					var mx, sum float64 = math.Inf(-1), 0
+					for j := max(0, i-win+1); j <= i; j++ {
+						qi, kj := q[((b*T+i)*H+h)*dh:][:dh], k[((b*T+j)*KV+h/(H/KV))*dh:][:dh]
+						for d := range qi {
+							s[j] += float64(qi[d]) * float64(kj[d])
+						}
+						s[j] /= math.Sqrt(float64(dh))
+						mx = math.Max(mx, s[j])
+					}
+					for j := max(0, i-win+1); j <= i; j++ {
+						s[j] = math.Exp(s[j] - mx)
+						sum += s[j]
+					}
+					for j := 0; j < T; j++ {
+						want := 0.0
+						if j <= i && i-j < win {
+							want = s[j] / sum
+						}
+						worst = math.Max(worst, math.Abs(float64(pat[((b*H+h)*T+i)*T+j])-want))
+					}
+				}
+			}
+		}
+		if worst > 3e-5 {
+			t.Errorf("layer %d (window %d): pattern off by %.3g from the float64 windowed softmax", l, win, worst)
+		}
+	}
 }
