@@ -112,11 +112,13 @@ var (
 )
 
 // gemmaRaw returns config.json's common fields completed with the config
-// class's defaults d, and hidden_activation (default gelu_pytorch_tanh)
-// as the activation: Gemma's code reads hidden_activation, and the
-// released configs' hidden_act (Gemma 1's says "gelu") is ignored, as
-// Hugging Face's Gemma code ignores it. It sets c's model type and dtype.
-func gemmaRaw(c *Config, cf *configFile, d *gemmaDefaults) (rawConfig, error) {
+// class's defaults d, with the activation read from the field actField
+// (default gelu_pytorch_tanh), the one the family's transformers 5 code
+// reads: Gemma 2 and 3 read hidden_activation (their configs' hidden_act
+// is ignored), Gemma 1 hidden_act (transformers 4.39–4.47 read its
+// hidden_activation instead; transformers 5, the golden reference, no
+// longer does). It sets c's model type and dtype.
+func gemmaRaw(c *Config, cf *configFile, d *gemmaDefaults, actField string) (rawConfig, error) {
 	c.ModelType, c.DType = cf.r.ModelType, cf.dtype()
 	r := cf.r // a copy, completed with the defaults
 	for _, f := range []struct {
@@ -129,15 +131,13 @@ func gemmaRaw(c *Config, cf *configFile, d *gemmaDefaults) (rawConfig, error) {
 			*f.p = &v
 		}
 	}
-	// Gemma reads hidden_activation (released configs also carry a
-	// hidden_act, which Hugging Face's Gemma code ignores).
 	r.HiddenAct = "gelu_pytorch_tanh"
-	if raw, ok := cf.raw["hidden_activation"]; ok && string(raw) != "null" {
+	if raw, ok := cf.raw[actField]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &r.HiddenAct); err != nil {
-			return r, fmt.Errorf("field hidden_activation: want a string: %v", err)
+			return r, fmt.Errorf("field %s: want a string: %v", actField, err)
 		}
 		if _, ok := activations[r.HiddenAct]; !ok {
-			return r, fmt.Errorf("hidden_activation %q is not supported", r.HiddenAct)
+			return r, fmt.Errorf("%s %q is not supported", actField, r.HiddenAct)
 		}
 	}
 	if b, ok := cf.raw["use_bidirectional_attention"]; ok && string(b) == "true" {
@@ -149,7 +149,7 @@ func gemmaRaw(c *Config, cf *configFile, d *gemmaDefaults) (rawConfig, error) {
 // parseGemma fills c from a Gemma 2 or Gemma 3 text config.json, with the
 // config class's defaults d for absent fields.
 func parseGemma(c *Config, cf *configFile, d *gemmaDefaults) error {
-	r, err := gemmaRaw(c, cf, d)
+	r, err := gemmaRaw(c, cf, d, "hidden_activation")
 	if err != nil {
 		return err
 	}
@@ -540,8 +540,8 @@ func roundMantissa(x float32, drop uint) float32 {
 
 // Gemma 1 (GemmaForCausalLM) is the Llama block with Gemma's RMSNorm
 // x/√(mean(x²)+ε)·(1 + w) before attention and before the MLP (no post
-// norms, no soft-caps, no windows), GeGLU (gelu_pytorch_tanh(gate(h)) ⊙
-// up(h)), the embedding × √D in the checkpoint's dtype (EmbedScale), scores
+// norms, no soft-caps, no windows), GeGLU (act(gate(h)) ⊙ up(h), act
+// hidden_act, default gelu_pytorch_tanh, as transformers 5 reads it), the embedding × √D in the checkpoint's dtype (EmbedScale), scores
 // scaled by head_dim^−½, multi-query attention in the 2B model, a tied
 // head. Names: the Llama layout's (loadDecoder), with
 // post_attention_layernorm the norm before the MLP.
@@ -557,7 +557,7 @@ var gemmaFamily = &family{
 	arch: ArchGemma, modelTypes: "gemma",
 	detect: func(cf *configFile) bool { return cf.modelType() == "gemma" },
 	parse: func(c *Config, cf *configFile) error {
-		r, err := gemmaRaw(c, cf, &gemma1Defaults)
+		r, err := gemmaRaw(c, cf, &gemma1Defaults, "hidden_act")
 		if err != nil {
 			return err
 		}
@@ -588,7 +588,7 @@ var gemmaFamily = &family{
 	},
 	hfConfig: func(c *Config) map[string]any {
 		m := decoderHFConfig(c, "gemma", "GemmaForCausalLM")
-		m["hidden_activation"], m["attention_bias"] = c.Act, c.QKVBias
+		m["hidden_activation"], m["attention_bias"] = c.Act, c.QKVBias // both names: every transformers version reads c.Act
 		return m
 	},
 	// small: head_dim d_model/heads, MLP 4·d_model, GeGLU, tied head, RoPE
