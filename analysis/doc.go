@@ -1,4 +1,20 @@
-// Package analysis runs the zero-training diagnostic of Long et al.,
+// Package analysis runs the measurements that need many forward passes
+// and writes their tables, manifests and pass files:
+//
+//   - the App. I sweep (run.go, aggregate.go, paper.go, report.go; below);
+//   - the stream measurements `probe gdn`, `probe sinks` and `probe massive`
+//     (stream.go with gdn.go, sinks.go, massive.go): RunRecord, resume,
+//     shards and Merge;
+//   - perplexity and BFT's Prediction 3 (ppl.go), Wu et al.'s retrieval
+//     heads (retrieval.go), and the bf16-against-float32 deviation tables
+//     (deviation.go);
+//   - the shared pieces: chunk plans over a token stream (chunks.go),
+//     Parquet/CSV/JSONL tables (tables.go), manifests (manifest.go),
+//     statistics (stats.go).
+//
+// # The App. I sweep
+//
+// The zero-training diagnostic of Long et al.,
 // "Precision Tracked Transformer via Kalman Filtering, Kriging and Process
 // Noise" (arXiv:2605.18832, App. I), end to end: a sweep over context
 // lengths and samples cut from a token stream, one forward pass per

@@ -38,6 +38,7 @@ const (
 	AttnRotK            = "blocks.{l}.attn.hook_rot_k"
 	AttnPattern         = "blocks.{l}.attn.hook_pattern"
 	AttnPatternDecayed  = "blocks.{l}.attn.hook_pattern_decayed"
+	AttnSinkMass        = "blocks.{l}.attn.hook_sink_mass"
 	AttnPhaseGate       = "blocks.{l}.attn.hook_phase_gate"
 	AttnAngularVelocity = "blocks.{l}.attn.hook_angular_velocity"
 	AttnAngle           = "blocks.{l}.attn.hook_angle"
@@ -96,6 +97,7 @@ var Points = []Point{
 	{AttnRotQ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "query after QK-norm and RoPE, as it enters the dot product"},
 	{AttnRotK, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "key after QK-norm and RoPE"},
 	{AttnPattern, "[batch,head,query,key]", "post-softmax attention weights, before any output gate; materialized only when hooked"},
+	{AttnSinkMass, "[batch,head,query]", "learned attention sinks only (gpt-oss): the weight σ = e^(s_h − m)/Z of head h's sink column, the extra softmax column dropped after the softmax, so that each hook_pattern row sums to 1 − σ; observation only (the output is formed from the rows)"},
 	{AttnPatternDecayed, "[batch,head,query,key]", "RFA and AFA only: decayed attention A = Â ⊙ E (Â is hook_pattern); rows sum to ≤ 1; materialized only when hooked"},
 	{AttnPhaseGate, "[batch,pos,head] or [batch,pos,head,pair]", "Selective RoPE only: phase gate σ(W_g·xn + b_g) that scales the angle increments (per pair for the gla gate)"},
 	{AttnAngularVelocity, "[batch,pos,head,pair]", "Selective RoPE only: angular velocity ω_t = Θ_n·Δφ_t, the per-step increment of hook_angle in radians per token (after the phase gate)"},

@@ -114,17 +114,51 @@ const (
 // layerNoRoPE reports whether layer l's attention has no rotary embedding.
 func (c *Config) layerNoRoPE(l int) bool { return l < len(c.NoRoPE) && c.NoRoPE[l] }
 
-// RoPEConfig holds rotary embedding parameters (rotate-half convention).
+// RoPEConfig holds rotary embedding parameters (rotate-half convention),
+// as Hugging Face transformers 5 reads them from rope_parameters (or
+// rope_scaling and rope_theta); rope.go computes the tables.
 type RoPEConfig struct {
-	Theta    float64
-	Type     string  // "default", "linear", "dynamic", "llama3"
-	Factor   float64 // scaling factor
+	Theta float64
+	Type  string // "default", "linear", "dynamic", "llama3", "yarn", "longrope"
+	// Factor is the context scaling factor: the divisor of the inverse
+	// frequencies (linear, llama3's low frequencies, yarn's interpolation),
+	// dynamic NTK's growth rate, and the argument of yarn's and longrope's
+	// default attention factor (longrope: max_position_embeddings /
+	// original_max_position_embeddings unless config.json gives factor).
+	Factor   float64
 	LowFreq  float64 // llama3 low_freq_factor
 	HighFreq float64 // llama3 high_freq_factor
-	OrigMax  int     // llama3 original_max_position_embeddings
+	// OrigMax is the pretraining context length,
+	// original_max_position_embeddings (llama3, yarn, longrope; dynamic:
+	// max_position_embeddings).
+	OrigMax int
+	// BetaFast and BetaSlow bound yarn's ramp between extrapolated and
+	// interpolated frequencies, in rotations over OrigMax (beta_fast,
+	// beta_slow; 0: Hugging Face's defaults 32 and 1).
+	BetaFast, BetaSlow float64
+	// MScale and MScaleAllDim are yarn's mscale and mscale_all_dim (0: not
+	// given); see attentionScale.
+	MScale, MScaleAllDim float64
+	// NoTruncate is yarn's truncate = false (gpt-oss): the ramp's bounds
+	// stay fractional instead of being rounded outwards to whole dimensions
+	// (false, the default, is Hugging Face's truncate = true).
+	NoTruncate bool
+	// AttnFactor is attention_factor as config.json gives it (yarn,
+	// longrope); 0 derives it from Factor (attentionScale).
+	AttnFactor float64
+	// Factors holds longrope's per-frequency divisors (nil for the other
+	// types).
+	Factors *LongRoPEFactors
 	// Dims is the number of leading dimensions of each head that are
 	// rotated (partial_rotary_factor·head_dim); 0 rotates the whole head.
 	Dims int
+}
+
+// LongRoPEFactors are LongRoPE's divisors of the inverse frequencies, one
+// per rotated pair: Short (short_factor) for passes of at most OrigMax
+// positions, Long (long_factor) for longer ones.
+type LongRoPEFactors struct {
+	Short, Long []float64
 }
 
 // dims returns the rotated dimensions of a head of width dh.
@@ -140,28 +174,34 @@ type rawConfig struct {
 	ModelType     string   `json:"model_type"`
 	Architectures []string `json:"architectures"`
 
-	HiddenSize        *int     `json:"hidden_size"`
-	NumLayers         *int     `json:"num_hidden_layers"`
-	NumHeads          *int     `json:"num_attention_heads"`
-	NumKVHeads        *int     `json:"num_key_value_heads"`
-	HeadDim           *int     `json:"head_dim"`
-	Intermediate      *int     `json:"intermediate_size"`
-	VocabSize         *int     `json:"vocab_size"`
-	MaxPos            *int     `json:"max_position_embeddings"`
-	RMSNormEps        *float64 `json:"rms_norm_eps"`
-	HiddenAct         string   `json:"hidden_act"`
-	RopeTheta         *float64 `json:"rope_theta"`
-	RopeScaling       json.RawMessage
-	TieWordEmbeddings *bool  `json:"tie_word_embeddings"`
-	AttentionBias     bool   `json:"attention_bias"`
-	MLPBias           bool   `json:"mlp_bias"`
-	SlidingWindow     *int   `json:"sliding_window"`
-	UseSlidingWindow  *bool  `json:"use_sliding_window"`
-	TorchDType        string `json:"torch_dtype"`
-	Headwise          *bool  `json:"headwise_attn_output_gate"`
-	Elementwise       *bool  `json:"elementwise_attn_output_gate"`
-	UseQKNorm         *bool  `json:"use_qk_norm"`
-	QKVBias           *bool  `json:"qkv_bias"`
+	HiddenSize   *int     `json:"hidden_size"`
+	NumLayers    *int     `json:"num_hidden_layers"`
+	NumHeads     *int     `json:"num_attention_heads"`
+	NumKVHeads   *int     `json:"num_key_value_heads"`
+	HeadDim      *int     `json:"head_dim"`
+	Intermediate *int     `json:"intermediate_size"`
+	VocabSize    *int     `json:"vocab_size"`
+	MaxPos       *int     `json:"max_position_embeddings"`
+	RMSNormEps   *float64 `json:"rms_norm_eps"`
+	HiddenAct    string   `json:"hidden_act"`
+	RopeTheta    *float64 `json:"rope_theta"`
+	RopeScaling  json.RawMessage
+	// transformers 5's RoPE object (rope_theta, partial_rotary_factor and
+	// the scaling fields inside), and the top-level fields Phi-3 keeps
+	// beside it; see rawConfig.rope.
+	RopeParameters    json.RawMessage `json:"rope_parameters"`
+	PartialRotary     json.RawMessage `json:"partial_rotary_factor"`
+	OrigMaxPositions  json.RawMessage `json:"original_max_position_embeddings"`
+	TieWordEmbeddings *bool           `json:"tie_word_embeddings"`
+	AttentionBias     bool            `json:"attention_bias"`
+	MLPBias           bool            `json:"mlp_bias"`
+	SlidingWindow     *int            `json:"sliding_window"`
+	UseSlidingWindow  *bool           `json:"use_sliding_window"`
+	TorchDType        string          `json:"torch_dtype"`
+	Headwise          *bool           `json:"headwise_attn_output_gate"`
+	Elementwise       *bool           `json:"elementwise_attn_output_gate"`
+	UseQKNorm         *bool           `json:"use_qk_norm"`
+	QKVBias           *bool           `json:"qkv_bias"`
 
 	// GPT-2
 	NEmbd             *int     `json:"n_embd"`
@@ -391,58 +431,256 @@ func (c *Config) fromDecoder(r *rawConfig, slidingByDefault bool) error {
 			}
 		}
 	}
-	c.RoPE.Theta = 10000
-	if r.RopeTheta != nil {
-		c.RoPE.Theta = *r.RopeTheta
-	}
-	if c.RoPE.Theta <= 0 || math.IsNaN(c.RoPE.Theta) {
-		return fmt.Errorf("rope_theta %v must be positive", c.RoPE.Theta)
-	}
-	return c.RoPE.parseScaling(r.RopeScaling, c.MaxPos)
+	c.RoPE, err = r.rope(c.MaxPos, c.DHead)
+	return err
 }
 
-func (rc *RoPEConfig) parseScaling(raw json.RawMessage, maxPos int) error {
-	rc.Type, rc.Factor = "default", 1
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	var s struct {
-		Type     string   `json:"type"`
-		RopeType string   `json:"rope_type"`
-		Factor   *float64 `json:"factor"`
-		Low      *float64 `json:"low_freq_factor"`
-		High     *float64 `json:"high_freq_factor"`
-		OrigMax  *int     `json:"original_max_position_embeddings"`
-	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return fmt.Errorf("field rope_scaling: %v", err)
-	}
-	t := s.RopeType
-	if t == "" {
-		t = s.Type
-	}
-	rc.Type = t
-	switch t {
-	case "default":
-		return nil
-	case "linear", "dynamic", "llama3":
-	default:
-		return fmt.Errorf("rope_scaling type %q is not supported (supported: default, linear, dynamic, llama3)", t)
-	}
-	if s.Factor == nil || *s.Factor <= 0 {
-		return fmt.Errorf("rope_scaling.factor must be given and positive for type %q", t)
-	}
-	rc.Factor = *s.Factor
-	if t == "llama3" {
-		if s.Low == nil || s.High == nil || s.OrigMax == nil {
-			return fmt.Errorf("rope_scaling type llama3 needs low_freq_factor, high_freq_factor and original_max_position_embeddings")
+// defaultRopeTheta is the RoPE base when config.json gives none
+// (transformers' RotaryEmbeddingConfigMixin.default_theta).
+const defaultRopeTheta = 10000
+
+// ropeTypes are the rope types rope.go computes, for messages.
+const ropeTypes = "default, linear, dynamic, llama3, yarn, longrope"
+
+// rope reads the RoPE of config.json as transformers 5 standardises it
+// (RotaryEmbeddingConfigMixin), for a head of dh dimensions:
+//
+//   - the parameters are rope_scaling when it is a non-empty object (the
+//     form before transformers 5, beside a top-level rope_theta), else
+//     rope_parameters (transformers 5: rope_theta inside); one object for
+//     all layers (a per-layer-type object is refused here);
+//   - rope_theta: the object's, else the top-level one, else 10000;
+//   - rope_type (or type): default when absent;
+//   - partial_rotary_factor f: the object's, else the top-level one; the
+//     first int(f·dh) dimensions of each head are rotated (an even number
+//     ≥ 2), for every rope type and family (transformers' scaled types all
+//     read it; its Llama-layout default RoPE alone ignores it, a
+//     combination no released Llama-layout checkpoint has);
+//   - original_max_position_embeddings (llama3, yarn, longrope): the
+//     top-level field when config.json has one (Phi-3 keeps it there, and
+//     transformers gives it priority), else the object's, else
+//     max_position_embeddings;
+//   - per type: factor (linear, dynamic, llama3, yarn: required; yarn's
+//     null and longrope's absent factor mean max_position_embeddings /
+//     original_max_position_embeddings), low_freq_factor and
+//     high_freq_factor (llama3), attention_factor, beta_fast, beta_slow,
+//     mscale, mscale_all_dim, truncate (yarn), short_factor and long_factor
+//     (longrope: one positive number per rotated pair, int(f·dh)/2).
+//
+// Unknown rope types and malformed fields are refused with the field's
+// name; fields a type does not read are ignored, as transformers does.
+func (r *rawConfig) rope(maxPos, dh int) (RoPEConfig, error) {
+	rc := RoPEConfig{Theta: defaultRopeTheta, Type: "default", Factor: 1}
+	obj := func(name string, data json.RawMessage) (map[string]json.RawMessage, error) {
+		var m map[string]json.RawMessage
+		if len(data) == 0 || string(data) == "null" {
+			return nil, nil
 		}
-		rc.LowFreq, rc.HighFreq, rc.OrigMax = *s.Low, *s.High, *s.OrigMax
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("field %s: want an object: %v", name, err)
+		}
+		return m, nil
 	}
-	if t == "dynamic" {
+	field := "rope_scaling"
+	m, err := obj(field, r.RopeScaling)
+	if err != nil {
+		return rc, err
+	}
+	if len(m) == 0 {
+		field = "rope_parameters"
+		if m, err = obj(field, r.RopeParameters); err != nil {
+			return rc, err
+		}
+	}
+	for _, lt := range []string{"full_attention", "sliding_attention"} {
+		if _, ok := m[lt]; ok {
+			return rc, fmt.Errorf("field %s: one RoPE per layer type (%s) is not supported for model_type %q; give one set of parameters for all layers", field, lt, r.ModelType)
+		}
+	}
+	// number reads an optional finite number; name is the field's full name.
+	number := func(name string, raw json.RawMessage) (float64, bool, error) {
+		if len(raw) == 0 || string(raw) == "null" {
+			return 0, false, nil
+		}
+		var v float64
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return 0, false, fmt.Errorf("field %s: want a number, got %s", name, raw)
+		}
+		return v, true, nil
+	}
+	get := func(key string) (float64, bool, error) { return number(field+"."+key, m[key]) }
+	positive := func(key string, v float64) error {
+		if !(v > 0) {
+			return fmt.Errorf("%s.%s = %v must be positive", field, key, v)
+		}
+		return nil
+	}
+
+	if v, ok, err := get("rope_theta"); err != nil {
+		return rc, err
+	} else if ok {
+		if err := positive("rope_theta", v); err != nil {
+			return rc, err
+		}
+		rc.Theta = v
+	} else if r.RopeTheta != nil {
+		rc.Theta = *r.RopeTheta
+		if !(rc.Theta > 0) || math.IsInf(rc.Theta, 0) {
+			return rc, fmt.Errorf("rope_theta %v must be positive", rc.Theta)
+		}
+	}
+	for _, key := range []string{"rope_type", "type"} {
+		if raw, ok := m[key]; ok && string(raw) != "null" {
+			if err := json.Unmarshal(raw, &rc.Type); err != nil {
+				return rc, fmt.Errorf("field %s.%s: want a string, got %s", field, key, raw)
+			}
+			break
+		}
+	}
+
+	// partial rotary: the object's factor, else the top-level one
+	pname, praw := field+".partial_rotary_factor", m["partial_rotary_factor"]
+	if len(praw) == 0 || string(praw) == "null" {
+		pname, praw = "partial_rotary_factor", r.PartialRotary
+	}
+	if f, ok, err := number(pname, praw); err != nil {
+		return rc, err
+	} else if ok {
+		rd := int(float64(dh) * f)
+		if !(f > 0 && f <= 1) || rd < 2 || rd%2 != 0 {
+			return rc, fmt.Errorf("%s %v: need 0 < factor ≤ 1 giving an even number ≥ 2 of rotated dimensions of head_dim %d (got %d)", pname, f, dh, rd)
+		}
+		if rd < dh {
+			rc.Dims = rd
+		}
+	}
+
+	switch rc.Type {
+	case "default":
+		return rc, nil
+	case "linear", "dynamic", "llama3", "yarn", "longrope":
+	default:
+		return rc, fmt.Errorf("%s.rope_type %q is not supported (supported: %s)", field, rc.Type, ropeTypes)
+	}
+
+	// original_max_position_embeddings: top level first, as transformers
+	switch rc.Type {
+	case "dynamic":
 		rc.OrigMax = maxPos
+	case "llama3", "yarn", "longrope":
+		oname, oraw := "original_max_position_embeddings", r.OrigMaxPositions
+		if len(oraw) == 0 || string(oraw) == "null" {
+			oname, oraw = field+".original_max_position_embeddings", m["original_max_position_embeddings"]
+		}
+		rc.OrigMax = maxPos
+		if v, ok, err := number(oname, oraw); err != nil {
+			return rc, err
+		} else if ok {
+			if !(v >= 1) || v != math.Trunc(v) || v > math.MaxInt32 {
+				return rc, fmt.Errorf("%s = %v must be a positive integer", oname, v)
+			}
+			rc.OrigMax = int(v)
+		}
 	}
-	return nil
+
+	// factor: required but for longrope; yarn's null and longrope's absent
+	// factor are the ratio of the context lengths
+	f, ok, err := get("factor")
+	if err != nil {
+		return rc, err
+	}
+	_, given := m["factor"]
+	switch {
+	case ok:
+		if err := positive("factor", f); err != nil {
+			return rc, err
+		}
+		rc.Factor = f
+	case rc.Type == "longrope" || (rc.Type == "yarn" && given):
+		rc.Factor = float64(maxPos) / float64(rc.OrigMax)
+	default:
+		return rc, fmt.Errorf("field %s.factor is missing (needed for rope_type %s)", field, rc.Type)
+	}
+
+	switch rc.Type {
+	case "llama3":
+		for _, p := range []struct {
+			key string
+			dst *float64
+		}{{"low_freq_factor", &rc.LowFreq}, {"high_freq_factor", &rc.HighFreq}} {
+			v, ok, err := get(p.key)
+			if err != nil {
+				return rc, err
+			}
+			if !ok {
+				return rc, fmt.Errorf("field %s.%s is missing (needed for rope_type llama3)", field, p.key)
+			}
+			if err := positive(p.key, v); err != nil {
+				return rc, err
+			}
+			*p.dst = v
+		}
+	case "yarn":
+		for _, p := range []struct {
+			key string
+			dst *float64
+			min float64 // smallest value allowed (beta 0: the default)
+		}{{"beta_fast", &rc.BetaFast, 0}, {"beta_slow", &rc.BetaSlow, 0}, {"mscale", &rc.MScale, math.Inf(-1)}, {"mscale_all_dim", &rc.MScaleAllDim, math.Inf(-1)}} {
+			v, _, err := get(p.key)
+			if err != nil {
+				return rc, err
+			}
+			if v < p.min {
+				return rc, fmt.Errorf("%s.%s = %v must not be negative", field, p.key, v)
+			}
+			*p.dst = v
+		}
+		if raw, ok := m["truncate"]; ok && string(raw) != "null" {
+			var t bool
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return rc, fmt.Errorf("field %s.truncate: want true or false, got %s", field, raw)
+			}
+			rc.NoTruncate = !t
+		}
+	case "longrope":
+		half := rc.dims(dh) / 2
+		var fs LongRoPEFactors
+		for _, p := range []struct {
+			key string
+			dst *[]float64
+		}{{"short_factor", &fs.Short}, {"long_factor", &fs.Long}} {
+			raw, ok := m[p.key]
+			if !ok || string(raw) == "null" {
+				return rc, fmt.Errorf("field %s.%s is missing (needed for rope_type longrope)", field, p.key)
+			}
+			if err := json.Unmarshal(raw, p.dst); err != nil {
+				return rc, fmt.Errorf("field %s.%s: want a list of numbers: %v", field, p.key, err)
+			}
+			if len(*p.dst) != half {
+				return rc, fmt.Errorf("%s.%s has %d entries, want %d (one per rotated pair: %d rotated dimensions of head_dim %d)", field, p.key, len(*p.dst), half, rc.dims(dh), dh)
+			}
+			for i, v := range *p.dst {
+				if !(v > 0) {
+					return rc, fmt.Errorf("%s.%s[%d] = %v must be positive", field, p.key, i, v)
+				}
+			}
+		}
+		rc.Factors = &fs
+	}
+	if rc.Type == "yarn" || rc.Type == "longrope" {
+		if v, ok, err := get("attention_factor"); err != nil {
+			return rc, err
+		} else if ok {
+			if err := positive("attention_factor", v); err != nil {
+				return rc, err
+			}
+			rc.AttnFactor = v
+		}
+		if a := rc.attentionScale(); !(a > 0) || math.IsInf(a, 0) {
+			return rc, fmt.Errorf("%s: the attention factor derived from factor %v, mscale %v and mscale_all_dim %v is %v; it must be positive and finite", field, rc.Factor, rc.MScale, rc.MScaleAllDim, a)
+		}
+	}
+	return rc, nil
 }
 
 func (c *Config) fromGPT2(r *rawConfig) error {

@@ -1,8 +1,8 @@
 package model
 
 import (
-	"encoding/json"
 	"fmt"
+	"math"
 )
 
 // loadDecoder reads the weights of the Hugging Face decoder families that
@@ -160,15 +160,53 @@ func decoderHFConfig(c *Config, modelType, class string) map[string]any {
 		"hidden_act": c.Act, "rope_theta": c.RoPE.Theta, "tie_word_embeddings": c.TiedHead,
 		"torch_dtype": "float32", "rope_scaling": nil,
 	}
-	if c.RoPE.Type != "" && c.RoPE.Type != "default" {
-		rs := map[string]any{"rope_type": c.RoPE.Type, "factor": c.RoPE.Factor}
-		if c.RoPE.Type == "llama3" {
-			rs["low_freq_factor"], rs["high_freq_factor"] = c.RoPE.LowFreq, c.RoPE.HighFreq
-			rs["original_max_position_embeddings"] = c.RoPE.OrigMax
-		}
-		m["rope_scaling"] = rs
+	rc := c.RoPE
+	if rc.Dims > 0 {
+		m["partial_rotary_factor"] = partialRotaryFactor(rc.Dims, c.DHead)
 	}
+	if rc.Type == "" || rc.Type == "default" {
+		return m
+	}
+	// rope_scaling as transformers before 5 wrote it (5 reads it too), with
+	// every field config.json gave; the pretraining length also at the top
+	// level, where Phi-3's config class would otherwise supply its default.
+	rs := map[string]any{"rope_type": rc.Type, "factor": rc.Factor}
+	switch rc.Type {
+	case "llama3":
+		rs["low_freq_factor"], rs["high_freq_factor"] = rc.LowFreq, rc.HighFreq
+	case "yarn":
+		for k, v := range map[string]float64{"beta_fast": rc.BetaFast, "beta_slow": rc.BetaSlow, "mscale": rc.MScale, "mscale_all_dim": rc.MScaleAllDim} {
+			if v != 0 {
+				rs[k] = v
+			}
+		}
+		if rc.NoTruncate {
+			rs["truncate"] = false
+		}
+	case "longrope":
+		rs["short_factor"], rs["long_factor"] = rc.Factors.Short, rc.Factors.Long
+	}
+	if rc.AttnFactor != 0 {
+		rs["attention_factor"] = rc.AttnFactor
+	}
+	if rc.Type == "llama3" || rc.Type == "yarn" || rc.Type == "longrope" {
+		rs["original_max_position_embeddings"] = rc.OrigMax
+		m["original_max_position_embeddings"] = rc.OrigMax
+	}
+	m["rope_scaling"] = rs
 	return m
+}
+
+// partialRotaryFactor returns the partial_rotary_factor f that a reader
+// turns back into rd rotated dimensions of dh, int(dh·f) = rd: rd/dh, or the
+// next float64 above it where dh·(rd/dh) rounds below rd (44·(30/44) gives
+// 29.999…).
+func partialRotaryFactor(rd, dh int) float64 {
+	f := float64(rd) / float64(dh)
+	if int(float64(dh)*f) != rd {
+		f = math.Nextafter(f, 2)
+	}
+	return f
 }
 
 // smallDecoder returns the config.json fields of a small Llama-layout model:
@@ -182,85 +220,4 @@ func smallDecoder(s Size, modelType, class string) (map[string]any, error) {
 		DMLP: 3 * s.DModel, Vocab: s.Vocab, MaxPos: s.MaxPos, NormEps: 1e-6, Act: "silu", TiedHead: true,
 		RoPE: RoPEConfig{Theta: 10000, Type: "default", Factor: 1}}
 	return decoderHFConfig(c, modelType, class), nil
-}
-
-// withRopeParameters reads transformers 5's rope_parameters object into the
-// fields fromDecoder reads (rope_theta, rope_scaling), for the families
-// whose config.json is written that way (SmolLM3, Granite, Gemma,
-// GPT-NeoX): a non-empty rope_scaling object comes first, as in
-// transformers' RotaryEmbeddingConfigMixin, then rope_parameters; the base
-// is the object's rope_theta, else the top-level rope_theta, else
-// defaultTheta (the config class's default_theta: SmolLM3's is 2·10⁶).
-// It returns the partial_rotary_factor the object holds (0: none).
-func withRopeParameters(r *rawConfig, raw map[string]json.RawMessage, defaultTheta float64) (partial float64, err error) {
-	field, obj := "rope_scaling", raw["rope_scaling"]
-	if len(obj) == 0 || string(obj) == "null" || string(obj) == "{}" {
-		field, obj = "rope_parameters", raw["rope_parameters"]
-	}
-	if len(obj) == 0 || string(obj) == "null" {
-		if r.RopeTheta == nil {
-			r.RopeTheta = &defaultTheta
-		}
-		return 0, nil
-	}
-	var perType map[string]json.RawMessage
-	if json.Unmarshal(obj, &perType) == nil {
-		for _, lt := range []string{"full_attention", "sliding_attention"} {
-			if _, ok := perType[lt]; ok {
-				return 0, fmt.Errorf("field %s: one RoPE per layer type (%s) is not supported for model_type %q; give one set of parameters for all layers", field, lt, r.ModelType)
-			}
-		}
-	}
-	var e struct {
-		Theta   *float64 `json:"rope_theta"`
-		Partial *float64 `json:"partial_rotary_factor"`
-		Type    string   `json:"rope_type"`
-		OldType string   `json:"type"`
-	}
-	if err := json.Unmarshal(obj, &e); err != nil {
-		return 0, fmt.Errorf("field %s: want an object with numeric rope_theta and partial_rotary_factor: %v", field, err)
-	}
-	switch {
-	case e.Theta != nil:
-		r.RopeTheta = e.Theta
-	case r.RopeTheta == nil:
-		r.RopeTheta = &defaultTheta
-	}
-	if e.Type == "" {
-		e.Type = e.OldType
-	}
-	switch e.Type {
-	case "", "default", "linear", "dynamic", "llama3":
-	default:
-		return 0, fmt.Errorf("%s.rope_type %q is not supported (supported: default, linear, dynamic, llama3)", field, e.Type)
-	}
-	r.RopeScaling = nil // the base alone: no scaling
-	if e.Type != "" && e.Type != "default" {
-		r.RopeScaling = obj
-	}
-	if e.Partial != nil {
-		if !(*e.Partial > 0 && *e.Partial <= 1) {
-			return 0, fmt.Errorf("%s.partial_rotary_factor = %v must be in (0, 1]", field, *e.Partial)
-		}
-		partial = *e.Partial
-	}
-	return partial, nil
-}
-
-// rotaryDims is the number of rotated dimensions of a head of dh for a
-// partial_rotary_factor f (0: none given, the whole head; RoPEConfig.Dims
-// is then 0): int(dh·f), as Hugging Face truncates it, which must be even
-// and at least 2.
-func rotaryDims(f float64, dh int, field string) (int, error) {
-	if f == 0 {
-		return 0, nil
-	}
-	rd := int(float64(dh) * f)
-	if rd < 2 || rd%2 != 0 {
-		return 0, fmt.Errorf("%s %v of head_dim %d rotates %d dimensions: need an even number ≥ 2", field, f, dh, rd)
-	}
-	if rd == dh {
-		return 0, nil
-	}
-	return rd, nil
 }

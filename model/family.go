@@ -126,6 +126,7 @@ var families = []*family{
 	gatedFamily, qwen3Family, qwen2Family, llamaFamily, gpt2Family,
 	qwen35Family,
 	gemma2Family, gemma3Family,
+	olmo2Family, olmo3Family, phi3Family,
 	smollm3Family, graniteFamily, gemmaFamily, gptNeoXFamily,
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,6 +67,9 @@ func FuzzParseConfig(f *testing.F) {
 			c2.MaxPos != c.MaxPos || c2.Gate != c.Gate {
 			t.Fatalf("round trip changed the shapes: %+v became %+v", *c, *c2)
 		}
+		if !reflect.DeepEqual(c2.RoPE, c.RoPE) {
+			t.Fatalf("round trip changed the RoPE: %+v became %+v (written as %s)", c.RoPE, c2.RoPE, again)
+		}
 	})
 }
 
@@ -100,9 +104,6 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	if c.NoRoPE != nil && len(c.NoRoPE) != c.Layers || c.SlidingLayers != nil && len(c.SlidingLayers) != c.Layers {
 		t.Fatalf("per-layer settings of %d (NoRoPE) and %d (SlidingLayers) entries for %d layers", len(c.NoRoPE), len(c.SlidingLayers), c.Layers)
 	}
-	if d := c.RoPE.Dims; d != 0 && (d < 2 || d%2 != 0 || d >= c.DHead) {
-		t.Fatalf("%d rotated dimensions of a head of %d accepted", d, c.DHead)
-	}
 	for _, x := range []float64{c.AttnScale, float64(c.EmbedScale), float64(c.ResidScale), float64(c.LogitDivisor)} {
 		if x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
 			t.Fatalf("multiplier %v accepted (score scale %v, embedding %v, residual %v, logit divisor %v)", x, c.AttnScale, c.EmbedScale, c.ResidScale, c.LogitDivisor)
@@ -117,6 +118,20 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	if c.RoPE.Type != "" && c.RoPE.Type != "default" && !(c.RoPE.Factor > 0) {
 		t.Fatalf("rope_scaling factor %v accepted for type %q", c.RoPE.Factor, c.RoPE.Type)
 	}
+	if rc := c.RoPE; rc.Type == "yarn" || rc.Type == "longrope" || rc.Type == "llama3" {
+		if s := rc.attentionScale(); rc.OrigMax <= 0 || !(s > 0) || math.IsInf(s, 0) {
+			t.Fatalf("RoPE %+v accepted: original length %d, attention factor %v", rc, rc.OrigMax, s)
+		}
+	}
+	if rc := c.RoPE; rc.Dims != 0 && (rc.Dims < 2 || rc.Dims%2 != 0 || rc.Dims >= c.DHead) {
+		t.Fatalf("%d rotated dimensions of head_dim %d accepted", rc.Dims, c.DHead)
+	}
+	if rc := c.RoPE; rc.Type == "longrope" {
+		half := rc.dims(c.DHead) / 2
+		if rc.Factors == nil || len(rc.Factors.Short) != half || len(rc.Factors.Long) != half {
+			t.Fatalf("longrope factors %+v accepted for %d rotated pairs", rc.Factors, half)
+		}
+	}
 }
 
 // notYet lists the golden configs of families this package does not run
@@ -125,7 +140,7 @@ func checkParsedConfig(t *testing.T, c *Config) {
 var notYet = map[string]bool{
 	"golden_falcon_h1": true, "golden_gemma4_text": true,
 	"golden_gpt_oss": true, "golden_gpt_oss_mxfp4": true, "golden_mamba2": true,
-	"golden_mixtral": true, "golden_olmo2": true, "golden_olmo3": true, "golden_olmoe": true, "golden_phi3": true,
+	"golden_mixtral": true, "golden_olmoe": true,
 	"golden_qwen3_moe": true, "golden_rwkv7": true,
 }
 

@@ -154,7 +154,7 @@ func parseGemma(c *Config, cf *configFile, d *gemmaDefaults) error {
 		return err
 	}
 	// RoPE and the window are per layer type: read below.
-	r.RopeTheta, r.RopeScaling, r.SlidingWindow = nil, nil, nil
+	r.RopeTheta, r.RopeScaling, r.RopeParameters, r.SlidingWindow = nil, nil, nil, nil
 	if err := c.fromDecoder(&r, false); err != nil {
 		return err
 	}
@@ -561,15 +561,8 @@ var gemmaFamily = &family{
 		if err != nil {
 			return err
 		}
-		partial, err := withRopeParameters(&r, cf.raw, gemma1Defaults.theta)
-		if err != nil {
-			return err
-		}
 		r.SlidingWindow = nil // Gemma 1 has none
 		if err := c.fromDecoder(&r, false); err != nil {
-			return err
-		}
-		if c.RoPE.Dims, err = rotaryDims(partial, c.DHead, "partial_rotary_factor"); err != nil {
 			return err
 		}
 		c.QKVBias, c.OBias = r.AttentionBias, r.AttentionBias

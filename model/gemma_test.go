@@ -588,8 +588,8 @@ func TestGemma1Config(t *testing.T) {
 		{"activation", func(m map[string]any) { m["hidden_act"] = "gelu_quick" }, `hidden_act "gelu_quick" is not supported`},
 		{"bidirectional", func(m map[string]any) { m["use_bidirectional_attention"] = true }, "use_bidirectional_attention = true"},
 		{"rope type", func(m map[string]any) {
-			m["rope_parameters"] = map[string]any{"rope_type": "longrope", "rope_theta": 1e4}
-		}, `rope_parameters.rope_type "longrope" is not supported`},
+			m["rope_parameters"] = map[string]any{"rope_type": "ntk", "rope_theta": 1e4}
+		}, `rope_parameters.rope_type "ntk" is not supported`},
 		{"kv heads", func(m map[string]any) { m["num_key_value_heads"] = 3 }, "num_attention_heads 4 is not a multiple of num_key_value_heads 3"},
 	})
 }

@@ -217,14 +217,14 @@ func TestGoldenParity(t *testing.T) {
 			checkClose(t, "hidden.0", embed, g.f32(t, "hidden.0"))
 			for l := 0; l < c.Layers; l++ {
 				key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
-				// the residual stream after layer l: resid_post.{l} in the
-				// later cases, hidden.{l+1} (output_hidden_states) in the
-				// earlier ones
-				resid := key("resid_post")
-				if !g.has(resid) {
-					resid = fmt.Sprintf("hidden.%d", l+1)
+				// the stream after block l: hidden.{l+1} in the earlier
+				// cases, resid_post.{l} in issue 27's (whose hidden.{l+1}
+				// would be the final norm's output after the last block)
+				post := fmt.Sprintf("hidden.%d", l+1)
+				if g.has(key("resid_post")) {
+					post = key("resid_post")
 				}
-				checkClose(t, resid, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, resid))
+				checkClose(t, post, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, post))
 				if c.DeltaNet != nil && c.DeltaNet.Linear[l] {
 					// a Gated DeltaNet layer: the recurrence's inputs and outputs
 					for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {

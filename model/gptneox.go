@@ -65,12 +65,11 @@ func parseGPTNeoX(c *Config, cf *configFile) error {
 	r := cf.r
 	// the earlier names of the RoPE base and of the rotated fraction
 	var old struct {
-		Base   *float64 `json:"rotary_emb_base"`
-		Pct    *float64 `json:"rotary_pct"`
-		Factor *float64 `json:"partial_rotary_factor"`
-		Eps    *float64 `json:"layer_norm_eps"`
-		Par    *bool    `json:"use_parallel_residual"`
-		Bias   *bool    `json:"attention_bias"`
+		Base *float64 `json:"rotary_emb_base"`
+		Pct  *float64 `json:"rotary_pct"`
+		Eps  *float64 `json:"layer_norm_eps"`
+		Par  *bool    `json:"use_parallel_residual"`
+		Bias *bool    `json:"attention_bias"`
 	}
 	if err := json.Unmarshal(cf.data, &old); err != nil {
 		return fmt.Errorf("GPT-NeoX fields (rotary_emb_base, rotary_pct, partial_rotary_factor, layer_norm_eps, use_parallel_residual, attention_bias): %v", err)
@@ -78,24 +77,16 @@ func parseGPTNeoX(c *Config, cf *configFile) error {
 	if old.Base != nil {
 		r.RopeTheta = old.Base
 	}
-	partial, err := withRopeParameters(&r, cf.raw, 10000)
-	if err != nil {
-		return err
-	}
-	field := "rope_parameters.partial_rotary_factor"
-	for _, f := range []struct {
-		name string
-		v    *float64
-	}{{"rotary_pct", old.Pct}, {"partial_rotary_factor", old.Factor}} {
-		if partial == 0 && f.v != nil {
-			if !(*f.v > 0 && *f.v <= 1) {
-				return fmt.Errorf("%s = %v must be in (0, 1]", f.name, *f.v)
+	// the rotated fraction: rope_parameters' (fromDecoder), else
+	// partial_rotary_factor, else rotary_pct, else 0.25
+	if len(r.PartialRotary) == 0 || string(r.PartialRotary) == "null" {
+		r.PartialRotary = json.RawMessage("0.25")
+		if old.Pct != nil {
+			if !(*old.Pct > 0 && *old.Pct <= 1) {
+				return fmt.Errorf("rotary_pct = %v must be in (0, 1]", *old.Pct)
 			}
-			partial, field = *f.v, f.name
+			r.PartialRotary, _ = json.Marshal(*old.Pct)
 		}
-	}
-	if partial == 0 {
-		partial, field = 0.25, "partial_rotary_factor (default 0.25)"
 	}
 	if r.HiddenAct == "" {
 		r.HiddenAct = "gelu"
@@ -104,9 +95,6 @@ func parseGPTNeoX(c *Config, cf *configFile) error {
 	// own, nor a window
 	r.NumKVHeads, r.HeadDim, r.SlidingWindow = nil, nil, nil
 	if err := c.fromDecoder(&r, false); err != nil {
-		return err
-	}
-	if c.RoPE.Dims, err = rotaryDims(partial, c.DHead, field); err != nil {
 		return err
 	}
 	c.NormEps = 1e-5

@@ -97,9 +97,9 @@ func TestGPTNeoXConfig(t *testing.T) {
 	}
 	checkRefused(t, "gpt_neox", []refusal{
 		{"rotary_pct 0", func(m map[string]any) { delete(m, "rope_parameters"); m["rotary_pct"] = 0 }, "rotary_pct = 0 must be in (0, 1]"},
-		{"factor above 1", func(m map[string]any) { m["rope_parameters"].(map[string]any)["partial_rotary_factor"] = 1.5 }, "rope_parameters.partial_rotary_factor = 1.5 must be in (0, 1]"},
-		{"odd rotated dims", func(m map[string]any) { m["rope_parameters"].(map[string]any)["partial_rotary_factor"] = 0.1875 }, "rotates 3 dimensions"},
-		{"rope type", func(m map[string]any) { m["rope_parameters"].(map[string]any)["rope_type"] = "yarn" }, `rope_parameters.rope_type "yarn" is not supported`},
+		{"factor above 1", func(m map[string]any) { m["rope_parameters"].(map[string]any)["partial_rotary_factor"] = 1.5 }, "rope_parameters.partial_rotary_factor 1.5: need 0 < factor ≤ 1"},
+		{"odd rotated dims", func(m map[string]any) { m["rope_parameters"].(map[string]any)["partial_rotary_factor"] = 0.1875 }, "of head_dim 16 (got 3)"},
+		{"rope type", func(m map[string]any) { m["rope_parameters"].(map[string]any)["rope_type"] = "ntk" }, `rope_parameters.rope_type "ntk" is not supported`},
 		{"activation", func(m map[string]any) { m["hidden_act"] = "gelu_10" }, `hidden_act "gelu_10" is not supported`},
 		{"heads", func(m map[string]any) { m["num_attention_heads"] = 5 }, "hidden_size 64 is not a multiple of num_attention_heads 5"},
 		{"parallel not a bool", func(m map[string]any) { m["use_parallel_residual"] = "yes" }, "use_parallel_residual"},

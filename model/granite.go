@@ -57,19 +57,13 @@ var graniteFamily = &family{
 func parseGranite(c *Config, cf *configFile) error {
 	c.ModelType, c.DType = cf.r.ModelType, cf.dtype()
 	r := cf.r
-	partial, err := withRopeParameters(&r, cf.raw, 10000)
-	if err != nil {
-		return err
-	}
 	if err := c.fromDecoder(&r, false); err != nil {
-		return err
-	}
-	if c.RoPE.Dims, err = rotaryDims(partial, c.DHead, "partial_rotary_factor"); err != nil {
 		return err
 	}
 	c.TiedHead = r.TieWordEmbeddings != nil && *r.TieWordEmbeddings // GraniteConfig: untied
 	c.QKVBias, c.OBias, c.MLPBias = r.AttentionBias, r.AttentionBias, r.MLPBias
 	mult := map[string]float64{}
+	var err error
 	for _, name := range []string{"embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"} {
 		if mult[name], err = optNumber(cf.raw, name, 1, false); err != nil {
 			return err

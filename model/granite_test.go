@@ -65,7 +65,7 @@ func TestGraniteConfig(t *testing.T) {
 		{"logits string", func(m map[string]any) { m["logits_scaling"] = "4" }, "field logits_scaling: want a number"},
 		{"logits huge", func(m map[string]any) { m["logits_scaling"] = 1e300 }, "logits_scaling = 1e+300 exceeds the float32 range"},
 		{"rope type", func(m map[string]any) {
-			m["rope_parameters"] = map[string]any{"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}
-		}, `rope_parameters.rope_type "yarn" is not supported`},
+			m["rope_parameters"] = map[string]any{"rope_type": "ntk", "factor": 4.0, "rope_theta": 1e4}
+		}, `rope_parameters.rope_type "ntk" is not supported`},
 	})
 }

@@ -71,16 +71,14 @@ var smollm3Family = &family{
 func parseSmolLM3(c *Config, cf *configFile) error {
 	c.ModelType, c.DType = cf.r.ModelType, cf.dtype()
 	r := cf.r
-	partial, err := withRopeParameters(&r, cf.raw, smolLM3Theta)
-	if err != nil {
-		return err
+	if r.RopeTheta == nil {
+		// the base where rope_parameters gives none either
+		theta := smolLM3Theta
+		r.RopeTheta = &theta
 	}
 	window := r.SlidingWindow
 	r.SlidingWindow = nil // per layer type: below
 	if err := c.fromDecoder(&r, false); err != nil {
-		return err
-	}
-	if c.RoPE.Dims, err = rotaryDims(partial, c.DHead, "partial_rotary_factor"); err != nil {
 		return err
 	}
 	c.QKVBias, c.OBias, c.MLPBias = r.AttentionBias, r.AttentionBias, r.MLPBias

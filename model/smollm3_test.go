@@ -107,11 +107,11 @@ func TestSmolLM3Config(t *testing.T) {
 		{"layer type", func(m map[string]any) {
 			m["layer_types"] = []string{"full_attention", "chunked_attention", "full_attention", "full_attention"}
 		}, `layer_types[1] = "chunked_attention" is not supported`},
-		{"rope type", func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "su", "rope_theta": 1e4} }, `rope_parameters.rope_type "su" is not supported`},
+		{"rope type", func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "ntk", "rope_theta": 1e4} }, `rope_parameters.rope_type "ntk" is not supported`},
 		{"rope per layer type", func(m map[string]any) {
 			m["rope_parameters"] = map[string]any{"full_attention": map[string]any{"rope_type": "default", "rope_theta": 1e4}}
 		}, "field rope_parameters: one RoPE per layer type (full_attention) is not supported"},
-		{"rope theta", func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 0} }, "rope_theta 0 must be positive"},
+		{"rope theta", func(m map[string]any) { m["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 0} }, "rope_parameters.rope_theta = 0 must be positive"},
 	})
 }
 

@@ -1,7 +1,23 @@
-// Package probes computes the Bayesian Filtering Transformer (BFT) filter
-// diagnostics of Long et al., "Precision Tracked Transformer via Kalman
-// Filtering, Kriging and Process Noise" (arXiv:2605.18832, "the paper"), from
-// the attention rows a model streams through hooks.AttnConsumer.
+// Package probes holds the per-row and per-pass diagnostics: each is a
+// pure function with its equation in its doc comment, and a consumer of the
+// streamed attention rows (hooks.AttnConsumer) or of hooked tensors that
+// applies it during a pass, keeping only small per-(layer, head, query)
+// results:
+//
+//   - BFT's filter diagnostics n_eff, S, λobs, K, BOS mass (diag.go,
+//     lambda.go, collector.go, below) and the gain-as-gate reading
+//     (kgate.go, gate.go);
+//   - attention sinks, entropy and fading (sinks.go), massive activations
+//     and their interventions (massive.go), retrieval heads (retrieval.go);
+//   - Gated DeltaNet read as a filter (gdn.go: β, decay, innovation, the
+//     exact effective-attention rows W);
+//   - the research families' own readouts: RFA, AFA, RT (rfa.go, afa.go,
+//     rt.go, bft.go).
+//
+// The Bayesian Filtering Transformer (BFT) filter diagnostics of Long et
+// al., "Precision Tracked Transformer via Kalman Filtering, Kriging and
+// Process Noise" (arXiv:2605.18832, "the paper") come from the attention
+// rows a model streams through hooks.AttnConsumer.
 //
 // For one query row t of one head, with attention weights α_j (j = 0..t) and
 // value vectors v_j ∈ R^d, the per-row quantities are

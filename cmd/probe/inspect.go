@@ -179,6 +179,16 @@ func cmdInspect(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if file, ok, err := checkpoint.FindGGUF(dir); err != nil || ok { // a GGUF file: its tensors' types and bytes per parameter
+		if err != nil {
+			return err
+		}
+		s, err := checkpoint.SummarizeGGUF(file)
+		if err != nil {
+			return err
+		}
+		return checkpoint.WriteGGUFSummary(w, s, *asJSON)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, os.ErrNotExist) {
 		if found := checkpointsUnder(dir); len(found) > 0 {
 			fmt.Fprintf(w, "%s holds no config.json; it is a folder of %d checkpoints (inspect one of them: probe inspect <folder>):\n", dir, len(found))

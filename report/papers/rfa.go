@@ -1,7 +1,11 @@
-// Package papers builds the analytic figures of the seed papers from their
-// formulas and parameters (package analytic), with no checkpoint: one
-// report.Report per paper, each figure with its caption, every parameter
-// and its source, and the numbers a reader would check.
+// Package papers builds the figures of the seed papers: the analytic ones
+// from their formulas and parameters (package analytic), one report.Report
+// per paper, each figure with its caption, every parameter and its source,
+// and the numbers a reader would check; and, where a figure is measured
+// on a model, from a checkpoint (rfa_checkpoint*.go: the RFA figures of a
+// trained checkpoint and its series; zoo.go: the zoo's perplexity
+// figures). (Issue 28 moves the model-running parts to package analysis,
+// leaving this package to draw.)
 //
 // Parameter provenance: the papers give few numbers for these figures;
 // where a value comes from the authors' public notebooks or is this tool's
