@@ -155,10 +155,14 @@ func loadGPTNeoX(m *Model, ld *loader) {
 // gptNeoXHFConfig returns the config.json of a GPT-NeoX model in
 // transformers 5's form (rope_parameters with partial_rotary_factor).
 func gptNeoXHFConfig(c *Config) map[string]any {
-	rope := map[string]any{"rope_type": c.RoPE.Type, "rope_theta": c.RoPE.Theta,
-		"partial_rotary_factor": float64(c.RoPE.dims(c.DHead)) / float64(c.DHead)}
-	if c.RoPE.Type != "default" {
-		rope["factor"] = c.RoPE.Factor
+	rope := map[string]any{"rope_type": "default", "rope_theta": c.RoPE.Theta,
+		"partial_rotary_factor": partialRotaryFactor(c.RoPE.dims(c.DHead), c.DHead)}
+	// a scaled RoPE's fields as the Llama layout writes them
+	// (rope_scaling), inside the one object GPTNeoXConfig reads
+	if rs, ok := decoderHFConfig(c, "", "")["rope_scaling"].(map[string]any); ok {
+		for k, v := range rs {
+			rope[k] = v
+		}
 	}
 	return map[string]any{
 		"model_type": "gpt_neox", "architectures": []string{"GPTNeoXForCausalLM"},

@@ -155,3 +155,27 @@ func TestGPTNeoXEarlierBuffers(t *testing.T) {
 	}
 	checkClose(t, "logits with the earlier buffers", out.Logits, g.f32(t, "logits"))
 }
+
+// TestGPTNeoXWritesItsRoPE: a GPT-NeoX configuration with partial rotary
+// and a scaled RoPE is written (one rope_parameters object, as
+// GPTNeoXConfig reads it) and read back the same.
+func TestGPTNeoXWritesItsRoPE(t *testing.T) {
+	for _, rc := range []RoPEConfig{
+		{Theta: 10000, Type: "default", Factor: 1, Dims: 4},
+		{Theta: 5e4, Type: "linear", Factor: 2, Dims: 6},
+		{Theta: 1e4, Type: "yarn", Factor: 4, OrigMax: 512, Dims: 8},
+	} {
+		c, err := SmallConfig(ArchGPTNeoX, Size{Layers: 2, DModel: 64, Heads: 4, KVHeads: 4, Vocab: 50, MaxPos: 2048})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.RoPE = rc
+		back, err := roundTrip(c.HFConfig())
+		if err != nil {
+			t.Fatalf("%+v: %v", rc, err)
+		}
+		if back.RoPE != c.RoPE || back.Residual != c.Residual || back.NormEps != c.NormEps {
+			t.Errorf("wrote RoPE %+v, residual %q, ε %v; read %+v, %q, %v", c.RoPE, c.Residual, c.NormEps, back.RoPE, back.Residual, back.NormEps)
+		}
+	}
+}
