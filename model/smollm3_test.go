@@ -86,6 +86,11 @@ func TestSmolLM3Config(t *testing.T) {
 			t.Errorf("layer %d: window %d; want 8 on the NoPE layers only", l, w)
 		}
 	}
+	back, err := roundTrip(c.HFConfig())
+	if err != nil || !slices.Equal(back.NoRoPE, c.NoRoPE) || !slices.Equal(back.SlidingLayers, c.SlidingLayers) || back.Sliding != c.Sliding || back.RoPE != c.RoPE {
+		t.Errorf("written back: %v; NoRoPE %v, sliding %v (%d), RoPE %+v; want %v, %v (%d), %+v",
+			err, back.NoRoPE, back.SlidingLayers, back.Sliding, back.RoPE, c.NoRoPE, c.SlidingLayers, c.Sliding, c.RoPE)
+	}
 	c, err = goldenConfigWith(t, "smollm3", func(m map[string]any) {
 		delete(m, "rope_parameters")
 		m["rope_theta"] = 5e6
