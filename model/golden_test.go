@@ -1,10 +1,12 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
@@ -180,6 +182,12 @@ func perQueryHead(v []float32, B, T, H, KV, dh int) []float32 {
 	return out
 }
 
+// embedScaleOutside lists the model_types whose reference applies
+// Config.EmbedScale outside its embedding module, so that the golden
+// hidden.0 (that module's output) is before it: Granite's
+// embedding_multiplier (Gemma's √D is inside: hidden.0 includes it).
+var embedScaleOutside = map[string]bool{"granite": true}
+
 func TestGoldenParity(t *testing.T) {
 	for _, name := range goldenCases(t) {
 		t.Run(name, func(t *testing.T) {
@@ -200,7 +208,15 @@ func TestGoldenParity(t *testing.T) {
 			}
 			checkClose(t, "logits", out.Logits, g.f32(t, "logits"))
 			checkClose(t, "final_norm", get("ln_final.hook_normalized"), g.f32(t, "final_norm"))
-			checkClose(t, "hidden.0", get("blocks.0.hook_resid_pre"), g.f32(t, "hidden.0"))
+			embed := get("blocks.0.hook_resid_pre")
+			if s := c.EmbedScale; s != 0 && embedScaleOutside[c.ModelType] {
+				// the reference's hidden.0 is before the multiplier
+				embed = append([]float32(nil), embed...)
+				for i := range embed {
+					embed[i] /= s
+				}
+			}
+			checkClose(t, "hidden.0", embed, g.f32(t, "hidden.0"))
 			for l := 0; l < c.Layers; l++ {
 				key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
 				// the stream after block l: hidden.{l+1} in the earlier
@@ -354,6 +370,126 @@ func goldenBF16(t *testing.T, c Compute) {
 			out, cap := runGolden(t, m, g)
 			checkClose(t, "logits_bf16w", out.Logits, g.f32(t, "logits_bf16w"))
 			checkClose(t, "final_norm_bf16w", cap.Get("ln_final.hook_normalized").Data().([]float32), g.f32(t, "final_norm_bf16w"))
+		})
+	}
+}
+
+// goldenConfigWith parses the config.json of golden case name after
+// change edits its fields (skipping the test where the golden data is not
+// at hand).
+func goldenConfigWith(t *testing.T, name string, change func(m map[string]any)) (*Config, error) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(goldenDir, name, "config.json"))
+	if err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	change(m)
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	return ParseConfig(data)
+}
+
+// checkRefused runs table-driven refusals of edited golden configs: each
+// edit must be refused with an error containing want.
+func checkRefused(t *testing.T, name string, cases []refusal) {
+	t.Helper()
+	for _, c := range cases {
+		_, err := goldenConfigWith(t, name, c.change)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %s: error %v, want one containing %q", name, c.what, err, c.want)
+		}
+	}
+}
+
+// A refusal is an edit of a config.json and the error it must cause.
+type refusal struct {
+	what   string
+	change func(m map[string]any)
+	want   string
+}
+
+// TestGoldenAsReleased loads each golden checkpoint in the form models
+// are released in: every tensor bfloat16, split over shards with
+// model.safetensors.index.json, config.json saying bfloat16. Its logits
+// equal, within float32 rounding, those of the same bf16-rounded weights
+// held as float32 in one file.
+func TestGoldenAsReleased(t *testing.T) {
+	for _, name := range goldenCases(t) {
+		t.Run(name, func(t *testing.T) {
+			src := filepath.Join(goldenDir, name)
+			ck, err := checkpoint.OpenFile(filepath.Join(src, "model.safetensors"))
+			if err != nil {
+				t.Skipf("no model.safetensors: %v", err)
+			}
+			defer ck.Close()
+			var bf, rounded []checkpoint.Tensor
+			for _, n := range ck.Names() {
+				info, _ := ck.Info(n)
+				x, err := ck.Float32(n)
+				if err != nil || info.DType != "F32" {
+					t.Skipf("tensor %s: %s, %v: not a float32 checkpoint", n, info.DType, err)
+				}
+				b, r := make(checkpoint.BFloat16, len(x)), make([]float32, len(x))
+				for i, v := range x {
+					b[i] = checkpoint.Float32ToBF16(v)
+					r[i] = math.Float32frombits(uint32(b[i]) << 16)
+				}
+				bf = append(bf, checkpoint.Tensor{Name: n, Shape: info.Shape, Data: b})
+				rounded = append(rounded, checkpoint.Tensor{Name: n, Shape: info.Shape, Data: r})
+			}
+			cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fields map[string]any
+			if err := json.Unmarshal(cfg, &fields); err != nil {
+				t.Fatal(err)
+			}
+			delete(fields, "torch_dtype")
+			fields["dtype"] = "bfloat16"
+			cfg, _ = json.Marshal(fields)
+			released, ref := t.TempDir(), t.TempDir()
+			for _, dir := range []string{released, ref} {
+				if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			files, err := checkpoint.WriteSharded(released, bf, 100_000, map[string]string{"format": "pt"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(files) < 3 {
+				t.Fatalf("wrote %v: want an index and at least two shards", files)
+			}
+			if err := checkpoint.WriteSafetensors(filepath.Join(ref, "model.safetensors"), rounded, nil); err != nil {
+				t.Fatal(err)
+			}
+			a, err := Load(released, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Load(ref, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Embed.DType != "BF16" {
+				t.Errorf("embedding held as %s, want BF16 as stored", a.Embed.DType)
+			}
+			g := openGolden(t, src)
+			x, err := a.Forward(g.ids(t), Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := b.Forward(g.ids(t), Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClose(t, "logits, bf16 shards vs the same weights in float32", x.Logits, y.Logits)
 		})
 	}
 }
