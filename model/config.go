@@ -63,6 +63,9 @@ type Config struct {
 	// DeltaNet holds the Gated DeltaNet layers' settings of a hybrid model
 	// (Qwen3.5; see qwen35.go).
 	DeltaNet *DeltaNetConfig
+	// SSM holds the Mamba-2 mixers' settings (Mamba-2: every layer's token
+	// mixer; Falcon-H1: beside every layer's attention; see ssm.go).
+	SSM *SSMConfig
 
 	// Per-layer attention span and RoPE, score scale, logit soft-caps and
 	// embedding scale (Gemma 2/3, gemma.go); the zero values leave the
@@ -90,6 +93,11 @@ type Config struct {
 	ResidScale float32
 	// LogitDivisor divides the logits (Granite's logits_scaling; 0: none).
 	LogitDivisor float32
+	// AttnInScale multiplies softmax attention's normalized input (after
+	// any Layer.beside mixer has read it) and AttnOutScale its output
+	// after o_proj (Falcon-H1's attention_in_multiplier,
+	// attention_out_multiplier; 0: 1).
+	AttnInScale, AttnOutScale float32
 	// NoRoPE lists, per layer, the layers whose attention has no rotary
 	// embedding (SmolLM3's no_rope_layers; nil: RoPE in every layer).
 	NoRoPE []bool
@@ -746,6 +754,12 @@ func (c *Config) LayerKinds() []string {
 		case c.DeltaNet != nil && c.DeltaNet.Linear[l]:
 			dn := c.DeltaNet
 			kinds[l] = fmt.Sprintf("gated DeltaNet (%d key / %d value heads × %d/%d, conv %d)", dn.KeyHeads, dn.ValueHeads, dn.KeyDim, dn.ValueDim, dn.ConvKernel)
+		case c.SSM != nil:
+			sc, kind := c.SSM, "Mamba-2"
+			if sc.Attention {
+				kind = "full attention + Mamba-2"
+			}
+			kinds[l] = fmt.Sprintf("%s (%d heads × %d, state %d, %d groups, conv %d)", kind, sc.Heads, sc.HeadDim, sc.State, sc.Groups, sc.ConvKernel)
 		case c.layerWindow(l) > 0:
 			kinds[l] = fmt.Sprintf("sliding window %d", c.layerWindow(l))
 		default:
@@ -757,11 +771,11 @@ func (c *Config) LayerKinds() []string {
 
 // SoftmaxLayers returns the layers whose token mixer is softmax attention,
 // the ones that stream attention rows to AttnConsumers (all of them except
-// the Gated DeltaNet layers of a hybrid model).
+// the Gated DeltaNet layers of a hybrid model and Mamba-2's layers).
 func (c *Config) SoftmaxLayers() []int {
 	var ls []int
 	for l := 0; l < c.Layers; l++ {
-		if c.DeltaNet == nil || !c.DeltaNet.Linear[l] {
+		if (c.DeltaNet == nil || !c.DeltaNet.Linear[l]) && (c.SSM == nil || c.SSM.Attention) {
 			ls = append(ls, l)
 		}
 	}

@@ -138,6 +138,12 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 			names = append(names, "blocks.*.gdn.hook_"+k)
 		}
 	}
+	if m.SSM != nil {
+		for _, k := range ssmGoldenHooks {
+			names = append(names, "blocks.*.ssm.hook_"+k)
+		}
+		names = append(names, "blocks.*.ssm.hook_A", "blocks.*.ssm.hook_out", "blocks.*.attn.hook_out")
+	}
 	cap := hs.Capture(issued(t, m, names...)...)
 	out, err := m.Forward(g.ids(t), Options{Hooks: hs, Logits: true, TileRows: 7})
 	if err != nil {
@@ -178,6 +184,23 @@ func perQueryHead(v []float32, B, T, H, KV, dh int) []float32 {
 	return out
 }
 
+// ssmGoldenHooks maps the golden keys of a Mamba-2 mixer (the mamba2 and
+// falcon_h1 cases' READMEs) to their blocks.{l}.ssm.hook_* points.
+var ssmGoldenHooks = map[string]string{
+	"x": "x", "B": "B", "C": "C", "dt": "dt", "decay": "decay", "y": "y", "z": "z", "state": "final_state", "eff_attn": "eff_attn",
+}
+
+// ssmOf returns layer L's Mamba-2 mixer (its token mixer, or the one
+// beside its attention), or nil.
+func ssmOf(L *Layer) *ssmMixer {
+	for _, x := range []tokenMixer{L.mixer, L.beside} {
+		if w, ok := x.(*ssmMixer); ok {
+			return w
+		}
+	}
+	return nil
+}
+
 func TestGoldenParity(t *testing.T) {
 	for _, name := range goldenCases(t) {
 		t.Run(name, func(t *testing.T) {
@@ -198,10 +221,40 @@ func TestGoldenParity(t *testing.T) {
 			}
 			checkClose(t, "logits", out.Logits, g.f32(t, "logits"))
 			checkClose(t, "final_norm", get("ln_final.hook_normalized"), g.f32(t, "final_norm"))
-			checkClose(t, "hidden.0", get("blocks.0.hook_resid_pre"), g.f32(t, "hidden.0"))
+			h0 := g.f32(t, "hidden.0")
+			if c.ModelType == "falcon_h1" && c.EmbedScale != 0 {
+				// the falcon_h1 README: hidden.0 is embed_tokens' output
+				// before embedding_multiplier (EmbedScale)
+				for i := range h0 {
+					h0[i] *= c.EmbedScale
+				}
+			}
+			checkClose(t, "hidden.0", get("blocks.0.hook_resid_pre"), h0)
 			for l := 0; l < c.Layers; l++ {
 				key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
-				checkClose(t, fmt.Sprintf("hidden.%d", l+1), get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, fmt.Sprintf("hidden.%d", l+1)))
+				if g.has(fmt.Sprintf("hidden.%d", l+1)) {
+					checkClose(t, fmt.Sprintf("hidden.%d", l+1), get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, fmt.Sprintf("hidden.%d", l+1)))
+				}
+				if g.has(key("resid_post")) {
+					checkClose(t, key("resid_post"), get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, key("resid_post")))
+				}
+				if w := ssmOf(&m.Layers[l]); w != nil {
+					// a Mamba-2 mixer: its intermediates, parameters and output
+					for k, hk := range ssmGoldenHooks {
+						checkClose(t, key(k), get(hooks.Name("blocks.{l}.ssm.hook_"+hk, l)), g.f32(t, key(k)))
+					}
+					checkClose(t, key("A"), get(hooks.Name("blocks.{l}.ssm.hook_A", l)), g.f32(t, key("A")))
+					checkClose(t, key("D"), w.Skip, g.f32(t, key("D")))
+					if g.has(key("mamba_out")) {
+						checkClose(t, key("mamba_out"), get(hooks.Name("blocks.{l}.ssm.hook_out", l)), g.f32(t, key("mamba_out")))
+					}
+					if g.has(key("attn_out")) {
+						checkClose(t, key("attn_out"), get(hooks.Name("blocks.{l}.attn.hook_out", l)), g.f32(t, key("attn_out")))
+					}
+					if m.Layers[l].mixer != nil {
+						continue // no softmax attention in the layer
+					}
+				}
 				if c.DeltaNet != nil && c.DeltaNet.Linear[l] {
 					// a Gated DeltaNet layer: the recurrence's inputs and outputs
 					for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {

@@ -13,7 +13,7 @@ import (
 // TestPointAxes: every axis name in hooks.Points is one axisSizes knows, so
 // that checkIssuedHooks checks every axis of every documented shape.
 func TestPointAxes(t *testing.T) {
-	m := &Model{Config: Config{DeltaNet: &DeltaNetConfig{}}}
+	m := &Model{Config: Config{DeltaNet: &DeltaNetConfig{}, SSM: &SSMConfig{}}}
 	known := axisSizes(&m.Config, 1, 1)
 	for _, p := range hooks.Points {
 		for _, shape := range hooks.Shapes(hooks.Name(p.Name, 0)) {

@@ -161,6 +161,9 @@ func axisSizes(c *Config, B, T int) map[string]int {
 	if dc := c.DeltaNet; dc != nil {
 		known["v_head"], known["d_key"], known["d_value"] = dc.ValueHeads, dc.KeyDim, dc.ValueDim
 	}
+	if sc := c.SSM; sc != nil {
+		known["ssm_head"], known["ssm_d_head"], known["d_state"], known["d_inner"] = sc.Heads, sc.HeadDim, sc.State, sc.Inner
+	}
 	return known
 }
 

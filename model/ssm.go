@@ -1,0 +1,464 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/filterlens/probe/hooks"
+)
+
+// The Mamba-2 mixer (Dao & Gu 2024, "Transformers are SSMs"; HF
+// transformers Mamba2Mixer.torch_forward, FalconH1Mixer.torch_forward), the
+// token mixer of the mamba2 family (mamba2.go) and the second token mixer
+// of every Falcon-H1 layer (falcon_h1.go). Per sequence and head h, with
+// state S ∈ ℝ^{P×N} (P the head width, N the state size) and S₀ = 0:
+//
+//	S_t = exp(dt_t·A_h)·S_{t−1} + dt_t·x_t·B_tᵀ,   y_t = S_t·C_t + D_h·x_t
+//
+// a time-varying linear filter: decay exp(dt·A) ∈ (0, 1), input gain dt,
+// readout C. The recurrence is linear in x for fixed dt, B, C, so
+// y_t = Σ_{s≤t} M[t,s]·x_s + D·x_t with the exact effective attention
+//
+//	M[t,s] = (C_t·B_s)·Π_{r=s+1..t} exp(dt_r·A)·dt_s    (ssmAttention)
+//
+// the "1-semiseparable" matrix of the paper's SSD view.
+
+// SSMConfig holds the Mamba-2 mixers' settings of a model (config.json of
+// mamba2: num_heads, head_dim, state_size, n_groups, conv_kernel,
+// chunk_size, time_step_limit; of falcon_h1: the mamba_* fields and the
+// µP multipliers of the mixer).
+type SSMConfig struct {
+	// Heads, HeadDim: the SSM heads and their width P; Inner = Heads·HeadDim
+	// is the mixer's width I (Mamba-2: expand·hidden_size).
+	Heads, HeadDim, Inner int
+	// State is the state size N; Groups the groups of B and C (n_groups):
+	// head h reads group h/(Heads/Groups).
+	State, Groups int
+	// ConvKernel is the causal depthwise convolution's width (conv_kernel).
+	ConvKernel int
+	// Chunk is the release's chunk_size (SSD's chunk). The pass runs the
+	// recurrence, which the chunked scan equals (chunk invariance); the
+	// value is kept for WriteHF and must be ≥ 1.
+	Chunk int
+	// DtMin, DtMax: time_step_limit, the clamp of dt after the softplus
+	// (0, +Inf: none).
+	DtMin, DtMax float64
+	// ConvBias: conv1d has a bias (use_conv_bias); ProjBias: in_proj and
+	// out_proj have biases (use_bias, Falcon-H1 mamba_proj_bias).
+	ConvBias, ProjBias bool
+	// NormGroups is the number of groups of the gated RMSNorm: 1 normalizes
+	// the whole I (Mamba2's MambaRMSNormGated), n_groups each I/n_groups
+	// channels (Falcon-H1's FalconH1RMSNormGated).
+	NormGroups int
+	// Eps is the gated RMSNorm's epsilon.
+	Eps float64
+	// InScale multiplies the mixer's input and OutScale its output
+	// (Falcon-H1's ssm_in_multiplier, ssm_out_multiplier; 0: 1). Mup
+	// multiplies in_proj's output per section [z | x | B | C | dt]
+	// (Falcon-H1's ssm_multipliers, its mup_vector; nil: none).
+	InScale, OutScale float32
+	Mup               []float32
+	// Attention says that every layer also has softmax attention beside
+	// the mixer (Falcon-H1); otherwise the mixer is the layer's only token
+	// mixer (Mamba-2).
+	Attention bool
+}
+
+// convDim is the width of the convolved channels [x | B | C]: I + 2·G·N.
+func (sc *SSMConfig) convDim() int { return sc.Inner + 2*sc.Groups*sc.State }
+
+// projDim is in_proj's output width [z | x | B | C | dt]: 2·I + 2·G·N + H.
+func (sc *SSMConfig) projDim() int { return sc.Inner + sc.convDim() + sc.Heads }
+
+// check refuses settings the mixer cannot run, naming the config.json
+// field (names as Mamba2Config's; the family's parse prefixes its own).
+func (sc *SSMConfig) check() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"num_heads", sc.Heads}, {"head_dim", sc.HeadDim}, {"state_size", sc.State}, {"n_groups", sc.Groups},
+		{"conv_kernel", sc.ConvKernel}, {"chunk_size", sc.Chunk}, {"norm groups", sc.NormGroups}} {
+		if f.v <= 0 {
+			return fmt.Errorf("field %s = %d must be positive", f.name, f.v)
+		}
+	}
+	if sc.Heads*sc.HeadDim != sc.Inner {
+		return fmt.Errorf("num_heads %d × head_dim %d = %d, but the mixer width (expand × hidden_size) is %d", sc.Heads, sc.HeadDim, sc.Heads*sc.HeadDim, sc.Inner)
+	}
+	if sc.Heads%sc.Groups != 0 {
+		return fmt.Errorf("num_heads %d is not a multiple of n_groups %d (head h reads group h/(num_heads/n_groups))", sc.Heads, sc.Groups)
+	}
+	if sc.Inner%sc.NormGroups != 0 {
+		return fmt.Errorf("the gated norm's %d groups do not divide the mixer width %d (n_groups)", sc.NormGroups, sc.Inner)
+	}
+	if math.IsNaN(sc.DtMin) || math.IsNaN(sc.DtMax) || sc.DtMin < 0 || sc.DtMin > sc.DtMax {
+		return fmt.Errorf("field time_step_limit [%v, %v]: want 0 ≤ min ≤ max", sc.DtMin, sc.DtMax)
+	}
+	for _, p := range []struct {
+		what string
+		a, b int
+	}{{"in_proj (2·I + 2·n_groups·state_size + num_heads rows)", sc.projDim(), 1}, {"state (num_heads × head_dim × state_size)", sc.Inner, sc.State}} {
+		if p.a <= 0 || p.b <= 0 || p.a > maxConfigElems/p.b {
+			return fmt.Errorf("%s = %d × %d elements exceeds %d", p.what, p.a, p.b, maxConfigElems)
+		}
+	}
+	return nil
+}
+
+// ssmMixer is one layer's Mamba-2 mixer: settings and weights (HF names of
+// Mamba2Mixer in brackets; P = projDim, Cv = convDim).
+type ssmMixer struct {
+	*SSMConfig
+	D     int       // model width
+	In    Weight    // [P, D] (in_proj.weight): [z | x | B | C | dt]
+	InB   []float32 // [P] (in_proj.bias) or nil
+	Conv  []float32 // [Cv, K] (conv1d.weight [Cv, 1, K])
+	ConvB []float32 // [Cv] (conv1d.bias) or nil
+	DtB   []float32 // [H] (dt_bias)
+	ALog  []float32 // [H] (A_log)
+	Skip  []float32 // [H] (D)
+	Norm  []float32 // [I] (norm.weight)
+	Out   Weight    // [D, I] (out_proj.weight)
+	OutB  []float32 // [D] (out_proj.bias) or nil
+}
+
+// readSSM reads one layer's Mamba-2 tensors under prefix p (…mixer. or
+// …mamba.).
+func readSSM(ld *loader, p string, D int, sc *SSMConfig) *ssmMixer {
+	H, I, Cv, P, K := sc.Heads, sc.Inner, sc.convDim(), sc.projDim(), sc.ConvKernel
+	w := &ssmMixer{SSMConfig: sc, D: D,
+		In: ld.weight(p+"in_proj.weight", P, D), Conv: ld.get(p+"conv1d.weight", Cv, 1, K),
+		DtB: ld.get(p+"dt_bias", H), ALog: ld.get(p+"A_log", H), Skip: ld.get(p+"D", H),
+		Norm: ld.get(p+"norm.weight", I), Out: ld.weight(p+"out_proj.weight", D, I)}
+	if sc.ConvBias {
+		w.ConvB = ld.get(p+"conv1d.bias", Cv)
+	}
+	if sc.ProjBias {
+		w.InB = ld.get(p+"in_proj.bias", P)
+		w.OutB = ld.get(p+"out_proj.bias", D)
+	}
+	return w
+}
+
+// ssmBuffers are the mixer's per-pass values, token-major as the hooks
+// show them (n = B·T rows).
+type ssmBuffers struct {
+	proj  []float32 // [n, P] in_proj output (× InScale·Mup)
+	conv  []float32 // [n, Cv] conv + SiLU
+	z, x  []float32 // [n, I]
+	bb, c []float32 // [n, H, N] B and C repeated per head
+	dt    []float32 // [n, H]
+	decay []float32 // [n, H]
+	a     []float32 // [H]
+	y     []float32 // [n, I]
+	state []float32 // [B, H, P, N]
+}
+
+// scratchFloats is the storage of ssmBuffers for B sequences of T tokens,
+// which the decoder pass lends from its arena.
+func (w *ssmMixer) scratchFloats(B, T int) int {
+	n, sc := B*T, w.SSMConfig
+	return n*(sc.projDim()+sc.convDim()+3*sc.Inner+2*sc.Heads*sc.State+2*sc.Heads) + sc.Heads + B*sc.Inner*sc.State
+}
+
+func (w *ssmMixer) buffers(scratch []float32, B, T int) *ssmBuffers {
+	if need := w.scratchFloats(B, T); len(scratch) < need {
+		scratch = make([]float32, need)
+	}
+	n, sc := B*T, w.SSMConfig
+	take := func(k int) []float32 {
+		s := scratch[:k:k]
+		scratch = scratch[k:]
+		return s
+	}
+	HN := sc.Heads * sc.State
+	return &ssmBuffers{proj: take(n * sc.projDim()), conv: take(n * sc.convDim()), z: take(n * sc.Inner), x: take(n * sc.Inner),
+		bb: take(n * HN), c: take(n * HN), dt: take(n * sc.Heads), decay: take(n * sc.Heads), a: take(sc.Heads),
+		y: take(n * sc.Inner), state: take(B * sc.Inner * sc.State)}
+}
+
+// mix runs the Mamba-2 mixer of layer l on the normalized input h [B·T, D]
+// into out [B·T, D] (HF Mamba2Mixer.torch_forward without cache or mask):
+//
+//	[z | xBC | dt_raw] = (s_in·h)·W_inᵀ ⊙ mup,   xBC ← silu(causalconv(xBC) + b_conv),   [x | B | C] = xBC
+//	dt = clamp(softplus(dt_raw + dt_bias), time_step_limit),   A = −exp(A_log),   decay = exp(dt·A)
+//	y = SSM(x, dt, decay, B, C) + D·x  (per head; B, C of group h/(H/G))
+//	out = s_out·(rmsnorm_g(y ⊙ silu(z)) ⊙ w_norm)·W_outᵀ   (RMS over NormGroups groups of I)
+//
+// with the hooks blocks.{l}.ssm.hook_z, hook_x, hook_B, hook_C, hook_dt,
+// hook_A, hook_decay, hook_y, hook_final_state, hook_eff_attn (when
+// hooked) and hook_out (before s_out); what a hook changes flows on (the
+// recurrence reads decay, not A). The effective attention M streams to the
+// layer's hooks.DeltaConsumers (ssmAttention). out may be h's storage: h is
+// read only by in_proj.
+func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Options, run hookRun) error {
+	sc := w.SSMConfig
+	D, H, P, N, G, I, K := w.D, sc.Heads, sc.HeadDim, sc.State, sc.Groups, sc.Inner, sc.ConvKernel
+	n, Pr, Cv := B*T, sc.projDim(), sc.convDim()
+	if len(h) != n*D || len(out) != n*D {
+		return fmt.Errorf("model: Mamba-2 layer %d: input %d and output %d values, want B·T·D = %d·%d·%d", l, len(h), len(out), B, T, D)
+	}
+	bf := w.buffers(scratch, B, T)
+
+	// in_proj, times the input multiplier and the per-section µP vector
+	linearAs(opt.Compute, bf.proj, h, n, D, w.In, Pr, w.InB)
+	if sc.InScale != 0 || sc.Mup != nil {
+		scale := make([]float32, Pr)
+		ends := []int{I, 2 * I, 2*I + G*N, 2*I + 2*G*N, Pr}
+		for j := range scale {
+			s := float32(1)
+			if sc.InScale != 0 {
+				s = sc.InScale
+			}
+			if sc.Mup != nil {
+				sec := 0
+				for j >= ends[sec] {
+					sec++
+				}
+				s *= sc.Mup[sec]
+			}
+			scale[j] = s
+		}
+		parallelRows(n, Pr, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				row := bf.proj[r*Pr : (r+1)*Pr]
+				for j := range row {
+					row[j] *= scale[j]
+				}
+			}
+		})
+	}
+	for r := 0; r < n; r++ {
+		copy(bf.z[r*I:(r+1)*I], bf.proj[r*Pr:r*Pr+I])
+	}
+	run(hooks.SSMZ, l, bf.z, B, T, I)
+
+	// causal depthwise convolution (left zero padding) + bias, SiLU
+	parallelRows(n, Cv*K, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			t := r % T
+			o := bf.conv[r*Cv : (r+1)*Cv]
+			if w.ConvB != nil {
+				copy(o, w.ConvB)
+			} else {
+				clear(o)
+			}
+			for j := max(0, K-1-t); j < K; j++ {
+				in := bf.proj[(r-(K-1-j))*Pr+I:][:Cv]
+				for ch, v := range in {
+					o[ch] += w.Conv[ch*K+j] * v
+				}
+			}
+			for ch, v := range o {
+				o[ch] = silu(v)
+			}
+		}
+	})
+	// split [x | B | C], B and C repeated to the heads of their group
+	rep := H / G
+	for r := 0; r < n; r++ {
+		row := bf.conv[r*Cv : (r+1)*Cv]
+		copy(bf.x[r*I:(r+1)*I], row[:I])
+		for hd := 0; hd < H; hd++ {
+			g := hd / rep
+			copy(bf.bb[(r*H+hd)*N:][:N], row[I+g*N:][:N])
+			copy(bf.c[(r*H+hd)*N:][:N], row[I+G*N+g*N:][:N])
+		}
+	}
+	run(hooks.SSMX, l, bf.x, B, T, H, P)
+	run(hooks.SSMB, l, bf.bb, B, T, H, N)
+	run(hooks.SSMC, l, bf.c, B, T, H, N)
+
+	// dt = clamp(softplus(dt_raw + dt_bias)), A = −exp(A_log), decay = exp(dt·A)
+	lo, hi := sc.DtMin, sc.DtMax
+	for r := 0; r < n; r++ {
+		raw := bf.proj[r*Pr+I+Cv:][:H]
+		for hd, v := range raw {
+			bf.dt[r*H+hd] = float32(min(max(float64(float32(softplus(v+w.DtB[hd]))), lo), hi))
+		}
+	}
+	for hd := range bf.a {
+		bf.a[hd] = float32(-math.Exp(float64(w.ALog[hd])))
+	}
+	run(hooks.SSMDt, l, bf.dt, B, T, H)
+	run(hooks.SSMA, l, bf.a, H)
+	for i, v := range bf.dt {
+		bf.decay[i] = expf(v * bf.a[i%H])
+	}
+	run(hooks.SSMDecay, l, bf.decay, B, T, H)
+	if err := ssmAttention(bf, B, T, H, P, N, l, opt); err != nil {
+		return err
+	}
+
+	// the recurrence, per (sequence, head)
+	parallelRows(B*H, T*P*N, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			b, hd := i/H, i%H
+			S := bf.state[i*P*N : (i+1)*P*N]
+			clear(S)
+			d := w.Skip[hd]
+			for t := 0; t < T; t++ {
+				r := b*T + t
+				a, dt := bf.decay[r*H+hd], bf.dt[r*H+hd]
+				xt, yt := bf.x[r*I+hd*P:][:P], bf.y[r*I+hd*P:][:P]
+				bt, ct := bf.bb[(r*H+hd)*N:][:N], bf.c[(r*H+hd)*N:][:N]
+				for p, xv := range xt {
+					u := dt * xv
+					row := S[p*N : (p+1)*N]
+					var acc float32
+					for k, s := range row {
+						s = a*s + u*bt[k]
+						row[k] = s
+						acc += s * ct[k]
+					}
+					yt[p] = acc + d*xv
+				}
+			}
+		}
+	})
+	run(hooks.SSMY, l, bf.y, B, T, H, P)
+	run(hooks.SSMFinalState, l, bf.state, B, H, P, N)
+
+	// gated RMSNorm: (y ⊙ silu(z)) normalized over each of NormGroups
+	// groups, times the weight; into y's storage, then out_proj
+	gs := I / sc.NormGroups
+	parallelRows(n, I, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			y, z := bf.y[r*I:(r+1)*I], bf.z[r*I:(r+1)*I]
+			for j := range y {
+				y[j] *= silu(z[j])
+			}
+			for g := 0; g < I; g += gs {
+				yg := y[g : g+gs]
+				inv := float32(1 / math.Sqrt(sumSquares(yg)/float64(gs)+sc.Eps))
+				for j, v := range yg {
+					yg[j] = w.Norm[g+j] * (v * inv)
+				}
+			}
+		}
+	})
+	linearAs(opt.Compute, out, bf.y, n, I, w.Out, D, w.OutB)
+	run(hooks.SSMOut, l, out, B, T, D)
+	if s := sc.OutScale; s != 0 {
+		for i := range out {
+			out[i] *= s
+		}
+	}
+	return nil
+}
+
+// ssmAttention streams the exact effective attention M of every (sequence,
+// head) of layer l, M[t,s] = (C_t·B_s)·Π_{r=s+1..t} decay_r·dt_s for s ≤ t
+// (y_t = Σ_s M[t,s]·x_s + D·x_t; the D skip is not part of M), in tiles of
+// opt.TileRows query rows to the layer's hooks.DeltaConsumers (V: the
+// head's x), and materializes it [B, H, T, T] for blocks.{l}.ssm.hook_eff_attn
+// when that is hooked (a capture: changing it does not change the pass).
+// Nothing is computed when neither asks. Each row walks s from t down to 0
+// with the decay product in float64: T·(N + 2) multiply-adds per row,
+// T²·(N + 2)/2 per head; memory one tile of rows per worker, never T×T
+// unless captured.
+func ssmAttention(bf *ssmBuffers, B, T, H, P, N, l int, opt Options) error {
+	hs := opt.Hooks
+	var deltas []hooks.DeltaConsumer
+	for _, c := range hs.Consumers(l) {
+		if d, ok := c.(hooks.DeltaConsumer); ok {
+			deltas = append(deltas, d)
+		}
+	}
+	var M []float32
+	if hs.Has(hooks.Name(hooks.SSMEffAttn, l)) {
+		M = make([]float32, B*H*T*T)
+	}
+	if M == nil && len(deltas) == 0 {
+		return nil
+	}
+	tile := opt.TileRows
+	if tile <= 0 {
+		tile = defaultTileRows
+	}
+	I := H * P
+	errs := make([]error, B*H)
+	parallelRows(B*H, T*T*N, func(lo, hi int) {
+		rows := make([]float32, tile*T)
+		for i := lo; i < hi && errs[i] == nil; i++ {
+			b, hd := i/H, i%H
+			at := hooks.AttnTile{Batch: b, Layer: l, Head: hd, T: T, DHead: P, VStride: I, V: bf.x[b*T*I+hd*P:]}
+			for t0 := 0; t0 < T && errs[i] == nil; t0 += tile {
+				nr := min(tile, T-t0)
+				width := t0 + nr
+				for k := 0; k < nr; k++ {
+					t := t0 + k
+					row := rows[k*width : (k+1)*width]
+					clear(row[t+1:])
+					ct := bf.c[((b*T+t)*H+hd)*N:][:N]
+					prod := 1.0 // Π_{r=s+1..t} decay_r
+					for s := t; s >= 0; s-- {
+						r := b*T + s
+						bs := bf.bb[(r*H+hd)*N:][:N]
+						var cb float32
+						for j, v := range ct {
+							cb += v * bs[j]
+						}
+						row[s] = float32(float64(cb) * prod * float64(bf.dt[r*H+hd]))
+						prod *= float64(bf.decay[r*H+hd])
+					}
+					if M != nil {
+						copy(M[(i*T+t)*T:][:width], row)
+					}
+				}
+				at.Q0, at.Rows, at.Stride, at.Alpha = t0, nr, width, rows[:nr*width]
+				for _, d := range deltas {
+					if err := d.ConsumeDelta(&at); err != nil {
+						errs[i] = err
+						break
+					}
+				}
+			}
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("model: layer %d Mamba-2 effective attention: %w", l, err)
+		}
+	}
+	if M != nil {
+		return hs.Run(hooks.SSMEffAttn, l, M, B, H, T, T)
+	}
+	return nil
+}
+
+// timeStepLimit is time_step_limit as config.json holds it: [min, max],
+// with a max of +∞ written as the largest float32 (JSON has no infinity).
+func timeStepLimit(sc *SSMConfig) []float64 {
+	hi := sc.DtMax
+	if math.IsInf(hi, 1) {
+		hi = math.MaxFloat32
+	}
+	return []float64{sc.DtMin, hi}
+}
+
+// ssmGenerated moves a generated Mamba-2 mixer's parameters into the
+// released models' working ranges: A_log so that A = −exp(A_log) ∈
+// [−16, −1] (Mamba2's A_init_range), dt_bias so that softplus(dt_bias)
+// spans dt ∈ [1e-3, 0.1] log-uniformly (time_step_min/max), D = 1.
+func ssmGenerated(rng *rand.Rand) func(string, []float32) {
+	return func(name string, x []float32) {
+		switch {
+		case strings.HasSuffix(name, ".A_log"):
+			for i := range x {
+				x[i] = float32(math.Log(1 + 15*rng.Float64()))
+			}
+		case strings.HasSuffix(name, ".dt_bias"):
+			for i := range x {
+				dt := math.Exp(math.Log(1e-3) + rng.Float64()*(math.Log(0.1)-math.Log(1e-3)))
+				x[i] = float32(invSoftplus(dt))
+			}
+		case strings.HasSuffix(name, "mixer.D") || strings.HasSuffix(name, "mamba.D"):
+			for i := range x {
+				x[i] = 1
+			}
+		}
+	}
+}
