@@ -66,6 +66,9 @@ type Config struct {
 	// SSM holds the Mamba-2 mixers' settings (Mamba-2: every layer's token
 	// mixer; Falcon-H1: beside every layer's attention; see ssm.go).
 	SSM *SSMConfig
+	// FalconH1 holds Falcon-H1's MLP, key and LM-head multipliers
+	// (ArchFalconH1 only; see falcon_h1.go).
+	FalconH1 *FalconH1Config
 
 	// Per-layer attention span and RoPE, score scale, logit soft-caps and
 	// embedding scale (Gemma 2/3, gemma.go); the zero values leave the

@@ -126,7 +126,7 @@ var families = []*family{
 	gatedFamily, qwen3Family, qwen2Family, llamaFamily, gpt2Family,
 	qwen35Family,
 	gemma2Family, gemma3Family,
-	mamba2Family,
+	mamba2Family, falconH1Family,
 }
 
 // configFile is a config.json as every family's detect and parse see it:

@@ -93,6 +93,9 @@ func (sc *SSMConfig) check() error {
 	if sc.Inner%sc.NormGroups != 0 {
 		return fmt.Errorf("the gated norm's %d groups do not divide the mixer width %d (n_groups)", sc.NormGroups, sc.Inner)
 	}
+	if sc.Mup != nil && len(sc.Mup) != 5 {
+		return fmt.Errorf("field ssm_multipliers has %d values, want 5 (z, x, B, C, dt)", len(sc.Mup))
+	}
 	if math.IsNaN(sc.DtMin) || math.IsNaN(sc.DtMax) || sc.DtMin < 0 || sc.DtMin > sc.DtMax {
 		return fmt.Errorf("field time_step_limit [%v, %v]: want 0 ≤ min ≤ max", sc.DtMin, sc.DtMax)
 	}
@@ -202,30 +205,35 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 	}
 	bf := w.buffers(scratch, B, T)
 
-	// in_proj, times the input multiplier and the per-section µP vector
-	linearAs(opt.Compute, bf.proj, h, n, D, w.In, Pr, w.InB)
-	if sc.InScale != 0 || sc.Mup != nil {
-		scale := make([]float32, Pr)
+	// in_proj of s_in·h, times the per-section µP vector:
+	// ((W·h)·s_in + b)·mup
+	if sc.InScale == 0 && sc.Mup == nil {
+		linearAs(opt.Compute, bf.proj, h, n, D, w.In, Pr, w.InB)
+	} else {
+		linearAs(opt.Compute, bf.proj, h, n, D, w.In, Pr, nil)
+		sIn := sc.InScale
+		if sIn == 0 {
+			sIn = 1
+		}
+		mup, bias := make([]float32, Pr), make([]float32, Pr)
 		ends := []int{I, 2 * I, 2*I + G*N, 2*I + 2*G*N, Pr}
-		for j := range scale {
-			s := float32(1)
-			if sc.InScale != 0 {
-				s = sc.InScale
+		for j, sec := 0, 0; j < Pr; j++ {
+			for j >= ends[sec] {
+				sec++
 			}
+			mup[j] = 1
 			if sc.Mup != nil {
-				sec := 0
-				for j >= ends[sec] {
-					sec++
-				}
-				s *= sc.Mup[sec]
+				mup[j] = sc.Mup[sec]
 			}
-			scale[j] = s
+			if w.InB != nil {
+				bias[j] = w.InB[j]
+			}
 		}
 		parallelRows(n, Pr, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				row := bf.proj[r*Pr : (r+1)*Pr]
-				for j := range row {
-					row[j] *= scale[j]
+				for j, v := range row {
+					row[j] = (v*sIn + bias[j]) * mup[j]
 				}
 			}
 		})
