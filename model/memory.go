@@ -28,7 +28,9 @@ import (
 //	+ P·T·(S + dh)                             each attention worker's scores and packed keys;
 //	                                           P·T·(2S + 1.5·dh) for bf16 on AMX; + P·T·dh with
 //	                                           streamed diagnostics (their moments' squares)
-//	+ 2·n·Hv                                   Gated DeltaNet's β and g
+//	+ 2·n·Hv                                   Gated DeltaNet's β and g (B·H·T² for a captured
+//	                                           Mamba-2 ssm.hook_eff_attn)
+//	+ n·d                                      the output of a mixer beside attention (Falcon-H1)
 //	+ G·q·min(n, 1024)·i/2                     the AMX products' packed activations: q = 3 parts
 //	                                           for ComputeF32 on bf16 weights, 1 for bf16 products
 //	                                           (on AMX only), i the widest projection input; kept
@@ -47,7 +49,9 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		return 0, false
 	}
 	for _, L := range m.Layers {
-		if _, gdn := L.mixer.(*deltaNet); L.mixer != nil && !gdn {
+		_, gdn := L.mixer.(*deltaNet)
+		_, ssm := L.mixer.(*ssmMixer)
+		if L.mixer != nil && !gdn && !ssm {
 			return 0, false
 		}
 	}
@@ -69,12 +73,19 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		}
 	}
 	gdn := 0
-	for _, L := range m.Layers {
-		if L.mixer != nil {
-			gdn = max(gdn, 2*n*L.mixer.(*deltaNet).Hv)
+	side := 0
+	for l, L := range m.Layers {
+		if w, ok := L.mixer.(*deltaNet); ok {
+			gdn = max(gdn, 2*n*w.Hv)
+		}
+		if L.beside != nil {
+			side = n * D // the output of the mixer beside attention
+		}
+		if sc := c.SSM; sc != nil && opt.Hooks.Has(hooks.Name(hooks.SSMEffAttn, l)) {
+			gdn = max(gdn, B*sc.Heads*T*T) // Mamba-2's captured effective attention
 		}
 	}
-	floats += gdn
+	floats += gdn + side
 	floats += m.amxScratchFloats(n, opt)
 	floats += m.channelFloats(B, T)
 	if c.Residual == ResidualParallel {
