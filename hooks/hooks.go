@@ -83,7 +83,7 @@ const (
 	SSMFinalState       = "blocks.{l}.ssm.hook_final_state"
 	SSMEffAttn          = "blocks.{l}.ssm.hook_eff_attn"
 	SSMOut              = "blocks.{l}.ssm.hook_out"
-	AttnBranchOut       = "blocks.{l}.attn.hook_out"
+	AttnBranchOut       = "blocks.{l}.hook_attn_branch_out"
 	LNFinalNormalized   = "ln_final.hook_normalized"
 	Logits              = "logits"
 )
@@ -348,7 +348,7 @@ func (s *Set) Has(name string) bool {
 // (hook_z): reading one needs the block's o_proj and MLP.
 var afterHeads = map[string]bool{AttnOut: true, ResidMid: true, LN2Normalized: true, MLPPre: true, MLPPost: true,
 	MLPOut: true, ResidPost: true, BFTLambdaPost: true, BFTJacobian: true, BFTLambdaPred: true,
-	SSMOut: true, AttnBranchOut: true}
+	AttnBranchOut: true}
 
 // beforeBlocks are the points outside the blocks that come before them.
 var beforeBlocks = map[string]bool{Embed: true, PosEmbed: true, BFTTau: true}

@@ -70,7 +70,7 @@ func TestFalconH1ConfigRefused(t *testing.T) {
 }
 
 // TestFalconH1BranchesSum: on a generated Falcon-H1 (GQA, multipliers away
-// from 1), hook_attn_out is attention_out_multiplier·attn.hook_out +
+// from 1), hook_attn_out is attention_out_multiplier·hook_attn_branch_out +
 // ssm_out_multiplier·ssm.hook_out, and the layer's attention streams
 // softmax rows while its Mamba-2 streams effective-attention rows.
 func TestFalconH1BranchesSum(t *testing.T) {
@@ -84,7 +84,7 @@ func TestFalconH1BranchesSum(t *testing.T) {
 	}
 	const B, T = 2, 13
 	hs := &hooks.Set{}
-	cap := hs.Capture("blocks.*.hook_attn_out", "blocks.*.attn.hook_out", "blocks.*.ssm.hook_out")
+	cap := hs.Capture("blocks.*.hook_attn_out", "blocks.*.hook_attn_branch_out", "blocks.*.ssm.hook_out")
 	rec := &deltaRecorder{layer: 1, B: B, H: m.SSM.Heads, T: T, w: make([]float32, B*m.SSM.Heads*T*T), seen: make([]int, B*m.SSM.Heads)}
 	hs.Stream(1, rec)
 	if _, err := m.Forward(seqs(B, T, m.Vocab), Options{Hooks: hs}); err != nil {
@@ -92,7 +92,7 @@ func TestFalconH1BranchesSum(t *testing.T) {
 	}
 	for l := range m.Layers {
 		get := func(p string) []float32 { return cap.Get(hooks.Name(p, l)).Data().([]float32) }
-		sum, a, s := get("blocks.{l}.hook_attn_out"), get("blocks.{l}.attn.hook_out"), get("blocks.{l}.ssm.hook_out")
+		sum, a, s := get("blocks.{l}.hook_attn_out"), get("blocks.{l}.hook_attn_branch_out"), get("blocks.{l}.ssm.hook_out")
 		want := make([]float32, len(sum))
 		for i := range want {
 			want[i] = m.AttnOutScale*a[i] + m.SSM.OutScale*s[i]

@@ -142,7 +142,7 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 		for _, k := range ssmGoldenHooks {
 			names = append(names, "blocks.*.ssm.hook_"+k)
 		}
-		names = append(names, "blocks.*.ssm.hook_A", "blocks.*.ssm.hook_out", "blocks.*.attn.hook_out")
+		names = append(names, "blocks.*.ssm.hook_A", "blocks.*.ssm.hook_out", "blocks.*.hook_attn_branch_out")
 	}
 	cap := hs.Capture(issued(t, m, names...)...)
 	out, err := m.Forward(g.ids(t), Options{Hooks: hs, Logits: true, TileRows: 7})
@@ -249,7 +249,7 @@ func TestGoldenParity(t *testing.T) {
 						checkClose(t, key("mamba_out"), get(hooks.Name("blocks.{l}.ssm.hook_out", l)), g.f32(t, key("mamba_out")))
 					}
 					if g.has(key("attn_out")) {
-						checkClose(t, key("attn_out"), get(hooks.Name("blocks.{l}.attn.hook_out", l)), g.f32(t, key("attn_out")))
+						checkClose(t, key("attn_out"), get(hooks.Name("blocks.{l}.hook_attn_branch_out", l)), g.f32(t, key("attn_out")))
 					}
 					if m.Layers[l].mixer != nil {
 						continue // no softmax attention in the layer
