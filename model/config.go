@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -341,6 +342,7 @@ func (c *Config) checkSizes() error {
 // parseConfig parses config.json into the Config of the first family of
 // the registry (families) that recognises it.
 func parseConfig(data []byte) (*Config, error) {
+	data = quoteNonFinite(data)
 	cf := &configFile{data: data}
 	if err := json.Unmarshal(data, &cf.r); err != nil {
 		return nil, fmt.Errorf("not valid JSON: %v", err)
@@ -357,6 +359,76 @@ func parseConfig(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("field model_type is missing")
 	}
 	return nil, fmt.Errorf("model_type %q is not supported (supported: %s)", cf.r.ModelType, supportedModelTypes())
+}
+
+// quoteNonFinite returns config.json with Python's bare Infinity,
+// -Infinity and NaN tokens (json.dumps writes them: Mamba2Config's and
+// FalconH1Config's default time_step_limit is (0.0, inf)) quoted as
+// strings, which Go's decoder accepts and jsonFloat reads; data itself
+// when it has none.
+func quoteNonFinite(data []byte) []byte {
+	var out []byte
+	inStr, esc, last := false, false, 0
+	for i := 0; i < len(data); i++ {
+		ch := data[i]
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case ch == '\\':
+				esc = true
+			case ch == '"':
+				inStr = false
+			}
+			continue
+		case ch == '"':
+			inStr = true
+			continue
+		}
+		for _, tok := range []string{"-Infinity", "Infinity", "NaN"} {
+			if bytes.HasPrefix(data[i:], []byte(tok)) && (i == 0 || !isIdentByte(data[i-1])) {
+				out = append(out, data[last:i]...)
+				out = append(out, '"')
+				out = append(out, tok...)
+				out = append(out, '"')
+				i += len(tok) - 1
+				last = i + 1
+				break
+			}
+		}
+	}
+	if out == nil {
+		return data
+	}
+	return append(out, data[last:]...)
+}
+
+// isIdentByte reports whether c can be part of a bare JSON token.
+func isIdentByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// jsonFloat is a config.json number that may also be Python's Infinity,
+// -Infinity or NaN (quoted by quoteNonFinite).
+type jsonFloat float64
+
+func (f *jsonFloat) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case `"Infinity"`:
+		*f = jsonFloat(math.Inf(1))
+	case `"-Infinity"`:
+		*f = jsonFloat(math.Inf(-1))
+	case `"NaN"`:
+		*f = jsonFloat(math.NaN())
+	default:
+		var v float64
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*f = jsonFloat(v)
+	}
+	return nil
 }
 
 func need(name string, p *int) (int, error) {

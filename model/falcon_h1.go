@@ -42,29 +42,29 @@ type FalconH1Config struct {
 
 // falconRaw holds FalconH1Config's fields beyond rawConfig's.
 type falconRaw struct {
-	DSSM           *int      `json:"mamba_d_ssm"`
-	Heads          *int      `json:"mamba_n_heads"`
-	DHead          *int      `json:"mamba_d_head"`
-	Expand         *float64  `json:"mamba_expand"`
-	State          *int      `json:"mamba_d_state"`
-	Groups         *int      `json:"mamba_n_groups"`
-	Conv           *int      `json:"mamba_d_conv"`
-	Chunk          *int      `json:"mamba_chunk_size"`
-	ConvBias       *bool     `json:"mamba_conv_bias"`
-	ProjBias       bool      `json:"mamba_proj_bias"`
-	RMSNorm        *bool     `json:"mamba_rms_norm"`
-	NormBeforeGate bool      `json:"mamba_norm_before_gate"`
-	ProjectorsBias bool      `json:"projectors_bias"`
-	Limit          []float64 `json:"time_step_limit"`
-	Embedding      *float64  `json:"embedding_multiplier"`
-	LMHead         *float64  `json:"lm_head_multiplier"`
-	MLP            []float64 `json:"mlp_multipliers"`
-	Key            *float64  `json:"key_multiplier"`
-	AttnIn         *float64  `json:"attention_in_multiplier"`
-	AttnOut        *float64  `json:"attention_out_multiplier"`
-	SSMIn          *float64  `json:"ssm_in_multiplier"`
-	SSMOut         *float64  `json:"ssm_out_multiplier"`
-	SSM            []float64 `json:"ssm_multipliers"`
+	DSSM           *int        `json:"mamba_d_ssm"`
+	Heads          *int        `json:"mamba_n_heads"`
+	DHead          *int        `json:"mamba_d_head"`
+	Expand         *float64    `json:"mamba_expand"`
+	State          *int        `json:"mamba_d_state"`
+	Groups         *int        `json:"mamba_n_groups"`
+	Conv           *int        `json:"mamba_d_conv"`
+	Chunk          *int        `json:"mamba_chunk_size"`
+	ConvBias       *bool       `json:"mamba_conv_bias"`
+	ProjBias       bool        `json:"mamba_proj_bias"`
+	RMSNorm        *bool       `json:"mamba_rms_norm"`
+	NormBeforeGate bool        `json:"mamba_norm_before_gate"`
+	ProjectorsBias bool        `json:"projectors_bias"`
+	Limit          []jsonFloat `json:"time_step_limit"`
+	Embedding      *float64    `json:"embedding_multiplier"`
+	LMHead         *float64    `json:"lm_head_multiplier"`
+	MLP            []float64   `json:"mlp_multipliers"`
+	Key            *float64    `json:"key_multiplier"`
+	AttnIn         *float64    `json:"attention_in_multiplier"`
+	AttnOut        *float64    `json:"attention_out_multiplier"`
+	SSMIn          *float64    `json:"ssm_in_multiplier"`
+	SSMOut         *float64    `json:"ssm_out_multiplier"`
+	SSM            []float64   `json:"ssm_multipliers"`
 }
 
 // parseFalconH1 fills c from a FalconH1Config config.json. Absent
@@ -141,7 +141,7 @@ func parseFalconH1(c *Config, cf *configFile) error {
 		if len(r.Limit) != 2 {
 			return fmt.Errorf("field time_step_limit has %d values, want [min, max]", len(r.Limit))
 		}
-		sc.DtMin, sc.DtMax = r.Limit[0], r.Limit[1]
+		sc.DtMin, sc.DtMax = float64(r.Limit[0]), float64(r.Limit[1])
 	}
 	if err := sc.check(); err != nil {
 		return fmt.Errorf("%w (Falcon-H1's mamba_* fields)", err)

@@ -18,22 +18,22 @@ const ArchMamba2 Arch = "mamba2"
 
 // mamba2Raw holds Mamba2Config's fields.
 type mamba2Raw struct {
-	Hidden     *int      `json:"hidden_size"`
-	Layers     *int      `json:"num_hidden_layers"`
-	Heads      *int      `json:"num_heads"`
-	HeadDim    *int      `json:"head_dim"`
-	Expand     *float64  `json:"expand"`
-	State      *int      `json:"state_size"`
-	Groups     *int      `json:"n_groups"`
-	ConvKernel *int      `json:"conv_kernel"`
-	Chunk      *int      `json:"chunk_size"`
-	Vocab      *int      `json:"vocab_size"`
-	Eps        *float64  `json:"layer_norm_epsilon"`
-	Limit      []float64 `json:"time_step_limit"`
-	ConvBias   *bool     `json:"use_conv_bias"`
-	Bias       bool      `json:"use_bias"`
-	Act        string    `json:"hidden_act"`
-	Tied       *bool     `json:"tie_word_embeddings"`
+	Hidden     *int        `json:"hidden_size"`
+	Layers     *int        `json:"num_hidden_layers"`
+	Heads      *int        `json:"num_heads"`
+	HeadDim    *int        `json:"head_dim"`
+	Expand     *float64    `json:"expand"`
+	State      *int        `json:"state_size"`
+	Groups     *int        `json:"n_groups"`
+	ConvKernel *int        `json:"conv_kernel"`
+	Chunk      *int        `json:"chunk_size"`
+	Vocab      *int        `json:"vocab_size"`
+	Eps        *float64    `json:"layer_norm_epsilon"`
+	Limit      []jsonFloat `json:"time_step_limit"`
+	ConvBias   *bool       `json:"use_conv_bias"`
+	Bias       bool        `json:"use_bias"`
+	Act        string      `json:"hidden_act"`
+	Tied       *bool       `json:"tie_word_embeddings"`
 }
 
 // parseMamba2 fills c from a Mamba2Config config.json. The sizes are
@@ -77,7 +77,7 @@ func parseMamba2(c *Config, cf *configFile) error {
 		if len(r.Limit) != 2 {
 			return fmt.Errorf("field time_step_limit has %d values, want [min, max]", len(r.Limit))
 		}
-		sc.DtMin, sc.DtMax = r.Limit[0], r.Limit[1]
+		sc.DtMin, sc.DtMax = float64(r.Limit[0]), float64(r.Limit[1])
 	}
 	if r.ConvBias != nil {
 		sc.ConvBias = *r.ConvBias

@@ -231,3 +231,24 @@ func ssmHookNames(layer string) []string {
 	}
 	return out
 }
+
+// TestTimeStepLimitInfinity: Python's json.dumps writes Mamba2Config's
+// default time_step_limit (0.0, inf) as [0.0, Infinity]; it is read as no
+// upper clamp, and an "Infinity" inside a string is left alone.
+func TestTimeStepLimitInfinity(t *testing.T) {
+	data := strings.Replace(string(mamba2Config(t, map[string]any{"time_step_limit": "LIMIT", "note": "NaN Infinity \"x\""})),
+		`"LIMIT"`, `[0.0, Infinity]`, 1)
+	c, err := ParseConfig([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SSM.DtMin != 0 || !math.IsInf(c.SSM.DtMax, 1) {
+		t.Errorf("time_step_limit read as [%v, %v], want [0, +Inf]", c.SSM.DtMin, c.SSM.DtMax)
+	}
+	if got := string(quoteNonFinite([]byte(`{"a": "Infinity NaN", "b": [-Infinity, NaN, 1e5]}`))); got != `{"a": "Infinity NaN", "b": ["-Infinity", "NaN", 1e5]}` {
+		t.Errorf("quoteNonFinite gave %s", got)
+	}
+	if _, err := ParseConfig([]byte(strings.Replace(data, "[0.0, Infinity]", "[NaN, 1]", 1))); err == nil || !strings.Contains(err.Error(), "time_step_limit") {
+		t.Errorf("a NaN limit: %v, want time_step_limit refused", err)
+	}
+}
