@@ -255,8 +255,9 @@ func (p *decoderPass) block(l int, headsOnly bool) error {
 			p.out[i] = v + p.out[i]
 		}
 		m.addResidual(x, p.out)
-	} else if L.ffn == nil && !L.WUp.present() {
-		// no channel mixer (Mamba-2's blocks are the token mixer alone)
+	} else if L.ffn == nil && L.WUp.Rows == 0 {
+		// no channel mixer, neither Layer.ffn nor an MLP of any shape
+		// (Mamba-2's blocks are the token mixer alone)
 		m.addResidual(x, p.out)
 	} else {
 		m.addResidual(x, p.out)
