@@ -62,7 +62,7 @@ func cmdGDN(args []string, w io.Writer) error {
 	if sf.done(w, &man.RunRecord) {
 		return nil
 	}
-	fmt.Fprintf(w, "wrote %d rows (%d passes × Gated DeltaNet layers %v × value heads × tokens) to %s (%.1f s)\n",
+	fmt.Fprintf(w, "wrote %d rows (%d passes × recurrent layers %v × heads × tokens) to %s (%.1f s)\n",
 		len(rows), len(man.Chunks), man.Layers, *sf.out, man.Seconds)
 	return nil
 }
