@@ -125,6 +125,11 @@ type ssmMixer struct {
 	Norm  []float32 // [I] (norm.weight)
 	Out   Weight    // [D, I] (out_proj.weight)
 	OutB  []float32 // [D] (out_proj.bias) or nil
+	// Scan is the number of rows per chunk of the chunked scan
+	// (ssmChunked): 0 selects ssmChunkRows (64), a negative value the
+	// recurrence (ssmRecurrent). Both give the same values to float32
+	// rounding; the release's chunk_size is not a numerical choice.
+	Scan int
 }
 
 // readSSM reads one layer's Mamba-2 tensors under prefix p (…mixer. or
@@ -300,29 +305,28 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 		return err
 	}
 
-	// the recurrence, per (sequence, head)
+	// the scan, per (sequence, head): chunked (default) or the recurrence
+	chunk := w.Scan
+	if chunk == 0 {
+		chunk = ssmChunkRows
+	}
 	parallelRows(B*H, T*P*N, func(lo, hi int) {
+		var sc *ssmChunk
+		if chunk > 0 {
+			sc = newSSMChunk(min(chunk, T), P)
+		}
 		for i := lo; i < hi; i++ {
 			b, hd := i/H, i%H
 			S := bf.state[i*P*N : (i+1)*P*N]
 			clear(S)
-			d := w.Skip[hd]
-			for t := 0; t < T; t++ {
-				r := b*T + t
-				a, dt := bf.decay[r*H+hd], bf.dt[r*H+hd]
-				xt, yt := bf.x[r*I+hd*P:][:P], bf.y[r*I+hd*P:][:P]
-				bt, ct := bf.bb[(r*H+hd)*N:][:N], bf.c[(r*H+hd)*N:][:N]
-				for p, xv := range xt {
-					u := dt * xv
-					row := S[p*N : (p+1)*N]
-					var acc float32
-					for k, s := range row {
-						s = a*s + u*bt[k]
-						row[k] = s
-						acc += s * ct[k]
-					}
-					yt[p] = acc + d*xv
-				}
+			r0 := b * T
+			x, y := bf.x[r0*I+hd*P:], bf.y[r0*I+hd*P:]
+			bb, cc := bf.bb[(r0*H+hd)*N:], bf.c[(r0*H+hd)*N:]
+			dt, a := bf.dt[r0*H+hd:], bf.decay[r0*H+hd:]
+			if chunk < 0 {
+				ssmRecurrent(y, S, x, bb, cc, dt, a, T, I, H*N, H, P, N, w.Skip[hd])
+			} else {
+				ssmChunked(y, S, x, bb, cc, dt, a, T, I, H*N, H, P, N, w.Skip[hd], sc)
 			}
 		}
 	})
@@ -355,6 +359,108 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 		}
 	}
 	return nil
+}
+
+// ssmChunkRows is the default number of rows per chunk of the chunked
+// scan (ssmChunked); BenchmarkSSMScan compares it with the recurrence.
+const ssmChunkRows = 64
+
+// ssmRecurrent runs the SSM of one sequence and head step by step: for
+// t < T, with row t of x and y at t·ldx, of B and C at t·ldb, of dt and
+// the decay a at t·ldd,
+//
+//	S ← a_t·S + dt_t·x_t·B_tᵀ,   y_t = S·C_t + d·x_t
+//
+// S [P, N] holds the initial state on entry and S_T on return. Cost
+// 2·P·N multiply-adds per step in scalar loops.
+func ssmRecurrent(y, S, x, bb, cc, dt, a []float32, T, ldx, ldb, ldd, P, N int, d float32) {
+	for t := 0; t < T; t++ {
+		at, u0 := a[t*ldd], dt[t*ldd]
+		xt, yt := x[t*ldx:][:P], y[t*ldx:][:P]
+		bt, ct := bb[t*ldb:][:N], cc[t*ldb:][:N]
+		for p, xv := range xt {
+			u := u0 * xv
+			row := S[p*N : (p+1)*N]
+			var acc float32
+			for k, s := range row {
+				s = at*s + u*bt[k]
+				row[k] = s
+				acc += s * ct[k]
+			}
+			yt[p] = acc + d*xv
+		}
+	}
+}
+
+// ssmChunk is the scratch of one chunk of up to C rows (ssmChunked).
+type ssmChunk struct {
+	C   int
+	dec []float64 // [C, C]: D[i,j] = Π_{j<r≤i} a_r, j ≤ i
+	g   []float32 // [C, C]: (C_i·B_j)·D[i,j]·dt_j, 0 above the diagonal
+	tmp []float32 // [C, P]: C·Sᵀ
+	xt  []float32 // [P, C]: (diag(D[c−1,·]·dt)·X)ᵀ
+}
+
+func newSSMChunk(C, P int) *ssmChunk {
+	return &ssmChunk{C: C, dec: make([]float64, C*C), g: make([]float32, C*C), tmp: make([]float32, C*P), xt: make([]float32, P*C)}
+}
+
+// ssmChunked is ssmRecurrent (same arguments and result) in chunks of
+// w.C rows (the SSD form of Dao & Gu, §6): per chunk of c rows with S the
+// state at its start, b_i = D[i,−1] = Π_{r≤i} a_r the decay of S to row i,
+//
+//	G = (C·Bᵀ) ⊙ D ⊙ dtᵀ (lower triangular),   Y = G·X + diag(b)·C·Sᵀ + d·X
+//	S ← b_{c−1}·S + (diag(D[c−1,·] ⊙ dt)·X)ᵀ·B
+//
+// the decays as products in float64 (a decay of 0 gives exact zeros),
+// every product on the project's matrix kernels. Cost per row
+// c·(N + P) + 2·P·N multiply-adds in products, against the recurrence's
+// 2·P·N in scalar loops. It equals the recurrence to float32 rounding
+// (TestSSMChunkedEqualsRecurrent) for any chunk (HF's SSD is the same
+// computation with the chunk of chunk_size).
+func ssmChunked(y, S, x, bb, cc, dt, a []float32, T, ldx, ldb, ldd, P, N int, d float32, w *ssmChunk) {
+	for t0 := 0; t0 < T; t0 += w.C {
+		c := min(w.C, T-t0)
+		xc, yc := x[t0*ldx:], y[t0*ldx:]
+		bc, ccc := bb[t0*ldb:], cc[t0*ldb:]
+		dec, g := w.dec[:c*c], w.g[:c*c]
+		for i := 0; i < c; i++ {
+			di := dec[i*c : (i+1)*c]
+			clear(di)
+			di[i] = 1
+			for j := i; j > 0; j-- {
+				di[j-1] = di[j] * float64(a[(t0+j)*ldd])
+			}
+		}
+		sgemm(true, c, c, N, 1, ccc, ldb, bc, ldb, 0, g, c) // C·Bᵀ
+		for i := 0; i < c; i++ {
+			gi, di := g[i*c:(i+1)*c], dec[i*c:(i+1)*c]
+			for j := 0; j <= i; j++ {
+				gi[j] = float32(float64(gi[j]) * di[j] * float64(dt[(t0+j)*ldd]))
+			}
+			clear(gi[i+1:])
+		}
+		sgemm(false, c, P, c, 1, g, c, xc, ldx, 0, yc, ldx) // Y = G·X
+		tmp := w.tmp[:c*P]
+		sgemm(true, c, P, N, 1, ccc, ldb, S, N, 0, tmp, P) // C·Sᵀ
+		for i := 0; i < c; i++ {
+			bi := float32(dec[i*c] * float64(a[t0*ldd])) // Π_{0≤r≤i} a_r
+			yi, xi, ti := yc[i*ldx:][:P], xc[i*ldx:][:P], tmp[i*P:(i+1)*P]
+			for p := range yi {
+				yi[p] += bi*ti[p] + d*xi[p]
+			}
+		}
+		last := dec[(c-1)*c : c*c]
+		xt := w.xt[:P*c]
+		for j := 0; j < c; j++ {
+			f := float32(last[j] * float64(dt[(t0+j)*ldd]))
+			for p, v := range xc[j*ldx:][:P] {
+				xt[p*c+j] = f * v
+			}
+		}
+		bl := float32(last[0] * float64(a[t0*ldd]))
+		sgemm(false, P, N, c, 1, xt, c, bc, ldb, bl, S, N) // S ← b·S + Xᵀ·B
+	}
 }
 
 // ssmAttention streams the exact effective attention M of every (sequence,
