@@ -146,7 +146,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
 		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			hs := &hooks.Set{}
-			f, err := GDNFilter(hs, c, ch.T, *o, man.Threads)
+			f, fa, err := gdnFilters(hs, c, ch.T, *o, man.Threads)
 			if err != nil {
 				return nil, err
 			}
@@ -157,7 +157,11 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 				return nil, err
 			}
 			_, kind := recurrentLayers(c)
-			return []passTable{tableOf("gdn", appendGDNRows(nil, f, ch, kind))}, nil
+			rows := appendGDNRows(nil, f, ch, kind)
+			if fa != nil {
+				rows = appendGDNRows(rows, fa, ch, MixerAttention)
+			}
+			return []passTable{tableOf("gdn", rows)}, nil
 		},
 		finish: func() (err error) { rows, err = finishGDN(r.Out, man); return err }})
 	if err != nil {
@@ -170,6 +174,16 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 // length-T pass of a model with configuration c (one with Gated DeltaNet
 // layers) under options o, registered on hs (probe bench measures it).
 func GDNFilter(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int) (*probes.GDNFilter, error) {
+	f, _, err := gdnFilters(hs, c, T, o, threads)
+	return f, err
+}
+
+// gdnFilters is GDNFilter, and for a model whose Mamba-2 mixers run beside
+// softmax attention (Falcon-H1) with o.WRows, a second filter fa over the
+// attention heads of the same layers fed their softmax rows (the rows of
+// mixer "attention": n_eff, first-token mass and dispersion beside the
+// SSM heads' n_eff^W; the per-token columns NaN); fa is nil otherwise.
+func gdnFilters(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int) (f, fa *probes.GDNFilter, err error) {
 	if o.Innovation == "" {
 		o.Innovation = probes.InnovationDecayed.String()
 	}
@@ -178,11 +192,11 @@ func GDNFilter(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int)
 	}
 	innov, err := probes.ParseInnovationForm(o.Innovation)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	weights, err := probes.ParseEffAttnWeights(o.Weights)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opt := probes.GDNOptions{Innovation: innov, Weights: weights, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
 		NoDispersion: o.NoDispersion, NoRows: !o.WRows, Threads: threads}
@@ -192,26 +206,35 @@ func GDNFilter(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int)
 		dn := c.DeltaNet
 		f, err := probes.NewGDNFilter(1, T, c.Layers, layers, dn.ValueHeads, dn.KeyDim, dn.ValueDim, opt)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		f.Register(hs)
-		return f, nil
+		return f, nil, nil
 	case c.SSM != nil:
 		sc := c.SSM
 		f, err := probes.NewGDNFilter(1, T, c.Layers, layers, sc.Heads, sc.State, sc.HeadDim, opt)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		f.RegisterSSM(hs)
-		return f, nil
+		if sc.Attention && o.WRows {
+			if fa, err = probes.NewGDNFilter(1, T, c.Layers, layers, c.Heads, c.DHead, c.DHead, opt); err != nil {
+				return nil, nil, err
+			}
+		}
+		f.RegisterSSM(hs, fa)
+		return f, fa, nil
 	}
-	return nil, fmt.Errorf("%s has no Gated DeltaNet or Mamba-2 layers", c.Arch)
+	return nil, nil, fmt.Errorf("%s has no Gated DeltaNet or Mamba-2 layers", c.Arch)
 }
 
 // The mixer column's values: the recurrent mixer a gdn row measures.
 const (
 	MixerGatedDeltaNet = "gated_deltanet"
 	MixerMamba2        = "mamba2"
+	// MixerAttention rows are the softmax heads of a layer whose Mamba-2
+	// runs beside attention (Falcon-H1), with --w-rows: only the W-row
+	// columns are defined (n_eff^W is then Kish's n_eff).
+	MixerAttention = "attention"
 )
 
 // recurrentLayers returns the layers with a recurrent token mixer that
@@ -295,12 +318,12 @@ type GDNHeadRow struct {
 }
 
 // appendGDNHeads appends the gdn_heads rows of one pass's gdn rows, which
-// are in (layer, head, token) order.
+// are in (mixer, layer, head, token) order.
 func appendGDNHeads(heads []GDNHeadRow, rows []GDNRow) []GDNHeadRow {
 	var hz []float64
 	for lo := 0; lo < len(rows); {
 		hi := lo + 1
-		for hi < len(rows) && rows[hi].Layer == rows[lo].Layer && rows[hi].Head == rows[lo].Head {
+		for hi < len(rows) && rows[hi].Layer == rows[lo].Layer && rows[hi].Head == rows[lo].Head && rows[hi].Mixer == rows[lo].Mixer {
 			hi++
 		}
 		head := rows[lo:hi]

@@ -13,8 +13,8 @@ import (
 // filter measures every layer's SSM: beta is dt, decay is exp(dt·A), the
 // state norm at the last token is ‖hook_final_state‖_F of the head,
 // innovation is NaN, and n_eff^W is that of the captured effective
-// attention's row; Falcon-H1's softmax rows in the same layers are
-// ignored.
+// attention's row; Falcon-H1's softmax rows in the same layers fill a
+// second filter with their Kish n_eff and first-token mass.
 func TestGDNFilterMamba2(t *testing.T) {
 	for _, arch := range []model.Arch{model.ArchMamba2, model.ArchFalconH1} {
 		t.Run(string(arch), func(t *testing.T) {
@@ -28,11 +28,18 @@ func TestGDNFilterMamba2(t *testing.T) {
 			}
 			const T = 19
 			hs := &hooks.Set{}
-			f, err := GDNFilter(hs, &m.Config, T, GDNOptions{WRows: true}, 1)
+			f, fa, err := gdnFilters(hs, &m.Config, T, GDNOptions{WRows: true}, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cap := hs.Capture("blocks.*.ssm.hook_final_state", "blocks.*.ssm.hook_eff_attn", "blocks.*.ssm.hook_dt", "blocks.*.ssm.hook_decay")
+			if (fa != nil) != (arch == model.ArchFalconH1) {
+				t.Fatalf("attention filter %v for %s", fa != nil, arch)
+			}
+			names := []string{"blocks.*.ssm.hook_final_state", "blocks.*.ssm.hook_eff_attn", "blocks.*.ssm.hook_dt", "blocks.*.ssm.hook_decay"}
+			if fa != nil {
+				names = append(names, "blocks.*.attn.hook_pattern")
+			}
+			cap := hs.Capture(names...)
 			ids := make([]int, T)
 			for i := range ids {
 				ids[i] = (7*i + 3) % m.Vocab
@@ -70,6 +77,27 @@ func TestGDNFilterMamba2(t *testing.T) {
 							t.Errorf("layer %d head %d token %d: n_eff^W %v, want %v", l, h, tt, f.NEffW[i], want)
 						}
 					}
+				}
+			}
+			if fa != nil {
+				// the softmax heads of the same layers: Kish's n_eff and
+				// the first-token mass of each row of hook_pattern
+				for s, l := range fa.Layers {
+					A := cap.Get(hooks.Name("blocks.{l}.attn.hook_pattern", l)).Data().([]float32)
+					for h := 0; h < m.Heads; h++ {
+						for tt := 0; tt < T; tt++ {
+							i := fa.Index(0, s, h, tt)
+							ref := probes.EffAttnRow(A[(h*T+tt)*T : (h*T+tt)*T+tt+1])
+							if math.Abs(fa.NEffW[i]-ref.NEff) > 1e-9*ref.NEff || math.Abs(fa.FirstShare[i]-ref.FirstShare) > 1e-9 || !math.IsNaN(fa.Beta[i]) {
+								t.Fatalf("attention layer %d head %d token %d: n_eff %v first %v beta %v, want %v %v NaN",
+									l, h, tt, fa.NEffW[i], fa.FirstShare[i], fa.Beta[i], ref.NEff, ref.FirstShare)
+							}
+						}
+					}
+				}
+				heads := appendGDNHeads(nil, appendGDNRows(appendGDNRows(nil, f, Chunk{T: T}, MixerMamba2), fa, Chunk{T: T}, MixerAttention))
+				if want := len(m.Layers) * (H + m.Heads); len(heads) != want || heads[len(heads)-1].Mixer != MixerAttention {
+					t.Errorf("%d head rows (want %d), last mixer %q", len(heads), want, heads[len(heads)-1].Mixer)
 				}
 			}
 			rows := appendGDNRows(nil, f, Chunk{T: T}, MixerMamba2)

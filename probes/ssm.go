@@ -33,15 +33,19 @@ import (
 // state size N, head width P, opt) and RegisterSSM.
 
 // RegisterSSM adds f to hs for Mamba-2 layers: the effective-attention
-// stream of every measured layer (unless Opt.NoRows; in a layer that also
-// has softmax attention, Falcon-H1's, the softmax rows are ignored here)
-// and functions at blocks.{l}.ssm.hook_x, hook_B, hook_dt and hook_decay.
-// The state recurrence runs at hook_decay, which the model issues after
-// the other three; f reads their buffers as they then are.
-func (f *GDNFilter) RegisterSSM(hs *hooks.Set) {
+// stream of every measured layer (unless Opt.NoRows) and functions at
+// blocks.{l}.ssm.hook_x, hook_B, hook_dt and hook_decay. The state
+// recurrence runs at hook_decay, which the model issues after the other
+// three; f reads their buffers as they then are. In a layer that also has
+// softmax attention (Falcon-H1's) the softmax rows go to attn when it is
+// not nil — a GDNFilter over the attention heads (Hv the heads, Dv their
+// width) whose W-row columns then hold each softmax row's n_eff (Kish's,
+// which n_eff^W is on the simplex), first-token mass and dispersion, the
+// per-token columns staying NaN — and are ignored otherwise.
+func (f *GDNFilter) RegisterSSM(hs *hooks.Set, attn *GDNFilter) {
 	for _, l := range f.Layers {
 		if !f.Opt.NoRows {
-			hs.Stream(l, ssmRows{f})
+			hs.Stream(l, ssmRows{f, attn})
 		}
 		var x, bb, dt []float32
 		keep := func(dst *[]float32) hooks.Func {
@@ -65,11 +69,17 @@ func (f *GDNFilter) RegisterSSM(hs *hooks.Set) {
 }
 
 // ssmRows passes a Mamba-2 layer's effective-attention rows to its
-// GDNFilter and ignores the softmax rows of the same layer (Falcon-H1's
-// attention beside the SSM, which the softmax probes measure).
-type ssmRows struct{ f *GDNFilter }
+// GDNFilter f and the softmax rows of the same layer (Falcon-H1's
+// attention beside the SSM) to attn, or drops them when attn is nil.
+type ssmRows struct{ f, attn *GDNFilter }
 
-func (r ssmRows) ConsumeAttn(*hooks.AttnTile) error       { return nil }
+func (r ssmRows) ConsumeAttn(tile *hooks.AttnTile) error {
+	if r.attn == nil {
+		return nil
+	}
+	return r.attn.ConsumeDelta(tile)
+}
+
 func (r ssmRows) ConsumeDelta(tile *hooks.AttnTile) error { return r.f.ConsumeDelta(tile) }
 
 // SetSSMLayer records dt (Beta), the decay a (Decay, Horizon) and the state

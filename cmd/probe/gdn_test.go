@@ -240,7 +240,8 @@ func TestGDNShardsMergeCLI(t *testing.T) {
 // Falcon-H1 golden cases: every layer is measured with mixer mamba2, beta
 // and decay match the golden dt.l and decay.l, innovation is empty, and
 // the W-row columns match those of the golden eff_attn.l (float64 from the
-// reference's own factors).
+// reference's own factors); Falcon-H1's softmax heads come as rows of mixer
+// attention whose n_eff and first-token mass match the golden attn.l.
 func TestGDNCommandGoldenSSM(t *testing.T) {
 	for _, name := range []string{"mamba2", "falcon_h1"} {
 		dir := filepath.Join(goldenDir, name)
@@ -273,11 +274,21 @@ func TestGDNCommandGoldenSSM(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := cfg.Layers * H * T; len(pq) != want {
-				t.Fatalf("%d rows, want %d layers × %d heads × %d tokens = %d", len(pq), cfg.Layers, H, T, want)
+			Ha := 0 // Falcon-H1: its softmax heads beside, mixer "attention"
+			if cfg.SSM.Attention {
+				Ha = cfg.Heads
 			}
-			var worstDt, worstNeff, worstSum float64
+			if want := cfg.Layers * (H + Ha) * T; len(pq) != want {
+				t.Fatalf("%d rows, want %d layers × (%d + %d) heads × %d tokens = %d", len(pq), cfg.Layers, H, Ha, T, want)
+			}
+			var worstDt, worstNeff, worstSum, worstAttn float64
 			for _, r := range pq {
+				if r.Mixer == analysis.MixerAttention {
+					A, _ := gold.Float32(fmt.Sprintf("attn.%d", r.Layer))
+					ref := probes.EffAttnRow(A[(r.Head*T+r.Token)*T:][:r.Token+1])
+					worstAttn = max(worstAttn, math.Abs(r.NEffW-ref.NEff)/ref.NEff, math.Abs(r.FirstShare-ref.FirstShare))
+					continue
+				}
 				gdt, _ := gold.Float32(fmt.Sprintf("dt.%d", r.Layer))
 				gdec, _ := gold.Float32(fmt.Sprintf("decay.%d", r.Layer))
 				M, _ := gold.Float32(fmt.Sprintf("eff_attn.%d", r.Layer))
@@ -289,6 +300,9 @@ func TestGDNCommandGoldenSSM(t *testing.T) {
 				ref := probes.EffAttnRow(M[(r.Head*T+r.Token)*T:][:r.Token+1])
 				worstNeff = max(worstNeff, math.Abs(r.NEffW-ref.NEff)/ref.NEff)
 				worstSum = max(worstSum, math.Abs(r.RowSum-ref.RowSum)/max(1, ref.AbsSum), math.Abs(r.FirstShare-ref.FirstShare))
+			}
+			if worstAttn > 1e-4 {
+				t.Errorf("attention rows vs the golden attn.l: n_eff rel., first-token mass %.3g (tol 1e-4)", worstAttn)
 			}
 			if worstDt > 1e-5 || worstNeff > 1e-4 || worstSum > 1e-4 {
 				t.Errorf("vs golden: dt, decay %.3g abs (tol 1e-5); n_eff^W %.3g rel (1e-4); row sum (rel. to Σ|M|), first share %.3g (1e-4)", worstDt, worstNeff, worstSum)
