@@ -42,34 +42,35 @@ type FalconH1Config struct {
 
 // falconRaw holds FalconH1Config's fields beyond rawConfig's.
 type falconRaw struct {
-	DSSM           *int        `json:"mamba_d_ssm"`
-	Heads          *int        `json:"mamba_n_heads"`
-	DHead          *int        `json:"mamba_d_head"`
-	Expand         *float64    `json:"mamba_expand"`
-	State          *int        `json:"mamba_d_state"`
-	Groups         *int        `json:"mamba_n_groups"`
-	Conv           *int        `json:"mamba_d_conv"`
-	Chunk          *int        `json:"mamba_chunk_size"`
-	ConvBias       *bool       `json:"mamba_conv_bias"`
-	ProjBias       bool        `json:"mamba_proj_bias"`
-	RMSNorm        *bool       `json:"mamba_rms_norm"`
-	NormBeforeGate bool        `json:"mamba_norm_before_gate"`
-	ProjectorsBias bool        `json:"projectors_bias"`
-	Limit          []jsonFloat `json:"time_step_limit"`
-	Embedding      *float64    `json:"embedding_multiplier"`
-	LMHead         *float64    `json:"lm_head_multiplier"`
-	MLP            []float64   `json:"mlp_multipliers"`
-	Key            *float64    `json:"key_multiplier"`
-	AttnIn         *float64    `json:"attention_in_multiplier"`
-	AttnOut        *float64    `json:"attention_out_multiplier"`
-	SSMIn          *float64    `json:"ssm_in_multiplier"`
-	SSMOut         *float64    `json:"ssm_out_multiplier"`
-	SSM            []float64   `json:"ssm_multipliers"`
+	DSSM           *int            `json:"mamba_d_ssm"`
+	Heads          *int            `json:"mamba_n_heads"`
+	DHead          json.RawMessage `json:"mamba_d_head"` // a number, or "auto" (mamba_d_ssm/mamba_n_heads)
+	Expand         *float64        `json:"mamba_expand"`
+	State          *int            `json:"mamba_d_state"`
+	Groups         *int            `json:"mamba_n_groups"`
+	Conv           *int            `json:"mamba_d_conv"`
+	Chunk          *int            `json:"mamba_chunk_size"`
+	ConvBias       *bool           `json:"mamba_conv_bias"`
+	ProjBias       bool            `json:"mamba_proj_bias"`
+	RMSNorm        *bool           `json:"mamba_rms_norm"`
+	NormBeforeGate bool            `json:"mamba_norm_before_gate"`
+	ProjectorsBias bool            `json:"projectors_bias"`
+	Limit          []jsonFloat     `json:"time_step_limit"`
+	Embedding      *float64        `json:"embedding_multiplier"`
+	LMHead         *float64        `json:"lm_head_multiplier"`
+	MLP            []float64       `json:"mlp_multipliers"`
+	Key            *float64        `json:"key_multiplier"`
+	AttnIn         *float64        `json:"attention_in_multiplier"`
+	AttnOut        *float64        `json:"attention_out_multiplier"`
+	SSMIn          *float64        `json:"ssm_in_multiplier"`
+	SSMOut         *float64        `json:"ssm_out_multiplier"`
+	SSM            []float64       `json:"ssm_multipliers"`
 }
 
 // parseFalconH1 fills c from a FalconH1Config config.json. Absent
-// multipliers are FalconH1Config's defaults (1; mlp [1, 1]; ssm five 1s);
-// mamba_d_ssm defaults to mamba_expand·hidden_size, mamba_d_head to
+// multipliers are FalconH1Config's defaults (1; mlp [1, 1]; ssm five 1s),
+// as is an absent tie_word_embeddings (false); mamba_d_ssm defaults to
+// mamba_expand·hidden_size, mamba_d_head (absent or "auto") to
 // mamba_d_ssm/mamba_n_heads. Refused: mamba_rms_norm false and
 // mamba_norm_before_gate true (not implemented), projectors_bias true, and
 // any multiplier of 0.
@@ -83,6 +84,9 @@ func parseFalconH1(c *Config, cf *configFile) error {
 		return err
 	}
 	c.QKVBias, c.OBias, c.MLPBias = cf.r.AttentionBias, cf.r.AttentionBias, cf.r.MLPBias
+	if cf.r.TieWordEmbeddings == nil {
+		c.TiedHead = false // FalconH1Config's default
+	}
 	switch {
 	case r.RMSNorm != nil && !*r.RMSNorm:
 		return fmt.Errorf("field mamba_rms_norm false (the ungated-norm mixer) is not supported")
@@ -117,12 +121,17 @@ func parseFalconH1(c *Config, cf *configFile) error {
 		}
 		sc.Inner = int(expand * float64(c.DModel))
 	}
-	if r.DHead != nil {
-		if sc.HeadDim, err = need("mamba_d_head", r.DHead); err != nil {
+	switch d := string(r.DHead); d {
+	case "", "null", `"auto"`:
+		sc.HeadDim = sc.Inner / sc.Heads
+	default:
+		var n int
+		if err := json.Unmarshal(r.DHead, &n); err != nil {
+			return fmt.Errorf("field mamba_d_head %s: want a number or \"auto\"", d)
+		}
+		if sc.HeadDim, err = need("mamba_d_head", &n); err != nil {
 			return err
 		}
-	} else {
-		sc.HeadDim = sc.Inner / sc.Heads
 	}
 	if sc.Heads*sc.HeadDim != sc.Inner {
 		return fmt.Errorf("field mamba_n_heads %d × mamba_d_head %d ≠ mamba_d_ssm %d", sc.Heads, sc.HeadDim, sc.Inner)

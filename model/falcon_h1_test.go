@@ -46,6 +46,9 @@ func TestFalconH1ConfigRefused(t *testing.T) {
 		c.SSM.InScale != 1.2 || c.SSM.OutScale != 0.8 || c.SSM.NormGroups != 2 || c.FalconH1.GateScale != 0.8 || c.FalconH1.DownScale != 1.2 {
 		t.Errorf("multipliers read as %+v, SSM %+v, MLP %+v", c, *c.SSM, *c.FalconH1)
 	}
+	if c, err := ParseConfig(falconH1Config(t, map[string]any{"mamba_d_head": "auto", "tie_word_embeddings": nil})); err != nil || c.SSM.HeadDim != 16 || c.TiedHead {
+		t.Errorf("mamba_d_head auto, no tie_word_embeddings: %v; want head dim 16, untied", err)
+	}
 	for _, tc := range []struct {
 		change map[string]any
 		want   string
@@ -54,6 +57,7 @@ func TestFalconH1ConfigRefused(t *testing.T) {
 		{map[string]any{"mamba_rms_norm": false}, "mamba_rms_norm"},
 		{map[string]any{"projectors_bias": true}, "projectors_bias"},
 		{map[string]any{"mamba_d_head": 12}, "mamba_d_head"},
+		{map[string]any{"mamba_d_head": "half"}, "mamba_d_head"},
 		{map[string]any{"mamba_n_groups": 3}, "n_groups 3"},
 		{map[string]any{"mamba_d_state": 0}, "mamba_d_state"},
 		{map[string]any{"mamba_chunk_size": 0}, "mamba_chunk_size"},
