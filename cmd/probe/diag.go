@@ -82,6 +82,10 @@ func cmdDiag(args []string, w io.Writer) error {
 		return fmt.Errorf("--kernel %q: want %s or %s", *kernel, probes.MatrixKernel, probes.RowKernel)
 	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
+	if len(layers) == 0 {
+		return fmt.Errorf("%s (%s) has no softmax attention layers, so no attention rows to measure (its layers: %s; probe gdn reads recurrent layers)",
+			dir, c.Arch, c.LayerKinds()[0])
+	}
 	copts := probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k}
 	opt := model.Options{AllowExtrapolation: *allowExt, Threads: *threads}
 	if err := probes.CheckModelMemory(m, B, T, opt, copts); err != nil { // before the Collector's results
@@ -159,7 +163,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	fmt.Fprintf(w, "wrote %d rows (%d samples × %d layers × %d heads × %d queries) to %s\n", B*len(layers)*c.Heads*T, B,
 		len(layers), c.Heads, T, *out)
 	if len(layers) < c.Layers {
-		fmt.Fprintf(w, "measured the softmax layers %v; the others are Gated DeltaNet layers, which have no softmax rows\n", layers)
+		fmt.Fprintf(w, "measured the softmax layers %v; the others (Gated DeltaNet or Mamba-2 layers) have no softmax rows\n", layers)
 	}
 	copts.ContinueOnNonFinite = false
 	if _, err := mf.deviation(w, m, ids, copts, *allowExt, *threads); err != nil {

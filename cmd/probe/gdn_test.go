@@ -310,3 +310,19 @@ func TestGDNCommandGoldenSSM(t *testing.T) {
 		})
 	}
 }
+
+// TestDiagRefusesMamba2: probe diag on a model without softmax layers says
+// so and points to probe gdn, instead of writing an empty table.
+func TestDiagRefusesMamba2(t *testing.T) {
+	dir := filepath.Join(goldenDir, "mamba2")
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	tmp := t.TempDir()
+	ids := filepath.Join(tmp, "ids.json")
+	os.WriteFile(ids, []byte("[[1, 2, 3, 4, 5, 6]]"), 0o644)
+	code, _, stderr := probe(t, "diag", "--model", dir, "--ids", ids, "--out", filepath.Join(tmp, "d.csv"))
+	if code == 0 || !strings.Contains(stderr, "no softmax attention layers") || !strings.Contains(stderr, "probe gdn") {
+		t.Errorf("exit %d, stderr %q; want a refusal naming probe gdn", code, stderr)
+	}
+}
