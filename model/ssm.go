@@ -154,7 +154,6 @@ func readSSM(ld *loader, p string, D int, sc *SSMConfig) *ssmMixer {
 // show them (n = B·T rows).
 type ssmBuffers struct {
 	proj  []float32 // [n, P] in_proj output (× InScale·Mup)
-	conv  []float32 // [n, Cv] conv + SiLU
 	z, x  []float32 // [n, I]
 	bb, c []float32 // [n, H, N] B and C repeated per head
 	dt    []float32 // [n, H]
@@ -168,7 +167,7 @@ type ssmBuffers struct {
 // which the decoder pass lends from its arena.
 func (w *ssmMixer) scratchFloats(B, T int) int {
 	n, sc := B*T, w.SSMConfig
-	return n*(sc.projDim()+sc.convDim()+3*sc.Inner+2*sc.Heads*sc.State+2*sc.Heads) + sc.Heads + B*sc.Inner*sc.State
+	return n*(sc.projDim()+3*sc.Inner+2*sc.Heads*sc.State+2*sc.Heads) + sc.Heads + B*sc.Inner*sc.State
 }
 
 func (w *ssmMixer) buffers(scratch []float32, B, T int) *ssmBuffers {
@@ -182,7 +181,7 @@ func (w *ssmMixer) buffers(scratch []float32, B, T int) *ssmBuffers {
 		return s
 	}
 	HN := sc.Heads * sc.State
-	return &ssmBuffers{proj: take(n * sc.projDim()), conv: take(n * sc.convDim()), z: take(n * sc.Inner), x: take(n * sc.Inner),
+	return &ssmBuffers{proj: take(n * sc.projDim()), z: take(n * sc.Inner), x: take(n * sc.Inner),
 		bb: take(n * HN), c: take(n * HN), dt: take(n * sc.Heads), decay: take(n * sc.Heads), a: take(sc.Heads),
 		y: take(n * sc.Inner), state: take(B * sc.Inner * sc.State)}
 }
@@ -248,11 +247,14 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 	}
 	run(hooks.SSMZ, l, bf.z, B, T, I)
 
-	// causal depthwise convolution (left zero padding) + bias, SiLU
+	// causal depthwise convolution (left zero padding) + bias, SiLU, one
+	// row at a time, split into [x | B | C] with B and C repeated to the
+	// heads of their group
+	rep := H / G
 	parallelRows(n, Cv*K, func(lo, hi int) {
+		o := make([]float32, Cv)
 		for r := lo; r < hi; r++ {
 			t := r % T
-			o := bf.conv[r*Cv : (r+1)*Cv]
 			if w.ConvB != nil {
 				copy(o, w.ConvB)
 			} else {
@@ -267,19 +269,14 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 			for ch, v := range o {
 				o[ch] = silu(v)
 			}
+			copy(bf.x[r*I:(r+1)*I], o[:I])
+			for hd := 0; hd < H; hd++ {
+				g := hd / rep
+				copy(bf.bb[(r*H+hd)*N:][:N], o[I+g*N:][:N])
+				copy(bf.c[(r*H+hd)*N:][:N], o[I+G*N+g*N:][:N])
+			}
 		}
 	})
-	// split [x | B | C], B and C repeated to the heads of their group
-	rep := H / G
-	for r := 0; r < n; r++ {
-		row := bf.conv[r*Cv : (r+1)*Cv]
-		copy(bf.x[r*I:(r+1)*I], row[:I])
-		for hd := 0; hd < H; hd++ {
-			g := hd / rep
-			copy(bf.bb[(r*H+hd)*N:][:N], row[I+g*N:][:N])
-			copy(bf.c[(r*H+hd)*N:][:N], row[I+G*N+g*N:][:N])
-		}
-	}
 	run(hooks.SSMX, l, bf.x, B, T, H, P)
 	run(hooks.SSMB, l, bf.bb, B, T, H, N)
 	run(hooks.SSMC, l, bf.c, B, T, H, N)
