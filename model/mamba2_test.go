@@ -257,7 +257,8 @@ func TestTimeStepLimitInfinity(t *testing.T) {
 
 // TestSSMChunkedEqualsRecurrent: the chunked scan gives the recurrence's
 // y and final state (to float32 rounding) for chunks of 1 row, sizes that
-// do not divide T, and one longer than T.
+// do not divide T, and one longer than T; B and C stored per head (when
+// hooked) give the per-group storage's logits exactly.
 func TestSSMChunkedEqualsRecurrent(t *testing.T) {
 	cfg, err := ParseConfig(mamba2Config(t, nil))
 	if err != nil {
@@ -281,6 +282,17 @@ func TestSSMChunkedEqualsRecurrent(t *testing.T) {
 		return out, cap
 	}
 	ref, refCap := run(-1)
+	// B and C are kept per group unless their hooks ask for them per head:
+	// the same values either way
+	hs := &hooks.Set{}
+	hs.Capture("blocks.*.ssm.hook_B")
+	perHead, err := m.Forward(ids, Options{Hooks: hs, Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel, i := relErr(perHead.Logits, ref.Logits); rel != 0 {
+		t.Errorf("with hook_B captured (B, C per head) the logits differ by %.3g at %d", rel, i)
+	}
 	for _, scan := range []int{1, 5, 7, 16, 64} {
 		out, cap := run(scan)
 		if rel, i := relErr(out.Logits, ref.Logits); rel > 1e-5 {

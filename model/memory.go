@@ -28,8 +28,8 @@ import (
 //	+ P·T·(S + dh)                             each attention worker's scores and packed keys;
 //	                                           P·T·(2S + 1.5·dh) for bf16 on AMX; + P·T·dh with
 //	                                           streamed diagnostics (their moments' squares)
-//	+ 2·n·Hv                                   Gated DeltaNet's β and g (B·H·T² for a captured
-//	                                           Mamba-2 ssm.hook_eff_attn)
+//	+ 2·n·Hv                                   Gated DeltaNet's β and g (Mamba-2: B·H·T² for a
+//	                                           captured ssm.hook_eff_attn, 2·n·H·N for hooked B, C)
 //	+ n·d                                      the output of a mixer beside attention (Falcon-H1)
 //	+ G·q·min(n, 1024)·i/2                     the AMX products' packed activations: q = 3 parts
 //	                                           for ComputeF32 on bf16 weights, 1 for bf16 products
@@ -81,8 +81,15 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		if L.beside != nil {
 			side = n * D // the output of the mixer beside attention
 		}
-		if sc := c.SSM; sc != nil && opt.Hooks.Has(hooks.Name(hooks.SSMEffAttn, l)) {
-			gdn = max(gdn, B*sc.Heads*T*T) // Mamba-2's captured effective attention
+		if sc := c.SSM; sc != nil {
+			k := 0
+			if opt.Hooks.Has(hooks.Name(hooks.SSMEffAttn, l)) {
+				k += B * sc.Heads * T * T // Mamba-2's captured effective attention
+			}
+			if opt.Hooks.Has(hooks.Name(hooks.SSMB, l)) || opt.Hooks.Has(hooks.Name(hooks.SSMC, l)) {
+				k += 2 * n * sc.Heads * sc.State // B and C repeated per head for their hooks
+			}
+			gdn = max(gdn, k)
 		}
 	}
 	floats += gdn + side

@@ -153,24 +153,38 @@ func readSSM(ld *loader, p string, D int, sc *SSMConfig) *ssmMixer {
 // ssmBuffers are the mixer's per-pass values, token-major as the hooks
 // show them (n = B·T rows).
 type ssmBuffers struct {
-	proj  []float32 // [n, P] in_proj output (× InScale·Mup)
-	z, x  []float32 // [n, I]
-	bb, c []float32 // [n, H, N] B and C repeated per head
-	dt    []float32 // [n, H]
-	decay []float32 // [n, H]
-	a     []float32 // [H]
-	y     []float32 // [n, I]
-	state []float32 // [B, H, P, N]
+	proj []float32 // [n, P] in_proj output (× InScale·Mup)
+	z, x []float32 // [n, I]
+	// bb, c hold B and C [n, G, N] per group, or [n, H, N] repeated per
+	// head when their hooks are registered (perHead; the hooks show, and
+	// an intervention changes, each head's)
+	bb, c   []float32
+	perHead bool
+	G, H, N int
+	dt      []float32 // [n, H]
+	decay   []float32 // [n, H]
+	a       []float32 // [H]
+	y       []float32 // [n, I]
+	state   []float32 // [B, H, P, N]
 }
 
 // scratchFloats is the storage of ssmBuffers for B sequences of T tokens,
 // which the decoder pass lends from its arena.
 func (w *ssmMixer) scratchFloats(B, T int) int {
 	n, sc := B*T, w.SSMConfig
-	return n*(sc.projDim()+3*sc.Inner+2*sc.Heads*sc.State+2*sc.Heads) + sc.Heads + B*sc.Inner*sc.State
+	return n*(sc.projDim()+3*sc.Inner+2*sc.Groups*sc.State+2*sc.Heads) + sc.Heads + B*sc.Inner*sc.State
 }
 
-func (w *ssmMixer) buffers(scratch []float32, B, T int) *ssmBuffers {
+// bOff returns the offset of head hd's B and C at row r, and ldb the
+// distance between rows.
+func (bf *ssmBuffers) bOff(r, hd int) (off, ldb int) {
+	if bf.perHead {
+		return (r*bf.H + hd) * bf.N, bf.H * bf.N
+	}
+	return (r*bf.G + hd/(bf.H/bf.G)) * bf.N, bf.G * bf.N
+}
+
+func (w *ssmMixer) buffers(scratch []float32, B, T int, perHead bool) *ssmBuffers {
 	if need := w.scratchFloats(B, T); len(scratch) < need {
 		scratch = make([]float32, need)
 	}
@@ -180,10 +194,14 @@ func (w *ssmMixer) buffers(scratch []float32, B, T int) *ssmBuffers {
 		scratch = scratch[k:]
 		return s
 	}
-	HN := sc.Heads * sc.State
-	return &ssmBuffers{proj: take(n * sc.projDim()), z: take(n * sc.Inner), x: take(n * sc.Inner),
-		bb: take(n * HN), c: take(n * HN), dt: take(n * sc.Heads), decay: take(n * sc.Heads), a: take(sc.Heads),
-		y: take(n * sc.Inner), state: take(B * sc.Inner * sc.State)}
+	GN := sc.Groups * sc.State
+	bf := &ssmBuffers{proj: take(n * sc.projDim()), z: take(n * sc.Inner), x: take(n * sc.Inner),
+		bb: take(n * GN), c: take(n * GN), dt: take(n * sc.Heads), decay: take(n * sc.Heads), a: take(sc.Heads),
+		y: take(n * sc.Inner), state: take(B * sc.Inner * sc.State), perHead: perHead, G: sc.Groups, H: sc.Heads, N: sc.State}
+	if perHead {
+		bf.bb, bf.c = make([]float32, n*sc.Heads*sc.State), make([]float32, n*sc.Heads*sc.State)
+	}
+	return bf
 }
 
 // mix runs the Mamba-2 mixer of layer l on the normalized input h [B·T, D]
@@ -207,7 +225,8 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 	if len(h) != n*D || len(out) != n*D {
 		return fmt.Errorf("model: Mamba-2 layer %d: input %d and output %d values, want B·T·D = %d·%d·%d", l, len(h), len(out), B, T, D)
 	}
-	bf := w.buffers(scratch, B, T)
+	perHead := opt.Hooks.Has(hooks.Name(hooks.SSMB, l)) || opt.Hooks.Has(hooks.Name(hooks.SSMC, l))
+	bf := w.buffers(scratch, B, T, perHead)
 
 	// in_proj of s_in·h, times the per-section µP vector:
 	// ((W·h)·s_in + b)·mup
@@ -270,6 +289,11 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 				o[ch] = silu(v)
 			}
 			copy(bf.x[r*I:(r+1)*I], o[:I])
+			if !perHead {
+				copy(bf.bb[r*G*N:(r+1)*G*N], o[I:I+G*N])
+				copy(bf.c[r*G*N:(r+1)*G*N], o[I+G*N:])
+				continue
+			}
 			for hd := 0; hd < H; hd++ {
 				g := hd / rep
 				copy(bf.bb[(r*H+hd)*N:][:N], o[I+g*N:][:N])
@@ -278,8 +302,10 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 		}
 	})
 	run(hooks.SSMX, l, bf.x, B, T, H, P)
-	run(hooks.SSMB, l, bf.bb, B, T, H, N)
-	run(hooks.SSMC, l, bf.c, B, T, H, N)
+	if perHead {
+		run(hooks.SSMB, l, bf.bb, B, T, H, N)
+		run(hooks.SSMC, l, bf.c, B, T, H, N)
+	}
 
 	// dt = clamp(softplus(dt_raw + dt_bias)), A = −exp(A_log), decay = exp(dt·A)
 	lo, hi := sc.DtMin, sc.DtMax
@@ -318,12 +344,13 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 			clear(S)
 			r0 := b * T
 			x, y := bf.x[r0*I+hd*P:], bf.y[r0*I+hd*P:]
-			bb, cc := bf.bb[(r0*H+hd)*N:], bf.c[(r0*H+hd)*N:]
+			off, ldb := bf.bOff(r0, hd)
+			bb, cc := bf.bb[off:], bf.c[off:]
 			dt, a := bf.dt[r0*H+hd:], bf.decay[r0*H+hd:]
 			if chunk < 0 {
-				ssmRecurrent(y, S, x, bb, cc, dt, a, T, I, H*N, H, P, N, w.Skip[hd])
+				ssmRecurrent(y, S, x, bb, cc, dt, a, T, I, ldb, H, P, N, w.Skip[hd])
 			} else {
-				ssmChunked(y, S, x, bb, cc, dt, a, T, I, H*N, H, P, N, w.Skip[hd], sc)
+				ssmChunked(y, S, x, bb, cc, dt, a, T, I, ldb, H, P, N, w.Skip[hd], sc)
 			}
 		}
 	})
@@ -503,11 +530,13 @@ func ssmAttention(bf *ssmBuffers, B, T, H, P, N, l int, opt Options) error {
 					t := t0 + k
 					row := rows[k*width : (k+1)*width]
 					clear(row[t+1:])
-					ct := bf.c[((b*T+t)*H+hd)*N:][:N]
+					co, _ := bf.bOff(b*T+t, hd)
+					ct := bf.c[co:][:N]
 					prod := 1.0 // Π_{r=s+1..t} decay_r
 					for s := t; s >= 0; s-- {
 						r := b*T + s
-						bs := bf.bb[(r*H+hd)*N:][:N]
+						bo, _ := bf.bOff(r, hd)
+						bs := bf.bb[bo:][:N]
 						var cb float32
 						for j, v := range ct {
 							cb += v * bs[j]
