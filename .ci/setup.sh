@@ -48,6 +48,21 @@ if [ ! -f third_party/hyparquet/node_modules/hyparquet/src/index.js ]; then
   npm install --prefix third_party/hyparquet --no-save --no-package-lock --no-audit --no-fund hyparquet@1.31.5
 fi
 
+# llama.cpp as the referee of the GGUF reader (checkpoint's GGUF tests,
+# scripts/gguf/ggml_ref.py): npm node-llama-cpp 3.21.1 with its prebuilt
+# CPU library @node-llama-cpp/linux-x64 named and the other optional
+# dependencies (GPU builds) omitted, into the git-ignored third_party/ (never
+# committed); its libggml-base and libllama are called through ctypes. No
+# install scripts run: nothing is compiled or downloaded at run time.
+LLAMA=third_party/node-llama-cpp
+if [ ! -f "$LLAMA/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm
+  fi
+  npm install --prefix "$LLAMA" --no-save --no-package-lock --no-audit --no-fund --omit=optional --ignore-scripts \
+    node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1
+fi
+
 # PyTorch 1.13 (Debian) runs the reference implementations written here
 # (reference/) that the BFT, RT, AFA and Selective RoPE parity tests compare
 # against; without it those tests skip.

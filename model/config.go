@@ -64,6 +64,9 @@ type Config struct {
 	// DeltaNet holds the Gated DeltaNet layers' settings of a hybrid model
 	// (Qwen3.5; see qwen35.go).
 	DeltaNet *DeltaNetConfig
+	// MoE holds the mixture-of-experts channel mixer's settings (Mixtral,
+	// Qwen3-MoE, OLMoE, gpt-oss; see moe.go); nil: dense MLPs.
+	MoE *MoEConfig
 	// SSM holds the Mamba-2 mixers' settings (Mamba-2: every layer's token
 	// mixer; Falcon-H1: beside every layer's attention; see ssm.go).
 	SSM *SSMConfig

@@ -126,6 +126,8 @@ var families = []*family{
 	gatedFamily, qwen3Family, qwen2Family, llamaFamily, gpt2Family,
 	qwen35Family,
 	gemma2Family, gemma3Family,
+	olmo2Family, olmo3Family, phi3Family,
+	mixtralFamily, qwen3MoEFamily, olmoeFamily,
 	mamba2Family, falconH1Family,
 }
 

@@ -132,7 +132,8 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 	t.Helper()
 	hs := &hooks.Set{}
 	names := []string{"hook_embed", "blocks.0.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.hook_attn_out",
-		"ln_final.hook_normalized", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate"}
+		"ln_final.hook_normalized", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate",
+		"blocks.*.mlp.hook_router_logits", "blocks.*.mlp.hook_expert_indices", "blocks.*.mlp.hook_expert_weights"}
 	if m.DeltaNet != nil {
 		for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {
 			names = append(names, "blocks.*.gdn.hook_"+k)
@@ -232,11 +233,16 @@ func TestGoldenParity(t *testing.T) {
 			checkClose(t, "hidden.0", get("blocks.0.hook_resid_pre"), h0)
 			for l := 0; l < c.Layers; l++ {
 				key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
-				if g.has(fmt.Sprintf("hidden.%d", l+1)) {
-					checkClose(t, fmt.Sprintf("hidden.%d", l+1), get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, fmt.Sprintf("hidden.%d", l+1)))
-				}
+				// the stream after block l: hidden.{l+1} in the earlier
+				// cases, resid_post.{l} in issue 27's (whose hidden.{l+1}
+				// would be the final norm's output after the last block)
+				post := fmt.Sprintf("hidden.%d", l+1)
 				if g.has(key("resid_post")) {
-					checkClose(t, key("resid_post"), get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, key("resid_post")))
+					post = key("resid_post")
+				}
+				checkClose(t, post, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, post))
+				if g.has(key("router_logits")) {
+					checkRouting(t, g, l, get)
 				}
 				if w := ssmOf(&m.Layers[l]); w != nil {
 					// a Mamba-2 mixer: its intermediates, parameters and output
@@ -274,6 +280,37 @@ func TestGoldenParity(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkRouting compares layer l's mixture-of-experts routing with the
+// golden router_logits.{l} [B·T, E] and router_w.{l} [B·T, k] (within
+// parityTol) and router_idx.{l} (int64, the same experts in the same
+// order, exactly).
+func checkRouting(t *testing.T, g *golden, l int, get func(string) []float32) {
+	t.Helper()
+	key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
+	checkClose(t, key("router_logits"), get(hooks.Name(hooks.MLPRouterLogits, l)), g.f32(t, key("router_logits")))
+	checkClose(t, key("router_w"), get(hooks.Name(hooks.MLPExpertWeights, l)), g.f32(t, key("router_w")))
+	ref, err := g.ck.Int64(key("router_idx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := get(hooks.Name(hooks.MLPExpertIndices, l))
+	if len(got) != len(ref) {
+		t.Fatalf("%s: %d ids, reference has %d", key("router_idx"), len(got), len(ref))
+	}
+	differ := 0
+	for i, r := range ref {
+		if got[i] != float32(r) {
+			if differ == 0 {
+				t.Errorf("%s: flat index %d: expert %v, want %d", key("router_idx"), i, got[i], r)
+			}
+			differ++
+		}
+	}
+	if differ > 0 {
+		t.Errorf("%s: %d of %d selections differ", key("router_idx"), differ, len(ref))
 	}
 }
 
