@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
 	"gorgonia.org/tensor"
 
 	"github.com/filterlens/probe/hooks"
@@ -86,7 +88,7 @@ func (r ssmRows) ConsumeDelta(tile *hooks.AttnTile) error { return r.f.ConsumeDe
 // norm ‖S_t‖_F of every (sequence, head) of Mamba-2 layer l from the
 // layer's hook values x [B, T, H, P], B [B, T, H, N], dt and decay
 // [B, T, H] (f's Dk is N, Dv is P); Innovation stays NaN. The heads run in
-// parallel, each a float64 recurrence of P·N state.
+// parallel, each in float64 chunks (ssmStateNorms).
 func (f *GDNFilter) SetSSMLayer(l int, x, bb, dt, decay []float32) error {
 	B, T, H, N, P := f.B, f.T, f.Hv, f.Dk, f.Dv
 	if l < 0 || l >= len(f.slot) || f.slot[l] < 0 {
@@ -108,7 +110,7 @@ func (f *GDNFilter) SetSSMLayer(l int, x, bb, dt, decay []float32) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			S := make([]float64, P*N)
+			ws := newSSMNormScratch(min(ssmNormChunk, T), P, N)
 			for {
 				next.Lock()
 				j := i
@@ -119,27 +121,106 @@ func (f *GDNFilter) SetSSMLayer(l int, x, bb, dt, decay []float32) error {
 				}
 				b, h := j/H, j%H
 				at := f.Index(b, s, h, 0)
-				clear(S)
 				for t := 0; t < T; t++ {
 					r := (b*T+t)*H + h
 					a, g := float64(decay[r]), float64(dt[r])
 					f.Beta[at+t], f.Decay[at+t], f.Horizon[at+t] = g, a, 1/(1-a)
-					xt, bt := x[r*P:(r+1)*P], bb[r*N:(r+1)*N]
-					var norm float64
-					for p, xv := range xt {
-						u := g * float64(xv)
-						row := S[p*N : (p+1)*N]
-						for k, bv := range bt {
-							v := a*row[k] + u*float64(bv)
-							row[k] = v
-							norm += v * v
-						}
-					}
-					f.StateNorm[at+t] = math.Sqrt(norm)
 				}
+				r0 := b*T*H + h
+				ssmStateNorms(f.StateNorm[at:at+T], x[r0*P:], bb[r0*N:], dt[r0:], decay[r0:], T, H*P, H*N, H, P, N, ws)
 			}
 		}()
 	}
 	wg.Wait()
 	return nil
+}
+
+// ssmNormChunk is the rows per chunk of ssmStateNorms.
+const ssmNormChunk = 64
+
+// ssmNormScratch is ssmStateNorms' float64 scratch for chunks of up to C
+// rows of head width P and state size N.
+type ssmNormScratch struct {
+	C         int
+	S         []float64 // [P, N] the state at the chunk's start
+	X, U, XW  []float64 // [C, P]: x; B·Sᵀ; the rows of x weighted for the state update
+	Bm        []float64 // [C, N]
+	Gx, Gb, w []float64 // [C, C]: x·xᵀ, B·Bᵀ; [C] the current weights
+	u         []float64 // [C]: x_jᵀ·S·B_j
+}
+
+func newSSMNormScratch(C, P, N int) *ssmNormScratch {
+	return &ssmNormScratch{C: C, S: make([]float64, P*N), X: make([]float64, C*P), U: make([]float64, C*P), XW: make([]float64, C*P),
+		Bm: make([]float64, C*N), Gx: make([]float64, C*C), Gb: make([]float64, C*C), w: make([]float64, C), u: make([]float64, C)}
+}
+
+// ssmStateNorms sets dst[t] = ‖S_t‖_F for the state S_t = a_t S_{t−1} +
+// dt_t x_t B_tᵀ (S_{−1} = 0) of one sequence and head, with row t of x at
+// t·ldx, of B at t·ldb, of dt and a at t·ldd, in float64 without forming
+// S_t: per chunk of c rows with S the state at its start, b_i = Π_{r≤i} a_r
+// and w_j = Π_{j<r≤i} a_r·dt_j,
+//
+//	‖S_i‖² = b_i²‖S‖² + 2 b_i Σ_j w_j (x_jᵀ S B_j) + Σ_{j,k} w_j w_k (x_j·x_k)(B_j·B_k)
+//
+// the last two sums advanced row by row (L_i = a_i L_{i−1} + dt_i u_i;
+// Q_i = a_i² Q_{i−1} + 2 a_i dt_i Σ_{j<i} w_j M_ij + dt_i² M_ii), then
+// S ← b_{c−1} S + (diag(w) X)ᵀ B. The products (B·Sᵀ, the Gram matrices,
+// the update: 3·P·N + c·(P + N) multiply-adds per row) run on the project's
+// float64 matrix kernels, O(c) per row otherwise; the step-by-step
+// recurrence's 2·P·N per row in scalar loops gives the same values to
+// float64 rounding (TestSSMStateNormsEqualRecurrence).
+func ssmStateNorms(dst []float64, x, bb, dt, a []float32, T, ldx, ldb, ldd, P, N int, ws *ssmNormScratch) {
+	impl := blas64.Implementation()
+	S := ws.S
+	clear(S)
+	for t0 := 0; t0 < T; t0 += ws.C {
+		c := min(ws.C, T-t0)
+		X, Bm, U, u, w := ws.X[:c*P], ws.Bm[:c*N], ws.U[:c*P], ws.u[:c], ws.w[:c]
+		Gx, Gb := ws.Gx[:c*c], ws.Gb[:c*c]
+		for j := 0; j < c; j++ {
+			for p, v := range x[(t0+j)*ldx:][:P] {
+				X[j*P+p] = float64(v)
+			}
+			for k, v := range bb[(t0+j)*ldb:][:N] {
+				Bm[j*N+k] = float64(v)
+			}
+		}
+		var n0 float64
+		for _, v := range S {
+			n0 += v * v
+		}
+		impl.Dgemm(blas.NoTrans, blas.Trans, c, P, N, 1, Bm, N, S, N, 0, U, P) // B·Sᵀ
+		for j := 0; j < c; j++ {
+			var d float64
+			for p, v := range X[j*P : (j+1)*P] {
+				d += v * U[j*P+p]
+			}
+			u[j] = d
+		}
+		impl.Dgemm(blas.NoTrans, blas.Trans, c, c, P, 1, X, P, X, P, 0, Gx, c)
+		impl.Dgemm(blas.NoTrans, blas.Trans, c, c, N, 1, Bm, N, Bm, N, 0, Gb, c)
+		bprod, L, Q := 1.0, 0.0, 0.0
+		for i := 0; i < c; i++ {
+			ai, di := float64(a[(t0+i)*ldd]), float64(dt[(t0+i)*ldd])
+			var cross float64
+			for j := 0; j < i; j++ {
+				cross += w[j] * Gx[i*c+j] * Gb[i*c+j]
+			}
+			Q = ai*ai*Q + 2*ai*di*cross + di*di*Gx[i*c+i]*Gb[i*c+i]
+			L = ai*L + di*u[i]
+			bprod *= ai
+			for j := 0; j < i; j++ {
+				w[j] *= ai
+			}
+			w[i] = di
+			dst[t0+i] = math.Sqrt(max(0, bprod*bprod*n0+2*bprod*L+Q))
+		}
+		XW := ws.XW[:c*P]
+		for j := 0; j < c; j++ {
+			for p := 0; p < P; p++ {
+				XW[j*P+p] = w[j] * X[j*P+p]
+			}
+		}
+		impl.Dgemm(blas.Trans, blas.NoTrans, P, N, c, 1, XW, P, Bm, N, bprod, S, N) // S ← b·S + (diag(w)X)ᵀ·B
+	}
 }
