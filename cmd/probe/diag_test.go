@@ -269,7 +269,7 @@ func TestDiagErrors(t *testing.T) {
 		{[]string{"diag", "--model", dir, "--ids", floats, "--out", filepath.Join(tmp, "x.csv")}, "floats.json: want " + idFormat},
 		{[]string{"diag", "--model", dir, "--out", filepath.Join(tmp, "x.csv")}, "give exactly one of --ids and --text"},
 		{[]string{"diag", "--model", dir, "--ids", ragged}, "--out is required"},
-		{[]string{"diag", "--model", dir, "--ids", ragged, "--out", "x", "--frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{[]string{"diag", "--model", dir, "--ids", ragged, "--out", "x", "--frobnicate"}, "unknown flag: --frobnicate"},
 	} {
 		code, _, errs := probe(t, c.args...)
 		if code != 1 || !strings.Contains(errs, c.msg) {
