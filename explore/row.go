@@ -86,12 +86,19 @@ func newRowRunner(f *Folder, o Options) *rowRunner {
 }
 
 // modelDir is where the row passes load the model from: Options.ModelDir,
-// else the manifest's model folder.
+// else the manifest's model folder (as recorded, or relative to the
+// measurement folder or its parent when it was recorded relative).
 func (r *rowRunner) modelDir() string {
 	if r.opts.ModelDir != "" {
 		return r.opts.ModelDir
 	}
-	return r.f.Manifest.Model.Dir
+	d := r.f.Manifest.Model.Dir
+	for _, c := range candidates(r.f.Dir, d) {
+		if _, err := os.Stat(filepath.Join(c, "config.json")); err == nil {
+			return c
+		}
+	}
+	return d
 }
 
 // available says whether rows can be computed, without loading anything:
