@@ -150,9 +150,10 @@ type demo struct {
 // bft runs BFT App. I's sweep on the gated model and draws Figs. 2–4.
 func (d *demo) bft() error {
 	d.sweepDir = filepath.Join(d.out, "bft-sweep")
-	so := defaultsOf(NewCmdSweep)
+	so, flags := defaultsOf(NewCmdSweep)
 	so.Stdout, so.Model.Name, so.Input.IDs, so.Out, so.Formats = d.w, d.gated, d.ids, d.sweepDir, "parquet,csv"
 	so.Plan.Lengths, so.Plan.Samples = demoSweepLengths, demoSweepSamples
+	so.CLIOptions, so.CommandLine = flagRecord(flags)
 	if err := runSweep(so); err != nil {
 		return fmt.Errorf("demo: BFT sweep: %w", err)
 	}
@@ -181,7 +182,7 @@ func (d *demo) hybridFilters() error {
 		return err
 	}
 	d.diagCSV = filepath.Join(d.out, "hybrid-diag.csv")
-	do := defaultsOf(NewCmdDiag)
+	do, _ := defaultsOf(NewCmdDiag)
 	do.Stdout, do.Model.Name, do.Input.IDs, do.Out = d.w, d.hybrid, diagIDs, d.diagCSV
 	if err := runDiag(do); err != nil {
 		return fmt.Errorf("demo: diagnostics of the hybrid: %w", err)
@@ -189,7 +190,8 @@ func (d *demo) hybridFilters() error {
 	// the hybrid's Gated DeltaNet layers as filters (probe gdn) and the sink
 	// measurements of its softmax layer (probe sinks), drawn from their tables
 	d.gdnDir, d.sinksDir = filepath.Join(d.out, "hybrid-gdn"), filepath.Join(d.out, "hybrid-sinks")
-	gdn, sinks := defaultsOf(NewCmdGDN), defaultsOf(NewCmdSinks)
+	gdn, gdnFlags := defaultsOf(NewCmdGDN)
+	sinks, sinksFlags := defaultsOf(NewCmdSinks)
 	gdn.WRows = true // the effective-attention rows are shown: opt in to their cost
 	gdn.Stdout, sinks.Stdout = io.Discard, io.Discard
 	for _, run := range []struct {
@@ -197,8 +199,14 @@ func (d *demo) hybridFilters() error {
 		stream             *streamFlags
 		run                func() error
 	}{
-		{"Gated DeltaNet filter quantities", d.gdnDir, demoGDNLength, &gdn.Stream, func() error { return runGDN(gdn) }},
-		{"sink measurements", d.sinksDir, demoSinkLengths, &sinks.Stream, func() error { return runSinks(sinks) }},
+		{"Gated DeltaNet filter quantities", d.gdnDir, demoGDNLength, &gdn.Stream, func() error {
+			gdn.CLIOptions, gdn.CommandLine = flagRecord(gdnFlags)
+			return runGDN(gdn)
+		}},
+		{"sink measurements", d.sinksDir, demoSinkLengths, &sinks.Stream, func() error {
+			sinks.CLIOptions, sinks.CommandLine = flagRecord(sinksFlags)
+			return runSinks(sinks)
+		}},
 	} {
 		s := run.stream
 		s.Model.Name, s.Input.IDs, s.Plan.Lengths, s.Formats, s.Force, s.Out = d.hybrid, d.ids, run.lengths, "parquet", true, run.dir
@@ -214,8 +222,9 @@ func (d *demo) hybridFilters() error {
 	// Wu et al.'s retrieval score of its softmax heads on a copy task
 	// (probe retrieval; every copy step scored: the zoo models copy none).
 	d.retrievalDir = filepath.Join(d.out, "hybrid-retrieval")
-	ro := defaultsOf(NewCmdRetrieval)
+	ro, flags := defaultsOf(NewCmdRetrieval)
 	ro.Stdout, ro.Model.Name, ro.Gap, ro.Steps, ro.Formats, ro.Force, ro.Out = io.Discard, d.hybrid, 64, "all", "parquet", true, d.retrievalDir
+	ro.CLIOptions, ro.CommandLine = flagRecord(flags)
 	if err := runRetrieval(ro); err != nil {
 		return fmt.Errorf("demo: retrieval heads of the hybrid: %w", err)
 	}
@@ -230,12 +239,13 @@ func (d *demo) hybridFilters() error {
 // rfaFigures reads out the SC-RFA model's parameters and draws its
 // checkpoint figures.
 func (d *demo) rfaFigures() error {
-	po := defaultsOf(NewCmdParams)
+	po, _ := defaultsOf(NewCmdParams)
 	po.Stdout, po.Args = d.w, []string{d.rfa}
 	if err := runParams(po); err != nil {
 		return fmt.Errorf("demo: RFA parameters: %w", err)
 	}
-	rf := defaultsOf(NewCmdFigures).RFA
+	fo, _ := defaultsOf(NewCmdFigures)
+	rf := fo.RFA
 	rf.Model, rf.History, rf.AttnTokens, rf.IDs = d.rfa, filepath.Join(d.rfa, "history.json"), demoMapTokens, d.ids
 	rr, err := rfaCheckpointReport(&rf)
 	if err != nil {
@@ -250,9 +260,10 @@ func (d *demo) rfaFigures() error {
 func (d *demo) perplexity() error {
 	d.pplDir = filepath.Join(d.out, "ppl")
 	ppl := func(models []string, gates, out string) error {
-		o := defaultsOf(NewCmdPPL)
+		o, flags := defaultsOf(NewCmdPPL)
 		o.Stdout, o.Model.Name, o.Input.IDs, o.Gates, o.TrainLength, o.Out = d.w, strings.Join(models, ","), d.ids, gates, 256, out
 		o.Plan.Lengths, o.Plan.Samples, o.Plan.Disjoint = demoPPLLengths, demoPPLSamples, analysis.DisjointWithin
+		o.CLIOptions, o.CommandLine = flagRecord(flags)
 		return runPPL(o)
 	}
 	if err := ppl([]string{d.base, d.gated, d.rfa1, d.rfa}, demoPPLGates, d.pplDir); err != nil {

@@ -69,6 +69,10 @@ func NewCmdDiag(runF func(*DiagOptions) error) *cobra.Command {
 	return cmd
 }
 
+// runDiag runs one forward pass of the batch with every App. I diagnostic
+// (Eq. 6, ν = 1, σ0² = 1/d_head, λ = 1, two-pass S) on the softmax layers
+// and writes them per (sample, layer, head, query) as CSV, with the
+// deviation from float32 under --compute bf16.
 func runDiag(opts *DiagOptions) error {
 	if opts.OnNonFinite != analysis.NonFiniteStop && opts.OnNonFinite != analysis.NonFiniteFlag {
 		return fmt.Errorf("--on-nonfinite %q: want stop or flag", opts.OnNonFinite)

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/filterlens/probe/hooks"
-	"github.com/filterlens/probe/model"
 	"github.com/spf13/cobra"
 )
 
@@ -48,11 +47,7 @@ func runHooks(opts *HooksOptions) error {
 		}
 		return nil
 	}
-	dir, err := opts.Model.dir()
-	if err != nil {
-		return err
-	}
-	m, err := model.Load(dir, opts.Model.loadOptions())
+	dir, m, err := opts.Model.load()
 	if err != nil {
 		return err
 	}

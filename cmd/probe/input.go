@@ -172,6 +172,17 @@ func printDeviation(w io.Writer, d *analysis.Deviation) {
 	}
 }
 
+// load resolves --model and loads the model with the flags' options,
+// returning its folder too.
+func (m modelFlag) load() (string, *model.Model, error) {
+	dir, err := m.dir()
+	if err != nil {
+		return "", nil, err
+	}
+	md, err := model.Load(dir, m.loadOptions())
+	return dir, md, err
+}
+
 // dir returns the checkpoint folder --model names; --model is required.
 func (m modelFlag) dir() (string, error) {
 	d, _, err := m.resolve()

@@ -291,13 +291,16 @@ func commandArgs(c *cobra.Command) []string {
 }
 
 // defaultsOf returns the options of the command newCmd builds as its
-// flags' defaults fill them (a command line that gives none of them),
-// for callers that run a command's run function directly (probe demo).
-func defaultsOf[O any](newCmd func(runF func(*O) error) *cobra.Command) *O {
+// flags' defaults fill them (a command line that gives none of them), for
+// callers that run a command's run function directly (probe demo), and
+// that command's flags, which stay bound to the options: flagRecord of
+// them, once the caller has set the options, is what the equivalent
+// command line would have recorded.
+func defaultsOf[O any](newCmd func(runF func(*O) error) *cobra.Command) (*O, *pflag.FlagSet) {
 	var opts *O
 	c := newCmd(func(o *O) error { opts = o; return nil })
 	if err := c.RunE(c, nil); err != nil || opts == nil {
 		panic(fmt.Sprintf("defaultsOf %s: %v", c.Name(), err)) // RunE only fills the options
 	}
-	return opts
+	return opts, c.Flags()
 }

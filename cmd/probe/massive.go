@@ -31,8 +31,7 @@ func NewCmdMassive(runF func(*MassiveOptions) error) *cobra.Command {
 		Args:    noArgs(""),
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Stdout = c.OutOrStdout()
-			opts.CLIOptions = cliOptions(c.Flags())
-			opts.CommandLine = commandArgs(c)
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
 			return orDefault(runF, runMassive)(opts)
 		},
 	}

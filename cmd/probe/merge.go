@@ -32,8 +32,7 @@ func NewCmdMerge(runF func(*MergeOptions) error) *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Stdout = c.OutOrStdout()
 			opts.Args = args
-			opts.CLIOptions = cliOptions(c.Flags())
-			opts.CommandLine = commandArgs(c)
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
 			return orDefault(runF, runMerge)(opts)
 		},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
@@ -33,15 +34,19 @@ func TestCommandOptions(t *testing.T) {
 		t.Errorf("recorded options: samples set %v, k set %v, %d options", set["samples"], set["k"], len(got.CLIOptions))
 	}
 
-	def := defaultsOf(NewCmdSweep)
+	def, flags := defaultsOf(NewCmdSweep)
 	if def.Plan.Samples != d.Samples || def.Plan.Disjoint != d.Disjoint || def.BOSToken != d.BOSToken || def.Formats != "parquet" ||
 		def.Lambda.Form != "reml" || def.Model.DeviationTokens != analysis.DefaultDeviationTokens || def.Model.Compute != string(model.ComputeF32) {
 		t.Errorf("defaultsOf(NewCmdSweep) = %+v", def)
 	}
-	if p := defaultsOf(NewCmdPPL); p.Plan.Lengths != "256,512,1024,2048,4096" || p.Plan.K != 1024 {
+	def.Model.Name, def.Plan.Samples, def.Progress = "m", 7, false
+	if _, line := flagRecord(flags); strings.Join(line, " ") != "--model m --progress=false --samples 7" {
+		t.Errorf("flagRecord of the changed defaults: %q", line)
+	}
+	if p, _ := defaultsOf(NewCmdPPL); p.Plan.Lengths != "256,512,1024,2048,4096" || p.Plan.K != 1024 {
 		t.Errorf("defaultsOf(NewCmdPPL).Plan = %+v", p.Plan)
 	}
-	if g := defaultsOf(NewCmdGDN); g.Stream.Shard != "0/1" || g.Stream.Formats != "parquet,csv" || g.WRows {
+	if g, _ := defaultsOf(NewCmdGDN); g.Stream.Shard != "0/1" || g.Stream.Formats != "parquet,csv" || g.WRows {
 		t.Errorf("defaultsOf(NewCmdGDN) = %+v", g)
 	}
 }

@@ -100,11 +100,7 @@ func runParams(opts *ParamsOptions) error {
 	if err := opts.Model.positional(pos); err != nil {
 		return err
 	}
-	dir, err := opts.Model.dir()
-	if err != nil {
-		return err
-	}
-	m, err := model.Load(dir, opts.Model.loadOptions())
+	dir, m, err := opts.Model.load()
 	if err != nil {
 		return err
 	}

@@ -46,8 +46,7 @@ func NewCmdPPL(runF func(*PPLOptions) error) *cobra.Command {
 		Args:    noArgs(""),
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Stdout = c.OutOrStdout()
-			opts.CLIOptions = cliOptions(c.Flags())
-			opts.CommandLine = commandArgs(c)
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
 			return orDefault(runF, runPPL)(opts)
 		},
 	}

@@ -39,8 +39,7 @@ func NewCmdRetrieval(runF func(*RetrievalOptions) error) *cobra.Command {
 		Args:    noArgs(""),
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Stdout = c.OutOrStdout()
-			opts.CLIOptions = cliOptions(c.Flags())
-			opts.CommandLine = commandArgs(c)
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
 			return orDefault(runF, runRetrieval)(opts)
 		},
 	}

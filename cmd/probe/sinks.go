@@ -33,8 +33,7 @@ func NewCmdSinks(runF func(*SinksOptions) error) *cobra.Command {
 		Args:    noArgs(""),
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Stdout = c.OutOrStdout()
-			opts.CLIOptions = cliOptions(c.Flags())
-			opts.CommandLine = commandArgs(c)
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
 			return orDefault(runF, runSinks)(opts)
 		},
 	}

@@ -90,15 +90,35 @@ func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (a
 }
 
 // cliOptions lists every flag of fs with its value and default, for the
-// manifest.
+// manifest: given (Set) where the command line gave it or its value is
+// not the default.
 func cliOptions(fs *pflag.FlagSet) []analysis.Option {
-	set := map[string]bool{}
-	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
-	var opts []analysis.Option
-	fs.VisitAll(func(f *pflag.Flag) {
-		opts = append(opts, analysis.Option{Name: f.Name, Value: f.Value.String(), Default: f.DefValue, Set: set[f.Name], Usage: f.Usage})
-	})
+	opts, _ := flagRecord(fs)
 	return opts
+}
+
+// flagRecord returns cliOptions and the command line that gives the
+// flags' values where they are not the defaults ("--name value", a true
+// boolean "--name", a false one "--name=false"), for options filled
+// without a command line (defaultsOf).
+func flagRecord(fs *pflag.FlagSet) ([]analysis.Option, []string) {
+	var opts []analysis.Option
+	var line []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		v := f.Value.String()
+		set := f.Changed || v != f.DefValue
+		opts = append(opts, analysis.Option{Name: f.Name, Value: v, Default: f.DefValue, Set: set, Usage: f.Usage})
+		switch {
+		case v == f.DefValue:
+		case f.Value.Type() == "bool" && v == "true":
+			line = append(line, "--"+f.Name)
+		case f.Value.Type() == "bool":
+			line = append(line, "--"+f.Name+"="+v)
+		default:
+			line = append(line, "--"+f.Name, v)
+		}
+	})
+	return opts, line
 }
 
 // readTokenStream reads the token stream of a run: the ids file, or the
@@ -347,8 +367,7 @@ func NewCmdSweep(runF func(*SweepOptions) error) *cobra.Command {
 		Args:    noArgs(""),
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Stdout = c.OutOrStdout()
-			opts.CLIOptions = cliOptions(c.Flags())
-			opts.CommandLine = commandArgs(c)
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
 			return orDefault(runF, runSweep)(opts)
 		},
 	}
@@ -381,6 +400,9 @@ func NewCmdSweep(runF func(*SweepOptions) error) *cobra.Command {
 	return cmd
 }
 
+// runSweep runs BFT App. I's sweep — the diagnostics of the chunks the plan
+// cuts from the stream at each length — into opts.Out, resuming the passes
+// a run of the same plan finished, and prints Figs. 2–4 beside the paper's numbers.
 func runSweep(opts *SweepOptions) error {
 	dir, hub, err := opts.Model.resolve()
 	if err != nil {
