@@ -213,7 +213,7 @@ func runInspect(opts *InspectOptions) error {
 		if err != nil {
 			return err
 		}
-		return checkpoint.WriteGGUFSummary(w, s, *asJSON)
+		return checkpoint.WriteGGUFSummary(opts.Stdout, s, opts.JSON)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, os.ErrNotExist) {
 		if found := checkpointsUnder(dir); len(found) > 0 {
