@@ -33,8 +33,8 @@ type ExploreOptions struct {
 	FullPass           bool
 	Threads, MaxQueue  int
 	AllowExtrapolation bool
-	// ready, when set, receives the URL instead of serving until a
-	// signal (tests).
+	// ready, when set, is called with the URL once the server listens
+	// (in its own goroutine); the server stops when it returns false (tests).
 	ready func(url string) bool
 }
 
@@ -101,8 +101,12 @@ func runExplore(opts *ExploreOptions) error {
 			fmt.Fprintf(opts.Stdout, "  listening beyond loopback: every request needs the token above (?token=… or the X-Probe-Token header)\n")
 		}
 		fmt.Fprintf(opts.Stdout, "  rows are cached in %s; Ctrl-C stops\n", filepath.Join(dir, explore.CacheDir))
-		if opts.ready != nil && !opts.ready(url) {
-			stop()
+		if opts.ready != nil {
+			go func() {
+				if !opts.ready(url) {
+					stop()
+				}
+			}()
 		}
 	})
 }
