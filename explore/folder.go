@@ -15,14 +15,33 @@ import (
 // explore ever writes into a measurement folder.
 const CacheDir = "explore-cache"
 
-// Folder is an opened measurement folder: its manifest and the index of
-// its bucket table.
+// Folder is an opened measurement folder: what its manifest says about
+// the model, the token stream and its passes, and the index of its
+// per-query table.
 type Folder struct {
 	Dir      string
-	Kind     string // "sweep"
-	Manifest *analysis.Manifest
-	buckets  *bucketIndex
+	Kind     string // "sweep" or "gdn"
+	Model    analysis.ModelInfo
+	Source   analysis.SourceInfo
+	Chunks   []analysis.Chunk
+	Lengths  []int // as planned
+	Samples  int
+	Bucket   int // queries per stored row of the per-query table (1: per query)
+	BOSToken int // prepended to every pass (−1: none)
+	table    seriesTable
+	grid     func(T int, metric, window string) (*Grid, error)
+	windows  []string // the query windows grid accepts
 	src      source
+}
+
+// seriesTable is a folder's per-query table, indexed by series.
+type seriesTable interface {
+	metrics() []string
+	lengths() []int
+	samples(T int) []int
+	has(k seriesKey) bool
+	series(k seriesKey) ([]bucket, error)
+	close() error
 }
 
 // Open opens a measurement folder. A folder without a measurement's
@@ -46,8 +65,11 @@ func Open(dir string) (*Folder, error) {
 	}
 	manPath := filepath.Join(abs, analysis.ManifestName(analysis.Shard{}))
 	if _, err := os.Stat(manPath); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(abs, analysis.GDNManifestName)); err == nil {
+			return openGDN(dir, abs)
+		}
 		if kind := analysis.StreamKindOf(abs); kind != "" {
-			return nil, fmt.Errorf("explore: %s is a probe %s folder; this version of probe explore reads probe sweep folders only", dir, kind)
+			return nil, fmt.Errorf("explore: %s is a probe %s folder (unmerged shards, or a kind this version cannot read yet: it reads probe sweep and probe gdn folders)", dir, kind)
 		}
 		if shards, _ := filepath.Glob(filepath.Join(abs, "manifest-shard-*.json")); len(shards) > 0 {
 			return nil, fmt.Errorf("explore: %s holds sweep shards (%s …) but no merged manifest.json: run probe merge first", dir, filepath.Base(shards[0]))
@@ -64,12 +86,14 @@ func Open(dir string) (*Folder, error) {
 	if !slices.Contains(man.Tables, "buckets.parquet") {
 		return nil, fmt.Errorf("explore: %s: the sweep has no buckets.parquet (tables %v): re-run it with --format parquet", dir, man.Tables)
 	}
-	f := &Folder{Dir: abs, Kind: "sweep", Manifest: man}
-	if f.buckets, err = indexBuckets(filepath.Join(abs, "buckets.parquet")); err != nil {
+	f := &Folder{Dir: abs, Kind: "sweep", Model: man.Model, Source: man.Source, Chunks: man.Chunks, Lengths: man.Sweep.Lengths,
+		Samples: man.Sweep.Samples, Bucket: man.Sweep.Bucket, BOSToken: man.Sweep.BOSToken, windows: gridWindows}
+	if f.table, err = indexBuckets(filepath.Join(abs, "buckets.parquet")); err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
+	f.grid = f.headsGrid
 	return f, nil
 }
 
 // Close releases the folder's open files.
-func (f *Folder) Close() error { return f.buckets.close() }
+func (f *Folder) Close() error { return f.table.close() }

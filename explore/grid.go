@@ -30,13 +30,13 @@ type Grid struct {
 // Windows of the heads table a grid may pool over.
 var gridWindows = []string{"all", "last", "bos"}
 
-// grid reads heads.parquet in batches of rows and keeps the rows of one
-// (T, metric, window).
-func (f *Folder) grid(T int, metric, window string) (*Grid, error) {
+// headsGrid reads a sweep's heads.parquet in batches of rows and keeps
+// the rows of one (T, metric, window).
+func (f *Folder) headsGrid(T int, metric, window string) (*Grid, error) {
 	if !slices.Contains(gridWindows, window) {
 		return nil, fmt.Errorf("window %q: want one of %v", window, gridWindows)
 	}
-	info := f.Manifest.Model
+	info := f.Model
 	g := &Grid{T: T, Metric: metric, Window: window, Layers: info.Layers, Heads: info.Heads}
 	nan := jfloat(math.NaN())
 	for range info.Layers {
@@ -75,7 +75,7 @@ func (f *Folder) grid(T int, metric, window string) (*Grid, error) {
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("no rows for T %d, metric %q, window %s in heads.parquet (lengths %v, metrics %v)", T, metric, window, f.buckets.Lengths, f.buckets.Metrics)
+		return nil, fmt.Errorf("no rows for T %d, metric %q, window %s in heads.parquet (lengths %v, metrics %v)", T, metric, window, f.table.lengths(), f.table.metrics())
 	}
 	return g, nil
 }

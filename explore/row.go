@@ -92,7 +92,7 @@ func (r *rowRunner) modelDir() string {
 	if r.opts.ModelDir != "" {
 		return r.opts.ModelDir
 	}
-	d := r.f.Manifest.Model.Dir
+	d := r.f.Model.Dir
 	for _, c := range candidates(r.f.Dir, d) {
 		if _, err := os.Stat(filepath.Join(c, "config.json")); err == nil {
 			return c
@@ -130,7 +130,7 @@ func (r *rowRunner) load() (*model.Model, error) {
 			r.loadErr = err
 			return
 		}
-		if want := r.f.Manifest.Model.Digest; info.Digest != want {
+		if want := r.f.Model.Digest; info.Digest != want {
 			r.loadErr = fmt.Errorf("the model in %s has digest %.12s, the sweep ran %.12s: rows are unavailable (give the sweep's model with --model)", r.modelDir(), info.Digest, want)
 			return
 		}
@@ -189,7 +189,7 @@ func (r *rowRunner) row(ctx context.Context, q RowRequest) (*Row, error) {
 // check validates a request against the manifest and the model's shape
 // before anything runs.
 func (r *rowRunner) check(q RowRequest) error {
-	info := r.f.Manifest.Model
+	info := r.f.Model
 	if _, err := r.f.chunk(q.T, q.Sample); err != nil {
 		return err
 	}
@@ -235,7 +235,7 @@ func (r *rowRunner) cached(q RowRequest) (*Row, bool) {
 		return nil, false
 	}
 	var row Row
-	if json.Unmarshal(b, &row) != nil || row.Model != r.f.Manifest.Model.Digest || len(row.Weights) != q.Query+1 {
+	if json.Unmarshal(b, &row) != nil || row.Model != r.f.Model.Digest || len(row.Weights) != q.Query+1 {
 		return nil, false
 	}
 	if ids, tok, err := r.f.passIDs(q.T, q.Sample); err == nil {
@@ -290,8 +290,8 @@ func (r *rowRunner) compute(q RowRequest) (*Row, error) {
 		return nil, err
 	}
 	row := &Row{T: q.T, Sample: q.Sample, Layer: q.Layer, Head: q.Head, Query: q.Query, Kind: kind,
-		Weights: weights, Model: r.f.Manifest.Model.Digest, Seconds: time.Since(start).Seconds()}
-	if w := r.f.Manifest.Model.Windows; q.Layer < len(w) {
+		Weights: weights, Model: r.f.Model.Digest, Seconds: time.Since(start).Seconds()}
+	if w := r.f.Model.Windows; q.Layer < len(w) {
 		row.Window = w[q.Layer]
 	}
 	for _, w := range weights {

@@ -175,10 +175,12 @@ func TestNotAMeasurement(t *testing.T) {
 	os.WriteFile(file, []byte("x"), 0o644)
 	gdn := t.TempDir()
 	os.WriteFile(filepath.Join(gdn, "gdn_manifest.json"), []byte("{}"), 0o644)
+	sinks := t.TempDir()
+	os.WriteFile(filepath.Join(sinks, "sinks_manifest.json"), []byte("{}"), 0o644)
 	bad := t.TempDir()
 	os.WriteFile(filepath.Join(bad, "manifest.json"), []byte("[1,2"), 0o644)
 	for _, c := range []struct{ dir, msg string }{
-		{empty, "not a measurement folder"}, {file, "is a file"}, {gdn, "probe gdn folder"},
+		{empty, "not a measurement folder"}, {file, "is a file"}, {gdn, "gdn run is unfinished"}, {sinks, "probe sinks folder"},
 		{bad, "not a sweep manifest"}, {filepath.Join(empty, "none"), "no such file"},
 	} {
 		if _, err := Open(c.dir); err == nil || !strings.Contains(err.Error(), c.msg) {

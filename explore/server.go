@@ -295,7 +295,7 @@ func ptr(n int) *int { return &n }
 
 // lengthParam reads T, defaulting to the longest length.
 func (s *Server) lengthParam(r *http.Request) (int, error) {
-	ls := s.f.buckets.Lengths
+	ls := s.f.table.lengths()
 	T, err := intParam(r, "T", ptr(ls[len(ls)-1]))
 	if err != nil {
 		return 0, err
@@ -311,8 +311,8 @@ func (s *Server) metricParam(r *http.Request, def string) (string, error) {
 	if m == "" {
 		m = def
 	}
-	if !slices.Contains(s.f.buckets.Metrics, m) {
-		return "", bad("metric %q: the sweep has %v", truncate(m, 40), s.f.buckets.Metrics)
+	if !slices.Contains(s.f.table.metrics(), m) {
+		return "", bad("metric %q: the %s has %v", truncate(m, 40), s.f.Kind, s.f.table.metrics())
 	}
 	return m, nil
 }
@@ -339,10 +339,9 @@ type Info struct {
 }
 
 func (s *Server) info(r *http.Request) (any, error) {
-	man := s.f.Manifest
-	in := Info{Dir: s.f.Dir, Kind: s.f.Kind, Model: man.Model, Lengths: s.f.buckets.Lengths, Samples: man.Sweep.Samples,
-		Metrics: s.f.buckets.Metrics, Windows: gridWindows, Bucket: man.Sweep.Bucket, BOSToken: man.Sweep.BOSToken,
-		Measured: measured(man.Model), CacheDir: CacheDir}
+	in := Info{Dir: s.f.Dir, Kind: s.f.Kind, Model: s.f.Model, Lengths: s.f.table.lengths(), Samples: s.f.Samples,
+		Metrics: s.f.table.metrics(), Windows: s.f.windows, Bucket: s.f.Bucket, BOSToken: s.f.BOSToken,
+		Measured: measured(s.f.Model), CacheDir: CacheDir}
 	if _, err := s.f.loadSource(); err != nil {
 		in.TokenReason = err.Error()
 	} else {
@@ -372,8 +371,8 @@ func (s *Server) gridAPI(r *http.Request) (any, error) {
 	if win == "" {
 		win = "all"
 	}
-	if !slices.Contains(gridWindows, win) {
-		return nil, bad("window %q: want one of %v", truncate(win, 20), gridWindows)
+	if !slices.Contains(s.f.windows, win) {
+		return nil, bad("window %q: the %s has %v", truncate(win, 20), s.f.Kind, s.f.windows)
 	}
 	return s.f.grid(T, m, win)
 }
@@ -408,15 +407,15 @@ func (s *Server) seriesAPI(r *http.Request) (any, error) {
 		return nil, bad("buckets %d: want 1 … %d", nb, s.o.MaxBuckets)
 	}
 	k := seriesKey{T: T, Sample: sample, Layer: layer, Head: head, Metric: m}
-	if _, ok := s.f.buckets.spans[k]; !ok {
-		return nil, bad("no series for T %d sample %d layer %d head %d metric %s (samples %v, layers with rows %v, %d heads)",
-			T, sample, layer, head, m, s.f.buckets.Samples[T], measured(s.f.Manifest.Model), s.f.Manifest.Model.Heads)
+	if !s.f.table.has(k) {
+		return nil, bad("no series for T %d sample %d layer %d head %d metric %s (samples %v; the %s's layers and heads are in /api/info)",
+			T, sample, layer, head, m, s.f.table.samples(T), s.f.Kind)
 	}
-	rows, err := s.f.buckets.series(k)
+	rows, err := s.f.table.series(k)
 	if err != nil {
 		return nil, err
 	}
-	e := envelope(rows, from, to, nb, s.f.Manifest.Sweep.Bucket)
+	e := envelope(rows, from, to, nb, s.f.Bucket)
 	return struct {
 		T      int    `json:"T"`
 		Sample int    `json:"sample"`

@@ -46,12 +46,11 @@ func firstFile(paths []string) string {
 // load rebuilds the stream once.
 func (f *Folder) loadSource() (*source, error) {
 	s := &f.src
-	s.once.Do(func() { s.stream, s.tok, s.err = rebuild(f.Dir, f.Manifest) })
+	s.once.Do(func() { s.stream, s.tok, s.err = rebuild(f.Dir, f.Model, f.Source) })
 	return s, s.err
 }
 
-func rebuild(dir string, man *analysis.Manifest) ([]int, *tokenizer.Tokenizer, error) {
-	src := man.Source
+func rebuild(dir string, info analysis.ModelInfo, src analysis.SourceInfo) ([]int, *tokenizer.Tokenizer, error) {
 	path := firstFile(candidates(dir, src.File.Path))
 	if path == "" {
 		return nil, nil, fmt.Errorf("the sweep's token source %q is not found (looked as given, in %s and beside it): token strings and rows are unavailable", src.File.Path, dir)
@@ -69,7 +68,7 @@ func rebuild(dir string, man *analysis.Manifest) ([]int, *tokenizer.Tokenizer, e
 		tp = firstFile(candidates(dir, src.Tokenizer.Path))
 	}
 	if tp == "" {
-		tp = firstFile([]string{filepath.Join(man.Model.Dir, "tokenizer.json")})
+		tp = firstFile([]string{filepath.Join(info.Dir, "tokenizer.json")})
 	}
 	if tp != "" {
 		if tok, err = tokenizer.Load(tp); err != nil {
@@ -100,12 +99,12 @@ func rebuild(dir string, man *analysis.Manifest) ([]int, *tokenizer.Tokenizer, e
 
 // chunk returns the manifest's chunk of pass (T, sample).
 func (f *Folder) chunk(T, sample int) (analysis.Chunk, error) {
-	for _, c := range f.Manifest.Chunks {
+	for _, c := range f.Chunks {
 		if c.T == T && c.Sample == sample {
 			return c, nil
 		}
 	}
-	return analysis.Chunk{}, fmt.Errorf("no pass T %d sample %d in the sweep (lengths %v, %d samples)", T, sample, f.Manifest.Sweep.Lengths, f.Manifest.Sweep.Samples)
+	return analysis.Chunk{}, fmt.Errorf("no pass T %d sample %d in the %s (lengths %v, %d samples)", T, sample, f.Kind, f.Lengths, f.Samples)
 }
 
 // passIDs returns the token ids of pass (T, sample) as the sweep ran it:
@@ -123,7 +122,7 @@ func (f *Folder) passIDs(T, sample int) ([]int, *tokenizer.Tokenizer, error) {
 		return nil, nil, fmt.Errorf("chunk [%d, %d) outside the %d-token stream", c.Start, c.End, len(s.stream))
 	}
 	ids := make([]int, 0, c.T)
-	if b := f.Manifest.Sweep.BOSToken; b >= 0 {
+	if b := f.BOSToken; b >= 0 {
 		ids = append(ids, b)
 	}
 	return append(ids, s.stream[c.Start:c.End]...), s.tok, nil

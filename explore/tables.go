@@ -37,6 +37,11 @@ type bucketIndex struct {
 	Lengths []int         // ascending
 }
 
+func (ix *bucketIndex) metrics() []string    { return ix.Metrics }
+func (ix *bucketIndex) lengths() []int       { return ix.Lengths }
+func (ix *bucketIndex) samples(T int) []int  { return ix.Samples[T] }
+func (ix *bucketIndex) has(k seriesKey) bool { _, ok := ix.spans[k]; return ok }
+
 // bucketColumns are the columns of the buckets table explore reads.
 var bucketColumns = []string{"T", "sample", "layer", "head", "q_lo", "q_hi", "metric", "n", "sum"}
 
