@@ -84,7 +84,7 @@ async function loadGrid() {
   c.setOption({
     animation: false,
     tooltip: { formatter: p => 'layer ' + p.value[1] + ', head ' + p.value[0] + '<br>' + g.metric + ' ' + fmt(p.value[2]) + ' ± ' + fmt(g.std[p.value[1]][p.value[0]]) },
-    grid: { left: 50, right: 20, top: 10, bottom: 70 },
+    grid: { left: 50, right: 20, top: 10, bottom: 100 },
     xAxis: { type: 'category', name: 'head', nameLocation: 'middle', nameGap: 25, data: Array.from({ length: g.heads }, (_, i) => i) },
     yAxis: { type: 'category', name: 'layer', nameLocation: 'middle', nameGap: 35, data: Array.from({ length: g.layers }, (_, i) => i) },
     visualMap: { min: lo, max: hi, calculable: true, orient: 'horizontal', left: 'center', bottom: 0, itemHeight: 120, text: [fmt(hi), fmt(lo)], inRange: { color: ['#f7fbff', '#6baed6', '#08306b'] } },
@@ -122,7 +122,8 @@ async function openHead(layer, head) {
   c.getZr().off('click');
   c.getZr().on('click', e => {
     const p = c.convertFromPixel({ seriesIndex: 2 }, [e.offsetX, e.offsetY]);
-    if (p && p[0] >= 0 && p[0] < T()) openRow(Math.floor(p[0]));
+    // A pixel can span several queries: the last pixel maps to T itself.
+    if (p && p[0] >= 0 && p[0] <= T()) openRow(Math.min(T() - 1, Math.floor(p[0])));
   });
   $('text-caption').textContent = metric() + ' of layer ' + layer + ', head ' + head + ' per token (click a token for its row)';
   await loadSeries(0, T());
@@ -216,6 +217,7 @@ async function drawText() {
 
 async function openRow(query) {
   const { layer, head } = state.sel;
+  state.rowAsked = query;
   if (!state.info.rows) { $('row-caption').textContent = 'rows are unavailable: ' + state.info.rows_reason; return; }
   $('row-caption').textContent = 'computing the row of query ' + query + ' (layer ' + layer + ', head ' + head + ') …';
   let r;
@@ -257,7 +259,7 @@ async function selftest() {
   };
   const click = (id, x, y) => {
     const el = $(id).querySelector('canvas') || $(id), b = el.getBoundingClientRect();
-    for (const type of ['mousedown', 'mouseup', 'click']) el.dispatchEvent(new MouseEvent(type, { bubbles: true, clientX: b.left + x, clientY: b.top + y }));
+    for (const type of ['mousemove', 'mousedown', 'mouseup', 'click']) el.dispatchEvent(new MouseEvent(type, { bubbles: true, clientX: b.left + x, clientY: b.top + y }));
   };
   const out = { errors };
   try {
@@ -267,6 +269,7 @@ async function selftest() {
     click('grid', gx, gy);
     await wait(() => state.sel && state.seriesReady, 'the head');
     out.head = state.sel;
+    await new Promise(r => setTimeout(r, 100));
     const query = T() - 2;
     const [sx, sy] = chart('series').convertToPixel({ seriesIndex: 2 }, [query + 0.5, 0]);
     click('series', sx, Math.max(40, Math.min(sy, 200)));
@@ -274,6 +277,8 @@ async function selftest() {
     out.row = { layer: state.row.layer, head: state.row.head, query: state.row.query, weights: state.row.weights, tokens: state.row.tokens.length };
     out.textLines = $('text-lines').children.length;
   } catch (e) { out.failure = String(e); }
+  out.rowAsked = state.rowAsked;
+  out.rowCaption = $('row-caption').textContent;
   out.scrollWidth = document.documentElement.scrollWidth;
   out.innerWidth = window.innerWidth;
   $('selftest').textContent = JSON.stringify(out);
