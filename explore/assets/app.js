@@ -235,11 +235,11 @@ async function openRow(query) {
   chart('row').setOption({
     animation: false,
     tooltip: { trigger: 'axis', formatter: ps => 'key ' + ps[0].value[0] + ' ' + escapeHTML(JSON.stringify(r.tokens[ps[0].value[0]] || '')) + '<br>weight ' + fmt(ps[0].value[1]) },
-    grid: { left: 60, right: 20, top: 20, bottom: 60 },
+    grid: { left: 60, right: 30, top: 40, bottom: 60 },
     xAxis: { type: 'value', name: 'key position', nameLocation: 'middle', nameGap: 25, min: 0, max: query },
     yAxis: { type: 'value', name: 'weight' },
     dataZoom: [{ type: 'inside', filterMode: 'none' }, { type: 'slider', filterMode: 'none', bottom: 8, height: 18 }],
-    series: [{ type: 'bar', barMaxWidth: 8, large: true, data: r.weights.map((w, j) => [j, w]), itemStyle: { color: '#1f4e8c' },
+    series: [{ type: 'line', step: 'middle', showSymbol: false, sampling: 'lttb', data: r.weights.map((w, j) => [j, w]), lineStyle: { width: 1, color: '#1f4e8c' }, itemStyle: { color: '#1f4e8c' },
       markLine: { symbol: 'none', label: { formatter: '{b}' }, lineStyle: { color: '#d62728', type: 'dashed' }, data: marks } }],
   }, true);
   $('top').tBodies[0].replaceChildren(...r.top.map(k => {
