@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
@@ -72,6 +73,10 @@ func TestGDNFolder(t *testing.T) {
 	path = fmt.Sprintf("/api/row?layer=%d&head=%d&query=20", r0.Layer, r0.Head)
 	if code, body := get(t, ts, path, &row); code != 200 || row.Kind != "gated_deltanet" || len(row.Weights) != 21 {
 		t.Fatalf("%s: %d %.300s", path, code, body)
+	}
+	path = fmt.Sprintf("/api/row?layer=%d&head=99&query=20", r0.Layer)
+	if code, body := get(t, ts, path, nil); code != 400 || !strings.Contains(body, "head 99") {
+		t.Errorf("%s: %d %s, want 400 naming the head", path, code, body)
 	}
 	if code, body := get(t, ts, "/api/grid?window=last", nil); code != 400 {
 		t.Errorf("window last on gdn: %d %s", code, body)

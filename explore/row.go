@@ -57,6 +57,11 @@ type TopKey struct {
 // streams no attention rows (its token mixer has none).
 var ErrNoRows = errors.New("no attention rows")
 
+// ErrNoHead is wrapped by the error of a row request for a head the layer
+// does not have (known only once the pass has run for a Gated DeltaNet
+// layer, whose value heads the manifest does not count).
+var ErrNoHead = errors.New("no such head")
+
 // ErrBusy is returned when the row queue is full.
 var ErrBusy = errors.New("row queue full")
 
@@ -377,7 +382,7 @@ func OneRow(m *model.Model, ids []int, layer, h, t int, full bool, threads int) 
 		return nil, "", fmt.Errorf("layer %d (%s): %w: its token mixer streams none", layer, m.Config.LayerKinds()[layer], ErrNoRows)
 	}
 	if k.row == nil {
-		return nil, "", fmt.Errorf("head %d: layer %d (%s) has heads 0 … %d", h, layer, m.Config.LayerKinds()[layer], k.heads-1)
+		return nil, "", fmt.Errorf("head %d: %w: layer %d (%s) has heads 0 … %d", h, ErrNoHead, layer, m.Config.LayerKinds()[layer], k.heads-1)
 	}
 	return k.row, k.kind, nil
 }

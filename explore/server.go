@@ -249,7 +249,7 @@ func (s *Server) api(h func(r *http.Request) (any, error)) http.HandlerFunc {
 func writeResult(w http.ResponseWriter, v any, err error) {
 	var br badRequest
 	switch {
-	case errors.As(err, &br):
+	case errors.As(err, &br), errors.Is(err, ErrNoHead):
 		httpError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, ErrNoRows):
 		httpError(w, http.StatusUnprocessableEntity, err.Error())
