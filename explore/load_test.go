@@ -68,3 +68,35 @@ func TestLoad(t *testing.T) {
 		t.Errorf("heap grew from %d to %d KiB", before.HeapAlloc>>10, after.HeapAlloc>>10)
 	}
 }
+
+// TestStatusWhileARowRuns: /api/status names the pass under way and the
+// queue while a row is computed, and nothing once it is done.
+func TestStatusWhileARowRuns(t *testing.T) {
+	sw := gated(t)
+	s, ts := newTestServer(t, sw.dir, Options{})
+	s.rows.sem <- struct{}{} // hold the model: the row waits in the queue
+	done := make(chan int)
+	go func() {
+		code, _ := get(t, ts, "/api/row?T=24&layer=1&head=2&query=17", nil)
+		done <- code
+	}()
+	var st RowStatus
+	for range 200 {
+		get(t, ts, "/api/status", &st)
+		if st.Waiting == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st.Waiting != 1 || st.Running != nil {
+		t.Errorf("while queued: %+v", st)
+	}
+	<-s.rows.sem
+	if code := <-done; code != 200 {
+		t.Fatalf("row: %d", code)
+	}
+	get(t, ts, "/api/status", &st)
+	if st.Waiting != 0 || st.Running != nil {
+		t.Errorf("after: %+v", st)
+	}
+}

@@ -75,6 +75,9 @@ type rowRunner struct {
 	waiting  int
 	inflight map[RowRequest]*rowCall
 
+	running *RowRequest // the pass under way (nil: none), under mu
+	started time.Time
+
 	loadOnce sync.Once
 	m        *model.Model
 	loadErr  error
@@ -175,7 +178,13 @@ func (r *rowRunner) row(ctx context.Context, q RowRequest) (*Row, error) {
 		// The pass runs to its end even when the asking request gives up,
 		// so that its row lands in the cache for the next ask.
 		r.sem <- struct{}{}
+		r.mu.Lock()
+		r.running, r.started = &q, time.Now()
+		r.mu.Unlock()
 		c.row, c.err = r.compute(q)
+		r.mu.Lock()
+		r.running = nil
+		r.mu.Unlock()
 		<-r.sem
 		r.mu.Lock()
 		delete(r.inflight, q)
@@ -189,6 +198,24 @@ func (r *rowRunner) row(ctx context.Context, q RowRequest) (*Row, error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("the row is still being computed (%w); ask again later: it will be cached", ctx.Err())
 	}
+}
+
+// RowStatus is /api/status: the row pass under way, for how long, and
+// how many distinct passes are queued or running.
+type RowStatus struct {
+	Running *RowRequest `json:"running"`
+	Seconds float64     `json:"seconds"`
+	Waiting int         `json:"waiting"`
+}
+
+func (r *rowRunner) status() RowStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := RowStatus{Running: r.running, Waiting: r.waiting}
+	if r.running != nil {
+		st.Seconds = time.Since(r.started).Seconds()
+	}
+	return st
 }
 
 // check validates a request against the manifest and the model's shape

@@ -125,6 +125,7 @@ func NewServer(f *Folder, o Options) (*Server, error) {
 	s.mux.HandleFunc("GET /api/series", s.api(s.seriesAPI))
 	s.mux.HandleFunc("GET /api/tokens", s.api(s.tokensAPI))
 	s.mux.HandleFunc("GET /api/row", s.rowAPI)
+	s.mux.HandleFunc("GET /api/status", s.api(func(*http.Request) (any, error) { return s.rows.status(), nil }))
 	s.mux.HandleFunc("GET /files/", s.file)
 	return s, nil
 }

@@ -220,12 +220,19 @@ async function openRow(query) {
   state.rowAsked = query;
   if (!state.info.rows) { $('row-caption').textContent = 'rows are unavailable: ' + state.info.rows_reason; return; }
   $('row-caption').textContent = 'computing the row of query ' + query + ' (layer ' + layer + ', head ' + head + ') …';
+  const asked = 'computing the row of query ' + query + ' (layer ' + layer + ', head ' + head + ')';
+  const progress = setInterval(async () => {
+    const st = await api('/api/status').catch(() => null);
+    if (st && st.running) $('row-caption').textContent = asked + ': pass running for ' + st.seconds.toFixed(1) + ' s, ' + st.waiting + ' queued or running';
+  }, 1000);
   let r;
   try {
     r = await api('/api/row?' + q({ T: T(), sample: sample(), layer, head, query }));
   } catch (e) {
     $('row-caption').textContent = e.message;
     return;
+  } finally {
+    clearInterval(progress);
   }
   state.row = r;
   const kind = r.kind === 'gated_deltanet' ? 'effective attention W[t, :] (Gated DeltaNet)' : 'softmax weights α[t, :]';
