@@ -142,6 +142,12 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 			names = append(names, "blocks.*.gdn.hook_"+k)
 		}
 	}
+	if m.SSM != nil {
+		for _, k := range ssmGoldenHooks {
+			names = append(names, "blocks.*.ssm.hook_"+k)
+		}
+		names = append(names, "blocks.*.ssm.hook_A", "blocks.*.ssm.hook_out", "blocks.*.hook_attn_branch_out")
+	}
 	cap := hs.Capture(issued(t, m, names...)...)
 	out, err := m.Forward(g.ids(t), Options{Hooks: hs, Logits: true, TileRows: 7})
 	if err != nil {
@@ -185,8 +191,26 @@ func perQueryHead(v []float32, B, T, H, KV, dh int) []float32 {
 // embedScaleOutside lists the model_types whose reference applies
 // Config.EmbedScale outside its embedding module, so that the golden
 // hidden.0 (that module's output) is before it: Granite's
-// embedding_multiplier (Gemma's √D is inside: hidden.0 includes it).
-var embedScaleOutside = map[string]bool{"granite": true}
+// embedding_multiplier, Falcon-H1's (Gemma's √D is inside: hidden.0
+// includes it).
+var embedScaleOutside = map[string]bool{"granite": true, "falcon_h1": true}
+
+// ssmGoldenHooks maps the golden keys of a Mamba-2 mixer (the mamba2 and
+// falcon_h1 cases' READMEs) to their blocks.{l}.ssm.hook_* points.
+var ssmGoldenHooks = map[string]string{
+	"x": "x", "B": "B", "C": "C", "dt": "dt", "decay": "decay", "y": "y", "z": "z", "state": "final_state", "eff_attn": "eff_attn",
+}
+
+// ssmOf returns layer L's Mamba-2 mixer (its token mixer, or the one
+// beside its attention), or nil.
+func ssmOf(L *Layer) *ssmMixer {
+	for _, x := range []tokenMixer{L.mixer, L.beside} {
+		if w, ok := x.(*ssmMixer); ok {
+			return w
+		}
+	}
+	return nil
+}
 
 func TestGoldenParity(t *testing.T) {
 	for _, name := range goldenCases(t) {
@@ -229,6 +253,23 @@ func TestGoldenParity(t *testing.T) {
 				checkClose(t, post, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, post))
 				if g.has(key("router_logits")) {
 					checkRouting(t, g, l, get)
+				}
+				if w := ssmOf(&m.Layers[l]); w != nil {
+					// a Mamba-2 mixer: its intermediates, parameters and output
+					for k, hk := range ssmGoldenHooks {
+						checkClose(t, key(k), get(hooks.Name("blocks.{l}.ssm.hook_"+hk, l)), g.f32(t, key(k)))
+					}
+					checkClose(t, key("A"), get(hooks.Name("blocks.{l}.ssm.hook_A", l)), g.f32(t, key("A")))
+					checkClose(t, key("D"), w.Skip, g.f32(t, key("D")))
+					if g.has(key("mamba_out")) {
+						checkClose(t, key("mamba_out"), get(hooks.Name("blocks.{l}.ssm.hook_out", l)), g.f32(t, key("mamba_out")))
+					}
+					if g.has(key("attn_out")) {
+						checkClose(t, key("attn_out"), get(hooks.Name("blocks.{l}.hook_attn_branch_out", l)), g.f32(t, key("attn_out")))
+					}
+					if m.Layers[l].mixer != nil {
+						continue // no softmax attention in the layer
+					}
 				}
 				if c.DeltaNet != nil && c.DeltaNet.Linear[l] {
 					// a Gated DeltaNet layer: the recurrence's inputs and outputs
