@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/attngrid"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report"
-	"github.com/filterlens/probe/report/attnmap"
 	"github.com/filterlens/probe/report/papers"
 	"github.com/spf13/pflag"
 )
@@ -54,7 +55,7 @@ func (f *rfaFigureFlags) registerRFAFigures(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Tokenizer, "tokenizer", "", "tokenizer.json for --text (default: the model's)")
 	fs.Uint64Var(&f.Seed, "seed", 1, "seed of the random token ids of the attention maps")
 	fs.StringVar(&f.Heads, "heads", "", "comma-separated heads of the attention maps (default: all)")
-	fs.StringVar(&f.Pool, "pool", attnmap.PoolMax, "downsampling of the attention maps: max or mean over each block")
+	fs.StringVar(&f.Pool, "pool", attngrid.PoolMax, "downsampling of the attention maps: max or mean over each block")
 	fs.IntVar(&f.MaxSize, "max-size", 128, "largest number of blocks per side of an attention map (0: one cell per token pair)")
 	fs.BoolVar(&f.Decayed, "attn-decayed", false, "also draw the decayed attention A = Â ⊙ E (hook_pattern_decayed), RFA only")
 	extrapolationVar(fs, &f.AllowExtrapolation)
@@ -224,7 +225,7 @@ func (f *rfaFigureFlags) modelInput(in *papers.RFACheckpointInput) (*model.Model
 			return nil, err
 		}
 		in.MapsTokens = src
-		in.Maps, err = papers.StreamAttentionMaps(m, ids, layer, hs, f.MaxSize, f.Pool, f.Decayed,
+		in.Maps, err = analysis.StreamAttentionMaps(m, ids, analysis.AttnMapSpec{Layer: layer, Heads: hs, MaxSize: f.MaxSize, Pool: f.Pool, Decayed: f.Decayed},
 			model.Options{AllowExtrapolation: f.AllowExtrapolation})
 		if err != nil {
 			return nil, err
@@ -244,7 +245,7 @@ func (f *rfaFigureFlags) rfaParams(in *papers.RFACheckpointInput, m *model.Model
 	if err != nil {
 		return err
 	}
-	if in.Params, err = papers.LayerParams(all, in.Layer); err != nil {
+	if in.Params, err = analysis.LayerParams(all, in.Layer); err != nil {
 		return err
 	}
 	in.MapsParams = in.Params

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/filterlens/probe/analysis/attngrid"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 	"github.com/filterlens/probe/report"
@@ -45,7 +46,7 @@ type RFACheckpointInput struct {
 	History *RFAParamHistory
 
 	// Figs. 11–14 and where their tokens come from.
-	Maps       *RFAAttentionMaps
+	Maps       *attngrid.Maps
 	MapsTokens string
 	// MapsParams are the mapped layer's head parameters (RFA only; the
 	// panel titles give each head's μ).
@@ -551,7 +552,7 @@ const linearClip = 0.99
 // 11–14 show them: Â^0.25 on magma, one panel per head, query 0 at the top;
 // then Â itself; then, when streamed, the decayed A^0.25 = (Â ⊙ E)^0.25.
 // params (RFA only, may be nil) put each head's μ in its panel title.
-func RFAAttentionFigures(maps *RFAAttentionMaps, params []model.RFAHeadParams, figLabel, dir, tokens string) []*report.Figure {
+func RFAAttentionFigures(maps *attngrid.Maps, params []model.RFAHeadParams, figLabel, dir, tokens string) []*report.Figure {
 	mu := map[int]float64{}
 	for _, p := range params {
 		mu[p.Head] = p.Mu
@@ -565,7 +566,7 @@ func RFAAttentionFigures(maps *RFAAttentionMaps, params []model.RFAHeadParams, f
 		block = fmt.Sprintf("%d×%d blocks of %.1f × %.1f tokens, pooled by %s (max keeps isolated sharp keys visible)", g.Rows, g.Cols,
 			float64(g.Tq)/float64(g.Rows), float64(g.Tk)/float64(g.Cols), g.Pool)
 	}
-	build := func(grids []*attnmap.Grid, gamma float64, id, sym, what string) *report.Figure {
+	build := func(grids []*attngrid.Grid, gamma float64, id, sym, what string) *report.Figure {
 		f := attnmap.Figure(grids, maps.Heads, attnmap.Options{Layer: maps.Layer, Gamma: gamma, Pool: maps.Pool, MaxSize: maps.MaxSize})
 		label := sym
 		if gamma != 1 {

@@ -11,9 +11,8 @@ package papers
 //   - Figs. 8–10: per-head parameters of one layer over training
 //     (RFAParamHistory), from a series of checkpoint directories
 //     (LoadRFASeries) or from a JSON history file (ReadRFAHistory).
-//   - Figs. 11–14: attention maps of one layer streamed row by row from a
-//     forward pass into report/attnmap's downsampling grids
-//     (StreamAttentionMaps), so no T×T matrix is ever held.
+//   - Figs. 11–14: attention maps of one layer, streamed row by row from a
+//     forward pass into downsampling grids by analysis.StreamAttentionMaps.
 
 import (
 	"encoding/json"
@@ -27,11 +26,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 	"github.com/filterlens/probe/report/analytic"
-	"github.com/filterlens/probe/report/attnmap"
 )
 
 // RFALagGrid returns n lags for the Figs. 3–4 curves: evenly spaced on
@@ -69,24 +67,6 @@ func RFAPriorCurves(p *model.RFAHeadParams, lags []float64) (P, B []float64) {
 		B[i] = probes.RFAAdditiveBias(p, l)
 	}
 	return P, B
-}
-
-// LayerParams returns the heads of one layer from a model's RFAParams (in
-// head order), or an error naming the layers there are.
-func LayerParams(all []model.RFAHeadParams, layer int) ([]model.RFAHeadParams, error) {
-	var out []model.RFAHeadParams
-	layers := 0
-	for _, p := range all {
-		layers = max(layers, p.Layer+1)
-		if p.Layer == layer {
-			out = append(out, p)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("papers: layer %d out of range (the model has %d layers)", layer, layers)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Head < out[j].Head })
-	return out, nil
 }
 
 // RFAQuantity is one per-head parameter drawn over training (Figs. 8–10).
@@ -271,7 +251,7 @@ func RFAHistoryFromParams(layer int, steps []float64, labels []string, points []
 	}
 	h := &RFAParamHistory{Layer: layer, Steps: steps, Labels: labels, BrownianBelow: analytic.BrownianMuCutoff}
 	for i, all := range points {
-		ps, err := LayerParams(all, layer)
+		ps, err := analysis.LayerParams(all, layer)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", labels[i], err)
 		}
@@ -656,123 +636,4 @@ func PositiveQuantile(z []float64, q float64) float64 {
 	slices.Sort(pos)
 	k := int(math.Ceil(q*float64(len(pos)))) - 1
 	return pos[min(max(k, 0), len(pos)-1)]
-}
-
-// RFAAttentionMaps holds streamed attention maps of one layer's heads.
-type RFAAttentionMaps struct {
-	Layer int
-	T     int
-	Heads []int
-	// Hat holds Â (hook_pattern, rows sum to 1) per head; Decayed holds
-	// A = Â ⊙ E (hook_pattern_decayed) when it was asked for (RFA only).
-	Hat, Decayed []*attnmap.Grid
-	Pool         string
-	MaxSize      int
-}
-
-// attnStream is the hooks.AttnConsumer behind StreamAttentionMaps: each
-// streamed row of a wanted head goes into that head's grids. Different
-// heads may arrive concurrently; each has its own grids and row buffer.
-type attnStream struct {
-	index   map[int]int // head → position in Heads
-	hat     []*attnmap.Grid
-	dec     []*attnmap.Grid
-	decay   [][]float64 // per position: E(lag), lag 0..T−1 (RFA decayed maps only)
-	scratch [][]float32
-}
-
-// ConsumeAttn adds the tile's rows (keys beyond the query as 0) to the
-// head's grids.
-func (s *attnStream) ConsumeAttn(t *hooks.AttnTile) error {
-	i, ok := s.index[t.Head]
-	if !ok || t.Batch != 0 {
-		return nil
-	}
-	buf := s.scratch[i]
-	for r := 0; r < t.Rows; r++ {
-		q := t.Q0 + r
-		row := t.Row(r)
-		copy(buf, row)
-		clear(buf[len(row):])
-		if err := s.hat[i].AddRow(q, buf); err != nil {
-			return err
-		}
-		if s.dec != nil {
-			E := s.decay[i]
-			for j := range row {
-				buf[j] = float32(float64(row[j]) * E[q-j])
-			}
-			if err := s.dec[i].AddRow(q, buf); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// StreamAttentionMaps runs one forward pass of ids and streams the
-// attention rows of layer's heads (nil: all) into downsampling grids of at
-// most maxSize blocks per side (report/attnmap). Only O(T) memory per head
-// is used beyond the grids, whatever T. decayed also draws A = Â ⊙ E with
-// E(τ) of RFAHeadParams.Kernel, the weights the values are summed with (RFA
-// models only). The stream is registered on opt.Hooks when it is set (its
-// other hooks run in the same pass), else on a fresh set.
-func StreamAttentionMaps(m *model.Model, ids []int, layer int, heads []int, maxSize int, pool string, decayed bool, opt model.Options) (*RFAAttentionMaps, error) {
-	T := len(ids)
-	if T == 0 {
-		return nil, fmt.Errorf("papers: no tokens")
-	}
-	if layer < 0 || layer >= m.Config.Layers {
-		return nil, fmt.Errorf("papers: layer %d out of range (the model has %d layers)", layer, m.Config.Layers)
-	}
-	if heads == nil {
-		for h := 0; h < m.Config.Heads; h++ {
-			heads = append(heads, h)
-		}
-	}
-	s := &attnStream{index: map[int]int{}}
-	var params []model.RFAHeadParams
-	if decayed {
-		all, err := m.RFAParams()
-		if err != nil {
-			return nil, fmt.Errorf("papers: the decayed attention A = Â ⊙ E exists for RFA models only: %w", err)
-		}
-		if params, err = LayerParams(all, layer); err != nil {
-			return nil, err
-		}
-	}
-	for i, h := range heads {
-		if h < 0 || h >= m.Config.Heads {
-			return nil, fmt.Errorf("papers: head %d out of range (layer %d has %d heads)", h, layer, m.Config.Heads)
-		}
-		if _, dup := s.index[h]; dup {
-			return nil, fmt.Errorf("papers: head %d given twice", h)
-		}
-		s.index[h] = i
-		g, err := attnmap.NewGrid(T, T, maxSize, pool)
-		if err != nil {
-			return nil, err
-		}
-		s.hat = append(s.hat, g)
-		s.scratch = append(s.scratch, make([]float32, T))
-		if decayed {
-			g, _ := attnmap.NewGrid(T, T, maxSize, pool)
-			s.dec = append(s.dec, g)
-			E := make([]float64, T)
-			for lag := range E {
-				_, E[lag] = params[h].Kernel(float64(lag))
-			}
-			s.decay = append(s.decay, E)
-		}
-	}
-	hs := opt.Hooks
-	if hs == nil {
-		hs = &hooks.Set{}
-		opt.Hooks = hs
-	}
-	hs.Stream(layer, s)
-	if _, err := m.Forward([][]int{ids}, opt); err != nil {
-		return nil, err
-	}
-	return &RFAAttentionMaps{Layer: layer, T: T, Heads: heads, Hat: s.hat, Decayed: s.dec, Pool: pool, MaxSize: maxSize}, nil
 }

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/attngrid"
 	"github.com/filterlens/probe/checkpoint"
-	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report"
-	"github.com/filterlens/probe/report/attnmap"
 )
 
 var goldenDir = filepath.Join("..", "..", "..", "shared", "golden")
@@ -107,7 +107,7 @@ func TestRFAPriorCurvesGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		for l := 0; l < m.Config.Layers; l++ {
-			ps, err := LayerParams(all, l)
+			ps, err := analysis.LayerParams(all, l)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func TestRFAPriorCurvesGolden(t *testing.T) {
 			}
 		}
 		g.Close()
-		if _, err := LayerParams(all, 7); err == nil || !strings.Contains(err.Error(), "2 layers") {
+		if _, err := analysis.LayerParams(all, 7); err == nil || !strings.Contains(err.Error(), "2 layers") {
 			t.Errorf("layer out of range: %v", err)
 		}
 	}
@@ -437,64 +437,6 @@ func TestLoadRFASeriesPerturbed(t *testing.T) {
 	}
 }
 
-// Streaming the rows of a forward pass into the grids gives exactly the
-// materialized hook_pattern and hook_pattern_decayed of the same pass, with
-// and without downsampling.
-func TestStreamAttentionMapsMatchesPattern(t *testing.T) {
-	m, err := model.Load(golden(t, "rfa_m1"), model.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const T, layer = 70, 1
-	ids := make([]int, T)
-	for i := range ids {
-		ids[i] = (i*37 + 11) % m.Config.Vocab
-	}
-	hs := &hooks.Set{}
-	cp := hs.Capture("blocks.1.attn.hook_pattern", "blocks.1.attn.hook_pattern_decayed")
-	heads := []int{3, 1}
-	full, err := StreamAttentionMaps(m, ids, layer, heads, 0, attnmap.PoolMax, true, model.Options{Hooks: hs, TileRows: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pool := range []string{attnmap.PoolMax, attnmap.PoolMean} {
-		small, err := StreamAttentionMaps(m, ids, layer, heads, 16, pool, true, model.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, grids := range map[string][2][]*attnmap.Grid{
-			"blocks.1.attn.hook_pattern":         {full.Hat, small.Hat},
-			"blocks.1.attn.hook_pattern_decayed": {full.Decayed, small.Decayed},
-		} {
-			data := cp.Get(name).Data().([]float32)
-			for i, h := range heads {
-				ref, _ := attnmap.NewGrid(T, T, 16, pool)
-				for q := 0; q < T; q++ {
-					row := data[(h*T+q)*T : (h*T+q+1)*T]
-					for j, v := range grids[0][i].Values()[q*T : (q+1)*T] {
-						if !approx(v, float64(row[j]), 1e-6) {
-							t.Fatalf("%s head %d [%d, %d]: streamed %g, materialized %g", name, h, q, j, v, row[j])
-						}
-					}
-					ref.AddRow(q, row)
-				}
-				got, want := grids[1][i].Values(), ref.Values()
-				for k := range want {
-					if !approx(got[k], want[k], 1e-6) {
-						t.Fatalf("%s %s head %d block %d: %g, want %g", name, pool, h, k, got[k], want[k])
-					}
-				}
-			}
-		}
-	}
-	if _, err := StreamAttentionMaps(m, ids, 2, nil, 16, attnmap.PoolMax, false, model.Options{}); err == nil {
-		t.Error("layer out of range accepted")
-	}
-	if _, err := StreamAttentionMaps(m, ids, 1, []int{4}, 16, attnmap.PoolMax, false, model.Options{}); err == nil {
-		t.Error("head out of range accepted")
-	}
-}
-
 func TestRFACheckpointReport(t *testing.T) {
 	dir := golden(t, "rfa_m1")
 	m, err := model.Load(dir, model.LoadOptions{})
@@ -502,12 +444,12 @@ func TestRFACheckpointReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	all, _ := m.RFAParams()
-	ps, _ := LayerParams(all, 1)
+	ps, _ := analysis.LayerParams(all, 1)
 	ids := make([]int, 96)
 	for i := range ids {
 		ids[i] = (i * 7) % m.Config.Vocab
 	}
-	maps, err := StreamAttentionMaps(m, ids, 1, nil, 32, attnmap.PoolMax, true, model.Options{})
+	maps, err := analysis.StreamAttentionMaps(m, ids, analysis.AttnMapSpec{Layer: 1, MaxSize: 32, Pool: attngrid.PoolMax, Decayed: true}, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
