@@ -21,7 +21,7 @@ import (
 //
 //	--model <dir>       Figs. 3–4 from the checkpoint's learned per-head values, Figs. 11–14 from a forward pass
 //	--series <dirs>     Figs. 8–10 from a series of checkpoints (comma-separated, or one folder of checkpoint-* subfolders)
-//	--history <file>    Figs. 8–10 from a JSON parameter history (format: papers.ReadRFAHistory)
+//	--history <file>    Figs. 8–10 from a JSON parameter history (format: analysis.ReadRFAHistory)
 type rfaFigureFlags struct {
 	Model, Series, History string
 	Revision               string
@@ -151,7 +151,7 @@ func rfaCheckpointReport(f *rfaFigureFlags) (*report.Report, error) {
 	case f.Series != "" && f.History != "":
 		return nil, fmt.Errorf("give --series or --history, not both")
 	case f.Series != "":
-		h, err := papers.LoadRFASeries(strings.Split(f.Series, ","), f.Layer)
+		h, err := analysis.LoadRFASeries(strings.Split(f.Series, ","), f.Layer)
 		if err != nil {
 			return nil, err
 		}
@@ -161,11 +161,11 @@ func rfaCheckpointReport(f *rfaFigureFlags) (*report.Report, error) {
 		if m != nil && in.RFA {
 			// μ is a fixed buffer in the authors' runs: the checkpoint
 			// supplies it to a history that did not log it.
-			for _, p := range in.Params {
+			for _, p := range in.MapsHeads {
 				mu = append(mu, p.Mu)
 			}
 		}
-		h, err := papers.ReadRFAHistory(f.History, f.Layer, mu)
+		h, err := analysis.ReadRFAHistory(f.History, f.Layer, mu)
 		if err != nil {
 			return nil, err
 		}
@@ -245,10 +245,10 @@ func (f *rfaFigureFlags) rfaParams(in *papers.RFACheckpointInput, m *model.Model
 	if err != nil {
 		return err
 	}
-	if in.Params, err = analysis.LayerParams(all, in.Layer); err != nil {
+	ps, err := analysis.LayerParams(all, in.Layer)
+	if err != nil {
 		return err
 	}
-	in.MapsParams = in.Params
 	in.Lags = papers.RFALagAxis{Max: f.MaxLag, Source: "given"}
 	if in.Lags.Max <= 0 {
 		in.Lags = papers.RFALagAxis{Max: float64(m.Config.MaxPos), Source: "default: the model's longest context (t_measure)"}
@@ -260,5 +260,13 @@ func (f *rfaFigureFlags) rfaParams(in *papers.RFACheckpointInput, m *model.Model
 	default:
 		return fmt.Errorf("--lag-axis %q: want log or linear", f.LagAxis)
 	}
+	lags, err := in.Lags.Grid()
+	if err != nil {
+		return err
+	}
+	if in.Priors, err = analysis.RFAPriors(ps, lags); err != nil {
+		return err
+	}
+	in.MapsHeads = in.Priors.Heads
 	return nil
 }
