@@ -13,7 +13,7 @@ import (
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
 	"github.com/filterlens/probe/report/filters"
-	"github.com/filterlens/probe/report/papers"
+	"github.com/filterlens/probe/report/ppl"
 	"github.com/filterlens/probe/report/sweep"
 	"github.com/spf13/cobra"
 )
@@ -82,7 +82,7 @@ func runReport(opts *ReportOptions) error {
 		if err != nil {
 			return err
 		}
-		if r, err = papers.ZooReport(res); err != nil {
+		if r, err = ppl.ZooReport(res); err != nil {
 			return err
 		}
 	} else {
