@@ -84,12 +84,22 @@ func safeScript(s string) string {
 	return s[:open] + body + s[end:]
 }
 
-// visitor injects the few options go-echarts has no field for; it runs
-// after every built-in option is settled.
+// visitor injects the options go-echarts v2.6.7 has no place for; it runs
+// after every built-in option is settled. Those are: the chart-wide
+// textStyle (typed, reportFont), the axes (typed, axisOption: v2.6.7's
+// charts hold XAxis/YAxis values without the keys axisOption adds), and,
+// as raw maps, the colour bar's visualMap (v2.6.7's VisualMap has float32
+// min/max, which would round the scale, and lacks seriesIndex, textGap,
+// itemWidth and itemHeight) and its title, a graphic element (v2.6.7 has
+// no graphic option).
 type visitor struct {
 	charts.BaseConfigurationVisitor
 	extra func(obj map[string]interface{})
 }
+
+// reportFont is the chart-wide text style (echarts' top-level textStyle,
+// which v2.6.7's charts have no option for).
+var reportFont = opts.TextStyle{FontFamily: "Liberation Sans, Arial, sans-serif"}
 
 func (v visitor) Visit(obj map[string]interface{}) {
 	if v.extra != nil {
@@ -362,7 +372,7 @@ func xyChart(pn *Panel, id string, w, h int) render.Renderer {
 	c.SetGlobalOptions(gopts...)
 	c.MultiSeries = append(c.MultiSeries, series...)
 	c.Accept(visitor{extra: func(obj map[string]interface{}) {
-		obj["textStyle"] = map[string]interface{}{"fontFamily": "Liberation Sans, Arial, sans-serif"}
+		obj["textStyle"] = reportFont
 		obj["xAxis"] = []axisOption{xa.option(pn.XLabel, 30, false, false, !pn.NoAxes)}
 		obj["yAxis"] = []axisOption{ya.option(pn.YLabel, yGap, true, pn.YDown, !pn.NoAxes)}
 		if vm != nil {
@@ -695,7 +705,7 @@ func heatmapChart(pn *Panel, id string, w, h int) render.Renderer {
 	}`, jsStrings(xtips), jsStrings(ytips), jsStrings([]string{pn.XLabel, pn.YLabel})))
 	c.SetGlobalOptions(charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "item", Formatter: tip}))
 	c.Accept(visitor{extra: func(obj map[string]interface{}) {
-		obj["textStyle"] = map[string]interface{}{"fontFamily": "Liberation Sans, Arial, sans-serif"}
+		obj["textStyle"] = reportFont
 		obj["xAxis"] = []axisOption{axis(pn.XLabel, xs, xGap, false, rotate)}
 		obj["yAxis"] = []axisOption{axis(pn.YLabel, ys, yw+14, pn.YDown, 0)}
 		obj["visualMap"] = []map[string]interface{}{vm}
