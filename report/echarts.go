@@ -84,12 +84,22 @@ func safeScript(s string) string {
 	return s[:open] + body + s[end:]
 }
 
-// visitor injects the few options go-echarts has no field for; it runs
-// after every built-in option is settled.
+// visitor injects the options go-echarts v2.6.7 has no place for; it runs
+// after every built-in option is settled. Those are: the chart-wide
+// textStyle (typed, reportFont), the axes (typed, axisOption: v2.6.7's
+// charts hold XAxis/YAxis values without the keys axisOption adds), and,
+// as raw maps, the colour bar's visualMap (v2.6.7's VisualMap has float32
+// min/max, which would round the scale, and lacks seriesIndex, textGap,
+// itemWidth and itemHeight) and its title, a graphic element (v2.6.7 has
+// no graphic option).
 type visitor struct {
 	charts.BaseConfigurationVisitor
 	extra func(obj map[string]interface{})
 }
+
+// reportFont is the chart-wide text style (echarts' top-level textStyle,
+// which v2.6.7's charts have no option for).
+var reportFont = opts.TextStyle{FontFamily: "Liberation Sans, Arial, sans-serif"}
 
 func (v visitor) Visit(obj map[string]interface{}) {
 	if v.extra != nil {
@@ -178,13 +188,15 @@ func (a axisSpec) maxLabelPx() int {
 // TickLabel's precision (10^k as decade does on a log axis) and leaves the
 // ends blank when they are not multiples (a fixed range need not end on
 // one).
-func (a axisSpec) option(name string, nameGap int, vertical, inverse, show bool) map[string]interface{} {
-	o := map[string]interface{}{
-		"type": "value", "name": name, "nameLocation": "middle", "nameGap": nameGap,
-		"min": a.lo, "max": a.hi, "inverse": inverse, "show": show,
-		"nameTextStyle": map[string]interface{}{"fontSize": 13},
-		"splitLine":     map[string]interface{}{"show": true, "lineStyle": map[string]interface{}{"color": "#e6e6e6"}},
-		"axisLine":      map[string]interface{}{"onZero": false}, // at the edge of the plot, as the labels are
+func (a axisSpec) option(name string, nameGap int, vertical, inverse, show bool) axisOption {
+	o := axisOption{
+		XAxis: opts.XAxis{
+			Type: "value", Name: name, NameLocation: "middle", NameGap: nameGap,
+			Min: a.lo, Max: a.hi, Inverse: opts.Bool(inverse), Show: opts.Bool(show),
+			SplitLine: &opts.SplitLine{Show: opts.Bool(true), LineStyle: &opts.LineStyle{Color: "#e6e6e6"}},
+			AxisLine:  &opts.AxisLine{OnZero: opts.Bool(false)}, // at the edge of the plot, as the labels are
+		},
+		NameTextStyle: &opts.TextStyle{FontSize: 13},
 	}
 	if a.step == 0 {
 		return o
@@ -192,7 +204,7 @@ func (a axisSpec) option(name string, nameGap int, vertical, inverse, show bool)
 	// minInterval = maxInterval = step makes echarts place its ticks at
 	// the multiples of step inside the range (a fixed "interval" would
 	// count from the range's start, which need not be a multiple).
-	o["minInterval"], o["maxInterval"] = a.step, a.step
+	o.MinInterval, o.MaxInterval = a.step, a.step
 	_, _, dec := NiceTicks(a.lo, a.hi, targetTicks)
 	format := fmt.Sprintf("(k * %v).toFixed(%d)", a.step, dec)
 	switch {
@@ -206,12 +218,12 @@ func (a axisSpec) option(name string, nameGap int, vertical, inverse, show bool)
 	if a.log {
 		zero = "'1'"
 	}
-	label := map[string]interface{}{"fontSize": 12, "hideOverlap": true, "formatter": opts.FuncOpts(fmt.Sprintf(`function (v) {
+	label := &axisLabel{AxisLabel: opts.AxisLabel{FontSize: 12, HideOverlap: opts.Bool(true), Formatter: opts.FuncOpts(fmt.Sprintf(`function (v) {
 		var k = Math.round(v / %v);
 		if (Math.abs(v - k * %v) > %v) { return ''; }
 		if (k === 0) { return %s; }
 		return %s;
-	}`, a.step, a.step, a.step*1e-6, zero, format))}
+	}`, a.step, a.step, a.step*1e-6, zero, format))}}
 	// The labels at both ends of an axis stay inside its extent, so the
 	// first x label never runs into the lowest y label at the corner.
 	if vertical {
@@ -219,12 +231,35 @@ func (a axisSpec) option(name string, nameGap int, vertical, inverse, show bool)
 		if inverse {
 			lo, hi = hi, lo
 		}
-		label["verticalAlignMinLabel"], label["verticalAlignMaxLabel"] = lo, hi
+		label.VerticalAlignMinLabel, label.VerticalAlignMaxLabel = lo, hi
 	} else {
-		label["alignMinLabel"], label["alignMaxLabel"] = "left", "right"
+		label.AlignMinLabel, label.AlignMaxLabel = "left", "right"
 	}
-	o["axisLabel"] = label
+	o.AxisLabel = label
 	return o
+}
+
+// axisOption is an echarts cartesian axis (x or y: echarts gives both the
+// same keys) in go-echarts v2.6.7's typed XAxis, whose fields are a superset
+// of its YAxis (which lacks axisTick), plus what v2.6.7 lacks.
+type axisOption struct {
+	opts.XAxis
+	// NameTextStyle: the axis name's font (echarts nameTextStyle); not in v2.6.7.
+	NameTextStyle *opts.TextStyle `json:"nameTextStyle,omitempty"`
+	// AxisLabel shadows XAxis.AxisLabel to add the keys v2.6.7 lacks.
+	AxisLabel *axisLabel `json:"axisLabel,omitempty"`
+}
+
+// axisLabel is v2.6.7's AxisLabel plus the keys it lacks.
+type axisLabel struct {
+	opts.AxisLabel
+	// VerticalAlignMinLabel, VerticalAlignMaxLabel: the vertical alignment
+	// of a y axis's end labels (echarts ≥ 5.5); not in v2.6.7.
+	VerticalAlignMinLabel string `json:"verticalAlignMinLabel,omitempty"`
+	VerticalAlignMaxLabel string `json:"verticalAlignMaxLabel,omitempty"`
+	// IntervalAll: echarts' axisLabel.interval as the number 0 (every
+	// label); v2.6.7's Interval is a string, which echarts reads as "auto".
+	IntervalAll *int `json:"interval,omitempty"`
 }
 
 // logSeries returns s with its coordinates on log axes replaced by their
@@ -332,14 +367,14 @@ func xyChart(pn *Panel, id string, w, h int) render.Renderer {
 		vm, vmTitle, bw = colorBar(pn.Colors, colorIdx, 2, top)
 		right = bw + 16
 	}
-	gopts = append(gopts, charts.WithGridOpts(opts.Grid{Left: fmt.Sprint(left), Right: fmt.Sprint(right), Top: fmt.Sprint(top), Bottom: "52"}))
+	gopts = append(gopts, charts.WithGridOpts(opts.Grid{Left: fmt.Sprint(left), Right: fmt.Sprint(right), Top: fmt.Sprint(top), Bottom: "52"}),
+		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "item", Formatter: xyTooltip(pn.XLog, pn.YLog)}))
 	c.SetGlobalOptions(gopts...)
 	c.MultiSeries = append(c.MultiSeries, series...)
 	c.Accept(visitor{extra: func(obj map[string]interface{}) {
-		obj["textStyle"] = map[string]interface{}{"fontFamily": "Liberation Sans, Arial, sans-serif"}
-		obj["tooltip"] = map[string]interface{}{"show": true, "trigger": "item", "formatter": xyTooltip(pn.XLog, pn.YLog)}
-		obj["xAxis"] = []map[string]interface{}{xa.option(pn.XLabel, 30, false, false, !pn.NoAxes)}
-		obj["yAxis"] = []map[string]interface{}{ya.option(pn.YLabel, yGap, true, pn.YDown, !pn.NoAxes)}
+		obj["textStyle"] = reportFont
+		obj["xAxis"] = []axisOption{xa.option(pn.XLabel, 30, false, false, !pn.NoAxes)}
+		obj["yAxis"] = []axisOption{ya.option(pn.YLabel, yGap, true, pn.YDown, !pn.NoAxes)}
 		if vm != nil {
 			obj["visualMap"] = []map[string]interface{}{vm}
 			obj["graphic"] = []map[string]interface{}{vmTitle}
@@ -640,13 +675,13 @@ func heatmapChart(pn *Panel, id string, w, h int) render.Renderer {
 	vm, vmTitle, bw := colorBar(&hm.Scale, 0, 2, 40)
 	// Category axes keep every cell's label but draw only the non-empty
 	// ones, so labels never crowd: interval 0 with blank categories.
-	axis := func(name string, data []string, gap int, inverse bool, rot int) map[string]interface{} {
-		return map[string]interface{}{
-			"type": "category", "data": data, "name": name, "nameLocation": "middle", "nameGap": gap,
-			"inverse": inverse, "nameTextStyle": map[string]interface{}{"fontSize": 13},
-			"axisTick":  map[string]interface{}{"show": false},
-			"axisLabel": map[string]interface{}{"interval": 0, "fontSize": 12, "rotate": rot, "hideOverlap": true},
-			"splitArea": map[string]interface{}{"show": false},
+	every := 0
+	axis := func(name string, data []string, gap int, inverse bool, rot int) axisOption {
+		return axisOption{
+			XAxis: opts.XAxis{Type: "category", Data: data, Name: name, NameLocation: "middle", NameGap: gap,
+				Inverse: opts.Bool(inverse), AxisTick: &opts.AxisTick{Show: opts.Bool(false)}, SplitArea: &opts.SplitArea{Show: opts.Bool(false)}},
+			NameTextStyle: &opts.TextStyle{FontSize: 13},
+			AxisLabel:     &axisLabel{AxisLabel: opts.AxisLabel{FontSize: 12, Rotate: float64(rot), HideOverlap: opts.Bool(true)}, IntervalAll: &every},
 		}
 	}
 	xGap := max(30, xh+14)
@@ -668,13 +703,13 @@ func heatmapChart(pn *Panel, id string, w, h int) render.Renderer {
 		var X = %s, Y = %s, N = %s, d = decodeURIComponent;
 		return d(N[1]) + ' ' + d(Y[p.value[1]]) + ', ' + d(N[0]) + ' ' + d(X[p.value[0]]) + ': ' + p.value[2];
 	}`, jsStrings(xtips), jsStrings(ytips), jsStrings([]string{pn.XLabel, pn.YLabel})))
+	c.SetGlobalOptions(charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "item", Formatter: tip}))
 	c.Accept(visitor{extra: func(obj map[string]interface{}) {
-		obj["textStyle"] = map[string]interface{}{"fontFamily": "Liberation Sans, Arial, sans-serif"}
-		obj["xAxis"] = []map[string]interface{}{axis(pn.XLabel, xs, xGap, false, rotate)}
-		obj["yAxis"] = []map[string]interface{}{axis(pn.YLabel, ys, yw+14, pn.YDown, 0)}
+		obj["textStyle"] = reportFont
+		obj["xAxis"] = []axisOption{axis(pn.XLabel, xs, xGap, false, rotate)}
+		obj["yAxis"] = []axisOption{axis(pn.YLabel, ys, yw+14, pn.YDown, 0)}
 		obj["visualMap"] = []map[string]interface{}{vm}
 		obj["graphic"] = []map[string]interface{}{vmTitle}
-		obj["tooltip"] = map[string]interface{}{"show": true, "trigger": "item", "formatter": tip}
 	}})
 	return c
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -120,7 +121,17 @@ func TestCaptionProblems(t *testing.T) {
 // whole decades.
 func TestAxisOption(t *testing.T) {
 	a := newAxis(-1.1, 0.1, true, false)
-	o := a.option("Re λ", 30, false, false, true)
+	b, err := json.Marshal(a.option("Re λ", 30, false, false, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o map[string]any
+	if err := json.Unmarshal(b, &o); err != nil {
+		t.Fatal(err)
+	}
+	if lbl, _ := o["axisLabel"].(map[string]any); lbl["alignMinLabel"] != "left" || lbl["hideOverlap"] != true || lbl["formatter"] == nil {
+		t.Errorf("axis labels: %v", lbl)
+	}
 	if o["min"] != -1.1 || o["max"] != 0.1 || o["minInterval"] != 0.25 || o["maxInterval"] != 0.25 || o["interval"] != nil {
 		t.Errorf("fixed axis [-1.1, 0.1]: %v", o)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/filters"
 	"github.com/filterlens/probe/report/papers"
+	pplfig "github.com/filterlens/probe/report/ppl"
 	"github.com/filterlens/probe/report/sweep"
 	"github.com/filterlens/probe/zoo"
 )
@@ -273,11 +274,11 @@ func (d *demo) perplexity() error {
 	if err != nil {
 		return err
 	}
-	ef, err := papers.ExtrapolationFigure(pres)
+	ef, err := pplfig.ExtrapolationFigure(pres)
 	if err != nil {
 		return err
 	}
-	pf, err := papers.Prediction3Figure(pres, filepath.Base(d.gated))
+	pf, err := pplfig.Prediction3Figure(pres, filepath.Base(d.gated))
 	if err != nil {
 		return err
 	}

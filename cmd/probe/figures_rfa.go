@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/attngrid"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report"
-	"github.com/filterlens/probe/report/attnmap"
 	"github.com/filterlens/probe/report/papers"
 	"github.com/spf13/pflag"
 )
@@ -20,7 +21,7 @@ import (
 //
 //	--model <dir>       Figs. 3–4 from the checkpoint's learned per-head values, Figs. 11–14 from a forward pass
 //	--series <dirs>     Figs. 8–10 from a series of checkpoints (comma-separated, or one folder of checkpoint-* subfolders)
-//	--history <file>    Figs. 8–10 from a JSON parameter history (format: papers.ReadRFAHistory)
+//	--history <file>    Figs. 8–10 from a JSON parameter history (format: analysis.ReadRFAHistory)
 type rfaFigureFlags struct {
 	Model, Series, History string
 	Revision               string
@@ -54,7 +55,7 @@ func (f *rfaFigureFlags) registerRFAFigures(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Tokenizer, "tokenizer", "", "tokenizer.json for --text (default: the model's)")
 	fs.Uint64Var(&f.Seed, "seed", 1, "seed of the random token ids of the attention maps")
 	fs.StringVar(&f.Heads, "heads", "", "comma-separated heads of the attention maps (default: all)")
-	fs.StringVar(&f.Pool, "pool", attnmap.PoolMax, "downsampling of the attention maps: max or mean over each block")
+	fs.StringVar(&f.Pool, "pool", attngrid.PoolMax, "downsampling of the attention maps: max or mean over each block")
 	fs.IntVar(&f.MaxSize, "max-size", 128, "largest number of blocks per side of an attention map (0: one cell per token pair)")
 	fs.BoolVar(&f.Decayed, "attn-decayed", false, "also draw the decayed attention A = Â ⊙ E (hook_pattern_decayed), RFA only")
 	extrapolationVar(fs, &f.AllowExtrapolation)
@@ -150,7 +151,7 @@ func rfaCheckpointReport(f *rfaFigureFlags) (*report.Report, error) {
 	case f.Series != "" && f.History != "":
 		return nil, fmt.Errorf("give --series or --history, not both")
 	case f.Series != "":
-		h, err := papers.LoadRFASeries(strings.Split(f.Series, ","), f.Layer)
+		h, err := analysis.LoadRFASeries(strings.Split(f.Series, ","), f.Layer)
 		if err != nil {
 			return nil, err
 		}
@@ -160,11 +161,11 @@ func rfaCheckpointReport(f *rfaFigureFlags) (*report.Report, error) {
 		if m != nil && in.RFA {
 			// μ is a fixed buffer in the authors' runs: the checkpoint
 			// supplies it to a history that did not log it.
-			for _, p := range in.Params {
+			for _, p := range in.MapsHeads {
 				mu = append(mu, p.Mu)
 			}
 		}
-		h, err := papers.ReadRFAHistory(f.History, f.Layer, mu)
+		h, err := analysis.ReadRFAHistory(f.History, f.Layer, mu)
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +225,7 @@ func (f *rfaFigureFlags) modelInput(in *papers.RFACheckpointInput) (*model.Model
 			return nil, err
 		}
 		in.MapsTokens = src
-		in.Maps, err = papers.StreamAttentionMaps(m, ids, layer, hs, f.MaxSize, f.Pool, f.Decayed,
+		in.Maps, err = analysis.StreamAttentionMaps(m, ids, analysis.AttnMapSpec{Layer: layer, Heads: hs, MaxSize: f.MaxSize, Pool: f.Pool, Decayed: f.Decayed},
 			model.Options{AllowExtrapolation: f.AllowExtrapolation})
 		if err != nil {
 			return nil, err
@@ -244,10 +245,10 @@ func (f *rfaFigureFlags) rfaParams(in *papers.RFACheckpointInput, m *model.Model
 	if err != nil {
 		return err
 	}
-	if in.Params, err = papers.LayerParams(all, in.Layer); err != nil {
+	ps, err := analysis.LayerParams(all, in.Layer)
+	if err != nil {
 		return err
 	}
-	in.MapsParams = in.Params
 	in.Lags = papers.RFALagAxis{Max: f.MaxLag, Source: "given"}
 	if in.Lags.Max <= 0 {
 		in.Lags = papers.RFALagAxis{Max: float64(m.Config.MaxPos), Source: "default: the model's longest context (t_measure)"}
@@ -259,5 +260,13 @@ func (f *rfaFigureFlags) rfaParams(in *papers.RFACheckpointInput, m *model.Model
 	default:
 		return fmt.Errorf("--lag-axis %q: want log or linear", f.LagAxis)
 	}
+	lags, err := in.Lags.Grid()
+	if err != nil {
+		return err
+	}
+	if in.Priors, err = analysis.RFAPriors(ps, lags); err != nil {
+		return err
+	}
+	in.MapsHeads = in.Priors.Heads
 	return nil
 }

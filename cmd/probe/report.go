@@ -9,10 +9,11 @@ import (
 	"strings"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/attngrid"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
 	"github.com/filterlens/probe/report/filters"
-	"github.com/filterlens/probe/report/papers"
+	"github.com/filterlens/probe/report/ppl"
 	"github.com/filterlens/probe/report/sweep"
 	"github.com/spf13/cobra"
 )
@@ -81,7 +82,7 @@ func runReport(opts *ReportOptions) error {
 		if err != nil {
 			return err
 		}
-		if r, err = papers.ZooReport(res); err != nil {
+		if r, err = ppl.ZooReport(res); err != nil {
 			return err
 		}
 	} else {
@@ -168,7 +169,7 @@ func NewCmdReportAttention(runF func(*ReportAttentionOptions) error) *cobra.Comm
 	f.StringVar(&opts.Heads, "heads", "", "comma-separated heads (default: all)")
 	f.IntVar(&opts.Batch, "batch", 0, "sequence of the captured batch")
 	f.Float64Var(&opts.Gamma, "gamma", 0.25, "contrast exponent: draw Â^γ (RFA App. F.3: 0.25; 1 for plain Â)")
-	f.StringVar(&opts.Pool, "pool", attnmap.PoolMax, "downsampling of long T: max or mean over each block")
+	f.StringVar(&opts.Pool, "pool", attngrid.PoolMax, "downsampling of long T: max or mean over each block")
 	f.IntVar(&opts.MaxSize, "max-size", 128, "largest number of blocks per side (0: one cell per token pair)")
 	f.StringVar(&opts.Out, "out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
 	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files")

@@ -2,10 +2,11 @@
 // of chosen heads of one layer — as magma heatmaps, downsampled for long T
 // and optionally contrast-stretched as Â^γ (RFA App. F.3 shows Â^0.25).
 //
-// Rows stream in one at a time (Grid.AddRow), so a map never needs the full
-// T×T matrix of more than one head; FromCapture feeds the rows of a
-// `probe capture` file's blocks.{l}.attn.hook_pattern [batch, head, query,
-// key] tensor.
+// It draws pooled grids (analysis/attngrid), whose rows stream in one at a
+// time, so a map never needs the full T×T matrix of more than one head:
+// FromCapture feeds the rows of a `probe capture` file's
+// blocks.{l}.attn.hook_pattern [batch, head, query, key] tensor;
+// analysis.StreamAttentionMaps feeds those of a forward pass.
 package attnmap
 
 import (
@@ -14,99 +15,11 @@ import (
 	"math"
 	"strings"
 
+	"github.com/filterlens/probe/analysis/attngrid"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/report"
 )
-
-// Pooling modes of a downsampled block.
-const (
-	// PoolMax keeps the largest weight in the block: a single sharp key
-	// (a sink, an induction target) stays visible however long T is.
-	PoolMax = "max"
-	// PoolMean averages every cell of the block, masked (future) cells
-	// counted as 0: the mean attention weight per (query, key) pair, whose
-	// block sums are attention mass.
-	PoolMean = "mean"
-)
-
-// Grid accumulates one attention matrix, streamed by query rows, into at
-// most Rows×Cols blocks: block (r, c) covers queries [⌊r·Tq/Rows⌋,
-// ⌊(r+1)·Tq/Rows⌋) and keys [⌊c·Tk/Cols⌋, ⌊(c+1)·Tk/Cols⌋).
-type Grid struct {
-	Tq, Tk, Rows, Cols int
-	Pool               string
-	acc                []float64
-	cnt                []int
-	rowBlock, colBlock []int
-}
-
-// NewGrid returns a grid for a [tq, tk] matrix downsampled so that no side
-// exceeds maxSize blocks (maxSize ≤ 0: no downsampling).
-func NewGrid(tq, tk, maxSize int, pool string) (*Grid, error) {
-	if pool != PoolMax && pool != PoolMean {
-		return nil, fmt.Errorf("attnmap: pooling %q: want %s or %s", pool, PoolMax, PoolMean)
-	}
-	if tq < 1 || tk < 1 {
-		return nil, fmt.Errorf("attnmap: empty %d×%d matrix", tq, tk)
-	}
-	rows, cols := tq, tk
-	if maxSize > 0 {
-		rows, cols = min(tq, maxSize), min(tk, maxSize)
-	}
-	g := &Grid{Tq: tq, Tk: tk, Rows: rows, Cols: cols, Pool: pool,
-		acc: make([]float64, rows*cols), cnt: make([]int, rows*cols),
-		rowBlock: blocks(tq, rows), colBlock: blocks(tk, cols)}
-	return g, nil
-}
-
-// blocks maps each of t positions to its block when t positions are split
-// into n blocks of near-equal size (sizes differ by at most one).
-func blocks(t, n int) []int {
-	out := make([]int, t)
-	for b := 0; b < n; b++ {
-		for i := b * t / n; i < (b+1)*t/n; i++ {
-			out[i] = b
-		}
-	}
-	return out
-}
-
-// AddRow adds query row q (len Tk).
-func (g *Grid) AddRow(q int, row []float32) error {
-	if q < 0 || q >= g.Tq || len(row) != g.Tk {
-		return fmt.Errorf("attnmap: row %d of length %d for a %d×%d map", q, len(row), g.Tq, g.Tk)
-	}
-	base := g.rowBlock[q] * g.Cols
-	for k, v := range row {
-		i := base + g.colBlock[k]
-		x := float64(v)
-		if g.Pool == PoolMax {
-			if g.cnt[i] == 0 || x > g.acc[i] {
-				g.acc[i] = x
-			}
-		} else {
-			g.acc[i] += x
-		}
-		g.cnt[i]++
-	}
-	return nil
-}
-
-// Values returns the pooled blocks, row-major; blocks no row reached are 0.
-func (g *Grid) Values() []float64 {
-	out := make([]float64, len(g.acc))
-	for i, v := range g.acc {
-		if g.cnt[i] == 0 {
-			continue
-		}
-		if g.Pool == PoolMean {
-			v /= float64(g.cnt[i])
-		}
-		out[i] = v
-	}
-	return out
-}
 
 // Options choose what to draw.
 type Options struct {
@@ -114,7 +27,7 @@ type Options struct {
 	Heads   []int   // nil: every head
 	Batch   int     // which sequence of the captured batch
 	Gamma   float64 // contrast exponent: Â^γ (RFA uses 0.25); 1 draws Â itself
-	Pool    string  // PoolMax or PoolMean
+	Pool    string  // attngrid.PoolMax or attngrid.PoolMean
 	MaxSize int     // largest number of blocks per side (default 128)
 	// Tokens, when set, is the token string of every position of the
 	// sequence (at least T of them): shown on hover (a block shows the
@@ -129,7 +42,7 @@ func (o *Options) defaults() {
 		o.Gamma = 0.25
 	}
 	if o.Pool == "" {
-		o.Pool = PoolMax
+		o.Pool = attngrid.PoolMax
 	}
 	if o.MaxSize == 0 {
 		o.MaxSize = 128
@@ -190,9 +103,9 @@ func FromCapture(path string, o Options) (*report.Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	grids := make([]*Grid, len(heads))
+	grids := make([]*attngrid.Grid, len(heads))
 	for i, hd := range heads {
-		g, err := NewGrid(tq, tk, o.MaxSize, o.Pool)
+		g, err := attngrid.NewGrid(tq, tk, o.MaxSize, o.Pool)
 		if err != nil {
 			return nil, err
 		}
@@ -217,11 +130,11 @@ func FromCapture(path string, o Options) (*report.Figure, error) {
 // Figure draws one panel per grid (head), with Â^γ on the magma colormap
 // scaled from 0 to each panel's largest value (as imshow's default does in
 // the RFA author's plots), query 0 at the top.
-func Figure(grids []*Grid, heads []int, o Options) *report.Figure {
+func Figure(grids []*attngrid.Grid, heads []int, o Options) *report.Figure {
 	o.defaults()
 	var xTok, yTok []string
 	if g := grids[0]; len(o.Tokens) >= max(g.Tq, g.Tk) {
-		xTok, yTok = blockTokens(o.Tokens[:g.Tk], g.colBlock, g.Cols), blockTokens(o.Tokens[:g.Tq], g.rowBlock, g.Rows)
+		xTok, yTok = blockTokens(o.Tokens[:g.Tk], g.ColBlock, g.Cols), blockTokens(o.Tokens[:g.Tq], g.RowBlock, g.Rows)
 	}
 	var panels []report.Panel
 	for i, g := range grids {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/attngrid"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/report"
@@ -21,58 +22,12 @@ var causal4 = [][]float32{
 	{0.1, 0.2, 0.3, 0.4},
 }
 
-func TestGridPooling(t *testing.T) {
-	for _, tc := range []struct {
-		pool string
-		want []float64
-	}{
-		// 2×2 blocks: top-left {1, 0, .5, .5}, top-right zeros,
-		// bottom-left {.2, .3, .1, .2}, bottom-right {.5, 0, .3, .4}.
-		{PoolMax, []float64{1, 0, 0.3, 0.5}},
-		{PoolMean, []float64{0.5, 0, 0.2, 0.3}},
-	} {
-		g, err := NewGrid(4, 4, 2, tc.pool)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for q, row := range causal4 {
-			if err := g.AddRow(q, row); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got := g.Values()
-		for i := range tc.want {
-			if math.Abs(got[i]-tc.want[i]) > 1e-7 {
-				t.Errorf("%s pooling: block %d = %g, want %g", tc.pool, i, got[i], tc.want[i])
-			}
-		}
-	}
-	// Mean pooling keeps mass: block means × block sizes sum to the row count.
-	g, _ := NewGrid(4, 4, 3, PoolMean)
-	for q, row := range causal4 {
-		g.AddRow(q, row)
-	}
-	if g.Rows != 3 || g.Cols != 3 {
-		t.Fatalf("grid %d×%d", g.Rows, g.Cols)
-	}
-	// Uneven split of 4 into 3 blocks: sizes 1, 1, 2.
-	if got := blocks(4, 3); got[0] != 0 || got[1] != 1 || got[2] != 2 || got[3] != 2 {
-		t.Errorf("blocks(4, 3) = %v", got)
-	}
-	if _, err := NewGrid(4, 4, 2, "median"); err == nil {
-		t.Error("unknown pooling accepted")
-	}
-	if err := g.AddRow(4, causal4[0]); err == nil {
-		t.Error("row out of range accepted")
-	}
-}
-
 func TestFigureGamma(t *testing.T) {
-	g, _ := NewGrid(4, 4, 0, PoolMax)
+	g, _ := attngrid.NewGrid(4, 4, 0, attngrid.PoolMax)
 	for q, row := range causal4 {
 		g.AddRow(q, row)
 	}
-	f := Figure([]*Grid{g}, []int{0}, Options{Gamma: 0.5})
+	f := Figure([]*attngrid.Grid{g}, []int{0}, Options{Gamma: 0.5})
 	z := f.Panels[0].Heatmap.Z
 	if math.Abs(z[1*4+0]-math.Sqrt(0.5)) > 1e-7 || z[0] != 1 {
 		t.Errorf("Â^0.5 = %v", z[:8])
@@ -96,7 +51,7 @@ func TestFromCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := FromCapture(path, Options{Layer: 3, Heads: []int{1}, Batch: 1, Gamma: 1, MaxSize: 2, Pool: PoolMean})
+	f, err := FromCapture(path, Options{Layer: 3, Heads: []int{1}, Batch: 1, Gamma: 1, MaxSize: 2, Pool: attngrid.PoolMean})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +71,8 @@ func TestFromCapture(t *testing.T) {
 // block's text on hover; both reports pass the browser check (no
 // overlapping or clipped labels at 1024–1920 px).
 func TestFigureTokens(t *testing.T) {
-	causal := func(T, maxSize int) *Grid {
-		g, _ := NewGrid(T, T, maxSize, PoolMax)
+	causal := func(T, maxSize int) *attngrid.Grid {
+		g, _ := attngrid.NewGrid(T, T, maxSize, attngrid.PoolMax)
 		for q := 0; q < T; q++ {
 			row := make([]float32, T)
 			for k := 0; k <= q; k++ {
@@ -128,7 +83,7 @@ func TestFigureTokens(t *testing.T) {
 		return g
 	}
 	words := strings.Fields("The quick brown fox jumps over the lazy dog , and \" quotes \\ or </script> survive in a tooltip")
-	short := Figure([]*Grid{causal(len(words), 0)}, []int{0}, Options{Tokens: words})
+	short := Figure([]*attngrid.Grid{causal(len(words), 0)}, []int{0}, Options{Tokens: words})
 	hm := short.Panels[0].Heatmap
 	if len(hm.XTokens) != len(words) || hm.XTokens[3] != "fox" || hm.YTokens[15] != "</script>" {
 		t.Fatalf("short map tokens %q / %q", hm.XTokens, hm.YTokens)
@@ -140,7 +95,7 @@ func TestFigureTokens(t *testing.T) {
 	for i := range long {
 		long[i] = words[i%len(words)] + " "
 	}
-	blocked := Figure([]*Grid{causal(300, 64), causal(300, 64)}, []int{0, 1}, Options{Tokens: long})
+	blocked := Figure([]*attngrid.Grid{causal(300, 64), causal(300, 64)}, []int{0, 1}, Options{Tokens: long})
 	blocked.ID = "attention-blocks"
 	if bt := blocked.Panels[0].Heatmap.XTokens[0]; !strings.HasPrefix(bt, "The quick brown fox") {
 		t.Errorf("block 0 text %q", bt)

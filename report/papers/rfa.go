@@ -2,10 +2,11 @@
 // from their formulas and parameters (package analytic), one report.Report
 // per paper, each figure with its caption, every parameter and its source,
 // and the numbers a reader would check; and, where a figure is measured
-// on a model, from a checkpoint (rfa_checkpoint*.go: the RFA figures of a
-// trained checkpoint and its series; zoo.go: the zoo's perplexity
-// figures). (Issue 28 moves the model-running parts to package analysis,
-// leaving this package to draw.)
+// on a model, from what analysis measured on a checkpoint
+// (rfa_checkpoint*.go: the RFA figures of a trained checkpoint and its
+// series, from analysis/rfatab and analysis/attngrid values). The AFA toy
+// figures (afa.go) still run the toy filter here; the zoo's perplexity
+// figures are in report/ppl.
 //
 // Parameter provenance: the papers give few numbers for these figures;
 // where a value comes from the authors' public notebooks or is this tool's

@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/filterlens/probe/model"
-	"github.com/filterlens/probe/probes"
+	"github.com/filterlens/probe/analysis/attngrid"
+	"github.com/filterlens/probe/analysis/rfatab"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
 )
@@ -36,20 +36,21 @@ type RFACheckpointInput struct {
 	RFA      bool   // the model is RFA (Figs. 3–4 and the decayed maps need it)
 	Layers   int    // the model's number of layers
 
-	// Figs. 3–4: the heads of layer Layer (LayerParams).
+	// Figs. 3–4: the prior curves of layer Layer's heads at the lags of
+	// Lags (analysis.RFAPriors).
 	Layer  int
-	Params []model.RFAHeadParams
+	Priors *rfatab.Priors
 	Lags   RFALagAxis
 
 	// Figs. 8–10.
-	History *RFAParamHistory
+	History *rfatab.ParamHistory
 
 	// Figs. 11–14 and where their tokens come from.
-	Maps       *RFAAttentionMaps
+	Maps       *attngrid.Maps
 	MapsTokens string
-	// MapsParams are the mapped layer's head parameters (RFA only; the
-	// panel titles give each head's μ).
-	MapsParams []model.RFAHeadParams
+	// MapsHeads are the mapped layer's head values (RFA only; the panel
+	// titles give each head's μ).
+	MapsHeads []rfatab.Head
 
 	Manifest []report.Option
 }
@@ -64,12 +65,12 @@ func RFACheckpointReport(in RFACheckpointInput) (*report.Report, error) {
 			"and a forward pass; `probe figures --paper rfa` without --model/--series/--history draws the analytic figures.",
 		Manifest: in.Manifest,
 	}
-	if len(in.Params) > 0 {
-		f3, err := RFACheckpointFig3(in.Params, in.Layer, in.Lags, in.Model)
+	if in.Priors != nil {
+		f3, err := RFACheckpointFig3(in.Priors, in.Layer, in.Lags, in.Model)
 		if err != nil {
 			return nil, err
 		}
-		f4, err := RFACheckpointFig4(in.Params, in.Layer, in.Lags, in.Model)
+		f4, err := RFACheckpointFig4(in.Priors, in.Layer, in.Lags, in.Model)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +84,7 @@ func RFACheckpointReport(in RFACheckpointInput) (*report.Report, error) {
 		r.Figures = append(r.Figures, fs...)
 	}
 	if in.Maps != nil {
-		r.Figures = append(r.Figures, RFAAttentionFigures(in.Maps, in.MapsParams, rfaMapFigure(in.RFA, in.Ablation), in.Model, in.MapsTokens)...)
+		r.Figures = append(r.Figures, RFAAttentionFigures(in.Maps, in.MapsHeads, rfaMapFigure(in.RFA, in.Ablation), in.Model, in.MapsTokens)...)
 	}
 	if len(r.Figures) == 0 {
 		return nil, fmt.Errorf("papers: nothing to draw: give a checkpoint's parameters, a parameter history or attention maps")
@@ -131,9 +132,9 @@ var regimeRows = []struct {
 	regimes        []string
 	pTitle, bTitle string
 }{
-	{[]string{model.RegimeDiffusive, model.RegimeBrownian, model.RegimeBoundary},
+	{[]string{rfatab.Diffusive, rfatab.Brownian, rfatab.Boundary},
 		"Closing gates: diffusive, Brownian", "Forgetting priors: diffusive, Brownian"},
-	{[]string{model.RegimeIntegrative}, "Opening gates: integrative", "Settling priors: integrative"},
+	{[]string{rfatab.Integrative}, "Opening gates: integrative", "Settling priors: integrative"},
 }
 
 const (
@@ -144,10 +145,9 @@ const (
 
 // headLegends returns the two legend texts of a head: μ, α/β and regime
 // (precision panel), σ², η², γ² (bias panel).
-func headLegends(p *model.RFAHeadParams) (string, string) {
-	r := p.Regime()
-	left := fmt.Sprintf("h%d: μ=%s, α/β=%s, %s", p.Head, g3(p.Mu), g3(r.Alpha/r.Beta), r.Regime)
-	if r.Regime == model.RegimeBrownian {
+func headLegends(p *rfatab.Head) (string, string) {
+	left := fmt.Sprintf("h%d: μ=%s, α/β=%s, %s", p.Head, g3(p.Mu), g3(p.Alpha/p.Beta), p.Regime)
+	if p.Regime == rfatab.Brownian {
 		left = fmt.Sprintf("h%d: μ=0, Brownian (no α/β)", p.Head)
 	}
 	return left, fmt.Sprintf("h%d: σ²=%s, η²=%s, γ²=%s", p.Head, g3(p.Sigma2), g3(p.Eta2), g3(p.Gamma2))
@@ -159,41 +159,30 @@ func lagRange(lags []float64) report.Range {
 	return report.Range{Min: lags[0], Max: lags[len(lags)-1]}
 }
 
-// priorLags returns the lag grid of ax (defaults applied).
-func priorLags(ax RFALagAxis) ([]float64, error) {
-	n := ax.Points
-	if n == 0 {
-		n = 400
-	}
-	return RFALagGrid(ax.Max, n, ax.Log)
-}
-
-// priorTable lists every head's parameters and the ends of its curves.
-func priorTable(ps []model.RFAHeadParams, maxLag float64) report.Table {
+// priorTable lists every head's values and the ends of its curves.
+func priorTable(pr *rfatab.Priors) report.Table {
+	maxLag := pr.MaxLag
 	tbl := report.Table{
 		Caption: "Per-head values read from the checkpoint (after the authors' softplus transforms; μ is the decay the pass uses) and the ends of the curves",
 		Header: []string{"head", "regime", "μ", "Δt₊", "σ²", "σ²/2μ", "η²", "γ²", "α", "β", "α/β", "τ_s", "ν/d",
 			"P(0)", fmt.Sprintf("P(%g)", maxLag), "B(0)", fmt.Sprintf("B(%g)", maxLag), "floor −log(β+c)"},
 	}
-	for i := range ps {
-		p := &ps[i]
-		r := p.Regime()
-		floor := -math.Log(r.Beta + p.CovEps)
-		tbl.Rows = append(tbl.Rows, []string{fmt.Sprint(p.Head), r.Regime, g3(p.Mu), g3(p.TShift), g3(p.Sigma2), g3(r.SteadyState),
-			g3(p.Eta2), g3(p.Gamma2), g3(r.Alpha), g3(r.Beta), g3(r.Alpha / r.Beta), g3(p.Tau), g3(p.NuOverD()),
-			g3(probes.RFAPrecisionPrior(p, 0)), g3(probes.RFAPrecisionPrior(p, maxLag)),
-			g3(probes.RFAAdditiveBias(p, 0)), g3(probes.RFAAdditiveBias(p, maxLag)), g3(floor)})
+	for i := range pr.Heads {
+		p := &pr.Heads[i]
+		floor := -math.Log(p.Beta + pr.CovEps)
+		tbl.Rows = append(tbl.Rows, []string{fmt.Sprint(p.Head), p.Regime, g3(p.Mu), g3(p.TShift), g3(p.Sigma2), g3(p.SteadyState),
+			g3(p.Eta2), g3(p.Gamma2), g3(p.Alpha), g3(p.Beta), g3(p.Alpha / p.Beta), g3(p.Tau), g3(p.NuOverD),
+			g3(p.P0), g3(p.PMax), g3(p.B0), g3(p.BMax), g3(floor)})
 	}
 	return tbl
 }
 
 // priorOptions are the options shared by the checkpoint Figs. 3 and 4.
-func priorOptions(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir string) []report.Option {
+func priorOptions(p *rfatab.Priors, layer int, ax RFALagAxis, dir string) []report.Option {
 	axis := "linear, [0, %g]"
 	if ax.Log {
 		axis = "logarithmic, [1, %g] (lag 0, the diagonal, is in the table)"
 	}
-	p := &ps[0]
 	return []report.Option{
 		{Name: "checkpoint", Value: dir, Source: "--model"},
 		{Name: "layer", Value: fmt.Sprint(layer), Source: "--layer (default: the last, as the paper's F.2–F.3 plots)"},
@@ -213,26 +202,23 @@ func priorOptions(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir string
 // with no head is left out.
 // The left legends give each head's μ, α/β and regime, the right ones its
 // σ², η², γ².
-func RFACheckpointFig3(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir string) (*report.Figure, error) {
-	lags, err := priorLags(ax)
-	if err != nil {
-		return nil, err
-	}
-	if len(ps) == 0 {
-		return nil, fmt.Errorf("papers: no heads")
+func RFACheckpointFig3(pr *rfatab.Priors, layer int, ax RFALagAxis, dir string) (*report.Figure, error) {
+	lags, ps := pr.Lags, pr.Heads
+	if len(ps) == 0 || len(lags) == 0 {
+		return nil, fmt.Errorf("papers: no heads or no lags")
 	}
 	var panels []report.Panel
 	for _, row := range regimeRows {
 		var pser, bser []report.Series
 		for i := range ps {
 			p := &ps[i]
-			reg := p.Regime().Regime
+			reg := p.Regime
 			if !slices.Contains(row.regimes, reg) {
 				continue
 			}
-			P, B := RFAPriorCurves(p, lags)
+			P, B := p.P, p.B
 			col, dash := headStyle(p.Head)
-			dash = dash || reg == model.RegimeBrownian
+			dash = dash || reg == rfatab.Brownian
 			ln, rn := headLegends(p)
 			pser = append(pser, report.Series{Name: ln, Kind: report.Line, X: lags, Y: P, Color: col, Dash: dash, Width: 2.4})
 			bser = append(bser, report.Series{Name: rn, Kind: report.Line, X: lags, Y: B, Color: col, Dash: dash, Width: 2.4})
@@ -254,8 +240,8 @@ func RFACheckpointFig3(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir s
 			"integrative heads (η² > σ̃², α > 0, the \"Opening gates\" and \"Settling priors\" panels) open it as a sigmoid in 2μΔt − ln(α/β) and their bias rises to −log β " +
 			"(distant, denoised history trusted). " +
 			"Legends of the gates panels: μ, α/β and regime; of the priors panels: σ², η², γ² of the same head (same colour).",
-		Options:    priorOptions(ps, layer, ax, dir),
-		Tables:     []report.Table{priorTable(ps, ax.Max)},
+		Options:    priorOptions(pr, layer, ax, dir),
+		Tables:     []report.Table{priorTable(pr)},
 		Notes:      []string{"The curves include what the pass adds to the paper's Eq. 9: the learned shift Δt₊ on every lag (App. C.6), the clamp of the decay exponent and c = 0.01 on V; the regime uses the paper's α, β (without c)."},
 		Panels:     panels,
 		PanelWidth: 6.6, PanelHeight: 4.2,
@@ -267,13 +253,10 @@ func RFACheckpointFig3(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir s
 // compared as the paper's Fig. 4 compares μ: a larger μ saturates sooner,
 // at the floor −log(β + c) (thin dashed, bias panel); μ = 0 heads have no
 // floor.
-func RFACheckpointFig4(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir string) (*report.Figure, error) {
-	lags, err := priorLags(ax)
-	if err != nil {
-		return nil, err
-	}
-	if len(ps) == 0 {
-		return nil, fmt.Errorf("papers: no heads")
+func RFACheckpointFig4(pr *rfatab.Priors, layer int, ax RFALagAxis, dir string) (*report.Figure, error) {
+	lags, ps := pr.Lags, pr.Heads
+	if len(ps) == 0 || len(lags) == 0 {
+		return nil, fmt.Errorf("papers: no heads or no lags")
 	}
 	order := make([]int, len(ps))
 	for i := range order {
@@ -288,17 +271,16 @@ func RFACheckpointFig4(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir s
 	var pser, bser, floors []report.Series
 	for _, i := range order {
 		p := &ps[i]
-		P, B := RFAPriorCurves(p, lags)
+		P, B := p.P, p.B
 		col, dash := headStyle(p.Head)
-		r := p.Regime()
 		ln := fmt.Sprintf("h%d: μ=%s, 1/2μ=%s tokens", p.Head, g3(p.Mu), g3(1/(2*p.Mu)))
-		rn := fmt.Sprintf("h%d: floor −log(β+c)=%s", p.Head, g3(-math.Log(r.Beta+p.CovEps)))
-		if r.Regime == model.RegimeBrownian {
+		rn := fmt.Sprintf("h%d: floor −log(β+c)=%s", p.Head, g3(-math.Log(p.Beta+pr.CovEps)))
+		if p.Regime == rfatab.Brownian {
 			ln = fmt.Sprintf("h%d: μ=0 (Brownian)", p.Head)
 			rn = fmt.Sprintf("h%d: no floor (Brownian)", p.Head)
 			dash = true
 		} else {
-			fl := -math.Log(r.Beta + p.CovEps)
+			fl := -math.Log(p.Beta + pr.CovEps)
 			floors = append(floors, report.Series{Kind: report.Line, X: []float64{lags[0], lags[len(lags)-1]}, Y: []float64{fl, fl},
 				Color: col, Dash: true, Width: 1.2})
 		}
@@ -313,8 +295,8 @@ func RFACheckpointFig4(ps []model.RFAHeadParams, layer int, ax RFALagAxis, dir s
 			"transition of a head with decay μ happens around Δt ≈ 1/2μ; beyond it the bias saturates at the head's floor −log(β + c) " +
 			"(thin dashed lines of the head's colour), while a μ = 0 (Brownian, thick dashed) head keeps losing precision as 1/(σ²Δt). " +
 			"Regimes and the full parameter list: the checkpoint Fig. 3 and its table.",
-		Options: priorOptions(ps, layer, ax, dir),
-		Tables:  []report.Table{priorTable(ps, ax.Max)},
+		Options: priorOptions(pr, layer, ax, dir),
+		Tables:  []report.Table{priorTable(pr)},
 		Panels: []report.Panel{
 			{Title: "Precision gates by decay μ", XLabel: lagLabel, YLabel: pLabel, XLog: ax.Log, X: lagRange(lags), Series: pser, Legend: report.LegendOutside},
 			{Title: "Priors and their floors −log(β + c)", XLabel: lagLabel, YLabel: bLabel, XLog: ax.Log, X: lagRange(lags), Series: bser, Legend: report.LegendOutside},
@@ -370,7 +352,7 @@ func LogAxisFits(ratio float64, values ...[]float64) bool {
 // historyPanel draws quantity q of every head over training, or reports
 // false when no head has it. Brownian heads are left out of σ̃², α and β
 // (undefined for μ = 0), as the paper's Figs. 8 and 10 leave them out.
-func historyPanel(h *RFAParamHistory, q RFAQuantity) (report.Panel, []int, bool) {
+func historyPanel(h *rfatab.ParamHistory, q rfatab.Quantity) (report.Panel, []int, bool) {
 	if !h.Has(q) {
 		return report.Panel{}, nil, false
 	}
@@ -379,7 +361,7 @@ func historyPanel(h *RFAParamHistory, q RFAQuantity) (report.Panel, []int, bool)
 	for i, k := range idx {
 		x[i] = h.Steps[k]
 	}
-	derived := q == RFASteadyState || q == RFAAlpha || q == RFABeta
+	derived := q == rfatab.SteadyState || q == rfatab.Alpha || q == rfatab.Beta
 	var series []report.Series
 	var all [][]float64
 	var omitted []int
@@ -407,23 +389,23 @@ func historyPanel(h *RFAParamHistory, q RFAQuantity) (report.Panel, []int, bool)
 	if len(series) == 0 {
 		return report.Panel{}, omitted, false
 	}
-	logY := q != RFAAlpha && LogAxisFits(30, all...)
-	if q == RFAAlpha {
+	logY := q != rfatab.Alpha && LogAxisFits(30, all...)
+	if q == rfatab.Alpha {
 		series = append(series, report.Series{Name: "α = 0", Kind: report.Line,
 			X: []float64{x[0], x[len(x)-1]}, Y: []float64{0, 0}, Color: report.Black, Dash: true, Width: 1.4})
 	}
 	ylabel := q.Symbol()
-	if q == RFAAlpha {
+	if q == rfatab.Alpha {
 		ylabel = "α  (> 0 integrative, < 0 diffusive)"
 	}
 	return report.Panel{Title: q.Title(), XLabel: h.XLabel, YLabel: ylabel, YLog: logY, Series: series, Legend: report.LegendOutside}, omitted, true
 }
 
 // historyTable gives every head's first and last value of each quantity.
-func historyTable(h *RFAParamHistory, qs []RFAQuantity) report.Table {
+func historyTable(h *rfatab.ParamHistory, qs []rfatab.Quantity) report.Table {
 	tbl := report.Table{Caption: fmt.Sprintf("First (%s %g) and last (%s %g) value per head", h.XLabel, h.Steps[0], h.XLabel, h.Steps[h.Len()-1]),
 		Header: []string{"head"}}
-	var have []RFAQuantity
+	var have []rfatab.Quantity
 	for _, q := range qs {
 		if h.Has(q) {
 			have = append(have, q)
@@ -442,7 +424,7 @@ func historyTable(h *RFAParamHistory, qs []RFAQuantity) report.Table {
 }
 
 // historyOptions describes a history's source for the option tables.
-func historyOptions(h *RFAParamHistory) []report.Option {
+func historyOptions(h *rfatab.ParamHistory) []report.Option {
 	layer := fmt.Sprint(h.Layer)
 	if h.Layer < 0 {
 		layer = "not stated by the history (the authors' history logs the last block)"
@@ -466,27 +448,27 @@ func historyOptions(h *RFAParamHistory) []report.Option {
 // τ_s) and 10 (α and β) of one layer over training, one line per head.
 // Panels whose quantity the history lacks are left out, and so are figures
 // with no panel.
-func RFAHistoryFigures(h *RFAParamHistory) ([]*report.Figure, error) {
-	if err := h.validate(); err != nil {
+func RFAHistoryFigures(h *rfatab.ParamHistory) ([]*report.Figure, error) {
+	if err := h.Validate(); err != nil {
 		return nil, err
 	}
 	specs := []struct {
 		id, title, caption string
-		qs                 []RFAQuantity
+		qs                 []rfatab.Quantity
 	}{
 		{"fig8", "RFA Fig. 8 — measurement and process noise over training",
 			"Per head, over training: the query (anchor) measurement noise variance γ², the key (historical) measurement noise variance η², " +
 				"the steady-state process variance σ̃² = σ²/2μ (undefined, and omitted, for μ = 0 heads) and the process-noise intensity σ² itself. " +
 				"The paper plots the last layer of M1 and M2 (App. F.2); lower-decay heads are expected to settle at lower η² and γ².",
-			[]RFAQuantity{RFAGamma2, RFAEta2, RFASteadyState, RFASigma2}},
+			[]rfatab.Quantity{rfatab.Gamma2, rfatab.Eta2, rfatab.SteadyState, rfatab.Sigma2}},
 		{"fig9", "RFA Fig. 9 — robustness and inverse temperature over training",
 			"Per head, over training: the Student-t robustness ν/d (smaller is more robust: heavier tails, outlying keys down-weighted) and the " +
 				"softmax inverse temperature τ (τ_s of Alg. 1, which multiplies the whole logit; the paper's Fig. 9 writes τ).",
-			[]RFAQuantity{RFANuOverD, RFATau}},
+			[]rfatab.Quantity{rfatab.NuOverD, rfatab.Tau}},
 		{"fig10", "RFA Fig. 10 — integrative dynamics over training",
 			"Per head, over training: the phase parameter α = η² − σ²/2μ (> 0 integrative: opening gate; < 0 diffusive: closing gate) and the " +
 				"stationary variance β = γ² + σ²/2μ, whose −log is the bias floor. Both are undefined, and omitted, for μ = 0 heads, as in the paper.",
-			[]RFAQuantity{RFAAlpha, RFABeta}},
+			[]rfatab.Quantity{rfatab.Alpha, rfatab.Beta}},
 	}
 	suffix := ""
 	if h.Layer >= 0 {
@@ -551,7 +533,7 @@ const linearClip = 0.99
 // 11–14 show them: Â^0.25 on magma, one panel per head, query 0 at the top;
 // then Â itself; then, when streamed, the decayed A^0.25 = (Â ⊙ E)^0.25.
 // params (RFA only, may be nil) put each head's μ in its panel title.
-func RFAAttentionFigures(maps *RFAAttentionMaps, params []model.RFAHeadParams, figLabel, dir, tokens string) []*report.Figure {
+func RFAAttentionFigures(maps *attngrid.Maps, params []rfatab.Head, figLabel, dir, tokens string) []*report.Figure {
 	mu := map[int]float64{}
 	for _, p := range params {
 		mu[p.Head] = p.Mu
@@ -565,7 +547,7 @@ func RFAAttentionFigures(maps *RFAAttentionMaps, params []model.RFAHeadParams, f
 		block = fmt.Sprintf("%d×%d blocks of %.1f × %.1f tokens, pooled by %s (max keeps isolated sharp keys visible)", g.Rows, g.Cols,
 			float64(g.Tq)/float64(g.Rows), float64(g.Tk)/float64(g.Cols), g.Pool)
 	}
-	build := func(grids []*attnmap.Grid, gamma float64, id, sym, what string) *report.Figure {
+	build := func(grids []*attngrid.Grid, gamma float64, id, sym, what string) *report.Figure {
 		f := attnmap.Figure(grids, maps.Heads, attnmap.Options{Layer: maps.Layer, Gamma: gamma, Pool: maps.Pool, MaxSize: maps.MaxSize})
 		label := sym
 		if gamma != 1 {

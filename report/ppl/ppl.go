@@ -1,4 +1,9 @@
-package papers
+// Package ppl draws `probe ppl` runs (analysis.PPLResults) over the
+// reference zoo: perplexity against context length beside RFA's Table 1
+// (ExtrapolationFigure), the inference-time test of BFT's Prediction 3
+// (Prediction3Figure, Prediction3Verdicts) and the report of both
+// (ZooReport). It only draws; analysis.PPLRun measures.
+package ppl
 
 import (
 	"fmt"
@@ -10,10 +15,6 @@ import (
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/report"
 )
-
-// Figures from `probe ppl` runs over the reference zoo: perplexity against
-// context length beside RFA's Table 1, and the inference-time test of BFT's
-// Prediction 3.
 
 // RFATable1Row is one row of RFA's Table 1 (papers/000 §4.2): WikiText-103
 // test perplexity at evaluation lengths L = 512, 1024, 2048, 4096 of models

@@ -1,0 +1,65 @@
+package report
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// drawOnly are the module packages that no report package may depend on,
+// even indirectly: report draws tables and structs, it does not run models
+// (model and its internal packages), diagnostics (probes) or the AFA toy
+// (afatoy). analysis does all three, so it is out too; the leaf packages
+// analysis/attngrid and friends carry the data across.
+var drawOnly = []string{"model", "probes", "afatoy", "analysis"}
+
+// notYetDrawOnly are the report packages that still import one of drawOnly
+// (issue 28 item 4, under way). TestReportDrawsOnly fails when one of them
+// no longer does, so that the list only shrinks.
+var notYetDrawOnly = map[string]string{
+	"report/filters": "takes analysis's row and manifest types",
+	"report/sweep":   "loads sweep folders through analysis.LoadResults",
+	"report/papers":  "the AFA toy report runs afatoy's forward passes",
+	"report/ppl":     "takes analysis.PPLResults, whose manifest types the run-engine item (issue 28 item 2) is unifying",
+}
+
+// TestReportDrawsOnly runs `go list -deps` on every package under report/
+// and fails when one depends on a package of drawOnly.
+func TestReportDrawsOnly(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command on PATH")
+	}
+	const mod = "github.com/filterlens/probe/"
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", mod+"report/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg, deps := strings.TrimPrefix(f[0], mod), f[1:]
+		seen++
+		var bad []string
+		for _, d := range deps {
+			rel, ok := strings.CutPrefix(d, mod)
+			if !ok {
+				continue
+			}
+			root, _, _ := strings.Cut(rel, "/")
+			if slices.Contains(drawOnly, root) && !strings.HasPrefix(rel, "analysis/") {
+				bad = append(bad, rel)
+			}
+		}
+		why, pending := notYetDrawOnly[pkg]
+		switch {
+		case len(bad) > 0 && !pending:
+			t.Errorf("%s depends on %s: report packages draw tables and structs; move the computation to analysis", pkg, strings.Join(bad, ", "))
+		case len(bad) == 0 && pending:
+			t.Errorf("%s no longer depends on %v (%s): remove it from notYetDrawOnly", pkg, drawOnly, why)
+		}
+	}
+	if seen < 8 {
+		t.Errorf("go list found %d report packages, want at least 8", seen)
+	}
+}
