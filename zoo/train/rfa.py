@@ -582,7 +582,7 @@ def train_main(args):
                f"lm_head bias; state_dict in the RFA authors' naming (config.json = their args namespace, "
                f"ablation_name {a['ablation_name']}). μ and ω are fixed buffers; σ², η², γ², ν, τ_s and Δt₊ are learned.")
     extra = ("Parameter history: `history.json` (per-head values of every layer at every evaluation, "
-             "papers.ReadRFAHistory format). ")
+             "analysis.ReadRFAHistory format). ")
     if series_at:
         extra += ("Intermediate checkpoints for RFA Figs. 8–10: `series/checkpoint-<step>/` "
                   "(config.json, model.safetensors, trainer_state.json); the final model is this folder "
