@@ -53,6 +53,8 @@ const (
 	MLPExpertIndices    = "blocks.{l}.mlp.hook_expert_indices"
 	MLPExpertWeights    = "blocks.{l}.mlp.hook_expert_weights"
 	MLPOut              = "blocks.{l}.hook_mlp_out"
+	PerLayerInput       = "hook_per_layer_input"
+	PerLayerOut         = "blocks.{l}.hook_per_layer_out"
 	ResidPost           = "blocks.{l}.hook_resid_post"
 	BFTTau              = "bft.hook_tau"
 	BFTLambda           = "blocks.{l}.bft.hook_lambda"
@@ -116,6 +118,8 @@ var Points = []Point{
 	{MLPExpertIndices, "[batch,pos,top_k]", "mixture-of-experts layers only: the k experts each token is routed to, as float32 values of the expert ids 0…expert−1, in torch.topk order (descending weight; ties to the lower id); a change here re-routes the token (each value must stay an id)"},
 	{MLPExpertWeights, "[batch,pos,top_k]", "mixture-of-experts layers only: the routing weights multiplied into the outputs of the experts of hook_expert_indices, same order (renormalised to sum 1 where the family does: norm_topk_prob)"},
 	{MLPOut, "[batch,pos,d_model]", "MLP output added to the residual"},
+	{PerLayerInput, "[batch,pos,layer,d_per_layer]", "Gemma 4 only: the per-layer inputs u = (norm(W_p·embed·d_model^−½) + E_p[id]·√d_per_layer)·2^−½; layer l reads u[:, :, l]"},
+	{PerLayerOut, "[batch,pos,d_model]", "Gemma 4 only: the per-layer-input branch added to the residual at the end of block l (before layer_scalar)"},
 	{ResidPost, "[batch,pos,d_model]", "residual stream leaving block l"},
 	{BFTTau, "[batch,pos]", "BFT only: initial precision τ of each token (Eq. 10/11), λ of layer 0 in every dimension"},
 	{BFTLambda, "[batch,pos,d_model]", "BFT only: prior precision λ entering layer l, per token and residual dimension"},
@@ -332,10 +336,10 @@ func (s *Set) Has(name string) bool {
 // (hook_z): reading one needs the block's o_proj and MLP.
 var afterHeads = map[string]bool{AttnOut: true, ResidMid: true, LN2Normalized: true, MLPPre: true, MLPPost: true,
 	MLPRouterLogits: true, MLPExpertIndices: true, MLPExpertWeights: true,
-	MLPOut: true, ResidPost: true, BFTLambdaPost: true, BFTJacobian: true, BFTLambdaPred: true}
+	MLPOut: true, PerLayerOut: true, ResidPost: true, BFTLambdaPost: true, BFTJacobian: true, BFTLambdaPred: true}
 
 // beforeBlocks are the points outside the blocks that come before them.
-var beforeBlocks = map[string]bool{Embed: true, PosEmbed: true, BFTTau: true}
+var beforeBlocks = map[string]bool{Embed: true, PosEmbed: true, BFTTau: true, PerLayerInput: true}
 
 // Reach returns how much of a pass through layers blocks the registered
 // functions (Watch's excepted) and attention consumers read: blocks 0 …

@@ -129,6 +129,7 @@ var families = []*family{
 	olmo2Family, olmo3Family, phi3Family,
 	mixtralFamily, qwen3MoEFamily, olmoeFamily,
 	smollm3Family, graniteFamily, gemmaFamily, gptNeoXFamily,
+	gemma4Family,
 }
 
 // configFile is a config.json as every family's detect and parse see it:
