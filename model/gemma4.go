@@ -63,8 +63,10 @@ var gemma4Family = &family{
 		}
 		return nil
 	},
-	load:   loadGemma4,
-	prefix: "model.",
+	load:     loadGemma4,
+	hfConfig: gemma4HFConfig,
+	small:    smallGemma4,
+	prefix:   "model.",
 	skips: []string{"model.vision_tower.", "model.audio_tower.", "model.embed_vision.", "model.embed_audio.",
 		"vision_tower.", "audio_tower.", "embed_vision.", "embed_audio."},
 }
@@ -108,8 +110,13 @@ func parseGemma4(c *Config, cf *configFile) error {
 		return fmt.Errorf("config.json: sliding_window = %v must be a positive integer", window)
 	}
 	c.Sliding = int(window)
-	if c.SlidingLayers, err = gemmaLayerTypes(cf.raw, c.Layers, &gemmaDefaults{pattern: 6}); err != nil {
+	if c.SlidingLayers, err = gemma4LayerTypes(cf.raw, c.Layers); err != nil {
 		return fmt.Errorf("config.json: %w", err)
+	}
+	for l, sl := range c.SlidingLayers {
+		if sl && c.Sliding == 0 {
+			return fmt.Errorf("config.json: sliding_window is null but layer %d is a sliding_attention layer (layer_types)", l)
+		}
 	}
 	ints := []struct {
 		dst      *int
@@ -181,6 +188,33 @@ func parseGemma4(c *Config, cf *configFile) error {
 	}
 	c.EmbedScale = gemmaEmbedScale(c.DModel, c.DType)
 	return nil
+}
+
+// gemma4LayerTypes reads layer_types (required: sliding_attention or
+// full_attention per layer) as whether each layer is a sliding one.
+func gemma4LayerTypes(raw map[string]json.RawMessage, n int) ([]bool, error) {
+	data, ok := raw["layer_types"]
+	if !ok || string(data) == "null" {
+		return nil, fmt.Errorf("field layer_types is missing (Gemma 4 names each layer's type)")
+	}
+	var types []string
+	if err := json.Unmarshal(data, &types); err != nil {
+		return nil, fmt.Errorf("field layer_types: want a list of strings: %v", err)
+	}
+	if len(types) != n {
+		return nil, fmt.Errorf("layer_types has %d entries for num_hidden_layers %d", len(types), n)
+	}
+	sliding := make([]bool, n)
+	for l, t := range types {
+		switch t {
+		case "sliding_attention":
+			sliding[l] = true
+		case "full_attention":
+		default:
+			return nil, fmt.Errorf("layer_types[%d] = %q is not supported (Gemma 4: sliding_attention, full_attention)", l, t)
+		}
+	}
+	return sliding, nil
 }
 
 // gemma4KVSource returns the layer whose k and v layer l reuses: −1 when l
@@ -352,9 +386,7 @@ func loadGemma4(m *Model, ld *loader) {
 			ple.up[l] = ld.weight(b+"per_layer_projection.weight", D, P)
 			ple.post[l] = ld.get(b+"post_per_layer_input_norm.weight", D)
 		}
-		if ld.has(b + "layer_scalar") {
-			L.Scale = ld.get(b+"layer_scalar", 1)[0]
-		}
+		L.Scale = ld.get(b+"layer_scalar", 1)[0]
 	}
 	m.FinalW = ld.get(p+"norm.weight", D)
 	loadHead(m, ld, "lm_head.weight")
@@ -527,4 +559,93 @@ func (e *gemma4Experts) mixChannels(m *Model, out, x []float32, l, B, T int, opt
 	}
 	rmsNorm(out[:n*D], sum, D, e.post, m.NormEps)
 	return nil
+}
+
+// gemma4HFConfig returns the config.json (transformers 5's form) of a
+// Gemma 4 text configuration.
+func gemma4HFConfig(c *Config) map[string]any {
+	types := make([]string, c.Layers)
+	for l := range types {
+		types[l] = "full_attention"
+		if c.layerWindow(l) > 0 {
+			types[l] = "sliding_attention"
+		}
+	}
+	rope := func(rc RoPEConfig, hd int) map[string]any {
+		e := map[string]any{"rope_type": rc.Type, "rope_theta": rc.Theta}
+		if rc.Type != "default" {
+			e["factor"] = rc.Factor
+		}
+		if rc.Type == "proportional" {
+			e["partial_rotary_factor"] = 2 * float64(rc.Pairs) / float64(hd)
+		}
+		return e
+	}
+	local := c.RoPE
+	if c.LocalRoPE != nil {
+		local = *c.LocalRoPE
+	}
+	orNull := func(v float64) any {
+		if v == 0 {
+			return nil
+		}
+		return v
+	}
+	m := map[string]any{
+		"model_type": "gemma4_text", "architectures": []string{"Gemma4ForCausalLM"},
+		"hidden_size": c.DModel, "num_hidden_layers": c.Layers, "num_attention_heads": c.Heads,
+		"num_key_value_heads": c.KVHeads, "head_dim": c.DHead, "intermediate_size": c.DMLP,
+		"global_head_dim": c.GlobalDHead, "num_global_key_value_heads": c.GlobalKVHeads,
+		"attention_k_eq_v": c.KEqV, "num_kv_shared_layers": c.KVShared,
+		"hidden_size_per_layer_input": c.PerLayerDim, "vocab_size_per_layer_input": c.PerLayerVocab,
+		"use_double_wide_mlp": c.DoubleWideMLP, "enable_moe_block": c.MoEBeside,
+		"vocab_size": c.Vocab, "max_position_embeddings": c.MaxPos, "rms_norm_eps": c.NormEps,
+		"hidden_activation": c.Act, "tie_word_embeddings": c.TiedHead, "attention_bias": false,
+		"final_logit_softcapping": orNull(c.FinalSoftcap), "sliding_window": orNull(float64(c.Sliding)),
+		"layer_types": types, "use_bidirectional_attention": nil, "dtype": "float32",
+		"rope_parameters": map[string]any{"full_attention": rope(c.RoPE, c.GlobalDHead), "sliding_attention": rope(local, c.DHead)},
+	}
+	if c.DType != "" {
+		m["dtype"] = c.DType
+	}
+	if c.MoEBeside && c.MoE != nil {
+		m["num_experts"], m["top_k_experts"], m["moe_intermediate_size"] = c.MoE.Experts, c.MoE.TopK, c.MoE.DExpert
+	}
+	return m
+}
+
+// smallGemma4 returns the config.json of a small Gemma 4 text model that
+// uses every feature the golden case exercises: head_dim d_model/heads on
+// sliding layers, twice that on full layers (every third layer, and the
+// last) with k = v and one KV head and proportional RoPE (θ 10⁶, factor
+// 0.25), sliding layers θ 10⁴ and a window of min(64, max positions); the
+// last third of the layers sharing k and v (where each has an earlier
+// layer of its type); per-layer inputs of width max(4, d_model/4); MLP
+// 2·d_model, double-wide on shared layers; 4 experts (top 2, width
+// d_model/2) beside it; final soft-cap 30.
+func smallGemma4(s Size) (map[string]any, error) {
+	if s.DModel%s.Heads != 0 || s.Heads%s.KVHeads != 0 || (s.DModel/s.Heads)%2 != 0 {
+		return nil, fmt.Errorf("d_model %d, heads %d, kv heads %d: need d_model divisible by heads, heads by kv heads, and an even head dim", s.DModel, s.Heads, s.KVHeads)
+	}
+	dh := s.DModel / s.Heads
+	c := &Config{Arch: ArchGemma4, Layers: s.Layers, DModel: s.DModel, Heads: s.Heads, KVHeads: s.KVHeads, DHead: dh,
+		DMLP: 2 * s.DModel, Vocab: s.Vocab, MaxPos: s.MaxPos, NormEps: 1e-6, Act: "gelu_pytorch_tanh", TiedHead: true,
+		Sliding: min(64, s.MaxPos), SlidingLayers: make([]bool, s.Layers), FinalSoftcap: 30,
+		GlobalDHead: 2 * dh, GlobalKVHeads: 1, KEqV: true, PerLayerDim: max(4, s.DModel/4), PerLayerVocab: s.Vocab,
+		DoubleWideMLP: true, MoEBeside: true, MoE: &MoEConfig{Experts: 4, TopK: 2, DExpert: max(2, s.DModel/2), Normalize: true},
+		RoPE:      RoPEConfig{Theta: 1e6, Type: "proportional", Factor: 1, Pairs: int(0.25 * float64(2*dh) / 2)},
+		LocalRoPE: &RoPEConfig{Theta: 1e4, Type: "default", Factor: 1}}
+	for l := range c.SlidingLayers {
+		c.SlidingLayers[l] = (l+1)%3 != 0 && l != s.Layers-1
+	}
+	for c.KVShared = s.Layers / 3; c.KVShared > 0; c.KVShared-- {
+		ok := true
+		for l := s.Layers - c.KVShared; l < s.Layers; l++ {
+			ok = ok && gemma4KVSource(c, l) >= 0
+		}
+		if ok {
+			break
+		}
+	}
+	return gemma4HFConfig(c), nil
 }

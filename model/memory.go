@@ -164,6 +164,17 @@ func axisSizes(c *Config, B, T int) map[string]int {
 	if mc := c.MoE; mc != nil {
 		known["expert"], known["top_k"] = mc.Experts, mc.TopK
 	}
+	// Gemma 4: the full-attention layers' heads, the double-wide MLPs, the
+	// per-layer inputs
+	if c.GlobalDHead > 0 {
+		known["d_head_global"], known["kv_head_global"] = c.GlobalDHead, c.GlobalKVHeads
+	}
+	if c.DoubleWideMLP {
+		known["d_mlp_wide"] = 2 * c.DMLP
+	}
+	if c.PerLayerDim > 0 {
+		known["layer"], known["d_per_layer"] = c.Layers, c.PerLayerDim
+	}
 	return known
 }
 
