@@ -466,6 +466,7 @@ type gemma4Experts struct {
 	ones          []float32 // [D]: the router's weightless norm
 }
 
+// loadGemma4Experts reads layer b's experts, router and their norms.
 func loadGemma4Experts(ld *loader, c *Config, b string) *gemma4Experts {
 	mc, D := c.MoE, c.DModel
 	E, F := mc.Experts, mc.DExpert
@@ -483,9 +484,12 @@ func loadGemma4Experts(ld *loader, c *Config, b string) *gemma4Experts {
 	return e
 }
 
+// scratchFloats is what mixChannels allocates for B·T tokens.
 func (e *gemma4Experts) scratchFloats(B, T int) int {
 	n, c, D := B*T, e.cfg, len(e.ones)
-	return n*(2*D+c.Experts+2*c.TopK) + 3*n*c.DExpert
+	// the router input (then the experts'), logits, ids and weights, the
+	// sum, and the gathered rows with their hidden values and outputs
+	return n * (4*D + c.Experts + 2*c.TopK + 2*c.DExpert + 2)
 }
 
 // mixChannels computes post_2(Σ_k w_k·expert_k(pre_2(x))) of the residual
