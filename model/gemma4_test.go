@@ -2,10 +2,14 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/filterlens/probe/checkpoint"
 )
 
 // gemma4GoldenConfig returns the golden case's config.json as a map.
@@ -135,5 +139,70 @@ func TestGemma4GeneratedRoundTrip(t *testing.T) {
 	}
 	if rel, i := relErr(b.Logits, a.Logits); rel > 1e-6 {
 		t.Errorf("loaded model's logits differ from the generated one's by %.3g at %d", rel, i)
+	}
+}
+
+// TestGemma4Multimodal: the text model of a Gemma 4 multimodal checkpoint
+// (model_type gemma4, text_config, model.language_model.*) runs as the
+// text checkpoint does; the vision and audio towers and their embedders
+// are skipped and listed in Model.Skipped.
+func TestGemma4Multimodal(t *testing.T) {
+	src := filepath.Join(goldenDir, "gemma4_text")
+	text, err := Load(src, LoadOptions{})
+	if err != nil {
+		t.Skipf("golden data not available (%v)", err)
+	}
+	ck, err := checkpoint.OpenFile(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	cfgText, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tensors []checkpoint.Tensor
+	for _, n := range ck.Names() {
+		info, _ := ck.Info(n)
+		x, err := ck.Float32(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tensors = append(tensors, checkpoint.Tensor{Name: "model.language_model." + strings.TrimPrefix(n, "model."), Shape: info.Shape, Data: x})
+	}
+	others := []string{"model.audio_tower.layers.0.weight", "model.embed_audio.embedding_projection.weight",
+		"model.embed_vision.embedding_projection.weight", "model.vision_tower.patch_embedder.weight"}
+	for _, n := range others {
+		tensors = append(tensors, checkpoint.Tensor{Name: n, Shape: []int{2, 3}, Data: make([]float32, 6)})
+	}
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`{"model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"], "dtype": "float32",
+		"vision_config": {"model_type": "gemma4_vision"}, "audio_config": {"model_type": "gemma4_audio"}, "text_config": %s}`, cfgText)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.WriteSafetensors(filepath.Join(dir, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Arch != ArchGemma4 || m.ModelType != "gemma4" || !reflect.DeepEqual(m.Skipped, others) || m.Parameters != text.Parameters {
+		t.Fatalf("loaded %s (%s), %d parameters, skipped %v; want gemma4_text, %d parameters, skipped %v",
+			m.Arch, m.ModelType, m.Parameters, m.Skipped, text.Parameters, others)
+	}
+	ids := seqs(2, 40, text.Vocab)
+	want, err := text.Forward(ids, Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Forward(ids, Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Logits, want.Logits) {
+		rel, _ := relErr(got.Logits, want.Logits)
+		t.Fatalf("logits differ from the text checkpoint's: rel %g", rel)
 	}
 }
