@@ -103,6 +103,7 @@ type decoderPass struct {
 	x, h   []float32 // residual stream [B·T, D]; normalized input of a sub-block
 	out    []float32 // sub-block output, in h's storage (see forward)
 	h2     []float32 // the channel mixer's input and output (parallel layout only)
+	side   []float32 // the output of a token mixer beside attention (Layer.beside)
 	mlp    []float32 // MLP hidden values (mlpBlock)
 	arena  []float32 // softmax attention's q (then z), k, v, gate, or a mixer's scratch
 	rope   *ropeTable
@@ -111,11 +112,11 @@ type decoderPass struct {
 	work   *workList // the attention workers' scratch, layer to layer
 	attnOn bool      // some layer is softmax attention
 	// kept holds the k and v of the layers whose k and v later layers
-	// reuse (Layer.KVFrom), by layer; side is the output of the channel
-	// mixers beside the MLP (Layer.beside); pli the per-layer inputs
+	// reuse (Layer.KVFrom), by layer; ffnSide is the output of the channel
+	// mixers beside the MLP (Layer.ffnBeside); pli the per-layer inputs
 	// (layerInputs).
-	kept      map[int][2][]float32
-	side, pli []float32
+	kept         map[int][2][]float32
+	ffnSide, pli []float32
 }
 
 // layerInputs is implemented by the state (Model.ext) of a family whose
@@ -143,6 +144,12 @@ func (m *Model) newDecoderPass(B, T int, opt Options) *decoderPass {
 	if c.Residual == ResidualParallel {
 		p.h2 = make([]float32, n*c.DModel)
 	}
+	for _, L := range m.Layers {
+		if L.beside != nil {
+			p.side = make([]float32, n*c.DModel)
+			break
+		}
+	}
 	// the softmax layers' q (then z), k, v and gate and the mixers' buffers
 	// (Gated DeltaNet's q, k, v and output) share one arena: a layer needs
 	// one set or the other, so the pass holds the larger
@@ -158,8 +165,8 @@ func (m *Model) newDecoderPass(B, T int, opt Options) *decoderPass {
 			}
 			p.kept[L.KVFrom-1] = [2][]float32{}
 		}
-		if L.beside != nil && p.side == nil {
-			p.side = make([]float32, n*c.DModel)
+		if L.ffnBeside != nil && p.ffnSide == nil {
+			p.ffnSide = make([]float32, n*c.DModel)
 		}
 	}
 	if m.PosEmbed == nil && p.rot == nil && p.attnOn {
@@ -237,8 +244,32 @@ func (p *decoderPass) block(l int, headsOnly bool) error {
 		if p.err == nil {
 			p.err = L.mixer.mix(m, p.out, p.h, p.arena, l, B, T, p.opt, p.run)
 		}
-	} else if done, err := p.attention(l, headsOnly); err != nil || done {
-		return err
+	} else {
+		if L.beside != nil && p.err == nil {
+			// a second token mixer on the same normalized input, into its
+			// own buffer (Falcon-H1's Mamba-2), before attention takes the
+			// arena
+			p.err = L.beside.mix(m, p.side, p.h, p.arena, l, B, T, p.opt, p.run)
+		}
+		if s := m.AttnInScale; s != 0 {
+			for i := range p.h {
+				p.h[i] *= s
+			}
+		}
+		if done, err := p.attention(l, headsOnly); err != nil || done {
+			return err
+		}
+		if L.beside != nil {
+			p.run(hooks.AttnBranchOut, l, p.out, B, T, D)
+		}
+		if s := m.AttnOutScale; s != 0 {
+			for i := range p.out {
+				p.out[i] *= s
+			}
+		}
+		if L.beside != nil {
+			addTo(p.out, p.side)
+		}
 	}
 	if headsOnly {
 		return nil
@@ -260,6 +291,10 @@ func (p *decoderPass) block(l int, headsOnly bool) error {
 		for i, v := range p.h2 {
 			p.out[i] = v + p.out[i]
 		}
+		m.addResidual(x, p.out)
+	} else if L.ffn == nil && L.WUp.Rows == 0 {
+		// no channel mixer, neither Layer.ffn nor an MLP of any shape
+		// (Mamba-2's blocks are the token mixer alone)
 		m.addResidual(x, p.out)
 	} else {
 		m.addResidual(x, p.out)
@@ -306,13 +341,13 @@ func (p *decoderPass) channel(l int, out, h []float32) {
 		}
 		mlpBlock(out, h, &p.mlp, L, m.Act, B, T, D, F, p.opt.Compute, p.hs, p.run, l)
 	}
-	if L.beside != nil && p.err == nil {
+	if L.ffnBeside != nil && p.err == nil {
 		// the mixer beside the MLP reads the residual stream itself
 		if L.PostNormMLPW != nil {
 			rmsNorm(out, out, D, L.PostNormMLPW, m.NormEps)
 		}
-		p.err = L.beside.mixChannels(m, p.side, p.x, l, B, T, p.opt, p.run)
-		addTo(out, p.side)
+		p.err = L.ffnBeside.mixChannels(m, p.ffnSide, p.x, l, B, T, p.opt, p.run)
+		addTo(out, p.ffnSide)
 	}
 	if L.PostNorm2W != nil {
 		rmsNorm(out, out, D, L.PostNorm2W, m.NormEps)
@@ -435,7 +470,7 @@ func (p *decoderPass) attention(l int, headsOnly bool) (done bool, err error) {
 	// softmax(cap(s·q·kᵀ) + causal mask)·v, streamed in query tiles
 	args := &attnArgs{
 		layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh,
-		scale: m.attnScale(l), window: c.layerWindow(l), softcap: float32(c.AttnSoftcap),
+		scale: m.attnScale(l), window: c.layerWindow(l), softcap: float32(c.AttnSoftcap), sinks: L.Sinks,
 		q: q, k: k, v: v, z: z, bf16: cmp == ComputeBF16,
 		consumers: p.hs.Consumers(l), tileRows: p.opt.TileRows, threads: p.opt.Threads,
 		work: p.work,
@@ -498,6 +533,9 @@ func (m *Model) Reach(opt Options) (blocks int, headsOnly bool) {
 func (m *Model) arenaFloats(B, T int) (floats int, attn bool) {
 	c := &m.Config
 	for _, L := range m.Layers {
+		if L.beside != nil {
+			floats = max(floats, L.beside.scratchFloats(B, T))
+		}
 		if L.mixer != nil {
 			floats = max(floats, L.mixer.scratchFloats(B, T))
 		} else {

@@ -15,7 +15,7 @@ import (
 //	x ← x·√D                                           (EmbedScale)
 //	x ← x + postnorm1(attn(norm1(x)))                  (PostNorm1W)
 //	m ← mlp(norm2(x))                                   (double-wide on KV-shared layers)
-//	m ← post_1(m) + experts(x)                          (enable_moe_block: PostNormMLPW, Layer.beside)
+//	m ← post_1(m) + experts(x)                          (enable_moe_block: PostNormMLPW, Layer.ffnBeside)
 //	x ← x + postnorm2(m)                                (PostNorm2W)
 //	x ← x + ple_norm(W_up·(gelu_tanh(W_gate·x) ⊙ u_l))  (per-layer input u_l, layerInputs)
 //	x ← x·λ_l                                           (layer_scalar, Layer.Scale)
@@ -35,7 +35,7 @@ import (
 // Per-layer inputs: u = (norm_P(W_p·x₀·D^−½) + E_p[id]·√P)·2^−½, [L, P]
 // per token, x₀ the embedded stream; layer l reads u[:, l].
 //
-// Experts (Layer.beside): router input rms(x)·s·D^−½, probabilities
+// Experts (Layer.ffnBeside): router input rms(x)·s·D^−½, probabilities
 // softmax(W_r·…), the top k renormalised to sum 1, times
 // per_expert_scale; expert e: down_e(gelu_tanh(g) ⊙ u), [g | u] =
 // gate_up_e·norm(x); output post_2(Σ w·expert).
@@ -378,7 +378,7 @@ func loadGemma4(m *Model, ld *loader) {
 		L.PostNorm2W = ld.get(b+"post_feedforward_layernorm.weight", D)
 		if c.MoEBeside {
 			L.PostNormMLPW = ld.get(b+"post_feedforward_layernorm_1.weight", D)
-			L.beside = loadGemma4Experts(ld, c, b)
+			L.ffnBeside = loadGemma4Experts(ld, c, b)
 		}
 		if ple != nil {
 			P := c.PerLayerDim
@@ -454,7 +454,7 @@ func (g *gemma4PLE) addLayerInput(m *Model, l int, x, u []float32, B, T int, opt
 }
 
 // gemma4Experts is the mixture of experts beside Gemma 4's MLP (a
-// channelMixer on the residual stream, Layer.beside).
+// channelMixer on the residual stream, Layer.ffnBeside).
 type gemma4Experts struct {
 	cfg           *MoEConfig
 	act           string

@@ -116,6 +116,10 @@ func runDiag(opts *DiagOptions) error {
 		return fmt.Errorf("--sink-rows %q: want %s or %s", opts.SinkRows, probes.RenormRows, probes.RawRows)
 	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
+	if len(layers) == 0 {
+		return fmt.Errorf("%s (%s) has no softmax attention layers, so no attention rows to measure (its layers: %s; probe gdn reads recurrent layers)",
+			dir, c.Arch, c.LayerKinds()[0])
+	}
 	sinks := analysis.HasSinks(m)
 	copts := probes.CollectorOptions{ContinueOnNonFinite: opts.OnNonFinite == analysis.NonFiniteFlag, Kernel: k, SinkRows: sr, Sinks: sinks}
 	opt := model.Options{AllowExtrapolation: opts.AllowExtrapolation, Threads: opts.Threads}
@@ -142,7 +146,7 @@ func runDiag(opts *DiagOptions) error {
 	fmt.Fprintf(opts.Stdout, "wrote %d rows (%d samples × %d layers × %d heads × %d queries) to %s\n", B*len(layers)*c.Heads*T, B,
 		len(layers), c.Heads, T, opts.Out)
 	if len(layers) < c.Layers {
-		fmt.Fprintf(opts.Stdout, "measured the softmax layers %v; the others are Gated DeltaNet layers, which have no softmax rows\n", layers)
+		fmt.Fprintf(opts.Stdout, "measured the softmax layers %v; the others (Gated DeltaNet or Mamba-2 layers) have no softmax rows\n", layers)
 	}
 	if sinks {
 		fmt.Fprintf(opts.Stdout, "learned attention sinks: the diagnostics read the rows %s (--sink-rows); sink_mass is the dropped sink column's weight\n", sr)
