@@ -325,6 +325,8 @@ func loadGemma4(m *Model, ld *loader) {
 	}
 	ld.ignore("rotary_emb.inv_freq", "rotary_emb_local.inv_freq")
 	m.Embed = ld.weight(p+"embed_tokens.weight", V, D)
+	// √D in the weights' dtype, as made here (Generate's dtype) or read
+	m.EmbedScale = gemmaEmbedScale(D, c.DType)
 	var ple *gemma4PLE
 	if P, L := c.PerLayerDim, c.Layers; P > 0 {
 		ple = &gemma4PLE{
