@@ -53,6 +53,8 @@ const (
 	MLPExpertIndices    = "blocks.{l}.mlp.hook_expert_indices"
 	MLPExpertWeights    = "blocks.{l}.mlp.hook_expert_weights"
 	MLPOut              = "blocks.{l}.hook_mlp_out"
+	PerLayerInput       = "hook_per_layer_input"
+	PerLayerOut         = "blocks.{l}.hook_per_layer_out"
 	ResidPost           = "blocks.{l}.hook_resid_post"
 	BFTTau              = "bft.hook_tau"
 	BFTLambda           = "blocks.{l}.bft.hook_lambda"
@@ -106,11 +108,11 @@ var Points = []Point{
 	{PosEmbed, "[batch,pos,d_model]", "learned position embedding (GPT-2 only)"},
 	{ResidPre, "[batch,pos,d_model]", "residual stream entering block l"},
 	{LN1Normalized, "[batch,pos,d_model]", "input of attention after the pre-attention norm"},
-	{AttnQ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "query projection (with bias), before QK-norm and RoPE"},
-	{AttnK, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "key projection (with bias), before QK-norm and RoPE"},
-	{AttnV, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "value projection (with bias)"},
-	{AttnRotQ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "query after QK-norm and RoPE, as it enters the dot product"},
-	{AttnRotK, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "key after QK-norm and RoPE"},
+	{AttnQ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex) or [batch,pos,head,d_head_global] (Gemma 4: full-attention layers)", "query projection (with bias), before QK-norm and RoPE"},
+	{AttnK, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex) or [batch,pos,kv_head_global,d_head_global] (Gemma 4: full-attention layers)", "key projection (with bias), before QK-norm and RoPE"},
+	{AttnV, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex) or [batch,pos,kv_head_global,d_head_global] (Gemma 4: full-attention layers)", "value projection (with bias)"},
+	{AttnRotQ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex) or [batch,pos,head,d_head_global] (Gemma 4: full-attention layers)", "query after QK-norm and RoPE, as it enters the dot product"},
+	{AttnRotK, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex) or [batch,pos,kv_head_global,d_head_global] (Gemma 4: full-attention layers)", "key after QK-norm and RoPE"},
 	{AttnPattern, "[batch,head,query,key]", "post-softmax attention weights, before any output gate; materialized only when hooked"},
 	{AttnSinkMass, "[batch,head,query]", "learned attention sinks only (gpt-oss): the weight σ = e^(s_h − m)/Z of head h's sink column, the extra softmax column dropped after the softmax, so that each hook_pattern row sums to 1 − σ; observation only (the output is formed from the rows)"},
 	{AttnPatternDecayed, "[batch,head,query,key]", "RFA and AFA only: decayed attention A = Â ⊙ E (Â is hook_pattern); rows sum to ≤ 1; materialized only when hooked"},
@@ -118,16 +120,18 @@ var Points = []Point{
 	{AttnAngularVelocity, "[batch,pos,head,pair]", "Selective RoPE only: angular velocity ω_t = Θ_n·Δφ_t, the per-step increment of hook_angle in radians per token (after the phase gate)"},
 	{AttnAngle, "[batch,pos,head,pair]", "Selective RoPE only: cumulative rotation angle a_t = Θ_n·Σ_{s≤t}Δφ_s (radians, unwrapped) applied to q and k before hook_rot_q/k"},
 	{AttnGate, "[batch,pos,head] or [batch,pos,head,d_head]", "output gate sigmoid(logit), headwise or elementwise (gated models only)"},
-	{AttnZ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "per-head attention output Σ_j α_tj v_j, after the gate, before o_proj"},
+	{AttnZ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex) or [batch,pos,head,d_head_global] (Gemma 4: full-attention layers)", "per-head attention output Σ_j α_tj v_j, after the gate, before o_proj"},
 	{AttnOut, "[batch,pos,d_model]", "attention block output (after o_proj) added to the residual"},
 	{ResidMid, "[batch,pos,d_model]", "residual stream between attention and MLP"},
 	{LN2Normalized, "[batch,pos,d_model]", "input of the MLP after the pre-MLP norm"},
-	{MLPPre, "[batch,pos,d_mlp]", "MLP hidden pre-activation (gate projection for SwiGLU)"},
-	{MLPPost, "[batch,pos,d_mlp]", "MLP hidden after the activation (act(gate)·up for SwiGLU), before down_proj"},
+	{MLPPre, "[batch,pos,d_mlp] or [batch,pos,d_mlp_wide] (Gemma 4: double-wide layers)", "MLP hidden pre-activation (gate projection for SwiGLU)"},
+	{MLPPost, "[batch,pos,d_mlp] or [batch,pos,d_mlp_wide] (Gemma 4: double-wide layers)", "MLP hidden after the activation (act(gate)·up for SwiGLU), before down_proj"},
 	{MLPRouterLogits, "[batch,pos,expert]", "mixture-of-experts layers only: router logits z = h·W_routerᵀ (+ bias: gpt-oss) over the experts, before the softmax and top-k; a change here changes the routing"},
 	{MLPExpertIndices, "[batch,pos,top_k]", "mixture-of-experts layers only: the k experts each token is routed to, as float32 values of the expert ids 0…expert−1, in torch.topk order (descending weight; ties to the lower id); a change here re-routes the token (each value must stay an id)"},
 	{MLPExpertWeights, "[batch,pos,top_k]", "mixture-of-experts layers only: the routing weights multiplied into the outputs of the experts of hook_expert_indices, same order (renormalised to sum 1 where the family does: norm_topk_prob)"},
 	{MLPOut, "[batch,pos,d_model]", "MLP output added to the residual"},
+	{PerLayerInput, "[batch,pos,layer,d_per_layer]", "Gemma 4 only: the per-layer inputs u = (norm(W_p·embed·d_model^−½) + E_p[id]·√d_per_layer)·2^−½; layer l reads u[:, :, l]"},
+	{PerLayerOut, "[batch,pos,d_model]", "Gemma 4 only: the per-layer-input branch added to the residual at the end of block l (before layer_scalar)"},
 	{ResidPost, "[batch,pos,d_model]", "residual stream leaving block l"},
 	{BFTTau, "[batch,pos]", "BFT only: initial precision τ of each token (Eq. 10/11), λ of layer 0 in every dimension"},
 	{BFTLambda, "[batch,pos,d_model]", "BFT only: prior precision λ entering layer l, per token and residual dimension"},
@@ -356,11 +360,11 @@ func (s *Set) Has(name string) bool {
 // (hook_z): reading one needs the block's o_proj and MLP.
 var afterHeads = map[string]bool{AttnOut: true, ResidMid: true, LN2Normalized: true, MLPPre: true, MLPPost: true,
 	MLPRouterLogits: true, MLPExpertIndices: true, MLPExpertWeights: true,
-	MLPOut: true, ResidPost: true, BFTLambdaPost: true, BFTJacobian: true, BFTLambdaPred: true,
+	MLPOut: true, PerLayerOut: true, ResidPost: true, BFTLambdaPost: true, BFTJacobian: true, BFTLambdaPred: true,
 	AttnBranchOut: true}
 
 // beforeBlocks are the points outside the blocks that come before them.
-var beforeBlocks = map[string]bool{Embed: true, PosEmbed: true, BFTTau: true}
+var beforeBlocks = map[string]bool{Embed: true, PosEmbed: true, BFTTau: true, PerLayerInput: true}
 
 // Reach returns how much of a pass through layers blocks the registered
 // functions (Watch's excepted) and attention consumers read: blocks 0 …

@@ -77,6 +77,20 @@ type Config struct {
 	// Per-layer attention span and RoPE, score scale, logit soft-caps and
 	// embedding scale (Gemma 2/3, gemma.go); the zero values leave the
 	// decoder pass as it is for every other family.
+	// Gemma 4 (gemma4.go): the full-attention layers' head width and KV
+	// heads (0: DHead, KVHeads), their value from the raw k projection
+	// (attention_k_eq_v), the last KVShared layers reusing the k and v of
+	// the last earlier layer of their type, per-layer inputs of width
+	// PerLayerDim (hidden_size_per_layer_input; 0: none) from a table of
+	// PerLayerVocab rows, the KV-shared layers' MLP twice as wide
+	// (use_double_wide_mlp), and the experts beside the MLP (MoE with
+	// MoEBeside, enable_moe_block).
+	GlobalDHead, GlobalKVHeads int
+	KEqV                       bool
+	KVShared                   int
+	PerLayerDim, PerLayerVocab int
+	DoubleWideMLP, MoEBeside   bool
+
 	SlidingLayers []bool      // per layer: whether the Sliding window applies (nil: every layer)
 	LocalRoPE     *RoPEConfig // RoPE of the sliding layers where it differs from RoPE (nil: RoPE everywhere)
 	AttnScalar    float64     // query_pre_attn_scalar: scores scaled by AttnScalar^−½ instead of DHead^−½ (0: DHead)
@@ -134,7 +148,7 @@ func (c *Config) layerNoRoPE(l int) bool { return l < len(c.NoRoPE) && c.NoRoPE[
 // rope_scaling and rope_theta); rope.go computes the tables.
 type RoPEConfig struct {
 	Theta float64
-	Type  string // "default", "linear", "dynamic", "llama3", "yarn", "longrope"
+	Type  string // "default", "linear", "dynamic", "llama3", "yarn", "longrope", "proportional"
 	// Factor is the context scaling factor: the divisor of the inverse
 	// frequencies (linear, llama3's low frequencies, yarn's interpolation),
 	// dynamic NTK's growth rate, and the argument of yarn's and longrope's
@@ -158,6 +172,10 @@ type RoPEConfig struct {
 	// stay fractional instead of being rounded outwards to whole dimensions
 	// (false, the default, is Hugging Face's truncate = true).
 	NoTruncate bool
+	// Pairs is proportional RoPE's count of rotated pairs (Gemma 4:
+	// int(partial_rotary_factor·d/2)): pairs i < Pairs turn at
+	// θ^(−2i/d)/Factor over the whole head width d, the others not at all.
+	Pairs int
 	// AttnFactor is attention_factor as config.json gives it (yarn,
 	// longrope); 0 derives it from Factor (attentionScale).
 	AttnFactor float64

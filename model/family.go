@@ -129,7 +129,7 @@ var families = []*family{
 	olmo2Family, olmo3Family, phi3Family,
 	mixtralFamily, qwen3MoEFamily, olmoeFamily, gptOssFamily,
 	smollm3Family, graniteFamily, gemmaFamily, gptNeoXFamily,
-	mamba2Family, falconH1Family,
+	mamba2Family, falconH1Family, gemma4Family,
 }
 
 // configFile is a config.json as every family's detect and parse see it:

@@ -53,8 +53,12 @@ func (m *Model) forward(ids [][]int, opt Options) (*Output, error) {
 	p := m.newDecoderPass(len(ids), T, opt)
 	defer p.work.release()
 
-	// token embedding (× EmbedScale; + learned positions)
+	// token embedding (× EmbedScale; + learned positions), and the
+	// family's per-layer inputs from it (Gemma 4)
 	p.embed(ids)
+	if li, ok := m.ext.(layerInputs); ok && p.err == nil {
+		p.pli, p.err = li.layerInputs(m, ids, p.x, p.opt, p.run)
+	}
 
 	blocks, headsOnly := m.Reach(opt)
 	for l := range m.Layers {
@@ -107,6 +111,23 @@ type decoderPass struct {
 	rot    qkRotator
 	work   *workList // the attention workers' scratch, layer to layer
 	attnOn bool      // some layer is softmax attention
+	// kept holds the k and v of the layers whose k and v later layers
+	// reuse (Layer.KVFrom), by layer; ffnSide is the output of the channel
+	// mixers beside the MLP (Layer.ffnBeside); pli the per-layer inputs
+	// (layerInputs).
+	kept         map[int][2][]float32
+	ffnSide, pli []float32
+}
+
+// layerInputs is implemented by the state (Model.ext) of a family whose
+// layers each read an input of their own beside the residual stream
+// (Gemma 4's per-layer embeddings): layerInputs computes them from the
+// token ids and the embedded stream x [B·T, D], once per pass;
+// addLayerInput adds layer l's branch to x at the end of the block (before
+// Layer.Scale).
+type layerInputs interface {
+	layerInputs(m *Model, ids [][]int, x []float32, opt Options, run hookRun) ([]float32, error)
+	addLayerInput(m *Model, l int, x, pli []float32, B, T int, opt Options, run hookRun) error
 }
 
 // newDecoderPass allocates the buffers of a pass of B sequences of T
@@ -136,8 +157,24 @@ func (m *Model) newDecoderPass(B, T int, opt Options) *decoderPass {
 	arena, p.attnOn = m.arenaFloats(B, T)
 	p.arena = make([]float32, arena)
 	p.rot, _ = m.ext.(qkRotator)
+	for l := range m.Layers {
+		L := &m.Layers[l]
+		if L.KVFrom > 0 {
+			if p.kept == nil {
+				p.kept = map[int][2][]float32{}
+			}
+			p.kept[L.KVFrom-1] = [2][]float32{}
+		}
+		if L.ffnBeside != nil && p.ffnSide == nil {
+			p.ffnSide = make([]float32, n*c.DModel)
+		}
+	}
 	if m.PosEmbed == nil && p.rot == nil && p.attnOn {
-		p.rope = newRopeTable(c.RoPE, c.RoPE.dims(c.DHead), T)
+		dh := c.DHead
+		if c.GlobalDHead > 0 {
+			dh = c.GlobalDHead // Gemma 4: the full layers' own head width
+		}
+		p.rope = newRopeTable(c.RoPE, c.RoPE.dims(dh), T)
 		if c.LocalRoPE != nil {
 			p.local = newRopeTable(*c.LocalRoPE, c.LocalRoPE.dims(c.DHead), T)
 		}
@@ -273,6 +310,14 @@ func (p *decoderPass) block(l int, headsOnly bool) error {
 		p.channel(l, p.out, p.h)
 		m.addResidual(x, p.out)
 	}
+	if li, ok := m.ext.(layerInputs); ok && p.err == nil {
+		p.err = li.addLayerInput(m, l, x, p.pli, B, T, p.opt, p.run)
+	}
+	if s := L.Scale; s != 0 {
+		for i := range x {
+			x[i] *= s
+		}
+	}
 	p.run(hooks.ResidPost, l, x, B, T, D)
 	if p.err != nil {
 		return p.err
@@ -290,7 +335,19 @@ func (p *decoderPass) channel(l int, out, h []float32) {
 			p.err = L.ffn.mixChannels(m, out, h, l, B, T, p.opt, p.run)
 		}
 	} else {
-		mlpBlock(out, h, &p.mlp, L, m.Act, B, T, D, m.DMLP, p.opt.Compute, p.hs, p.run, l)
+		F := m.DMLP
+		if L.WUp.Rows > 0 {
+			F = L.WUp.Rows // Gemma 4's double-wide MLPs
+		}
+		mlpBlock(out, h, &p.mlp, L, m.Act, B, T, D, F, p.opt.Compute, p.hs, p.run, l)
+	}
+	if L.ffnBeside != nil && p.err == nil {
+		// the mixer beside the MLP reads the residual stream itself
+		if L.PostNormMLPW != nil {
+			rmsNorm(out, out, D, L.PostNormMLPW, m.NormEps)
+		}
+		p.err = L.ffnBeside.mixChannels(m, p.ffnSide, p.x, l, B, T, p.opt, p.run)
+		addTo(out, p.ffnSide)
 	}
 	if L.PostNorm2W != nil {
 		rmsNorm(out, out, D, L.PostNorm2W, m.NormEps)
@@ -319,6 +376,12 @@ func (m *Model) addResidual(x, out []float32) {
 func (p *decoderPass) attention(l int, headsOnly bool) (done bool, err error) {
 	m, c, L, B, T := p.m, &p.m.Config, &p.m.Layers[l], p.B, p.T
 	D, H, KV, dh := c.DModel, c.Heads, c.KVHeads, c.DHead
+	if L.DHead > 0 {
+		dh = L.DHead
+	}
+	if L.KVHeads > 0 {
+		KV = L.KVHeads
+	}
 	n, h, cmp := B*T, p.h, p.opt.Compute
 	gp := c.GatePerHead()
 	// z overwrites q: the attention loop copies a tile's queries out before
@@ -332,9 +395,24 @@ func (p *decoderPass) attention(l int, headsOnly bool) (done bool, err error) {
 	}
 
 	// q, k, v projections (and the gate logits of gated models)
+	// (a layer with KVFrom reuses an earlier layer's k and v)
+	shared := L.KVFrom > 0
 	linearAs(cmp, q, h, n, D, L.Wq, H*dh, L.Bq)
-	linearAs(cmp, k, h, n, D, L.Wk, KV*dh, L.Bk)
-	linearAs(cmp, v, h, n, D, L.Wv, KV*dh, L.Bv)
+	if shared {
+		src := p.kept[L.KVFrom-1]
+		copy(k, src[0])
+		copy(v, src[1])
+	} else {
+		linearAs(cmp, k, h, n, D, L.Wk, KV*dh, L.Bk)
+		if L.VFromK {
+			copy(v, k) // Gemma 4's attention_k_eq_v: the raw k projection
+		} else {
+			linearAs(cmp, v, h, n, D, L.Wv, KV*dh, L.Bv)
+		}
+		if L.VNorm != nil {
+			rmsNorm(v, v, len(L.VNorm), L.VNorm, c.NormEps)
+		}
+	}
 	p.run(hooks.AttnQ, l, q, B, T, H, dh)
 	p.run(hooks.AttnK, l, k, B, T, KV, dh)
 	p.run(hooks.AttnV, l, v, B, T, KV, dh)
@@ -352,6 +430,8 @@ func (p *decoderPass) attention(l int, headsOnly bool) (done bool, err error) {
 	// has none
 	if L.QNorm != nil {
 		rmsNorm(q, q, len(L.QNorm), L.QNorm, c.NormEps)
+	}
+	if L.KNorm != nil && !shared {
 		rmsNorm(k, k, len(L.KNorm), L.KNorm, c.NormEps)
 	}
 	if rl := p.rope; rl != nil && !c.layerNoRoPE(l) {
@@ -364,7 +444,7 @@ func (p *decoderPass) attention(l int, headsOnly bool) (done bool, err error) {
 				for i := 0; i < H; i++ {
 					rl.apply(q[(r*H+i)*dh:(r*H+i+1)*dh], t)
 				}
-				for i := 0; i < KV; i++ {
+				for i := 0; i < KV && !shared; i++ {
 					rl.apply(k[(r*KV+i)*dh:(r*KV+i+1)*dh], t)
 				}
 			}
@@ -379,6 +459,12 @@ func (p *decoderPass) attention(l int, headsOnly bool) (done bool, err error) {
 	p.run(hooks.AttnRotK, l, k, B, T, KV, dh)
 	if p.err != nil {
 		return true, p.err
+	}
+	if kv, ok := p.kept[l]; ok {
+		// a later layer reuses this layer's k and v
+		kv[0] = append(kv[0][:0], k...)
+		kv[1] = append(kv[1][:0], v...)
+		p.kept[l] = kv
 	}
 
 	// softmax(cap(s·q·kᵀ) + causal mask)·v, streamed in query tiles
@@ -452,9 +538,16 @@ func (m *Model) arenaFloats(B, T int) (floats int, attn bool) {
 		}
 		if L.mixer != nil {
 			floats = max(floats, L.mixer.scratchFloats(B, T))
-		} else if !attn {
+		} else {
 			attn = true
-			floats = max(floats, B*T*(c.Heads*c.DHead+2*c.KVHeads*c.DHead+c.Heads*c.GatePerHead()))
+			dh, kv := c.DHead, c.KVHeads
+			if L.DHead > 0 {
+				dh = L.DHead
+			}
+			if L.KVHeads > 0 {
+				kv = L.KVHeads
+			}
+			floats = max(floats, B*T*(c.Heads*dh+2*kv*dh+c.Heads*c.GatePerHead()))
 		}
 	}
 	return floats, attn

@@ -148,7 +148,7 @@ func checkParsedConfig(t *testing.T, c *Config) {
 // yet (issues 27 and 31): their seeds must be refused as not supported,
 // and each entry goes when its family lands.
 var notYet = map[string]bool{
-	"golden_gemma4_text": true, "golden_rwkv7": true,
+	"golden_rwkv7": true,
 }
 
 // TestFuzzParseConfigSeeds checks that the corpus holds every golden

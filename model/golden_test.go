@@ -136,7 +136,8 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 	names := []string{"hook_embed", "blocks.0.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.hook_attn_out",
 		"ln_final.hook_normalized", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate",
 		"blocks.*.attn.hook_sink_mass",
-		"blocks.*.mlp.hook_router_logits", "blocks.*.mlp.hook_expert_indices", "blocks.*.mlp.hook_expert_weights"}
+		"blocks.*.mlp.hook_router_logits", "blocks.*.mlp.hook_expert_indices", "blocks.*.mlp.hook_expert_weights",
+		"hook_per_layer_input"}
 	if m.DeltaNet != nil {
 		for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {
 			names = append(names, "blocks.*.gdn.hook_"+k)
@@ -241,6 +242,9 @@ func TestGoldenParity(t *testing.T) {
 				}
 			}
 			checkClose(t, "hidden.0", embed, g.f32(t, "hidden.0"))
+			if g.has("per_layer_input") {
+				checkClose(t, "per_layer_input", get(hooks.PerLayerInput), g.f32(t, "per_layer_input"))
+			}
 			for l := 0; l < c.Layers; l++ {
 				key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
 				// the stream after block l: hidden.{l+1} in the earlier
@@ -251,7 +255,7 @@ func TestGoldenParity(t *testing.T) {
 					post = key("resid_post")
 				}
 				checkClose(t, post, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, post))
-				if g.has(key("router_logits")) {
+				if g.has(key("router_logits")) || g.has(key("router_w")) {
 					checkRouting(t, g, l, get)
 				}
 				if w := ssmOf(&m.Layers[l]); w != nil {
@@ -280,7 +284,11 @@ func TestGoldenParity(t *testing.T) {
 					continue
 				}
 				checkClose(t, key("attn"), get(hooks.Name("blocks.{l}.attn.hook_pattern", l)), g.f32(t, key("attn")))
-				v := perQueryHead(get(hooks.Name("blocks.{l}.attn.hook_v", l)), g.B, g.T, c.Heads, c.KVHeads, c.DHead)
+				kv, dh := c.KVHeads, c.DHead // per layer where the layer says (Gemma 4)
+				if L := m.Layers[l]; L.DHead > 0 {
+					kv, dh = L.KVHeads, L.DHead
+				}
+				v := perQueryHead(get(hooks.Name("blocks.{l}.attn.hook_v", l)), g.B, g.T, c.Heads, kv, dh)
 				checkClose(t, key("v"), v, g.f32(t, key("v")))
 				if g.has(key("sink_mass")) { // learned sinks (gpt-oss): the dropped column, [B, H, T]
 					checkClose(t, key("sink_mass"), get(hooks.Name(hooks.AttnSinkMass, l)), g.f32(t, key("sink_mass")))
@@ -303,7 +311,20 @@ func TestGoldenParity(t *testing.T) {
 func checkRouting(t *testing.T, g *golden, l int, get func(string) []float32) {
 	t.Helper()
 	key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
-	checkClose(t, key("router_logits"), get(hooks.Name(hooks.MLPRouterLogits, l)), g.f32(t, key("router_logits")))
+	z := get(hooks.Name(hooks.MLPRouterLogits, l))
+	if g.has(key("router_logits")) {
+		checkClose(t, key("router_logits"), z, g.f32(t, key("router_logits")))
+	}
+	if g.has(key("router_probs")) {
+		// the softmax of the hooked logits (Gemma 4 stores the probabilities)
+		ref := g.f32(t, key("router_probs"))
+		p := append([]float32(nil), z...)
+		E := len(ref) / (g.B * g.T)
+		for r := 0; r+E <= len(p); r += E {
+			softmaxRow(p[r : r+E])
+		}
+		checkClose(t, key("router_probs"), p, ref)
+	}
 	checkClose(t, key("router_w"), get(hooks.Name(hooks.MLPExpertWeights, l)), g.f32(t, key("router_w")))
 	ref, err := g.ck.Int64(key("router_idx"))
 	if err != nil {

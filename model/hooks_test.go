@@ -14,7 +14,8 @@ import (
 // TestPointAxes: every axis name in hooks.Points is one axisSizes knows, so
 // that checkIssuedHooks checks every axis of every documented shape.
 func TestPointAxes(t *testing.T) {
-	m := &Model{Config: Config{DeltaNet: &DeltaNetConfig{}, MoE: &MoEConfig{}, SSM: &SSMConfig{}}}
+	m := &Model{Config: Config{DeltaNet: &DeltaNetConfig{}, MoE: &MoEConfig{}, SSM: &SSMConfig{},
+		GlobalDHead: 1, DoubleWideMLP: true, PerLayerDim: 1}}
 	known := axisSizes(&m.Config, 1, 1)
 	for _, p := range hooks.Points {
 		for _, shape := range hooks.Shapes(hooks.Name(p.Name, 0)) {
@@ -185,8 +186,12 @@ func TestValueDimMatchesTiles(t *testing.T) {
 		hs := &hooks.Set{}
 		seen := 0
 		hs.Stream(-1, consumerFunc(func(a *hooks.AttnTile) error {
-			if a.DHead != m.ValueDim() {
-				return fmt.Errorf("%s: tile DHead %d, Config.ValueDim %d", m.Arch, a.DHead, m.ValueDim())
+			want := m.ValueDim()
+			if dh := m.Layers[a.Layer].DHead; dh > 0 {
+				want = dh // a layer of its own head width (Gemma 4's full layers)
+			}
+			if a.DHead != want {
+				return fmt.Errorf("%s: tile DHead %d, Config.ValueDim %d, the layer's %d", m.Arch, a.DHead, m.ValueDim(), want)
 			}
 			seen++
 			return nil
@@ -207,7 +212,7 @@ func TestValueDimMatchesTiles(t *testing.T) {
 func TestPassStopsAtLastRead(t *testing.T) {
 	after := map[string]bool{hooks.AttnOut: true, hooks.ResidMid: true, hooks.LN2Normalized: true, hooks.MLPPre: true,
 		hooks.MLPPost: true, hooks.MLPRouterLogits: true, hooks.MLPExpertIndices: true, hooks.MLPExpertWeights: true,
-		hooks.MLPOut: true, hooks.ResidPost: true, hooks.AttnBranchOut: true}
+		hooks.MLPOut: true, hooks.ResidPost: true, hooks.AttnBranchOut: true, hooks.PerLayerOut: true}
 	eachFamily(t, 4, func(t *testing.T, gen func() *Model) {
 		m := gen()
 		_, own := m.ext.(ownPass)

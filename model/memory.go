@@ -59,11 +59,15 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 	n := B * T
 	D, H, KV, dh := c.DModel, c.Heads, c.KVHeads, c.DHead
 	arena, attn := m.arenaFloats(B, T)
-	floats := 2*n*D + arena
+	floats := 2*n*D + arena + m.layerDataFloats(B, T)
+	rdh := dh // the width of Config.RoPE's table
+	if c.GlobalDHead > 0 {
+		rdh = c.GlobalDHead
+	}
 	if attn {
 		if m.PosEmbed == nil {
 			if _, rot := m.ext.(qkRotator); !rot {
-				floats += T * c.RoPE.dims(dh)
+				floats += T * c.RoPE.dims(rdh)
 				if c.LocalRoPE != nil {
 					floats += T * c.LocalRoPE.dims(dh)
 				}
@@ -103,6 +107,9 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		tile := opt.TileRows
 		if tile <= 0 {
 			tile = defaultTileRows
+		}
+		for _, L := range m.Layers { // Gemma 4: the widest layer's heads
+			dh = max(dh, L.DHead)
 		}
 		S := max(1, min(H/KV, maxStackRows/tile, B*H/P)) * tile
 		w := S + dh
@@ -147,7 +154,45 @@ func (m *Model) channelFloats(B, T int) int {
 		if L.WGate.present() {
 			a = 2
 		}
-		floats = max(floats, blockSize(B*T, blockRows)*a*m.DMLP)
+		F := m.DMLP
+		if L.WUp.Rows > 0 {
+			F = L.WUp.Rows // Gemma 4's double-wide layers
+		}
+		f := blockSize(B*T, blockRows) * a * F
+		if L.ffnBeside != nil {
+			f += L.ffnBeside.scratchFloats(B, T) // beside the MLP's hidden values
+		}
+		floats = max(floats, f)
+	}
+	return floats
+}
+
+// layerDataFloats is PassBytes' term for the buffers of the per-layer
+// slots (Gemma 4): the k and v kept for the layers that reuse them
+// (Layer.KVFrom), the output of the mixers beside the MLP (n·D), and the
+// per-layer inputs with one layer's branch (n·(L·P + P + D)).
+func (m *Model) layerDataFloats(B, T int) int {
+	c, n := &m.Config, B*T
+	floats, side := 0, false
+	kept := map[int]bool{}
+	for _, L := range m.Layers {
+		if L.KVFrom > 0 {
+			kept[L.KVFrom-1] = true
+		}
+		side = side || L.ffnBeside != nil
+	}
+	for s := range kept {
+		dh, kv := c.DHead, c.KVHeads
+		if L := m.Layers[s]; L.DHead > 0 {
+			dh, kv = L.DHead, L.KVHeads
+		}
+		floats += 2 * n * kv * dh
+	}
+	if side {
+		floats += n * c.DModel
+	}
+	if _, ok := m.ext.(layerInputs); ok {
+		floats += n * (c.Layers*c.PerLayerDim + c.PerLayerDim + c.DModel)
 	}
 	return floats
 }
@@ -181,6 +226,17 @@ func axisSizes(c *Config, B, T int) map[string]int {
 	}
 	if mc := c.MoE; mc != nil {
 		known["expert"], known["top_k"] = mc.Experts, mc.TopK
+	}
+	// Gemma 4: the full-attention layers' heads, the double-wide MLPs, the
+	// per-layer inputs
+	if c.GlobalDHead > 0 {
+		known["d_head_global"], known["kv_head_global"] = c.GlobalDHead, c.GlobalKVHeads
+	}
+	if c.DoubleWideMLP {
+		known["d_mlp_wide"] = 2 * c.DMLP
+	}
+	if c.PerLayerDim > 0 {
+		known["layer"], known["d_per_layer"] = c.Layers, c.PerLayerDim
 	}
 	if sc := c.SSM; sc != nil {
 		known["ssm_head"], known["ssm_d_head"], known["d_state"], known["d_inner"] = sc.Heads, sc.HeadDim, sc.State, sc.Inner

@@ -66,6 +66,29 @@ type Layer struct {
 	// attention and MLP outputs before the residual adds (Gemma, OLMo 2;
 	// nil: none). Norm1W and Norm2W may be nil too: no pre-norm.
 	PostNorm1W, PostNorm2W []float32
+
+	// Per-layer attention shape and value path (Gemma 4; zero values: the
+	// Config's). DHead and KVHeads override Config.DHead and KVHeads for
+	// this layer. VFromK takes the value from the raw k projection (no
+	// Wv: Gemma 4's attention_k_eq_v), before KNorm and RoPE. VNorm is a
+	// per-head RMSNorm weight [dh] on v (Gemma 4: ones, a weightless
+	// norm). KVFrom = s + 1 makes the layer reuse layer s's k (after
+	// KNorm and RoPE) and v instead of projecting its own (0: its own).
+	DHead, KVHeads int
+	VFromK         bool
+	VNorm          []float32
+	KVFrom         int
+
+	// ffnBeside, when set, is a channel mixer run beside the dense MLP on the
+	// same residual stream x (it applies its own norms): the channel
+	// output is PostNorm2W(PostNormMLPW(mlp(Norm2W(x))) + ffnBeside(x))
+	// (Gemma 4's experts beside its MLP).
+	ffnBeside    channelMixer
+	PostNormMLPW []float32
+
+	// Scale multiplies the residual stream after the block (Gemma 4's
+	// layer_scalar; 0: none).
+	Scale float32
 }
 
 // Model is a loaded checkpoint ready to run.

@@ -212,8 +212,12 @@ func TestRowBlocks(t *testing.T) {
 			hs := &hooks.Set{}
 			hs.Add("blocks.*.mlp.hook_post", func(name string, _ int, x *tensor.Dense) error {
 				calls[name]++
-				if s := x.Shape(); len(s) != 3 || s[0] != B || s[1] != T || s[2] != m.DMLP {
-					t.Errorf("%s: shape %v, want [%d %d %d]", name, s, B, T, m.DMLP)
+				F := m.DMLP
+				if l, ok := layerIndex(name); ok && m.Layers[l].WUp.Rows > 0 {
+					F = m.Layers[l].WUp.Rows // Gemma 4's double-wide layers
+				}
+				if s := x.Shape(); len(s) != 3 || s[0] != B || s[1] != T || s[2] != F {
+					t.Errorf("%s: shape %v, want [%d %d %d]", name, s, B, T, F)
 				}
 				return nil
 			})
@@ -239,6 +243,13 @@ func TestRowBlocks(t *testing.T) {
 				clear(x.Data().([]float32))
 				return nil
 			})
+			if slices.Contains(names, "blocks.0.mlp.hook_expert_weights") {
+				// experts beside the MLP (Gemma 4): their weights zeroed too
+				hs.Add("blocks.0.mlp.hook_expert_weights", func(_ string, _ int, x *tensor.Dense) error {
+					clear(x.Data().([]float32))
+					return nil
+				})
+			}
 			mlpOut := hs.Capture("blocks.0.hook_mlp_out")
 			if _, err := m.Forward(ids, Options{Hooks: hs}); err != nil {
 				t.Fatal(err)

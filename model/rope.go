@@ -23,6 +23,7 @@ type ropeTable struct {
 //	          where lo, hi are the dimensions c(β) = d·ln(orig/(2πβ))/(2 ln θ) that
 //	          turn beta_fast and beta_slow times over orig positions (truncate:
 //	          lo rounded down, hi up; then lo ≥ 0, hi ≤ d−1)
+//	proportional 1/(factor·pos_i) for i < Pairs, 0 beyond (Gemma 4)
 //	longrope  1/(λ_i·pos_i), λ = long_factor when seqLen > orig, else short_factor
 //
 // LongRoPE's choice follows transformers' dynamic update, which picks the
@@ -75,6 +76,13 @@ func (rc RoPEConfig) invFreq(d, seqLen int) []float32 {
 			e := 1 - ramp // the extrapolation weight
 			interp := float32(1 / float64(float32(factor*p)))
 			inv[i] = float32(interp*float32(1-e)) + float32(inv[i]*e)
+		}
+	case "proportional":
+		for i := range inv {
+			inv[i] = float32(float64(inv[i]) / rc.Factor)
+			if i >= rc.Pairs {
+				inv[i] = 0
+			}
 		}
 	case "longrope":
 		lambda := rc.Factors.Short
