@@ -66,6 +66,8 @@ type Config struct {
 	// MoE holds the mixture-of-experts channel mixer's settings (Mixtral,
 	// Qwen3-MoE, OLMoE, gpt-oss; see moe.go); nil: dense MLPs.
 	MoE *MoEConfig
+	// RWKV7 holds the RWKV-7 settings (ArchRWKV7 only; see rwkv7.go).
+	RWKV7 *RWKV7Config
 
 	// Per-layer attention span and RoPE, score scale, logit soft-caps and
 	// embedding scale (Gemma 2/3, gemma.go); the zero values leave the

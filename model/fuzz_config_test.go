@@ -144,7 +144,7 @@ func checkParsedConfig(t *testing.T, c *Config) {
 // and each entry goes when its family lands.
 var notYet = map[string]bool{
 	"golden_falcon_h1": true, "golden_gemma4_text": true, "golden_gpt_oss": true, "golden_gpt_oss_mxfp4": true,
-	"golden_mamba2": true, "golden_rwkv7": true,
+	"golden_mamba2": true,
 }
 
 // TestFuzzParseConfigSeeds checks that the corpus holds every golden
