@@ -67,10 +67,10 @@ type Model struct {
 	Layers   []Layer
 	FinalW   []float32
 	FinalB   []float32
+	Head     Weight // [V, D]; the same storage as Embed when tied
 	// EmbedNormW and EmbedNormB are a LayerNorm of the embeddings before
 	// block 0 (RWKV's ln0), applied after hook_embed; nil: none.
 	EmbedNormW, EmbedNormB []float32
-	Head                   Weight // [V, D]; the same storage as Embed when tied
 
 	Dir        string
 	Format     string   // checkpoint format (see checkpoint.Checkpoint.Format)

@@ -52,8 +52,9 @@ type RWKV7Config struct {
 	// v and g low-rank projections (D_DECAY_LORA, D_AAA_LORA, D_MV_LORA,
 	// D_GATE_LORA).
 	DecayLoRA, ICLRLoRA, ValueLoRA, GateLoRA int
-	// GroupNormEps is ln_x's eps (ln_x_group_norm_eps; the reference's
-	// 1e-5·head_size_divisor² = 64e-5 by default).
+	// GroupNormEps is ln_x's eps: ln_x_group_norm_eps, else the
+	// reference's 1e-5·head_size_divisor² (head_size_divisor 8 by
+	// default: 64e-5).
 	GroupNormEps float64
 }
 
@@ -76,6 +77,7 @@ type rwkv7Raw struct {
 	GateLoRA     *int     `json:"D_GATE_LORA"`
 	LNEps        *float64 `json:"layer_norm_eps"`
 	GNEps        *float64 `json:"ln_x_group_norm_eps"`
+	GNDivisor    *float64 `json:"head_size_divisor"`
 }
 
 // isRWKV7Config reports whether config.json is the RWKV authors' args: no
@@ -158,6 +160,13 @@ func parseRWKV7(c *Config, cf *configFile) error {
 	c.NormEps = 1e-5
 	if r.LNEps != nil {
 		c.NormEps = *r.LNEps
+	}
+	if d := r.GNDivisor; d != nil && r.GNEps == nil {
+		// the reference's GroupNorm eps = 1e-5·head_size_divisor²
+		if !(*d > 0) || math.IsInf(*d, 0) {
+			return fmt.Errorf("field head_size_divisor %v must be finite and positive", *d)
+		}
+		rc.GroupNormEps = 1e-5 * *d * *d
 	}
 	if r.GNEps != nil {
 		if g := *r.GNEps; !(g >= 0) || math.IsInf(g, 0) {

@@ -1,0 +1,208 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/filterlens/probe/hooks"
+)
+
+// TestRWKV7Config reads the golden case's authors' args into the sizes
+// of the reference and refuses other RWKV generations, inconsistent head
+// sizes and missing LoRA ranks, naming the field.
+func TestRWKV7Config(t *testing.T) {
+	c, err := goldenConfigWith(t, "rwkv7", func(map[string]any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := c.RWKV7
+	if c.Arch != ArchRWKV7 || rc == nil || c.Heads != 4 || c.KVHeads != 4 || c.DHead != 16 || c.DModel != 64 || c.DMLP != 256 ||
+		c.Layers != 3 || c.Vocab != 512 || c.NormEps != 1e-5 || rc.GroupNormEps != 64e-5 ||
+		rc.DecayLoRA != 16 || rc.ICLRLoRA != 16 || rc.ValueLoRA != 16 || rc.GateLoRA != 16 {
+		t.Fatalf("parsed %+v / %+v", c, rc)
+	}
+	checkRefused(t, "rwkv7", []refusal{
+		{"RWKV-6", func(m map[string]any) { m["architecture"] = "RWKV-6 x060" }, "field architecture"},
+		{"x060 args", func(m map[string]any) { m["my_testing"] = "x060" }, "field my_testing"},
+		{"head size not dividing", func(m map[string]any) { m["head_size"] = 24 }, "head_size 24 does not divide n_embd 64"},
+		{"n_head inconsistent", func(m map[string]any) { m["n_head"] = 8 }, "field n_head 8"},
+		{"dim_att other than n_embd", func(m map[string]any) { m["dim_att"] = 128 }, "field dim_att"},
+		{"no decay rank", func(m map[string]any) { delete(m, "D_DECAY_LORA") }, "field D_DECAY_LORA is missing"},
+		{"zero gate rank", func(m map[string]any) { m["D_GATE_LORA"] = 0 }, "field D_GATE_LORA = 0"},
+		{"negative group-norm eps", func(m map[string]any) { m["ln_x_group_norm_eps"] = -1 }, "field ln_x_group_norm_eps"},
+		{"zero divisor", func(m map[string]any) { delete(m, "ln_x_group_norm_eps"); m["head_size_divisor"] = 0 }, "field head_size_divisor"},
+	})
+}
+
+// randomRWKV returns random recurrence inputs of one sequence of T steps
+// and H heads of N channels, [T, H·N] each, in the released models'
+// ranges: w in (0.55, 1), a in (0, 1), κ̂ unit per head.
+func randomRWKV(rng *rand.Rand, T, H, N int) (r, w, k, kk, a, v []float32) {
+	n := T * H * N
+	mk := func(f func() float64) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(f())
+		}
+		return x
+	}
+	r, k, v = mk(rng.NormFloat64), mk(rng.NormFloat64), mk(rng.NormFloat64)
+	w = mk(func() float64 { return 0.55 + 0.45*rng.Float64() })
+	a = mk(rng.Float64)
+	kk = mk(rng.NormFloat64)
+	for i := 0; i < n; i += N {
+		var s float64
+		for _, x := range kk[i : i+N] {
+			s += float64(x) * float64(x)
+		}
+		for j := range kk[i : i+N] {
+			kk[i+j] /= float32(math.Sqrt(s))
+		}
+	}
+	return
+}
+
+// TestRWKVAttentionIsExact: the streamed effective attention reproduces
+// the recurrence's output, wkv_t = Σ_s M[t,s] v_s, for every head of a
+// long random sequence, in tiles of 1, 5 and T rows (the same rows), with
+// zeros above the diagonal.
+func TestRWKVAttentionIsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 31))
+	T, H, N := 97, 3, 8
+	C := H * N
+	r, w, k, kk, a, v := randomRWKV(rng, T, H, N)
+	wkv := make([]float32, T*C)
+	for h := 0; h < H; h++ {
+		rwkvRecurrent(wkv, make([]float32, N*N), r, w, k, kk, a, v, h*N, T, C, N)
+	}
+	for h := 0; h < H; h++ {
+		var first []float32
+		for _, tile := range []int{1, 5, T} {
+			M := make([]float32, T*T)
+			for i := range M {
+				M[i] = float32(math.NaN()) // every row must be delivered
+			}
+			err := rwkvAttention(r, w, k, kk, a, h*N, T, C, N, tile, func(t0, n, width int, rows []float32) error {
+				if width != t0+n {
+					return fmt.Errorf("tile at %d of %d rows has width %d", t0, n, width)
+				}
+				for q := 0; q < n; q++ {
+					copy(M[(t0+q)*T:(t0+q+1)*T], make([]float32, T))
+					copy(M[(t0+q)*T:], rows[q*width:(q+1)*width])
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, T*N)
+			ref := make([]float32, T*N)
+			for q := 0; q < T; q++ {
+				for s := q + 1; s < T; s++ {
+					if M[q*T+s] != 0 {
+						t.Fatalf("head %d tile %d: M[%d,%d] = %v above the diagonal", h, tile, q, s, M[q*T+s])
+					}
+				}
+				for i := 0; i < N; i++ {
+					var y float64
+					for s := 0; s <= q; s++ {
+						y += float64(M[q*T+s]) * float64(v[s*C+h*N+i])
+					}
+					got[q*N+i] = float32(y)
+					ref[q*N+i] = wkv[q*C+h*N+i]
+				}
+			}
+			checkClose(t, fmt.Sprintf("head %d tile %d: M·v vs wkv", h, tile), got, ref)
+			if first == nil {
+				first = M
+			} else if rel, _ := relErr(M, first); rel != 0 {
+				t.Errorf("head %d: tile %d gives other rows than tile 1 (rel. %g)", h, tile, rel)
+			}
+		}
+	}
+}
+
+// TestRWKV7DeltaStream: the effective attention rows of each RWKV-7 layer
+// streamed to a DeltaConsumer, in tiles of 1, 7 and 64 rows, equal the
+// golden eff_attn; softmax consumers get nothing.
+func TestRWKV7DeltaStream(t *testing.T) {
+	dir := filepath.Join(goldenDir, "rwkv7")
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	g := openGolden(t, dir)
+	H := m.Heads
+	for _, tile := range []int{1, 7, 64} {
+		for l := range m.Layers {
+			r := &deltaRecorder{layer: l, B: g.B, H: H, T: g.T, w: make([]float32, g.B*H*g.T*g.T), seen: make([]int, g.B*H)}
+			hs := &hooks.Set{}
+			hs.Stream(l, r)
+			if _, err := m.Forward(g.ids(t), Options{Hooks: hs, TileRows: tile}); err != nil {
+				t.Fatal(err)
+			}
+			if r.outOfRow || r.softmax != 0 {
+				t.Errorf("tile %d layer %d: rows out of order %v, softmax tiles %d", tile, l, r.outOfRow, r.softmax)
+			}
+			checkClose(t, fmt.Sprintf("streamed eff_attn.%d (tile %d)", l, tile), r.w, g.f32(t, fmt.Sprintf("eff_attn.%d", l)))
+		}
+	}
+}
+
+// TestRWKV7Causal: the first T/2 tokens alone give the same logits at
+// their positions as the full golden sequence (the recurrence has no
+// chunking), and the sequences of a batch do not see each other.
+func TestRWKV7Causal(t *testing.T) {
+	dir := filepath.Join(goldenDir, "rwkv7")
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	g := openGolden(t, dir)
+	ids := g.ids(t)
+	full, err := m.Forward(ids, Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.T / 2
+	V := m.Vocab
+	for b := range ids {
+		part, err := m.Forward([][]int{ids[b][:h]}, Options{Logits: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkClose(t, fmt.Sprintf("sequence %d, first %d tokens alone", b, h), part.Logits, full.Logits[b*g.T*V:(b*g.T+h)*V])
+	}
+}
+
+// TestRWKV7Refuses: a checkpoint whose tensor does not fit config.json is
+// refused naming the tensor.
+func TestRWKV7Refuses(t *testing.T) {
+	dir := filepath.Join(goldenDir, "rwkv7")
+	if _, err := LoadConfig(dir); err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	c, err := goldenConfigWith(t, "rwkv7", func(m map[string]any) { m["D_MV_LORA"] = 8 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RWKV7.ValueLoRA != 8 {
+		t.Fatalf("D_MV_LORA read as %d", c.RWKV7.ValueLoRA)
+	}
+	tmp := variantDir(t, dir, "model.safetensors", "model.safetensors")
+	os.Remove(filepath.Join(tmp, "config.json"))
+	data, _ := json.Marshal(c.HFConfig())
+	if err := os.WriteFile(filepath.Join(tmp, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(tmp, LoadOptions{})
+	if err == nil || !strings.Contains(err.Error(), `"blocks.0.att.v1"`) {
+		t.Errorf("error %v, want the mismatched blocks.0.att.v1 named", err)
+	}
+}
