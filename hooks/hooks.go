@@ -159,7 +159,7 @@ var Points = []Point{
 	{RWKVKK, "[batch,pos,head,d_head]", "RWKV-7 only: removal key κ̂ = normalize(k ⊙ k_k) per head (unit L2)"},
 	{RWKVG, "[batch,pos,d_model]", "RWKV-7 only: output gate g = σ(x_g G1) G2"},
 	{RWKVWKV, "[batch,pos,head,d_head]", "RWKV-7 only: state read wkv_t = S_t r_t, before the group norm"},
-	{RWKVState, "[batch,head,d_value,d_key]", "RWKV-7 only: the state S_T after the last token, S[i,j] with i the value index and j the key index"},
+	{RWKVState, "[batch,head,d_head,d_head]", "RWKV-7 only: the state S_T after the last token, S[i,j] with i the value index and j the key index"},
 	{RWKVEffAttn, "[batch,head,query,key]", "RWKV-7 only: exact effective attention M with wkv[t] = Σ_s M[t,s]·v[s], M[t,s] = k_sᵀ G_{s+1}…G_t r_t, G_u = diag(w_u) − κ̂_u (a_u ⊙ κ̂_u)ᵀ (lower triangular, signed, not normalised); materialized only when hooked"},
 	{LNFinalNormalized, "[batch,pos,d_model]", "output of the final norm"},
 	{Logits, "[batch,pos,vocab]", "unembedding output; computed only when hooked or requested"},

@@ -743,7 +743,8 @@ func (c *Config) fromGPT2(r *rawConfig) error {
 func (c *Config) LearnedGate() bool { return c.GatePerHead() > 0 && !c.GainGate }
 
 // LayerKinds describes each layer's token mixer: "gated DeltaNet",
-// "sliding window N" or "full attention" (softmax layers).
+// "RWKV-7 time mix", "sliding window N" or "full attention" (softmax
+// layers).
 func (c *Config) LayerKinds() []string {
 	kinds := make([]string, c.Layers)
 	for l := range kinds {
@@ -751,6 +752,8 @@ func (c *Config) LayerKinds() []string {
 		case c.DeltaNet != nil && c.DeltaNet.Linear[l]:
 			dn := c.DeltaNet
 			kinds[l] = fmt.Sprintf("gated DeltaNet (%d key / %d value heads × %d/%d, conv %d)", dn.KeyHeads, dn.ValueHeads, dn.KeyDim, dn.ValueDim, dn.ConvKernel)
+		case c.RWKV7 != nil:
+			kinds[l] = fmt.Sprintf("RWKV-7 time mix (%d heads × %d, generalised delta rule)", c.Heads, c.DHead)
 		case c.layerWindow(l) > 0:
 			kinds[l] = fmt.Sprintf("sliding window %d", c.layerWindow(l))
 		default:
@@ -762,8 +765,12 @@ func (c *Config) LayerKinds() []string {
 
 // SoftmaxLayers returns the layers whose token mixer is softmax attention,
 // the ones that stream attention rows to AttnConsumers (all of them except
-// the Gated DeltaNet layers of a hybrid model).
+// the Gated DeltaNet layers of a hybrid model; none of RWKV-7's, whose
+// every layer is its recurrence).
 func (c *Config) SoftmaxLayers() []int {
+	if c.RWKV7 != nil {
+		return nil
+	}
 	var ls []int
 	for l := 0; l < c.Layers; l++ {
 		if c.DeltaNet == nil || !c.DeltaNet.Linear[l] {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 
 	"github.com/filterlens/probe/hooks"
@@ -593,4 +594,53 @@ var rwkv7Family = &family{
 			"layer_norm_eps": c.NormEps, "ln_x_group_norm_eps": rc.GroupNormEps, "dtype": "float32",
 		}
 	},
+	// The authors' proportions (RWKV-v7 train_temp): head_size
+	// d_model/heads (KVHeads is not used: no grouped heads), dim_ffn
+	// 4·d_model, LoRA ranks max(32, round(f·d_model^e / 32)·32) with
+	// (f, e) = (1.8, ½) for w and a, (1.3, ½) for v, (0.6, 0.8) for g,
+	// LayerNorm eps 1e-5, group-norm eps 64e-5, ctx_len max positions.
+	small: func(s Size) (map[string]any, error) {
+		if s.DModel%s.Heads != 0 {
+			return nil, fmt.Errorf("d_model %d is not divisible by heads %d (head_size = d_model/heads)", s.DModel, s.Heads)
+		}
+		rank := func(f, e float64) int { return max(32, int(math.Round(f*math.Pow(float64(s.DModel), e)/32))*32) }
+		return map[string]any{
+			"architecture": "RWKV-7 x070", "n_embd": s.DModel, "n_layer": s.Layers, "head_size": s.DModel / s.Heads,
+			"dim_att": s.DModel, "dim_ffn": 4 * s.DModel, "vocab_size": s.Vocab, "ctx_len": s.MaxPos,
+			"D_DECAY_LORA": rank(1.8, 0.5), "D_AAA_LORA": rank(1.8, 0.5), "D_MV_LORA": rank(1.3, 0.5), "D_GATE_LORA": rank(0.6, 0.8),
+			"layer_norm_eps": 1e-5, "ln_x_group_norm_eps": 64e-5,
+		}, nil
+	},
+	prefix: "blocks.",
+	generated: func(rng *rand.Rand, c *Config) func(string, []float32) {
+		return rwkv7Generated(rng)
+	},
+}
+
+// rwkv7Generated moves a generated RWKV-7 model's own parameters into the
+// ranges of the golden case's (trained-like) draws: the block LayerNorms'
+// weights near 1 (their names escape the generic rule), token-shift mixes
+// N(0.5, 0.2²), w0 N(−1.5, 1) (decays spread over (0.6, 1)), k_k and k_a
+// N(1, 0.2²), r_k N(0, 0.3²).
+func rwkv7Generated(rng *rand.Rand) func(string, []float32) {
+	normal := func(x []float32, mean, sd float64) {
+		for i := range x {
+			x[i] = float32(mean + sd*rng.NormFloat64())
+		}
+	}
+	return func(name string, x []float32) {
+		base := name[strings.LastIndex(name, ".")+1:]
+		switch {
+		case strings.HasSuffix(name, ".ln0.weight") || strings.HasSuffix(name, ".ln1.weight") || strings.HasSuffix(name, ".ln2.weight"):
+			normal(x, 1, 0.1)
+		case strings.HasPrefix(base, "x_"):
+			normal(x, 0.5, 0.2)
+		case base == "w0":
+			normal(x, -1.5, 1)
+		case base == "k_k" || base == "k_a":
+			normal(x, 1, 0.2)
+		case base == "r_k":
+			normal(x, 0, 0.3)
+		}
+	}
 }
