@@ -206,3 +206,71 @@ func TestRWKV7Refuses(t *testing.T) {
 		t.Errorf("error %v, want the mismatched blocks.0.att.v1 named", err)
 	}
 }
+
+// TestRWKV7GeneratedShapes runs a generated RWKV-7 of another shape
+// (heads of 8, LoRA ranks of 32, three sequences of 70 tokens) and checks
+// its hooks against each other: wkv = M·v with the materialized
+// effective attention, the last wkv = S_T r_T with the final state
+// (S[i,j], i value, j key), κ̂ of unit norm per head, w in (e^{−e^{−½}}, 1).
+func TestRWKV7GeneratedShapes(t *testing.T) {
+	cfg, err := SmallConfig(ArchRWKV7, Size{Layers: 3, DModel: 48, Heads: 6, KVHeads: 6, Vocab: 83, MaxPos: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := Generate(cfg, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	B, T, H, N := 3, 70, m.Heads, m.DHead
+	C := H * N
+	hs := &hooks.Set{}
+	cap := hs.Capture("blocks.*.rwkv.hook_eff_attn", "blocks.*.rwkv.hook_v", "blocks.*.rwkv.hook_wkv", "blocks.*.rwkv.hook_state",
+		"blocks.*.rwkv.hook_r", "blocks.*.rwkv.hook_kk", "blocks.*.rwkv.hook_w")
+	if _, err := m.Forward(seqs(B, T, m.Vocab), Options{Hooks: hs, Logits: true, TileRows: 9}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(p string, l int) []float32 { return cap.Get(hooks.Name(p, l)).Data().([]float32) }
+	for l := range m.Layers {
+		M, v, wkv, S := get(hooks.RWKVEffAttn, l), get(hooks.RWKVV, l), get(hooks.RWKVWKV, l), get(hooks.RWKVState, l)
+		r, kk, w := get(hooks.RWKVR, l), get(hooks.RWKVKK, l), get(hooks.RWKVW, l)
+		got := make([]float32, B*T*C)
+		last, lastRef := make([]float32, B*C), make([]float32, B*C)
+		for b := 0; b < B; b++ {
+			for h := 0; h < H; h++ {
+				for q := 0; q < T; q++ {
+					for i := 0; i < N; i++ {
+						var y float64
+						for s := 0; s <= q; s++ {
+							y += float64(M[((b*H+h)*T+q)*T+s]) * float64(v[(b*T+s)*C+h*N+i])
+						}
+						got[(b*T+q)*C+h*N+i] = float32(y)
+					}
+				}
+				for i := 0; i < N; i++ {
+					var y float64
+					for j := 0; j < N; j++ {
+						y += float64(S[((b*H+h)*N+i)*N+j]) * float64(r[(b*T+T-1)*C+h*N+j])
+					}
+					last[b*C+h*N+i], lastRef[b*C+h*N+i] = float32(y), wkv[(b*T+T-1)*C+h*N+i]
+				}
+			}
+		}
+		checkClose(t, fmt.Sprintf("layer %d: M·v vs wkv", l), got, wkv)
+		checkClose(t, fmt.Sprintf("layer %d: S_T·r_T vs the last wkv", l), last, lastRef)
+		for i := 0; i < len(kk); i += N {
+			var s float64
+			for _, x := range kk[i : i+N] {
+				s += float64(x) * float64(x)
+			}
+			if math.Abs(s-1) > 1e-5 {
+				t.Fatalf("layer %d: |κ̂|² = %v at %d", l, s, i)
+			}
+		}
+		lo := float32(math.Exp(-math.Exp(-0.5)))
+		for i, x := range w {
+			if !(x >= lo && x <= 1) {
+				t.Fatalf("layer %d: decay %v at %d outside [%v, 1]", l, x, i, lo)
+			}
+		}
+	}
+}
