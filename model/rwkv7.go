@@ -96,8 +96,9 @@ func isRWKV7Config(cf *configFile) bool {
 	return true
 }
 
-// rwkv7Versions are the values of the authors' version fields that name
-// RWKV-7 (x070), the only RWKV generation implemented.
+// isRWKV7Version reports whether a value of the authors' version fields
+// (architecture, my_testing) names RWKV-7 (x070), the only RWKV generation
+// implemented.
 func isRWKV7Version(s string) bool {
 	s = strings.ToLower(s)
 	return strings.Contains(s, "x070") || strings.Contains(s, "rwkv-7") || strings.Contains(s, "rwkv7")
