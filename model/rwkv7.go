@@ -53,6 +53,13 @@ type RWKV7Config struct {
 	// v and g low-rank projections (D_DECAY_LORA, D_AAA_LORA, D_MV_LORA,
 	// D_GATE_LORA).
 	DecayLoRA, ICLRLoRA, ValueLoRA, GateLoRA int
+	// Layout is the checkpoint's naming: "" for the authors' (BlinkDL
+	// .pth names, their args as config.json), "fla" for the Hugging Face
+	// port of flash-linear-attention (rwkv7_fla.go).
+	Layout string
+	// NoEmbedNorm says that the embeddings enter block 0 without ln0
+	// (fla's norm_first false).
+	NoEmbedNorm bool
 	// GroupNormEps is ln_x's eps: ln_x_group_norm_eps, else the
 	// reference's 1e-5·head_size_divisor² (head_size_divisor 8 by
 	// default: 64e-5).
@@ -581,13 +588,27 @@ func loadRWKV7(m *Model, ld *loader) {
 
 // rwkv7Family is RWKV-7 in its authors' layout.
 var rwkv7Family = &family{
-	arch: ArchRWKV7, modelTypes: `RWKV-7 authors' args (no model_type; n_embd, n_layer, head_size, D_*_LORA)`,
-	detect:    isRWKV7Config,
-	parse:     parseRWKV7,
-	load:      loadRWKV7,
+	arch: ArchRWKV7, modelTypes: `rwkv7, rwkv7_fla (fla-hub); RWKV-7 authors' args (no model_type; n_embd, n_layer, head_size, D_*_LORA)`,
+	detect: func(cf *configFile) bool { return isRWKV7Config(cf) || isRWKV7FlaConfig(cf) },
+	parse: func(c *Config, cf *configFile) error {
+		if isRWKV7FlaConfig(cf) {
+			return parseRWKV7Fla(c, cf)
+		}
+		return parseRWKV7(c, cf)
+	},
+	load: func(m *Model, ld *loader) {
+		if m.RWKV7.Layout == "fla" {
+			loadRWKV7Fla(m, ld)
+			return
+		}
+		loadRWKV7(m, ld)
+	},
 	positions: "none (token shift and the RWKV-7 state recurrence)",
 	hfConfig: func(c *Config) map[string]any {
 		rc := c.RWKV7
+		if rc.Layout == "fla" {
+			return rwkv7FlaConfig(c)
+		}
 		return map[string]any{
 			"architecture": "RWKV-7 x070", "n_embd": c.DModel, "n_layer": c.Layers, "head_size": c.DHead,
 			"n_head": c.Heads, "dim_att": c.DModel, "dim_ffn": c.DMLP, "vocab_size": c.Vocab, "ctx_len": c.MaxPos,

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 )
 
@@ -271,6 +272,139 @@ func TestRWKV7GeneratedShapes(t *testing.T) {
 			if !(x >= lo && x <= 1) {
 				t.Fatalf("layer %d: decay %v at %d outside [%v, 1]", l, x, i, lo)
 			}
+		}
+	}
+}
+
+// TestRWKV7FlaLayout writes the golden weights under fla-hub's names
+// (LoRAs as nn.Sequential with their biases, k_k and k_a as [C], layer 0
+// without v_lora) with fla's config.json, and checks that they run as the
+// authors' layout does with the same group-norm eps (fla's head_dim ·
+// norm_eps): the same logits.
+func TestRWKV7FlaLayout(t *testing.T) {
+	src := filepath.Join(goldenDir, "rwkv7")
+	ck, err := checkpoint.OpenFile(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	defer ck.Close()
+	get := func(n string) ([]float32, []int) {
+		x, err := ck.Float32(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _ := ck.Info(n)
+		return x, info.Shape
+	}
+	var out []checkpoint.Tensor
+	put := func(name string, x []float32, shape ...int) {
+		out = append(out, checkpoint.Tensor{Name: name, Shape: shape, Data: x})
+	}
+	same := func(from, to string) {
+		x, shape := get(from)
+		put(to, x, shape...)
+	}
+	const C, L = 64, 3
+	same("emb.weight", "model.embeddings.weight")
+	same("blocks.0.ln0.weight", "model.layers.0.pre_norm.weight")
+	same("blocks.0.ln0.bias", "model.layers.0.pre_norm.bias")
+	for l := 0; l < L; l++ {
+		b, p := fmt.Sprintf("blocks.%d.", l), fmt.Sprintf("model.layers.%d.", l)
+		for from, to := range map[string]string{"ln1": "attn_norm", "ln2": "ffn_norm", "att.ln_x": "attn.g_norm"} {
+			same(b+from+".weight", p+to+".weight")
+			same(b+from+".bias", p+to+".bias")
+		}
+		for from, to := range map[string]string{"receptance": "r_proj", "key": "k_proj", "value": "v_proj", "output": "o_proj"} {
+			same(b+"att."+from+".weight", p+"attn."+to+".weight")
+		}
+		for _, x := range []string{"x_r", "x_w", "x_k", "x_v", "x_a", "x_g", "r_k"} {
+			same(b+"att."+x, p+"attn."+x)
+		}
+		for _, x := range []string{"k_k", "k_a"} {
+			v, _ := get(b + "att." + x)
+			put(p+"attn."+x, v, C)
+		}
+		for _, lr := range []struct{ name, one, two, bias string }{{"w_lora", "w1", "w2", "w0"}, {"a_lora", "a1", "a2", "a0"}, {"v_lora", "v1", "v2", "v0"}, {"g_lora", "g1", "g2", ""}} {
+			if lr.name == "v_lora" && l == 0 {
+				continue
+			}
+			one, s1 := get(b + "att." + lr.one)
+			two, s2 := get(b + "att." + lr.two)
+			put(p+"attn."+lr.name+".lora.0.weight", transposed(one, s1[0], s1[1]), s1[1], s1[0])
+			put(p+"attn."+lr.name+".lora.2.weight", transposed(two, s2[0], s2[1]), s2[1], s2[0])
+			if lr.bias != "" {
+				v, _ := get(b + "att." + lr.bias)
+				put(p+"attn."+lr.name+".lora.2.bias", v, C)
+			}
+		}
+		v, _ := get(b + "ffn.x_k")
+		put(p+"ffn.x_k", v, C)
+		same(b+"ffn.key.weight", p+"ffn.key.weight")
+		same(b+"ffn.value.weight", p+"ffn.value.weight")
+	}
+	same("ln_out.weight", "model.norm.weight")
+	same("ln_out.bias", "model.norm.bias")
+	same("head.weight", "lm_head.weight")
+	fla := t.TempDir()
+	cfg, _ := json.Marshal(map[string]any{
+		"model_type": "rwkv7", "hidden_size": C, "num_hidden_layers": L, "head_dim": 16, "intermediate_size": 256,
+		"vocab_size": 512, "decay_low_rank_dim": 16, "a_low_rank_dim": 16, "v_low_rank_dim": 16, "gate_low_rank_dim": 16,
+		"norm_eps": 1e-5, "norm_first": true, "norm_bias": true, "hidden_act": "sqrelu", "attn": nil, "fuse_norm": true,
+		"tie_word_embeddings": false, "value_dim": []int{C, C, C},
+	})
+	if err := os.WriteFile(filepath.Join(fla, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.WriteSafetensors(filepath.Join(fla, "model.safetensors"), out, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Load(fla, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.RWKV7.GroupNormEps != 16e-5 || a.RWKV7.Layout != "fla" {
+		t.Fatalf("fla config read as %+v", *a.RWKV7)
+	}
+	authors := variantDir(t, src, "model.safetensors", "model.safetensors")
+	os.Remove(filepath.Join(authors, "config.json"))
+	c := a.Config
+	c.RWKV7 = &RWKV7Config{DecayLoRA: 16, ICLRLoRA: 16, ValueLoRA: 16, GateLoRA: 16, GroupNormEps: 16e-5}
+	data, _ := json.Marshal(c.HFConfig())
+	if err := os.WriteFile(filepath.Join(authors, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(authors, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := openGolden(t, src).ids(t)
+	x, err := a.Forward(ids, Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := b.Forward(ids, Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClose(t, "logits, fla layout vs the authors'", x.Logits, y.Logits)
+	for _, r := range []struct {
+		what  string
+		field string
+		value any
+		want  string
+	}{
+		{"hybrid", "attn", map[string]any{"layers": []int{1}, "num_heads": 4}, "field attn"},
+		{"other act", "hidden_act", "relu", "field hidden_act"},
+		{"no norm bias", "norm_bias", false, "field norm_bias"},
+		{"other value dim", "value_dim", 32, "field value_dim 32"},
+		{"head dim not dividing", "head_dim", 24, "head_dim 24 does not divide"},
+	} {
+		var m map[string]any
+		_ = json.Unmarshal(cfg, &m)
+		m[r.field] = r.value
+		data, _ := json.Marshal(m)
+		if _, err := ParseConfig(data); err == nil || !strings.Contains(err.Error(), r.want) {
+			t.Errorf("%s: error %v, want one containing %q", r.what, err, r.want)
 		}
 	}
 }
