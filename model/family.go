@@ -127,8 +127,9 @@ var families = []*family{
 	qwen35Family,
 	gemma2Family, gemma3Family,
 	olmo2Family, olmo3Family, phi3Family,
-	mixtralFamily, qwen3MoEFamily, olmoeFamily,
+	mixtralFamily, qwen3MoEFamily, olmoeFamily, gptOssFamily,
 	smollm3Family, graniteFamily, gemmaFamily, gptNeoXFamily,
+	mamba2Family, falconH1Family,
 }
 
 // configFile is a config.json as every family's detect and parse see it:

@@ -89,6 +89,11 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	if c.Heads%c.KVHeads != 0 {
 		t.Fatalf("heads %d not a multiple of key/value heads %d", c.Heads, c.KVHeads)
 	}
+	if sc := c.SSM; sc != nil {
+		if err := sc.check(); err != nil {
+			t.Fatalf("inconsistent Mamba-2 settings %+v accepted: %v", *sc, err)
+		}
+	}
 	switch c.Gate {
 	case GateNone, GateHeadwise, GateElementwise:
 	default:
@@ -143,8 +148,7 @@ func checkParsedConfig(t *testing.T, c *Config) {
 // yet (issues 27 and 31): their seeds must be refused as not supported,
 // and each entry goes when its family lands.
 var notYet = map[string]bool{
-	"golden_falcon_h1": true, "golden_gemma4_text": true, "golden_gpt_oss": true, "golden_gpt_oss_mxfp4": true,
-	"golden_mamba2": true,
+	"golden_gemma4_text": true,
 }
 
 // TestFuzzParseConfigSeeds checks that the corpus holds every golden

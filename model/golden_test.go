@@ -135,6 +135,7 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 	hs := &hooks.Set{}
 	names := []string{"hook_embed", "blocks.0.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.hook_attn_out",
 		"ln_final.hook_normalized", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate",
+		"blocks.*.attn.hook_sink_mass",
 		"blocks.*.mlp.hook_router_logits", "blocks.*.mlp.hook_expert_indices", "blocks.*.mlp.hook_expert_weights"}
 	if m.DeltaNet != nil {
 		for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {
@@ -145,6 +146,12 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 		for _, k := range rwkvKeys {
 			names = append(names, "blocks.*.rwkv.hook_"+k)
 		}
+	}
+	if m.SSM != nil {
+		for _, k := range ssmGoldenHooks {
+			names = append(names, "blocks.*.ssm.hook_"+k)
+		}
+		names = append(names, "blocks.*.ssm.hook_A", "blocks.*.ssm.hook_out", "blocks.*.hook_attn_branch_out")
 	}
 	cap := hs.Capture(issued(t, m, names...)...)
 	out, err := m.Forward(g.ids(t), Options{Hooks: hs, Logits: true, TileRows: 7})
@@ -193,8 +200,26 @@ var rwkvKeys = []string{"r", "w_log", "w", "k", "v", "a", "kk", "wkv", "state", 
 // embedScaleOutside lists the model_types whose reference applies
 // Config.EmbedScale outside its embedding module, so that the golden
 // hidden.0 (that module's output) is before it: Granite's
-// embedding_multiplier (Gemma's √D is inside: hidden.0 includes it).
-var embedScaleOutside = map[string]bool{"granite": true}
+// embedding_multiplier, Falcon-H1's (Gemma's √D is inside: hidden.0
+// includes it).
+var embedScaleOutside = map[string]bool{"granite": true, "falcon_h1": true}
+
+// ssmGoldenHooks maps the golden keys of a Mamba-2 mixer (the mamba2 and
+// falcon_h1 cases' READMEs) to their blocks.{l}.ssm.hook_* points.
+var ssmGoldenHooks = map[string]string{
+	"x": "x", "B": "B", "C": "C", "dt": "dt", "decay": "decay", "y": "y", "z": "z", "state": "final_state", "eff_attn": "eff_attn",
+}
+
+// ssmOf returns layer L's Mamba-2 mixer (its token mixer, or the one
+// beside its attention), or nil.
+func ssmOf(L *Layer) *ssmMixer {
+	for _, x := range []tokenMixer{L.mixer, L.beside} {
+		if w, ok := x.(*ssmMixer); ok {
+			return w
+		}
+	}
+	return nil
+}
 
 func TestGoldenParity(t *testing.T) {
 	for _, name := range goldenCases(t) {
@@ -249,6 +274,23 @@ func TestGoldenParity(t *testing.T) {
 					checkClose(t, key("att_out"), get(hooks.Name("blocks.{l}.hook_attn_out", l)), g.f32(t, key("att_out")))
 					continue
 				}
+				if w := ssmOf(&m.Layers[l]); w != nil {
+					// a Mamba-2 mixer: its intermediates, parameters and output
+					for k, hk := range ssmGoldenHooks {
+						checkClose(t, key(k), get(hooks.Name("blocks.{l}.ssm.hook_"+hk, l)), g.f32(t, key(k)))
+					}
+					checkClose(t, key("A"), get(hooks.Name("blocks.{l}.ssm.hook_A", l)), g.f32(t, key("A")))
+					checkClose(t, key("D"), w.Skip, g.f32(t, key("D")))
+					if g.has(key("mamba_out")) {
+						checkClose(t, key("mamba_out"), get(hooks.Name("blocks.{l}.ssm.hook_out", l)), g.f32(t, key("mamba_out")))
+					}
+					if g.has(key("attn_out")) {
+						checkClose(t, key("attn_out"), get(hooks.Name("blocks.{l}.hook_attn_branch_out", l)), g.f32(t, key("attn_out")))
+					}
+					if m.Layers[l].mixer != nil {
+						continue // no softmax attention in the layer
+					}
+				}
 				if c.DeltaNet != nil && c.DeltaNet.Linear[l] {
 					// a Gated DeltaNet layer: the recurrence's inputs and outputs
 					for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {
@@ -260,6 +302,9 @@ func TestGoldenParity(t *testing.T) {
 				checkClose(t, key("attn"), get(hooks.Name("blocks.{l}.attn.hook_pattern", l)), g.f32(t, key("attn")))
 				v := perQueryHead(get(hooks.Name("blocks.{l}.attn.hook_v", l)), g.B, g.T, c.Heads, c.KVHeads, c.DHead)
 				checkClose(t, key("v"), v, g.f32(t, key("v")))
+				if g.has(key("sink_mass")) { // learned sinks (gpt-oss): the dropped column, [B, H, T]
+					checkClose(t, key("sink_mass"), get(hooks.Name(hooks.AttnSinkMass, l)), g.f32(t, key("sink_mass")))
+				}
 				if c.Gate != GateNone {
 					checkClose(t, key("gate"), get(hooks.Name("blocks.{l}.attn.hook_gate", l)), g.f32(t, key("gate")))
 				}

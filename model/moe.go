@@ -47,6 +47,10 @@ type MoEConfig struct {
 	// RouterBias says that the router has a bias b_r (gpt-oss), stored
 	// beside its weight (….bias for ….weight).
 	RouterBias bool
+	// SwiGLULimit, when positive, makes the experts' activation gpt-oss's
+	// clamped SwiGLU (clampedSwiGLU: swiglu_limit, 7 in the release) with
+	// gain SwiGLUAlpha (swiglu_alpha, 1.702) in place of act(gate)·up.
+	SwiGLULimit, SwiGLUAlpha float32
 	// Dense marks, per layer, the layers whose channel mixer is the dense
 	// MLP of width DMLP instead of the experts (Qwen3-MoE's
 	// mlp_only_layers and decoder_sparse_step); nil: every layer sparse.
@@ -175,7 +179,7 @@ func (e *moeLayer) mixChannels(m *Model, out, h []float32, l, B, T int, opt Opti
 			}
 			linearAs(opt.Compute, a1[:k*F], xs[:k*D], k, D, ex.gate, F, ex.bGate)
 			linearAs(opt.Compute, a2[:k*F], xs[:k*D], k, D, ex.up, F, ex.bUp)
-			swiglu(a1[:k*F], a2[:k*F], e.act)
+			e.activate(a1[:k*F], a2[:k*F])
 			linearAs(opt.Compute, ys[:k*D], a1[:k*F], k, F, ex.down, D, ex.bDown)
 			// y[token] += w · expert(x)
 			for j, a := range part {
@@ -189,6 +193,40 @@ func (e *moeLayer) mixChannels(m *Model, out, h []float32, l, B, T int, opt Opti
 	}
 	copy(out[:n*D], sum)
 	return nil
+}
+
+// activate sets gate to the experts' gated activation of gate and up:
+// act(gate)·up, or gpt-oss's clamped SwiGLU where MoEConfig.SwiGLULimit is
+// set.
+func (e *moeLayer) activate(gate, up []float32) {
+	if c := e.cfg; c.SwiGLULimit > 0 {
+		clampedSwiGLU(gate, up, c.SwiGLULimit, c.SwiGLUAlpha)
+		return
+	}
+	swiglu(gate, up, e.act)
+}
+
+// clampedSwiGLU is gpt-oss's expert activation (Hugging Face
+// GptOssExperts), elementwise with limit ℓ and gain α:
+//
+//	g = min(gate, ℓ),  u = clamp(up, −ℓ, ℓ)
+//	gate ← (u + 1) · g · σ(α·g)
+//
+// in float32 as PyTorch rounds it (α·g rounded, σ in float64 then
+// rounded; a NaN gate stays NaN). The gate and up values arrive as the
+// separate products of the fused gate_up_proj's even and odd columns.
+func clampedSwiGLU(gate, up []float32, limit, alpha float32) {
+	const chunk = 4096
+	n := len(gate)
+	up = up[:n]
+	parallelRows((n+chunk-1)/chunk, chunk, func(lo, hi int) {
+		g, u := gate[lo*chunk:min(hi*chunk, n)], up[lo*chunk:min(hi*chunk, n)]
+		for i, x := range g {
+			x = min(x, limit) // NaN stays NaN (Go's min propagates it, as torch.clamp)
+			v := max(min(u[i], limit), -limit)
+			g[i] = (v + 1) * (x * sigmoid(x*alpha))
+		}
+	})
 }
 
 // route fills idx [n, k] (expert ids as float32) and w [n, k] (their

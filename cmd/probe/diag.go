@@ -116,6 +116,10 @@ func runDiag(opts *DiagOptions) error {
 		return fmt.Errorf("--sink-rows %q: want %s or %s", opts.SinkRows, probes.RenormRows, probes.RawRows)
 	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
+	if len(layers) == 0 {
+		return fmt.Errorf("%s (%s) has no softmax attention layers, so no attention rows to measure (its layers: %s; probe gdn reads recurrent layers)",
+			dir, c.Arch, c.LayerKinds()[0])
+	}
 	sinks := analysis.HasSinks(m)
 	copts := probes.CollectorOptions{ContinueOnNonFinite: opts.OnNonFinite == analysis.NonFiniteFlag, Kernel: k, SinkRows: sr, Sinks: sinks}
 	opt := model.Options{AllowExtrapolation: opts.AllowExtrapolation, Threads: opts.Threads}

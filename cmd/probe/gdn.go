@@ -89,7 +89,7 @@ func runGDN(opts *GDNOptions) error {
 	if opts.Stream.done(opts.Stdout, &man.RunRecord) {
 		return nil
 	}
-	fmt.Fprintf(opts.Stdout, "wrote %d rows (%d passes × Gated DeltaNet layers %v × value heads × tokens) to %s (%.1f s)\n",
+	fmt.Fprintf(opts.Stdout, "wrote %d rows (%d passes × recurrent layers %v × heads × tokens) to %s (%.1f s)\n",
 		len(rows), len(man.Chunks), man.Layers, opts.Stream.Out, man.Seconds)
 	return nil
 }

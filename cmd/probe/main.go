@@ -268,6 +268,7 @@ func commands() []*cobra.Command {
 		NewCmdSinks(nil),
 		NewCmdMassive(nil),
 		NewCmdRetrieval(nil),
+		NewCmdExplore(nil),
 	}
 }
 
