@@ -78,6 +78,17 @@ const (
 	GDNCoreOut          = "blocks.{l}.gdn.hook_core_out"
 	GDNFinalState       = "blocks.{l}.gdn.hook_final_state"
 	GDNEffAttn          = "blocks.{l}.gdn.hook_eff_attn"
+	RWKVR               = "blocks.{l}.rwkv.hook_r"
+	RWKVWLog            = "blocks.{l}.rwkv.hook_w_log"
+	RWKVW               = "blocks.{l}.rwkv.hook_w"
+	RWKVK               = "blocks.{l}.rwkv.hook_k"
+	RWKVV               = "blocks.{l}.rwkv.hook_v"
+	RWKVA               = "blocks.{l}.rwkv.hook_a"
+	RWKVKK              = "blocks.{l}.rwkv.hook_kk"
+	RWKVG               = "blocks.{l}.rwkv.hook_g"
+	RWKVWKV             = "blocks.{l}.rwkv.hook_wkv"
+	RWKVState           = "blocks.{l}.rwkv.hook_state"
+	RWKVEffAttn         = "blocks.{l}.rwkv.hook_eff_attn"
 	SSMZ                = "blocks.{l}.ssm.hook_z"
 	SSMX                = "blocks.{l}.ssm.hook_x"
 	SSMB                = "blocks.{l}.ssm.hook_B"
@@ -155,6 +166,17 @@ var Points = []Point{
 	{GDNCoreOut, "[batch,v_head,pos,d_value]", "Gated DeltaNet only: recurrence output o_t = S_tᵀq_t/√d_key, before the gated RMSNorm (head-major)"},
 	{GDNFinalState, "[batch,v_head,d_key,d_value]", "Gated DeltaNet only: the state S_T after the last token"},
 	{GDNEffAttn, "[batch,v_head,query,key]", "Gated DeltaNet only: exact effective attention W with core_out[t] = Σ_s W[t,s]·v[s] (lower triangular; rows need not sum to 1; entries may be negative); materialized only when hooked"},
+	{RWKVR, "[batch,pos,head,d_head]", "RWKV-7 only: receptance r = W_r x_r (the query of the state read wkv_t = S_t r_t)"},
+	{RWKVWLog, "[batch,pos,head,d_head]", "RWKV-7 only: log-log decay w_log = −softplus(−(w0 + tanh(x_w W1) W2)) − 0.5"},
+	{RWKVW, "[batch,pos,head,d_head]", "RWKV-7 only: per-channel decay w = exp(−exp(w_log)) ∈ (exp(−e^−0.5), 1), on the key axis of the state"},
+	{RWKVK, "[batch,pos,head,d_head]", "RWKV-7 only: key of the state update, after k ← k ⊙ (1 + (a − 1) ⊙ k_a)"},
+	{RWKVV, "[batch,pos,head,d_head]", "RWKV-7 only: value after the value residual (layers > 0: v + (v_first − v) ⊙ σ(v0 + x_v V1 V2))"},
+	{RWKVA, "[batch,pos,head,d_head]", "RWKV-7 only: in-context learning rate a = σ(a0 + x_a A1 A2)"},
+	{RWKVKK, "[batch,pos,head,d_head]", "RWKV-7 only: removal key κ̂ = normalize(k ⊙ k_k) per head (unit L2)"},
+	{RWKVG, "[batch,pos,d_model]", "RWKV-7 only: output gate g = σ(x_g G1) G2"},
+	{RWKVWKV, "[batch,pos,head,d_head]", "RWKV-7 only: state read wkv_t = S_t r_t, before the group norm"},
+	{RWKVState, "[batch,head,d_head,d_head]", "RWKV-7 only: the state S_T after the last token, S[i,j] with i the value index and j the key index"},
+	{RWKVEffAttn, "[batch,head,query,key]", "RWKV-7 only: exact effective attention M with wkv[t] = Σ_s M[t,s]·v[s], M[t,s] = k_sᵀ G_{s+1}…G_t r_t, G_u = diag(w_u) − κ̂_u (a_u ⊙ κ̂_u)ᵀ (lower triangular, signed, not normalised); materialized only when hooked"},
 	{SSMZ, "[batch,pos,d_inner]", "Mamba-2 only (mamba2 layers, Falcon-H1's SSM branch): the gate z of in_proj (× the µP multipliers where the release has them), before SiLU"},
 	{SSMX, "[batch,pos,ssm_head,ssm_d_head]", "Mamba-2 only: x after the causal conv + SiLU, split per head"},
 	{SSMB, "[batch,pos,ssm_head,d_state]", "Mamba-2 only: B after the conv + SiLU, repeated from its group to each head (the input direction of the state)"},

@@ -65,7 +65,9 @@ type AttnConsumer interface {
 }
 
 // A DeltaConsumer is an AttnConsumer that also receives the effective
-// attention of Gated DeltaNet layers (Qwen3.5's linear-attention layers):
+// attention of Gated DeltaNet layers (Qwen3.5's linear-attention layers)
+// and of RWKV-7's time mix (rows M[t, 0..t] with wkv[t] = Σ_s M[t, s]·v[s],
+// Head the head, V its values after the value residual):
 // tiles of rows W[t, 0..t] with core_out[t] = Σ_s W[t, s]·v[s], the exact
 // weights the delta rule puts on each past value given q, k, β and g. They
 // come in the same AttnTile, with Head the value head and V its values, and

@@ -67,6 +67,8 @@ type Config struct {
 	// MoE holds the mixture-of-experts channel mixer's settings (Mixtral,
 	// Qwen3-MoE, OLMoE, gpt-oss; see moe.go); nil: dense MLPs.
 	MoE *MoEConfig
+	// RWKV7 holds the RWKV-7 settings (ArchRWKV7 only; see rwkv7.go).
+	RWKV7 *RWKV7Config
 	// SSM holds the Mamba-2 mixers' settings (Mamba-2: every layer's token
 	// mixer; Falcon-H1: beside every layer's attention; see ssm.go).
 	SSM *SSMConfig
@@ -842,7 +844,8 @@ func (c *Config) fromGPT2(r *rawConfig) error {
 func (c *Config) LearnedGate() bool { return c.GatePerHead() > 0 && !c.GainGate }
 
 // LayerKinds describes each layer's token mixer: "gated DeltaNet",
-// "sliding window N" or "full attention" (softmax layers).
+// "RWKV-7 time mix", "sliding window N" or "full attention" (softmax
+// layers).
 func (c *Config) LayerKinds() []string {
 	kinds := make([]string, c.Layers)
 	for l := range kinds {
@@ -850,6 +853,8 @@ func (c *Config) LayerKinds() []string {
 		case c.DeltaNet != nil && c.DeltaNet.Linear[l]:
 			dn := c.DeltaNet
 			kinds[l] = fmt.Sprintf("gated DeltaNet (%d key / %d value heads × %d/%d, conv %d)", dn.KeyHeads, dn.ValueHeads, dn.KeyDim, dn.ValueDim, dn.ConvKernel)
+		case c.RWKV7 != nil:
+			kinds[l] = fmt.Sprintf("RWKV-7 time mix (%d heads × %d, generalised delta rule)", c.Heads, c.DHead)
 		case c.SSM != nil:
 			sc, kind := c.SSM, "Mamba-2"
 			if sc.Attention {
@@ -867,8 +872,12 @@ func (c *Config) LayerKinds() []string {
 
 // SoftmaxLayers returns the layers whose token mixer is softmax attention,
 // the ones that stream attention rows to AttnConsumers (all of them except
-// the Gated DeltaNet layers of a hybrid model and Mamba-2's layers).
+// the Gated DeltaNet layers of a hybrid model and Mamba-2's layers; none
+// of RWKV-7's, whose every layer is its recurrence).
 func (c *Config) SoftmaxLayers() []int {
+	if c.RWKV7 != nil {
+		return nil
+	}
 	var ls []int
 	for l := 0; l < c.Layers; l++ {
 		if (c.DeltaNet == nil || !c.DeltaNet.Linear[l]) && (c.SSM == nil || c.SSM.Attention) {

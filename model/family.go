@@ -122,7 +122,7 @@ func (m *Model) HeadParams() (*HeadTable, error) {
 // are recognised by their own fields come before the model_type ones
 // (Qiu et al.'s gated checkpoints say qwen3 or qwen2).
 var families = []*family{
-	rfaFamily, afaFamily, rtFamily, bftFamily, selropeFamily,
+	rfaFamily, afaFamily, rtFamily, bftFamily, selropeFamily, rwkv7Family,
 	gatedFamily, qwen3Family, qwen2Family, llamaFamily, gpt2Family,
 	qwen35Family,
 	gemma2Family, gemma3Family,

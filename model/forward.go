@@ -191,7 +191,8 @@ func (p *decoderPass) run(point string, l int, x []float32, shape ...int) {
 }
 
 // embed fills the residual stream with the token embeddings of ids, times
-// Config.EmbedScale, plus the learned positions where the model has them.
+// Config.EmbedScale, plus the learned positions where the model has them,
+// then normalized by Model.EmbedNormW/B where the model has that norm.
 func (p *decoderPass) embed(ids [][]int) {
 	m, x, B, T, D := p.m, p.x, p.B, p.T, p.m.DModel
 	// split over the cores: a mapped table's rows are page faults
@@ -218,6 +219,9 @@ func (p *decoderPass) embed(ids [][]int) {
 		}
 		p.run(hooks.PosEmbed, -1, pos, B, T, D)
 		addTo(x, pos)
+	}
+	if m.EmbedNormW != nil {
+		LayerNorm(x, x, D, m.EmbedNormW, m.EmbedNormB, m.NormEps) // RWKV's ln0
 	}
 }
 

@@ -147,9 +147,7 @@ func checkParsedConfig(t *testing.T, c *Config) {
 // notYet lists the golden configs of families this package does not run
 // yet (issues 27 and 31): their seeds must be refused as not supported,
 // and each entry goes when its family lands.
-var notYet = map[string]bool{
-	"golden_rwkv7": true,
-}
+var notYet = map[string]bool{}
 
 // TestFuzzParseConfigSeeds checks that the corpus holds every golden
 // config.json (byte for byte, so the fuzzer starts from the real files)

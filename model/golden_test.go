@@ -143,6 +143,11 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 			names = append(names, "blocks.*.gdn.hook_"+k)
 		}
 	}
+	if m.RWKV7 != nil {
+		for _, k := range rwkvKeys {
+			names = append(names, "blocks.*.rwkv.hook_"+k)
+		}
+	}
 	if m.SSM != nil {
 		for _, k := range ssmGoldenHooks {
 			names = append(names, "blocks.*.ssm.hook_"+k)
@@ -189,6 +194,10 @@ func perQueryHead(v []float32, B, T, H, KV, dh int) []float32 {
 	return out
 }
 
+// rwkvKeys are the golden keys {k}.{l} of an RWKV-7 layer, each the
+// layer's blocks.{l}.rwkv.hook_{k} in the same layout.
+var rwkvKeys = []string{"r", "w_log", "w", "k", "v", "a", "kk", "wkv", "state", "eff_attn"}
+
 // embedScaleOutside lists the model_types whose reference applies
 // Config.EmbedScale outside its embedding module, so that the golden
 // hidden.0 (that module's output) is before it: Granite's
@@ -234,6 +243,9 @@ func TestGoldenParity(t *testing.T) {
 			checkClose(t, "logits", out.Logits, g.f32(t, "logits"))
 			checkClose(t, "final_norm", get("ln_final.hook_normalized"), g.f32(t, "final_norm"))
 			embed := get("blocks.0.hook_resid_pre")
+			if m.EmbedNormW != nil {
+				embed = get("hook_embed") // hidden.0 is before the embedding norm (RWKV's ln0)
+			}
 			if s := c.EmbedScale; s != 0 && embedScaleOutside[c.ModelType] {
 				// the reference's hidden.0 is before the multiplier
 				embed = append([]float32(nil), embed...)
@@ -257,6 +269,14 @@ func TestGoldenParity(t *testing.T) {
 				checkClose(t, post, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, post))
 				if g.has(key("router_logits")) || g.has(key("router_w")) {
 					checkRouting(t, g, l, get)
+				}
+				if c.RWKV7 != nil {
+					// an RWKV-7 time mix: the recurrence's inputs and outputs
+					for _, k := range rwkvKeys {
+						checkClose(t, key(k), get(hooks.Name("blocks.{l}.rwkv.hook_"+k, l)), g.f32(t, key(k)))
+					}
+					checkClose(t, key("att_out"), get(hooks.Name("blocks.{l}.hook_attn_out", l)), g.f32(t, key("att_out")))
+					continue
 				}
 				if w := ssmOf(&m.Layers[l]); w != nil {
 					// a Mamba-2 mixer: its intermediates, parameters and output

@@ -100,6 +100,9 @@ type Model struct {
 	FinalW   []float32
 	FinalB   []float32
 	Head     Weight // [V, D]; the same storage as Embed when tied
+	// EmbedNormW and EmbedNormB are a LayerNorm of the embeddings before
+	// block 0 (RWKV's ln0), applied after hook_embed; nil: none.
+	EmbedNormW, EmbedNormB []float32
 
 	Dir        string
 	Format     string   // checkpoint format (see checkpoint.Checkpoint.Format)

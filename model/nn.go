@@ -95,6 +95,9 @@ var activations = map[string]func(float32) float32{
 	"gelu_fast":         geluTanh,
 	"gelu":              geluErf,
 	"relu":              func(x float32) float32 { return max(x, 0) },
+	// relu2 is relu(x)², transformers' ReLUSquaredActivation (RWKV's
+	// channel mix)
+	"relu2": func(x float32) float32 { x = max(x, 0); return x * x },
 }
 
 // silu(x) = x·σ(x) = x/(1 + e^−x) in float32, as PyTorch's F.silu (expf

@@ -146,7 +146,12 @@ func runDiag(opts *DiagOptions) error {
 	fmt.Fprintf(opts.Stdout, "wrote %d rows (%d samples × %d layers × %d heads × %d queries) to %s\n", B*len(layers)*c.Heads*T, B,
 		len(layers), c.Heads, T, opts.Out)
 	if len(layers) < c.Layers {
-		fmt.Fprintf(opts.Stdout, "measured the softmax layers %v; the others (Gated DeltaNet or Mamba-2 layers) have no softmax rows\n", layers)
+		kinds := c.LayerKinds()
+		for _, l := range layers {
+			kinds[l] = ""
+		}
+		other := slices.Compact(slices.DeleteFunc(kinds, func(k string) bool { return k == "" }))
+		fmt.Fprintf(opts.Stdout, "measured the softmax layers %v; the others (%s) have no softmax rows\n", layers, strings.Join(other, "; "))
 	}
 	if sinks {
 		fmt.Fprintf(opts.Stdout, "learned attention sinks: the diagnostics read the rows %s (--sink-rows); sink_mass is the dropped sink column's weight\n", sr)
