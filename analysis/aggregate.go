@@ -191,6 +191,9 @@ type Results struct {
 type Shape struct {
 	Layers, Heads int
 	Gated         bool
+	// Sinks says that the model has learned attention sinks (the tables
+	// then hold sink_mass; ModelInfo.Sinks).
+	Sinks bool
 	// Measured lists the layers with attention rows when not all have
 	// them (ModelInfo.MeasuredLayers); nil: every layer.
 	Measured []int
@@ -246,7 +249,7 @@ func newAggregator(shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOpti
 		return nil, fmt.Errorf("%d sliding windows for %d layers", len(shape.Windows), shape.Layers)
 	}
 	a := &aggregator{stats: map[statKey]*windowStats{}, seen: map[[2]int]bool{}, shape: shape, sw: sw, probe: probe,
-		agg: agg, metrics: passMetrics(shape.Gated, probe.Reductions), order: map[string]int{}}
+		agg: agg, metrics: passMetrics(shape.Gated, shape.Sinks, probe.Reductions), order: map[string]int{}}
 	for i, m := range a.metrics {
 		a.order[m] = i
 	}

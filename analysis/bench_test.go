@@ -81,7 +81,7 @@ func BenchmarkPass(b *testing.B) {
 				b.Fatal(err)
 			}
 			if buckets {
-				bucketRows(col, 0, T, 0, bucketEdges(T, 64, windowStart(T, 0.25), windowStart(T, 0.5)), false, nil)
+				bucketRows(col, 0, T, 0, bucketEdges(T, 64, windowStart(T, 0.25), windowStart(T, 0.5)), false, false, nil)
 			}
 		}
 		b.ReportMetric(float64(T)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")

@@ -70,8 +70,12 @@ type ModelInfo struct {
 	// Windows is each layer's sliding window (keys t−w+1 … t; 0: the
 	// layer sees every earlier position), nil when no layer has one (and in
 	// manifests written before the field, read as no window anywhere).
-	Windows []int      `json:"windows,omitempty"`
-	Files   []FileHash `json:"files"` // config.json and the weight files
+	Windows []int `json:"windows,omitempty"`
+	// Sinks says that the model's softmax attention has learned sink
+	// logits (gpt-oss: its pass issues blocks.{l}.attn.hook_sink_mass);
+	// absent for every other model.
+	Sinks bool       `json:"sinks,omitempty"`
+	Files []FileHash `json:"files"` // config.json and the weight files
 	// Digest is the sha256 over the files' names and hashes: the model's
 	// identity in pass keys.
 	Digest string `json:"digest"`
@@ -102,8 +106,8 @@ func ComputeDescription(c model.Compute, kernel string) string {
 
 // Shape returns the model's shape for aggregation.
 func (m ModelInfo) Shape() Shape {
-	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != "", Measured: m.MeasuredLayers,
-		Windows: m.Windows}
+	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != "", Sinks: m.Sinks,
+		Measured: m.MeasuredLayers, Windows: m.Windows}
 }
 
 // measuredLayers is ModelInfo.MeasuredLayers: nil when every layer is
@@ -132,7 +136,7 @@ func DescribeModel(m *model.Model) (ModelInfo, error) {
 		MeasuredLayers: measuredLayers(&m.Config), Windows: slidingWindows(&m.Config),
 		DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
 		Gate: string(m.Gate), DTypes: m.DTypes, Compute: ComputeDescription(m.Compute, m.ProductKernel(m.Compute)),
-		Parameters: m.Parameters}
+		Parameters: m.Parameters, Sinks: HasSinks(m)}
 	files := []string{filepath.Join(m.Dir, "config.json")}
 	for _, f := range m.Files {
 		if !filepath.IsAbs(f) && !strings.HasPrefix(f, m.Dir) {
@@ -303,6 +307,7 @@ func conventions(sw SweepOptions, agg AggOptions) map[string]string {
 		"window_bos":   fmt.Sprintf("t ≥ T − ⌊%v·T⌋ (BOS mass in Fig. 4)", sw.BOSFrac),
 		"layers":       "0-based; Figs. 2–3 pool the last analysis.last_layers layers (layers_used)",
 		"bos_mass":     "α[t, 0]: attention on position 0 (the BOS token when one is prepended, else the chunk's first token)",
+		"sink_rows":    "models with learned attention sinks only (model.sinks): every row metric reads the rows as sweep.probe.sink_rows says — renorm: divided by their own sum Σα = 1 − σ; raw: as the model returns them (sum 1 − σ); sink_mass = σ, the dropped sink column's weight, as the model computed it",
 		"scalar_S":     "S_mean = mean over the head dimension of S_i; lambda_obs and K apply Eq. 6 to S_mean (reduction (i)); lambda_obs_dim_mean, K_dim_mean: reduction (ii); lambda_obs_harmonic: (iii); (ii) and (iii) are in the tables only with sweep.probe.reductions = all",
 		"std":          fmt.Sprintf("ddof = %d; std_pooled over (sample, layer, head, query) elements, std_units over the means of (sample, layer) units", agg.DDOF),
 		"fig3":         "λ = λobs(Tmin)(1 − K_meas(Tmin))/K_meas(Tmin), λobs from the pooled n_eff and S_mean via the sweep's λobs form; K_meas = pooled mean of per-element K",

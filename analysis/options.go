@@ -48,6 +48,17 @@ type ProbeOptions struct {
 	// (probes.Reductions; docs/diagnostics.md measures the cost of each). A
 	// manifest without the field (written before it existed) means "all".
 	Reductions string `json:"reductions"`
+	// SinkRows is the reading of a model with learned attention sinks
+	// (gpt-oss), whose rows sum to 1 − σ: "renorm" (default: the rows
+	// divided by their own sum, the sink mass reported beside them as the
+	// gate it acts as) or "raw" (the rows as the model returns them);
+	// probes.SinkRows, docs/diagnostics.md ("Models with attention sinks")
+	// argues the default. A model without sinks reads the same under both.
+	// A manifest without the field (written before it existed) means
+	// "renorm", which no model without sinks can tell apart; for such a
+	// model a pass key leaves it out (expectedKey), so that its pass files
+	// from before the option stay valid.
+	SinkRows string `json:"sink_rows,omitempty"`
 }
 
 // Resolve fills in the defaults for head dimension dHead and checks the
@@ -64,6 +75,9 @@ func (p ProbeOptions) Resolve(dHead int) (ProbeOptions, error) {
 	}
 	if p.Reductions == "" {
 		p.Reductions = probes.MeanReduction.String()
+	}
+	if p.SinkRows == "" {
+		p.SinkRows = probes.RenormRows.String()
 	}
 	if p.Nu == 0 {
 		p.Nu = 1
@@ -106,6 +120,11 @@ func (p ProbeOptions) collector() (probes.CollectorOptions, error) {
 	o.Kernel = k
 	if o.Reductions, ok = probes.ParseReductions(p.Reductions); !ok {
 		return o, fmt.Errorf("reductions %q: want %s or %s", p.Reductions, probes.MeanReduction, probes.AllReductions)
+	}
+	if p.SinkRows != "" { // "" (a manifest from before the option): the default
+		if o.SinkRows, ok = probes.ParseSinkRows(p.SinkRows); !ok {
+			return o, fmt.Errorf("sink rows %q: want %s or %s", p.SinkRows, probes.RenormRows, probes.RawRows)
+		}
 	}
 	for _, v := range []struct {
 		name string

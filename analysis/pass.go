@@ -71,10 +71,11 @@ func bucketEdges(T, size int, windowStarts ...int) []int {
 }
 
 // passMetrics are the per-cell Collector metrics stored for every pass, in
-// table order (gate only for gated models; reductions (ii) and (iii) unless
-// reductions is "mean", see ProbeOptions.Reductions: "" is a manifest from
-// before the option, which stored all).
-func passMetrics(gated bool, reductions string) []string {
+// table order (gate only for gated models, sink_mass only for models with
+// learned attention sinks; reductions (ii) and (iii) unless reductions is
+// "mean", see ProbeOptions.Reductions: "" is a manifest from before the
+// option, which stored all).
+func passMetrics(gated, sinks bool, reductions string) []string {
 	red, ok := probes.ParseReductions(reductions)
 	if !ok {
 		red = probes.AllReductions
@@ -83,6 +84,10 @@ func passMetrics(gated bool, reductions string) []string {
 		probes.MetricLambdaObs, probes.MetricK, probes.MetricLambdaObsDimMean, probes.MetricKDimMean,
 		probes.MetricLambdaObsHarmonic, probes.MetricBOSMass, probes.MetricENorm}
 	m = slices.DeleteFunc(m, func(n string) bool { return !red.Stores(n) })
+	if sinks { // beside the first-token mass
+		i := slices.Index(m, probes.MetricBOSMass)
+		m = slices.Insert(m, i+1, probes.MetricSinkMass)
+	}
 	if gated {
 		m = append(m, probes.MetricGate)
 	}
@@ -92,8 +97,8 @@ func passMetrics(gated bool, reductions string) []string {
 // bucketRows summarizes batch entry b of a Collector into bucket rows for
 // pass (T, sample): every layer, head and metric over the buckets between
 // edges. The collector's T must be at least the last edge.
-func bucketRows(c *probes.Collector, b, T, sample int, edges []int, gated bool, layers []int) []BucketRow {
-	metrics := passMetrics(gated, c.Options().Reductions.String())
+func bucketRows(c *probes.Collector, b, T, sample int, edges []int, gated, sinks bool, layers []int) []BucketRow {
+	metrics := passMetrics(gated, sinks, c.Options().Reductions.String())
 	if layers == nil {
 		layers = make([]int, c.L)
 		for l := range layers {

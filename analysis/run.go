@@ -285,8 +285,12 @@ func (s *Sweep) passIDs(c Chunk) []int {
 
 // expectedKey is the key of chunk c without its token digest.
 func expectedKey(info ModelInfo, o SweepOptions, c Chunk) PassKey {
+	probe := o.Probe
+	if !info.Sinks {
+		probe.SinkRows = "" // decides nothing without sinks: absent, as in the keys from before the option
+	}
 	return PassKey{Format: formatVersion, Model: info.Digest, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
-		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: o.Probe,
+		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: probe,
 		Cuts: windowCuts(info.Windows), Compute: o.Compute}
 }
 
@@ -299,6 +303,7 @@ func (s *Sweep) checkMemory(chunks []Chunk) error {
 		return nil
 	}
 	copts, _ := s.Options.Probe.collector()
+	copts.Sinks = s.Info.Sinks
 	err := probes.CheckModelMemory(s.Model, 1, T, model.Options{Threads: s.Threads}, copts)
 	if err != nil {
 		return fmt.Errorf("the sweep's longest pass (T=%d, with its diagnostics' results): %w", T, err)
@@ -330,6 +335,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	rec := PassRecord{Key: key, Hash: key.Hash(), File: passFileName(c.T, c.Sample), Threads: s.Threads}
 	copts, _ := s.Options.Probe.collector()
 	copts.ContinueOnNonFinite = s.Options.OnNonFinite == NonFiniteFlag
+	copts.Sinks = s.Info.Sinks
 	col, err := probes.NewModelCollector(1, cfg, c.T, copts)
 	if err != nil {
 		return rec, nil, err
@@ -371,7 +377,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 	}
 	edges := bucketEdges(c.T, s.Options.Bucket, append([]int{windowStart(c.T, s.Options.LastFrac), windowStart(c.T, s.Options.BOSFrac)},
 		key.Cuts...)...)
-	rows := bucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, cfg.SoftmaxLayers())
+	rows := bucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, s.Info.Sinks, cfg.SoftmaxLayers())
 	return rec, rows, nil
 }
 

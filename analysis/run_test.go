@@ -136,7 +136,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 		f2[fmt.Sprint(r.T, r.Metric)] = r
 	}
 	for _, T := range []int{24, 40} {
-		for _, m := range passMetrics(true, "all") {
+		for _, m := range passMetrics(true, false, "all") {
 			r := f2[fmt.Sprint(T, m)]
 			mean, std, um, us := nv.pool(T, m)
 			check(fmt.Sprintf("fig2 T=%d %s mean", T, m), r.Mean, mean)
@@ -236,7 +236,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 	}
 
 	// Heads table: every row against the naive pooled values.
-	if len(res.Heads) != 2*3*4*len(passMetrics(true, "all"))*3 {
+	if len(res.Heads) != 2*3*4*len(passMetrics(true, false, "all"))*3 {
 		t.Fatalf("heads: %d rows", len(res.Heads))
 	}
 	for _, r := range res.Heads {
@@ -529,7 +529,7 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 	// "mean") of 14 NaN rows × 4 heads, plus the gate of the poisoned
 	// position in 4 heads; layers 1–2 were never reached (every metric × 2
 	// layers × 4 heads × 24 queries).
-	nm := int64(len(passMetrics(true, "mean")))
+	nm := int64(len(passMetrics(true, false, "mean")))
 	if want := (nm-1)*14*4 + 4 + nm*2*4*24; res.Summary.NonFinite != want {
 		t.Errorf("summary counts %d non-finite values, want %d", res.Summary.NonFinite, want)
 	}

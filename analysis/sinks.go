@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"gorgonia.org/tensor"
 
@@ -31,6 +32,7 @@ type SinkHeadRow struct {
 	MaxWeight   float64 `parquet:"max_weight"`
 	MaxLast     float64 `parquet:"max_weight_last"`
 	NEff        float64 `parquet:"neff"`
+	SinkMass    float64 `parquet:"sink_mass"` // mean σ_t of a model with learned sinks; 0 without
 	GateMean    float64 `parquet:"gate_mean"`
 	GateMedian  float64 `parquet:"gate_median"`
 	GateBelow   float64 `parquet:"gate_below"`
@@ -67,6 +69,10 @@ type SinksOptions struct {
 	IncludeFirstQuery bool `json:"include_first_query"`
 	// GateBelow is the threshold of the gate sparsity (Qiu et al.: 0.1).
 	GateBelow float64 `json:"gate_below"`
+	// SinkRows is the reading of a model with learned attention sinks:
+	// "renorm" (default) or "raw" (probes.SinkRows; ProbeOptions.SinkRows).
+	// "" (a manifest from before the option) means "renorm".
+	SinkRows string `json:"sink_rows"`
 	// SplitLocal adds rate rows for global and local (sliding-window)
 	// layers separately when the model has both.
 	SplitLocal         bool `json:"split_local"`
@@ -77,7 +83,7 @@ type SinksOptions struct {
 // DefaultSinksOptions are the command's defaults.
 func DefaultSinksOptions() SinksOptions {
 	return SinksOptions{Samples: 1, Disjoint: DisjointAll, Placement: PlaceSequential, Seed: 1, Eps: []float64{0.3},
-		IncludeFirstQuery: true, GateBelow: 0.1, SplitLocal: true}
+		IncludeFirstQuery: true, GateBelow: 0.1, SinkRows: probes.RenormRows.String(), SplitLocal: true}
 }
 
 // SinksManifest records a sinks run (or one shard of it).
@@ -120,6 +126,22 @@ type SinksRun struct {
 	DeviationTokens int
 }
 
+// HasSinks reports whether m's softmax attention has learned sink logits
+// (gpt-oss): whether its pass issues blocks.{l}.attn.hook_sink_mass, which
+// the attention issues exactly then.
+func HasSinks(m *model.Model) bool {
+	names, err := m.HookNames()
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		if hooks.Match(strings.Replace(hooks.AttnSinkMass, "{l}", "*", 1), n) {
+			return true
+		}
+	}
+	return false
+}
+
 // LayerWindows returns each layer's sliding window (0: none) from c's
 // Sliding and SlidingLayers, the span the model's attention applies.
 func LayerWindows(c *model.Config) []int {
@@ -143,6 +165,12 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 		if !(e >= 0 && e < 1) {
 			return nil, nil, nil, fmt.Errorf("ε = %v: want 0 ≤ ε < 1 (a mean attention above ε)", e)
 		}
+	}
+	if o.SinkRows == "" {
+		o.SinkRows = probes.RenormRows.String()
+	}
+	if _, ok := probes.ParseSinkRows(o.SinkRows); !ok {
+		return nil, nil, nil, fmt.Errorf("sink rows %q: want %s or %s", o.SinkRows, probes.RenormRows, probes.RawRows)
 	}
 	st := streamStart{kind: "sinks", dir: r.Dir, load: r.Load, source: r.Source, stream: r.Stream, formats: r.Formats,
 		threads: r.Threads, shard: r.Shard, cliOptions: r.CLIOptions, args: r.Args,
@@ -200,6 +228,12 @@ func SinkHooks(hs *hooks.Set, c *model.Config, ch Chunk, o SinksOptions) (func()
 	if err != nil {
 		return nil, err
 	}
+	if o.SinkRows != "" {
+		var ok bool
+		if sc.SinkRows, ok = probes.ParseSinkRows(o.SinkRows); !ok {
+			return nil, fmt.Errorf("sink rows %q: want %s or %s", o.SinkRows, probes.RenormRows, probes.RawRows)
+		}
+	}
 	for _, l := range layers {
 		hs.Stream(l, sc)
 	}
@@ -222,6 +256,7 @@ func SinkHooks(hs *hooks.Set, c *model.Config, ch Chunk, o SinksOptions) (func()
 			row := SinkHeadRow{T: ch.T, Sample: ch.Sample, Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head,
 				Rows: h.Rows, BOSN: h.BOSN, LeftOut: h.LeftOut, BOSMass: h.BOSMass, Entropy: h.Entropy,
 				EntropyNorm: h.EntropyNorm, LogT: math.Log(float64(ch.T)), MaxWeight: h.MaxWeight, MaxLast: h.MaxLast, NEff: h.NEff,
+				SinkMass: h.SinkMass,
 				GateMean: math.NaN(), GateMedian: math.NaN(), GateBelow: math.NaN(), GateFirst: math.NaN(), GateRest: math.NaN()}
 			if windows[h.Layer] > 0 {
 				row.Kind = "local"
@@ -331,6 +366,8 @@ func sinksConventions() map[string]string {
 		"entropy":         "mean over queries of H_t = -sum_j alpha_tj ln alpha_tj (nats); entropy_norm = mean of H_t / ln(visible keys) over queries with >= 2 visible keys; log_T = ln T",
 		"max_weight":      "mean over queries of max_j alpha_tj; max_weight_last over t >= T - floor(T/4)",
 		"neff":            "mean over queries of 1/sum_j alpha_tj^2",
+		"sink_mass":       "mean over queries of sigma_t, the weight of the sink column a model with learned attention sinks (gpt-oss) drops after its softmax; 0 without sinks",
+		"sink_rows":       "models with learned sinks: every other column reads the rows as sinks.sink_rows says — renorm: alpha divided by its own sum 1 - sigma_t; raw: as the model returns them (sum 1 - sigma_t)",
 		"gate":            "over every gate value of the head in the pass (tokens x dims for an element-wise gate): mean, exact median, fraction below gate_below; gate_first = mean at token 0, gate_rest = mean at tokens >= 1",
 		"attention_rows":  "post-softmax, pre-gate rows of the softmax layers, streamed in tiles; never a T x T matrix",
 		"batch_and_chunk": "one sequence per pass; chunks as in a sweep (disjoint, placement, offset)",

@@ -351,6 +351,25 @@ func (c *Checkpoint) Uint16View(name string) ([]uint16, error) {
 	return out, nil
 }
 
+// Uint8View returns the bytes of a 1-byte tensor (U8, I8, BOOL) as
+// stored, without decoding them: like Float32View, a view of the mapping
+// for a contiguous tensor of a memory-mapped file, else a copy in a new
+// slice. Other dtypes are refused. model.Load keeps MXFP4 expert weights
+// (the `_blocks` and `_scales` of gpt-oss's release) this way.
+func (c *Checkpoint) Uint8View(name string) ([]uint8, error) {
+	t, err := c.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if t.elemSize != 1 {
+		return nil, t.errorf("dtype %s is not a 1-byte type (U8, I8, BOOL)", t.info.DType)
+	}
+	if v := t.mappedBytes(); v != nil {
+		return v[:t.numel:t.numel], nil
+	}
+	return c.Bytes(name)
+}
+
 // float32Copy decodes the tensor into a new float32 slice.
 func (t *tensor) float32Copy() ([]float32, error) {
 	out := make([]float32, t.numel)

@@ -300,3 +300,45 @@ func TestReleaser(t *testing.T) {
 		t.Error("Releaser of an absent tensor is not nil")
 	}
 }
+
+// TestMappedUint8View: a U8 tensor of a mapped file (MXFP4 blocks and
+// scales) is a view of the mapping, its bytes as stored; a tensor of
+// another element size is refused by name.
+func TestMappedUint8View(t *testing.T) {
+	if !canMap {
+		t.Skip("files are not mapped on this platform")
+	}
+	path := filepath.Join(t.TempDir(), "q.safetensors")
+	const n = 1 << 21
+	blocks := make([]uint8, n)
+	for i := range blocks {
+		blocks[i] = uint8(i * 131)
+	}
+	if err := WriteSafetensors(path, []Tensor{
+		{Name: "a_blocks", Shape: []int{n / 16, 16}, Data: blocks},
+		{Name: "b_w", Shape: []int{2}, Data: []float32{1, 2}},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	v, err := c.Uint8View("a_blocks")
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<19 {
+		t.Errorf("Uint8View of a mapped 2 MiB tensor allocated %d bytes, want a view", alloc)
+	}
+	if !bytes.Equal(v, blocks) || cap(v) != n {
+		t.Errorf("Uint8View: %d bytes (cap %d), equal %v; want the %d stored", len(v), cap(v), bytes.Equal(v, blocks), n)
+	}
+	if _, err := c.Uint8View("b_w"); err == nil || !strings.Contains(err.Error(), `tensor "b_w": dtype F32 is not a 1-byte type`) {
+		t.Errorf("Uint8View of an F32 tensor: %v", err)
+	}
+}

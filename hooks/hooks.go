@@ -38,6 +38,7 @@ const (
 	AttnRotK            = "blocks.{l}.attn.hook_rot_k"
 	AttnPattern         = "blocks.{l}.attn.hook_pattern"
 	AttnPatternDecayed  = "blocks.{l}.attn.hook_pattern_decayed"
+	AttnSinkMass        = "blocks.{l}.attn.hook_sink_mass"
 	AttnPhaseGate       = "blocks.{l}.attn.hook_phase_gate"
 	AttnAngularVelocity = "blocks.{l}.attn.hook_angular_velocity"
 	AttnAngle           = "blocks.{l}.attn.hook_angle"
@@ -48,6 +49,9 @@ const (
 	LN2Normalized       = "blocks.{l}.ln2.hook_normalized"
 	MLPPre              = "blocks.{l}.mlp.hook_pre"
 	MLPPost             = "blocks.{l}.mlp.hook_post"
+	MLPRouterLogits     = "blocks.{l}.mlp.hook_router_logits"
+	MLPExpertIndices    = "blocks.{l}.mlp.hook_expert_indices"
+	MLPExpertWeights    = "blocks.{l}.mlp.hook_expert_weights"
 	MLPOut              = "blocks.{l}.hook_mlp_out"
 	ResidPost           = "blocks.{l}.hook_resid_post"
 	BFTTau              = "bft.hook_tau"
@@ -96,6 +100,7 @@ var Points = []Point{
 	{AttnRotQ, "[batch,pos,head,d_head] or [batch,pos,head,d_head,re_im] (RFA: complex)", "query after QK-norm and RoPE, as it enters the dot product"},
 	{AttnRotK, "[batch,pos,kv_head,d_head] or [batch,pos,kv_head,d_head,re_im] (RFA: complex)", "key after QK-norm and RoPE"},
 	{AttnPattern, "[batch,head,query,key]", "post-softmax attention weights, before any output gate; materialized only when hooked"},
+	{AttnSinkMass, "[batch,head,query]", "learned attention sinks only (gpt-oss): the weight σ = e^(s_h − m)/Z of head h's sink column, the extra softmax column dropped after the softmax, so that each hook_pattern row sums to 1 − σ; observation only (the output is formed from the rows)"},
 	{AttnPatternDecayed, "[batch,head,query,key]", "RFA and AFA only: decayed attention A = Â ⊙ E (Â is hook_pattern); rows sum to ≤ 1; materialized only when hooked"},
 	{AttnPhaseGate, "[batch,pos,head] or [batch,pos,head,pair]", "Selective RoPE only: phase gate σ(W_g·xn + b_g) that scales the angle increments (per pair for the gla gate)"},
 	{AttnAngularVelocity, "[batch,pos,head,pair]", "Selective RoPE only: angular velocity ω_t = Θ_n·Δφ_t, the per-step increment of hook_angle in radians per token (after the phase gate)"},
@@ -107,6 +112,9 @@ var Points = []Point{
 	{LN2Normalized, "[batch,pos,d_model]", "input of the MLP after the pre-MLP norm"},
 	{MLPPre, "[batch,pos,d_mlp]", "MLP hidden pre-activation (gate projection for SwiGLU)"},
 	{MLPPost, "[batch,pos,d_mlp]", "MLP hidden after the activation (act(gate)·up for SwiGLU), before down_proj"},
+	{MLPRouterLogits, "[batch,pos,expert]", "mixture-of-experts layers only: router logits z = h·W_routerᵀ (+ bias: gpt-oss) over the experts, before the softmax and top-k; a change here changes the routing"},
+	{MLPExpertIndices, "[batch,pos,top_k]", "mixture-of-experts layers only: the k experts each token is routed to, as float32 values of the expert ids 0…expert−1, in torch.topk order (descending weight; ties to the lower id); a change here re-routes the token (each value must stay an id)"},
+	{MLPExpertWeights, "[batch,pos,top_k]", "mixture-of-experts layers only: the routing weights multiplied into the outputs of the experts of hook_expert_indices, same order (renormalised to sum 1 where the family does: norm_topk_prob)"},
 	{MLPOut, "[batch,pos,d_model]", "MLP output added to the residual"},
 	{ResidPost, "[batch,pos,d_model]", "residual stream leaving block l"},
 	{BFTTau, "[batch,pos]", "BFT only: initial precision τ of each token (Eq. 10/11), λ of layer 0 in every dimension"},
@@ -323,6 +331,7 @@ func (s *Set) Has(name string) bool {
 // afterHeads are the points of a block after its attention heads' output
 // (hook_z): reading one needs the block's o_proj and MLP.
 var afterHeads = map[string]bool{AttnOut: true, ResidMid: true, LN2Normalized: true, MLPPre: true, MLPPost: true,
+	MLPRouterLogits: true, MLPExpertIndices: true, MLPExpertWeights: true,
 	MLPOut: true, ResidPost: true, BFTLambdaPost: true, BFTJacobian: true, BFTLambdaPred: true}
 
 // beforeBlocks are the points outside the blocks that come before them.

@@ -62,3 +62,21 @@ func TestReach(t *testing.T) {
 		t.Errorf("AddAny: Reach = %d, %v; want every block", b, h)
 	}
 }
+
+// TestSinkMassPoint: blocks.{l}.attn.hook_sink_mass is a registered point
+// of shape [batch, head, query], valid at any layer below the model's.
+func TestSinkMassPoint(t *testing.T) {
+	if err := Valid("blocks.3.attn.hook_sink_mass", 4); err != nil {
+		t.Errorf("Valid: %v", err)
+	}
+	if err := Valid("blocks.*.attn.hook_sink_mass", 4); err != nil {
+		t.Errorf("Valid with *: %v", err)
+	}
+	if err := Valid("blocks.4.attn.hook_sink_mass", 4); err == nil {
+		t.Errorf("layer 4 of 4 accepted")
+	}
+	sh := Shapes(Name(AttnSinkMass, 0))
+	if len(sh) != 1 || len(sh[0]) != 3 || sh[0][0] != "batch" || sh[0][1] != "head" || sh[0][2] != "query" {
+		t.Errorf("Shapes = %v, want [[batch head query]]", sh)
+	}
+}

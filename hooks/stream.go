@@ -10,6 +10,12 @@ package hooks
 // the seeds' mechanisms they are the unattenuated pattern (see the model's
 // documentation of hook_pattern).
 //
+// With learned attention sinks (gpt-oss) each row is the softmax over its
+// keys and one extra column, the head's sink logit, which is dropped: the
+// row sums to 1 − Sink[r], and Sink[r] is the sink mass (the value of
+// blocks.{l}.attn.hook_sink_mass). Sink is nil for a model without sinks,
+// where the rows sum to 1 (SinkMass gives 0).
+//
 // V holds the head's value vectors for every key position of the sequence,
 // row j at V[j*VStride : j*VStride+DHead] (for grouped-query attention it is
 // the shared KV head's values, exactly the vectors this head multiplies
@@ -21,6 +27,7 @@ type AttnTile struct {
 	Rows   int       // number of query rows in the tile
 	Stride int       // distance between rows in Alpha
 	Alpha  []float32 // [Rows, Stride]
+	Sink   []float32 // [Rows]: each row's sink mass; nil without sinks
 
 	T       int       // sequence length (number of key positions)
 	DHead   int       // value dimension of the head
@@ -32,6 +39,14 @@ type AttnTile struct {
 func (a *AttnTile) Row(r int) []float32 {
 	t := a.Q0 + r
 	return a.Alpha[r*a.Stride : r*a.Stride+t+1]
+}
+
+// SinkMass returns the sink mass of row r (0 without sinks).
+func (a *AttnTile) SinkMass(r int) float32 {
+	if a.Sink == nil {
+		return 0
+	}
+	return a.Sink[r]
 }
 
 // Value returns v_j, the value vector at key position j.
@@ -81,7 +96,10 @@ type MomentsConsumer interface {
 //	Entropy[r]  = −Σ_j α_tj log α_tj         (0·log 0 = 0)
 //	E[r·d+i]    = e_ti = Σ_j α_tj v_ji       S[r·d+i] = Σ_j α_tj (v_ji − e_ti)²
 //
-// with d = Tile.DHead, over the float32 weights α the tile holds. The pass
+// with d = Tile.DHead, over the float32 weights α the tile holds: with
+// learned sinks the raw rows, without the sink column, so that SumAlpha =
+// 1 − Tile.Sink[r] and E, S are the raw rows' (a diagnostic on rows
+// renormalised over the tokens rescales them by 1/SumAlpha). The pass
 // forms them at the cost of one float32 matrix product per head and tile
 // beyond the attention: SumAlpha, SumSq and the entropy in the softmax's
 // pass over the exponentials; E is the pass's own output α·v; S comes from

@@ -29,6 +29,15 @@ type attnArgs struct {
 	// window it is a parameter of softmaxTile and of its row kernels.
 	softcap float32
 
+	// sinks are the learned sink logits s_h of the query heads ([heads];
+	// nil: none), gpt-oss's extra softmax column: every row of head h is
+	// the softmax over its keys and s_h, with the s_h column dropped, so
+	// that it sums to 1 − σ (the sink mass; softmaxRowStats). The logit is
+	// used as it is (no scale, no soft-cap); −Inf is no sink for that
+	// head. Each row's σ goes to the consumers (hooks.AttnTile.Sink) and,
+	// when hooked, to blocks.{l}.attn.hook_sink_mass (sinkMass).
+	sinks []float32
+
 	// bf16 rounds k and v to bfloat16 in place and q as it is read
 	// (ComputeBF16): the scores and α·v are then sums of exact products
 	// of bf16 values, on AMX where the CPU has it (attendGroup).
@@ -38,6 +47,7 @@ type attnArgs struct {
 
 	consumers []hooks.AttnConsumer
 	pattern   []float32 // [B, H, T, T] when the pattern is hooked, else nil
+	sinkMass  []float32 // [B, H, T] when there are sinks and hook_sink_mass is hooked, else nil
 	tileRows  int
 	threads   int
 
@@ -78,6 +88,9 @@ type logitsFunc func(w int, lg []float64, b, h, q0, rows, ncol int, s []float32)
 // observe: the output is the same, bit for bit, with or without them.
 // Query head h reads KV head h / (H/KV).
 func causalAttention(a *attnArgs) error {
+	if err := checkSinks(a.sinks, a.heads); err != nil {
+		return err
+	}
 	if a.bf16 {
 		roundBF16(a.k)
 		roundBF16(a.v)
@@ -165,6 +178,7 @@ type headWork struct {
 	scores  []float32 // [heads·tile, T]
 	qp, zp  []float32 // [heads·tile, dh]: packed queries and outputs
 	lg      []float64 // [T]: a filter family's scratch row (attnArgs.logits)
+	sink    []float32 // [heads·tile]: the rows' sink mass (attnArgs.sinks)
 	panels  []panelProduct
 	kpack   []float32       // the head's keys packed once (packKT)
 	kb, vb  kern.PackedBF16 // the head's keys and values packed once for AMX (attnArgs.bf16)
@@ -211,6 +225,7 @@ func (l *workList) get(n, T, dh int, moments bool) *headWork {
 	hw.qp = grow(hw.qp, n*dh)
 	hw.zp = grow(hw.zp, n*dh)
 	hw.lg = grow(hw.lg, T)
+	hw.sink = grow(hw.sink, n)
 	if !moments {
 		hw.mw = nil
 	} else if hw.mw == nil || !hw.mw.fits(n, T, dh) {
@@ -314,11 +329,15 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 			if a.logits != nil {
 				a.logits(hw.worker, hw.lg, b, h0+j, q0, rows, ncol, sj)
 			}
+			o := j * rows
+			sink, sm := noSink, []float32(nil)
+			if a.sinks != nil {
+				sink, sm = a.sinks[h0+j], hw.sink[o:o+rows]
+			}
 			if mw == nil {
-				softmaxTile(sj, rows, ncol, q0, a.window, a.softcap, nil, nil, nil, nil, nil)
+				softmaxTile(sj, rows, ncol, q0, a.window, a.softcap, sink, sm, nil, nil, nil, nil, nil)
 			} else {
-				o := j * rows
-				softmaxTile(sj, rows, ncol, q0, a.window, a.softcap, mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows],
+				softmaxTile(sj, rows, ncol, q0, a.window, a.softcap, sink, sm, mw.s1[o:o+rows], mw.s2[o:o+rows], mw.ent[o:o+rows],
 					norms, mw.gs[o:o+rows])
 			}
 			if a.pattern != nil {
@@ -326,6 +345,9 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 					t := q0 + r
 					copy(a.pattern[((b*a.heads+h0+j)*T+t)*T:][:t+1], sj[r*ncol:r*ncol+t+1])
 				}
+			}
+			if a.sinkMass != nil {
+				copy(a.sinkMass[(b*a.heads+h0+j)*T+q0:][:rows], sm)
 			}
 		}
 		// zp = α·v: the output, and e for the moments; G = α·(v − c)² for
@@ -375,6 +397,9 @@ func attendGroup(a *attnArgs, b, kvh, j0, j1, tile int, hw *headWork) error {
 		}
 		for j := 0; j < nh; j++ {
 			at.Head, at.Q0, at.Rows, at.Stride, at.Alpha = h0+j, q0, rows, ncol, s.Data[j*rows*ncol:(j+1)*rows*ncol]
+			if a.sinks != nil {
+				at.Sink = hw.sink[j*rows : (j+1)*rows]
+			}
 			for _, c := range hw.plain {
 				if err := c.ConsumeAttn(&at); err != nil {
 					return err
@@ -510,20 +535,23 @@ func causalTimesV(s, vals blas32.General, q0, rows int, zp blas32.General) {
 
 // softmaxTile turns the rows × ncol scores s of the query rows q0 …
 // q0+rows−1 into attention weights in place: row r (query t = q0+r) gets
-// the softmax of its keys max(0, t−window+1) … t (window 0: keys 0 … t) and
-// 0 elsewhere. With softcap c > 0 each of those scores x first becomes
-// c·tanh(x/c) (capLogits, Gemma 2's attention logit soft-cap; the C tile
-// uses the same roundings with the C library's tanh); softcap 0 leaves them
-// as they are. With s1 non-nil it also writes each row's Σα, Σα² and
-// entropy −Σα log α into s1, s2 and ent (softmaxRowStats); with w non-nil
-// (and s1) also g[r] = Σ_j α_rj w_j, the weights times a vector w of the
-// keys (the moments' G = Σα‖v − c‖² when only Σ_i S_i is asked for,
-// hooks.SumOnlyConsumer). The OpenBLAS build replaces it with a C kernel on
-// CPUs with AVX2 but without AVX-512.
+// the softmax of its keys max(0, t−window+1) … t (window 0: keys 0 … t)
+// and of the head's sink column, and 0 elsewhere (softmaxRowStats: with a
+// sink logit the row sums to 1 − σ_r, the sink mass, which goes to sm[r]
+// when sm is not nil; sink −Inf: no sink). With softcap c > 0 each of
+// those scores x first becomes c·tanh(x/c) (capLogits, Gemma 2's attention
+// logit soft-cap; the C tile uses the same roundings with the C library's
+// tanh); softcap 0 leaves them as they are; the sink logit is never
+// capped. With s1 non-nil it also writes each row's Σα, Σα² and entropy
+// −Σα log α of the returned weights into s1, s2 and ent
+// (softmaxRowStats); with w non-nil (and s1) also g[r] = Σ_j α_rj w_j, the
+// weights times a vector w of the keys (the moments' G = Σα‖v − c‖² when
+// only Σ_i S_i is asked for, hooks.SumOnlyConsumer). The OpenBLAS build
+// replaces it with a C kernel on CPUs with AVX2 but without AVX-512.
 var softmaxTile = softmaxTileGo
 
 // softmaxTileGo is softmaxTile row by row with softmaxRowStats.
-func softmaxTileGo(s []float32, rows, ncol, q0, window int, softcap float32, s1, s2, ent []float64, w []float32, g []float64) {
+func softmaxTileGo(s []float32, rows, ncol, q0, window int, softcap, sink float32, sm []float32, s1, s2, ent []float64, w []float32, g []float64) {
 	for r := 0; r < rows; r++ {
 		t := q0 + r
 		row := s[r*ncol : (r+1)*ncol]
@@ -532,15 +560,18 @@ func softmaxTileGo(s []float32, rows, ncol, q0, window int, softcap float32, s1,
 			lo = t - window + 1
 		}
 		clear(row[t+1:]) // causal mask; the P·V product reads these
-		if s1 == nil {
-			softmaxRowStats(row[:t+1], lo, softcap, false, nil)
-			continue
+		var mass float32
+		switch {
+		case s1 == nil:
+			_, _, _, _, mass = softmaxRowStats(row[:t+1], lo, softcap, sink, false, nil)
+		case w == nil:
+			s1[r], s2[r], ent[r], _, mass = softmaxRowStats(row[:t+1], lo, softcap, sink, true, nil)
+		default:
+			s1[r], s2[r], ent[r], g[r], mass = softmaxRowStats(row[:t+1], lo, softcap, sink, true, w)
 		}
-		if w == nil {
-			s1[r], s2[r], ent[r], _ = softmaxRowStats(row[:t+1], lo, softcap, true, nil)
-			continue
+		if sm != nil {
+			sm[r] = mass
 		}
-		s1[r], s2[r], ent[r], g[r] = softmaxRowStats(row[:t+1], lo, softcap, true, w)
 	}
 }
 
@@ -601,8 +632,15 @@ func attend(a *attnArgs, hs *hooks.Set, run hookRun) error {
 	if hs.Has(patName) || (a.decay != nil && hs.Has(decName)) {
 		a.pattern = make([]float32, B*H*T*T)
 	}
+	if a.sinks != nil && hs.Has(hooks.Name(hooks.AttnSinkMass, a.layer)) {
+		a.sinkMass = make([]float32, B*H*T)
+	}
 	if err := causalAttention(a); err != nil {
 		return fmt.Errorf("model: layer %d attention: %w", a.layer, err)
+	}
+	if a.sinks != nil {
+		// observation only: the weights are formed, the sink column dropped
+		run(hooks.AttnSinkMass, a.layer, a.sinkMass, B, H, T)
 	}
 	if a.pattern == nil {
 		return nil
@@ -622,6 +660,23 @@ func attend(a *attnArgs, hs *hooks.Set, run hookRun) error {
 		}
 		return nil
 	})
+}
+
+// checkSinks refuses sink logits that are not one per query head, or that
+// are NaN or +Inf (−Inf is a head without a sink).
+func checkSinks(sinks []float32, heads int) error {
+	if sinks == nil {
+		return nil
+	}
+	if len(sinks) != heads {
+		return fmt.Errorf("self_attn.sinks holds %d sink logits, want one per query head (%d)", len(sinks), heads)
+	}
+	for h, s := range sinks {
+		if s != s || math.IsInf(float64(s), 1) {
+			return fmt.Errorf("self_attn.sinks: the sink logit of head %d is %v (want a finite number, or −Inf for no sink)", h, s)
+		}
+	}
+	return nil
 }
 
 // decayPattern scales a materialized pattern [B, H, T, T] in place to the

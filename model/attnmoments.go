@@ -278,19 +278,35 @@ func (w *momentsWork) twoPass(e, s []float64, a []float32) {
 	}
 }
 
-// softmaxRowStats replaces row[lo:] with softmax(row[lo:]) and row[:lo]
-// with 0, in float32 (the normalizer accumulates in float64). With
-// softcap > 0 the scores row[lo:] are capped first (capLogits), to the same
-// bits in every implementation. With stats it also returns Σα, Σα²
-// (float64 sums of the float32 weights) and the entropy −Σα log α, from
-// log α = (x − m) − log Z (see hooks.AttnMoments). With w not nil it also
-// returns g = Σ_j α_j w_j (row and w indexed alike) from the scaling pass.
-// Assembly kernels replace softmaxRowStatsGo where the CPU has them
-// (kern_amd64.go).
+// softmaxRowStats replaces row[lo:] with the attention weights α_j =
+// e^(x_j − m)/Z and row[:lo] with 0, in float32 (the normalizer accumulates
+// in float64), where
+//
+//	m = max(max_j x_j, s)    Z = Σ_j e^(x_j − m) + e^(s − m)
+//
+// over the scores x_j = row[lo+j] and the learned sink logit s of the
+// row's head (gpt-oss: one extra softmax column that is dropped after the
+// softmax). It returns the dropped column's weight, the sink mass
+// σ = e^(s − m)/Z (formed like the weights, e^(s − m)·(1/Z) in float32),
+// so that Σ_j α_j = 1 − σ. s = −Inf means no sink: Z is then the keys'
+// sum alone, σ = 0, and the weights are those of the plain softmax bit
+// for bit. With softcap > 0 the scores row[lo:] are capped first
+// (capLogits), to the same bits in every implementation; the sink logit is
+// used as it is (gpt-oss has no soft-cap; a cap on it would be a second,
+// undocumented choice). With stats it also returns Σα, Σα² (float64 sums of
+// the float32 weights) and the entropy −Σα log α, from log α = (x − m) −
+// log Z (see hooks.AttnMoments): all three over the returned (raw) weights,
+// without the sink column, so Σα = 1 − σ and the entropy is that of the
+// rows hook_pattern shows. With w not nil it also returns g = Σ_j α_j w_j
+// (row and w indexed alike) from the scaling pass. Assembly kernels replace
+// softmaxRowStatsGo where the CPU has them (kern_amd64.go).
 var softmaxRowStats = softmaxRowStatsGo
 
+// noSink is the sink logit of a head without one (softmaxRowStats).
+var noSink = float32(math.Inf(-1))
+
 // softmaxRowStatsGo is softmaxRowStats in Go, with the scalar expf.
-func softmaxRowStatsGo(row []float32, lo int, softcap float32, stats bool, w []float32) (s1, s2, ent, g float64) {
+func softmaxRowStatsGo(row []float32, lo int, softcap, sink float32, stats bool, w []float32) (s1, s2, ent, g float64, sm float32) {
 	seg := row[lo:]
 	if softcap > 0 {
 		capLogits(seg, softcap)
@@ -300,6 +316,10 @@ func softmaxRowStatsGo(row []float32, lo int, softcap float32, stats bool, w []f
 		if v > m {
 			m = v
 		}
+	}
+	hasSink := sink > noSink
+	if hasSink && sink > m {
+		m = sink
 	}
 	clear(row[:lo])
 	var z, pd float64
@@ -311,6 +331,11 @@ func softmaxRowStatsGo(row []float32, lo int, softcap float32, stats bool, w []f
 		if stats {
 			pd += float64(p) * float64(d)
 		}
+	}
+	var ps float32 // e^(s − m), the sink column before the scaling
+	if hasSink {
+		ps = expf(sink - m)
+		z += float64(ps)
 	}
 	inv := 1 / z
 	invf := float32(inv)
@@ -326,8 +351,11 @@ func softmaxRowStatsGo(row []float32, lo int, softcap float32, stats bool, w []f
 			g += float64(x) * float64(w[lo+i])
 		}
 	}
-	if !stats {
-		return 0, 0, 0, g
+	if hasSink {
+		sm = ps * invf
 	}
-	return s1, s2, math.Log(z)*s1 - pd*inv, g
+	if !stats {
+		return 0, 0, 0, g, sm
+	}
+	return s1, s2, math.Log(z)*s1 - pd*inv, g, sm
 }

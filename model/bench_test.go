@@ -94,7 +94,8 @@ func BenchmarkForward(b *testing.B) {
 
 // BenchmarkAttentionTile compares query-tile sizes for one layer's
 // attention of the benchmark shape (8 heads / 4 KV heads, head_dim 64) at
-// T = 4096 (or the first of $PROBE_BENCH_T), with the moments on.
+// T = 4096 (or the first of $PROBE_BENCH_T), with the moments on; at tile
+// 64 also with learned sink logits.
 func BenchmarkAttentionTile(b *testing.B) {
 	T := 4096
 	if os.Getenv("PROBE_BENCH_T") != "" {
@@ -111,9 +112,17 @@ func BenchmarkAttentionTile(b *testing.B) {
 	}
 	q, k, v := randn(T*H*dh), randn(T*KV*dh), randn(T*KV*dh)
 	z := make([]float32, T*H*dh)
-	for _, tile := range []int{16, 32, 64, 128, 256} {
-		b.Run(fmt.Sprintf("%s/T=%d/tile=%d", BLAS(), T, tile), func(b *testing.B) {
-			a := &attnArgs{batch: 1, T: T, heads: H, kvHeads: KV, dHead: dh, scale: 0.125,
+	sinks := []float32{0.5, -1, 2, 0, 1, -0.5, 3, 0.25} // gpt-oss's learned sink logits, one per head
+	for _, c := range []struct {
+		tile  int
+		sinks []float32
+	}{{16, nil}, {32, nil}, {64, nil}, {64, sinks}, {128, nil}, {256, nil}} {
+		tile, name := c.tile, fmt.Sprintf("%s/T=%d/tile=%d", BLAS(), T, c.tile)
+		if c.sinks != nil {
+			name += "/sinks"
+		}
+		b.Run(name, func(b *testing.B) {
+			a := &attnArgs{batch: 1, T: T, heads: H, kvHeads: KV, dHead: dh, scale: 0.125, sinks: c.sinks,
 				q: q, k: k, v: v, z: z, consumers: []hooks.AttnConsumer{discardMoments{}}, tileRows: tile}
 			cpu0 := cpuSeconds()
 			defer func() { b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/op") }()
@@ -129,7 +138,8 @@ func BenchmarkAttentionTile(b *testing.B) {
 }
 
 // BenchmarkSoftmaxTile measures the softmax of a 64 × 4096 score tile with
-// and without the moments' row statistics (ns per weight).
+// and without the moments' row statistics, and with and without a learned
+// sink logit (ns per weight).
 func BenchmarkSoftmaxTile(b *testing.B) {
 	const rows, T = 64, 4096
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -139,17 +149,25 @@ func BenchmarkSoftmaxTile(b *testing.B) {
 	}
 	s := make([]float32, len(src))
 	for _, stats := range []bool{false, true} {
-		b.Run(fmt.Sprintf("%s/stats=%v", BLAS(), stats), func(b *testing.B) {
-			var s1, s2, ent []float64
-			if stats {
-				s1, s2, ent = make([]float64, rows), make([]float64, rows), make([]float64, rows)
+		for _, sink := range []float32{noSink, 1.5} {
+			name := fmt.Sprintf("%s/stats=%v", BLAS(), stats)
+			var sm []float32
+			if sink != noSink {
+				name += "/sink"
+				sm = make([]float32, rows)
 			}
-			for i := 0; i < b.N; i++ {
-				copy(s, src)
-				softmaxTile(s, rows, T, T-rows, 0, 0, s1, s2, ent, nil, nil)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(rows*T), "ns/weight")
-		})
+			b.Run(name, func(b *testing.B) {
+				var s1, s2, ent []float64
+				if stats {
+					s1, s2, ent = make([]float64, rows), make([]float64, rows), make([]float64, rows)
+				}
+				for i := 0; i < b.N; i++ {
+					copy(s, src)
+					softmaxTile(s, rows, T, T-rows, 0, 0, sink, sm, s1, s2, ent, nil, nil)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(rows*T), "ns/weight")
+			})
+		}
 	}
 }
 

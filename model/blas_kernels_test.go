@@ -266,7 +266,7 @@ func TestSoftmaxSoftcap(t *testing.T) {
 // on the keys each row sees (PyTorch's roundings of Gemma 2's soft-cap);
 // without statistics the weights are the same; the cap changes the
 // weights; the weights outside a row's keys are 0.
-func checkSoftcap(t *testing.T, name string, tile func(s []float32, rows, ncol, q0, window int, softcap float32, s1, s2, ent []float64, w []float32, g []float64)) {
+func checkSoftcap(t *testing.T, name string, tile softmaxTileFunc) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(21, 22))
 	const rows, c = 19, float32(2.5)
@@ -301,12 +301,12 @@ func checkSoftcap(t *testing.T, name string, tile func(s []float32, rows, ncol, 
 			}
 			run := func(in []float32, softcap float32) result {
 				res := result{append([]float32(nil), in...), make([]float64, rows), make([]float64, rows), make([]float64, rows), make([]float64, rows)}
-				tile(res.s, rows, ncol, q0, window, softcap, res.s1, res.s2, res.ent, w, res.g)
+				tile(res.s, rows, ncol, q0, window, softcap, noSink, nil, res.s1, res.s2, res.ent, w, res.g)
 				return res
 			}
 			got, want, plain := run(src, c), run(capped, 0), run(src, 0)
 			bare := append([]float32(nil), src...) // without statistics
-			tile(bare, rows, ncol, q0, window, c, nil, nil, nil, nil, nil)
+			tile(bare, rows, ncol, q0, window, c, noSink, nil, nil, nil, nil, nil, nil)
 			same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b) }
 			changed := false
 			for i := range got.s {

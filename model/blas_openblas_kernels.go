@@ -100,12 +100,17 @@ static inline double hsum4(__m256d v) {
 // over keys lo … t (t = q0+r, lo = max(0, t−window+1) with a window) and
 // zeroed elsewhere. With softcap > 0 the scores lo … t are first capped to
 // softcap·tanh(x/softcap) with capLogits' roundings (x/softcap in float,
-// tanh in double, rounded to float, times softcap in float). With s1
-// non-NULL it also writes Σα, Σα² and the entropy of each row into s1,
-// s2, ent.
+// tanh in double, rounded to float, times softcap in float). With a sink
+// logit (sink > −Inf; never capped) the softmax runs over the keys and the
+// sink column, m = max(row max, sink), z = Σp + e^(sink − m), and the
+// column is dropped: the row sums to 1 − σ, σ = e^(sink − m)·(1/z) in
+// float, written to sm[r] when sm is not NULL. With s1 non-NULL it also
+// writes Σα, Σα² and the entropy of each row's returned weights (without
+// the sink column) into s1, s2, ent.
 __attribute__((target("avx2,fma")))
 static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window, float softcap,
-		double *s1, double *s2, double *ent) {
+		float sink, float *sm, double *s1, double *s2, double *ent) {
+	int has_sink = sink > -__builtin_inff();
 	for (int r = 0; r < rows; r++) {
 		int t = q0 + r, lo = 0;
 		if (window > 0 && t - window + 1 > 0) lo = t - window + 1;
@@ -124,6 +129,7 @@ static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window,
 		float m = mv[0];
 		for (int i = 1; i < 8; i++) m = mv[i] > m ? mv[i] : m;
 		for (; j < n; j++) m = x[j] > m ? x[j] : m;
+		if (has_sink && sink > m) m = sink;
 		// p = e^(x − m), z = Σp, pd = Σ p·(x − m) (float64)
 		__m256 vmax = _mm256_set1_ps(m);
 		__m256d z0 = _mm256_setzero_pd(), z1 = _mm256_setzero_pd();
@@ -154,9 +160,18 @@ static void probe_softmax_tile(float *s, int rows, int ncol, int q0, int window,
 				pd += (double)out[i] * (double)tail[i];
 			}
 		}
+		// the sink column: e^(sink − m) by the same exp8, added to z only
+		float ps = 0;
+		if (has_sink) {
+			float one[8];
+			_mm256_storeu_ps(one, exp8(_mm256_set1_ps(sink - m)));
+			ps = one[0];
+			z += ps;
+		}
 		// α = p / z; Σα, Σα² (float64)
 		double inv = 1 / z;
 		__m256 vinv = _mm256_set1_ps((float)inv);
+		if (sm) sm[r] = has_sink ? ps * (float)inv : 0;
 		memset(row, 0, sizeof(float) * lo);
 		memset(row + t + 1, 0, sizeof(float) * (ncol - t - 1));
 		if (!s1) {
@@ -234,11 +249,16 @@ func shiftSquareAVX2(w, v []float32, stride int, c []float32, n int) {
 // order; the soft-cap's tanh is the C library's, not math.Tanh) and in
 // giving 0 instead of a subnormal for e^(x−m) below e^−87.3. The dot
 // products g (w non-nil) follow in a float64 pass over the weights.
-func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, softcap float32, s1, s2, ent []float64, w []float32, g []float64) {
+func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, softcap, sink float32, sm []float32, s1, s2, ent []float64, w []float32, g []float64) {
 	if rows == 0 {
 		return
 	}
 	_ = s[rows*ncol-1]
+	var psm *C.float
+	if sm != nil {
+		_ = sm[rows-1]
+		psm = (*C.float)(unsafe.Pointer(&sm[0]))
+	}
 	var p1, p2, pe *C.double
 	if s1 != nil {
 		_, _, _ = s1[rows-1], s2[rows-1], ent[rows-1]
@@ -247,7 +267,7 @@ func softmaxTileAVX2(s []float32, rows, ncol, q0, window int, softcap float32, s
 		pe = (*C.double)(unsafe.Pointer(&ent[0]))
 	}
 	C.probe_softmax_tile((*C.float)(unsafe.Pointer(&s[0])), C.int(rows), C.int(ncol), C.int(q0), C.int(window),
-		C.float(softcap), p1, p2, pe)
+		C.float(softcap), C.float(sink), psm, p1, p2, pe)
 	if w == nil {
 		return
 	}

@@ -10,6 +10,12 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
+func init() {
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		tileImpls = append(tileImpls, tileImpl{"softmaxTileAVX2 (C)", softmaxTileAVX2, nil})
+	}
+}
+
 // TestSoftmaxTileAVX2: the OpenBLAS build's C softmax tile caps its
 // scores as the Go kernels do, bit for bit (checkSoftcap), and with the
 // soft-cap and a window its weights are softmaxTileGo's on the Go row
@@ -44,9 +50,9 @@ func TestSoftmaxTileAVX2(t *testing.T) {
 					s              []float32
 					s1, s2, ent, g []float64
 				}
-				run := func(tile func(s []float32, rows, ncol, q0, window int, softcap float32, s1, s2, ent []float64, w []float32, g []float64)) result {
+				run := func(tile softmaxTileFunc) result {
 					res := result{append([]float32(nil), src...), make([]float64, rows), make([]float64, rows), make([]float64, rows), make([]float64, rows)}
-					tile(res.s, rows, ncol, q0, window, softcap, res.s1, res.s2, res.ent, w, res.g)
+					tile(res.s, rows, ncol, q0, window, softcap, noSink, nil, res.s1, res.s2, res.ent, w, res.g)
 					return res
 				}
 				got, want := run(softmaxTileAVX2), run(softmaxTileGo)

@@ -63,6 +63,9 @@ type Config struct {
 	// DeltaNet holds the Gated DeltaNet layers' settings of a hybrid model
 	// (Qwen3.5; see qwen35.go).
 	DeltaNet *DeltaNetConfig
+	// MoE holds the mixture-of-experts channel mixer's settings (Mixtral,
+	// Qwen3-MoE, OLMoE, gpt-oss; see moe.go); nil: dense MLPs.
+	MoE *MoEConfig
 
 	// Per-layer attention span and RoPE, score scale, logit soft-caps and
 	// embedding scale (Gemma 2/3, gemma.go); the zero values leave the

@@ -127,6 +127,7 @@ var families = []*family{
 	qwen35Family,
 	gemma2Family, gemma3Family,
 	olmo2Family, olmo3Family, phi3Family,
+	mixtralFamily, qwen3MoEFamily, olmoeFamily, gptOssFamily,
 }
 
 // configFile is a config.json as every family's detect and parse see it:

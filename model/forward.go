@@ -349,7 +349,7 @@ func (p *decoderPass) attention(l int, headsOnly bool) (done bool, err error) {
 	// softmax(cap(s·q·kᵀ) + causal mask)·v, streamed in query tiles
 	args := &attnArgs{
 		layer: l, batch: B, T: T, heads: H, kvHeads: KV, dHead: dh,
-		scale: m.attnScale(l), window: c.layerWindow(l), softcap: float32(c.AttnSoftcap),
+		scale: m.attnScale(l), window: c.layerWindow(l), softcap: float32(c.AttnSoftcap), sinks: L.Sinks,
 		q: q, k: k, v: v, z: z, bf16: cmp == ComputeBF16,
 		consumers: p.hs.Consumers(l), tileRows: p.opt.TileRows, threads: p.opt.Threads,
 		work: p.work,

@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -64,7 +65,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		if c2.Arch != c.Arch || c2.Layers != c.Layers || c2.DModel != c.DModel || c2.Heads != c.Heads ||
 			c2.KVHeads != c.KVHeads || c2.DHead != c.DHead || c2.DMLP != c.DMLP || c2.Vocab != c.Vocab ||
-			c2.MaxPos != c.MaxPos || c2.Gate != c.Gate {
+			c2.MaxPos != c.MaxPos || c2.Gate != c.Gate || fmt.Sprint(c2.MoE) != fmt.Sprint(c.MoE) {
 			t.Fatalf("round trip changed the shapes: %+v became %+v", *c, *c2)
 		}
 		if !reflect.DeepEqual(c2.RoPE, c.RoPE) {
@@ -92,6 +93,10 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	case GateNone, GateHeadwise, GateElementwise:
 	default:
 		t.Fatalf("unknown gate %q", c.Gate)
+	}
+	if mc := c.MoE; mc != nil && (mc.Experts <= 0 || mc.TopK <= 0 || mc.TopK > mc.Experts || mc.DExpert <= 0 ||
+		(mc.Dense != nil && len(mc.Dense) != c.Layers) || (mc.Order != RouteSoftmaxTopK && mc.Order != RouteTopKSoftmax)) {
+		t.Fatalf("inconsistent mixture of experts %+v for %d layers accepted", *mc, c.Layers)
 	}
 	if gp := c.GatePerHead(); gp < 0 || gp > c.DHead {
 		t.Fatalf("gate values per head %d", gp)
@@ -130,9 +135,8 @@ func checkParsedConfig(t *testing.T, c *Config) {
 // and each entry goes when its family lands.
 var notYet = map[string]bool{
 	"golden_falcon_h1": true, "golden_gemma": true, "golden_gemma4_text": true, "golden_gpt_neox": true,
-	"golden_gpt_oss": true, "golden_gpt_oss_mxfp4": true, "golden_granite": true, "golden_mamba2": true,
-	"golden_mixtral": true, "golden_olmoe": true,
-	"golden_qwen3_moe": true, "golden_rwkv7": true, "golden_smollm3": true,
+	"golden_granite": true, "golden_mamba2": true,
+	"golden_rwkv7": true, "golden_smollm3": true,
 }
 
 // TestFuzzParseConfigSeeds checks that the corpus holds every golden

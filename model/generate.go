@@ -34,10 +34,12 @@ type generator struct {
 	store string
 }
 
-// weight makes the matrix name [rows, cols] and keeps it in g.store's
+// weight makes the matrix name [rows, cols] (or a stack of them, [a, …,
+// rows, cols], as one matrix of their rows) and keeps it in g.store's
 // dtype (the tensor to write and the model's Weight share the bits).
-func (g *generator) weight(name string, rows, cols int) Weight {
-	x := g.make(name, []int{rows, cols})
+func (g *generator) weight(name string, shape ...int) Weight {
+	x := g.make(name, shape)
+	rows, cols := prod(shape[:len(shape)-1]), shape[len(shape)-1]
 	if g.store == "" || g.store == "F32" {
 		return f32Weight(x, cols)
 	}

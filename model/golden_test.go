@@ -132,7 +132,9 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 	t.Helper()
 	hs := &hooks.Set{}
 	names := []string{"hook_embed", "blocks.0.hook_resid_pre", "blocks.*.hook_resid_post", "blocks.*.hook_attn_out",
-		"ln_final.hook_normalized", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate"}
+		"ln_final.hook_normalized", "blocks.*.attn.hook_pattern", "blocks.*.attn.hook_v", "blocks.*.attn.hook_gate",
+		"blocks.*.attn.hook_sink_mass",
+		"blocks.*.mlp.hook_router_logits", "blocks.*.mlp.hook_expert_indices", "blocks.*.mlp.hook_expert_weights"}
 	if m.DeltaNet != nil {
 		for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {
 			names = append(names, "blocks.*.gdn.hook_"+k)
@@ -209,6 +211,9 @@ func TestGoldenParity(t *testing.T) {
 					post = key("resid_post")
 				}
 				checkClose(t, post, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, post))
+				if g.has(key("router_logits")) {
+					checkRouting(t, g, l, get)
+				}
 				if c.DeltaNet != nil && c.DeltaNet.Linear[l] {
 					// a Gated DeltaNet layer: the recurrence's inputs and outputs
 					for _, k := range []string{"q", "k", "v", "beta", "g", "core_out", "final_state", "eff_attn"} {
@@ -220,6 +225,9 @@ func TestGoldenParity(t *testing.T) {
 				checkClose(t, key("attn"), get(hooks.Name("blocks.{l}.attn.hook_pattern", l)), g.f32(t, key("attn")))
 				v := perQueryHead(get(hooks.Name("blocks.{l}.attn.hook_v", l)), g.B, g.T, c.Heads, c.KVHeads, c.DHead)
 				checkClose(t, key("v"), v, g.f32(t, key("v")))
+				if g.has(key("sink_mass")) { // learned sinks (gpt-oss): the dropped column, [B, H, T]
+					checkClose(t, key("sink_mass"), get(hooks.Name(hooks.AttnSinkMass, l)), g.f32(t, key("sink_mass")))
+				}
 				if c.Gate != GateNone {
 					checkClose(t, key("gate"), get(hooks.Name("blocks.{l}.attn.hook_gate", l)), g.f32(t, key("gate")))
 				}
@@ -228,6 +236,37 @@ func TestGoldenParity(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkRouting compares layer l's mixture-of-experts routing with the
+// golden router_logits.{l} [B·T, E] and router_w.{l} [B·T, k] (within
+// parityTol) and router_idx.{l} (int64, the same experts in the same
+// order, exactly).
+func checkRouting(t *testing.T, g *golden, l int, get func(string) []float32) {
+	t.Helper()
+	key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
+	checkClose(t, key("router_logits"), get(hooks.Name(hooks.MLPRouterLogits, l)), g.f32(t, key("router_logits")))
+	checkClose(t, key("router_w"), get(hooks.Name(hooks.MLPExpertWeights, l)), g.f32(t, key("router_w")))
+	ref, err := g.ck.Int64(key("router_idx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := get(hooks.Name(hooks.MLPExpertIndices, l))
+	if len(got) != len(ref) {
+		t.Fatalf("%s: %d ids, reference has %d", key("router_idx"), len(got), len(ref))
+	}
+	differ := 0
+	for i, r := range ref {
+		if got[i] != float32(r) {
+			if differ == 0 {
+				t.Errorf("%s: flat index %d: expert %v, want %d", key("router_idx"), i, got[i], r)
+			}
+			differ++
+		}
+	}
+	if differ > 0 {
+		t.Errorf("%s: %d of %d selections differ", key("router_idx"), differ, len(ref))
 	}
 }
 

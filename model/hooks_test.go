@@ -13,7 +13,7 @@ import (
 // TestPointAxes: every axis name in hooks.Points is one axisSizes knows, so
 // that checkIssuedHooks checks every axis of every documented shape.
 func TestPointAxes(t *testing.T) {
-	m := &Model{Config: Config{DeltaNet: &DeltaNetConfig{}}}
+	m := &Model{Config: Config{DeltaNet: &DeltaNetConfig{}, MoE: &MoEConfig{}}}
 	known := axisSizes(&m.Config, 1, 1)
 	for _, p := range hooks.Points {
 		for _, shape := range hooks.Shapes(hooks.Name(p.Name, 0)) {
@@ -205,7 +205,8 @@ func TestValueDimMatchesTiles(t *testing.T) {
 // every block.
 func TestPassStopsAtLastRead(t *testing.T) {
 	after := map[string]bool{hooks.AttnOut: true, hooks.ResidMid: true, hooks.LN2Normalized: true, hooks.MLPPre: true,
-		hooks.MLPPost: true, hooks.MLPOut: true, hooks.ResidPost: true}
+		hooks.MLPPost: true, hooks.MLPRouterLogits: true, hooks.MLPExpertIndices: true, hooks.MLPExpertWeights: true,
+		hooks.MLPOut: true, hooks.ResidPost: true}
 	eachFamily(t, 4, func(t *testing.T, gen func() *Model) {
 		m := gen()
 		_, own := m.ext.(ownPass)

@@ -3,7 +3,6 @@
 package model
 
 import (
-	"math"
 	"os"
 
 	"github.com/filterlens/probe/model/internal/kern"
@@ -48,38 +47,28 @@ const (
 
 // softmaxRowStatsAVX512 is softmaxRowStatsGo on 16 lanes: the soft-cap
 // as there (capLogits in Go, so the 16-lane passes need no tanh and the
-// capped scores are Go's bit for bit), then the same method, with fused
-// multiply-adds, another summation order, 0 instead of a subnormal for
-// e^(x−m) below e^−87.3, and Σα, Σα² formed as Σp·inv and Σp²·inv² (inv
-// the float32 normalizer) in the exponential's pass; g comes from the
-// scaling pass (kern.ScaleDot, products summed in float32 over 8 blocks of
-// 16, then in float64).
-func softmaxRowStatsAVX512(row []float32, lo int, softcap float32, stats bool, w []float32) (s1, s2, ent, g float64) {
+// capped scores are Go's bit for bit), then kern.SoftmaxRow: the same
+// method and the same sink column, with fused multiply-adds, another
+// summation order, 0 instead of a subnormal for e^(x−m) below e^−87.3, and
+// Σα, Σα² formed as Σp·inv and Σp²·inv² (inv the float32 normalizer) in the
+// exponential's pass; g comes from the scaling pass (kern.ScaleDot,
+// products summed in float32 over 8 blocks of 16, then in float64).
+func softmaxRowStatsAVX512(row []float32, lo int, softcap, sink float32, stats bool, w []float32) (s1, s2, ent, g float64, sm float32) {
 	seg := row[lo:]
 	clear(row[:lo])
 	if len(seg) == 0 {
-		return 0, 0, 0, 0
+		if sink > noSink {
+			sm = 1 // the sink column alone
+		}
+		return 0, 0, 0, 0, sm
 	}
 	if softcap > 0 {
 		capLogits(seg, softcap)
 	}
-	m := kern.Max(seg)
-	z, pd, q := kern.ExpSum(seg, m, stats)
-	inv := 1 / z
-	invf := float32(inv)
 	if w != nil {
-		g = kern.ScaleDot(seg, invf, w[lo:len(row)])
-	} else {
-		kern.Scale(seg, invf)
+		w = w[lo:len(row)]
 	}
-	if !stats {
-		return 0, 0, 0, g
-	}
-	// Σα and Σα² from the unnormalized sums: within ~3e-7 relative of the
-	// sums of the rounded weights, without another pass.
-	fi := float64(invf)
-	s1 = z * fi
-	return s1, q * fi * fi, math.Log(z)*s1 - pd*inv, g
+	return kern.SoftmaxRow(seg, sink, stats, w)
 }
 
 // shiftNormFast is shiftNormGo on 16 lanes where dh is a multiple of 16.

@@ -9,6 +9,12 @@ import (
 	"testing"
 )
 
+func init() {
+	if kern.Available() {
+		tileImpls = append(tileImpls, tileImpl{"softmaxTileGo on softmaxRowStatsAVX512", softmaxTileGo, softmaxRowStatsAVX512})
+	}
+}
+
 // TestSoftmaxAVX512: the assembly softmax row equals softmaxRowStatsGo
 // within 4 ulp per weight (fused multiply-adds, summation order; below
 // e^−87.3 the assembly gives 0, Go a subnormal) for every length of tail
@@ -36,8 +42,8 @@ func TestSoftmaxAVX512(t *testing.T) {
 				for i := range keys {
 					keys[i] = float32(rng.NormFloat64())
 				}
-				w1, w2, we, wg := softmaxRowStatsGo(want, lo, 0, true, keys)
-				g1, g2, ge, gg := softmaxRowStatsAVX512(got, lo, 0, true, keys)
+				w1, w2, we, wg, _ := softmaxRowStatsGo(want, lo, 0, noSink, true, keys)
+				g1, g2, ge, gg, _ := softmaxRowStatsAVX512(got, lo, 0, noSink, true, keys)
 				for i := range want {
 					ulp := float64(math.Nextafter32(want[i], 2) - want[i])
 					if want[i] < 1e-30 { // near or below e^−87.3: subnormal in Go, 0 in the assembly
@@ -70,7 +76,7 @@ func TestSoftmaxAVX512(t *testing.T) {
 				}
 				// without statistics: the same weights
 				plain := append([]float32(nil), x...)
-				softmaxRowStatsAVX512(plain, lo, 0, false, nil)
+				softmaxRowStatsAVX512(plain, lo, 0, noSink, false, nil)
 				for i := range plain {
 					if plain[i] != got[i] {
 						t.Fatalf("n=%d lo=%d: weight %d is %v without statistics, %v with", n, lo, i, plain[i], got[i])
@@ -85,7 +91,7 @@ func TestSoftmaxAVX512(t *testing.T) {
 	}
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 		x := []float32{1, 2, bad, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}
-		softmaxRowStatsAVX512(x, 0, 0, true, nil)
+		softmaxRowStatsAVX512(x, 0, 0, noSink, true, nil)
 		nan := 0
 		for _, v := range x {
 			if v != v {

@@ -153,13 +153,16 @@ func (m *Model) amxScratchFloats(n int, opt Options) int {
 
 // axisSizes returns the size of every axis name hooks.Points uses, for a
 // pass of c's model on B sequences of T tokens; the axes a model does not
-// have (the Gated DeltaNet ones of a model without such layers) are
-// absent.
+// have (the Gated DeltaNet ones of a model without such layers, the
+// experts' of a dense one) are absent.
 func axisSizes(c *Config, B, T int) map[string]int {
 	known := map[string]int{"batch": B, "pos": T, "query": T, "key": T, "d_model": c.DModel, "vocab": c.Vocab,
 		"head": c.Heads, "kv_head": c.KVHeads, "d_head": c.DHead, "d_mlp": c.DMLP, "re_im": 2, "pair": c.DHead / 2}
 	if dc := c.DeltaNet; dc != nil {
 		known["v_head"], known["d_key"], known["d_value"] = dc.ValueHeads, dc.KeyDim, dc.ValueDim
+	}
+	if mc := c.MoE; mc != nil {
+		known["expert"], known["top_k"] = mc.Experts, mc.TopK
 	}
 	return known
 }

@@ -50,7 +50,8 @@ func passPeak(t *testing.T, m *Model, ids [][]int, opt Options) int64 {
 // docs/performance.md) against the peak RSS of
 // forward passes of a Qwen3-layout model at T = 1k … 8k, of a gated one
 // (whose gate adds H values per token) and of a Qwen3.5 hybrid (Gated
-// DeltaNet and softmax layers sharing the arena) at 4k, and of the Qwen3
+// DeltaNet and softmax layers sharing the arena) and of a Mixtral (a
+// mixture of experts' scratch, moeLayer.scratchFloats) at 4k, and of the Qwen3
 // layout stored in bf16 at 1k and 4k (its float32 products on AMX, whose
 // packed activations kern keeps from the earlier passes: the formula less
 // that term; that they stay kept across collections, rather than grow the
@@ -75,7 +76,7 @@ func TestPeakMemoryFormula(t *testing.T) {
 		lengths []int
 		dtype   string // stored: F32, or BF16 (on AMX its products' packed activations count)
 	}{{ArchQwen3, []int{1024, 2048, 4096, 8192}, "F32"}, {ArchGated, []int{4096}, "F32"}, {ArchQwen35, []int{4096}, "F32"},
-		{ArchQwen3, []int{1024, 4096}, "BF16"}} {
+		{ArchQwen3, []int{1024, 4096}, "BF16"}, {ArchMixtral, []int{4096}, "F32"}} {
 		cfg, err := SmallConfig(tc.arch, Size{Layers: 2, DModel: 256, Heads: 2, KVHeads: 1, Vocab: 512, MaxPos: 8192})
 		if err != nil {
 			t.Fatal(err)

@@ -53,6 +53,11 @@ type Layer struct {
 	// BDown are then unused; see channelMixer).
 	ffn channelMixer
 
+	// Sinks are the learned sink logits of the query heads ([H]; nil:
+	// none): gpt-oss's extra softmax column per head, dropped after the
+	// softmax (attnArgs.sinks).
+	Sinks []float32
+
 	// PostNorm1W and PostNorm2W are the RMSNorm weights applied to the
 	// attention and MLP outputs before the residual adds (Gemma, OLMo 2;
 	// nil: none). Norm1W and Norm2W may be nil too: no pre-norm.
@@ -263,12 +268,22 @@ func (ld *loader) get(name string, shape ...int) []float32 {
 // Float32View); other dtypes are widened to float32. Problems are
 // collected as get collects them (a float32 stand-in of zeros).
 func (ld *loader) weight(name string, rows, cols int) Weight {
+	return ld.stacked(name, rows, cols)
+}
+
+// stacked is weight for a tensor of any rank ≥ 2, held as the matrix of
+// its rows: shape [a, …, b, cols] gives a Weight of a·…·b rows of cols
+// values (the experts' matrices a mixture of experts stores as one [E,
+// out, in] tensor, moe.go).
+func (ld *loader) stacked(name string, shape ...int) Weight {
+	cols := shape[len(shape)-1]
+	rows := prod(shape[:len(shape)-1])
 	if ld.gen != nil {
-		return ld.gen.weight(name, rows, cols)
+		return ld.gen.weight(name, shape...)
 	}
 	info, ok := ld.ck.Info(name)
-	if !ok || !equalShape(info.Shape, []int{rows, cols}) || (info.DType != "BF16" && info.DType != "F16") {
-		w := f32Weight(ld.get(name, rows, cols), cols)
+	if !ok || !equalShape(info.Shape, shape) || (info.DType != "BF16" && info.DType != "F16") {
+		w := f32Weight(ld.get(name, shape...), cols)
 		if ld.bf16 && ok {
 			w = w.roundedBF16()
 			ld.bytes -= 2 * int64(len(w.Bits)) // held in 2 bytes, not get's 4
@@ -281,7 +296,7 @@ func (ld *loader) weight(name string, rows, cols int) Weight {
 	bits, err := ld.ck.Uint16View(name)
 	if err != nil {
 		ld.errs = append(ld.errs, err.Error())
-		return f32Weight(ld.standIn(name, []int{rows, cols}), cols)
+		return f32Weight(ld.standIn(name, shape), cols)
 	}
 	ld.types[info.DType] = true
 	ld.params += int64(len(bits))

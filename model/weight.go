@@ -10,25 +10,34 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/model/internal/kern"
 )
 
 // Weight is one weight matrix [Rows, Cols] (nn.Linear's [out, in], or an
-// embedding [vocab, d]) in the dtype it was stored in: float32 values, or
-// the raw bit patterns of a BF16 or F16 tensor, as memory-mapped from the
-// checkpoint (model.Load copies nothing onto the heap for either). The
-// matrix products (linear) widen 16-bit weights inside the kernels and
-// accumulate in float32, so a product with 16-bit weights is the float32
-// product with the same (rounded) weights; the embedding lookup widens the
-// rows it reads (widenRow).
+// embedding [vocab, d]) in the dtype it was stored in: float32 values, the
+// raw bit patterns of a BF16 or F16 tensor, or the MXFP4 codes and scales
+// of gpt-oss's released experts, as memory-mapped from the checkpoint
+// (model.Load copies nothing onto the heap for any of them). The matrix
+// products (linear) widen 16-bit weights and dequantize MXFP4 ones inside
+// the kernels and accumulate in float32, so a product with such weights is
+// the float32 product with the same (rounded) weights; the embedding
+// lookup widens the rows it reads (widenRow).
+//
+// An MXFP4 weight (kern.MXFP4) holds element e of its storage as the
+// 4-bit code in MX.Codes[e/2] (the low nibble for even e) times 2^(s−127) with
+// s = MX.Scales[e/32]: value x[r, c] of a row of Cols (a multiple of 32)
+// values is element r·Cols + c, exactly the `_blocks` [.., rows, cols/32,
+// 16] and `_scales` [.., rows, cols/32] tensors of the release.
 //
 // Row r starts at element r·Cols of the storage, or, for a matrix made of
 // runs of rows of a stored one (the query and gate rows of a packed q_proj,
 // see unpackGatedQ), at ((r/run)·pitch + r%run)·Cols.
 type Weight struct {
 	Rows, Cols int
-	DType      string    // "F32", "BF16" or "F16" (safetensors' spelling)
-	F32        []float32 // DType F32: the values
-	Bits       []uint16  // DType BF16 or F16: the stored bit patterns
+	DType      string     // "F32", "BF16", "F16" (safetensors' spelling) or "MXFP4"
+	F32        []float32  // DType F32: the values
+	Bits       []uint16   // DType BF16 or F16: the stored bit patterns
+	MX         *MXFP4Data // DType MXFP4: the codes and scales (a pointer: a Weight stays small, and a model holds many)
 
 	// run and pitch: rows come in runs of run rows, pitch rows apart in
 	// the storage (run 0: contiguous).
@@ -38,6 +47,17 @@ type Weight struct {
 	// takes its pages out of the process's resident set
 	// (checkpoint.Releaser); nil otherwise.
 	release func()
+}
+
+// MXFP4Data is the storage of an MXFP4 Weight as stored: the E2M1 codes,
+// two a byte (Codes), and the E8M0 scale of each 32 elements (Scales).
+type MXFP4Data struct {
+	Codes, Scales []uint8
+}
+
+// mxfp4Weight is the [rows, cols] MXFP4 Weight of codes and scales.
+func mxfp4Weight(rows, cols int, codes, scales []uint8) Weight {
+	return Weight{Rows: rows, Cols: cols, DType: "MXFP4", MX: &MXFP4Data{Codes: codes, Scales: scales}}
 }
 
 // f32Weight is the float32 Weight of the values w, rows of cols values.
@@ -51,7 +71,15 @@ func f32Weight(w []float32, cols int) Weight {
 
 // present reports whether the weight exists (the zero Weight stands for an
 // absent one: GPT-2 has no gate projection).
-func (w *Weight) present() bool { return w.F32 != nil || w.Bits != nil }
+func (w *Weight) present() bool { return w.F32 != nil || w.Bits != nil || w.MX != nil }
+
+// stored is the number of elements the storage holds.
+func (w *Weight) stored() int {
+	if w.MX != nil {
+		return min(2*len(w.MX.Codes), kern.MXFP4Block*len(w.MX.Scales))
+	}
+	return max(len(w.F32), len(w.Bits))
+}
 
 // rowAt is the element offset of row r in the storage.
 func (w *Weight) rowAt(r int) int {
@@ -65,7 +93,7 @@ func (w *Weight) rowAt(r int) int {
 // where it holds fewer).
 func (w *Weight) values() int {
 	n := w.Rows * w.Cols
-	if n > 0 && w.rowAt(w.Rows-1)+w.Cols > max(len(w.F32), len(w.Bits)) {
+	if n > 0 && w.rowAt(w.Rows-1)+w.Cols > w.stored() {
 		return 0
 	}
 	return n
@@ -98,6 +126,8 @@ func widenTo(dst []float32, w *Weight, at int) {
 		for i, b := range src {
 			dst[i] = checkpoint.F16ToFloat32(b)
 		}
+	case "MXFP4":
+		kern.DequantMXFP4(dst, w.MX.Codes, w.MX.Scales, at)
 	default:
 		panic(fmt.Sprintf("model: weight of dtype %q", w.DType))
 	}
@@ -124,11 +154,7 @@ func (w Weight) rowRange(lo, hi int) Weight {
 	}
 	s := w
 	s.Rows = hi - lo
-	if w.F32 != nil {
-		s.F32 = w.F32[lo*w.Cols : hi*w.Cols]
-	} else {
-		s.Bits = w.Bits[lo*w.Cols : hi*w.Cols]
-	}
+	s.sliceFrom(lo*w.Cols, hi*w.Cols)
 	return s
 }
 
@@ -142,19 +168,28 @@ func (w Weight) runsOf(first, run, pitch int) Weight {
 	s := w
 	s.Rows = w.Rows / pitch * run
 	s.run, s.pitch = run, pitch
-	if w.F32 != nil {
-		s.F32 = w.F32[first*w.Cols:]
-	} else {
-		s.Bits = w.Bits[first*w.Cols:]
-	}
+	s.sliceFrom(first*w.Cols, w.stored())
 	return s
+}
+
+// sliceFrom makes the storage elements lo … hi−1 of w's the whole of w's
+// (lo and hi multiples of 32 for MXFP4).
+func (w *Weight) sliceFrom(lo, hi int) {
+	switch {
+	case w.F32 != nil:
+		w.F32 = w.F32[lo:hi]
+	case w.MX != nil:
+		w.MX = &MXFP4Data{Codes: w.MX.Codes[lo/2 : hi/2], Scales: w.MX.Scales[lo/kern.MXFP4Block : hi/kern.MXFP4Block]}
+	default:
+		w.Bits = w.Bits[lo:hi]
+	}
 }
 
 // transposed returns the [Cols, Rows] transpose of a contiguous weight, in
 // its dtype (a new slice: GPT-2's Conv1D weights are stored [in, out]).
 func (w Weight) transposed() Weight {
-	if !w.contiguous() {
-		panic("model: transpose of a weight made of runs")
+	if !w.contiguous() || w.MX != nil {
+		panic("model: transpose of a weight made of runs or of MXFP4 blocks")
 	}
 	t := w
 	t.Rows, t.Cols = w.Cols, w.Rows
@@ -172,8 +207,13 @@ func (w Weight) transposed() Weight {
 }
 
 // residentBytes is the memory the weight's values take as held: 4 bytes
-// per float32 value, 2 per 16-bit one.
+// per float32 value, 2 per 16-bit one, 17/32 per MXFP4 value (half a byte
+// and a scale byte per 32).
 func (w *Weight) residentBytes() int64 {
+	if w.MX != nil {
+		n := int64(w.Rows) * int64(w.Cols)
+		return n/2 + n/kern.MXFP4Block
+	}
 	if w.Bits != nil {
 		return 2 * int64(w.Rows) * int64(w.Cols)
 	}
@@ -313,4 +353,73 @@ func linearBlocks(dst, x []float32, n int, w *Weight, parts int) {
 				0, blas32.General{Rows: hi - lo, Cols: m, Stride: out, Data: dst[lo*out+o0:]})
 		})
 	}
+}
+
+// mxfp4 returns the experts × [rows, cols] MXFP4 matrices stored as
+// name+"_blocks" (uint8 [experts, rows, cols/32, 16]) and name+"_scales"
+// (uint8 [experts, rows, cols/32]), gpt-oss's released layout, one Weight
+// per expert holding views of the mapped file (checkpoint.Uint8View).
+// Tensors that are missing, of another dtype than U8 or of shapes that
+// disagree with each other or with config.json are collected as get
+// collects them, naming the tensor (zero stand-ins: no load returns
+// them). cols must be a multiple of 32.
+func (ld *loader) mxfp4(name string, experts, rows, cols int) []Weight {
+	if cols%kern.MXFP4Block != 0 {
+		ld.errs = append(ld.errs, fmt.Sprintf("tensor %q: MXFP4 rows of %d values, not a multiple of %d", name+"_blocks", cols, kern.MXFP4Block))
+		cols = 0
+	}
+	groups := cols / kern.MXFP4Block
+	read := func(suffix string, shape ...int) []uint8 {
+		n := name + suffix
+		info, ok := ld.ck.Info(n)
+		switch {
+		case !ok:
+			ld.missing = append(ld.missing, n)
+		case info.DType != "U8":
+			ld.used[n] = true
+			ld.errs = append(ld.errs, fmt.Sprintf("tensor %q: MXFP4 %s of dtype %s, want U8", n, suffix[1:], info.DType))
+		case !equalShape(info.Shape, shape):
+			ld.used[n] = true
+			ld.errs = append(ld.errs, fmt.Sprintf("tensor %q: expected shape %v from config.json (%d experts, [%d, %d] each in blocks of 32), found %v", n, shape, experts, rows, cols, info.Shape))
+		default:
+			ld.used[n] = true
+			b, err := ld.ck.Uint8View(n)
+			if err != nil {
+				ld.errs = append(ld.errs, err.Error())
+				break
+			}
+			ld.types["MXFP4"] = true
+			ld.bytes += int64(len(b))
+			return b
+		}
+		return ld.standInBytes(n, shape)
+	}
+	blocks := read("_blocks", experts, rows, groups, 16)
+	scales := read("_scales", experts, rows, groups)
+	ld.params += int64(experts) * int64(rows) * int64(cols)
+	out := make([]Weight, experts)
+	per := rows * cols
+	for e := range out {
+		out[e] = mxfp4Weight(rows, cols, blocks[e*per/2:(e+1)*per/2], scales[e*per/kern.MXFP4Block:(e+1)*per/kern.MXFP4Block])
+	}
+	return out
+}
+
+// standInBytes is standIn for a tensor of bytes.
+func (ld *loader) standInBytes(name string, shape []int) []uint8 {
+	n := 1
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > (maxStandIn-ld.stand)/d) {
+			n = -1
+			break
+		}
+		n *= d
+	}
+	if n < 0 {
+		ld.errs = append(ld.errs, fmt.Sprintf("stopped checking at tensor %q: config.json asks for shape %v, too large to stand in for a tensor that is missing or does not match (limit %d elements)",
+			name, shape, maxStandIn))
+		panic(errStopLoading)
+	}
+	ld.stand += n
+	return make([]uint8, n)
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
@@ -187,13 +188,20 @@ func TestLinearDTypes(t *testing.T) {
 	shapes := []shape{{1, 1, 1, 0, 0}, {1, 3, 5, 0, 0}, {3, 17, 33, 0, 0}, {7, 40, 300, 0, 0}, {70, 96, 300, 0, 0},
 		{5, 300, 1100, 0, 0}, {64, 33, 513, 0, 0}, {40, 48, 96, 8, 24}, {9, 20, 6, 2, 5},
 		{3, 8300, 700, 0, 0}, // several blocks of linearBlocks
-		{300, 40, 70, 0, 0}}  // beyond kern.NarrowM rows: packed panels, rows split
+		{300, 40, 70, 0, 0},  // beyond kern.NarrowM rows: packed panels, rows split
+		// MXFP4 rows: widths multiples of 32; the gate rows of gpt-oss's
+		// interleaved gate_up (every other row); several blocks of
+		// linearBlocks; packed panels
+		{5, 64, 1100, 0, 0}, {40, 64, 96, 1, 2}, {3, 8320, 300, 0, 0}, {300, 96, 70, 0, 0}}
 	for _, sh := range shapes {
 		stored := sh.out
 		if sh.run > 0 {
 			stored = sh.out / sh.run * sh.pitch
 		}
-		for _, dtype := range []string{"F32", "BF16", "F16"} {
+		for _, dtype := range []string{"F32", "BF16", "F16", "MXFP4"} {
+			if dtype == "MXFP4" && sh.in%kern.MXFP4Block != 0 {
+				continue
+			}
 			for _, poison := range []bool{false, true} {
 				name := fmt.Sprintf("%s/n%d_in%d_out%d_run%d_poison%v", dtype, sh.n, sh.in, sh.out, sh.run, poison)
 				x := make([]float32, sh.n*sh.in)
@@ -211,7 +219,27 @@ func TestLinearDTypes(t *testing.T) {
 				}
 				w := f32Weight(raw, sh.in)
 				vals := raw
-				if dtype != "F32" {
+				if dtype == "MXFP4" {
+					// random codes under scales 2^−6 … 2^−3 (gpt-oss's
+					// range); poisoned: a block of each of three rows under
+					// scale byte 255, ±Inf
+					w = mxfp4Weight(stored, sh.in, make([]uint8, len(raw)/2), make([]uint8, len(raw)/kern.MXFP4Block))
+					for i := range w.MX.Codes {
+						w.MX.Codes[i] = uint8(rng.IntN(256))
+					}
+					for i := range w.MX.Scales {
+						w.MX.Scales[i] = uint8(121 + rng.IntN(4))
+					}
+					if poison {
+						for range 3 {
+							at := rng.IntN(len(raw))
+							w.MX.Codes[at/2] |= 0x11
+							w.MX.Scales[at/kern.MXFP4Block] = 255
+						}
+					}
+					vals = make([]float32, len(raw))
+					kern.DequantMXFP4(vals, w.MX.Codes, w.MX.Scales, 0)
+				} else if dtype != "F32" {
 					var bits []uint16
 					vals, bits = roundTo(raw, dtype)
 					w = Weight{Rows: stored, Cols: sh.in, DType: dtype, Bits: bits}
@@ -357,6 +385,163 @@ func TestGenerateStoredDType(t *testing.T) {
 					if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) && BLAS() != "gonum" {
 						t.Fatalf("logit %d: %v generated, %v loaded", i, a.Logits[i], b.Logits[i])
 					}
+				}
+			})
+		}
+	}
+}
+
+// TestMXFP4Weight: an MXFP4 weight in the bf16 arithmetic (its values
+// are bfloat16 values: packed dequantized, not rounded) gives the bits of
+// the F32 weight of its dequantized values, contiguous or as every other
+// row (gpt-oss's interleaved gate rows), across panels of 256 values
+// (PackPairs' chunks); roundedBF16 keeps it as stored; residentBytes
+// counts half a byte a value and a byte per 32.
+func TestMXFP4Weight(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, sh := range [][3]int{{5, 64, 33}, {70, 128, 96}, {300, 608, 257}} {
+		n, in, out := sh[0], sh[1], sh[2]
+		x := make([]float32, n*in)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		all := mxfp4Weight(2*out, in, make([]uint8, out*in), make([]uint8, 2*out*in/32))
+		for i := range all.MX.Codes {
+			all.MX.Codes[i] = uint8(rng.IntN(256))
+		}
+		for i := range all.MX.Scales {
+			all.MX.Scales[i] = uint8(121 + rng.IntN(4))
+		}
+		b := make([]float32, out)
+		for i := range b {
+			b[i] = float32(rng.NormFloat64())
+		}
+		for _, w := range []Weight{all.rowRange(out, 2*out), all.runsOf(1, 1, 2)} {
+			if r := w.roundedBF16(); r.DType != "MXFP4" || &r.MX.Codes[0] != &w.MX.Codes[0] {
+				t.Fatalf("roundedBF16 of an MXFP4 weight gave a %s weight", r.DType)
+			}
+			wide := w.widened()
+			want, got := make([]float32, n*out), make([]float32, n*out)
+			linearBF16(want, x, n, in, f32Weight(wide, in), out, b)
+			linearBF16(got, x, n, in, w, out, b)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%d×%d×%d (run %d): dst[%d] = %v, the F32 weight of the dequantized values gives %v", n, in, out, w.run, i, got[i], want[i])
+				}
+			}
+		}
+		if got, want := all.residentBytes(), int64(2*out*in/2+2*out*in/32); got != want {
+			t.Errorf("residentBytes of a [%d, %d] MXFP4 weight = %d, want %d", 2*out, in, got, want)
+		}
+	}
+}
+
+// TestLoadMXFP4: the MXFP4 experts of the gpt_oss_mxfp4 golden checkpoint
+// dequantize to the plain checkpoint's float32 experts (stored [E, in,
+// out]: the transpose) bit for bit, as transformers' own dequantization
+// did; blocks and scales whose shapes disagree with each other or with
+// config.json, or of another dtype, are refused naming the tensor.
+func TestLoadMXFP4(t *testing.T) {
+	dir := filepath.Join("..", "..", "shared", "golden", "gpt_oss_mxfp4")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("golden case gpt_oss_mxfp4 not present: %v", err)
+	}
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	plain, err := checkpoint.Open(filepath.Join(dir, "..", "gpt_oss"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	const E, D, I = 4, 64, 64
+	for _, c := range []struct {
+		name      string
+		rows, col int
+	}{{"gate_up_proj", 2 * I, D}, {"down_proj", D, I}} {
+		name := "model.layers.1.mlp.experts." + c.name
+		ld := newLoader(ck, dir)
+		ws := ld.mxfp4(name, E, c.rows, c.col)
+		if len(ld.errs)+len(ld.missing) > 0 {
+			t.Fatalf("%s: %v %v", name, ld.errs, ld.missing)
+		}
+		ref, err := plain.Float32(name) // [E, in, out]
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := make([]float32, c.col)
+		for e, w := range ws {
+			for r := 0; r < c.rows; r++ {
+				w.widenRow(row, r)
+				for k, v := range row {
+					if want := ref[(e*c.col+k)*c.rows+r]; math.Float32bits(v) != math.Float32bits(want) {
+						t.Fatalf("%s expert %d [%d, %d] = %v, the plain checkpoint's %v", name, e, r, k, v, want)
+					}
+				}
+			}
+		}
+		if ld.bytes != int64(E*c.rows*c.col/2+E*c.rows*c.col/32) || ld.params != int64(E*c.rows*c.col) {
+			t.Errorf("%s: %d bytes, %d parameters counted", name, ld.bytes, ld.params)
+		}
+	}
+
+	bad := t.TempDir()
+	if err := checkpoint.WriteSafetensors(filepath.Join(bad, "model.safetensors"), []checkpoint.Tensor{
+		{Name: "a_blocks", Shape: []int{2, 4, 2, 16}, Data: make([]uint8, 2*4*2*16)},
+		{Name: "a_scales", Shape: []int{2, 4, 3}, Data: make([]uint8, 2*4*3)},
+		{Name: "b_blocks", Shape: []int{2, 4, 2, 16}, Data: make([]float32, 2*4*2*16)},
+		{Name: "b_scales", Shape: []int{2, 4, 2}, Data: make([]uint8, 2*4*2)},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	bk, err := checkpoint.Open(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bk.Close()
+	ld := newLoader(bk, bad)
+	ld.mxfp4("a", 2, 4, 64)
+	ld.mxfp4("b", 2, 4, 64)
+	ld.mxfp4("c", 2, 4, 64)
+	err = ld.finish(false)
+	for _, want := range []string{`tensor "a_scales": expected shape [2 4 2]`, `tensor "b_blocks": MXFP4 blocks of dtype F32, want U8`, "missing tensors: c_blocks, c_scales"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("loading mismatched MXFP4 tensors: %v; want %q", err, want)
+		}
+	}
+}
+
+// BenchmarkLinearMXFP4 times linear on one gpt-oss-20b expert's gate_up
+// matrix ([5760, 2880]) held as F32, BF16 and MXFP4, for a few tokens (the
+// narrow product, no packing) and for many (packed panels).
+func BenchmarkLinearMXFP4(b *testing.B) {
+	const out, in = 5760, 2880
+	rng := rand.New(rand.NewPCG(1, 2))
+	raw := make([]float32, out*in)
+	for i := range raw {
+		raw[i] = float32(rng.NormFloat64() * 0.02)
+	}
+	_, bits := roundTo(raw, "BF16")
+	fp4 := mxfp4Weight(out, in, make([]uint8, out*in/2), make([]uint8, out*in/32))
+	for i := range fp4.MX.Codes {
+		fp4.MX.Codes[i] = uint8(rng.IntN(256))
+	}
+	for i := range fp4.MX.Scales {
+		fp4.MX.Scales[i] = uint8(118 + rng.IntN(4))
+	}
+	for _, w := range []Weight{f32Weight(raw, in), {Rows: out, Cols: in, DType: "BF16", Bits: bits}, fp4} {
+		for _, n := range []int{4, 512} {
+			x := make([]float32, n*in)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			dst := make([]float32, n*out)
+			b.Run(fmt.Sprintf("%s/n%d", w.DType, n), func(b *testing.B) {
+				b.SetBytes(w.residentBytes())
+				for b.Loop() {
+					linear(dst, x, n, in, w, out, nil)
 				}
 			})
 		}

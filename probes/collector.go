@@ -29,6 +29,7 @@ const (
 	MetricKDimMean          = "K_dim_mean"          // mean_i K(λobs_i, λ), reduction (ii)
 	MetricLambdaObsHarmonic = "lambda_obs_harmonic" // 1/mean_i Var_i, reduction Harmonic (iii)
 	MetricBOSMass           = "bos_mass"            // α mass on CollectorOptions.BOSKeys (default α_0)
+	MetricSinkMass          = "sink_mass"           // σ, the weight of the dropped sink column (learned sinks; 0 without)
 	MetricENorm             = "e_norm"              // ‖e‖, norm of the pre-gate head output Σα v
 	MetricGate              = "gate"                // output gate (SetGate); NaN where never set
 
@@ -72,6 +73,17 @@ type CollectorOptions struct {
 	// of the sequence (notes §F.1.3: with a prepended BOS/<|endoftext|> it is
 	// that token, otherwise the first chunk token).
 	BOSKeys []int
+	// SinkRows selects the rows the diagnostics read on a model with
+	// learned attention sinks (gpt-oss; tiles with hooks.AttnTile.Sink):
+	// RenormRows (the default) divides each row by its own sum Σα = 1 − σ,
+	// RawRows takes the rows as the model returns them (see SinkRows).
+	// Rows of a model without sinks are read as they are under both.
+	SinkRows SinkRows
+	// Sinks says that the model has learned attention sinks
+	// (analysis.HasSinks): the Collector then keeps each row's sink mass
+	// (MetricSinkMass), one more float32 per cell; without it a tile's Sink
+	// still decides SinkRows' reading, but σ is not stored.
+	Sinks bool
 	// Layers are the layers that have cells, ascending (nil: every layer).
 	// The metric slices hold only these layers, in this order; the rows
 	// and gates of other layers are ignored and Get reads NaN there.
@@ -134,6 +146,10 @@ type Collector struct {
 	// Harmonic (iii).
 	LambdaObs, K, LambdaObsDimMean, KDimMean, LambdaObsHarmonic []float32
 	BOSMass, ENorm, Gate                                        []float32
+	// SinkMass is σ, the weight of the sink column the softmax dropped
+	// (hooks.AttnTile.Sink), as the model computed it whatever SinkRows
+	// says (0 for a tile without Sink); nil unless CollectorOptions.Sinks.
+	SinkMass []float32
 
 	// Per-dimension metrics, layout [B, L, H, T, DHead]; nil unless
 	// CollectorOptions.KeepPerDim.
@@ -149,15 +165,17 @@ type Collector struct {
 	nBad     atomic.Int64
 }
 
-// scratch is one goroutine's per-call working memory (len DHead each).
+// scratch is one goroutine's per-call working memory (len DHead each;
+// alpha: a renormalised row, up to T).
 type scratch struct {
 	e, s, b, lam []float64
+	alpha        []float32
 }
 
 // NewCollector returns a Collector for batch size b, nLayers layers, nHeads
 // query heads, sequences of at most seqLen queries and value dimension dHead
 // per head. It allocates 12 float32 per (batch, layer, head, query) cell
-// (9 with MeanReduction) and 2·dHead more with KeepPerDim, all set to NaN,
+// (9 with MeanReduction), one more with Sinks and 2·dHead more with KeepPerDim, all set to NaN,
 // for the layers of opts.Layers (all by default).
 func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) (*Collector, error) {
 	if b <= 0 || nLayers <= 0 || nHeads <= 0 || seqLen <= 0 || dHead <= 0 {
@@ -169,6 +187,9 @@ func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) 
 	}
 	if opts.LambdaPrior < 0 || math.IsNaN(opts.LambdaPrior) {
 		return nil, fmt.Errorf("probes: CollectorOptions.LambdaPrior = %v, want ≥ 0 (0 selects 1)", opts.LambdaPrior)
+	}
+	if opts.SinkRows != RenormRows && opts.SinkRows != RawRows {
+		return nil, fmt.Errorf("probes: unknown SinkRows %d", int(opts.SinkRows))
 	}
 	if opts.Moments != TwoPass && opts.Moments != Expanded {
 		return nil, fmt.Errorf("probes: unknown MomentsMethod %d", int(opts.Moments))
@@ -274,9 +295,11 @@ func (c *Collector) cellMetrics() []namedMetric {
 	all := []namedMetric{{MetricNEff, &c.NEff}, {MetricNEffEntropy, &c.NEffEntropy}, {MetricSumAlpha, &c.SumAlpha},
 		{MetricSMean, &c.SMean}, {MetricLambdaObs, &c.LambdaObs}, {MetricK, &c.K},
 		{MetricLambdaObsDimMean, &c.LambdaObsDimMean}, {MetricKDimMean, &c.KDimMean},
-		{MetricLambdaObsHarmonic, &c.LambdaObsHarmonic}, {MetricBOSMass, &c.BOSMass}, {MetricENorm, &c.ENorm},
-		{MetricGate, &c.Gate}}
-	return slices.DeleteFunc(all, func(m namedMetric) bool { return !c.opts.Reductions.Stores(m.name) })
+		{MetricLambdaObsHarmonic, &c.LambdaObsHarmonic}, {MetricBOSMass, &c.BOSMass}, {MetricSinkMass, &c.SinkMass},
+		{MetricENorm, &c.ENorm}, {MetricGate, &c.Gate}}
+	return slices.DeleteFunc(all, func(m namedMetric) bool {
+		return !c.opts.Reductions.Stores(m.name) || (m.name == MetricSinkMass && !c.opts.Sinks)
+	})
 }
 
 // metrics returns cellMetrics, then the per-dimension metrics when
@@ -554,9 +577,18 @@ func (c *Collector) ConsumeAttn(a *hooks.AttnTile) error {
 	sc := c.pool.Get().(*scratch)
 	defer c.pool.Put(sc)
 	base := c.Index(a.Batch, a.Layer, a.Head, 0)
+	renorm := a.Sink != nil && c.opts.SinkRows == RenormRows
 	for r := 0; r < a.Rows; r++ {
 		t := a.Q0 + r
-		if where := c.row(sc, base+t, a.Row(r), a.V, a.VStride); where != "" {
+		alpha := a.Row(r)
+		if renorm {
+			sc.alpha = renormRow(sc.alpha, alpha)
+			alpha = sc.alpha
+		}
+		if c.SinkMass != nil {
+			c.SinkMass[base+t] = a.SinkMass(r)
+		}
+		if where := c.row(sc, base+t, alpha, a.V, a.VStride); where != "" {
 			e := &NonFiniteError{Batch: a.Batch, Layer: a.Layer, Head: a.Head, Query: t, Where: where}
 			c.nBad.Add(1)
 			c.mu.Lock()
@@ -644,6 +676,64 @@ func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStr
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// renormRow sets dst to the row alpha divided by its own sum Σα (float64,
+// each quotient rounded to float32 once), reusing dst's storage.
+func renormRow(dst, alpha []float32) []float32 {
+	var s1 float64
+	for _, a := range alpha {
+		s1 += float64(a)
+	}
+	dst = append(dst[:0], alpha...)
+	for j, a := range dst {
+		dst[j] = float32(float64(a) / s1)
+	}
+	return dst
+}
+
+// SinkRows selects the attention rows the diagnostics read on a model
+// with learned attention sinks (gpt-oss), whose softmax runs over the keys
+// and one sink logit per head and then drops the sink column, so that a row
+// sums to 1 − σ (σ the sink mass, MetricSinkMass). The output is z =
+// Σ_j α_j v_j = (1 − σ)·Σ_j α'_j v_j with α' = α/(1 − σ): the sink acts as
+// a head-wise output gate (1 − σ) on a softmax over the tokens.
+// docs/diagnostics.md argues the default.
+type SinkRows int
+
+const (
+	// RenormRows (the default) reads α' = α/Σα, the rows renormalised over
+	// the tokens (Σα = 1 − σ): n_eff, S, λobs, K, the entropy, e and the
+	// first-token mass describe which tokens the head reads, on the same
+	// scale as a model without sinks (n_eff ≤ t + 1), and σ is reported
+	// beside them as the gate it acts as — the reading the gated models'
+	// diagnostics have (pre-gate rows, the gate in its own column).
+	RenormRows SinkRows = iota
+	// RawRows reads the rows as the model returns them (hook_pattern):
+	// Σα = 1 − σ, n_eff = 1/Σα² grows as 1/(1 − σ)² when the sink takes
+	// the mass, e = Σα v is shrunk by (1 − σ).
+	RawRows
+)
+
+// String returns the name flags and manifests use: "renorm" or "raw".
+func (r SinkRows) String() string {
+	switch r {
+	case RenormRows:
+		return "renorm"
+	case RawRows:
+		return "raw"
+	}
+	return fmt.Sprintf("SinkRows(%d)", int(r))
+}
+
+// ParseSinkRows parses "renorm" or "raw".
+func ParseSinkRows(s string) (SinkRows, bool) {
+	for _, r := range []SinkRows{RenormRows, RawRows} {
+		if r.String() == s {
+			return r, true
+		}
+	}
+	return 0, false
+}
 
 // store32 rounds src into dst (len(dst) = len(src)).
 func store32(dst []float32, src []float64) {

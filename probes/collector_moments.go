@@ -76,17 +76,59 @@ func (c *Collector) ConsumeMoments(am *hooks.AttnMoments) error {
 	harmonic := o.Lambda
 	harmonic.Reduction = Harmonic
 	base := c.Index(a.Batch, a.Layer, a.Head, 0)
+	renorm := a.Sink != nil && o.SinkRows == RenormRows
 	for r := 0; r < a.Rows; r++ {
 		idx := base + a.Q0 + r
-		st := RowStats{NEff: 1 / am.SumSq[r], SumAlpha: am.SumAlpha[r]}
-		var e2, sumS float64
-		for _, ei := range am.E[r*d : (r+1)*d] {
-			e2 += ei * ei
+		if c.SinkMass != nil {
+			c.SinkMass[idx] = a.SinkMass(r)
 		}
+		s1, ent := am.SumAlpha[r], am.Entropy[r]
+		st := RowStats{NEff: 1 / am.SumSq[r], SumAlpha: s1}
+		e := am.E[r*d : (r+1)*d]
+		bos := ColumnMass(a.Row(r), o.BOSKeys)
+		var e2, sumS float64
 		if am.S == nil { // Σ_i S_i only (MeanReduction)
 			sumS = am.SSum[r]
 		} else {
 			st.S = am.S[r*d : (r+1)*d]
+		}
+		if renorm {
+			// α' = α/s1 (SinkRows): Σα'² = Σα²/s1², H' = H/s1 + ln s1,
+			// e' = e/s1, S'_i = S_i/s1 − (e'_i·(1 − s1))² (S_i is centred
+			// at e, S'_i at e'); where the subtraction would lose more
+			// than a bit of S'_i the row is read again, renormalised.
+			st.NEff, st.SumAlpha = s1*s1/am.SumSq[r], 1
+			ent = ent/s1 + math.Log(s1)
+			bos /= s1
+			var lost bool
+			var cross float64
+			for i, ei := range e {
+				sc.e[i] = ei / s1
+				ci := sc.e[i] * (1 - s1)
+				if st.S != nil {
+					si := st.S[i] / s1
+					sc.s[i] = si - ci*ci
+					lost = lost || ci*ci > si/2
+				}
+				cross += ci * ci
+			}
+			if st.S != nil {
+				st.S = sc.s
+			} else {
+				sumS = sumS/s1 - cross
+				lost = cross > sumS
+			}
+			if lost {
+				sc.alpha = renormRow(sc.alpha, a.Row(r))
+				c.row(sc, idx, sc.alpha, a.V, a.VStride)
+				continue
+			}
+			e = sc.e
+		}
+		for _, ei := range e {
+			e2 += ei * ei
+		}
+		if st.S != nil {
 			for _, si := range st.S {
 				sumS += si
 			}
@@ -94,12 +136,12 @@ func (c *Collector) ConsumeMoments(am *hooks.AttnMoments) error {
 		// (i) from the mean statistic
 		lam := o.Lambda.lambda1(&st, sumS/float64(d))
 		c.NEff[idx] = float32(st.NEff)
-		c.NEffEntropy[idx] = float32(math.Exp(am.Entropy[r]))
+		c.NEffEntropy[idx] = float32(math.Exp(ent))
 		c.SumAlpha[idx] = float32(st.SumAlpha)
 		c.SMean[idx] = float32(sumS / float64(d))
 		c.LambdaObs[idx] = float32(lam)
 		c.K[idx] = float32(KalmanGain(lam, c.lambdaK))
-		c.BOSMass[idx] = float32(ColumnMass(a.Row(r), o.BOSKeys))
+		c.BOSMass[idx] = float32(bos)
 		c.ENorm[idx] = float32(math.Sqrt(e2))
 		if st.S == nil || o.Reductions != AllReductions {
 			continue

@@ -21,6 +21,13 @@ import (
 //	fading                 the mean over queries of max_j α_tj (all queries,
 //	                       and the last quarter t ≥ T − ⌊T/4⌋)
 //	n_eff                  mean over queries of 1/Σ_j α_tj² (Kish)
+//	sink mass              mean over queries of σ_t, the weight of the
+//	                       dropped sink column of a model with learned
+//	                       sinks (gpt-oss; 0 without)
+//
+// On a model with learned sinks the rows sum to 1 − σ_t; SinkRows says
+// whether the measurements above read them as they are or renormalised
+// over the tokens (α/Σα, the default; see SinkRows).
 //
 // A query t of a sliding-window layer (window w: keys t−w+1 … t) with
 // t ≥ w cannot see position 0: its weight there is exactly 0 by
@@ -41,6 +48,10 @@ type SinkCollector struct {
 	// as Gu et al.'s mean over every query does; false averages over
 	// t ≥ 1 only.
 	IncludeFirstQuery bool
+	// SinkRows selects the rows of a model with learned sinks that the
+	// measurements read (default RenormRows: α/Σα); σ is accumulated as
+	// the model computed it either way.
+	SinkRows SinkRows
 
 	acc []sinkAcc // [B, L, H]
 }
@@ -48,6 +59,7 @@ type SinkCollector struct {
 type sinkAcc struct {
 	rows, firstN, leftOut, normN, lastN      int64
 	first, ent, entNorm, maxW, maxLast, neff float64
+	sink                                     float64
 }
 
 // NewSinkCollector returns a SinkCollector for B sequences of T tokens
@@ -73,20 +85,29 @@ func (c *SinkCollector) ConsumeAttn(tile *hooks.AttnTile) error {
 	if err != nil {
 		return err
 	}
+	renorm := tile.Sink != nil && c.SinkRows == RenormRows
 	for r := 0; r < tile.Rows; r++ {
 		t := tile.Q0 + r
 		row := tile.Row(r)
 		lo := c.lo(tile.Layer, t)
+		scale := 1.0 // 1/Σα for renormalised rows
+		if renorm {
+			var s1 float64
+			for _, x := range row[lo:] {
+				s1 += float64(x)
+			}
+			scale = 1 / s1
+		}
 		var h, m, s2 float64
 		for _, x := range row[lo:] {
-			f := float64(x)
+			f := float64(x) * scale
 			if f > 0 {
 				h -= f * math.Log(f)
 			}
 			m = max(m, f)
 			s2 += f * f
 		}
-		c.add(a, t, lo, float64(row[0]), h, m, s2)
+		c.add(a, t, lo, float64(row[0])*scale, h, m, s2, float64(tile.SinkMass(r)))
 	}
 	return nil
 }
@@ -101,11 +122,17 @@ func (c *SinkCollector) ConsumeMoments(am *hooks.AttnMoments) error {
 	if err != nil {
 		return err
 	}
+	renorm := tile.Sink != nil && c.SinkRows == RenormRows
 	for r := 0; r < tile.Rows; r++ {
 		t := tile.Q0 + r
 		row := tile.Row(r)
 		lo := c.lo(tile.Layer, t)
-		c.add(a, t, lo, float64(row[0]), am.Entropy[r], float64(maxWeight(row[lo:])), am.SumSq[r])
+		a0, h, m, s2 := float64(row[0]), am.Entropy[r], float64(maxWeight(row[lo:])), am.SumSq[r]
+		if renorm { // α' = α/s1: H' = H/s1 + ln s1, Σα'² = Σα²/s1²
+			s1 := am.SumAlpha[r]
+			a0, h, m, s2 = a0/s1, h/s1+math.Log(s1), m/s1, s2/(s1*s1)
+		}
+		c.add(a, t, lo, a0, h, m, s2, float64(tile.SinkMass(r)))
 	}
 	return nil
 }
@@ -162,9 +189,10 @@ func (c *SinkCollector) lo(l, t int) int {
 }
 
 // add accumulates one row: query t, first visible key lo, weight a0 on
-// position 0, entropy h, largest weight m, Σα² s2.
-func (c *SinkCollector) add(a *sinkAcc, t, lo int, a0, h, m, s2 float64) {
+// position 0, entropy h, largest weight m, Σα² s2, sink mass sink.
+func (c *SinkCollector) add(a *sinkAcc, t, lo int, a0, h, m, s2, sink float64) {
 	a.rows++
+	a.sink += sink
 	a.ent += h
 	a.maxW += m
 	a.neff += 1 / s2
@@ -198,6 +226,7 @@ type SinkHead struct {
 	MaxWeight   float64 // mean max_j α_tj
 	MaxLast     float64 // the same over t ≥ T − ⌊T/4⌋
 	NEff        float64 // mean 1/Σ_j α_tj²
+	SinkMass    float64 // mean σ_t, the dropped sink column's weight (0 without sinks)
 }
 
 // Heads returns the pooled measurements of the given layers, in (layer,
@@ -220,11 +249,12 @@ func (c *SinkCollector) Heads(layers []int) []SinkHead {
 				p.maxW += a.maxW
 				p.maxLast += a.maxLast
 				p.neff += a.neff
+				p.sink += a.sink
 			}
 			n := float64(p.rows)
 			out = append(out, SinkHead{Layer: l, Head: h, Rows: p.rows, BOSN: p.firstN, LeftOut: p.leftOut,
 				BOSMass: ratio(p.first, p.firstN), Entropy: p.ent / n, EntropyNorm: ratio(p.entNorm, p.normN),
-				MaxWeight: p.maxW / n, MaxLast: ratio(p.maxLast, p.lastN), NEff: p.neff / n})
+				MaxWeight: p.maxW / n, MaxLast: ratio(p.maxLast, p.lastN), NEff: p.neff / n, SinkMass: p.sink / n})
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,6 +35,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	withTokens := fs.Bool("tokens", false, "add a last column, token: the text of each query's token (needs the model folder's tokenizer.json or --tokenizer)")
 	legacy := fs.Bool("legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
 	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
+	sinkRows := fs.String("sink-rows", probes.RenormRows.String(), "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in a sink_mass column after bos_mass) or raw (as the model returns them); docs/diagnostics.md")
 	progress := addProgressFlag(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -81,8 +83,18 @@ func cmdDiag(args []string, w io.Writer) error {
 	if !ok {
 		return fmt.Errorf("--kernel %q: want %s or %s", *kernel, probes.MatrixKernel, probes.RowKernel)
 	}
+	sr, ok := probes.ParseSinkRows(*sinkRows)
+	if !ok {
+		return fmt.Errorf("--sink-rows %q: want %s or %s", *sinkRows, probes.RenormRows, probes.RawRows)
+	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
-	copts := probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k}
+	sinks := analysis.HasSinks(m)
+	copts := probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k, SinkRows: sr, Sinks: sinks}
+	columns := diagColumns
+	if sinks { // σ beside the first-token mass
+		i := slices.Index(columns, probes.MetricBOSMass) + 1
+		columns = slices.Insert(slices.Clone(columns), i, probes.MetricSinkMass)
+	}
 	opt := model.Options{AllowExtrapolation: *allowExt, Threads: *threads}
 	if err := probes.CheckModelMemory(m, B, T, opt, copts); err != nil { // before the Collector's results
 		return err
@@ -104,7 +116,7 @@ func cmdDiag(args []string, w io.Writer) error {
 	gated := c.Gate != model.GateNone
 	err = writeAtomic(*out, func(f io.Writer) error {
 		bw := bufio.NewWriterSize(f, 1<<20)
-		for i, name := range diagColumns {
+		for i, name := range columns {
 			if i > 0 {
 				bw.WriteByte(',')
 			}
@@ -137,6 +149,10 @@ func cmdDiag(args []string, w io.Writer) error {
 							buf = append(buf, ',')
 							buf = strconv.AppendFloat(buf, float64(x), 'g', -1, 32)
 						}
+						if sinks {
+							buf = append(buf, ',')
+							buf = strconv.AppendFloat(buf, float64(col.SinkMass[i]), 'g', -1, 32)
+						}
 						buf = append(buf, ',')
 						if gated {
 							buf = strconv.AppendFloat(buf, float64(col.Gate[i]), 'g', -1, 32)
@@ -160,6 +176,9 @@ func cmdDiag(args []string, w io.Writer) error {
 		len(layers), c.Heads, T, *out)
 	if len(layers) < c.Layers {
 		fmt.Fprintf(w, "measured the softmax layers %v; the others are Gated DeltaNet layers, which have no softmax rows\n", layers)
+	}
+	if sinks {
+		fmt.Fprintf(w, "learned attention sinks: the diagnostics read the rows %s (--sink-rows); sink_mass is the dropped sink column's weight\n", sr)
 	}
 	copts.ContinueOnNonFinite = false
 	if _, err := mf.deviation(w, m, ids, copts, *allowExt, *threads); err != nil {

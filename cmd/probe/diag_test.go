@@ -84,146 +84,201 @@ func TestDiagMatchesGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			info, _ := d.Info("neff")
-			B, L, H, T := info.Shape[0], info.Shape[1], info.Shape[2], info.Shape[3]
-			// slot l of the file is model layer layers[l]: every layer, or
-			// only the softmax layers of a hybrid model (int64 "layers")
-			layers := make([]int, L)
-			for l := range layers {
-				layers[l] = l
+			// a sink model's file holds both readings (raw.*, renorm.*):
+			// probe diag runs once per --sink-rows and is compared with its own
+			modes := []string{""}
+			if _, ok := d.Info("renorm.neff"); ok {
+				modes = []string{"renorm", "raw"}
 			}
-			if _, ok := d.Info("layers"); ok {
-				ls, err := d.Int64("layers")
-				if err != nil {
-					t.Fatal(err)
-				}
-				for l := range layers {
-					layers[l] = int(ls[l])
-				}
-			}
-			raw, err := g.Int64("input_ids")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids := make([][]int64, B)
-			for b := range ids {
-				ids[b] = raw[b*T : (b+1)*T]
-			}
-			tmp := t.TempDir()
-			idsFile, out := filepath.Join(tmp, "ids.json"), filepath.Join(tmp, "diag.csv")
-			data, _ := json.Marshal(ids)
-			os.WriteFile(idsFile, data, 0o644)
-			code, _, errs := probe(t, "diag", "--model", dir, "--ids", idsFile, "--out", out)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errs)
-			}
-			header, cols, recs := readDiagCSV(t, out)
-			if got := strings.Join(header, ","); got != "sample,layer,head,query,neff,neff_entropy,S_mean,lambda_obs,K,K_dim_mean,bos_mass,gate" {
-				t.Fatalf("header %q", got)
-			}
-			if len(recs) != B*L*H*T {
-				t.Fatalf("%d rows, want %d", len(recs), B*L*H*T)
-			}
-			// keys in [B, L, H, T] order
-			for i := 0; i < len(recs); i += 97 {
-				want := fmt.Sprintf("%d,%d,%d,%d", i/(L*H*T), layers[i/(H*T)%L], i/T%H, i%T)
-				if got := strings.Join(recs[i][:4], ","); got != want {
-					t.Fatalf("row %d keys %s, want %s", i, got, want)
-				}
-			}
-
-			for _, c := range []struct {
-				col, golden string
-				tol         float64
-				rel         bool
-			}{
-				{"neff", "neff", 1e-4, true},
-				{"S_mean", "S_mean", 5e-5, false},
-				{"lambda_obs", "lambda_obs", 1e-4, true},
-				{"K", "K", 1e-5, false},
-				{"K_dim_mean", "K_dim_mean", 1e-5, false},
-				{"bos_mass", "bos_mass", 3e-5, false},
-			} {
-				want, err := d.Float64(c.golden)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got := cols[diagColumn(header, c.col)]
-				worst := diagCompare(got, want, c.rel)
-				kind := "abs"
-				if c.rel {
-					kind = "rel"
-				}
-				t.Logf("%-11s max %s error %.3g (tolerance %g)", c.col, kind, worst, c.tol)
-				if !(worst <= c.tol) {
-					t.Errorf("%s: max %s error %.3g > %g", c.col, kind, worst, c.tol)
-				}
-			}
-
-			// neff_entropy from the golden attention; gate from gate.{l}.
-			ent, gate := make([]float64, B*L*H*T), make([]float64, B*L*H*T)
-			gated := false
-			for l := 0; l < L; l++ {
-				attn, err := g.Float32(fmt.Sprintf("attn.%d", layers[l]))
-				if err != nil {
-					t.Fatal(err)
-				}
-				for b := 0; b < B; b++ {
-					for h := 0; h < H; h++ {
-						for q := 0; q < T; q++ {
-							var s float64
-							for _, a := range attn[((b*H+h)*T+q)*T:][:q+1] {
-								if a > 0 {
-									s -= float64(a) * math.Log(float64(a))
-								}
-							}
-							ent[((b*L+l)*H+h)*T+q] = math.Exp(s)
-						}
-					}
-				}
-				gi, ok := g.Info(fmt.Sprintf("gate.%d", layers[l]))
-				if !ok {
-					continue
-				}
-				gated = true
-				gv, _ := g.Float32(gi.Name)
-				per := 1
-				if len(gi.Shape) == 4 {
-					per = gi.Shape[3]
-				}
-				for b := 0; b < B; b++ {
-					for q := 0; q < T; q++ {
-						for h := 0; h < H; h++ {
-							var s float64
-							for _, x := range gv[((b*T+q)*H+h)*per:][:per] {
-								s += float64(x)
-							}
-							gate[((b*L+l)*H+h)*T+q] = s / float64(per)
-						}
-					}
-				}
-			}
-			worst := diagCompare(cols[diagColumn(header, "neff_entropy")], ent, true)
-			t.Logf("neff_entropy max rel error %.3g (tolerance 1e-4)", worst)
-			if !(worst <= 1e-4) {
-				t.Errorf("neff_entropy: max rel error %.3g", worst)
-			}
-			gcol := cols[diagColumn(header, "gate")]
-			if gated {
-				worst := diagCompare(gcol, gate, false)
-				t.Logf("gate        max abs error %.3g (tolerance 1e-5)", worst)
-				if !(worst <= 1e-5) {
-					t.Errorf("gate: max abs error %.3g", worst)
-				}
-			} else {
-				for i, r := range recs {
-					if r[len(r)-1] != "" {
-						t.Fatalf("row %d: gate %q for a model without gates, want empty", i, r[len(r)-1])
-					}
-				}
-				_ = gcol
+			for _, mode := range modes {
+				diagGoldenMode(t, dir, g, d, mode)
 			}
 		})
+	}
+}
+
+// diagGoldenMode is TestDiagMatchesGolden on one case: probe diag (with
+// --sink-rows mode when mode is set) against the reference diagnostics of
+// that reading (prefix "mode."), with a sink_mass column after bos_mass
+// equal to sink_mass.{l} on a sink model; the neff_entropy reference reads
+// the golden rows as the mode says.
+func diagGoldenMode(t *testing.T, dir string, g, d *checkpoint.Checkpoint, mode string) {
+	prefix := ""
+	if mode != "" {
+		prefix = mode + "."
+	}
+	info, _ := d.Info(prefix + "neff")
+	B, L, H, T := info.Shape[0], info.Shape[1], info.Shape[2], info.Shape[3]
+	// slot l of the file is model layer layers[l]: every layer, or
+	// only the softmax layers of a hybrid model (int64 "layers")
+	layers := make([]int, L)
+	for l := range layers {
+		layers[l] = l
+	}
+	if _, ok := d.Info("layers"); ok {
+		ls, err := d.Int64("layers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l := range layers {
+			layers[l] = int(ls[l])
+		}
+	}
+	raw, err := g.Int64("input_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([][]int64, B)
+	for b := range ids {
+		ids[b] = raw[b*T : (b+1)*T]
+	}
+	tmp := t.TempDir()
+	idsFile, out := filepath.Join(tmp, "ids.json"), filepath.Join(tmp, "diag.csv")
+	data, _ := json.Marshal(ids)
+	os.WriteFile(idsFile, data, 0o644)
+	args := []string{"diag", "--model", dir, "--ids", idsFile, "--out", out}
+	if mode != "" {
+		args = append(args, "--sink-rows", mode)
+	}
+	code, _, errs := probe(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	header, cols, recs := readDiagCSV(t, out)
+	wantHeader := "sample,layer,head,query,neff,neff_entropy,S_mean,lambda_obs,K,K_dim_mean,bos_mass,gate"
+	if mode != "" {
+		wantHeader = strings.Replace(wantHeader, "bos_mass", "bos_mass,sink_mass", 1)
+	}
+	if got := strings.Join(header, ","); got != wantHeader {
+		t.Fatalf("header %q", got)
+	}
+	if len(recs) != B*L*H*T {
+		t.Fatalf("%d rows, want %d", len(recs), B*L*H*T)
+	}
+	// keys in [B, L, H, T] order
+	for i := 0; i < len(recs); i += 97 {
+		want := fmt.Sprintf("%d,%d,%d,%d", i/(L*H*T), layers[i/(H*T)%L], i/T%H, i%T)
+		if got := strings.Join(recs[i][:4], ","); got != want {
+			t.Fatalf("row %d keys %s, want %s", i, got, want)
+		}
+	}
+
+	for _, c := range []struct {
+		col, golden string
+		tol         float64
+		rel         bool
+	}{
+		{"neff", "neff", 1e-4, true},
+		{"S_mean", "S_mean", 5e-5, false},
+		{"lambda_obs", "lambda_obs", 1e-4, true},
+		{"K", "K", 1e-5, false},
+		{"K_dim_mean", "K_dim_mean", 1e-5, false},
+		{"bos_mass", "bos_mass", 3e-5, false},
+	} {
+		want, err := d.Float64(prefix + c.golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cols[diagColumn(header, c.col)]
+		worst := diagCompare(got, want, c.rel)
+		kind := "abs"
+		if c.rel {
+			kind = "rel"
+		}
+		t.Logf("%-11s max %s error %.3g (tolerance %g)", c.col, kind, worst, c.tol)
+		if !(worst <= c.tol) {
+			t.Errorf("%s: max %s error %.3g > %g", c.col, kind, worst, c.tol)
+		}
+	}
+
+	// neff_entropy from the golden attention; gate from gate.{l}.
+	ent, gate, sink := make([]float64, B*L*H*T), make([]float64, B*L*H*T), make([]float64, B*L*H*T)
+	gated := false
+	for l := 0; l < L; l++ {
+		attn, err := g.Float32(fmt.Sprintf("attn.%d", layers[l]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sm []float32
+		if mode != "" {
+			if sm, err = g.Float32(fmt.Sprintf("sink_mass.%d", layers[l])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for b := 0; b < B; b++ {
+			for h := 0; h < H; h++ {
+				for q := 0; q < T; q++ {
+					row := attn[((b*H+h)*T+q)*T:][:q+1]
+					scale := 1.0 // renorm: the row over its own sum
+					if mode == "renorm" {
+						var s1 float64
+						for _, a := range row {
+							s1 += float64(a)
+						}
+						scale = 1 / s1
+					}
+					var s float64
+					for _, a := range row {
+						if a > 0 {
+							x := float64(a) * scale
+							s -= x * math.Log(x)
+						}
+					}
+					ent[((b*L+l)*H+h)*T+q] = math.Exp(s)
+					if sm != nil {
+						sink[((b*L+l)*H+h)*T+q] = float64(sm[(b*H+h)*T+q])
+					}
+				}
+			}
+		}
+		gi, ok := g.Info(fmt.Sprintf("gate.%d", layers[l]))
+		if !ok {
+			continue
+		}
+		gated = true
+		gv, _ := g.Float32(gi.Name)
+		per := 1
+		if len(gi.Shape) == 4 {
+			per = gi.Shape[3]
+		}
+		for b := 0; b < B; b++ {
+			for q := 0; q < T; q++ {
+				for h := 0; h < H; h++ {
+					var s float64
+					for _, x := range gv[((b*T+q)*H+h)*per:][:per] {
+						s += float64(x)
+					}
+					gate[((b*L+l)*H+h)*T+q] = s / float64(per)
+				}
+			}
+		}
+	}
+	if mode != "" {
+		worst := diagCompare(cols[diagColumn(header, "sink_mass")], sink, false)
+		t.Logf("sink_mass   max abs error %.3g (tolerance 3e-5)", worst)
+		if !(worst <= 3e-5) {
+			t.Errorf("sink_mass: max abs error %.3g", worst)
+		}
+	}
+	worst := diagCompare(cols[diagColumn(header, "neff_entropy")], ent, true)
+	t.Logf("neff_entropy max rel error %.3g (tolerance 1e-4)", worst)
+	if !(worst <= 1e-4) {
+		t.Errorf("neff_entropy: max rel error %.3g", worst)
+	}
+	gcol := cols[diagColumn(header, "gate")]
+	if gated {
+		worst := diagCompare(gcol, gate, false)
+		t.Logf("gate        max abs error %.3g (tolerance 1e-5)", worst)
+		if !(worst <= 1e-5) {
+			t.Errorf("gate: max abs error %.3g", worst)
+		}
+	} else {
+		for i, r := range recs {
+			if r[len(r)-1] != "" {
+				t.Fatalf("row %d: gate %q for a model without gates, want empty", i, r[len(r)-1])
+			}
+		}
+		_ = gcol
 	}
 }
 

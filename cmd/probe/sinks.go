@@ -22,6 +22,7 @@ func cmdSinks(args []string, w io.Writer) error {
 	firstQuery := fs.Bool("include-first-query", d.IncludeFirstQuery, "count query 0 (whose row is 1 on position 0) in the mean first-token attention, as Gu et al.'s mean over all queries does")
 	gateBelow := fs.Float64("gate-below", d.GateBelow, "threshold of the gate sparsity (fraction of gate values below it; Qiu et al.: 0.1)")
 	split := fs.Bool("split-local", d.SplitLocal, "also give the sink rate of global and sliding-window layers separately")
+	sinkRows := fs.String("sink-rows", d.SinkRows, "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in the sink_mass column) or raw (as the model returns them); docs/diagnostics.md")
 	tile := addTileFlag(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -32,7 +33,7 @@ func cmdSinks(args []string, w io.Writer) error {
 		return err
 	}
 	opts := analysis.SinksOptions{Lengths: lengths, Samples: *pf.samples, Disjoint: *pf.disjoint, Placement: *pf.placement, Seed: *pf.seed, Offset: *pf.offset,
-		IncludeFirstQuery: *firstQuery, GateBelow: *gateBelow, SplitLocal: *split, TileRows: *tile, AllowExtrapolation: *sf.allowExt}
+		IncludeFirstQuery: *firstQuery, GateBelow: *gateBelow, SinkRows: *sinkRows, SplitLocal: *split, TileRows: *tile, AllowExtrapolation: *sf.allowExt}
 	for _, s := range strings.Split(*eps, ",") {
 		e, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil {

@@ -195,6 +195,12 @@ var planFields = []planField{
 		}
 		return m.Sweep.Probe.Reductions
 	}},
+	{"sweep.probe.sink_rows", "--sink-rows", func(m *analysis.Manifest) any {
+		if m.Sweep.Probe.SinkRows == "" {
+			return "renorm" // written before the option existed: the same numbers for a model without sinks
+		}
+		return m.Sweep.Probe.SinkRows
+	}},
 	{"analysis.last_layers", "--last-layers", func(m *analysis.Manifest) any { return m.Analysis.LastLayers }},
 	{"analysis.ddof", "--ddof", func(m *analysis.Manifest) any { return m.Analysis.DDOF }},
 	{"analysis.fig4_lengths", "--fig4-lengths", func(m *analysis.Manifest) any { return m.Analysis.Fig4Lengths }},
@@ -333,6 +339,7 @@ func cmdSweep(args []string, w io.Writer) error {
 	moments := fs.String("moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
 	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
 	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about a third more time at 16k)")
+	sinkRows := fs.String("sink-rows", "renorm", "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in the sink_mass column) or raw (as the model returns them); docs/diagnostics.md")
 	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
 	progress := addProgressFlag(fs)
 	force := fs.Bool("force", false, "run into an --out that holds other files, or a sweep of another plan (its tables are replaced)")
@@ -371,7 +378,8 @@ func cmdSweep(args []string, w io.Writer) error {
 	opts := analysis.SweepOptions{LengthsArg: *lengths, KUnit: *k, Samples: *samples, Disjoint: *disjoint,
 		Placement: *placement, Seed: *seed, Offset: *offset, BOSToken: *bos, Bucket: *bucket, LastFrac: *lastFrac,
 		BOSFrac: *bosFrac, AllowExtrapolation: *allowExt, OnNonFinite: *onNF,
-		Probe:           analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions},
+		Probe: analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions,
+			SinkRows: *sinkRows},
 		DeviationTokens: *mf.deviationTokens}
 	if *k != 1000 && *k != 1024 {
 		return fmt.Errorf("--k %d: want 1000 or 1024", *k)

@@ -5,9 +5,10 @@ package kern
 import "math"
 
 // Rows is the matrix B of a product C = A·Bᵀ given row by row as it is
-// stored: float32 values (F32), or the 16-bit patterns of bfloat16 or IEEE
-// half-precision values (Bits, Half), widened to float32 while the rows are
-// packed into the panels of the blocked product. Row j (Cols values) starts
+// stored: float32 values (F32), the 16-bit patterns of bfloat16 or IEEE
+// half-precision values (Bits, Half), or MXFP4 codes and scales (FP4,
+// Scales: DequantMXFP4, Cols a multiple of MXFP4Block), widened to float32
+// while the rows are packed into the panels of the blocked product. Row j (Cols values) starts
 // at element ((j/Run)·Pitch + j%Run)·Cols: rows come in runs of Run rows,
 // consecutive runs Pitch rows apart (Run 0: all rows contiguous), so that
 // a matrix made of every other block of rows of a stored one (the query
@@ -15,7 +16,9 @@ import "math"
 type Rows struct {
 	F32        []float32
 	Bits       []uint16
-	Half       bool // Bits hold IEEE 754 half precision, else bfloat16
+	Half       bool    // Bits hold IEEE 754 half precision, else bfloat16
+	FP4        []uint8 // MXFP4 codes, two a byte (element i in byte i/2)
+	Scales     []uint8 // MXFP4 E8M0 scales, one per MXFP4Block elements
 	Cols       int
 	Run, Pitch int
 }
@@ -26,6 +29,14 @@ func (b *Rows) offset(j int) int {
 		return j * b.Cols
 	}
 	return (j/b.Run*b.Pitch + j%b.Run) * b.Cols
+}
+
+// stored is the number of elements b's storage holds.
+func (b *Rows) stored() int {
+	if b.FP4 != nil {
+		return min(2*len(b.FP4), MXFP4Block*len(b.Scales))
+	}
+	return max(len(b.F32), len(b.Bits))
 }
 
 // SgemmRows computes C = A·Bᵀ (A: m × k with row stride lda; B: n rows of
@@ -43,7 +54,7 @@ func SgemmRows(m, n, k int, a []float32, lda int, b Rows, c []float32, ldc int) 
 	// last row against its storage.
 	checkGemm(false, m, n, k, len(a), lda, n*k, max(1, n), len(c), ldc)
 	if n > 0 && k > 0 && (b.Run < 0 || b.Run > 0 && b.Pitch < b.Run ||
-		b.offset(n-1)+k > max(len(b.F32), len(b.Bits))) {
+		b.offset(n-1)+k > b.stored()) {
 		panic("blas: insufficient length of b")
 	}
 	if k == 0 || m == 0 || n == 0 {
@@ -82,15 +93,24 @@ func sgemmRowsPacked(m, n, k int, a []float32, lda int, b *Rows, c []float32, ld
 // packRows is packB of the transposed rows jc … jc+nc−1 of b, columns
 // pc … pc+kc−1, widened to float32: panel q holds, for each p < kc, the
 // sNR values of column pc+p of rows jc+q·sNR … (zero beyond nc). F32 and
-// BF16 rows go 8 at a time (packRows8); F16 rows, and the rows of a
-// panel's last group of fewer than 8, one by one.
+// BF16 rows go 8 at a time (packRows8), MXFP4 rows too, dequantized first
+// (packRowsFP4); F16 rows, and the rows of a panel's last group of fewer
+// than 8, one by one.
 func packRows(b *Rows, pc, kc, jc, nc int, bp []float32) {
 	const nr = sNR
+	var fp4 *[8 * gemmKC]float32
+	if b.FP4 != nil {
+		fp4 = new([8 * gemmKC]float32)
+	}
 	for q := 0; q*nr < nc; q++ {
 		pan := bp[q*nr*kc : (q+1)*nr*kc]
 		w := min(nr, nc-q*nr)
 		j := 0
-		if !b.Half {
+		if b.FP4 != nil {
+			for ; j+8 <= w; j += 8 {
+				packRowsFP4(b, pc, kc, jc+q*nr+j, pan[j:], fp4)
+			}
+		} else if !b.Half {
 			for ; j+8 <= w; j += 8 {
 				packRows8(b, pc, kc, jc+q*nr+j, pan[j:])
 			}
@@ -104,8 +124,13 @@ func packRows(b *Rows, pc, kc, jc, nc int, bp []float32) {
 			}
 			at := b.offset(jc+q*nr+j) + pc
 			switch {
-			case b.Bits == nil:
+			case b.Bits == nil && b.FP4 == nil:
 				for p, v := range b.F32[at : at+kc] {
+					pan[p*nr+j] = v
+				}
+			case b.FP4 != nil:
+				DequantMXFP4(fp4[:kc], b.FP4, b.Scales, at)
+				for p, v := range fp4[:kc] {
 					pan[p*nr+j] = v
 				}
 			case b.Half:
@@ -153,6 +178,16 @@ func packRows8(b *Rows, pc, kc, j int, dst []float32) {
 		d[4], d[5] = math.Float32frombits(uint32(r4[p])<<16), math.Float32frombits(uint32(r5[p])<<16)
 		d[6], d[7] = math.Float32frombits(uint32(r6[p])<<16), math.Float32frombits(uint32(r7[p])<<16)
 	}
+}
+
+// packRowsFP4 is packRows8 for MXFP4 rows: the kc values of each of the
+// 8 rows j … j+7 from column pc are dequantized into tmp, which packRows8
+// then interleaves as float32 rows.
+func packRowsFP4(b *Rows, pc, kc, j int, dst []float32, tmp *[8 * gemmKC]float32) {
+	for i := range 8 {
+		DequantMXFP4(tmp[i*kc:(i+1)*kc], b.FP4, b.Scales, b.offset(j+i)+pc)
+	}
+	packRows8(&Rows{F32: tmp[:8*kc], Cols: kc}, 0, kc, 0, dst)
 }
 
 // HalfToFloat32 widens IEEE 754 half-precision bits to float32, exactly

@@ -42,8 +42,13 @@ func TestSgemmRows(t *testing.T) {
 		// between goroutines, k over several blocks with a tail) and the
 		// first packed m
 		{NarrowM, 1100, 600, 0, 0}, {17, 530, 1030, 0, 0}, {16, 47, 256, 0, 0}, {3, 600, 2100, 8, 24},
-		{NarrowM + 1, 70, 300, 0, 0}} {
-		for _, kind := range []string{"F32", "BF16", "F16"} {
+		{NarrowM + 1, 70, 300, 0, 0},
+		// MXFP4 rows need k a multiple of 32
+		{7, 33, 320, 0, 0}, {20, 64, 64, 1, 2}, {17, 530, 1056, 0, 0}, {NarrowM + 1, 70, 288, 0, 0}} {
+		for _, kind := range []string{"F32", "BF16", "F16", "MXFP4"} {
+			if kind == "MXFP4" && sh.k%MXFP4Block != 0 {
+				continue
+			}
 			for _, poison := range []bool{false, true} {
 				name := fmt.Sprintf("%s m%d n%d k%d run%d poison %v", kind, sh.m, sh.n, sh.k, sh.run, poison)
 				stored := sh.n
@@ -58,6 +63,15 @@ func TestSgemmRows(t *testing.T) {
 						vals[i] = float32(rng.NormFloat64())
 					}
 					b.F32 = vals
+				case "MXFP4":
+					b.FP4, b.Scales = make([]uint8, len(vals)/2), make([]uint8, len(vals)/MXFP4Block)
+					for i := range b.FP4 {
+						b.FP4[i] = uint8(rng.IntN(256))
+					}
+					for i := range b.Scales {
+						b.Scales[i] = uint8(120 + rng.IntN(10))
+					}
+					DequantMXFP4(vals, b.FP4, b.Scales, 0)
 				default:
 					b.Bits = make([]uint16, len(vals))
 					for i := range b.Bits {
@@ -83,6 +97,12 @@ func TestSgemmRows(t *testing.T) {
 					for _, r := range []int{0, sh.n / 2, sh.n - 1} {
 						at := b.offset(r) + rng.IntN(sh.k)
 						v := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}[rng.IntN(3)]
+						if kind == "MXFP4" { // scale byte 255: ±Inf for a non-zero code
+							b.FP4[at/2] |= 0x11
+							b.Scales[at/MXFP4Block] = 255
+							DequantMXFP4(vals[at/MXFP4Block*MXFP4Block:][:MXFP4Block], b.FP4, b.Scales, at/MXFP4Block*MXFP4Block)
+							continue
+						}
 						vals[at] = v
 						switch kind {
 						case "BF16":

@@ -2,6 +2,8 @@
 
 package kern
 
+import "math"
+
 // The softmax row, SiLU and squared-shift kernels (softmax_amd64.s); the
 // slices must not be empty.
 
@@ -17,6 +19,54 @@ func ExpSum(x []float32, m float32, stats bool) (z, pd, q float64) {
 		st = 1
 	}
 	return expSumAVX512(&x[0], len(x), m, st)
+}
+
+// SoftmaxRow is the attention row on 16 lanes: it replaces x with the
+// weights α_j = p_j·(1/Z) (the product in float32), p_j = e^(x_j − m), with
+//
+//	m = max(max_j x_j, sink)    Z = Σ_j p_j + e^(sink − m)
+//
+// in float64: the softmax over the keys and one extra column, the head's
+// learned sink logit (gpt-oss), which is dropped, so that Σα = 1 − σ with
+// σ = e^(sink − m)·(1/Z) (float32, formed like the weights) the sink mass it
+// returns. sink = −Inf means no sink column: Z is the keys' sum, σ = 0 and
+// the weights are the plain softmax's bit for bit. The exponentials are
+// ExpSum's (the sink's too). With stats it also returns, over the returned
+// weights (not the sink column), Σα = Σp·(1/Z) and Σα² = Σp²·(1/Z)² from the
+// unnormalized sums (within ~3e-7 relative of the sums of the rounded
+// weights, without another pass) and the entropy −Σα log α = log Z·Σα −
+// Σp(x − m)/Z; with w non-nil (len(w) ≥ len(x)) g = Σ_j α_j w_j
+// (ScaleDot). x must not be empty.
+func SoftmaxRow(x []float32, sink float32, stats bool, w []float32) (s1, s2, ent, g float64, sinkMass float32) {
+	m := Max(x)
+	hasSink := sink > float32(math.Inf(-1))
+	if hasSink && sink > m {
+		m = sink
+	}
+	zk, pd, q := ExpSum(x, m, stats)
+	z := zk
+	var ps [1]float32
+	if hasSink {
+		ps[0] = sink
+		zs, _, _ := ExpSum(ps[:], m, false) // ps[0] = e^(sink − m)
+		z += zs
+	}
+	inv := 1 / z
+	invf := float32(inv)
+	if w != nil {
+		g = ScaleDot(x, invf, w[:len(x)])
+	} else {
+		Scale(x, invf)
+	}
+	if hasSink {
+		sinkMass = ps[0] * invf
+	}
+	if !stats {
+		return 0, 0, 0, g, sinkMass
+	}
+	fi := float64(invf)
+	s1 = zk * fi
+	return s1, q * fi * fi, math.Log(z)*s1 - pd*inv, g, sinkMass
 }
 
 // Scale multiplies x by s.

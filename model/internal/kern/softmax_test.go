@@ -168,3 +168,59 @@ func TestNormKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftmaxRowSink: SoftmaxRow without a sink (−Inf) is Max, ExpSum and
+// Scale bit for bit with σ = 0; with a sink logit below, inside and above
+// the scores its weights and σ are the float64 softmax's with the extra
+// column within 1.2e-7·(4 + |x − m|) relative, Σα + σ = 1 within 1e-6,
+// and Σα is the float64 sum of its weights within 1e-6 — for lengths with
+// and without a tail of n mod 16.
+func TestSoftmaxRowSink(t *testing.T) {
+	if !Available() {
+		t.Skip("kern: the CPU lacks AVX-512F or BMI2")
+	}
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, n := range []int{1, 15, 16, 17, 100} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * 3)
+		}
+		plain := append([]float32(nil), x...)
+		z, _, _ := ExpSum(plain, Max(plain), false)
+		Scale(plain, float32(1/z))
+		none := append([]float32(nil), x...)
+		if _, _, _, _, sm := SoftmaxRow(none, float32(math.Inf(-1)), true, nil); sm != 0 {
+			t.Fatalf("n=%d: no sink: σ = %v", n, sm)
+		}
+		for i := range none {
+			if math.Float32bits(none[i]) != math.Float32bits(plain[i]) {
+				t.Fatalf("n=%d: no sink: weight %d = %v, Max/ExpSum/Scale %v", n, i, none[i], plain[i])
+			}
+		}
+		for _, sink := range []float32{-20, 0.5, 12} {
+			got := append([]float32(nil), x...)
+			s1, _, _, _, sm := SoftmaxRow(got, sink, true, nil)
+			m := float64(sink)
+			for _, v := range x {
+				m = math.Max(m, float64(v))
+			}
+			zr := math.Exp(float64(sink) - m)
+			for _, v := range x {
+				zr += math.Exp(float64(v) - m)
+			}
+			var sum float64
+			for i, v := range x {
+				want := math.Exp(float64(v)-m) / zr
+				if math.Abs(float64(got[i])-want) > 1.2e-7*(4+m-float64(v))*want+1e-37 {
+					t.Fatalf("n=%d sink %v: weight %d = %v, float64 %v", n, sink, i, got[i], want)
+				}
+				sum += float64(got[i])
+			}
+			want := math.Exp(float64(sink)-m) / zr
+			if math.Abs(float64(sm)-want) > 1.2e-7*(4+m-float64(sink))*want || math.Abs(sum+float64(sm)-1) > 1e-6 ||
+				math.Abs(s1-sum) > 1e-6*sum {
+				t.Fatalf("n=%d sink %v: σ %v (float64 %v), Σα %v (sum of weights %v)", n, sink, sm, want, s1, sum)
+			}
+		}
+	}
+}
