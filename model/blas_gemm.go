@@ -39,6 +39,7 @@ func gemmWeightAVX512(n int, x []float32, w *Weight, dst []float32) {
 	if w.MX != nil {
 		r.FP4, r.Scales = w.MX.Codes, w.MX.Scales
 	}
+	r.Q = w.Q
 	kern.SgemmRows(n, w.Rows, w.Cols, x, w.Cols, r, dst, w.Rows)
 }
 

@@ -521,17 +521,7 @@ func ggufUnpermute(x []float32, shape []int, n, d int, name string) ([]float32, 
 	if len(shape) == 0 || shape[0] != n*d || d%2 != 0 {
 		return nil, fmt.Errorf("tensor %q: shape %v, want %d heads × %d rows first", name, shape, n, d)
 	}
-	cols := len(x) / shape[0]
-	out := make([]float32, len(x))
-	for h := 0; h < n; h++ {
-		for s := 0; s < 2; s++ {
-			for i := 0; i < d/2; i++ {
-				src, dst := h*d+2*i+s, h*d+s*d/2+i
-				copy(out[dst*cols:(dst+1)*cols], x[src*cols:(src+1)*cols])
-			}
-		}
-	}
-	return out, nil
+	return ggufUnpermuteRows(x, shape[0], n, d), nil
 }
 
 // GGUFOptions are ConvertGGUF's choices.

@@ -29,15 +29,25 @@ import (
 // values is element r·Cols + c, exactly the `_blocks` [.., rows, cols/32,
 // 16] and `_scales` [.., rows, cols/32] tensors of the release.
 //
+// A GGUF weight in one of ggml's quantized types (DType "Q8_0", "Q4_K",
+// …: checkpoint.GGMLType's name in capitals) holds its blocks as stored
+// (Q: kern.Blocks, a view of the mapped file, or for Llama's q/k rows a
+// copy of the blocks in Hugging Face row order); element e is in block
+// e/Q.Block, and rows are whole blocks (Cols a multiple of Q.Block).
+// The products dequantize them while packing, bit for bit as ggml's
+// dequantize_row_*, so a product with such a weight is the float32
+// product with ggml's float32 reading of the file.
+//
 // Row r starts at element r·Cols of the storage, or, for a matrix made of
 // runs of rows of a stored one (the query and gate rows of a packed q_proj,
 // see unpackGatedQ), at ((r/run)·pitch + r%run)·Cols.
 type Weight struct {
 	Rows, Cols int
-	DType      string     // "F32", "BF16", "F16" (safetensors' spelling) or "MXFP4"
-	F32        []float32  // DType F32: the values
-	Bits       []uint16   // DType BF16 or F16: the stored bit patterns
-	MX         *MXFP4Data // DType MXFP4: the codes and scales (a pointer: a Weight stays small, and a model holds many)
+	DType      string       // "F32", "BF16", "F16" (safetensors' spelling) or "MXFP4"
+	F32        []float32    // DType F32: the values
+	Bits       []uint16     // DType BF16 or F16: the stored bit patterns
+	MX         *MXFP4Data   // DType MXFP4: the codes and scales (a pointer: a Weight stays small, and a model holds many)
+	Q          *kern.Blocks // a GGUF quantized DType: the blocks and their row dequantizer
 
 	// run and pitch: rows come in runs of run rows, pitch rows apart in
 	// the storage (run 0: contiguous).
@@ -71,12 +81,15 @@ func f32Weight(w []float32, cols int) Weight {
 
 // present reports whether the weight exists (the zero Weight stands for an
 // absent one: GPT-2 has no gate projection).
-func (w *Weight) present() bool { return w.F32 != nil || w.Bits != nil || w.MX != nil }
+func (w *Weight) present() bool { return w.F32 != nil || w.Bits != nil || w.MX != nil || w.Q != nil }
 
 // stored is the number of elements the storage holds.
 func (w *Weight) stored() int {
 	if w.MX != nil {
 		return min(2*len(w.MX.Codes), kern.MXFP4Block*len(w.MX.Scales))
+	}
+	if w.Q != nil {
+		return w.Q.Elements()
 	}
 	return max(len(w.F32), len(w.Bits))
 }
@@ -129,6 +142,10 @@ func widenTo(dst []float32, w *Weight, at int) {
 	case "MXFP4":
 		kern.DequantMXFP4(dst, w.MX.Codes, w.MX.Scales, at)
 	default:
+		if w.Q != nil {
+			w.Q.Dequant(dst, at)
+			return
+		}
 		panic(fmt.Sprintf("model: weight of dtype %q", w.DType))
 	}
 }
@@ -173,13 +190,17 @@ func (w Weight) runsOf(first, run, pitch int) Weight {
 }
 
 // sliceFrom makes the storage elements lo … hi−1 of w's the whole of w's
-// (lo and hi multiples of 32 for MXFP4).
+// (lo and hi multiples of 32 for MXFP4, of Q.Block for ggml's blocks).
 func (w *Weight) sliceFrom(lo, hi int) {
 	switch {
 	case w.F32 != nil:
 		w.F32 = w.F32[lo:hi]
 	case w.MX != nil:
 		w.MX = &MXFP4Data{Codes: w.MX.Codes[lo/2 : hi/2], Scales: w.MX.Scales[lo/kern.MXFP4Block : hi/kern.MXFP4Block]}
+	case w.Q != nil:
+		q := *w.Q
+		q.Data = q.Data[lo/q.Block*q.Size : hi/q.Block*q.Size]
+		w.Q = &q
 	default:
 		w.Bits = w.Bits[lo:hi]
 	}
@@ -188,8 +209,8 @@ func (w *Weight) sliceFrom(lo, hi int) {
 // transposed returns the [Cols, Rows] transpose of a contiguous weight, in
 // its dtype (a new slice: GPT-2's Conv1D weights are stored [in, out]).
 func (w Weight) transposed() Weight {
-	if !w.contiguous() || w.MX != nil {
-		panic("model: transpose of a weight made of runs or of MXFP4 blocks")
+	if !w.contiguous() || w.MX != nil || w.Q != nil {
+		panic("model: transpose of a weight made of runs or of MXFP4 or ggml blocks")
 	}
 	t := w
 	t.Rows, t.Cols = w.Cols, w.Rows
@@ -208,8 +229,11 @@ func (w Weight) transposed() Weight {
 
 // residentBytes is the memory the weight's values take as held: 4 bytes
 // per float32 value, 2 per 16-bit one, 17/32 per MXFP4 value (half a byte
-// and a scale byte per 32).
+// and a scale byte per 32), Q.Size/Q.Block per value in ggml's blocks.
 func (w *Weight) residentBytes() int64 {
+	if w.Q != nil {
+		return int64(w.Rows) * int64(w.Cols) / int64(w.Q.Block) * int64(w.Q.Size)
+	}
 	if w.MX != nil {
 		n := int64(w.Rows) * int64(w.Cols)
 		return n/2 + n/kern.MXFP4Block
