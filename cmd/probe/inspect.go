@@ -187,7 +187,18 @@ func cmdInspect(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return checkpoint.WriteGGUFSummary(w, s, *asJSON)
+		if err := checkpoint.WriteGGUFSummary(w, s, *asJSON); err != nil || *tokens <= 0 {
+			return err
+		}
+		if *asJSON {
+			return fmt.Errorf("--tokens with --json: the GGUF summary has no memory field; run without --json")
+		}
+		p, err := planMemory(file, *tokens) // through model.Load: the quantized blocks as held
+		if err != nil {
+			return err
+		}
+		writeMemoryPlan(w, p)
+		return nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, os.ErrNotExist) {
 		if found := checkpointsUnder(dir); len(found) > 0 {
@@ -244,14 +255,19 @@ func cmdInspect(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "skipped:       %d stored tensors are not part of the text model and are not loaded: %s\n", len(s.Skipped), listNames(s.Skipped))
 	}
 	if p := s.Memory; p != nil {
-		fmt.Fprintf(w, "memory:        one pass of %d tokens with every App. I diagnostic: weights ≤ %.0f MiB + pass %.0f MiB + diagnostics %.0f MiB ≤ %.0f MiB (docs/performance.md, \"Peak memory\")",
-			p.Tokens, p.WeightMiB, p.PassMiB, p.DiagnosticsMiB, p.WeightMiB+p.PassMiB+p.DiagnosticsMiB)
-		if p.AvailableSource != "" {
-			fmt.Fprintf(w, "; available %.0f MiB (%s)", p.AvailableMiB, p.AvailableSource)
-		}
-		fmt.Fprintln(w)
+		writeMemoryPlan(w, p)
 	}
 	return nil
+}
+
+// writeMemoryPlan prints the memory line of probe inspect --tokens.
+func writeMemoryPlan(w io.Writer, p *memoryPlan) {
+	fmt.Fprintf(w, "memory:        one pass of %d tokens with every App. I diagnostic: weights ≤ %.0f MiB + pass %.0f MiB + diagnostics %.0f MiB ≤ %.0f MiB (docs/performance.md, \"Peak memory\")",
+		p.Tokens, p.WeightMiB, p.PassMiB, p.DiagnosticsMiB, p.WeightMiB+p.PassMiB+p.DiagnosticsMiB)
+	if p.AvailableSource != "" {
+		fmt.Fprintf(w, "; available %.0f MiB (%s)", p.AvailableMiB, p.AvailableSource)
+	}
+	fmt.Fprintln(w)
 }
 
 func cmdHooks(args []string, w io.Writer) error {
