@@ -34,9 +34,11 @@ import (
 //     Hugging Face w is the stored value − 1 (exact in float32 whenever
 //     w + 1 was; the Gemma loader adds the 1 back).
 //
-// Weights are dequantized to float32 (checkpoint.DequantizeRow, bit for bit
-// as ggml). ConvertGGUF writes the result as a Hugging Face folder that
-// Load reads.
+// Load reads a GGUF file directly (gguf_source.go): the tensors one by one
+// under these names and layouts, the quantized matrices kept in their
+// blocks and dequantized inside the products (Weight.Q), bit for bit as
+// ggml's to_float. ConvertGGUF instead writes everything dequantized to
+// float32 (checkpoint.DequantizeRow) as a Hugging Face folder.
 
 // ggufFamily describes one general.architecture value.
 type ggufFamily struct {
