@@ -406,7 +406,7 @@ func (a *aggregator) layers() {
 		}
 	} else {
 		what = "measured layers"
-		a.note("only layers %v have softmax attention rows (the others are Gated DeltaNet layers): every figure uses those", measured)
+		a.note("only layers %v have softmax attention rows (the others are Gated DeltaNet or Mamba-2 layers): every figure uses those", measured)
 	}
 	var global, local []int
 	for _, l := range measured {

@@ -18,6 +18,7 @@ type GDNRow struct {
 	Layer      int     `parquet:"layer"`
 	Head       int     `parquet:"head"`
 	Token      int     `parquet:"token"`
+	Mixer      string  `parquet:"mixer,dict"`
 	Beta       float64 `parquet:"beta"`
 	Decay      float64 `parquet:"decay"`
 	Horizon    float64 `parquet:"horizon"`
@@ -133,10 +134,11 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 		return nil, nil, err
 	}
 	c := &m.Config
-	if c.DeltaNet == nil {
-		return nil, nil, fmt.Errorf("%s: %s has no Gated DeltaNet layers (probe gdn measures Qwen3.5-style hybrids; use probe diag or probe sinks for softmax layers)", r.Dir, c.Arch)
+	layers, _ := recurrentLayers(c)
+	if layers == nil {
+		return nil, nil, fmt.Errorf("%s: %s has no Gated DeltaNet or Mamba-2 layers (probe gdn measures recurrent mixers; use probe diag or probe sinks for softmax layers)", r.Dir, c.Arch)
 	}
-	man := &GDNManifest{RunRecord: rec, Layers: c.DeltaNet.LinearLayers(), Options: *o}
+	man := &GDNManifest{RunRecord: rec, Layers: layers, Options: *o}
 	man.Conventions = gdnConventions()
 	var rows []GDNRow
 	err = runStream(man, streamRun{out: r.Out, tables: gdnTables, opts: man.Options, force: r.Force, stop: r.Stop,
@@ -144,7 +146,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
 		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			hs := &hooks.Set{}
-			f, err := GDNFilter(hs, c, ch.T, *o, man.Threads)
+			f, fa, err := gdnFilters(hs, c, ch.T, *o, man.Threads)
 			if err != nil {
 				return nil, err
 			}
@@ -154,7 +156,12 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 				Threads: man.Threads}); err != nil {
 				return nil, err
 			}
-			return []passTable{tableOf("gdn", appendGDNRows(nil, f, ch))}, nil
+			_, kind := recurrentLayers(c)
+			rows := appendGDNRows(nil, f, ch, kind)
+			if fa != nil {
+				rows = appendGDNRows(rows, fa, ch, MixerAttention)
+			}
+			return []passTable{tableOf("gdn", rows)}, nil
 		},
 		finish: func() (err error) { rows, err = finishGDN(r.Out, man); return err }})
 	if err != nil {
@@ -167,6 +174,16 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 // length-T pass of a model with configuration c (one with Gated DeltaNet
 // layers) under options o, registered on hs (probe bench measures it).
 func GDNFilter(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int) (*probes.GDNFilter, error) {
+	f, _, err := gdnFilters(hs, c, T, o, threads)
+	return f, err
+}
+
+// gdnFilters is GDNFilter, and for a model whose Mamba-2 mixers run beside
+// softmax attention (Falcon-H1) with o.WRows, a second filter fa over the
+// attention heads of the same layers fed their softmax rows (the rows of
+// mixer "attention": n_eff, first-token mass and dispersion beside the
+// SSM heads' n_eff^W; the per-token columns NaN); fa is nil otherwise.
+func gdnFilters(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int) (f, fa *probes.GDNFilter, err error) {
 	if o.Innovation == "" {
 		o.Innovation = probes.InnovationDecayed.String()
 	}
@@ -175,24 +192,67 @@ func GDNFilter(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int)
 	}
 	innov, err := probes.ParseInnovationForm(o.Innovation)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	weights, err := probes.ParseEffAttnWeights(o.Weights)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	dn := c.DeltaNet
-	if dn == nil {
-		return nil, fmt.Errorf("%s has no Gated DeltaNet layers", c.Arch)
+	opt := probes.GDNOptions{Innovation: innov, Weights: weights, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
+		NoDispersion: o.NoDispersion, NoRows: !o.WRows, Threads: threads}
+	layers, _ := recurrentLayers(c)
+	switch {
+	case c.DeltaNet != nil:
+		dn := c.DeltaNet
+		f, err := probes.NewGDNFilter(1, T, c.Layers, layers, dn.ValueHeads, dn.KeyDim, dn.ValueDim, opt)
+		if err != nil {
+			return nil, nil, err
+		}
+		f.Register(hs)
+		return f, nil, nil
+	case c.SSM != nil:
+		sc := c.SSM
+		f, err := probes.NewGDNFilter(1, T, c.Layers, layers, sc.Heads, sc.State, sc.HeadDim, opt)
+		if err != nil {
+			return nil, nil, err
+		}
+		if sc.Attention && o.WRows {
+			if fa, err = probes.NewGDNFilter(1, T, c.Layers, layers, c.Heads, c.DHead, c.DHead, opt); err != nil {
+				return nil, nil, err
+			}
+		}
+		f.RegisterSSM(hs, fa)
+		return f, fa, nil
 	}
-	f, err := probes.NewGDNFilter(1, T, c.Layers, dn.LinearLayers(), dn.ValueHeads, dn.KeyDim, dn.ValueDim,
-		probes.GDNOptions{Innovation: innov, Weights: weights, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
-			NoDispersion: o.NoDispersion, NoRows: !o.WRows, Threads: threads})
-	if err != nil {
-		return nil, err
+	return nil, nil, fmt.Errorf("%s has no Gated DeltaNet or Mamba-2 layers", c.Arch)
+}
+
+// The mixer column's values: the recurrent mixer a gdn row measures.
+const (
+	MixerGatedDeltaNet = "gated_deltanet"
+	MixerMamba2        = "mamba2"
+	// MixerAttention rows are the softmax heads of a layer whose Mamba-2
+	// runs beside attention (Falcon-H1), with --w-rows: only the W-row
+	// columns are defined (n_eff^W is then Kish's n_eff).
+	MixerAttention = "attention"
+)
+
+// recurrentLayers returns the layers with a recurrent token mixer that
+// probe gdn measures and the mixer's kind: the Gated DeltaNet layers of a
+// hybrid, or every layer of a model with Mamba-2 mixers (Mamba-2's own,
+// Falcon-H1's beside attention); nil for none.
+func recurrentLayers(c *model.Config) ([]int, string) {
+	switch {
+	case c.DeltaNet != nil:
+		return c.DeltaNet.LinearLayers(), MixerGatedDeltaNet
+	case c.SSM != nil:
+		ls := make([]int, c.Layers)
+		for l := range ls {
+			ls[l] = l
+		}
+		return ls, MixerMamba2
 	}
-	f.Register(hs)
-	return f, nil
+	return nil, ""
 }
 
 // gdnTables are the tables of a gdn pass.
@@ -216,12 +276,12 @@ func finishGDN(dir string, man *GDNManifest) ([]GDNRow, error) {
 
 // appendGDNRows appends the rows of one pass (batch 1) in (layer, head,
 // token) order.
-func appendGDNRows(rows []GDNRow, f *probes.GDNFilter, ch Chunk) []GDNRow {
+func appendGDNRows(rows []GDNRow, f *probes.GDNFilter, ch Chunk, mixer string) []GDNRow {
 	for s, l := range f.Layers {
 		for h := 0; h < f.Hv; h++ {
 			for t := 0; t < f.T; t++ {
 				i := f.Index(0, s, h, t)
-				rows = append(rows, GDNRow{T: ch.T, Sample: ch.Sample, Layer: l, Head: h, Token: t,
+				rows = append(rows, GDNRow{T: ch.T, Sample: ch.Sample, Layer: l, Head: h, Token: t, Mixer: mixer,
 					Beta: f.Beta[i], Decay: f.Decay[i], Horizon: f.Horizon[i], Innovation: f.Innovation[i],
 					StateNorm: f.StateNorm[i], NEffW: f.NEffW[i], FirstShare: f.FirstShare[i], RowSum: f.RowSum[i],
 					NegShare: f.NegShare[i], SMeanW: f.SMeanW[i], LambdaObsW: f.LambdaObsW[i], KW: f.KW[i]})
@@ -240,6 +300,7 @@ type GDNHeadRow struct {
 	Sample        int     `parquet:"sample"`
 	Layer         int     `parquet:"layer"`
 	Head          int     `parquet:"head"`
+	Mixer         string  `parquet:"mixer,dict"`
 	Tokens        int     `parquet:"tokens"`
 	Beta          float64 `parquet:"beta"`
 	Decay         float64 `parquet:"decay"`
@@ -257,17 +318,17 @@ type GDNHeadRow struct {
 }
 
 // appendGDNHeads appends the gdn_heads rows of one pass's gdn rows, which
-// are in (layer, head, token) order.
+// are in (mixer, layer, head, token) order.
 func appendGDNHeads(heads []GDNHeadRow, rows []GDNRow) []GDNHeadRow {
 	var hz []float64
 	for lo := 0; lo < len(rows); {
 		hi := lo + 1
-		for hi < len(rows) && rows[hi].Layer == rows[lo].Layer && rows[hi].Head == rows[lo].Head {
+		for hi < len(rows) && rows[hi].Layer == rows[lo].Layer && rows[hi].Head == rows[lo].Head && rows[hi].Mixer == rows[lo].Mixer {
 			hi++
 		}
 		head := rows[lo:hi]
 		r0 := head[0]
-		row := GDNHeadRow{T: r0.T, Sample: r0.Sample, Layer: r0.Layer, Head: r0.Head, Tokens: len(head)}
+		row := GDNHeadRow{T: r0.T, Sample: r0.Sample, Layer: r0.Layer, Head: r0.Head, Mixer: r0.Mixer, Tokens: len(head)}
 		for _, c := range []struct {
 			dst *float64
 			get func(*GDNRow) float64
@@ -323,5 +384,6 @@ func gdnConventions() map[string]string {
 		"lambda_obs_w": "(neff_w + nu)/(S_mean_w + nu sigma0^2) (BFT Eq. 6 on pi), K_w = lambda_obs_w/(lambda + lambda_obs_w)",
 		"w_rows":       "neff_w, first_share, row_sum, neg_share, S_mean_w, lambda_obs_w, K_w are computed only when gdn.w_rows is true (the effective-attention rows, O(T^2 d_k) per head); otherwise NaN",
 		"batch":        "one sequence per pass (batch 1); the token column is the position in the chunk",
+		"mixer":        "gated_deltanet, or mamba2: S_t = a_t S_{t-1} + dt_t x_t B_t^T, y_t = S_t C_t + D x_t (blocks.{l}.ssm.hook_*), where beta is dt_t (the input gain), decay a_t = exp(dt_t A), innovation NaN (not defined), state_norm ||S_t||_F, and the W rows are M[t,s] = (C_t.B_s) prod_{r=s+1..t} a_r dt_s (y_t - D x_t = sum_s M[t,s] x_s)",
 	}
 }

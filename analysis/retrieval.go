@@ -175,7 +175,7 @@ func (r *RetrievalRun) Run() (*RetrievalManifest, []RetrievalHeadRow, error) {
 		Model: info, Layers: layers, Windows: windows, Options: *o, T: T, Conventions: retrievalConventions(),
 		Threads: r.Threads, CLIOptions: r.CLIOptions}
 	if len(layers) < c.Layers {
-		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet layers", layers))
+		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet or Mamba-2 layers", layers))
 	}
 	fail := func(err error) (*RetrievalManifest, []RetrievalHeadRow, error) {
 		man.Error = err.Error()

@@ -185,7 +185,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	man := &SinksManifest{RunRecord: rec, Layers: layers, Windows: windows, Options: *o}
 	man.Conventions = sinksConventions()
 	if len(layers) < c.Layers {
-		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet layers (see probe gdn)", layers))
+		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet or Mamba-2 layers (see probe gdn)", layers))
 	}
 	if c.GatePerHead() == 0 {
 		man.Notes = append(man.Notes, "no output gate: the gate columns are empty (NaN)")

@@ -76,6 +76,18 @@ const (
 	GDNCoreOut          = "blocks.{l}.gdn.hook_core_out"
 	GDNFinalState       = "blocks.{l}.gdn.hook_final_state"
 	GDNEffAttn          = "blocks.{l}.gdn.hook_eff_attn"
+	SSMZ                = "blocks.{l}.ssm.hook_z"
+	SSMX                = "blocks.{l}.ssm.hook_x"
+	SSMB                = "blocks.{l}.ssm.hook_B"
+	SSMC                = "blocks.{l}.ssm.hook_C"
+	SSMDt               = "blocks.{l}.ssm.hook_dt"
+	SSMA                = "blocks.{l}.ssm.hook_A"
+	SSMDecay            = "blocks.{l}.ssm.hook_decay"
+	SSMY                = "blocks.{l}.ssm.hook_y"
+	SSMFinalState       = "blocks.{l}.ssm.hook_final_state"
+	SSMEffAttn          = "blocks.{l}.ssm.hook_eff_attn"
+	SSMOut              = "blocks.{l}.ssm.hook_out"
+	AttnBranchOut       = "blocks.{l}.hook_attn_branch_out"
 	LNFinalNormalized   = "ln_final.hook_normalized"
 	Logits              = "logits"
 )
@@ -139,6 +151,18 @@ var Points = []Point{
 	{GDNCoreOut, "[batch,v_head,pos,d_value]", "Gated DeltaNet only: recurrence output o_t = S_tᵀq_t/√d_key, before the gated RMSNorm (head-major)"},
 	{GDNFinalState, "[batch,v_head,d_key,d_value]", "Gated DeltaNet only: the state S_T after the last token"},
 	{GDNEffAttn, "[batch,v_head,query,key]", "Gated DeltaNet only: exact effective attention W with core_out[t] = Σ_s W[t,s]·v[s] (lower triangular; rows need not sum to 1; entries may be negative); materialized only when hooked"},
+	{SSMZ, "[batch,pos,d_inner]", "Mamba-2 only (mamba2 layers, Falcon-H1's SSM branch): the gate z of in_proj (× the µP multipliers where the release has them), before SiLU"},
+	{SSMX, "[batch,pos,ssm_head,ssm_d_head]", "Mamba-2 only: x after the causal conv + SiLU, split per head"},
+	{SSMB, "[batch,pos,ssm_head,d_state]", "Mamba-2 only: B after the conv + SiLU, repeated from its group to each head (the input direction of the state)"},
+	{SSMC, "[batch,pos,ssm_head,d_state]", "Mamba-2 only: C after the conv + SiLU, repeated to each head (the readout of the state)"},
+	{SSMDt, "[batch,pos,ssm_head]", "Mamba-2 only: step dt = clamp(softplus(dt_raw + dt_bias), time_step_limit), the input gain"},
+	{SSMA, "[ssm_head]", "Mamba-2 only: A = −exp(A_log) of layer l; the decay below is computed from it"},
+	{SSMDecay, "[batch,pos,ssm_head]", "Mamba-2 only: decay exp(dt·A) ∈ (0, 1]; the state is multiplied by it at each step (the recurrence reads this buffer)"},
+	{SSMY, "[batch,pos,ssm_head,ssm_d_head]", "Mamba-2 only: y_t = S_t·C_t + D·x_t, the SSM output with the D skip, before the gate and the gated RMSNorm"},
+	{SSMFinalState, "[batch,ssm_head,ssm_d_head,d_state]", "Mamba-2 only: the state S_T after the last token (S_t = decay_t·S_{t−1} + dt_t·x_t·B_tᵀ)"},
+	{SSMEffAttn, "[batch,ssm_head,query,key]", "Mamba-2 only: exact effective attention M[t,s] = (C_t·B_s)·Π_{r=s+1..t} decay_r·dt_s with y_t = Σ_s M[t,s]·x_s + D·x_t (lower triangular, D skip not included); materialized only when hooked"},
+	{SSMOut, "[batch,pos,d_model]", "Mamba-2 only: the mixer's output after out_proj, before Falcon-H1's ssm_out_multiplier"},
+	{AttnBranchOut, "[batch,pos,d_model]", "layers whose token mixer is softmax attention beside a second mixer (Falcon-H1): the attention's own output after o_proj, before the attention output multiplier; hook_attn_out is the sum of both branches"},
 	{LNFinalNormalized, "[batch,pos,d_model]", "output of the final norm"},
 	{Logits, "[batch,pos,vocab]", "unembedding output; computed only when hooked or requested"},
 }
@@ -332,7 +356,8 @@ func (s *Set) Has(name string) bool {
 // (hook_z): reading one needs the block's o_proj and MLP.
 var afterHeads = map[string]bool{AttnOut: true, ResidMid: true, LN2Normalized: true, MLPPre: true, MLPPost: true,
 	MLPRouterLogits: true, MLPExpertIndices: true, MLPExpertWeights: true,
-	MLPOut: true, ResidPost: true, BFTLambdaPost: true, BFTJacobian: true, BFTLambdaPred: true}
+	MLPOut: true, ResidPost: true, BFTLambdaPost: true, BFTJacobian: true, BFTLambdaPred: true,
+	AttnBranchOut: true}
 
 // beforeBlocks are the points outside the blocks that come before them.
 var beforeBlocks = map[string]bool{Embed: true, PosEmbed: true, BFTTau: true}

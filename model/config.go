@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -66,6 +67,12 @@ type Config struct {
 	// MoE holds the mixture-of-experts channel mixer's settings (Mixtral,
 	// Qwen3-MoE, OLMoE, gpt-oss; see moe.go); nil: dense MLPs.
 	MoE *MoEConfig
+	// SSM holds the Mamba-2 mixers' settings (Mamba-2: every layer's token
+	// mixer; Falcon-H1: beside every layer's attention; see ssm.go).
+	SSM *SSMConfig
+	// FalconH1 holds Falcon-H1's MLP, key and LM-head multipliers
+	// (ArchFalconH1 only; see falcon_h1.go).
+	FalconH1 *FalconH1Config
 
 	// Per-layer attention span and RoPE, score scale, logit soft-caps and
 	// embedding scale (Gemma 2/3, gemma.go); the zero values leave the
@@ -93,6 +100,11 @@ type Config struct {
 	ResidScale float32
 	// LogitDivisor divides the logits (Granite's logits_scaling; 0: none).
 	LogitDivisor float32
+	// AttnInScale multiplies softmax attention's normalized input (after
+	// any Layer.beside mixer has read it) and AttnOutScale its output
+	// after o_proj (Falcon-H1's attention_in_multiplier,
+	// attention_out_multiplier; 0: 1).
+	AttnInScale, AttnOutScale float32
 	// NoRoPE lists, per layer, the layers whose attention has no rotary
 	// embedding (SmolLM3's no_rope_layers; nil: RoPE in every layer).
 	NoRoPE []bool
@@ -337,6 +349,7 @@ func (c *Config) checkSizes() error {
 // parseConfig parses config.json into the Config of the first family of
 // the registry (families) that recognises it.
 func parseConfig(data []byte) (*Config, error) {
+	data = quoteNonFinite(data)
 	cf := &configFile{data: data}
 	if err := json.Unmarshal(data, &cf.r); err != nil {
 		return nil, fmt.Errorf("not valid JSON: %v", err)
@@ -353,6 +366,76 @@ func parseConfig(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("field model_type is missing")
 	}
 	return nil, fmt.Errorf("model_type %q is not supported (supported: %s)", cf.r.ModelType, supportedModelTypes())
+}
+
+// quoteNonFinite returns config.json with Python's bare Infinity,
+// -Infinity and NaN tokens (json.dumps writes them: Mamba2Config's and
+// FalconH1Config's default time_step_limit is (0.0, inf)) quoted as
+// strings, which Go's decoder accepts and jsonFloat reads; data itself
+// when it has none.
+func quoteNonFinite(data []byte) []byte {
+	var out []byte
+	inStr, esc, last := false, false, 0
+	for i := 0; i < len(data); i++ {
+		ch := data[i]
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case ch == '\\':
+				esc = true
+			case ch == '"':
+				inStr = false
+			}
+			continue
+		case ch == '"':
+			inStr = true
+			continue
+		}
+		for _, tok := range []string{"-Infinity", "Infinity", "NaN"} {
+			if bytes.HasPrefix(data[i:], []byte(tok)) && (i == 0 || !isIdentByte(data[i-1])) {
+				out = append(out, data[last:i]...)
+				out = append(out, '"')
+				out = append(out, tok...)
+				out = append(out, '"')
+				i += len(tok) - 1
+				last = i + 1
+				break
+			}
+		}
+	}
+	if out == nil {
+		return data
+	}
+	return append(out, data[last:]...)
+}
+
+// isIdentByte reports whether c can be part of a bare JSON token.
+func isIdentByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// jsonFloat is a config.json number that may also be Python's Infinity,
+// -Infinity or NaN (quoted by quoteNonFinite).
+type jsonFloat float64
+
+func (f *jsonFloat) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case `"Infinity"`:
+		*f = jsonFloat(math.Inf(1))
+	case `"-Infinity"`:
+		*f = jsonFloat(math.Inf(-1))
+	case `"NaN"`:
+		*f = jsonFloat(math.NaN())
+	default:
+		var v float64
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*f = jsonFloat(v)
+	}
+	return nil
 }
 
 func need(name string, p *int) (int, error) {
@@ -753,6 +836,12 @@ func (c *Config) LayerKinds() []string {
 		case c.DeltaNet != nil && c.DeltaNet.Linear[l]:
 			dn := c.DeltaNet
 			kinds[l] = fmt.Sprintf("gated DeltaNet (%d key / %d value heads × %d/%d, conv %d)", dn.KeyHeads, dn.ValueHeads, dn.KeyDim, dn.ValueDim, dn.ConvKernel)
+		case c.SSM != nil:
+			sc, kind := c.SSM, "Mamba-2"
+			if sc.Attention {
+				kind = "full attention + Mamba-2"
+			}
+			kinds[l] = fmt.Sprintf("%s (%d heads × %d, state %d, %d groups, conv %d)", kind, sc.Heads, sc.HeadDim, sc.State, sc.Groups, sc.ConvKernel)
 		case c.layerWindow(l) > 0:
 			kinds[l] = fmt.Sprintf("sliding window %d", c.layerWindow(l))
 		default:
@@ -764,11 +853,11 @@ func (c *Config) LayerKinds() []string {
 
 // SoftmaxLayers returns the layers whose token mixer is softmax attention,
 // the ones that stream attention rows to AttnConsumers (all of them except
-// the Gated DeltaNet layers of a hybrid model).
+// the Gated DeltaNet layers of a hybrid model and Mamba-2's layers).
 func (c *Config) SoftmaxLayers() []int {
 	var ls []int
 	for l := 0; l < c.Layers; l++ {
-		if c.DeltaNet == nil || !c.DeltaNet.Linear[l] {
+		if (c.DeltaNet == nil || !c.DeltaNet.Linear[l]) && (c.SSM == nil || c.SSM.Attention) {
 			ls = append(ls, l)
 		}
 	}

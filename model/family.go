@@ -128,6 +128,8 @@ var families = []*family{
 	gemma2Family, gemma3Family,
 	olmo2Family, olmo3Family, phi3Family,
 	mixtralFamily, qwen3MoEFamily, olmoeFamily, gptOssFamily,
+	smollm3Family, graniteFamily, gemmaFamily, gptNeoXFamily,
+	mamba2Family, falconH1Family,
 }
 
 // configFile is a config.json as every family's detect and parse see it:
@@ -295,6 +297,15 @@ func (c *Config) Positions() string {
 	}
 	if c.RoPE.Dims > 0 {
 		s += fmt.Sprintf("; the first %d of %d dimensions of each head rotated", c.RoPE.Dims, c.DHead)
+	}
+	var nope []string
+	for l := range c.NoRoPE {
+		if c.NoRoPE[l] {
+			nope = append(nope, fmt.Sprint(l))
+		}
+	}
+	if len(nope) > 0 {
+		s += "; no RoPE (NoPE) in layers " + strings.Join(nope, ", ")
 	}
 	return s
 }

@@ -99,6 +99,7 @@ type decoderPass struct {
 	x, h   []float32 // residual stream [B·T, D]; normalized input of a sub-block
 	out    []float32 // sub-block output, in h's storage (see forward)
 	h2     []float32 // the channel mixer's input and output (parallel layout only)
+	side   []float32 // the output of a token mixer beside attention (Layer.beside)
 	mlp    []float32 // MLP hidden values (mlpBlock)
 	arena  []float32 // softmax attention's q (then z), k, v, gate, or a mixer's scratch
 	rope   *ropeTable
@@ -121,6 +122,12 @@ func (m *Model) newDecoderPass(B, T int, opt Options) *decoderPass {
 	p.out = p.h
 	if c.Residual == ResidualParallel {
 		p.h2 = make([]float32, n*c.DModel)
+	}
+	for _, L := range m.Layers {
+		if L.beside != nil {
+			p.side = make([]float32, n*c.DModel)
+			break
+		}
 	}
 	// the softmax layers' q (then z), k, v and gate and the mixers' buffers
 	// (Gated DeltaNet's q, k, v and output) share one arena: a layer needs
@@ -200,8 +207,32 @@ func (p *decoderPass) block(l int, headsOnly bool) error {
 		if p.err == nil {
 			p.err = L.mixer.mix(m, p.out, p.h, p.arena, l, B, T, p.opt, p.run)
 		}
-	} else if done, err := p.attention(l, headsOnly); err != nil || done {
-		return err
+	} else {
+		if L.beside != nil && p.err == nil {
+			// a second token mixer on the same normalized input, into its
+			// own buffer (Falcon-H1's Mamba-2), before attention takes the
+			// arena
+			p.err = L.beside.mix(m, p.side, p.h, p.arena, l, B, T, p.opt, p.run)
+		}
+		if s := m.AttnInScale; s != 0 {
+			for i := range p.h {
+				p.h[i] *= s
+			}
+		}
+		if done, err := p.attention(l, headsOnly); err != nil || done {
+			return err
+		}
+		if L.beside != nil {
+			p.run(hooks.AttnBranchOut, l, p.out, B, T, D)
+		}
+		if s := m.AttnOutScale; s != 0 {
+			for i := range p.out {
+				p.out[i] *= s
+			}
+		}
+		if L.beside != nil {
+			addTo(p.out, p.side)
+		}
 	}
 	if headsOnly {
 		return nil
@@ -223,6 +254,10 @@ func (p *decoderPass) block(l int, headsOnly bool) error {
 		for i, v := range p.h2 {
 			p.out[i] = v + p.out[i]
 		}
+		m.addResidual(x, p.out)
+	} else if L.ffn == nil && L.WUp.Rows == 0 {
+		// no channel mixer, neither Layer.ffn nor an MLP of any shape
+		// (Mamba-2's blocks are the token mixer alone)
 		m.addResidual(x, p.out)
 	} else {
 		m.addResidual(x, p.out)
@@ -412,6 +447,9 @@ func (m *Model) Reach(opt Options) (blocks int, headsOnly bool) {
 func (m *Model) arenaFloats(B, T int) (floats int, attn bool) {
 	c := &m.Config
 	for _, L := range m.Layers {
+		if L.beside != nil {
+			floats = max(floats, L.beside.scratchFloats(B, T))
+		}
 		if L.mixer != nil {
 			floats = max(floats, L.mixer.scratchFloats(B, T))
 		} else if !attn {

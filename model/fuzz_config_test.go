@@ -89,6 +89,11 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	if c.Heads%c.KVHeads != 0 {
 		t.Fatalf("heads %d not a multiple of key/value heads %d", c.Heads, c.KVHeads)
 	}
+	if sc := c.SSM; sc != nil {
+		if err := sc.check(); err != nil {
+			t.Fatalf("inconsistent Mamba-2 settings %+v accepted: %v", *sc, err)
+		}
+	}
 	switch c.Gate {
 	case GateNone, GateHeadwise, GateElementwise:
 	default:
@@ -104,7 +109,16 @@ func checkParsedConfig(t *testing.T, c *Config) {
 	if _, ok := activations[c.Act]; !ok && c.Arch != ArchRFA {
 		t.Fatalf("unknown activation %q accepted", c.Act)
 	}
-	rope := c.Arch == ArchLlama || c.Arch == ArchQwen2 || c.Arch == ArchQwen3 || c.Arch == ArchGated || c.Arch == ArchBFT || c.Arch == ArchQwen35
+	rope := c.Arch == ArchLlama || c.Arch == ArchQwen2 || c.Arch == ArchQwen3 || c.Arch == ArchGated || c.Arch == ArchBFT || c.Arch == ArchQwen35 ||
+		c.Arch == ArchSmolLM3 || c.Arch == ArchGranite || c.Arch == ArchGemma || c.Arch == ArchGPTNeoX
+	if c.NoRoPE != nil && len(c.NoRoPE) != c.Layers || c.SlidingLayers != nil && len(c.SlidingLayers) != c.Layers {
+		t.Fatalf("per-layer settings of %d (NoRoPE) and %d (SlidingLayers) entries for %d layers", len(c.NoRoPE), len(c.SlidingLayers), c.Layers)
+	}
+	for _, x := range []float64{c.AttnScale, float64(c.EmbedScale), float64(c.ResidScale), float64(c.LogitDivisor)} {
+		if x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+			t.Fatalf("multiplier %v accepted (score scale %v, embedding %v, residual %v, logit divisor %v)", x, c.AttnScale, c.EmbedScale, c.ResidScale, c.LogitDivisor)
+		}
+	}
 	if rope && !(c.RoPE.Theta > 0) {
 		t.Fatalf("rope_theta %v accepted", c.RoPE.Theta)
 	}
@@ -134,9 +148,7 @@ func checkParsedConfig(t *testing.T, c *Config) {
 // yet (issues 27 and 31): their seeds must be refused as not supported,
 // and each entry goes when its family lands.
 var notYet = map[string]bool{
-	"golden_falcon_h1": true, "golden_gemma": true, "golden_gemma4_text": true, "golden_gpt_neox": true,
-	"golden_granite": true, "golden_mamba2": true,
-	"golden_rwkv7": true, "golden_smollm3": true,
+	"golden_gemma4_text": true, "golden_rwkv7": true,
 }
 
 // TestFuzzParseConfigSeeds checks that the corpus holds every golden

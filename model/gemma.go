@@ -111,9 +111,14 @@ var (
 	}
 )
 
-// parseGemma fills c from a Gemma 2 or Gemma 3 text config.json, with the
-// config class's defaults d for absent fields.
-func parseGemma(c *Config, cf *configFile, d *gemmaDefaults) error {
+// gemmaRaw returns config.json's common fields completed with the config
+// class's defaults d, with the activation read from the field actField
+// (default gelu_pytorch_tanh), the one the family's transformers 5 code
+// reads: Gemma 2 and 3 read hidden_activation (their configs' hidden_act
+// is ignored), Gemma 1 hidden_act (transformers 4.39–4.47 read its
+// hidden_activation instead; transformers 5, the golden reference, no
+// longer does). It sets c's model type and dtype.
+func gemmaRaw(c *Config, cf *configFile, d *gemmaDefaults, actField string) (rawConfig, error) {
 	c.ModelType, c.DType = cf.r.ModelType, cf.dtype()
 	r := cf.r // a copy, completed with the defaults
 	for _, f := range []struct {
@@ -126,16 +131,27 @@ func parseGemma(c *Config, cf *configFile, d *gemmaDefaults) error {
 			*f.p = &v
 		}
 	}
-	// Gemma reads hidden_activation (released configs also carry a
-	// hidden_act, which Hugging Face's Gemma code ignores).
 	r.HiddenAct = "gelu_pytorch_tanh"
-	if raw, ok := cf.raw["hidden_activation"]; ok && string(raw) != "null" {
+	if raw, ok := cf.raw[actField]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &r.HiddenAct); err != nil {
-			return fmt.Errorf("field hidden_activation: want a string: %v", err)
+			return r, fmt.Errorf("field %s: want a string: %v", actField, err)
 		}
 		if _, ok := activations[r.HiddenAct]; !ok {
-			return fmt.Errorf("hidden_activation %q is not supported", r.HiddenAct)
+			return r, fmt.Errorf("%s %q is not supported", actField, r.HiddenAct)
 		}
+	}
+	if b, ok := cf.raw["use_bidirectional_attention"]; ok && string(b) == "true" {
+		return r, fmt.Errorf("use_bidirectional_attention = true (EmbeddingGemma's encoder) is not supported: the passes here are causal")
+	}
+	return r, nil
+}
+
+// parseGemma fills c from a Gemma 2 or Gemma 3 text config.json, with the
+// config class's defaults d for absent fields.
+func parseGemma(c *Config, cf *configFile, d *gemmaDefaults) error {
+	r, err := gemmaRaw(c, cf, d, "hidden_activation")
+	if err != nil {
+		return err
 	}
 	// RoPE and the window are per layer type: read below.
 	r.RopeTheta, r.RopeScaling, r.RopeParameters, r.SlidingWindow = nil, nil, nil, nil
@@ -144,11 +160,7 @@ func parseGemma(c *Config, cf *configFile, d *gemmaDefaults) error {
 	}
 	c.QKVBias, c.OBias = r.AttentionBias, r.AttentionBias
 	c.QKNorm = c.Arch == ArchGemma3
-	if b, ok := cf.raw["use_bidirectional_attention"]; ok && string(b) == "true" {
-		return fmt.Errorf("use_bidirectional_attention = true (EmbeddingGemma's encoder) is not supported: the passes here are causal")
-	}
 
-	var err error
 	if c.AttnScalar, err = optNumber(cf.raw, "query_pre_attn_scalar", 256, false); err != nil {
 		return err
 	}
@@ -524,4 +536,64 @@ func roundMantissa(x float32, drop uint) float32 {
 	half := uint32(1)<<(drop-1) - 1
 	b += half + (b>>drop)&1
 	return math.Float32frombits(b &^ (1<<drop - 1))
+}
+
+// Gemma 1 (GemmaForCausalLM) is the Llama block with Gemma's RMSNorm
+// x/√(mean(x²)+ε)·(1 + w) before attention and before the MLP (no post
+// norms, no soft-caps, no windows), GeGLU (act(gate(h)) ⊙ up(h), act
+// hidden_act, default gelu_pytorch_tanh, as transformers 5 reads it), the embedding × √D in the checkpoint's dtype (EmbedScale), scores
+// scaled by head_dim^−½, multi-query attention in the 2B model, a tied
+// head. Names: the Llama layout's (loadDecoder), with
+// post_attention_layernorm the norm before the MLP.
+
+// ArchGemma is Gemma 1.
+const ArchGemma Arch = "gemma"
+
+// gemma1Defaults are GemmaConfig's defaults (the 7B model's sizes).
+var gemma1Defaults = gemmaDefaults{vocab: 256000, hidden: 3072, inter: 24576, layers: 28, heads: 16, kvHeads: 16, headDim: 256,
+	maxPos: 8192, theta: 10000}
+
+var gemmaFamily = &family{
+	arch: ArchGemma, modelTypes: "gemma",
+	detect: func(cf *configFile) bool { return cf.modelType() == "gemma" },
+	parse: func(c *Config, cf *configFile) error {
+		r, err := gemmaRaw(c, cf, &gemma1Defaults, "hidden_act")
+		if err != nil {
+			return err
+		}
+		r.SlidingWindow = nil // Gemma 1 has none
+		if err := c.fromDecoder(&r, false); err != nil {
+			return err
+		}
+		c.QKVBias, c.OBias = r.AttentionBias, r.AttentionBias
+		c.EmbedScale = gemmaEmbedScale(c.DModel, c.DType)
+		return nil
+	},
+	// load: the Llama layout's tensors, every norm weight w stored as the
+	// factor 1 + w.
+	load: func(m *Model, ld *loader) {
+		loadDecoder(m, ld)
+		for l := range m.Layers {
+			L := &m.Layers[l]
+			L.Norm1W, L.Norm2W = onePlus(L.Norm1W), onePlus(L.Norm2W)
+		}
+		m.FinalW = onePlus(m.FinalW)
+	},
+	hfConfig: func(c *Config) map[string]any {
+		m := decoderHFConfig(c, "gemma", "GemmaForCausalLM")
+		m["hidden_activation"], m["attention_bias"] = c.Act, c.QKVBias // both names: every transformers version reads c.Act
+		return m
+	},
+	// small: head_dim d_model/heads, MLP 4·d_model, GeGLU, tied head, RoPE
+	// θ 10⁴; kv heads as given (1: Gemma 2B's multi-query attention).
+	small: func(s Size) (map[string]any, error) {
+		m, err := smallDecoder(s, "gemma", "GemmaForCausalLM")
+		if err != nil {
+			return nil, err
+		}
+		m["intermediate_size"], m["hidden_act"], m["hidden_activation"] = 4*s.DModel, "gelu_pytorch_tanh", "gelu_pytorch_tanh"
+		return m, nil
+	},
+	prefix:      "model.",
+	offsetNorms: true,
 }

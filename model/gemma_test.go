@@ -551,3 +551,45 @@ func TestGemmaGenerated(t *testing.T) {
 		})
 	}
 }
+
+// TestGemma1Config: Gemma 1's config.json — the activation is hidden_act
+// (transformers 5's GemmaMLP; hidden_activation, which 4.39–4.47 read, is
+// ignored), √D in the checkpoint's dtype, multi-query attention, scores
+// by head_dim^−½ — and its refusals.
+func TestGemma1Config(t *testing.T) {
+	c, err := goldenConfigWith(t, "gemma", func(m map[string]any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Arch != ArchGemma || c.KVHeads != 1 || c.EmbedScale != 8 || c.Act != "gelu_pytorch_tanh" || c.AttnScale != 0 || !c.TiedHead {
+		t.Errorf("golden config: arch %s, kv heads %d, embedding ×%v, act %s, score scale %v, tied %v; want gemma, 1, 8, gelu_pytorch_tanh, 0 (dh^−½), true",
+			c.Arch, c.KVHeads, c.EmbedScale, c.Act, c.AttnScale, c.TiedHead)
+	}
+	// hidden_act decides; bf16 rounds √2048; the earlier rope_theta
+	c, err = goldenConfigWith(t, "gemma", func(m map[string]any) {
+		delete(m, "rope_parameters")
+		delete(m, "dtype")
+		m["hidden_act"], m["hidden_activation"], m["hidden_size"], m["torch_dtype"], m["rope_theta"] = "gelu", "gelu_pytorch_tanh", 2048, "bfloat16", 10000.0
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Act != "gelu" || c.EmbedScale != 45.25 || c.RoPE.Theta != 1e4 {
+		t.Errorf("act %s, embedding ×%v, θ %v; want gelu (hidden_act), 45.25 (√2048 in bfloat16), 1e4", c.Act, c.EmbedScale, c.RoPE.Theta)
+	}
+	c, err = goldenConfigWith(t, "gemma", func(m map[string]any) {
+		delete(m, "hidden_act")
+		m["hidden_activation"] = "gelu"
+	})
+	if err != nil || c.Act != "gelu_pytorch_tanh" {
+		t.Errorf("without hidden_act: %v, act %s; want GemmaConfig's default gelu_pytorch_tanh", err, c.Act)
+	}
+	checkRefused(t, "gemma", []refusal{
+		{"activation", func(m map[string]any) { m["hidden_act"] = "gelu_quick" }, `hidden_act "gelu_quick" is not supported`},
+		{"bidirectional", func(m map[string]any) { m["use_bidirectional_attention"] = true }, "use_bidirectional_attention = true"},
+		{"rope type", func(m map[string]any) {
+			m["rope_parameters"] = map[string]any{"rope_type": "ntk", "rope_theta": 1e4}
+		}, `rope_parameters.rope_type "ntk" is not supported`},
+		{"kv heads", func(m map[string]any) { m["num_key_value_heads"] = 3 }, "num_attention_heads 4 is not a multiple of num_key_value_heads 3"},
+	})
+}

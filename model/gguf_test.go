@@ -144,7 +144,11 @@ func TestGGUFMatchesLlamaCpp(t *testing.T) {
 			if maxD > bounds.DLogP || klMax > bounds.KLMax || float64(top1) < bounds.Top1*float64(n) {
 				t.Errorf("outside bounds.json %+v", bounds)
 			}
-			if math.Abs(maxD-cmp.MaxDLogP) > 1e-6*cmp.MaxDLogP || top1 != cmp.Top1 {
+			// compare.json is the same statistic of probe's pure-Go build on
+			// ggml's float32 reading: equal to ~1e-8 there; the OpenBLAS
+			// build sums the products in another order, which moves the
+			// tail tokens' log p (|log p| up to ~30) by ~1e-5 relative
+			if math.Abs(maxD-cmp.MaxDLogP) > 1e-4*cmp.MaxDLogP || top1 != cmp.Top1 {
 				t.Errorf("probe on the GGUF differs from probe on ggml's dequantization: max |Δ log p| %.6g vs %.6g, top-1 %d vs %d", maxD, cmp.MaxDLogP, top1, cmp.Top1)
 			}
 		})

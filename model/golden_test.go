@@ -1,10 +1,12 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/checkpoint"
@@ -140,6 +142,12 @@ func runGolden(t *testing.T, m *Model, g *golden) (*Output, *hooks.Capture) {
 			names = append(names, "blocks.*.gdn.hook_"+k)
 		}
 	}
+	if m.SSM != nil {
+		for _, k := range ssmGoldenHooks {
+			names = append(names, "blocks.*.ssm.hook_"+k)
+		}
+		names = append(names, "blocks.*.ssm.hook_A", "blocks.*.ssm.hook_out", "blocks.*.hook_attn_branch_out")
+	}
 	cap := hs.Capture(issued(t, m, names...)...)
 	out, err := m.Forward(g.ids(t), Options{Hooks: hs, Logits: true, TileRows: 7})
 	if err != nil {
@@ -180,6 +188,30 @@ func perQueryHead(v []float32, B, T, H, KV, dh int) []float32 {
 	return out
 }
 
+// embedScaleOutside lists the model_types whose reference applies
+// Config.EmbedScale outside its embedding module, so that the golden
+// hidden.0 (that module's output) is before it: Granite's
+// embedding_multiplier, Falcon-H1's (Gemma's √D is inside: hidden.0
+// includes it).
+var embedScaleOutside = map[string]bool{"granite": true, "falcon_h1": true}
+
+// ssmGoldenHooks maps the golden keys of a Mamba-2 mixer (the mamba2 and
+// falcon_h1 cases' READMEs) to their blocks.{l}.ssm.hook_* points.
+var ssmGoldenHooks = map[string]string{
+	"x": "x", "B": "B", "C": "C", "dt": "dt", "decay": "decay", "y": "y", "z": "z", "state": "final_state", "eff_attn": "eff_attn",
+}
+
+// ssmOf returns layer L's Mamba-2 mixer (its token mixer, or the one
+// beside its attention), or nil.
+func ssmOf(L *Layer) *ssmMixer {
+	for _, x := range []tokenMixer{L.mixer, L.beside} {
+		if w, ok := x.(*ssmMixer); ok {
+			return w
+		}
+	}
+	return nil
+}
+
 func TestGoldenParity(t *testing.T) {
 	for _, name := range goldenCases(t) {
 		t.Run(name, func(t *testing.T) {
@@ -200,7 +232,15 @@ func TestGoldenParity(t *testing.T) {
 			}
 			checkClose(t, "logits", out.Logits, g.f32(t, "logits"))
 			checkClose(t, "final_norm", get("ln_final.hook_normalized"), g.f32(t, "final_norm"))
-			checkClose(t, "hidden.0", get("blocks.0.hook_resid_pre"), g.f32(t, "hidden.0"))
+			embed := get("blocks.0.hook_resid_pre")
+			if s := c.EmbedScale; s != 0 && embedScaleOutside[c.ModelType] {
+				// the reference's hidden.0 is before the multiplier
+				embed = append([]float32(nil), embed...)
+				for i := range embed {
+					embed[i] /= s
+				}
+			}
+			checkClose(t, "hidden.0", embed, g.f32(t, "hidden.0"))
 			for l := 0; l < c.Layers; l++ {
 				key := func(k string) string { return fmt.Sprintf("%s.%d", k, l) }
 				// the stream after block l: hidden.{l+1} in the earlier
@@ -213,6 +253,23 @@ func TestGoldenParity(t *testing.T) {
 				checkClose(t, post, get(hooks.Name("blocks.{l}.hook_resid_post", l)), g.f32(t, post))
 				if g.has(key("router_logits")) {
 					checkRouting(t, g, l, get)
+				}
+				if w := ssmOf(&m.Layers[l]); w != nil {
+					// a Mamba-2 mixer: its intermediates, parameters and output
+					for k, hk := range ssmGoldenHooks {
+						checkClose(t, key(k), get(hooks.Name("blocks.{l}.ssm.hook_"+hk, l)), g.f32(t, key(k)))
+					}
+					checkClose(t, key("A"), get(hooks.Name("blocks.{l}.ssm.hook_A", l)), g.f32(t, key("A")))
+					checkClose(t, key("D"), w.Skip, g.f32(t, key("D")))
+					if g.has(key("mamba_out")) {
+						checkClose(t, key("mamba_out"), get(hooks.Name("blocks.{l}.ssm.hook_out", l)), g.f32(t, key("mamba_out")))
+					}
+					if g.has(key("attn_out")) {
+						checkClose(t, key("attn_out"), get(hooks.Name("blocks.{l}.hook_attn_branch_out", l)), g.f32(t, key("attn_out")))
+					}
+					if m.Layers[l].mixer != nil {
+						continue // no softmax attention in the layer
+					}
 				}
 				if c.DeltaNet != nil && c.DeltaNet.Linear[l] {
 					// a Gated DeltaNet layer: the recurrence's inputs and outputs
@@ -354,6 +411,126 @@ func goldenBF16(t *testing.T, c Compute) {
 			out, cap := runGolden(t, m, g)
 			checkClose(t, "logits_bf16w", out.Logits, g.f32(t, "logits_bf16w"))
 			checkClose(t, "final_norm_bf16w", cap.Get("ln_final.hook_normalized").Data().([]float32), g.f32(t, "final_norm_bf16w"))
+		})
+	}
+}
+
+// goldenConfigWith parses the config.json of golden case name after
+// change edits its fields (skipping the test where the golden data is not
+// at hand).
+func goldenConfigWith(t *testing.T, name string, change func(m map[string]any)) (*Config, error) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(goldenDir, name, "config.json"))
+	if err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	change(m)
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	return ParseConfig(data)
+}
+
+// checkRefused runs table-driven refusals of edited golden configs: each
+// edit must be refused with an error containing want.
+func checkRefused(t *testing.T, name string, cases []refusal) {
+	t.Helper()
+	for _, c := range cases {
+		_, err := goldenConfigWith(t, name, c.change)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %s: error %v, want one containing %q", name, c.what, err, c.want)
+		}
+	}
+}
+
+// A refusal is an edit of a config.json and the error it must cause.
+type refusal struct {
+	what   string
+	change func(m map[string]any)
+	want   string
+}
+
+// TestGoldenAsReleased loads each golden checkpoint in the form models
+// are released in: every tensor bfloat16, split over shards with
+// model.safetensors.index.json, config.json saying bfloat16. Its logits
+// equal, within float32 rounding, those of the same bf16-rounded weights
+// held as float32 in one file.
+func TestGoldenAsReleased(t *testing.T) {
+	for _, name := range goldenCases(t) {
+		t.Run(name, func(t *testing.T) {
+			src := filepath.Join(goldenDir, name)
+			ck, err := checkpoint.OpenFile(filepath.Join(src, "model.safetensors"))
+			if err != nil {
+				t.Skipf("no model.safetensors: %v", err)
+			}
+			defer ck.Close()
+			var bf, rounded []checkpoint.Tensor
+			for _, n := range ck.Names() {
+				info, _ := ck.Info(n)
+				x, err := ck.Float32(n)
+				if err != nil || info.DType != "F32" {
+					t.Skipf("tensor %s: %s, %v: not a float32 checkpoint", n, info.DType, err)
+				}
+				b, r := make(checkpoint.BFloat16, len(x)), make([]float32, len(x))
+				for i, v := range x {
+					b[i] = checkpoint.Float32ToBF16(v)
+					r[i] = math.Float32frombits(uint32(b[i]) << 16)
+				}
+				bf = append(bf, checkpoint.Tensor{Name: n, Shape: info.Shape, Data: b})
+				rounded = append(rounded, checkpoint.Tensor{Name: n, Shape: info.Shape, Data: r})
+			}
+			cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fields map[string]any
+			if err := json.Unmarshal(cfg, &fields); err != nil {
+				t.Fatal(err)
+			}
+			delete(fields, "torch_dtype")
+			fields["dtype"] = "bfloat16"
+			cfg, _ = json.Marshal(fields)
+			released, ref := t.TempDir(), t.TempDir()
+			for _, dir := range []string{released, ref} {
+				if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			files, err := checkpoint.WriteSharded(released, bf, 100_000, map[string]string{"format": "pt"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(files) < 3 {
+				t.Fatalf("wrote %v: want an index and at least two shards", files)
+			}
+			if err := checkpoint.WriteSafetensors(filepath.Join(ref, "model.safetensors"), rounded, nil); err != nil {
+				t.Fatal(err)
+			}
+			a, err := Load(released, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Load(ref, LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Embed.DType != "BF16" {
+				t.Errorf("embedding held as %s, want BF16 as stored", a.Embed.DType)
+			}
+			g := openGolden(t, src)
+			x, err := a.Forward(g.ids(t), Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := b.Forward(g.ids(t), Options{Logits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClose(t, "logits, bf16 shards vs the same weights in float32", x.Logits, y.Logits)
 		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 var familyOptionFields = map[string]bool{
 	"config.go:RFAConfig": true, "config.go:SelRoPEConfig": true, "config.go:BFTConfig": true,
 	"config.go:RTConfig": true, "config.go:AFAConfig": true, "config.go:DeltaNetConfig": true,
+	"config.go:FalconH1Config": true,
 }
 
 // TestNothingSwitchesOnAFamily walks the AST of the package's non-test

@@ -28,7 +28,9 @@ import (
 //	+ P·T·(S + dh)                             each attention worker's scores and packed keys;
 //	                                           P·T·(2S + 1.5·dh) for bf16 on AMX; + P·T·dh with
 //	                                           streamed diagnostics (their moments' squares)
-//	+ 2·n·Hv                                   Gated DeltaNet's β and g
+//	+ 2·n·Hv                                   Gated DeltaNet's β and g (Mamba-2: B·H·T² for a
+//	                                           captured ssm.hook_eff_attn, 2·n·H·N for hooked B, C)
+//	+ n·d                                      the output of a mixer beside attention (Falcon-H1)
 //	+ G·q·min(n, 1024)·i/2                     the AMX products' packed activations: q = 3 parts
 //	                                           for ComputeF32 on bf16 weights, 1 for bf16 products
 //	                                           (on AMX only), i the widest projection input; kept
@@ -47,7 +49,9 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		return 0, false
 	}
 	for _, L := range m.Layers {
-		if _, gdn := L.mixer.(*deltaNet); L.mixer != nil && !gdn {
+		_, gdn := L.mixer.(*deltaNet)
+		_, ssm := L.mixer.(*ssmMixer)
+		if L.mixer != nil && !gdn && !ssm {
 			return 0, false
 		}
 	}
@@ -69,12 +73,26 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 		}
 	}
 	gdn := 0
-	for _, L := range m.Layers {
-		if L.mixer != nil {
-			gdn = max(gdn, 2*n*L.mixer.(*deltaNet).Hv)
+	side := 0
+	for l, L := range m.Layers {
+		if w, ok := L.mixer.(*deltaNet); ok {
+			gdn = max(gdn, 2*n*w.Hv)
+		}
+		if L.beside != nil {
+			side = n * D // the output of the mixer beside attention
+		}
+		if sc := c.SSM; sc != nil {
+			k := 0
+			if opt.Hooks.Has(hooks.Name(hooks.SSMEffAttn, l)) {
+				k += B * sc.Heads * T * T // Mamba-2's captured effective attention
+			}
+			if opt.Hooks.Has(hooks.Name(hooks.SSMB, l)) || opt.Hooks.Has(hooks.Name(hooks.SSMC, l)) {
+				k += 2 * n * sc.Heads * sc.State // B and C repeated per head for their hooks
+			}
+			gdn = max(gdn, k)
 		}
 	}
-	floats += gdn
+	floats += gdn + side
 	floats += m.amxScratchFloats(n, opt)
 	floats += m.channelFloats(B, T)
 	if c.Residual == ResidualParallel {
@@ -163,6 +181,9 @@ func axisSizes(c *Config, B, T int) map[string]int {
 	}
 	if mc := c.MoE; mc != nil {
 		known["expert"], known["top_k"] = mc.Experts, mc.TopK
+	}
+	if sc := c.SSM; sc != nil {
+		known["ssm_head"], known["ssm_d_head"], known["d_state"], known["d_inner"] = sc.Heads, sc.HeadDim, sc.State, sc.Inner
 	}
 	return known
 }

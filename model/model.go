@@ -48,6 +48,10 @@ type Layer struct {
 	// mixer, when set, replaces the layer's softmax attention (the fields
 	// from Wq to Wo are then unused; see tokenMixer).
 	mixer tokenMixer
+	// beside, when set, is a second token mixer that runs beside the
+	// layer's softmax attention on the same normalized input; the token
+	// mixer's output is attention's plus beside's (Falcon-H1's Mamba-2).
+	beside tokenMixer
 	// ffn, when set, replaces the dense MLP (the fields from WGate to
 	// BDown are then unused; see channelMixer).
 	ffn channelMixer

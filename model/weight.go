@@ -50,8 +50,9 @@ type Weight struct {
 	Q          *kern.Blocks // a GGUF quantized DType: the blocks and their row dequantizer
 
 	// run and pitch: rows come in runs of run rows, pitch rows apart in
-	// the storage (run 0: contiguous).
-	run, pitch int
+	// the storage (run 0: contiguous); int32, so that a Weight (nine to a
+	// layer) stays small.
+	run, pitch int32
 
 	// release, for a weight that is a view of a mapped checkpoint file,
 	// takes its pages out of the process's resident set
@@ -99,7 +100,8 @@ func (w *Weight) rowAt(r int) int {
 	if w.run == 0 {
 		return r * w.Cols
 	}
-	return (r/w.run*w.pitch + r%w.run) * w.Cols
+	run, pitch := int(w.run), int(w.pitch)
+	return (r/run*pitch + r%run) * w.Cols
 }
 
 // values is the number of values, Rows·Cols, that the storage holds (0
@@ -184,7 +186,7 @@ func (w Weight) runsOf(first, run, pitch int) Weight {
 	}
 	s := w
 	s.Rows = w.Rows / pitch * run
-	s.run, s.pitch = run, pitch
+	s.run, s.pitch = int32(run), int32(pitch)
 	s.sliceFrom(first*w.Cols, w.stored())
 	return s
 }

@@ -3,8 +3,8 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -62,56 +62,82 @@ type benchResult struct {
 	LastBlockHeadsOnly bool `json:"last_block_heads_only"`
 }
 
-// cmdBench runs probe bench: one batch of T random (seeded) tokens through
+// BenchOptions are the options of probe bench.
+type BenchOptions struct {
+	Stdout        io.Writer
+	Model         modelFlag
+	Input         tokenFlags // instead of random ids: the first Tokens of them, all when TokensGiven is false
+	Tokens        int        // sequence length T
+	TokensGiven   bool       // --tokens was given (with Input: cut the ids to Tokens)
+	Reps          int
+	NoDiagnostics bool
+	Kernel        string
+	Reductions    string
+	Seed          uint64 // of the random tokens
+	Threads, Tile int
+	CPUProfile    string
+	Modes         string
+}
+
+// NewCmdBench builds probe bench; runF (nil: runBench) runs it.
+func NewCmdBench(runF func(*BenchOptions) error) *cobra.Command {
+	opts := &BenchOptions{}
+	cmd := &cobra.Command{
+		Use:     "bench --model <dir|org/name> [--tokens T] [--reps N] [--no-diagnostics | --modes forward,gdn,gdn-w-rows,sinks,massive|all] [--ids <file> | --text <file>]",
+		Short:   "forward-pass speed and peak RSS as one JSON object, alone or beside each diagnostic's consumers (--modes)",
+		Example: "probe bench --model zoo/checkpoints/qwen3_base --tokens 1024 --reps 3",
+		Args:    noArgs(""),
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.TokensGiven = c.Flags().Changed("tokens")
+			return orDefault(runF, runBench)(opts)
+		},
+	}
+	f := cmd.Flags()
+	opts.Model.registerModel(f, "checkpoint")
+	f.IntVar(&opts.Tokens, "tokens", 1024, "sequence length T (one batch of T random tokens)")
+	f.IntVar(&opts.Reps, "reps", 3, "forward passes; the fastest is reported")
+	f.BoolVar(&opts.NoDiagnostics, "no-diagnostics", false, "plain forward pass, no attention consumer")
+	f.StringVar(&opts.Kernel, "kernel", probes.MatrixKernel.String(), "where the diagnostics' row moments come from: matrix (the attention pass's matrix products) or rows (probes.Collector row by row); see probes.Kernel")
+	f.StringVar(&opts.Reductions, "reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic, which need S per dimension); see probes.Reductions")
+	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the random tokens")
+	opts.Input.registerInput(f, false)
+	threadsVar(f, &opts.Threads)
+	tileVar(f, &opts.Tile)
+	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
+	f.StringVar(&opts.Modes, "modes", "", "compare consumers in one run: comma-separated of "+strings.Join(benchModes, ", ")+", or all (every one the model has layers for); forward is always included, each rep runs every mode once in rotating order, and one JSON object gives each mode's best wall and CPU seconds, peak RSS and overhead vs forward")
+	markRequired(cmd, "model", modelHint)
+	cmd.MarkFlagsMutuallyExclusive("ids", "text")
+	return cmd
+}
+
+// runBench runs probe bench: one batch of T random (seeded) tokens through
 // the model, --reps times, with every App. I diagnostic streaming on every
 // layer unless --no-diagnostics (results discarded), and prints one JSON
 // object (benchResult). Loading is timed apart from the passes
 // (load_seconds, first_pass_seconds); the peak RSS is the whole process's.
 // scripts/bench/compare.sh runs it beside PyTorch (docs/performance.md).
-func cmdBench(args []string, w io.Writer) error {
-	fs := newFlags("bench")
-	mf := addModelFlag(fs, "checkpoint")
-	T := fs.Int("tokens", 1024, "sequence length T (one batch of T random tokens)")
-	reps := fs.Int("reps", 3, "forward passes; the fastest is reported")
-	noDiag := fs.Bool("no-diagnostics", false, "plain forward pass, no attention consumer")
-	path := fs.String("kernel", probes.MatrixKernel.String(), "where the diagnostics' row moments come from: matrix (the attention pass's matrix products) or rows (probes.Collector row by row); see probes.Kernel")
-	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic, which need S per dimension); see probes.Reductions")
-	seed := fs.Uint64("seed", 1, "seed of the random tokens")
-	tf := addTokenFlags(fs, false) // instead of random ids: the first --tokens of them, all when --tokens is not given
-	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
-	threads := addThreadsFlag(fs)
-	tile := addTileFlag(fs)
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
-	modes := fs.String("modes", "", "compare consumers in one run: comma-separated of "+strings.Join(benchModes, ", ")+", or all (every one the model has layers for); forward is always included, each rep runs every mode once in rotating order, and one JSON object gives each mode's best wall and CPU seconds, peak RSS and overhead vs forward")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
+func runBench(opts *BenchOptions) error {
 	switch {
-	case len(pos) > 0:
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *idsFile != "" && *textFile != "":
-		return fmt.Errorf("give --ids or --text, not both")
-	case *T <= 0:
-		return fmt.Errorf("--tokens %d: want a positive length", *T)
-	case *reps <= 0:
-		return fmt.Errorf("--reps %d: want at least 1", *reps)
-	case !validKernel(*path):
-		return fmt.Errorf("--kernel %q: want %s or %s", *path, probes.MatrixKernel, probes.RowKernel)
-	}
-	red, ok := probes.ParseReductions(*reductions)
-	if !ok {
-		return fmt.Errorf("--reductions %q: want %s or %s", *reductions, probes.MeanReduction, probes.AllReductions)
-	}
-	if *modes != "" && *noDiag {
+	case opts.Tokens <= 0:
+		return fmt.Errorf("--tokens %d: want a positive length", opts.Tokens)
+	case opts.Reps <= 0:
+		return fmt.Errorf("--reps %d: want at least 1", opts.Reps)
+	case !validKernel(opts.Kernel):
+		return fmt.Errorf("--kernel %q: want %s or %s", opts.Kernel, probes.MatrixKernel, probes.RowKernel)
+	case opts.Modes != "" && opts.NoDiagnostics:
 		return fmt.Errorf("--modes includes the plain forward pass (forward); drop --no-diagnostics")
 	}
-	dir, err := mf.dir()
+	red, ok := probes.ParseReductions(opts.Reductions)
+	if !ok {
+		return fmt.Errorf("--reductions %q: want %s or %s", opts.Reductions, probes.MeanReduction, probes.AllReductions)
+	}
+	dir, err := opts.Model.dir()
 	if err != nil {
 		return err
 	}
 	tLoad := time.Now()
-	m, err := model.Load(dir, mf.loadOptions())
+	m, err := model.Load(dir, opts.Model.loadOptions())
 	if err != nil {
 		return err
 	}
@@ -121,83 +147,117 @@ func cmdBench(args []string, w io.Writer) error {
 	runtime.ReadMemStats(&ms)
 	res.HeapMiB = float64(ms.HeapAlloc) / (1 << 20)
 	res.ProductsKernel = m.ProductKernel(m.Compute)
-	c := &m.Config
-	var ids []int
-	if *idsFile != "" || *textFile != "" {
-		if *idsFile != "" {
-			ids, err = readIDStream(*idsFile)
-		} else {
-			ids, err = readText(dir, *tokFile, *textFile, 0, false)
-		}
-		if err != nil {
-			return err
-		}
-		src := inputName(*idsFile + *textFile)
-		tokensSet := false
-		fs.Visit(func(f *flag.Flag) { tokensSet = tokensSet || f.Name == "tokens" })
-		if tokensSet {
-			if len(ids) < *T {
-				return fmt.Errorf("%s: %d tokens, fewer than --tokens %d", src, len(ids), *T)
-			}
-			ids = ids[:*T]
-		}
-		*T = len(ids)
-		for i, id := range ids {
-			if id < 0 || id >= c.Vocab {
-				return fmt.Errorf("%s: id %d at position %d is outside the vocabulary [0, %d)", src, id, i, c.Vocab)
-			}
-		}
-	} else {
-		rng := rand.New(rand.NewPCG(*seed, 0x9e3779b97f4a7c15))
-		ids = make([]int, *T)
-		for i := range ids {
-			ids[i] = rng.IntN(c.Vocab)
-		}
+	ids, err := opts.ids(dir, m.Config.Vocab)
+	if err != nil {
+		return err
 	}
-	opt := model.Options{AllowExtrapolation: true, Threads: *threads, TileRows: *tile}
-	res.Threads = *threads
+	T := len(ids)
+	opt := model.Options{AllowExtrapolation: true, Threads: opts.Threads, TileRows: opts.Tile}
+	res.Threads = opts.Threads
 	if res.Threads <= 0 {
 		res.Threads = runtime.GOMAXPROCS(0)
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(opts.CPUProfile)
+	if err != nil {
+		return err
 	}
-	if *modes != "" {
-		kernel, _ := probes.ParseKernel(*path)
-		return benchCompare(w, m, ids, opt, *modes, *reps, benchModesResult{Tokens: *T, Threads: res.Threads, Reps: *reps,
-			LoadSeconds: res.LoadSeconds, WeightMiB: res.WeightMiB, HeapMiB: res.HeapMiB},
-			probes.CollectorOptions{Kernel: kernel, Reductions: red})
+	defer stopProfile()
+	kernel, _ := probes.ParseKernel(opts.Kernel)
+	copts := probes.CollectorOptions{Kernel: kernel, Reductions: red}
+	if opts.Modes != "" {
+		return benchCompare(opts.Stdout, m, ids, opt, opts.Modes, opts.Reps, benchModesResult{Tokens: T, Threads: res.Threads, Reps: opts.Reps,
+			LoadSeconds: res.LoadSeconds, WeightMiB: res.WeightMiB, HeapMiB: res.HeapMiB}, copts)
 	}
-	if !*noDiag {
+	if !opts.NoDiagnostics {
 		// Every diagnostic of the App. I protocol streams on every layer
 		// (n_eff, S, λobs and K in the --reductions asked for, BOS mass,
 		// ‖e‖, gates), as probe sweep computes them; the Collector is
 		// allocated once, outside the timed passes.
-		kernel, _ := probes.ParseKernel(*path)
-		copts := probes.CollectorOptions{Kernel: kernel, Reductions: red}
-		if err := probes.CheckModelMemory(m, 1, *T, opt, copts); err != nil {
+		if err := probes.CheckModelMemory(m, 1, T, opt, copts); err != nil {
 			return err
 		}
-		col, err := probes.NewModelCollector(1, c, *T, copts)
+		col, err := probes.NewModelCollector(1, &m.Config, T, copts)
 		if err != nil {
 			return err
 		}
-		opt.Hooks = col.Hooks(c)
+		opt.Hooks = col.Hooks(&m.Config)
 		res.DiagnosticsMiB = mib(col.Bytes())
 	}
-	if b, ok := m.PassBytes(1, *T, opt); ok {
+	if err := benchPasses(&res, m, ids, opt, opts.Reps); err != nil {
+		return err
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(opts.Stdout, string(out))
+	return err
+}
+
+// ids returns the tokens of the timed passes: those of --ids or --text
+// (cut to --tokens when it is given), or --tokens random ids from --seed.
+func (opts *BenchOptions) ids(dir string, vocab int) ([]int, error) {
+	in := opts.Input
+	if in.IDs == "" && in.Text == "" {
+		rng := rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15))
+		ids := make([]int, opts.Tokens)
+		for i := range ids {
+			ids[i] = rng.IntN(vocab)
+		}
+		return ids, nil
+	}
+	var ids []int
+	var err error
+	if in.IDs != "" {
+		ids, err = readIDStream(in.IDs)
+	} else {
+		ids, err = readText(dir, in.Tokenizer, in.Text, 0, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	src := inputName(in.IDs + in.Text)
+	if opts.TokensGiven {
+		if len(ids) < opts.Tokens {
+			return nil, fmt.Errorf("%s: %d tokens, fewer than --tokens %d", src, len(ids), opts.Tokens)
+		}
+		ids = ids[:opts.Tokens]
+	}
+	for i, id := range ids {
+		if id < 0 || id >= vocab {
+			return nil, fmt.Errorf("%s: id %d at position %d is outside the vocabulary [0, %d)", src, id, i, vocab)
+		}
+	}
+	return ids, nil
+}
+
+// startCPUProfile starts a CPU profile into path ("": none) and returns
+// the function that stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// benchPasses times reps passes of ids into res: the fastest (Seconds),
+// the first, tokens per second and the peak RSS, with the pass's
+// estimate and reach.
+func benchPasses(res *benchResult, m *model.Model, ids []int, opt model.Options, reps int) error {
+	T := len(ids)
+	if b, ok := m.PassBytes(1, T, opt); ok {
 		res.PassEstimateMiB = mib(b)
 	}
 	res.Blocks, res.LastBlockHeadsOnly = m.Reach(opt)
-	for r := 0; r < *reps; r++ {
+	for r := 0; r < reps; r++ {
 		// Collect the previous pass's buffers first (not timed), so that the
 		// peak RSS is that of one pass whatever --reps is.
 		runtime.GC()
@@ -213,14 +273,9 @@ func cmdBench(args []string, w io.Writer) error {
 			res.Seconds = s
 		}
 	}
-	res.TokensPerS = float64(*T) / res.Seconds
+	res.TokensPerS = float64(T) / res.Seconds
 	res.PeakRSSMiB = peakRSSMiB()
-	out, err := json.Marshal(res)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(out))
-	return err
+	return nil
 }
 
 // defaultReductions is the reductions probe sweep and probe bench store by
@@ -299,11 +354,11 @@ func parseBenchModes(s string, c *model.Config) ([]string, error) {
 		switch {
 		case f == "all":
 			for _, m := range benchModes {
-				want[m] = c.DeltaNet != nil || !strings.HasPrefix(m, "gdn")
+				want[m] = c.DeltaNet != nil || c.SSM != nil || !strings.HasPrefix(m, "gdn")
 			}
 		case slices.Contains(benchModes, f):
-			if strings.HasPrefix(f, "gdn") && c.DeltaNet == nil {
-				return nil, fmt.Errorf("--modes %s: %s has no Gated DeltaNet layers", f, c.Arch)
+			if strings.HasPrefix(f, "gdn") && c.DeltaNet == nil && c.SSM == nil {
+				return nil, fmt.Errorf("--modes %s: %s has no Gated DeltaNet or Mamba-2 layers", f, c.Arch)
 			}
 			want[f] = true
 		default:

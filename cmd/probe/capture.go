@@ -8,30 +8,51 @@ import (
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
+	"github.com/spf13/cobra"
 )
 
-func cmdCapture(args []string, w io.Writer) error {
-	fs := newFlags("capture")
-	mf := addModelFlag(fs, "checkpoint")
-	tf := addTokenFlags(fs, true)
-	out := fs.String("out", "", "output .safetensors file")
-	allowExt := addExtrapolationFlag(fs)
-	var hookNames multi
-	fs.Var(&hookNames, "hook", "hook point to capture (repeatable; * matches every layer)")
-	progress := addProgressFlag(fs)
-	if _, err := parse(fs, args); err != nil {
-		return err
+// CaptureOptions are the options of probe capture.
+type CaptureOptions struct {
+	Stdout             io.Writer
+	Model              modelFlag
+	Input              tokenFlags
+	Hooks              []string // hook points or patterns (* matches every layer)
+	File               string   // the .safetensors file to write (--out)
+	AllowExtrapolation bool
+	Progress           bool
+}
+
+// NewCmdCapture builds probe capture; runF (nil: runCapture) runs it.
+func NewCmdCapture(runF func(*CaptureOptions) error) *cobra.Command {
+	opts := &CaptureOptions{}
+	cmd := &cobra.Command{
+		Use:     "capture --model <dir|org/name> (--ids <file> | --text <file> [--max-tokens N] [--tokenizer F]) --hook <name> ... --out <file.safetensors>",
+		Short:   "run one forward pass and write the chosen hook points' activations to a safetensors file",
+		Example: "probe capture --model zoo/checkpoints/gated_headwise --text README.md --max-tokens 256 --hook 'blocks.*.attn.hook_pattern' --out cap.safetensors",
+		Args:    noArgs(""),
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Stdout = c.OutOrStdout()
+			return orDefault(runF, runCapture)(opts)
+		},
 	}
-	switch {
-	case *out == "":
-		return fmt.Errorf("--out is required")
-	case len(hookNames) == 0:
-		return fmt.Errorf("at least one --hook is required (probe hooks lists them)")
-	}
-	if err := tf.check(); err != nil {
-		return err
-	}
-	dir, err := mf.dir()
+	f := cmd.Flags()
+	opts.Model.registerModel(f, "checkpoint")
+	opts.Input.registerInput(f, true)
+	f.StringVar(&opts.File, "out", "", "output .safetensors file")
+	extrapolationVar(f, &opts.AllowExtrapolation)
+	f.StringArrayVar(&opts.Hooks, "hook", nil, "hook point to capture, a `name` as probe hooks lists them (repeatable; * matches every layer)")
+	progressVar(f, &opts.Progress)
+	markRequired(cmd, "model", modelHint)
+	markRequired(cmd, "out", "")
+	markRequired(cmd, "hook", "at least one; probe hooks lists them")
+	markExactlyOne(cmd, "ids", "text")
+	return cmd
+}
+
+// runCapture runs one forward pass with the hooks captured and writes
+// them, with the input ids and the token strings, to opts.File.
+func runCapture(opts *CaptureOptions) error {
+	dir, err := opts.Model.dir()
 	if err != nil {
 		return err
 	}
@@ -39,45 +60,32 @@ func cmdCapture(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, h := range hookNames {
+	for _, h := range opts.Hooks {
 		if err := hooks.Valid(h, cfg.Layers); err != nil {
 			return err
 		}
 	}
-	ids, err := tf.batch(dir)
+	ids, err := opts.Input.batch(dir)
 	if err != nil {
 		return err
 	}
-	if err := checkLength(len(ids[0]), cfg, tf, *allowExt); err != nil {
+	if err := checkLength(len(ids[0]), cfg, &opts.Input, opts.AllowExtrapolation); err != nil {
 		return err
 	}
-	m, err := model.Load(dir, mf.loadOptions())
+	m, err := model.Load(dir, opts.Model.loadOptions())
 	if err != nil {
 		return err
 	}
 	hs := &hooks.Set{}
-	cap := hs.Capture(hookNames...)
-	// the captured values are kept beside the pass: check both before it
-	// starts (the pass checks itself alone)
-	B, T := len(ids), len(ids[0])
-	points, _ := m.HookNames() // (an error here, the pass reports)
-	var kept int64
-	for _, n := range points {
-		for _, p := range hookNames {
-			if hooks.Match(p, n) {
-				kept += m.PointBytes(n, B, T)
-				break
-			}
-		}
-	}
-	if err := m.CheckMemory(B, T, model.Options{Hooks: hs}, kept); err != nil {
-		return fmt.Errorf("capturing %d × %d tokens keeps %.2f GiB of values: %w", B, T, float64(kept)/(1<<30), err)
+	cap := hs.Capture(opts.Hooks...)
+	if err := checkCaptureMemory(m, hs, opts.Hooks, len(ids), len(ids[0])); err != nil {
+		return err
 	}
 	end := func(error) {}
-	if *progress {
-		end = passProgress(hs, cfg.Layers, T)
+	if opts.Progress {
+		end = passProgress(hs, cfg.Layers, len(ids[0]))
 	}
-	res, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: *allowExt})
+	res, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: opts.AllowExtrapolation})
 	end(err)
 	if err != nil {
 		return err
@@ -90,14 +98,34 @@ func cmdCapture(args []string, w io.Writer) error {
 	meta := map[string]string{"model": dir, "tool": "probe capture"}
 	// the token strings, for labels (probe report attention), when a
 	// tokenizer is at hand
-	if toks, err := tokenStrings(dir, *tf.tokenizer, ids); err == nil {
+	if toks, err := tokenStrings(dir, opts.Input.Tokenizer, ids); err == nil {
 		data, _ := json.Marshal(toks)
 		meta["tokens"] = string(data)
 	}
-	if err := checkpoint.WriteSafetensors(*out, tensors, meta); err != nil {
+	if err := checkpoint.WriteSafetensors(opts.File, tensors, meta); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "wrote %d tensors (%d tokens × %d sequences) to %s\n", len(tensors), res.T, res.Batch, *out)
+	fmt.Fprintf(opts.Stdout, "wrote %d tensors (%d tokens × %d sequences) to %s\n", len(tensors), res.T, res.Batch, opts.File)
+	return nil
+}
+
+// checkCaptureMemory refuses, before the pass, a capture of B × T tokens
+// whose kept values (every point patterns match) do not fit beside the
+// pass (which checks itself alone).
+func checkCaptureMemory(m *model.Model, hs *hooks.Set, patterns []string, B, T int) error {
+	points, _ := m.HookNames() // (an error here, the pass reports)
+	var kept int64
+	for _, n := range points {
+		for _, p := range patterns {
+			if hooks.Match(p, n) {
+				kept += m.PointBytes(n, B, T)
+				break
+			}
+		}
+	}
+	if err := m.CheckMemory(B, T, model.Options{Hooks: hs}, kept); err != nil {
+		return fmt.Errorf("capturing %d × %d tokens keeps %.2f GiB of values: %w", B, T, float64(kept)/(1<<30), err)
+	}
 	return nil
 }
 
@@ -111,56 +139,11 @@ func flatIDs(ids [][]int) []int64 {
 	return flat
 }
 
-func cmdTokenize(args []string, w io.Writer) error {
-	fs := newFlags("tokenize")
-	mf := addModelRef(fs, "checkpoint whose tokenizer.json to use")
-	tokFile := fs.String("tokenizer", "", "tokenizer.json file (instead of --model)")
-	textFile := fs.String("text", "", "text file to tokenize; - reads standard input")
-	noSpecial := fs.Bool("no-special-tokens", false, "do not add the post-processor's special tokens")
-	tokens := fs.Bool("tokens", false, "print the token strings (a JSON list parallel to the ids) instead of the ids")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) > 0:
-		return fmt.Errorf("unexpected argument %q (the text is given with --text <file>, or --text - for standard input)", pos[0])
-	case (*mf.name == "") == (*tokFile == ""):
-		return fmt.Errorf("give exactly one of --model and --tokenizer")
-	case *textFile == "":
-		return fmt.Errorf("--text is required (a file, or - for standard input)")
-	}
-	dir := ""
-	if *mf.name != "" {
-		if dir, _, err = mf.locate(); err != nil {
-			return err
-		}
-	}
-	tok, err := loadTokenizer(dir, *tokFile)
-	if err != nil {
-		return err
-	}
-	text, err := readInput(*textFile)
-	if err != nil {
-		return err
-	}
-	ids, err := tok.Encode(string(text), !*noSpecial)
-	if err != nil {
-		return fmt.Errorf("%s: %w", inputName(*textFile), err)
-	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false) // "<|endoftext|>", not "\u003c|endoftext|\u003e"
-	if *tokens {
-		return enc.Encode(tok.Tokens(ids))
-	}
-	return enc.Encode(ids)
-}
-
 // checkLength refuses, before the weights are read, sequences of T tokens
 // longer than the model's max_position_embeddings unless
 // --allow-extrapolation, with the flag that fixes it: --max-tokens for
 // --text, shorter sequences for --ids.
-func checkLength(T int, cfg *model.Config, tf tokenFlags, allowExt bool) error {
+func checkLength(T int, cfg *model.Config, tf *tokenFlags, allowExt bool) error {
 	if T <= cfg.MaxPos || (allowExt && !cfg.LearnedPositions()) {
 		return nil
 	}
@@ -168,10 +151,10 @@ func checkLength(T int, cfg *model.Config, tf tokenFlags, allowExt bool) error {
 	if cfg.LearnedPositions() {
 		ext = fmt.Sprintf(" (the learned positions of %s cannot extrapolate)", cfg.Arch)
 	}
-	if *tf.text != "" {
+	if tf.Text != "" {
 		return fmt.Errorf("%s gives %d tokens, more than the model's max_position_embeddings %d: pass --max-tokens %d to keep the first %d%s",
-			inputName(*tf.text), T, cfg.MaxPos, cfg.MaxPos, cfg.MaxPos, ext)
+			inputName(tf.Text), T, cfg.MaxPos, cfg.MaxPos, cfg.MaxPos, ext)
 	}
 	return fmt.Errorf("%s: sequences of %d tokens, more than the model's max_position_embeddings %d: shorten them%s",
-		inputName(*tf.ids), T, cfg.MaxPos, ext)
+		inputName(tf.IDs), T, cfg.MaxPos, ext)
 }

@@ -2,11 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,18 +23,49 @@ import (
 // 2-core machine, large enough to show each protocol's shape.
 var (
 	demoSweepLengths = "128,256,512,1024,2048" // BFT App. I: T beyond the training context of 256
-	demoSweepSamples = "4"
+	demoSweepSamples = 4
 	demoPPLLengths   = "256,512,1024,2048,4096" // RFA Table 1's shape: 16× the training context
-	demoPPLSamples   = "2"
+	demoPPLSamples   = 2
 	demoPPLGates     = "learned,one,k,k-matched" // Prediction 3: the learned gate, no gate, K_BFT (raw and mean-matched)
-	demoMapTokens    = "1024"                    // RFA Figs. 11–14
+	demoMapTokens    = 1024                      // RFA Figs. 11–14
 	demoGDNLength    = "512"                     // probe gdn on the hybrid: one pass
 	demoSinkLengths  = "256,1024"                // probe sinks on the hybrid
 	demoDiagRows     = 2                         // probe diag on the hybrid: rows of the stream …
 	demoDiagLength   = 512                       // … of this many tokens (2× its training context)
 )
 
-// cmdDemo runs the whole story on the zoo checkpoints embedded in the
+// DemoOptions are the options of probe demo.
+type DemoOptions struct {
+	Stdout      io.Writer
+	Args        []string // positional arguments
+	CommandLine []string // the arguments after the command name, for the manifest and the resume note
+	Out         string
+	Force       bool
+	Static      bool
+}
+
+// NewCmdDemo builds probe demo; runF (nil: runDemo) runs it.
+func NewCmdDemo(runF func(*DemoOptions) error) *cobra.Command {
+	opts := &DemoOptions{}
+	cmd := &cobra.Command{
+		Use:     "demo [--out <dir>] [--static]",
+		Short:   "the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, perplexity, Prediction 3) in one report.html",
+		Example: "probe demo --out /tmp/probe-demo",
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.Args = args
+			opts.CommandLine = commandArgs(c)
+			return orDefault(runF, runDemo)(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Out, "out", "probe-demo", "output directory: new, empty, or holding an earlier demo (replaced)")
+	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files")
+	f.BoolVar(&opts.Static, "static", false, "inline SVG charts, no JavaScript (chosen anyway when echarts.min.js is not installed)")
+	return cmd
+}
+
+// runDemo runs the whole story on the zoo checkpoints embedded in the
 // binary (package zoo: trained here on the Brown corpus) and a token
 // stream sampled from the gated model, with no network and no other
 // input: BFT's App. I protocol on the Qiu-gated model (Figs. 2–4), the RFA
@@ -43,46 +75,89 @@ var (
 // context length with BFT's Prediction 3 (the gate replaced by K_BFT), also
 // of the hybrid and the Gemma-3-style model, all in one offline
 // report.html.
-func cmdDemo(args []string, w io.Writer) error {
-	fs := newFlags("demo")
-	out := fs.String("out", "probe-demo", "output directory: new, empty, or holding an earlier demo (replaced)")
-	force := fs.Bool("force", false, "write into an --out that holds other files")
-	static := fs.Bool("static", false, "inline SVG charts, no JavaScript (chosen anyway when echarts.min.js is not installed)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
+func runDemo(opts *DemoOptions) error {
+	pos := opts.Args
 	if len(pos) > 0 {
 		return fmt.Errorf("unexpected argument %q: probe demo takes only --out, --force and --static", pos[0])
 	}
-	if err := refuseForeignReport(*out, *force); err != nil {
+	if err := refuseForeignReport(opts.Out, opts.Force); err != nil {
 		return err
 	}
-	st := &demoStages{w: w, n: 6, start: time.Now()}
-	var figs []*report.Figure
-
+	st := &demoStages{w: opts.Stdout, n: 6, start: time.Now()}
 	st.next("unpacking the embedded zoo checkpoints and token stream")
-	zdir := filepath.Join(*out, "zoo")
+	zdir := filepath.Join(opts.Out, "zoo")
 	if err := zoo.Unpack(zdir); err != nil {
 		return err
 	}
-	gated, rfa, afa := filepath.Join(zdir, "gated_headwise"), filepath.Join(zdir, "rfa_m2_sc"), filepath.Join(zdir, "afa_toy")
-	base, rfa1 := filepath.Join(zdir, "qwen3_base"), filepath.Join(zdir, "rfa_m1")
-	hybrid, gemma := filepath.Join(zdir, "qwen35_hybrid"), filepath.Join(zdir, "gemma3_tiny")
-	ids, src, err := demoStream(filepath.Join(zdir, "demo_stream.json"), filepath.Join(*out, "stream.ids.json"))
+	d := &demo{w: opts.Stdout, out: opts.Out, zoo: zdir,
+		gated: filepath.Join(zdir, "gated_headwise"), rfa: filepath.Join(zdir, "rfa_m2_sc"), afa: filepath.Join(zdir, "afa_toy"),
+		base: filepath.Join(zdir, "qwen3_base"), rfa1: filepath.Join(zdir, "rfa_m1"),
+		hybrid: filepath.Join(zdir, "qwen35_hybrid"), gemma: filepath.Join(zdir, "gemma3_tiny")}
+	ids, src, err := demoStream(filepath.Join(zdir, "demo_stream.json"), filepath.Join(opts.Out, "stream.ids.json"))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "      %s\n", src)
+	d.ids = ids
+	fmt.Fprintf(opts.Stdout, "      %s\n", src)
 
-	st.next("BFT App. I on gated_headwise: n_eff, S, λobs, K, BOS mass and gates at T = " + demoSweepLengths + ", " + demoSweepSamples +
+	st.next("BFT App. I on gated_headwise: n_eff, S, λobs, K, BOS mass and gates at T = " + demoSweepLengths + ", " + strconv.Itoa(demoSweepSamples) +
 		" samples each; the same per row on the softmax layer of the Qwen3.5-style hybrid (probe diag)")
-	sweepDir := filepath.Join(*out, "bft-sweep")
-	if err := cmdSweep([]string{"--model", gated, "--ids", ids, "--lengths", demoSweepLengths, "--samples", demoSweepSamples,
-		"--out", sweepDir, "--format", "parquet,csv"}, w); err != nil {
+	if err := d.bft(); err != nil {
+		return err
+	}
+	if err := d.hybridFilters(); err != nil {
+		return err
+	}
+	st.next("RFA: learned per-head parameters of rfa_m2_sc (probe params), Figs. 3–4, 8–10 and 11–14")
+	if err := d.rfaFigures(); err != nil {
+		return err
+	}
+	st.next("AFA: the 2-D LTI toy system, Figs. 1–3 from the trained one-layer filters")
+	af, err := papers.AFAToyFigures(d.afa)
+	if err != nil {
+		return fmt.Errorf("demo: AFA figures: %w", err)
+	}
+	d.figs = append(d.figs, af...)
+	st.next("perplexity vs context length (" + demoPPLLengths + ") of the baseline, gated, RFA and SC-RFA models, and BFT Prediction 3: gate = " + demoPPLGates +
+		"; then of the Qwen3.5-style hybrid and the Gemma-3-style model")
+	if err := d.perplexity(); err != nil {
+		return err
+	}
+	st.next("writing the report")
+	r := d.report("probe " + strings.Join(append([]string{"demo"}, opts.CommandLine...), " "))
+	wr, err := r.Write(opts.Out, report.ChooseCharts(report.WriteOptions{HTML: "report.html", Static: opts.Static}, opts.Stdout))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.Stdout, "\n%d figures in %s (PNG and SVG beside it); %s in all.\nOpen it in a browser: file://%s\n",
+		len(d.figs), wr.HTML, time.Since(st.start).Round(time.Second), absPath(wr.HTML))
+	return nil
+}
+
+// demo is the state of probe demo between its stages: where it writes,
+// the unpacked checkpoints, the token stream, the folders each stage
+// wrote (for the report's manifest) and the figures so far.
+type demo struct {
+	w                                          io.Writer
+	out, zoo                                   string
+	gated, rfa, afa, base, rfa1, hybrid, gemma string
+	ids                                        string // the stream's id file
+	sweepDir, diagCSV, gdnDir, sinksDir        string
+	retrievalDir, pplDir, pplNewDir            string
+	figs                                       []*report.Figure
+}
+
+// bft runs BFT App. I's sweep on the gated model and draws Figs. 2–4.
+func (d *demo) bft() error {
+	d.sweepDir = filepath.Join(d.out, "bft-sweep")
+	so, flags := defaultsOf(NewCmdSweep)
+	so.Stdout, so.Model.Name, so.Input.IDs, so.Out, so.Formats = d.w, d.gated, d.ids, d.sweepDir, "parquet,csv"
+	so.Plan.Lengths, so.Plan.Samples = demoSweepLengths, demoSweepSamples
+	so.CLIOptions, so.CommandLine = flagRecord(flags)
+	if err := runSweep(so); err != nil {
 		return fmt.Errorf("demo: BFT sweep: %w", err)
 	}
-	man, res, err := analysis.LoadResults(sweepDir, nil)
+	man, res, err := analysis.LoadResults(d.sweepDir, nil)
 	if err != nil {
 		return err
 	}
@@ -94,82 +169,107 @@ func cmdDemo(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	figs = append(figs, br.Figures...)
-	diagIDs, err := demoBatch(ids, filepath.Join(*out, "hybrid-diag.ids.json"), demoDiagRows, demoDiagLength)
+	d.figs = append(d.figs, br.Figures...)
+	return nil
+}
+
+// hybridFilters measures the Qwen3.5-style hybrid: probe diag on its softmax
+// layer, its Gated DeltaNet layers as filters, its sinks and its
+// retrieval heads, and draws the last three.
+func (d *demo) hybridFilters() error {
+	diagIDs, err := demoBatch(d.ids, filepath.Join(d.out, "hybrid-diag.ids.json"), demoDiagRows, demoDiagLength)
 	if err != nil {
 		return err
 	}
-	diagCSV := filepath.Join(*out, "hybrid-diag.csv")
-	if err := cmdDiag([]string{"--model", hybrid, "--ids", diagIDs, "--out", diagCSV}, w); err != nil {
+	d.diagCSV = filepath.Join(d.out, "hybrid-diag.csv")
+	do, _ := defaultsOf(NewCmdDiag)
+	do.Stdout, do.Model.Name, do.Input.IDs, do.Out = d.w, d.hybrid, diagIDs, d.diagCSV
+	if err := runDiag(do); err != nil {
 		return fmt.Errorf("demo: diagnostics of the hybrid: %w", err)
 	}
 	// the hybrid's Gated DeltaNet layers as filters (probe gdn) and the sink
 	// measurements of its softmax layer (probe sinks), drawn from their tables
-	gdnDir, sinksDir := filepath.Join(*out, "hybrid-gdn"), filepath.Join(*out, "hybrid-sinks")
+	d.gdnDir, d.sinksDir = filepath.Join(d.out, "hybrid-gdn"), filepath.Join(d.out, "hybrid-sinks")
+	gdn, gdnFlags := defaultsOf(NewCmdGDN)
+	sinks, sinksFlags := defaultsOf(NewCmdSinks)
+	gdn.WRows = true // the effective-attention rows are shown: opt in to their cost
+	gdn.Stdout, sinks.Stdout = io.Discard, io.Discard
 	for _, run := range []struct {
 		what, dir, lengths string
-		cmd                func([]string, io.Writer) error
+		stream             *streamFlags
+		run                func() error
 	}{
-		{"Gated DeltaNet filter quantities", gdnDir, demoGDNLength, cmdGDN},
-		{"sink measurements", sinksDir, demoSinkLengths, cmdSinks},
+		{"Gated DeltaNet filter quantities", d.gdnDir, demoGDNLength, &gdn.Stream, func() error {
+			gdn.CLIOptions, gdn.CommandLine = flagRecord(gdnFlags)
+			return runGDN(gdn)
+		}},
+		{"sink measurements", d.sinksDir, demoSinkLengths, &sinks.Stream, func() error {
+			sinks.CLIOptions, sinks.CommandLine = flagRecord(sinksFlags)
+			return runSinks(sinks)
+		}},
 	} {
-		args := []string{"--model", hybrid, "--ids", ids, "--lengths", run.lengths, "--format", "parquet", "--force", "--out", run.dir}
-		if run.dir == gdnDir {
-			args = append(args, "--w-rows") // the effective-attention rows are shown: opt in to their cost
-		}
-		if err := run.cmd(args, io.Discard); err != nil {
+		s := run.stream
+		s.Model.Name, s.Input.IDs, s.Plan.Lengths, s.Formats, s.Force, s.Out = d.hybrid, d.ids, run.lengths, "parquet", true, run.dir
+		if err := run.run(); err != nil {
 			return fmt.Errorf("demo: %s of the hybrid: %w", run.what, err)
 		}
 		fr, err := filters.Read(run.dir)
 		if err != nil {
 			return err
 		}
-		figs = append(figs, fr.Figures...)
+		d.figs = append(d.figs, fr.Figures...)
 	}
 	// Wu et al.'s retrieval score of its softmax heads on a copy task
 	// (probe retrieval; every copy step scored: the zoo models copy none).
-	retrievalDir := filepath.Join(*out, "hybrid-retrieval")
-	if err := cmdRetrieval([]string{"--model", hybrid, "--gap", "64", "--steps", "all", "--format", "parquet", "--force", "--out", retrievalDir}, io.Discard); err != nil {
+	d.retrievalDir = filepath.Join(d.out, "hybrid-retrieval")
+	ro, flags := defaultsOf(NewCmdRetrieval)
+	ro.Stdout, ro.Model.Name, ro.Gap, ro.Steps, ro.Formats, ro.Force, ro.Out = io.Discard, d.hybrid, 64, "all", "parquet", true, d.retrievalDir
+	ro.CLIOptions, ro.CommandLine = flagRecord(flags)
+	if err := runRetrieval(ro); err != nil {
 		return fmt.Errorf("demo: retrieval heads of the hybrid: %w", err)
 	}
-	fr, err := filters.Read(retrievalDir)
+	fr, err := filters.Read(d.retrievalDir)
 	if err != nil {
 		return err
 	}
-	figs = append(figs, fr.Figures...)
+	d.figs = append(d.figs, fr.Figures...)
+	return nil
+}
 
-	st.next("RFA: learned per-head parameters of rfa_m2_sc (probe params), Figs. 3–4, 8–10 and 11–14")
-	if err := cmdParams([]string{rfa}, w); err != nil {
+// rfaFigures reads out the SC-RFA model's parameters and draws its
+// checkpoint figures.
+func (d *demo) rfaFigures() error {
+	po, _ := defaultsOf(NewCmdParams)
+	po.Stdout, po.Args = d.w, []string{d.rfa}
+	if err := runParams(po); err != nil {
 		return fmt.Errorf("demo: RFA parameters: %w", err)
 	}
-	rfs := flag.NewFlagSet("rfa", flag.ContinueOnError)
-	rf := addRFAFigureFlags(rfs)
-	if err := rfs.Parse([]string{"--model", rfa, "--history", filepath.Join(rfa, "history.json"),
-		"--attn-tokens", demoMapTokens, "--ids", ids}); err != nil {
-		return err
-	}
-	rr, err := rfaCheckpointReport(rf)
+	fo, _ := defaultsOf(NewCmdFigures)
+	rf := fo.RFA
+	rf.Model, rf.History, rf.AttnTokens, rf.IDs = d.rfa, filepath.Join(d.rfa, "history.json"), demoMapTokens, d.ids
+	rr, err := rfaCheckpointReport(&rf)
 	if err != nil {
 		return fmt.Errorf("demo: RFA figures: %w", err)
 	}
-	figs = append(figs, rr.Figures...)
+	d.figs = append(d.figs, rr.Figures...)
+	return nil
+}
 
-	st.next("AFA: the 2-D LTI toy system, Figs. 1–3 from the trained one-layer filters")
-	af, err := papers.AFAToyFigures(afa)
-	if err != nil {
-		return fmt.Errorf("demo: AFA figures: %w", err)
+// perplexity runs probe ppl on the paper's four models (with Prediction
+// 3's gates) and on the newer families, and draws the first.
+func (d *demo) perplexity() error {
+	d.pplDir = filepath.Join(d.out, "ppl")
+	ppl := func(models []string, gates, out string) error {
+		o, flags := defaultsOf(NewCmdPPL)
+		o.Stdout, o.Model.Name, o.Input.IDs, o.Gates, o.TrainLength, o.Out = d.w, strings.Join(models, ","), d.ids, gates, 256, out
+		o.Plan.Lengths, o.Plan.Samples, o.Plan.Disjoint = demoPPLLengths, demoPPLSamples, analysis.DisjointWithin
+		o.CLIOptions, o.CommandLine = flagRecord(flags)
+		return runPPL(o)
 	}
-	figs = append(figs, af...)
-
-	st.next("perplexity vs context length (" + demoPPLLengths + ") of the baseline, gated, RFA and SC-RFA models, and BFT Prediction 3: gate = " + demoPPLGates +
-		"; then of the Qwen3.5-style hybrid and the Gemma-3-style model")
-	pplDir := filepath.Join(*out, "ppl")
-	if err := cmdPPL([]string{"--model", strings.Join([]string{base, gated, rfa1, rfa}, ","), "--ids", ids,
-		"--lengths", demoPPLLengths, "--samples", demoPPLSamples, "--gate", demoPPLGates,
-		"--disjoint", "within", "--train-length", "256", "--out", pplDir}, w); err != nil {
+	if err := ppl([]string{d.base, d.gated, d.rfa1, d.rfa}, demoPPLGates, d.pplDir); err != nil {
 		return fmt.Errorf("demo: perplexity: %w", err)
 	}
-	pres, err := analysis.ReadPPL(pplDir)
+	pres, err := analysis.ReadPPL(d.pplDir)
 	if err != nil {
 		return err
 	}
@@ -177,21 +277,24 @@ func cmdDemo(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pf, err := papers.Prediction3Figure(pres, filepath.Base(gated))
+	pf, err := papers.Prediction3Figure(pres, filepath.Base(d.gated))
 	if err != nil {
 		return err
 	}
-	figs = append(figs, ef, pf)
+	d.figs = append(d.figs, ef, pf)
 	// The newer families in a run of their own: RFA Table 1's figure above
 	// compares with the paper's four models and has no room for more.
-	pplNewDir := filepath.Join(*out, "ppl-hybrid-gemma")
-	if err := cmdPPL([]string{"--model", hybrid + "," + gemma, "--ids", ids, "--lengths", demoPPLLengths, "--samples", demoPPLSamples,
-		"--gate", "learned", "--disjoint", "within", "--train-length", "256", "--out", pplNewDir}, w); err != nil {
+	d.pplNewDir = filepath.Join(d.out, "ppl-hybrid-gemma")
+	if err := ppl([]string{d.hybrid, d.gemma}, "learned", d.pplNewDir); err != nil {
 		return fmt.Errorf("demo: perplexity of the hybrid and Gemma-3-style models: %w", err)
 	}
+	return nil
+}
 
-	st.next("writing the report")
-	r := &report.Report{
+// report is the demo's report of the figures, its manifest naming the
+// command line and every folder the stages wrote.
+func (d *demo) report(command string) *report.Report {
+	return &report.Report{
 		Title: "probe demo — filtering diagnostics on the project's reference zoo",
 		Subtitle: "Every figure below was computed just now by this binary from checkpoints trained in this project " +
 			"(zoo/, Brown corpus, PyTorch 1.13) and embedded in it; nothing was downloaded.",
@@ -211,25 +314,18 @@ func cmdDemo(args []string, w io.Writer) error {
 				"not the papers' large-scale results; the captions and tables say where the paper's numbers differ.",
 		},
 		Manifest: []report.Option{
-			{Name: "command", Value: "probe " + strings.Join(append([]string{"demo"}, args...), " "), Source: "command line"},
-			{Name: "checkpoints", Value: zdir, Source: "embedded (package zoo)"},
-			{Name: "BFT sweep", Value: sweepDir, Source: "probe sweep, lengths " + demoSweepLengths + ", " + demoSweepSamples + " samples"},
-			{Name: "hybrid as a filter", Value: gdnDir, Source: "probe gdn on qwen35_hybrid, T = " + demoGDNLength},
-			{Name: "hybrid sinks", Value: sinksDir, Source: "probe sinks on qwen35_hybrid, T = " + demoSinkLengths},
-			{Name: "hybrid retrieval", Value: retrievalDir, Source: "probe retrieval on qwen35_hybrid, segment 64, gap 64, every copy step"},
-			{Name: "hybrid diagnostics", Value: diagCSV, Source: fmt.Sprintf("probe diag on qwen35_hybrid, %d rows of %d stream tokens", demoDiagRows, demoDiagLength)},
-			{Name: "perplexity", Value: pplDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + demoPPLSamples + " samples"},
-			{Name: "perplexity (hybrid, Gemma-3-style)", Value: pplNewDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + demoPPLSamples + " samples, learned gates"},
+			{Name: "command", Value: command, Source: "command line"},
+			{Name: "checkpoints", Value: d.zoo, Source: "embedded (package zoo)"},
+			{Name: "BFT sweep", Value: d.sweepDir, Source: "probe sweep, lengths " + demoSweepLengths + ", " + strconv.Itoa(demoSweepSamples) + " samples"},
+			{Name: "hybrid as a filter", Value: d.gdnDir, Source: "probe gdn on qwen35_hybrid, T = " + demoGDNLength},
+			{Name: "hybrid sinks", Value: d.sinksDir, Source: "probe sinks on qwen35_hybrid, T = " + demoSinkLengths},
+			{Name: "hybrid retrieval", Value: d.retrievalDir, Source: "probe retrieval on qwen35_hybrid, segment 64, gap 64, every copy step"},
+			{Name: "hybrid diagnostics", Value: d.diagCSV, Source: fmt.Sprintf("probe diag on qwen35_hybrid, %d rows of %d stream tokens", demoDiagRows, demoDiagLength)},
+			{Name: "perplexity", Value: d.pplDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + strconv.Itoa(demoPPLSamples) + " samples"},
+			{Name: "perplexity (hybrid, Gemma-3-style)", Value: d.pplNewDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + strconv.Itoa(demoPPLSamples) + " samples, learned gates"},
 		},
-		Figures: figs,
+		Figures: d.figs,
 	}
-	wr, err := r.Write(*out, report.ChooseCharts(report.WriteOptions{HTML: "report.html", Static: *static}, w))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\n%d figures in %s (PNG and SVG beside it); %s in all.\nOpen it in a browser: file://%s\n",
-		len(figs), wr.HTML, time.Since(st.start).Round(time.Second), absPath(wr.HTML))
-	return nil
 }
 
 // demoStages prints the demo's overall progress, one numbered line per

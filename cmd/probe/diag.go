@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
@@ -24,35 +25,62 @@ var diagColumns = []string{"sample", "layer", "head", "query", probes.MetricNEff
 // (--legacy-names), kept for one release.
 var legacyDiagNames = map[string]string{probes.MetricSMean: "s_mean", probes.MetricK: "k_bft", probes.MetricKDimMean: "k_dim_mean"}
 
-func cmdDiag(args []string, w io.Writer) error {
-	fs := newFlags("diag")
-	mf := addModelFlag(fs, "checkpoint")
-	tf := addTokenFlags(fs, true)
-	out := fs.String("out", "", "output CSV file")
-	allowExt := addExtrapolationFlag(fs)
-	threads := addThreadsFlag(fs)
-	onNF := fs.String("on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
-	withTokens := fs.Bool("tokens", false, "add a last column, token: the text of each query's token (needs the model folder's tokenizer.json or --tokenizer)")
-	legacy := fs.Bool("legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
-	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
-	sinkRows := fs.String("sink-rows", probes.RenormRows.String(), "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in a sink_mass column after bos_mass) or raw (as the model returns them); docs/diagnostics.md")
-	progress := addProgressFlag(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+// DiagOptions are the options of probe diag.
+type DiagOptions struct {
+	Stdout             io.Writer
+	Model              modelFlag
+	Input              tokenFlags
+	Out                string
+	AllowExtrapolation bool
+	Threads            int
+	OnNonFinite        string
+	WithTokens         bool
+	Legacy             bool
+	Kernel             string
+	SinkRows           string
+	Progress           bool
+}
+
+// NewCmdDiag builds probe diag; runF (nil: runDiag) runs it.
+func NewCmdDiag(runF func(*DiagOptions) error) *cobra.Command {
+	opts := &DiagOptions{}
+	cmd := &cobra.Command{
+		Use:     "diag --model <dir|org/name> (--ids <file> | --text <file> [--max-tokens N]) --out <file.csv>",
+		Short:   "per-(sample, layer, head, query) filter diagnostics of one batch as CSV",
+		Example: "probe diag --model zoo/checkpoints/gated_headwise --text README.md --max-tokens 128 --out diag.csv",
+		Args:    noArgs(""),
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Stdout = c.OutOrStdout()
+			return orDefault(runF, runDiag)(opts)
+		},
 	}
-	switch {
-	case len(pos) > 0:
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *out == "":
-		return fmt.Errorf("--out is required")
-	case *onNF != analysis.NonFiniteStop && *onNF != analysis.NonFiniteFlag:
-		return fmt.Errorf("--on-nonfinite %q: want stop or flag", *onNF)
+	f := cmd.Flags()
+	opts.Model.registerModel(f, "checkpoint")
+	opts.Input.registerInput(f, true)
+	f.StringVar(&opts.Out, "out", "", "output CSV file")
+	extrapolationVar(f, &opts.AllowExtrapolation)
+	threadsVar(f, &opts.Threads)
+	f.StringVar(&opts.OnNonFinite, "on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
+	f.BoolVar(&opts.WithTokens, "tokens", false, "add a last column, token: the text of each query's token (needs the model folder's tokenizer.json or --tokenizer)")
+	f.BoolVar(&opts.Legacy, "legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
+	f.StringVar(&opts.SinkRows, "sink-rows", probes.RenormRows.String(), "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in a sink_mass column after bos_mass) or raw (as the model returns them); docs/diagnostics.md")
+	f.StringVar(&opts.Kernel, "kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
+	progressVar(f, &opts.Progress)
+	markRequired(cmd, "model", modelHint)
+	markRequired(cmd, "out", "")
+	markExactlyOne(cmd, "ids", "text")
+	return cmd
+}
+
+// runDiag runs one forward pass of the batch with every App. I diagnostic
+// (Eq. 6, ν = 1, σ0² = 1/d_head, λ = 1, two-pass S) on the softmax layers
+// and writes them per (sample, layer, head, query) as CSV, with the
+// deviation from float32 under --compute bf16.
+func runDiag(opts *DiagOptions) error {
+	if opts.OnNonFinite != analysis.NonFiniteStop && opts.OnNonFinite != analysis.NonFiniteFlag {
+		return fmt.Errorf("--on-nonfinite %q: want stop or flag", opts.OnNonFinite)
 	}
-	if err := tf.check(); err != nil {
-		return err
-	}
-	dir, err := mf.dir()
+	dir, err := opts.Model.dir()
 	if err != nil {
 		return err
 	}
@@ -60,42 +88,41 @@ func cmdDiag(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ids, err := tf.batch(dir)
+	ids, err := opts.Input.batch(dir)
 	if err != nil {
 		return err
 	}
-	if err := checkLength(len(ids[0]), cfg, tf, *allowExt); err != nil {
+	if err := checkLength(len(ids[0]), cfg, &opts.Input, opts.AllowExtrapolation); err != nil {
 		return err
 	}
 	var toks [][]string
-	if *withTokens {
-		if toks, err = tokenStrings(dir, *tf.tokenizer, ids); err != nil {
+	if opts.WithTokens {
+		if toks, err = tokenStrings(dir, opts.Input.Tokenizer, ids); err != nil {
 			return fmt.Errorf("--tokens: %w", err)
 		}
 	}
-	m, err := model.Load(dir, mf.loadOptions())
+	m, err := model.Load(dir, opts.Model.loadOptions())
 	if err != nil {
 		return err
 	}
 	B, T, c := len(ids), len(ids[0]), &m.Config
 	// App. I defaults: Eq. 6, ν = 1, σ0² = 1/d_head, λ = 1, two-pass S.
-	k, ok := probes.ParseKernel(*kernel)
+	k, ok := probes.ParseKernel(opts.Kernel)
 	if !ok {
-		return fmt.Errorf("--kernel %q: want %s or %s", *kernel, probes.MatrixKernel, probes.RowKernel)
+		return fmt.Errorf("--kernel %q: want %s or %s", opts.Kernel, probes.MatrixKernel, probes.RowKernel)
 	}
-	sr, ok := probes.ParseSinkRows(*sinkRows)
+	sr, ok := probes.ParseSinkRows(opts.SinkRows)
 	if !ok {
-		return fmt.Errorf("--sink-rows %q: want %s or %s", *sinkRows, probes.RenormRows, probes.RawRows)
+		return fmt.Errorf("--sink-rows %q: want %s or %s", opts.SinkRows, probes.RenormRows, probes.RawRows)
 	}
 	layers := c.SoftmaxLayers() // the rows written: a hybrid model's Gated DeltaNet layers have none
-	sinks := analysis.HasSinks(m)
-	copts := probes.CollectorOptions{ContinueOnNonFinite: *onNF == analysis.NonFiniteFlag, Kernel: k, SinkRows: sr, Sinks: sinks}
-	columns := diagColumns
-	if sinks { // σ beside the first-token mass
-		i := slices.Index(columns, probes.MetricBOSMass) + 1
-		columns = slices.Insert(slices.Clone(columns), i, probes.MetricSinkMass)
+	if len(layers) == 0 {
+		return fmt.Errorf("%s (%s) has no softmax attention layers, so no attention rows to measure (its layers: %s; probe gdn reads recurrent layers)",
+			dir, c.Arch, c.LayerKinds()[0])
 	}
-	opt := model.Options{AllowExtrapolation: *allowExt, Threads: *threads}
+	sinks := analysis.HasSinks(m)
+	copts := probes.CollectorOptions{ContinueOnNonFinite: opts.OnNonFinite == analysis.NonFiniteFlag, Kernel: k, SinkRows: sr, Sinks: sinks}
+	opt := model.Options{AllowExtrapolation: opts.AllowExtrapolation, Threads: opts.Threads}
 	if err := probes.CheckModelMemory(m, B, T, opt, copts); err != nil { // before the Collector's results
 		return err
 	}
@@ -105,22 +132,58 @@ func cmdDiag(args []string, w io.Writer) error {
 	}
 	opt.Hooks = col.Hooks(c)
 	end := func(error) {}
-	if *progress {
+	if opts.Progress {
 		end = passProgress(opt.Hooks, c.Layers, T)
 	}
 	_, ferr := m.Forward(ids, opt)
 	end(ferr)
-	if ferr != nil && (*onNF == analysis.NonFiniteStop || col.NonFiniteRows() == 0) {
+	if ferr != nil && (opts.OnNonFinite == analysis.NonFiniteStop || col.NonFiniteRows() == 0) {
 		return ferr
 	}
-	gated := c.Gate != model.GateNone
-	err = writeAtomic(*out, func(f io.Writer) error {
+	if err := writeDiagCSV(opts.Out, col, c, layers, toks, opts.Legacy, sinks); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.Stdout, "wrote %d rows (%d samples × %d layers × %d heads × %d queries) to %s\n", B*len(layers)*c.Heads*T, B,
+		len(layers), c.Heads, T, opts.Out)
+	if len(layers) < c.Layers {
+		fmt.Fprintf(opts.Stdout, "measured the softmax layers %v; the others (Gated DeltaNet or Mamba-2 layers) have no softmax rows\n", layers)
+	}
+	if sinks {
+		fmt.Fprintf(opts.Stdout, "learned attention sinks: the diagnostics read the rows %s (--sink-rows); sink_mass is the dropped sink column's weight\n", sr)
+	}
+	copts.ContinueOnNonFinite = false
+	if _, err := opts.Model.deviation(opts.Stdout, m, ids, copts, opts.AllowExtrapolation, opts.Threads); err != nil {
+		return err
+	}
+	if nf, ok := col.FirstNonFinite(); ok {
+		fmt.Fprintf(opts.Stdout, "flagged: %d attention rows with non-finite inputs, first %s\n", col.NonFiniteRows(), nf.Error())
+		if ferr != nil {
+			fmt.Fprintf(opts.Stdout, "flagged: the forward pass stopped early (%v); unreached layers are NaN\n", ferr)
+		}
+	}
+	return nil
+}
+
+// writeDiagCSV writes the rows of col — per (sample, layer of layers,
+// head, query) — to path as CSV, atomically: the shortest decimal that
+// reads back as each stored float32, the gate column empty for an ungated
+// model, and with toks a last column of the query's token text; legacy
+// writes the header of earlier releases; with sinks a sink_mass column
+// after bos_mass.
+func writeDiagCSV(path string, col *probes.Collector, c *model.Config, layers []int, toks [][]string, legacy, sinks bool) error {
+	B, T, gated := col.B, col.T, c.Gate != model.GateNone // the collector of the whole batch
+	columns := diagColumns
+	if sinks { // σ beside the first-token mass
+		i := slices.Index(columns, probes.MetricBOSMass) + 1
+		columns = slices.Insert(slices.Clone(columns), i, probes.MetricSinkMass)
+	}
+	return writeAtomic(path, func(f io.Writer) error {
 		bw := bufio.NewWriterSize(f, 1<<20)
 		for i, name := range columns {
 			if i > 0 {
 				bw.WriteByte(',')
 			}
-			if old, ok := legacyDiagNames[name]; ok && *legacy {
+			if old, ok := legacyDiagNames[name]; ok && legacy {
 				name = old
 			}
 			bw.WriteString(name)
@@ -169,28 +232,6 @@ func cmdDiag(args []string, w io.Writer) error {
 		}
 		return bw.Flush()
 	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "wrote %d rows (%d samples × %d layers × %d heads × %d queries) to %s\n", B*len(layers)*c.Heads*T, B,
-		len(layers), c.Heads, T, *out)
-	if len(layers) < c.Layers {
-		fmt.Fprintf(w, "measured the softmax layers %v; the others are Gated DeltaNet layers, which have no softmax rows\n", layers)
-	}
-	if sinks {
-		fmt.Fprintf(w, "learned attention sinks: the diagnostics read the rows %s (--sink-rows); sink_mass is the dropped sink column's weight\n", sr)
-	}
-	copts.ContinueOnNonFinite = false
-	if _, err := mf.deviation(w, m, ids, copts, *allowExt, *threads); err != nil {
-		return err
-	}
-	if nf, ok := col.FirstNonFinite(); ok {
-		fmt.Fprintf(w, "flagged: %d attention rows with non-finite inputs, first %s\n", col.NonFiniteRows(), nf.Error())
-		if ferr != nil {
-			fmt.Fprintf(w, "flagged: the forward pass stopped early (%v); unreached layers are NaN\n", ferr)
-		}
-	}
-	return nil
 }
 
 // writeAtomic writes path through a temporary file renamed into place.

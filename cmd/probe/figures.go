@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"path/filepath"
 	"slices"
@@ -11,62 +12,85 @@ import (
 	"github.com/filterlens/probe/report/papers"
 )
 
-// cmdFigures writes a paper's analytic figures (no checkpoint): PNG and SVG
+// FiguresOptions are the options of probe figures.
+type FiguresOptions struct {
+	Stdout  io.Writer
+	Paper   string
+	Out     string
+	Force   bool
+	Static  bool
+	ECharts string
+	DPI     int
+	RFA     rfaFigureFlags
+}
+
+// NewCmdFigures builds probe figures; runF (nil: runFigures) runs it.
+func NewCmdFigures(runF func(*FiguresOptions) error) *cobra.Command {
+	opts := &FiguresOptions{}
+	cmd := &cobra.Command{
+		Use:     "figures --paper rfa|selrope|rt|bft|afa|all --out <dir> [--static] [--model <dir|org/name> | --series <dirs> | --history <file>]",
+		Short:   "the papers' figures: analytic from their formulas, or RFA/AFA from checkpoints",
+		Example: "probe figures --paper bft --out /tmp/figures",
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Stdout = c.OutOrStdout()
+			return orDefault(runF, runFigures)(opts)
+		},
+	}
+	cmd.Args = noArgs("")
+	f := cmd.Flags()
+	f.StringVar(&opts.Paper, "paper", "", "rfa, selrope, rt or bft (or all): analytic figures; afa with --model: Figs. 1–3 of trained toy filters")
+	f.StringVar(&opts.Out, "out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
+	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files")
+	f.BoolVar(&opts.Static, "static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
+	f.StringVar(&opts.ECharts, "echarts", "", echartsFlagHelp)
+	f.IntVar(&opts.DPI, "dpi", 150, "PNG resolution")
+	opts.RFA.registerRFAFigures(f)
+	markRequired(cmd, "out", "")
+	return cmd
+}
+
+// runFigures writes a paper's analytic figures (no checkpoint): PNG and SVG
 // per figure and an index.html report in --out. With --paper rfa and
 // --model, --series or --history it draws the RFA figures of checkpoints
 // instead (figures_rfa.go).
-func cmdFigures(args []string, w io.Writer) error {
-	fs := newFlags("figures")
-	paper := fs.String("paper", "", "rfa, selrope, rt or bft (or all): analytic figures; afa with --model: Figs. 1–3 of trained toy filters")
-	out := fs.String("out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
-	force := fs.Bool("force", false, "write into an --out that holds other files")
-	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
-	echarts := fs.String("echarts", "", echartsFlagHelp)
-	dpi := fs.Int("dpi", 150, "PNG resolution")
-	rfa := addRFAFigureFlags(fs)
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	if *out == "" {
-		return fmt.Errorf("--out is required")
-	}
-	wo := report.ChooseCharts(report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}, w)
-	if *paper == "afa" {
+func runFigures(opts *FiguresOptions) error {
+	wo := report.ChooseCharts(report.WriteOptions{Static: opts.Static, ECharts: opts.ECharts, DPI: opts.DPI}, opts.Stdout)
+	if opts.Paper == "afa" {
 		// AFA's figures exist only from trained toy filters (zoo/checkpoints/afa_toy).
-		if *rfa.model == "" {
+		if opts.RFA.Model == "" {
 			return fmt.Errorf("--paper afa draws Figs. 1–3 from trained toy filters: give --model <afa_toy folder> (e.g. zoo/checkpoints/afa_toy)")
 		}
-		r, err := papers.AFAToyReport(*rfa.model, papers.AFAToyOptions{})
+		r, err := papers.AFAToyReport(opts.RFA.Model, papers.AFAToyOptions{})
 		if err != nil {
 			return err
 		}
-		if err := refuseForeignReport(*out, *force); err != nil {
+		if err := refuseForeignReport(opts.Out, opts.Force); err != nil {
 			return err
 		}
-		res, err := r.Write(*out, wo)
+		res, err := r.Write(opts.Out, wo)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "afa: %d figures → %s\n", len(r.Figures), res.HTML)
+		fmt.Fprintf(opts.Stdout, "afa: %d figures → %s\n", len(r.Figures), res.HTML)
 		return nil
 	}
-	if rfa.active() {
-		if *paper != "rfa" {
+	if opts.RFA.active() {
+		if opts.Paper != "rfa" {
 			return fmt.Errorf("--model, --series and --history draw RFA figures from checkpoints: use them with --paper rfa (or --model with --paper afa)")
 		}
-		if err := refuseForeignReport(*out, *force); err != nil {
+		if err := refuseForeignReport(opts.Out, opts.Force); err != nil {
 			return err
 		}
-		return cmdFiguresRFA(rfa, *out, wo, w)
+		return cmdFiguresRFA(&opts.RFA, opts.Out, wo, opts.Stdout)
 	}
 	var list []string
-	switch *paper {
+	switch opts.Paper {
 	case "":
 		return fmt.Errorf("--paper is required (%s or all)", strings.Join(papers.Paper, ", "))
 	case "all":
 		list = papers.Paper
 	default:
-		list = []string{*paper}
+		list = []string{opts.Paper}
 	}
 	reports := make([]*report.Report, len(list))
 	for i, p := range list {
@@ -76,20 +100,20 @@ func cmdFigures(args []string, w io.Writer) error {
 		}
 		reports[i] = r
 	}
-	if err := refuseForeignFigures(*out, *paper, *force); err != nil {
+	if err := refuseForeignFigures(opts.Out, opts.Paper, opts.Force); err != nil {
 		return err
 	}
 	for i, p := range list {
 		r := reports[i]
-		dir := *out
+		dir := opts.Out
 		if len(list) > 1 {
-			dir = *out + "/" + p
+			dir = opts.Out + "/" + p
 		}
 		res, err := r.Write(dir, wo)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s: %d figures → %s\n", p, len(r.Figures), res.HTML)
+		fmt.Fprintf(opts.Stdout, "%s: %d figures → %s\n", p, len(r.Figures), res.HTML)
 	}
 	return nil
 }

@@ -151,7 +151,7 @@ func TestGDNCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--model", ck, "--ids", ids, "--lengths", "8"}, "no Gated DeltaNet layers"},
+		{[]string{"--model", ck, "--ids", ids, "--lengths", "8"}, "no Gated DeltaNet or Mamba-2 layers"},
 		{[]string{"--model", ck, "--ids", ids, "--lengths", "8", "--innovation", "prior"}, `innovation form "prior"`},
 		{[]string{"--model", ck, "--ids", ids, "--lengths", "16"}, "16"},
 		{[]string{"--model", ck, "--ids", ids}, "--lengths is required"},
@@ -233,5 +233,96 @@ func TestGDNShardsMergeCLI(t *testing.T) {
 	}
 	if code, _, stderr := run("--out", filepath.Join(tmp, "x"), "--no-dispersion"); code == 0 || !strings.Contains(stderr, "with --w-rows") {
 		t.Errorf("--no-dispersion alone: exit %d: %s", code, stderr)
+	}
+}
+
+// TestGDNCommandGoldenSSM runs probe gdn on sequence 0 of the Mamba-2 and
+// Falcon-H1 golden cases: every layer is measured with mixer mamba2, beta
+// and decay match the golden dt.l and decay.l, innovation is empty, and
+// the W-row columns match those of the golden eff_attn.l (float64 from the
+// reference's own factors); Falcon-H1's softmax heads come as rows of mixer
+// attention whose n_eff and first-token mass match the golden attn.l.
+func TestGDNCommandGoldenSSM(t *testing.T) {
+	for _, name := range []string{"mamba2", "falcon_h1"} {
+		dir := filepath.Join(goldenDir, name)
+		t.Run(name, func(t *testing.T) {
+			gold, err := checkpoint.OpenFile(filepath.Join(dir, "golden.safetensors"))
+			if err != nil {
+				t.Skipf("golden data not available: %v", err)
+			}
+			defer gold.Close()
+			cfg, err := model.LoadConfig(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := gold.Int64("input_ids")
+			info, _ := gold.Info("input_ids")
+			T, H := info.Shape[1], cfg.SSM.Heads
+			ids := make([]int, T)
+			for i := range ids {
+				ids[i] = int(raw[i])
+			}
+			tmp := t.TempDir()
+			idsFile := filepath.Join(tmp, "ids.json")
+			data, _ := json.Marshal(ids)
+			os.WriteFile(idsFile, data, 0o644)
+			out := filepath.Join(tmp, "out")
+			if code, _, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5", "--w-rows"); code != 0 {
+				t.Fatalf("probe gdn: exit %d: %s", code, stderr)
+			}
+			pq, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			Ha := 0 // Falcon-H1: its softmax heads beside, mixer "attention"
+			if cfg.SSM.Attention {
+				Ha = cfg.Heads
+			}
+			if want := cfg.Layers * (H + Ha) * T; len(pq) != want {
+				t.Fatalf("%d rows, want %d layers × (%d + %d) heads × %d tokens = %d", len(pq), cfg.Layers, H, Ha, T, want)
+			}
+			var worstDt, worstNeff, worstSum, worstAttn float64
+			for _, r := range pq {
+				if r.Mixer == analysis.MixerAttention {
+					A, _ := gold.Float32(fmt.Sprintf("attn.%d", r.Layer))
+					ref := probes.EffAttnRow(A[(r.Head*T+r.Token)*T:][:r.Token+1])
+					worstAttn = max(worstAttn, math.Abs(r.NEffW-ref.NEff)/ref.NEff, math.Abs(r.FirstShare-ref.FirstShare))
+					continue
+				}
+				gdt, _ := gold.Float32(fmt.Sprintf("dt.%d", r.Layer))
+				gdec, _ := gold.Float32(fmt.Sprintf("decay.%d", r.Layer))
+				M, _ := gold.Float32(fmt.Sprintf("eff_attn.%d", r.Layer))
+				j := r.Token*H + r.Head // batch 0
+				if r.Mixer != analysis.MixerMamba2 || !math.IsNaN(r.Innovation) {
+					t.Fatalf("row %+v: want mixer mamba2 and no innovation", r)
+				}
+				worstDt = max(worstDt, math.Abs(r.Beta-float64(gdt[j])), math.Abs(r.Decay-float64(gdec[j])))
+				ref := probes.EffAttnRow(M[(r.Head*T+r.Token)*T:][:r.Token+1])
+				worstNeff = max(worstNeff, math.Abs(r.NEffW-ref.NEff)/ref.NEff)
+				worstSum = max(worstSum, math.Abs(r.RowSum-ref.RowSum)/max(1, ref.AbsSum), math.Abs(r.FirstShare-ref.FirstShare))
+			}
+			if worstAttn > 1e-4 {
+				t.Errorf("attention rows vs the golden attn.l: n_eff rel., first-token mass %.3g (tol 1e-4)", worstAttn)
+			}
+			if worstDt > 1e-5 || worstNeff > 1e-4 || worstSum > 1e-4 {
+				t.Errorf("vs golden: dt, decay %.3g abs (tol 1e-5); n_eff^W %.3g rel (1e-4); row sum (rel. to Σ|M|), first share %.3g (1e-4)", worstDt, worstNeff, worstSum)
+			}
+		})
+	}
+}
+
+// TestDiagRefusesMamba2: probe diag on a model without softmax layers says
+// so and points to probe gdn, instead of writing an empty table.
+func TestDiagRefusesMamba2(t *testing.T) {
+	dir := filepath.Join(goldenDir, "mamba2")
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		t.Skipf("golden data not available: %v", err)
+	}
+	tmp := t.TempDir()
+	ids := filepath.Join(tmp, "ids.json")
+	os.WriteFile(ids, []byte("[[1, 2, 3, 4, 5, 6]]"), 0o644)
+	code, _, stderr := probe(t, "diag", "--model", dir, "--ids", ids, "--out", filepath.Join(tmp, "d.csv"))
+	if code == 0 || !strings.Contains(stderr, "no softmax attention layers") || !strings.Contains(stderr, "probe gdn") {
+		t.Errorf("exit %d, stderr %q; want a refusal naming probe gdn", code, stderr)
 	}
 }

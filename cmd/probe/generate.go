@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"math"
 	"os"
@@ -17,120 +18,116 @@ import (
 // generateArchs are the architectures probe generate makes.
 var generateArchs = model.SmallArchs()
 
-// archList spells generateArchs for messages.
-func archList() string {
+// generateArchNames are generateArchs as strings (--arch's completion).
+func generateArchNames() []string {
 	s := make([]string, len(generateArchs))
 	for i, a := range generateArchs {
 		s[i] = string(a)
 	}
-	return strings.Join(s, ", ")
+	return s
 }
 
-func cmdGenerate(args []string, w io.Writer) error {
-	fs := newFlags("generate")
-	arch := fs.String("arch", "qwen3", "architecture: "+archList()+" (gated: Qiu et al.'s headwise output gate)")
-	layers := fs.Int("layers", 4, "layers")
-	dModel := fs.Int("d-model", 256, "model width")
-	heads := fs.Int("heads", 8, "query heads")
-	kvHeads := fs.Int("kv-heads", 4, "key/value heads")
-	dMLP := fs.Int("d-mlp", 0, "MLP width (default 3·d_model; GPT-2 4·d_model)")
-	headDim := fs.Int("head-dim", 0, "softmax attention head width, head_dim (default d_model/heads; a partial rotary factor is kept)")
-	linKeyHeads := fs.Int("linear-key-heads", 0, "qwen3_5: Gated DeltaNet key heads, linear_num_key_heads (default --heads)")
-	linValueHeads := fs.Int("linear-value-heads", 0, "qwen3_5: Gated DeltaNet value heads, linear_num_value_heads (default 2·--heads)")
-	linKeyDim := fs.Int("linear-key-dim", 0, "qwen3_5: Gated DeltaNet key head width, linear_key_head_dim (default d_model/heads)")
-	linValueDim := fs.Int("linear-value-dim", 0, "qwen3_5: Gated DeltaNet value head width, linear_value_head_dim (default d_model/heads)")
-	vocab := fs.Int("vocab", 1024, "vocabulary size")
-	maxPos := fs.Int("max-pos", 32768, "max_position_embeddings")
-	tied := fs.Bool("tie-embeddings", true, "the LM head is the token embedding (config.json's tie_word_embeddings); false writes its own lm_head.weight, as Llama 3.1 8B has")
-	seed := fs.Uint64("seed", 1, "random seed")
-	dtype := fs.String("dtype", "f32", "stored dtype of the weights: f32, bf16 or f16 (rounded to nearest even, as torch's .to(torch.bfloat16)); config.json's torch_dtype and dtype say it")
-	shardSize := fs.String("shard-size", "", "split the weights into shards of at most this many bytes, as Hugging Face's save_pretrained(max_shard_size=...) does: model-00001-of-0000N.safetensors and model.safetensors.index.json; 500MB and 2GB are decimal, 5GiB binary (default: one model.safetensors)")
-	out := fs.String("out", "", "output folder; it must be new or empty unless --force")
-	force := fs.Bool("force", false, "write into an --out that already holds files (config.json and the checkpoint's files are replaced; other files stay and are listed)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+// archList spells generateArchs for messages.
+func archList() string { return strings.Join(generateArchNames(), ", ") }
+
+// GenerateOptions are the options of probe generate.
+type GenerateOptions struct {
+	Stdout    io.Writer
+	Arch      string
+	Layers    int
+	DModel    int
+	Heads     int
+	KVHeads   int
+	Shape     shapeFlags // widths beyond the model.Size ones (0: the family's default)
+	Vocab     int
+	MaxPos    int
+	Tied      bool
+	Seed      uint64
+	DType     string
+	ShardSize string
+	Out       string
+	Force     bool
+}
+
+// NewCmdGenerate builds probe generate; runF (nil: runGenerate) runs it.
+func NewCmdGenerate(runF func(*GenerateOptions) error) *cobra.Command {
+	opts := &GenerateOptions{}
+	cmd := &cobra.Command{
+		Use:     "generate --arch <arch> [--layers N --d-model D --heads H --kv-heads K --vocab V --max-pos P] --out <new-dir> [--force]",
+		Short:   "write a randomly initialized Hugging Face checkpoint of a supported architecture",
+		Example: "probe generate --arch gated --layers 2 --d-model 64 --heads 4 --kv-heads 2 --out /tmp/random-gated",
+		Args:    noArgs(""),
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Stdout = c.OutOrStdout()
+			return orDefault(runF, runGenerate)(opts)
+		},
 	}
-	switch {
-	case len(pos) > 0:
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *out == "":
-		return fmt.Errorf("--out is required")
-	case !slices.Contains(generateArchs, model.Arch(*arch)):
-		return fmt.Errorf("--arch %q: probe generate makes %s", *arch, archList())
+	f := cmd.Flags()
+	f.StringVar(&opts.Arch, "arch", "qwen3", "architecture: "+archList()+" (gated: Qiu et al.'s headwise output gate)")
+	f.IntVar(&opts.Layers, "layers", 4, "layers")
+	f.IntVar(&opts.DModel, "d-model", 256, "model width")
+	f.IntVar(&opts.Heads, "heads", 8, "query heads")
+	f.IntVar(&opts.KVHeads, "kv-heads", 4, "key/value heads")
+	f.IntVar(&opts.Shape.DMLP, "d-mlp", 0, "MLP width (default 3·d_model; GPT-2 4·d_model)")
+	f.IntVar(&opts.Shape.HeadDim, "head-dim", 0, "softmax attention head width, head_dim (default d_model/heads; a partial rotary factor is kept)")
+	f.IntVar(&opts.Shape.LinearKeyHeads, "linear-key-heads", 0, "qwen3_5: Gated DeltaNet key heads, linear_num_key_heads (default --heads)")
+	f.IntVar(&opts.Shape.LinearValueHeads, "linear-value-heads", 0, "qwen3_5: Gated DeltaNet value heads, linear_num_value_heads (default 2·--heads)")
+	f.IntVar(&opts.Shape.LinearKeyDim, "linear-key-dim", 0, "qwen3_5: Gated DeltaNet key head width, linear_key_head_dim (default d_model/heads)")
+	f.IntVar(&opts.Shape.LinearValueDim, "linear-value-dim", 0, "qwen3_5: Gated DeltaNet value head width, linear_value_head_dim (default d_model/heads)")
+	f.IntVar(&opts.Vocab, "vocab", 1024, "vocabulary size")
+	f.IntVar(&opts.MaxPos, "max-pos", 32768, "max_position_embeddings")
+	f.BoolVar(&opts.Tied, "tie-embeddings", true, "the LM head is the token embedding (config.json's tie_word_embeddings); false writes its own lm_head.weight, as Llama 3.1 8B has")
+	f.Uint64Var(&opts.Seed, "seed", 1, "random seed")
+	f.StringVar(&opts.DType, "dtype", "f32", "stored dtype of the weights: f32, bf16 or f16 (rounded to nearest even, as torch's .to(torch.bfloat16)); config.json's torch_dtype and dtype say it")
+	f.StringVar(&opts.ShardSize, "shard-size", "", "split the weights into shards of at most this many bytes, as Hugging Face's save_pretrained(max_shard_size=...) does: model-00001-of-0000N.safetensors and model.safetensors.index.json; 500MB and 2GB are decimal, 5GiB binary (default: one model.safetensors)")
+	f.StringVar(&opts.Out, "out", "", "output folder; it must be new or empty unless --force")
+	f.BoolVar(&opts.Force, "force", false, "write into an --out that already holds files (config.json and the checkpoint's files are replaced; other files stay and are listed)")
+	markRequired(cmd, "out", "")
+	return cmd
+}
+
+// runGenerate writes a random checkpoint of opts.Arch to opts.Out:
+// config.json and the weights in the stored dtype, in shards when asked.
+func runGenerate(opts *GenerateOptions) error {
+	if !slices.Contains(generateArchs, model.Arch(opts.Arch)) {
+		return fmt.Errorf("--arch %q: probe generate makes %s", opts.Arch, archList())
 	}
-	dt, ok := generateDTypes[*dtype]
+	dt, ok := generateDTypes[opts.DType]
 	if !ok {
-		return fmt.Errorf("--dtype %q: want f32, bf16 or f16", *dtype)
+		return fmt.Errorf("--dtype %q: want f32, bf16 or f16", opts.DType)
 	}
 	maxShard := int64(math.MaxInt64)
-	if *shardSize != "" {
-		if maxShard, err = checkpoint.ParseSize(*shardSize); err != nil {
+	if opts.ShardSize != "" {
+		var err error
+		if maxShard, err = checkpoint.ParseSize(opts.ShardSize); err != nil {
 			return fmt.Errorf("--shard-size: %v", err)
 		}
 	}
-	if err := refuseNonEmpty(*out, "a random checkpoint (config.json, model.safetensors)", *force); err != nil {
+	if err := refuseNonEmpty(opts.Out, "a random checkpoint (config.json, model.safetensors)", opts.Force); err != nil {
 		return err
 	}
-	before, err := folderContents(*out)
+	before, err := folderContents(opts.Out)
 	if err != nil {
 		return err
 	}
-	if *shardSize == "" && slices.Contains(before, checkpoint.ShardIndexName) {
+	if opts.ShardSize == "" && slices.Contains(before, checkpoint.ShardIndexName) {
 		// checkpoint.Open reads a sharded index before model.safetensors:
 		// the old weights would load instead of the new ones.
-		return fmt.Errorf("--out %s holds model.safetensors.index.json, which would be read instead of the new model.safetensors: remove the old checkpoint's files first, or choose another --out", *out)
+		return fmt.Errorf("--out %s holds model.safetensors.index.json, which would be read instead of the new model.safetensors: remove the old checkpoint's files first, or choose another --out", opts.Out)
 	}
-	cfg, err := model.SmallConfig(model.Arch(*arch), model.Size{Layers: *layers, DModel: *dModel, Heads: *heads, KVHeads: *kvHeads, Vocab: *vocab, MaxPos: *maxPos})
+	cfg, err := opts.config()
 	if err != nil {
-		return fmt.Errorf("--arch %s: %w", *arch, err)
+		return err
 	}
-	if cfg, err = reshape(cfg, shapeFlags{DMLP: *dMLP, HeadDim: *headDim, LinearKeyHeads: *linKeyHeads, LinearValueHeads: *linValueHeads,
-		LinearKeyDim: *linKeyDim, LinearValueDim: *linValueDim}); err != nil {
-		return fmt.Errorf("--arch %s: %w", *arch, err)
-	}
-	if !*tied {
-		cfg.TiedHead = false
-		if back, err := model.ParseConfig(mustJSON(cfg.HFConfig())); err != nil || back.TiedHead {
-			return fmt.Errorf("--tie-embeddings=false does not apply to --arch %s (its head is always the embedding)", *arch)
-		}
-	}
-	// The weight matrices are made in the stored dtype (an 8B model in
-	// bf16 is generated in 16 GB); the rest is converted here.
 	cfg.DType = dt.torch
-	m, tensors, err := model.Generate(cfg, *seed)
-	if err != nil {
-		return err
-	}
-	for i := range tensors {
-		if x, ok := tensors[i].Data.([]float32); ok {
-			if tensors[i].Data, err = checkpoint.Convert(x, dt.stored); err != nil {
-				return err
-			}
-		}
-	}
-	// config.json as Hugging Face writes it for these weights: Gemma's
-	// embedding scale √d is rounded to this dtype when the model runs.
-	fields := cfg.HFConfig()
-	fields["torch_dtype"], fields["dtype"] = dt.torch, dt.torch
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(fields, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(*out, "config.json"), append(data, '\n'), 0o644); err != nil {
-		return err
-	}
-	written, err := checkpoint.WriteSharded(*out, tensors, maxShard, map[string]string{"format": "pt"})
+	params, written, err := writeRandomCheckpoint(cfg, opts.Seed, dt.stored, opts.Out, maxShard)
 	if err != nil {
 		return err
 	}
 	if !slices.Contains(written, checkpoint.ShardIndexName) && slices.Contains(before, checkpoint.ShardIndexName) {
-		return fmt.Errorf("--out %s: the weights fit in one model.safetensors (--shard-size %s), but the folder's old model.safetensors.index.json would be read instead: remove it and its shards", *out, *shardSize)
+		return fmt.Errorf("--out %s: the weights fit in one model.safetensors (--shard-size %s), but the folder's old model.safetensors.index.json would be read instead: remove it and its shards", opts.Out, opts.ShardSize)
 	}
-	fmt.Fprintf(w, "wrote a random %s checkpoint (%d parameters, %s) to %s: %s\n", cfg.Arch, m.Parameters, dt.torch, *out, listNames(written))
+	fmt.Fprintf(opts.Stdout, "wrote a random %s checkpoint (%d parameters, %s) to %s: %s\n", cfg.Arch, params, dt.torch, opts.Out, listNames(written))
 	var kept []string
 	for _, n := range before {
 		if n != "config.json" && !slices.Contains(written, n) {
@@ -138,9 +135,61 @@ func cmdGenerate(args []string, w io.Writer) error {
 		}
 	}
 	if len(kept) > 0 {
-		fmt.Fprintf(w, "left as they were (not from this checkpoint; remove them if they belonged to the one replaced): %s\n", listNames(kept))
+		fmt.Fprintf(opts.Stdout, "left as they were (not from this checkpoint; remove them if they belonged to the one replaced): %s\n", listNames(kept))
 	}
 	return nil
+}
+
+// config returns the configuration the shape flags ask for.
+func (opts *GenerateOptions) config() (model.Config, error) {
+	cfg, err := model.SmallConfig(model.Arch(opts.Arch), model.Size{Layers: opts.Layers, DModel: opts.DModel, Heads: opts.Heads, KVHeads: opts.KVHeads, Vocab: opts.Vocab, MaxPos: opts.MaxPos})
+	if err != nil {
+		return cfg, fmt.Errorf("--arch %s: %w", opts.Arch, err)
+	}
+	if cfg, err = reshape(cfg, opts.Shape); err != nil {
+		return cfg, fmt.Errorf("--arch %s: %w", opts.Arch, err)
+	}
+	if !opts.Tied {
+		cfg.TiedHead = false
+		if back, err := model.ParseConfig(mustJSON(cfg.HFConfig())); err != nil || back.TiedHead {
+			return cfg, fmt.Errorf("--tie-embeddings=false does not apply to --arch %s (its head is always the embedding)", opts.Arch)
+		}
+	}
+	return cfg, nil
+}
+
+// writeRandomCheckpoint generates the weights of cfg with seed (the weight
+// matrices made in cfg.DType: an 8B model in bf16 is generated in 16 GB;
+// the rest converted to the safetensors dtype stored) and writes
+// config.json, as Hugging Face writes it for them (Gemma's embedding scale
+// √d is rounded to this dtype when the model runs), and the weights to
+// out; it returns the parameter count and the files written.
+func writeRandomCheckpoint(cfg model.Config, seed uint64, stored, out string, maxShard int64) (int64, []string, error) {
+	m, tensors, err := model.Generate(cfg, seed)
+	if err != nil {
+		return 0, nil, err
+	}
+	for i := range tensors {
+		if x, ok := tensors[i].Data.([]float32); ok {
+			if tensors[i].Data, err = checkpoint.Convert(x, stored); err != nil {
+				return 0, nil, err
+			}
+		}
+	}
+	fields := cfg.HFConfig()
+	fields["torch_dtype"], fields["dtype"] = cfg.DType, cfg.DType
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return 0, nil, err
+	}
+	data, err := json.MarshalIndent(fields, "", "  ")
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := os.WriteFile(filepath.Join(out, "config.json"), append(data, '\n'), 0o644); err != nil {
+		return 0, nil, err
+	}
+	written, err := checkpoint.WriteSharded(out, tensors, maxShard, map[string]string{"format": "pt"})
+	return int64(m.Parameters), written, err
 }
 
 // generateDTypes are the stored dtypes probe generate writes, by --dtype:

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/spf13/cobra"
 )
 
 // TestHelpOnStdout: probe --help, probe help <cmd> and probe <cmd> --help
@@ -24,22 +26,25 @@ func TestHelpOnStdout(t *testing.T) {
 	if code, out, errs := probe(t); code != 2 || out != "" || !strings.Contains(errs, "commands:") {
 		t.Errorf("bare probe: exit %d, stdout %q", code, out)
 	}
-	for _, c := range commands {
-		for _, args := range [][]string{{c.name, "--help"}, {"help", c.name}} {
+	for _, c := range testCommands() {
+		if c.example == "" && !strings.HasPrefix(c.name, "completion") {
+			t.Errorf("probe %s has no example", c.name)
+		}
+		for _, args := range [][]string{append(strings.Fields(c.name), "--help"), append([]string{"help"}, strings.Fields(c.name)...)} {
 			code, out, errs := probe(t, args...)
 			if code != 0 || errs != "" {
 				t.Errorf("probe %v: exit %d, stderr %q", args, code, errs)
 				continue
 			}
-			for _, want := range []string{"probe " + c.name + " — " + c.summary, "usage: probe " + c.usage, "example:\n  " + c.example} {
-				if !strings.Contains(out, want) {
+			for _, want := range []string{"probe " + c.name + " — " + c.summary, "usage: " + c.usage, "example:\n  " + c.example} {
+				if !strings.Contains(out, want) && (c.example != "" || !strings.HasPrefix(want, "example")) {
 					t.Errorf("probe %v lacks %q:\n%s", args, want, out)
 				}
 			}
 		}
 	}
 	code, out, _ := probe(t, "help", "capture")
-	for _, f := range []string{"--model string", "--revision string", "--ids string", "--text string", "--tokenizer string", "--max-tokens int", "--hook value", "--out string"} {
+	for _, f := range []string{"--model string", "--revision string", "--ids string", "--text string", "--tokenizer string", "--max-tokens int", "--hook name", "--out string"} {
 		if code != 0 || !strings.Contains(out, "\n  "+f+"\n") {
 			t.Errorf("help capture lacks flag %q:\n%s", f, out)
 		}
@@ -53,6 +58,29 @@ func TestHelpOnStdout(t *testing.T) {
 	if code, _, errs := probe(t, "captrue"); code != 2 || !strings.Contains(errs, `unknown command "captrue" (did you mean "capture"?)`) {
 		t.Errorf("mistyped command: exit %d, %q", code, errs)
 	}
+}
+
+// testCmd is one command of probe's tree as its help shows it.
+type testCmd struct {
+	name, summary, usage, example string // name: the path below probe ("report attention")
+}
+
+// testCommands lists every command of probe's tree (but help), depth
+// first.
+func testCommands() []testCmd {
+	var out []testCmd
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, s := range c.Commands() {
+			if s.Name() == "help" {
+				continue
+			}
+			out = append(out, testCmd{strings.TrimPrefix(s.CommandPath(), "probe "), s.Short, s.UseLine(), s.Example})
+			walk(s)
+		}
+	}
+	walk(newRootCmd())
+	return out
 }
 
 // TestVersion: probe version prints the module and either the VCS
@@ -106,7 +134,7 @@ func TestTokenIO(t *testing.T) {
 		t.Errorf("positional text: exit %d, %q", code, errs)
 	}
 	// tokenize loads no model: it has no arithmetic to choose
-	if code, _, errs := probe(t, "tokenize", "--tokenizer", tok, "--text", "-", "--compute", "bf16"); code != 1 || !strings.Contains(errs, "flag provided but not defined: -compute") {
+	if code, _, errs := probe(t, "tokenize", "--tokenizer", tok, "--text", "-", "--compute", "bf16"); code != 1 || !strings.Contains(errs, "unknown flag: --compute") {
 		t.Errorf("tokenize --compute: exit %d, %q", code, errs)
 	}
 
@@ -159,5 +187,38 @@ func TestTokenIO(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, "gives 121 tokens, more than the model's max_position_embeddings 64: pass --max-tokens 64 to keep the first 64 (the learned positions of gpt2 cannot extrapolate)") {
 			t.Errorf("%s of a long text: exit %d, %q", cmd[0], code, errs)
 		}
+	}
+}
+
+// TestFlagSpellings: Go's single-dash long flags (-model, -progress=false)
+// still parse, values that start with a dash (-, -1) are left alone, and
+// the flag relations cobra checks are refused naming the flags as typed.
+func TestFlagSpellings(t *testing.T) {
+	tmp := t.TempDir()
+	nosuch := filepath.Join(tmp, "nosuch")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"capture", "-model", nosuch, "-ids", "-", "-hook", "logits", "-progress=false", "-out", "x"}, 1, nosuch},
+		{[]string{"capture", "--model", nosuch, "--ids", "a", "--text", "b", "--hook", "logits", "--out", "x"}, 1, "give exactly one of --ids and --text (given: --ids and --text)"},
+		{[]string{"capture", "--model", nosuch, "--ids", "a"}, 1, "--hook and --out are required"},
+		{[]string{"capture", "--ids", "a", "--hook", "logits", "--out", "x"}, 1, "--model is required (a checkpoint folder or a hub model id org/name)"},
+		{[]string{"capture", "--lenghts", "1k"}, 1, "unknown flag: --lenghts"},
+		{[]string{"capture", "--hok", "logits"}, 1, "unknown flag: --hok (closest: --hook)"},
+		{[]string{"capture", "extra", "--model", nosuch}, 1, `unexpected argument "extra"`},
+		{[]string{"--bogus"}, 2, "commands:"},
+		{[]string{"help", "captrue"}, 2, `unknown command "captrue" (did you mean "capture"?)`},
+	} {
+		code, _, errs := probe(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("probe %v: exit %d, %q; want exit %d and %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+	got := rewriteLongFlags([]string{"-model", "m", "-tokens", "-1", "--text", "-", "-progress=false", "-x", "--", "-model"},
+		func(n string) bool { return n == "model" || n == "tokens" || n == "progress" })
+	if want := []string{"--model", "m", "--tokens", "-1", "--text", "-", "--progress=false", "-x", "--", "-model"}; !slices.Equal(got, want) {
+		t.Errorf("rewriteLongFlags = %q, want %q", got, want)
 	}
 }

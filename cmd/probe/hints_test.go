@@ -5,9 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
-	"reflect"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,8 +42,8 @@ func helpFlags(t *testing.T, cmd ...string) map[string]bool {
 func checkRefs(t *testing.T, where, cmd, text string, flagsOf func(string) map[string]bool) {
 	t.Helper()
 	names := map[string]bool{}
-	for _, c := range commands {
-		names[c.name] = true
+	for _, c := range testCommands() {
+		names[strings.Fields(c.name)[0]] = true
 	}
 	parts := strings.Split(text, "probe ")
 	for i, part := range parts {
@@ -81,7 +79,7 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 		}
 		return cache[cmd]
 	}
-	for _, c := range commands {
+	for _, c := range testCommands() {
 		checkRefs(t, "usage of "+c.name, c.name, c.usage, flagsOf)
 		checkRefs(t, "example of "+c.name, c.name, c.example, flagsOf)
 	}
@@ -130,10 +128,18 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 	}
 	// The commands that reach each function; a command's function called
 	// by another command (demo runs sweep, ppl, …) prints its own flags.
-	cmdFuncs := map[string]string{"cmdReportAttention": "report attention"}
-	for _, c := range commands {
-		fn := runtime.FuncForPC(reflect.ValueOf(c.run).Pointer()).Name() // path/to/package.cmdX
-		cmdFuncs[fn[strings.LastIndex(fn, ".")+1:]] = c.name
+	// A command's functions are, by name, NewCmdX and runX (cmdX before
+	// its conversion), X its path without spaces in any case.
+	cmdFuncs := map[string]string{}
+	for _, c := range testCommands() {
+		x := strings.ReplaceAll(c.name, " ", "")
+		for fn := range calls {
+			for _, prefix := range []string{"newcmd", "run", "cmd"} {
+				if strings.EqualFold(fn, prefix+x) {
+					cmdFuncs[fn] = c.name
+				}
+			}
+		}
 	}
 	reach := map[string]map[string]bool{}
 	var visit func(fn, cmd string)
@@ -161,8 +167,8 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 			visit(fn, cmd)
 		}
 	}
-	if len(reach["cmdDiag"]) == 0 || len(reach["readText"]) < 4 {
-		t.Fatalf("call graph: cmdDiag reached by %v, readText by %v", reach["cmdDiag"], reach["readText"])
+	if len(reach["runDiag"]) == 0 || len(reach["readText"]) < 4 {
+		t.Fatalf("call graph: runDiag reached by %v, readText by %v", reach["runDiag"], reach["readText"])
 	}
 	for fn, ss := range lits {
 		var cmds []string

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,63 +16,57 @@ import (
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 	"github.com/filterlens/probe/tokenizer"
+	"github.com/spf13/pflag"
 )
 
 // lambdaFlags are the λ-prior flags of the commands that compute λobs and K
-// (sweep, ppl): declared once, with one default each (App. I's: Eq. 6, ν =
-// 1, σ0² = 1/d_head, λ = 1, no cap).
+// (sweep, ppl, gdn): declared once, with one default each (App. I's: Eq. 6,
+// ν = 1, σ0² = 1/d_head, λ = 1, no cap).
 type lambdaFlags struct {
-	form                    *string
-	nu, sigma02, prior, max *float64
+	Form                    string // λobs estimator ("" where the command offers no choice)
+	Nu, Sigma02, Prior, Max float64
 }
 
-// addLambdaFlags registers --nu, --sigma02 and --lambda-prior, and where
+// registerLambda registers --nu, --sigma02 and --lambda-prior, and where
 // the command offers a choice of estimator (forms lists them; "" for none)
 // --lambda-form and --lambda-max.
-func addLambdaFlags(fs *flag.FlagSet, forms string) lambdaFlags {
-	f := lambdaFlags{
-		nu:      fs.Float64("nu", 1, "ν of Eq. 6"),
-		sigma02: fs.Float64("sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)"),
-		prior:   fs.Float64("lambda-prior", 1, "λ in K = λobs/(λ + λobs) (App. I: 1)"),
-	}
+func (f *lambdaFlags) registerLambda(fs *pflag.FlagSet, forms string) {
+	fs.Float64Var(&f.Nu, "nu", 1, "ν of Eq. 6")
+	fs.Float64Var(&f.Sigma02, "sigma02", 0, "σ0² of Eq. 6 (0: 1/d_head)")
+	fs.Float64Var(&f.Prior, "lambda-prior", 1, "λ in K = λobs/(λ + λobs) (App. I: 1)")
 	if forms != "" {
-		f.form = fs.String("lambda-form", "reml", "λobs estimator: "+forms)
-		f.max = fs.Float64("lambda-max", 0, "cap on λobs (0: none)")
+		fs.StringVar(&f.Form, "lambda-form", "reml", "λobs estimator: "+forms)
+		fs.Float64Var(&f.Max, "lambda-max", 0, "cap on λobs (0: none)")
 	}
-	return f
 }
 
 // planFlags choose the chunks a measurement over context lengths takes
 // from one token stream (sweep, ppl, gdn, sinks, massive): declared once;
 // each command passes its defaults (analysis's Default*Options).
 type planFlags struct {
-	lengths, disjoint, placement *string
-	k, samples, offset           *int
-	seed                         *uint64
-}
-
-// planDefaults are a command's defaults of the plan flags ("" lengths:
-// required).
-type planDefaults struct {
 	Lengths, Disjoint, Placement string
 	K, Samples, Offset           int
 	Seed                         uint64
 }
 
-func addPlanFlags(fs *flag.FlagSet, d planDefaults) planFlags {
+// planDefaults are a command's defaults of the plan flags ("" lengths:
+// required).
+type planDefaults = planFlags
+
+// registerPlan registers --lengths, --k, --samples, --disjoint,
+// --placement, --seed and --offset with the defaults d.
+func (p *planFlags) registerPlan(fs *pflag.FlagSet, d planDefaults) {
 	lengthsUsage := "context lengths T, e.g. 1k,4k; a k suffix means --k"
 	if d.Lengths == "" {
 		lengthsUsage += " (required)"
 	}
-	return planFlags{
-		lengths:   fs.String("lengths", d.Lengths, lengthsUsage),
-		k:         fs.Int("k", d.K, "what k means in --lengths: 1000 or 1024"),
-		samples:   fs.Int("samples", d.Samples, "chunks per length"),
-		disjoint:  fs.String("disjoint", d.Disjoint, "chunks disjoint across all lengths (all) or only within a length (within)"),
-		placement: fs.String("placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed"),
-		seed:      fs.Uint64("seed", d.Seed, "seed of --placement shuffled"),
-		offset:    fs.Int("offset", d.Offset, "first stream token to use"),
-	}
+	fs.StringVar(&p.Lengths, "lengths", d.Lengths, lengthsUsage)
+	fs.IntVar(&p.K, "k", d.K, "what k means in --lengths: 1000 or 1024")
+	fs.IntVar(&p.Samples, "samples", d.Samples, "chunks per length")
+	fs.StringVar(&p.Disjoint, "disjoint", d.Disjoint, "chunks disjoint across all lengths (all) or only within a length (within)")
+	fs.StringVar(&p.Placement, "placement", d.Placement, "chunk layout: sequential from --offset, or shuffled by --seed")
+	fs.Uint64Var(&p.Seed, "seed", d.Seed, "seed of --placement shuffled")
+	fs.IntVar(&p.Offset, "offset", d.Offset, "first stream token to use")
 }
 
 // stdin is what an input file "-" reads (tests replace it).
@@ -80,54 +74,52 @@ var stdin io.Reader = os.Stdin
 
 // modelFlag is --model with --revision: a checkpoint folder, or a hub
 // model id org/name resolved offline in the Hugging Face cache
-// (checkpoint.ResolveModel); and --allow-unexpected, which model.Load's
-// errors name.
+// (checkpoint.ResolveModel); and, for the commands that load the model,
+// --allow-unexpected (which model.Load's errors name), --compute,
+// --deviation-tokens and --memory-check.
 type modelFlag struct {
-	name, revision  *string
-	allowUnexpected *bool
-	compute         *string
-	deviationTokens *int
-	memoryCheck     *bool
+	Name, Revision  string
+	AllowUnexpected bool
+	Compute         string
+	DeviationTokens int
+	MemoryCheck     bool
 }
 
-// addModelRef registers --model and --revision on fs: for commands that
+// registerModelRef registers --model and --revision on fs: for commands that
 // read a checkpoint's files without loading the model (probe tokenize),
 // which find the folder with locate.
-func addModelRef(fs *flag.FlagSet, usage string) modelFlag {
-	return modelFlag{
-		name:     fs.String("model", "", usage+": a folder, or a hub model id org/name found in the Hugging Face cache (never downloaded)"),
-		revision: fs.String("revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)"),
-	}
+func (m *modelFlag) registerModelRef(fs *pflag.FlagSet, usage string) {
+	fs.StringVar(&m.Name, "model", "", usage+": a folder, or a hub model id org/name found in the Hugging Face cache (never downloaded)")
+	fs.StringVar(&m.Revision, "revision", "", "with a hub model id: the branch, tag or commit of the snapshot (default main)")
 }
 
-// addModelFlag registers --model, --revision, --allow-unexpected,
-// --compute, --deviation-tokens and --memory-check on fs.
-func addModelFlag(fs *flag.FlagSet, usage string) modelFlag {
-	m := addModelRef(fs, usage)
-	m.allowUnexpected = fs.Bool("allow-unexpected", false, "ignore checkpoint tensors the architecture does not use")
-	m.compute = fs.String("compute", string(model.ComputeF32), "arithmetic of the matrix products: f32 (float32 products; bf16 weights on AMX: each activation split exactly into three bf16 parts, "+
+// registerModel registers --model, --revision, --allow-unexpected, --compute,
+// --deviation-tokens and --memory-check on fs.
+func (m *modelFlag) registerModel(fs *pflag.FlagSet, usage string) {
+	m.registerModelRef(fs, usage)
+	fs.BoolVar(&m.AllowUnexpected, "allow-unexpected", false, "ignore checkpoint tensors the architecture does not use")
+	fs.StringVar(&m.Compute, "compute", string(model.ComputeF32), "arithmetic of the matrix products: f32 (float32 products; bf16 weights on AMX: each activation split exactly into three bf16 parts, "+
 		"exact products, float32 sums); f32-widen (the weights widened to float32: the bits of a float32 copy of them); bf16 (PyTorch's bf16: activations rounded to bf16, bf16 weights — "+
 		"f32 ones rounded once at load —, float32 sums, and the attention's q, k, v in bf16, its softmax float32); or bf16-proj "+
 		"(bf16's projections, the attention in float32); see model.Compute")
-	m.deviationTokens = fs.Int("deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16 or bf16-proj, commands that write tables also run the first N tokens "+
+	fs.IntVar(&m.DeviationTokens, "deviation-tokens", analysis.DefaultDeviationTokens, "with --compute bf16 or bf16-proj, commands that write tables also run the first N tokens "+
 		"of their first pass in float32 and record and print the deviation of logits and diagnostics (0: none)")
-	m.memoryCheck = fs.Bool("memory-check", true, "refuse a pass whose estimated memory (docs/performance.md, \"Peak memory\") exceeds the memory available "+
+	fs.BoolVar(&m.MemoryCheck, "memory-check", true, "refuse a pass whose estimated memory (docs/performance.md, \"Peak memory\") exceeds the memory available "+
 		"(MemAvailable, or a cgroup's limit such as a Slurm job's) before it starts, instead of being killed part way")
-	return m
 }
 
 // positional takes the one positional argument of inspect-like commands
 // (probe params <dir>) as --model.
-func (m modelFlag) positional(pos []string) error {
+func (m *modelFlag) positional(pos []string) error {
 	switch {
 	case len(pos) > 1:
 		return fmt.Errorf("want one checkpoint (a folder or org/name), got %d arguments: %s", len(pos), strings.Join(pos, " "))
-	case len(pos) == 0 && *m.name == "":
+	case len(pos) == 0 && m.Name == "":
 		return fmt.Errorf("want one checkpoint (a folder or a hub model id org/name), as the argument or --model")
-	case len(pos) == 1 && *m.name != "":
-		return fmt.Errorf("give the checkpoint once: as the argument %q or as --model %q", pos[0], *m.name)
+	case len(pos) == 1 && m.Name != "":
+		return fmt.Errorf("give the checkpoint once: as the argument %q or as --model %q", pos[0], m.Name)
 	case len(pos) == 1:
-		*m.name = pos[0]
+		m.Name = pos[0]
 	}
 	return nil
 }
@@ -135,7 +127,7 @@ func (m modelFlag) positional(pos []string) error {
 // loadOptions returns the model.LoadOptions the flags ask for (--compute
 // is checked by resolve).
 func (m modelFlag) loadOptions() model.LoadOptions {
-	return model.LoadOptions{AllowUnexpected: *m.allowUnexpected, Compute: model.Compute(*m.compute), NoMemoryCheck: !*m.memoryCheck}
+	return model.LoadOptions{AllowUnexpected: m.AllowUnexpected, Compute: model.Compute(m.Compute), NoMemoryCheck: !m.MemoryCheck}
 }
 
 // deviation measures, for a model loaded with --compute bf16 and
@@ -143,7 +135,7 @@ func (m modelFlag) loadOptions() model.LoadOptions {
 // the first N tokens of ids (each sequence) with the Collector options
 // copts, and prints it to w; nil, and nothing printed, otherwise.
 func (m modelFlag) deviation(w io.Writer, md *model.Model, ids [][]int, copts probes.CollectorOptions, allowExt bool, threads int) (*analysis.Deviation, error) {
-	n := *m.deviationTokens
+	n := m.DeviationTokens
 	if !md.Compute.BF16Products() || n <= 0 {
 		return nil, nil
 	}
@@ -161,11 +153,11 @@ func (m modelFlag) deviation(w io.Writer, md *model.Model, ids [][]int, copts pr
 
 // checkFlags validates --compute and --deviation-tokens (resolve does).
 func (m modelFlag) checkFlags() error {
-	if _, err := model.ParseCompute(*m.compute); err != nil {
+	if _, err := model.ParseCompute(m.Compute); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
-	if *m.deviationTokens < 0 {
-		return fmt.Errorf("--deviation-tokens %d: want 0 (none) or more tokens", *m.deviationTokens)
+	if m.DeviationTokens < 0 {
+		return fmt.Errorf("--deviation-tokens %d: want 0 (none) or more tokens", m.DeviationTokens)
 	}
 	return nil
 }
@@ -178,6 +170,17 @@ func printDeviation(w io.Writer, d *analysis.Deviation) {
 	for _, l := range d.Lines() {
 		fmt.Fprintln(w, l)
 	}
+}
+
+// load resolves --model and loads the model with the flags' options,
+// returning its folder too.
+func (m modelFlag) load() (string, *model.Model, error) {
+	dir, err := m.dir()
+	if err != nil {
+		return "", nil, err
+	}
+	md, err := model.Load(dir, m.loadOptions())
+	return dir, md, err
 }
 
 // dir returns the checkpoint folder --model names; --model is required.
@@ -197,10 +200,10 @@ func (m modelFlag) resolve() (string, *checkpoint.HubModel, error) {
 
 // locate is resolve without the checks of the flags that load a model.
 func (m modelFlag) locate() (string, *checkpoint.HubModel, error) {
-	if *m.name == "" {
+	if m.Name == "" {
 		return "", nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
 	}
-	return checkpoint.ResolveModel(*m.name, *m.revision)
+	return checkpoint.ResolveModel(m.Name, m.Revision)
 }
 
 // inputName names an input path in messages: "-" is standard input.
@@ -417,43 +420,32 @@ func readText(modelDir, tokFile, textFile string, maxTokens int, addSpecial bool
 	return ids, nil
 }
 
-// tokenFlags are the token inputs of capture and diag: --ids or --text
-// (with --tokenizer and --max-tokens).
+// tokenFlags are the token inputs of the commands that run a model:
+// --ids or --text (with --tokenizer, and --max-tokens for a batch).
 type tokenFlags struct {
-	ids, text, tokenizer *string
-	maxTokens            *int
+	IDs, Text, Tokenizer string
+	MaxTokens            int
 }
 
-// addTokenFlags registers the input flags of every command that runs a
-// model: --ids, --text and --tokenizer, and with batch (capture, diag: one
-// batch of sequences, rather than one token stream cut into chunks) also
+// registerInput registers the input flags of every command that runs a model:
+// --ids, --text and --tokenizer, and with batch (capture, diag: one batch
+// of sequences, rather than one token stream cut into chunks) also
 // --max-tokens.
-func addTokenFlags(fs *flag.FlagSet, batch bool) tokenFlags {
-	f := tokenFlags{
-		ids:       fs.String("ids", "", "token ids: "+idFormat+"; - reads standard input"),
-		text:      fs.String("text", "", "text file to tokenize (with the post-processor's special tokens); - reads standard input"),
-		tokenizer: fs.String("tokenizer", "", "tokenizer.json for --text (default: the one in the model folder)"),
-	}
+func (f *tokenFlags) registerInput(fs *pflag.FlagSet, batch bool) {
+	fs.StringVar(&f.IDs, "ids", "", "token ids: "+idFormat+"; - reads standard input")
+	fs.StringVar(&f.Text, "text", "", "text file to tokenize (with the post-processor's special tokens); - reads standard input")
+	fs.StringVar(&f.Tokenizer, "tokenizer", "", "tokenizer.json for --text (default: the one in the model folder)")
 	if batch {
-		f.maxTokens = fs.Int("max-tokens", 0, "keep at most this many tokens of --text (0: all)")
+		fs.IntVar(&f.MaxTokens, "max-tokens", 0, "keep at most this many tokens of --text (0: all)")
 	}
-	return f
-}
-
-// check says whether exactly one of --ids and --text is given.
-func (f tokenFlags) check() error {
-	if (*f.ids == "") == (*f.text == "") {
-		return fmt.Errorf("give exactly one of --ids and --text")
-	}
-	return nil
 }
 
 // batch reads the ids: the --ids batch, or --text as one sequence.
 func (f tokenFlags) batch(modelDir string) ([][]int, error) {
-	if *f.ids != "" {
-		return readIDBatch(*f.ids)
+	if f.IDs != "" {
+		return readIDBatch(f.IDs)
 	}
-	seq, err := readText(modelDir, *f.tokenizer, *f.text, *f.maxTokens, true)
+	seq, err := readText(modelDir, f.Tokenizer, f.Text, f.MaxTokens, true)
 	if err != nil {
 		return nil, err
 	}
@@ -465,90 +457,89 @@ func (f tokenFlags) batch(modelDir string) ([][]int, error) {
 // model, input, plan and output flags, with the checks and the reading
 // they share.
 type streamFlags struct {
-	model               modelFlag
-	tok                 tokenFlags
-	plan                planFlags
-	allowExt, force     *bool
-	progress            *bool
-	threads             *int
-	formats, out, shard *string
-	sh                  analysis.Shard // --shard, parsed by validate
+	Model                     modelFlag
+	Input                     tokenFlags
+	Plan                      planFlags
+	AllowExtrapolation, Force bool
+	Progress                  bool
+	Threads                   int
+	Formats, Out, Shard       string
+	sh                        analysis.Shard // --shard, parsed by validate
 }
 
 // progressBar returns the progress function of a run (nil without
 // --progress) and the function that ends its bar.
 func (sf *streamFlags) progressBar() (func(analysis.Progress), func()) {
-	if !*sf.progress {
+	if !sf.Progress {
 		return nil, func() {}
 	}
 	bar := newProgressBar(progressOut)
 	return bar.update, bar.finish
 }
 
-// addShardFlag registers --shard, which the commands that run passes into
-// a folder share (sweep, gdn, sinks, massive).
-// addThreadsFlag declares --threads, the workers of every command that runs
-// forward passes (attention, Gated DeltaNet heads and the diagnostics'
-// consumers; the projections always split over GOMAXPROCS).
-func addThreadsFlag(fs *flag.FlagSet) *int {
-	return fs.Int("threads", 0, "workers of the attention and the diagnostics (0: GOMAXPROCS)")
+// threadsVar declares --threads into p: the workers of every command that
+// runs forward passes (attention, Gated DeltaNet heads and the
+// diagnostics' consumers; the projections always split over GOMAXPROCS).
+func threadsVar(fs *pflag.FlagSet, p *int) {
+	fs.IntVar(p, "threads", 0, "workers of the attention and the diagnostics (0: GOMAXPROCS)")
 }
 
-// addTileFlag declares --tile, the query rows per attention tile.
-func addTileFlag(fs *flag.FlagSet) *int {
-	return fs.Int("tile", 0, "query rows per attention tile (0: the model's default)")
+// tileVar declares --tile, the query rows per attention tile, into p.
+func tileVar(fs *pflag.FlagSet, p *int) {
+	fs.IntVar(p, "tile", 0, "query rows per attention tile (0: the model's default)")
 }
 
-// addExtrapolationFlag declares --allow-extrapolation, for the commands
-// that otherwise refuse sequences longer than the model's
+// extrapolationVar declares --allow-extrapolation into p, for the
+// commands that otherwise refuse sequences longer than the model's
 // max_position_embeddings.
-func addExtrapolationFlag(fs *flag.FlagSet) *bool {
-	return fs.Bool("allow-extrapolation", false, "run sequences longer than max_position_embeddings")
+func extrapolationVar(fs *pflag.FlagSet, p *bool) {
+	fs.BoolVar(p, "allow-extrapolation", false, "run sequences longer than max_position_embeddings")
 }
 
-func addShardFlag(fs *flag.FlagSet) *string {
-	return fs.String("shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
+// modelHint is what "--model is required" says after it.
+const modelHint = "a checkpoint folder or a hub model id org/name"
+
+// shardVar declares --shard into p, which the commands that run passes
+// into a folder share (sweep, gdn, sinks, massive).
+func shardVar(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
 }
 
-// addStreamFlags registers the flags of a stream command with its plan
+// registerStream registers the flags of a stream command with its plan
 // defaults d.
-func addStreamFlags(fs *flag.FlagSet, d planDefaults) *streamFlags {
-	return &streamFlags{
-		model:    addModelFlag(fs, "checkpoint (required)"),
-		tok:      addTokenFlags(fs, false), // one token stream, cut into chunks
-		plan:     addPlanFlags(fs, d),
-		allowExt: addExtrapolationFlag(fs),
-		threads:  addThreadsFlag(fs),
-		formats:  fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl"),
-		out:      fs.String("out", "", "output folder (required); re-running into it skips finished passes"),
-		shard:    addShardFlag(fs),
-		force:    fs.Bool("force", false, "run into an --out that holds other files, or a run of another plan (its tables are replaced)"),
-		progress: addProgressFlag(fs),
-	}
+func (s *streamFlags) registerStream(fs *pflag.FlagSet, d planDefaults) {
+	s.Model.registerModel(fs, "checkpoint (required)")
+	s.Input.registerInput(fs, false) // one token stream, cut into chunks
+	s.Plan.registerPlan(fs, d)
+	extrapolationVar(fs, &s.AllowExtrapolation)
+	threadsVar(fs, &s.Threads)
+	fs.StringVar(&s.Formats, "format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
+	fs.StringVar(&s.Out, "out", "", "output folder (required); re-running into it skips finished passes")
+	shardVar(fs, &s.Shard)
+	fs.BoolVar(&s.Force, "force", false, "run into an --out that holds other files, or a run of another plan (its tables are replaced)")
+	progressVar(fs, &s.Progress)
 }
 
-// validate refuses positional arguments and missing --model, --out, --lengths
-// or input, and returns the lengths and table formats.
-func (s *streamFlags) validate(pos []string) (lengths []int, formats []string, err error) {
-	switch {
-	case len(pos) > 0:
-		return nil, nil, fmt.Errorf("unexpected argument %q", pos[0])
-	case *s.model.name == "":
-		return nil, nil, fmt.Errorf("--model is required (a checkpoint folder or a hub model id org/name)")
-	case *s.out == "":
-		return nil, nil, fmt.Errorf("--out is required")
-	case *s.plan.lengths == "":
-		return nil, nil, fmt.Errorf("--lengths is required (e.g. --lengths 1k,4k)")
-	case (*s.tok.ids == "") == (*s.tok.text == ""):
-		return nil, nil, fmt.Errorf("give exactly one of --ids and --text")
-	}
-	if s.sh, err = analysis.ParseShard(*s.shard); err != nil {
+// declareRelations declares to cobra the flags a stream command
+// requires (--model, --out, --lengths) and that exactly one of --ids and
+// --text is given.
+func (s *streamFlags) declareRelations(cmd *cobra.Command) {
+	markRequired(cmd, "model", modelHint)
+	markRequired(cmd, "out", "")
+	markRequired(cmd, "lengths", "e.g. --lengths 1k,4k")
+	markExactlyOne(cmd, "ids", "text")
+}
+
+// validate parses --shard, --format and --lengths, returning the lengths
+// and table formats.
+func (s *streamFlags) validate() (lengths []int, formats []string, err error) {
+	if s.sh, err = analysis.ParseShard(s.Shard); err != nil {
 		return nil, nil, fmt.Errorf("--shard: %w", err)
 	}
-	if formats, err = analysis.ParseFormats(*s.formats); err != nil {
+	if formats, err = analysis.ParseFormats(s.Formats); err != nil {
 		return nil, nil, fmt.Errorf("--format: %w", err)
 	}
-	if lengths, err = analysis.ParseLengths(*s.plan.lengths, *s.plan.k); err != nil {
+	if lengths, err = analysis.ParseLengths(s.Plan.Lengths, s.Plan.K); err != nil {
 		return nil, nil, fmt.Errorf("--lengths: %w", err)
 	}
 	return lengths, formats, nil
@@ -560,15 +551,15 @@ func (s *streamFlags) validate(pos []string) (lengths []int, formats []string, e
 // the token stream. An earlier run of another plan is refused later, once
 // the model's digest is known (analysis.GDNRun.Run and its siblings).
 func (s *streamFlags) input(kind, what string) (dir string, stream []int, src analysis.SourceInfo, err error) {
-	if dir, err = s.model.dir(); err != nil {
+	if dir, err = s.Model.dir(); err != nil {
 		return "", nil, src, err
 	}
-	if analysis.StreamKindOf(*s.out) != kind {
-		if err := refuseNonEmpty(*s.out, what, *s.force); err != nil {
+	if analysis.StreamKindOf(s.Out) != kind {
+		if err := refuseNonEmpty(s.Out, what, s.Force); err != nil {
 			return "", nil, src, err
 		}
 	}
-	stream, src, err = readTokenStream(*s.tok.ids, *s.tok.text, dir, *s.tok.tokenizer)
+	stream, src, err = readTokenStream(s.Input.IDs, s.Input.Text, dir, s.Input.Tokenizer)
 	return dir, stream, src, err
 }
 
@@ -580,7 +571,7 @@ func (s *streamFlags) stopped(w io.Writer, cmd string, args []string, rec *analy
 		return err
 	}
 	fmt.Fprintf(w, "interrupted: %d passes are finished and kept in %s (each pass file is written whole); %s says the run is unfinished.\n%s\n",
-		len(rec.Passes), filepath.Join(*s.out, "passes"), analysis.StreamManifestName(cmd, s.sh), resumeNote(cmd, args))
+		len(rec.Passes), filepath.Join(s.Out, "passes"), analysis.StreamManifestName(cmd, s.sh), resumeNote(cmd, args))
 	return exitError{130, err}
 }
 
@@ -590,7 +581,7 @@ func (s *streamFlags) stopped(w io.Writer, cmd string, args []string, rec *analy
 func (s *streamFlags) done(w io.Writer, rec *analysis.RunRecord) bool {
 	if len(rec.Reused) > 0 || s.sh.Count > 1 {
 		fmt.Fprintf(w, "%d passes (%d run, %d already finished) in %s; manifest %s\n", len(rec.Passes), len(rec.Passes)-len(rec.Reused),
-			len(rec.Reused), *s.out, analysis.StreamManifestName(rec.Kind, s.sh))
+			len(rec.Reused), s.Out, analysis.StreamManifestName(rec.Kind, s.sh))
 	}
 	if s.sh.Count <= 1 {
 		return false

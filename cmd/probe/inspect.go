@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/filterlens/probe/checkpoint"
-	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -162,20 +162,46 @@ func checkpointsUnder(dir string) []string {
 	return found
 }
 
-func cmdInspect(args []string, w io.Writer) error {
-	fs := newFlags("inspect")
-	asJSON := fs.Bool("json", false, "print JSON")
-	revision := fs.String("revision", "", "with a hub model id org/name: the branch, tag or commit of the snapshot (default main)")
-	tokens := fs.Int("tokens", 0, "also estimate the memory of one pass of this many tokens with every App. I diagnostic "+
-		"(float32 compute; safetensors are mapped, no weights read, a .bin checkpoint is read whole) beside the memory available (0: none)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+// InspectOptions are the options of probe inspect.
+type InspectOptions struct {
+	Stdout   io.Writer
+	Args     []string // positional arguments
+	JSON     bool     // print JSON
+	Revision string   // with a hub model id: the snapshot's branch, tag or commit
+	Tokens   int      // also estimate the memory of one pass of this many tokens (0: none)
+}
+
+// NewCmdInspect builds probe inspect; runF (nil: runInspect) runs it.
+func NewCmdInspect(runF func(*InspectOptions) error) *cobra.Command {
+	opts := &InspectOptions{}
+	cmd := &cobra.Command{
+		Use:     "inspect <dir|org/name> [--revision R] [--json]",
+		Short:   "architecture, shapes, dtypes, parameter count and gate type of a checkpoint (no weights read); a folder of checkpoints is listed",
+		Example: "probe inspect zoo/checkpoints/gated_headwise",
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.Args = args
+			return orDefault(runF, runInspect)(opts)
+		},
 	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.JSON, "json", false, "print JSON")
+	f.StringVar(&opts.Revision, "revision", "", "with a hub model id org/name: the branch, tag or commit of the snapshot (default main)")
+	f.IntVar(&opts.Tokens, "tokens", 0, "also estimate the memory of one pass of this many tokens with every App. I diagnostic "+
+		"(float32 compute; safetensors are mapped, no weights read, a .bin checkpoint is read whole) beside the memory available (0: none)")
+	cmd.ValidArgsFunction = completeModelDir
+	return cmd
+}
+
+// runInspect prints the summary of one checkpoint (config.json and the
+// tensor headers; with Tokens, the memory estimate of a pass), or lists
+// the checkpoints of a folder of them.
+func runInspect(opts *InspectOptions) error {
+	pos := opts.Args
 	if len(pos) != 1 {
 		return fmt.Errorf("want one checkpoint (a folder or a hub model id org/name), got %d arguments", len(pos))
 	}
-	dir, hub, err := checkpoint.ResolveModel(pos[0], *revision)
+	dir, hub, err := checkpoint.ResolveModel(pos[0], opts.Revision)
 	if err != nil {
 		return err
 	}
@@ -187,75 +213,75 @@ func cmdInspect(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := checkpoint.WriteGGUFSummary(w, s, *asJSON); err != nil || *tokens <= 0 {
+		if err := checkpoint.WriteGGUFSummary(opts.Stdout, s, opts.JSON); err != nil || opts.Tokens <= 0 {
 			return err
 		}
-		if *asJSON {
+		if opts.JSON {
 			return fmt.Errorf("--tokens with --json: the GGUF summary has no memory field; run without --json")
 		}
-		p, err := planMemory(file, *tokens) // through model.Load: the quantized blocks as held
+		p, err := planMemory(file, opts.Tokens) // through model.Load: the quantized blocks as held
 		if err != nil {
 			return err
 		}
-		writeMemoryPlan(w, p)
+		writeMemoryPlan(opts.Stdout, p)
 		return nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, os.ErrNotExist) {
 		if found := checkpointsUnder(dir); len(found) > 0 {
-			fmt.Fprintf(w, "%s holds no config.json; it is a folder of %d checkpoints (inspect one of them: probe inspect <folder>):\n", dir, len(found))
+			fmt.Fprintf(opts.Stdout, "%s holds no config.json; it is a folder of %d checkpoints (inspect one of them: probe inspect <folder>):\n", dir, len(found))
 			for _, f := range found {
-				fmt.Fprintf(w, "  %s\n", f)
+				fmt.Fprintf(opts.Stdout, "  %s\n", f)
 			}
 			return nil
 		}
 	}
-	if *tokens < 0 {
-		return fmt.Errorf("--tokens %d: want 0 (no estimate) or more tokens", *tokens)
+	if opts.Tokens < 0 {
+		return fmt.Errorf("--tokens %d: want 0 (no estimate) or more tokens", opts.Tokens)
 	}
 	s, err := inspect(dir)
 	if err != nil {
 		return err
 	}
 	s.Hub = hub
-	if *tokens > 0 {
-		if s.Memory, err = planMemory(dir, *tokens); err != nil {
+	if opts.Tokens > 0 {
+		if s.Memory, err = planMemory(dir, opts.Tokens); err != nil {
 			return err
 		}
 	}
-	if *asJSON {
-		enc := json.NewEncoder(w)
+	if opts.JSON {
+		enc := json.NewEncoder(opts.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
 	}
-	fmt.Fprintf(w, "checkpoint:    %s (%s: %v)\n", s.Dir, s.Format, s.Files)
+	fmt.Fprintf(opts.Stdout, "checkpoint:    %s (%s: %v)\n", s.Dir, s.Format, s.Files)
 	if s.Hub != nil {
-		fmt.Fprintf(w, "hub cache:     %s (revision %s)\n", s.Hub, s.Hub.Revision)
+		fmt.Fprintf(opts.Stdout, "hub cache:     %s (revision %s)\n", s.Hub, s.Hub.Revision)
 	}
-	fmt.Fprintf(w, "architecture:  %s (model_type %s)\n", s.Arch, s.ModelType)
-	fmt.Fprintf(w, "layers:        %d\n", s.Layers)
-	fmt.Fprintf(w, "d_model:       %d\n", s.DModel)
-	fmt.Fprintf(w, "heads:         %d\n", s.Heads)
-	fmt.Fprintf(w, "kv heads:      %d\n", s.KVHeads)
-	fmt.Fprintf(w, "head dim:      %d\n", s.DHead)
-	fmt.Fprintf(w, "mlp dim:       %d\n", s.DMLP)
-	fmt.Fprintf(w, "vocab:         %d\n", s.Vocab)
-	fmt.Fprintf(w, "max positions: %d\n", s.MaxPos)
-	fmt.Fprintf(w, "dtype:         %v\n", s.DTypes)
-	fmt.Fprintf(w, "parameters:    %d\n", s.Parameters)
-	fmt.Fprintf(w, "gate:          %s\n", s.Gate)
-	fmt.Fprintf(w, "qk-norm:       %v\n", s.QKNorm)
-	fmt.Fprintf(w, "qkv bias:      %v\n", s.QKVBias)
-	fmt.Fprintf(w, "tied head:     %v\n", s.Tied)
-	fmt.Fprintf(w, "positions:     %s\n", s.RoPE)
-	fmt.Fprintf(w, "layer kinds:   %s\n", kindRuns(s.LayerKinds))
+	fmt.Fprintf(opts.Stdout, "architecture:  %s (model_type %s)\n", s.Arch, s.ModelType)
+	fmt.Fprintf(opts.Stdout, "layers:        %d\n", s.Layers)
+	fmt.Fprintf(opts.Stdout, "d_model:       %d\n", s.DModel)
+	fmt.Fprintf(opts.Stdout, "heads:         %d\n", s.Heads)
+	fmt.Fprintf(opts.Stdout, "kv heads:      %d\n", s.KVHeads)
+	fmt.Fprintf(opts.Stdout, "head dim:      %d\n", s.DHead)
+	fmt.Fprintf(opts.Stdout, "mlp dim:       %d\n", s.DMLP)
+	fmt.Fprintf(opts.Stdout, "vocab:         %d\n", s.Vocab)
+	fmt.Fprintf(opts.Stdout, "max positions: %d\n", s.MaxPos)
+	fmt.Fprintf(opts.Stdout, "dtype:         %v\n", s.DTypes)
+	fmt.Fprintf(opts.Stdout, "parameters:    %d\n", s.Parameters)
+	fmt.Fprintf(opts.Stdout, "gate:          %s\n", s.Gate)
+	fmt.Fprintf(opts.Stdout, "qk-norm:       %v\n", s.QKNorm)
+	fmt.Fprintf(opts.Stdout, "qkv bias:      %v\n", s.QKVBias)
+	fmt.Fprintf(opts.Stdout, "tied head:     %v\n", s.Tied)
+	fmt.Fprintf(opts.Stdout, "positions:     %s\n", s.RoPE)
+	fmt.Fprintf(opts.Stdout, "layer kinds:   %s\n", kindRuns(s.LayerKinds))
 	if s.AttnSoftcap > 0 || s.FinalSoftcap > 0 {
-		fmt.Fprintf(w, "soft-caps:     attention logits %g, final logits %g (0: none)\n", s.AttnSoftcap, s.FinalSoftcap)
+		fmt.Fprintf(opts.Stdout, "soft-caps:     attention logits %g, final logits %g (0: none)\n", s.AttnSoftcap, s.FinalSoftcap)
 	}
 	if len(s.Skipped) > 0 {
-		fmt.Fprintf(w, "skipped:       %d stored tensors are not part of the text model and are not loaded: %s\n", len(s.Skipped), listNames(s.Skipped))
+		fmt.Fprintf(opts.Stdout, "skipped:       %d stored tensors are not part of the text model and are not loaded: %s\n", len(s.Skipped), listNames(s.Skipped))
 	}
 	if p := s.Memory; p != nil {
-		writeMemoryPlan(w, p)
+		writeMemoryPlan(opts.Stdout, p)
 	}
 	return nil
 }
@@ -268,49 +294,4 @@ func writeMemoryPlan(w io.Writer, p *memoryPlan) {
 		fmt.Fprintf(w, "; available %.0f MiB (%s)", p.AvailableMiB, p.AvailableSource)
 	}
 	fmt.Fprintln(w)
-}
-
-func cmdHooks(args []string, w io.Writer) error {
-	fs := newFlags("hooks")
-	mf := addModelFlag(fs, "list the points this checkpoint's forward pass issues, with their shapes")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q: probe hooks lists every hook point, or with --model the points of that model", pos[0])
-	}
-	if *mf.name == "" {
-		for _, p := range hooks.Points {
-			fmt.Fprintf(w, "%-34s %-42s %s\n", p.Name, p.Shape, p.Doc)
-		}
-		return nil
-	}
-	dir, err := mf.dir()
-	if err != nil {
-		return err
-	}
-	m, err := model.Load(dir, mf.loadOptions())
-	if err != nil {
-		return err
-	}
-	names, err := m.HookNames()
-	if err != nil {
-		return err
-	}
-	// the registry entry of each name, for its shape
-	doc := func(name string) hooks.Point {
-		for _, p := range hooks.Points {
-			if hooks.Match(strings.Replace(p.Name, "{l}", "*", 1), name) {
-				return p
-			}
-		}
-		return hooks.Point{Name: name}
-	}
-	fmt.Fprintf(w, "%s: %s, %d layers: %d hook points\n", dir, m.Arch, m.Config.Layers, len(names))
-	for _, n := range names {
-		p := doc(n)
-		fmt.Fprintf(w, "%-40s %-42s %s\n", n, p.Shape, p.Doc)
-	}
-	return nil
 }

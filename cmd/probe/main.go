@@ -1,112 +1,25 @@
 // Command probe loads transformer checkpoints, runs hooked forward passes and
 // measures attention as a filter (see README.md). probe help lists the
 // commands; probe help <command> shows one's flags and an example.
+//
+// Each command is a cobra command built by NewCmdX(runF) in its own file:
+// its flags fill an XOptions, and runX(opts) does the work by calling the
+// library (tests pass a runF to see the options a command line gives).
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
 	"strings"
 
-	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/internal/names"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
-
-// command is one subcommand: its name, a one-line description, its
-// synopsis, one example (with paths of this repository), and its body.
-type command struct {
-	name, summary, usage, example string
-	run                           func(args []string, stdout io.Writer) error
-}
-
-var commands []command
-
-func init() {
-	commands = []command{
-		{"inspect", "architecture, shapes, dtypes, parameter count and gate type of a checkpoint (no weights read); a folder of checkpoints is listed",
-			"inspect <dir|org/name> [--revision R] [--json]",
-			"probe inspect zoo/checkpoints/gated_headwise", cmdInspect},
-		{"capture", "run one forward pass and write the chosen hook points' activations to a safetensors file",
-			"capture --model <dir|org/name> (--ids <file> | --text <file> [--max-tokens N] [--tokenizer F]) --hook <name> ... --out <file.safetensors>",
-			"probe capture --model zoo/checkpoints/gated_headwise --text README.md --max-tokens 256 --hook 'blocks.*.attn.hook_pattern' --out cap.safetensors", cmdCapture},
-		{"tokenize", "token ids (or --tokens: token strings) of a text as a JSON list, the format every --ids reads",
-			"tokenize (--model <dir|org/name> | --tokenizer <tokenizer.json>) --text <file|-> [--tokens] [--no-special-tokens]",
-			"echo 'The jury said' | probe tokenize --model zoo/checkpoints/gated_headwise --text - --tokens", cmdTokenize},
-		{"generate", "write a randomly initialized Hugging Face checkpoint of a supported architecture",
-			"generate --arch <arch> [--layers N --d-model D --heads H --kv-heads K --vocab V --max-pos P] --out <new-dir> [--force]",
-			"probe generate --arch gated --layers 2 --d-model 64 --heads 4 --kv-heads 2 --out /tmp/random-gated", cmdGenerate},
-		{"demo", "the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, perplexity, Prediction 3) in one report.html",
-			"demo [--out <dir>] [--static]",
-			"probe demo --out /tmp/probe-demo", cmdDemo},
-		{"setup", "put echarts.min.js in the user cache (from npm) so that reports made anywhere are interactive",
-			"setup [--tgz <echarts-5.6.0.tgz>]",
-			"probe setup", cmdSetup},
-		{"hooks", "list the hook points with their shapes, or the points one model issues",
-			"hooks [--model <dir|org/name>]",
-			"probe hooks --model zoo/checkpoints/gated_headwise", cmdHooks},
-		{"figures", "the papers' figures: analytic from their formulas, or RFA/AFA from checkpoints",
-			"figures --paper rfa|selrope|rt|bft|afa|all --out <dir> [--static] [--model <dir|org/name> | --series <dirs> | --history <file>]",
-			"probe figures --paper bft --out /tmp/figures", cmdFigures},
-		{"report", "HTML report of a finished sweep, ppl, gdn, sinks, massive or retrieval folder; `report attention` draws captured attention maps",
-			"report <results-dir> [--out report.html] [--static]\n       probe report attention --capture <file.safetensors> --layer L [--heads 0,1] [--gamma 0.25] --out <dir>",
-			"probe report /tmp/sweep", cmdReport},
-		{"sweep", "BFT App. I diagnostic sweep: filter diagnostics over context lengths and samples, tables and Figs. 2–4",
-			"sweep --model <dir|org/name> (--text <file> | --ids <file>) --lengths 1k,2k,4k [--samples 5] --out <dir> [--force]",
-			"probe sweep --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/sweep", cmdSweep},
-		{"diag", "per-(sample, layer, head, query) filter diagnostics of one batch as CSV",
-			"diag --model <dir|org/name> (--ids <file> | --text <file> [--max-tokens N]) --out <file.csv>",
-			"probe diag --model zoo/checkpoints/gated_headwise --text README.md --max-tokens 128 --out diag.csv", cmdDiag},
-		{"summarize", "Figs. 2–4 of a sweep folder beside the paper's numbers, optionally re-aggregated",
-			"summarize <dir> [--json] [--last-layers N --ddof 0|1 ...]",
-			"probe summarize /tmp/sweep --last-layers 2", cmdSummarize},
-		{"merge", "combine the shards of a sweep, gdn, sinks or massive run into the tables of an unsharded run",
-			"merge <shard-dir> ... --out <dir> [--force]",
-			"probe merge /tmp/shard0 /tmp/shard1 --out /tmp/sweep", cmdMerge},
-		{"bench", "forward-pass speed and peak RSS as one JSON object, alone or beside each diagnostic's consumers (--modes)",
-			"bench --model <dir|org/name> [--tokens T] [--reps N] [--no-diagnostics | --modes forward,gdn,gdn-w-rows,sinks,massive|all] [--ids <file> | --text <file>]",
-			"probe bench --model zoo/checkpoints/qwen3_base --tokens 1024 --reps 3", cmdBench},
-		{"ppl", "perplexity vs context length and gate variants (BFT Prediction 3)",
-			"ppl --model <dir|org/name>[,...] (--ids <file> | --text <file>) [--lengths 256,...,4096] [--samples N] [--gate learned,one,k,k-matched] --out <dir> [--force]",
-			"probe ppl --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/ppl", cmdPPL},
-		{"params", "learned per-head filter parameters of the families that have them: RFA (μ, ω band, σ², η², γ², τ, ν/d, α, β, regime, ALiBi slope), AFA (a, ω band, σ², η², τ_s, s) and RT (μ, ω band, σ̃², η², γ², τ_θ², ν, β_s)",
-			"params <dir|org/name> [--json]",
-			"probe params zoo/checkpoints/rfa_m2_sc", cmdParams},
-		{"version", "module version, VCS revision and whether the tree was modified, from the build information",
-			"version [--json]",
-			"probe version", cmdVersion},
-		{"gdn", "Gated DeltaNet as a filter per (layer, value head, token): gain, forgetting, innovation, state norm, and with --w-rows n_eff^W, first-token share, dispersion of the exact effective attention",
-			"gdn --model <dir> (--ids <file> | --text <file>) --lengths 4k [--samples N] [--w-rows [--no-dispersion]] [--shard i/n] --out <dir>",
-			"probe generate --arch qwen3_5 --vocab 2048 --out /tmp/q35 && probe gdn --model /tmp/q35 --text README.md --tokenizer zoo/checkpoints/gated_headwise/tokenizer.json --lengths 256 --out /tmp/gdn", cmdGDN},
-		{"sinks", "first-token attention and Gu et al.'s sink rate, entropy and largest weight vs T, output-gate statistics per softmax head",
-			"sinks --model <dir> (--ids <file> | --text <file>) --lengths 1k,4k [--eps 0.3] [--shard i/n] --out <dir>",
-			"probe sinks --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --eps 0.1,0.3 --out /tmp/sinks", cmdSinks},
-		{"massive", "Sun et al.'s massive activations per layer and the perplexity change when they are zeroed or mean-replaced",
-			"massive --model <dir> (--ids <file> | --text <file>) --lengths 1k [--top-k 10] [--intervene zero,mean] [--shard i/n] --out <dir>",
-			"probe massive --model zoo/checkpoints/gated_headwise --text README.md --lengths 256 --out /tmp/massive", cmdMassive},
-		{"retrieval", "Wu et al.'s retrieval score per softmax head on a synthetic copy task (argmax attention on the copied token's source)",
-			"retrieval --model <dir> [--segment 64] [--gap 0] [--samples 4] [--steps copied|all] --out <dir>",
-			"probe retrieval --model zoo/checkpoints/qwen3_base --segment 64 --gap 128 --out /tmp/retrieval", cmdRetrieval},
-	}
-}
-
-// helpOut is where --help and probe help write (run sets it to stdout).
-var helpOut io.Writer = os.Stdout
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "probe measures attention as a filter in transformer checkpoints (see README.md)")
-	fmt.Fprintln(w, "\nusage: probe <command> [flags]\n\ncommands:")
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintln(w, "\nprobe help <command> (or probe <command> --help) shows a command's flags and an example.")
-	fmt.Fprintln(w, "A --model is a checkpoint folder or a hub model id org/name found offline in the Hugging Face cache.")
-	fmt.Fprintf(w, "The Go collector runs at GOGC=%d unless the environment sets GOGC (GOMEMLIMIT caps the heap too).\n", defaultGOGC)
-}
 
 // defaultGOGC is the collector's GOGC — how far, in percent of the live
 // heap, the heap grows between collections — that probe runs with unless
@@ -124,74 +37,16 @@ func setGOGC() {
 	}
 }
 
-// commandHelp writes a command's description, synopsis, flags and example.
-func commandHelp(w io.Writer, fs *flag.FlagSet) {
-	name := strings.TrimPrefix(fs.Name(), "probe ")
-	for _, c := range commands {
-		if c.name == name || (name == "report attention" && c.name == "report") {
-			fmt.Fprintf(w, "probe %s — %s\n\nusage: probe %s\n", c.name, c.summary, c.usage)
-			defer fmt.Fprintf(w, "\nexample:\n  %s\n", c.example)
-		}
-	}
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nflags of probe %s:\n", name)
-	fs.VisitAll(func(f *flag.Flag) {
-		arg, use := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
-		if arg != "" {
-			line += " " + arg
-		}
-		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(use, "\n", "\n    \t"))
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
-		}
-		fmt.Fprintln(w)
-	})
-}
-
-func cmdVersion(args []string, w io.Writer) error {
-	fs := newFlags("version")
-	asJSON := fs.Bool("json", false, "print the build information as JSON (the tool field of the manifests)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	}
-	t := analysis.Tool()
-	if *asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(t)
-	}
-	fmt.Fprintf(w, "probe %s (module %s)\n", t.Version, t.Module)
-	switch {
-	case t.Revision == "":
-		fmt.Fprintf(w, "revision: unknown: %s\n", t.BuildNote)
-	case t.Modified == nil:
-		fmt.Fprintf(w, "revision: %s %s (whether the tree was modified is not recorded)\n", t.Revision, t.Time)
-	case *t.Modified:
-		fmt.Fprintf(w, "revision: %s %s, built from a modified tree (uncommitted changes)\n", t.Revision, t.Time)
-	default:
-		fmt.Fprintf(w, "revision: %s %s, unmodified tree\n", t.Revision, t.Time)
-	}
-	fmt.Fprintf(w, "go: %s %s, matrix products: %s, results format %s\n", t.Go, t.Platform, t.BLAS, t.Format)
-	return nil
-}
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run executes one command line and returns the exit code. Errors are
-// printed to stderr as one message; a panic becomes an error message too.
-// Help (probe --help, probe help [command], probe <command> --help) goes
-// to stdout with exit code 0.
+// run executes one command line and returns the exit code: 0, 1 for an
+// error (printed to stderr as one message "probe <command>: …"), 2 for a
+// missing or unknown command (the command list follows on stderr), 3 for
+// an internal error (a panic), or a command's own (exitError: 130 when
+// interrupted). Help (probe --help, probe help [command], probe <command>
+// --help) goes to stdout with exit code 0.
 func run(args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -199,46 +54,171 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			code = 3
 		}
 	}()
-	helpOut = stdout
 	setGOGC()
-	if len(args) == 0 {
-		usage(stderr)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help":
-		usage(stdout)
-		return 0
-	case "help":
-		if len(args) == 1 {
-			usage(stdout)
-			return 0
-		}
-		args = append(args[1:], "--help")
-	case "-version", "--version":
+	root := newRootCmd()
+	if len(args) > 0 && (args[0] == "-version" || args[0] == "--version") {
 		args = []string{"version"}
 	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			err := c.run(args[1:], stdout)
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
+	args = longFlags(root, args)
+	root.SetArgs(args)
+	root.SetContext(context.WithValue(context.Background(), argsKey{}, args))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetIn(stdin)
+	cmd, err := root.ExecuteC()
+	var ue usageError
+	var ee exitError
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		if ue.msg != "" {
+			fmt.Fprintf(stderr, "probe: %s\n\n", ue.msg)
+		}
+		writeUsage(stderr, root)
+		return 2
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), flagGroupError(cmd, err))
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+// commandUse is the synopsis of every command in the list of probe help.
+const commandUse = "usage: probe <command> [flags]"
+
+// newRootCmd builds the command tree: every command and `completion`.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "probe",
+		Short:         "probe measures attention as a filter in transformer checkpoints (see README.md)",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Sprintf("unknown command %q%s", args[0], closestCommand(c, args[0]))}
 			}
-			if err != nil {
-				fmt.Fprintf(stderr, "probe %s: %v\n", c.name, err)
-				var ee exitError
-				if errors.As(err, &ee) {
-					return ee.code
+			return nil
+		},
+		RunE: func(*cobra.Command, []string) error { return usageError{} }, // a bare probe
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if !c.HasParent() {
+			return usageError{err.Error()}
+		}
+		return flagError(c, err)
+	})
+	root.SetHelpTemplate(helpTemplate)
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "the list of commands, or one command's flags and an example",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				return usageError{fmt.Sprintf("unknown command %q%s", strings.Join(args, " "), closestCommand(root, args[len(args)-1]))}
+			}
+			return cmd.Help()
+		},
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			var names []string
+			if cmd, _, err := root.Find(args); err == nil {
+				for _, s := range cmd.Commands() {
+					if s.IsAvailableCommand() {
+						names = append(names, s.Name())
+					}
 				}
-				return 1
 			}
-			return 0
+			return fixedValues(names...)(c, args, toComplete)
+		},
+	})
+	cobra.AddTemplateFunc("flagUsages", flagUsages)
+	commandHelp := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if !c.HasParent() {
+			writeUsage(c.OutOrStdout(), c)
+			return
+		}
+		commandHelp(c, args)
+	})
+	cobra.EnableCommandSorting = false // probe help lists them in commands' order
+	root.AddCommand(commands()...)
+	registerCompletions(root)
+	// each synopsis lists its flags itself
+	var noFlagsInUse func(c *cobra.Command)
+	noFlagsInUse = func(c *cobra.Command) {
+		c.DisableFlagsInUseLine = true
+		for _, s := range c.Commands() {
+			noFlagsInUse(s)
 		}
 	}
-	fmt.Fprintf(stderr, "probe: unknown command %q%s\n\n", args[0], closestCommand(args[0]))
-	usage(stderr)
-	return 2
+	noFlagsInUse(root)
+	return root
 }
+
+// writeUsage writes the list of commands.
+func writeUsage(w io.Writer, root *cobra.Command) {
+	fmt.Fprintln(w, root.Short)
+	fmt.Fprintf(w, "\n%s\n\ncommands:\n", commandUse)
+	for _, c := range root.Commands() {
+		if c.IsAvailableCommand() {
+			fmt.Fprintf(w, "  %-10s %s\n", c.Name(), c.Short)
+		}
+	}
+	fmt.Fprintln(w, "\nprobe help <command> (or probe <command> --help) shows a command's flags and an example.")
+	fmt.Fprintln(w, "A --model is a checkpoint folder or a hub model id org/name found offline in the Hugging Face cache.")
+	fmt.Fprintf(w, "The Go collector runs at GOGC=%d unless the environment sets GOGC (GOMEMLIMIT caps the heap too).\n", defaultGOGC)
+}
+
+// helpTemplate is the help of one command: its description, synopsis,
+// subcommands, flags and example.
+const helpTemplate = `{{.CommandPath}} — {{.Short}}
+
+usage: {{.UseLine}}
+{{- if .HasAvailableSubCommands}}
+
+commands:{{range .Commands}}{{if .IsAvailableCommand}}
+  {{.UseLine}}
+      {{.Short}}{{end}}{{end}}
+{{- end}}
+{{- if .HasAvailableLocalFlags}}
+
+flags of {{.CommandPath}}:
+{{flagUsages .LocalFlags}}{{end}}
+{{- if .HasExample}}
+
+example:
+  {{.Example}}{{end}}
+`
+
+// flagUsages lists flags as "  --name type" lines, each followed by its
+// indented description and default ("--progress=false" style booleans show
+// no type).
+func flagUsages(fs *pflag.FlagSet) string {
+	var b strings.Builder
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || f.Name == "help" {
+			return
+		}
+		arg, use := pflag.UnquoteUsage(f)
+		b.WriteString("  --" + f.Name)
+		if arg != "" {
+			b.WriteString(" " + arg)
+		}
+		b.WriteString("\n    \t" + strings.ReplaceAll(use, "\n", "\n    \t"))
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "[]" {
+			fmt.Fprintf(&b, " (default %s)", d)
+		}
+		b.WriteString("\n")
+	})
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// usageError is a missing or unknown command: exit status 2, the message
+// (if any) and the command list on stderr.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
 
 // exitError is an error with its own exit status (130: interrupted).
 type exitError struct {
@@ -251,11 +231,11 @@ func (e exitError) Unwrap() error { return e.err }
 
 // closestCommand returns ` (did you mean "x"?)` for the command name
 // closest to name, when one is close.
-func closestCommand(name string) string {
+func closestCommand(root *cobra.Command, name string) string {
 	best, bestD := "", 3
-	for _, c := range commands {
-		if d := names.Distance(name, c.name); d < bestD {
-			best, bestD = c.name, d
+	for _, c := range root.Commands() {
+		if d := names.Distance(name, c.Name()); c.IsAvailableCommand() && d < bestD {
+			best, bestD = c.Name(), d
 		}
 	}
 	if best == "" {
@@ -264,34 +244,64 @@ func closestCommand(name string) string {
 	return fmt.Sprintf(" (did you mean %q?)", best)
 }
 
-// newFlags makes a flag set that reports errors instead of exiting.
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("probe "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
-}
-
-// parse parses args, allowing positional arguments before flags, and
-// returns the positional ones.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				commandHelp(helpOut, fs)
-			}
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+// commands are probe's commands, in the order probe help lists them.
+func commands() []*cobra.Command {
+	return []*cobra.Command{
+		NewCmdInspect(nil),
+		NewCmdCapture(nil),
+		NewCmdTokenize(nil),
+		NewCmdGenerate(nil),
+		NewCmdDemo(nil),
+		NewCmdSetup(nil),
+		NewCmdHooks(nil),
+		NewCmdFigures(nil),
+		newReportCmd(),
+		NewCmdSweep(nil),
+		NewCmdDiag(nil),
+		NewCmdSummarize(nil),
+		NewCmdMerge(nil),
+		NewCmdBench(nil),
+		NewCmdPPL(nil),
+		NewCmdParams(nil),
+		NewCmdVersion(nil),
+		NewCmdGDN(nil),
+		NewCmdSinks(nil),
+		NewCmdMassive(nil),
+		NewCmdRetrieval(nil),
+		NewCmdExplore(nil),
 	}
 }
 
-// multi is a repeatable string flag.
-type multi []string
+// argsKey keys, in the context of a run, the command line run parses.
+type argsKey struct{}
 
-func (m *multi) String() string     { return strings.Join(*m, ",") }
-func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+// commandArgs returns the arguments after c's name on the command line
+// run parsed (what a manifest records and a resume note repeats); nil
+// when c was not run from a command line.
+func commandArgs(c *cobra.Command) []string {
+	ctx := c.Context()
+	if ctx == nil {
+		return nil
+	}
+	all, _ := ctx.Value(argsKey{}).([]string)
+	depth := strings.Count(c.CommandPath(), " ") // the words of the path below probe
+	if len(all) < depth {
+		return nil
+	}
+	return all[depth:]
+}
+
+// defaultsOf returns the options of the command newCmd builds as its
+// flags' defaults fill them (a command line that gives none of them), for
+// callers that run a command's run function directly (probe demo), and
+// that command's flags, which stay bound to the options: flagRecord of
+// them, once the caller has set the options, is what the equivalent
+// command line would have recorded.
+func defaultsOf[O any](newCmd func(runF func(*O) error) *cobra.Command) (*O, *pflag.FlagSet) {
+	var opts *O
+	c := newCmd(func(o *O) error { opts = o; return nil })
+	if err := c.RunE(c, nil); err != nil || opts == nil {
+		panic(fmt.Sprintf("defaultsOf %s: %v", c.Name(), err)) // RunE only fills the options
+	}
+	return opts, c.Flags()
+}

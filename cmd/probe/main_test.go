@@ -159,7 +159,7 @@ func TestErrors(t *testing.T) {
 		{[]string{"capture", "--model", filepath.Join(goldenDir, "llama_gqa"), "--ids", bigID, "--hook", "blocks.0.attn.hook_gate", "--out", filepath.Join(tmp, "o.st")}, `hook "blocks.0.attn.hook_gate" is not issued by this model (llama`},
 		{[]string{"capture", "--model", gated, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "exactly one of --ids and --text"},
 		{[]string{"capture", "--model", gated, "--text", bigID, "--hook", "logits", "--out", filepath.Join(tmp, "o.st")}, "has no tokenizer.json"},
-		{[]string{"capture", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"capture", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"sweep", "--model", gated, "--ids", bigID, "--lengths", "4", "--out", filepath.Join(tmp, "sw"), "--reductions", "some"}, `reductions "some": want mean or all`},
 	}
 	for _, c := range cases {

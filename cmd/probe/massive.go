@@ -2,72 +2,98 @@ package main
 
 import (
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"strings"
 
 	"github.com/filterlens/probe/analysis"
 )
 
-// cmdMassive writes the massive activations of every layer's residual
+// MassiveOptions are the options of probe massive.
+type MassiveOptions struct {
+	Stdout        io.Writer
+	CLIOptions    []analysis.Option // every flag with its value, for the manifest
+	CommandLine   []string          // the arguments after the command name, for the manifest and the resume note
+	Stream        streamFlags
+	TopK          int
+	Interventions string
+	Layer         int
+	Entries       int
+}
+
+// NewCmdMassive builds probe massive; runF (nil: runMassive) runs it.
+func NewCmdMassive(runF func(*MassiveOptions) error) *cobra.Command {
+	opts := &MassiveOptions{}
+	cmd := &cobra.Command{
+		Use:     "massive --model <dir> (--ids <file> | --text <file>) --lengths 1k [--top-k 10] [--intervene zero,mean] [--shard i/n] --out <dir>",
+		Short:   "Sun et al.'s massive activations per layer and the perplexity change when they are zeroed or mean-replaced",
+		Example: "probe massive --model zoo/checkpoints/gated_headwise --text README.md --lengths 256 --out /tmp/massive",
+		Args:    noArgs(""),
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
+			return orDefault(runF, runMassive)(opts)
+		},
+	}
+	f := cmd.Flags()
+	d := analysis.DefaultMassiveOptions()
+	opts.Stream.registerStream(f, planDefaults{K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
+	f.IntVar(&opts.TopK, "top-k", d.TopK, "largest |residual| entries reported per layer")
+	f.StringVar(&opts.Interventions, "intervene", strings.Join(d.Interventions, ","), "interventions on the top entries, each its own pass: zero (Sun et al.), mean (channel mean over positions); none: no intervention")
+	f.IntVar(&opts.Layer, "layer", d.Layer, "layer whose top entries are replaced (-1: per pass the layer with the largest top-1 ratio to its median)")
+	f.IntVar(&opts.Entries, "entries", 0, "entries replaced (0: --top-k)")
+	opts.Stream.declareRelations(cmd)
+	return cmd
+}
+
+// runMassive writes the massive activations of every layer's residual
 // stream (Sun et al. 2024) and the perplexity change when the largest are
 // zeroed or mean-replaced: massive_top, massive_ppl and
 // massive_manifest.json (docs/diagnostics.md, "Massive activations").
-func cmdMassive(args []string, w io.Writer) error {
-	fs := newFlags("massive")
-	d := analysis.DefaultMassiveOptions()
-	sf := addStreamFlags(fs, planDefaults{K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	pf := sf.plan
-	topK := fs.Int("top-k", d.TopK, "largest |residual| entries reported per layer")
-	interventions := fs.String("intervene", strings.Join(d.Interventions, ","), "interventions on the top entries, each its own pass: zero (Sun et al.), mean (channel mean over positions); none: no intervention")
-	layer := fs.Int("layer", d.Layer, "layer whose top entries are replaced (-1: per pass the layer with the largest top-1 ratio to its median)")
-	entries := fs.Int("entries", 0, "entries replaced (0: --top-k)")
-	pos, err := parse(fs, args)
+func runMassive(opts *MassiveOptions) error {
+	lengths, fmts, err := opts.Stream.validate()
 	if err != nil {
 		return err
 	}
-	lengths, fmts, err := sf.validate(pos)
-	if err != nil {
-		return err
-	}
-	opts := analysis.MassiveOptions{Lengths: lengths, Samples: *pf.samples, Disjoint: *pf.disjoint, Placement: *pf.placement, Seed: *pf.seed, Offset: *pf.offset,
-		TopK: *topK, Layer: *layer, Entries: *entries, AllowExtrapolation: *sf.allowExt}
-	if *interventions != "none" {
-		for _, s := range strings.Split(*interventions, ",") {
-			opts.Interventions = append(opts.Interventions, strings.TrimSpace(s))
+	mo := analysis.MassiveOptions{Lengths: lengths, Samples: opts.Stream.Plan.Samples, Disjoint: opts.Stream.Plan.Disjoint, Placement: opts.Stream.Plan.Placement, Seed: opts.Stream.Plan.Seed, Offset: opts.Stream.Plan.Offset,
+		TopK: opts.TopK, Layer: opts.Layer, Entries: opts.Entries, AllowExtrapolation: opts.Stream.AllowExtrapolation}
+	if opts.Interventions != "none" {
+		for _, s := range strings.Split(opts.Interventions, ",") {
+			mo.Interventions = append(mo.Interventions, strings.TrimSpace(s))
 		}
 	}
-	dir, stream, src, err := sf.input("massive", "the massive tables and "+analysis.MassiveManifestName)
+	dir, stream, src, err := opts.Stream.input("massive", "the massive tables and "+analysis.MassiveManifestName)
 	if err != nil {
 		return err
 	}
 	stop := make(chan struct{})
-	defer onInterrupt("massive", stop, func() string { return resumeNote("massive", args) })()
-	run := &analysis.MassiveRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"massive"}, args...),
-		DeviationTokens: *sf.model.deviationTokens}
-	progress, endBar := sf.progressBar()
+	defer onInterrupt("massive", stop, func() string { return resumeNote("massive", opts.CommandLine) })()
+	run := &analysis.MassiveRun{Dir: dir, Load: opts.Stream.Model.loadOptions(), Source: src, Stream: stream, Options: mo, Out: opts.Stream.Out, Formats: fmts,
+		Threads: opts.Stream.Threads, Shard: opts.Stream.sh, Force: opts.Stream.Force, Stop: stop, CLIOptions: opts.CLIOptions, Args: append([]string{"massive"}, opts.CommandLine...),
+		DeviationTokens: opts.Stream.Model.DeviationTokens}
+	progress, endBar := opts.Stream.progressBar()
 	run.Progress = progress
 	man, tops, ppls, err := run.Run()
 	endBar()
 	if err != nil {
 		if man != nil {
-			return sf.stopped(w, "massive", args, &man.RunRecord, err)
+			return opts.Stream.stopped(opts.Stdout, "massive", opts.CommandLine, &man.RunRecord, err)
 		}
 		return err
 	}
-	defer printDeviation(w, man.Deviation) // after the lines on the tables
-	if sf.done(w, &man.RunRecord) {
+	defer printDeviation(opts.Stdout, man.Deviation) // after the lines on the tables
+	if opts.Stream.done(opts.Stdout, &man.RunRecord) {
 		return nil
 	}
-	fmt.Fprintf(w, "wrote %d top-entry rows and %d perplexity rows to %s (%.1f s)\n", len(tops), len(ppls), *sf.out, man.Seconds)
+	fmt.Fprintf(opts.Stdout, "wrote %d top-entry rows and %d perplexity rows to %s (%.1f s)\n", len(tops), len(ppls), opts.Stream.Out, man.Seconds)
 	for i, p := range ppls {
 		if p.Intervention == "none" {
-			fmt.Fprintf(w, "T=%d sample %d: ppl %.4g", p.T, p.Sample, p.PPL)
+			fmt.Fprintf(opts.Stdout, "T=%d sample %d: ppl %.4g", p.T, p.Sample, p.PPL)
 		} else {
-			fmt.Fprintf(w, "; %s at layer %d (%d entries) ppl %.4g (ΔNLL %+.4f)", p.Intervention, p.Layer, p.Entries, p.PPL, p.DNLL)
+			fmt.Fprintf(opts.Stdout, "; %s at layer %d (%d entries) ppl %.4g (ΔNLL %+.4f)", p.Intervention, p.Layer, p.Entries, p.PPL, p.DNLL)
 		}
 		if i+1 == len(ppls) || ppls[i+1].Intervention == "none" {
-			fmt.Fprintln(w)
+			fmt.Fprintln(opts.Stdout)
 		}
 	}
 	return nil

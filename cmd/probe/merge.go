@@ -1,8 +1,8 @@
 package main
 
 import (
-	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"path/filepath"
 	"slices"
@@ -10,69 +10,99 @@ import (
 	"github.com/filterlens/probe/analysis"
 )
 
-func cmdMerge(args []string, w io.Writer) error {
-	fs := newFlags("merge")
-	out := fs.String("out", "", "output folder (may be one of the shard folders)")
-	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl (shards of probe gdn, sinks or massive: the shards' formats unless given)")
-	force := fs.Bool("force", false, "write into an --out that holds other files (not one of the shard folders)")
-	af := addAggFlags(fs)
-	dirs, err := parse(fs, args)
-	if err != nil {
-		return err
+// MergeOptions are the options of probe merge.
+type MergeOptions struct {
+	Stdout      io.Writer
+	Args        []string          // positional arguments
+	CLIOptions  []analysis.Option // every flag with its value, for the manifest
+	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
+	Out         string            // the merged folder (may be one of the shards)
+	Formats     string
+	Force       bool
+	Agg         aggFlags
+}
+
+// NewCmdMerge builds probe merge; runF (nil: runMerge) runs it.
+func NewCmdMerge(runF func(*MergeOptions) error) *cobra.Command {
+	opts := &MergeOptions{}
+	cmd := &cobra.Command{
+		Use:     "merge <shard-dir> ... --out <dir> [--force]",
+		Short:   "combine the shards of a sweep, gdn, sinks or massive run into the tables of an unsharded run",
+		Example: "probe merge /tmp/shard0 /tmp/shard1 --out /tmp/sweep",
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.Args = args
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
+			return orDefault(runF, runMerge)(opts)
+		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Out, "out", "", "output folder (may be one of the shard folders)")
+	f.StringVar(&opts.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl (shards of probe gdn, sinks or massive: the shards' formats unless given)")
+	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files (not one of the shard folders)")
+	opts.Agg.registerAgg(f)
+	markRequired(cmd, "out", "")
+	return cmd
+}
+
+// runMerge merges the shard folders opts.Args into opts.Out: a sweep's
+// (re-aggregated with the aggregation flags given), or a gdn, sinks or
+// massive run's.
+func runMerge(opts *MergeOptions) error {
+	dirs := opts.Args
 	if len(dirs) == 0 {
 		return fmt.Errorf("give the shard folders to merge: probe merge <dir> ... --out <dir>")
 	}
-	if *out == "" {
-		return fmt.Errorf("--out is required")
-	}
-	fmts, err := analysis.ParseFormats(*formats)
+	fmts, err := analysis.ParseFormats(opts.Formats)
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(dirs, func(d string) bool { return filepath.Clean(d) == filepath.Clean(*out) }) {
-		if err := refuseNonEmpty(*out, "the merged tables", *force); err != nil {
+	if !slices.ContainsFunc(dirs, func(d string) bool { return filepath.Clean(d) == filepath.Clean(opts.Out) }) {
+		if err := refuseNonEmpty(opts.Out, "the merged tables", opts.Force); err != nil {
 			return err
 		}
 	}
 	if kind := analysis.StreamKindOf(dirs[0]); kind != "" {
 		// shards of probe gdn, sinks or massive: no aggregation options;
 		// the shards' formats unless --format is given
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name := range set {
-			if name != "out" && name != "format" && name != "force" {
-				return fmt.Errorf("--%s is an option of sweep merges; %s holds a probe %s run", name, dirs[0], kind)
+		formatSet := false
+		for _, o := range opts.CLIOptions {
+			switch {
+			case !o.Set, o.Name == "out", o.Name == "force":
+			case o.Name == "format":
+				formatSet = true
+			default:
+				return fmt.Errorf("--%s is an option of sweep merges; %s holds a probe %s run", o.Name, dirs[0], kind)
 			}
 		}
-		if !set["format"] {
+		if !formatSet {
 			fmts = nil
 		}
-		man, err := analysis.MergeStream(dirs, *out, analysis.MergeOptions{Formats: fmts, CLIOptions: cliOptions(fs),
-			Args: append([]string{"merge"}, args...)})
+		man, err := analysis.MergeStream(dirs, opts.Out, analysis.MergeOptions{Formats: fmts, CLIOptions: opts.CLIOptions,
+			Args: append([]string{"merge"}, opts.CommandLine...)})
 		if err != nil {
 			return err
 		}
 		rec := man.Record()
-		fmt.Fprintf(w, "merged %d probe %s passes from %d folders into %s: %v\n", len(rec.Passes), kind, len(dirs), *out, rec.Tables)
+		fmt.Fprintf(opts.Stdout, "merged %d probe %s passes from %d folders into %s: %v\n", len(rec.Passes), kind, len(dirs), opts.Out, rec.Tables)
 		return nil
 	}
 	ms, _, err := analysis.FindManifests(dirs[0])
 	if err != nil {
 		return err
 	}
-	agg, err := af.options(ms[0].Analysis, ms[0].Sweep.KUnit, true)
+	agg, err := opts.Agg.options(ms[0].Analysis, ms[0].Sweep.KUnit, true)
 	if err != nil {
 		return err
 	}
-	man, err := analysis.Merge(dirs, *out, analysis.MergeOptions{Formats: fmts, Agg: &agg, CLIOptions: cliOptions(fs),
-		Args: append([]string{"merge"}, args...)})
+	man, err := analysis.Merge(dirs, opts.Out, analysis.MergeOptions{Formats: fmts, Agg: &agg, CLIOptions: opts.CLIOptions,
+		Args: append([]string{"merge"}, opts.CommandLine...)})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "merged %d passes from %d folders into %s: %v\n", len(man.Passes), len(dirs), *out, man.Tables)
+	fmt.Fprintf(opts.Stdout, "merged %d passes from %d folders into %s: %v\n", len(man.Passes), len(dirs), opts.Out, man.Tables)
 	for _, f := range man.Flags {
-		fmt.Fprintf(w, "flagged: %s\n", f)
+		fmt.Fprintf(opts.Stdout, "flagged: %s\n", f)
 	}
 	return nil
 }

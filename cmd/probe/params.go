@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"math"
 	"strings"
@@ -64,22 +65,42 @@ func paramsCell(v any) string {
 	return fmt.Sprint(v)
 }
 
-func cmdParams(args []string, w io.Writer) error {
-	fs := newFlags("params")
-	asJSON := fs.Bool("json", false, "print a JSON list of objects, one per (layer, head)")
-	mf := addModelFlag(fs, "checkpoint of a family with learned per-head filter parameters: RFA, AFA or RT (or give it as the argument)")
-	pos, err := parse(fs, args)
-	if err != nil {
+// ParamsOptions are the options of probe params.
+type ParamsOptions struct {
+	Stdout io.Writer
+	Args   []string // positional arguments
+	JSON   bool
+	Model  modelFlag
+}
+
+// NewCmdParams builds probe params; runF (nil: runParams) runs it.
+func NewCmdParams(runF func(*ParamsOptions) error) *cobra.Command {
+	opts := &ParamsOptions{}
+	cmd := &cobra.Command{
+		Use:     "params <dir|org/name> [--json]",
+		Short:   "learned per-head filter parameters of the families that have them: RFA (μ, ω band, σ², η², γ², τ, ν/d, α, β, regime, ALiBi slope), AFA (a, ω band, σ², η², τ_s, s) and RT (μ, ω band, σ̃², η², γ², τ_θ², ν, β_s)",
+		Example: "probe params zoo/checkpoints/rfa_m2_sc",
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.Args = args
+			return orDefault(runF, runParams)(opts)
+		},
+	}
+	cmd.ValidArgsFunction = completeModelDir
+	f := cmd.Flags()
+	f.BoolVar(&opts.JSON, "json", false, "print a JSON list of objects, one per (layer, head)")
+	opts.Model.registerModel(f, "checkpoint of a family with learned per-head filter parameters: RFA, AFA or RT (or give it as the argument)")
+	return cmd
+}
+
+// runParams prints the learned per-head filter parameters of the
+// checkpoint (--model or the argument) as a table or JSON.
+func runParams(opts *ParamsOptions) error {
+	pos := opts.Args
+	if err := opts.Model.positional(pos); err != nil {
 		return err
 	}
-	if err := mf.positional(pos); err != nil {
-		return err
-	}
-	dir, err := mf.dir()
-	if err != nil {
-		return err
-	}
-	m, err := model.Load(dir, mf.loadOptions())
+	dir, m, err := opts.Model.load()
 	if err != nil {
 		return err
 	}
@@ -87,21 +108,21 @@ func cmdParams(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if opts.JSON {
 		rows := make([]paramsRow, len(t.Rows))
 		for i, cells := range t.Rows {
 			rows[i] = paramsRow{t.Columns, cells}
 		}
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(opts.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(w, "%s of %s (%d layers × %d heads, %s)\n", t.Title, dir, m.Config.Layers, m.Heads, t.Shape)
+	fmt.Fprintf(opts.Stdout, "%s of %s (%d layers × %d heads, %s)\n", t.Title, dir, m.Config.Layers, m.Heads, t.Shape)
 	for _, n := range t.Notes {
-		fmt.Fprintln(w, n)
+		fmt.Fprintln(opts.Stdout, n)
 	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(opts.Stdout)
+	tw := tabwriter.NewWriter(opts.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var line []string
 	for _, c := range t.Columns {
 		if c.Label != "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"math"
 	"path/filepath"
@@ -13,103 +14,115 @@ import (
 	"github.com/filterlens/probe/checkpoint"
 )
 
-// cmdPPL measures perplexity against context length (RFA Table 1's
+// PPLOptions are the options of probe ppl.
+type PPLOptions struct {
+	Stdout       io.Writer
+	CLIOptions   []analysis.Option // every flag with its value, for the manifest
+	CommandLine  []string          // the arguments after the command name, for the manifest and the resume note
+	Model        modelFlag
+	Input        tokenFlags
+	Plan         planFlags
+	Gates        string
+	Positions    string
+	Lambda       lambdaFlags
+	CalibLength  int
+	CalibSamples int
+	TrainLength  int
+	CILevel      float64
+	Threads      int
+	Formats      string
+	Out          string
+	Progress     bool
+	Force        bool
+}
+
+// NewCmdPPL builds probe ppl; runF (nil: runPPL) runs it.
+func NewCmdPPL(runF func(*PPLOptions) error) *cobra.Command {
+	opts := &PPLOptions{}
+	cmd := &cobra.Command{
+		Use:     "ppl --model <dir|org/name>[,...] (--ids <file> | --text <file>) [--lengths 256,...,4096] [--samples N] [--gate learned,one,k,k-matched] --out <dir> [--force]",
+		Short:   "perplexity vs context length and gate variants (BFT Prediction 3)",
+		Example: "probe ppl --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/ppl",
+		Args:    noArgs(""),
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
+			return orDefault(runF, runPPL)(opts)
+		},
+	}
+	f := cmd.Flags()
+	d := analysis.DefaultPPLOptions()
+	opts.Model.registerModel(f, "checkpoints, comma-separated (required)")
+	opts.Input.registerInput(f, false) // one token stream (the models must share the tokenizer for --text)
+	opts.Plan.registerPlan(f, planDefaults{Lengths: "256,512,1024,2048,4096", K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
+	f.StringVar(&opts.Gates, "gate", strings.Join(d.Variants, ","), "gate variants of gated models: learned, one (gate = 1), k (K_BFT), k-matched, k-lambda, mean (see docs/diagnostics.md)")
+	f.StringVar(&opts.Positions, "positions", d.Positions, "scored positions: all, last-quarter, or from:N (t ≥ N)")
+	opts.Lambda.registerLambda(f, "reml (Eq. 6) or naive (Eq. 5), for the K gates")
+	f.IntVar(&opts.CalibLength, "calib-length", 0, "tokens per calibration chunk of k-matched, k-lambda and mean (0: the smallest length)")
+	f.IntVar(&opts.CalibSamples, "calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
+	f.IntVar(&opts.TrainLength, "train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
+	f.Float64Var(&opts.CILevel, "ci-level", d.CILevel, "level of the Student-t intervals over chunks")
+	threadsVar(f, &opts.Threads)
+	f.StringVar(&opts.Formats, "format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
+	f.StringVar(&opts.Out, "out", "", "output folder (required)")
+	progressVar(f, &opts.Progress)
+	f.BoolVar(&opts.Force, "force", false, "write into an --out that already holds files (tables of the same names are replaced)")
+	markRequired(cmd, "model", "one checkpoint, or several separated by commas")
+	markRequired(cmd, "out", "")
+	markExactlyOne(cmd, "ids", "text")
+	return cmd
+}
+
+// runPPL measures perplexity against context length (RFA Table 1's
 // protocol) over one or more checkpoints, and for gated checkpoints with
 // the learned output gate replaced (BFT's Prediction 3).
-func cmdPPL(args []string, w io.Writer) error {
-	fs := newFlags("ppl")
-	d := analysis.DefaultPPLOptions()
-	mf := addModelFlag(fs, "checkpoints, comma-separated (required)")
-	tf := addTokenFlags(fs, false) // one token stream (the models must share the tokenizer for --text)
-	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
-	pf := addPlanFlags(fs, planDefaults{Lengths: "256,512,1024,2048,4096", K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
-	gates := fs.String("gate", strings.Join(d.Variants, ","), "gate variants of gated models: learned, one (gate = 1), k (K_BFT), k-matched, k-lambda, mean (see docs/diagnostics.md)")
-	positions := fs.String("positions", d.Positions, "scored positions: all, last-quarter, or from:N (t ≥ N)")
-	lf := addLambdaFlags(fs, "reml (Eq. 6) or naive (Eq. 5), for the K gates")
-	calibLen := fs.Int("calib-length", 0, "tokens per calibration chunk of k-matched, k-lambda and mean (0: the smallest length)")
-	calibN := fs.Int("calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
-	trainLen := fs.Int("train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
-	ci := fs.Float64("ci-level", d.CILevel, "level of the Student-t intervals over chunks")
-	threads := addThreadsFlag(fs)
-	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
-	out := fs.String("out", "", "output folder (required)")
-	progress := addProgressFlag(fs)
-	force := fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func runPPL(opts *PPLOptions) error {
+	if k := opts.Plan.K; k != 1000 && k != 1024 {
+		return fmt.Errorf("--k %d: want 1000 or 1024", k)
 	}
-	switch {
-	case len(pos) > 0:
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *mf.name == "":
-		return fmt.Errorf("--model is required (one checkpoint, or several separated by commas)")
-	case *out == "":
-		return fmt.Errorf("--out is required")
-	case (*idsFile == "") == (*textFile == ""):
-		return fmt.Errorf("give exactly one of --ids and --text")
-	case *k != 1000 && *k != 1024:
-		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
-	}
-	if err := mf.checkFlags(); err != nil {
+	if err := opts.Model.checkFlags(); err != nil {
 		return err
 	}
 	var models []string
 	var hubs []*checkpoint.HubModel
-	for _, m := range strings.Split(*mf.name, ",") {
+	for _, m := range strings.Split(opts.Model.Name, ",") {
 		if m = strings.TrimSpace(m); m != "" {
-			d, hub, err := checkpoint.ResolveModel(m, *mf.revision)
+			d, hub, err := checkpoint.ResolveModel(m, opts.Model.Revision)
 			if err != nil {
 				return err
 			}
 			models, hubs = append(models, d), append(hubs, hub)
 		}
 	}
-	opts := analysis.PPLOptions{Samples: *samples, Disjoint: *disjoint, Placement: *placement, Seed: *seed, Offset: *offset,
-		Positions: *positions, LambdaForm: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, Prior: *lf.prior, LambdaMax: *lf.max,
-		CalibLength: *calibLen, CalibSamples: *calibN, TrainLength: *trainLen, CILevel: *ci}
-	if opts.Lengths, err = analysis.ParseLengths(*lengths, *k); err != nil {
+	p := opts.Plan
+	po := analysis.PPLOptions{Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement, Seed: p.Seed, Offset: p.Offset,
+		Positions: opts.Positions, LambdaForm: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max,
+		CalibLength: opts.CalibLength, CalibSamples: opts.CalibSamples, TrainLength: opts.TrainLength, CILevel: opts.CILevel}
+	var err error
+	if po.Lengths, err = analysis.ParseLengths(p.Lengths, p.K); err != nil {
 		return fmt.Errorf("--lengths: %w", err)
 	}
-	if opts.Variants, err = analysis.ParseVariants(*gates); err != nil {
+	if po.Variants, err = analysis.ParseVariants(opts.Gates); err != nil {
 		return fmt.Errorf("--gate: %w", err)
 	}
-	if err := opts.Validate(); err != nil {
+	if err := po.Validate(); err != nil {
 		return err
 	}
-	fmts, err := analysis.ParseFormats(*formats)
+	fmts, err := analysis.ParseFormats(opts.Formats)
 	if err != nil {
 		return err
 	}
-	if err := refuseNonEmpty(*out, "the perplexity tables and "+analysis.PPLManifestName, *force); err != nil {
+	if err := refuseNonEmpty(opts.Out, "the perplexity tables and "+analysis.PPLManifestName, opts.Force); err != nil {
 		return err
 	}
-
-	if *textFile != "" && *tokFile == "" {
-		// every model must tokenize the text the same way
-		var first analysis.FileHash
-		for i, m := range models {
-			h, err := analysis.HashFile(filepath.Join(m, "tokenizer.json"))
-			if err != nil {
-				return fmt.Errorf("%s has no readable tokenizer.json (%v): pass --ids, or --tokenizer <file>", m, err)
-			}
-			if i == 0 {
-				first = h
-			} else if h.SHA256 != first.SHA256 {
-				return fmt.Errorf("%s and %s have different tokenizer.json files: one text cannot feed both; pass --tokenizer or --ids", models[0], m)
-			}
-		}
-	}
-	stream, src, err := readTokenStream(*idsFile, *textFile, models[0], *tokFile)
+	stream, src, err := pplStream(opts.Input, models)
 	if err != nil {
 		return err
 	}
-
-	run := &analysis.PPLRun{Dirs: models, Hubs: hubs, Source: src, Stream: stream, Options: opts, Out: *out, Formats: fmts,
-		Threads: *threads, Load: mf.loadOptions(), CLIOptions: cliOptions(fs), Args: append([]string{"ppl"}, args...),
-		DeviationTokens: *mf.deviationTokens}
-	if *progress {
+	run := &analysis.PPLRun{Dirs: models, Hubs: hubs, Source: src, Stream: stream, Options: po, Out: opts.Out, Formats: fmts,
+		Threads: opts.Threads, Load: opts.Model.loadOptions(), CLIOptions: opts.CLIOptions, Args: append([]string{"ppl"}, opts.CommandLine...),
+		DeviationTokens: opts.Model.DeviationTokens}
+	if opts.Progress {
 		bar := newProgressBar(progressOut)
 		run.Progress = func(p analysis.PPLProgress) { pplProgress(bar, p) }
 		defer bar.finish()
@@ -118,16 +131,38 @@ func cmdPPL(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d models, %d passes in %.1f s; tables %s and %s in %s\n", len(res.Manifest.Models), len(res.Chunks),
-		res.Manifest.Seconds, strings.Join(res.Manifest.Tables, ", "), analysis.PPLManifestName, *out)
+	fmt.Fprintf(opts.Stdout, "%d models, %d passes in %.1f s; tables %s and %s in %s\n", len(res.Manifest.Models), len(res.Chunks),
+		res.Manifest.Seconds, strings.Join(res.Manifest.Tables, ", "), analysis.PPLManifestName, opts.Out)
 	for _, pm := range res.Manifest.Models {
 		if pm.Deviation != nil {
-			fmt.Fprintf(w, "%s: ", pm.Label)
-			printDeviation(w, pm.Deviation)
+			fmt.Fprintf(opts.Stdout, "%s: ", pm.Label)
+			printDeviation(opts.Stdout, pm.Deviation)
 		}
 	}
-	fmt.Fprintln(w)
-	return writePPLSummary(w, res)
+	fmt.Fprintln(opts.Stdout)
+	return writePPLSummary(opts.Stdout, res)
+}
+
+// pplStream reads the token stream of a ppl run: --ids, or --text
+// tokenized by --tokenizer or by the models' tokenizer.json, which must
+// then be the same file for every model (one text cannot feed two
+// tokenizers).
+func pplStream(in tokenFlags, models []string) ([]int, analysis.SourceInfo, error) {
+	if in.Text != "" && in.Tokenizer == "" {
+		var first analysis.FileHash
+		for i, m := range models {
+			h, err := analysis.HashFile(filepath.Join(m, "tokenizer.json"))
+			if err != nil {
+				return nil, analysis.SourceInfo{}, fmt.Errorf("%s has no readable tokenizer.json (%v): pass --ids, or --tokenizer <file>", m, err)
+			}
+			if i == 0 {
+				first = h
+			} else if h.SHA256 != first.SHA256 {
+				return nil, analysis.SourceInfo{}, fmt.Errorf("%s and %s have different tokenizer.json files: one text cannot feed both; pass --tokenizer or --ids", models[0], m)
+			}
+		}
+	}
+	return readTokenStream(in.IDs, in.Text, models[0], in.Tokenizer)
 }
 
 // pplProgress draws one progress state of a perplexity run with the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,12 +9,13 @@ import (
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/hooks"
+	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
 )
 
-// addProgressFlag registers --progress on fs.
-func addProgressFlag(fs *flag.FlagSet) *bool {
-	return fs.Bool("progress", true, "progress bar on stderr")
+// progressVar declares --progress into p.
+func progressVar(fs *pflag.FlagSet, p *bool) {
+	fs.BoolVar(p, "progress", true, "progress bar on stderr")
 }
 
 // passProgress draws the progress of one pass of T tokens through layers

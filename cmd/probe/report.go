@@ -14,36 +14,60 @@ import (
 	"github.com/filterlens/probe/report/filters"
 	"github.com/filterlens/probe/report/papers"
 	"github.com/filterlens/probe/report/sweep"
+	"github.com/spf13/cobra"
 )
 
-// cmdReport writes the BFT Figs. 2–4 report of a finished `probe sweep`
+// ReportOptions are the options of probe report.
+type ReportOptions struct {
+	Stdout  io.Writer
+	Args    []string // positional arguments
+	Out     string
+	Force   bool
+	Std     string
+	Static  bool
+	ECharts string
+	DPI     int
+}
+
+// NewCmdReport builds probe report; runF (nil: runReport) runs it.
+func NewCmdReport(runF func(*ReportOptions) error) *cobra.Command {
+	opts := &ReportOptions{}
+	cmd := &cobra.Command{
+		Use:     "report <results-dir> [--out report.html] [--static]",
+		Short:   "HTML report of a finished sweep, ppl, gdn, sinks, massive or retrieval folder; `report attention` draws captured attention maps",
+		Example: "probe report /tmp/sweep",
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.Args = args
+			return orDefault(runF, runReport)(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Out, "out", "", "HTML file to write (default <results-dir>/report.html); PNG and SVG go beside it. An existing file that is not a probe report is refused unless --force")
+	f.BoolVar(&opts.Force, "force", false, "replace an --out file that is not a probe report")
+	f.StringVar(&opts.Std, "std", sweep.StdUnits, "Fig. 2 bands: units (std of (sample, layer) means) or pooled (std of all pooled elements)")
+	f.BoolVar(&opts.Static, "static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
+	f.StringVar(&opts.ECharts, "echarts", "", echartsFlagHelp)
+	f.IntVar(&opts.DPI, "dpi", 150, "PNG resolution")
+	return cmd
+}
+
+// runReport writes the BFT Figs. 2–4 report of a finished `probe sweep`
 // folder, the perplexity-vs-T and Prediction 3 report of a `probe ppl`
 // folder, the figures of a `probe gdn`, `probe sinks` or `probe massive`
 // folder (chosen by its manifest), or (`probe report attention …`)
 // attention maps of a capture.
-func cmdReport(args []string, w io.Writer) error {
-	if len(args) > 0 && args[0] == "attention" {
-		return cmdReportAttention(args[1:], w)
-	}
-	fs := newFlags("report")
-	out := fs.String("out", "", "HTML file to write (default <results-dir>/report.html); PNG and SVG go beside it. An existing file that is not a probe report is refused unless --force")
-	force := fs.Bool("force", false, "replace an --out file that is not a probe report")
-	std := fs.String("std", sweep.StdUnits, "Fig. 2 bands: units (std of (sample, layer) means) or pooled (std of all pooled elements)")
-	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
-	echarts := fs.String("echarts", "", echartsFlagHelp)
-	dpi := fs.Int("dpi", 150, "PNG resolution")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
+func runReport(opts *ReportOptions) error {
+	pos := opts.Args
 	if len(pos) != 1 {
 		return fmt.Errorf("want one results directory (a finished probe sweep, ppl, gdn, sinks, massive or retrieval folder), or `probe report attention …`")
 	}
-	html := *out
+	var err error
+	html := opts.Out
 	if html == "" {
 		html = filepath.Join(pos[0], "report.html")
 	}
-	if _, err := os.Stat(html); err == nil && !*force && !isProbeReport(html) {
+	if _, err := os.Stat(html); err == nil && !opts.Force && !isProbeReport(html) {
 		return fmt.Errorf("--out %s exists and is not a probe report: choose another --out, or pass --force to replace it", html)
 	}
 	var r *report.Report
@@ -66,10 +90,10 @@ func cmdReport(args []string, w io.Writer) error {
 			return err
 		}
 		if !man.Complete {
-			fmt.Fprintf(w, "unfinished sweep: the report uses the %d passes of T = %v × %d samples finished in %s, of the %d planned (resume it with the command in its manifest)\n",
+			fmt.Fprintf(opts.Stdout, "unfinished sweep: the report uses the %d passes of T = %v × %d samples finished in %s, of the %d planned (resume it with the command in its manifest)\n",
 				len(man.Chunks)-len(missing), res.Summary.Lengths, res.Summary.Samples, pos[0], len(man.Chunks))
 		}
-		in, err := sweep.FromAnalysis(man, res, *std)
+		in, err := sweep.FromAnalysis(man, res, opts.Std)
 		if err != nil {
 			return err
 		}
@@ -77,13 +101,20 @@ func cmdReport(args []string, w io.Writer) error {
 			return err
 		}
 	}
-	wo := report.ChooseCharts(report.WriteOptions{HTML: filepath.Base(html), Static: *static, ECharts: *echarts, DPI: *dpi}, w)
+	wo := report.ChooseCharts(report.WriteOptions{HTML: filepath.Base(html), Static: opts.Static, ECharts: opts.ECharts, DPI: opts.DPI}, opts.Stdout)
 	wr, err := r.Write(filepath.Dir(html), wo)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d figures → %s\n", len(r.Figures), wr.HTML)
+	fmt.Fprintf(opts.Stdout, "%d figures → %s\n", len(r.Figures), wr.HTML)
 	return nil
+}
+
+// newReportCmd builds probe report with its subcommand report attention.
+func newReportCmd() *cobra.Command {
+	c := NewCmdReport(nil)
+	c.AddCommand(NewCmdReportAttention(nil))
+	return c
 }
 
 // isFilterFolder reports whether dir holds the manifest of a probe gdn,
@@ -101,56 +132,85 @@ func isFilterFolder(dir string) bool {
 const echartsFlagHelp = "echarts.min.js to inline (default: $" + report.EChartsEnv + ", the repository's " + report.EChartsRelPath +
 	", or the user cache that `probe setup` fills; without one the charts are static SVG)"
 
-// cmdReportAttention draws attention maps of one captured layer.
-func cmdReportAttention(args []string, w io.Writer) error {
-	fs := newFlags("report attention")
-	capture := fs.String("capture", "", "safetensors file written by probe capture with blocks.{l}.attn.hook_pattern")
-	layer := fs.Int("layer", -1, "layer to draw")
-	heads := fs.String("heads", "", "comma-separated heads (default: all)")
-	batch := fs.Int("batch", 0, "sequence of the captured batch")
-	gamma := fs.Float64("gamma", 0.25, "contrast exponent: draw Â^γ (RFA App. F.3: 0.25; 1 for plain Â)")
-	pool := fs.String("pool", attnmap.PoolMax, "downsampling of long T: max or mean over each block")
-	maxSize := fs.Int("max-size", 128, "largest number of blocks per side (0: one cell per token pair)")
-	out := fs.String("out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
-	force := fs.Bool("force", false, "write into an --out that holds other files")
-	static := fs.Bool("static", false, "inline SVG instead of interactive echarts charts")
-	echarts := fs.String("echarts", "", echartsFlagHelp)
-	dpi := fs.Int("dpi", 150, "PNG resolution")
-	if _, err := parse(fs, args); err != nil {
-		return err
+// ReportAttentionOptions are the options of probe report attention.
+type ReportAttentionOptions struct {
+	Stdout  io.Writer
+	Capture string
+	Layer   int
+	Heads   string
+	Batch   int
+	Gamma   float64
+	Pool    string
+	MaxSize int
+	Out     string
+	Force   bool
+	Static  bool
+	ECharts string
+	DPI     int
+}
+
+// NewCmdReportAttention builds probe report attention; runF (nil: runReportAttention) runs it.
+func NewCmdReportAttention(runF func(*ReportAttentionOptions) error) *cobra.Command {
+	opts := &ReportAttentionOptions{}
+	cmd := &cobra.Command{
+		Use:     "attention --capture <file.safetensors> --layer L [--heads 0,1] [--gamma 0.25] --out <dir>",
+		Short:   "attention maps of one captured layer (blocks.{l}.attn.hook_pattern), downsampled and contrast-stretched",
+		Example: "probe report attention --capture cap.safetensors --layer 1 --out /tmp/maps",
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Stdout = c.OutOrStdout()
+			return orDefault(runF, runReportAttention)(opts)
+		},
 	}
+	cmd.Args = noArgs("")
+	f := cmd.Flags()
+	f.StringVar(&opts.Capture, "capture", "", "safetensors file written by probe capture with blocks.{l}.attn.hook_pattern")
+	f.IntVar(&opts.Layer, "layer", -1, "layer to draw")
+	f.StringVar(&opts.Heads, "heads", "", "comma-separated heads (default: all)")
+	f.IntVar(&opts.Batch, "batch", 0, "sequence of the captured batch")
+	f.Float64Var(&opts.Gamma, "gamma", 0.25, "contrast exponent: draw Â^γ (RFA App. F.3: 0.25; 1 for plain Â)")
+	f.StringVar(&opts.Pool, "pool", attnmap.PoolMax, "downsampling of long T: max or mean over each block")
+	f.IntVar(&opts.MaxSize, "max-size", 128, "largest number of blocks per side (0: one cell per token pair)")
+	f.StringVar(&opts.Out, "out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
+	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files")
+	f.BoolVar(&opts.Static, "static", false, "inline SVG instead of interactive echarts charts")
+	f.StringVar(&opts.ECharts, "echarts", "", echartsFlagHelp)
+	f.IntVar(&opts.DPI, "dpi", 150, "PNG resolution")
+	markRequired(cmd, "capture", "")
+	markRequired(cmd, "layer", "")
+	markRequired(cmd, "out", "")
+	return cmd
+}
+
+// runReportAttention draws attention maps of one captured layer.
+func runReportAttention(opts *ReportAttentionOptions) error {
 	switch {
-	case *capture == "":
-		return fmt.Errorf("--capture is required")
-	case *layer < 0:
-		return fmt.Errorf("--layer is required")
-	case *out == "":
-		return fmt.Errorf("--out is required")
-	case *gamma <= 0:
+	case opts.Layer < 0:
+		return fmt.Errorf("--layer %d: want a layer, 0 or more", opts.Layer)
+	case opts.Gamma <= 0:
 		return fmt.Errorf("--gamma must be positive")
 	}
-	if err := refuseForeignReport(*out, *force); err != nil {
+	if err := refuseForeignReport(opts.Out, opts.Force); err != nil {
 		return err
 	}
 	var hs []int
-	if *heads != "" {
-		for _, s := range strings.Split(*heads, ",") {
+	if opts.Heads != "" {
+		for _, s := range strings.Split(opts.Heads, ",") {
 			h, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil {
-				return fmt.Errorf("--heads %q: %v", *heads, err)
+				return fmt.Errorf("--heads %q: %v", opts.Heads, err)
 			}
 			hs = append(hs, h)
 		}
 	}
-	f, err := attnmap.FromCapture(*capture, attnmap.Options{Layer: *layer, Heads: hs, Batch: *batch, Gamma: *gamma, Pool: *pool, MaxSize: *maxSize})
+	f, err := attnmap.FromCapture(opts.Capture, attnmap.Options{Layer: opts.Layer, Heads: hs, Batch: opts.Batch, Gamma: opts.Gamma, Pool: opts.Pool, MaxSize: opts.MaxSize})
 	if err != nil {
 		return err
 	}
-	r := &report.Report{Title: fmt.Sprintf("Attention maps — %s, layer %d", filepath.Base(*capture), *layer), Figures: []*report.Figure{f}}
-	wr, err := r.Write(*out, report.ChooseCharts(report.WriteOptions{Static: *static, ECharts: *echarts, DPI: *dpi}, w))
+	r := &report.Report{Title: fmt.Sprintf("Attention maps — %s, layer %d", filepath.Base(opts.Capture), opts.Layer), Figures: []*report.Figure{f}}
+	wr, err := r.Write(opts.Out, report.ChooseCharts(report.WriteOptions{Static: opts.Static, ECharts: opts.ECharts, DPI: opts.DPI}, opts.Stdout))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "attention maps of layer %d → %s\n", *layer, wr.HTML)
+	fmt.Fprintf(opts.Stdout, "attention maps of layer %d → %s\n", opts.Layer, wr.HTML)
 	return nil
 }

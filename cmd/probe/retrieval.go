@@ -2,57 +2,87 @@ package main
 
 import (
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"sort"
 
 	"github.com/filterlens/probe/analysis"
 )
 
-// cmdRetrieval writes Wu et al.'s retrieval score of every softmax head on
+// RetrievalOptions are the options of probe retrieval.
+type RetrievalOptions struct {
+	Stdout             io.Writer
+	CLIOptions         []analysis.Option // every flag with its value, for the manifest
+	CommandLine        []string          // the arguments after the command name, for the manifest and the resume note
+	Model              modelFlag
+	Segment            int
+	Gap                int
+	Samples            int
+	Seed               uint64
+	Steps              string
+	Above              float64
+	Tile               int
+	AllowExtrapolation bool
+	Threads            int
+	Formats            string
+	Out                string
+	Force              bool
+}
+
+// NewCmdRetrieval builds probe retrieval; runF (nil: runRetrieval) runs it.
+func NewCmdRetrieval(runF func(*RetrievalOptions) error) *cobra.Command {
+	opts := &RetrievalOptions{}
+	cmd := &cobra.Command{
+		Use:     "retrieval --model <dir> [--segment 64] [--gap 0] [--samples 4] [--steps copied|all] --out <dir>",
+		Short:   "Wu et al.'s retrieval score per softmax head on a synthetic copy task (argmax attention on the copied token's source)",
+		Example: "probe retrieval --model zoo/checkpoints/qwen3_base --segment 64 --gap 128 --out /tmp/retrieval",
+		Args:    noArgs(""),
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
+			return orDefault(runF, runRetrieval)(opts)
+		},
+	}
+	f := cmd.Flags()
+	d := analysis.DefaultRetrievalOptions()
+	opts.Model.registerModel(f, "checkpoint (required)")
+	f.IntVar(&opts.Segment, "segment", d.Segment, "length n of the repeated segment of distinct token ids")
+	f.IntVar(&opts.Gap, "gap", d.Gap, "filler tokens between the two copies (T = 2 × segment + gap)")
+	f.IntVar(&opts.Samples, "samples", d.Samples, "passes, each with its own segment and filler")
+	f.Uint64Var(&opts.Seed, "seed", d.Seed, "seed of the segments and fillers")
+	f.StringVar(&opts.Steps, "steps", d.Steps, "copy steps scored: copied (the model's greedy next token is the copy, as Wu et al. count) or all")
+	f.Float64Var(&opts.Above, "above", d.Above, "score above which a head counts as a retrieval head (Wu et al.: 0.1)")
+	tileVar(f, &opts.Tile)
+	extrapolationVar(f, &opts.AllowExtrapolation)
+	threadsVar(f, &opts.Threads)
+	f.StringVar(&opts.Formats, "format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
+	f.StringVar(&opts.Out, "out", "", "output folder (required)")
+	f.BoolVar(&opts.Force, "force", false, "write into an --out that already holds files (tables of the same names are replaced)")
+	markRequired(cmd, "model", modelHint)
+	markRequired(cmd, "out", "")
+	return cmd
+}
+
+// runRetrieval writes Wu et al.'s retrieval score of every softmax head on
 // a synthetic copy task (a segment of distinct tokens, filler, the segment
 // again): retrieval_heads and retrieval_manifest.json (docs/diagnostics.md,
 // "Retrieval heads").
-func cmdRetrieval(args []string, w io.Writer) error {
-	fs := newFlags("retrieval")
-	d := analysis.DefaultRetrievalOptions()
-	mf := addModelFlag(fs, "checkpoint (required)")
-	segment := fs.Int("segment", d.Segment, "length n of the repeated segment of distinct token ids")
-	gap := fs.Int("gap", d.Gap, "filler tokens between the two copies (T = 2 × segment + gap)")
-	samples := fs.Int("samples", d.Samples, "passes, each with its own segment and filler")
-	seed := fs.Uint64("seed", d.Seed, "seed of the segments and fillers")
-	steps := fs.String("steps", d.Steps, "copy steps scored: copied (the model's greedy next token is the copy, as Wu et al. count) or all")
-	above := fs.Float64("above", d.Above, "score above which a head counts as a retrieval head (Wu et al.: 0.1)")
-	tile := addTileFlag(fs)
-	allowExt := addExtrapolationFlag(fs)
-	threads := addThreadsFlag(fs)
-	formats := fs.String("format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
-	out := fs.String("out", "", "output folder (required)")
-	force := fs.Bool("force", false, "write into an --out that already holds files (tables of the same names are replaced)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) > 0:
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *out == "":
-		return fmt.Errorf("--out is required")
-	}
-	fmts, err := analysis.ParseFormats(*formats)
+func runRetrieval(opts *RetrievalOptions) error {
+	fmts, err := analysis.ParseFormats(opts.Formats)
 	if err != nil {
 		return fmt.Errorf("--format: %w", err)
 	}
-	dir, err := mf.dir()
+	dir, err := opts.Model.dir()
 	if err != nil {
 		return err
 	}
-	if err := refuseNonEmpty(*out, "retrieval_heads and "+analysis.RetrievalManifestName, *force); err != nil {
+	if err := refuseNonEmpty(opts.Out, "retrieval_heads and "+analysis.RetrievalManifestName, opts.Force); err != nil {
 		return err
 	}
-	run := &analysis.RetrievalRun{Dir: dir, Load: mf.loadOptions(), Out: *out, Formats: fmts, Threads: *threads,
-		Options: analysis.RetrievalOptions{Segment: *segment, Gap: *gap, Samples: *samples, Seed: *seed, Steps: *steps, Above: *above,
-			TileRows: *tile, AllowExtrapolation: *allowExt},
-		CLIOptions: cliOptions(fs), Args: append([]string{"retrieval"}, args...)}
+	run := &analysis.RetrievalRun{Dir: dir, Load: opts.Model.loadOptions(), Out: opts.Out, Formats: fmts, Threads: opts.Threads,
+		Options: analysis.RetrievalOptions{Segment: opts.Segment, Gap: opts.Gap, Samples: opts.Samples, Seed: opts.Seed, Steps: opts.Steps, Above: opts.Above,
+			TileRows: opts.Tile, AllowExtrapolation: opts.AllowExtrapolation},
+		CLIOptions: opts.CLIOptions, Args: append([]string{"retrieval"}, opts.CommandLine...)}
 	man, rows, err := run.Run()
 	if err != nil {
 		return err
@@ -61,17 +91,17 @@ func cmdRetrieval(args []string, w io.Writer) error {
 	for _, s := range man.Samples {
 		copied, queries = copied+s.Copied, queries+s.CopyQueries
 	}
-	fmt.Fprintf(w, "wrote %d head rows to %s (%.1f s): T = %d, the model copied %d of %d copy steps; %d heads score above %g\n",
-		len(rows), *out, man.Seconds, man.T, copied, queries, man.HeadsAbove, man.Options.Above)
+	fmt.Fprintf(opts.Stdout, "wrote %d head rows to %s (%.1f s): T = %d, the model copied %d of %d copy steps; %d heads score above %g\n",
+		len(rows), opts.Out, man.Seconds, man.T, copied, queries, man.HeadsAbove, man.Options.Above)
 	top := append([]analysis.RetrievalHeadRow{}, rows...)
 	sort.SliceStable(top, func(i, j int) bool { return top[i].Score > top[j].Score })
 	for _, r := range top[:min(5, len(top))] {
 		if r.Steps > 0 {
-			fmt.Fprintf(w, "  layer %d head %d: retrieval score %.3f (%d of %d steps), source mass %.3f\n", r.Layer, r.Head, r.Score, r.Hits, r.Steps, r.SourceMass)
+			fmt.Fprintf(opts.Stdout, "  layer %d head %d: retrieval score %.3f (%d of %d steps), source mass %.3f\n", r.Layer, r.Head, r.Score, r.Hits, r.Steps, r.SourceMass)
 		}
 	}
 	for _, n := range man.Notes {
-		fmt.Fprintln(w, "note:", n)
+		fmt.Fprintln(opts.Stdout, "note:", n)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"strconv"
 	"strings"
@@ -9,71 +10,98 @@ import (
 	"github.com/filterlens/probe/analysis"
 )
 
-// cmdSinks writes the standard attention-sink measurements per (length,
+// SinksOptions are the options of probe sinks.
+type SinksOptions struct {
+	Stdout            io.Writer
+	CLIOptions        []analysis.Option // every flag with its value, for the manifest
+	CommandLine       []string          // the arguments after the command name, for the manifest and the resume note
+	Stream            streamFlags
+	Eps               string
+	IncludeFirstQuery bool
+	GateBelow         float64
+	SinkRows          string
+	SplitLocal        bool
+	Tile              int
+}
+
+// NewCmdSinks builds probe sinks; runF (nil: runSinks) runs it.
+func NewCmdSinks(runF func(*SinksOptions) error) *cobra.Command {
+	opts := &SinksOptions{}
+	cmd := &cobra.Command{
+		Use:     "sinks --model <dir> (--ids <file> | --text <file>) --lengths 1k,4k [--eps 0.3] [--shard i/n] --out <dir>",
+		Short:   "first-token attention and Gu et al.'s sink rate, entropy and largest weight vs T, output-gate statistics per softmax head",
+		Example: "probe sinks --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --eps 0.1,0.3 --out /tmp/sinks",
+		Args:    noArgs(""),
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
+			return orDefault(runF, runSinks)(opts)
+		},
+	}
+	f := cmd.Flags()
+	d := analysis.DefaultSinksOptions()
+	opts.Stream.registerStream(f, planDefaults{K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
+	f.StringVar(&opts.Eps, "eps", "0.3", "thresholds ε of the sink rate Sink_1^ε (% of heads whose mean first-token attention exceeds ε), comma-separated")
+	f.BoolVar(&opts.IncludeFirstQuery, "include-first-query", d.IncludeFirstQuery, "count query 0 (whose row is 1 on position 0) in the mean first-token attention, as Gu et al.'s mean over all queries does")
+	f.Float64Var(&opts.GateBelow, "gate-below", d.GateBelow, "threshold of the gate sparsity (fraction of gate values below it; Qiu et al.: 0.1)")
+	f.StringVar(&opts.SinkRows, "sink-rows", d.SinkRows, "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in the sink_mass column) or raw (as the model returns them); docs/diagnostics.md")
+	f.BoolVar(&opts.SplitLocal, "split-local", d.SplitLocal, "also give the sink rate of global and sliding-window layers separately")
+	tileVar(f, &opts.Tile)
+	opts.Stream.declareRelations(cmd)
+	return cmd
+}
+
+// runSinks writes the standard attention-sink measurements per (length,
 // sample, softmax layer, head) and Gu et al.'s sink rate per (length, ε):
 // sinks_heads, sinks_rate and sinks_manifest.json (docs/diagnostics.md,
 // "Attention sinks").
-func cmdSinks(args []string, w io.Writer) error {
-	fs := newFlags("sinks")
-	d := analysis.DefaultSinksOptions()
-	sf := addStreamFlags(fs, planDefaults{K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	pf := sf.plan
-	eps := fs.String("eps", "0.3", "thresholds ε of the sink rate Sink_1^ε (% of heads whose mean first-token attention exceeds ε), comma-separated")
-	firstQuery := fs.Bool("include-first-query", d.IncludeFirstQuery, "count query 0 (whose row is 1 on position 0) in the mean first-token attention, as Gu et al.'s mean over all queries does")
-	gateBelow := fs.Float64("gate-below", d.GateBelow, "threshold of the gate sparsity (fraction of gate values below it; Qiu et al.: 0.1)")
-	split := fs.Bool("split-local", d.SplitLocal, "also give the sink rate of global and sliding-window layers separately")
-	sinkRows := fs.String("sink-rows", d.SinkRows, "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in the sink_mass column) or raw (as the model returns them); docs/diagnostics.md")
-	tile := addTileFlag(fs)
-	pos, err := parse(fs, args)
+func runSinks(opts *SinksOptions) error {
+	lengths, fmts, err := opts.Stream.validate()
 	if err != nil {
 		return err
 	}
-	lengths, fmts, err := sf.validate(pos)
-	if err != nil {
-		return err
-	}
-	opts := analysis.SinksOptions{Lengths: lengths, Samples: *pf.samples, Disjoint: *pf.disjoint, Placement: *pf.placement, Seed: *pf.seed, Offset: *pf.offset,
-		IncludeFirstQuery: *firstQuery, GateBelow: *gateBelow, SinkRows: *sinkRows, SplitLocal: *split, TileRows: *tile, AllowExtrapolation: *sf.allowExt}
-	for _, s := range strings.Split(*eps, ",") {
+	mo := analysis.SinksOptions{Lengths: lengths, Samples: opts.Stream.Plan.Samples, Disjoint: opts.Stream.Plan.Disjoint, Placement: opts.Stream.Plan.Placement, Seed: opts.Stream.Plan.Seed, Offset: opts.Stream.Plan.Offset,
+		IncludeFirstQuery: opts.IncludeFirstQuery, GateBelow: opts.GateBelow, SinkRows: opts.SinkRows, SplitLocal: opts.SplitLocal, TileRows: opts.Tile, AllowExtrapolation: opts.Stream.AllowExtrapolation}
+	for _, s := range strings.Split(opts.Eps, ",") {
 		e, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil {
-			return fmt.Errorf("--eps %q: %q is not a number", *eps, s)
+			return fmt.Errorf("--eps %q: %q is not a number", opts.Eps, s)
 		}
-		opts.Eps = append(opts.Eps, e)
+		mo.Eps = append(mo.Eps, e)
 	}
-	dir, stream, src, err := sf.input("sinks", "the sinks tables and "+analysis.SinksManifestName)
+	dir, stream, src, err := opts.Stream.input("sinks", "the sinks tables and "+analysis.SinksManifestName)
 	if err != nil {
 		return err
 	}
 	stop := make(chan struct{})
-	defer onInterrupt("sinks", stop, func() string { return resumeNote("sinks", args) })()
-	run := &analysis.SinksRun{Dir: dir, Load: sf.model.loadOptions(), Source: src, Stream: stream, Options: opts, Out: *sf.out, Formats: fmts,
-		Threads: *sf.threads, Shard: sf.sh, Force: *sf.force, Stop: stop, CLIOptions: cliOptions(fs), Args: append([]string{"sinks"}, args...),
-		DeviationTokens: *sf.model.deviationTokens}
-	progress, endBar := sf.progressBar()
+	defer onInterrupt("sinks", stop, func() string { return resumeNote("sinks", opts.CommandLine) })()
+	run := &analysis.SinksRun{Dir: dir, Load: opts.Stream.Model.loadOptions(), Source: src, Stream: stream, Options: mo, Out: opts.Stream.Out, Formats: fmts,
+		Threads: opts.Stream.Threads, Shard: opts.Stream.sh, Force: opts.Stream.Force, Stop: stop, CLIOptions: opts.CLIOptions, Args: append([]string{"sinks"}, opts.CommandLine...),
+		DeviationTokens: opts.Stream.Model.DeviationTokens}
+	progress, endBar := opts.Stream.progressBar()
 	run.Progress = progress
 	man, heads, rates, err := run.Run()
 	endBar()
 	if err != nil {
 		if man != nil {
-			return sf.stopped(w, "sinks", args, &man.RunRecord, err)
+			return opts.Stream.stopped(opts.Stdout, "sinks", opts.CommandLine, &man.RunRecord, err)
 		}
 		return err
 	}
-	defer printDeviation(w, man.Deviation) // after the lines on the tables
-	if sf.done(w, &man.RunRecord) {
+	defer printDeviation(opts.Stdout, man.Deviation) // after the lines on the tables
+	if opts.Stream.done(opts.Stdout, &man.RunRecord) {
 		return nil
 	}
-	fmt.Fprintf(w, "wrote %d head rows and %d sink-rate rows to %s (%.1f s)\n", len(heads), len(rates), *sf.out, man.Seconds)
+	fmt.Fprintf(opts.Stdout, "wrote %d head rows and %d sink-rate rows to %s (%.1f s)\n", len(heads), len(rates), opts.Stream.Out, man.Seconds)
 	for _, r := range rates {
-		fmt.Fprintf(w, "T=%d %s layers: Sink_1^%g = %.1f %% (%d of %d heads)", r.T, r.Layers, r.Eps, r.Rate, r.HeadsAbove, r.Heads)
+		fmt.Fprintf(opts.Stdout, "T=%d %s layers: Sink_1^%g = %.1f %% (%d of %d heads)", r.T, r.Layers, r.Eps, r.Rate, r.HeadsAbove, r.Heads)
 		if r.RowsLeftOut > 0 {
-			fmt.Fprintf(w, "; %d of %d query rows left out (position 0 outside their sliding window)", r.RowsLeftOut, r.Rows)
+			fmt.Fprintf(opts.Stdout, "; %d of %d query rows left out (position 0 outside their sliding window)", r.RowsLeftOut, r.Rows)
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintln(opts.Stdout)
 	}
 	for _, n := range man.Notes {
-		fmt.Fprintln(w, "note:", n)
+		fmt.Fprintln(opts.Stdout, "note:", n)
 	}
 	return nil
 }

@@ -3,20 +3,44 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"strings"
 
 	"github.com/filterlens/probe/analysis"
 )
 
-func cmdSummarize(args []string, w io.Writer) error {
-	fs := newFlags("summarize")
-	asJSON := fs.Bool("json", false, "print summary.json's content instead of the tables")
-	af := addAggFlags(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+// SummarizeOptions are the options of probe summarize.
+type SummarizeOptions struct {
+	Stdout io.Writer
+	Args   []string // positional arguments
+	JSON   bool
+	Agg    aggFlags
+}
+
+// NewCmdSummarize builds probe summarize; runF (nil: runSummarize) runs it.
+func NewCmdSummarize(runF func(*SummarizeOptions) error) *cobra.Command {
+	opts := &SummarizeOptions{}
+	cmd := &cobra.Command{
+		Use:     "summarize <dir> [--json] [--last-layers N --ddof 0|1 ...]",
+		Short:   "Figs. 2–4 of a sweep folder beside the paper's numbers, optionally re-aggregated",
+		Example: "probe summarize /tmp/sweep --last-layers 2",
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.Args = args
+			return orDefault(runF, runSummarize)(opts)
+		},
 	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.JSON, "json", false, "print summary.json's content instead of the tables")
+	opts.Agg.registerAgg(f)
+	return cmd
+}
+
+// runSummarize prints Figs. 2–4 of the sweep folder opts.Args[0] beside
+// the paper's numbers, re-aggregated with the aggregation flags given.
+func runSummarize(opts *SummarizeOptions) error {
+	pos := opts.Args
 	if len(pos) != 1 {
 		return fmt.Errorf("want one results folder: probe summarize <dir>")
 	}
@@ -24,7 +48,7 @@ func cmdSummarize(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	agg, err := af.options(man.Analysis, man.Sweep.KUnit, true)
+	agg, err := opts.Agg.options(man.Analysis, man.Sweep.KUnit, true)
 	if err != nil {
 		return err
 	}
@@ -44,19 +68,19 @@ func cmdSummarize(args []string, w io.Writer) error {
 			q[i] = shellQuote(a)
 		}
 		note += fmt.Sprintf(". Run the sweep's command again to finish it:\n  probe %s\n", strings.Join(q, " "))
-		if *asJSON {
+		if opts.JSON {
 			fmt.Fprintln(progressOut, note) // stdout holds only the JSON
 		} else {
-			fmt.Fprintln(w, note)
+			fmt.Fprintln(opts.Stdout, note)
 		}
 	}
-	if *asJSON {
+	if opts.JSON {
 		b, err := json.MarshalIndent(res.Summary, "", "  ")
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+		_, err = fmt.Fprintf(opts.Stdout, "%s\n", b)
 		return err
 	}
-	return analysis.WriteReport(w, man, res)
+	return analysis.WriteReport(opts.Stdout, man, res)
 }

@@ -2,8 +2,8 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"os/signal"
@@ -13,57 +13,55 @@ import (
 	"time"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
+	"github.com/spf13/pflag"
 )
 
 // aggFlags are the App. I aggregation options shared by sweep, summarize
 // and merge.
 type aggFlags struct {
-	fs          *flag.FlagSet
-	lastLayers  *int
-	ddof        *int
-	fig4Lengths *string
-	fig4Pool    *string
-	bootstrap   *int
-	seed        *uint64
-	ciLevel     *float64
-	lambdaRatio *string
-	localLayers *string
+	fs                          *pflag.FlagSet // where they were declared: which were given
+	LastLayers, DDOF, Bootstrap int
+	Fig4Lengths, Fig4Pool       string
+	Seed                        uint64
+	CILevel                     float64
+	LambdaRatio, LocalLayers    string
 }
 
-func addAggFlags(fs *flag.FlagSet) *aggFlags {
+// registerAgg declares the aggregation flags on fs with
+// analysis.DefaultAggOptions' defaults.
+func (a *aggFlags) registerAgg(fs *pflag.FlagSet) {
 	d := analysis.DefaultAggOptions()
-	return &aggFlags{
-		fs:          fs,
-		lastLayers:  fs.Int("last-layers", d.LastLayers, "Figs. 2–3 pool the last N layers (paper: 7; all when the model has fewer)"),
-		ddof:        fs.Int("ddof", d.DDOF, "delta degrees of freedom of every std: 0 (numpy's np.std) or 1"),
-		fig4Lengths: fs.String("fig4-lengths", "", "lengths Fig. 4 aggregates, e.g. 4k,8k (default: 4k and 8k when in the sweep, else all)"),
-		fig4Pool:    fs.String("fig4-pool", d.Fig4Pool, "Fig. 4 weighting: passes (each (T, sample) pass equally) or queries (every query pooled)"),
-		bootstrap:   fs.Int("bootstrap", d.Bootstrap, "bootstrap resamples of the Fig. 4 correlation (0: none)"),
-		seed:        fs.Uint64("bootstrap-seed", d.Seed, "seed of the bootstrap"),
-		ciLevel:     fs.Float64("ci-level", d.CILevel, "level of the bootstrap interval"),
-		lambdaRatio: fs.String("lambda-ratio", d.LambdaRatio, "reading of Fig. 2(c) shown first: ratio-of-means, mean-of-ratios or from-K (all are stored)"),
-		localLayers: fs.String("local-layers", d.LocalLayers, "a model with sliding-window (local) and global layers: separate (Figs. 2–4 per layer group, layers column global / local) or pooled (one group, all)"),
-	}
+	a.fs = fs
+	fs.IntVar(&a.LastLayers, "last-layers", d.LastLayers, "Figs. 2–3 pool the last N layers (paper: 7; all when the model has fewer)")
+	fs.IntVar(&a.DDOF, "ddof", d.DDOF, "delta degrees of freedom of every std: 0 (numpy's np.std) or 1")
+	fs.StringVar(&a.Fig4Lengths, "fig4-lengths", "", "lengths Fig. 4 aggregates, e.g. 4k,8k (default: 4k and 8k when in the sweep, else all)")
+	fs.StringVar(&a.Fig4Pool, "fig4-pool", d.Fig4Pool, "Fig. 4 weighting: passes (each (T, sample) pass equally) or queries (every query pooled)")
+	fs.IntVar(&a.Bootstrap, "bootstrap", d.Bootstrap, "bootstrap resamples of the Fig. 4 correlation (0: none)")
+	fs.Uint64Var(&a.Seed, "bootstrap-seed", d.Seed, "seed of the bootstrap")
+	fs.Float64Var(&a.CILevel, "ci-level", d.CILevel, "level of the bootstrap interval")
+	fs.StringVar(&a.LambdaRatio, "lambda-ratio", d.LambdaRatio, "reading of Fig. 2(c) shown first: ratio-of-means, mean-of-ratios or from-K (all are stored)")
+	fs.StringVar(&a.LocalLayers, "local-layers", d.LocalLayers, "a model with sliding-window (local) and global layers: separate (Figs. 2–4 per layer group, layers column global / local) or pooled (one group, all)")
 }
 
 // options returns base with the aggregation flags applied: all of them
 // (onlySet false) or only those given on the command line.
 func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (analysis.AggOptions, error) {
 	set := map[string]bool{}
-	a.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	a.fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	use := func(name string) bool { return !onlySet || set[name] }
 	if use("last-layers") {
-		base.LastLayers = *a.lastLayers
+		base.LastLayers = a.LastLayers
 	}
 	if use("ddof") {
-		base.DDOF = *a.ddof
+		base.DDOF = a.DDOF
 	}
 	if use("fig4-lengths") {
 		base.Fig4Lengths = nil
-		if *a.fig4Lengths != "" {
-			ls, err := analysis.ParseLengths(*a.fig4Lengths, kUnit)
+		if a.Fig4Lengths != "" {
+			ls, err := analysis.ParseLengths(a.Fig4Lengths, kUnit)
 			if err != nil {
 				return base, fmt.Errorf("--fig4-lengths: %w", err)
 			}
@@ -71,36 +69,56 @@ func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (a
 		}
 	}
 	if use("fig4-pool") {
-		base.Fig4Pool = *a.fig4Pool
+		base.Fig4Pool = a.Fig4Pool
 	}
 	if use("bootstrap") {
-		base.Bootstrap = *a.bootstrap
+		base.Bootstrap = a.Bootstrap
 	}
 	if use("bootstrap-seed") {
-		base.Seed = *a.seed
+		base.Seed = a.Seed
 	}
 	if use("ci-level") {
-		base.CILevel = *a.ciLevel
+		base.CILevel = a.CILevel
 	}
 	if use("lambda-ratio") {
-		base.LambdaRatio = *a.lambdaRatio
+		base.LambdaRatio = a.LambdaRatio
 	}
 	if use("local-layers") {
-		base.LocalLayers = *a.localLayers
+		base.LocalLayers = a.LocalLayers
 	}
 	return base, base.Validate()
 }
 
 // cliOptions lists every flag of fs with its value and default, for the
-// manifest.
-func cliOptions(fs *flag.FlagSet) []analysis.Option {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var opts []analysis.Option
-	fs.VisitAll(func(f *flag.Flag) {
-		opts = append(opts, analysis.Option{Name: f.Name, Value: f.Value.String(), Default: f.DefValue, Set: set[f.Name], Usage: f.Usage})
-	})
+// manifest: given (Set) where the command line gave it or its value is
+// not the default.
+func cliOptions(fs *pflag.FlagSet) []analysis.Option {
+	opts, _ := flagRecord(fs)
 	return opts
+}
+
+// flagRecord returns cliOptions and the command line that gives the
+// flags' values where they are not the defaults ("--name value", a true
+// boolean "--name", a false one "--name=false"), for options filled
+// without a command line (defaultsOf).
+func flagRecord(fs *pflag.FlagSet) ([]analysis.Option, []string) {
+	var opts []analysis.Option
+	var line []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		v := f.Value.String()
+		set := f.Changed || v != f.DefValue
+		opts = append(opts, analysis.Option{Name: f.Name, Value: v, Default: f.DefValue, Set: set, Usage: f.Usage})
+		switch {
+		case v == f.DefValue:
+		case f.Value.Type() == "bool" && v == "true":
+			line = append(line, "--"+f.Name)
+		case f.Value.Type() == "bool":
+			line = append(line, "--"+f.Name+"="+v)
+		default:
+			line = append(line, "--"+f.Name, v)
+		}
+	})
+	return opts, line
 }
 
 // readTokenStream reads the token stream of a run: the ids file, or the
@@ -318,140 +336,191 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-func cmdSweep(args []string, w io.Writer) error {
-	fs := newFlags("sweep")
-	d := analysis.DefaultSweepOptions()
-	mf := addModelFlag(fs, "checkpoint")
-	tf := addTokenFlags(fs, false) // one token stream, cut into the chunks of the plan
-	idsFile, textFile, tokFile := tf.ids, tf.text, tf.tokenizer
-	pf := addPlanFlags(fs, planDefaults{K: d.KUnit, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	lengths, k, samples, disjoint, placement, seed, offset := pf.lengths, pf.k, pf.samples, pf.disjoint, pf.placement, pf.seed, pf.offset
-	out := fs.String("out", "", "output folder (required); re-running into it skips finished passes")
-	shard := addShardFlag(fs)
-	bos := fs.Int("bos-token", d.BOSToken, "token id prepended to every pass, counted in T (-1: none)")
-	bucket := fs.Int("bucket", d.Bucket, "query bucket size of the per-bucket table")
-	lastFrac := fs.Float64("last-frac", d.LastFrac, "query window of Figs. 2–3 and of K in Fig. 4: the last fraction of queries")
-	bosFrac := fs.Float64("bos-frac", d.BOSFrac, "query window of the BOS mass in Fig. 4: the last fraction of queries")
-	threads := addThreadsFlag(fs)
-	allowExt := addExtrapolationFlag(fs)
-	onNF := fs.String("on-nonfinite", d.OnNonFinite, "NaN/Inf in attention rows: stop (report layer, head, query) or flag (record, leave out, go on)")
-	lf := addLambdaFlags(fs, "reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)")
-	moments := fs.String("moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
-	kernel := fs.String("kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
-	reductions := fs.String("reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about a third more time at 16k)")
-	sinkRows := fs.String("sink-rows", "renorm", "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in the sink_mass column) or raw (as the model returns them); docs/diagnostics.md")
-	formats := fs.String("format", "parquet", "table formats: any of parquet,csv,jsonl")
-	progress := addProgressFlag(fs)
-	force := fs.Bool("force", false, "run into an --out that holds other files, or a sweep of another plan (its tables are replaced)")
-	af := addAggFlags(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) > 0:
-		return fmt.Errorf("unexpected argument %q", pos[0])
-	case *out == "":
-		return fmt.Errorf("--out is required")
-	case (*idsFile == "") == (*textFile == ""):
-		return fmt.Errorf("give exactly one of --ids and --text")
-	case *lengths == "":
-		return fmt.Errorf("--lengths is required (e.g. 1k,2k,4k)")
-	}
-	dir, hub, err := mf.resolve()
-	if err != nil {
-		return err
-	}
-	if names, err := folderContents(*out); err != nil {
-		return err
-	} else if len(names) > 0 && !isSweepFolder(names) && !*force {
-		return checkSweepFolder(*out, nil) // refused before any work; the plan is compared after hashing
-	}
-	sh, err := analysis.ParseShard(*shard)
-	if err != nil {
-		return err
-	}
-	fmts, err := analysis.ParseFormats(*formats)
-	if err != nil {
-		return err
-	}
-	opts := analysis.SweepOptions{LengthsArg: *lengths, KUnit: *k, Samples: *samples, Disjoint: *disjoint,
-		Placement: *placement, Seed: *seed, Offset: *offset, BOSToken: *bos, Bucket: *bucket, LastFrac: *lastFrac,
-		BOSFrac: *bosFrac, AllowExtrapolation: *allowExt, OnNonFinite: *onNF,
-		Probe: analysis.ProbeOptions{Form: *lf.form, Nu: *lf.nu, Sigma02: *lf.sigma02, LambdaPrior: *lf.prior, LambdaMax: *lf.max, Moments: *moments, Kernel: *kernel, Reductions: *reductions,
-			SinkRows: *sinkRows},
-		DeviationTokens: *mf.deviationTokens}
-	if *k != 1000 && *k != 1024 {
-		return fmt.Errorf("--k %d: want 1000 or 1024", *k)
-	}
-	agg, err := af.options(analysis.DefaultAggOptions(), *k, false)
-	if err != nil {
-		return err
-	}
+// SweepOptions are the options of probe sweep.
+type SweepOptions struct {
+	Stdout             io.Writer
+	CLIOptions         []analysis.Option // every flag with its value, for the manifest
+	CommandLine        []string          // the arguments after the command name, for the manifest and the resume note
+	Model              modelFlag
+	Input              tokenFlags
+	Plan               planFlags
+	Out                string
+	Shard              string
+	BOSToken           int
+	Bucket             int
+	LastFrac           float64
+	BOSFrac            float64
+	Threads            int
+	AllowExtrapolation bool
+	OnNonFinite        string
+	Lambda             lambdaFlags
+	Moments            string
+	Kernel             string
+	Reductions         string
+	SinkRows           string
+	Formats            string
+	Progress           bool
+	Force              bool
+	Agg                aggFlags
+}
 
-	// Cheap checks first: options, lengths and the stream, before the weights.
+// NewCmdSweep builds probe sweep; runF (nil: runSweep) runs it.
+func NewCmdSweep(runF func(*SweepOptions) error) *cobra.Command {
+	opts := &SweepOptions{}
+	cmd := &cobra.Command{
+		Use:     "sweep --model <dir|org/name> (--text <file> | --ids <file>) --lengths 1k,2k,4k [--samples 5] --out <dir> [--force]",
+		Short:   "BFT App. I diagnostic sweep: filter diagnostics over context lengths and samples, tables and Figs. 2–4",
+		Example: "probe sweep --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/sweep",
+		Args:    noArgs(""),
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
+			return orDefault(runF, runSweep)(opts)
+		},
+	}
+	f := cmd.Flags()
+	d := analysis.DefaultSweepOptions()
+	opts.Model.registerModel(f, "checkpoint")
+	opts.Input.registerInput(f, false) // one token stream, cut into the chunks of the plan
+	opts.Plan.registerPlan(f, planDefaults{K: d.KUnit, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
+	f.StringVar(&opts.Out, "out", "", "output folder (required); re-running into it skips finished passes")
+	shardVar(f, &opts.Shard)
+	f.IntVar(&opts.BOSToken, "bos-token", d.BOSToken, "token id prepended to every pass, counted in T (-1: none)")
+	f.IntVar(&opts.Bucket, "bucket", d.Bucket, "query bucket size of the per-bucket table")
+	f.Float64Var(&opts.LastFrac, "last-frac", d.LastFrac, "query window of Figs. 2–3 and of K in Fig. 4: the last fraction of queries")
+	f.Float64Var(&opts.BOSFrac, "bos-frac", d.BOSFrac, "query window of the BOS mass in Fig. 4: the last fraction of queries")
+	threadsVar(f, &opts.Threads)
+	extrapolationVar(f, &opts.AllowExtrapolation)
+	f.StringVar(&opts.OnNonFinite, "on-nonfinite", d.OnNonFinite, "NaN/Inf in attention rows: stop (report layer, head, query) or flag (record, leave out, go on)")
+	opts.Lambda.registerLambda(f, "reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)")
+	f.StringVar(&opts.Moments, "moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
+	f.StringVar(&opts.Kernel, "kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
+	f.StringVar(&opts.SinkRows, "sink-rows", "renorm", "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in the sink_mass column) or raw (as the model returns them); docs/diagnostics.md")
+	f.StringVar(&opts.Reductions, "reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about a third more time at 16k)")
+	f.StringVar(&opts.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl")
+	progressVar(f, &opts.Progress)
+	f.BoolVar(&opts.Force, "force", false, "run into an --out that holds other files, or a sweep of another plan (its tables are replaced)")
+	opts.Agg.registerAgg(f)
+	markRequired(cmd, "model", modelHint)
+	markRequired(cmd, "out", "")
+	markRequired(cmd, "lengths", "e.g. --lengths 1k,2k,4k")
+	markExactlyOne(cmd, "ids", "text")
+	return cmd
+}
+
+// runSweep runs BFT App. I's sweep — the diagnostics of the chunks the plan
+// cuts from the stream at each length — into opts.Out, resuming the passes
+// a run of the same plan finished, and prints Figs. 2–4 beside the paper's numbers.
+func runSweep(opts *SweepOptions) error {
+	dir, hub, err := opts.Model.resolve()
+	if err != nil {
+		return err
+	}
+	if names, err := folderContents(opts.Out); err != nil {
+		return err
+	} else if len(names) > 0 && !isSweepFolder(names) && !opts.Force {
+		return checkSweepFolder(opts.Out, nil) // refused before any work; the plan is compared after hashing
+	}
+	sh, err := analysis.ParseShard(opts.Shard)
+	if err != nil {
+		return err
+	}
+	fmts, err := analysis.ParseFormats(opts.Formats)
+	if err != nil {
+		return err
+	}
+	so := analysis.SweepOptions{LengthsArg: opts.Plan.Lengths, KUnit: opts.Plan.K, Samples: opts.Plan.Samples, Disjoint: opts.Plan.Disjoint,
+		Placement: opts.Plan.Placement, Seed: opts.Plan.Seed, Offset: opts.Plan.Offset, BOSToken: opts.BOSToken, Bucket: opts.Bucket, LastFrac: opts.LastFrac,
+		BOSFrac: opts.BOSFrac, AllowExtrapolation: opts.AllowExtrapolation, OnNonFinite: opts.OnNonFinite,
+		Probe: analysis.ProbeOptions{Form: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, LambdaPrior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max, Moments: opts.Moments, Kernel: opts.Kernel, Reductions: opts.Reductions,
+			SinkRows: opts.SinkRows},
+		DeviationTokens: opts.Model.DeviationTokens}
+	if k := opts.Plan.K; k != 1000 && k != 1024 {
+		return fmt.Errorf("--k %d: want 1000 or 1024", k)
+	}
+	agg, err := opts.Agg.options(analysis.DefaultAggOptions(), opts.Plan.K, false)
+	if err != nil {
+		return err
+	}
+	sw, err := opts.prepare(dir, hub, so, agg, sh)
+	if err != nil {
+		return err
+	}
+	sw.Threads, sw.Formats = opts.Threads, fmts
+	return opts.runPasses(sw)
+}
+
+// prepare makes the sweep of so over the stream: the cheap checks first
+// (options, lengths and the stream, before the weights), then the model
+// loaded and hashed, and an --out of another plan refused unless --force.
+func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analysis.SweepOptions, agg analysis.AggOptions, sh analysis.Shard) (*analysis.Sweep, error) {
 	cfg, err := model.LoadConfig(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := opts.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
-		return err
+	if err := so.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
+		return nil, err
 	}
-	if _, err := opts.Probe.Resolve(cfg.DHead); err != nil {
-		return err
+	if _, err := so.Probe.Resolve(cfg.DHead); err != nil {
+		return nil, err
 	}
 	var tm analysis.Timings
 	t0 := time.Now()
-	stream, src, err := readTokenStream(*idsFile, *textFile, dir, *tokFile)
+	in := opts.Input
+	stream, src, err := readTokenStream(in.IDs, in.Text, dir, in.Tokenizer)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if *textFile != "" {
+	if in.Text != "" {
 		tm.Tokenize = time.Since(t0).Seconds()
 	}
-	if _, err := analysis.PlanChunks(len(stream), opts.ChunkOptions()); err != nil {
-		what := *idsFile
+	if _, err := analysis.PlanChunks(len(stream), so.ChunkOptions()); err != nil {
+		what := in.IDs
 		if what == "" {
-			what = *textFile + " (tokenized)"
+			what = in.Text + " (tokenized)"
 		}
-		return fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-
 	t0 = time.Now()
-	m, err := model.Load(dir, mf.loadOptions())
+	m, err := model.Load(dir, opts.Model.loadOptions())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tm.Loading = time.Since(t0).Seconds()
 	t0 = time.Now()
 	info, err := analysis.DescribeModel(m)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
-	opts.Compute = m.Compute.Recorded() // as Sweep.Run records it
-	if !*force {
-		plan := &analysis.Manifest{Model: info, Source: src, Sweep: opts, Analysis: agg, Shard: sh}
-		if plan.Sweep.Probe, err = opts.Probe.Resolve(cfg.DHead); err != nil {
-			return err
+	so.Compute = m.Compute.Recorded() // as Sweep.Run records it
+	if !opts.Force {
+		plan := &analysis.Manifest{Model: info, Source: src, Sweep: so, Analysis: agg, Shard: sh}
+		if plan.Sweep.Probe, err = so.Probe.Resolve(cfg.DHead); err != nil {
+			return nil, err
 		}
-		if err := checkSweepFolder(*out, plan); err != nil {
-			return err
+		if err := checkSweepFolder(opts.Out, plan); err != nil {
+			return nil, err
 		}
 	}
+	return &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: so, Agg: agg, Out: opts.Out, Shard: sh,
+		CLIOptions: opts.CLIOptions, Args: append([]string{"sweep"}, opts.CommandLine...), Timings: tm}, nil
+}
 
-	sw := &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: *out,
-		Shard: sh, Threads: *threads, Formats: fmts, CLIOptions: cliOptions(fs), Args: append([]string{"sweep"}, args...),
-		Timings: tm}
-	if *progress {
+// runPasses runs the sweep with its progress bar and SIGINT handling, and prints
+// what it did: the passes, flags, deviation and, for a whole run, the
+// tables and Figs. 2–4 beside the paper's numbers.
+func (opts *SweepOptions) runPasses(sw *analysis.Sweep) error {
+	w, sh := opts.Stdout, sw.Shard
+	if opts.Progress {
 		bar := newProgressBar(progressOut)
 		sw.Progress = bar.update
 		defer bar.finish()
 	}
 	stop := make(chan struct{})
 	sw.Stop = stop
-	defer onInterrupt("sweep", stop, func() string { return resumeNote("sweep", args) })()
+	defer onInterrupt("sweep", stop, func() string { return resumeNote("sweep", opts.CommandLine) })()
 	man, res, err := sw.Run()
 	if errors.Is(err, analysis.ErrStopped) {
 		mine := 0
@@ -461,15 +530,14 @@ func cmdSweep(args []string, w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(w, "interrupted: %d of %d passes are finished and kept in %s (each pass file is written whole); %s says the sweep is unfinished.\n%s\n",
-			len(man.Passes), mine, filepath.Join(*out, "passes"), analysis.ManifestName(sh), resumeNote("sweep", args))
+			len(man.Passes), mine, filepath.Join(opts.Out, "passes"), analysis.ManifestName(sh), resumeNote("sweep", opts.CommandLine))
 		return exitError{130, err}
 	}
 	if err != nil {
 		return err
 	}
-	run := len(man.Passes) - len(man.Reused)
-	fmt.Fprintf(w, "%d passes (%d run, %d already finished) in %s; manifest %s\n", len(man.Passes), run, len(man.Reused),
-		*out, analysis.ManifestName(sh))
+	fmt.Fprintf(w, "%d passes (%d run, %d already finished) in %s; manifest %s\n", len(man.Passes), len(man.Passes)-len(man.Reused), len(man.Reused),
+		opts.Out, analysis.ManifestName(sh))
 	for _, f := range man.Flags {
 		fmt.Fprintf(w, "flagged: %s\n", f)
 	}

@@ -53,7 +53,7 @@ func TestSweepCLIErrors(t *testing.T) {
 		extra []string
 		msg   string
 	}{
-		{[]string{"--lengths", "0.5k", "--frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{[]string{"--lengths", "0.5k", "--frobnicate"}, "unknown flag: --frobnicate"},
 		{[]string{"--lengths", "0.5k", "--samples", "0"}, "samples = 0: want at least 1"},
 		{[]string{"--lengths", "0.5k,500"}, `duplicate length: "0.5k" and "500" are both 500 tokens (k = 1000)`},
 		{[]string{"--lengths", "1k", "--samples", "4"}, "the token stream has 3000 tokens (3000 from offset 0) but the sweep needs 4000"},

@@ -154,6 +154,50 @@ func TestGDNReport(t *testing.T) {
 	writeAndCheck(t, r, filepath.Join(t.TempDir(), "report"))
 }
 
+// TestGDNReportFalconH1: on a small random Falcon-H1 (attention and
+// Mamba-2 in every layer) the recurrent figures hold the SSM heads only,
+// and the side-by-side figure the softmax heads' n_eff and the SSM heads'
+// n_eff^W of the same layers (log10 of the gdn_heads means).
+func TestGDNReportFalconH1(t *testing.T) {
+	dir := genModel(t, model.ArchFalconH1, model.Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 128, MaxPos: 512})
+	ids, src := stream(200, 128)
+	out := filepath.Join(t.TempDir(), "gdn")
+	run := &analysis.GDNRun{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1,
+		Options: analysis.GDNOptions{Lengths: []int{40}, Samples: 1, WRows: true}}
+	if _, _, err := run.Run(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads, err := analysis.ReadTable[analysis.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ssmHeads = 2 * 32 / 16
+	if hm := figure(t, r, "gdn-heads").Panels[0].Heatmap; hm.Cols != ssmHeads {
+		t.Errorf("β map has %d columns, want the %d SSM heads", hm.Cols, ssmHeads)
+	}
+	f := figure(t, r, "gdn-side-by-side")
+	if len(f.Panels) != 2 || f.Panels[0].Heatmap.Cols != 4 || f.Panels[1].Heatmap.Cols != ssmHeads {
+		t.Fatalf("side-by-side figure: %d panels", len(f.Panels))
+	}
+	for _, h := range heads {
+		if h.Layer != 1 || h.Head != 3 {
+			continue
+		}
+		p := f.Panels[1]
+		if h.Mixer == analysis.MixerAttention {
+			p = f.Panels[0]
+		}
+		if got, want := p.Heatmap.Z[1*p.Heatmap.Cols+3], math.Log10(h.NEffW); math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s cell (layer 1, head 3) = %g, want %g", h.Mixer, got, want)
+		}
+	}
+	writeAndCheck(t, r, filepath.Join(t.TempDir(), "report"))
+}
+
 // TestSinksReport runs probe sinks' analysis on a small Gemma 2 model
 // (sliding window 64 on alternate layers) at T = 64 and 128, so the local
 // layers leave queries out at 128, and on a small Qwen3.5 model (gated

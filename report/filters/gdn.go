@@ -21,6 +21,17 @@ func GDN(man *analysis.GDNManifest, rows []analysis.GDNRow, heads []analysis.GDN
 		return nil, fmt.Errorf("gdn report: the gdn and gdn_heads tables are empty (%d and %d rows)", len(rows), len(heads))
 	}
 	T := longest(man.Options.Lengths)
+	// Falcon-H1's softmax heads (mixer attention) are drawn beside the
+	// SSM heads in their own figure, not mixed into the recurrent ones'
+	rows = slices.DeleteFunc(slices.Clone(rows), func(r analysis.GDNRow) bool { return r.Mixer == analysis.MixerAttention })
+	var attnHeads []analysis.GDNHeadRow
+	heads = slices.DeleteFunc(slices.Clone(heads), func(h analysis.GDNHeadRow) bool {
+		if h.Mixer == analysis.MixerAttention {
+			attnHeads = append(attnHeads, h)
+			return true
+		}
+		return false
+	})
 	nh := 0
 	for _, h := range heads {
 		nh = max(nh, h.Head+1)
@@ -37,6 +48,9 @@ func GDN(man *analysis.GDNManifest, rows []analysis.GDNRow, heads []analysis.GDN
 		figs = append(figs, f)
 	}
 	if f := gdnGain(man.Layers, heads, T, where); f != nil {
+		figs = append(figs, f)
+	}
+	if f := gdnSideBySide(man.Layers, nh, heads, attnHeads, T, where); f != nil {
 		figs = append(figs, f)
 	}
 	return &report.Report{
@@ -226,5 +240,60 @@ func gdnGain(layers []int, heads []analysis.GDNHeadRow, T int, where string) *re
 			"the comparison asks whether the learned gain tracks the precision of what the head reads.",
 		Panels:     panels,
 		PanelWidth: 5.2, PanelHeight: 4.4,
+	}
+}
+
+// gdnSideBySide draws, for a model whose SSM runs beside softmax attention
+// in every layer (Falcon-H1, probe gdn --w-rows), the attention heads'
+// n_eff and the SSM heads' n_eff^W of the same layers as two heat maps on
+// one colour range (log10); nil without attention rows.
+func gdnSideBySide(layers []int, nh int, ssm, attn []analysis.GDNHeadRow, T int, where string) *report.Figure {
+	na := 0
+	for _, h := range attn {
+		na = max(na, h.Head+1)
+	}
+	if na == 0 {
+		return nil
+	}
+	ga, gs := newGrid(layers, na), newGrid(layers, nh)
+	for _, h := range attn {
+		if h.T == T {
+			ga.add(h.Layer, h.Head, math.Log10(h.NEffW), 1)
+		}
+	}
+	for _, h := range ssm {
+		if h.T == T {
+			gs.add(h.Layer, h.Head, math.Log10(h.NEffW), 1)
+		}
+	}
+	za, zs := ga.means(), gs.means()
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range append(slices.Clone(za), zs...) {
+		if finite(v) {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	if !(lo < hi) {
+		lo, hi = 0, 0
+	}
+	var panels []report.Panel
+	for _, p := range []struct {
+		title string
+		heads int
+		z     []float64
+	}{{"softmax heads: n_eff", na, za}, {"SSM heads: n_eff^W", nh, zs}} {
+		if pan, _, ok := heatPanel(p.title, "log10 n_eff", ga.layers, p.heads, p.z, lo, hi); ok {
+			panels = append(panels, pan)
+		}
+	}
+	return &report.Figure{
+		ID:    "gdn-side-by-side",
+		Title: "Attention and SSM heads of the same layers: effective number of tokens",
+		Caption: "Each row is one layer, whose softmax attention (\"softmax heads\": Kish's n_eff of each softmax row) and Mamba-2 (\"SSM " +
+			"heads\": n_eff^W of its exact effective-attention row) read the same normalized input; each cell the mean over the head's tokens, averaged over the " +
+			"samples (" + where + "), on one log10 colour range.",
+		Panels:     panels,
+		Columns:    2,
+		PanelWidth: 5.4, PanelHeight: max(3.4, 1.6+0.28*float64(len(layers))),
 	}
 }

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/filterlens/probe/explore"
+)
+
+// ExploreOptions are the options of probe explore.
+type ExploreOptions struct {
+	Stdout io.Writer
+	Args   []string // the measurement folder
+	Addr   string
+	Port   int
+	// Model: in folder mode, the model folder for rows when the manifest's
+	// is elsewhere now; with Text or IDs, the model the default sweep runs.
+	Model              string
+	Text, IDs          string
+	Lengths            string
+	Samples, Bucket    int
+	Out                string
+	FullPass           bool
+	Threads, MaxQueue  int
+	AllowExtrapolation bool
+	// ready, when set, is called with the URL once the server listens
+	// (in its own goroutine); the server stops when it returns false (tests).
+	ready func(url string) bool
+}
+
+// NewCmdExplore builds probe explore; runF (nil: runExplore) runs it.
+func NewCmdExplore(runF func(*ExploreOptions) error) *cobra.Command {
+	opts := &ExploreOptions{}
+	d := explore.Defaults()
+	cmd := &cobra.Command{
+		Use:   "explore <folder> [--addr 127.0.0.1] [--port 8457] | explore --model <dir> (--text <file> | --ids <file>) [--lengths 4k]",
+		Short: "a local web app over a sweep folder: every head's metric, one head over positions, one attention row computed on demand",
+		Example: "probe explore /tmp/sweep\n" +
+			"probe explore --model zoo/checkpoints/gated_headwise --text README.md --lengths 256",
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Stdout = c.OutOrStdout()
+			opts.Args = args
+			return orDefault(runF, runExplore)(opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Addr, "addr", "127.0.0.1", "address to listen on; any but a loopback one requires the token printed at start on every request")
+	f.IntVar(&opts.Port, "port", 8457, "port to listen on (0: any free port)")
+	f.StringVar(&opts.Model, "model", "", "with a folder: the model folder for rows when the manifest's is not found; with --text/--ids: the model to sweep first")
+	f.StringVar(&opts.Text, "text", "", "run the default sweep on this text first (with --model), then explore it")
+	f.StringVar(&opts.IDs, "ids", "", "run the default sweep on this JSON list of token ids first (with --model), then explore it")
+	f.StringVar(&opts.Lengths, "lengths", "4k", "with --text/--ids: the sweep's context lengths")
+	f.IntVar(&opts.Samples, "samples", 1, "with --text/--ids: the sweep's samples per length")
+	f.IntVar(&opts.Bucket, "bucket", 16, "with --text/--ids: the sweep's query bucket (the finest resolution of Head over positions)")
+	f.StringVar(&opts.Out, "out", "", "with --text/--ids: the sweep's folder (default probe-explore-<text name> in the working directory)")
+	f.BoolVar(&opts.FullPass, "full-pass", false, "run all T tokens for a row instead of the tokens 0 … query (the pass is causal: same row)")
+	threadsVar(f, &opts.Threads)
+	f.IntVar(&opts.MaxQueue, "max-queue", d.MaxQueue, "distinct row passes that may wait for the model (more are answered 503)")
+	extrapolationVar(f, &opts.AllowExtrapolation)
+	cmd.MarkFlagsMutuallyExclusive("ids", "text")
+	return cmd
+}
+
+// runExplore opens the folder (after sweeping it when given --text or
+// --ids) and serves it until interrupted.
+func runExplore(opts *ExploreOptions) error {
+	dir, err := opts.folder()
+	if err != nil {
+		return err
+	}
+	f, err := explore.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	o := explore.Defaults()
+	o.Addr = net.JoinHostPort(opts.Addr, strconv.Itoa(opts.Port))
+	o.FullPass, o.Threads, o.MaxQueue = opts.FullPass, opts.Threads, opts.MaxQueue
+	if opts.Text == "" && opts.IDs == "" {
+		o.ModelDir = opts.Model
+	}
+	s, err := explore.NewServer(f, o)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return s.Serve(ctx, func(url string) {
+		fmt.Fprintf(opts.Stdout, "probe explore: %s\n  open %s\n", dir, url)
+		if s.Token() != "" {
+			fmt.Fprintf(opts.Stdout, "  listening beyond loopback: every request needs the token above (?token=… or the X-Probe-Token header)\n")
+		}
+		fmt.Fprintf(opts.Stdout, "  rows are cached in %s; Ctrl-C stops\n", filepath.Join(dir, explore.CacheDir))
+		if opts.ready != nil {
+			go func() {
+				if !opts.ready(url) {
+					stop()
+				}
+			}()
+		}
+	})
+}
+
+// folder returns the measurement folder: the argument, or the folder of
+// the default sweep it runs first on --text/--ids.
+func (opts *ExploreOptions) folder() (string, error) {
+	if opts.Text == "" && opts.IDs == "" {
+		if len(opts.Args) != 1 {
+			return "", fmt.Errorf("want one measurement folder (probe explore <folder>), or --model with --text or --ids to sweep one first")
+		}
+		return opts.Args[0], nil
+	}
+	if len(opts.Args) > 0 {
+		return "", fmt.Errorf("give either a folder (%s) or --text/--ids, not both", opts.Args[0])
+	}
+	if opts.Model == "" {
+		return "", fmt.Errorf("--text/--ids need --model: the model to sweep")
+	}
+	in := opts.Text + opts.IDs
+	abs, err := filepath.Abs(in)
+	if err != nil {
+		return "", err
+	}
+	out := opts.Out
+	if out == "" {
+		out = "probe-explore-" + strings.TrimSuffix(filepath.Base(in), filepath.Ext(in))
+	}
+	model := opts.Model
+	if st, err := os.Stat(model); err == nil && st.IsDir() {
+		if model, err = filepath.Abs(model); err != nil {
+			return "", err
+		}
+	}
+	so, flags := defaultsOf(NewCmdSweep)
+	so.Stdout, so.Model.Name, so.Out, so.Formats, so.Progress = opts.Stdout, model, out, "parquet", true
+	so.Plan.Lengths, so.Plan.Samples, so.Bucket, so.Threads, so.AllowExtrapolation = opts.Lengths, opts.Samples, opts.Bucket, opts.Threads, opts.AllowExtrapolation
+	if opts.Text != "" {
+		so.Input.Text = abs
+	} else {
+		so.Input.IDs = abs
+	}
+	so.CLIOptions, so.CommandLine = flagRecord(flags) // the manifest's record and resume line, as if typed
+	fmt.Fprintf(opts.Stdout, "probe explore: sweeping %s at lengths %s (%d samples, buckets of %d) into %s first\n", in, opts.Lengths, opts.Samples, opts.Bucket, out)
+	if err := runSweep(so); err != nil {
+		return "", fmt.Errorf("the sweep before exploring: %w", err)
+	}
+	return out, nil
+}

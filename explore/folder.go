@@ -1,0 +1,99 @@
+package explore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/filterlens/probe/analysis"
+)
+
+// CacheDir is the folder, inside the measurement folder, where computed
+// attention rows are cached (one JSON file per row). It is the only thing
+// explore ever writes into a measurement folder.
+const CacheDir = "explore-cache"
+
+// Folder is an opened measurement folder: what its manifest says about
+// the model, the token stream and its passes, and the index of its
+// per-query table.
+type Folder struct {
+	Dir      string
+	Kind     string // "sweep" or "gdn"
+	Model    analysis.ModelInfo
+	Source   analysis.SourceInfo
+	Chunks   []analysis.Chunk
+	Lengths  []int // as planned
+	Samples  int
+	Bucket   int // queries per stored row of the per-query table (1: per query)
+	BOSToken int // prepended to every pass (−1: none)
+	table    seriesTable
+	grid     func(T int, metric, window string) (*Grid, error)
+	windows  []string // the query windows grid accepts
+	src      source
+}
+
+// seriesTable is a folder's per-query table, indexed by series.
+type seriesTable interface {
+	metrics() []string
+	lengths() []int
+	samples(T int) []int
+	has(k seriesKey) bool
+	series(k seriesKey) ([]bucket, error)
+	close() error
+}
+
+// Open opens a measurement folder. A folder without a measurement's
+// manifest, an unfinished sweep without its tables, or a kind this
+// version cannot read yet is refused with a message naming the folder and
+// what is missing.
+func Open(dir string) (*Folder, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, fmt.Errorf("explore: %s: %w", dir, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("explore: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("explore: %s is a file, not a measurement folder (give the folder probe sweep wrote)", dir)
+	}
+	manPath := filepath.Join(abs, analysis.ManifestName(analysis.Shard{}))
+	if _, err := os.Stat(manPath); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(abs, analysis.GDNManifestName)); err == nil {
+			return openGDN(dir, abs)
+		}
+		if kind := analysis.StreamKindOf(abs); kind != "" {
+			return nil, fmt.Errorf("explore: %s is a probe %s folder (unmerged shards, or a kind this version cannot read yet: it reads probe sweep and probe gdn folders)", dir, kind)
+		}
+		if shards, _ := filepath.Glob(filepath.Join(abs, "manifest-shard-*.json")); len(shards) > 0 {
+			return nil, fmt.Errorf("explore: %s holds sweep shards (%s …) but no merged manifest.json: run probe merge first", dir, filepath.Base(shards[0]))
+		}
+		return nil, fmt.Errorf("explore: %s is not a measurement folder: no manifest.json (give the --out folder of probe sweep)", dir)
+	}
+	man, err := analysis.ReadManifest(manPath)
+	if err != nil {
+		return nil, fmt.Errorf("explore: %w", err)
+	}
+	if !man.Complete {
+		return nil, fmt.Errorf("explore: %s: the sweep is unfinished (%s): resume it with the same probe sweep command, then open it", dir, man.Error)
+	}
+	if !slices.Contains(man.Tables, "buckets.parquet") {
+		return nil, fmt.Errorf("explore: %s: the sweep has no buckets.parquet (tables %v): re-run it with --format parquet", dir, man.Tables)
+	}
+	f := &Folder{Dir: abs, Kind: "sweep", Model: man.Model, Source: man.Source, Chunks: man.Chunks, Lengths: man.Sweep.Lengths,
+		Samples: man.Sweep.Samples, Bucket: man.Sweep.Bucket, BOSToken: man.Sweep.BOSToken, windows: gridWindows}
+	if f.table, err = indexBuckets(filepath.Join(abs, "buckets.parquet")); err != nil {
+		return nil, fmt.Errorf("explore: %w", err)
+	}
+	f.grid = f.headsGrid
+	return f, nil
+}
+
+// Close releases the folder's open files.
+func (f *Folder) Close() error { return f.table.close() }
