@@ -92,7 +92,7 @@ func GGUFTokenizer(path string) (file string, data []byte, ok bool, err error) {
 	defer g.Close()
 	data, err = GGUFTokenizerJSON(g)
 	if err != nil {
-		return "", nil, true, fmt.Errorf("%w (or put a tokenizer.json beside %s, or pass --tokenizer)", err, gf)
+		return "", nil, true, fmt.Errorf("%w (or put a tokenizer.json beside %s)", err, gf)
 	}
 	return "", data, true, nil
 }

@@ -75,25 +75,36 @@ func TestSinksCommandGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := windows[r.Layer]
+			// a model with learned sinks: the command reads the rows
+			// renormalised (--sink-rows renorm, the default)
+			_, sinks := gold.Info(fmt.Sprintf("sink_mass.%d", r.Layer))
 			var first, ent, maxW float64
 			var n, left int64
 			for q := 0; q < T; q++ {
 				row := a[(r.Head*T+q)*T:][:q+1] // batch 0
+				sum := 1.0
+				if sinks {
+					sum = 0
+					for _, x := range row {
+						sum += float64(x)
+					}
+				}
 				if w > 0 && q >= w {
 					if row[0] != 0 {
 						t.Fatalf("%s layer %d head %d query %d: golden weight on position 0 is %v outside the window of %d", name, r.Layer, r.Head, q, row[0], w)
 					}
 					left++
 				} else {
-					first += float64(row[0])
+					first += float64(row[0]) / sum
 					n++
 				}
 				var m float64
 				for _, x := range row {
 					if x > 0 {
-						ent -= float64(x) * math.Log(float64(x))
+						p := float64(x) / sum
+						ent -= p * math.Log(p)
 					}
-					m = max(m, float64(x))
+					m = max(m, float64(x)/sum)
 				}
 				maxW += m
 			}
