@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 
 	"gonum.org/v1/gonum/blas"
@@ -448,4 +449,23 @@ func (ld *loader) standInBytes(name string, shape []int) []uint8 {
 	}
 	ld.stand += n
 	return make([]uint8, n)
+}
+
+// StoredParameters returns the parameters a stored tensor holds and the
+// dtype they are held in, for summaries of a checkpoint that is not
+// loaded (probe inspect): its elements in its dtype, but two values a byte
+// for the U8 `*_blocks` tensors of MXFP4 weights (dtype MXFP4) and none
+// for their `*_scales`, whose bytes belong to those weights.
+func StoredParameters(name string, info checkpoint.Info) (int64, string) {
+	p := int64(1)
+	for _, d := range info.Shape {
+		p *= int64(d)
+	}
+	switch {
+	case info.DType == "U8" && strings.HasSuffix(name, "_blocks"):
+		return 2 * p, "MXFP4"
+	case info.DType == "U8" && strings.HasSuffix(name, "_scales"):
+		return 0, "MXFP4"
+	}
+	return p, info.DType
 }

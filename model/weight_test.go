@@ -487,6 +487,27 @@ func TestLoadMXFP4(t *testing.T) {
 		}
 	}
 
+	// the parameters a summary counts: the same in both checkpoints
+	count := func(ck *checkpoint.Checkpoint) (n int64, types []string) {
+		seen := map[string]bool{}
+		for _, name := range ck.Names() {
+			info, _ := ck.Info(name)
+			p, dt := StoredParameters(name, info)
+			n += p
+			if !seen[dt] {
+				seen[dt] = true
+				types = append(types, dt)
+			}
+		}
+		slices.Sort(types)
+		return n, types
+	}
+	if n, types := count(ck); fmt.Sprint(types) != "[F32 MXFP4]" {
+		t.Errorf("stored types %v, want [F32 MXFP4]", types)
+	} else if p, _ := count(plain); n != p {
+		t.Errorf("StoredParameters: %d in the MXFP4 checkpoint, %d in the plain one", n, p)
+	}
+
 	bad := t.TempDir()
 	if err := checkpoint.WriteSafetensors(filepath.Join(bad, "model.safetensors"), []checkpoint.Tensor{
 		{Name: "a_blocks", Shape: []int{2, 4, 2, 16}, Data: make([]uint8, 2*4*2*16)},

@@ -114,11 +114,8 @@ func inspect(dir string) (*summary, error) {
 	types := map[string]bool{}
 	for _, n := range ck.Names() {
 		info, _ := ck.Info(n)
-		types[info.DType] = true
-		p := int64(1)
-		for _, d := range info.Shape {
-			p *= int64(d)
-		}
+		p, dtype := model.StoredParameters(n, info) // MXFP4 blocks: two a byte
+		types[dtype] = true
 		s.Parameters += p
 	}
 	for t := range types {

@@ -2,7 +2,10 @@
 
 package kern
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // Rows is the matrix B of a product C = A·Bᵀ given row by row as it is
 // stored: float32 values (F32), the 16-bit patterns of bfloat16 or IEEE
@@ -105,7 +108,8 @@ func packRows(b *Rows, pc, kc, jc, nc int, bp []float32) {
 	var fp4 *[8 * gemmKC]float32
 	deq := b.FP4 != nil || b.Q != nil // rows dequantized into fp4 first
 	if deq {
-		fp4 = new([8 * gemmKC]float32)
+		fp4 = fp4Pool.Get().(*[8 * gemmKC]float32)
+		defer fp4Pool.Put(fp4)
 	}
 	for q := 0; q*nr < nc; q++ {
 		pan := bp[q*nr*kc : (q+1)*nr*kc]
@@ -184,6 +188,9 @@ func packRows8(b *Rows, pc, kc, j int, dst []float32) {
 		d[6], d[7] = math.Float32frombits(uint32(r6[p])<<16), math.Float32frombits(uint32(r7[p])<<16)
 	}
 }
+
+// fp4Pool holds packRows' scratch for 8 dequantized MXFP4 or ggml-quantized rows.
+var fp4Pool = sync.Pool{New: func() any { return new([8 * gemmKC]float32) }}
 
 // packRowsFP4 is packRows8 for MXFP4 and ggml-quantized rows: the kc
 // values of each of the 8 rows j … j+7 from column pc are dequantized
