@@ -74,8 +74,12 @@ type ModelInfo struct {
 	// Sinks says that the model's softmax attention has learned sink
 	// logits (gpt-oss: its pass issues blocks.{l}.attn.hook_sink_mass);
 	// absent for every other model.
-	Sinks bool       `json:"sinks,omitempty"`
-	Files []FileHash `json:"files"` // config.json and the weight files
+	Sinks bool `json:"sinks,omitempty"`
+	// Format is "gguf" for a model loaded from a GGUF file (whose
+	// DTypes are then ggml's types as stored: "Q4_K", "Q6_K", "F32", …);
+	// absent for a Hugging Face checkpoint.
+	Format string     `json:"format,omitempty"`
+	Files  []FileHash `json:"files"` // config.json and the weight files (a GGUF model: the file alone, which holds its config)
 	// Digest is the sha256 over the files' names and hashes: the model's
 	// identity in pass keys.
 	Digest string `json:"digest"`
@@ -137,12 +141,15 @@ func DescribeModel(m *model.Model) (ModelInfo, error) {
 		DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
 		Gate: string(m.Gate), DTypes: m.DTypes, Compute: ComputeDescription(m.Compute, m.ProductKernel(m.Compute)),
 		Parameters: m.Parameters, Sinks: HasSinks(m)}
-	files := []string{filepath.Join(m.Dir, "config.json")}
+	root, files := m.Dir, []string{filepath.Join(m.Dir, "config.json")}
 	for _, f := range m.Files {
 		if !filepath.IsAbs(f) && !strings.HasPrefix(f, m.Dir) {
 			f = filepath.Join(m.Dir, f)
 		}
 		files = append(files, f)
+	}
+	if m.Format == model.FormatGGUF { // one file: the config is its metadata
+		info.Format, files, root = m.Format, m.Files, filepath.Dir(m.Files[0])
 	}
 	h := sha256.New()
 	for _, f := range files {
@@ -150,7 +157,7 @@ func DescribeModel(m *model.Model) (ModelInfo, error) {
 		if err != nil {
 			return info, err
 		}
-		if rel, err := filepath.Rel(m.Dir, fh.Path); err == nil {
+		if rel, err := filepath.Rel(root, fh.Path); err == nil {
 			fh.Path = rel
 		}
 		info.Files = append(info.Files, fh)

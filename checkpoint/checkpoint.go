@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync/atomic"
 )
 
@@ -126,6 +127,9 @@ func Open(dir string) (*Checkpoint, error) {
 			return c, err
 		}
 	}
+	if g, _ := filepath.Glob(filepath.Join(dir, "*.gguf")); len(g) > 0 {
+		return nil, fmt.Errorf("checkpoint: %s: no Hugging Face checkpoint found, but GGUF files (%s): open one with OpenGGUF (model.Load and --model read a GGUF file, or a folder holding one and no config.json)", dir, strings.Join(g, ", "))
+	}
 	return nil, fmt.Errorf("checkpoint: %s: no checkpoint found (looked for model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json, pytorch_model.bin)", dir)
 }
 
@@ -168,6 +172,8 @@ func openReader(path string, r io.ReaderAt, size int64) (*Checkpoint, error) {
 		return nil, fmt.Errorf("checkpoint: %s: %w", path, ErrLegacyFormat)
 	case isTar(r, size):
 		return nil, fmt.Errorf("checkpoint: %s: %w (tar archive)", path, ErrLegacyFormat)
+	case len(h) >= 4 && string(h[:4]) == GGUFMagic:
+		return nil, fmt.Errorf("checkpoint: %s: a GGUF file, which this reader of Hugging Face checkpoints does not read: open it with OpenGGUF (model.Load and --model read it as a model)", path)
 	}
 	return openSafetensors(path, r, size)
 }

@@ -436,3 +436,14 @@ func dequantMXFP4(y []float32, x []byte) {
 		}
 	}
 }
+
+// RowDequantizer returns, for a type read here, the elements per block,
+// the bytes per block and DequantizeRow's row function without its length
+// checks: fn(dst, src) widens the len(dst)/block whole blocks of src,
+// bit for bit as ggml's to_float, allocating nothing. model keeps
+// quantized weights in their blocks and calls fn inside the matrix
+// products' packing. ok is false for a type not read here.
+func RowDequantizer(t GGMLType) (block, size int, fn func(dst []float32, src []byte), ok bool) {
+	tr, ok := ggmlTypes[t]
+	return tr.block, tr.size, tr.dequant, ok
+}

@@ -35,10 +35,11 @@ func init() {
 // rows widens 16-bit values — or, for at most kern.NarrowM rows of x, which
 // reads the rows without packing them.
 func gemmWeightAVX512(n int, x []float32, w *Weight, dst []float32) {
-	r := kern.Rows{F32: w.F32, Bits: w.Bits, Half: w.DType == "F16", Cols: w.Cols, Run: w.run, Pitch: w.pitch}
+	r := kern.Rows{F32: w.F32, Bits: w.Bits, Half: w.DType == "F16", Cols: w.Cols, Run: int(w.run), Pitch: int(w.pitch)}
 	if w.MX != nil {
 		r.FP4, r.Scales = w.MX.Codes, w.MX.Scales
 	}
+	r.Q = w.Q
 	kern.SgemmRows(n, w.Rows, w.Cols, x, w.Cols, r, dst, w.Rows)
 }
 

@@ -233,7 +233,7 @@ func (f weightFrom) PackPairs(dst []uint32, r0, rows, p0, kp int) {
 // PackPairs writes rows r0 … r0+rows−1, pairs p0 … p0+kp−1 of the weight
 // in bfloat16 as one panel of kern.GemmBF16 (kern.PairSource): BF16 bits
 // as stored, F32 and F16 values rounded to nearest even, MXFP4 values
-// dequantized (exact).
+// dequantized (exact), ggml's blocks dequantized then rounded.
 func (w *Weight) PackPairs(dst []uint32, r0, rows, p0, kp int) {
 	const nr = 32
 	lo := 2 * p0
@@ -251,7 +251,11 @@ func (w *Weight) PackPairs(dst []uint32, r0, rows, p0, kp int) {
 			continue
 		}
 		at := w.rowAt(r0 + j)
-		switch w.DType {
+		kind := w.DType
+		if w.Q != nil {
+			kind = "quantized"
+		}
+		switch kind {
 		case "BF16":
 			kern.PackPairsBF16(dst, j, w.Bits[at+lo:at+hi], kp)
 		case "F32":
@@ -263,6 +267,15 @@ func (w *Weight) PackPairs(dst []uint32, r0, rows, p0, kp int) {
 			for c := lo; c < hi; c += len(buf) {
 				m := min(len(buf), hi-c)
 				kern.DequantMXFP4(buf[:m], w.MX.Codes, w.MX.Scales, at+c)
+				kern.PackPairsF32(dst[(c-lo)/2*nr:], j, buf[:m], (m+1)/2)
+			}
+		case "quantized":
+			// ggml's blocks: dequantized a chunk at a time as float32,
+			// then rounded to bfloat16 as an F32 weight's values
+			var buf [256]float32
+			for c := lo; c < hi; c += len(buf) {
+				m := min(len(buf), hi-c)
+				w.Q.Dequant(buf[:m], at+c)
 				kern.PackPairsF32(dst[(c-lo)/2*nr:], j, buf[:m], (m+1)/2)
 			}
 		case "F16":
@@ -288,8 +301,8 @@ func (w *Weight) PackPairs(dst []uint32, r0, rows, p0, kp int) {
 // LoadOptions.Compute bf16 (2 bytes per value instead of the stored 4, or
 // the same 2). BF16 weights are returned as they are.
 func (w Weight) roundedBF16() Weight {
-	if w.DType == "BF16" || w.DType == "MXFP4" || !w.present() {
-		return w // MXFP4: every value is a bfloat16 already
+	if w.DType == "BF16" || w.DType == "MXFP4" || w.Q != nil || !w.present() {
+		return w // MXFP4: every value is a bfloat16 already; ggml's blocks stay as stored (rounded in the packing)
 	}
 	if !w.contiguous() {
 		panic("model: rounding a weight made of runs")

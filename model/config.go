@@ -268,8 +268,12 @@ type filterSizesRaw struct {
 	DType   string   `json:"torch_dtype"`
 }
 
-// LoadConfig reads dir/config.json.
+// LoadConfig reads dir/config.json, or the config GGUFConfig makes from
+// the metadata of the GGUF file dir names or holds.
 func LoadConfig(dir string) (*Config, error) {
+	if cfg, ok, err := ggufConfigFile(dir); ok || err != nil {
+		return cfg, err
+	}
 	path := filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -34,9 +34,11 @@ import (
 //     Hugging Face w is the stored value − 1 (exact in float32 whenever
 //     w + 1 was; the Gemma loader adds the 1 back).
 //
-// Weights are dequantized to float32 (checkpoint.DequantizeRow, bit for bit
-// as ggml). ConvertGGUF writes the result as a Hugging Face folder that
-// Load reads.
+// Load reads a GGUF file directly (gguf_source.go): the tensors one by one
+// under these names and layouts, the quantized matrices kept in their
+// blocks and dequantized inside the products (Weight.Q), bit for bit as
+// ggml's to_float. ConvertGGUF instead writes everything dequantized to
+// float32 (checkpoint.DequantizeRow) as a Hugging Face folder.
 
 // ggufFamily describes one general.architecture value.
 type ggufFamily struct {
@@ -521,17 +523,7 @@ func ggufUnpermute(x []float32, shape []int, n, d int, name string) ([]float32, 
 	if len(shape) == 0 || shape[0] != n*d || d%2 != 0 {
 		return nil, fmt.Errorf("tensor %q: shape %v, want %d heads × %d rows first", name, shape, n, d)
 	}
-	cols := len(x) / shape[0]
-	out := make([]float32, len(x))
-	for h := 0; h < n; h++ {
-		for s := 0; s < 2; s++ {
-			for i := 0; i < d/2; i++ {
-				src, dst := h*d+2*i+s, h*d+s*d/2+i
-				copy(out[dst*cols:(dst+1)*cols], x[src*cols:(src+1)*cols])
-			}
-		}
-	}
-	return out, nil
+	return ggufUnpermuteRows(x, shape[0], n, d), nil
 }
 
 // GGUFOptions are ConvertGGUF's choices.

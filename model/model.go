@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 )
 
@@ -157,13 +156,17 @@ type LoadOptions struct {
 	NoMemoryCheck bool
 }
 
-// Load reads config.json and the weights of a checkpoint directory.
+// Load reads config.json and the weights of a checkpoint directory, or a
+// GGUF file (dir names it, or a folder holding one and no config.json):
+// its config from the metadata (GGUFConfig), its tensors one by one under
+// their Hugging Face names (ggufSource), quantized matrices kept in their
+// blocks (Weight).
 func Load(dir string, opt LoadOptions) (*Model, error) {
 	cfg, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	ck, err := checkpoint.Open(dir)
+	ck, err := openTensors(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +195,7 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 // stored tensors were used so that missing and unexpected ones can be
 // reported together by name.
 type loader struct {
-	ck      *checkpoint.Checkpoint
+	ck      tensorSource
 	gen     *generator // when set, tensors are made up instead of read (see Generate)
 	dir     string
 	used    map[string]bool
@@ -253,7 +256,7 @@ func (ld *loader) guard(load func()) {
 	load()
 }
 
-func newLoader(ck *checkpoint.Checkpoint, dir string) *loader {
+func newLoader(ck tensorSource, dir string) *loader {
 	return &loader{ck: ck, dir: dir, used: map[string]bool{}, types: map[string]bool{}}
 }
 
@@ -312,6 +315,9 @@ func (ld *loader) stacked(name string, shape ...int) Weight {
 		return ld.gen.weight(name, shape...)
 	}
 	info, ok := ld.ck.Info(name)
+	if q, ok := ld.ck.(*ggufSource); ok && equalShape(info.Shape, shape) && isGGUFQuantized(info.DType) {
+		return ld.quantized(q, name, info, rows, cols)
+	}
 	if !ok || !equalShape(info.Shape, shape) || (info.DType != "BF16" && info.DType != "F16") {
 		w := f32Weight(ld.get(name, shape...), cols)
 		if ld.bf16 && ok {

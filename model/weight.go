@@ -30,19 +30,30 @@ import (
 // values is element r·Cols + c, exactly the `_blocks` [.., rows, cols/32,
 // 16] and `_scales` [.., rows, cols/32] tensors of the release.
 //
+// A GGUF weight in one of ggml's quantized types (DType "Q8_0", "Q4_K",
+// …: checkpoint.GGMLType's name in capitals) holds its blocks as stored
+// (Q: kern.Blocks, a view of the mapped file, or for Llama's q/k rows a
+// copy of the blocks in Hugging Face row order); element e is in block
+// e/Q.Block, and rows are whole blocks (Cols a multiple of Q.Block).
+// The products dequantize them while packing, bit for bit as ggml's
+// dequantize_row_*, so a product with such a weight is the float32
+// product with ggml's float32 reading of the file.
+//
 // Row r starts at element r·Cols of the storage, or, for a matrix made of
 // runs of rows of a stored one (the query and gate rows of a packed q_proj,
 // see unpackGatedQ), at ((r/run)·pitch + r%run)·Cols.
 type Weight struct {
 	Rows, Cols int
-	DType      string     // "F32", "BF16", "F16" (safetensors' spelling) or "MXFP4"
-	F32        []float32  // DType F32: the values
-	Bits       []uint16   // DType BF16 or F16: the stored bit patterns
-	MX         *MXFP4Data // DType MXFP4: the codes and scales (a pointer: a Weight stays small, and a model holds many)
+	DType      string       // "F32", "BF16", "F16" (safetensors' spelling) or "MXFP4"
+	F32        []float32    // DType F32: the values
+	Bits       []uint16     // DType BF16 or F16: the stored bit patterns
+	MX         *MXFP4Data   // DType MXFP4: the codes and scales (a pointer: a Weight stays small, and a model holds many)
+	Q          *kern.Blocks // a GGUF quantized DType: the blocks and their row dequantizer
 
 	// run and pitch: rows come in runs of run rows, pitch rows apart in
-	// the storage (run 0: contiguous).
-	run, pitch int
+	// the storage (run 0: contiguous); int32, so that a Weight (nine to a
+	// layer) stays small.
+	run, pitch int32
 
 	// release, for a weight that is a view of a mapped checkpoint file,
 	// takes its pages out of the process's resident set
@@ -72,12 +83,15 @@ func f32Weight(w []float32, cols int) Weight {
 
 // present reports whether the weight exists (the zero Weight stands for an
 // absent one: GPT-2 has no gate projection).
-func (w *Weight) present() bool { return w.F32 != nil || w.Bits != nil || w.MX != nil }
+func (w *Weight) present() bool { return w.F32 != nil || w.Bits != nil || w.MX != nil || w.Q != nil }
 
 // stored is the number of elements the storage holds.
 func (w *Weight) stored() int {
 	if w.MX != nil {
 		return min(2*len(w.MX.Codes), kern.MXFP4Block*len(w.MX.Scales))
+	}
+	if w.Q != nil {
+		return w.Q.Elements()
 	}
 	return max(len(w.F32), len(w.Bits))
 }
@@ -87,7 +101,8 @@ func (w *Weight) rowAt(r int) int {
 	if w.run == 0 {
 		return r * w.Cols
 	}
-	return (r/w.run*w.pitch + r%w.run) * w.Cols
+	run, pitch := int(w.run), int(w.pitch)
+	return (r/run*pitch + r%run) * w.Cols
 }
 
 // values is the number of values, Rows·Cols, that the storage holds (0
@@ -130,6 +145,10 @@ func widenTo(dst []float32, w *Weight, at int) {
 	case "MXFP4":
 		kern.DequantMXFP4(dst, w.MX.Codes, w.MX.Scales, at)
 	default:
+		if w.Q != nil {
+			w.Q.Dequant(dst, at)
+			return
+		}
 		panic(fmt.Sprintf("model: weight of dtype %q", w.DType))
 	}
 }
@@ -168,19 +187,23 @@ func (w Weight) runsOf(first, run, pitch int) Weight {
 	}
 	s := w
 	s.Rows = w.Rows / pitch * run
-	s.run, s.pitch = run, pitch
+	s.run, s.pitch = int32(run), int32(pitch)
 	s.sliceFrom(first*w.Cols, w.stored())
 	return s
 }
 
 // sliceFrom makes the storage elements lo … hi−1 of w's the whole of w's
-// (lo and hi multiples of 32 for MXFP4).
+// (lo and hi multiples of 32 for MXFP4, of Q.Block for ggml's blocks).
 func (w *Weight) sliceFrom(lo, hi int) {
 	switch {
 	case w.F32 != nil:
 		w.F32 = w.F32[lo:hi]
 	case w.MX != nil:
 		w.MX = &MXFP4Data{Codes: w.MX.Codes[lo/2 : hi/2], Scales: w.MX.Scales[lo/kern.MXFP4Block : hi/kern.MXFP4Block]}
+	case w.Q != nil:
+		q := *w.Q
+		q.Data = q.Data[lo/q.Block*q.Size : hi/q.Block*q.Size]
+		w.Q = &q
 	default:
 		w.Bits = w.Bits[lo:hi]
 	}
@@ -189,8 +212,8 @@ func (w *Weight) sliceFrom(lo, hi int) {
 // transposed returns the [Cols, Rows] transpose of a contiguous weight, in
 // its dtype (a new slice: GPT-2's Conv1D weights are stored [in, out]).
 func (w Weight) transposed() Weight {
-	if !w.contiguous() || w.MX != nil {
-		panic("model: transpose of a weight made of runs or of MXFP4 blocks")
+	if !w.contiguous() || w.MX != nil || w.Q != nil {
+		panic("model: transpose of a weight made of runs or of MXFP4 or ggml blocks")
 	}
 	t := w
 	t.Rows, t.Cols = w.Cols, w.Rows
@@ -209,8 +232,11 @@ func (w Weight) transposed() Weight {
 
 // residentBytes is the memory the weight's values take as held: 4 bytes
 // per float32 value, 2 per 16-bit one, 17/32 per MXFP4 value (half a byte
-// and a scale byte per 32).
+// and a scale byte per 32), Q.Size/Q.Block per value in ggml's blocks.
 func (w *Weight) residentBytes() int64 {
+	if w.Q != nil {
+		return int64(w.Rows) * int64(w.Cols) / int64(w.Q.Block) * int64(w.Q.Size)
+	}
 	if w.MX != nil {
 		n := int64(w.Rows) * int64(w.Cols)
 		return n/2 + n/kern.MXFP4Block

@@ -343,6 +343,12 @@ func tokenizerPath(modelDir, file string) (string, error) {
 	if modelDir == "" {
 		return "", fmt.Errorf("no tokenizer: pass --tokenizer <tokenizer.json>")
 	}
+	if gp, _, ok, err := model.GGUFTokenizer(modelDir); err != nil || ok {
+		if err == nil && gp == "" {
+			err = fmt.Errorf("%s: its tokenizer is in the GGUF metadata, not in a file: pass --tokenizer <tokenizer.json> (scripts/gguf/gguf2hf writes one) or put one beside the file", modelDir)
+		}
+		return gp, err
+	}
 	p := filepath.Join(modelDir, "tokenizer.json")
 	if _, err := os.Stat(p); err != nil {
 		return "", fmt.Errorf("%s has no tokenizer.json: pass --tokenizer <tokenizer.json>", modelDir)
@@ -350,8 +356,19 @@ func tokenizerPath(modelDir, file string) (string, error) {
 	return p, nil
 }
 
-// loadTokenizer loads file, or the model folder's tokenizer.json.
+// loadTokenizer loads file, or the model folder's tokenizer.json (a GGUF
+// model: the tokenizer.json beside the file, else its tokenizer.ggml.*
+// metadata, model.GGUFTokenizer).
 func loadTokenizer(modelDir, file string) (*tokenizer.Tokenizer, error) {
+	if file == "" && modelDir != "" {
+		if p, data, ok, err := model.GGUFTokenizer(modelDir); err != nil {
+			return nil, err
+		} else if ok && p == "" {
+			return tokenizer.FromJSON(data)
+		} else if ok {
+			file = p
+		}
+	}
 	p, err := tokenizerPath(modelDir, file)
 	if err != nil {
 		return nil, err

@@ -210,7 +210,18 @@ func runInspect(opts *InspectOptions) error {
 		if err != nil {
 			return err
 		}
-		return checkpoint.WriteGGUFSummary(opts.Stdout, s, opts.JSON)
+		if err := checkpoint.WriteGGUFSummary(opts.Stdout, s, opts.JSON); err != nil || opts.Tokens <= 0 {
+			return err
+		}
+		if opts.JSON {
+			return fmt.Errorf("--tokens with --json: the GGUF summary has no memory field; run without --json")
+		}
+		p, err := planMemory(file, opts.Tokens) // through model.Load: the quantized blocks as held
+		if err != nil {
+			return err
+		}
+		writeMemoryPlan(opts.Stdout, p)
+		return nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, os.ErrNotExist) {
 		if found := checkpointsUnder(dir); len(found) > 0 {
@@ -267,12 +278,17 @@ func runInspect(opts *InspectOptions) error {
 		fmt.Fprintf(opts.Stdout, "skipped:       %d stored tensors are not part of the text model and are not loaded: %s\n", len(s.Skipped), listNames(s.Skipped))
 	}
 	if p := s.Memory; p != nil {
-		fmt.Fprintf(opts.Stdout, "memory:        one pass of %d tokens with every App. I diagnostic: weights ≤ %.0f MiB + pass %.0f MiB + diagnostics %.0f MiB ≤ %.0f MiB (docs/performance.md, \"Peak memory\")",
-			p.Tokens, p.WeightMiB, p.PassMiB, p.DiagnosticsMiB, p.WeightMiB+p.PassMiB+p.DiagnosticsMiB)
-		if p.AvailableSource != "" {
-			fmt.Fprintf(opts.Stdout, "; available %.0f MiB (%s)", p.AvailableMiB, p.AvailableSource)
-		}
-		fmt.Fprintln(opts.Stdout)
+		writeMemoryPlan(opts.Stdout, p)
 	}
 	return nil
+}
+
+// writeMemoryPlan prints the memory line of probe inspect --tokens.
+func writeMemoryPlan(w io.Writer, p *memoryPlan) {
+	fmt.Fprintf(w, "memory:        one pass of %d tokens with every App. I diagnostic: weights ≤ %.0f MiB + pass %.0f MiB + diagnostics %.0f MiB ≤ %.0f MiB (docs/performance.md, \"Peak memory\")",
+		p.Tokens, p.WeightMiB, p.PassMiB, p.DiagnosticsMiB, p.WeightMiB+p.PassMiB+p.DiagnosticsMiB)
+	if p.AvailableSource != "" {
+		fmt.Fprintf(w, "; available %.0f MiB (%s)", p.AvailableMiB, p.AvailableSource)
+	}
+	fmt.Fprintln(w)
 }

@@ -128,12 +128,16 @@ func narrowBlocks(lo, hi, m, n, k int, xt []float32, b *Rows, c []float32, ldc i
 }
 
 // widenRow writes len(dst) values of b's storage from element at into dst
-// as float32 (MXFP4 rows dequantized): exactly (VCVTPH2PS widens half precision exactly, quieting a
+// as float32 (MXFP4 and ggml-quantized rows dequantized): exactly (VCVTPH2PS widens half precision exactly, quieting a
 // signalling NaN as the first fused multiply-add on it would).
 func widenRow(dst []float32, b *Rows, at int) {
 	kc := len(dst)
 	if b.FP4 != nil {
 		DequantMXFP4(dst, b.FP4, b.Scales, at)
+		return
+	}
+	if b.Q != nil {
+		b.Q.Dequant(dst, at)
 		return
 	}
 	if b.Bits == nil {

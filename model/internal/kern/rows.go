@@ -22,6 +22,7 @@ type Rows struct {
 	Half       bool    // Bits hold IEEE 754 half precision, else bfloat16
 	FP4        []uint8 // MXFP4 codes, two a byte (element i in byte i/2)
 	Scales     []uint8 // MXFP4 E8M0 scales, one per MXFP4Block elements
+	Q          *Blocks // ggml's quantized blocks (GGUF), Cols a multiple of Q.Block
 	Cols       int
 	Run, Pitch int
 }
@@ -38,6 +39,9 @@ func (b *Rows) offset(j int) int {
 func (b *Rows) stored() int {
 	if b.FP4 != nil {
 		return min(2*len(b.FP4), MXFP4Block*len(b.Scales))
+	}
+	if b.Q != nil {
+		return b.Q.Elements()
 	}
 	return max(len(b.F32), len(b.Bits))
 }
@@ -96,13 +100,14 @@ func sgemmRowsPacked(m, n, k int, a []float32, lda int, b *Rows, c []float32, ld
 // packRows is packB of the transposed rows jc … jc+nc−1 of b, columns
 // pc … pc+kc−1, widened to float32: panel q holds, for each p < kc, the
 // sNR values of column pc+p of rows jc+q·sNR … (zero beyond nc). F32 and
-// BF16 rows go 8 at a time (packRows8), MXFP4 rows too, dequantized first
+// BF16 rows go 8 at a time (packRows8), MXFP4 and ggml-quantized rows too, dequantized first
 // (packRowsFP4); F16 rows, and the rows of a panel's last group of fewer
 // than 8, one by one.
 func packRows(b *Rows, pc, kc, jc, nc int, bp []float32) {
 	const nr = sNR
 	var fp4 *[8 * gemmKC]float32
-	if b.FP4 != nil {
+	deq := b.FP4 != nil || b.Q != nil // rows dequantized into fp4 first
+	if deq {
 		fp4 = fp4Pool.Get().(*[8 * gemmKC]float32)
 		defer fp4Pool.Put(fp4)
 	}
@@ -110,7 +115,7 @@ func packRows(b *Rows, pc, kc, jc, nc int, bp []float32) {
 		pan := bp[q*nr*kc : (q+1)*nr*kc]
 		w := min(nr, nc-q*nr)
 		j := 0
-		if b.FP4 != nil {
+		if deq {
 			for ; j+8 <= w; j += 8 {
 				packRowsFP4(b, pc, kc, jc+q*nr+j, pan[j:], fp4)
 			}
@@ -128,12 +133,12 @@ func packRows(b *Rows, pc, kc, jc, nc int, bp []float32) {
 			}
 			at := b.offset(jc+q*nr+j) + pc
 			switch {
-			case b.Bits == nil && b.FP4 == nil:
+			case !deq && b.Bits == nil:
 				for p, v := range b.F32[at : at+kc] {
 					pan[p*nr+j] = v
 				}
-			case b.FP4 != nil:
-				DequantMXFP4(fp4[:kc], b.FP4, b.Scales, at)
+			case deq:
+				widenRow(fp4[:kc], b, at)
 				for p, v := range fp4[:kc] {
 					pan[p*nr+j] = v
 				}
@@ -184,15 +189,15 @@ func packRows8(b *Rows, pc, kc, j int, dst []float32) {
 	}
 }
 
-// fp4Pool holds packRows' scratch for 8 dequantized MXFP4 rows.
+// fp4Pool holds packRows' scratch for 8 dequantized MXFP4 or ggml-quantized rows.
 var fp4Pool = sync.Pool{New: func() any { return new([8 * gemmKC]float32) }}
 
-// packRowsFP4 is packRows8 for MXFP4 rows: the kc values of each of the
-// 8 rows j … j+7 from column pc are dequantized into tmp, which packRows8
-// then interleaves as float32 rows.
+// packRowsFP4 is packRows8 for MXFP4 and ggml-quantized rows: the kc
+// values of each of the 8 rows j … j+7 from column pc are dequantized
+// into tmp, which packRows8 then interleaves as float32 rows.
 func packRowsFP4(b *Rows, pc, kc, j int, dst []float32, tmp *[8 * gemmKC]float32) {
 	for i := range 8 {
-		DequantMXFP4(tmp[i*kc:(i+1)*kc], b.FP4, b.Scales, b.offset(j+i)+pc)
+		widenRow(tmp[i*kc:(i+1)*kc], b, b.offset(j+i)+pc)
 	}
 	packRows8(&Rows{F32: tmp[:8*kc], Cols: kc}, 0, kc, 0, dst)
 }

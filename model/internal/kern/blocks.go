@@ -1,0 +1,39 @@
+package kern
+
+// Blocks is a matrix stored in ggml's quantized blocks (GGUF's Q8_0,
+// Q4_0 … Q6_K): each run of Block consecutive elements of the storage is
+// one block of Size bytes of Data, and Row widens whole blocks to float32
+// (bit for bit as ggml's dequantize_row_*, checkpoint.RowDequantizer): it
+// writes the len(dst)/Block blocks of src into dst and allocates nothing.
+// A row of a [rows, cols] matrix (cols a multiple of Block) starts at
+// element r·cols, that is at byte r·cols/Block·Size.
+type Blocks struct {
+	Data        []byte
+	Block, Size int
+	Row         func(dst []float32, src []byte)
+}
+
+// maxBlock is the largest Block (QK_K, the K-quants' super-block).
+const maxBlock = 256
+
+// Elements is the number of elements the storage holds.
+func (q *Blocks) Elements() int { return len(q.Data) / q.Size * q.Block }
+
+// Dequant writes the len(dst) elements of q's storage from element at on
+// into dst as float32: whole blocks straight from Data, a partial block at
+// either end through one block of scratch (the same values).
+func (q *Blocks) Dequant(dst []float32, at int) {
+	var tmp [maxBlock]float32
+	for len(dst) > 0 {
+		blk, off := at/q.Block, at%q.Block
+		if off == 0 && len(dst) >= q.Block {
+			n := len(dst) / q.Block
+			q.Row(dst[:n*q.Block], q.Data[blk*q.Size:(blk+n)*q.Size])
+			dst, at = dst[n*q.Block:], at+n*q.Block
+			continue
+		}
+		q.Row(tmp[:q.Block], q.Data[blk*q.Size:(blk+1)*q.Size])
+		n := copy(dst, tmp[off:q.Block])
+		dst, at = dst[n:], at+n
+	}
+}
