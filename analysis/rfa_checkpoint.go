@@ -378,7 +378,7 @@ func ReadRFAHistory(path string, layer int, mu []float64) (*rfatab.ParamHistory,
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("%s: want a JSON object of per-step lists (see `probe figures --help`): %v", path, err)
+		return nil, fmt.Errorf("%s: want a JSON object of per-step lists (see `probe help figures`): %v", path, err)
 	}
 	h := &rfatab.ParamHistory{Layer: -1, XLabel: "training step", BrownianBelow: authorsBrownianBelow, Source: path}
 	fileLayer := -1

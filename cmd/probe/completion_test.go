@@ -120,7 +120,7 @@ func TestCompletionValues(t *testing.T) {
 		{[]string{"capture", "--hook", "blocks.*.attn.hook_pat"}, []string{"blocks.*.attn.hook_pattern", "blocks.*.attn.hook_pattern_decayed"}},
 		{[]string{"capture", "--hook", "logi"}, []string{"logits"}},
 		{[]string{"capture", "--compute", "bf"}, []string{"bf16", "bf16-proj"}},
-		{[]string{"generate", "--arch", "gemma"}, []string{"gemma2", "gemma3"}},
+		{[]string{"generate", "--arch", "gemma"}, []string{"gemma2", "gemma3", "gemma", "gemma4_text"}},
 		{[]string{"sweep", "--format", "parquet,"}, []string{"parquet,csv", "parquet,jsonl"}},
 		{[]string{"figures", "--paper", "r"}, []string{"rfa", "rt"}},
 		{[]string{"inspect", tmp + "/zoo/m"}, []string{tmp + "/zoo/m1", tmp + "/zoo/m2"}},
