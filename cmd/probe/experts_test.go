@@ -175,3 +175,44 @@ func TestExpertsCommandGolden(t *testing.T) {
 		t.Errorf("dense model: exit %d, %q", code, stderr)
 	}
 }
+
+// TestReportExpertsFolder runs probe experts on a generated Mixtral and
+// draws the folder with probe report: its three figures, and the page
+// checked in the browser.
+func TestReportExpertsFolder(t *testing.T) {
+	chromium := browserOrSkip(t)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "mixtral")
+	if code, _, stderr := probe(t, "generate", "--arch", "mixtral", "--layers", "3", "--d-model", "32", "--heads", "4", "--kv-heads", "2",
+		"--vocab", "128", "--out", ck); code != 0 {
+		t.Fatal(stderr)
+	}
+	ids := make([]int, 200)
+	for i := range ids {
+		ids[i] = (i*37 + i*i) % 128
+	}
+	idsFile := filepath.Join(dir, "ids.json")
+	data, _ := json.Marshal(ids)
+	os.WriteFile(idsFile, data, 0o644)
+	out := filepath.Join(dir, "experts")
+	if code, _, stderr := probe(t, "experts", "--model", ck, "--ids", idsFile, "--lengths", "32,64", "--samples", "2", "--out", out); code != 0 {
+		t.Fatalf("probe experts: exit %d: %s", code, stderr)
+	}
+	args := []string{"report", out, "--dpi", "40"}
+	if staticOnly(t) {
+		args = append(args, "--static")
+	}
+	code, stdout, stderr := probe(t, args...)
+	if code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "3 figures") {
+		t.Errorf("report: %q, want 3 figures", stdout)
+	}
+	for _, f := range []string{"experts-load.png", "experts-router.png", "experts-first.png"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	checkPage(t, chromium, filepath.Join(out, "report.html"), -1)
+}
