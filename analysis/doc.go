@@ -2,9 +2,9 @@
 // and writes their tables, manifests and pass files:
 //
 //   - the App. I sweep (run.go, aggregate.go, paper.go, report.go; below);
-//   - the stream measurements `probe gdn`, `probe sinks` and `probe massive`
-//     (stream.go with gdn.go, sinks.go, massive.go): RunRecord, resume,
-//     shards and Merge;
+//   - the stream measurements `probe gdn`, `probe sinks`, `probe massive`
+//     and `probe experts` (stream.go with gdn.go, sinks.go, massive.go,
+//     experts_run.go): RunRecord, resume, shards and Merge;
 //   - perplexity and BFT's Prediction 3 (ppl.go), Wu et al.'s retrieval
 //     heads (retrieval.go), and the bf16-against-float32 deviation tables
 //     (deviation.go);

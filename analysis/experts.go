@@ -46,8 +46,11 @@ type ExpertOptions struct {
 
 // ExpertLoadRow is one (layer, expert): the share of the routing
 // assignments it received, over all tokens and over the first token of
-// each sequence and the rest, and the mean routing weight it was given.
+// each sequence and the rest, the mean routing weight it was given, and
+// the share of the first tokens and of the rest whose top-1 it is. T is
+// the sequences' length (of Experts' last pass, when they differ).
 type ExpertLoadRow struct {
+	T           int     `parquet:"T"`
 	Layer       int     `parquet:"layer"`
 	Expert      int     `parquet:"expert"`
 	Assignments int64   `parquet:"assignments"`
@@ -55,17 +58,21 @@ type ExpertLoadRow struct {
 	FirstLoad   float64 `parquet:"first_load"` // over the sequences' position 0
 	RestLoad    float64 `parquet:"rest_load"`  // over positions ≥ 1
 	MeanWeight  float64 `parquet:"mean_weight"`
+	FirstTop1   float64 `parquet:"first_top1"` // share of the first tokens whose top-1 expert is this one
+	RestTop1    float64 `parquet:"rest_top1"`  // share of the other tokens whose top-1 expert is this one
 }
 
 // ExpertLayerRow is one sparse layer: the router's mean entropy and
 // top-1 margin over all tokens, over the first tokens and over the rest,
-// and the first tokens' top-1 expert: the one most of them pick (Mode),
-// the share of sequences whose first token picks it, and the share of the
-// other tokens that do.
+// and the first tokens' top-1 expert: the one most of them pick (Mode,
+// the lowest index on a tie), the share of sequences whose first token
+// picks it, and the share of the other tokens that do.
 type ExpertLayerRow struct {
+	T            int     `parquet:"T"`
 	Layer        int     `parquet:"layer"`
 	Experts      int     `parquet:"experts"`
 	TopK         int     `parquet:"top_k"`
+	Sequences    int64   `parquet:"sequences"`
 	Tokens       int64   `parquet:"tokens"`
 	Entropy      float64 `parquet:"entropy"`
 	EntropyFirst float64 `parquet:"entropy_first"`
@@ -96,15 +103,37 @@ type ExpertReport struct {
 	Tokens []ExpertTokenRow
 }
 
-// expertLayer accumulates one layer's routing.
+// ExpertSumRow holds the sums of one (layer, expert) over a set of
+// sequences of length T, from which ExpertRows computes both tables: they
+// add over sets of sequences (the pass files of probe experts hold one
+// sequence's; PoolExpertSums adds samples). The router's entropy H and
+// margin of each token are credited to the token's top-1 expert, so a
+// layer's sums are those over its experts. Sequences and Tokens are the
+// layer's, the same on each of its rows.
+type ExpertSumRow struct {
+	T                int     `parquet:"T"`
+	Sample           int     `parquet:"sample"` // −1 once pooled over samples
+	Layer            int     `parquet:"layer"`
+	Expert           int     `parquet:"expert"`
+	Experts          int     `parquet:"experts"`
+	TopK             int     `parquet:"top_k"`
+	Sequences        int64   `parquet:"sequences"` // position-0 tokens
+	Tokens           int64   `parquet:"tokens"`
+	Assignments      int64   `parquet:"assignments"`
+	FirstAssignments int64   `parquet:"first_assignments"`
+	Weight           float64 `parquet:"weight"`        // Σ routing weights given to the expert
+	Top1First        int64   `parquet:"top1_first"`    // first tokens whose top-1 it is
+	Top1Rest         int64   `parquet:"top1_rest"`     // other tokens whose top-1 it is
+	EntropyFirst     float64 `parquet:"entropy_first"` // Σ H over those first tokens
+	EntropyRest      float64 `parquet:"entropy_rest"`  // Σ H over those other tokens
+	MarginFirst      float64 `parquet:"margin_first"`
+	MarginRest       float64 `parquet:"margin_rest"`
+}
+
+// expertLayer accumulates one layer's routing: a sum row per expert.
 type expertLayer struct {
-	E, K                 int
-	count, first, weight []float64 // per expert: assignments, those of position 0, routing weights
-	tokens, firsts       int64
-	ent, entFirst        float64
-	margin, marginFirst  float64
-	firstTop1, restTop1  []int64   // per expert: first tokens / other tokens whose top-1 it is
-	idx                  []float32 // the last pass's indices, paired with its weights
+	sums []ExpertSumRow
+	idx  []float32 // the last pass's indices, paired with its weights
 }
 
 // ExpertHooks registers on hs the hooks that measure the routing of the
@@ -113,32 +142,62 @@ type expertLayer struct {
 // per-token rows: the caller adds each pass's sequences). Every sparse
 // layer of the model is measured; a model without one is refused.
 func ExpertHooks(hs *hooks.Set, c *model.Config, opt ExpertOptions) (report func() *ExpertReport, seq *int, err error) {
-	if c.MoE == nil {
-		return nil, nil, fmt.Errorf("analysis: %s has no mixture-of-experts layers to measure", c.Arch)
+	var tokens []ExpertTokenRow
+	seq = new(int) // the first sequence of the next pass
+	var tok *[]ExpertTokenRow
+	if opt.PerToken {
+		tok = &tokens
 	}
-	switch opt.Margin {
+	sums, err := expertSumHooks(hs, c, opt.Margin, tok, seq)
+	if err != nil {
+		return nil, nil, err
+	}
+	report = func() *ExpertReport {
+		rep := &ExpertReport{Tokens: tokens}
+		// by layer, sequence and position, however the passes split them
+		slices.SortStableFunc(rep.Tokens, func(a, b ExpertTokenRow) int {
+			return cmp.Or(cmp.Compare(a.Layer, b.Layer), cmp.Compare(a.Sequence, b.Sequence), cmp.Compare(a.Pos, b.Pos))
+		})
+		rep.Loads, rep.Layers = ExpertRows(sums())
+		return rep
+	}
+	return report, seq, nil
+}
+
+// expertSumHooks registers on hs the routing hooks of every sparse layer
+// and returns the function that gives their sums (by layer in pass order,
+// then expert; T is the last pass's length). With tokens non-nil each
+// token's row is appended to it, sequences numbered from *seq.
+func expertSumHooks(hs *hooks.Set, c *model.Config, margin string, tokens *[]ExpertTokenRow, seq *int) (func() []ExpertSumRow, error) {
+	if c.MoE == nil {
+		return nil, fmt.Errorf("analysis: %s has no mixture-of-experts layers to measure", c.Arch)
+	}
+	switch margin {
 	case "", MarginProb, MarginLogit:
 	default:
-		return nil, nil, fmt.Errorf("analysis: margin %q: want %s or %s", opt.Margin, MarginProb, MarginLogit)
+		return nil, fmt.Errorf("analysis: margin %q: want %s or %s", margin, MarginProb, MarginLogit)
 	}
 	layers := map[int]*expertLayer{}
 	var order []int
-	var tokens []ExpertTokenRow
-	seq = new(int) // the first sequence of the next pass
-	at := func(l, E, K int) *expertLayer {
+	at := func(l, T, E, K int) *expertLayer {
 		s := layers[l]
 		if s == nil {
-			s = &expertLayer{E: E, K: K, count: make([]float64, E), first: make([]float64, E), weight: make([]float64, E),
-				firstTop1: make([]int64, E), restTop1: make([]int64, E)}
+			s = &expertLayer{sums: make([]ExpertSumRow, E)}
+			for e := range s.sums {
+				s.sums[e] = ExpertSumRow{Layer: l, Expert: e, Experts: E, TopK: K}
+			}
 			layers[l] = s
 			order = append(order, l)
+		}
+		for e := range s.sums {
+			s.sums[e].T = T
 		}
 		return s
 	}
 	hs.Add(hooks.MLPRouterLogits, func(_ string, l int, x *tensor.Dense) error {
 		sh, z := x.Shape(), x.Data().([]float32)
 		B, T, E := sh[0], sh[1], sh[2]
-		s := at(l, E, c.MoE.TopK)
+		s := at(l, T, E, c.MoE.TopK)
 		p := make([]float64, E)
 		for r := 0; r < B*T; r++ {
 			zr := z[r*E : (r+1)*E]
@@ -167,25 +226,28 @@ func ExpertHooks(hs *hooks.Set, c *model.Config, opt ExpertOptions) (report func
 			mg := 1.0 // one expert: nothing to compete with
 			if i2 >= 0 {
 				mg = p[i1] - p[i2]
-				if opt.Margin == MarginLogit {
+				if margin == MarginLogit {
 					mg = float64(zr[i1] - zr[i2])
 				}
 			}
 			t := r % T
-			s.tokens++
-			s.ent += h
-			s.margin += mg
+			top := &s.sums[i1]
 			if t == 0 {
-				s.firsts++
-				s.entFirst += h
-				s.marginFirst += mg
-				s.firstTop1[i1]++
+				top.Top1First++
+				top.EntropyFirst += h
+				top.MarginFirst += mg
 			} else {
-				s.restTop1[i1]++
+				top.Top1Rest++
+				top.EntropyRest += h
+				top.MarginRest += mg
 			}
-			if opt.PerToken {
-				tokens = append(tokens, ExpertTokenRow{Sequence: *seq + r/T, Pos: t, Layer: l, Top1: i1, Entropy: h, Margin: mg})
+			if tokens != nil {
+				*tokens = append(*tokens, ExpertTokenRow{Sequence: *seq + r/T, Pos: t, Layer: l, Top1: i1, Entropy: h, Margin: mg})
 			}
+		}
+		for e := range s.sums {
+			s.sums[e].Tokens += int64(B * T)
+			s.sums[e].Sequences += int64(B)
 		}
 		return nil
 	})
@@ -200,9 +262,9 @@ func ExpertHooks(hs *hooks.Set, c *model.Config, opt ExpertOptions) (report func
 		T, K := sh[1], sh[2]
 		for i, v := range idx {
 			e := int(v)
-			s.count[e]++
+			s.sums[e].Assignments++
 			if (i/K)%T == 0 {
-				s.first[e]++
+				s.sums[e].FirstAssignments++
 			}
 		}
 		s.idx = append(s.idx[:0], idx...)
@@ -214,48 +276,99 @@ func ExpertHooks(hs *hooks.Set, c *model.Config, opt ExpertOptions) (report func
 			return fmt.Errorf("analysis: expert weights of layer %d without its indices", l)
 		}
 		for i, w := range x.Data().([]float32) {
-			s.weight[int(s.idx[i])] += float64(w)
+			s.sums[int(s.idx[i])].Weight += float64(w)
 		}
 		return nil
 	})
-	report = func() *ExpertReport {
-		rep := &ExpertReport{Tokens: tokens}
-		// by layer, sequence and position, however the passes split them
-		slices.SortStableFunc(rep.Tokens, func(a, b ExpertTokenRow) int {
-			return cmp.Or(cmp.Compare(a.Layer, b.Layer), cmp.Compare(a.Sequence, b.Sequence), cmp.Compare(a.Pos, b.Pos))
-		})
+	return func() []ExpertSumRow {
+		var out []ExpertSumRow
 		for _, l := range order {
-			s := layers[l]
-			n := float64(s.tokens * int64(s.K))
-			nf := float64(s.firsts * int64(s.K))
-			rest := max(s.tokens-s.firsts, 0)
-			mode := 0
-			for e := range s.firstTop1 {
-				if s.firstTop1[e] > s.firstTop1[mode] {
-					mode = e
-				}
-			}
-			for e := 0; e < s.E; e++ {
-				row := ExpertLoadRow{Layer: l, Expert: e, Assignments: int64(s.count[e]), Load: s.count[e] / n,
-					FirstLoad: s.first[e] / nf, RestLoad: (s.count[e] - s.first[e]) / (n - nf), MeanWeight: math.NaN()}
-				if s.count[e] > 0 {
-					row.MeanWeight = s.weight[e] / s.count[e]
-				}
-				rep.Loads = append(rep.Loads, row)
-			}
-			rep.Layers = append(rep.Layers, ExpertLayerRow{
-				Layer: l, Experts: s.E, TopK: s.K, Tokens: s.tokens,
-				Entropy: s.ent / float64(s.tokens), EntropyFirst: s.entFirst / float64(s.firsts),
-				EntropyRest: (s.ent - s.entFirst) / float64(rest),
-				Margin:      s.margin / float64(s.tokens), MarginFirst: s.marginFirst / float64(s.firsts),
-				MarginRest: (s.margin - s.marginFirst) / float64(rest),
-				FirstMode:  mode, FirstAgree: float64(s.firstTop1[mode]) / float64(s.firsts),
-				RestAgree: float64(s.restTop1[mode]) / float64(rest),
-			})
+			out = append(out, layers[l].sums...)
 		}
-		return rep
+		return out
+	}, nil
+}
+
+// PoolExpertSums adds the sum rows of the same (T, layer, expert) over
+// samples, in the order each first appears; the pooled rows have Sample −1.
+func PoolExpertSums(rows []ExpertSumRow) []ExpertSumRow {
+	type key struct{ T, l, e int }
+	at := map[key]int{}
+	var out []ExpertSumRow
+	for _, r := range rows {
+		k := key{r.T, r.Layer, r.Expert}
+		i, ok := at[k]
+		if !ok {
+			r.Sample = -1
+			at[k] = len(out)
+			out = append(out, r)
+			continue
+		}
+		p := &out[i]
+		p.Sequences += r.Sequences
+		p.Tokens += r.Tokens
+		p.Assignments += r.Assignments
+		p.FirstAssignments += r.FirstAssignments
+		p.Weight += r.Weight
+		p.Top1First += r.Top1First
+		p.Top1Rest += r.Top1Rest
+		p.EntropyFirst += r.EntropyFirst
+		p.EntropyRest += r.EntropyRest
+		p.MarginFirst += r.MarginFirst
+		p.MarginRest += r.MarginRest
 	}
-	return report, seq, nil
+	return out
+}
+
+// ExpertRows computes the load and layer rows from sum rows grouped by
+// (T, layer), experts in order within a group (as expertSumHooks and
+// PoolExpertSums give them). With N tokens, S sequences and k experts per
+// token: load = assignments/(N·k), first_load = first_assignments/(S·k),
+// rest_load over the other (N−S)·k, mean_weight = weight/assignments (NaN
+// for an expert never chosen), first_top1 = top1_first/S, rest_top1 =
+// top1_rest/(N−S); the layer's entropy and margin are the sums over its
+// experts divided by N, S and N−S.
+func ExpertRows(sums []ExpertSumRow) ([]ExpertLoadRow, []ExpertLayerRow) {
+	var loads []ExpertLoadRow
+	var layers []ExpertLayerRow
+	for i := 0; i < len(sums); {
+		j := i + 1
+		for j < len(sums) && sums[j].T == sums[i].T && sums[j].Layer == sums[i].Layer {
+			j++
+		}
+		g := sums[i:j]
+		s0 := g[0]
+		N, S := float64(s0.Tokens), float64(s0.Sequences)
+		K := float64(s0.TopK)
+		var entF, entR, mgF, mgR float64
+		var t1F, t1R []int64
+		for _, s := range g {
+			row := ExpertLoadRow{T: s.T, Layer: s.Layer, Expert: s.Expert, Assignments: s.Assignments,
+				Load: float64(s.Assignments) / (N * K), FirstLoad: float64(s.FirstAssignments) / (S * K),
+				RestLoad:   float64(s.Assignments-s.FirstAssignments) / ((N - S) * K),
+				MeanWeight: math.NaN(), FirstTop1: float64(s.Top1First) / S, RestTop1: float64(s.Top1Rest) / (N - S)}
+			if s.Assignments > 0 {
+				row.MeanWeight = s.Weight / float64(s.Assignments)
+			}
+			loads = append(loads, row)
+			entF, entR, mgF, mgR = entF+s.EntropyFirst, entR+s.EntropyRest, mgF+s.MarginFirst, mgR+s.MarginRest
+			t1F, t1R = append(t1F, s.Top1First), append(t1R, s.Top1Rest)
+		}
+		mode := 0
+		for e := range t1F {
+			if t1F[e] > t1F[mode] {
+				mode = e
+			}
+		}
+		layers = append(layers, ExpertLayerRow{
+			T: s0.T, Layer: s0.Layer, Experts: s0.Experts, TopK: s0.TopK, Sequences: s0.Sequences, Tokens: s0.Tokens,
+			Entropy: (entF + entR) / N, EntropyFirst: entF / S, EntropyRest: entR / (N - S),
+			Margin: (mgF + mgR) / N, MarginFirst: mgF / S, MarginRest: mgR / (N - S),
+			FirstMode: g[mode].Expert, FirstAgree: float64(t1F[mode]) / S, RestAgree: float64(t1R[mode]) / (N - S),
+		})
+		i = j
+	}
+	return loads, layers
 }
 
 // Experts runs m on the sequences ids (opt.Batch at a time) and measures

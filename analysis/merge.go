@@ -163,7 +163,7 @@ func copyFileAtomic(src, dst string) error {
 }
 
 // streamKinds are the stream commands whose folders MergeStream combines.
-var streamKinds = []string{"gdn", "sinks", "massive"}
+var streamKinds = []string{"gdn", "sinks", "massive", "experts"}
 
 // StreamKindOf returns the stream command whose manifests dir holds (""
 // when none).
@@ -177,7 +177,7 @@ func StreamKindOf(dir string) string {
 }
 
 // MergeStream combines the pass files of the shard folders of one probe
-// gdn, sinks or massive run (--shard i/n with the same model, text and
+// gdn, sinks, massive or experts run (--shard i/n with the same model, text and
 // options) into out, as Merge does for a sweep: the pass files are copied
 // into out/passes, every pass must be there, and the tables and manifest
 // are those an unsharded run writes (in opt.Formats, default the shards').
@@ -189,7 +189,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 	}
 	kind := StreamKindOf(dirs[0])
 	if kind == "" {
-		return nil, fmt.Errorf("%s: no gdn, sinks or massive manifest", dirs[0])
+		return nil, fmt.Errorf("%s: no gdn, sinks, massive or experts manifest", dirs[0])
 	}
 	var man StreamManifest
 	var tables []string
@@ -201,6 +201,9 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 	case "sinks":
 		m := &SinksManifest{}
 		man, tables, finish = m, sinksTables, func() error { _, _, err := finishSinks(out, m); return err }
+	case "experts":
+		m := &ExpertsManifest{}
+		man, tables, finish = m, expertsTables, func() error { _, _, err := finishExperts(out, m); return err }
 	default:
 		m := &MassiveManifest{}
 		man, tables, finish = m, massiveTables, func() error { _, _, err := finishMassive(out, m); return err }

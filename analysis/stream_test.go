@@ -22,6 +22,7 @@ import (
 // passes.
 func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, other bool) (StreamManifest, error) {
 	dir := genModel(t, model.ArchQwen35, 4, 64, 2, 1, 128, 512, nil)
+	moeDir := genModel(t, model.ArchMixtral, 2, 32, 4, 2, 128, 512, nil)
 	stream := randomStream(400, 0, 128, 5)
 	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	fm := []string{FormatParquet, FormatCSV}
@@ -50,6 +51,15 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 				o.TopK = 5
 			}
 			man, _, _, err := (&MassiveRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			return man, err
+		},
+		"experts": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+			o := DefaultExpertsRunOptions()
+			o.Lengths, o.Samples = []int{24, 40}, 2
+			if other {
+				o.Margin = MarginLogit
+			}
+			man, _, _, err := (&ExpertsRun{Dir: moeDir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
 			return man, err
 		},
 	}
@@ -84,7 +94,7 @@ func sameFiles(t *testing.T, what string, want, got map[string][]byte) {
 	}
 }
 
-// TestStreamShardsMergeAndResume: for gdn, sinks and massive, two shards
+// TestStreamShardsMergeAndResume: for gdn, sinks, massive and experts, two shards
 // merged give tables byte-identical to the unsharded run's, with a merged
 // manifest; a run killed after some passes (one pass missing, one pass file
 // cut short, the tables not yet written) resumes with the finished passes
@@ -139,10 +149,10 @@ func TestStreamShardsMergeAndResume(t *testing.T) {
 			// A kill after some passes: chunk (40, 0) has no files, one file
 			// of chunk (24, 1) is cut short, no tables, the manifest
 			// unfinished.
-			for _, tb := range map[string][]string{"gdn": gdnTables, "sinks": sinksTables, "massive": massiveTables}[kind] {
+			for _, tb := range map[string][]string{"gdn": gdnTables, "sinks": sinksTables, "massive": massiveTables, "experts": expertsTables}[kind] {
 				os.Remove(streamPassPath(whole, tb, 40, 0))
 			}
-			cut := streamPassPath(whole, map[string]string{"gdn": "gdn", "sinks": "sinks_heads", "massive": "massive_ppl"}[kind], 24, 1)
+			cut := streamPassPath(whole, map[string]string{"gdn": "gdn", "sinks": "sinks_heads", "massive": "massive_ppl", "experts": "experts_sums"}[kind], 24, 1)
 			full, _ := os.ReadFile(cut)
 			os.WriteFile(cut, full[:len(full)/2], 0o644)
 			if _, err := readStreamPass(cut, filepath.Ext(strings.TrimSuffix(cut, ".parquet"))[1:]); !errors.Is(err, errIncomplete) {

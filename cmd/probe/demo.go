@@ -33,6 +33,8 @@ var (
 	demoSinkLengths  = "256,1024"                // probe sinks on the hybrid
 	demoDiagRows     = 2                         // probe diag on the hybrid: rows of the stream …
 	demoDiagLength   = 512                       // … of this many tokens (2× its training context)
+	demoMoELengths   = "256,1024"                // probe sinks and probe experts on the gpt-oss-style model
+	demoMoESamples   = 2
 )
 
 // DemoOptions are the options of probe demo.
@@ -50,7 +52,7 @@ func NewCmdDemo(runF func(*DemoOptions) error) *cobra.Command {
 	opts := &DemoOptions{}
 	cmd := &cobra.Command{
 		Use:     "demo [--out <dir>] [--static]",
-		Short:   "the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, perplexity, Prediction 3) in one report.html",
+		Short:   "the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, sinks and experts, perplexity, Prediction 3) in one report.html",
 		Example: "probe demo --out /tmp/probe-demo",
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Stdout = c.OutOrStdout()
@@ -72,7 +74,8 @@ func NewCmdDemo(runF func(*DemoOptions) error) *cobra.Command {
 // input: BFT's App. I protocol on the Qiu-gated model (Figs. 2–4), the RFA
 // parameter readout and figures of the SC-RFA model (Figs. 3–4, 8–10,
 // 11–14), AFA's toy-system figures (Figs. 1–3), the per-row diagnostics of
-// the Qwen3.5-style hybrid's softmax layer (probe diag), and perplexity vs
+// the Qwen3.5-style hybrid's softmax layer (probe diag), the sinks and
+// expert routing of the gpt-oss-style model, and perplexity vs
 // context length with BFT's Prediction 3 (the gate replaced by K_BFT), also
 // of the hybrid and the Gemma-3-style model, all in one offline
 // report.html.
@@ -84,7 +87,7 @@ func runDemo(opts *DemoOptions) error {
 	if err := refuseForeignReport(opts.Out, opts.Force); err != nil {
 		return err
 	}
-	st := &demoStages{w: opts.Stdout, n: 6, start: time.Now()}
+	st := &demoStages{w: opts.Stdout, n: 7, start: time.Now()}
 	st.next("unpacking the embedded zoo checkpoints and token stream")
 	zdir := filepath.Join(opts.Out, "zoo")
 	if err := zoo.Unpack(zdir); err != nil {
@@ -93,7 +96,7 @@ func runDemo(opts *DemoOptions) error {
 	d := &demo{w: opts.Stdout, out: opts.Out, zoo: zdir,
 		gated: filepath.Join(zdir, "gated_headwise"), rfa: filepath.Join(zdir, "rfa_m2_sc"), afa: filepath.Join(zdir, "afa_toy"),
 		base: filepath.Join(zdir, "qwen3_base"), rfa1: filepath.Join(zdir, "rfa_m1"),
-		hybrid: filepath.Join(zdir, "qwen35_hybrid"), gemma: filepath.Join(zdir, "gemma3_tiny")}
+		hybrid: filepath.Join(zdir, "qwen35_hybrid"), gemma: filepath.Join(zdir, "gemma3_tiny"), gptoss: filepath.Join(zdir, "gpt_oss_tiny")}
 	ids, src, err := demoStream(filepath.Join(zdir, "demo_stream.json"), filepath.Join(opts.Out, "stream.ids.json"))
 	if err != nil {
 		return err
@@ -107,6 +110,10 @@ func runDemo(opts *DemoOptions) error {
 		return err
 	}
 	if err := d.hybridFilters(); err != nil {
+		return err
+	}
+	st.next("the gpt-oss-style model (learned sinks, 4 experts top-2): probe sinks and probe experts at T = " + demoMoELengths)
+	if err := d.moe(); err != nil {
 		return err
 	}
 	st.next("RFA: learned per-head parameters of rfa_m2_sc (probe params), Figs. 3–4, 8–10 and 11–14")
@@ -139,13 +146,14 @@ func runDemo(opts *DemoOptions) error {
 // the unpacked checkpoints, the token stream, the folders each stage
 // wrote (for the report's manifest) and the figures so far.
 type demo struct {
-	w                                          io.Writer
-	out, zoo                                   string
-	gated, rfa, afa, base, rfa1, hybrid, gemma string
-	ids                                        string // the stream's id file
-	sweepDir, diagCSV, gdnDir, sinksDir        string
-	retrievalDir, pplDir, pplNewDir            string
-	figs                                       []*report.Figure
+	w                                                  io.Writer
+	out, zoo                                           string
+	gated, rfa, afa, base, rfa1, hybrid, gemma, gptoss string
+	ids                                                string // the stream's id file
+	sweepDir, diagCSV, gdnDir, sinksDir                string
+	retrievalDir, pplDir, pplNewDir                    string
+	moeSinksDir, expertsDir                            string
+	figs                                               []*report.Figure
 }
 
 // bft runs BFT App. I's sweep on the gated model and draws Figs. 2–4.
@@ -237,6 +245,46 @@ func (d *demo) hybridFilters() error {
 	return nil
 }
 
+// moe measures the gpt-oss-style model: its learned sinks (probe sinks,
+// rows renormalised by default) and its routing (probe experts), drawn
+// from their tables; the figure ids get the prefix gpt-oss- beside the
+// hybrid's sinks figures.
+func (d *demo) moe() error {
+	d.moeSinksDir, d.expertsDir = filepath.Join(d.out, "gpt-oss-sinks"), filepath.Join(d.out, "gpt-oss-experts")
+	sinks, sinksFlags := defaultsOf(NewCmdSinks)
+	experts, expertsFlags := defaultsOf(NewCmdExperts)
+	sinks.Stdout, experts.Stdout = io.Discard, io.Discard
+	for _, run := range []struct {
+		what, dir string
+		stream    *streamFlags
+		run       func() error
+	}{
+		{"sink measurements", d.moeSinksDir, &sinks.Stream, func() error {
+			sinks.CLIOptions, sinks.CommandLine = flagRecord(sinksFlags)
+			return runSinks(sinks)
+		}},
+		{"expert routing", d.expertsDir, &experts.Stream, func() error {
+			experts.CLIOptions, experts.CommandLine = flagRecord(expertsFlags)
+			return runExperts(experts)
+		}},
+	} {
+		s := run.stream
+		s.Model.Name, s.Input.IDs, s.Plan.Lengths, s.Plan.Samples, s.Formats, s.Force, s.Out = d.gptoss, d.ids, demoMoELengths, demoMoESamples, "parquet", true, run.dir
+		if err := run.run(); err != nil {
+			return fmt.Errorf("demo: %s of the gpt-oss-style model: %w", run.what, err)
+		}
+		fr, err := filters.Read(run.dir)
+		if err != nil {
+			return err
+		}
+		for _, f := range fr.Figures {
+			f.ID, f.Title = "gpt-oss-"+f.ID, "gpt-oss-style model: "+f.Title
+		}
+		d.figs = append(d.figs, fr.Figures...)
+	}
+	return nil
+}
+
 // rfaFigures reads out the SC-RFA model's parameters and draws its
 // checkpoint figures.
 func (d *demo) rfaFigures() error {
@@ -308,6 +356,9 @@ func (d *demo) report(command string) *report.Report {
 				"(hybrid-diag.csv); the DeltaNet layers have no softmax rows, and probe gdn reads them as filters instead (gain β, forgetting, " +
 				"innovation, and the effective-attention rows W; hybrid-gdn/), with probe sinks' first-token and entropy measurements (hybrid-sinks/) and probe retrieval's retrieval score of its softmax heads on a copy task (hybrid-retrieval/). Its perplexity vs context length and that of the Gemma-3-style model " +
 				"(sliding window 64 on three of four layers) are in ppl-hybrid-gemma/.",
+			"The gpt-oss-style model (learned sink logits per head, alternating sliding and full layers, a mixture of 4 experts with 2 per token): " +
+				"probe sinks' first-token attention and sink mass σ (gpt-oss-sinks/) and probe experts' routing: the load of each (layer, expert) over all tokens, " +
+				"the first token and the rest, and the router's entropy and top-1 margin (gpt-oss-experts/).",
 			"Perplexity vs context length of the baseline, gated, RFA (M1) and SC-RFA (M2) models trained at T = 256 (the shape of RFA's Table 1 at small scale, " +
 				"on the sampled stream; zoo/README.md has the same on held-out Brown text) and BFT's Prediction 3: " +
 				"the gated model with its learned gate, with the gate set to 1, and with the gate replaced by the adaptive K_BFT at inference.",
@@ -321,6 +372,8 @@ func (d *demo) report(command string) *report.Report {
 			{Name: "hybrid as a filter", Value: d.gdnDir, Source: "probe gdn on qwen35_hybrid, T = " + demoGDNLength},
 			{Name: "hybrid sinks", Value: d.sinksDir, Source: "probe sinks on qwen35_hybrid, T = " + demoSinkLengths},
 			{Name: "hybrid retrieval", Value: d.retrievalDir, Source: "probe retrieval on qwen35_hybrid, segment 64, gap 64, every copy step"},
+			{Name: "gpt-oss-style sinks", Value: d.moeSinksDir, Source: "probe sinks on gpt_oss_tiny, T = " + demoMoELengths + ", " + strconv.Itoa(demoMoESamples) + " samples, rows renormalised"},
+			{Name: "gpt-oss-style experts", Value: d.expertsDir, Source: "probe experts on gpt_oss_tiny, T = " + demoMoELengths + ", " + strconv.Itoa(demoMoESamples) + " samples"},
 			{Name: "hybrid diagnostics", Value: d.diagCSV, Source: fmt.Sprintf("probe diag on qwen35_hybrid, %d rows of %d stream tokens", demoDiagRows, demoDiagLength)},
 			{Name: "perplexity", Value: d.pplDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + strconv.Itoa(demoPPLSamples) + " samples"},
 			{Name: "perplexity (hybrid, Gemma-3-style)", Value: d.pplNewDir, Source: "probe ppl, lengths " + demoPPLLengths + ", " + strconv.Itoa(demoPPLSamples) + " samples, learned gates"},

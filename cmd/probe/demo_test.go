@@ -22,7 +22,7 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"6/6 writing the report", "report.html", "token stream: 16384 ids sampled from gated_headwise",
+	for _, want := range []string{"7/7 writing the report", "report.html", "token stream: 16384 ids sampled from gated_headwise",
 		"measured the softmax layers [3]"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout)
@@ -34,13 +34,14 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"bft-fig2", "bft-fig3", "bft-fig4", "rfa-ckpt-fig3", "rfa-ckpt-fig4", "afa-fig1", "afa-fig2", "afa-fig3",
-		"gdn-heads", "gdn-tokens", "sinks-first-token", "sinks-length", "bft-fig4-gate", "retrieval-heads"} {
+		"gdn-heads", "gdn-tokens", "sinks-first-token", "sinks-length", "bft-fig4-gate", "retrieval-heads",
+		"gpt-oss-sinks-first-token", "gpt-oss-experts-load", "gpt-oss-experts-router", "gpt-oss-experts-first"} {
 		if !strings.Contains(string(page), id) {
 			t.Errorf("report lacks figure %s", id)
 		}
 	}
-	for _, dir := range []string{"zoo/gated_headwise", "zoo/rfa_m2_sc", "zoo/afa_toy", "zoo/qwen35_hybrid", "zoo/gemma3_tiny",
-		"bft-sweep", "hybrid-diag.csv", "hybrid-gdn/gdn_manifest.json", "hybrid-sinks/sinks_manifest.json", "hybrid-retrieval/retrieval_manifest.json", "ppl", "ppl-hybrid-gemma"} {
+	for _, dir := range []string{"zoo/gated_headwise", "zoo/rfa_m2_sc", "zoo/afa_toy", "zoo/qwen35_hybrid", "zoo/gemma3_tiny", "zoo/gpt_oss_tiny",
+		"gpt-oss-sinks/sinks_manifest.json", "gpt-oss-experts/experts_manifest.json", "bft-sweep", "hybrid-diag.csv", "hybrid-gdn/gdn_manifest.json", "hybrid-sinks/sinks_manifest.json", "hybrid-retrieval/retrieval_manifest.json", "ppl", "ppl-hybrid-gemma"} {
 		if _, err := os.Stat(filepath.Join(out, dir)); err != nil {
 			t.Error(err)
 		}
@@ -50,8 +51,8 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("no figure count in the output:\n%s", stdout)
 	}
 	n, _ := strconv.Atoi(m[1])
-	if n < 12 {
-		t.Errorf("%d figures, want at least 12", n)
+	if n < 16 {
+		t.Errorf("%d figures, want at least 16", n)
 	}
 	checkPage(t, browserOrSkip(t), html, strings.Count(string(page), `class="chart"`))
 }

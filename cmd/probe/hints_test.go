@@ -189,17 +189,17 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 	// Library packages: each flag their messages name, and the commands
 	// that can print those messages.
 	libraryHints := map[string][]string{
-		"allow-unexpected":    {"capture", "diag", "sweep", "ppl", "bench", "params", "figures"},                          // model.Load
-		"allow-extrapolation": {"capture", "diag", "sweep", "figures"},                                                    // Forward, SweepOptions.Validate (ppl and bench always allow)
-		"disjoint":            {"sweep", "ppl"},                                                                           // PlanChunks
-		"on-nonfinite":        {"sweep"},                                                                                  // Sweep.Run
-		"out":                 {"sweep", "gdn", "sinks", "massive"},                                                       // Sweep.Run, runStream: a pass file of another plan
-		"force":               {"gdn", "sinks", "massive"},                                                                // runStream: a folder of another plan
-		"revision":            {"capture", "diag", "sweep", "ppl", "bench", "params", "inspect", "tokenize", "figures"},   // checkpoint.ResolveModel
-		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                             // Model.Forward: a hook the model does not issue
-		"steps":               {"retrieval"},                                                                              // RetrievalRun.Run
-		"compute":             {"capture", "diag", "sweep", "ppl", "bench", "params", "hooks", "gdn", "sinks", "massive"}, // model.Load: bf16 for a family with its own pass
-		"memory-check":        {"capture", "diag", "sweep", "ppl", "bench", "gdn", "sinks", "massive", "retrieval"},       // Model.Forward: a pass that cannot fit
+		"allow-unexpected":    {"capture", "diag", "sweep", "ppl", "bench", "params", "figures"},                                     // model.Load
+		"allow-extrapolation": {"capture", "diag", "sweep", "figures"},                                                               // Forward, SweepOptions.Validate (ppl and bench always allow)
+		"disjoint":            {"sweep", "ppl"},                                                                                      // PlanChunks
+		"on-nonfinite":        {"sweep"},                                                                                             // Sweep.Run
+		"out":                 {"sweep", "gdn", "sinks", "massive", "experts"},                                                       // Sweep.Run, runStream: a pass file of another plan
+		"force":               {"gdn", "sinks", "massive", "experts"},                                                                // runStream: a folder of another plan
+		"revision":            {"capture", "diag", "sweep", "ppl", "bench", "params", "inspect", "tokenize", "figures"},              // checkpoint.ResolveModel
+		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                                        // Model.Forward: a hook the model does not issue
+		"steps":               {"retrieval"},                                                                                         // RetrievalRun.Run
+		"compute":             {"capture", "diag", "sweep", "ppl", "bench", "params", "hooks", "gdn", "sinks", "massive", "experts"}, // model.Load: bf16 for a family with its own pass
+		"memory-check":        {"capture", "diag", "sweep", "ppl", "bench", "gdn", "sinks", "massive", "retrieval", "experts"},       // Model.Forward: a pass that cannot fit
 	}
 	for _, pkg := range []string{"analysis", "checkpoint", "model", "probes", "hooks", "tokenizer"} {
 		files, _ := filepath.Glob(filepath.Join("..", "..", pkg, "*.go"))

@@ -267,6 +267,7 @@ func commands() []*cobra.Command {
 		NewCmdGDN(nil),
 		NewCmdSinks(nil),
 		NewCmdMassive(nil),
+		NewCmdExperts(nil),
 		NewCmdRetrieval(nil),
 		NewCmdExplore(nil),
 	}

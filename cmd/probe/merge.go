@@ -27,7 +27,7 @@ func NewCmdMerge(runF func(*MergeOptions) error) *cobra.Command {
 	opts := &MergeOptions{}
 	cmd := &cobra.Command{
 		Use:     "merge <shard-dir> ... --out <dir> [--force]",
-		Short:   "combine the shards of a sweep, gdn, sinks or massive run into the tables of an unsharded run",
+		Short:   "combine the shards of a sweep, gdn, sinks, massive or experts run into the tables of an unsharded run",
 		Example: "probe merge /tmp/shard0 /tmp/shard1 --out /tmp/sweep",
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Stdout = c.OutOrStdout()
@@ -38,7 +38,7 @@ func NewCmdMerge(runF func(*MergeOptions) error) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Out, "out", "", "output folder (may be one of the shard folders)")
-	f.StringVar(&opts.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl (shards of probe gdn, sinks or massive: the shards' formats unless given)")
+	f.StringVar(&opts.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl (shards of probe gdn, sinks, massive or experts: the shards' formats unless given)")
 	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files (not one of the shard folders)")
 	opts.Agg.registerAgg(f)
 	markRequired(cmd, "out", "")

@@ -35,7 +35,7 @@ func NewCmdReport(runF func(*ReportOptions) error) *cobra.Command {
 	opts := &ReportOptions{}
 	cmd := &cobra.Command{
 		Use:     "report <results-dir> [--out report.html] [--static]",
-		Short:   "HTML report of a finished sweep, ppl, gdn, sinks, massive or retrieval folder; `report attention` draws captured attention maps",
+		Short:   "HTML report of a finished sweep, ppl, gdn, sinks, massive, retrieval or experts folder; `report attention` draws captured attention maps",
 		Example: "probe report /tmp/sweep",
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Stdout = c.OutOrStdout()
@@ -61,7 +61,7 @@ func NewCmdReport(runF func(*ReportOptions) error) *cobra.Command {
 func runReport(opts *ReportOptions) error {
 	pos := opts.Args
 	if len(pos) != 1 {
-		return fmt.Errorf("want one results directory (a finished probe sweep, ppl, gdn, sinks, massive or retrieval folder), or `probe report attention …`")
+		return fmt.Errorf("want one results directory (a finished probe sweep, ppl, gdn, sinks, massive, retrieval or experts folder), or `probe report attention …`")
 	}
 	var err error
 	html := opts.Out
@@ -119,9 +119,9 @@ func newReportCmd() *cobra.Command {
 }
 
 // isFilterFolder reports whether dir holds the manifest of a probe gdn,
-// sinks, massive or retrieval run.
+// sinks, massive, retrieval or experts run.
 func isFilterFolder(dir string) bool {
-	for _, name := range []string{analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName, analysis.RetrievalManifestName} {
+	for _, name := range []string{analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName, analysis.RetrievalManifestName, analysis.ExpertsManifestName} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			return true
 		}

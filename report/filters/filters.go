@@ -25,13 +25,13 @@ import (
 )
 
 // Read returns the report of the folder dir written by probe gdn, probe
-// sinks, probe massive or probe retrieval, chosen by the manifest it holds (its "kind" must
+// sinks, probe massive, probe retrieval or probe experts, chosen by the manifest it holds (its "kind" must
 // agree with the manifest's file name). The tables are read from their
 // Parquet files.
 func Read(dir string) (*report.Report, error) {
 	for _, c := range []struct{ name, kind string }{
 		{analysis.GDNManifestName, "gdn"}, {analysis.SinksManifestName, "sinks"}, {analysis.MassiveManifestName, "massive"},
-		{analysis.RetrievalManifestName, "retrieval"},
+		{analysis.RetrievalManifestName, "retrieval"}, {analysis.ExpertsManifestName, "experts"},
 	} {
 		path := filepath.Join(dir, c.name)
 		data, err := os.ReadFile(path)
@@ -83,6 +83,20 @@ func Read(dir string) (*report.Report, error) {
 				return nil, err
 			}
 			return Sinks(&man, heads, rates)
+		case "experts":
+			var man analysis.ExpertsManifest
+			if err := json.Unmarshal(data, &man); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			loads, err := readTable[analysis.ExpertLoadRow](dir, "experts_load", man.Tables)
+			if err != nil {
+				return nil, err
+			}
+			layers, err := readTable[analysis.ExpertLayerRow](dir, "experts_layers", man.Tables)
+			if err != nil {
+				return nil, err
+			}
+			return Experts(&man, loads, layers)
 		case "retrieval":
 			var man analysis.RetrievalManifest
 			if err := json.Unmarshal(data, &man); err != nil {
@@ -109,8 +123,8 @@ func Read(dir string) (*report.Report, error) {
 			return Massive(&man, top, ppl)
 		}
 	}
-	return nil, fmt.Errorf("%s holds none of %s, %s, %s, %s: not a probe gdn, sinks, massive or retrieval folder", dir,
-		analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName, analysis.RetrievalManifestName)
+	return nil, fmt.Errorf("%s holds none of %s, %s, %s, %s, %s: not a probe gdn, sinks, massive, retrieval or experts folder", dir,
+		analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName, analysis.RetrievalManifestName, analysis.ExpertsManifestName)
 }
 
 // readTable reads dir/<name>.parquet, or says that the run wrote no

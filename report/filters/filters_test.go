@@ -351,7 +351,7 @@ func TestMassiveReport(t *testing.T) {
 // TestReadRefuses checks the errors of Read on folders it cannot draw.
 func TestReadRefuses(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "not a probe gdn, sinks, massive or retrieval folder") {
+	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "not a probe gdn, sinks, massive, retrieval or experts folder") {
 		t.Errorf("empty folder: %v", err)
 	}
 	os.WriteFile(filepath.Join(dir, analysis.SinksManifestName), []byte(`{"kind": "gdn"}`), 0o644)

@@ -1,0 +1,154 @@
+package analysis
+
+import (
+	"fmt"
+
+	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model"
+)
+
+// ExpertsRunOptions are the options of an experts run, recorded in its
+// manifest.
+type ExpertsRunOptions struct {
+	Lengths   []int  `json:"lengths"`
+	Samples   int    `json:"samples"`
+	Disjoint  string `json:"disjoint"`
+	Placement string `json:"placement"`
+	Seed      uint64 `json:"seed"`
+	Offset    int    `json:"offset"`
+	// Margin is how the top-1 margin is measured: MarginProb (default) or
+	// MarginLogit (ExpertOptions.Margin).
+	Margin             string `json:"margin"`
+	AllowExtrapolation bool   `json:"allow_extrapolation"`
+}
+
+// DefaultExpertsRunOptions are the command's defaults.
+func DefaultExpertsRunOptions() ExpertsRunOptions {
+	return ExpertsRunOptions{Samples: 1, Disjoint: DisjointAll, Placement: PlaceSequential, Seed: 1, Margin: MarginProb}
+}
+
+// ExpertsManifest records an experts run (or one shard of it).
+type ExpertsManifest struct {
+	RunRecord
+	Experts int               `json:"experts_per_layer"`
+	TopK    int               `json:"top_k"`
+	Options ExpertsRunOptions `json:"experts"`
+}
+
+// ExpertsManifestName is the manifest's file name in an unsharded experts
+// run's folder (StreamManifestName for a shard's).
+const ExpertsManifestName = "experts_manifest.json"
+
+// expertsTables are the tables of an experts pass: the sums of one
+// sequence, from which experts_load and experts_layers are written.
+var expertsTables = []string{"experts_sums"}
+
+// ExpertsRun is one `probe experts` run: one pass file of routing sums
+// (ExpertSumRow) per chunk in Out/passes, then experts_load,
+// experts_layers (ExpertRows of the sums pooled per length) and
+// experts_manifest.json. It resumes and shards as GDNRun does.
+type ExpertsRun struct {
+	Dir     string
+	Load    model.LoadOptions
+	Source  SourceInfo
+	Stream  []int
+	Options ExpertsRunOptions
+	Out     string
+	Formats []string
+	Threads int
+	Shard   Shard
+	Force   bool
+	// Stop, when closed, stops the run before its next pass: Run returns
+	// an error wrapping ErrStopped, the finished passes kept.
+	Stop <-chan struct{}
+	// Progress, when set, is called as the run advances (layer by layer).
+	Progress   func(Progress)
+	CLIOptions []Option
+	Args       []string
+	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
+	// DeviationTokens tokens of the first chunk also run in float32
+	// (Manifest.Deviation; 0: not measured).
+	DeviationTokens int
+}
+
+// Run runs the passes and, unsharded, writes experts_load, experts_layers
+// and the manifest, returning the rows of both (none for a shard). A model
+// without a mixture-of-experts layer is refused, naming it.
+func (r *ExpertsRun) Run() (*ExpertsManifest, []ExpertLoadRow, []ExpertLayerRow, error) {
+	o := &r.Options
+	if o.Margin == "" {
+		o.Margin = MarginProb
+	}
+	if o.Margin != MarginProb && o.Margin != MarginLogit {
+		return nil, nil, nil, fmt.Errorf("margin %q: want %s or %s", o.Margin, MarginProb, MarginLogit)
+	}
+	st := streamStart{kind: "experts", dir: r.Dir, load: r.Load, source: r.Source, stream: r.Stream, formats: r.Formats,
+		threads: r.Threads, shard: r.Shard, cliOptions: r.CLIOptions, args: r.Args,
+		deviationTokens: r.DeviationTokens, allowExt: o.AllowExtrapolation,
+		plan: ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement, Seed: o.Seed, Offset: o.Offset}}
+	m, rec, err := st.open()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c := &m.Config
+	if c.MoE == nil {
+		return nil, nil, nil, fmt.Errorf("%s (%s) has no mixture-of-experts layer: probe experts measures the router of a sparse model (mixtral, qwen3_moe, olmoe, gpt_oss)", r.Dir, c.Arch)
+	}
+	man := &ExpertsManifest{RunRecord: rec, Experts: c.MoE.Experts, TopK: c.MoE.TopK, Options: *o}
+	man.Conventions = expertsConventions()
+	var loads []ExpertLoadRow
+	var layers []ExpertLayerRow
+	err = runStream(man, streamRun{out: r.Out, tables: expertsTables, opts: man.Options, force: r.Force, stop: r.Stop,
+		model: m, threads: man.Threads, progress: r.Progress, forwards: 1,
+		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
+		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+			hs := &hooks.Set{}
+			sums, err := expertSumHooks(hs, c, o.Margin, nil, nil)
+			if err != nil {
+				return nil, err
+			}
+			watch(hs)
+			ids := [][]int{r.Stream[ch.Start:ch.End]}
+			if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, Threads: man.Threads}); err != nil {
+				return nil, err
+			}
+			rows := sums()
+			for i := range rows {
+				rows[i].Sample = ch.Sample
+			}
+			return []passTable{tableOf("experts_sums", rows)}, nil
+		},
+		finish: func() (err error) { loads, layers, err = finishExperts(r.Out, man); return err }})
+	if err != nil {
+		return man, nil, nil, err
+	}
+	return man, loads, layers, nil
+}
+
+// finishExperts writes experts_load and experts_layers from the pass files
+// of every chunk of man in dir: the sums pooled per length over samples.
+func finishExperts(dir string, man *ExpertsManifest) ([]ExpertLoadRow, []ExpertLayerRow, error) {
+	var sums []ExpertSumRow
+	for _, c := range man.Chunks {
+		pass, err := readPassRows[ExpertSumRow](dir, "experts_sums", &man.RunRecord, man.Options, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		sums = append(sums, pass...)
+	}
+	loads, layers := ExpertRows(PoolExpertSums(sums))
+	return loads, layers, man.writeTables(dir, tableOf("experts_load", loads), tableOf("experts_layers", layers))
+}
+
+// expertsConventions states the definitions behind the experts tables.
+func expertsConventions() map[string]string {
+	return map[string]string{
+		"routing":     "blocks.{l}.mlp.hook_router_logits z [batch, pos, E] and hook_expert_indices / hook_expert_weights [batch, pos, k] of every sparse layer, batch 1, one sequence per pass",
+		"load":        "assignments / (N*k) over the N tokens of every sample of the length; first_load over the S position-0 tokens (S*k assignments), rest_load over the others; each sums to 1 over the experts",
+		"mean_weight": "mean routing weight the expert received when chosen (the weights the layer multiplies its output by); NaN for an expert never chosen",
+		"top1":        "top-1 expert = argmax of p = softmax(z) over all E experts (lowest index on ties); first_top1 / rest_top1 = share of the position-0 tokens / other tokens whose top-1 it is; first_top1_mode = the expert most position-0 tokens pick, first_top1_agree its share of them, rest_top1_agree its share of the other tokens",
+		"entropy":     "H = -sum_e p_e ln p_e in nats (<= ln E), mean over tokens; _first over position 0, _rest over the others",
+		"margin":      "experts.margin prob: p_(1) - p_(2); logit: z_(1) - z_(2); 1 with a single expert; mean over tokens as entropy",
+		"pooling":     "per length: the sums of every sample added (passes/*.experts_sums), then divided; a shard's pass files merge to the same tables",
+	}
+}
