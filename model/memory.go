@@ -142,7 +142,9 @@ func (m *Model) PassBytes(B, T int, opt Options) (bytes int64, ok bool) {
 // channelFloats is PassBytes' term for the channel mixers: the dense MLP's
 // hidden values, min(n, blockRows)·a·d_ff with a = 2 for a gated MLP
 // (SwiGLU's gate and up projections) and 1 otherwise, or the largest
-// scratch of the layers' own channel mixers (Layer.ffn).
+// scratch of the layers' own channel mixers (Layer.ffn; a mixture of
+// experts keeps its buffers for later passes, moeKept, as the AMX products
+// keep theirs).
 func (m *Model) channelFloats(B, T int) int {
 	floats := 0
 	for _, L := range m.Layers {

@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -90,13 +91,44 @@ type moeExpert struct {
 }
 
 // moeScratch is a pass's buffers for the mixture of experts, reused from
-// layer to layer (moePool): float32 values and the token lists.
+// layer to layer and pass to pass (moeKept): float32 values and the token
+// lists.
 type moeScratch struct {
 	f   []float32
 	ids []int32
 }
 
-var moePool = sync.Pool{New: func() any { return new(moeScratch) }}
+// moeKept holds the mixture of experts' buffers between layers and passes:
+// a bounded list (one per concurrent pass, up to GOMAXPROCS), not a
+// sync.Pool, which drops its buffers at every collection — at a low GOGC
+// that is between two layers, and each layer then allocated its tens of
+// MiB again while the dropped ones were still garbage (TestPeakMemoryFormula's
+// Mixtral peaked 12–14 MiB above the formula in about one run in three).
+var moeKept struct {
+	sync.Mutex
+	list []*moeScratch
+}
+
+// getMoEScratch takes a kept buffer set, or a new one.
+func getMoEScratch() *moeScratch {
+	moeKept.Lock()
+	defer moeKept.Unlock()
+	if n := len(moeKept.list); n > 0 {
+		s := moeKept.list[n-1]
+		moeKept.list = moeKept.list[:n-1]
+		return s
+	}
+	return new(moeScratch)
+}
+
+// putMoEScratch keeps s for the next layer or pass, up to GOMAXPROCS sets.
+func putMoEScratch(s *moeScratch) {
+	moeKept.Lock()
+	defer moeKept.Unlock()
+	if len(moeKept.list) < runtime.GOMAXPROCS(0) {
+		moeKept.list = append(moeKept.list, s)
+	}
+}
 
 // scratchFloats is the size of mixChannels' buffers for n = B·T tokens,
 // r = min(n, blockRows) rows of one expert at a time: logits n·E, indices
@@ -118,8 +150,8 @@ func (e *moeLayer) mixChannels(m *Model, out, h []float32, l, B, T int, opt Opti
 	c := e.cfg
 	n, D, E, K, F := B*T, e.router.Cols, c.Experts, c.TopK, c.DExpert
 	rows := min(n, blockRows)
-	s := moePool.Get().(*moeScratch)
-	defer moePool.Put(s)
+	s := getMoEScratch()
+	defer putMoEScratch(s)
 	need := n*(E+2*K+D) + rows*(2*D+2*F)
 	if len(s.f) < need {
 		s.f = make([]float32, need)

@@ -344,11 +344,24 @@ func TestMoEScratchPerPass(t *testing.T) {
 		})
 	}
 	small, large := allocs(32), allocs(1024)
+	// the kept buffers survive a collection (a sync.Pool's would not): a
+	// pass right after one allocates far less than its scratch
+	h := make([]float32, 1024*D)
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	if err := e.mixChannels(&Model{}, h, h, 0, 1, 1024, Options{}, func(string, int, []float32, ...int) {}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&m1)
+	if got, scratch := m1.TotalAlloc-m0.TotalAlloc, uint64(4*e.scratchFloats(1, 1024)); got > scratch/2 {
+		t.Errorf("a pass after a collection allocated %d bytes, its scratch is %d: the buffers were dropped", got, scratch)
+	}
 	if large > small+float64(8*runtime.GOMAXPROCS(0)) {
 		t.Errorf("allocations per pass: %v for 32 tokens, %v for 1024: they grow with the tokens", small, large)
 	}
-	s := moePool.Get().(*moeScratch)
-	defer moePool.Put(s)
+	s := getMoEScratch()
+	defer putMoEScratch(s)
 	if used, bound := len(s.f)+len(s.ids), e.scratchFloats(1, 1024); used > bound {
 		t.Errorf("scratch after 1024 tokens: %d values, scratchFloats says %d", used, bound)
 	}
