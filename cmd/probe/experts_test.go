@@ -39,6 +39,18 @@ func TestExpertsCommandGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer gold.Close()
+		logits := false
+		for l := 0; l < cfg.Layers; l++ {
+			_, ok := gold.Info(fmt.Sprintf("router_logits.%d", l))
+			logits = logits || ok
+		}
+		if !logits {
+			// gemma4_text stores router_probs and weights scaled per
+			// expert (its README): the logit-based columns have no
+			// reference there; model's TestGoldenParity checks its routing
+			t.Logf("%s: no router_logits in its golden file: not compared here", name)
+			continue
+		}
 		ran++
 		raw, _ := gold.Int64("input_ids")
 		info, _ := gold.Info("input_ids")
