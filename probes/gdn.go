@@ -469,43 +469,55 @@ func (f *GDNFilter) SetLayer(l int, k, v, beta, g []float32) error {
 			l, len(k), len(v), len(beta), len(g), B, Hv, T, dk, dv)
 	}
 	s := f.slot[l]
-	threads := f.Opt.Threads
+	eachHead(B*Hv, f.Opt.Threads, func() func(j int) {
+		S, r := make([]float64, dk*dv), make([]float64, 2*dv)
+		bg := make([]float32, 2*T)
+		return func(j int) {
+			b, h := j/Hv, j%Hv
+			at := f.Index(b, s, h, 0)
+			for t := 0; t < T; t++ {
+				bt, gt := beta[(b*T+t)*Hv+h], g[(b*T+t)*Hv+h]
+				bg[t], bg[T+t] = bt, gt
+				e := math.Exp(float64(gt))
+				f.Beta[at+t], f.Decay[at+t], f.Horizon[at+t] = float64(bt), e, 1/(1-e)
+			}
+			clear(S)
+			DeltaRuleFilter(f.Innovation[at:at+T], f.StateNorm[at:at+T], S, r,
+				k[j*T*dk:(j+1)*T*dk], v[j*T*dv:(j+1)*T*dv], bg[:T], bg[T:], dk, dv, f.Opt.Innovation)
+		}
+	})
+	return nil
+}
+
+// eachHead calls do(j) for j = 0 … n−1 — the (sequence, head) pairs of a
+// layer — on up to threads goroutines (GOMAXPROCS when threads ≤ 0), each
+// taking the next j and holding the scratch newWorker made for it: the
+// loops of SetLayer and SetSSMLayer.
+func eachHead(n, threads int, newWorker func() (do func(j int))) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
 	var next sync.Mutex
 	i := 0
 	var wg sync.WaitGroup
-	for w := 0; w < min(threads, B*Hv); w++ {
+	for w := 0; w < min(threads, n); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			S, r := make([]float64, dk*dv), make([]float64, 2*dv)
-			bg := make([]float32, 2*T)
+			do := newWorker()
 			for {
 				next.Lock()
 				j := i
 				i++
 				next.Unlock()
-				if j >= B*Hv {
+				if j >= n {
 					return
 				}
-				b, h := j/Hv, j%Hv
-				at := f.Index(b, s, h, 0)
-				for t := 0; t < T; t++ {
-					bt, gt := beta[(b*T+t)*Hv+h], g[(b*T+t)*Hv+h]
-					bg[t], bg[T+t] = bt, gt
-					e := math.Exp(float64(gt))
-					f.Beta[at+t], f.Decay[at+t], f.Horizon[at+t] = float64(bt), e, 1/(1-e)
-				}
-				clear(S)
-				DeltaRuleFilter(f.Innovation[at:at+T], f.StateNorm[at:at+T], S, r,
-					k[j*T*dk:(j+1)*T*dk], v[j*T*dv:(j+1)*T*dv], bg[:T], bg[T:], dk, dv, f.Opt.Innovation)
+				do(j)
 			}
 		}()
 	}
 	wg.Wait()
-	return nil
 }
 
 // ConsumeAttn rejects softmax rows: f is registered on Gated DeltaNet

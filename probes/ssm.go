@@ -3,8 +3,6 @@ package probes
 import (
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -99,39 +97,20 @@ func (f *GDNFilter) SetSSMLayer(l int, x, bb, dt, decay []float32) error {
 			l, len(x), len(bb), len(dt), len(decay), B, T, H, P, N)
 	}
 	s := f.slot[l]
-	threads := f.Opt.Threads
-	if threads <= 0 {
-		threads = runtime.GOMAXPROCS(0)
-	}
-	var next sync.Mutex
-	i := 0
-	var wg sync.WaitGroup
-	for w := 0; w < min(threads, B*H); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ws := newSSMNormScratch(min(ssmNormChunk, T), P, N)
-			for {
-				next.Lock()
-				j := i
-				i++
-				next.Unlock()
-				if j >= B*H {
-					return
-				}
-				b, h := j/H, j%H
-				at := f.Index(b, s, h, 0)
-				for t := 0; t < T; t++ {
-					r := (b*T+t)*H + h
-					a, g := float64(decay[r]), float64(dt[r])
-					f.Beta[at+t], f.Decay[at+t], f.Horizon[at+t] = g, a, 1/(1-a)
-				}
-				r0 := b*T*H + h
-				ssmStateNorms(f.StateNorm[at:at+T], x[r0*P:], bb[r0*N:], dt[r0:], decay[r0:], T, H*P, H*N, H, P, N, ws)
+	eachHead(B*H, f.Opt.Threads, func() func(j int) {
+		ws := newSSMNormScratch(min(ssmNormChunk, T), P, N)
+		return func(j int) {
+			b, h := j/H, j%H
+			at := f.Index(b, s, h, 0)
+			for t := 0; t < T; t++ {
+				r := (b*T+t)*H + h
+				a, g := float64(decay[r]), float64(dt[r])
+				f.Beta[at+t], f.Decay[at+t], f.Horizon[at+t] = g, a, 1/(1-a)
 			}
-		}()
-	}
-	wg.Wait()
+			r0 := b*T*H + h
+			ssmStateNorms(f.StateNorm[at:at+T], x[r0*P:], bb[r0*N:], dt[r0:], decay[r0:], T, H*P, H*N, H, P, N, ws)
+		}
+	})
 	return nil
 }
 
