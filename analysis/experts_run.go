@@ -10,21 +10,15 @@ import (
 // ExpertsRunOptions are the options of an experts run, recorded in its
 // manifest.
 type ExpertsRunOptions struct {
-	Lengths   []int  `json:"lengths"`
-	Samples   int    `json:"samples"`
-	Disjoint  string `json:"disjoint"`
-	Placement string `json:"placement"`
-	Seed      uint64 `json:"seed"`
-	Offset    int    `json:"offset"`
+	StreamPlan
 	// Margin is how the top-1 margin is measured: MarginProb (default) or
 	// MarginLogit (ExpertOptions.Margin).
-	Margin             string `json:"margin"`
-	AllowExtrapolation bool   `json:"allow_extrapolation"`
+	Margin string `json:"margin"`
 }
 
 // DefaultExpertsRunOptions are the command's defaults.
 func DefaultExpertsRunOptions() ExpertsRunOptions {
-	return ExpertsRunOptions{Samples: 1, Disjoint: DisjointAll, Placement: PlaceSequential, Seed: 1, Margin: MarginProb}
+	return ExpertsRunOptions{StreamPlan: defaultStreamPlan, Margin: MarginProb}
 }
 
 // ExpertsManifest records an experts run (or one shard of it).
@@ -48,27 +42,8 @@ var expertsTables = []string{"experts_sums"}
 // experts_layers (ExpertRows of the sums pooled per length) and
 // experts_manifest.json. It resumes and shards as GDNRun does.
 type ExpertsRun struct {
-	Dir     string
-	Load    model.LoadOptions
-	Source  SourceInfo
-	Stream  []int
+	RunSpec
 	Options ExpertsRunOptions
-	Out     string
-	Formats []string
-	Threads int
-	Shard   Shard
-	Force   bool
-	// Stop, when closed, stops the run before its next pass: Run returns
-	// an error wrapping ErrStopped, the finished passes kept.
-	Stop <-chan struct{}
-	// Progress, when set, is called as the run advances (layer by layer).
-	Progress   func(Progress)
-	CLIOptions []Option
-	Args       []string
-	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
-	// DeviationTokens tokens of the first chunk also run in float32
-	// (Manifest.Deviation; 0: not measured).
-	DeviationTokens int
 }
 
 // Run runs the passes and, unsharded, writes experts_load, experts_layers
@@ -82,11 +57,7 @@ func (r *ExpertsRun) Run() (*ExpertsManifest, []ExpertLoadRow, []ExpertLayerRow,
 	if o.Margin != MarginProb && o.Margin != MarginLogit {
 		return nil, nil, nil, fmt.Errorf("margin %q: want %s or %s", o.Margin, MarginProb, MarginLogit)
 	}
-	st := streamStart{kind: "experts", dir: r.Dir, load: r.Load, source: r.Source, stream: r.Stream, formats: r.Formats,
-		threads: r.Threads, shard: r.Shard, cliOptions: r.CLIOptions, args: r.Args,
-		deviationTokens: r.DeviationTokens, allowExt: o.AllowExtrapolation,
-		plan: ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement, Seed: o.Seed, Offset: o.Offset}}
-	m, rec, err := st.open()
+	m, rec, err := r.open("experts", o.StreamPlan, 0)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -98,9 +69,7 @@ func (r *ExpertsRun) Run() (*ExpertsManifest, []ExpertLoadRow, []ExpertLayerRow,
 	man.Conventions = expertsConventions()
 	var loads []ExpertLoadRow
 	var layers []ExpertLayerRow
-	err = runStream(man, streamRun{out: r.Out, tables: expertsTables, opts: man.Options, force: r.Force, stop: r.Stop,
-		model: m, threads: man.Threads, progress: r.Progress, forwards: 1,
-		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
+	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: expertsTables, opts: man.Options, model: m, forwards: 1,
 		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			hs := &hooks.Set{}
 			sums, err := expertSumHooks(hs, c, o.Margin, nil, nil)

@@ -20,7 +20,7 @@ func TestExpertsRunEqualsExperts(t *testing.T) {
 	o := DefaultExpertsRunOptions()
 	o.Lengths, o.Samples = []int{16, 32}, 3
 	out := filepath.Join(t.TempDir(), "experts")
-	man, loads, layers, err := (&ExpertsRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Threads: 2}).Run()
+	man, loads, layers, err := (&ExpertsRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Threads: 2}, Options: o}).Run()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,12 +94,12 @@ func TestExpertsRunRefusesDense(t *testing.T) {
 	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	o := DefaultExpertsRunOptions()
 	o.Lengths = []int{16}
-	_, _, _, err := (&ExpertsRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: t.TempDir()}).Run()
+	_, _, _, err := (&ExpertsRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: t.TempDir()}, Options: o}).Run()
 	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "qwen3") || !strings.Contains(err.Error(), "no mixture-of-experts layer") {
 		t.Errorf("dense model: %v", err)
 	}
 	o.Margin = "gap"
-	if _, _, _, err := (&ExpertsRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: t.TempDir()}).Run(); err == nil || !strings.Contains(err.Error(), `margin "gap"`) {
+	if _, _, _, err := (&ExpertsRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: t.TempDir()}, Options: o}).Run(); err == nil || !strings.Contains(err.Error(), `margin "gap"`) {
 		t.Errorf("margin gap: %v", err)
 	}
 }

@@ -35,12 +35,7 @@ type GDNRow struct {
 
 // GDNOptions are the options of a gdn run, recorded in its manifest.
 type GDNOptions struct {
-	Lengths   []int  `json:"lengths"`
-	Samples   int    `json:"samples"`
-	Disjoint  string `json:"disjoint"`
-	Placement string `json:"placement"`
-	Seed      uint64 `json:"seed"`
-	Offset    int    `json:"offset"`
+	StreamPlan
 	// Innovation is probes.InnovationForm's name ("decayed", default, or
 	// "undecayed"); Weights is probes.EffAttnWeights' ("abs", default, or
 	// "signed"); Nu, Sigma02, Prior define λobs^W and K^W (0: 1, 1/d_v, 1);
@@ -56,8 +51,6 @@ type GDNOptions struct {
 	// O(T·d_k·d_v), so off by default (docs/diagnostics.md, "Cost").
 	WRows    bool `json:"w_rows"`
 	TileRows int  `json:"tile_rows"`
-	// AllowExtrapolation runs lengths beyond max_position_embeddings.
-	AllowExtrapolation bool `json:"allow_extrapolation"`
 }
 
 // GDNManifest records a gdn run (or one shard of it).
@@ -79,27 +72,8 @@ const GDNManifestName = "gdn_manifest.json"
 // (combined by MergeStream); Force runs into a folder that records
 // another plan.
 type GDNRun struct {
-	Dir     string
-	Load    model.LoadOptions
-	Source  SourceInfo
-	Stream  []int
+	RunSpec
 	Options GDNOptions
-	Out     string
-	Formats []string
-	Threads int
-	Shard   Shard
-	Force   bool
-	// Stop, when closed, stops the run before its next pass: Run returns
-	// an error wrapping ErrStopped, the finished passes kept.
-	Stop <-chan struct{}
-	// Progress, when set, is called as the run advances (layer by layer).
-	Progress   func(Progress)
-	CLIOptions []Option
-	Args       []string
-	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
-	// DeviationTokens tokens of the first chunk also run in float32
-	// (Manifest.Deviation; 0: not measured).
-	DeviationTokens int
 }
 
 // Run runs the passes and, unsharded, writes the tables, returning the
@@ -125,11 +99,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	if _, err := probes.ParseEffAttnWeights(o.Weights); err != nil {
 		return nil, nil, err
 	}
-	st := streamStart{kind: "gdn", dir: r.Dir, load: r.Load, source: r.Source, stream: r.Stream, formats: r.Formats,
-		threads: r.Threads, shard: r.Shard, cliOptions: r.CLIOptions, args: r.Args,
-		deviationTokens: r.DeviationTokens, allowExt: o.AllowExtrapolation,
-		plan: ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement, Seed: o.Seed, Offset: o.Offset}}
-	m, rec, err := st.open()
+	m, rec, err := r.open("gdn", o.StreamPlan, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -141,9 +111,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	man := &GDNManifest{RunRecord: rec, Layers: layers, Options: *o}
 	man.Conventions = gdnConventions()
 	var rows []GDNRow
-	err = runStream(man, streamRun{out: r.Out, tables: gdnTables, opts: man.Options, force: r.Force, stop: r.Stop,
-		model: m, threads: man.Threads, progress: r.Progress, forwards: 1,
-		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
+	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: gdnTables, opts: man.Options, model: m, forwards: 1,
 		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			hs := &hooks.Set{}
 			f, fa, err := gdnFilters(hs, c, ch.T, *o, man.Threads)

@@ -49,12 +49,7 @@ type MassivePPLRow struct {
 // MassiveOptions are the options of a massive run, recorded in its
 // manifest. A chunk holds T + 1 stream tokens: position t predicts x_{t+1}.
 type MassiveOptions struct {
-	Lengths   []int  `json:"lengths"`
-	Samples   int    `json:"samples"`
-	Disjoint  string `json:"disjoint"`
-	Placement string `json:"placement"`
-	Seed      uint64 `json:"seed"`
-	Offset    int    `json:"offset"`
+	StreamPlan
 	// TopK entries per layer are reported.
 	TopK int `json:"top_k"`
 	// Interventions run after the plain pass, each its own pass.
@@ -63,13 +58,11 @@ type MassiveOptions struct {
 	// each pass the layer with the largest top-1 ratio to its median).
 	Layer   int `json:"layer"`
 	Entries int `json:"entries"` // 0: TopK
-	// AllowExtrapolation runs lengths beyond max_position_embeddings.
-	AllowExtrapolation bool `json:"allow_extrapolation"`
 }
 
 // DefaultMassiveOptions are the command's defaults.
 func DefaultMassiveOptions() MassiveOptions {
-	return MassiveOptions{Samples: 1, Disjoint: DisjointAll, Placement: PlaceSequential, Seed: 1, TopK: 10,
+	return MassiveOptions{StreamPlan: defaultStreamPlan, TopK: 10,
 		Interventions: []string{MassiveZero, MassiveMean}, Layer: -1}
 }
 
@@ -89,27 +82,8 @@ const MassiveManifestName = "massive_manifest.json"
 // Out/passes, then massive_top, massive_ppl and massive_manifest.json. It
 // resumes and shards as GDNRun does.
 type MassiveRun struct {
-	Dir     string
-	Load    model.LoadOptions
-	Source  SourceInfo
-	Stream  []int
+	RunSpec
 	Options MassiveOptions
-	Out     string
-	Formats []string
-	Threads int
-	Shard   Shard
-	Force   bool
-	// Stop, when closed, stops the run before its next pass: Run returns
-	// an error wrapping ErrStopped, the finished passes kept.
-	Stop <-chan struct{}
-	// Progress, when set, is called as the run advances (layer by layer).
-	Progress   func(Progress)
-	CLIOptions []Option
-	Args       []string
-	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
-	// DeviationTokens tokens of the first chunk also run in float32
-	// (Manifest.Deviation; 0: not measured).
-	DeviationTokens int
 }
 
 // Run runs the passes and, unsharded, writes massive_top, massive_ppl and
@@ -130,11 +104,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 			return nil, nil, nil, fmt.Errorf("intervention %q: want %s or %s", iv, MassiveZero, MassiveMean)
 		}
 	}
-	st := streamStart{kind: "massive", dir: r.Dir, load: r.Load, source: r.Source, stream: r.Stream, formats: r.Formats,
-		threads: r.Threads, shard: r.Shard, cliOptions: r.CLIOptions, args: r.Args,
-		deviationTokens: r.DeviationTokens, allowExt: o.AllowExtrapolation, extra: 1,
-		plan: ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement, Seed: o.Seed, Offset: o.Offset}}
-	m, rec, err := st.open()
+	m, rec, err := r.open("massive", o.StreamPlan, 1)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -147,9 +117,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 	D := c.DModel
 	var tops []MassiveTopRow
 	var ppls []MassivePPLRow
-	err = runStream(man, streamRun{out: r.Out, tables: massiveTables, opts: man.Options, force: r.Force, stop: r.Stop,
-		model: m, threads: man.Threads, progress: r.Progress, forwards: 1 + len(o.Interventions),
-		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
+	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: massiveTables, opts: man.Options, model: m, forwards: 1 + len(o.Interventions),
 		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			T := ch.T
 			ids := [][]int{r.Stream[ch.Start : ch.End-1]}

@@ -56,12 +56,7 @@ type SinkRateRow struct {
 
 // SinksOptions are the options of a sinks run, recorded in its manifest.
 type SinksOptions struct {
-	Lengths   []int  `json:"lengths"`
-	Samples   int    `json:"samples"`
-	Disjoint  string `json:"disjoint"`
-	Placement string `json:"placement"`
-	Seed      uint64 `json:"seed"`
-	Offset    int    `json:"offset"`
+	StreamPlan
 	// Eps are the thresholds ε of Sink_1^ε (Gu et al.: 0.3).
 	Eps []float64 `json:"eps"`
 	// IncludeFirstQuery counts query 0 (α[0,0] = 1) in ā_0, as Gu et al.'s
@@ -75,14 +70,13 @@ type SinksOptions struct {
 	SinkRows string `json:"sink_rows"`
 	// SplitLocal adds rate rows for global and local (sliding-window)
 	// layers separately when the model has both.
-	SplitLocal         bool `json:"split_local"`
-	TileRows           int  `json:"tile_rows"`
-	AllowExtrapolation bool `json:"allow_extrapolation"`
+	SplitLocal bool `json:"split_local"`
+	TileRows   int  `json:"tile_rows"`
 }
 
 // DefaultSinksOptions are the command's defaults.
 func DefaultSinksOptions() SinksOptions {
-	return SinksOptions{Samples: 1, Disjoint: DisjointAll, Placement: PlaceSequential, Seed: 1, Eps: []float64{0.3},
+	return SinksOptions{StreamPlan: defaultStreamPlan, Eps: []float64{0.3},
 		IncludeFirstQuery: true, GateBelow: 0.1, SinkRows: probes.RenormRows.String(), SplitLocal: true}
 }
 
@@ -103,27 +97,8 @@ const SinksManifestName = "sinks_manifest.json"
 // Out/passes, then sinks_heads, sinks_rate and sinks_manifest.json. It
 // resumes and shards as GDNRun does.
 type SinksRun struct {
-	Dir     string
-	Load    model.LoadOptions
-	Source  SourceInfo
-	Stream  []int
+	RunSpec
 	Options SinksOptions
-	Out     string
-	Formats []string
-	Threads int
-	Shard   Shard
-	Force   bool
-	// Stop, when closed, stops the run before its next pass: Run returns
-	// an error wrapping ErrStopped, the finished passes kept.
-	Stop <-chan struct{}
-	// Progress, when set, is called as the run advances (layer by layer).
-	Progress   func(Progress)
-	CLIOptions []Option
-	Args       []string
-	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
-	// DeviationTokens tokens of the first chunk also run in float32
-	// (Manifest.Deviation; 0: not measured).
-	DeviationTokens int
 }
 
 // HasSinks reports whether m's softmax attention has learned sink logits
@@ -172,11 +147,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	if _, ok := probes.ParseSinkRows(o.SinkRows); !ok {
 		return nil, nil, nil, fmt.Errorf("sink rows %q: want %s or %s", o.SinkRows, probes.RenormRows, probes.RawRows)
 	}
-	st := streamStart{kind: "sinks", dir: r.Dir, load: r.Load, source: r.Source, stream: r.Stream, formats: r.Formats,
-		threads: r.Threads, shard: r.Shard, cliOptions: r.CLIOptions, args: r.Args,
-		deviationTokens: r.DeviationTokens, allowExt: o.AllowExtrapolation,
-		plan: ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement, Seed: o.Seed, Offset: o.Offset}}
-	m, rec, err := st.open()
+	m, rec, err := r.open("sinks", o.StreamPlan, 0)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -192,9 +163,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	}
 	var heads []SinkHeadRow
 	var rates []SinkRateRow
-	err = runStream(man, streamRun{out: r.Out, tables: sinksTables, opts: man.Options, force: r.Force, stop: r.Stop,
-		model: m, threads: man.Threads, progress: r.Progress, forwards: 1,
-		ids: func(ch Chunk) []int { return r.Stream[ch.Start:ch.End] },
+	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: sinksTables, opts: man.Options, model: m, forwards: 1,
 		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			hs := &hooks.Set{}
 			rows, err := SinkHooks(hs, c, ch, *o)

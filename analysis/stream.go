@@ -240,32 +240,25 @@ func recordFailure(path string, man any, err error) error {
 	return err
 }
 
-// streamRun is what runStream needs of a stream command's run beside its
-// manifest.
+// streamRun is what runStream needs of a measurement's run beside its
+// manifest and spec.
 type streamRun struct {
-	out    string
+	*RunSpec
 	tables []string // the pass tables, in the order they are written
-	opts   any      // the command's options (the manifest's, under its kind)
-	force  bool
-	// stop, when closed, stops the run before its next pass (ErrStopped),
-	// the finished passes kept and the manifest saying it is unfinished.
-	stop <-chan struct{}
-	// ids returns a pass's token ids; pass runs it and returns its tables,
-	// calling watch on the hooks of each of its forward passes (forwards
-	// of them per chunk) so that the progress follows their layers.
+	opts   any      // the measurement's options (the manifest's, under its kind)
+	// ids returns a pass's token ids (nil: the chunk's span of the
+	// spec's Stream); pass runs it and returns its tables, calling watch
+	// on the hooks of each of its forward passes (forwards of them per
+	// chunk) so that the progress follows their layers.
 	ids      func(c Chunk) []int
 	pass     func(c Chunk, watch func(*hooks.Set)) ([]passTable, error)
 	forwards int
 	// finish writes the tables from the pass files of every chunk.
 	finish func() error
-	// model and threads: the longest pass's memory is checked before the
-	// first (model.Model.CheckMemory), so that a run whose last length
-	// cannot fit is refused at its start
-	model   *model.Model
-	threads int
-	// progress, when set, is told of every pass (reused or run) and of
-	// each layer of the passes that run (Progress).
-	progress func(Progress)
+	// model: the longest pass's memory is checked before the first
+	// (model.Model.CheckMemory), so that a run whose last length cannot
+	// fit is refused at its start
+	model *model.Model
 }
 
 // runStream runs the passes of man's shard that have no finished pass
@@ -279,18 +272,21 @@ type streamRun struct {
 func runStream(man StreamManifest, r streamRun) error {
 	start := time.Now()
 	rec := man.Record()
-	path := filepath.Join(r.out, StreamManifestName(rec.Kind, rec.Shard))
+	path := filepath.Join(r.Out, StreamManifestName(rec.Kind, rec.Shard))
+	if r.ids == nil {
+		r.ids = func(c Chunk) []int { return r.Stream[c.Start:c.End] }
+	}
 	fail := func(err error) error {
 		rec.Error = err.Error()
 		rec.Seconds = time.Since(start).Seconds()
 		return recordFailure(path, man, err)
 	}
-	if !r.force {
-		if err := samePlan(r.out, man); err != nil {
+	if !r.Force {
+		if err := samePlan(r.Out, man); err != nil {
 			return err
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(r.out, "passes"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(r.Out, "passes"), 0o755); err != nil {
 		return err
 	}
 	var old struct {
@@ -304,14 +300,14 @@ func runStream(man StreamManifest, r streamRun) error {
 	rec.Passes = []StreamPass{}
 	mine := shardChunks(rec.Chunks, rec.Shard)
 	if T := longestT(mine); T > 0 && r.model != nil {
-		if err := r.model.CheckMemory(1, T, model.Options{Threads: r.threads}, 0); err != nil {
+		if err := r.model.CheckMemory(1, T, model.Options{Threads: r.Threads}, 0); err != nil {
 			return fail(fmt.Errorf("the longest pass (T=%d): %w", T, err))
 		}
 	}
 	pr := newStreamProgress(r, mine, start)
 	for i, c := range mine {
 		key := streamKey(rec.Kind, rec.Model.Digest, r.opts, c, TokenDigest(r.ids(c)))
-		done, note, err := finishedPass(r.out, r.tables, c, key)
+		done, note, err := finishedPass(r.Out, r.tables, c, key)
 		if err != nil {
 			return fail(err)
 		}
@@ -325,7 +321,7 @@ func runStream(man StreamManifest, r streamRun) error {
 			continue
 		}
 		select {
-		case <-r.stop:
+		case <-r.Stop:
 			return fail(fmt.Errorf("probe %s %w: %d of %d passes finished", rec.Kind, ErrStopped, len(rec.Passes), len(mine)))
 		default:
 		}
@@ -344,7 +340,7 @@ func runStream(man StreamManifest, r streamRun) error {
 			return fail(err)
 		}
 		for _, t := range tables {
-			err := writeFileAtomic(streamPassPath(r.out, t.name, c.T, c.Sample), func(w io.Writer) error {
+			err := writeFileAtomic(streamPassPath(r.Out, t.name, c.T, c.Sample), func(w io.Writer) error {
 				return t.write(w, map[string]string{passMetaKey: string(meta)})
 			})
 			if err != nil {
@@ -377,10 +373,10 @@ type streamProgress struct {
 
 func newStreamProgress(r streamRun, mine []Chunk, start time.Time) *streamProgress {
 	sp := &streamProgress{start: start, forwards: max(1, r.forwards)}
-	if r.model == nil || r.progress == nil {
+	if r.model == nil || r.Progress == nil {
 		return sp // report nil: no progress
 	}
-	sp.report = r.progress
+	sp.report = r.Progress
 	sp.cfg, sp.layers = &r.model.Config, r.model.Config.Layers
 	sp.p = Progress{Passes: len(mine), Layers: sp.layers * sp.forwards}
 	for _, c := range mine {
@@ -528,70 +524,117 @@ func samePlan(out string, man StreamManifest) error {
 	return nil
 }
 
-// streamStart is the start-up the stream commands share: the run's input
-// as the command's Run struct holds it, and how its chunks are cut.
-type streamStart struct {
-	kind       string
-	dir        string
-	load       model.LoadOptions
-	source     SourceInfo
-	stream     []int
-	formats    []string
-	threads    int
-	shard      Shard
-	cliOptions []Option
-	args       []string
-	plan       ChunkOptions
-	// extra stream tokens a chunk holds beyond T (massive: 1, the last
-	// target); the chunks' T is the planned length minus extra.
-	extra int
-	// deviationTokens and allowExt: the bf16 deviation's slice
-	// (streamDeviation).
-	deviationTokens int
-	allowExt        bool
+// RunSpec is what every measurement run on the stream engine (runStream)
+// shares: the model, the token stream, the output folder and formats, the
+// workers, the shard, how to stop and report, and what to record. GDNRun,
+// SinksRun, MassiveRun, ExpertsRun and RetrievalRun embed it beside their
+// options.
+type RunSpec struct {
+	Dir    string // checkpoint folder
+	Load   model.LoadOptions
+	Source SourceInfo
+	Stream []int  // the token stream the chunks are cut from (none: the measurement makes its own ids)
+	Out    string // output folder: manifest, tables and passes/
+	// Formats of the tables (default Parquet and CSV); Threads are the
+	// attention and diagnostics workers (0: GOMAXPROCS).
+	Formats []string
+	Threads int
+	// Shard runs passes i, i+n, … only (combined by MergeStream); Force
+	// runs into a folder that records another plan.
+	Shard Shard
+	Force bool
+	// Stop, when closed, stops the run before its next pass: Run returns
+	// an error wrapping ErrStopped, the finished passes kept.
+	Stop <-chan struct{}
+	// Progress, when set, is called as the run advances (layer by layer).
+	Progress func(Progress)
+	// CLIOptions and Args are the command line, for the manifest.
+	CLIOptions []Option
+	Args       []string
+	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
+	// DeviationTokens tokens of the first chunk also run in float32
+	// (RunRecord.Deviation; 0: not measured).
+	DeviationTokens int
 }
 
-// open checks the shard, plans the chunks, loads the model and checks the
-// tokens against its vocabulary, and returns the model and the run's
-// record (formats and threads defaulted: Parquet and CSV, GOMAXPROCS).
-func (s *streamStart) open() (*model.Model, RunRecord, error) {
+// StreamPlan is how a stream measurement cuts its chunks from the token
+// stream (ChunkOptions), and whether lengths beyond the model's
+// max_position_embeddings run. Each measurement's options embed it, so
+// that the manifest records it under the measurement's name; its fields
+// are planKeys.
+type StreamPlan struct {
+	Lengths   []int  `json:"lengths"`
+	Samples   int    `json:"samples"`
+	Disjoint  string `json:"disjoint"`
+	Placement string `json:"placement"`
+	Seed      uint64 `json:"seed"`
+	Offset    int    `json:"offset"`
+	// AllowExtrapolation runs lengths beyond max_position_embeddings.
+	AllowExtrapolation bool `json:"allow_extrapolation"`
+}
+
+// defaultStreamPlan is the stream measurements' default plan: one sample
+// per length, every chunk disjoint, back to back from the stream's start.
+var defaultStreamPlan = StreamPlan{Samples: 1, Disjoint: DisjointAll, Placement: PlaceSequential, Seed: 1}
+
+// defaults fills the spec's defaults (formats Parquet and CSV, threads
+// GOMAXPROCS, shard 0/1) and checks its shard.
+func (s *RunSpec) defaults() error {
+	if s.Shard.Count == 0 {
+		s.Shard = Shard{0, 1}
+	}
+	if s.Shard.Index < 0 || s.Shard.Index >= s.Shard.Count {
+		return fmt.Errorf("shard %v: want 0 ≤ i < n", s.Shard)
+	}
+	if len(s.Formats) == 0 {
+		s.Formats = []string{FormatParquet, FormatCSV}
+	}
+	if s.Threads <= 0 {
+		s.Threads = runtime.GOMAXPROCS(0)
+	}
+	return nil
+}
+
+// record returns the run's record of kind with model info and chunks.
+func (s *RunSpec) record(kind string, info ModelInfo, chunks []Chunk) RunRecord {
+	return RunRecord{Kind: kind, Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args, Shard: s.Shard,
+		Model: info, Source: s.Source, Chunks: chunks, Passes: []StreamPass{}, Threads: s.Threads, Formats: s.Formats,
+		CLIOptions: s.CLIOptions}
+}
+
+// open fills the spec's defaults, plans the chunks of measurement kind
+// (each planned length holds extra stream tokens beyond T: massive's last
+// target; the chunks' T is the planned length minus extra), loads the
+// model, checks the tokens against its vocabulary, and returns the model
+// and the run's record, with the bf16 deviation (streamDeviation).
+func (s *RunSpec) open(kind string, p StreamPlan, extra int) (*model.Model, RunRecord, error) {
 	var rec RunRecord
-	if s.shard.Count == 0 {
-		s.shard = Shard{0, 1}
+	if err := s.defaults(); err != nil {
+		return nil, rec, err
 	}
-	if s.shard.Index < 0 || s.shard.Index >= s.shard.Count {
-		return nil, rec, fmt.Errorf("shard %v: want 0 ≤ i < n", s.shard)
-	}
-	if len(s.formats) == 0 {
-		s.formats = []string{FormatParquet, FormatCSV}
-	}
-	if s.threads <= 0 {
-		s.threads = runtime.GOMAXPROCS(0)
-	}
-	plan := s.plan
-	plan.Lengths = slices.Clone(plan.Lengths)
+	plan := ChunkOptions{Lengths: slices.Clone(p.Lengths), Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement, Seed: p.Seed, Offset: p.Offset}
 	for i := range plan.Lengths {
-		plan.Lengths[i] += s.extra
+		plan.Lengths[i] += extra
 	}
-	chunks, err := PlanChunks(len(s.stream), plan)
+	chunks, err := PlanChunks(len(s.Stream), plan)
 	if err != nil {
-		if s.extra > 0 {
-			return nil, rec, fmt.Errorf("%s: %w (a chunk is T + %d tokens)", s.source.File.Path, err, s.extra)
+		if extra > 0 {
+			return nil, rec, fmt.Errorf("%s: %w (a chunk is T + %d tokens)", s.Source.File.Path, err, extra)
 		}
-		return nil, rec, fmt.Errorf("%s: %w", s.source.File.Path, err)
+		return nil, rec, fmt.Errorf("%s: %w", s.Source.File.Path, err)
 	}
 	for i := range chunks {
-		chunks[i].T -= s.extra
+		chunks[i].T -= extra
 	}
-	m, err := model.Load(s.dir, s.load)
+	m, err := model.Load(s.Dir, s.Load)
 	if err != nil {
 		return nil, rec, err
 	}
 	for _, c := range chunks {
-		for j, id := range s.stream[c.Start:c.End] {
+		for j, id := range s.Stream[c.Start:c.End] {
 			if id < 0 || id >= m.Config.Vocab {
 				return nil, rec, fmt.Errorf("%s: token %d at stream position %d is outside the model's vocabulary [0, %d)",
-					s.source.File.Path, id, c.Start+j, m.Config.Vocab)
+					s.Source.File.Path, id, c.Start+j, m.Config.Vocab)
 			}
 		}
 	}
@@ -599,10 +642,8 @@ func (s *streamStart) open() (*model.Model, RunRecord, error) {
 	if err != nil {
 		return nil, rec, err
 	}
-	rec = RunRecord{Kind: s.kind, Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.args, Shard: s.shard,
-		Model: info, Source: s.source, Chunks: chunks, Passes: []StreamPass{}, Threads: s.threads, Formats: s.formats,
-		CLIOptions: s.cliOptions}
-	if rec.Deviation, err = streamDeviation(m, s.stream, chunks, s.deviationTokens, s.allowExt, s.threads); err != nil {
+	rec = s.record(kind, info, chunks)
+	if rec.Deviation, err = streamDeviation(m, s.Stream, chunks, s.DeviationTokens, p.AllowExtrapolation, s.Threads); err != nil {
 		return nil, rec, err
 	}
 	return m, rec, nil

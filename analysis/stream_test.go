@@ -28,11 +28,11 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 	fm := []string{FormatParquet, FormatCSV}
 	return map[string]func(string, Shard, bool, bool) (StreamManifest, error){
 		"gdn": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
-			o := GDNOptions{Lengths: []int{24, 40}, Samples: 2, WRows: true}
+			o := GDNOptions{StreamPlan: StreamPlan{Lengths: []int{24, 40}, Samples: 2}, WRows: true}
 			if other {
 				o.Innovation = "undecayed"
 			}
-			man, _, err := (&GDNRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			man, _, err := (&GDNRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
 			return man, err
 		},
 		"sinks": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
@@ -41,7 +41,7 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 			if other {
 				o.GateBelow = 0.2
 			}
-			man, _, _, err := (&SinksRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			man, _, _, err := (&SinksRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
 			return man, err
 		},
 		"massive": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
@@ -50,7 +50,7 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 			if other {
 				o.TopK = 5
 			}
-			man, _, _, err := (&MassiveRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			man, _, _, err := (&MassiveRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
 			return man, err
 		},
 		"experts": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
@@ -59,7 +59,7 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 			if other {
 				o.Margin = MarginLogit
 			}
-			man, _, _, err := (&ExpertsRun{Dir: moeDir, Source: src, Stream: stream, Options: o, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}).Run()
+			man, _, _, err := (&ExpertsRun{RunSpec: RunSpec{Dir: moeDir, Source: src, Stream: stream, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
 			return man, err
 		},
 	}
@@ -211,7 +211,7 @@ func TestSinksForceReaggregates(t *testing.T) {
 	run := func(eps []float64, force bool) (*SinksManifest, []SinkRateRow, error) {
 		o := DefaultSinksOptions()
 		o.Lengths, o.Samples, o.Eps = []int{24, 40}, 2, eps
-		man, _, rates, err := (&SinksRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Threads: 2, Force: force}).Run()
+		man, _, rates, err := (&SinksRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Threads: 2, Force: force}, Options: o}).Run()
 		return man, rates, err
 	}
 	if _, _, err := run([]float64{0.3}, false); err != nil {
@@ -243,7 +243,7 @@ func TestStreamStop(t *testing.T) {
 	out := t.TempDir()
 	stop := make(chan struct{})
 	close(stop)
-	run := &GDNRun{Dir: dir, Source: src, Stream: stream, Options: GDNOptions{Lengths: []int{24, 40}, Samples: 2}, Out: out, Threads: 2, Stop: stop}
+	run := &GDNRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Threads: 2, Stop: stop}, Options: GDNOptions{StreamPlan: StreamPlan{Lengths: []int{24, 40}, Samples: 2}}}
 	man, _, err := run.Run()
 	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "probe gdn stopped before its last pass: 0 of 4 passes finished") {
 		t.Fatalf("stopped run: %v", err)
@@ -275,7 +275,7 @@ func TestStreamChecksMemoryFirst(t *testing.T) {
 	o := DefaultSinksOptions()
 	o.Lengths, o.Samples, o.AllowExtrapolation = []int{64, long}, 1, true
 	out := t.TempDir()
-	man, _, _, err := (&SinksRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Threads: 2}).Run()
+	man, _, _, err := (&SinksRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Threads: 2}, Options: o}).Run()
 	if man == nil {
 		t.Fatalf("no manifest; error %v", err)
 	}
@@ -295,8 +295,7 @@ func TestStreamProgress(t *testing.T) {
 	o.Lengths, o.Samples, o.TopK = []int{24, 40}, 2, 4
 	out := t.TempDir()
 	var got []Progress
-	run := &MassiveRun{Dir: dir, Source: src, Stream: stream, Options: o, Out: out, Threads: 2,
-		Progress: func(p Progress) { got = append(got, p) }}
+	run := &MassiveRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Threads: 2, Progress: func(p Progress) { got = append(got, p) }}, Options: o}
 	if _, _, _, err := run.Run(); err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,7 @@ func TestGDNFolder(t *testing.T) {
 	}
 	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(sw.stream), Digest: analysis.TokenDigest(sw.stream)}
 	out := filepath.Join(t.TempDir(), "gdn")
-	run := &analysis.GDNRun{Dir: sw.modelDir, Source: src, Stream: sw.stream, Options: analysis.GDNOptions{Lengths: []int{40}, Samples: 1, WRows: true},
-		Out: out, Formats: []string{analysis.FormatParquet}, Threads: 2}
+	run := &analysis.GDNRun{RunSpec: analysis.RunSpec{Dir: sw.modelDir, Source: src, Stream: sw.stream, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 2}, Options: analysis.GDNOptions{StreamPlan: analysis.StreamPlan{Lengths: []int{40}, Samples: 1}, WRows: true}}
 	if _, _, err := run.Run(); err != nil {
 		t.Fatal(err)
 	}

@@ -49,21 +49,13 @@ func runExperts(opts *ExpertsOptions) error {
 	if err != nil {
 		return err
 	}
-	mo := analysis.ExpertsRunOptions{Lengths: lengths, Samples: opts.Stream.Plan.Samples, Disjoint: opts.Stream.Plan.Disjoint, Placement: opts.Stream.Plan.Placement,
-		Seed: opts.Stream.Plan.Seed, Offset: opts.Stream.Plan.Offset, Margin: opts.Margin, AllowExtrapolation: opts.Stream.AllowExtrapolation}
-	dir, stream, src, err := opts.Stream.input("experts", "the experts tables and "+analysis.ExpertsManifestName)
+	mo := analysis.ExpertsRunOptions{StreamPlan: opts.Stream.plan(lengths), Margin: opts.Margin}
+	spec, end, err := opts.Stream.spec("experts", "the experts tables and "+analysis.ExpertsManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
-	stop := make(chan struct{})
-	defer onInterrupt("experts", stop, func() string { return resumeNote("experts", opts.CommandLine) })()
-	run := &analysis.ExpertsRun{Dir: dir, Load: opts.Stream.Model.loadOptions(), Source: src, Stream: stream, Options: mo, Out: opts.Stream.Out, Formats: fmts,
-		Threads: opts.Stream.Threads, Shard: opts.Stream.sh, Force: opts.Stream.Force, Stop: stop, CLIOptions: opts.CLIOptions, Args: append([]string{"experts"}, opts.CommandLine...),
-		DeviationTokens: opts.Stream.Model.DeviationTokens}
-	progress, endBar := opts.Stream.progressBar()
-	run.Progress = progress
-	man, loads, layers, err := run.Run()
-	endBar()
+	man, loads, layers, err := (&analysis.ExpertsRun{RunSpec: spec, Options: mo}).Run()
+	end()
 	if err != nil {
 		if man != nil {
 			return opts.Stream.stopped(opts.Stdout, "experts", opts.CommandLine, &man.RunRecord, err)

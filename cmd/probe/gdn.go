@@ -63,22 +63,15 @@ func runGDN(opts *GDNOptions) error {
 	if opts.NoDispersion && !opts.WRows {
 		return fmt.Errorf("--no-dispersion applies to the W-row statistics: give it with --w-rows")
 	}
-	mo := analysis.GDNOptions{Lengths: lengths, Samples: opts.Stream.Plan.Samples, Disjoint: opts.Stream.Plan.Disjoint, Placement: opts.Stream.Plan.Placement, Seed: opts.Stream.Plan.Seed, Offset: opts.Stream.Plan.Offset,
+	mo := analysis.GDNOptions{StreamPlan: opts.Stream.plan(lengths),
 		Innovation: opts.Innovation, Weights: opts.Weights, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, NoDispersion: opts.NoDispersion,
-		WRows: opts.WRows, TileRows: opts.Tile, AllowExtrapolation: opts.Stream.AllowExtrapolation}
-	dir, stream, src, err := opts.Stream.input("gdn", "the gdn table and "+analysis.GDNManifestName)
+		WRows: opts.WRows, TileRows: opts.Tile}
+	spec, end, err := opts.Stream.spec("gdn", "the gdn table and "+analysis.GDNManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
-	stop := make(chan struct{})
-	defer onInterrupt("gdn", stop, func() string { return resumeNote("gdn", opts.CommandLine) })()
-	run := &analysis.GDNRun{Dir: dir, Load: opts.Stream.Model.loadOptions(), Source: src, Stream: stream, Options: mo, Out: opts.Stream.Out, Formats: fmts,
-		Threads: opts.Stream.Threads, Shard: opts.Stream.sh, Force: opts.Stream.Force, Stop: stop, CLIOptions: opts.CLIOptions, Args: append([]string{"gdn"}, opts.CommandLine...),
-		DeviationTokens: opts.Stream.Model.DeviationTokens}
-	progress, endBar := opts.Stream.progressBar()
-	run.Progress = progress
-	man, rows, err := run.Run()
-	endBar()
+	man, rows, err := (&analysis.GDNRun{RunSpec: spec, Options: mo}).Run()
+	end()
 	if err != nil {
 		if man != nil {
 			return opts.Stream.stopped(opts.Stdout, "gdn", opts.CommandLine, &man.RunRecord, err)

@@ -563,6 +563,32 @@ func (s *streamFlags) input(kind, what string) (dir string, stream []int, src an
 	return dir, stream, src, err
 }
 
+// plan is the stream plan the flags give, with the lengths validate
+// parsed.
+func (s *streamFlags) plan(lengths []int) analysis.StreamPlan {
+	return analysis.StreamPlan{Lengths: lengths, Samples: s.Plan.Samples, Disjoint: s.Plan.Disjoint, Placement: s.Plan.Placement,
+		Seed: s.Plan.Seed, Offset: s.Plan.Offset, AllowExtrapolation: s.AllowExtrapolation}
+}
+
+// spec is the one place a stream command fills its run spec: it reads
+// the model folder and token stream (input), installs the interrupt
+// handler that closes the spec's Stop and the progress bar (--progress),
+// and returns the spec and the function that ends both once the run
+// returns.
+func (s *streamFlags) spec(kind, what string, formats []string, cli []analysis.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
+	dir, stream, src, err := s.input(kind, what)
+	if err != nil {
+		return analysis.RunSpec{}, nil, err
+	}
+	stop := make(chan struct{})
+	endInterrupt := onInterrupt(kind, stop, func() string { return resumeNote(kind, cmdLine) })
+	progress, endBar := s.progressBar()
+	spec := analysis.RunSpec{Dir: dir, Load: s.Model.loadOptions(), Source: src, Stream: stream, Out: s.Out, Formats: formats,
+		Threads: s.Threads, Shard: s.sh, Force: s.Force, Stop: stop, Progress: progress, CLIOptions: cli,
+		Args: append([]string{kind}, cmdLine...), DeviationTokens: s.Model.DeviationTokens}
+	return spec, func() { endBar(); endInterrupt() }, nil
+}
+
 // stopped reports a stream run that SIGINT stopped (analysis.ErrStopped):
 // what is kept and the command that resumes it, exit status 130; other
 // errors pass through.

@@ -55,26 +55,19 @@ func runMassive(opts *MassiveOptions) error {
 	if err != nil {
 		return err
 	}
-	mo := analysis.MassiveOptions{Lengths: lengths, Samples: opts.Stream.Plan.Samples, Disjoint: opts.Stream.Plan.Disjoint, Placement: opts.Stream.Plan.Placement, Seed: opts.Stream.Plan.Seed, Offset: opts.Stream.Plan.Offset,
-		TopK: opts.TopK, Layer: opts.Layer, Entries: opts.Entries, AllowExtrapolation: opts.Stream.AllowExtrapolation}
+	mo := analysis.MassiveOptions{StreamPlan: opts.Stream.plan(lengths),
+		TopK: opts.TopK, Layer: opts.Layer, Entries: opts.Entries}
 	if opts.Interventions != "none" {
 		for _, s := range strings.Split(opts.Interventions, ",") {
 			mo.Interventions = append(mo.Interventions, strings.TrimSpace(s))
 		}
 	}
-	dir, stream, src, err := opts.Stream.input("massive", "the massive tables and "+analysis.MassiveManifestName)
+	spec, end, err := opts.Stream.spec("massive", "the massive tables and "+analysis.MassiveManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
-	stop := make(chan struct{})
-	defer onInterrupt("massive", stop, func() string { return resumeNote("massive", opts.CommandLine) })()
-	run := &analysis.MassiveRun{Dir: dir, Load: opts.Stream.Model.loadOptions(), Source: src, Stream: stream, Options: mo, Out: opts.Stream.Out, Formats: fmts,
-		Threads: opts.Stream.Threads, Shard: opts.Stream.sh, Force: opts.Stream.Force, Stop: stop, CLIOptions: opts.CLIOptions, Args: append([]string{"massive"}, opts.CommandLine...),
-		DeviationTokens: opts.Stream.Model.DeviationTokens}
-	progress, endBar := opts.Stream.progressBar()
-	run.Progress = progress
-	man, tops, ppls, err := run.Run()
-	endBar()
+	man, tops, ppls, err := (&analysis.MassiveRun{RunSpec: spec, Options: mo}).Run()
+	end()
 	if err != nil {
 		if man != nil {
 			return opts.Stream.stopped(opts.Stdout, "massive", opts.CommandLine, &man.RunRecord, err)

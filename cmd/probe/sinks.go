@@ -60,8 +60,8 @@ func runSinks(opts *SinksOptions) error {
 	if err != nil {
 		return err
 	}
-	mo := analysis.SinksOptions{Lengths: lengths, Samples: opts.Stream.Plan.Samples, Disjoint: opts.Stream.Plan.Disjoint, Placement: opts.Stream.Plan.Placement, Seed: opts.Stream.Plan.Seed, Offset: opts.Stream.Plan.Offset,
-		IncludeFirstQuery: opts.IncludeFirstQuery, GateBelow: opts.GateBelow, SinkRows: opts.SinkRows, SplitLocal: opts.SplitLocal, TileRows: opts.Tile, AllowExtrapolation: opts.Stream.AllowExtrapolation}
+	mo := analysis.SinksOptions{StreamPlan: opts.Stream.plan(lengths),
+		IncludeFirstQuery: opts.IncludeFirstQuery, GateBelow: opts.GateBelow, SinkRows: opts.SinkRows, SplitLocal: opts.SplitLocal, TileRows: opts.Tile}
 	for _, s := range strings.Split(opts.Eps, ",") {
 		e, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil {
@@ -69,19 +69,12 @@ func runSinks(opts *SinksOptions) error {
 		}
 		mo.Eps = append(mo.Eps, e)
 	}
-	dir, stream, src, err := opts.Stream.input("sinks", "the sinks tables and "+analysis.SinksManifestName)
+	spec, end, err := opts.Stream.spec("sinks", "the sinks tables and "+analysis.SinksManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
-	stop := make(chan struct{})
-	defer onInterrupt("sinks", stop, func() string { return resumeNote("sinks", opts.CommandLine) })()
-	run := &analysis.SinksRun{Dir: dir, Load: opts.Stream.Model.loadOptions(), Source: src, Stream: stream, Options: mo, Out: opts.Stream.Out, Formats: fmts,
-		Threads: opts.Stream.Threads, Shard: opts.Stream.sh, Force: opts.Stream.Force, Stop: stop, CLIOptions: opts.CLIOptions, Args: append([]string{"sinks"}, opts.CommandLine...),
-		DeviationTokens: opts.Stream.Model.DeviationTokens}
-	progress, endBar := opts.Stream.progressBar()
-	run.Progress = progress
-	man, heads, rates, err := run.Run()
-	endBar()
+	man, heads, rates, err := (&analysis.SinksRun{RunSpec: spec, Options: mo}).Run()
+	end()
 	if err != nil {
 		if man != nil {
 			return opts.Stream.stopped(opts.Stdout, "sinks", opts.CommandLine, &man.RunRecord, err)

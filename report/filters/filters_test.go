@@ -103,8 +103,8 @@ func TestGDNReport(t *testing.T) {
 	dir := genModel(t, model.ArchQwen35, model.Size{Layers: 4, DModel: 64, Heads: 2, KVHeads: 1, Vocab: 128, MaxPos: 512})
 	ids, src := stream(400, 128)
 	out := filepath.Join(t.TempDir(), "gdn")
-	run := &analysis.GDNRun{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1,
-		Options: analysis.GDNOptions{Lengths: []int{48, 96}, Samples: 2, WRows: true}}
+	run := &analysis.GDNRun{RunSpec: analysis.RunSpec{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1},
+		Options: analysis.GDNOptions{StreamPlan: analysis.StreamPlan{Lengths: []int{48, 96}, Samples: 2}, WRows: true}}
 	man, rows, err := run.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -162,8 +162,8 @@ func TestGDNReportFalconH1(t *testing.T) {
 	dir := genModel(t, model.ArchFalconH1, model.Size{Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 128, MaxPos: 512})
 	ids, src := stream(200, 128)
 	out := filepath.Join(t.TempDir(), "gdn")
-	run := &analysis.GDNRun{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1,
-		Options: analysis.GDNOptions{Lengths: []int{40}, Samples: 1, WRows: true}}
+	run := &analysis.GDNRun{RunSpec: analysis.RunSpec{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1},
+		Options: analysis.GDNOptions{StreamPlan: analysis.StreamPlan{Lengths: []int{40}, Samples: 1}, WRows: true}}
 	if _, _, err := run.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -218,8 +218,7 @@ func TestSinksReport(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "sinks")
 			o := analysis.DefaultSinksOptions()
 			o.Lengths, o.Samples, o.Eps = []int{64, 128}, 2, []float64{0.1, 0.3}
-			man, heads, rates, err := (&analysis.SinksRun{Dir: dir, Source: src, Stream: ids, Out: out, Options: o,
-				Formats: []string{analysis.FormatParquet}, Threads: 1}).Run()
+			man, heads, rates, err := (&analysis.SinksRun{RunSpec: analysis.RunSpec{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1}, Options: o}).Run()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,8 +306,7 @@ func TestMassiveReport(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "massive")
 	o := analysis.DefaultMassiveOptions()
 	o.Lengths, o.Samples, o.TopK = []int{32, 64}, 2, 4
-	man, top, ppl, err := (&analysis.MassiveRun{Dir: dir, Source: src, Stream: ids, Out: out, Options: o,
-		Formats: []string{analysis.FormatParquet}, Threads: 1}).Run()
+	man, top, ppl, err := (&analysis.MassiveRun{RunSpec: analysis.RunSpec{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1}, Options: o}).Run()
 	if err != nil {
 		t.Fatal(err)
 	}
