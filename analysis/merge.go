@@ -162,22 +162,53 @@ func copyFileAtomic(src, dst string) error {
 	return writeFileAtomic(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err })
 }
 
-// streamKinds are the stream commands whose folders MergeStream combines.
-var streamKinds = []string{"gdn", "sinks", "massive", "experts"}
+// streamMeasure is what the engine knows of a measurement by its kind
+// (RunRecord.Kind): its pass tables, and a manifest to read a folder's into
+// with the function that writes the tables of the folder dir from its
+// pass files.
+type streamMeasure struct {
+	kind   string
+	tables []string
+	finish func(dir string) (StreamManifest, func() error)
+}
 
-// StreamKindOf returns the stream command whose manifests dir holds (""
+// streamMeasures are the measurements whose folders MergeStream combines.
+var streamMeasures = []streamMeasure{
+	{"gdn", gdnTables, func(dir string) (StreamManifest, func() error) {
+		m := &GDNManifest{}
+		return m, func() error { _, err := finishGDN(dir, m); return err }
+	}},
+	{"sinks", sinksTables, func(dir string) (StreamManifest, func() error) {
+		m := &SinksManifest{}
+		return m, func() error { _, _, err := finishSinks(dir, m); return err }
+	}},
+	{"massive", massiveTables, func(dir string) (StreamManifest, func() error) {
+		m := &MassiveManifest{}
+		return m, func() error { _, _, err := finishMassive(dir, m); return err }
+	}},
+	{"experts", expertsTables, func(dir string) (StreamManifest, func() error) {
+		m := &ExpertsManifest{}
+		return m, func() error { _, _, err := finishExperts(dir, m); return err }
+	}},
+	{"retrieval", retrievalTables, func(dir string) (StreamManifest, func() error) {
+		m := &RetrievalManifest{}
+		return m, func() error { _, err := finishRetrieval(dir, m); return err }
+	}},
+}
+
+// StreamKindOf returns the measurement whose manifests dir holds (""
 // when none).
 func StreamKindOf(dir string) string {
-	for _, k := range streamKinds {
-		if m, _ := filepath.Glob(filepath.Join(dir, k+"_manifest*.json")); len(m) > 0 {
-			return k
+	for _, k := range streamMeasures {
+		if m, _ := filepath.Glob(filepath.Join(dir, k.kind+"_manifest*.json")); len(m) > 0 {
+			return k.kind
 		}
 	}
 	return ""
 }
 
 // MergeStream combines the pass files of the shard folders of one probe
-// gdn, sinks, massive or experts run (--shard i/n with the same model, text and
+// gdn, sinks, massive, experts or retrieval run (--shard i/n with the same model, text and
 // options) into out, as Merge does for a sweep: the pass files are copied
 // into out/passes, every pass must be there, and the tables and manifest
 // are those an unsharded run writes (in opt.Formats, default the shards').
@@ -189,25 +220,11 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 	}
 	kind := StreamKindOf(dirs[0])
 	if kind == "" {
-		return nil, fmt.Errorf("%s: no gdn, sinks, massive or experts manifest", dirs[0])
+		return nil, fmt.Errorf("%s: no gdn, sinks, massive, experts or retrieval manifest", dirs[0])
 	}
-	var man StreamManifest
-	var tables []string
-	var finish func() error
-	switch kind {
-	case "gdn":
-		m := &GDNManifest{}
-		man, tables, finish = m, gdnTables, func() error { _, err := finishGDN(out, m); return err }
-	case "sinks":
-		m := &SinksManifest{}
-		man, tables, finish = m, sinksTables, func() error { _, _, err := finishSinks(out, m); return err }
-	case "experts":
-		m := &ExpertsManifest{}
-		man, tables, finish = m, expertsTables, func() error { _, _, err := finishExperts(out, m); return err }
-	default:
-		m := &MassiveManifest{}
-		man, tables, finish = m, massiveTables, func() error { _, _, err := finishMassive(out, m); return err }
-	}
+	i := slices.IndexFunc(streamMeasures, func(m streamMeasure) bool { return m.kind == kind })
+	man, finish := streamMeasures[i].finish(out)
+	tables := streamMeasures[i].tables
 	var base map[string]string
 	var baseFile string
 	for _, d := range dirs {

@@ -2,11 +2,8 @@ package analysis
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"runtime"
-	"time"
 
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
@@ -77,43 +74,62 @@ type RetrievalSample struct {
 	Seconds     float64 `json:"seconds"`
 }
 
-// RetrievalManifest records a retrieval run.
-type RetrievalManifest struct {
-	Kind        string            `json:"kind"` // "retrieval"
-	Tool        ToolInfo          `json:"tool"`
-	Created     string            `json:"created"`
-	Error       string            `json:"error,omitempty"`
-	Args        []string          `json:"args,omitempty"`
-	Model       ModelInfo         `json:"model"`
-	Layers      []int             `json:"softmax_layers"`
-	Windows     []int             `json:"windows"` // per model layer; 0: none
-	Options     RetrievalOptions  `json:"retrieval"`
-	T           int               `json:"T"`
-	Conventions map[string]string `json:"conventions"`
-	Samples     []RetrievalSample `json:"samples"`
-	// HeadsAbove counts the heads whose score exceeds Options.Above.
-	HeadsAbove int      `json:"heads_above"`
-	Notes      []string `json:"notes,omitempty"`
-	Threads    int      `json:"threads"`
-	Seconds    float64  `json:"total_seconds"`
-	CLIOptions []Option `json:"options,omitempty"`
-	Tables     []string `json:"tables,omitempty"`
+// RetrievalCopyRow is one row of a retrieval pass file (table
+// retrieval_copies): one copy query of one sample and the model's greedy
+// next token there.
+type RetrievalCopyRow struct {
+	Sample int  `parquet:"sample"`
+	Query  int  `parquet:"query"`  // position t
+	Source int  `parquet:"source"` // copy source s(t)
+	Next   int  `parquet:"next"`   // x[t+1], the copy of x[s(t)]
+	Greedy int  `parquet:"greedy"` // argmax of the logits at t
+	Copied bool `parquet:"copied"` // greedy = next
 }
 
-// RetrievalManifestName is the manifest's file name in a retrieval run's
-// folder.
+// RetrievalStepRow is one row of a retrieval pass file (table
+// retrieval_steps): what one softmax (layer, head) did at one copy query
+// of one sample (probes.RetrievalCollector.Query).
+type RetrievalStepRow struct {
+	Sample int     `parquet:"sample"`
+	Layer  int     `parquet:"layer"`
+	Head   int     `parquet:"head"`
+	Query  int     `parquet:"query"`
+	Argmax int     `parquet:"argmax"`      // argmax_j α[t, j] (first maximum)
+	Mass   float32 `parquet:"source_mass"` // α[t, s(t)]
+}
+
+// retrievalTables are the tables of a retrieval pass, from which
+// retrieval_heads is written.
+var retrievalTables = []string{"retrieval_copies", "retrieval_steps"}
+
+// RetrievalManifest records a retrieval run (or one shard of it): its
+// chunks are the samples, each a pass of T tokens [0, T) of its own copy
+// task.
+type RetrievalManifest struct {
+	RunRecord
+	Layers  []int            `json:"softmax_layers"`
+	Windows []int            `json:"windows"` // per model layer; 0: none
+	Options RetrievalOptions `json:"retrieval"`
+	T       int              `json:"T"`
+	// Samples and HeadsAbove (the heads whose score exceeds
+	// Options.Above) are written with the table.
+	Samples    []RetrievalSample `json:"samples"`
+	HeadsAbove int               `json:"heads_above"`
+}
+
+// RetrievalManifestName is the manifest's file name in an unsharded
+// retrieval run's folder (StreamManifestName for a shard's).
 const RetrievalManifestName = "retrieval_manifest.json"
 
-// RetrievalRun is one `probe retrieval` run.
+// RetrievalRun is one `probe retrieval` run: one pass per sample, its
+// copy queries and every softmax head's argmax and source weight there in
+// two pass files in Out/passes, then retrieval_heads and
+// retrieval_manifest.json. It resumes and shards as GDNRun does; the
+// spec's Stream and Source are unused (each sample makes its own ids,
+// CopyTask).
 type RetrievalRun struct {
-	Dir        string
-	Load       model.LoadOptions
-	Options    RetrievalOptions
-	Out        string
-	Formats    []string
-	Threads    int
-	CLIOptions []Option
-	Args       []string
+	RunSpec
+	Options RetrievalOptions
 }
 
 // CopyTask returns the token ids of one pass of the copy task: n distinct
@@ -133,9 +149,9 @@ func CopyTask(n, gap, vocab int, seed uint64, sample int) ([]int, error) {
 	return append(ids, seg...), nil
 }
 
-// Run runs the passes and writes retrieval_heads and the manifest.
+// Run runs the passes and, unsharded, writes retrieval_heads and the
+// manifest, returning the table's rows (none for a shard).
 func (r *RetrievalRun) Run() (*RetrievalManifest, []RetrievalHeadRow, error) {
-	start := time.Now()
 	o := &r.Options
 	switch {
 	case o.Steps != StepsCopied && o.Steps != StepsAll:
@@ -145,137 +161,162 @@ func (r *RetrievalRun) Run() (*RetrievalManifest, []RetrievalHeadRow, error) {
 	case !(o.Above >= 0 && o.Above < 1):
 		return nil, nil, fmt.Errorf("above = %v: want a score threshold in [0, 1)", o.Above)
 	}
-	if len(r.Formats) == 0 {
-		r.Formats = []string{FormatParquet, FormatCSV}
+	T := 2*o.Segment + o.Gap
+	chunks := make([]Chunk, o.Samples)
+	for s := range chunks {
+		chunks[s] = Chunk{T: T, Sample: s, Start: 0, End: T}
 	}
-	if r.Threads <= 0 {
-		r.Threads = runtime.GOMAXPROCS(0)
-	}
-	m, err := model.Load(r.Dir, r.Load)
+	m, rec, err := r.load("retrieval", chunks)
 	if err != nil {
 		return nil, nil, err
 	}
 	c := &m.Config
-	T := 2*o.Segment + o.Gap
 	if _, err := CopyTask(o.Segment, o.Gap, c.Vocab, o.Seed, 0); err != nil {
 		return nil, nil, err
 	}
 	if c.MaxPos > 0 && T > c.MaxPos && !o.AllowExtrapolation {
 		return nil, nil, fmt.Errorf("2 × segment + gap = %d tokens exceeds the model's max_position_embeddings %d (pass --allow-extrapolation to run it anyway)", T, c.MaxPos)
 	}
-	info, err := DescribeModel(m)
+	sources, err := probes.CopySources(T, 0, o.Segment+o.Gap, o.Segment)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := os.MkdirAll(r.Out, 0o755); err != nil {
-		return nil, nil, err
-	}
-	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
-	man := &RetrievalManifest{Kind: "retrieval", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: r.Args,
-		Model: info, Layers: layers, Windows: windows, Options: *o, T: T, Conventions: retrievalConventions(),
-		Threads: r.Threads, CLIOptions: r.CLIOptions}
-	if len(layers) < c.Layers {
-		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet or Mamba-2 layers", layers))
-	}
-	fail := func(err error) (*RetrievalManifest, []RetrievalHeadRow, error) {
-		man.Error = err.Error()
-		man.Seconds = time.Since(start).Seconds()
-		if werr := writeJSON(filepath.Join(r.Out, RetrievalManifestName), man); werr != nil {
-			return man, nil, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
-		}
+	man := &RetrievalManifest{RunRecord: rec, Layers: c.SoftmaxLayers(), Windows: LayerWindows(c), Options: *o, T: T}
+	man.Conventions = retrievalConventions()
+	var rows []RetrievalHeadRow
+	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: retrievalTables, opts: man.Options, model: m, forwards: 1,
+		ids: func(ch Chunk) []int { ids, _ := CopyTask(o.Segment, o.Gap, c.Vocab, o.Seed, ch.Sample); return ids },
+		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+			ids, _ := CopyTask(o.Segment, o.Gap, c.Vocab, o.Seed, ch.Sample)
+			col, err := probes.NewRetrievalCollector(1, c.Layers, c.Heads, T, sources)
+			if err != nil {
+				return nil, err
+			}
+			hs := &hooks.Set{}
+			for _, l := range man.Layers {
+				hs.Stream(l, col)
+			}
+			watch(hs)
+			out, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, Logits: true, AllowExtrapolation: o.AllowExtrapolation,
+				TileRows: o.TileRows, Threads: r.Threads})
+			if err != nil {
+				return nil, err
+			}
+			return retrievalPass(ch.Sample, ids, sources, out.Logits, c.Vocab, man.Layers, c.Heads, col)
+		},
+		finish: func() (err error) { rows, err = finishRetrieval(r.Out, man); return err }})
+	if err != nil {
 		return man, nil, err
 	}
-	one, err := probes.CopySources(T, 0, o.Segment+o.Gap, o.Segment)
-	if err != nil {
-		return fail(err)
-	}
-	var sources []int
-	for s := 0; s < o.Samples; s++ {
-		sources = append(sources, one...)
-	}
-	col, err := probes.NewRetrievalCollector(o.Samples, c.Layers, c.Heads, T, sources)
-	if err != nil {
-		return fail(err)
-	}
-	counted := make([]bool, o.Samples*T)
-	for s := 0; s < o.Samples; s++ {
-		t0 := time.Now()
-		ids, _ := CopyTask(o.Segment, o.Gap, c.Vocab, o.Seed, s)
-		// One sequence per pass through a batch-1 view of the collector's
-		// sample s: the tiles say batch 0.
-		hs := &hooks.Set{}
-		view := &sampleView{col: col, sample: s}
-		for _, l := range layers {
-			hs.Stream(l, view)
+	return man, rows, nil
+}
+
+// retrievalPass returns the pass tables of one sample: its copy queries
+// with the greedy next token from the logits ([T, V]), and at each of
+// them every (layer, head) of layers' argmax and source weight, in the
+// order (layer, head, query).
+func retrievalPass(sample int, ids, sources []int, logits []float32, V int, layers []int, H int, col *probes.RetrievalCollector) ([]passTable, error) {
+	var copies []RetrievalCopyRow
+	for t, src := range sources {
+		if src < 0 {
+			continue
 		}
-		out, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, Logits: true, AllowExtrapolation: o.AllowExtrapolation,
-			TileRows: o.TileRows, Threads: r.Threads})
-		if err != nil {
-			return fail(fmt.Errorf("sample %d: %w", s, err))
-		}
-		rs := RetrievalSample{Sample: s, Tokens: TokenDigest(ids)}
-		for t, src := range one {
-			if src < 0 {
-				continue
+		z := logits[t*V : (t+1)*V]
+		best := 0
+		for v, x := range z {
+			if x > z[best] {
+				best = v
 			}
-			rs.CopyQueries++
-			z := out.Logits[t*c.Vocab : (t+1)*c.Vocab]
-			best := 0
-			for v, x := range z {
-				if x > z[best] {
-					best = v
+		}
+		copies = append(copies, RetrievalCopyRow{Sample: sample, Query: t, Source: src, Next: ids[t+1], Greedy: best, Copied: best == ids[t+1]})
+	}
+	var steps []RetrievalStepRow
+	for _, l := range layers {
+		for h := 0; h < H; h++ {
+			for _, q := range copies {
+				a, mass, ok := col.Query(0, l, h, q.Query)
+				if !ok {
+					return nil, fmt.Errorf("layer %d head %d query %d was never streamed", l, h, q.Query)
 				}
+				steps = append(steps, RetrievalStepRow{Sample: sample, Layer: l, Head: h, Query: q.Query, Argmax: a, Mass: mass})
 			}
-			copied := best == ids[t+1]
-			if copied {
-				rs.Copied++
-			}
-			counted[s*T+t] = o.Steps == StepsAll || copied
 		}
-		rs.CopyRate = float64(rs.Copied) / float64(rs.CopyQueries)
-		rs.Seconds = time.Since(t0).Seconds()
-		man.Samples = append(man.Samples, rs)
 	}
-	heads, err := col.Scores(layers, counted)
-	if err != nil {
-		return fail(err)
+	return []passTable{tableOf("retrieval_copies", copies), tableOf("retrieval_steps", steps)}, nil
+}
+
+// finishRetrieval writes retrieval_heads from the pass files of every
+// sample of man in dir: per (layer, head), over the counted copy steps of
+// every sample in order (retrieval.steps: copied or all), hits / steps and
+// the mean source weight (NaN without steps), as
+// probes.RetrievalCollector.Scores counts them.
+func finishRetrieval(dir string, man *RetrievalManifest) ([]RetrievalHeadRow, error) {
+	o := &man.Options
+	var copies [][]RetrievalCopyRow
+	var steps [][]RetrievalStepRow
+	man.Samples, man.HeadsAbove = nil, 0
+	for i, c := range man.Chunks {
+		cp, err := readPassRows[RetrievalCopyRow](dir, "retrieval_copies", &man.RunRecord, man.Options, c)
+		if err != nil {
+			return nil, err
+		}
+		st, err := readPassRows[RetrievalStepRow](dir, "retrieval_steps", &man.RunRecord, man.Options, c)
+		if err != nil {
+			return nil, err
+		}
+		if (len(cp) > 0 && len(st)%len(cp) != 0) || (len(steps) > 0 && (len(st) != len(steps[0]) || len(cp) != len(copies[0]))) {
+			return nil, fmt.Errorf("pass of sample %d in %s: %d step rows for %d copy queries and layers %v", c.Sample, dir, len(st), len(cp), man.Layers)
+		}
+		s := RetrievalSample{Sample: c.Sample, CopyQueries: len(cp)}
+		for _, q := range cp {
+			if q.Copied {
+				s.Copied++
+			}
+		}
+		s.CopyRate = float64(s.Copied) / float64(s.CopyQueries)
+		if i < len(man.Passes) {
+			s.Tokens, s.Seconds = man.Passes[i].Key.Tokens, man.Passes[i].Seconds
+		}
+		man.Samples = append(man.Samples, s)
+		copies, steps = append(copies, cp), append(steps, st)
 	}
 	var rows []RetrievalHeadRow
-	for _, h := range heads {
-		row := RetrievalHeadRow{Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head, Steps: h.Steps, Hits: h.Hits,
-			Score: h.Score, SourceMass: h.SourceMass}
-		if windows[h.Layer] > 0 {
+	Q := len(copies[0])
+	for k := 0; Q > 0 && k < len(steps[0])/Q; k++ {
+		first := steps[0][k*Q]
+		row := RetrievalHeadRow{Layer: first.Layer, Kind: "global", Window: man.Windows[first.Layer], Head: first.Head}
+		if row.Window > 0 {
 			row.Kind = "local"
 		}
-		if h.Score > o.Above {
+		var mass float64
+		for b := range steps {
+			for q, st := range steps[b][k*Q : (k+1)*Q] {
+				if o.Steps == StepsCopied && !copies[b][q].Copied {
+					continue
+				}
+				row.Steps++
+				if st.Argmax == copies[b][q].Source {
+					row.Hits++
+				}
+				mass += float64(st.Mass)
+			}
+		}
+		row.Score, row.SourceMass = math.NaN(), math.NaN()
+		if row.Steps > 0 {
+			row.Score, row.SourceMass = float64(row.Hits)/float64(row.Steps), mass/float64(row.Steps)
+		}
+		if row.Score > o.Above {
 			man.HeadsAbove++
 		}
 		rows = append(rows, row)
 	}
-	if len(heads) > 0 && heads[0].Steps == 0 {
+	if len(man.Layers) < len(man.Windows) {
+		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet or Mamba-2 layers", man.Layers))
+	}
+	if len(rows) > 0 && rows[0].Steps == 0 {
 		man.Notes = append(man.Notes, "the model copied at no copy step: every score is empty (NaN); --steps all scores every copy query")
 	}
-	if err := writeTable(r.Out, "retrieval_heads", rows, r.Formats); err != nil {
-		return fail(err)
-	}
-	for _, fm := range r.Formats {
-		man.Tables = append(man.Tables, "retrieval_heads."+fm)
-	}
-	man.Seconds = time.Since(start).Seconds()
-	return man, rows, writeJSON(filepath.Join(r.Out, RetrievalManifestName), man)
-}
-
-// sampleView streams one pass's tiles (batch 0) into sample s of a
-// RetrievalCollector sized for every sample.
-type sampleView struct {
-	col    *probes.RetrievalCollector
-	sample int
-}
-
-func (v *sampleView) ConsumeAttn(tile *hooks.AttnTile) error {
-	t := *tile
-	t.Batch = v.sample
-	return v.col.ConsumeAttn(&t)
+	return rows, man.writeTables(dir, tableOf("retrieval_heads", rows))
 }
 
 // retrievalConventions states the definitions behind the retrieval table.

@@ -34,7 +34,7 @@ func TestRetrievalMatchesPattern(t *testing.T) {
 	o := DefaultRetrievalOptions()
 	o.Segment, o.Gap, o.Samples, o.Steps = 12, 5, 2, StepsAll
 	out := filepath.Join(t.TempDir(), "out")
-	run := &RetrievalRun{Dir: dir, Options: o, Out: out, Threads: 2}
+	run := &RetrievalRun{RunSpec: RunSpec{Dir: dir, Out: out, Threads: 2}, Options: o}
 	man, rows, err := run.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestRetrievalMatchesPattern(t *testing.T) {
 	}
 	// Bad options name the option.
 	for _, bad := range []RetrievalOptions{{Segment: 12, Samples: 1, Steps: "some"}, {Segment: 200, Samples: 1, Steps: StepsAll}, {Segment: 12, Samples: 0, Steps: StepsAll}} {
-		if _, _, err := (&RetrievalRun{Dir: dir, Options: bad, Out: t.TempDir()}).Run(); err == nil {
+		if _, _, err := (&RetrievalRun{RunSpec: RunSpec{Dir: dir, Out: t.TempDir()}, Options: bad}).Run(); err == nil {
 			t.Errorf("options %+v accepted", bad)
 		}
 	}

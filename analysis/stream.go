@@ -111,9 +111,10 @@ var planKeys = []string{"lengths", "samples", "disjoint", "placement", "seed", "
 
 // tableKeys are, per command, the option fields that only shape the
 // tables written from the pass files (sinks: the sink rate's thresholds
-// and layer groups); they are not in a StreamKey either, so that --force
+// and layer groups; retrieval: which copy steps count and the score
+// threshold); they are not in a StreamKey either, so that --force
 // rewrites the tables from the finished passes.
-var tableKeys = map[string][]string{"sinks": {"eps", "split_local"}}
+var tableKeys = map[string][]string{"sinks": {"eps", "split_local"}, "retrieval": {"steps", "above"}}
 
 // passOptions is the Options of a StreamKey of command kind: opts's JSON
 // without planKeys and the kind's tableKeys.
@@ -516,6 +517,10 @@ func samePlan(out string, man StreamManifest) error {
 		if err := json.Unmarshal(b, &old); err != nil {
 			return fmt.Errorf("%s: %w; choose another --out, or pass --force to run there anyway", p, err)
 		}
+		if _, ok := old["passes"]; !ok {
+			return fmt.Errorf("--out %s holds a probe %s run (%s) written before it kept pass files, which cannot be resumed: re-run with --force to replace its tables, or choose a new --out",
+				out, kind, filepath.Base(p))
+		}
 		if diff := planDiffs(now, planOf(old)); len(diff) > 0 {
 			return fmt.Errorf("--out %s holds a probe %s run (%s) with another plan:\n  %s\nre-run with the folder's options to resume or reuse it, choose another --out, or pass --force to replace its tables (finished passes made with other options are then an error, never overwritten)",
 				out, kind, filepath.Base(p), strings.Join(diff, "\n  "))
@@ -595,11 +600,23 @@ func (s *RunSpec) defaults() error {
 	return nil
 }
 
-// record returns the run's record of kind with model info and chunks.
-func (s *RunSpec) record(kind string, info ModelInfo, chunks []Chunk) RunRecord {
-	return RunRecord{Kind: kind, Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args, Shard: s.Shard,
+// load fills the spec's defaults, loads the model and returns it with
+// the record of a run of measurement kind over chunks.
+func (s *RunSpec) load(kind string, chunks []Chunk) (*model.Model, RunRecord, error) {
+	if err := s.defaults(); err != nil {
+		return nil, RunRecord{}, err
+	}
+	m, err := model.Load(s.Dir, s.Load)
+	if err != nil {
+		return nil, RunRecord{}, err
+	}
+	info, err := DescribeModel(m)
+	if err != nil {
+		return nil, RunRecord{}, err
+	}
+	return m, RunRecord{Kind: kind, Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args, Shard: s.Shard,
 		Model: info, Source: s.Source, Chunks: chunks, Passes: []StreamPass{}, Threads: s.Threads, Formats: s.Formats,
-		CLIOptions: s.CLIOptions}
+		CLIOptions: s.CLIOptions}, nil
 }
 
 // open fills the spec's defaults, plans the chunks of measurement kind
@@ -609,9 +626,6 @@ func (s *RunSpec) record(kind string, info ModelInfo, chunks []Chunk) RunRecord 
 // and the run's record, with the bf16 deviation (streamDeviation).
 func (s *RunSpec) open(kind string, p StreamPlan, extra int) (*model.Model, RunRecord, error) {
 	var rec RunRecord
-	if err := s.defaults(); err != nil {
-		return nil, rec, err
-	}
 	plan := ChunkOptions{Lengths: slices.Clone(p.Lengths), Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement, Seed: p.Seed, Offset: p.Offset}
 	for i := range plan.Lengths {
 		plan.Lengths[i] += extra
@@ -626,7 +640,7 @@ func (s *RunSpec) open(kind string, p StreamPlan, extra int) (*model.Model, RunR
 	for i := range chunks {
 		chunks[i].T -= extra
 	}
-	m, err := model.Load(s.Dir, s.Load)
+	m, rec, err := s.load(kind, chunks)
 	if err != nil {
 		return nil, rec, err
 	}
@@ -638,11 +652,6 @@ func (s *RunSpec) open(kind string, p StreamPlan, extra int) (*model.Model, RunR
 			}
 		}
 	}
-	info, err := DescribeModel(m)
-	if err != nil {
-		return nil, rec, err
-	}
-	rec = s.record(kind, info, chunks)
 	if rec.Deviation, err = streamDeviation(m, s.Stream, chunks, s.DeviationTokens, p.AllowExtrapolation, s.Threads); err != nil {
 		return nil, rec, err
 	}

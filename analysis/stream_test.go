@@ -62,7 +62,32 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 			man, _, _, err := (&ExpertsRun{RunSpec: RunSpec{Dir: moeDir, Source: src, Stream: stream, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
 			return man, err
 		},
+		// four samples of one copy task of T = 24 (no token stream)
+		"retrieval": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+			o := DefaultRetrievalOptions()
+			o.Segment, o.Gap, o.Samples, o.Steps = 8, 8, 4, StepsAll
+			if other {
+				o.Seed = 2
+			}
+			man, _, err := (&RetrievalRun{RunSpec: RunSpec{Dir: dir, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
+			return man, err
+		},
 	}
+}
+
+// streamKill says, per stream command, which pass a kill leaves without
+// files and which pass file it cuts short in TestStreamShardsMergeAndResume.
+var streamKill = map[string]struct {
+	tables   []string
+	missing  Chunk
+	cut      Chunk
+	cutTable string
+}{
+	"gdn":       {gdnTables, Chunk{T: 40}, Chunk{T: 24, Sample: 1}, "gdn"},
+	"sinks":     {sinksTables, Chunk{T: 40}, Chunk{T: 24, Sample: 1}, "sinks_heads"},
+	"massive":   {massiveTables, Chunk{T: 40}, Chunk{T: 24, Sample: 1}, "massive_ppl"},
+	"experts":   {expertsTables, Chunk{T: 40}, Chunk{T: 24, Sample: 1}, "experts_sums"},
+	"retrieval": {retrievalTables, Chunk{T: 24, Sample: 2}, Chunk{T: 24, Sample: 1}, "retrieval_steps"},
 }
 
 // tableFiles returns the tables (Parquet, CSV) of a run's folder by name.
@@ -94,7 +119,8 @@ func sameFiles(t *testing.T, what string, want, got map[string][]byte) {
 	}
 }
 
-// TestStreamShardsMergeAndResume: for gdn, sinks, massive and experts, two shards
+// TestStreamShardsMergeAndResume: for gdn, sinks, massive, experts and
+// retrieval, two shards
 // merged give tables byte-identical to the unsharded run's, with a merged
 // manifest; a run killed after some passes (one pass missing, one pass file
 // cut short, the tables not yet written) resumes with the finished passes
@@ -146,13 +172,14 @@ func TestStreamShardsMergeAndResume(t *testing.T) {
 				t.Errorf("merging one of two shards: %v", err)
 			}
 
-			// A kill after some passes: chunk (40, 0) has no files, one file
-			// of chunk (24, 1) is cut short, no tables, the manifest
-			// unfinished.
-			for _, tb := range map[string][]string{"gdn": gdnTables, "sinks": sinksTables, "massive": massiveTables, "experts": expertsTables}[kind] {
-				os.Remove(streamPassPath(whole, tb, 40, 0))
+			// A kill after some passes: one chunk has no files (gdn …
+			// experts: (40, 0)), one file of another ((24, 1)) is cut short,
+			// no tables, the manifest unfinished.
+			k := streamKill[kind]
+			for _, tb := range k.tables {
+				os.Remove(streamPassPath(whole, tb, k.missing.T, k.missing.Sample))
 			}
-			cut := streamPassPath(whole, map[string]string{"gdn": "gdn", "sinks": "sinks_heads", "massive": "massive_ppl", "experts": "experts_sums"}[kind], 24, 1)
+			cut := streamPassPath(whole, k.cutTable, k.cut.T, k.cut.Sample)
 			full, _ := os.ReadFile(cut)
 			os.WriteFile(cut, full[:len(full)/2], 0o644)
 			if _, err := readStreamPass(cut, filepath.Ext(strings.TrimSuffix(cut, ".parquet"))[1:]); !errors.Is(err, errIncomplete) {

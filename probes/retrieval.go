@@ -89,6 +89,17 @@ func (c *RetrievalCollector) ConsumeAttn(tile *hooks.AttnTile) error {
 	return nil
 }
 
+// Query returns what c recorded for query t of sequence b at (layer l,
+// head h): the argmax key and the weight on its copy source; ok is false
+// for a query without a source or one never streamed.
+func (c *RetrievalCollector) Query(b, l, h, t int) (argmax int, mass float32, ok bool) {
+	i := ((b*c.L+l)*c.H+h)*c.T + t
+	if c.Source[b*c.T+t] < 0 || c.argmax[i] < 0 {
+		return -1, 0, false
+	}
+	return int(c.argmax[i]), c.mass[i], true
+}
+
 // RetrievalHead is one head's retrieval score over the counted copy
 // steps: Hits of Steps, Score = Hits/Steps, SourceMass the mean weight on
 // the source (both NaN without steps).

@@ -232,7 +232,7 @@ func (d *demo) hybridFilters() error {
 	// (probe retrieval; every copy step scored: the zoo models copy none).
 	d.retrievalDir = filepath.Join(d.out, "hybrid-retrieval")
 	ro, flags := defaultsOf(NewCmdRetrieval)
-	ro.Stdout, ro.Model.Name, ro.Gap, ro.Steps, ro.Formats, ro.Force, ro.Out = io.Discard, d.hybrid, 64, "all", "parquet", true, d.retrievalDir
+	ro.Stdout, ro.Run.Model.Name, ro.Gap, ro.Steps, ro.Run.Formats, ro.Run.Force, ro.Run.Out = io.Discard, d.hybrid, 64, "all", "parquet", true, d.retrievalDir
 	ro.CLIOptions, ro.CommandLine = flagRecord(flags)
 	if err := runRetrieval(ro); err != nil {
 		return fmt.Errorf("demo: retrieval heads of the hybrid: %w", err)

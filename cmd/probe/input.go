@@ -452,24 +452,30 @@ func (f tokenFlags) batch(modelDir string) ([][]int, error) {
 	return [][]int{seq}, nil
 }
 
-// streamFlags are the flags of the commands that measure one token stream
-// cut into chunks and write tables into a folder (gdn, sinks, massive):
-// model, input, plan and output flags, with the checks and the reading
-// they share.
-type streamFlags struct {
+// runFlags are the flags of every measurement on the run engine (gdn,
+// sinks, massive, experts, retrieval): model, output folder and formats,
+// workers, shard, force and progress, with the checks and the run spec
+// they fill.
+type runFlags struct {
 	Model                     modelFlag
-	Input                     tokenFlags
-	Plan                      planFlags
 	AllowExtrapolation, Force bool
 	Progress                  bool
 	Threads                   int
 	Formats, Out, Shard       string
-	sh                        analysis.Shard // --shard, parsed by validate
+	sh                        analysis.Shard // --shard, parsed by formats
+}
+
+// streamFlags are the flags of the measurements that cut one token stream
+// into chunks (gdn, sinks, massive, experts): runFlags, input and plan.
+type streamFlags struct {
+	runFlags
+	Input tokenFlags
+	Plan  planFlags
 }
 
 // progressBar returns the progress function of a run (nil without
 // --progress) and the function that ends its bar.
-func (sf *streamFlags) progressBar() (func(analysis.Progress), func()) {
+func (sf *runFlags) progressBar() (func(analysis.Progress), func()) {
 	if !sf.Progress {
 		return nil, func() {}
 	}
@@ -505,12 +511,9 @@ func shardVar(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
 }
 
-// registerStream registers the flags of a stream command with its plan
-// defaults d.
-func (s *streamFlags) registerStream(fs *pflag.FlagSet, d planDefaults) {
+// registerRun registers the flags of a measurement on the run engine.
+func (s *runFlags) registerRun(fs *pflag.FlagSet) {
 	s.Model.registerModel(fs, "checkpoint (required)")
-	s.Input.registerInput(fs, false) // one token stream, cut into chunks
-	s.Plan.registerPlan(fs, d)
 	extrapolationVar(fs, &s.AllowExtrapolation)
 	threadsVar(fs, &s.Threads)
 	fs.StringVar(&s.Formats, "format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
@@ -518,6 +521,14 @@ func (s *streamFlags) registerStream(fs *pflag.FlagSet, d planDefaults) {
 	shardVar(fs, &s.Shard)
 	fs.BoolVar(&s.Force, "force", false, "run into an --out that holds other files, or a run of another plan (its tables are replaced)")
 	progressVar(fs, &s.Progress)
+}
+
+// registerStream registers the flags of a stream command with its plan
+// defaults d.
+func (s *streamFlags) registerStream(fs *pflag.FlagSet, d planDefaults) {
+	s.registerRun(fs)
+	s.Input.registerInput(fs, false) // one token stream, cut into chunks
+	s.Plan.registerPlan(fs, d)
 }
 
 // declareRelations declares to cobra the flags a stream command
@@ -530,37 +541,29 @@ func (s *streamFlags) declareRelations(cmd *cobra.Command) {
 	markExactlyOne(cmd, "ids", "text")
 }
 
+// formats parses --shard and --format, returning the table formats.
+func (s *runFlags) formats() ([]string, error) {
+	var err error
+	if s.sh, err = analysis.ParseShard(s.Shard); err != nil {
+		return nil, fmt.Errorf("--shard: %w", err)
+	}
+	formats, err := analysis.ParseFormats(s.Formats)
+	if err != nil {
+		return nil, fmt.Errorf("--format: %w", err)
+	}
+	return formats, nil
+}
+
 // validate parses --shard, --format and --lengths, returning the lengths
 // and table formats.
 func (s *streamFlags) validate() (lengths []int, formats []string, err error) {
-	if s.sh, err = analysis.ParseShard(s.Shard); err != nil {
-		return nil, nil, fmt.Errorf("--shard: %w", err)
-	}
-	if formats, err = analysis.ParseFormats(s.Formats); err != nil {
-		return nil, nil, fmt.Errorf("--format: %w", err)
+	if formats, err = s.formats(); err != nil {
+		return nil, nil, err
 	}
 	if lengths, err = analysis.ParseLengths(s.Plan.Lengths, s.Plan.K); err != nil {
 		return nil, nil, fmt.Errorf("--lengths: %w", err)
 	}
 	return lengths, formats, nil
-}
-
-// input resolves the checkpoint folder, refuses an --out that holds
-// files other than an earlier run of this command (kind: gdn, sinks or
-// massive; what: what the command writes there) unless --force, and reads
-// the token stream. An earlier run of another plan is refused later, once
-// the model's digest is known (analysis.GDNRun.Run and its siblings).
-func (s *streamFlags) input(kind, what string) (dir string, stream []int, src analysis.SourceInfo, err error) {
-	if dir, err = s.Model.dir(); err != nil {
-		return "", nil, src, err
-	}
-	if analysis.StreamKindOf(s.Out) != kind {
-		if err := refuseNonEmpty(s.Out, what, s.Force); err != nil {
-			return "", nil, src, err
-		}
-	}
-	stream, src, err = readTokenStream(s.Input.IDs, s.Input.Text, dir, s.Input.Tokenizer)
-	return dir, stream, src, err
 }
 
 // plan is the stream plan the flags give, with the lengths validate
@@ -570,29 +573,48 @@ func (s *streamFlags) plan(lengths []int) analysis.StreamPlan {
 		Seed: s.Plan.Seed, Offset: s.Plan.Offset, AllowExtrapolation: s.AllowExtrapolation}
 }
 
-// spec is the one place a stream command fills its run spec: it reads
-// the model folder and token stream (input), installs the interrupt
-// handler that closes the spec's Stop and the progress bar (--progress),
-// and returns the spec and the function that ends both once the run
-// returns.
-func (s *streamFlags) spec(kind, what string, formats []string, cli []analysis.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
-	dir, stream, src, err := s.input(kind, what)
+// spec is the one place a measurement's command fills its run spec: it
+// finds the model folder, refuses an --out that holds files other than a
+// run of kind (what: the files the run writes) unless --force, installs
+// the interrupt handler that closes the spec's Stop and the progress bar
+// (--progress), and returns the spec and the function that ends both once
+// the run returns.
+func (s *runFlags) spec(kind, what string, formats []string, cli []analysis.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
+	dir, err := s.Model.dir()
 	if err != nil {
 		return analysis.RunSpec{}, nil, err
+	}
+	if analysis.StreamKindOf(s.Out) != kind {
+		if err := refuseNonEmpty(s.Out, what, s.Force); err != nil {
+			return analysis.RunSpec{}, nil, err
+		}
 	}
 	stop := make(chan struct{})
 	endInterrupt := onInterrupt(kind, stop, func() string { return resumeNote(kind, cmdLine) })
 	progress, endBar := s.progressBar()
-	spec := analysis.RunSpec{Dir: dir, Load: s.Model.loadOptions(), Source: src, Stream: stream, Out: s.Out, Formats: formats,
+	spec := analysis.RunSpec{Dir: dir, Load: s.Model.loadOptions(), Out: s.Out, Formats: formats,
 		Threads: s.Threads, Shard: s.sh, Force: s.Force, Stop: stop, Progress: progress, CLIOptions: cli,
 		Args: append([]string{kind}, cmdLine...), DeviationTokens: s.Model.DeviationTokens}
 	return spec, func() { endBar(); endInterrupt() }, nil
 }
 
+// spec is runFlags.spec with the token stream (--ids or --text) read.
+func (s *streamFlags) spec(kind, what string, formats []string, cli []analysis.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
+	spec, end, err := s.runFlags.spec(kind, what, formats, cli, cmdLine)
+	if err != nil {
+		return spec, nil, err
+	}
+	if spec.Stream, spec.Source, err = readTokenStream(s.Input.IDs, s.Input.Text, spec.Dir, s.Input.Tokenizer); err != nil {
+		end()
+		return spec, nil, err
+	}
+	return spec, end, nil
+}
+
 // stopped reports a stream run that SIGINT stopped (analysis.ErrStopped):
 // what is kept and the command that resumes it, exit status 130; other
 // errors pass through.
-func (s *streamFlags) stopped(w io.Writer, cmd string, args []string, rec *analysis.RunRecord, err error) error {
+func (s *runFlags) stopped(w io.Writer, cmd string, args []string, rec *analysis.RunRecord, err error) error {
 	if !errors.Is(err, analysis.ErrStopped) {
 		return err
 	}
@@ -604,7 +626,7 @@ func (s *streamFlags) stopped(w io.Writer, cmd string, args []string, rec *analy
 // done reports the passes a stream command ran and kept, and for a shard
 // how to combine the shards; it returns whether the run was a shard (which
 // writes no tables).
-func (s *streamFlags) done(w io.Writer, rec *analysis.RunRecord) bool {
+func (s *runFlags) done(w io.Writer, rec *analysis.RunRecord) bool {
 	if len(rec.Reused) > 0 || s.sh.Count > 1 {
 		fmt.Fprintf(w, "%d passes (%d run, %d already finished) in %s; manifest %s\n", len(rec.Passes), len(rec.Passes)-len(rec.Reused),
 			len(rec.Reused), s.Out, analysis.StreamManifestName(rec.Kind, s.sh))

@@ -11,29 +11,24 @@ import (
 
 // RetrievalOptions are the options of probe retrieval.
 type RetrievalOptions struct {
-	Stdout             io.Writer
-	CLIOptions         []analysis.Option // every flag with its value, for the manifest
-	CommandLine        []string          // the arguments after the command name, for the manifest and the resume note
-	Model              modelFlag
-	Segment            int
-	Gap                int
-	Samples            int
-	Seed               uint64
-	Steps              string
-	Above              float64
-	Tile               int
-	AllowExtrapolation bool
-	Threads            int
-	Formats            string
-	Out                string
-	Force              bool
+	Stdout      io.Writer
+	CLIOptions  []analysis.Option // every flag with its value, for the manifest
+	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
+	Run         runFlags
+	Segment     int
+	Gap         int
+	Samples     int
+	Seed        uint64
+	Steps       string
+	Above       float64
+	Tile        int
 }
 
 // NewCmdRetrieval builds probe retrieval; runF (nil: runRetrieval) runs it.
 func NewCmdRetrieval(runF func(*RetrievalOptions) error) *cobra.Command {
 	opts := &RetrievalOptions{}
 	cmd := &cobra.Command{
-		Use:     "retrieval --model <dir> [--segment 64] [--gap 0] [--samples 4] [--steps copied|all] --out <dir>",
+		Use:     "retrieval --model <dir> [--segment 64] [--gap 0] [--samples 4] [--steps copied|all] [--shard i/n] --out <dir>",
 		Short:   "Wu et al.'s retrieval score per softmax head on a synthetic copy task (argmax attention on the copied token's source)",
 		Example: "probe retrieval --model zoo/checkpoints/qwen3_base --segment 64 --gap 128 --out /tmp/retrieval",
 		Args:    noArgs(""),
@@ -45,7 +40,7 @@ func NewCmdRetrieval(runF func(*RetrievalOptions) error) *cobra.Command {
 	}
 	f := cmd.Flags()
 	d := analysis.DefaultRetrievalOptions()
-	opts.Model.registerModel(f, "checkpoint (required)")
+	opts.Run.registerRun(f)
 	f.IntVar(&opts.Segment, "segment", d.Segment, "length n of the repeated segment of distinct token ids")
 	f.IntVar(&opts.Gap, "gap", d.Gap, "filler tokens between the two copies (T = 2 × segment + gap)")
 	f.IntVar(&opts.Samples, "samples", d.Samples, "passes, each with its own segment and filler")
@@ -53,11 +48,6 @@ func NewCmdRetrieval(runF func(*RetrievalOptions) error) *cobra.Command {
 	f.StringVar(&opts.Steps, "steps", d.Steps, "copy steps scored: copied (the model's greedy next token is the copy, as Wu et al. count) or all")
 	f.Float64Var(&opts.Above, "above", d.Above, "score above which a head counts as a retrieval head (Wu et al.: 0.1)")
 	tileVar(f, &opts.Tile)
-	extrapolationVar(f, &opts.AllowExtrapolation)
-	threadsVar(f, &opts.Threads)
-	f.StringVar(&opts.Formats, "format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
-	f.StringVar(&opts.Out, "out", "", "output folder (required)")
-	f.BoolVar(&opts.Force, "force", false, "write into an --out that already holds files (tables of the same names are replaced)")
 	markRequired(cmd, "model", modelHint)
 	markRequired(cmd, "out", "")
 	return cmd
@@ -68,31 +58,32 @@ func NewCmdRetrieval(runF func(*RetrievalOptions) error) *cobra.Command {
 // again): retrieval_heads and retrieval_manifest.json (docs/diagnostics.md,
 // "Retrieval heads").
 func runRetrieval(opts *RetrievalOptions) error {
-	fmts, err := analysis.ParseFormats(opts.Formats)
-	if err != nil {
-		return fmt.Errorf("--format: %w", err)
-	}
-	dir, err := opts.Model.dir()
+	fmts, err := opts.Run.formats()
 	if err != nil {
 		return err
 	}
-	if err := refuseNonEmpty(opts.Out, "retrieval_heads and "+analysis.RetrievalManifestName, opts.Force); err != nil {
-		return err
-	}
-	run := &analysis.RetrievalRun{Dir: dir, Load: opts.Model.loadOptions(), Out: opts.Out, Formats: fmts, Threads: opts.Threads,
-		Options: analysis.RetrievalOptions{Segment: opts.Segment, Gap: opts.Gap, Samples: opts.Samples, Seed: opts.Seed, Steps: opts.Steps, Above: opts.Above,
-			TileRows: opts.Tile, AllowExtrapolation: opts.AllowExtrapolation},
-		CLIOptions: opts.CLIOptions, Args: append([]string{"retrieval"}, opts.CommandLine...)}
-	man, rows, err := run.Run()
+	spec, end, err := opts.Run.spec("retrieval", "retrieval_heads and "+analysis.RetrievalManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
+	}
+	man, rows, err := (&analysis.RetrievalRun{RunSpec: spec, Options: analysis.RetrievalOptions{Segment: opts.Segment, Gap: opts.Gap, Samples: opts.Samples,
+		Seed: opts.Seed, Steps: opts.Steps, Above: opts.Above, TileRows: opts.Tile, AllowExtrapolation: opts.Run.AllowExtrapolation}}).Run()
+	end()
+	if err != nil {
+		if man != nil {
+			return opts.Run.stopped(opts.Stdout, "retrieval", opts.CommandLine, &man.RunRecord, err)
+		}
+		return err
+	}
+	if opts.Run.done(opts.Stdout, &man.RunRecord) {
+		return nil
 	}
 	var copied, queries int
 	for _, s := range man.Samples {
 		copied, queries = copied+s.Copied, queries+s.CopyQueries
 	}
 	fmt.Fprintf(opts.Stdout, "wrote %d head rows to %s (%.1f s): T = %d, the model copied %d of %d copy steps; %d heads score above %g\n",
-		len(rows), opts.Out, man.Seconds, man.T, copied, queries, man.HeadsAbove, man.Options.Above)
+		len(rows), opts.Run.Out, man.Seconds, man.T, copied, queries, man.HeadsAbove, man.Options.Above)
 	top := append([]analysis.RetrievalHeadRow{}, rows...)
 	sort.SliceStable(top, func(i, j int) bool { return top[i].Score > top[j].Score })
 	for _, r := range top[:min(5, len(top))] {

@@ -16,7 +16,7 @@ func TestRetrievalReport(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "retrieval")
 	o := analysis.DefaultRetrievalOptions()
 	o.Segment, o.Gap, o.Samples, o.Steps = 24, 8, 2, analysis.StepsAll
-	man, rows, err := (&analysis.RetrievalRun{Dir: dir, Out: out, Options: o, Formats: []string{analysis.FormatParquet}, Threads: 1}).Run()
+	man, rows, err := (&analysis.RetrievalRun{RunSpec: analysis.RunSpec{Dir: dir, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1}, Options: o}).Run()
 	if err != nil {
 		t.Fatal(err)
 	}
