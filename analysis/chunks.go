@@ -74,6 +74,18 @@ type Chunk struct {
 	Sample int `json:"sample"`
 	Start  int `json:"start"`
 	End    int `json:"end"`
+	// Pass names what a measurement does with the chunk when it runs
+	// more than one pass over chunks (ppl: "m<model index>/<variant>" or
+	// "m<model index>/calibration"); empty when a chunk is one pass.
+	Pass string `json:"pass,omitempty"`
+}
+
+// name names the chunk in messages: "T=<T> sample <s>", after its pass.
+func (c Chunk) name() string {
+	if c.Pass != "" {
+		return fmt.Sprintf("%s T=%d sample %d", c.Pass, c.T, c.Sample)
+	}
+	return fmt.Sprintf("T=%d sample %d", c.T, c.Sample)
 }
 
 // Chunk layouts (ChunkOptions.Disjoint).

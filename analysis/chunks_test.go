@@ -71,21 +71,21 @@ func TestPlanChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Chunk{{10, 0, 0, 10}, {10, 1, 10, 20}, {10, 2, 20, 30}, {20, 0, 30, 50}, {20, 1, 50, 70}, {20, 2, 70, 90}}
+	want := []Chunk{{T: 10, Sample: 0, Start: 0, End: 10}, {T: 10, Sample: 1, Start: 10, End: 20}, {T: 10, Sample: 2, Start: 20, End: 30}, {T: 20, Sample: 0, Start: 30, End: 50}, {T: 20, Sample: 1, Start: 50, End: 70}, {T: 20, Sample: 2, Start: 70, End: 90}}
 	if !slices.Equal(got, want) {
 		t.Errorf("sequential, disjoint across lengths:\n got %v\nwant %v", got, want)
 	}
 
 	o.Disjoint, o.Offset = DisjointWithin, 5
 	got, _ = PlanChunks(100, o)
-	want = []Chunk{{10, 0, 5, 15}, {10, 1, 15, 25}, {10, 2, 25, 35}, {20, 0, 5, 25}, {20, 1, 25, 45}, {20, 2, 45, 65}}
+	want = []Chunk{{T: 10, Sample: 0, Start: 5, End: 15}, {T: 10, Sample: 1, Start: 15, End: 25}, {T: 10, Sample: 2, Start: 25, End: 35}, {T: 20, Sample: 0, Start: 5, End: 25}, {T: 20, Sample: 1, Start: 25, End: 45}, {T: 20, Sample: 2, Start: 45, End: 65}}
 	if !slices.Equal(got, want) {
 		t.Errorf("within a length, offset 5:\n got %v\nwant %v", got, want)
 	}
 
 	// A prepended BOS counts in T: chunks hold T − 1 stream tokens.
 	got, _ = PlanChunks(100, ChunkOptions{Lengths: []int{10}, Samples: 2, BOS: true})
-	if want := []Chunk{{10, 0, 0, 9}, {10, 1, 9, 18}}; !slices.Equal(got, want) {
+	if want := []Chunk{{T: 10, Sample: 0, Start: 0, End: 9}, {T: 10, Sample: 1, Start: 9, End: 18}}; !slices.Equal(got, want) {
 		t.Errorf("BOS: got %v, want %v", got, want)
 	}
 

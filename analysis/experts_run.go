@@ -99,7 +99,7 @@ func (r *ExpertsRun) Run() (*ExpertsManifest, []ExpertLoadRow, []ExpertLayerRow,
 func finishExperts(dir string, man *ExpertsManifest) ([]ExpertLoadRow, []ExpertLayerRow, error) {
 	var sums []ExpertSumRow
 	for _, c := range man.Chunks {
-		pass, err := readPassRows[ExpertSumRow](dir, "experts_sums", &man.RunRecord, man.Options, c)
+		pass, err := readPassRows[ExpertSumRow](dir, "experts_sums", man, man.Options, c)
 		if err != nil {
 			return nil, nil, err
 		}

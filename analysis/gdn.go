@@ -232,7 +232,7 @@ func finishGDN(dir string, man *GDNManifest) ([]GDNRow, error) {
 	var rows []GDNRow
 	var heads []GDNHeadRow
 	for _, c := range man.Chunks {
-		pass, err := readPassRows[GDNRow](dir, "gdn", &man.RunRecord, man.Options, c)
+		pass, err := readPassRows[GDNRow](dir, "gdn", man, man.Options, c)
 		if err != nil {
 			return nil, err
 		}

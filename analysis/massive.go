@@ -206,11 +206,11 @@ func finishMassive(dir string, man *MassiveManifest) ([]MassiveTopRow, []Massive
 	var tops []MassiveTopRow
 	var ppls []MassivePPLRow
 	for _, c := range man.Chunks {
-		top, err := readPassRows[MassiveTopRow](dir, "massive_top", &man.RunRecord, man.Options, c)
+		top, err := readPassRows[MassiveTopRow](dir, "massive_top", man, man.Options, c)
 		if err != nil {
 			return nil, nil, err
 		}
-		ppl, err := readPassRows[MassivePPLRow](dir, "massive_ppl", &man.RunRecord, man.Options, c)
+		ppl, err := readPassRows[MassivePPLRow](dir, "massive_ppl", man, man.Options, c)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -194,6 +194,10 @@ var streamMeasures = []streamMeasure{
 		m := &RetrievalManifest{}
 		return m, func() error { _, err := finishRetrieval(dir, m); return err }
 	}},
+	{"ppl", pplTables, func(dir string) (StreamManifest, func() error) {
+		m := &PPLManifest{}
+		return m, func() error { _, err := finishPPL(dir, m); return err }
+	}},
 }
 
 // StreamKindOf returns the measurement whose manifests dir holds (""
@@ -208,7 +212,7 @@ func StreamKindOf(dir string) string {
 }
 
 // MergeStream combines the pass files of the shard folders of one probe
-// gdn, sinks, massive, experts or retrieval run (--shard i/n with the same model, text and
+// gdn, sinks, massive, experts, retrieval or ppl run (--shard i/n with the same model, text and
 // options) into out, as Merge does for a sweep: the pass files are copied
 // into out/passes, every pass must be there, and the tables and manifest
 // are those an unsharded run writes (in opt.Formats, default the shards').
@@ -220,7 +224,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 	}
 	kind := StreamKindOf(dirs[0])
 	if kind == "" {
-		return nil, fmt.Errorf("%s: no gdn, sinks, massive, experts or retrieval manifest", dirs[0])
+		return nil, fmt.Errorf("%s: no gdn, sinks, massive, experts, retrieval or ppl manifest", dirs[0])
 	}
 	i := slices.IndexFunc(streamMeasures, func(m streamMeasure) bool { return m.kind == kind })
 	man, finish := streamMeasures[i].finish(out)
@@ -268,7 +272,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 		for _, d := range dirs {
 			ok := true
 			for _, t := range tables {
-				p, err := readStreamPass(streamPassPath(d, t, c.T, c.Sample), t)
+				p, err := readStreamPass(streamPassPath(d, t, c), t)
 				if err != nil {
 					ok = false
 					break
@@ -285,7 +289,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 			continue
 		}
 		for _, t := range tables {
-			if err := copyFileAtomic(streamPassPath(src, t, c.T, c.Sample), streamPassPath(out, t, c.T, c.Sample)); err != nil {
+			if err := copyFileAtomic(streamPassPath(src, t, c), streamPassPath(out, t, c)); err != nil {
 				return nil, err
 			}
 		}
@@ -316,7 +320,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 // shard of s that runs it.
 func missingPass(c Chunk, i int, s Shard) string {
 	if n := s.Count; n > 1 {
-		return fmt.Sprintf("T=%d sample %d (shard %d/%d)", c.T, c.Sample, i%n, n)
+		return fmt.Sprintf("%s (shard %d/%d)", c.name(), i%n, n)
 	}
-	return fmt.Sprintf("T=%d sample %d", c.T, c.Sample)
+	return c.name()
 }

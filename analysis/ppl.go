@@ -346,29 +346,47 @@ type PPLModel struct {
 	Deviation *Deviation `json:"compute_deviation,omitempty"`
 }
 
-// PPLManifest is a perplexity run's record (ppl_manifest.json).
+// PPLManifest is a perplexity run's record (ppl_manifest.json, or one
+// shard's): its chunks are the passes, each named by its model and gate
+// variant (Chunk.Pass "m<i>/<variant>") or "m<i>/calibration".
 type PPLManifest struct {
-	Kind        string            `json:"kind"` // "ppl"
-	Tool        ToolInfo          `json:"tool"`
-	Created     string            `json:"created"`
-	Complete    bool              `json:"complete"`
-	Error       string            `json:"error,omitempty"`
-	Args        []string          `json:"args,omitempty"`
-	Models      []PPLModel        `json:"models"`
-	Source      SourceInfo        `json:"source"`
-	Options     PPLOptions        `json:"ppl"`
-	Conventions map[string]string `json:"conventions"`
-	Chunks      []Chunk           `json:"chunks"`
-	Calibration []Chunk           `json:"calibration_chunks,omitempty"`
-	Threads     int               `json:"threads"`
-	GOMAXPROCS  int               `json:"gomaxprocs"`
-	NumCPU      int               `json:"num_cpu"`
-	Seconds     float64           `json:"total_seconds"`
-	CLIOptions  []Option          `json:"options,omitempty"`
-	Tables      []string          `json:"tables,omitempty"`
+	RunRecord
+	Models  []PPLModel `json:"models"`
+	Options PPLOptions `json:"ppl"`
+	// Eval and Calibration are the stream's evaluation chunks (Chunk.T is
+	// the context T; the chunk holds T + 1 tokens) and calibration chunks,
+	// which the passes run per model and variant.
+	Eval        []Chunk `json:"eval_chunks"`
+	Calibration []Chunk `json:"calibration_chunks,omitempty"`
+	GOMAXPROCS  int     `json:"gomaxprocs"`
+	NumCPU      int     `json:"num_cpu"`
 }
 
-// PPLManifestName is the manifest's file name in a run's folder.
+// passDigest is the digest of chunk c's model (passDigester).
+func (m *PPLManifest) passDigest(c Chunk) string {
+	i, _ := pplPass(c)
+	if i < 0 || i >= len(m.Models) {
+		return ""
+	}
+	return m.Models[i].Info.Digest
+}
+
+// pplCalibration is the variant name of a calibration pass.
+const pplCalibration = "calibration"
+
+// pplPass returns the model index and variant (pplCalibration for a
+// calibration pass) of a ppl pass; index −1 for a chunk of no ppl pass.
+func pplPass(c Chunk) (int, string) {
+	m, v, ok := strings.Cut(strings.TrimPrefix(c.Pass, "m"), "/")
+	i, err := strconv.Atoi(m)
+	if !ok || err != nil || !strings.HasPrefix(c.Pass, "m") {
+		return -1, ""
+	}
+	return i, v
+}
+
+// PPLManifestName is the manifest's file name in an unsharded run's folder
+// (StreamManifestName for a shard's).
 const PPLManifestName = "ppl_manifest.json"
 
 // PPLResults are a run's tables and manifest.
@@ -378,6 +396,22 @@ type PPLResults struct {
 	Chunks      []PPLChunkRow
 	Calibration []PPLCalibRow
 }
+
+// PPLGateRow is one row of a calibration pass file: what the learned gate
+// and its query row were at one (layer, head, query), in the order the
+// pass's gate function saw them (probes.GateFunc), which a calibrator
+// replays (probes.KGateCalibrator.Observe).
+type PPLGateRow struct {
+	Layer   int     `parquet:"layer"`
+	Head    int     `parquet:"head"`
+	NEff    float64 `parquet:"n_eff"`
+	SBar    float64 `parquet:"S_bar"`
+	Learned float64 `parquet:"learned_gate"`
+}
+
+// pplTables are the tables of a ppl pass: one PPLChunkRow for an
+// evaluation pass, the PPLGateRows for a calibration pass.
+var pplTables = []string{"ppl"}
 
 // PPLProgress reports where a run is: at the start of every pass, after
 // each of its layers, and at its end.
@@ -394,28 +428,22 @@ type PPLProgress struct {
 	Elapsed        time.Duration
 }
 
-// PPLRun runs perplexity passes over one or more checkpoints.
+// PPLRun runs perplexity passes over one or more checkpoints (Dirs; the
+// spec's Dir is unused), one pass per (model, variant, evaluation chunk)
+// and per (model, calibration chunk), on the stream engine: it resumes,
+// shards (every shard runs the calibration passes its calibrated variants
+// need) and merges as GDNRun does.
 type PPLRun struct {
+	RunSpec
 	Dirs []string // checkpoint folders, loaded one at a time
 	// Hubs, when set, says for each of Dirs where in the Hugging Face
 	// cache it was found (nil: a folder given as such); such a model is
 	// labelled by its hub id.
 	Hubs    []*checkpoint.HubModel
-	Load    model.LoadOptions
-	Source  SourceInfo
-	Stream  []int
 	Options PPLOptions
-	Out     string   // output folder
-	Formats []string // default parquet and csv
-	Threads int      // attention workers (0: GOMAXPROCS)
-	// Options and arguments as given on the command line, for the manifest.
-	CLIOptions []Option
-	Args       []string
-	Progress   func(PPLProgress)
-	// DeviationTokens: for models loaded with Compute bf16, the first
-	// DeviationTokens tokens of the first evaluation chunk also run in
-	// float32 (PPLModel.Deviation; 0: not measured).
-	DeviationTokens int
+	// PassProgress, when set, is told of every pass that runs, layer by
+	// layer, naming its model and variant (the spec's Progress is unused).
+	PassProgress func(PPLProgress)
 }
 
 // pplPlan is one model's passes.
@@ -451,37 +479,19 @@ func pplLabels(dirs []string, hubs []*checkpoint.HubModel) []string {
 	return out
 }
 
-// Run validates everything it can before the first pass (options, every
-// model's config, the stream's ids against every vocabulary), runs the
-// passes, and writes the tables and the manifest. On a failure the
-// manifest records the error.
-func (r *PPLRun) Run() (*PPLResults, error) {
-	start := time.Now()
-	if len(r.Dirs) == 0 {
-		return nil, errors.New("analysis: no model folders")
-	}
-	if err := r.Options.Validate(); err != nil {
-		return nil, err
-	}
-	if len(r.Formats) == 0 {
-		r.Formats = []string{FormatParquet, FormatCSV}
-	}
-	if r.Threads <= 0 {
-		r.Threads = runtime.GOMAXPROCS(0)
-	}
+// plan checks every model's config and the stream's ids against every
+// vocabulary, and returns each model's variants and the run's passes: per
+// model its calibration chunks (a gated model with a calibrated variant)
+// then each variant's evaluation chunks.
+func (r *PPLRun) plan(eval, calib []Chunk) ([]pplPlan, []Chunk, error) {
 	o := &r.Options
-	eval, calib, err := planPPL(len(r.Stream), *o)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
-	}
 	labels := pplLabels(r.Dirs, r.Hubs)
 	var plans []pplPlan
-	work := 0.0
-	passes := 0
+	var passes []Chunk
 	for i, dir := range r.Dirs {
 		cfg, err := model.LoadConfig(dir)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		p := pplPlan{dir: dir, label: labels[i], cfg: cfg}
 		gated := cfg.LearnedGate()
@@ -496,226 +506,334 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				p.notes = append(p.notes, fmt.Sprintf("no learned output gate (%s): only the learned (as trained) variant runs", cfg.Arch))
 			}
 		}
-		for _, c := range append(append([]Chunk(nil), eval...), calib...) {
+		for _, c := range append(slices.Clone(eval), calib...) {
 			for j, id := range r.Stream[c.Start:c.End] {
 				if id < 0 || id >= cfg.Vocab {
-					return nil, fmt.Errorf("%s: token %d at stream position %d is outside the vocabulary [0, %d) of %s",
+					return nil, nil, fmt.Errorf("%s: token %d at stream position %d is outside the vocabulary [0, %d) of %s",
 						r.Source.File.Path, id, c.Start+j, cfg.Vocab, dir)
 				}
 			}
 		}
 		if cfg.LearnedPositions() && o.Lengths[len(o.Lengths)-1] > cfg.MaxPos {
-			return nil, fmt.Errorf("%s: length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)", dir, o.Lengths[len(o.Lengths)-1], cfg.MaxPos, cfg.Arch)
-		}
-		for range p.variants {
-			for _, c := range eval {
-				work += passCost(cfg, c.T)
-				passes++
-			}
+			return nil, nil, fmt.Errorf("%s: length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)", dir, o.Lengths[len(o.Lengths)-1], cfg.MaxPos, cfg.Arch)
 		}
 		if gated && hasCalibrated(p.variants) {
 			for _, c := range calib {
-				work += passCost(cfg, c.T)
-				passes++
+				c.Pass = fmt.Sprintf("m%d/%s", i, pplCalibration)
+				passes = append(passes, c)
+			}
+		}
+		for _, v := range p.variants {
+			for _, c := range eval {
+				c.Pass = fmt.Sprintf("m%d/%s", i, v)
+				passes = append(passes, c)
 			}
 		}
 		plans = append(plans, p)
 	}
-	if err := os.MkdirAll(r.Out, 0o755); err != nil {
+	return plans, passes, nil
+}
+
+// Run validates everything it can before the first pass (options, every
+// model's config, the stream's ids against every vocabulary), runs the
+// passes of its shard that are not finished in Out (loading each model
+// when its first pass comes), and, unsharded, writes the tables from the
+// pass files. On a failure the manifest records the error.
+func (r *PPLRun) Run() (*PPLResults, error) {
+	start := time.Now()
+	if len(r.Dirs) == 0 {
+		return nil, errors.New("analysis: no model folders")
+	}
+	if err := r.Options.Validate(); err != nil {
 		return nil, err
 	}
-	man := &PPLManifest{Kind: "ppl", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: r.Args,
-		Source: r.Source, Options: *o, Conventions: pplConventions(o), Chunks: eval, Calibration: calib,
-		Threads: r.Threads, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), CLIOptions: r.CLIOptions}
+	if err := r.defaults(); err != nil {
+		return nil, err
+	}
+	o := &r.Options
+	eval, calib, err := planPPL(len(r.Stream), *o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Source.File.Path, err)
+	}
+	plans, passes, err := r.plan(eval, calib)
+	if err != nil {
+		return nil, err
+	}
+	man := &PPLManifest{RunRecord: RunRecord{Kind: "ppl", Tool: Tool(), Created: start.UTC().Format(time.RFC3339), Args: r.Args,
+		Shard: r.Shard, Source: r.Source, Conventions: pplConventions(o), Chunks: passes, Passes: []StreamPass{}, Threads: r.Threads,
+		Formats: r.Formats, CLIOptions: r.CLIOptions},
+		Options: *o, Eval: eval, Calibration: calib, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU()}
+	for _, p := range plans {
+		man.Models = append(man.Models, PPLModel{Label: p.label, Variants: p.variants, Seconds: map[string]float64{}, Notes: p.notes})
+	}
 	res := &PPLResults{Manifest: man}
-	fail := func(err error) (*PPLResults, error) {
-		man.Error = err.Error()
-		man.Seconds = time.Since(start).Seconds()
-		if werr := writeJSON(filepath.Join(r.Out, PPLManifestName), man); werr != nil {
-			return res, fmt.Errorf("%w (and writing the manifest failed: %v)", err, werr)
-		}
-		return res, err
-	}
+	mine := shardChunks(passes, man.Shard, isCalibration)
 
-	pr := PPLProgress{Passes: passes, WorkLeft: work}
-	report := func() {
-		if r.Progress != nil {
-			pr.Elapsed = time.Since(start)
-			r.Progress(pr)
+	// the model of the passes under way, loaded when its first pass comes
+	// (and for a shard, every model its passes do not load, whose digest
+	// the manifest records)
+	var m *model.Model
+	cur := -1
+	var gates map[string]*probes.KGate
+	load := func(i int) error {
+		if i == cur {
+			return nil
 		}
-	}
-	for pi, p := range plans {
-		rec := PPLModel{Label: p.label, Variants: p.variants, Seconds: map[string]float64{}, Notes: p.notes}
+		m, gates, cur = nil, nil, -1
+		rec := &man.Models[i]
 		t0 := time.Now()
-		m, err := model.Load(p.dir, r.Load)
+		mm, err := model.Load(plans[i].dir, r.Load)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		rec.Loading = time.Since(t0).Seconds()
 		t0 = time.Now()
-		if rec.Info, err = DescribeModel(m); err != nil {
-			return fail(err)
+		if rec.Info, err = DescribeModel(mm); err != nil {
+			return err
 		}
-		if pi < len(r.Hubs) {
-			rec.Info.Hub = r.Hubs[pi]
+		if i < len(r.Hubs) {
+			rec.Info.Hub = r.Hubs[i]
 		}
 		rec.Hashing = time.Since(t0).Seconds()
-		if n := r.DeviationTokens; n > 0 && m.Compute.BF16Products() && len(eval) > 0 {
+		rec.Gated = mm.LearnedGate()
+		if n := r.DeviationTokens; n > 0 && mm.Compute.BF16Products() && len(eval) > 0 {
 			c := eval[0]
 			ids := r.Stream[c.Start : c.Start+min(n, c.T)]
-			if rec.Deviation, err = MeasureDeviation(m, [][]int{ids}, m.Compute, probes.CollectorOptions{}, len(ids) > m.MaxPos, r.Threads); err != nil {
-				return fail(fmt.Errorf("%s: %w", p.dir, err))
+			if rec.Deviation, err = MeasureDeviation(mm, [][]int{ids}, mm.Compute, probes.CollectorOptions{}, len(ids) > mm.MaxPos, r.Threads); err != nil {
+				return fmt.Errorf("%s: %w", plans[i].dir, err)
 			}
 		}
-		rec.Gated = m.LearnedGate()
-		pr.Layers = m.Config.Layers
+		m, cur = mm, i
+		return nil
+	}
+	for i := range plans {
+		if !slices.ContainsFunc(mine, func(c Chunk) bool { n, _ := pplPass(c); return n == i }) {
+			if err := load(i); err != nil {
+				return res, err
+			}
+		}
+	}
 
-		// one pass, with progress per layer; logits (nil: not computed)
-		// receives the logits in blocks of rows (model.Options.LogitRows)
-		pass := func(variant string, c Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride) error {
-			cost := passCost(&m.Config, c.T)
-			pr.Pass++
-			pr.Model, pr.Variant, pr.T, pr.Sample, pr.Layer, pr.Done = p.label, variant, c.T, c.Sample, 0, false
-			report()
-			base := pr.Work
-			hs := &hooks.Set{}
-			hs.Add(hooks.ResidPost, func(string, int, *tensor.Dense) error {
-				pr.Layer++
-				pr.Work = base + cost*float64(pr.Layer)/float64(pr.Layers)
-				report()
-				return nil
-			})
-			if g != nil {
-				if err := g.Register(hs, &m.Config, 1, len(ids)); err != nil {
-					return err
-				}
-			}
-			_, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, LogitRows: logits, Threads: r.Threads,
-				AllowExtrapolation: c.T > m.MaxPos})
-			if err != nil {
-				return fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", p.dir, variant, c.T, c.Sample, c.Start, c.End, err)
-			}
-			pr.Work, pr.WorkLeft = base+cost, pr.WorkLeft-cost
-			pr.Tokens += int64(c.T)
-			pr.Layer, pr.Done = pr.Layers, true
+	pr := PPLProgress{Passes: len(mine)}
+	for _, c := range mine {
+		i, _ := pplPass(c)
+		pr.WorkLeft += passCost(plans[i].cfg, c.T)
+	}
+	report := func() {
+		if r.PassProgress != nil {
+			pr.Elapsed = time.Since(start)
+			r.PassProgress(pr)
+		}
+	}
+	// one pass, with progress per layer; logits (nil: not computed)
+	// receives the logits in blocks of rows (model.Options.LogitRows)
+	pass := func(label, variant string, c Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride) error {
+		cost := passCost(&m.Config, c.T)
+		pr.Pass++
+		pr.Model, pr.Variant, pr.T, pr.Sample, pr.Layer, pr.Layers, pr.Done = label, variant, c.T, c.Sample, 0, m.Config.Layers, false
+		report()
+		base := pr.Work
+		hs := &hooks.Set{}
+		hs.Add(hooks.ResidPost, func(string, int, *tensor.Dense) error {
+			pr.Layer++
+			pr.Work = base + cost*float64(pr.Layer)/float64(pr.Layers)
 			report()
 			return nil
-		}
-
-		// calibration: one pass per calibration chunk with the learned
-		// gate, shared by every calibrated mapping
-		gates := map[string]*probes.KGate{}
-		if rec.Gated && hasCalibrated(p.variants) {
-			var cals []*probes.KGateCalibrator
-			for _, v := range p.variants {
-				if !probes.GateMapping(v).Calibrated() {
-					continue
-				}
-				ko, _ := o.kGateOptions(v)
-				g, err := probes.NewKGate(ko, m.Config.Layers, m.Heads, m.DHead)
-				if err != nil {
-					return fail(err)
-				}
-				gates[v] = g
-				cals = append(cals, g.Calibrator())
-			}
-			t0 = time.Now()
-			observe := func(row probes.GateRow) float64 {
-				for _, c := range cals {
-					c.Observe(row)
-				}
-				return row.Learned
-			}
-			for _, c := range calib {
-				if err := pass("calibration", c, r.Stream[c.Start:c.End], nil, probes.RowGate(observe)); err != nil {
-					return fail(err)
-				}
-			}
-			for _, c := range cals {
-				if err := c.Finish(); err != nil {
-					return fail(fmt.Errorf("%s: %w", p.dir, err))
-				}
-			}
-			rec.CalibSecond = time.Since(t0).Seconds()
-			for _, v := range p.variants {
-				if g := gates[v]; g != nil {
-					for _, cell := range g.Cells {
-						if cell.Rows == 0 {
-							continue // a layer without softmax rows (Gated DeltaNet)
-						}
-						res.Calibration = append(res.Calibration, PPLCalibRow{Model: p.label, Variant: v, Layer: cell.Layer, Head: cell.Head,
-							Rows: cell.Rows, MeanGate: cell.MeanGate, MeanK: cell.MeanK, Scale: cell.Scale, Lambda: cell.Lambda})
-					}
-				}
+		})
+		if g != nil {
+			if err := g.Register(hs, &m.Config, 1, len(ids)); err != nil {
+				return err
 			}
 		}
-
-		nll := make([]float64, 0, o.Lengths[len(o.Lengths)-1])
-		for _, v := range p.variants {
+		_, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, LogitRows: logits, Threads: r.Threads,
+			AllowExtrapolation: c.T > m.MaxPos})
+		if err != nil {
+			return fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", m.Dir, variant, c.T, c.Sample, c.Start, c.End, err)
+		}
+		pr.Work, pr.WorkLeft = base+cost, pr.WorkLeft-cost
+		pr.Tokens += int64(c.T)
+		pr.Layer, pr.Done = pr.Layers, true
+		report()
+		return nil
+	}
+	nll := make([]float64, 0, o.Lengths[len(o.Lengths)-1])
+	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: pplTables, opts: man.Options, forwards: 1, shared: isCalibration,
+		prepare: func(c Chunk) error { i, _ := pplPass(c); return load(i) },
+		pass: func(c Chunk, _ func(*hooks.Set)) ([]passTable, error) {
+			i, v := pplPass(c)
+			label := plans[i].label
+			if v == pplCalibration {
+				// the learned gate, every query row recorded for the
+				// calibrated mappings
+				var rows []PPLGateRow
+				observe := func(g probes.GateRow) float64 {
+					rows = append(rows, PPLGateRow{Layer: g.Layer, Head: g.Head, NEff: g.NEff, SBar: g.SBar, Learned: g.Learned})
+					return g.Learned
+				}
+				if err := pass(label, v, c, r.Stream[c.Start:c.End], nil, probes.RowGate(observe)); err != nil {
+					return nil, err
+				}
+				return []passTable{tableOf("ppl", rows)}, nil
+			}
 			var g *probes.GateOverride
 			switch {
 			case v == VariantOne:
 				g = probes.ConstGate(1)
 			case v == VariantLearned:
-			case gates[v] != nil:
+			case probes.GateMapping(v).Calibrated():
+				if gates == nil {
+					g, err := pplGates(r.Out, man, i, &m.Config)
+					if err != nil {
+						return nil, err
+					}
+					gates = g
+				}
 				g = probes.RowGate(gates[v].Gate)
 			default:
 				ko, err := o.kGateOptions(v)
 				if err != nil {
-					return fail(err)
+					return nil, err
 				}
 				kg, err := probes.NewKGate(ko, m.Config.Layers, m.Heads, m.DHead)
 				if err != nil {
-					return fail(err)
+					return nil, err
 				}
 				g = probes.RowGate(kg.Gate)
 			}
-			t0 = time.Now()
-			for _, c := range eval {
-				first, _ := o.FirstPosition(c.T)
-				targets := r.Stream[c.Start+1 : c.End]
-				nll = nll[:0]
-				if err := pass(v, c, r.Stream[c.Start:c.Start+c.T], func(first int, z []float32) {
-					nll = TokenNLL(nll, z, m.Vocab, targets[first:first+len(z)/m.Vocab])
-				}, g); err != nil {
-					return fail(err)
-				}
-				row := PPLChunkRow{Model: p.label, Variant: v, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
-					First: first, N: c.T - first, Extrap: c.T > m.MaxPos}
-				for _, x := range nll[first:] {
-					row.NLLSum += x
-				}
-				row.NLL = row.NLLSum / float64(row.N)
-				row.PPL = math.Exp(row.NLL)
-				res.Chunks = append(res.Chunks, row)
+			first, _ := o.FirstPosition(c.T)
+			targets := r.Stream[c.Start+1 : c.End]
+			nll = nll[:0]
+			if err := pass(label, v, c, r.Stream[c.Start:c.Start+c.T], func(first int, z []float32) {
+				nll = TokenNLL(nll, z, m.Vocab, targets[first:first+len(z)/m.Vocab])
+			}, g); err != nil {
+				return nil, err
 			}
-			rec.Seconds[v] = time.Since(t0).Seconds()
-		}
-		man.Models = append(man.Models, rec)
-		for _, T := range o.Lengths {
-			res.Summary = append(res.Summary, summarizePPL(res.Chunks, p.label, p.variants, T, m.MaxPos, o)...)
-		}
-	}
+			row := PPLChunkRow{Model: label, Variant: v, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
+				First: first, N: c.T - first, Extrap: c.T > m.MaxPos}
+			for _, x := range nll[first:] {
+				row.NLLSum += x
+			}
+			row.NLL = row.NLLSum / float64(row.N)
+			row.PPL = math.Exp(row.NLL)
+			return []passTable{tableOf("ppl", []PPLChunkRow{row})}, nil
+		},
+		finish: func() error {
+			r, err := finishPPL(r.Out, man)
+			if r != nil {
+				*res = *r
+			}
+			return err
+		}})
+	return res, err
+}
 
-	man.Tables = []string{"ppl_summary", "ppl_chunks"}
-	if err := writeTable(r.Out, "ppl_summary", res.Summary, r.Formats); err != nil {
-		return fail(err)
+// isCalibration reports whether c is a calibration pass of ppl, which
+// every shard runs (the calibrated variants' passes need it).
+func isCalibration(c Chunk) bool { _, v := pplPass(c); return v == pplCalibration }
+
+// pplGates returns the calibrated gates of model i of man's run (config
+// cfg, or nil for the shape man records), one per calibrated variant:
+// each mapping's calibrator replays the rows of the model's calibration
+// pass files in dir in order, as the pass fed them.
+func pplGates(dir string, man *PPLManifest, i int, cfg *model.Config) (map[string]*probes.KGate, error) {
+	layers, heads, dHead := man.Models[i].Info.Layers, man.Models[i].Info.Heads, man.Models[i].Info.DHead
+	if cfg != nil {
+		layers, heads, dHead = cfg.Layers, cfg.Heads, cfg.DHead
 	}
-	if err := writeTable(r.Out, "ppl_chunks", res.Chunks, r.Formats); err != nil {
-		return fail(err)
+	gates := map[string]*probes.KGate{}
+	var cals []*probes.KGateCalibrator
+	for _, v := range man.Models[i].Variants {
+		if !probes.GateMapping(v).Calibrated() {
+			continue
+		}
+		ko, err := man.Options.kGateOptions(v)
+		if err != nil {
+			return nil, err
+		}
+		g, err := probes.NewKGate(ko, layers, heads, dHead)
+		if err != nil {
+			return nil, err
+		}
+		gates[v] = g
+		cals = append(cals, g.Calibrator())
 	}
-	if len(res.Calibration) > 0 {
-		man.Tables = append(man.Tables, "ppl_calibration")
-		if err := writeTable(r.Out, "ppl_calibration", res.Calibration, r.Formats); err != nil {
-			return fail(err)
+	for _, c := range man.Chunks {
+		if n, v := pplPass(c); n != i || v != pplCalibration {
+			continue
+		}
+		rows, err := readPassRows[PPLGateRow](dir, "ppl", man, man.Options, c)
+		if err != nil {
+			return nil, err
+		}
+		for _, row := range rows {
+			for _, cal := range cals {
+				cal.Observe(probes.GateRow{Layer: row.Layer, Head: row.Head, NEff: row.NEff, SBar: row.SBar, Learned: row.Learned})
+			}
 		}
 	}
-	man.Complete = true
-	man.Seconds = time.Since(start).Seconds()
-	if err := writeJSON(filepath.Join(r.Out, PPLManifestName), man); err != nil {
-		return res, err
+	for _, cal := range cals {
+		if err := cal.Finish(); err != nil {
+			return nil, fmt.Errorf("%s: %w", man.Models[i].Info.Dir, err)
+		}
 	}
-	return res, nil
+	return gates, nil
+}
+
+// finishPPL writes ppl_summary, ppl_chunks and (with calibrated variants)
+// ppl_calibration from the pass files of every pass of man in dir, and
+// each model's seconds per variant from the passes' records.
+func finishPPL(dir string, man *PPLManifest) (*PPLResults, error) {
+	res := &PPLResults{Manifest: man}
+	o := &man.Options
+	seconds := map[string]float64{}
+	for _, p := range man.Passes {
+		seconds[p.Key.Pass] += p.Seconds
+	}
+	for i := range man.Models {
+		pm := &man.Models[i]
+		pm.Seconds = map[string]float64{}
+		pm.CalibSecond = seconds[fmt.Sprintf("m%d/%s", i, pplCalibration)]
+		for _, v := range pm.Variants {
+			pm.Seconds[v] = seconds[fmt.Sprintf("m%d/%s", i, v)]
+		}
+	}
+	for _, c := range man.Chunks {
+		if _, v := pplPass(c); v == pplCalibration {
+			continue
+		}
+		rows, err := readPassRows[PPLChunkRow](dir, "ppl", man, man.Options, c)
+		if err != nil {
+			return nil, err
+		}
+		res.Chunks = append(res.Chunks, rows...)
+	}
+	for i, pm := range man.Models {
+		if pm.Gated && hasCalibrated(pm.Variants) {
+			gates, err := pplGates(dir, man, i, nil)
+			if err != nil {
+				return nil, err
+			}
+			for _, v := range pm.Variants {
+				if g := gates[v]; g != nil {
+					for _, cell := range g.Cells {
+						if cell.Rows == 0 {
+							continue // a layer without softmax rows (Gated DeltaNet)
+						}
+						res.Calibration = append(res.Calibration, PPLCalibRow{Model: pm.Label, Variant: v, Layer: cell.Layer, Head: cell.Head,
+							Rows: cell.Rows, MeanGate: cell.MeanGate, MeanK: cell.MeanK, Scale: cell.Scale, Lambda: cell.Lambda})
+					}
+				}
+			}
+		}
+		for _, T := range o.Lengths {
+			res.Summary = append(res.Summary, summarizePPL(res.Chunks, pm.Label, pm.Variants, T, pm.Info.MaxPos, o)...)
+		}
+	}
+	tables := []passTable{tableOf("ppl_summary", res.Summary), tableOf("ppl_chunks", res.Chunks)}
+	if len(res.Calibration) > 0 {
+		tables = append(tables, tableOf("ppl_calibration", res.Calibration))
+	}
+	return res, man.writeTables(dir, tables...)
 }
 
 func hasCalibrated(variants []string) bool {
@@ -855,6 +973,9 @@ func ReadPPL(dir string) (*PPLResults, error) {
 	if !man.Complete {
 		return nil, fmt.Errorf("%s: the run did not finish (%s)", dir, man.Error)
 	}
+	if man.Shard.Count > 1 {
+		return nil, fmt.Errorf("%s: a shard of a perplexity run holds no tables: combine the shards with probe merge", dir)
+	}
 	res := &PPLResults{Manifest: &man}
 	if res.Summary, err = ReadTable[PPLSummaryRow](filepath.Join(dir, "ppl_summary.parquet")); err != nil {
 		return nil, err
@@ -862,7 +983,7 @@ func ReadPPL(dir string) (*PPLResults, error) {
 	if res.Chunks, err = ReadTable[PPLChunkRow](filepath.Join(dir, "ppl_chunks.parquet")); err != nil {
 		return nil, err
 	}
-	if slices.Contains(man.Tables, "ppl_calibration") {
+	if slices.Contains(man.Tables, "ppl_calibration.parquet") || slices.Contains(man.Tables, "ppl_calibration") { // the latter: before passes/
 		if res.Calibration, err = ReadTable[PPLCalibRow](filepath.Join(dir, "ppl_calibration.parquet")); err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
+	"github.com/filterlens/probe/probes"
 )
 
 // pplModel writes a small generated checkpoint of arch into dir/name.
@@ -154,8 +155,8 @@ func TestPPLRun(t *testing.T) {
 	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	var seen []PPLProgress
 	run := func(out string) *PPLResults {
-		r := &PPLRun{Dirs: []string{gated, plain}, Source: src, Stream: stream, Options: o, Out: out, Threads: 2,
-			Progress: func(p PPLProgress) { seen = append(seen, p) }}
+		r := &PPLRun{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Threads: 2}, Dirs: []string{gated, plain}, Options: o,
+			PassProgress: func(p PPLProgress) { seen = append(seen, p) }}
 		res, err := r.Run()
 		if err != nil {
 			t.Fatal(err)
@@ -308,9 +309,77 @@ func TestPPLRunErrors(t *testing.T) {
 				c.stream[i] %= 61
 			}
 		}
-		_, err := (&PPLRun{Dirs: c.dirs, Source: src, Stream: c.stream, Options: o, Out: filepath.Join(dir, "o")}).Run()
+		_, err := (&PPLRun{RunSpec: RunSpec{Source: src, Stream: c.stream, Out: filepath.Join(dir, "o")}, Dirs: c.dirs, Options: o}).Run()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("err = %v, want one mentioning %q", err, c.want)
 		}
 	}
+}
+
+// TestPPLShardsResumeCalibration: a perplexity run with calibrated gates
+// (k-matched, mean) over a gated and an ungated model, run as two shards
+// (each runs the calibration passes its calibrated variants need) and
+// merged, gives tables byte-identical to the unsharded run; so does the
+// unsharded run resumed after a kill that left a calibration pass and a
+// calibrated evaluation pass without files, which it runs again.
+func TestPPLShardsResumeCalibration(t *testing.T) {
+	dir := t.TempDir()
+	gated := pplModel(t, dir, "gated", model.ArchGated, 40)
+	plain := pplModel(t, dir, "plain", model.ArchQwen3, 40)
+	stream := randomStream(600, 0, 61, 9)
+	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	o := DefaultPPLOptions()
+	o.Lengths, o.Samples, o.CalibSamples, o.CalibLength = []int{8, 16}, 2, 2, 12
+	o.Variants = []string{VariantLearned, string(probes.MapKMatched), string(probes.MapMean)}
+	run := func(out string, sh Shard) *PPLManifest {
+		t.Helper()
+		res, err := (&PPLRun{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Threads: 2, Shard: sh},
+			Dirs: []string{gated, plain}, Options: o}).Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Manifest
+	}
+	tmp := t.TempDir()
+	whole := filepath.Join(tmp, "whole")
+	if man := run(whole, Shard{}); len(man.Passes) != 2+3*4+4 || len(man.Tables) != 6 {
+		t.Fatalf("unsharded: %d passes, tables %v; want 2 calibration + 3 variants × 4 + 4 passes, 3 tables × 2 formats", len(man.Passes), man.Tables)
+	}
+	want := tableFiles(t, whole)
+	s0, s1 := filepath.Join(tmp, "s0"), filepath.Join(tmp, "s1")
+	for i, d := range []string{s0, s1} {
+		man := run(d, Shard{i, 2})
+		calib := 0
+		for _, p := range man.Passes {
+			if strings.HasSuffix(p.Key.Pass, "/"+pplCalibration) {
+				calib++
+			}
+		}
+		if calib != 2 || len(man.Tables) != 0 {
+			t.Errorf("shard %d/2: %d calibration passes, tables %v; want both calibration passes and no tables", i, calib, man.Tables)
+		}
+	}
+	merged := filepath.Join(tmp, "merged")
+	if _, err := MergeStream([]string{s0, s1}, merged, MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, "merged shards", want, tableFiles(t, merged))
+	if res, err := ReadPPL(merged); err != nil || len(res.Calibration) == 0 {
+		t.Errorf("ReadPPL of the merged folder: %v", err)
+	}
+
+	// a kill: one calibration pass and one k-matched pass lost, no tables
+	for _, c := range []Chunk{{T: 12, Sample: 1, Pass: "m0/calibration"}, {T: 16, Sample: 0, Pass: "m0/k-matched"}} {
+		if err := os.Remove(streamPassPath(whole, "ppl", c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name := range want {
+		os.Remove(filepath.Join(whole, name))
+	}
+	man := run(whole, Shard{})
+	if len(man.Reused) != len(man.Passes)-2 {
+		t.Errorf("resumed: %d of %d passes reused, want all but 2", len(man.Reused), len(man.Passes))
+	}
+	sameFiles(t, "resumed run", want, tableFiles(t, whole))
 }

@@ -256,11 +256,11 @@ func finishRetrieval(dir string, man *RetrievalManifest) ([]RetrievalHeadRow, er
 	var steps [][]RetrievalStepRow
 	man.Samples, man.HeadsAbove = nil, 0
 	for i, c := range man.Chunks {
-		cp, err := readPassRows[RetrievalCopyRow](dir, "retrieval_copies", &man.RunRecord, man.Options, c)
+		cp, err := readPassRows[RetrievalCopyRow](dir, "retrieval_copies", man, man.Options, c)
 		if err != nil {
 			return nil, err
 		}
-		st, err := readPassRows[RetrievalStepRow](dir, "retrieval_steps", &man.RunRecord, man.Options, c)
+		st, err := readPassRows[RetrievalStepRow](dir, "retrieval_steps", man, man.Options, c)
 		if err != nil {
 			return nil, err
 		}

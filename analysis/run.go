@@ -104,7 +104,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 		}
 	}
 
-	mine := shardChunks(chunks, s.Shard)
+	mine := shardChunks(chunks, s.Shard, nil)
 	if err := s.checkMemory(mine); err != nil {
 		return fail(err)
 	}

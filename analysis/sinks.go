@@ -248,7 +248,7 @@ func finishSinks(dir string, man *SinksManifest) ([]SinkHeadRow, []SinkRateRow, 
 	var heads []SinkHeadRow
 	man.LeftOut = 0
 	for _, c := range man.Chunks {
-		pass, err := readPassRows[SinkHeadRow](dir, "sinks_heads", &man.RunRecord, man.Options, c)
+		pass, err := readPassRows[SinkHeadRow](dir, "sinks_heads", man, man.Options, c)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -86,6 +86,7 @@ type StreamKey struct {
 	End     int             `json:"end"`
 	Tokens  string          `json:"tokens"` // TokenDigest of the pass's ids
 	Options json.RawMessage `json:"options"`
+	Pass    string          `json:"pass,omitempty"` // Chunk.Pass
 }
 
 // Hash returns the hex sha256 of the key's JSON encoding.
@@ -112,9 +113,12 @@ var planKeys = []string{"lengths", "samples", "disjoint", "placement", "seed", "
 // tableKeys are, per command, the option fields that only shape the
 // tables written from the pass files (sinks: the sink rate's thresholds
 // and layer groups; retrieval: which copy steps count and the score
-// threshold); they are not in a StreamKey either, so that --force
-// rewrites the tables from the finished passes.
-var tableKeys = map[string][]string{"sinks": {"eps", "split_local"}, "retrieval": {"steps", "above"}}
+// threshold; ppl: the intervals, the training length, and the variants,
+// each of whose passes names its own in its key); they are not in a
+// StreamKey either, so that --force rewrites the tables from the finished
+// passes.
+var tableKeys = map[string][]string{"sinks": {"eps", "split_local"}, "retrieval": {"steps", "above"},
+	"ppl": {"variants", "train_length", "ci_level"}}
 
 // passOptions is the Options of a StreamKey of command kind: opts's JSON
 // without planKeys and the kind's tableKeys.
@@ -131,9 +135,26 @@ func passOptions(kind string, opts any) json.RawMessage {
 	return b
 }
 
-// streamPassPath is dir/passes/T<T>-s<sample>.<table>.parquet.
-func streamPassPath(dir, table string, T, sample int) string {
-	return filepath.Join(dir, "passes", fmt.Sprintf("T%d-s%d.%s.parquet", T, sample, table))
+// streamPassPath is dir/passes/T<T>-s<sample>.<table>.parquet, with the
+// chunk's pass (its "/" as "-") and a "-" before it when it has one.
+func streamPassPath(dir, table string, c Chunk) string {
+	prefix := ""
+	if c.Pass != "" {
+		prefix = strings.ReplaceAll(c.Pass, "/", "-") + "-"
+	}
+	return filepath.Join(dir, "passes", fmt.Sprintf("%sT%d-s%d.%s.parquet", prefix, c.T, c.Sample, table))
+}
+
+// passDigester is a manifest whose passes run more than one model (ppl):
+// passDigest is the ModelInfo.Digest of chunk c's model.
+type passDigester interface{ passDigest(c Chunk) string }
+
+// digestOf is the model digest of chunk c's pass key in man's run.
+func digestOf(man StreamManifest, c Chunk) string {
+	if d, ok := man.(passDigester); ok {
+		return d.passDigest(c)
+	}
+	return man.Record().Model.Digest
 }
 
 // passTable is one table of a pass, ready to be written as a pass file.
@@ -191,18 +212,18 @@ func readStreamPass(path, table string) (StreamPass, error) {
 }
 
 // readPassRows reads the rows of one table of chunk c's pass in dir,
-// checking that the file belongs to the run described by rec (its key
+// checking that the file belongs to the run described by man (its key
 // without the token digest, which only the stream gives).
-func readPassRows[T any](dir, table string, rec *RunRecord, opts any, c Chunk) ([]T, error) {
-	path := streamPassPath(dir, table, c.T, c.Sample)
+func readPassRows[T any](dir, table string, man StreamManifest, opts any, c Chunk) ([]T, error) {
+	path := streamPassPath(dir, table, c)
 	got, err := readStreamPass(path, table)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("pass (T=%d, sample %d) has no file %s: run its shard (or the run) again", c.T, c.Sample, path)
+		return nil, fmt.Errorf("pass (%s) has no file %s: run its shard (or the run) again", c.name(), path)
 	}
 	if err != nil {
 		return nil, err
 	}
-	want := streamKey(rec.Kind, rec.Model.Digest, opts, c, got.Key.Tokens)
+	want := streamKey(man.Record().Kind, digestOf(man, c), opts, c, got.Key.Tokens)
 	if got.Hash != want.Hash() {
 		return nil, fmt.Errorf("%s does not belong to this run: %s", path, strings.Join(keyDiff(want, got.Key), "; "))
 	}
@@ -211,14 +232,16 @@ func readPassRows[T any](dir, table string, rec *RunRecord, opts any, c Chunk) (
 
 func streamKey(kind, model string, opts any, c Chunk, tokens string) StreamKey {
 	return StreamKey{Format: formatVersion, Kind: kind, Model: model, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
-		Tokens: tokens, Options: passOptions(kind, opts)}
+		Tokens: tokens, Options: passOptions(kind, opts), Pass: c.Pass}
 }
 
-// shardChunks returns the chunks shard s runs: i, i+n, i+2n, ….
-func shardChunks(chunks []Chunk, s Shard) []Chunk {
+// shardChunks returns the chunks shard s runs: i, i+n, i+2n, …, and
+// those every shard runs (shared, when set: passes whose results the
+// others need, as ppl's calibration).
+func shardChunks(chunks []Chunk, s Shard, shared func(Chunk) bool) []Chunk {
 	var mine []Chunk
 	for i, c := range chunks {
-		if s.Count <= 1 || i%s.Count == s.Index {
+		if s.Count <= 1 || i%s.Count == s.Index || (shared != nil && shared(c)) {
 			mine = append(mine, c)
 		}
 	}
@@ -254,6 +277,11 @@ type streamRun struct {
 	ids      func(c Chunk) []int
 	pass     func(c Chunk, watch func(*hooks.Set)) ([]passTable, error)
 	forwards int
+	// prepare, when set, runs before each chunk's key is made (ppl: loads
+	// the chunk's model, whose digest the key holds); shared, when set,
+	// says which chunks every shard runs (shardChunks).
+	prepare func(c Chunk) error
+	shared  func(c Chunk) bool
 	// finish writes the tables from the pass files of every chunk.
 	finish func() error
 	// model: the longest pass's memory is checked before the first
@@ -299,7 +327,7 @@ func runStream(man StreamManifest, r streamRun) error {
 		}
 	}
 	rec.Passes = []StreamPass{}
-	mine := shardChunks(rec.Chunks, rec.Shard)
+	mine := shardChunks(rec.Chunks, rec.Shard, r.shared)
 	if T := longestT(mine); T > 0 && r.model != nil {
 		if err := r.model.CheckMemory(1, T, model.Options{Threads: r.Threads}, 0); err != nil {
 			return fail(fmt.Errorf("the longest pass (T=%d): %w", T, err))
@@ -307,7 +335,12 @@ func runStream(man StreamManifest, r streamRun) error {
 	}
 	pr := newStreamProgress(r, mine, start)
 	for i, c := range mine {
-		key := streamKey(rec.Kind, rec.Model.Digest, r.opts, c, TokenDigest(r.ids(c)))
+		if r.prepare != nil {
+			if err := r.prepare(c); err != nil {
+				return fail(fmt.Errorf("%s: %w", c.name(), err))
+			}
+		}
+		key := streamKey(rec.Kind, digestOf(man, c), r.opts, c, TokenDigest(r.ids(c)))
 		done, note, err := finishedPass(r.Out, r.tables, c, key)
 		if err != nil {
 			return fail(err)
@@ -317,7 +350,7 @@ func runStream(man StreamManifest, r streamRun) error {
 		}
 		if done != nil {
 			rec.Passes = append(rec.Passes, *done)
-			rec.Reused = append(rec.Reused, fmt.Sprintf("T=%d sample %d", c.T, c.Sample))
+			rec.Reused = append(rec.Reused, c.name())
 			pr.reused(i, c)
 			continue
 		}
@@ -329,7 +362,7 @@ func runStream(man StreamManifest, r streamRun) error {
 		t0 := time.Now()
 		tables, err := r.pass(c, pr.watch(i, c))
 		if err != nil {
-			return fail(fmt.Errorf("T=%d sample %d: %w", c.T, c.Sample, err))
+			return fail(fmt.Errorf("%s: %w", c.name(), err))
 		}
 		pr.done(c)
 		p := StreamPass{Key: key, Hash: key.Hash(), Rows: map[string]int64{}, Seconds: time.Since(t0).Seconds()}
@@ -341,7 +374,7 @@ func runStream(man StreamManifest, r streamRun) error {
 			return fail(err)
 		}
 		for _, t := range tables {
-			err := writeFileAtomic(streamPassPath(r.Out, t.name, c.T, c.Sample), func(w io.Writer) error {
+			err := writeFileAtomic(streamPassPath(r.Out, t.name, c), func(w io.Writer) error {
 				return t.write(w, map[string]string{passMetaKey: string(meta)})
 			})
 			if err != nil {
@@ -442,7 +475,7 @@ func (sp *streamProgress) done(c Chunk) {
 func finishedPass(dir string, tables []string, c Chunk, key StreamKey) (*StreamPass, string, error) {
 	var rec StreamPass
 	for _, t := range tables {
-		path := streamPassPath(dir, t, c.T, c.Sample)
+		path := streamPassPath(dir, t, c)
 		got, err := readStreamPass(path, t)
 		switch {
 		case errors.Is(err, os.ErrNotExist):

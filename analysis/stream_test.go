@@ -72,6 +72,20 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 			man, _, err := (&RetrievalRun{RunSpec: RunSpec{Dir: dir, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
 			return man, err
 		},
+		// the learned gate and gate 1 on two chunks of T = 24
+		"ppl": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+			o := DefaultPPLOptions()
+			o.Lengths, o.Samples, o.Variants = []int{24}, 2, []string{VariantLearned, VariantOne}
+			if other {
+				o.Positions = "last-quarter"
+			}
+			res, err := (&PPLRun{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force},
+				Dirs: []string{dir}, Options: o}).Run()
+			if res == nil {
+				return nil, err
+			}
+			return res.Manifest, err
+		},
 	}
 }
 
@@ -88,6 +102,7 @@ var streamKill = map[string]struct {
 	"massive":   {massiveTables, Chunk{T: 40}, Chunk{T: 24, Sample: 1}, "massive_ppl"},
 	"experts":   {expertsTables, Chunk{T: 40}, Chunk{T: 24, Sample: 1}, "experts_sums"},
 	"retrieval": {retrievalTables, Chunk{T: 24, Sample: 2}, Chunk{T: 24, Sample: 1}, "retrieval_steps"},
+	"ppl":       {pplTables, Chunk{T: 24, Pass: "m0/one"}, Chunk{T: 24, Sample: 1, Pass: "m0/learned"}, "ppl"},
 }
 
 // tableFiles returns the tables (Parquet, CSV) of a run's folder by name.
@@ -119,8 +134,8 @@ func sameFiles(t *testing.T, what string, want, got map[string][]byte) {
 	}
 }
 
-// TestStreamShardsMergeAndResume: for gdn, sinks, massive, experts and
-// retrieval, two shards
+// TestStreamShardsMergeAndResume: for gdn, sinks, massive, experts,
+// retrieval and ppl, two shards
 // merged give tables byte-identical to the unsharded run's, with a merged
 // manifest; a run killed after some passes (one pass missing, one pass file
 // cut short, the tables not yet written) resumes with the finished passes
@@ -177,9 +192,9 @@ func TestStreamShardsMergeAndResume(t *testing.T) {
 			// no tables, the manifest unfinished.
 			k := streamKill[kind]
 			for _, tb := range k.tables {
-				os.Remove(streamPassPath(whole, tb, k.missing.T, k.missing.Sample))
+				os.Remove(streamPassPath(whole, tb, k.missing))
 			}
-			cut := streamPassPath(whole, k.cutTable, k.cut.T, k.cut.Sample)
+			cut := streamPassPath(whole, k.cutTable, k.cut)
 			full, _ := os.ReadFile(cut)
 			os.WriteFile(cut, full[:len(full)/2], 0o644)
 			if _, err := readStreamPass(cut, filepath.Ext(strings.TrimSuffix(cut, ".parquet"))[1:]); !errors.Is(err, errIncomplete) {

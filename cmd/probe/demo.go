@@ -310,7 +310,7 @@ func (d *demo) perplexity() error {
 	d.pplDir = filepath.Join(d.out, "ppl")
 	ppl := func(models []string, gates, out string) error {
 		o, flags := defaultsOf(NewCmdPPL)
-		o.Stdout, o.Model.Name, o.Input.IDs, o.Gates, o.TrainLength, o.Out = d.w, strings.Join(models, ","), d.ids, gates, 256, out
+		o.Stdout, o.Run.Model.Name, o.Input.IDs, o.Gates, o.TrainLength, o.Run.Out = d.w, strings.Join(models, ","), d.ids, gates, 256, out
 		o.Plan.Lengths, o.Plan.Samples, o.Plan.Disjoint = demoPPLLengths, demoPPLSamples, analysis.DisjointWithin
 		o.CLIOptions, o.CommandLine = flagRecord(flags)
 		return runPPL(o)

@@ -457,20 +457,20 @@ func (f tokenFlags) batch(modelDir string) ([][]int, error) {
 // workers, shard, force and progress, with the checks and the run spec
 // they fill.
 type runFlags struct {
-	Model                     modelFlag
-	AllowExtrapolation, Force bool
-	Progress                  bool
-	Threads                   int
-	Formats, Out, Shard       string
-	sh                        analysis.Shard // --shard, parsed by formats
+	Model               modelFlag
+	Force, Progress     bool
+	Threads             int
+	Formats, Out, Shard string
+	sh                  analysis.Shard // --shard, parsed by formats
 }
 
 // streamFlags are the flags of the measurements that cut one token stream
 // into chunks (gdn, sinks, massive, experts): runFlags, input and plan.
 type streamFlags struct {
 	runFlags
-	Input tokenFlags
-	Plan  planFlags
+	Input              tokenFlags
+	Plan               planFlags
+	AllowExtrapolation bool
 }
 
 // progressBar returns the progress function of a run (nil without
@@ -511,10 +511,10 @@ func shardVar(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
 }
 
-// registerRun registers the flags of a measurement on the run engine.
-func (s *runFlags) registerRun(fs *pflag.FlagSet) {
-	s.Model.registerModel(fs, "checkpoint (required)")
-	extrapolationVar(fs, &s.AllowExtrapolation)
+// registerRun registers the flags of a measurement on the run engine;
+// model says what --model takes.
+func (s *runFlags) registerRun(fs *pflag.FlagSet, model string) {
+	s.Model.registerModel(fs, model)
 	threadsVar(fs, &s.Threads)
 	fs.StringVar(&s.Formats, "format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
 	fs.StringVar(&s.Out, "out", "", "output folder (required); re-running into it skips finished passes")
@@ -526,9 +526,10 @@ func (s *runFlags) registerRun(fs *pflag.FlagSet) {
 // registerStream registers the flags of a stream command with its plan
 // defaults d.
 func (s *streamFlags) registerStream(fs *pflag.FlagSet, d planDefaults) {
-	s.registerRun(fs)
+	s.registerRun(fs, "checkpoint (required)")
 	s.Input.registerInput(fs, false) // one token stream, cut into chunks
 	s.Plan.registerPlan(fs, d)
+	extrapolationVar(fs, &s.AllowExtrapolation)
 }
 
 // declareRelations declares to cobra the flags a stream command
@@ -573,17 +574,14 @@ func (s *streamFlags) plan(lengths []int) analysis.StreamPlan {
 		Seed: s.Plan.Seed, Offset: s.Plan.Offset, AllowExtrapolation: s.AllowExtrapolation}
 }
 
-// spec is the one place a measurement's command fills its run spec: it
-// finds the model folder, refuses an --out that holds files other than a
-// run of kind (what: the files the run writes) unless --force, installs
-// the interrupt handler that closes the spec's Stop and the progress bar
-// (--progress), and returns the spec and the function that ends both once
-// the run returns.
+// spec is the one place a measurement's command fills its run spec (all
+// but the model and the token stream): it refuses an --out that holds
+// files other than a run of kind (what: the files the run writes) unless
+// --force (a run of kind with another plan is refused by the run, which
+// names the field), installs the interrupt handler that closes the spec's
+// Stop and the progress bar (--progress), and returns the spec and the
+// function that ends both once the run returns.
 func (s *runFlags) spec(kind, what string, formats []string, cli []analysis.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
-	dir, err := s.Model.dir()
-	if err != nil {
-		return analysis.RunSpec{}, nil, err
-	}
 	if analysis.StreamKindOf(s.Out) != kind {
 		if err := refuseNonEmpty(s.Out, what, s.Force); err != nil {
 			return analysis.RunSpec{}, nil, err
@@ -592,19 +590,25 @@ func (s *runFlags) spec(kind, what string, formats []string, cli []analysis.Opti
 	stop := make(chan struct{})
 	endInterrupt := onInterrupt(kind, stop, func() string { return resumeNote(kind, cmdLine) })
 	progress, endBar := s.progressBar()
-	spec := analysis.RunSpec{Dir: dir, Load: s.Model.loadOptions(), Out: s.Out, Formats: formats,
-		Threads: s.Threads, Shard: s.sh, Force: s.Force, Stop: stop, Progress: progress, CLIOptions: cli,
-		Args: append([]string{kind}, cmdLine...), DeviationTokens: s.Model.DeviationTokens}
+	spec := analysis.RunSpec{Load: s.Model.loadOptions(), Out: s.Out, Formats: formats, Threads: s.Threads, Shard: s.sh,
+		Force: s.Force, Stop: stop, Progress: progress, CLIOptions: cli, Args: append([]string{kind}, cmdLine...),
+		DeviationTokens: s.Model.DeviationTokens}
 	return spec, func() { endBar(); endInterrupt() }, nil
 }
 
-// spec is runFlags.spec with the token stream (--ids or --text) read.
+// spec is runFlags.spec with the model folder and the token stream (--ids
+// or --text).
 func (s *streamFlags) spec(kind, what string, formats []string, cli []analysis.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
+	dir, err := s.Model.dir()
+	if err != nil {
+		return analysis.RunSpec{}, nil, err
+	}
 	spec, end, err := s.runFlags.spec(kind, what, formats, cli, cmdLine)
 	if err != nil {
 		return spec, nil, err
 	}
-	if spec.Stream, spec.Source, err = readTokenStream(s.Input.IDs, s.Input.Text, spec.Dir, s.Input.Tokenizer); err != nil {
+	spec.Dir = dir
+	if spec.Stream, spec.Source, err = readTokenStream(s.Input.IDs, s.Input.Text, dir, s.Input.Tokenizer); err != nil {
 		end()
 		return spec, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,7 +20,7 @@ type PPLOptions struct {
 	Stdout       io.Writer
 	CLIOptions   []analysis.Option // every flag with its value, for the manifest
 	CommandLine  []string          // the arguments after the command name, for the manifest and the resume note
-	Model        modelFlag
+	Run          runFlags
 	Input        tokenFlags
 	Plan         planFlags
 	Gates        string
@@ -29,18 +30,13 @@ type PPLOptions struct {
 	CalibSamples int
 	TrainLength  int
 	CILevel      float64
-	Threads      int
-	Formats      string
-	Out          string
-	Progress     bool
-	Force        bool
 }
 
 // NewCmdPPL builds probe ppl; runF (nil: runPPL) runs it.
 func NewCmdPPL(runF func(*PPLOptions) error) *cobra.Command {
 	opts := &PPLOptions{}
 	cmd := &cobra.Command{
-		Use:     "ppl --model <dir|org/name>[,...] (--ids <file> | --text <file>) [--lengths 256,...,4096] [--samples N] [--gate learned,one,k,k-matched] --out <dir> [--force]",
+		Use:     "ppl --model <dir|org/name>[,...] (--ids <file> | --text <file>) [--lengths 256,...,4096] [--samples N] [--gate learned,one,k,k-matched] [--shard i/n] --out <dir> [--force]",
 		Short:   "perplexity vs context length and gate variants (BFT Prediction 3)",
 		Example: "probe ppl --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/ppl",
 		Args:    noArgs(""),
@@ -52,7 +48,7 @@ func NewCmdPPL(runF func(*PPLOptions) error) *cobra.Command {
 	}
 	f := cmd.Flags()
 	d := analysis.DefaultPPLOptions()
-	opts.Model.registerModel(f, "checkpoints, comma-separated (required)")
+	opts.Run.registerRun(f, "checkpoints, comma-separated (required)")
 	opts.Input.registerInput(f, false) // one token stream (the models must share the tokenizer for --text)
 	opts.Plan.registerPlan(f, planDefaults{Lengths: "256,512,1024,2048,4096", K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
 	f.StringVar(&opts.Gates, "gate", strings.Join(d.Variants, ","), "gate variants of gated models: learned, one (gate = 1), k (K_BFT), k-matched, k-lambda, mean (see docs/diagnostics.md)")
@@ -62,11 +58,6 @@ func NewCmdPPL(runF func(*PPLOptions) error) *cobra.Command {
 	f.IntVar(&opts.CalibSamples, "calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
 	f.IntVar(&opts.TrainLength, "train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
 	f.Float64Var(&opts.CILevel, "ci-level", d.CILevel, "level of the Student-t intervals over chunks")
-	threadsVar(f, &opts.Threads)
-	f.StringVar(&opts.Formats, "format", "parquet,csv", "table formats: any of parquet,csv,jsonl")
-	f.StringVar(&opts.Out, "out", "", "output folder (required)")
-	progressVar(f, &opts.Progress)
-	f.BoolVar(&opts.Force, "force", false, "write into an --out that already holds files (tables of the same names are replaced)")
 	markRequired(cmd, "model", "one checkpoint, or several separated by commas")
 	markRequired(cmd, "out", "")
 	markExactlyOne(cmd, "ids", "text")
@@ -80,14 +71,14 @@ func runPPL(opts *PPLOptions) error {
 	if k := opts.Plan.K; k != 1000 && k != 1024 {
 		return fmt.Errorf("--k %d: want 1000 or 1024", k)
 	}
-	if err := opts.Model.checkFlags(); err != nil {
+	if err := opts.Run.Model.checkFlags(); err != nil {
 		return err
 	}
 	var models []string
 	var hubs []*checkpoint.HubModel
-	for _, m := range strings.Split(opts.Model.Name, ",") {
+	for _, m := range strings.Split(opts.Run.Model.Name, ",") {
 		if m = strings.TrimSpace(m); m != "" {
-			d, hub, err := checkpoint.ResolveModel(m, opts.Model.Revision)
+			d, hub, err := checkpoint.ResolveModel(m, opts.Run.Model.Revision)
 			if err != nil {
 				return err
 			}
@@ -108,31 +99,44 @@ func runPPL(opts *PPLOptions) error {
 	if err := po.Validate(); err != nil {
 		return err
 	}
-	fmts, err := analysis.ParseFormats(opts.Formats)
+	fmts, err := opts.Run.formats()
 	if err != nil {
-		return err
-	}
-	if err := refuseNonEmpty(opts.Out, "the perplexity tables and "+analysis.PPLManifestName, opts.Force); err != nil {
 		return err
 	}
 	stream, src, err := pplStream(opts.Input, models)
 	if err != nil {
 		return err
 	}
-	run := &analysis.PPLRun{Dirs: models, Hubs: hubs, Source: src, Stream: stream, Options: po, Out: opts.Out, Formats: fmts,
-		Threads: opts.Threads, Load: opts.Model.loadOptions(), CLIOptions: opts.CLIOptions, Args: append([]string{"ppl"}, opts.CommandLine...),
-		DeviationTokens: opts.Model.DeviationTokens}
-	if opts.Progress {
-		bar := newProgressBar(progressOut)
-		run.Progress = func(p analysis.PPLProgress) { pplProgress(bar, p) }
-		defer bar.finish()
-	}
-	res, err := run.Run()
+	spec, end, err := opts.Run.spec("ppl", "the perplexity tables and "+analysis.PPLManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
+	spec.Stream, spec.Source = stream, src
+	run := &analysis.PPLRun{RunSpec: spec, Dirs: models, Hubs: hubs, Options: po}
+	if opts.Run.Progress {
+		bar := newProgressBar(progressOut)
+		run.PassProgress = func(p analysis.PPLProgress) { pplProgress(bar, p) }
+		defer bar.finish()
+	}
+	res, err := run.Run()
+	end()
+	if err != nil {
+		if res != nil {
+			return opts.Run.stopped(opts.Stdout, "ppl", opts.CommandLine, &res.Manifest.RunRecord, err)
+		}
+		return err
+	}
+	if opts.Run.done(opts.Stdout, &res.Manifest.RunRecord) {
+		return nil
+	}
+	var tables []string // the tables' names, without their formats
+	for _, t := range res.Manifest.Tables {
+		if t = strings.TrimSuffix(t, filepath.Ext(t)); !slices.Contains(tables, t) {
+			tables = append(tables, t)
+		}
+	}
 	fmt.Fprintf(opts.Stdout, "%d models, %d passes in %.1f s; tables %s and %s in %s\n", len(res.Manifest.Models), len(res.Chunks),
-		res.Manifest.Seconds, strings.Join(res.Manifest.Tables, ", "), analysis.PPLManifestName, opts.Out)
+		res.Manifest.Seconds, strings.Join(tables, ", "), analysis.PPLManifestName, opts.Run.Out)
 	for _, pm := range res.Manifest.Models {
 		if pm.Deviation != nil {
 			fmt.Fprintf(opts.Stdout, "%s: ", pm.Label)

@@ -66,8 +66,8 @@ func TestPPLCommand(t *testing.T) {
 	}
 	man := res.Manifest
 	if man.Options.TrainLength != 32 || man.Options.CalibLength != 16 || len(man.Calibration) != 1 ||
-		man.Calibration[0].Start != 0 || man.Chunks[0].Start != 16 || man.Source.Kind != "ids" {
-		t.Fatalf("manifest options %+v, calibration %v, first chunk %v", man.Options, man.Calibration, man.Chunks[0])
+		man.Calibration[0].Start != 0 || man.Eval[0].Start != 16 || man.Source.Kind != "ids" {
+		t.Fatalf("manifest options %+v, calibration %v, first chunk %v", man.Options, man.Calibration, man.Eval[0])
 	}
 	var set []string
 	for _, o := range man.CLIOptions {

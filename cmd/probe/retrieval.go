@@ -22,6 +22,8 @@ type RetrievalOptions struct {
 	Steps       string
 	Above       float64
 	Tile        int
+	// AllowExtrapolation runs copy tasks longer than max_position_embeddings.
+	AllowExtrapolation bool
 }
 
 // NewCmdRetrieval builds probe retrieval; runF (nil: runRetrieval) runs it.
@@ -40,7 +42,8 @@ func NewCmdRetrieval(runF func(*RetrievalOptions) error) *cobra.Command {
 	}
 	f := cmd.Flags()
 	d := analysis.DefaultRetrievalOptions()
-	opts.Run.registerRun(f)
+	opts.Run.registerRun(f, "checkpoint (required)")
+	extrapolationVar(f, &opts.AllowExtrapolation)
 	f.IntVar(&opts.Segment, "segment", d.Segment, "length n of the repeated segment of distinct token ids")
 	f.IntVar(&opts.Gap, "gap", d.Gap, "filler tokens between the two copies (T = 2 × segment + gap)")
 	f.IntVar(&opts.Samples, "samples", d.Samples, "passes, each with its own segment and filler")
@@ -62,12 +65,17 @@ func runRetrieval(opts *RetrievalOptions) error {
 	if err != nil {
 		return err
 	}
+	dir, err := opts.Run.Model.dir()
+	if err != nil {
+		return err
+	}
 	spec, end, err := opts.Run.spec("retrieval", "retrieval_heads and "+analysis.RetrievalManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
+	spec.Dir = dir
 	man, rows, err := (&analysis.RetrievalRun{RunSpec: spec, Options: analysis.RetrievalOptions{Segment: opts.Segment, Gap: opts.Gap, Samples: opts.Samples,
-		Seed: opts.Seed, Steps: opts.Steps, Above: opts.Above, TileRows: opts.Tile, AllowExtrapolation: opts.Run.AllowExtrapolation}}).Run()
+		Seed: opts.Seed, Steps: opts.Steps, Above: opts.Above, TileRows: opts.Tile, AllowExtrapolation: opts.AllowExtrapolation}}).Run()
 	end()
 	if err != nil {
 		if man != nil {

@@ -14,11 +14,10 @@ import (
 // an RFA model "rfa_m2_sc" (learned only).
 func synthPPL() *analysis.PPLResults {
 	lengths := []int{256, 512, 1024}
-	man := &analysis.PPLManifest{Kind: "ppl", Complete: true,
+	man := &analysis.PPLManifest{RunRecord: analysis.RunRecord{Kind: "ppl", Complete: true, Source: analysis.SourceInfo{Kind: "ids", File: analysis.FileHash{Path: "heldout.ids.json", SHA256: "abcdef0123456789"}, Tokens: 1000}},
 		Options: analysis.PPLOptions{Lengths: lengths, Samples: 4, Disjoint: "all", Placement: "sequential", Positions: "all",
 			CILevel: 0.95, TrainLength: 256, CalibLength: 256, CalibSamples: 1, LambdaForm: "reml",
 			Variants: []string{"learned", "one", "k", "k-matched"}},
-		Source: analysis.SourceInfo{Kind: "ids", File: analysis.FileHash{Path: "heldout.ids.json", SHA256: "abcdef0123456789"}, Tokens: 1000},
 		Models: []analysis.PPLModel{
 			{Label: "gated_headwise", Gated: true, Variants: []string{"learned", "one", "k", "k-matched"}, Info: analysis.ModelInfo{Arch: "gated"}},
 			{Label: "rfa_m2_sc", Variants: []string{"learned"}, Info: analysis.ModelInfo{Arch: "rfa"}},
