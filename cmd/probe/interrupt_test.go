@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -120,4 +121,70 @@ func TestSweepSIGINTResumes(t *testing.T) {
 	if m, err := analysis.ReadManifest(filepath.Join(cut, "manifest.json")); err != nil || !m.Complete || m.Error != "" {
 		t.Errorf("manifest after the resume: %v %+v", err, m)
 	}
+}
+
+// TestEngineSIGINTResumes: probe retrieval and probe ppl, stopped by
+// SIGINT after their first pass, exit 130 with the finished pass kept and
+// the command that resumes them printed; that command completes the run to
+// tables byte-identical to an uninterrupted one.
+func TestEngineSIGINTResumes(t *testing.T) {
+	modelDir, idsFile := sweepFixture(t)
+	guard := make(chan os.Signal, 4)
+	signal.Notify(guard, os.Interrupt)
+	defer signal.Stop(guard)
+	for _, c := range []struct {
+		kind   string
+		args   []string
+		passes int
+	}{
+		{"retrieval", []string{"--model", modelDir, "--segment", "8", "--gap", "4", "--samples", "3", "--steps", "all"}, 3},
+		{"ppl", []string{"--model", modelDir, "--ids", idsFile, "--lengths", "32,64", "--samples", "2", "--gate", "learned,k-matched"}, 9}, // a calibration pass, 2 variants × 2 lengths × 2 samples
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			tmp := t.TempDir()
+			withProgress(t)
+			whole := filepath.Join(tmp, "whole")
+			if code, _, errs := probe(t, append([]string{c.kind, "--out", whole}, c.args...)...); code != 0 {
+				t.Fatal(errs)
+			}
+			cut := filepath.Join(tmp, "cut")
+			args := append([]string{c.kind, "--out", cut}, c.args...)
+			iw := &interruptingWriter{seen: make(chan struct{})}
+			old := progressOut
+			progressOut = iw
+			code, out, errs := probe(t, args...)
+			progressOut = old
+			resume := "resume with (finished passes are reused):\n  probe " + strings.Join(args, " ")
+			if code != 130 || !strings.Contains(out, "interrupted: 1 passes are finished and kept in "+filepath.Join(cut, "passes")) ||
+				!strings.Contains(out, resume) || !strings.Contains(errs, fmt.Sprintf("stopped before its last pass: 1 of %d passes finished", c.passes)) {
+				t.Fatalf("interrupted %s: exit %d\nstdout %s\nstderr %s\nprogress %s", c.kind, code, out, errs, iw.buf.String())
+			}
+			line := strings.TrimPrefix(resume[strings.Index(resume, "probe "):], "probe ")
+			code, out, errs = probe(t, strings.Fields(line)...)
+			if code != 0 || !strings.Contains(out, fmt.Sprintf("%d passes (%d run, 1 already finished)", c.passes, c.passes-1)) {
+				t.Fatalf("resume: exit %d %s\n%s", code, errs, out)
+			}
+			want, got := engineTables(t, whole), engineTables(t, cut)
+			if len(want) < 2 || len(got) != len(want) {
+				t.Fatalf("tables: %d after the resume, %d uninterrupted", len(got), len(want))
+			}
+			for name, b := range want {
+				if !bytes.Equal(got[name], b) {
+					t.Errorf("%s: the resumed run's table differs from the uninterrupted one", name)
+				}
+			}
+		})
+	}
+}
+
+// engineTables returns the Parquet and CSV tables of a run's folder.
+func engineTables(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for name, b := range tableFiles(t, dir) {
+		if strings.HasSuffix(name, ".parquet") || strings.HasSuffix(name, ".csv") {
+			out[name] = b
+		}
+	}
+	return out
 }
