@@ -180,7 +180,7 @@ func TestComputeBF16Diag(t *testing.T) {
 	if !strings.Contains(stdout, "compute bf16: deviation from the float32 pass on the first 12 tokens of 2 sequence(s)") {
 		t.Fatalf("no deviation printed:\n%s", stdout)
 	}
-	for _, col := range diagColumns[4:] {
+	for _, col := range analysis.DiagColumns[4:] {
 		line := ""
 		for _, l := range strings.Split(stdout, "\n") {
 			if f := strings.Fields(l); len(f) > 0 && f[0] == col {

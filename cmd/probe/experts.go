@@ -50,7 +50,7 @@ func runExperts(opts *ExpertsOptions) error {
 		return err
 	}
 	mo := analysis.ExpertsRunOptions{StreamPlan: opts.Stream.plan(lengths), Margin: opts.Margin}
-	spec, end, err := opts.Stream.spec("experts", "the experts tables and "+analysis.ExpertsManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := opts.Stream.streamSpec("experts", "the experts tables and "+analysis.ExpertsManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func runGDN(opts *GDNOptions) error {
 	mo := analysis.GDNOptions{StreamPlan: opts.Stream.plan(lengths),
 		Innovation: opts.Innovation, Weights: opts.Weights, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, NoDispersion: opts.NoDispersion,
 		WRows: opts.WRows, TileRows: opts.Tile}
-	spec, end, err := opts.Stream.spec("gdn", "the gdn table and "+analysis.GDNManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := opts.Stream.streamSpec("gdn", "the gdn table and "+analysis.GDNManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}

@@ -192,9 +192,11 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 		"allow-unexpected":    {"capture", "diag", "sweep", "ppl", "bench", "params", "figures"},                                     // model.Load
 		"allow-extrapolation": {"capture", "diag", "sweep", "figures"},                                                               // Forward, SweepOptions.Validate (ppl and bench always allow)
 		"disjoint":            {"sweep", "ppl"},                                                                                      // PlanChunks
-		"on-nonfinite":        {"sweep"},                                                                                             // Sweep.Run
-		"out":                 {"sweep", "gdn", "sinks", "massive", "experts"},                                                       // Sweep.Run, runStream: a pass file of another plan
-		"force":               {"gdn", "sinks", "massive", "experts"},                                                                // runStream: a folder of another plan
+		"on-nonfinite":        {"sweep", "diag"},                                                                                     // Sweep.Run, Diagnose
+		"kernel":              {"diag"},                                                                                              // Diagnose
+		"sink-rows":           {"diag"},                                                                                              // Diagnose
+		"out":                 {"sweep", "gdn", "sinks", "massive", "experts", "retrieval", "ppl"},                                   // Sweep.Run, runStream: a pass file of another plan
+		"force":               {"gdn", "sinks", "massive", "experts", "retrieval", "ppl"},                                            // runStream: a folder of another plan
 		"revision":            {"capture", "diag", "sweep", "ppl", "bench", "params", "inspect", "tokenize", "figures"},              // checkpoint.ResolveModel
 		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                                        // Model.Forward: a hook the model does not issue
 		"steps":               {"retrieval"},                                                                                         // RetrievalRun.Run

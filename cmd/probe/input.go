@@ -596,9 +596,9 @@ func (s *runFlags) spec(kind, what string, formats []string, cli []analysis.Opti
 	return spec, func() { endBar(); endInterrupt() }, nil
 }
 
-// spec is runFlags.spec with the model folder and the token stream (--ids
+// streamSpec is runFlags.spec with the model folder and the token stream (--ids
 // or --text).
-func (s *streamFlags) spec(kind, what string, formats []string, cli []analysis.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
+func (s *streamFlags) streamSpec(kind, what string, formats []string, cli []analysis.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
 	dir, err := s.Model.dir()
 	if err != nil {
 		return analysis.RunSpec{}, nil, err

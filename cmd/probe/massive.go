@@ -62,7 +62,7 @@ func runMassive(opts *MassiveOptions) error {
 			mo.Interventions = append(mo.Interventions, strings.TrimSpace(s))
 		}
 	}
-	spec, end, err := opts.Stream.spec("massive", "the massive tables and "+analysis.MassiveManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := opts.Stream.streamSpec("massive", "the massive tables and "+analysis.MassiveManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}

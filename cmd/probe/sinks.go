@@ -69,7 +69,7 @@ func runSinks(opts *SinksOptions) error {
 		}
 		mo.Eps = append(mo.Eps, e)
 	}
-	spec, end, err := opts.Stream.spec("sinks", "the sinks tables and "+analysis.SinksManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := opts.Stream.streamSpec("sinks", "the sinks tables and "+analysis.SinksManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
