@@ -11,6 +11,8 @@ import (
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // DiagOptions are the options of one diag pass (probe diag, Diagnose).
@@ -129,7 +131,7 @@ func (d *Diag) WriteCSV(path string, toks [][]string, legacy bool) error {
 		i := slices.Index(columns, probes.MetricBOSMass) + 1
 		columns = slices.Insert(slices.Clone(columns), i, probes.MetricSinkMass)
 	}
-	return writeFileAtomic(path, func(f io.Writer) error {
+	return atomicfile.Write(path, func(f io.Writer) error {
 		bw := bufio.NewWriterSize(f, 1<<20)
 		for i, name := range columns {
 			if i > 0 {

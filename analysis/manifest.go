@@ -16,6 +16,8 @@ import (
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // FileHash identifies a file by its sha256.
@@ -333,7 +335,7 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	b = append(b, '\n')
-	return writeFileAtomic(path, func(w io.Writer) error { _, err := w.Write(b); return err })
+	return atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(b); return err })
 }
 
 // ReadManifest reads a manifest JSON file.

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // FindManifests returns the manifests of a sweep folder: manifest.json
@@ -159,7 +161,7 @@ func copyFileAtomic(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	return writeFileAtomic(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err })
+	return atomicfile.Write(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err })
 }
 
 // streamMeasure is what the engine knows of a measurement by its kind

@@ -17,6 +17,8 @@ import (
 
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // BucketRow is one row of the tidy per-bucket table: the exact summary of
@@ -234,7 +236,7 @@ func writePass(path string, rec PassRecord, rows []BucketRow) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
 		return writeParquet(w, rows, map[string]string{passMetaKey: string(meta)})
 	})
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // Progress reports where a sweep is; Sweep.Progress receives one at the
@@ -418,7 +420,7 @@ func finalize(dir string, man *Manifest, formats []string) (*Results, error) {
 	// buckets: streamed pass by pass (one Parquet row group per pass).
 	for _, f := range formats {
 		path := filepath.Join(dir, "buckets."+f)
-		err := writeFileAtomic(path, func(w io.Writer) error {
+		err := atomicfile.Write(path, func(w io.Writer) error {
 			return writeBuckets(w, f, func(emit func([]BucketRow) error) error {
 				for _, c := range man.Chunks {
 					_, rows, err := readChunk(dir, man, c)

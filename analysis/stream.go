@@ -19,6 +19,8 @@ import (
 
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // RunRecord is the part of the manifest that the stream commands (probe
@@ -374,7 +376,7 @@ func runStream(man StreamManifest, r streamRun) error {
 			return fail(err)
 		}
 		for _, t := range tables {
-			err := writeFileAtomic(streamPassPath(r.Out, t.name, c), func(w io.Writer) error {
+			err := atomicfile.Write(streamPassPath(r.Out, t.name, c), func(w io.Writer) error {
 				return t.write(w, map[string]string{passMetaKey: string(meta)})
 			})
 			if err != nil {

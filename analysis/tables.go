@@ -1,14 +1,12 @@
 package analysis
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -16,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // Table formats.
@@ -50,49 +50,6 @@ func ParseFormats(s string) ([]string, error) {
 		return nil, fmt.Errorf("no table format given (parquet, csv, jsonl)")
 	}
 	return out, nil
-}
-
-// writeFileAtomic writes path through a temporary file in the same folder
-// that is flushed, fsynced and renamed over path, so that a reader never
-// sees a partial file under the final name (a crash leaves at most a
-// ".name.tmp-*" file behind, which nothing reads).
-func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err = write(bw); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("%s: fsync: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync() // make the rename durable; not every file system supports it
-		d.Close()
-	}
-	return nil
 }
 
 // parquetOptions are the writer options of every Parquet file the package
@@ -137,11 +94,11 @@ func writeTable[T any](dir, name string, rows []T, formats []string) error {
 		var err error
 		switch f {
 		case FormatParquet:
-			err = writeFileAtomic(path, func(w io.Writer) error { return writeParquet(w, rows, nil) })
+			err = atomicfile.Write(path, func(w io.Writer) error { return writeParquet(w, rows, nil) })
 		case FormatCSV:
-			err = writeFileAtomic(path, func(w io.Writer) error { return writeCSV(w, rows) })
+			err = atomicfile.Write(path, func(w io.Writer) error { return writeCSV(w, rows) })
 		case FormatJSONL:
-			err = writeFileAtomic(path, func(w io.Writer) error { return writeJSONL(w, rows) })
+			err = atomicfile.Write(path, func(w io.Writer) error { return writeJSONL(w, rows) })
 		default:
 			err = fmt.Errorf("unknown table format %q", f)
 		}

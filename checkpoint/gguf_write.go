@@ -1,12 +1,12 @@
 package checkpoint
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
-	"os"
-	"path/filepath"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // GGUFWriteTensor is one tensor for WriteGGUF: Dims in ggml order (Dims[0]
@@ -45,49 +45,39 @@ func WriteGGUF(path string, kv []GGUFKV, tensors []GGUFWriteTensor) error {
 			return fmt.Errorf("gguf: %s: tensor %q: %v %v takes %d bytes, got %d", path, t.Name, t.Type, t.Dims, n, len(t.Data))
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".gguf-*")
-	if err != nil {
-		return fmt.Errorf("gguf: %v", err)
-	}
-	defer os.Remove(tmp.Name())
-	w := &ggufWriter{w: bufio.NewWriterSize(tmp, 1<<20)}
-	w.raw([]byte(GGUFMagic))
-	w.u32(3)
-	w.u64(uint64(len(tensors)))
-	w.u64(uint64(len(kv)))
-	for _, e := range kv {
-		w.str(e.Key)
-		w.u32(uint32(e.Type))
-		if err := w.value(e.Type, e.Value); err != nil {
-			tmp.Close()
-			return fmt.Errorf("gguf: %s: metadata %q: %w", path, e.Key, err)
+	err := atomicfile.Write(path, func(out io.Writer) error {
+		w := &ggufWriter{w: out}
+		w.raw([]byte(GGUFMagic))
+		w.u32(3)
+		w.u64(uint64(len(tensors)))
+		w.u64(uint64(len(kv)))
+		for _, e := range kv {
+			w.str(e.Key)
+			w.u32(uint32(e.Type))
+			if err := w.value(e.Type, e.Value); err != nil {
+				return fmt.Errorf("metadata %q: %w", e.Key, err)
+			}
 		}
-	}
-	off := int64(0)
-	for _, t := range tensors {
-		w.str(t.Name)
-		w.u32(uint32(len(t.Dims)))
-		for _, d := range t.Dims {
-			w.u64(uint64(d))
+		off := int64(0)
+		for _, t := range tensors {
+			w.str(t.Name)
+			w.u32(uint32(len(t.Dims)))
+			for _, d := range t.Dims {
+				w.u64(uint64(d))
+			}
+			w.u32(uint32(t.Type))
+			w.u64(uint64(off))
+			off = alignUp(off+int64(len(t.Data)), align)
 		}
-		w.u32(uint32(t.Type))
-		w.u64(uint64(off))
-		off = alignUp(off+int64(len(t.Data)), align)
-	}
-	w.pad(align)
-	for _, t := range tensors {
-		w.raw(t.Data)
 		w.pad(align)
-	}
-	if err := w.w.Flush(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("gguf: %s: %v", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("gguf: %s: %v", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("gguf: %v", err)
+		for _, t := range tensors {
+			w.raw(t.Data)
+			w.pad(align)
+		}
+		return w.err
+	})
+	if err != nil {
+		return fmt.Errorf("gguf: %w", err)
 	}
 	return nil
 }
@@ -104,11 +94,17 @@ func F32Bytes(x []float32) []byte {
 
 // ggufWriter writes little-endian GGUF fields, counting the bytes.
 type ggufWriter struct {
-	w *bufio.Writer
-	n int64
+	w   io.Writer
+	n   int64
+	err error // the first write error
 }
 
-func (w *ggufWriter) raw(b []byte) { w.w.Write(b); w.n += int64(len(b)) }
+func (w *ggufWriter) raw(b []byte) {
+	if w.err == nil {
+		_, w.err = w.w.Write(b)
+	}
+	w.n += int64(len(b))
+}
 
 func (w *ggufWriter) u32(v uint32) { w.raw(binary.LittleEndian.AppendUint32(nil, v)) }
 

@@ -1,17 +1,18 @@
 package checkpoint
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // Tensor is a tensor to write. Data is []float32 (dtype "F32"), BFloat16
@@ -160,52 +161,24 @@ func WriteSafetensors(path string, tensors []Tensor, metadata map[string]string)
 		hdr.WriteByte(' ')
 	}
 
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	err := atomicfile.Write(path, func(w io.Writer) error {
+		var lenBuf [8]byte
+		binary.LittleEndian.PutUint64(lenBuf[:], uint64(hdr.Len()))
+		if _, err := w.Write(lenBuf[:]); err != nil {
+			return err
+		}
+		if _, err := w.Write(hdr.Bytes()); err != nil {
+			return err
+		}
+		for _, t := range sorted {
+			if err := writeData(w, t.Data); err != nil {
+				return fmt.Errorf("writing tensor %q: %v", t.Name, err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("checkpoint: %v", err)
-	}
-	tmpName := tmp.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmpName)
-		}
-	}()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	var lenBuf [8]byte
-	binary.LittleEndian.PutUint64(lenBuf[:], uint64(hdr.Len()))
-	w.Write(lenBuf[:])
-	w.Write(hdr.Bytes())
-	for _, t := range sorted {
-		if err := writeData(w, t.Data); err != nil {
-			return fail("writing tensor %q: %v", t.Name, err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return fail("%v", err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fail("%v", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fail("%v", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fail("%v", err)
-	}
-	if err := os.Rename(tmpName, path); err != nil {
-		return fail("%v", err)
-	}
-	ok = true
-	// Make the rename durable; not every platform can sync a directory.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }
@@ -219,7 +192,7 @@ func writeJSONString(b *bytes.Buffer, s string) {
 }
 
 // writeData writes a Data slice little-endian.
-func writeData(w *bufio.Writer, data any) error {
+func writeData(w io.Writer, data any) error {
 	var buf [8]byte
 	le := binary.LittleEndian
 	var err error
@@ -400,36 +373,8 @@ func WriteSharded(dir string, tensors []Tensor, maxShardSize int64, metadata map
 	if err := enc.Encode(index); err != nil { // maps encode with sorted keys
 		return nil, fmt.Errorf("checkpoint: %s: %v", dir, err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ShardIndexName), buf.Bytes()); err != nil {
-		return nil, err
+	if err := atomicfile.WriteBytes(filepath.Join(dir, ShardIndexName), buf.Bytes()); err != nil {
+		return nil, fmt.Errorf("checkpoint: %v", err)
 	}
 	return append(files, ShardIndexName), nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it over path.
-func writeFileAtomic(path string, data []byte) error {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("checkpoint: %v", err)
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("checkpoint: %s: %v", path, err)
-	}
-	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // RowRequest names one attention row: query Query of head Head of layer
@@ -290,20 +292,7 @@ func (r *rowRunner) writeCache(q RowRequest, row *Row) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".row-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
+	return atomicfile.WriteBytes(p, b)
 }
 
 // compute runs the pass for q and caches its row.

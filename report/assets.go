@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // EChartsEnv names the environment variable that points at echarts.min.js.
@@ -169,11 +171,7 @@ func InstallECharts(tgz string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", fmt.Errorf("report: %w", err)
 	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, js, 0o644); err != nil {
-		return "", fmt.Errorf("report: %w", err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
+	if err := atomicfile.WriteBytes(dst, js); err != nil {
 		return "", fmt.Errorf("report: %w", err)
 	}
 	return dst, nil

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/filterlens/probe/model"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // ModulePath is the import path of the library's module; RepoRoot looks for
@@ -167,9 +169,5 @@ func Cached(path string, v any, compute func() error) error {
 	if err != nil {
 		return fmt.Errorf("nb: cache %s: %w", path, err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteBytes(path, data)
 }

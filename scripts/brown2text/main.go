@@ -13,6 +13,8 @@ import (
 	"os"
 
 	"github.com/filterlens/probe/analysis/brown"
+
+	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 func main() {
@@ -25,12 +27,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "brown2text:", err)
 		os.Exit(1)
 	}
-	tmp := os.Args[2] + ".tmp"
-	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "brown2text:", err)
-		os.Exit(1)
-	}
-	if err := os.Rename(tmp, os.Args[2]); err != nil {
+	if err := atomicfile.WriteBytes(os.Args[2], []byte(text)); err != nil {
 		fmt.Fprintln(os.Stderr, "brown2text:", err)
 		os.Exit(1)
 	}
