@@ -23,16 +23,17 @@ import (
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
-// RunRecord is the part of the manifest that the stream commands (probe
-// gdn, sinks, massive) share; each command's manifest embeds it beside its
-// options (under the command's name) and its own fields. Like a sweep, a
-// stream run writes one set of pass files per (T, sample) into passes/,
-// keeps finished ones when it is run again, runs one shard of the passes
-// with Shard, and writes its tables from the pass files only (as a sweep's
-// finalize does), so that probe merge of the shards gives the same bytes
-// as one unsharded run.
+// RunRecord is the part of the manifest that the measurements on the run
+// engine (probe gdn, sinks, massive, experts, retrieval, ppl) share; each
+// command's manifest embeds it beside its options (under the command's
+// name) and its own fields. Like a sweep, a run writes one set of pass
+// files per pass (Chunk: a (T, sample), and for ppl its model and variant)
+// into passes/, keeps finished ones when it is run again, runs one shard
+// of the passes with Shard, and writes its tables from the pass files only
+// (as a sweep's finalize does), so that probe merge of the shards gives
+// the same bytes as one unsharded run.
 type RunRecord struct {
-	Kind        string            `json:"kind"` // the command: gdn, sinks or massive
+	Kind        string            `json:"kind"` // the measurement: gdn, sinks, massive, experts, retrieval or ppl
 	Tool        ToolInfo          `json:"tool"`
 	Created     string            `json:"created"`
 	Complete    bool              `json:"complete"`
@@ -71,7 +72,8 @@ func (r *RunRecord) Record() *RunRecord { return r }
 type StreamManifest interface{ Record() *RunRecord }
 
 // StreamManifestName is the manifest's file name of a stream command's
-// run (kind gdn, sinks or massive) or of one shard of it.
+// run (kind gdn, sinks, massive, experts, retrieval or ppl) or of one
+// shard of it.
 func StreamManifestName(kind string, s Shard) string { return manifestFile(kind+"_manifest", s) }
 
 // StreamKey is everything that determines the pass files of one (T,

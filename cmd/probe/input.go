@@ -506,7 +506,7 @@ func extrapolationVar(fs *pflag.FlagSet, p *bool) {
 const modelHint = "a checkpoint folder or a hub model id org/name"
 
 // shardVar declares --shard into p, which the commands that run passes
-// into a folder share (sweep, gdn, sinks, massive).
+// into a folder share (sweep and the measurements on the run engine).
 func shardVar(fs *pflag.FlagSet, p *string) {
 	fs.StringVar(p, "shard", "0/1", "run passes i, i+n, … of the run (i/n, 0-based) into --out; combine the shard folders with probe merge")
 }

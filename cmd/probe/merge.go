@@ -27,7 +27,7 @@ func NewCmdMerge(runF func(*MergeOptions) error) *cobra.Command {
 	opts := &MergeOptions{}
 	cmd := &cobra.Command{
 		Use:     "merge <shard-dir> ... --out <dir> [--force]",
-		Short:   "combine the shards of a sweep, gdn, sinks, massive or experts run into the tables of an unsharded run",
+		Short:   "combine the shards of a sweep, gdn, sinks, massive, experts, retrieval or ppl run into the tables of an unsharded run",
 		Example: "probe merge /tmp/shard0 /tmp/shard1 --out /tmp/sweep",
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Stdout = c.OutOrStdout()
@@ -38,7 +38,7 @@ func NewCmdMerge(runF func(*MergeOptions) error) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Out, "out", "", "output folder (may be one of the shard folders)")
-	f.StringVar(&opts.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl (shards of probe gdn, sinks, massive or experts: the shards' formats unless given)")
+	f.StringVar(&opts.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl (shards of probe gdn, sinks, massive, experts, retrieval or ppl: the shards' formats unless given)")
 	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files (not one of the shard folders)")
 	opts.Agg.registerAgg(f)
 	markRequired(cmd, "out", "")
@@ -46,8 +46,8 @@ func NewCmdMerge(runF func(*MergeOptions) error) *cobra.Command {
 }
 
 // runMerge merges the shard folders opts.Args into opts.Out: a sweep's
-// (re-aggregated with the aggregation flags given), or a gdn, sinks or
-// massive run's.
+// (re-aggregated with the aggregation flags given), or those of a
+// measurement on the run engine (analysis.MergeStream).
 func runMerge(opts *MergeOptions) error {
 	dirs := opts.Args
 	if len(dirs) == 0 {
@@ -63,7 +63,7 @@ func runMerge(opts *MergeOptions) error {
 		}
 	}
 	if kind := analysis.StreamKindOf(dirs[0]); kind != "" {
-		// shards of probe gdn, sinks or massive: no aggregation options;
+		// shards of a measurement on the run engine (gdn … ppl): no aggregation options;
 		// the shards' formats unless --format is given
 		formatSet := false
 		for _, o := range opts.CLIOptions {
