@@ -371,3 +371,31 @@ func TestStreamProgress(t *testing.T) {
 		t.Errorf("second run: reports %+v, want 4 passes already finished", got)
 	}
 }
+
+// TestStreamRefusesFolderWithoutPasses: a retrieval or ppl folder written
+// before these commands kept pass files (a manifest without "passes") is
+// refused with how to convert it; with force the run goes ahead and
+// replaces its tables.
+func TestStreamRefusesFolderWithoutPasses(t *testing.T) {
+	dir := genModel(t, model.ArchQwen3, 2, 32, 4, 2, 64, 128, nil)
+	out := t.TempDir()
+	old := `{"kind": "retrieval", "complete": true, "retrieval": {"segment": 8}, "samples": []}`
+	if err := os.WriteFile(filepath.Join(out, RetrievalManifestName), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultRetrievalOptions()
+	o.Segment, o.Samples = 8, 2
+	run := func(force bool) error {
+		_, _, err := (&RetrievalRun{RunSpec: RunSpec{Dir: dir, Out: out, Threads: 2, Force: force}, Options: o}).Run()
+		return err
+	}
+	if err := run(false); err == nil || !strings.Contains(err.Error(), "written before it kept pass files") || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("a folder of the previous code: %v", err)
+	}
+	if err := run(true); err != nil {
+		t.Errorf("with force: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "retrieval_heads.parquet")); err != nil {
+		t.Error(err)
+	}
+}
