@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
-	"gorgonia.org/tensor"
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
@@ -413,26 +412,12 @@ type PPLGateRow struct {
 // evaluation pass, the PPLGateRows for a calibration pass.
 var pplTables = []string{"ppl"}
 
-// PPLProgress reports where a run is: at the start of every pass, after
-// each of its layers, and at its end.
-type PPLProgress struct {
-	Pass, Passes  int // 1-based
-	Model         string
-	Variant       string // "calibration" for a calibration pass
-	T, Sample     int
-	Layer, Layers int
-	Done          bool
-	// Work and WorkLeft are estimated costs (passCost) done and to do.
-	Work, WorkLeft float64
-	Tokens         int64 // tokens of the finished passes
-	Elapsed        time.Duration
-}
-
 // PPLRun runs perplexity passes over one or more checkpoints (Dirs; the
 // spec's Dir is unused), one pass per (model, variant, evaluation chunk)
 // and per (model, calibration chunk), on the stream engine: it resumes,
 // shards (every shard runs the calibration passes its calibrated variants
-// need) and merges as GDNRun does.
+// need) and merges as GDNRun does. Its progress names each pass's model
+// and variant (Progress.Label).
 type PPLRun struct {
 	RunSpec
 	Dirs []string // checkpoint folders, loaded one at a time
@@ -441,9 +426,6 @@ type PPLRun struct {
 	// labelled by its hub id.
 	Hubs    []*checkpoint.HubModel
 	Options PPLOptions
-	// PassProgress, when set, is told of every pass that runs, layer by
-	// layer, naming its model and variant (the spec's Progress is unused).
-	PassProgress func(PPLProgress)
 }
 
 // pplPlan is one model's passes.
@@ -614,32 +596,11 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		}
 	}
 
-	pr := PPLProgress{Passes: len(mine)}
-	for _, c := range mine {
-		i, _ := pplPass(c)
-		pr.WorkLeft += passCost(plans[i].cfg, c.T)
-	}
-	report := func() {
-		if r.PassProgress != nil {
-			pr.Elapsed = time.Since(start)
-			r.PassProgress(pr)
-		}
-	}
-	// one pass, with progress per layer; logits (nil: not computed)
+	// one pass through the model under way; logits (nil: not computed)
 	// receives the logits in blocks of rows (model.Options.LogitRows)
-	pass := func(label, variant string, c Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride) error {
-		cost := passCost(&m.Config, c.T)
-		pr.Pass++
-		pr.Model, pr.Variant, pr.T, pr.Sample, pr.Layer, pr.Layers, pr.Done = label, variant, c.T, c.Sample, 0, m.Config.Layers, false
-		report()
-		base := pr.Work
+	pass := func(variant string, c Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride, watch func(*hooks.Set)) error {
 		hs := &hooks.Set{}
-		hs.Add(hooks.ResidPost, func(string, int, *tensor.Dense) error {
-			pr.Layer++
-			pr.Work = base + cost*float64(pr.Layer)/float64(pr.Layers)
-			report()
-			return nil
-		})
+		watch(hs)
 		if g != nil {
 			if err := g.Register(hs, &m.Config, 1, len(ids)); err != nil {
 				return err
@@ -650,18 +611,15 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		if err != nil {
 			return fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", m.Dir, variant, c.T, c.Sample, c.Start, c.End, err)
 		}
-		pr.Work, pr.WorkLeft = base+cost, pr.WorkLeft-cost
-		pr.Tokens += int64(c.T)
-		pr.Layer, pr.Done = pr.Layers, true
-		report()
 		return nil
 	}
 	nll := make([]float64, 0, o.Lengths[len(o.Lengths)-1])
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: pplTables, opts: man.Options, forwards: 1, shared: isCalibration,
 		prepare: func(c Chunk) error { i, _ := pplPass(c); return load(i) },
-		pass: func(c Chunk, _ func(*hooks.Set)) ([]passTable, error) {
+		config:  func(c Chunk) *model.Config { i, _ := pplPass(c); return plans[i].cfg },
+		label:   func(c Chunk) string { i, v := pplPass(c); return plans[i].label + " " + v },
+		pass: func(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			i, v := pplPass(c)
-			label := plans[i].label
 			if v == pplCalibration {
 				// the learned gate, every query row recorded for the
 				// calibrated mappings
@@ -670,7 +628,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 					rows = append(rows, PPLGateRow{Layer: g.Layer, Head: g.Head, NEff: g.NEff, SBar: g.SBar, Learned: g.Learned})
 					return g.Learned
 				}
-				if err := pass(label, v, c, r.Stream[c.Start:c.End], nil, probes.RowGate(observe)); err != nil {
+				if err := pass(v, c, r.Stream[c.Start:c.End], nil, probes.RowGate(observe), watch); err != nil {
 					return nil, err
 				}
 				return []passTable{tableOf("ppl", rows)}, nil
@@ -703,12 +661,12 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			first, _ := o.FirstPosition(c.T)
 			targets := r.Stream[c.Start+1 : c.End]
 			nll = nll[:0]
-			if err := pass(label, v, c, r.Stream[c.Start:c.Start+c.T], func(first int, z []float32) {
+			if err := pass(v, c, r.Stream[c.Start:c.Start+c.T], func(first int, z []float32) {
 				nll = TokenNLL(nll, z, m.Vocab, targets[first:first+len(z)/m.Vocab])
-			}, g); err != nil {
+			}, g, watch); err != nil {
 				return nil, err
 			}
-			row := PPLChunkRow{Model: label, Variant: v, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
+			row := PPLChunkRow{Model: plans[i].label, Variant: v, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
 				First: first, N: c.T - first, Extrap: c.T > m.MaxPos}
 			for _, x := range nll[first:] {
 				row.NLLSum += x

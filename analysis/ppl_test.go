@@ -153,10 +153,10 @@ func TestPPLRun(t *testing.T) {
 	o := DefaultPPLOptions()
 	o.Lengths, o.Samples, o.TrainLength = []int{8, 24, 48}, 3, 24
 	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
-	var seen []PPLProgress
+	var seen []Progress
 	run := func(out string) *PPLResults {
-		r := &PPLRun{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Threads: 2}, Dirs: []string{gated, plain}, Options: o,
-			PassProgress: func(p PPLProgress) { seen = append(seen, p) }}
+		r := &PPLRun{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Threads: 2, Progress: func(p Progress) { seen = append(seen, p) }},
+			Dirs: []string{gated, plain}, Options: o}
 		res, err := r.Run()
 		if err != nil {
 			t.Fatal(err)
@@ -177,8 +177,11 @@ func TestPPLRun(t *testing.T) {
 		t.Fatalf("%d chunk rows, want %d", len(res.Chunks), want)
 	}
 	last := seen[len(seen)-1]
-	if last.Pass != last.Passes || last.Passes != 6*9+1+9 || !last.Done || last.WorkLeft > 1e-6*last.Work {
+	if last.Pass != last.Passes || last.Passes != 6*9+1+9 || !last.Done || last.WorkLeft > 1e-6*last.Work || last.Label != "plain learned" {
 		t.Fatalf("last progress %+v", last)
+	}
+	if first := seen[0]; first.Label != "gated calibration" || first.Layers != 2 {
+		t.Errorf("first progress %+v: want the gated model's calibration pass over its 2 layers", first)
 	}
 
 	// independent check of the learned and "one" variants of the gated

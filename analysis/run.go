@@ -23,8 +23,11 @@ import (
 // Progress reports where a sweep is; Sweep.Progress receives one at the
 // start of every pass, after every layer of it, and at its end.
 type Progress struct {
-	Pass, Passes  int // 1-based index of the pass among this shard's, and their number
-	T, Sample     int
+	Pass, Passes int // 1-based index of the pass among this shard's, and their number
+	T, Sample    int
+	// Label names what the pass runs beyond (T, sample) in a run of
+	// several passes per chunk (ppl: "<model> <variant>"); empty otherwise.
+	Label         string
 	Layer, Layers int  // layers finished in the current pass
 	Reused        bool // the pass file was already complete and is kept
 	Done          bool // the pass is finished (run or reused)

@@ -286,6 +286,11 @@ type streamRun struct {
 	// says which chunks every shard runs (shardChunks).
 	prepare func(c Chunk) error
 	shared  func(c Chunk) bool
+	// config and label, when set, give chunk c's model configuration for
+	// the progress (nil: model's) and its Progress.Label (ppl: each pass's
+	// model and variant).
+	config func(c Chunk) *model.Config
+	label  func(c Chunk) string
 	// finish writes the tables from the pass files of every chunk.
 	finish func() error
 	// model: the longest pass's memory is checked before the first
@@ -397,37 +402,50 @@ func runStream(man StreamManifest, r streamRun) error {
 	return writeJSON(path, man)
 }
 
-// streamProgress reports a stream command's progress (streamRun.progress):
-// every pass's forward passes count layers·forwards steps, and the work of
-// a pass is passCost times its forward passes.
+// streamProgress reports a run's progress (RunSpec.Progress): every
+// pass's forward passes count layers·forwards steps of its model, and the
+// work of a pass is passCost times its forward passes.
 type streamProgress struct {
 	report   func(Progress)
 	start    time.Time
-	layers   int // per forward pass
 	forwards int
-	cfg      *model.Config
+	config   func(Chunk) *model.Config
+	label    func(Chunk) string
 	p        Progress
 }
 
 func newStreamProgress(r streamRun, mine []Chunk, start time.Time) *streamProgress {
-	sp := &streamProgress{start: start, forwards: max(1, r.forwards)}
-	if r.model == nil || r.Progress == nil {
+	sp := &streamProgress{start: start, forwards: max(1, r.forwards), config: r.config, label: r.label}
+	if sp.config == nil && r.model != nil {
+		sp.config = func(Chunk) *model.Config { return &r.model.Config }
+	}
+	if sp.label == nil {
+		sp.label = func(Chunk) string { return "" }
+	}
+	if sp.config == nil || r.Progress == nil {
 		return sp // report nil: no progress
 	}
 	sp.report = r.Progress
-	sp.cfg, sp.layers = &r.model.Config, r.model.Config.Layers
-	sp.p = Progress{Passes: len(mine), Layers: sp.layers * sp.forwards}
+	sp.p = Progress{Passes: len(mine)}
 	for _, c := range mine {
 		sp.p.WorkLeft += sp.cost(c)
 	}
 	return sp
 }
 
-func (sp *streamProgress) cost(c Chunk) float64 { return float64(sp.forwards) * passCost(sp.cfg, c.T) }
+func (sp *streamProgress) cost(c Chunk) float64 {
+	return float64(sp.forwards) * passCost(sp.config(c), c.T)
+}
 
 func (sp *streamProgress) send() {
 	sp.p.Elapsed = time.Since(sp.start)
 	sp.report(sp.p)
+}
+
+// at makes chunk c (the i-th) the pass reported, at its first layer.
+func (sp *streamProgress) at(i int, c Chunk, reused bool) {
+	sp.p.Pass, sp.p.T, sp.p.Sample, sp.p.Label, sp.p.Layer, sp.p.Layers = i+1, c.T, c.Sample, sp.label(c), 0, sp.config(c).Layers*sp.forwards
+	sp.p.Reused, sp.p.Done = reused, reused
 }
 
 // reused reports chunk c (the i-th) as already finished.
@@ -435,7 +453,7 @@ func (sp *streamProgress) reused(i int, c Chunk) {
 	if sp.report == nil {
 		return
 	}
-	sp.p.Pass, sp.p.T, sp.p.Sample, sp.p.Layer, sp.p.Reused, sp.p.Done = i+1, c.T, c.Sample, 0, true, true
+	sp.at(i, c, true)
 	sp.p.WorkLeft -= sp.cost(c)
 	sp.send()
 }
@@ -447,7 +465,7 @@ func (sp *streamProgress) watch(i int, c Chunk) func(*hooks.Set) {
 	if sp.report == nil {
 		return func(*hooks.Set) {}
 	}
-	sp.p.Pass, sp.p.T, sp.p.Sample, sp.p.Layer, sp.p.Reused, sp.p.Done = i+1, c.T, c.Sample, 0, false, false
+	sp.at(i, c, false)
 	sp.send()
 	step := sp.cost(c) / float64(sp.p.Layers)
 	return func(hs *hooks.Set) {

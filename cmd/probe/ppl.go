@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/checkpoint"
@@ -112,13 +111,7 @@ func runPPL(opts *PPLOptions) error {
 		return err
 	}
 	spec.Stream, spec.Source = stream, src
-	run := &analysis.PPLRun{RunSpec: spec, Dirs: models, Hubs: hubs, Options: po}
-	if opts.Run.Progress {
-		bar := newProgressBar(progressOut)
-		run.PassProgress = func(p analysis.PPLProgress) { pplProgress(bar, p) }
-		defer bar.finish()
-	}
-	res, err := run.Run()
+	res, err := (&analysis.PPLRun{RunSpec: spec, Dirs: models, Hubs: hubs, Options: po}).Run()
 	end()
 	if err != nil {
 		if res != nil {
@@ -167,43 +160,6 @@ func pplStream(in tokenFlags, models []string) ([]int, analysis.SourceInfo, erro
 		}
 	}
 	return readTokenStream(in.IDs, in.Text, models[0], in.Tokenizer)
-}
-
-// pplProgress draws one progress state of a perplexity run with the
-// sweep's bar (one line per finished pass when not on a terminal).
-func pplProgress(b *progressBar, p analysis.PPLProgress) {
-	if !b.tty && !p.Done {
-		return
-	}
-	if b.tty && !p.Done && time.Since(b.last) < 100*time.Millisecond {
-		return
-	}
-	b.last = time.Now()
-	frac := 1.0
-	if tot := p.Work + p.WorkLeft; tot > 0 {
-		frac = p.Work / tot
-	}
-	const width = 24
-	n := int(frac*width + 0.5)
-	rate, eta := "—", "—"
-	if s := p.Elapsed.Seconds(); s > 0 && p.Tokens > 0 {
-		rate = fmt.Sprintf("%.0f tok/s", float64(p.Tokens)/s)
-	}
-	if p.Work > 0 {
-		eta = time.Duration(p.Elapsed.Seconds() * p.WorkLeft / p.Work * float64(time.Second)).Round(time.Second).String()
-	}
-	state := fmt.Sprintf("layer %d/%d", p.Layer, p.Layers)
-	if p.Done {
-		state = "done"
-	}
-	line := fmt.Sprintf("[%s] %3.0f%%  pass %d/%d %s %s T=%d sample %d %s  %s  ETA %s", strings.Repeat("=", n)+strings.Repeat(" ", width-n),
-		100*frac, p.Pass, p.Passes, p.Model, p.Variant, p.T, p.Sample, state, rate, eta)
-	if b.tty {
-		fmt.Fprintf(b.w, "\r\033[K%s", line)
-		b.drawn = true
-	} else {
-		fmt.Fprintln(b.w, line)
-	}
 }
 
 // writePPLSummary prints the summary table: perplexity with its interval

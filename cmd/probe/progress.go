@@ -94,6 +94,9 @@ func progressLine(p analysis.Progress) string {
 		eta = time.Duration(secs * p.WorkLeft / p.Work * float64(time.Second)).Round(time.Second).String()
 	}
 	pass := fmt.Sprintf("pass %d/%d (T=%d, sample %d)", p.Pass, p.Passes, p.T, p.Sample)
+	if p.Label != "" { // ppl: the pass's model and variant
+		pass = fmt.Sprintf("pass %d/%d %s T=%d sample %d", p.Pass, p.Passes, p.Label, p.T, p.Sample)
+	}
 	if p.Passes == 1 && p.Sample == 0 {
 		pass = fmt.Sprintf("T=%d", p.T) // one pass (diag, capture)
 	}
