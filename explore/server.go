@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -322,12 +323,16 @@ func (s *Server) metricParam(r *http.Request, def string) (string, error) {
 type Info struct {
 	Dir         string   `json:"dir"`
 	Kind        string   `json:"kind"`
+	Note        string   `json:"note,omitempty"`
 	Model       any      `json:"model"`
 	LayerKinds  []string `json:"layer_kinds,omitempty"`
 	Lengths     []int    `json:"lengths"`
 	Samples     int      `json:"samples"`
 	Metrics     []string `json:"metrics"`
 	Windows     []string `json:"windows"`
+	Columns     string   `json:"columns"`                // the grid's second axis: head, rank or expert
+	HeadsReason string   `json:"heads_reason,omitempty"` // why the grid's cells are not attention heads
+	Series      bool     `json:"series"`                 // a per-position table: Head over positions and Text
 	Bucket      int      `json:"bucket"`
 	BOSToken    int      `json:"bos_token"`
 	Measured    []int    `json:"measured_layers"`
@@ -342,13 +347,17 @@ type Info struct {
 func (s *Server) info(r *http.Request) (any, error) {
 	in := Info{Dir: s.f.Dir, Kind: s.f.Kind, Model: s.f.Model, Lengths: s.f.table.lengths(), Samples: s.f.Samples,
 		Metrics: s.f.table.metrics(), Windows: s.f.windows, Bucket: s.f.Bucket, BOSToken: s.f.BOSToken,
-		Measured: measured(s.f.Model), CacheDir: CacheDir}
-	if _, err := s.f.loadSource(); err != nil {
+		Measured: measured(s.f.Model), CacheDir: CacheDir, Note: s.f.note, Columns: s.f.columns, HeadsReason: s.f.noHeads}
+	_, gridOnly := s.f.table.(gridOnly)
+	in.Series = !gridOnly
+	if err := s.f.tokensAvailable(); err != nil {
 		in.TokenReason = err.Error()
 	} else {
 		in.Tokens = true
 	}
-	if err := s.rows.available(); err != nil {
+	if why := cmp.Or(s.f.noRows, s.f.noHeads); why != "" {
+		in.RowsReason = why
+	} else if err := s.rows.available(); err != nil {
 		in.RowsReason = err.Error()
 	} else {
 		in.Rows = true
@@ -408,6 +417,9 @@ func (s *Server) seriesAPI(r *http.Request) (any, error) {
 		return nil, bad("buckets %d: want 1 … %d", nb, s.o.MaxBuckets)
 	}
 	k := seriesKey{T: T, Sample: sample, Layer: layer, Head: head, Metric: m}
+	if _, ok := s.f.table.(gridOnly); ok {
+		return nil, bad("a probe %s folder has no per-position table: only /api/grid (and /api/row where /api/info says rows)", s.f.Kind)
+	}
 	if !s.f.table.has(k) {
 		return nil, bad("no series for T %d sample %d layer %d head %d metric %s (samples %v; the %s's layers and heads are in /api/info)",
 			T, sample, layer, head, m, s.f.table.samples(T), s.f.Kind)
@@ -447,14 +459,14 @@ func (s *Server) tokensAPI(r *http.Request) (any, error) {
 	if from < 0 || to > T || from >= to || to-from > s.o.MaxTokens {
 		return nil, bad("range [%d, %d): want 0 ≤ from < to ≤ T = %d, at most %d tokens a request", from, to, T, s.o.MaxTokens)
 	}
-	if _, err := s.f.chunk(T, sample); err != nil {
-		return nil, bad("%v", err)
+	if !slices.Contains(s.f.table.samples(T), sample) && !s.f.hasChunk(T, sample) {
+		return nil, bad("no pass T %d sample %d in the %s (lengths %v, %d samples)", T, sample, s.f.Kind, s.f.Lengths, s.f.Samples)
 	}
-	ids, tok, err := s.f.passIDs(T, sample)
+	ids, toks, err := s.f.tokenStrings(T, sample, from, to)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"T": T, "sample": sample, "from": from, "to": to, "ids": ids[from:to], "tokens": tokenStrings(tok, ids[from:to])}, nil
+	return map[string]any{"T": T, "sample": sample, "from": from, "to": to, "ids": ids, "tokens": toks}, nil
 }
 
 func (s *Server) rowAPI(w http.ResponseWriter, r *http.Request) {
@@ -478,6 +490,10 @@ func (s *Server) rowAPI(w http.ResponseWriter, r *http.Request) {
 			writeResult(w, nil, err)
 			return
 		}
+	}
+	if why := cmp.Or(s.f.noRows, s.f.noHeads); why != "" {
+		httpError(w, http.StatusUnprocessableEntity, "rows are unavailable: "+why)
+		return
 	}
 	if err := s.rows.check(q); err != nil {
 		writeResult(w, nil, badRequest{err.Error()})
@@ -525,6 +541,10 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	rel, err := s.safePath(strings.TrimPrefix(r.URL.EscapedPath(), "/files/"))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if s.f.only != "" && rel != s.f.only {
+		httpError(w, http.StatusNotFound, fmt.Sprintf("%s: only %s is served (probe explore was given that file)", rel, s.f.only))
 		return
 	}
 	root, err := os.OpenRoot(s.f.Dir)

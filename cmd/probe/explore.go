@@ -43,9 +43,11 @@ func NewCmdExplore(runF func(*ExploreOptions) error) *cobra.Command {
 	opts := &ExploreOptions{}
 	d := explore.Defaults()
 	cmd := &cobra.Command{
-		Use:   "explore <folder> [--addr 127.0.0.1] [--port 8457] | explore --model <dir> (--text <file> | --ids <file>) [--lengths 4k]",
-		Short: "a local web app over a sweep folder: every head's metric, one head over positions, one attention row computed on demand",
+		Use:   "explore <folder|diag.csv> [--addr 127.0.0.1] [--port 8457] | explore --model <dir> (--text <file> | --ids <file>) [--lengths 4k]",
+		Short: "a local web app over a measurement folder (sweep, gdn, sinks, massive, experts; probe diag's CSV): every head's metric, one head over positions, one attention row computed on demand",
 		Example: "probe explore /tmp/sweep\n" +
+			"probe explore /tmp/sinks\n" +
+			"probe explore diag.csv\n" +
 			"probe explore --model zoo/checkpoints/gated_headwise --text README.md --lengths 256",
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Stdout = c.OutOrStdout()

@@ -54,7 +54,10 @@ async function init() {
     return;
   }
   const info = state.info = await api('/api/info');
-  $('folder').textContent = info.dir + ' — ' + info.model.arch + ', ' + info.model.layers + ' layers × ' + info.model.heads + ' heads';
+  $('folder').textContent = info.dir + ' — ' + (info.model.arch || '') + ', ' + info.model.layers + ' layers × ' + info.model.heads + ' heads' + (info.note ? ' — ' + info.note : '');
+  // Folders without a per-position table (sinks, massive, experts) have the grid only.
+  $('head-view').hidden = $('text-view').hidden = !info.series;
+  $('row-view').hidden = !info.series && !info.rows;
   opt($('T'), info.lengths, info.lengths[info.lengths.length - 1]);
   opt($('sample'), Array.from({ length: info.samples }, (_, i) => i), 0);
   opt($('metric'), info.metrics, info.metrics.includes('neff') ? 'neff' : info.metrics[0]);
@@ -65,6 +68,7 @@ async function init() {
   notice(why.join(' '));
   for (const id of ['T', 'metric', 'window']) $(id).addEventListener('change', () => { loadGrid(); if (state.sel) openHead(state.sel.layer, state.sel.head); });
   $('sample').addEventListener('change', () => { if (state.sel) openHead(state.sel.layer, state.sel.head); });
+  $('query').addEventListener('change', () => { const v = Math.round(+$('query').value); if (v >= 0 && v < T()) openRow(v); });
   $('text').addEventListener('scroll', () => { clearTimeout(state.textTimer); state.textTimer = setTimeout(drawText, 60); });
   window.addEventListener('resize', () => Object.values(charts).forEach(c => c.resize()));
   await loadGrid();
@@ -79,19 +83,23 @@ async function loadGrid() {
     if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
   }));
   if (!(lo <= hi)) { lo = 0; hi = 1; }
-  $('grid-caption').textContent = g.metric + ', mean over the ' + g.window + ' queries of ' + g.samples + ' samples at T = ' + g.T;
+  $('grid-caption').textContent = g.metric + ', mean over the ' + g.window + ' queries of ' + g.samples + ' samples at T = ' + g.T +
+    (state.info.series ? '' : state.info.rows ? ' (click a head for the row of its last query)' : ' (hover for the numbers)');
   const c = chart('grid');
   c.setOption({
     animation: false,
-    tooltip: { formatter: p => 'layer ' + p.value[1] + ', head ' + p.value[0] + '<br>' + g.metric + ' ' + fmt(p.value[2]) + ' ± ' + fmt(g.std[p.value[1]][p.value[0]]) },
+    tooltip: { formatter: p => 'layer ' + p.value[1] + ', ' + g.columns + ' ' + p.value[0] + '<br>' + g.metric + ' ' + fmt(p.value[2]) + ' ± ' + fmt(g.std[p.value[1]][p.value[0]]) + ' (n = ' + g.n[p.value[1]][p.value[0]] + ')' },
     grid: { left: 50, right: 20, top: 10, bottom: 100 },
-    xAxis: { type: 'category', name: 'head', nameLocation: 'middle', nameGap: 25, data: Array.from({ length: g.heads }, (_, i) => i) },
+    xAxis: { type: 'category', name: g.columns, nameLocation: 'middle', nameGap: 25, data: Array.from({ length: g.heads }, (_, i) => i) },
     yAxis: { type: 'category', name: 'layer', nameLocation: 'middle', nameGap: 35, data: Array.from({ length: g.layers }, (_, i) => i) },
     visualMap: { min: lo, max: hi, calculable: true, orient: 'horizontal', left: 'center', bottom: 0, itemHeight: 120, text: [fmt(hi), fmt(lo)], inRange: { color: ['#f7fbff', '#6baed6', '#08306b'] } },
     series: [{ type: 'heatmap', data, emphasis: { itemStyle: { borderColor: '#d62728', borderWidth: 2 } } }],
   }, true);
   c.off('click');
-  c.on('click', p => openHead(p.value[1], p.value[0]));
+  c.on('click', p => {
+    if (state.info.series) openHead(p.value[1], p.value[0]);
+    else if (state.info.rows) { state.sel = { layer: p.value[1], head: p.value[0] }; openRow(T() - 1); }
+  });
   state.gridReady = true;
 }
 
@@ -216,7 +224,9 @@ async function drawText() {
 }
 
 async function openRow(query) {
+  if (!state.sel) return;
   const { layer, head } = state.sel;
+  $('query').value = query;
   state.rowAsked = query;
   if (!state.info.rows) { $('row-caption').textContent = 'rows are unavailable: ' + state.info.rows_reason; return; }
   $('row-caption').textContent = 'computing the row of query ' + query + ' (layer ' + layer + ', head ' + head + ') …';
