@@ -3,7 +3,9 @@ package explore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
+	"math"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -18,7 +20,8 @@ import (
 // 1920 px with ?selftest=1, which clicks a grid cell, then a position of
 // the head's series, as mouse events on the charts: the row shown must be
 // the hook_pattern row of that query (≤ 1e-6), the page must log no
-// error and scroll no page sideways.
+// error and scroll no page sideways. It then overlays head 1 of layer 0
+// through the form (its mean must be /api/series's) and removes it.
 func TestPageInChromium(t *testing.T) {
 	chromium, err := browser.Find()
 	if err != nil {
@@ -59,11 +62,19 @@ func TestPageInChromium(t *testing.T) {
 				Weights                    []float32
 			}
 			TextLines, ScrollWidth, InnerWidth int
+			Overlay                            struct {
+				Names       []string
+				Layer, Head int
+				Mean        []*float64
+				Lo          []int
+				From, To    int
+			}
+			OverlayRemoved []string
 		}
 		if err := json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &res); err != nil {
 			t.Fatalf("%d px: %v in %s", width, err, m[1])
 		}
-		t.Logf("%d px: head %+v, row query %d, %d weights, %d text lines, %d/%d px", width, res.Head, res.Row.Query, len(res.Row.Weights), res.TextLines, res.ScrollWidth, res.InnerWidth)
+		t.Logf("%d px: head %+v, row query %d, %d weights, %d text lines, %d/%d px, overlay %v", width, res.Head, res.Row.Query, len(res.Row.Weights), res.TextLines, res.ScrollWidth, res.InnerWidth, res.Overlay.Names)
 		if res.Failure != "" || len(res.Errors) > 0 {
 			t.Fatalf("%d px: failure %q, console errors %q", width, res.Failure, res.Errors)
 		}
@@ -76,6 +87,16 @@ func TestPageInChromium(t *testing.T) {
 				t.Errorf("%d px: key %d: page %v, hook_pattern %v", width, j, res.Row.Weights[j], want[j])
 			}
 		}
+		// The overlaid head's mean is /api/series's for that head over the same range and buckets.
+		ov := res.Overlay
+		var one struct{ Mean []*float64 }
+		p := fmt.Sprintf("/api/series?T=40&sample=0&layer=0&head=1&metric=neff&from=%d&to=%d&buckets=%d", ov.From, ov.To, len(ov.Lo))
+		if code, body := get(t, ts, p, &one); code != 200 {
+			t.Fatalf("%s: %d %s", p, code, body)
+		}
+		if len(ov.Names) != 4 || ov.Names[3] != "L0 H1 mean" || ov.Layer != 0 || ov.Head != 1 || fmt.Sprint(deref(ov.Mean)) != fmt.Sprint(deref(one.Mean)) || len(res.OverlayRemoved) != 3 {
+			t.Errorf("%d px: overlay %v (layer %d head %d) mean %v, the API's %v; after removing it %v", width, ov.Names, ov.Layer, ov.Head, deref(ov.Mean), deref(one.Mean), res.OverlayRemoved)
+		}
 		if res.TextLines == 0 {
 			t.Errorf("%d px: the text view drew no line", width)
 		}
@@ -83,6 +104,17 @@ func TestPageInChromium(t *testing.T) {
 			t.Errorf("%d px: the page is %d px wide (scrolls sideways)", width, res.ScrollWidth)
 		}
 	}
+}
+
+func deref(xs []*float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = math.NaN()
+		if x != nil {
+			out[i] = *x
+		}
+	}
+	return out
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }

@@ -387,6 +387,46 @@ func (s *Server) gridAPI(r *http.Request) (any, error) {
 	return s.f.grid(T, m, win)
 }
 
+// maxOverlay bounds the series of one /api/series request.
+const maxOverlay = 16
+
+// listParam reads a comma-separated list of integers (at least one).
+func listParam(r *http.Request, name string) ([]int, error) {
+	v := r.URL.Query()[name]
+	if len(v) != 1 || v[0] == "" {
+		if len(v) > 1 {
+			return nil, bad("parameter %s given %d times (give a list as %s=1,2)", name, len(v), name)
+		}
+		return nil, bad("missing parameter %s", name)
+	}
+	parts := strings.Split(v[0], ",")
+	if len(parts) > maxOverlay {
+		return nil, bad("parameter %s: %d values, at most %d", name, len(parts), maxOverlay)
+	}
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil {
+			return nil, bad("parameter %s=%q: want an integer or a comma-separated list of them", name, truncate(v[0], 40))
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// SeriesOf is one series of a list answer of /api/series.
+type SeriesOf struct {
+	Layer int `json:"layer"`
+	Head  int `json:"head"`
+	Envelope
+}
+
+// seriesAPI answers one series (layer and head single integers: the
+// envelope's fields at the top level) or several overlaid (layer and/or
+// head comma-separated lists, paired by position; a list of one is
+// repeated, so layer=3&head=0,1,2 is three heads of layer 3 and
+// layer=0,1,2,3&head=1 head 1 of four layers: {"series": [{layer, head,
+// envelope…}, …]}), all over the same range and buckets.
 func (s *Server) seriesAPI(r *http.Request) (any, error) {
 	T, err := s.lengthParam(r)
 	if err != nil {
@@ -396,47 +436,70 @@ func (s *Server) seriesAPI(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var v [5]int
+	var v [3]int
 	for i, p := range []struct {
 		name string
 		def  *int
-	}{{"sample", ptr(0)}, {"layer", nil}, {"head", nil}, {"from", ptr(0)}, {"to", ptr(T)}} {
+	}{{"sample", ptr(0)}, {"from", ptr(0)}, {"to", ptr(T)}} {
 		if v[i], err = intParam(r, p.name, p.def); err != nil {
 			return nil, err
 		}
+	}
+	layers, err := listParam(r, "layer")
+	if err != nil {
+		return nil, err
+	}
+	heads, err := listParam(r, "head")
+	if err != nil {
+		return nil, err
+	}
+	n := max(len(layers), len(heads))
+	if (len(layers) != 1 && len(layers) != n) || (len(heads) != 1 && len(heads) != n) {
+		return nil, bad("%d layers and %d heads: give lists of the same length, or one of them a single value", len(layers), len(heads))
 	}
 	nb, err := intParam(r, "buckets", ptr(1000))
 	if err != nil {
 		return nil, err
 	}
-	sample, layer, head, from, to := v[0], v[1], v[2], v[3], v[4]
+	sample, from, to := v[0], v[1], v[2]
 	if from < 0 || to > T || from >= to {
 		return nil, bad("range [%d, %d): want 0 ≤ from < to ≤ T = %d", from, to, T)
 	}
 	if nb < 1 || nb > s.o.MaxBuckets {
 		return nil, bad("buckets %d: want 1 … %d", nb, s.o.MaxBuckets)
 	}
-	k := seriesKey{T: T, Sample: sample, Layer: layer, Head: head, Metric: m}
 	if _, ok := s.f.table.(gridOnly); ok {
 		return nil, bad("a probe %s folder has no per-position table: only /api/grid (and /api/row where /api/info says rows)", s.f.Kind)
 	}
-	if !s.f.table.has(k) {
-		return nil, bad("no series for T %d sample %d layer %d head %d metric %s (samples %v; the %s's layers and heads are in /api/info)",
-			T, sample, layer, head, m, s.f.table.samples(T), s.f.Kind)
+	out := make([]SeriesOf, n)
+	for i := range out {
+		layer, head := layers[min(i, len(layers)-1)], heads[min(i, len(heads)-1)]
+		k := seriesKey{T: T, Sample: sample, Layer: layer, Head: head, Metric: m}
+		if !s.f.table.has(k) {
+			return nil, bad("no series for T %d sample %d layer %d head %d metric %s (samples %v; the %s's layers and heads are in /api/info)",
+				T, sample, layer, head, m, s.f.table.samples(T), s.f.Kind)
+		}
+		rows, err := s.f.table.series(k)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = SeriesOf{layer, head, envelope(rows, from, to, nb, s.f.Bucket)}
 	}
-	rows, err := s.f.table.series(k)
-	if err != nil {
-		return nil, err
-	}
-	e := envelope(rows, from, to, nb, s.f.Bucket)
-	return struct {
+	type head struct {
 		T      int    `json:"T"`
 		Sample int    `json:"sample"`
-		Layer  int    `json:"layer"`
-		Head   int    `json:"head"`
 		Metric string `json:"metric"`
-		Envelope
-	}{T, sample, layer, head, m, e}, nil
+	}
+	if len(layers) == 1 && len(heads) == 1 {
+		return struct {
+			head
+			SeriesOf
+		}{head{T, sample, m}, out[0]}, nil
+	}
+	return struct {
+		head
+		Series []SeriesOf `json:"series"`
+	}{head{T, sample, m}, out}, nil
 }
 
 func (s *Server) tokensAPI(r *http.Request) (any, error) {

@@ -12,7 +12,7 @@ console.error = (...a) => { errors.push(a.map(String).join(' ')); consoleError(.
 const params = new URLSearchParams(location.search);
 const token = params.get('token') || '';
 const $ = id => document.getElementById(id);
-const state = { info: null, sel: null, view: null, row: null, tokens: new Map(), tokensKey: '', seriesRange: [0, 1], pending: 0 };
+const state = { info: null, sel: null, overlays: [], view: null, row: null, tokens: new Map(), tokensKey: '', seriesRange: [0, 1], pending: 0 };
 const LINE = 16, LINE_PX = 22;
 
 async function api(path) {
@@ -68,6 +68,10 @@ async function init() {
   notice(why.join(' '));
   for (const id of ['T', 'metric', 'window']) $(id).addEventListener('change', () => { loadGrid(); if (state.sel) openHead(state.sel.layer, state.sel.head); });
   $('sample').addEventListener('change', () => { if (state.sel) openHead(state.sel.layer, state.sel.head); });
+  $('ov-add').addEventListener('click', () => {
+    const l = Math.round(+$('ov-layer').value), h = Math.round(+$('ov-head').value);
+    if ($('ov-layer').value !== '' && $('ov-head').value !== '') addOverlay(l, h);
+  });
   $('query').addEventListener('change', () => { const v = Math.round(+$('query').value); if (v >= 0 && v < T()) openRow(v); });
   $('text').addEventListener('scroll', () => { clearTimeout(state.textTimer); state.textTimer = setTimeout(drawText, 60); });
   window.addEventListener('resize', () => Object.values(charts).forEach(c => c.resize()));
@@ -97,7 +101,8 @@ async function loadGrid() {
   }, true);
   c.off('click');
   c.on('click', p => {
-    if (state.info.series) openHead(p.value[1], p.value[0]);
+    if (state.info.series && p.event && p.event.event && p.event.event.shiftKey && state.sel) addOverlay(p.value[1], p.value[0]);
+    else if (state.info.series) openHead(p.value[1], p.value[0]);
     else if (state.info.rows) { state.sel = { layer: p.value[1], head: p.value[0] }; openRow(T() - 1); }
   });
   state.gridReady = true;
@@ -117,7 +122,7 @@ async function openHead(layer, head) {
   c.setOption({
     animation: false,
     tooltip: { trigger: 'axis', formatter: seriesTip },
-    legend: { data: ['mean', 'min', 'max'], top: 0 },
+    legend: { top: 0 },
     grid: { left: 60, right: 20, top: 30, bottom: 70 },
     xAxis: { type: 'value', name: 'query position', nameLocation: 'middle', nameGap: 25, min: 0, max: T() },
     yAxis: { type: 'value', name: metric(), scale: true },
@@ -145,17 +150,28 @@ function zoomed() {
   if (to > from) loadSeries(from, to);
 }
 
+// OVERLAY are the colours of overlaid series (the open head is blue).
+const OVERLAY = ['#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
+
 async function loadSeries(from, to) {
   const { layer, head } = state.sel;
   const px = Math.max(50, Math.min(4096, Math.floor($('series').clientWidth || 800)));
-  const s = await api('/api/series?' + q({ T: T(), sample: sample(), layer, head, metric: metric(), from, to, buckets: px }));
+  const all = [state.sel, ...state.overlays];
+  const r = await api('/api/series?' + q({ T: T(), sample: sample(), layer: all.map(x => x.layer).join(','), head: all.map(x => x.head).join(','), metric: metric(), from, to, buckets: px }));
+  const s = r.series ? r.series[0] : r;
+  s.overlays = r.series ? r.series.slice(1) : [];
   state.series = s;
   state.seriesRange = [from, to];
   if (!state.headStats) state.headStats = { min: Math.min(...s.min.filter(v => v !== null)), max: Math.max(...s.max.filter(v => v !== null)) };
   const x = i => (s.lo[i] + s.hi[i] - 1) / 2;
   const pts = a => a.map((v, i) => [x(i), v === null ? null : v]);
   $('series-caption').textContent = metric() + ', layer ' + layer + ', head ' + head + ', sample ' + sample() + ', queries [' + from + ', ' + to + ') in ' + s.lo.length + ' buckets (stored resolution ' + s.resolution + ')';
-  chart('series').setOption({ series: [{ data: pts(s.min) }, { data: pts(s.max) }, { data: pts(s.mean) }] });
+  const base = ['min', 'max', 'mean'].map(n => ({ name: n, type: 'line', showSymbol: false, connectNulls: false, data: pts(s[n]),
+    lineStyle: n === 'mean' ? { width: 1.5, color: '#1f4e8c' } : { width: 0.8, color: '#9ecae1' }, itemStyle: { color: n === 'mean' ? '#1f4e8c' : '#9ecae1' } }));
+  const over = s.overlays.map((o, i) => ({ name: 'L' + o.layer + ' H' + o.head + ' mean', type: 'line', showSymbol: false, connectNulls: false, data: pts(o.mean),
+    lineStyle: { width: 1.2, color: OVERLAY[i % OVERLAY.length] }, itemStyle: { color: OVERLAY[i % OVERLAY.length] } }));
+  chart('series').setOption({ series: base.concat(over) }, { replaceMerge: ['series'] });
+  drawOverlayList();
   if (to - from <= 4000) await tokens(from, to);
   state.seriesReady = true;
 }
@@ -168,7 +184,29 @@ function seriesTip(ps) {
   const tk = s.hi[i] - s.lo[i] === 1 && state.tokens.has(s.lo[i]) ? '<br>token ' + escapeHTML(JSON.stringify(state.tokens.get(s.lo[i]))) : '';
   const span = s.hi[i] - s.lo[i] === 1 ? 'query ' + s.lo[i] : 'queries [' + s.lo[i] + ', ' + s.hi[i] + ')';
   $('cursor').textContent = span + (tk ? ': ' + JSON.stringify(state.tokens.get(s.lo[i])) : '');
-  return span + '<br>mean ' + fmt(s.mean[i]) + '<br>min ' + fmt(s.min[i]) + ' · max ' + fmt(s.max[i]) + tk;
+  const ov = s.overlays.map(o => '<br>L' + o.layer + ' H' + o.head + ' mean ' + fmt(o.mean[i])).join('');
+  return span + '<br>mean ' + fmt(s.mean[i]) + '<br>min ' + fmt(s.min[i]) + ' · max ' + fmt(s.max[i]) + ov + tk;
+}
+
+// drawOverlayList shows the overlaid heads, each with a button removing it.
+function drawOverlayList() {
+  $('overlay-list').replaceChildren(...state.overlays.map((o, i) => {
+    const b = document.createElement('button');
+    b.className = 'chip';
+    b.textContent = 'L' + o.layer + ' H' + o.head + ' ×';
+    b.title = 'remove this series';
+    b.style.borderColor = OVERLAY[i % OVERLAY.length];
+    b.addEventListener('click', () => { state.overlays.splice(i, 1); loadSeries(...state.seriesRange); });
+    return b;
+  }));
+}
+
+// addOverlay overlays the mean of (layer, head) on the open head's series.
+function addOverlay(layer, head) {
+  if (!state.sel || state.overlays.length >= 15) return;
+  if ((layer === state.sel.layer && head === state.sel.head) || state.overlays.some(o => o.layer === layer && o.head === head)) return;
+  state.overlays.push({ layer, head });
+  loadSeries(...state.seriesRange).catch(e => { state.overlays.pop(); notice(e.message); drawOverlayList(); });
 }
 
 function escapeHTML(s) { return s.replace(/[&<>"']/g, c => '&#' + c.charCodeAt(0) + ';'); }
@@ -293,6 +331,15 @@ async function selftest() {
     await wait(() => state.row, 'the row');
     out.row = { layer: state.row.layer, head: state.row.head, query: state.row.query, weights: state.row.weights, tokens: state.row.tokens.length };
     out.textLines = $('text-lines').children.length;
+    // Overlay another head through the form, then remove it with its button.
+    $('ov-layer').value = 0; $('ov-head').value = 1;
+    $('ov-add').click();
+    const names = () => chart('series').getOption().series.map(x => x.name);
+    await wait(() => names().length === 4 && state.series.overlays.length === 1, 'the overlay');
+    out.overlay = { names: names(), layer: state.series.overlays[0].layer, head: state.series.overlays[0].head, mean: state.series.overlays[0].mean, lo: state.series.lo, hi: state.series.hi, from: state.seriesRange[0], to: state.seriesRange[1] };
+    $('overlay-list').querySelector('button').click();
+    await wait(() => names().length === 3 && state.series.overlays.length === 0, 'the overlay removed');
+    out.overlayRemoved = names();
   } catch (e) { out.failure = String(e); }
   out.rowAsked = state.rowAsked;
   out.rowCaption = $('row-caption').textContent;
