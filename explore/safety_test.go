@@ -238,3 +238,28 @@ func TestGatedDeltaNetRow(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameAncestors: by default only the explorer's own pages may frame
+// it; Options.FrameAncestors widens that (a notebook's iframe), and a
+// value that could end the header's directive is refused.
+func TestFrameAncestors(t *testing.T) {
+	sw := gated(t)
+	for _, c := range []struct{ set, want string }{
+		{"", "frame-ancestors 'self'"},
+		{"http://127.0.0.1:* http://localhost:*", "frame-ancestors http://127.0.0.1:* http://localhost:*"},
+	} {
+		_, ts := newTestServer(t, sw.dir, Options{FrameAncestors: c.set})
+		resp, err := http.Get(ts.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasSuffix(csp, c.want) {
+			t.Errorf("FrameAncestors %q: CSP %q, want it to end with %q", c.set, csp, c.want)
+		}
+	}
+	f := mustOpen(t, sw.dir)
+	if _, err := NewServer(f, Options{FrameAncestors: "'self'; script-src *"}); err == nil || !strings.Contains(err.Error(), "--frame-ancestors") {
+		t.Errorf("a ';' in FrameAncestors: %v", err)
+	}
+}

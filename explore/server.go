@@ -54,6 +54,11 @@ type Options struct {
 	RequestTimeout, RowTimeout time.Duration
 	// ECharts is the echarts.min.js file (default report.LocateECharts's).
 	ECharts string
+	// FrameAncestors are the pages that may show the explorer in a frame,
+	// as the Content-Security-Policy frame-ancestors sources (default
+	// "'self'": none but the explorer's own; a notebook on loopback passes
+	// "http://127.0.0.1:* http://localhost:*").
+	FrameAncestors string
 	// MaxBuckets bounds a series request's bucket count (default 4096) and
 	// MaxTokens a tokens request's range (default 20000).
 	MaxBuckets, MaxTokens int
@@ -61,7 +66,7 @@ type Options struct {
 
 // Defaults returns the default options.
 func Defaults() Options {
-	return Options{Addr: "127.0.0.1:8457", MaxQueue: 8, RequestTimeout: 10 * time.Second, RowTimeout: 10 * time.Minute,
+	return Options{Addr: "127.0.0.1:8457", FrameAncestors: "'self'", MaxQueue: 8, RequestTimeout: 10 * time.Second, RowTimeout: 10 * time.Minute,
 		MaxBuckets: 4096, MaxTokens: 20000}
 }
 
@@ -96,6 +101,12 @@ func NewServer(f *Folder, o Options) (*Server, error) {
 	}
 	if o.MaxTokens <= 0 {
 		o.MaxTokens = d.MaxTokens
+	}
+	if o.FrameAncestors == "" {
+		o.FrameAncestors = d.FrameAncestors
+	}
+	if i := strings.IndexAny(o.FrameAncestors, ";,\r\n\"\\"); i >= 0 {
+		return nil, fmt.Errorf("--frame-ancestors %q: %q is not allowed (give space-separated CSP sources, e.g. 'self' http://127.0.0.1:*)", o.FrameAncestors, o.FrameAncestors[i])
 	}
 	host, _, err := net.SplitHostPort(o.Addr)
 	if err != nil {
@@ -180,7 +191,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'self'")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors "+s.o.FrameAncestors)
 	s.mux.ServeHTTP(w, r)
 }
 
