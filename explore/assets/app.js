@@ -341,6 +341,17 @@ async function selftest() {
     await wait(() => names().length === 3 && state.series.overlays.length === 0, 'the overlay removed');
     out.overlayRemoved = names();
   } catch (e) { out.failure = String(e); }
+  // ?only=<section id>: show that view alone (the screenshots in docs/), the head's view with an overlay.
+  const only = params.get('only');
+  if (only && $(only)) {
+    try {
+      if (only === 'head-view') { addOverlay(0, 1); await wait(() => state.series.overlays.length === 1, 'the overlay'); }
+    } catch (e) { out.failure = String(e); }
+    document.body.classList.add('only');
+    $(only).classList.add('shown');
+    Object.values(charts).forEach(c => c.resize());
+    await new Promise(r => setTimeout(r, 200));
+  }
   out.rowAsked = state.rowAsked;
   out.rowCaption = $('row-caption').textContent;
   out.scrollWidth = document.documentElement.scrollWidth;
