@@ -40,48 +40,8 @@ func TestPageInChromium(t *testing.T) {
 	if s.echErr != nil {
 		t.Skipf("no echarts: %v", s.echErr)
 	}
-	pre := regexp.MustCompile(`(?s)<pre id="selftest"[^>]*>(.*?)</pre>`)
 	for _, width := range []int{1024, 1920} {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		flags := slices.DeleteFunc(slices.Clone(browser.Flags), func(f string) bool {
-			return f == "--remote-debugging-port=0" || f == "--window-size=1400,1000" || strings.HasPrefix(f, "--host-resolver-rules=")
-		})
-		// Every name still fails to resolve; only the test server's loopback address is reached.
-		flags = append(flags, "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
-		args := append(flags, "--window-size="+itoa(width)+",1000", "--virtual-time-budget=30000", "--dump-dom", ts.URL+"/?selftest=1")
-		cmd := exec.CommandContext(ctx, chromium, args...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		cancel()
-		if err != nil {
-			t.Fatalf("%d px: chromium: %v", width, err)
-		}
-		m := pre.FindSubmatch(out)
-		if m == nil || len(m[1]) == 0 {
-			t.Fatalf("%d px: no self-test result in the page: %.400s\n%.2000s", width, out, stderr.String())
-		}
-		var res struct {
-			Errors  []string `json:"errors"`
-			Failure string   `json:"failure"`
-			Head    struct{ Layer, Head int }
-			Row     struct {
-				Layer, Head, Query, Tokens int
-				Weights                    []float32
-			}
-			TextLines, ScrollWidth, InnerWidth int
-			Overlay                            struct {
-				Names       []string
-				Layer, Head int
-				Mean        []*float64
-				Lo          []int
-				From, To    int
-			}
-			OverlayRemoved []string
-		}
-		if err := json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &res); err != nil {
-			t.Fatalf("%d px: %v in %s", width, err, m[1])
-		}
+		res := selftestPage(t, chromium, ts.URL, width)
 		t.Logf("%d px: head %+v, row query %d, %d weights, %d text lines, %d/%d px, overlay %v", width, res.Head, res.Row.Query, len(res.Row.Weights), res.TextLines, res.ScrollWidth, res.InnerWidth, res.Overlay.Names)
 		if res.Failure != "" || len(res.Errors) > 0 {
 			t.Fatalf("%d px: failure %q, console errors %q", width, res.Failure, res.Errors)
@@ -112,6 +72,109 @@ func TestPageInChromium(t *testing.T) {
 			t.Errorf("%d px: the page is %d px wide (scrolls sideways)", width, res.ScrollWidth)
 		}
 	}
+}
+
+// TestGridOnlyPagesInChromium: a probe sinks folder's page opens the row
+// of a head's last query when its grid cell is clicked (equal to
+// hook_pattern's), a probe experts folder's page shows its layer × expert
+// grid and offers no rows; neither logs an error nor scrolls sideways.
+func TestGridOnlyPagesInChromium(t *testing.T) {
+	chromium, err := browser.Find()
+	if err != nil {
+		t.Skipf("no browser check: %v", err)
+	}
+	stream, sinks, _, experts := streamFolders(t)
+	for _, dir := range []string{sinks, experts} {
+		s, ts := newTestServer(t, dir, Options{})
+		if s.echErr != nil {
+			t.Skipf("no echarts: %v", s.echErr)
+		}
+		res := selftestPage(t, chromium, ts.URL, 1024)
+		t.Logf("%s: grid %+v, head %+v, row query %d, %d weights", filepath.Base(dir), res.Grid, res.Head, res.Row.Query, len(res.Row.Weights))
+		if res.Failure != "" || len(res.Errors) > 0 || res.ScrollWidth > res.InnerWidth {
+			t.Fatalf("%s: failure %q, console errors %q, %d px wide", dir, res.Failure, res.Errors, res.ScrollWidth)
+		}
+		if dir == experts {
+			if res.Grid.Axis != "expert" || res.Grid.Columns != 4 || res.Grid.Rows || res.RowAsked != nil {
+				t.Errorf("experts: grid %+v, row asked %v", res.Grid, res.RowAsked)
+			}
+			continue
+		}
+		if res.Grid.Axis != "head" || res.Row.Layer != 3 || res.Row.Head != 3 || res.Row.Query != 159 {
+			t.Fatalf("sinks: grid %+v, row layer %d head %d query %d; want layer 3 head 3 query 159", res.Grid, res.Row.Layer, res.Row.Head, res.Row.Query)
+		}
+		var ids []int
+		for _, c := range mustOpen(t, sinks).Chunks {
+			if c.T == 160 && c.Sample == 0 {
+				ids = stream[c.Start:c.End]
+			}
+		}
+		want := patternRow(t, zooGPTOSS, ids, 3, 3, 159)
+		for j := range want {
+			if d := math.Abs(float64(res.Row.Weights[j] - want[j])); d > 1e-6*max(math.Abs(float64(want[j])), 1e-6) {
+				t.Errorf("sinks key %d: page %v, hook_pattern %v", j, res.Row.Weights[j], want[j])
+			}
+		}
+	}
+}
+
+// selftestResult is what ?selftest=1 reports in #selftest.
+type selftestResult struct {
+	Errors  []string `json:"errors"`
+	Failure string   `json:"failure"`
+	Grid    struct {
+		Layers, Columns int
+		Axis, Kind      string
+		Series, Rows    bool
+	}
+	Head struct{ Layer, Head int }
+	Row  struct {
+		Layer, Head, Query, Tokens int
+		Weights                    []float32
+	}
+	TextLines, ScrollWidth, InnerWidth int
+	Overlay                            struct {
+		Names       []string
+		Layer, Head int
+		Mean        []*float64
+		Lo          []int
+		From, To    int
+	}
+	OverlayRemoved []string
+	RowAsked       *int
+	RowCaption     string
+}
+
+// selftestPage opens base/?selftest=1 in headless Chromium at width px
+// (only the test server's loopback address resolves) and returns what the
+// page's self-test reported.
+func selftestPage(t *testing.T, chromium, base string, width int) selftestResult {
+	t.Helper()
+	pre := regexp.MustCompile(`(?s)<pre id="selftest"[^>]*>(.*?)</pre>`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	flags := slices.DeleteFunc(slices.Clone(browser.Flags), func(f string) bool {
+		return f == "--remote-debugging-port=0" || f == "--window-size=1400,1000" || strings.HasPrefix(f, "--host-resolver-rules=")
+	})
+	// Every name still fails to resolve; only the test server's loopback address is reached.
+	flags = append(flags, "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
+	args := append(flags, "--window-size="+itoa(width)+",1000", "--virtual-time-budget=30000", "--dump-dom", base+"/?selftest=1")
+	cmd := exec.CommandContext(ctx, chromium, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%d px: chromium: %v", width, err)
+	}
+	m := pre.FindSubmatch(out)
+	if m == nil || len(m[1]) == 0 {
+		t.Fatalf("%d px: no self-test result in the page: %.400s\n%.2000s", width, out, stderr.String())
+	}
+	var res selftestResult
+	if err := json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &res); err != nil {
+		t.Fatalf("%d px: %v in %s", width, err, m[1])
+	}
+	return res
 }
 
 func deref(xs []*float64) []float64 {

@@ -86,6 +86,7 @@ func openStream(dir, abs, kind string) (*Folder, error) {
 			return nil, err
 		}
 		g.Window = window
+		g.padLayers(f.Model.Layers)
 		return g, nil
 	}
 	return f, nil

@@ -78,32 +78,42 @@ func checkGrid[R any](t *testing.T, get1 func(string, any) (int, string), table 
 	}
 }
 
+// streamFolders runs probe sinks (T = 96, 160), massive (T = 96, top 4)
+// and experts (T = 96, 160), 2 samples each, on the zoo's gpt-oss
+// checkpoint over a random ids stream, and returns the stream and the
+// three folders.
+func streamFolders(t *testing.T) (stream []int, sinks, massive, experts string) {
+	t.Helper()
+	root, stream, src := zooStream(t)
+	fm := []string{analysis.FormatParquet}
+	so := analysis.DefaultSinksOptions()
+	so.Lengths, so.Samples = []int{96, 160}, 2
+	sinks = filepath.Join(root, "sinks")
+	if _, _, _, err := (&analysis.SinksRun{Dir: zooGPTOSS, Source: src, Stream: stream, Options: so, Out: sinks, Formats: fm, Threads: 2}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	mo := analysis.DefaultMassiveOptions()
+	mo.Lengths, mo.Samples, mo.TopK = []int{96}, 2, 4
+	massive = filepath.Join(root, "massive")
+	if _, _, _, err := (&analysis.MassiveRun{Dir: zooGPTOSS, Source: src, Stream: stream, Options: mo, Out: massive, Formats: fm, Threads: 2}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	eo := analysis.DefaultExpertsRunOptions()
+	eo.Lengths, eo.Samples = []int{96, 160}, 2
+	experts = filepath.Join(root, "experts")
+	if _, _, _, err := (&analysis.ExpertsRun{Dir: zooGPTOSS, Source: src, Stream: stream, Options: eo, Out: experts, Formats: fm, Threads: 2}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	return stream, sinks, massive, experts
+}
+
 // TestStreamKindFolders: the folders of probe sinks, massive and experts
 // (run on the zoo's gpt-oss checkpoint) open; their grid is their table's
 // mean over samples per (layer, column), with the column axis each names;
 // they have no series; a sinks folder gives rows of its heads equal to
 // hook_pattern's, massive and experts none.
 func TestStreamKindFolders(t *testing.T) {
-	root, stream, src := zooStream(t)
-	fm := []string{analysis.FormatParquet}
-	so := analysis.DefaultSinksOptions()
-	so.Lengths, so.Samples = []int{96, 160}, 2
-	sinks := filepath.Join(root, "sinks")
-	if _, _, _, err := (&analysis.SinksRun{Dir: zooGPTOSS, Source: src, Stream: stream, Options: so, Out: sinks, Formats: fm, Threads: 2}).Run(); err != nil {
-		t.Fatal(err)
-	}
-	mo := analysis.DefaultMassiveOptions()
-	mo.Lengths, mo.Samples, mo.TopK = []int{96}, 2, 4
-	massive := filepath.Join(root, "massive")
-	if _, _, _, err := (&analysis.MassiveRun{Dir: zooGPTOSS, Source: src, Stream: stream, Options: mo, Out: massive, Formats: fm, Threads: 2}).Run(); err != nil {
-		t.Fatal(err)
-	}
-	eo := analysis.DefaultExpertsRunOptions()
-	eo.Lengths, eo.Samples = []int{96, 160}, 2
-	experts := filepath.Join(root, "experts")
-	if _, _, _, err := (&analysis.ExpertsRun{Dir: zooGPTOSS, Source: src, Stream: stream, Options: eo, Out: experts, Formats: fm, Threads: 2}).Run(); err != nil {
-		t.Fatal(err)
-	}
+	stream, sinks, massive, experts := streamFolders(t)
 	for _, c := range []struct {
 		dir, kind, columns string
 		lengths            int

@@ -80,6 +80,7 @@ async function init() {
 
 async function loadGrid() {
   const g = await api('/api/grid?' + q({ T: T(), metric: metric(), window: $('window').value }));
+  state.grid = g;
   const data = [];
   let lo = Infinity, hi = -Infinity;
   g.mean.forEach((row, l) => row.forEach((v, h) => {
@@ -319,27 +320,39 @@ async function selftest() {
   const out = { errors };
   try {
     await wait(() => state.gridReady, 'the grid');
-    const L = state.info.model.layers - 1, H = state.info.model.heads - 1;
+    const g = state.grid, L = g.layers - 1, H = g.heads - 1;
+    out.grid = { layers: g.layers, columns: g.heads, axis: g.columns, kind: state.info.kind, series: state.info.series, rows: state.info.rows };
     const [gx, gy] = chart('grid').convertToPixel({ seriesIndex: 0 }, [H, L]);
     click('grid', gx, gy);
-    await wait(() => state.sel && state.seriesReady, 'the head');
-    out.head = state.sel;
-    await new Promise(r => setTimeout(r, 100));
-    const query = T() - 2;
-    const [sx, sy] = chart('series').convertToPixel({ seriesIndex: 2 }, [query + 0.5, 0]);
-    click('series', sx, Math.max(40, Math.min(sy, 200)));
-    await wait(() => state.row, 'the row');
-    out.row = { layer: state.row.layer, head: state.row.head, query: state.row.query, weights: state.row.weights, tokens: state.row.tokens.length };
-    out.textLines = $('text-lines').children.length;
-    // Overlay another head through the form, then remove it with its button.
-    $('ov-layer').value = 0; $('ov-head').value = 1;
-    $('ov-add').click();
-    const names = () => chart('series').getOption().series.map(x => x.name);
-    await wait(() => names().length === 4 && state.series.overlays.length === 1, 'the overlay');
-    out.overlay = { names: names(), layer: state.series.overlays[0].layer, head: state.series.overlays[0].head, mean: state.series.overlays[0].mean, lo: state.series.lo, hi: state.series.hi, from: state.seriesRange[0], to: state.seriesRange[1] };
-    $('overlay-list').querySelector('button').click();
-    await wait(() => names().length === 3 && state.series.overlays.length === 0, 'the overlay removed');
-    out.overlayRemoved = names();
+    if (!state.info.series) {
+      // A grid-only folder: a head's cell opens the row of its last query, when there are rows.
+      if (state.info.rows) {
+        await wait(() => state.row, 'the row');
+        out.head = state.sel;
+        out.row = { layer: state.row.layer, head: state.row.head, query: state.row.query, weights: state.row.weights, tokens: state.row.tokens.length };
+      }
+    } else {
+      await wait(() => state.sel && state.seriesReady, 'the head');
+      out.head = state.sel;
+      await new Promise(r => setTimeout(r, 100));
+      const query = T() - 2;
+      const [sx, sy] = chart('series').convertToPixel({ seriesIndex: 2 }, [query + 0.5, 0]);
+      click('series', sx, Math.max(40, Math.min(sy, 200)));
+      if (state.info.rows) {
+        await wait(() => state.row, 'the row');
+        out.row = { layer: state.row.layer, head: state.row.head, query: state.row.query, weights: state.row.weights, tokens: state.row.tokens.length };
+      } else await wait(() => state.rowAsked !== undefined, 'the row asked');
+      out.textLines = $('text-lines').children.length;
+      // Overlay another head through the form, then remove it with its button.
+      $('ov-layer').value = 0; $('ov-head').value = 1;
+      $('ov-add').click();
+      const names = () => chart('series').getOption().series.map(x => x.name);
+      await wait(() => names().length === 4 && state.series.overlays.length === 1, 'the overlay');
+      out.overlay = { names: names(), layer: state.series.overlays[0].layer, head: state.series.overlays[0].head, mean: state.series.overlays[0].mean, lo: state.series.lo, hi: state.series.hi, from: state.seriesRange[0], to: state.seriesRange[1] };
+      $('overlay-list').querySelector('button').click();
+      await wait(() => names().length === 3 && state.series.overlays.length === 0, 'the overlay removed');
+      out.overlayRemoved = names();
+    }
   } catch (e) { out.failure = String(e); }
   // ?only=<section id>: show that view alone (the screenshots in docs/), the head's view with an overlay.
   const only = params.get('only');
