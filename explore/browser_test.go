@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/filterlens/probe/report/browser"
+	"github.com/filterlens/probe/internal/browser"
 )
 
 // TestPageInChromium opens the page in headless Chromium at 1024 and
