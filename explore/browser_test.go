@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/internal/browser"
 	"github.com/filterlens/probe/model"
-	"github.com/filterlens/probe/report/browser"
 	"github.com/filterlens/probe/tokenizer"
 )
 
