@@ -36,6 +36,7 @@ type Folder struct {
 	noHeads  string   // why the grid's cells are not attention heads ("": they are)
 	noRows   string   // why rows cannot be had whatever the model ("": they can)
 	only     string   // the one file of Dir that /files/ serves ("": any; probe diag's CSV)
+	metric   string   // the metric shown first ("": neff when the folder has it, else its first)
 	src      source
 }
 
@@ -110,3 +111,19 @@ func Open(dir string) (*Folder, error) {
 
 // Close releases the folder's open files.
 func (f *Folder) Close() error { return f.table.close() }
+
+// defaultMetric is the metric grid and series show when none is asked
+// for: the folder kind's (gridKinds), else neff when the folder has it,
+// else its first metric.
+func (f *Folder) defaultMetric() string {
+	ms := f.table.metrics()
+	for _, m := range []string{f.metric, "neff"} {
+		if m != "" && slices.Contains(ms, m) {
+			return m
+		}
+	}
+	if len(ms) == 0 {
+		return ""
+	}
+	return ms[0]
+}

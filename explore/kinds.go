@@ -20,8 +20,9 @@ type gridKind struct {
 	Column string // the grid's second axis: "head", "rank" or "expert"
 	// Heads says that the columns are the model's attention heads, so a
 	// cell leads to the rows of that head.
-	Heads bool
-	Note  string // what the grid shows, for /api/info
+	Heads  bool
+	Note   string // what the grid shows, for /api/info
+	Metric string // the metric shown first
 }
 
 // gridKinds are the stream kinds read as a grid only, by their manifest's
@@ -29,11 +30,11 @@ type gridKind struct {
 // experts table is already pooled over them), std over the samples
 // (ddof 0).
 var gridKinds = map[string]gridKind{
-	"sinks": {Table: "sinks_heads.parquet", Column: "head", Heads: true,
+	"sinks": {Table: "sinks_heads.parquet", Column: "head", Heads: true, Metric: "bos_mass",
 		Note: "probe sinks: per (layer, head) over each pass's queries (sinks_heads); no per-position table"},
-	"massive": {Table: "massive_top.parquet", Column: "rank", Note: "probe massive: the top-k activations of each layer " +
+	"massive": {Table: "massive_top.parquet", Column: "rank", Metric: "ratio", Note: "probe massive: the top-k activations of each layer " +
 		"(massive_top), column = rank (0: the largest |value|); position and channel say where each lies"},
-	"experts": {Table: "experts_load.parquet", Column: "expert", Note: "probe experts: expert load per (layer, expert) " +
+	"experts": {Table: "experts_load.parquet", Column: "expert", Metric: "load", Note: "probe experts: expert load per (layer, expert) " +
 		"over all tokens of each length (experts_load)"},
 }
 
@@ -61,7 +62,7 @@ func openStream(dir, abs, kind string) (*Folder, error) {
 		return nil, fmt.Errorf("explore: %s: the %s run has no %s (tables %v): re-run it with --format parquet", dir, kind, gk.Table, man.Tables)
 	}
 	f := &Folder{Dir: abs, Kind: kind, Model: man.Model, Source: man.Source, Chunks: man.Chunks, Bucket: 1, BOSToken: -1,
-		windows: []string{"all"}, columns: gk.Column, note: gk.Note}
+		windows: []string{"all"}, columns: gk.Column, note: gk.Note, metric: gk.Metric}
 	if !gk.Heads {
 		f.noHeads = fmt.Sprintf("the %s grid's columns are %ss, not attention heads", kind, gk.Column)
 	}

@@ -126,6 +126,13 @@ func TestStreamKindFolders(t *testing.T) {
 		if in.Kind != c.kind || in.Columns != c.columns || in.Series || len(in.Lengths) != c.lengths || in.Samples != 2 || !in.Tokens || in.Rows != c.rows || len(in.Metrics) == 0 {
 			t.Errorf("%s info: %+v", c.kind, in)
 		}
+		if want := map[string]string{"sinks": "bos_mass", "massive": "ratio", "experts": "load"}[c.kind]; in.Metric != want {
+			t.Errorf("%s: default metric %q, want %q", c.kind, in.Metric, want)
+		}
+		var g Grid
+		if code, body := get1("/api/grid", &g); code != 200 || g.Metric != in.Metric {
+			t.Errorf("%s: grid without metric=: %d %.200s", c.kind, code, body)
+		}
 		if code, body := get1("/api/series?layer=0&head=0&metric="+in.Metrics[0], nil); code != 400 || !strings.Contains(body, "no per-position table") {
 			t.Errorf("%s series: %d %s", c.kind, code, body)
 		}

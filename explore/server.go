@@ -340,6 +340,7 @@ type Info struct {
 	Lengths     []int    `json:"lengths"`
 	Samples     int      `json:"samples"`
 	Metrics     []string `json:"metrics"`
+	Metric      string   `json:"default_metric"` // what grid and series show without metric=
 	Windows     []string `json:"windows"`
 	Columns     string   `json:"columns"`                // the grid's second axis: head, rank or expert
 	HeadsReason string   `json:"heads_reason,omitempty"` // why the grid's cells are not attention heads
@@ -357,7 +358,7 @@ type Info struct {
 
 func (s *Server) info(r *http.Request) (any, error) {
 	in := Info{Dir: s.f.Dir, Kind: s.f.Kind, Model: s.f.Model, Lengths: s.f.table.lengths(), Samples: s.f.Samples,
-		Metrics: s.f.table.metrics(), Windows: s.f.windows, Bucket: s.f.Bucket, BOSToken: s.f.BOSToken,
+		Metrics: s.f.table.metrics(), Metric: s.f.defaultMetric(), Windows: s.f.windows, Bucket: s.f.Bucket, BOSToken: s.f.BOSToken,
 		Measured: measured(s.f.Model), CacheDir: CacheDir, Note: s.f.note, Columns: s.f.columns, HeadsReason: s.f.noHeads}
 	_, gridOnly := s.f.table.(gridOnly)
 	in.Series = !gridOnly
@@ -384,7 +385,7 @@ func (s *Server) gridAPI(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.metricParam(r, "neff")
+	m, err := s.metricParam(r, s.f.defaultMetric())
 	if err != nil {
 		return nil, err
 	}
@@ -443,7 +444,7 @@ func (s *Server) seriesAPI(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.metricParam(r, "neff")
+	m, err := s.metricParam(r, s.f.defaultMetric())
 	if err != nil {
 		return nil, err
 	}

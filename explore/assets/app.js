@@ -60,7 +60,7 @@ async function init() {
   $('row-view').hidden = !info.series && !info.rows;
   opt($('T'), info.lengths, info.lengths[info.lengths.length - 1]);
   opt($('sample'), Array.from({ length: info.samples }, (_, i) => i), 0);
-  opt($('metric'), info.metrics, info.metrics.includes('neff') ? 'neff' : info.metrics[0]);
+  opt($('metric'), info.metrics, info.default_metric);
   opt($('window'), info.windows, 'all');
   const why = [];
   if (!info.rows) why.push('Rows are unavailable: ' + info.rows_reason);
