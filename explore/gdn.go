@@ -75,8 +75,14 @@ func indexWide(path string) (*wideIndex, error) {
 	}
 	ix := &wideIndex{path: path, file: fh, pf: pf, cols: cols, spans: map[[4]int]span{}, Samples: map[int][]int{}}
 	for _, leaf := range pf.Schema().Columns() {
-		if name := leaf[len(leaf)-1]; !slices.Contains(gdnKeyColumns, name) && name != "nonfinite" {
-			l, _ := pf.Schema().Lookup(leaf...)
+		name := leaf[len(leaf)-1]
+		if slices.Contains(gdnKeyColumns, name) || name == "nonfinite" {
+			continue
+		}
+		// Numeric columns only: a label column (a layer's mixer, say) is not a metric.
+		l, _ := pf.Schema().Lookup(leaf...)
+		switch l.Node.Type().Kind() {
+		case parquet.Int32, parquet.Int64, parquet.Float, parquet.Double:
 			cols[name] = l.ColumnIndex
 			ix.Metrics = append(ix.Metrics, name)
 		}
@@ -129,7 +135,7 @@ func (ix *wideIndex) series(k seriesKey) ([]bucket, error) {
 	})
 	if err == nil {
 		err = scanColumn(rg, ix.cols[k.Metric], sp.start, sp.n, func(i int64, v parquet.Value) {
-			if x := v.Double(); !v.IsNull() && !math.IsNaN(x) && !math.IsInf(x, 0) {
+			if x := number(v); !v.IsNull() && !math.IsNaN(x) && !math.IsInf(x, 0) {
 				out[i-sp.start].n, out[i-sp.start].sum = 1, x
 			}
 		})
