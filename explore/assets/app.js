@@ -97,7 +97,7 @@ async function loadGrid() {
     grid: { left: 50, right: 20, top: 10, bottom: 100 },
     xAxis: { type: 'category', name: g.columns, nameLocation: 'middle', nameGap: 25, data: Array.from({ length: g.heads }, (_, i) => i) },
     yAxis: { type: 'category', name: 'layer', nameLocation: 'middle', nameGap: 35, data: Array.from({ length: g.layers }, (_, i) => i) },
-    visualMap: { min: lo, max: hi, calculable: true, orient: 'horizontal', left: 'center', bottom: 0, itemHeight: 120, text: [fmt(hi), fmt(lo)], inRange: { color: ['#f7fbff', '#6baed6', '#08306b'] } },
+    visualMap: { min: lo, max: hi, calculable: true, precision: Math.max(0, Math.min(6, 2 - Math.floor(Math.log10(Math.max(hi - lo, 1e-12))))), orient: 'horizontal', left: 'center', bottom: 0, itemHeight: 120, text: [fmt(hi), fmt(lo)], inRange: { color: ['#f7fbff', '#6baed6', '#08306b'] } },
     series: [{ type: 'heatmap', data, emphasis: { itemStyle: { borderColor: '#d62728', borderWidth: 2 } } }],
   }, true);
   c.off('click');
@@ -293,10 +293,10 @@ async function openRow(query) {
     tooltip: { trigger: 'axis', formatter: ps => 'key ' + ps[0].value[0] + ' ' + escapeHTML(JSON.stringify(r.tokens[ps[0].value[0]] || '')) + '<br>weight ' + fmt(ps[0].value[1]) },
     grid: { left: 60, right: 30, top: 40, bottom: 60 },
     xAxis: { type: 'value', name: 'key position', nameLocation: 'middle', nameGap: 25, min: 0, max: query },
-    yAxis: { type: 'value', name: 'weight' },
+    yAxis: { type: 'value', name: 'weight', nameLocation: 'middle', nameGap: 45 },
     dataZoom: [{ type: 'inside', filterMode: 'none' }, { type: 'slider', filterMode: 'none', bottom: 8, height: 18 }],
     series: [{ type: 'line', step: 'middle', showSymbol: false, sampling: 'lttb', data: r.weights.map((w, j) => [j, w]), lineStyle: { width: 1, color: '#1f4e8c' }, itemStyle: { color: '#1f4e8c' },
-      markLine: { symbol: 'none', label: { formatter: '{b}' }, lineStyle: { color: '#d62728', type: 'dashed' }, data: marks } }],
+      markLine: { symbol: 'none', label: { formatter: '{b}', position: 'insideEndBottom' }, lineStyle: { color: '#d62728', type: 'dashed' }, data: marks } }],
   }, true);
   $('top').tBodies[0].replaceChildren(...r.top.map(k => {
     const tr = document.createElement('tr');
