@@ -34,7 +34,7 @@ type diagIndex struct {
 	means    map[[3]int][]moments // per (sample, layer, head), per metric: over its queries
 	Metrics  []string
 	T        int   // queries per sample (the largest query + 1)
-	samples_ []int // ascending
+	sampleList []int // ascending
 	layers   int
 	heads    int
 }
@@ -54,7 +54,7 @@ func (ix *diagIndex) samples(T int) []int {
 	if T != ix.T {
 		return nil
 	}
-	return ix.samples_
+	return ix.sampleList
 }
 func (ix *diagIndex) has(k seriesKey) bool {
 	_, ok := ix.spans[[3]int{k.Sample, k.Layer, k.Head}]
@@ -76,12 +76,12 @@ func isDiagCSV(path string) bool {
 // openDiag opens probe diag's CSV. It records neither the model nor the
 // token ids, so rows are unavailable; the token strings are those of its
 // token column when it was written with --tokens.
-func openDiag(file, abs string) (*Folder, error) {
+func openDiag(abs string) (*Folder, error) {
 	ix, err := indexDiag(abs)
 	if err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
-	f := &Folder{Dir: filepath.Dir(abs), Kind: "diag", Lengths: []int{ix.T}, Samples: len(ix.samples_), Bucket: 1, BOSToken: -1,
+	f := &Folder{Dir: filepath.Dir(abs), Kind: "diag", Lengths: []int{ix.T}, Samples: len(ix.sampleList), Bucket: 1, BOSToken: -1,
 		Model:   analysis.ModelInfo{Arch: "probe diag CSV", Layers: ix.layers, Heads: ix.heads},
 		windows: []string{"all"}, columns: "head", table: ix, only: filepath.Base(abs),
 		note:   "probe diag: one row per (sample, layer, head, query) of " + filepath.Base(abs),
@@ -168,8 +168,8 @@ func indexDiag(path string) (*diagIndex, error) {
 		}
 		ix.T = max(ix.T, k[3]+1)
 		ix.layers, ix.heads = max(ix.layers, k[1]+1), max(ix.heads, k[2]+1)
-		if !slices.Contains(ix.samples_, k[0]) {
-			ix.samples_ = append(ix.samples_, k[0])
+		if !slices.Contains(ix.sampleList, k[0]) {
+			ix.sampleList = append(ix.sampleList, k[0])
 		}
 	}
 	if err := flush(); err != nil {
@@ -178,7 +178,7 @@ func indexDiag(path string) (*diagIndex, error) {
 	if len(ix.spans) == 0 {
 		return fail(errors.New("no rows"))
 	}
-	slices.Sort(ix.samples_)
+	slices.Sort(ix.sampleList)
 	return ix, nil
 }
 
@@ -237,7 +237,7 @@ func (ix *diagIndex) tokens(sample, from, to int) ([]string, error) {
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("no sample %d in the CSV (samples %v)", sample, ix.samples_)
+		return nil, fmt.Errorf("no sample %d in the CSV (samples %v)", sample, ix.sampleList)
 	}
 	out := make([]string, to-from)
 	err := ix.rows(sp, func(rec []string) error {
@@ -256,7 +256,7 @@ func (ix *diagIndex) grid(T int, metric, window string) (*Grid, error) {
 	if T != ix.T || i < 0 {
 		return nil, fmt.Errorf("no rows for T %d, metric %q in %s (T %d, metrics %v)", T, metric, filepath.Base(ix.path), ix.T, ix.Metrics)
 	}
-	g := &Grid{T: T, Metric: metric, Window: window, Heads: ix.heads, Columns: "head", Samples: int64(len(ix.samples_))}
+	g := &Grid{T: T, Metric: metric, Window: window, Heads: ix.heads, Columns: "head", Samples: int64(len(ix.sampleList))}
 	g.padLayers(ix.layers)
 	cells := map[[2]int][]float64{}
 	for k, m := range ix.means {

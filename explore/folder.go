@@ -68,7 +68,7 @@ func Open(dir string) (*Folder, error) {
 	}
 	if !st.IsDir() {
 		if isDiagCSV(abs) {
-			return openDiag(dir, abs)
+			return openDiag(abs)
 		}
 		return nil, fmt.Errorf("explore: %s is a file, not a measurement folder nor probe diag's CSV (give the folder probe sweep, gdn, sinks, massive or experts wrote)", dir)
 	}

@@ -167,7 +167,7 @@ func (f *Folder) tokenStrings(T, sample, from, to int) ([]int, []string, error) 
 // tokensAvailable says why token strings cannot be had (nil: they can).
 func (f *Folder) tokensAvailable() error {
 	if ix, ok := f.table.(*diagIndex); ok {
-		_, err := ix.tokens(ix.samples_[0], 0, 1)
+		_, err := ix.tokens(ix.sampleList[0], 0, 1)
 		return err
 	}
 	_, err := f.loadSource()
