@@ -25,18 +25,18 @@ var diagKeyColumns = []string{"sample", "layer", "head", "query"}
 // queries, both gathered in one streaming read when the file is opened.
 // A series re-reads only its byte range.
 type diagIndex struct {
-	path     string
-	file     *os.File
-	header   []string
-	metricAt map[string]int // metric → field index
-	tokenAt  int            // field index of token (−1: none)
-	spans    map[[3]int]csvSpan
-	means    map[[3]int][]moments // per (sample, layer, head), per metric: over its queries
-	Metrics  []string
-	T        int   // queries per sample (the largest query + 1)
+	path       string
+	file       *os.File
+	header     []string
+	metricAt   map[string]int // metric → field index
+	tokenAt    int            // field index of token (−1: none)
+	spans      map[[3]int]csvSpan
+	means      map[[3]int][]moments // per (sample, layer, head), per metric: over its queries
+	Metrics    []string
+	T          int   // queries per sample (the largest query + 1)
 	sampleList []int // ascending
-	layers   int
-	heads    int
+	layers     int
+	heads      int
 }
 
 // csvSpan is the byte range [off, off+size) of n rows of the CSV.
