@@ -353,6 +353,8 @@ type GDNFilter struct {
 
 	pool sync.Pool // *gdnScratch of ConsumeDelta
 
+	ssmGroups []float64 // SetSSMLayer's per-group B and Gram matrices, reused layer to layer
+
 	mu   sync.Mutex
 	k, v map[int][]float32 // live hook buffers of the layer being run
 	beta map[int][]float32

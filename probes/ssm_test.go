@@ -37,7 +37,10 @@ func TestSSMStateNormsEqualRecurrence(t *testing.T) {
 	}
 	for _, chunk := range []int{1, 16, 64, 200} {
 		got := make([]float64, T)
-		ssmStateNorms(got, x[h*P:], bb[h*N:], dt[h:], a[h:], T, H*P, H*N, H, P, N, newSSMNormScratch(min(chunk, T), P, N))
+		C := min(chunk, T)
+		Bm, Gb := make([]float64, T*N), make([]float64, (T+C-1)/C*C*C)
+		ssmGroupGrams(Bm, Gb, bb[h*N:], T, H*N, N, C)
+		ssmStateNorms(got, x[h*P:], Bm, Gb, dt[h:], a[h:], T, H*P, H, P, N, newSSMNormScratch(C, P, N))
 		for tt := range got {
 			if math.Abs(got[tt]-want[tt]) > 1e-9*(1+want[tt]) {
 				t.Fatalf("chunk %d, t %d: ‖S‖ %v, recurrence %v", chunk, tt, got[tt], want[tt])
