@@ -200,6 +200,9 @@ type Shape struct {
 	// Windows is each layer's sliding window (ModelInfo.Windows); nil:
 	// none.
 	Windows []int
+	// LayerDHead is each layer's head width where the layers differ
+	// (ModelInfo.LayerDHead); nil: one width.
+	LayerDHead []int
 }
 
 // window returns layer l's sliding window (0: none).
@@ -389,6 +392,22 @@ type layerGroup struct {
 	name     string
 	measured []int // its layers with attention rows
 	used     []int // the last LastLayers of them (Figs. 2–3)
+}
+
+// groupDHead is the head width of g's layers that σ₀²'s default is taken
+// from where the options leave it to each layer (Shape.LayerDHead): 0 when
+// the model's layers have one width (σ₀² is then resolved) or g's differ.
+func (a *aggregator) groupDHead(g layerGroup) int {
+	w := a.shape.LayerDHead
+	if w == nil || len(g.used) == 0 {
+		return 0
+	}
+	for _, l := range g.used {
+		if w[l] != w[g.used[0]] {
+			return 0
+		}
+	}
+	return w[g.used[0]]
 }
 
 func (a *aggregator) note(format string, args ...any) {
@@ -588,7 +607,7 @@ func (a *aggregator) fig3(g layerGroup) ([]Fig3Row, float64, float64) {
 		n, _, _ := a.pool(T, probes.MetricNEff, g.used)
 		s, _, _ := a.pool(T, probes.MetricSMean, g.used)
 		k, _, _ := a.pool(T, probes.MetricK, g.used)
-		lam := a.probe.LambdaFromAggregates(n.Mean(), s.Mean())
+		lam := a.probe.LambdaFromAggregates(n.Mean(), s.Mean(), a.groupDHead(g))
 		kMeas := k.Mean()
 		if i == 0 {
 			lamFit = lam * (1 - kMeas) / kMeas

@@ -46,6 +46,13 @@ type GDNOptions struct {
 	Sigma02      float64 `json:"sigma0_sq"`
 	Prior        float64 `json:"lambda_prior"`
 	NoDispersion bool    `json:"no_dispersion"`
+	// RWKVDecay and RWKVGain are probes.DecaySummary's name ("geomean",
+	// default, "mean", "min", "max") and probes.GainSummary's ("removal",
+	// default, or "mean"): the per-head scalars of an RWKV-7 layer's
+	// per-channel decay w_t and learning rate a_t (decay and beta columns
+	// of mixer rwkv7; unused by the other mixers).
+	RWKVDecay string `json:"rwkv_decay"`
+	RWKVGain  string `json:"rwkv_gain"`
 	// WRows computes the effective-attention rows' statistics (neff_w …
 	// K_w; otherwise NaN): O(T²·d_k) per head against the recurrence's
 	// O(T·d_k·d_v), so off by default (docs/diagnostics.md, "Cost").
@@ -87,6 +94,12 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	if o.Weights == "" {
 		o.Weights = probes.WeightsAbs.String()
 	}
+	if o.RWKVDecay == "" {
+		o.RWKVDecay = probes.DecayGeoMean.String()
+	}
+	if o.RWKVGain == "" {
+		o.RWKVGain = probes.GainRemoval.String()
+	}
 	if o.Disjoint == "" {
 		o.Disjoint = DisjointAll
 	}
@@ -99,6 +112,12 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	if _, err := probes.ParseEffAttnWeights(o.Weights); err != nil {
 		return nil, nil, err
 	}
+	if _, err := probes.ParseDecaySummary(o.RWKVDecay); err != nil {
+		return nil, nil, err
+	}
+	if _, err := probes.ParseGainSummary(o.RWKVGain); err != nil {
+		return nil, nil, err
+	}
 	m, rec, err := r.open("gdn", o.StreamPlan, 0)
 	if err != nil {
 		return nil, nil, err
@@ -106,7 +125,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	c := &m.Config
 	layers, _ := recurrentLayers(c)
 	if layers == nil {
-		return nil, nil, fmt.Errorf("%s: %s has no Gated DeltaNet or Mamba-2 layers (probe gdn measures recurrent mixers; use probe diag or probe sinks for softmax layers)", r.Dir, c.Arch)
+		return nil, nil, fmt.Errorf("%s: %s has no Gated DeltaNet, Mamba-2 or RWKV-7 layers (probe gdn measures recurrent mixers; use probe diag or probe sinks for softmax layers)", r.Dir, c.Arch)
 	}
 	man := &GDNManifest{RunRecord: rec, Layers: layers, Options: *o}
 	man.Conventions = gdnConventions()
@@ -166,7 +185,19 @@ func gdnFilters(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int
 	if err != nil {
 		return nil, nil, err
 	}
-	opt := probes.GDNOptions{Innovation: innov, Weights: weights, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
+	var decay probes.DecaySummary // "": the default
+	if o.RWKVDecay != "" {
+		if decay, err = probes.ParseDecaySummary(o.RWKVDecay); err != nil {
+			return nil, nil, err
+		}
+	}
+	var gain probes.GainSummary
+	if o.RWKVGain != "" {
+		if gain, err = probes.ParseGainSummary(o.RWKVGain); err != nil {
+			return nil, nil, err
+		}
+	}
+	opt := probes.GDNOptions{Innovation: innov, Weights: weights, Decay: decay, Gain: gain, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
 		NoDispersion: o.NoDispersion, NoRows: !o.WRows, Threads: threads}
 	layers, _ := recurrentLayers(c)
 	switch {
@@ -191,14 +222,22 @@ func gdnFilters(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int
 		}
 		f.RegisterSSM(hs, fa)
 		return f, fa, nil
+	case c.RWKV7 != nil:
+		f, err := probes.NewGDNFilter(1, T, c.Layers, layers, c.Heads, c.DHead, c.DHead, opt)
+		if err != nil {
+			return nil, nil, err
+		}
+		f.RegisterRWKV(hs)
+		return f, nil, nil
 	}
-	return nil, nil, fmt.Errorf("%s has no Gated DeltaNet or Mamba-2 layers", c.Arch)
+	return nil, nil, fmt.Errorf("%s has no Gated DeltaNet, Mamba-2 or RWKV-7 layers", c.Arch)
 }
 
 // The mixer column's values: the recurrent mixer a gdn row measures.
 const (
 	MixerGatedDeltaNet = "gated_deltanet"
 	MixerMamba2        = "mamba2"
+	MixerRWKV7         = "rwkv7"
 	// MixerAttention rows are the softmax heads of a layer whose Mamba-2
 	// runs beside attention (Falcon-H1), with --w-rows: only the W-row
 	// columns are defined (n_eff^W is then Kish's n_eff).
@@ -208,17 +247,22 @@ const (
 // recurrentLayers returns the layers with a recurrent token mixer that
 // probe gdn measures and the mixer's kind: the Gated DeltaNet layers of a
 // hybrid, or every layer of a model with Mamba-2 mixers (Mamba-2's own,
-// Falcon-H1's beside attention); nil for none.
+// Falcon-H1's beside attention) or RWKV-7 time mixes; nil for none.
 func recurrentLayers(c *model.Config) ([]int, string) {
-	switch {
-	case c.DeltaNet != nil:
-		return c.DeltaNet.LinearLayers(), MixerGatedDeltaNet
-	case c.SSM != nil:
+	all := func() []int {
 		ls := make([]int, c.Layers)
 		for l := range ls {
 			ls[l] = l
 		}
-		return ls, MixerMamba2
+		return ls
+	}
+	switch {
+	case c.DeltaNet != nil:
+		return c.DeltaNet.LinearLayers(), MixerGatedDeltaNet
+	case c.SSM != nil:
+		return all(), MixerMamba2
+	case c.RWKV7 != nil:
+		return all(), MixerRWKV7
 	}
 	return nil, ""
 }
@@ -352,6 +396,7 @@ func gdnConventions() map[string]string {
 		"lambda_obs_w": "(neff_w + nu)/(S_mean_w + nu sigma0^2) (BFT Eq. 6 on pi), K_w = lambda_obs_w/(lambda + lambda_obs_w)",
 		"w_rows":       "neff_w, first_share, row_sum, neg_share, S_mean_w, lambda_obs_w, K_w are computed only when gdn.w_rows is true (the effective-attention rows, O(T^2 d_k) per head); otherwise NaN",
 		"batch":        "one sequence per pass (batch 1); the token column is the position in the chunk",
-		"mixer":        "gated_deltanet, or mamba2: S_t = a_t S_{t-1} + dt_t x_t B_t^T, y_t = S_t C_t + D x_t (blocks.{l}.ssm.hook_*), where beta is dt_t (the input gain), decay a_t = exp(dt_t A), innovation NaN (not defined), state_norm ||S_t||_F, and the W rows are M[t,s] = (C_t.B_s) prod_{r=s+1..t} a_r dt_s (y_t - D x_t = sum_s M[t,s] x_s)",
+		"rwkv7":        "mixer rwkv7: S_t = S_{t-1}(diag(w_t) - kk_t (a_t*kk_t)^T) + v_t k_t^T, wkv_t = S_t r_t, S [value, key], kk unit-L2 (blocks.{l}.rwkv.hook_*); beta = kk_t^T diag(a_t) kk_t (rwkv_gain removal) or mean_j a_tj (mean); decay = geometric mean of w_t over the head's channels (rwkv_decay geomean), or its mean, min, max; horizon 1/(1 - decay); innovation ||v_t - S_{t-1} diag(w_t) kk_t|| (decayed) or ||v_t - S_{t-1} kk_t|| (undecayed); state_norm ||S_t||_F (float64 recurrence); W rows M[t,s] = k_s^T G_{s+1}...G_t r_t, G_u = diag(w_u) - kk_u (a_u*kk_u)^T (wkv_t = sum_s M[t,s] v_s; the bonus term is not in M), values v",
+		"mixer":        "gated_deltanet, rwkv7 (above), or mamba2: S_t = a_t S_{t-1} + dt_t x_t B_t^T, y_t = S_t C_t + D x_t (blocks.{l}.ssm.hook_*), where beta is dt_t (the input gain), decay a_t = exp(dt_t A), innovation NaN (not defined), state_norm ||S_t||_F, and the W rows are M[t,s] = (C_t.B_s) prod_{r=s+1..t} a_r dt_s (y_t - D x_t = sum_s M[t,s] x_s)",
 	}
 }

@@ -73,6 +73,11 @@ type ModelInfo struct {
 	// layer sees every earlier position), nil when no layer has one (and in
 	// manifests written before the field, read as no window anywhere).
 	Windows []int `json:"windows,omitempty"`
+	// LayerDHead is each layer's value width per head when the layers
+	// differ (Gemma 4's global layers: global_head_dim); absent when every
+	// layer's heads are DHead wide. σ₀²'s default, 1/d_head, is then each
+	// layer's own (ProbeOptions.Sigma02 recorded as 0).
+	LayerDHead []int `json:"layer_d_head,omitempty"`
 	// Sinks says that the model's softmax attention has learned sink
 	// logits (gpt-oss: its pass issues blocks.{l}.attn.hook_sink_mass);
 	// absent for every other model.
@@ -113,7 +118,30 @@ func ComputeDescription(c model.Compute, kernel string) string {
 // Shape returns the model's shape for aggregation.
 func (m ModelInfo) Shape() Shape {
 	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != "", Sinks: m.Sinks,
-		Measured: m.MeasuredLayers, Windows: m.Windows}
+		Measured: m.MeasuredLayers, Windows: m.Windows, LayerDHead: m.LayerDHead}
+}
+
+// layerDHeads is ModelInfo.LayerDHead: nil when every layer's heads have
+// one width.
+func layerDHeads(c *model.Config) []int {
+	w := make([]int, c.Layers)
+	for l := range w {
+		w[l] = c.LayerValueDim(l)
+	}
+	if len(w) == 0 || slices.Min(w) == slices.Max(w) {
+		return nil
+	}
+	return w
+}
+
+// SigmaDHead is the head width that ProbeOptions.Resolve takes σ₀²'s
+// default from: the model's, or 0 when its layers' heads differ in width
+// (σ₀² is then 1/d_head of each layer: probes.NewModelCollector).
+func SigmaDHead(c *model.Config) int {
+	if layerDHeads(c) != nil {
+		return 0
+	}
+	return c.DHead
 }
 
 // measuredLayers is ModelInfo.MeasuredLayers: nil when every layer is
@@ -142,7 +170,7 @@ func DescribeModel(m *model.Model) (ModelInfo, error) {
 		MeasuredLayers: measuredLayers(&m.Config), Windows: slidingWindows(&m.Config),
 		DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
 		Gate: string(m.Gate), DTypes: m.DTypes, Compute: ComputeDescription(m.Compute, m.ProductKernel(m.Compute)),
-		Parameters: m.Parameters, Sinks: HasSinks(m)}
+		Parameters: m.Parameters, Sinks: HasSinks(m), LayerDHead: layerDHeads(&m.Config)}
 	root, files := m.Dir, []string{filepath.Join(m.Dir, "config.json")}
 	for _, f := range m.Files {
 		if !filepath.IsAbs(f) && !strings.HasPrefix(f, m.Dir) {

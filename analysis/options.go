@@ -22,7 +22,9 @@ type ProbeOptions struct {
 	Form string `json:"lambda_form"`
 	// Nu is ν of Eq. 6 (default 1, App. I).
 	Nu float64 `json:"nu"`
-	// Sigma02 is σ0² of Eq. 6 (default 1/d_head, App. I "σ0² = 1/d_h").
+	// Sigma02 is σ0² of Eq. 6 (default 1/d_head, App. I "σ0² = 1/d_h"; 0 in
+	// a manifest of a model whose layers differ in head width: 1/d_head of
+	// each layer).
 	Sigma02 float64 `json:"sigma02"`
 	// LambdaPrior is λ in K = λobs/(λ + λobs) (default 1: App. I's "gain K
 	// at λ = 1").
@@ -62,7 +64,8 @@ type ProbeOptions struct {
 }
 
 // Resolve fills in the defaults for head dimension dHead and checks the
-// values.
+// values. dHead 0 (SigmaDHead of a model whose layers' heads differ in
+// width) leaves Sigma02 0: 1/d_head of each layer.
 func (p ProbeOptions) Resolve(dHead int) (ProbeOptions, error) {
 	if p.Form == "" {
 		p.Form = "reml"
@@ -82,7 +85,7 @@ func (p ProbeOptions) Resolve(dHead int) (ProbeOptions, error) {
 	if p.Nu == 0 {
 		p.Nu = 1
 	}
-	if p.Sigma02 == 0 {
+	if p.Sigma02 == 0 && dHead > 0 {
 		p.Sigma02 = 1 / float64(dHead)
 	}
 	if p.LambdaPrior == 0 {
@@ -145,11 +148,20 @@ func (p ProbeOptions) collector() (probes.CollectorOptions, error) {
 // LambdaFromAggregates applies the options' λobs form to aggregate n_eff and
 // S̄ (Fig. 3's "λobs predicted by Eq. 6 from the measured n_eff(T) and
 // S(T)"). The sandwich form needs Σα²(v−e)², which is not aggregated: it
-// gives NaN.
-func (p ProbeOptions) LambdaFromAggregates(neff, s float64) float64 {
+// gives NaN. Options that leave σ₀² to each layer (Sigma02 0) take it as
+// 1/dHead, the width of the aggregated layers' heads, and give NaN for
+// dHead 0 (layers of several widths).
+func (p ProbeOptions) LambdaFromAggregates(neff, s float64, dHead int) float64 {
 	switch p.Form {
 	case "reml":
-		return probes.LambdaREML(neff, s, p.Nu, p.Sigma02)
+		s02 := p.Sigma02
+		if s02 == 0 {
+			if dHead <= 0 {
+				return math.NaN()
+			}
+			s02 = 1 / float64(dHead)
+		}
+		return probes.LambdaREML(neff, s, p.Nu, s02)
 	case "naive":
 		return probes.LambdaNaive(neff, s)
 	}

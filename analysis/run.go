@@ -243,7 +243,7 @@ func (s *Sweep) prepare() (*Manifest, []Chunk, error) {
 		return nil, nil, fmt.Errorf("length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)",
 			s.Options.Lengths[len(s.Options.Lengths)-1], cfg.MaxPos, cfg.Arch)
 	}
-	p, err := s.Options.Probe.Resolve(cfg.DHead)
+	p, err := s.Options.Probe.Resolve(SigmaDHead(cfg))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -310,3 +310,41 @@ func snapshot(t testing.TB, dir string) string {
 	})
 	return b.String()
 }
+
+// TestSeriesOverlay: /api/series with lists of layers and heads answers
+// one envelope per (layer, head) pair, each the single request's; a list
+// of one is repeated; mismatched or overlong lists get a 400.
+func TestSeriesOverlay(t *testing.T) {
+	sw := gated(t)
+	_, ts := newTestServer(t, sw.dir, Options{})
+	var many struct {
+		Metric string
+		Series []SeriesOf
+	}
+	path := "/api/series?T=40&sample=1&layer=2,0,1&head=3,0,2&metric=bos_mass&from=5&to=37&buckets=7"
+	if code, body := get(t, ts, path, &many); code != 200 || len(many.Series) != 3 || many.Metric != "bos_mass" {
+		t.Fatalf("%s: %d %.300s", path, code, body)
+	}
+	for i, lh := range [][2]int{{2, 3}, {0, 0}, {1, 2}} {
+		var one Envelope
+		p := fmt.Sprintf("/api/series?T=40&sample=1&layer=%d&head=%d&metric=bos_mass&from=5&to=37&buckets=7", lh[0], lh[1])
+		get(t, ts, p, &one)
+		got := many.Series[i]
+		if got.Layer != lh[0] || got.Head != lh[1] || fmt.Sprint(got.Envelope) != fmt.Sprint(one) {
+			t.Errorf("series %d: layer %d head %d %v, single request %v", i, got.Layer, got.Head, got.Envelope.Mean, one.Mean)
+		}
+	}
+	if code, body := get(t, ts, "/api/series?T=40&layer=1&head=0,1,2,3", &many); code != 200 || len(many.Series) != 4 || many.Series[3].Layer != 1 || many.Series[3].Head != 3 {
+		t.Errorf("one layer, four heads: %d %.200s", code, body)
+	}
+	for _, c := range []struct{ path, msg string }{
+		{"/api/series?layer=0,1&head=0,1,2", "2 layers and 3 heads"},
+		{"/api/series?layer=0&head=" + strings.Repeat("0,", 16) + "0", "at most 16"},
+		{"/api/series?layer=0,x&head=0", "comma-separated list"},
+		{"/api/series?layer=0,1&head=0,9", "head 9"},
+	} {
+		if code, body := get(t, ts, c.path, nil); code != 400 || !strings.Contains(body, c.msg) {
+			t.Errorf("%s: %d %s, want 400 with %q", c.path, code, body, c.msg)
+		}
+	}
+}

@@ -20,7 +20,7 @@ const CacheDir = "explore-cache"
 // per-query table.
 type Folder struct {
 	Dir      string
-	Kind     string // "sweep" or "gdn"
+	Kind     string // "sweep", "gdn", "sinks", "massive", "experts" or "diag"
 	Model    analysis.ModelInfo
 	Source   analysis.SourceInfo
 	Chunks   []analysis.Chunk
@@ -31,6 +31,12 @@ type Folder struct {
 	table    seriesTable
 	grid     func(T int, metric, window string) (*Grid, error)
 	windows  []string // the query windows grid accepts
+	columns  string   // the grid's second axis ("head" unless a gridKind says otherwise)
+	note     string   // what the folder's grid and series show, for /api/info
+	noHeads  string   // why the grid's cells are not attention heads ("": they are)
+	noRows   string   // why rows cannot be had whatever the model ("": they can)
+	only     string   // the one file of Dir that /files/ serves ("": any; probe diag's CSV)
+	metric   string   // the metric shown first ("": neff when the folder has it, else its first)
 	src      source
 }
 
@@ -61,7 +67,10 @@ func Open(dir string) (*Folder, error) {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("explore: %s is a file, not a measurement folder (give the folder probe sweep wrote)", dir)
+		if isDiagCSV(abs) {
+			return openDiag(abs)
+		}
+		return nil, fmt.Errorf("explore: %s is a file, not a measurement folder nor probe diag's CSV (give the folder probe sweep, gdn, sinks, massive or experts wrote)", dir)
 	}
 	manPath := filepath.Join(abs, analysis.ManifestName(analysis.Shard{}))
 	if _, err := os.Stat(manPath); errors.Is(err, os.ErrNotExist) {
@@ -69,12 +78,17 @@ func Open(dir string) (*Folder, error) {
 			return openGDN(dir, abs)
 		}
 		if kind := analysis.StreamKindOf(abs); kind != "" {
-			return nil, fmt.Errorf("explore: %s is a probe %s folder (unmerged shards, or a kind this version cannot read yet: it reads probe sweep and probe gdn folders)", dir, kind)
+			if _, ok := gridKinds[kind]; ok {
+				if _, err := os.Stat(filepath.Join(abs, analysis.StreamManifestName(kind, analysis.Shard{}))); err == nil {
+					return openStream(dir, abs, kind)
+				}
+			}
+			return nil, fmt.Errorf("explore: %s holds probe %s shards but no merged %s: run probe merge first", dir, kind, analysis.StreamManifestName(kind, analysis.Shard{}))
 		}
 		if shards, _ := filepath.Glob(filepath.Join(abs, "manifest-shard-*.json")); len(shards) > 0 {
 			return nil, fmt.Errorf("explore: %s holds sweep shards (%s …) but no merged manifest.json: run probe merge first", dir, filepath.Base(shards[0]))
 		}
-		return nil, fmt.Errorf("explore: %s is not a measurement folder: no manifest.json (give the --out folder of probe sweep)", dir)
+		return nil, fmt.Errorf("explore: %s is not a measurement folder: no manifest.json (give the --out folder of probe sweep, gdn, sinks, massive or experts, or probe diag's CSV file)", dir)
 	}
 	man, err := analysis.ReadManifest(manPath)
 	if err != nil {
@@ -87,7 +101,7 @@ func Open(dir string) (*Folder, error) {
 		return nil, fmt.Errorf("explore: %s: the sweep has no buckets.parquet (tables %v): re-run it with --format parquet", dir, man.Tables)
 	}
 	f := &Folder{Dir: abs, Kind: "sweep", Model: man.Model, Source: man.Source, Chunks: man.Chunks, Lengths: man.Sweep.Lengths,
-		Samples: man.Sweep.Samples, Bucket: man.Sweep.Bucket, BOSToken: man.Sweep.BOSToken, windows: gridWindows}
+		Samples: man.Sweep.Samples, Bucket: man.Sweep.Bucket, BOSToken: man.Sweep.BOSToken, windows: gridWindows, columns: "head"}
 	if f.table, err = indexBuckets(filepath.Join(abs, "buckets.parquet")); err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
@@ -97,3 +111,19 @@ func Open(dir string) (*Folder, error) {
 
 // Close releases the folder's open files.
 func (f *Folder) Close() error { return f.table.close() }
+
+// defaultMetric is the metric grid and series show when none is asked
+// for: the folder kind's (gridKinds), else neff when the folder has it,
+// else its first metric.
+func (f *Folder) defaultMetric() string {
+	ms := f.table.metrics()
+	for _, m := range []string{f.metric, "neff"} {
+		if m != "" && slices.Contains(ms, m) {
+			return m
+		}
+	}
+	if len(ms) == 0 {
+		return ""
+	}
+	return ms[0]
+}

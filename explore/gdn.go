@@ -36,7 +36,7 @@ func openGDN(dir, abs string) (*Folder, error) {
 		return nil, fmt.Errorf("explore: %s: the gdn run has no gdn.parquet (tables %v): re-run it with --format parquet", dir, man.Tables)
 	}
 	f := &Folder{Dir: abs, Kind: "gdn", Model: man.Model, Source: man.Source, Chunks: man.Chunks, Lengths: man.Options.Lengths,
-		Samples: man.Options.Samples, Bucket: 1, BOSToken: -1, windows: []string{"all"}}
+		Samples: man.Options.Samples, Bucket: 1, BOSToken: -1, windows: []string{"all"}, columns: "head"}
 	if f.table, err = indexWide(filepath.Join(abs, "gdn.parquet")); err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
@@ -75,8 +75,14 @@ func indexWide(path string) (*wideIndex, error) {
 	}
 	ix := &wideIndex{path: path, file: fh, pf: pf, cols: cols, spans: map[[4]int]span{}, Samples: map[int][]int{}}
 	for _, leaf := range pf.Schema().Columns() {
-		if name := leaf[len(leaf)-1]; !slices.Contains(gdnKeyColumns, name) && name != "nonfinite" {
-			l, _ := pf.Schema().Lookup(leaf...)
+		name := leaf[len(leaf)-1]
+		if slices.Contains(gdnKeyColumns, name) || name == "nonfinite" {
+			continue
+		}
+		// Numeric columns only: a label column (a layer's mixer, say) is not a metric.
+		l, _ := pf.Schema().Lookup(leaf...)
+		switch l.Node.Type().Kind() {
+		case parquet.Int32, parquet.Int64, parquet.Float, parquet.Double:
 			cols[name] = l.ColumnIndex
 			ix.Metrics = append(ix.Metrics, name)
 		}
@@ -129,7 +135,7 @@ func (ix *wideIndex) series(k seriesKey) ([]bucket, error) {
 	})
 	if err == nil {
 		err = scanColumn(rg, ix.cols[k.Metric], sp.start, sp.n, func(i int64, v parquet.Value) {
-			if x := v.Double(); !v.IsNull() && !math.IsNaN(x) && !math.IsInf(x, 0) {
+			if x := number(v); !v.IsNull() && !math.IsNaN(x) && !math.IsInf(x, 0) {
 				out[i-sp.start].n, out[i-sp.start].sum = 1, x
 			}
 		})
@@ -142,66 +148,22 @@ func (ix *wideIndex) series(k seriesKey) ([]bucket, error) {
 
 // gdnGrid is the mean over samples of gdn_heads.parquet's per-pass means
 // of one metric (its horizon column is horizon_median), std over the
-// samples (ddof 0), read in batches of rows.
+// samples (ddof 0): tableGrid over the value heads, one row per layer of
+// the model (null for its softmax layers).
 func (f *Folder) gdnGrid(T int, metric, window string) (*Grid, error) {
 	path := filepath.Join(f.Dir, "gdn_heads.parquet")
 	col := metric
-	fh, pf, cols, err := openParquet(path, []string{"T", "layer", "head"})
+	if m, err := tableMetrics(path, "head"); err == nil && !slices.Contains(m, col) {
+		col = metric + "_median"
+	}
+	g, err := tableGrid(path, "head", T, col)
 	if err != nil {
 		return nil, err
 	}
-	defer fh.Close()
-	if _, ok := pf.Schema().Lookup(col); !ok {
-		col = metric + "_median"
+	if g.Layers > f.Model.Layers {
+		return nil, fmt.Errorf("%s: layer %d outside the model's %d", path, g.Layers-1, f.Model.Layers)
 	}
-	leaf, ok := pf.Schema().Lookup(col)
-	if !ok {
-		return nil, fmt.Errorf("%s: no column %s", path, metric)
-	}
-	type acc struct{ n, sum, sq float64 }
-	cells := map[[2]int]*acc{}
-	heads := 0
-	for g, rg := range pf.RowGroups() {
-		nr := rg.NumRows()
-		key := make([][3]int, nr)
-		for c, name := range []string{"T", "layer", "head"} {
-			if err := scanColumn(rg, cols[name], 0, -1, func(i int64, v parquet.Value) { key[i][c] = int(v.Int64()) }); err != nil {
-				return nil, fmt.Errorf("%s: row group %d: %w", path, g, err)
-			}
-		}
-		err := scanColumn(rg, leaf.ColumnIndex, 0, -1, func(i int64, v parquet.Value) {
-			x := v.Double()
-			if key[i][0] != T || v.IsNull() || math.IsNaN(x) || math.IsInf(x, 0) {
-				return
-			}
-			c := cells[[2]int{key[i][1], key[i][2]}]
-			if c == nil {
-				c = &acc{}
-				cells[[2]int{key[i][1], key[i][2]}] = c
-			}
-			c.n, c.sum, c.sq = c.n+1, c.sum+x, c.sq+x*x
-			heads = max(heads, key[i][2]+1)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	if len(cells) == 0 {
-		return nil, fmt.Errorf("no rows for T %d, metric %q in gdn_heads.parquet", T, metric)
-	}
-	g := &Grid{T: T, Metric: metric, Window: window, Layers: f.Model.Layers, Heads: heads, Samples: int64(f.Samples)}
-	nan := jfloat(math.NaN())
-	for range g.Layers {
-		g.Mean = append(g.Mean, slices.Repeat([]jfloat{nan}, heads))
-		g.Std = append(g.Std, slices.Repeat([]jfloat{nan}, heads))
-		g.N = append(g.N, make([]int64, heads))
-	}
-	for k, c := range cells {
-		if k[0] < 0 || k[0] >= g.Layers {
-			return nil, fmt.Errorf("%s: layer %d outside the model's %d", path, k[0], g.Layers)
-		}
-		m := c.sum / c.n
-		g.Mean[k[0]][k[1]], g.Std[k[0]][k[1]], g.N[k[0]][k[1]] = jfloat(m), jfloat(math.Sqrt(max(c.sq/c.n-m*m, 0))), int64(c.n)
-	}
+	g.Metric, g.Window, g.Samples = metric, window, int64(f.Samples)
+	g.padLayers(f.Model.Layers)
 	return g, nil
 }

@@ -21,7 +21,8 @@ type Grid struct {
 	Window  string     `json:"window"`
 	Layers  int        `json:"layers"`
 	Heads   int        `json:"heads"`
-	Mean    [][]jfloat `json:"mean"` // [layer][head]
+	Columns string     `json:"columns"` // what Heads counts: "head", "rank" (massive) or "expert"
+	Mean    [][]jfloat `json:"mean"`    // [layer][head]
 	Std     [][]jfloat `json:"std"`
 	N       [][]int64  `json:"n"`
 	Samples int64      `json:"samples"`
@@ -37,7 +38,7 @@ func (f *Folder) headsGrid(T int, metric, window string) (*Grid, error) {
 		return nil, fmt.Errorf("window %q: want one of %v", window, gridWindows)
 	}
 	info := f.Model
-	g := &Grid{T: T, Metric: metric, Window: window, Layers: info.Layers, Heads: info.Heads}
+	g := &Grid{T: T, Metric: metric, Window: window, Layers: info.Layers, Heads: info.Heads, Columns: "head"}
 	nan := jfloat(math.NaN())
 	for range info.Layers {
 		g.Mean = append(g.Mean, slices.Repeat([]jfloat{nan}, info.Heads))
@@ -78,4 +79,15 @@ func (f *Folder) headsGrid(T int, metric, window string) (*Grid, error) {
 		return nil, fmt.Errorf("no rows for T %d, metric %q, window %s in heads.parquet (lengths %v, metrics %v)", T, metric, window, f.table.lengths(), f.table.metrics())
 	}
 	return g, nil
+}
+
+// padLayers appends null rows until the grid has n layers (a table holds
+// no rows for layers it does not measure).
+func (g *Grid) padLayers(n int) {
+	nan := jfloat(math.NaN())
+	for ; g.Layers < n; g.Layers++ {
+		g.Mean = append(g.Mean, slices.Repeat([]jfloat{nan}, g.Heads))
+		g.Std = append(g.Std, slices.Repeat([]jfloat{nan}, g.Heads))
+		g.N = append(g.N, make([]int64, g.Heads))
+	}
 }

@@ -177,10 +177,15 @@ func TestNotAMeasurement(t *testing.T) {
 	os.WriteFile(filepath.Join(gdn, "gdn_manifest.json"), []byte("{}"), 0o644)
 	sinks := t.TempDir()
 	os.WriteFile(filepath.Join(sinks, "sinks_manifest.json"), []byte("{}"), 0o644)
+	shards := t.TempDir()
+	os.WriteFile(filepath.Join(shards, "experts_manifest-shard-0-of-2.json"), []byte("{}"), 0o644)
+	csv := filepath.Join(empty, "x.csv")
+	os.WriteFile(csv, []byte("sample,layer,head,query,neff\n0,0,0,x,1\n"), 0o644)
 	bad := t.TempDir()
 	os.WriteFile(filepath.Join(bad, "manifest.json"), []byte("[1,2"), 0o644)
 	for _, c := range []struct{ dir, msg string }{
-		{empty, "not a measurement folder"}, {file, "is a file"}, {gdn, "gdn run is unfinished"}, {sinks, "probe sinks folder"},
+		{empty, "not a measurement folder"}, {file, "is a file"}, {gdn, "gdn run is unfinished"}, {sinks, "sinks run is unfinished"},
+		{shards, "experts shards but no merged experts_manifest.json: run probe merge first"}, {csv, "line 2, query \"x\""},
 		{bad, "not a sweep manifest"}, {filepath.Join(empty, "none"), "no such file"},
 	} {
 		if _, err := Open(c.dir); err == nil || !strings.Contains(err.Error(), c.msg) {
@@ -231,5 +236,30 @@ func TestGatedDeltaNetRow(t *testing.T) {
 				t.Errorf("layer %d (%s) key %d: %v, full pass %v", l, kind, j, row.Weights[j], want[j])
 			}
 		}
+	}
+}
+
+// TestFrameAncestors: by default only the explorer's own pages may frame
+// it; Options.FrameAncestors widens that (a notebook's iframe), and a
+// value that could end the header's directive is refused.
+func TestFrameAncestors(t *testing.T) {
+	sw := gated(t)
+	for _, c := range []struct{ set, want string }{
+		{"", "frame-ancestors 'self'"},
+		{"http://127.0.0.1:* http://localhost:*", "frame-ancestors http://127.0.0.1:* http://localhost:*"},
+	} {
+		_, ts := newTestServer(t, sw.dir, Options{FrameAncestors: c.set})
+		resp, err := http.Get(ts.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasSuffix(csp, c.want) {
+			t.Errorf("FrameAncestors %q: CSP %q, want it to end with %q", c.set, csp, c.want)
+		}
+	}
+	f := mustOpen(t, sw.dir)
+	if _, err := NewServer(f, Options{FrameAncestors: "'self'; script-src *"}); err == nil || !strings.Contains(err.Error(), "--frame-ancestors") {
+		t.Errorf("a ';' in FrameAncestors: %v", err)
 	}
 }

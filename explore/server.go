@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -53,6 +54,11 @@ type Options struct {
 	RequestTimeout, RowTimeout time.Duration
 	// ECharts is the echarts.min.js file (default report.LocateECharts's).
 	ECharts string
+	// FrameAncestors are the pages that may show the explorer in a frame,
+	// as the Content-Security-Policy frame-ancestors sources (default
+	// "'self'": none but the explorer's own; a notebook on loopback passes
+	// "http://127.0.0.1:* http://localhost:*").
+	FrameAncestors string
 	// MaxBuckets bounds a series request's bucket count (default 4096) and
 	// MaxTokens a tokens request's range (default 20000).
 	MaxBuckets, MaxTokens int
@@ -60,7 +66,7 @@ type Options struct {
 
 // Defaults returns the default options.
 func Defaults() Options {
-	return Options{Addr: "127.0.0.1:8457", MaxQueue: 8, RequestTimeout: 10 * time.Second, RowTimeout: 10 * time.Minute,
+	return Options{Addr: "127.0.0.1:8457", FrameAncestors: "'self'", MaxQueue: 8, RequestTimeout: 10 * time.Second, RowTimeout: 10 * time.Minute,
 		MaxBuckets: 4096, MaxTokens: 20000}
 }
 
@@ -95,6 +101,12 @@ func NewServer(f *Folder, o Options) (*Server, error) {
 	}
 	if o.MaxTokens <= 0 {
 		o.MaxTokens = d.MaxTokens
+	}
+	if o.FrameAncestors == "" {
+		o.FrameAncestors = d.FrameAncestors
+	}
+	if i := strings.IndexAny(o.FrameAncestors, ";,\r\n\"\\"); i >= 0 {
+		return nil, fmt.Errorf("--frame-ancestors %q: %q is not allowed (give space-separated CSP sources, e.g. 'self' http://127.0.0.1:*)", o.FrameAncestors, o.FrameAncestors[i])
 	}
 	host, _, err := net.SplitHostPort(o.Addr)
 	if err != nil {
@@ -179,7 +191,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'self'")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors "+s.o.FrameAncestors)
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -322,12 +334,17 @@ func (s *Server) metricParam(r *http.Request, def string) (string, error) {
 type Info struct {
 	Dir         string   `json:"dir"`
 	Kind        string   `json:"kind"`
+	Note        string   `json:"note,omitempty"`
 	Model       any      `json:"model"`
 	LayerKinds  []string `json:"layer_kinds,omitempty"`
 	Lengths     []int    `json:"lengths"`
 	Samples     int      `json:"samples"`
 	Metrics     []string `json:"metrics"`
+	Metric      string   `json:"default_metric"` // what grid and series show without metric=
 	Windows     []string `json:"windows"`
+	Columns     string   `json:"columns"`                // the grid's second axis: head, rank or expert
+	HeadsReason string   `json:"heads_reason,omitempty"` // why the grid's cells are not attention heads
+	Series      bool     `json:"series"`                 // a per-position table: Head over positions and Text
 	Bucket      int      `json:"bucket"`
 	BOSToken    int      `json:"bos_token"`
 	Measured    []int    `json:"measured_layers"`
@@ -341,14 +358,18 @@ type Info struct {
 
 func (s *Server) info(r *http.Request) (any, error) {
 	in := Info{Dir: s.f.Dir, Kind: s.f.Kind, Model: s.f.Model, Lengths: s.f.table.lengths(), Samples: s.f.Samples,
-		Metrics: s.f.table.metrics(), Windows: s.f.windows, Bucket: s.f.Bucket, BOSToken: s.f.BOSToken,
-		Measured: measured(s.f.Model), CacheDir: CacheDir}
-	if _, err := s.f.loadSource(); err != nil {
+		Metrics: s.f.table.metrics(), Metric: s.f.defaultMetric(), Windows: s.f.windows, Bucket: s.f.Bucket, BOSToken: s.f.BOSToken,
+		Measured: measured(s.f.Model), CacheDir: CacheDir, Note: s.f.note, Columns: s.f.columns, HeadsReason: s.f.noHeads}
+	_, gridOnly := s.f.table.(gridOnly)
+	in.Series = !gridOnly
+	if err := s.f.tokensAvailable(); err != nil {
 		in.TokenReason = err.Error()
 	} else {
 		in.Tokens = true
 	}
-	if err := s.rows.available(); err != nil {
+	if why := cmp.Or(s.f.noRows, s.f.noHeads); why != "" {
+		in.RowsReason = why
+	} else if err := s.rows.available(); err != nil {
 		in.RowsReason = err.Error()
 	} else {
 		in.Rows = true
@@ -364,7 +385,7 @@ func (s *Server) gridAPI(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.metricParam(r, "neff")
+	m, err := s.metricParam(r, s.f.defaultMetric())
 	if err != nil {
 		return nil, err
 	}
@@ -378,53 +399,119 @@ func (s *Server) gridAPI(r *http.Request) (any, error) {
 	return s.f.grid(T, m, win)
 }
 
+// maxOverlay bounds the series of one /api/series request.
+const maxOverlay = 16
+
+// listParam reads a comma-separated list of integers (at least one).
+func listParam(r *http.Request, name string) ([]int, error) {
+	v := r.URL.Query()[name]
+	if len(v) != 1 || v[0] == "" {
+		if len(v) > 1 {
+			return nil, bad("parameter %s given %d times (give a list as %s=1,2)", name, len(v), name)
+		}
+		return nil, bad("missing parameter %s", name)
+	}
+	parts := strings.Split(v[0], ",")
+	if len(parts) > maxOverlay {
+		return nil, bad("parameter %s: %d values, at most %d", name, len(parts), maxOverlay)
+	}
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil {
+			return nil, bad("parameter %s=%q: want an integer or a comma-separated list of them", name, truncate(v[0], 40))
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// SeriesOf is one series of a list answer of /api/series.
+type SeriesOf struct {
+	Layer int `json:"layer"`
+	Head  int `json:"head"`
+	Envelope
+}
+
+// seriesAPI answers one series (layer and head single integers: the
+// envelope's fields at the top level) or several overlaid (layer and/or
+// head comma-separated lists, paired by position; a list of one is
+// repeated, so layer=3&head=0,1,2 is three heads of layer 3 and
+// layer=0,1,2,3&head=1 head 1 of four layers: {"series": [{layer, head,
+// envelope…}, …]}), all over the same range and buckets.
 func (s *Server) seriesAPI(r *http.Request) (any, error) {
 	T, err := s.lengthParam(r)
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.metricParam(r, "neff")
+	m, err := s.metricParam(r, s.f.defaultMetric())
 	if err != nil {
 		return nil, err
 	}
-	var v [5]int
+	var v [3]int
 	for i, p := range []struct {
 		name string
 		def  *int
-	}{{"sample", ptr(0)}, {"layer", nil}, {"head", nil}, {"from", ptr(0)}, {"to", ptr(T)}} {
+	}{{"sample", ptr(0)}, {"from", ptr(0)}, {"to", ptr(T)}} {
 		if v[i], err = intParam(r, p.name, p.def); err != nil {
 			return nil, err
 		}
+	}
+	layers, err := listParam(r, "layer")
+	if err != nil {
+		return nil, err
+	}
+	heads, err := listParam(r, "head")
+	if err != nil {
+		return nil, err
+	}
+	n := max(len(layers), len(heads))
+	if (len(layers) != 1 && len(layers) != n) || (len(heads) != 1 && len(heads) != n) {
+		return nil, bad("%d layers and %d heads: give lists of the same length, or one of them a single value", len(layers), len(heads))
 	}
 	nb, err := intParam(r, "buckets", ptr(1000))
 	if err != nil {
 		return nil, err
 	}
-	sample, layer, head, from, to := v[0], v[1], v[2], v[3], v[4]
+	sample, from, to := v[0], v[1], v[2]
 	if from < 0 || to > T || from >= to {
 		return nil, bad("range [%d, %d): want 0 ≤ from < to ≤ T = %d", from, to, T)
 	}
 	if nb < 1 || nb > s.o.MaxBuckets {
 		return nil, bad("buckets %d: want 1 … %d", nb, s.o.MaxBuckets)
 	}
-	k := seriesKey{T: T, Sample: sample, Layer: layer, Head: head, Metric: m}
-	if !s.f.table.has(k) {
-		return nil, bad("no series for T %d sample %d layer %d head %d metric %s (samples %v; the %s's layers and heads are in /api/info)",
-			T, sample, layer, head, m, s.f.table.samples(T), s.f.Kind)
+	if _, ok := s.f.table.(gridOnly); ok {
+		return nil, bad("a probe %s folder has no per-position table: only /api/grid (and /api/row where /api/info says rows)", s.f.Kind)
 	}
-	rows, err := s.f.table.series(k)
-	if err != nil {
-		return nil, err
+	out := make([]SeriesOf, n)
+	for i := range out {
+		layer, head := layers[min(i, len(layers)-1)], heads[min(i, len(heads)-1)]
+		k := seriesKey{T: T, Sample: sample, Layer: layer, Head: head, Metric: m}
+		if !s.f.table.has(k) {
+			return nil, bad("no series for T %d sample %d layer %d head %d metric %s (samples %v; the %s's layers and heads are in /api/info)",
+				T, sample, layer, head, m, s.f.table.samples(T), s.f.Kind)
+		}
+		rows, err := s.f.table.series(k)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = SeriesOf{layer, head, envelope(rows, from, to, nb, s.f.Bucket)}
 	}
-	e := envelope(rows, from, to, nb, s.f.Bucket)
-	return struct {
+	type head struct {
 		T      int    `json:"T"`
 		Sample int    `json:"sample"`
-		Layer  int    `json:"layer"`
-		Head   int    `json:"head"`
 		Metric string `json:"metric"`
-		Envelope
-	}{T, sample, layer, head, m, e}, nil
+	}
+	if len(layers) == 1 && len(heads) == 1 {
+		return struct {
+			head
+			SeriesOf
+		}{head{T, sample, m}, out[0]}, nil
+	}
+	return struct {
+		head
+		Series []SeriesOf `json:"series"`
+	}{head{T, sample, m}, out}, nil
 }
 
 func (s *Server) tokensAPI(r *http.Request) (any, error) {
@@ -447,14 +534,14 @@ func (s *Server) tokensAPI(r *http.Request) (any, error) {
 	if from < 0 || to > T || from >= to || to-from > s.o.MaxTokens {
 		return nil, bad("range [%d, %d): want 0 ≤ from < to ≤ T = %d, at most %d tokens a request", from, to, T, s.o.MaxTokens)
 	}
-	if _, err := s.f.chunk(T, sample); err != nil {
-		return nil, bad("%v", err)
+	if !slices.Contains(s.f.table.samples(T), sample) && !s.f.hasChunk(T, sample) {
+		return nil, bad("no pass T %d sample %d in the %s (lengths %v, %d samples)", T, sample, s.f.Kind, s.f.Lengths, s.f.Samples)
 	}
-	ids, tok, err := s.f.passIDs(T, sample)
+	ids, toks, err := s.f.tokenStrings(T, sample, from, to)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"T": T, "sample": sample, "from": from, "to": to, "ids": ids[from:to], "tokens": tokenStrings(tok, ids[from:to])}, nil
+	return map[string]any{"T": T, "sample": sample, "from": from, "to": to, "ids": ids, "tokens": toks}, nil
 }
 
 func (s *Server) rowAPI(w http.ResponseWriter, r *http.Request) {
@@ -478,6 +565,10 @@ func (s *Server) rowAPI(w http.ResponseWriter, r *http.Request) {
 			writeResult(w, nil, err)
 			return
 		}
+	}
+	if why := cmp.Or(s.f.noRows, s.f.noHeads); why != "" {
+		httpError(w, http.StatusUnprocessableEntity, "rows are unavailable: "+why)
+		return
 	}
 	if err := s.rows.check(q); err != nil {
 		writeResult(w, nil, badRequest{err.Error()})
@@ -525,6 +616,10 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	rel, err := s.safePath(strings.TrimPrefix(r.URL.EscapedPath(), "/files/"))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if s.f.only != "" && rel != s.f.only {
+		httpError(w, http.StatusNotFound, fmt.Sprintf("%s: only %s is served (probe explore was given that file)", rel, s.f.only))
 		return
 	}
 	root, err := os.OpenRoot(s.f.Dir)

@@ -145,3 +145,31 @@ func tokenStrings(tok *tokenizer.Tokenizer, ids []int) []string {
 	}
 	return out
 }
+
+// hasChunk says whether the manifest has pass (T, sample).
+func (f *Folder) hasChunk(T, sample int) bool { _, err := f.chunk(T, sample); return err == nil }
+
+// tokenStrings returns the ids and strings of positions [from, to) of pass
+// (T, sample): from the rebuilt token stream, or for probe diag's CSV from
+// its token column (ids are then null).
+func (f *Folder) tokenStrings(T, sample, from, to int) ([]int, []string, error) {
+	if ix, ok := f.table.(*diagIndex); ok {
+		toks, err := ix.tokens(sample, from, to)
+		return nil, toks, err
+	}
+	ids, tok, err := f.passIDs(T, sample)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ids[from:to], tokenStrings(tok, ids[from:to]), nil
+}
+
+// tokensAvailable says why token strings cannot be had (nil: they can).
+func (f *Folder) tokensAvailable() error {
+	if ix, ok := f.table.(*diagIndex); ok {
+		_, err := ix.tokens(ix.sampleList[0], 0, 1)
+		return err
+	}
+	_, err := f.loadSource()
+	return err
+}

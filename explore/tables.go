@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -120,6 +121,57 @@ func scanColumn(rg parquet.RowGroup, col int, start, n int64, fn func(i int64, v
 	return nil
 }
 
+// run is a stretch of equal values of a column from row start on: val for
+// a byte-array column, num for an integer one.
+type run struct {
+	start int64
+	val   string
+	num   int
+}
+
+// columnRuns returns where the values of one column of a row group change.
+// A page whose column index gives equal min and max (integer columns: a
+// byte array's min and max may be truncated) is one run without decoding;
+// other pages are decoded, their values compared without allocating.
+func columnRuns(rg parquet.RowGroup, col int, isBytes bool) ([]run, error) {
+	cc := rg.ColumnChunks()[col]
+	var runs []run
+	var last []byte
+	add := func(i int64, v parquet.Value) {
+		if isBytes {
+			b := v.ByteArray()
+			if len(runs) == 0 || !bytes.Equal(b, last) {
+				last = append(last[:0], b...)
+				runs = append(runs, run{start: i, val: string(b)})
+			}
+			return
+		}
+		if x := int(v.Int64()); len(runs) == 0 || runs[len(runs)-1].num != x {
+			runs = append(runs, run{start: i, num: x})
+		}
+	}
+	ci, err1 := cc.ColumnIndex()
+	oi, err2 := cc.OffsetIndex()
+	if isBytes || err1 != nil || err2 != nil || ci == nil || oi == nil || ci.NumPages() == 0 || ci.NumPages() != oi.NumPages() {
+		return runs, scanColumn(rg, col, 0, -1, add)
+	}
+	n := oi.NumPages()
+	for p := range n {
+		first, end := oi.FirstRowIndex(p), rg.NumRows()
+		if p+1 < n {
+			end = oi.FirstRowIndex(p + 1)
+		}
+		if lo, hi := ci.MinValue(p), ci.MaxValue(p); ci.NullCount(p) == 0 && !lo.IsNull() && lo.Int64() == hi.Int64() {
+			add(first, lo)
+			continue
+		}
+		if err := scanColumn(rg, col, first, end-first, add); err != nil {
+			return nil, err
+		}
+	}
+	return runs, nil
+}
+
 // indexBuckets reads the T, sample, layer, head and metric columns of
 // buckets.parquet once and records where each series' rows are. The
 // sweep writes a series' buckets consecutively (pass, layer, head, metric,
@@ -136,26 +188,7 @@ func indexBuckets(path string) (*bucketIndex, error) {
 		keys := make([]seriesKey, 0, 1024)
 		// Read the key columns into one run list per column: the runs are
 		// few (one per series), so this is small whatever T is.
-		type run struct {
-			start int64
-			val   string
-			num   int
-		}
-		runsOf := func(name string) ([]run, error) {
-			var runs []run
-			err := scanColumn(rg, cols[name], 0, -1, func(i int64, v parquet.Value) {
-				var r run
-				if name == "metric" {
-					r = run{i, v.String(), 0}
-				} else {
-					r = run{i, "", int(v.Int64())}
-				}
-				if len(runs) == 0 || runs[len(runs)-1].val != r.val || runs[len(runs)-1].num != r.num {
-					runs = append(runs, r)
-				}
-			})
-			return runs, err
-		}
+		runsOf := func(name string) ([]run, error) { return columnRuns(rg, cols[name], name == "metric") }
 		all := map[string][]run{}
 		for _, name := range []string{"T", "sample", "layer", "head", "metric"} {
 			if all[name], err = runsOf(name); err != nil {

@@ -92,6 +92,7 @@ const (
 	SSMZ                = "blocks.{l}.ssm.hook_z"
 	SSMX                = "blocks.{l}.ssm.hook_x"
 	SSMB                = "blocks.{l}.ssm.hook_B"
+	SSMBGroup           = "blocks.{l}.ssm.hook_B_group"
 	SSMC                = "blocks.{l}.ssm.hook_C"
 	SSMDt               = "blocks.{l}.ssm.hook_dt"
 	SSMA                = "blocks.{l}.ssm.hook_A"
@@ -179,6 +180,7 @@ var Points = []Point{
 	{RWKVEffAttn, "[batch,head,query,key]", "RWKV-7 only: exact effective attention M with wkv[t] = Σ_s M[t,s]·v[s], M[t,s] = k_sᵀ G_{s+1}…G_t r_t, G_u = diag(w_u) − κ̂_u (a_u ⊙ κ̂_u)ᵀ (lower triangular, signed, not normalised); materialized only when hooked"},
 	{SSMZ, "[batch,pos,d_inner]", "Mamba-2 only (mamba2 layers, Falcon-H1's SSM branch): the gate z of in_proj (× the µP multipliers where the release has them), before SiLU"},
 	{SSMX, "[batch,pos,ssm_head,ssm_d_head]", "Mamba-2 only: x after the causal conv + SiLU, split per head"},
+	{SSMBGroup, "[batch,pos,ssm_group,d_state]", "Mamba-2 only: B after the conv + SiLU, one per group of heads (n_groups), before hook_B repeats it to the heads; hooking it alone does not make the pass repeat B and C per head"},
 	{SSMB, "[batch,pos,ssm_head,d_state]", "Mamba-2 only: B after the conv + SiLU, repeated from its group to each head (the input direction of the state)"},
 	{SSMC, "[batch,pos,ssm_head,d_state]", "Mamba-2 only: C after the conv + SiLU, repeated to each head (the readout of the state)"},
 	{SSMDt, "[batch,pos,ssm_head]", "Mamba-2 only: step dt = clamp(softplus(dt_raw + dt_bias), time_step_limit), the input gain"},

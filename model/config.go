@@ -111,6 +111,9 @@ type Config struct {
 	// ScaleByInverseLayer divides layer l's score scale by l + 1 (GPT-2's
 	// scale_attn_by_inverse_layer_idx).
 	ScaleByInverseLayer bool
+	// ClipQKV clamps q, k and v to [−ClipQKV, ClipQKV] after the
+	// projections and QK-norm, before RoPE (OLMoE's clip_qkv; 0: none).
+	ClipQKV float32
 	// ResidScale multiplies each sub-block's output before the residual
 	// add (Granite's residual_multiplier; 0: 1).
 	ResidScale float32

@@ -328,6 +328,16 @@ func (c *Config) ValueDim() int {
 	return c.DHead
 }
 
+// LayerValueDim is the value width per head of layer l's attention: the
+// full-attention layers of a model with GlobalDHead (Gemma 4) have heads
+// of that width, every other layer ValueDim.
+func (c *Config) LayerValueDim(l int) int {
+	if c.GlobalDHead > 0 && c.layerWindow(l) == 0 {
+		return c.GlobalDHead
+	}
+	return c.ValueDim()
+}
+
 // roundTrip returns the configuration a reader of fields as config.json
 // gets.
 func roundTrip(fields map[string]any) (Config, error) {

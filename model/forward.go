@@ -438,6 +438,13 @@ func (p *decoderPass) attention(l int, headsOnly bool) (done bool, err error) {
 	if L.KNorm != nil && !shared {
 		rmsNorm(k, k, len(L.KNorm), L.KNorm, c.NormEps)
 	}
+	if c.ClipQKV > 0 {
+		clamp(q, c.ClipQKV)
+		if !shared {
+			clamp(k, c.ClipQKV)
+			clamp(v, c.ClipQKV)
+		}
+	}
 	if rl := p.rope; rl != nil && !c.layerNoRoPE(l) {
 		if p.local != nil && c.layerWindow(l) > 0 {
 			rl = p.local

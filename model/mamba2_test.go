@@ -228,7 +228,7 @@ func TestMamba2LayerKinds(t *testing.T) {
 // ssmHookNames returns the ssm.hook_* points of layer (a number or *).
 func ssmHookNames(layer string) []string {
 	var out []string
-	for _, k := range []string{"z", "x", "B", "C", "dt", "A", "decay", "y", "final_state", "eff_attn", "out"} {
+	for _, k := range []string{"z", "x", "B_group", "B", "C", "dt", "A", "decay", "y", "final_state", "eff_attn", "out"} {
 		out = append(out, "blocks."+layer+".ssm.hook_"+k)
 	}
 	return out
@@ -340,5 +340,76 @@ func BenchmarkSSMScan(b *testing.B) {
 			}
 			b.ReportMetric(float64(T*b.N)/b.Elapsed().Seconds(), "tokens/s")
 		})
+	}
+}
+
+// TestSSMBGroupHook: hook_B_group holds each group's B, which hook_B
+// repeats to the group's heads; an intervention there reaches the heads'
+// B and the pass, and hooking it alone leaves the logits of the pass
+// without hooks bit for bit.
+func TestSSMBGroupHook(t *testing.T) {
+	cfg, err := ParseConfig(mamba2Config(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := Generate(*cfg, 13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const B, T = 2, 9
+	ids := seqs(B, T, m.Vocab)
+	base, err := m.Forward(ids, Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &hooks.Set{}
+	cap := hs.Capture("blocks.*.ssm.hook_B_group")
+	out, err := m.Forward(ids, Options{Hooks: hs, Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel, i := relErr(out.Logits, base.Logits); rel != 0 {
+		t.Errorf("with hook_B_group captured the logits differ by %.3g at %d", rel, i)
+	}
+	sc := m.SSM
+	G, H, N := sc.Groups, sc.Heads, sc.State
+	if G < 2 || H == G {
+		t.Fatalf("config with %d groups of %d heads does not test the repetition", G, H)
+	}
+	hs = &hooks.Set{}
+	hs.Add("blocks.0.ssm.hook_B_group", func(_ string, _ int, x *tensor.Dense) error {
+		bg := x.Data().([]float32)
+		for i := range bg[:N] { // row 0, group 0
+			bg[i] *= 2
+		}
+		return nil
+	})
+	cap2 := hs.Capture("blocks.*.ssm.hook_B", "blocks.*.ssm.hook_B_group")
+	changed, err := m.Forward(ids, Options{Hooks: hs, Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel, _ := relErr(changed.Logits, base.Logits); rel == 0 {
+		t.Error("doubling B of group 0 at hook_B_group did not change the logits")
+	}
+	for l := range m.Layers {
+		bg := cap.Get(hooks.Name(hooks.SSMBGroup, l)).Data().([]float32)
+		bh := cap2.Get(hooks.Name(hooks.SSMB, l)).Data().([]float32)
+		bg2 := cap2.Get(hooks.Name(hooks.SSMBGroup, l)).Data().([]float32)
+		for r := 0; r < B*T; r++ {
+			for h := 0; h < H; h++ {
+				g := h / (H / G)
+				for k := 0; k < N; k++ {
+					want := bg2[(r*G+g)*N+k] // after the intervention
+					if got := bh[(r*H+h)*N+k]; got != want {
+						t.Fatalf("layer %d row %d head %d: hook_B %v, hook_B_group of group %d %v", l, r, h, got, g, want)
+					}
+					// layer 0's other rows and groups are untouched
+					if l == 0 && (r > 0 || g > 0) && bg[(r*G+g)*N+k] != want {
+						t.Fatalf("layer 0 row %d group %d: B_group %v without, %v with the intervention", r, g, bg[(r*G+g)*N+k], want)
+					}
+				}
+			}
+		}
 	}
 }

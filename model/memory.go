@@ -242,6 +242,7 @@ func axisSizes(c *Config, B, T int) map[string]int {
 	}
 	if sc := c.SSM; sc != nil {
 		known["ssm_head"], known["ssm_d_head"], known["d_state"], known["d_inner"] = sc.Heads, sc.HeadDim, sc.State, sc.Inner
+		known["ssm_group"] = sc.Groups
 	}
 	return known
 }

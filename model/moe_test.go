@@ -381,7 +381,8 @@ func TestMoEConfigRefused(t *testing.T) {
 		{"qwen3_moe", map[string]any{"moe_intermediate_size": nil}, "moe_intermediate_size is missing"},
 		{"qwen3_moe", map[string]any{"use_sliding_window": true}, "use_sliding_window"},
 		{"qwen3_moe", map[string]any{"num_experts": 6}, "num_experts 6 and num_local_experts 8 disagree"},
-		{"olmoe", map[string]any{"clip_qkv": 8}, "clip_qkv"},
+		{"olmoe", map[string]any{"clip_qkv": -1}, "clip_qkv -1"},
+		{"olmoe", map[string]any{"clip_qkv": "8"}, "clip_qkv"},
 		{"olmoe", map[string]any{"rope_parameters": map[string]any{"rope_type": "su", "rope_theta": 1e4}}, "rope_parameters"},
 	} {
 		src := filepath.Join(goldenDir, c.golden, "config.json")

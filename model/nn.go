@@ -224,3 +224,10 @@ func onePlus(w []float32) []float32 {
 	}
 	return o
 }
+
+// clamp sets every x to min(max(x, −c), c).
+func clamp(x []float32, c float32) {
+	for i, v := range x {
+		x[i] = min(max(v, -c), c)
+	}
+}

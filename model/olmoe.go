@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
 
 // OLMoE (Hugging Face OlmoeForCausalLM) is the Llama pre-norm block with
 // QK RMSNorm over the whole projection (q_norm [H·dh], k_norm [KV·dh],
@@ -12,7 +16,8 @@ import "fmt"
 //
 // with the k probabilities as they are (norm_topk_prob false, the
 // released setting: they sum to less than 1), or renormalised when
-// norm_topk_prob is true. clip_qkv (clamping q, k, v) is not implemented.
+// norm_topk_prob is true. clip_qkv c > 0 clamps q, k and v to [−c, c]
+// after the projections and QK-norm, before RoPE (Config.ClipQKV).
 // Names: model.layers.{l}.mlp.gate (router), mlp.experts.{gate_up_proj,
 // down_proj} (transformers 5) or mlp.experts.{e}.{gate,up,down}_proj (the
 // released checkpoints).
@@ -28,11 +33,15 @@ var olmoeFamily = &family{
 	detect: func(cf *configFile) bool { return cf.modelType() == "olmoe" },
 	parse: func(c *Config, cf *configFile) error {
 		c.ModelType, c.DType = cf.r.ModelType, cf.dtype()
-		if raw, ok := cf.raw["clip_qkv"]; ok && string(raw) != "null" {
-			return fmt.Errorf("field clip_qkv %s is not supported (only null: no clamping of q, k, v)", raw)
-		}
 		if err := c.fromDecoder(&cf.r, false); err != nil {
 			return err
+		}
+		if raw, ok := cf.raw["clip_qkv"]; ok && string(raw) != "null" {
+			var clip float64
+			if err := json.Unmarshal(raw, &clip); err != nil || !(clip > 0) || math.IsInf(clip, 0) {
+				return fmt.Errorf("field clip_qkv %s: want null (no clamping) or a positive number", raw)
+			}
+			c.ClipQKV = float32(clip)
 		}
 		c.QKVBias, c.OBias, c.QKNorm = cf.r.AttentionBias, cf.r.AttentionBias, true
 		return parseMoE(c, cf, olmoeMoE)
@@ -41,6 +50,9 @@ var olmoeFamily = &family{
 	hfConfig: func(c *Config) map[string]any {
 		m := decoderHFConfig(c, "olmoe", "OlmoeForCausalLM")
 		m["attention_bias"], m["clip_qkv"] = c.QKVBias, nil
+		if c.ClipQKV > 0 {
+			m["clip_qkv"] = c.ClipQKV
+		}
 		return moeHFConfig(m, c, "num_experts", olmoeMoE)
 	},
 	small: func(s Size) (map[string]any, error) {

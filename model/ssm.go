@@ -157,8 +157,10 @@ type ssmBuffers struct {
 	z, x []float32 // [n, I]
 	// bb, c hold B and C [n, G, N] per group, or [n, H, N] repeated per
 	// head when their hooks are registered (perHead; the hooks show, and
-	// an intervention changes, each head's)
+	// an intervention changes, each head's); bg, cg are the per-group
+	// values the convolution writes (bb, c themselves unless perHead)
 	bb, c   []float32
+	bg, cg  []float32
 	perHead bool
 	G, H, N int
 	dt      []float32 // [n, H]
@@ -198,6 +200,7 @@ func (w *ssmMixer) buffers(scratch []float32, B, T int, perHead bool) *ssmBuffer
 	bf := &ssmBuffers{proj: take(n * sc.projDim()), z: take(n * sc.Inner), x: take(n * sc.Inner),
 		bb: take(n * GN), c: take(n * GN), dt: take(n * sc.Heads), decay: take(n * sc.Heads), a: take(sc.Heads),
 		y: take(n * sc.Inner), state: take(B * sc.Inner * sc.State), perHead: perHead, G: sc.Groups, H: sc.Heads, N: sc.State}
+	bf.bg, bf.cg = bf.bb, bf.c
 	if perHead {
 		bf.bb, bf.c = make([]float32, n*sc.Heads*sc.State), make([]float32, n*sc.Heads*sc.State)
 	}
@@ -267,8 +270,8 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 	run(hooks.SSMZ, l, bf.z, B, T, I)
 
 	// causal depthwise convolution (left zero padding) + bias, SiLU, one
-	// row at a time, split into [x | B | C] with B and C repeated to the
-	// heads of their group
+	// row at a time, split into [x | B | C] per group; then, for their
+	// hooks, B and C repeated to the heads of their group
 	rep := H / G
 	parallelRows(n, Cv*K, func(lo, hi int) {
 		o := make([]float32, Cv)
@@ -289,20 +292,22 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 				o[ch] = silu(v)
 			}
 			copy(bf.x[r*I:(r+1)*I], o[:I])
-			if !perHead {
-				copy(bf.bb[r*G*N:(r+1)*G*N], o[I:I+G*N])
-				copy(bf.c[r*G*N:(r+1)*G*N], o[I+G*N:])
-				continue
-			}
-			for hd := 0; hd < H; hd++ {
-				g := hd / rep
-				copy(bf.bb[(r*H+hd)*N:][:N], o[I+g*N:][:N])
-				copy(bf.c[(r*H+hd)*N:][:N], o[I+G*N+g*N:][:N])
-			}
+			copy(bf.bg[r*G*N:(r+1)*G*N], o[I:I+G*N])
+			copy(bf.cg[r*G*N:(r+1)*G*N], o[I+G*N:])
 		}
 	})
 	run(hooks.SSMX, l, bf.x, B, T, H, P)
+	run(hooks.SSMBGroup, l, bf.bg, B, T, G, N)
 	if perHead {
+		parallelRows(n, H*N, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				for hd := 0; hd < H; hd++ {
+					g := hd / rep
+					copy(bf.bb[(r*H+hd)*N:][:N], bf.bg[(r*G+g)*N:][:N])
+					copy(bf.c[(r*H+hd)*N:][:N], bf.cg[(r*G+g)*N:][:N])
+				}
+			}
+		})
 		run(hooks.SSMB, l, bf.bb, B, T, H, N)
 		run(hooks.SSMC, l, bf.c, B, T, H, N)
 	}

@@ -135,7 +135,8 @@ func (e *NonFiniteError) Error() string {
 type Collector struct {
 	// B, L, H, T and DHead are the shapes given to NewCollector: batch,
 	// layers, query heads, maximum sequence length (queries) and value
-	// dimension per head.
+	// dimension per head (the widest layer's, for a model whose layers'
+	// heads differ in width: LayerDHead).
 	B, L, H, T, DHead int
 
 	// Per-cell metrics, layout [B, L', H, T] (L' the layers with cells; see
@@ -157,8 +158,14 @@ type Collector struct {
 
 	opts    CollectorOptions // resolved
 	lambdaK float64          // resolved LambdaPrior
-	slot    []int            // [L]: the layer's place among Layers, −1 for none
-	pool    sync.Pool        // *scratch
+	// width and lambda are, per layer, the heads' value width and the
+	// λobs options resolved for it (σ₀² = 1/width by default), for a model
+	// whose layers differ in head width (NewModelCollector); nil: DHead
+	// and opts.Lambda for every layer.
+	width  []int
+	lambda []LambdaOptions
+	slot   []int     // [L]: the layer's place among Layers, −1 for none
+	pool   sync.Pool // *scratch
 
 	mu       sync.Mutex
 	firstBad *NonFiniteError
@@ -253,11 +260,56 @@ func NewCollector(b, nLayers, nHeads, seqLen, dHead int, opts CollectorOptions) 
 // its heads, and, unless opts.Layers is set, cells for its softmax layers
 // only (model.Config.SoftmaxLayers: a hybrid model's Gated DeltaNet layers
 // stream no attention rows).
+//
+// A model whose layers' heads differ in width (model.Config.LayerValueDim:
+// Gemma 4's global layers) gets a Collector of the widest (DHead) whose
+// layers each read their own width (LayerDHead); the per-dimension
+// metrics of a narrower layer fill the first of its DHead places per cell
+// and leave the rest NaN, and σ₀², when left to its default, is 1/width of
+// each layer.
 func NewModelCollector(b int, cfg *model.Config, seqLen int, opts CollectorOptions) (*Collector, error) {
 	if opts.Layers == nil {
 		opts.Layers = cfg.SoftmaxLayers()
 	}
-	return NewCollector(b, cfg.Layers, cfg.Heads, seqLen, cfg.ValueDim(), opts)
+	width := make([]int, cfg.Layers)
+	uniform := true
+	for l := range width {
+		width[l] = cfg.LayerValueDim(l)
+		uniform = uniform && width[l] == width[0]
+	}
+	if uniform || len(width) == 0 {
+		return NewCollector(b, cfg.Layers, cfg.Heads, seqLen, cfg.ValueDim(), opts)
+	}
+	sigma02 := opts.Lambda.Sigma02
+	c, err := NewCollector(b, cfg.Layers, cfg.Heads, seqLen, slices.Max(width), opts)
+	if err != nil {
+		return nil, err
+	}
+	c.width, c.lambda = width, make([]LambdaOptions, len(width))
+	for l, d := range width {
+		o := c.opts.Lambda
+		o.Sigma02 = sigma02
+		c.lambda[l] = o.WithDefaults(d)
+	}
+	return c, nil
+}
+
+// LayerDHead returns the value width per head of layer l's attention (the
+// Collector's DHead unless the model's layers differ: NewModelCollector).
+func (c *Collector) LayerDHead(l int) int {
+	if c.width != nil {
+		return c.width[l]
+	}
+	return c.DHead
+}
+
+// layerLambda returns the λobs options of layer l (σ₀² resolved for its
+// width).
+func (c *Collector) layerLambda(l int) *LambdaOptions {
+	if c.lambda != nil {
+		return &c.lambda[l]
+	}
+	return &c.opts.Lambda
 }
 
 // CheckModelMemory is m.CheckMemory for a pass of b sequences of T tokens
@@ -535,8 +587,8 @@ func (c *Collector) checkTile(a *hooks.AttnTile) error {
 	switch {
 	case a.Batch < 0 || a.Batch >= c.B || a.Layer < 0 || a.Layer >= c.L || a.Head < 0 || a.Head >= c.H:
 		return bad("(batch, layer, head) outside the collector's [B=%d, L=%d, H=%d]", c.B, c.L, c.H)
-	case a.DHead != c.DHead:
-		return bad("DHead %d, collector has %d", a.DHead, c.DHead)
+	case a.DHead != c.LayerDHead(a.Layer):
+		return bad("DHead %d, collector has %d for this layer", a.DHead, c.LayerDHead(a.Layer))
 	case a.Q0 < 0 || a.Rows < 0:
 		return bad("Q0 %d, Rows %d", a.Q0, a.Rows)
 	}
@@ -588,7 +640,7 @@ func (c *Collector) ConsumeAttn(a *hooks.AttnTile) error {
 		if c.SinkMass != nil {
 			c.SinkMass[base+t] = a.SinkMass(r)
 		}
-		if where := c.row(sc, base+t, alpha, a.V, a.VStride); where != "" {
+		if where := c.row(sc, a.Layer, base+t, alpha, a.V, a.VStride); where != "" {
 			e := &NonFiniteError{Batch: a.Batch, Layer: a.Layer, Head: a.Head, Query: t, Where: where}
 			c.nBad.Add(1)
 			c.mu.Lock()
@@ -604,9 +656,9 @@ func (c *Collector) ConsumeAttn(a *hooks.AttnTile) error {
 	return nil
 }
 
-// row computes and stores one row's metrics at flat cell index idx. It
-// returns "" for a finite row, else which input was not finite.
-func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStride int) string {
+// row computes and stores one row's metrics of layer l at flat cell index
+// idx. It returns "" for a finite row, else which input was not finite.
+func (c *Collector) row(sc *scratch, l, idx int, alpha []float32, V []float32, vStride int) string {
 	var s1, s2, h float64
 	for _, a := range alpha {
 		x := float64(a)
@@ -618,23 +670,25 @@ func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStr
 	}
 	neff := 1 / s2
 
-	o := &c.opts.Lambda
+	o := c.layerLambda(l)
+	w := c.LayerDHead(l)
+	e, s, lams := sc.e[:w], sc.s[:w], sc.lam[:w]
 	var bm []float64
 	if o.Form == Sandwich {
-		bm = sc.b
+		bm = sc.b[:w]
 	}
-	MomentsStrided(sc.e, sc.s, bm, alpha, V, vStride, c.opts.Moments)
+	MomentsStrided(e, s, bm, alpha, V, vStride, c.opts.Moments)
 
 	var sumS, sumE, e2 float64
-	for i, ei := range sc.e {
+	for i, ei := range e {
 		sumE += ei
 		e2 += ei * ei
-		sumS += sc.s[i]
+		sumS += s[i]
 	}
-	d := float64(c.DHead)
+	d := float64(w)
 	sMean := sumS / d
 
-	st := RowStats{NEff: neff, SumAlpha: s1, S: sc.s, B: bm}
+	st := RowStats{NEff: neff, SumAlpha: s1, S: s, B: bm}
 	stat := o.stat(&st)
 	// (i) from the mean statistic.
 	lam := o.lambda1(&st, Mean(stat))
@@ -642,7 +696,7 @@ func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStr
 	var sumLam, sumK, sumVar float64
 	for i, si := range stat {
 		li := o.lambda1(&st, si)
-		sc.lam[i] = li
+		lams[i] = li
 		sumLam += li
 		sumK += KalmanGain(li, c.lambdaK)
 		sumVar += o.variance1(&st, si)
@@ -662,8 +716,8 @@ func (c *Collector) row(sc *scratch, idx int, alpha []float32, V []float32, vStr
 	c.BOSMass[idx] = float32(ColumnMass(alpha, c.opts.BOSKeys))
 	c.ENorm[idx] = float32(math.Sqrt(e2))
 	if c.opts.KeepPerDim {
-		store32(c.S[idx*c.DHead:(idx+1)*c.DHead], sc.s)
-		store32(c.LambdaObsDim[idx*c.DHead:(idx+1)*c.DHead], sc.lam)
+		store32(c.S[idx*c.DHead:idx*c.DHead+w], s)
+		store32(c.LambdaObsDim[idx*c.DHead:idx*c.DHead+w], lams)
 	}
 
 	switch {

@@ -73,8 +73,10 @@ func (c *Collector) ConsumeMoments(am *hooks.AttnMoments) error {
 	sc := c.pool.Get().(*scratch)
 	defer c.pool.Put(sc)
 	d := a.DHead
-	harmonic := o.Lambda
+	lo := c.layerLambda(a.Layer)
+	harmonic := *lo
 	harmonic.Reduction = Harmonic
+	lams := sc.lam[:d]
 	base := c.Index(a.Batch, a.Layer, a.Head, 0)
 	renorm := a.Sink != nil && o.SinkRows == RenormRows
 	for r := 0; r < a.Rows; r++ {
@@ -113,17 +115,17 @@ func (c *Collector) ConsumeMoments(am *hooks.AttnMoments) error {
 				cross += ci * ci
 			}
 			if st.S != nil {
-				st.S = sc.s
+				st.S = sc.s[:d]
 			} else {
 				sumS = sumS/s1 - cross
 				lost = cross > sumS
 			}
 			if lost {
 				sc.alpha = renormRow(sc.alpha, a.Row(r))
-				c.row(sc, idx, sc.alpha, a.V, a.VStride)
+				c.row(sc, a.Layer, idx, sc.alpha, a.V, a.VStride)
 				continue
 			}
-			e = sc.e
+			e = sc.e[:d]
 		}
 		for _, ei := range e {
 			e2 += ei * ei
@@ -134,7 +136,7 @@ func (c *Collector) ConsumeMoments(am *hooks.AttnMoments) error {
 			}
 		}
 		// (i) from the mean statistic
-		lam := o.Lambda.lambda1(&st, sumS/float64(d))
+		lam := lo.lambda1(&st, sumS/float64(d))
 		c.NEff[idx] = float32(st.NEff)
 		c.NEffEntropy[idx] = float32(math.Exp(ent))
 		c.SumAlpha[idx] = float32(st.SumAlpha)
@@ -147,17 +149,17 @@ func (c *Collector) ConsumeMoments(am *hooks.AttnMoments) error {
 			continue
 		}
 		// (ii) per dimension, then mean; (iii) harmonic
-		o.Lambda.LambdaDim(sc.lam, st)
+		lo.LambdaDim(lams, st)
 		var sumLam float64
-		for _, li := range sc.lam {
+		for _, li := range lams {
 			sumLam += li
 		}
 		c.LambdaObsDimMean[idx] = float32(sumLam / float64(d))
-		c.KDimMean[idx] = float32(KDimMean(sc.lam, c.lambdaK))
+		c.KDimMean[idx] = float32(KDimMean(lams, c.lambdaK))
 		c.LambdaObsHarmonic[idx] = float32(harmonic.Lambda(st))
 		if o.KeepPerDim {
-			store32(c.S[idx*d:(idx+1)*d], st.S)
-			store32(c.LambdaObsDim[idx*d:(idx+1)*d], sc.lam)
+			store32(c.S[idx*c.DHead:idx*c.DHead+d], st.S)
+			store32(c.LambdaObsDim[idx*c.DHead:idx*c.DHead+d], lams)
 		}
 	}
 	return nil

@@ -312,6 +312,11 @@ func decayAdd64(row, u, next []float64, e, k, kn float64) float64 {
 type GDNOptions struct {
 	Innovation InnovationForm // default InnovationDecayed
 	Weights    EffAttnWeights // default WeightsAbs
+	// Decay and Gain summarise an RWKV-7 head's per-channel decay w_t and
+	// learning rate a_t in the decay and beta columns (rwkv.go; defaults
+	// DecayGeoMean, GainRemoval); other mixers' are scalars already.
+	Decay DecaySummary
+	Gain  GainSummary
 	// Nu, Sigma02 and Prior define λobs^W = (n_eff^W + ν)/(S̄^W + ν σ0²)
 	// and K^W = λobs^W/(λ + λobs^W) (App. I's Eq. 6 and Eq. 3 on the
 	// weights of Weights); 0 selects ν = 1, σ0² = 1/d_v, λ = 1.
@@ -347,6 +352,8 @@ type GDNFilter struct {
 	SMeanW, LambdaObsW, KW                      []float64
 
 	pool sync.Pool // *gdnScratch of ConsumeDelta
+
+	ssmGroups []float64 // SetSSMLayer's per-group B and Gram matrices, reused layer to layer
 
 	mu   sync.Mutex
 	k, v map[int][]float32 // live hook buffers of the layer being run

@@ -354,11 +354,11 @@ func parseBenchModes(s string, c *model.Config) ([]string, error) {
 		switch {
 		case f == "all":
 			for _, m := range benchModes {
-				want[m] = c.DeltaNet != nil || c.SSM != nil || !strings.HasPrefix(m, "gdn")
+				want[m] = c.DeltaNet != nil || c.SSM != nil || c.RWKV7 != nil || !strings.HasPrefix(m, "gdn")
 			}
 		case slices.Contains(benchModes, f):
-			if strings.HasPrefix(f, "gdn") && c.DeltaNet == nil && c.SSM == nil {
-				return nil, fmt.Errorf("--modes %s: %s has no Gated DeltaNet or Mamba-2 layers", f, c.Arch)
+			if strings.HasPrefix(f, "gdn") && c.DeltaNet == nil && c.SSM == nil && c.RWKV7 == nil {
+				return nil, fmt.Errorf("--modes %s: %s has no Gated DeltaNet, Mamba-2 or RWKV-7 layers", f, c.Arch)
 			}
 			want[f] = true
 		default:

@@ -32,6 +32,7 @@ type ExploreOptions struct {
 	Out                string
 	FullPass           bool
 	Threads, MaxQueue  int
+	FrameAncestors     string
 	AllowExtrapolation bool
 	// ready, when set, is called with the URL once the server listens
 	// (in its own goroutine); the server stops when it returns false (tests).
@@ -43,9 +44,11 @@ func NewCmdExplore(runF func(*ExploreOptions) error) *cobra.Command {
 	opts := &ExploreOptions{}
 	d := explore.Defaults()
 	cmd := &cobra.Command{
-		Use:   "explore <folder> [--addr 127.0.0.1] [--port 8457] | explore --model <dir> (--text <file> | --ids <file>) [--lengths 4k]",
-		Short: "a local web app over a sweep folder: every head's metric, one head over positions, one attention row computed on demand",
+		Use:   "explore <folder|diag.csv> [--addr 127.0.0.1] [--port 8457] | explore --model <dir> (--text <file> | --ids <file>) [--lengths 4k]",
+		Short: "a local web app over a measurement folder (sweep, gdn, sinks, massive, experts; probe diag's CSV): every head's metric, one head over positions, one attention row computed on demand",
 		Example: "probe explore /tmp/sweep\n" +
+			"probe explore /tmp/sinks\n" +
+			"probe explore diag.csv\n" +
 			"probe explore --model zoo/checkpoints/gated_headwise --text README.md --lengths 256",
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Stdout = c.OutOrStdout()
@@ -66,6 +69,7 @@ func NewCmdExplore(runF func(*ExploreOptions) error) *cobra.Command {
 	f.BoolVar(&opts.FullPass, "full-pass", false, "run all T tokens for a row instead of the tokens 0 … query (the pass is causal: same row)")
 	threadsVar(f, &opts.Threads)
 	f.IntVar(&opts.MaxQueue, "max-queue", d.MaxQueue, "distinct row passes that may wait for the model (more are answered 503)")
+	f.StringVar(&opts.FrameAncestors, "frame-ancestors", d.FrameAncestors, "pages that may show the explorer in a frame (CSP frame-ancestors sources; a notebook's iframe on loopback: 'http://127.0.0.1:* http://localhost:*')")
 	extrapolationVar(f, &opts.AllowExtrapolation)
 	cmd.MarkFlagsMutuallyExclusive("ids", "text")
 	return cmd
@@ -86,6 +90,7 @@ func runExplore(opts *ExploreOptions) error {
 	o := explore.Defaults()
 	o.Addr = net.JoinHostPort(opts.Addr, strconv.Itoa(opts.Port))
 	o.FullPass, o.Threads, o.MaxQueue = opts.FullPass, opts.Threads, opts.MaxQueue
+	o.FrameAncestors = opts.FrameAncestors
 	if opts.Text == "" && opts.IDs == "" {
 		o.ModelDir = opts.Model
 	}

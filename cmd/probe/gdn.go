@@ -16,6 +16,8 @@ type GDNOptions struct {
 	Stream       streamFlags
 	Innovation   string
 	Weights      string
+	RWKVDecay    string
+	RWKVGain     string
 	Lambda       lambdaFlags
 	WRows        bool
 	NoDispersion bool
@@ -28,7 +30,7 @@ func NewCmdGDN(runF func(*GDNOptions) error) *cobra.Command {
 	opts := &GDNOptions{}
 	cmd := &cobra.Command{
 		Use:     "gdn --model <dir> (--ids <file> | --text <file>) --lengths 4k [--samples N] [--w-rows [--no-dispersion]] [--shard i/n] --out <dir>",
-		Short:   "Gated DeltaNet as a filter per (layer, value head, token): gain, forgetting, innovation, state norm, and with --w-rows n_eff^W, first-token share, dispersion of the exact effective attention",
+		Short:   "Recurrent mixers (Gated DeltaNet, Mamba-2, RWKV-7) as filters per (layer, value head, token): gain, forgetting, innovation, state norm, and with --w-rows n_eff^W, first-token share, dispersion of the exact effective attention",
 		Example: "probe generate --arch qwen3_5 --vocab 2048 --out /tmp/q35 && probe gdn --model /tmp/q35 --text README.md --tokenizer zoo/checkpoints/gated_headwise/tokenizer.json --lengths 256 --out /tmp/gdn",
 		Args:    noArgs(""),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -40,6 +42,8 @@ func NewCmdGDN(runF func(*GDNOptions) error) *cobra.Command {
 	f := cmd.Flags()
 	opts.Stream.registerStream(f, planDefaults{K: 1024, Samples: 1, Disjoint: analysis.DisjointAll, Placement: analysis.PlaceSequential, Seed: 1})
 	f.StringVar(&opts.Innovation, "innovation", "decayed", "innovation r_t = v_t − e^{g_t}S_{t−1}ᵀk_t (decayed: the residual the update multiplies by β) or v_t − S_{t−1}ᵀk_t (undecayed)")
+	f.StringVar(&opts.RWKVDecay, "rwkv-decay", "geomean", "RWKV-7: the decay column's summary of a head's per-channel decay w_t: geomean ((Π_j w_j)^{1/N}), mean, min or max")
+	f.StringVar(&opts.RWKVGain, "rwkv-gain", "removal", "RWKV-7: the beta (gain) column's summary of a head's learning rate a_t: removal (Σ_j κ̂_j² a_j, the fraction erased along the removal key κ̂) or mean (mean_j a_j)")
 	f.StringVar(&opts.Weights, "w-weights", "abs", "weights of the dispersion of the values under a W row: abs (|W|/Σ|W|, defined for any non-zero row) or signed (W/ΣW, defined only where every entry has the sign of ΣW)")
 	opts.Lambda.registerLambda(f, "") // of λobs^W = (n_eff^W + ν)/(S̄^W + νσ0²), σ0² = 1/d_value by default, and K^W
 	f.BoolVar(&opts.WRows, "w-rows", false, "also compute the effective-attention rows' statistics (neff_w, first_share, row_sum, neg_share, S_mean_w, lambda_obs_w, K_w; otherwise empty): O(T²·d_k) per head against the recurrence's O(T·d_k·d_v), several times the forward pass at long T (docs/diagnostics.md)")
@@ -51,7 +55,7 @@ func NewCmdGDN(runF func(*GDNOptions) error) *cobra.Command {
 	return cmd
 }
 
-// runGDN writes the Gated DeltaNet filter quantities of a hybrid model
+// runGDN writes the filter quantities of a model's recurrent mixers
 // (probes.GDNFilter) per (length, sample, layer, value head, token):
 // the table gdn and gdn_manifest.json (docs/diagnostics.md, "Gated
 // DeltaNet as a filter").
@@ -64,7 +68,7 @@ func runGDN(opts *GDNOptions) error {
 		return fmt.Errorf("--no-dispersion applies to the W-row statistics: give it with --w-rows")
 	}
 	mo := analysis.GDNOptions{StreamPlan: opts.Stream.plan(lengths),
-		Innovation: opts.Innovation, Weights: opts.Weights, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, NoDispersion: opts.NoDispersion,
+		Innovation: opts.Innovation, Weights: opts.Weights, RWKVDecay: opts.RWKVDecay, RWKVGain: opts.RWKVGain, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, NoDispersion: opts.NoDispersion,
 		WRows: opts.WRows, TileRows: opts.Tile}
 	spec, end, err := opts.Stream.streamSpec("gdn", "the gdn table and "+analysis.GDNManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {

@@ -151,8 +151,10 @@ func TestGDNCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--model", ck, "--ids", ids, "--lengths", "8"}, "no Gated DeltaNet or Mamba-2 layers"},
+		{[]string{"--model", ck, "--ids", ids, "--lengths", "8"}, "no Gated DeltaNet, Mamba-2 or RWKV-7 layers"},
 		{[]string{"--model", ck, "--ids", ids, "--lengths", "8", "--innovation", "prior"}, `innovation form "prior"`},
+		{[]string{"--model", ck, "--ids", ids, "--lengths", "8", "--rwkv-decay", "median"}, `decay summary "median"`},
+		{[]string{"--model", ck, "--ids", ids, "--lengths", "8", "--rwkv-gain", "max"}, `gain summary "max"`},
 		{[]string{"--model", ck, "--ids", ids, "--lengths", "16"}, "16"},
 		{[]string{"--model", ck, "--ids", ids}, "--lengths is required"},
 	} {
@@ -306,6 +308,100 @@ func TestGDNCommandGoldenSSM(t *testing.T) {
 			}
 			if worstDt > 1e-5 || worstNeff > 1e-4 || worstSum > 1e-4 {
 				t.Errorf("vs golden: dt, decay %.3g abs (tol 1e-5); n_eff^W %.3g rel (1e-4); row sum (rel. to Σ|M|), first share %.3g (1e-4)", worstDt, worstNeff, worstSum)
+			}
+		})
+	}
+}
+
+// TestGDNCommandGoldenRWKV7: probe gdn on sequence 0 of each RWKV-7
+// golden case measures every layer with mixer rwkv7: beta and decay are
+// the summaries of the golden a, κ̂ and w (GainRemoval, DecayGeoMean, the
+// defaults, recorded in the manifest), the state norm at the last token
+// is ‖state.l‖_F of the head, and the W-row columns match those of the
+// golden float64 eff_attn.l (probes.TestRWKVFilterGolden checks every
+// column of both sequences).
+func TestGDNCommandGoldenRWKV7(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(goldenDir, "*", "golden.safetensors"))
+	var dirs []string
+	for _, f := range files {
+		if c, err := model.LoadConfig(filepath.Dir(f)); err == nil && c.RWKV7 != nil {
+			dirs = append(dirs, filepath.Dir(f))
+		}
+	}
+	if len(dirs) == 0 {
+		t.Skipf("golden data not available: no RWKV-7 case under %s (it comes with ../shared in CI)", goldenDir)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			gold, err := checkpoint.OpenFile(filepath.Join(dir, "golden.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gold.Close()
+			cfg, err := model.LoadConfig(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := gold.Int64("input_ids")
+			info, _ := gold.Info("input_ids")
+			T, H, N := info.Shape[1], cfg.Heads, cfg.DHead
+			ids := make([]int, T)
+			for i := range ids {
+				ids[i] = int(raw[i])
+			}
+			tmp := t.TempDir()
+			idsFile := filepath.Join(tmp, "ids.json")
+			data, _ := json.Marshal(ids)
+			os.WriteFile(idsFile, data, 0o644)
+			out := filepath.Join(tmp, "out")
+			if code, _, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5", "--w-rows"); code != 0 {
+				t.Fatalf("probe gdn: exit %d: %s", code, stderr)
+			}
+			pq, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := cfg.Layers * H * T; len(pq) != want {
+				t.Fatalf("%d rows, want %d layers × %d heads × %d tokens = %d", len(pq), cfg.Layers, H, T, want)
+			}
+			var worstGain, worstNorm, worstNeff, worstSum float64
+			for _, r := range pq {
+				get := func(k string) []float32 { x, _ := gold.Float32(fmt.Sprintf("%s.%d", k, r.Layer)); return x }
+				o := (r.Token*H + r.Head) * N // batch 0
+				a, kk, w := get("a")[o:o+N], get("kk")[o:o+N], get("w")[o:o+N]
+				if r.Mixer != analysis.MixerRWKV7 || math.IsNaN(r.Innovation) {
+					t.Fatalf("row %+v: want mixer rwkv7 with an innovation", r)
+				}
+				worstGain = max(worstGain, math.Abs(r.Beta-probes.GainRemoval.Of(a, kk)), math.Abs(r.Decay-probes.DecayGeoMean.Of(w)))
+				if r.Token == T-1 {
+					var n2 float64
+					for _, x := range get("state")[r.Head*N*N : (r.Head+1)*N*N] {
+						n2 += float64(x) * float64(x)
+					}
+					worstNorm = max(worstNorm, math.Abs(r.StateNorm-math.Sqrt(n2))/math.Sqrt(n2))
+				}
+				M, _ := gold.Float64(fmt.Sprintf("eff_attn.%d", r.Layer))
+				var abs, sq, sum float64
+				for _, x := range M[(r.Head*T+r.Token)*T:][:r.Token+1] {
+					abs, sq, sum = abs+math.Abs(x), sq+x*x, sum+x
+				}
+				worstNeff = max(worstNeff, math.Abs(r.NEffW-abs*abs/sq)/(abs*abs/sq))
+				worstSum = max(worstSum, math.Abs(r.RowSum-sum)/max(1, abs))
+			}
+			if worstGain > 1e-5 || worstNorm > 1e-4 || worstNeff > 1e-4 || worstSum > 1e-4 {
+				t.Errorf("vs golden: gain, decay %.3g abs (tol 1e-5); state norm at T %.3g rel (1e-4); n_eff^W %.3g rel (1e-4); row sum %.3g rel. to max(1, Σ|M|) (1e-4)",
+					worstGain, worstNorm, worstNeff, worstSum)
+			}
+			var man analysis.GDNManifest
+			data, err = os.ReadFile(filepath.Join(out, analysis.GDNManifestName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &man); err != nil {
+				t.Fatal(err)
+			}
+			if man.Options.RWKVDecay != "geomean" || man.Options.RWKVGain != "removal" || len(man.Layers) != cfg.Layers || man.Conventions["rwkv7"] == "" {
+				t.Errorf("manifest: rwkv_decay %q rwkv_gain %q layers %v, rwkv7 convention %q", man.Options.RWKVDecay, man.Options.RWKVGain, man.Layers, man.Conventions["rwkv7"])
 			}
 		})
 	}

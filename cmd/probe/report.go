@@ -10,6 +10,7 @@ import (
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/attngrid"
+	"github.com/filterlens/probe/explore"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
 	"github.com/filterlens/probe/report/filters"
@@ -108,7 +109,20 @@ func runReport(opts *ReportOptions) error {
 		return err
 	}
 	fmt.Fprintf(opts.Stdout, "%d figures → %s\n", len(r.Figures), wr.HTML)
+	printExplore(opts.Stdout, pos[0])
 	return nil
+}
+
+// printExplore prints the probe explore command of a folder it opens
+// (nothing for one it does not: a ppl or retrieval folder, an unfinished
+// run, a sweep without Parquet tables).
+func printExplore(w io.Writer, dir string) {
+	f, err := explore.Open(dir)
+	if err != nil {
+		return
+	}
+	f.Close()
+	fmt.Fprintf(w, "explore it in the browser: probe explore %s\n", shellQuote(dir))
 }
 
 // newReportCmd builds probe report with its subcommand report attention.

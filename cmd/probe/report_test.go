@@ -172,8 +172,12 @@ func TestReportSweep(t *testing.T) {
 	if staticOnly(t) {
 		args = append(args, "--static")
 	}
-	if code, _, stderr := probe(t, args...); code != 0 {
+	code, stdout, stderr := probe(t, args...)
+	if code != 0 {
 		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	if want := "explore it in the browser: probe explore " + shellQuote(sw) + "\n"; !strings.Contains(stdout, want) {
+		t.Errorf("report: %q, want %q", stdout, want)
 	}
 	page, err := os.ReadFile(html)
 	if err != nil {
@@ -231,6 +235,9 @@ func TestReportFilterFolders(t *testing.T) {
 		}
 		if want := fmt.Sprintf("%d figures", len(c.figs)); !strings.Contains(stdout, want) {
 			t.Errorf("report of %s: %q, want %q", c.cmd, stdout, want)
+		}
+		if want := "probe explore " + shellQuote(out) + "\n"; !strings.Contains(stdout, want) {
+			t.Errorf("report of %s: %q, want the explore command %q", c.cmd, stdout, want)
 		}
 		for _, f := range c.figs {
 			if _, err := os.Stat(filepath.Join(out, f)); err != nil {

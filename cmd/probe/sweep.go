@@ -461,7 +461,7 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	if err := so.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
 		return nil, err
 	}
-	if _, err := so.Probe.Resolve(cfg.DHead); err != nil {
+	if _, err := so.Probe.Resolve(analysis.SigmaDHead(cfg)); err != nil {
 		return nil, err
 	}
 	var tm analysis.Timings
@@ -497,7 +497,7 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	so.Compute = m.Compute.Recorded() // as Sweep.Run records it
 	if !opts.Force {
 		plan := &analysis.Manifest{Model: info, Source: src, Sweep: so, Analysis: agg, Shard: sh}
-		if plan.Sweep.Probe, err = so.Probe.Resolve(cfg.DHead); err != nil {
+		if plan.Sweep.Probe, err = so.Probe.Resolve(analysis.SigmaDHead(cfg)); err != nil {
 			return nil, err
 		}
 		if err := checkSweepFolder(opts.Out, plan); err != nil {

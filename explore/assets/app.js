@@ -12,7 +12,7 @@ console.error = (...a) => { errors.push(a.map(String).join(' ')); consoleError(.
 const params = new URLSearchParams(location.search);
 const token = params.get('token') || '';
 const $ = id => document.getElementById(id);
-const state = { info: null, sel: null, view: null, row: null, tokens: new Map(), tokensKey: '', seriesRange: [0, 1], pending: 0 };
+const state = { info: null, sel: null, overlays: [], view: null, row: null, tokens: new Map(), tokensKey: '', seriesRange: [0, 1], pending: 0 };
 const LINE = 16, LINE_PX = 22;
 
 async function api(path) {
@@ -54,10 +54,13 @@ async function init() {
     return;
   }
   const info = state.info = await api('/api/info');
-  $('folder').textContent = info.dir + ' — ' + info.model.arch + ', ' + info.model.layers + ' layers × ' + info.model.heads + ' heads';
+  $('folder').textContent = info.dir + ' — ' + (info.model.arch || '') + ', ' + info.model.layers + ' layers × ' + info.model.heads + ' heads' + (info.note ? ' — ' + info.note : '');
+  // Folders without a per-position table (sinks, massive, experts) have the grid only.
+  $('head-view').hidden = $('text-view').hidden = !info.series;
+  $('row-view').hidden = !info.series && !info.rows;
   opt($('T'), info.lengths, info.lengths[info.lengths.length - 1]);
   opt($('sample'), Array.from({ length: info.samples }, (_, i) => i), 0);
-  opt($('metric'), info.metrics, info.metrics.includes('neff') ? 'neff' : info.metrics[0]);
+  opt($('metric'), info.metrics, info.default_metric);
   opt($('window'), info.windows, 'all');
   const why = [];
   if (!info.rows) why.push('Rows are unavailable: ' + info.rows_reason);
@@ -65,6 +68,11 @@ async function init() {
   notice(why.join(' '));
   for (const id of ['T', 'metric', 'window']) $(id).addEventListener('change', () => { loadGrid(); if (state.sel) openHead(state.sel.layer, state.sel.head); });
   $('sample').addEventListener('change', () => { if (state.sel) openHead(state.sel.layer, state.sel.head); });
+  $('ov-add').addEventListener('click', () => {
+    const l = Math.round(+$('ov-layer').value), h = Math.round(+$('ov-head').value);
+    if ($('ov-layer').value !== '' && $('ov-head').value !== '') addOverlay(l, h);
+  });
+  $('query').addEventListener('change', () => { const v = Math.round(+$('query').value); if (v >= 0 && v < T()) openRow(v); });
   $('text').addEventListener('scroll', () => { clearTimeout(state.textTimer); state.textTimer = setTimeout(drawText, 60); });
   window.addEventListener('resize', () => Object.values(charts).forEach(c => c.resize()));
   await loadGrid();
@@ -72,6 +80,7 @@ async function init() {
 
 async function loadGrid() {
   const g = await api('/api/grid?' + q({ T: T(), metric: metric(), window: $('window').value }));
+  state.grid = g;
   const data = [];
   let lo = Infinity, hi = -Infinity;
   g.mean.forEach((row, l) => row.forEach((v, h) => {
@@ -79,19 +88,24 @@ async function loadGrid() {
     if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
   }));
   if (!(lo <= hi)) { lo = 0; hi = 1; }
-  $('grid-caption').textContent = g.metric + ', mean over the ' + g.window + ' queries of ' + g.samples + ' samples at T = ' + g.T;
+  $('grid-caption').textContent = g.metric + ', mean over the ' + g.window + ' queries of ' + g.samples + ' samples at T = ' + g.T +
+    (state.info.series ? '' : state.info.rows ? ' (click a head for the row of its last query)' : ' (hover for the numbers)');
   const c = chart('grid');
   c.setOption({
     animation: false,
-    tooltip: { formatter: p => 'layer ' + p.value[1] + ', head ' + p.value[0] + '<br>' + g.metric + ' ' + fmt(p.value[2]) + ' ± ' + fmt(g.std[p.value[1]][p.value[0]]) },
+    tooltip: { formatter: p => 'layer ' + p.value[1] + ', ' + g.columns + ' ' + p.value[0] + '<br>' + g.metric + ' ' + fmt(p.value[2]) + ' ± ' + fmt(g.std[p.value[1]][p.value[0]]) + ' (n = ' + g.n[p.value[1]][p.value[0]] + ')' },
     grid: { left: 50, right: 20, top: 10, bottom: 100 },
-    xAxis: { type: 'category', name: 'head', nameLocation: 'middle', nameGap: 25, data: Array.from({ length: g.heads }, (_, i) => i) },
+    xAxis: { type: 'category', name: g.columns, nameLocation: 'middle', nameGap: 25, data: Array.from({ length: g.heads }, (_, i) => i) },
     yAxis: { type: 'category', name: 'layer', nameLocation: 'middle', nameGap: 35, data: Array.from({ length: g.layers }, (_, i) => i) },
-    visualMap: { min: lo, max: hi, calculable: true, orient: 'horizontal', left: 'center', bottom: 0, itemHeight: 120, text: [fmt(hi), fmt(lo)], inRange: { color: ['#f7fbff', '#6baed6', '#08306b'] } },
+    visualMap: { min: lo, max: hi, calculable: true, precision: Math.max(0, Math.min(6, 2 - Math.floor(Math.log10(Math.max(hi - lo, 1e-12))))), orient: 'horizontal', left: 'center', bottom: 0, itemHeight: 120, text: [fmt(hi), fmt(lo)], inRange: { color: ['#f7fbff', '#6baed6', '#08306b'] } },
     series: [{ type: 'heatmap', data, emphasis: { itemStyle: { borderColor: '#d62728', borderWidth: 2 } } }],
   }, true);
   c.off('click');
-  c.on('click', p => openHead(p.value[1], p.value[0]));
+  c.on('click', p => {
+    if (state.info.series && p.event && p.event.event && p.event.event.shiftKey && state.sel) addOverlay(p.value[1], p.value[0]);
+    else if (state.info.series) openHead(p.value[1], p.value[0]);
+    else if (state.info.rows) { state.sel = { layer: p.value[1], head: p.value[0] }; openRow(T() - 1); }
+  });
   state.gridReady = true;
 }
 
@@ -109,7 +123,7 @@ async function openHead(layer, head) {
   c.setOption({
     animation: false,
     tooltip: { trigger: 'axis', formatter: seriesTip },
-    legend: { data: ['mean', 'min', 'max'], top: 0 },
+    legend: { top: 0 },
     grid: { left: 60, right: 20, top: 30, bottom: 70 },
     xAxis: { type: 'value', name: 'query position', nameLocation: 'middle', nameGap: 25, min: 0, max: T() },
     yAxis: { type: 'value', name: metric(), scale: true },
@@ -137,17 +151,28 @@ function zoomed() {
   if (to > from) loadSeries(from, to);
 }
 
+// OVERLAY are the colours of overlaid series (the open head is blue).
+const OVERLAY = ['#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
+
 async function loadSeries(from, to) {
   const { layer, head } = state.sel;
   const px = Math.max(50, Math.min(4096, Math.floor($('series').clientWidth || 800)));
-  const s = await api('/api/series?' + q({ T: T(), sample: sample(), layer, head, metric: metric(), from, to, buckets: px }));
+  const all = [state.sel, ...state.overlays];
+  const r = await api('/api/series?' + q({ T: T(), sample: sample(), layer: all.map(x => x.layer).join(','), head: all.map(x => x.head).join(','), metric: metric(), from, to, buckets: px }));
+  const s = r.series ? r.series[0] : r;
+  s.overlays = r.series ? r.series.slice(1) : [];
   state.series = s;
   state.seriesRange = [from, to];
   if (!state.headStats) state.headStats = { min: Math.min(...s.min.filter(v => v !== null)), max: Math.max(...s.max.filter(v => v !== null)) };
   const x = i => (s.lo[i] + s.hi[i] - 1) / 2;
   const pts = a => a.map((v, i) => [x(i), v === null ? null : v]);
   $('series-caption').textContent = metric() + ', layer ' + layer + ', head ' + head + ', sample ' + sample() + ', queries [' + from + ', ' + to + ') in ' + s.lo.length + ' buckets (stored resolution ' + s.resolution + ')';
-  chart('series').setOption({ series: [{ data: pts(s.min) }, { data: pts(s.max) }, { data: pts(s.mean) }] });
+  const base = ['min', 'max', 'mean'].map(n => ({ name: n, type: 'line', showSymbol: false, connectNulls: false, data: pts(s[n]),
+    lineStyle: n === 'mean' ? { width: 1.5, color: '#1f4e8c' } : { width: 0.8, color: '#9ecae1' }, itemStyle: { color: n === 'mean' ? '#1f4e8c' : '#9ecae1' } }));
+  const over = s.overlays.map((o, i) => ({ name: 'L' + o.layer + ' H' + o.head + ' mean', type: 'line', showSymbol: false, connectNulls: false, data: pts(o.mean),
+    lineStyle: { width: 1.2, color: OVERLAY[i % OVERLAY.length] }, itemStyle: { color: OVERLAY[i % OVERLAY.length] } }));
+  chart('series').setOption({ series: base.concat(over) }, { replaceMerge: ['series'] });
+  drawOverlayList();
   if (to - from <= 4000) await tokens(from, to);
   state.seriesReady = true;
 }
@@ -160,7 +185,29 @@ function seriesTip(ps) {
   const tk = s.hi[i] - s.lo[i] === 1 && state.tokens.has(s.lo[i]) ? '<br>token ' + escapeHTML(JSON.stringify(state.tokens.get(s.lo[i]))) : '';
   const span = s.hi[i] - s.lo[i] === 1 ? 'query ' + s.lo[i] : 'queries [' + s.lo[i] + ', ' + s.hi[i] + ')';
   $('cursor').textContent = span + (tk ? ': ' + JSON.stringify(state.tokens.get(s.lo[i])) : '');
-  return span + '<br>mean ' + fmt(s.mean[i]) + '<br>min ' + fmt(s.min[i]) + ' · max ' + fmt(s.max[i]) + tk;
+  const ov = s.overlays.map(o => '<br>L' + o.layer + ' H' + o.head + ' mean ' + fmt(o.mean[i])).join('');
+  return span + '<br>mean ' + fmt(s.mean[i]) + '<br>min ' + fmt(s.min[i]) + ' · max ' + fmt(s.max[i]) + ov + tk;
+}
+
+// drawOverlayList shows the overlaid heads, each with a button removing it.
+function drawOverlayList() {
+  $('overlay-list').replaceChildren(...state.overlays.map((o, i) => {
+    const b = document.createElement('button');
+    b.className = 'chip';
+    b.textContent = 'L' + o.layer + ' H' + o.head + ' ×';
+    b.title = 'remove this series';
+    b.style.borderColor = OVERLAY[i % OVERLAY.length];
+    b.addEventListener('click', () => { state.overlays.splice(i, 1); loadSeries(...state.seriesRange); });
+    return b;
+  }));
+}
+
+// addOverlay overlays the mean of (layer, head) on the open head's series.
+function addOverlay(layer, head) {
+  if (!state.sel || state.overlays.length >= 15) return;
+  if ((layer === state.sel.layer && head === state.sel.head) || state.overlays.some(o => o.layer === layer && o.head === head)) return;
+  state.overlays.push({ layer, head });
+  loadSeries(...state.seriesRange).catch(e => { state.overlays.pop(); notice(e.message); drawOverlayList(); });
 }
 
 function escapeHTML(s) { return s.replace(/[&<>"']/g, c => '&#' + c.charCodeAt(0) + ';'); }
@@ -216,7 +263,9 @@ async function drawText() {
 }
 
 async function openRow(query) {
+  if (!state.sel) return;
   const { layer, head } = state.sel;
+  $('query').value = query;
   state.rowAsked = query;
   if (!state.info.rows) { $('row-caption').textContent = 'rows are unavailable: ' + state.info.rows_reason; return; }
   $('row-caption').textContent = 'computing the row of query ' + query + ' (layer ' + layer + ', head ' + head + ') …';
@@ -244,10 +293,10 @@ async function openRow(query) {
     tooltip: { trigger: 'axis', formatter: ps => 'key ' + ps[0].value[0] + ' ' + escapeHTML(JSON.stringify(r.tokens[ps[0].value[0]] || '')) + '<br>weight ' + fmt(ps[0].value[1]) },
     grid: { left: 60, right: 30, top: 40, bottom: 60 },
     xAxis: { type: 'value', name: 'key position', nameLocation: 'middle', nameGap: 25, min: 0, max: query },
-    yAxis: { type: 'value', name: 'weight' },
+    yAxis: { type: 'value', name: 'weight', nameLocation: 'middle', nameGap: 45 },
     dataZoom: [{ type: 'inside', filterMode: 'none' }, { type: 'slider', filterMode: 'none', bottom: 8, height: 18 }],
     series: [{ type: 'line', step: 'middle', showSymbol: false, sampling: 'lttb', data: r.weights.map((w, j) => [j, w]), lineStyle: { width: 1, color: '#1f4e8c' }, itemStyle: { color: '#1f4e8c' },
-      markLine: { symbol: 'none', label: { formatter: '{b}' }, lineStyle: { color: '#d62728', type: 'dashed' }, data: marks } }],
+      markLine: { symbol: 'none', label: { formatter: '{b}', position: 'insideEndBottom' }, lineStyle: { color: '#d62728', type: 'dashed' }, data: marks } }],
   }, true);
   $('top').tBodies[0].replaceChildren(...r.top.map(k => {
     const tr = document.createElement('tr');
@@ -271,19 +320,51 @@ async function selftest() {
   const out = { errors };
   try {
     await wait(() => state.gridReady, 'the grid');
-    const L = state.info.model.layers - 1, H = state.info.model.heads - 1;
+    const g = state.grid, L = g.layers - 1, H = g.heads - 1;
+    out.grid = { layers: g.layers, columns: g.heads, axis: g.columns, kind: state.info.kind, series: state.info.series, rows: state.info.rows };
     const [gx, gy] = chart('grid').convertToPixel({ seriesIndex: 0 }, [H, L]);
     click('grid', gx, gy);
-    await wait(() => state.sel && state.seriesReady, 'the head');
-    out.head = state.sel;
-    await new Promise(r => setTimeout(r, 100));
-    const query = T() - 2;
-    const [sx, sy] = chart('series').convertToPixel({ seriesIndex: 2 }, [query + 0.5, 0]);
-    click('series', sx, Math.max(40, Math.min(sy, 200)));
-    await wait(() => state.row, 'the row');
-    out.row = { layer: state.row.layer, head: state.row.head, query: state.row.query, weights: state.row.weights, tokens: state.row.tokens.length };
-    out.textLines = $('text-lines').children.length;
+    if (!state.info.series) {
+      // A grid-only folder: a head's cell opens the row of its last query, when there are rows.
+      if (state.info.rows) {
+        await wait(() => state.row, 'the row');
+        out.head = state.sel;
+        out.row = { layer: state.row.layer, head: state.row.head, query: state.row.query, weights: state.row.weights, tokens: state.row.tokens.length };
+      }
+    } else {
+      await wait(() => state.sel && state.seriesReady, 'the head');
+      out.head = state.sel;
+      await new Promise(r => setTimeout(r, 100));
+      const query = T() - 2;
+      const [sx, sy] = chart('series').convertToPixel({ seriesIndex: 2 }, [query + 0.5, 0]);
+      click('series', sx, Math.max(40, Math.min(sy, 200)));
+      if (state.info.rows) {
+        await wait(() => state.row, 'the row');
+        out.row = { layer: state.row.layer, head: state.row.head, query: state.row.query, weights: state.row.weights, tokens: state.row.tokens.length };
+      } else await wait(() => state.rowAsked !== undefined, 'the row asked');
+      out.textLines = $('text-lines').children.length;
+      // Overlay another head through the form, then remove it with its button.
+      $('ov-layer').value = 0; $('ov-head').value = 1;
+      $('ov-add').click();
+      const names = () => chart('series').getOption().series.map(x => x.name);
+      await wait(() => names().length === 4 && state.series.overlays.length === 1, 'the overlay');
+      out.overlay = { names: names(), layer: state.series.overlays[0].layer, head: state.series.overlays[0].head, mean: state.series.overlays[0].mean, lo: state.series.lo, hi: state.series.hi, from: state.seriesRange[0], to: state.seriesRange[1] };
+      $('overlay-list').querySelector('button').click();
+      await wait(() => names().length === 3 && state.series.overlays.length === 0, 'the overlay removed');
+      out.overlayRemoved = names();
+    }
   } catch (e) { out.failure = String(e); }
+  // ?only=<section id>: show that view alone (the screenshots in docs/), the head's view with an overlay.
+  const only = params.get('only');
+  if (only && $(only)) {
+    try {
+      if (only === 'head-view') { addOverlay(0, 1); await wait(() => state.series.overlays.length === 1, 'the overlay'); }
+    } catch (e) { out.failure = String(e); }
+    document.body.classList.add('only');
+    $(only).classList.add('shown');
+    Object.values(charts).forEach(c => c.resize());
+    await new Promise(r => setTimeout(r, 200));
+  }
   out.rowAsked = state.rowAsked;
   out.rowCaption = $('row-caption').textContent;
   out.scrollWidth = document.documentElement.scrollWidth;

@@ -3,14 +3,18 @@ package nb
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"image/png"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report"
 )
@@ -197,5 +201,70 @@ func TestCached(t *testing.T) {
 	}
 	if err := Cached(path, &b, compute); err == nil {
 		t.Error("a corrupt cache file was accepted")
+	}
+}
+
+// TestExplore: Explore starts probe explore on a probe sinks folder (run
+// on the zoo's gpt-oss checkpoint) as a process of its own, answers its
+// API, shows it in an iframe, finds the same server again (as a later
+// cell would), and Stop ends it.
+func TestExplore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the probe binary")
+	}
+	t.Setenv(WorkEnv, t.TempDir())
+	stream := make([]int, 300)
+	for i := range stream {
+		stream[i] = (i * 37) % 2048
+	}
+	data, _ := json.Marshal(stream)
+	root := t.TempDir()
+	idsPath := filepath.Join(root, "ids.json")
+	os.WriteFile(idsPath, data, 0o644)
+	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
+	o := analysis.DefaultSinksOptions()
+	o.Lengths = []int{128}
+	out := filepath.Join(root, "sinks")
+	if _, _, _, err := (&analysis.SinksRun{RunSpec: analysis.RunSpec{Dir: "../../zoo/checkpoints/gpt_oss_tiny", Source: src, Stream: stream, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 2}, Options: o}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Explore(out, ExploreOptions{Height: 700})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	var in struct {
+		Kind    string
+		Columns string
+	}
+	if err := e.Get("api/info", &in); err != nil || in.Kind != "sinks" || in.Columns != "head" {
+		t.Fatalf("info: %+v, %v", in, err)
+	}
+	if h := e.HTML(); !strings.Contains(h, `<iframe src="`+e.URL+`"`) || !strings.Contains(h, "height:700px") {
+		t.Errorf("HTML: %s", h)
+	}
+	resp, err := http.Get(e.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasSuffix(csp, "frame-ancestors "+NotebookFrames) {
+		t.Errorf("CSP %q: a notebook on loopback cannot frame it", csp)
+	}
+	again, err := Explore(out, ExploreOptions{})
+	if err != nil || again.URL != e.URL || again.PID != e.PID {
+		t.Errorf("second Explore: %+v, %v; want the first server %+v", again, err, e)
+	}
+	if err := e.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		if err = e.Get("api/info", &in); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err == nil {
+		t.Errorf("the explorer still answers after Stop")
 	}
 }

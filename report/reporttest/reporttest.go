@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/filterlens/probe/report/browser"
+	"github.com/filterlens/probe/internal/browser"
 )
 
 // Browser returns the Chromium binary, or "" with the reason logged when

@@ -123,7 +123,11 @@ func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*I
 	add("chunks", fmt.Sprintf("disjoint %s, placement %s, seed %d, offset %d", sw.Disjoint, sw.Placement, sw.Seed, sw.Offset), "sweep options")
 	add("BOS token", fmt.Sprint(sw.BOSToken), "−1: none prepended (notes 003 F.1.3)")
 	add("windows", fmt.Sprintf("last %g of queries (Figs. 2–3, K of Fig. 4); BOS mass over the last %g", sw.LastFrac, sw.BOSFrac), "App. I")
-	add("λobs", fmt.Sprintf("form %s, σ0² = %g, ν = %g, λ = %g, cap %g, moments %s", sw.Probe.Form, sw.Probe.Sigma02, sw.Probe.Nu,
+	sigma := fmt.Sprintf("%g", sw.Probe.Sigma02)
+	if sw.Probe.Sigma02 == 0 { // a model whose layers differ in head width
+		sigma = "1/d_head of each layer"
+	}
+	add("λobs", fmt.Sprintf("form %s, σ0² = %s, ν = %g, λ = %g, cap %g, moments %s", sw.Probe.Form, sigma, sw.Probe.Nu,
 		sw.Probe.LambdaPrior, sw.Probe.LambdaMax, sw.Probe.Moments), "App. I, Eq. 6")
 	add("aggregation", fmt.Sprintf("last %d layers (used: %s), ddof %d, Fig. 2(c) %s, Fig. 4 pool %s, local layers %s (shown: %s)", ag.LastLayers,
 		joinInts(group.LayersUsed), ag.DDOF, ag.LambdaRatio, ag.Fig4Pool, res.Summary.Agg.LocalLayers, group.Layers), "analysis options")

@@ -8,29 +8,34 @@
 // screenshot of just that element with the share of its pixels that are
 // not background.
 //
-// It speaks the Chrome DevTools protocol over a websocket (websocket.go, a
-// minimal RFC 6455 client over net), so it needs no module beyond the
-// standard library, only a Chromium binary (Debian's `chromium`).
+// It drives the browser through chromedp (the Chrome DevTools protocol):
+// a test-only dependency, imported by the tests that check pages (package
+// report/reporttest and the explorer's tests), never by the probe binary.
+// It needs a Chromium binary (Debian's `chromium`).
 package browser
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
 	"image/png"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
 )
 
 // ChromiumEnv names the environment variable that overrides the browser.
@@ -184,8 +189,6 @@ const layoutJS = `(function () {
 	return JSON.stringify(out);
 })()`
 
-var listening = regexp.MustCompile(`DevTools listening on (ws://\S+)`)
-
 // Check opens htmlPath in a fresh headless Chromium with an empty profile,
 // waits for the load event and for charts to settle, and collects a Result.
 func Check(ctx context.Context, chromium, htmlPath string) (*Result, error) {
@@ -201,259 +204,84 @@ func Check(ctx context.Context, chromium, htmlPath string) (*Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(profile)
-	ctx, cancel := context.WithCancel(ctx)
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chromium), chromedp.UserDataDir(profile)}
+	for _, f := range Flags {
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+		if name == "remote-debugging-port" { // chromedp sets its own
+			continue
+		}
+		if hasValue {
+			opts = append(opts, chromedp.Flag(name, value))
+		} else {
+			opts = append(opts, chromedp.Flag(name, true))
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	args := append(append([]string{}, Flags...), "--user-data-dir="+profile, "about:blank")
-	cmd := exec.CommandContext(ctx, chromium, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	tctx, cancelTab := chromedp.NewContext(actx)
+	defer cancelTab()
+	log := &eventLog{urls: map[network.RequestID]string{}}
+	if err := chromedp.Listen(tctx, log.handle); err != nil {
+		return nil, fmt.Errorf("browser: starting %s: %w", chromium, err)
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
+	res, err := run(tctx, log, "file://"+abs)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("browser: the page was not checked within 60 s: %w", err)
 	}
-	defer func() {
-		cancel()
-		_ = cmd.Wait()
-	}()
-	wsURL, err := waitListening(ctx, stderr)
-	if err != nil {
-		return nil, err
-	}
-	ws, err := dialWS(wsURL, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer ws.Close()
-	s := newSession(ws)
-	go s.readLoop()
-	return s.run(ctx, "file://"+abs)
+	return res, err
 }
 
-// waitListening reads Chromium's stderr until it announces its DevTools
-// endpoint, then keeps draining stderr in the background.
-func waitListening(ctx context.Context, r io.Reader) (string, error) {
-	found := make(chan string, 1)
-	var tail bytes.Buffer
-	var mu sync.Mutex
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64*1024), 1<<20)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			if m := listening.FindStringSubmatch(line); m != nil && !sent {
-				found <- m[1]
-				sent = true
-			}
-			mu.Lock()
-			if tail.Len() < 4096 {
-				tail.WriteString(line + "\n")
-			}
-			mu.Unlock()
-		}
-		if !sent {
-			close(found)
-		}
-	}()
-	select {
-	case u, ok := <-found:
-		if !ok {
-			mu.Lock()
-			defer mu.Unlock()
-			return "", fmt.Errorf("browser: chromium exited before listening:\n%s", tail.String())
-		}
-		return u, nil
-	case <-time.After(30 * time.Second):
-		return "", errors.New("browser: chromium did not open its DevTools endpoint within 30 s")
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
-
-// session is one DevTools connection: numbered calls and an event log.
-type session struct {
-	ws      *wsConn
-	mu      sync.Mutex
-	nextID  int
-	pending map[int]chan message
-	events  chan message
-	readErr error
-}
-
-type message struct {
-	ID        int             `json:"id,omitempty"`
-	Method    string          `json:"method,omitempty"`
-	Params    json.RawMessage `json:"params,omitempty"`
-	SessionID string          `json:"sessionId,omitempty"`
-	Result    json.RawMessage `json:"result,omitempty"`
-	Error     *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error,omitempty"`
-}
-
-func newSession(ws *wsConn) *session {
-	return &session{ws: ws, pending: map[int]chan message{}, events: make(chan message, 4096)}
-}
-
-func (s *session) readLoop() {
-	for {
-		data, err := s.ws.ReadMessage()
-		if err != nil {
-			s.mu.Lock()
-			s.readErr = err
-			for id, ch := range s.pending {
-				close(ch)
-				delete(s.pending, id)
-			}
-			s.mu.Unlock()
-			close(s.events)
-			return
-		}
-		var m message
-		if json.Unmarshal(data, &m) != nil {
-			continue
-		}
-		if m.ID != 0 {
-			s.mu.Lock()
-			ch := s.pending[m.ID]
-			delete(s.pending, m.ID)
-			s.mu.Unlock()
-			if ch != nil {
-				ch <- m
-			}
-			continue
-		}
-		select {
-		case s.events <- m:
-		default: // a page that floods events loses the excess, never the calls
-		}
-	}
-}
-
-// call sends a command (to the page session when sessionID is set) and
-// waits for its reply.
-func (s *session) call(ctx context.Context, sessionID, method string, params any, out any) error {
-	s.mu.Lock()
-	if s.readErr != nil {
-		s.mu.Unlock()
-		return s.readErr
-	}
-	s.nextID++
-	id := s.nextID
-	ch := make(chan message, 1)
-	s.pending[id] = ch
-	s.mu.Unlock()
-	req := map[string]any{"id": id, "method": method}
-	if params != nil {
-		req["params"] = params
-	}
-	if sessionID != "" {
-		req["sessionId"] = sessionID
-	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	if err := s.ws.WriteText(data); err != nil {
-		return err
-	}
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			return fmt.Errorf("browser: connection closed during %s", method)
-		}
-		if m.Error != nil {
-			return fmt.Errorf("browser: %s: %s", method, m.Error.Message)
-		}
-		if out != nil {
-			return json.Unmarshal(m.Result, out)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("browser: %s: %w", method, ctx.Err())
-	}
-}
-
-// eventLog accumulates what the page did from the event stream.
+// eventLog accumulates what the page did from the target's events.
 type eventLog struct {
-	mu     sync.Mutex
-	res    Result
-	urls   map[string]string // request id → URL
-	loaded chan struct{}
-	once   sync.Once
+	mu   sync.Mutex
+	res  Result
+	urls map[network.RequestID]string
 }
 
-func (l *eventLog) handle(m message) {
+func (l *eventLog) handle(ev any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch m.Method {
-	case "Network.requestWillBeSent":
-		var p struct {
-			RequestID string `json:"requestId"`
-			Request   struct {
-				URL string `json:"url"`
-			} `json:"request"`
+	switch e := ev.(type) {
+	case *network.EventRequestWillBeSent:
+		u := e.Request.URL
+		l.urls[e.RequestID] = u
+		l.res.Requests = append(l.res.Requests, u)
+		if !local(u) {
+			l.res.External = append(l.res.External, u)
 		}
-		if json.Unmarshal(m.Params, &p) == nil {
-			l.urls[p.RequestID] = p.Request.URL
-			l.res.Requests = append(l.res.Requests, p.Request.URL)
-			if !local(p.Request.URL) {
-				l.res.External = append(l.res.External, p.Request.URL)
+	case *network.EventLoadingFailed:
+		l.res.Failed = append(l.res.Failed, l.urls[e.RequestID]+": "+e.ErrorText)
+	case *runtime.EventConsoleAPICalled:
+		if e.Type != runtime.ConsoleAPICalledTypeError && e.Type != runtime.ConsoleAPICalledTypeAssert {
+			return
+		}
+		var parts []string
+		for _, a := range e.Args {
+			if a.Description != "" {
+				parts = append(parts, a.Description)
+				continue
+			}
+			var v any
+			if json.Unmarshal(a.Value, &v) == nil {
+				parts = append(parts, fmt.Sprint(v))
+			} else {
+				parts = append(parts, string(a.Value))
 			}
 		}
-	case "Network.loadingFailed":
-		var p struct {
-			RequestID string `json:"requestId"`
-			ErrorText string `json:"errorText"`
-			Canceled  bool   `json:"canceled"`
+		l.res.Console = append(l.res.Console, "console."+string(e.Type)+": "+strings.Join(parts, " "))
+	case *runtime.EventExceptionThrown:
+		d := e.ExceptionDetails
+		desc := ""
+		if d.Exception != nil {
+			desc = d.Exception.Description
 		}
-		if json.Unmarshal(m.Params, &p) == nil {
-			l.res.Failed = append(l.res.Failed, l.urls[p.RequestID]+": "+p.ErrorText)
+		l.res.Console = append(l.res.Console, "exception: "+d.Text+" "+desc)
+	case *cdplog.EventEntryAdded:
+		if en := e.Entry; en.Level == cdplog.EntryLevelError {
+			l.res.Console = append(l.res.Console, "log("+string(en.Source)+"): "+en.Text+" "+en.URL)
 		}
-	case "Runtime.consoleAPICalled":
-		var p struct {
-			Type string `json:"type"`
-			Args []struct {
-				Value       any    `json:"value"`
-				Description string `json:"description"`
-			} `json:"args"`
-		}
-		if json.Unmarshal(m.Params, &p) == nil && (p.Type == "error" || p.Type == "assert") {
-			var parts []string
-			for _, a := range p.Args {
-				if a.Description != "" {
-					parts = append(parts, a.Description)
-				} else {
-					parts = append(parts, fmt.Sprint(a.Value))
-				}
-			}
-			l.res.Console = append(l.res.Console, "console."+p.Type+": "+strings.Join(parts, " "))
-		}
-	case "Runtime.exceptionThrown":
-		var p struct {
-			Details struct {
-				Text      string `json:"text"`
-				Exception struct {
-					Description string `json:"description"`
-				} `json:"exception"`
-			} `json:"exceptionDetails"`
-		}
-		if json.Unmarshal(m.Params, &p) == nil {
-			l.res.Console = append(l.res.Console, "exception: "+p.Details.Text+" "+p.Details.Exception.Description)
-		}
-	case "Log.entryAdded":
-		var p struct {
-			Entry struct {
-				Level, Text, URL, Source string
-			} `json:"entry"`
-		}
-		if json.Unmarshal(m.Params, &p) == nil && p.Entry.Level == "error" {
-			l.res.Console = append(l.res.Console, "log("+p.Entry.Source+"): "+p.Entry.Text+" "+p.Entry.URL)
-		}
-	case "Page.loadEventFired":
-		l.once.Do(func() { close(l.loaded) })
 	}
 }
 
@@ -467,51 +295,25 @@ func local(u string) bool {
 	return false
 }
 
-func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	var target struct {
-		TargetID string `json:"targetId"`
+// run loads pageURL in the tab of ctx and measures it: the layout at each
+// of LayoutWidths, then every chart's screenshot and the first screen at
+// the last width.
+func run(ctx context.Context, log *eventLog, pageURL string) (*Result, error) {
+	_, err := chromedp.Call(ctx, network.Enable, network.EnableParams{})
+	if err == nil {
+		_, err = chromedp.Call(ctx, runtime.Enable, cdp.Empty{})
 	}
-	if err := s.call(ctx, "", "Target.createTarget", map[string]any{"url": "about:blank"}, &target); err != nil {
-		return nil, err
+	if err == nil {
+		_, err = chromedp.Call(ctx, cdplog.Enable, cdp.Empty{})
 	}
-	var attached struct {
-		SessionID string `json:"sessionId"`
+	if err == nil {
+		err = setWidth(ctx, LayoutWidths[0])
 	}
-	if err := s.call(ctx, "", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &attached); err != nil {
-		return nil, err
+	if err == nil {
+		err = chromedp.Do(ctx, chromedp.Navigate(pageURL))
 	}
-	sid := attached.SessionID
-	log := &eventLog{urls: map[string]string{}, loaded: make(chan struct{})}
-	go func() {
-		for m := range s.events {
-			if m.SessionID == sid {
-				log.handle(m)
-			}
-		}
-	}()
-	for _, m := range []string{"Network.enable", "Runtime.enable", "Log.enable", "Page.enable"} {
-		if err := s.call(ctx, sid, m, nil, nil); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.setWidth(ctx, sid, LayoutWidths[0]); err != nil {
-		return nil, err
-	}
-	var nav struct {
-		ErrorText string `json:"errorText"`
-	}
-	if err := s.call(ctx, sid, "Page.navigate", map[string]any{"url": pageURL}, &nav); err != nil {
-		return nil, err
-	}
-	if nav.ErrorText != "" {
-		return nil, fmt.Errorf("browser: navigating to %s: %s", pageURL, nav.ErrorText)
-	}
-	select {
-	case <-log.loaded:
-	case <-ctx.Done():
-		return nil, errors.New("browser: the page did not finish loading within 60 s")
+	if err != nil {
+		return nil, fmt.Errorf("browser: loading %s: %w", pageURL, err)
 	}
 	// Charts draw synchronously at load (animation is off); give the
 	// compositor a moment and let late console errors arrive.
@@ -521,12 +323,12 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 	for i, w := range LayoutWidths {
 		if i > 0 {
 			// The charts follow their containers through a ResizeObserver.
-			if err := s.setWidth(ctx, sid, w); err != nil {
+			if err := setWidth(ctx, w); err != nil {
 				return nil, err
 			}
 			time.Sleep(300 * time.Millisecond)
 		}
-		if err := s.waitSettled(ctx, sid); err != nil {
+		if err := waitSettled(ctx); err != nil {
 			return nil, fmt.Errorf("browser: at %d px: %w", w, err)
 		}
 		var l struct {
@@ -534,29 +336,20 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 			Overlaps    []string
 			Clipped     []string
 		}
-		if err := s.eval(ctx, sid, layoutJS, &l); err != nil {
+		if err := eval(ctx, layoutJS, &l); err != nil {
 			return nil, fmt.Errorf("browser: measuring the layout at %d px: %w", w, err)
 		}
 		layouts = append(layouts, Layout{Width: w, ScrollWidth: l.ScrollWidth, Overlaps: l.Overlaps, Clipped: l.Clipped})
 	}
 
-	var eval struct {
-		Result struct {
-			Value string `json:"value"`
-		} `json:"result"`
-	}
-	expr := `JSON.stringify(Array.from(document.querySelectorAll('.chart')).map(function (e) {
-		var r = e.getBoundingClientRect(); var inner = e.querySelector('[id]');
-		return {id: e.id || (inner ? inner.id : ''), x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height};
-	}))`
-	if err := s.call(ctx, sid, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}, &eval); err != nil {
-		return nil, err
-	}
 	var boxes []struct {
 		ID         string
 		X, Y, W, H float64
 	}
-	if err := json.Unmarshal([]byte(eval.Result.Value), &boxes); err != nil {
+	if err := eval(ctx, `JSON.stringify(Array.from(document.querySelectorAll('.chart')).map(function (e) {
+		var r = e.getBoundingClientRect(); var inner = e.querySelector('[id]');
+		return {id: e.id || (inner ? inner.id : ''), x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height};
+	}))`, &boxes); err != nil {
 		return nil, fmt.Errorf("browser: reading chart boxes: %w", err)
 	}
 	var charts []Chart
@@ -567,41 +360,72 @@ func (s *session) run(ctx context.Context, pageURL string) (*Result, error) {
 			// beyond the viewport would resize the viewport, and the
 			// charts, which follow their containers, with it.
 			var y float64
-			if err := s.eval(ctx, sid, fmt.Sprintf("window.scrollTo(0, %g); JSON.stringify(window.scrollY)", b.Y), &y); err != nil {
+			if err := eval(ctx, fmt.Sprintf("window.scrollTo(0, %g); JSON.stringify(window.scrollY)", b.Y), &y); err != nil {
 				return nil, err
 			}
 			time.Sleep(150 * time.Millisecond) // let the newly visible tiles paint
-			img, err := s.screenshot(ctx, sid, map[string]any{"x": b.X, "y": b.Y, "width": b.W, "height": min(b.H, 1000), "scale": 1})
+			clip := &page.Viewport{X: b.X, Y: b.Y, Width: b.W, Height: min(b.H, 1000), Scale: 1}
+			shot, err := chromedp.Call(ctx, page.CaptureScreenshot, page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng, Clip: clip})
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("browser: screenshot of chart %q: %w", b.ID, err)
+			}
+			raw := []byte(shot.Data)
+			img, err := png.Decode(bytes.NewReader(raw))
+			if err != nil {
+				return nil, fmt.Errorf("browser: screenshot of chart %q: %w", b.ID, err)
 			}
 			c.NonBlank, c.Colors = inked(img)
-			var buf bytes.Buffer
-			if err := png.Encode(&buf, img); err == nil {
-				c.PNG = buf.Bytes()
-			}
+			c.PNG = raw
 		}
 		charts = append(charts, c)
 	}
 	var top float64
-	if err := s.eval(ctx, sid, "window.scrollTo(0, 0); JSON.stringify(window.scrollY)", &top); err != nil {
+	if err := eval(ctx, "window.scrollTo(0, 0); JSON.stringify(window.scrollY)", &top); err != nil {
 		return nil, err
 	}
 	time.Sleep(150 * time.Millisecond)
-	var page struct {
-		Data string `json:"data"`
+	shot, err := chromedp.Call(ctx, page.CaptureScreenshot, page.CaptureScreenshotParams{Format: page.CaptureScreenshotFormatPng})
+	if err != nil {
+		return nil, fmt.Errorf("browser: screenshot of the page: %w", err)
 	}
-	if err := s.call(ctx, sid, "Page.captureScreenshot", map[string]any{"format": "png"}, &page); err != nil {
-		return nil, err
-	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // late events
 	log.mu.Lock()
 	res := log.res
 	log.mu.Unlock()
-	res.Charts = charts
-	res.Layouts = layouts
-	res.Page, _ = base64.StdEncoding.DecodeString(page.Data)
+	res.Charts, res.Layouts, res.Page = charts, layouts, []byte(shot.Data)
 	return &res, nil
+}
+
+// setWidth emulates a viewport of width × 1000 CSS pixels.
+func setWidth(ctx context.Context, width int) error {
+	_, err := chromedp.Call(ctx, emulation.SetDeviceMetricsOverride,
+		emulation.SetDeviceMetricsOverrideParams{Width: int64(width), Height: 1000, DeviceScaleFactor: 1})
+	return err
+}
+
+// eval evaluates a JavaScript expression that returns a JSON string and
+// decodes it into out.
+func eval(ctx context.Context, expr string, out any) error {
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal([]byte(s), out)
+}
+
+// waitSettled polls settledJS for up to 20 s.
+func waitSettled(ctx context.Context) error {
+	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(200 * time.Millisecond) {
+		var ok bool
+		if err := eval(ctx, settledJS, &ok); err != nil {
+			return err
+		}
+		if ok {
+			time.Sleep(200 * time.Millisecond) // one more frame to paint
+			return nil
+		}
+	}
+	return errors.New("the charts did not follow the viewport's width within 20 s")
 }
 
 // settledJS is true once every echarts chart on the page has been drawn at
@@ -614,62 +438,6 @@ const settledJS = `JSON.stringify((function () {
 		return !c || (Math.abs(c.getWidth() - el.clientWidth) < 1 && Math.abs(c.getHeight() - el.clientHeight) < 1);
 	});
 })())`
-
-// waitSettled polls settledJS for up to 20 s.
-func (s *session) waitSettled(ctx context.Context, sid string) error {
-	for start := time.Now(); time.Since(start) < 20*time.Second; time.Sleep(200 * time.Millisecond) {
-		var ok bool
-		if err := s.eval(ctx, sid, settledJS, &ok); err != nil {
-			return err
-		}
-		if ok {
-			time.Sleep(200 * time.Millisecond) // one more frame to paint
-			return nil
-		}
-	}
-	return errors.New("the charts did not follow the viewport's width within 20 s")
-}
-
-// setWidth emulates a viewport of width × 1000 CSS pixels.
-func (s *session) setWidth(ctx context.Context, sid string, width int) error {
-	return s.call(ctx, sid, "Emulation.setDeviceMetricsOverride", map[string]any{
-		"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": false}, nil)
-}
-
-// eval evaluates a JavaScript expression that returns a JSON string and
-// decodes it into out.
-func (s *session) eval(ctx context.Context, sid, expr string, out any) error {
-	var r struct {
-		Result struct {
-			Value string `json:"value"`
-		} `json:"result"`
-		ExceptionDetails *struct {
-			Text string `json:"text"`
-		} `json:"exceptionDetails"`
-	}
-	if err := s.call(ctx, sid, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}, &r); err != nil {
-		return err
-	}
-	if r.ExceptionDetails != nil {
-		return fmt.Errorf("script failed: %s", r.ExceptionDetails.Text)
-	}
-	return json.Unmarshal([]byte(r.Result.Value), out)
-}
-
-func (s *session) screenshot(ctx context.Context, sid string, clip map[string]any) (image.Image, error) {
-	var shot struct {
-		Data string `json:"data"`
-	}
-	if err := s.call(ctx, sid, "Page.captureScreenshot", map[string]any{
-		"format": "png", "clip": clip}, &shot); err != nil {
-		return nil, err
-	}
-	raw, err := base64.StdEncoding.DecodeString(shot.Data)
-	if err != nil {
-		return nil, err
-	}
-	return png.Decode(bytes.NewReader(raw))
-}
 
 // inked returns the fraction of pixels that differ from the image's
 // background (its most common colour) by more than 24/255 in some channel,

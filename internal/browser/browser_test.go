@@ -1,58 +1,13 @@
 package browser
 
 import (
-	"bytes"
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
-
-func TestWebsocketFrames(t *testing.T) {
-	a, b := net.Pipe()
-	ca, cb := &wsConn{conn: a, br: newReader(a)}, &wsConn{conn: b, br: newReader(b)}
-	defer a.Close()
-	defer b.Close()
-	for _, n := range []int{0, 10, 125, 126, 300, 65535, 70000} {
-		msg := bytes.Repeat([]byte{'x'}, n)
-		go func() { ca.WriteText(msg) }()
-		got, err := cb.ReadMessage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, msg) {
-			t.Errorf("%d-byte message came back as %d bytes", n, len(got))
-		}
-	}
-	// A ping is answered with a pong and skipped; fragments are joined.
-	go func() {
-		ca.writeFrame(opPing, []byte("hi"))
-		ca.writeRaw(false, opText, []byte("ab"))
-		ca.writeRaw(true, opContinuation, []byte("cd"))
-	}()
-	pong := make(chan []byte)
-	go func() {
-		_, op, p, _ := ca.readFrame()
-		if op == opPong {
-			pong <- p
-		}
-	}()
-	got, err := cb.ReadMessage()
-	if err != nil || string(got) != "abcd" {
-		t.Errorf("fragmented message: %q, %v", got, err)
-	}
-	select {
-	case p := <-pong:
-		if string(p) != "hi" {
-			t.Errorf("pong %q", p)
-		}
-	case <-time.After(2 * time.Second):
-		t.Error("no pong")
-	}
-}
 
 // TestCheckFindsProblems proves the check fails pages it should fail: an
 // external request, console errors, an exception, a blank chart.
