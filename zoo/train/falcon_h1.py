@@ -434,7 +434,7 @@ def main():
     p.add_argument("--mult-attn-out", type=float, default=0.9)
     p.add_argument("--mult-ssm-in", type=float, default=1.2)
     p.add_argument("--mult-ssm-out", type=float, default=0.8)
-    p.add_argument("--mult-ssm", type=float, nargs=5, default=[1.0, 0.9, 1.2, 0.8, 1.1],
+    p.add_argument("--mult-ssm", type=float, nargs=5, default=[1.1, 0.9, 1.2, 0.8, 1.1],
                    help="ssm_multipliers over [z, x, B, C, dt]")
     p.add_argument("--mult-gate", type=float, default=0.9, help="mlp_multipliers[0]")
     p.add_argument("--mult-down", type=float, default=1.1, help="mlp_multipliers[1]")
