@@ -11,8 +11,9 @@ import (
 // demo holds the checkpoints `probe demo` runs on — the gated model and
 // its baseline, both RFA models (without M2's intermediate checkpoints),
 // the Qwen3.5-style hybrid, the Gemma-3-style model, the gpt-oss-style
-// model (sinks, 4 experts top-2) and the AFA toy filters — and the token
-// stream sampled from the gated model: about 37 MB
+// model (sinks, 4 experts top-2), the Falcon-H1-style model (attention and
+// Mamba-2 in every layer) and the AFA toy filters — and the token stream
+// sampled from the gated model: about 42 MB
 // in the binary, so that the demo needs no download and no third-party
 // text.
 //
@@ -21,6 +22,7 @@ import (
 //go:embed checkpoints/gpt_oss_tiny/config.json checkpoints/gpt_oss_tiny/model.safetensors
 //go:embed checkpoints/gpt_oss_tiny/tokenizer.json checkpoints/gpt_oss_tiny/zoo.json
 //go:embed checkpoints/gpt_oss_tiny/MODEL_CARD.md checkpoints/gpt_oss_tiny/train_log.jsonl
+//go:embed checkpoints/falcon_h1_tiny
 //go:embed checkpoints/rfa_m2_sc/config.json checkpoints/rfa_m2_sc/model.safetensors
 //go:embed checkpoints/rfa_m2_sc/tokenizer.json checkpoints/rfa_m2_sc/history.json
 //go:embed checkpoints/rfa_m2_sc/zoo.json checkpoints/rfa_m2_sc/MODEL_CARD.md
@@ -32,7 +34,7 @@ var demo embed.FS
 // Unpack writes the embedded demo checkpoints and stream to dst (created),
 // keeping their layout: dst/gated_headwise/, dst/qwen3_base/, dst/rfa_m1/,
 // dst/rfa_m2_sc/, dst/qwen35_hybrid/, dst/gemma3_tiny/, dst/gpt_oss_tiny/,
-// dst/afa_toy/, dst/demo_stream.json. Existing files are overwritten.
+// dst/falcon_h1_tiny/, dst/afa_toy/, dst/demo_stream.json. Existing files are overwritten.
 func Unpack(dst string) error {
 	root, err := fs.Sub(demo, "checkpoints")
 	if err != nil {

@@ -16,7 +16,8 @@ var goldenDir = filepath.Join("..", "..", "shared", "golden")
 // the golden cases of its architecture: the PyTorch modules the zoo was
 // trained with equal the reference implementations (logits within
 // max|Δ|/max|ref| ≤ 1e-4; qwen35.py in both its chunked and its recurrent
-// delta rule), so TestZooParity's comparison with the Go pass is against a
+// delta rule, falcon_h1.py in both its quadratic (SSD) and its recurrent
+// scan), so TestZooParity's comparison with the Go pass is against a
 // checked reference.
 func TestScriptsMatchGolden(t *testing.T) {
 	if _, err := os.Stat(goldenDir); err != nil {
@@ -31,6 +32,7 @@ func TestScriptsMatchGolden(t *testing.T) {
 		{"train/rfa.py", "rfa_m2_7_gate"},
 		{"train/qwen35.py", "qwen35_text"},
 		{"train/gemma3.py", "gemma3_text"},
+		{"train/falcon_h1.py", "falcon_h1"},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
 			dir := filepath.Join(goldenDir, c.golden)

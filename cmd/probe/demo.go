@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,12 +31,19 @@ var (
 	demoPPLGates     = "learned,one,k,k-matched" // Prediction 3: the learned gate, no gate, K_BFT (raw and mean-matched)
 	demoMapTokens    = 1024                      // RFA Figs. 11–14
 	demoGDNLength    = "512"                     // probe gdn on the hybrid: one pass
+	demoFalconLength = "512"                     // probe gdn --w-rows on the Falcon-H1-style model: one pass
 	demoSinkLengths  = "256,1024"                // probe sinks on the hybrid
 	demoDiagRows     = 2                         // probe diag on the hybrid: rows of the stream …
 	demoDiagLength   = 512                       // … of this many tokens (2× its training context)
 	demoMoELengths   = "256,1024"                // probe sinks and probe experts on the gpt-oss-style model
 	demoMoESamples   = 2
 )
+
+// demoFalconFigs are the figures of probe gdn on the Falcon-H1-style model
+// that the report shows: its attention heads beside its SSM heads (the
+// per-head, per-token and gain figures' tables are in its folder, and
+// probe report draws them all).
+var demoFalconFigs = []string{"gdn-side-by-side"}
 
 // DemoOptions are the options of probe demo.
 type DemoOptions struct {
@@ -52,7 +60,7 @@ func NewCmdDemo(runF func(*DemoOptions) error) *cobra.Command {
 	opts := &DemoOptions{}
 	cmd := &cobra.Command{
 		Use:     "demo [--out <dir>] [--static]",
-		Short:   "the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, sinks and experts, perplexity, Prediction 3) in one report.html",
+		Short:   "the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, sinks and experts, attention beside Mamba-2, perplexity, Prediction 3) in one report.html",
 		Example: "probe demo --out /tmp/probe-demo",
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Stdout = c.OutOrStdout()
@@ -74,7 +82,8 @@ func NewCmdDemo(runF func(*DemoOptions) error) *cobra.Command {
 // input: BFT's App. I protocol on the Qiu-gated model (Figs. 2–4), the RFA
 // parameter readout and figures of the SC-RFA model (Figs. 3–4, 8–10,
 // 11–14), AFA's toy-system figures (Figs. 1–3), the per-row diagnostics of
-// the Qwen3.5-style hybrid's softmax layer (probe diag), the sinks and
+// the Qwen3.5-style hybrid's softmax layer (probe diag), the Falcon-H1-style
+// model's attention and SSM heads side by side (probe gdn --w-rows), the sinks and
 // expert routing of the gpt-oss-style model, and perplexity vs
 // context length with BFT's Prediction 3 (the gate replaced by K_BFT), also
 // of the hybrid and the Gemma-3-style model, all in one offline
@@ -96,7 +105,8 @@ func runDemo(opts *DemoOptions) error {
 	d := &demo{w: opts.Stdout, out: opts.Out, zoo: zdir,
 		gated: filepath.Join(zdir, "gated_headwise"), rfa: filepath.Join(zdir, "rfa_m2_sc"), afa: filepath.Join(zdir, "afa_toy"),
 		base: filepath.Join(zdir, "qwen3_base"), rfa1: filepath.Join(zdir, "rfa_m1"),
-		hybrid: filepath.Join(zdir, "qwen35_hybrid"), gemma: filepath.Join(zdir, "gemma3_tiny"), gptoss: filepath.Join(zdir, "gpt_oss_tiny")}
+		hybrid: filepath.Join(zdir, "qwen35_hybrid"), gemma: filepath.Join(zdir, "gemma3_tiny"), gptoss: filepath.Join(zdir, "gpt_oss_tiny"),
+		falcon: filepath.Join(zdir, "falcon_h1_tiny")}
 	ids, src, err := demoStream(filepath.Join(zdir, "demo_stream.json"), filepath.Join(opts.Out, "stream.ids.json"))
 	if err != nil {
 		return err
@@ -105,11 +115,14 @@ func runDemo(opts *DemoOptions) error {
 	fmt.Fprintf(opts.Stdout, "      %s\n", src)
 
 	st.next("BFT App. I on gated_headwise: n_eff, S, λobs, K, BOS mass and gates at T = " + demoSweepLengths + ", " + strconv.Itoa(demoSweepSamples) +
-		" samples each; the same per row on the softmax layer of the Qwen3.5-style hybrid (probe diag)")
+		" samples each; the same per row on the softmax layer of the Qwen3.5-style hybrid (probe diag); the Falcon-H1-style model's attention and SSM heads side by side (probe gdn --w-rows, T = " + demoFalconLength + ")")
 	if err := d.bft(); err != nil {
 		return err
 	}
 	if err := d.hybridFilters(); err != nil {
+		return err
+	}
+	if err := d.falconFilters(); err != nil {
 		return err
 	}
 	st.next("the gpt-oss-style model (learned sinks, 4 experts top-2): probe sinks and probe experts at T = " + demoMoELengths)
@@ -146,14 +159,14 @@ func runDemo(opts *DemoOptions) error {
 // the unpacked checkpoints, the token stream, the folders each stage
 // wrote (for the report's manifest) and the figures so far.
 type demo struct {
-	w                                                  io.Writer
-	out, zoo                                           string
-	gated, rfa, afa, base, rfa1, hybrid, gemma, gptoss string
-	ids                                                string // the stream's id file
-	sweepDir, diagCSV, gdnDir, sinksDir                string
-	retrievalDir, pplDir, pplNewDir                    string
-	moeSinksDir, expertsDir                            string
-	figs                                               []*report.Figure
+	w                                                          io.Writer
+	out, zoo                                                   string
+	gated, rfa, afa, base, rfa1, hybrid, gemma, gptoss, falcon string
+	ids                                                        string // the stream's id file
+	sweepDir, diagCSV, gdnDir, sinksDir, falconDir             string
+	retrievalDir, pplDir, pplNewDir                            string
+	moeSinksDir, expertsDir                                    string
+	figs                                                       []*report.Figure
 }
 
 // bft runs BFT App. I's sweep on the gated model and draws Figs. 2–4.
@@ -242,6 +255,36 @@ func (d *demo) hybridFilters() error {
 		return err
 	}
 	d.figs = append(d.figs, fr.Figures...)
+	return nil
+}
+
+// falconFilters reads the Falcon-H1-style model's layers as filters
+// (probe gdn --w-rows): its Mamba-2 heads' decay, gain and exact
+// effective-attention rows, and its softmax heads' n_eff beside the SSM
+// heads' n_eff^W of the same layer (figure gdn-side-by-side). The figure
+// ids get the prefix falcon-h1- beside the Qwen3.5-style hybrid's gdn
+// figures; of probe gdn's figures the report takes demoFalconFigs.
+func (d *demo) falconFilters() error {
+	d.falconDir = filepath.Join(d.out, "falcon-h1-gdn")
+	o, flags := defaultsOf(NewCmdGDN)
+	o.WRows = true // the side-by-side figure needs the W rows of the SSM heads
+	o.Stdout = io.Discard
+	s := &o.Stream
+	s.Model.Name, s.Input.IDs, s.Plan.Lengths, s.Formats, s.Force, s.Out = d.falcon, d.ids, demoFalconLength, "parquet", true, d.falconDir
+	o.CLIOptions, o.CommandLine = flagRecord(flags)
+	if err := runGDN(o); err != nil {
+		return fmt.Errorf("demo: the Falcon-H1-style model as a filter: %w", err)
+	}
+	fr, err := filters.Read(d.falconDir)
+	if err != nil {
+		return err
+	}
+	for _, f := range fr.Figures {
+		if slices.Contains(demoFalconFigs, f.ID) {
+			f.ID, f.Title = "falcon-h1-"+f.ID, "Falcon-H1-style model: "+f.Title
+			d.figs = append(d.figs, f)
+		}
+	}
 	return nil
 }
 
@@ -356,6 +399,9 @@ func (d *demo) report(command string) *report.Report {
 				"(hybrid-diag.csv); the DeltaNet layers have no softmax rows, and probe gdn reads them as filters instead (gain β, forgetting, " +
 				"innovation, and the effective-attention rows W; hybrid-gdn/), with probe sinks' first-token and entropy measurements (hybrid-sinks/) and probe retrieval's retrieval score of its softmax heads on a copy task (hybrid-retrieval/). Its perplexity vs context length and that of the Gemma-3-style model " +
 				"(sliding window 64 on three of four layers) are in ppl-hybrid-gemma/.",
+			"The Falcon-H1-style model (softmax attention and a Mamba-2 mixer side by side in every layer, on the same normalized input): " +
+				"probe gdn --w-rows reads its SSM heads as filters (decay exp(dt·A), gain dt, state norm and the exact effective-attention rows " +
+				"M[t, s] = (C_t·B_s)·Π exp(dt_r·A)·dt_s) and draws its softmax heads' n_eff beside its SSM heads' n_eff^W of the same layer (falcon-h1-gdn/).",
 			"The gpt-oss-style model (learned sink logits per head, alternating sliding and full layers, a mixture of 4 experts with 2 per token): " +
 				"probe sinks' first-token attention and sink mass σ (gpt-oss-sinks/) and probe experts' routing: the load of each (layer, expert) over all tokens, " +
 				"the first token and the rest, and the router's entropy and top-1 margin (gpt-oss-experts/).",
@@ -372,6 +418,7 @@ func (d *demo) report(command string) *report.Report {
 			{Name: "hybrid as a filter", Value: d.gdnDir, Source: "probe gdn on qwen35_hybrid, T = " + demoGDNLength},
 			{Name: "hybrid sinks", Value: d.sinksDir, Source: "probe sinks on qwen35_hybrid, T = " + demoSinkLengths},
 			{Name: "hybrid retrieval", Value: d.retrievalDir, Source: "probe retrieval on qwen35_hybrid, segment 64, gap 64, every copy step"},
+			{Name: "Falcon-H1-style model as a filter", Value: d.falconDir, Source: "probe gdn --w-rows on falcon_h1_tiny, T = " + demoFalconLength},
 			{Name: "gpt-oss-style sinks", Value: d.moeSinksDir, Source: "probe sinks on gpt_oss_tiny, T = " + demoMoELengths + ", " + strconv.Itoa(demoMoESamples) + " samples, rows renormalised"},
 			{Name: "gpt-oss-style experts", Value: d.expertsDir, Source: "probe experts on gpt_oss_tiny, T = " + demoMoELengths + ", " + strconv.Itoa(demoMoESamples) + " samples"},
 			{Name: "hybrid diagnostics", Value: d.diagCSV, Source: fmt.Sprintf("probe diag on qwen35_hybrid, %d rows of %d stream tokens", demoDiagRows, demoDiagLength)},

@@ -35,12 +35,13 @@ func TestDemo(t *testing.T) {
 	}
 	for _, id := range []string{"bft-fig2", "bft-fig3", "bft-fig4", "rfa-ckpt-fig3", "rfa-ckpt-fig4", "afa-fig1", "afa-fig2", "afa-fig3",
 		"gdn-heads", "gdn-tokens", "sinks-first-token", "sinks-length", "bft-fig4-gate", "retrieval-heads",
-		"gpt-oss-sinks-first-token", "gpt-oss-experts-load", "gpt-oss-experts-router", "gpt-oss-experts-first"} {
+		"gpt-oss-sinks-first-token", "gpt-oss-experts-load", "gpt-oss-experts-router", "gpt-oss-experts-first",
+		"falcon-h1-gdn-side-by-side"} {
 		if !strings.Contains(string(page), id) {
 			t.Errorf("report lacks figure %s", id)
 		}
 	}
-	for _, dir := range []string{"zoo/gated_headwise", "zoo/rfa_m2_sc", "zoo/afa_toy", "zoo/qwen35_hybrid", "zoo/gemma3_tiny", "zoo/gpt_oss_tiny",
+	for _, dir := range []string{"zoo/gated_headwise", "zoo/rfa_m2_sc", "zoo/afa_toy", "zoo/qwen35_hybrid", "zoo/gemma3_tiny", "zoo/gpt_oss_tiny", "zoo/falcon_h1_tiny", "falcon-h1-gdn/gdn_manifest.json",
 		"gpt-oss-sinks/sinks_manifest.json", "gpt-oss-experts/experts_manifest.json", "bft-sweep", "hybrid-diag.csv", "hybrid-gdn/gdn_manifest.json", "hybrid-sinks/sinks_manifest.json", "hybrid-retrieval/retrieval_manifest.json", "ppl", "ppl-hybrid-gemma"} {
 		if _, err := os.Stat(filepath.Join(out, dir)); err != nil {
 			t.Error(err)
