@@ -189,8 +189,12 @@ const layoutJS = `(function () {
 	return JSON.stringify(out);
 })()`
 
+// DefaultTimeout bounds a Check whose context has no deadline.
+const DefaultTimeout = 3 * time.Minute
+
 // Check opens htmlPath in a fresh headless Chromium with an empty profile,
-// waits for the load event and for charts to settle, and collects a Result.
+// waits for the load event and for charts to settle, and collects a Result
+// within ctx's deadline (DefaultTimeout if it has none).
 func Check(ctx context.Context, chromium, htmlPath string) (*Result, error) {
 	abs, err := filepath.Abs(htmlPath)
 	if err != nil {
@@ -216,8 +220,11 @@ func Check(ctx context.Context, chromium, htmlPath string) (*Result, error) {
 			opts = append(opts, chromedp.Flag(name, true))
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	defer cancelAlloc()
 	tctx, cancelTab := chromedp.NewContext(actx)
@@ -228,7 +235,7 @@ func Check(ctx context.Context, chromium, htmlPath string) (*Result, error) {
 	}
 	res, err := run(tctx, log, "file://"+abs)
 	if err != nil && ctx.Err() != nil {
-		return nil, fmt.Errorf("browser: the page was not checked within 60 s: %w", err)
+		return nil, fmt.Errorf("browser: the page was not checked in time (the context's deadline): %w", err)
 	}
 	return res, err
 }

@@ -40,7 +40,7 @@ func Check(t testing.TB, chromium, html string, wantCharts int) *browser.Result 
 	if chromium == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // a page of ~90 charts takes ~1 min on 2 loaded cores
 	defer cancel()
 	res, err := browser.Check(ctx, chromium, html)
 	if err != nil {
