@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/report"
@@ -53,15 +54,37 @@ func GDN(man *analysis.GDNManifest, rows []analysis.GDNRow, heads []analysis.GDN
 	if f := gdnSideBySide(man.Layers, nh, heads, attnHeads, T, where); f != nil {
 		figs = append(figs, f)
 	}
+	kind := mixerNames(heads)
 	return &report.Report{
-		Title:    "Gated DeltaNet as a filter — gain, forgetting, innovation and the effective-attention rows",
-		Subtitle: fmt.Sprintf("Model: %s (%s); Gated DeltaNet layers %s; %d value heads each.", man.Model.Dir, man.Model.Arch, fmtInts(man.Layers), nh),
-		Intro: []string{"Per (layer, value head, token) of every Gated DeltaNet layer, as `probe gdn` wrote them (definitions: docs/diagnostics.md, " +
+		Title:    kind + " as a filter — gain, forgetting, innovation and the effective-attention rows",
+		Subtitle: fmt.Sprintf("Model: %s (%s); %s layers %s; %d value heads each.", man.Model.Dir, man.Model.Arch, kind, fmtInts(man.Layers), nh),
+		Intro: []string{"Per (layer, value head, token) of every " + kind + " layer, as `probe gdn` wrote them (definitions: docs/diagnostics.md, " +
 			"\"Gated DeltaNet as a filter\"). β_t is the learned gain of the delta-rule update, e^{g_t} the forgetting of the memory, " +
 			"1/(1 − e^{g_t}) its horizon in tokens; n_eff^W, the first-token share and K^W are computed on the exact effective-attention row W[t, ·]."},
 		Manifest: manifestOptions(analysis.GDNManifestName, man.Tool, man.Created, man.Model, man.Source, man.Chunks, man.Options),
 		Figures:  figs,
 	}, nil
+}
+
+// mixerNames names the recurrent mixers of heads as a reader knows them
+// ("Gated DeltaNet", "Mamba-2", "RWKV-7", joined with " and "), in the
+// order they first appear.
+func mixerNames(heads []analysis.GDNHeadRow) string {
+	names := map[string]string{analysis.MixerGatedDeltaNet: "Gated DeltaNet", analysis.MixerMamba2: "Mamba-2", analysis.MixerRWKV7: "RWKV-7"}
+	var seen []string
+	for _, h := range heads {
+		n, ok := names[h.Mixer]
+		if !ok {
+			n = h.Mixer
+		}
+		if !slices.Contains(seen, n) {
+			seen = append(seen, n)
+		}
+	}
+	if len(seen) == 0 {
+		return "Gated DeltaNet"
+	}
+	return strings.Join(seen, " and ")
 }
 
 // gdnQuantity is one column of the gdn tables drawn by the figures.
