@@ -111,7 +111,8 @@ func (g *generator) mxfp4(name string, experts, rows, cols int) (blocks, scales 
 }
 
 // mxfp4Mid are the midpoints of the E2M1 magnitudes {0, 0.5, 1, 1.5, 2,
-// 3, 4, 6}: magnitude code c+1 is nearer than code c above mxfp4Mid[c].
+// 3, 4, 6}: magnitude code c+1 is nearer than code c above mxfp4Mid[c],
+// and at mxfp4Mid[c] too when c is odd (ties to the even code).
 var mxfp4Mid = [7]float32{0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5}
 
 // quantizeMXFP4 sets dst (16 bytes) to the E2M1 codes of the 32 values x
@@ -123,25 +124,26 @@ var mxfp4Mid = [7]float32{0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5}
 // quantization the gpt_oss_mxfp4 golden case documents. A block of zeros
 // gets scale 2^−127 and zero codes.
 func quantizeMXFP4(dst []uint8, x []float32) uint8 {
-	var mx float32
+	var mx uint32 // the largest |x| as bits (ordered as the values are)
 	for _, v := range x {
-		mx = max(mx, float32(math.Abs(float64(v))))
+		mx = max(mx, math.Float32bits(v)&0x7fffffff)
 	}
 	e := -127
 	if mx > 0 {
-		_, exp := math.Frexp(float64(mx)) // mx = f·2^exp, f in [0.5, 1)
+		_, exp := math.Frexp(float64(math.Float32frombits(mx))) // = f·2^exp, f in [0.5, 1)
 		e = max(exp-1-2, -127)
 	}
 	inv := float32(math.Ldexp(1, -e))
 	clear(dst)
 	for i, v := range x {
-		a, code := float32(math.Abs(float64(v)))*inv, uint8(0)
+		bits := math.Float32bits(v)
+		a, code := math.Float32frombits(bits&0x7fffffff)*inv, uint8(0)
 		for c, m := range mxfp4Mid {
-			if a > m || a == m && c%2 == 1 {
+			if a > m || a == m && c&1 == 1 {
 				code = uint8(c + 1)
 			}
 		}
-		if v < 0 && code != 0 {
+		if bits>>31 == 1 && code != 0 {
 			code |= 8
 		}
 		dst[i/2] |= code << (4 * (i % 2))
