@@ -196,7 +196,8 @@ for step in $steps; do
 		fi
 		say "$step shape, bf16, T = 32768, plain pass and probe gdn's default measurement"
 		jsonbench "$step" gdn --model "$work/$dir" --tokens 32768 --reps 1 --modes gdn
-		summary "$step" '{"peak_rss_mib": b("gdn")["peak_rss_mib"], "target_peak_rss_mib": 4096, "met": b("gdn")["peak_rss_mib"] <= 4096}'
+		summary "$step" '{"peak_rss_mib": b("gdn")["peak_rss_mib"], "target_peak_rss_mib": 4096, "met": b("gdn")["peak_rss_mib"] <= 4096,
+			"tokens_per_s": {m["mode"]: m["tokens_per_s"] for m in b("gdn")["modes"]}, "cpu_seconds": {m["mode"]: m["cpu_seconds"] for m in b("gdn")["modes"]}}'
 		;;
 	scan)
 		say "BenchmarkSSMScan: chunked scan against the recurrence"
