@@ -8,10 +8,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/filterlens/probe/model/internal/kern"
 )
 
 // generator makes up the tensors a loader asks for: norms near 1 (near 0
@@ -59,6 +62,93 @@ func (g *generator) weight(name string, shape ...int) Weight {
 		g.tensors[len(g.tensors)-1].Data, bits = b, b
 	}
 	return Weight{Rows: rows, Cols: cols, DType: g.store, Bits: bits}
+}
+
+// mxfp4 makes experts × [rows, cols] matrices drawn as weight draws a
+// projection, N(0, 1/cols), and stores them in MXFP4 as they are made
+// (quantizeMXFP4), recording name+"_blocks" (uint8 [experts, rows,
+// cols/32, 16]) and name+"_scales" (uint8 [experts, rows, cols/32]), the
+// released gpt-oss layout: the float values of a 20B model's experts (19
+// billion) are never held. Each expert draws from its own stream, seeded
+// in order from g's, so the experts are made in parallel and the result
+// does not depend on the number of goroutines. cols is a multiple of 32
+// (the caller checks); g.fix does not apply.
+func (g *generator) mxfp4(name string, experts, rows, cols int) (blocks, scales []uint8) {
+	per := rows * cols
+	blocks, scales = make([]uint8, experts*per/2), make([]uint8, experts*per/kern.MXFP4Block)
+	seeds := make([]uint64, experts)
+	for e := range seeds {
+		seeds[e] = g.rng.Uint64()
+	}
+	s := 1 / math.Sqrt(float64(cols))
+	next := make(chan int, experts)
+	for e := range experts {
+		next <- e
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(experts, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var x [kern.MXFP4Block]float32
+			for e := range next {
+				rng := rand.New(rand.NewPCG(seeds[e], 0x6d78667034))
+				for b := e * per / kern.MXFP4Block; b < (e+1)*per/kern.MXFP4Block; b++ {
+					for i := range x {
+						x[i] = float32(s * rng.NormFloat64())
+					}
+					scales[b] = quantizeMXFP4(blocks[b*kern.MXFP4Block/2:(b+1)*kern.MXFP4Block/2], x[:])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	g.tensors = append(g.tensors,
+		checkpoint.Tensor{Name: name + "_blocks", Shape: []int{experts, rows, cols / kern.MXFP4Block, kern.MXFP4Block / 2}, Data: blocks},
+		checkpoint.Tensor{Name: name + "_scales", Shape: []int{experts, rows, cols / kern.MXFP4Block}, Data: scales})
+	return blocks, scales
+}
+
+// mxfp4Mid are the midpoints of the E2M1 magnitudes {0, 0.5, 1, 1.5, 2,
+// 3, 4, 6}: magnitude code c+1 is nearer than code c above mxfp4Mid[c],
+// and at mxfp4Mid[c] too when c is odd (ties to the even code).
+var mxfp4Mid = [7]float32{0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5}
+
+// quantizeMXFP4 sets dst (16 bytes) to the E2M1 codes of the 32 values x
+// under a shared scale 2^e, e = ⌊log₂ max|x|⌋ − 2 (max|x|/2^e in [4, 8):
+// the largest value maps near the largest magnitude, 6), and returns the
+// scale byte e + 127 (E8M0). Each value is the nearest magnitude of
+// |x|/2^e (ties to the even code; above 6, 6), the sign in bit 3, element
+// 2i in the low nibble of byte i and 2i+1 in the high one: the
+// quantization the gpt_oss_mxfp4 golden case documents. A block of zeros
+// gets scale 2^−127 and zero codes.
+func quantizeMXFP4(dst []uint8, x []float32) uint8 {
+	var mx uint32 // the largest |x| as bits (ordered as the values are)
+	for _, v := range x {
+		mx = max(mx, math.Float32bits(v)&0x7fffffff)
+	}
+	e := -127
+	if mx > 0 {
+		_, exp := math.Frexp(float64(math.Float32frombits(mx))) // = f·2^exp, f in [0.5, 1)
+		e = max(exp-1-2, -127)
+	}
+	inv := float32(math.Ldexp(1, -e))
+	clear(dst)
+	for i, v := range x {
+		bits := math.Float32bits(v)
+		a, code := math.Float32frombits(bits&0x7fffffff)*inv, uint8(0)
+		for c, m := range mxfp4Mid {
+			if a > m || a == m && c&1 == 1 {
+				code = uint8(c + 1)
+			}
+		}
+		if bits>>31 == 1 && code != 0 {
+			code |= 8
+		}
+		dst[i/2] |= code << (4 * (i % 2))
+	}
+	return uint8(e + 127)
 }
 
 func (g *generator) has(name string) bool {
@@ -147,6 +237,12 @@ func Generate(cfg Config, seed uint64) (*Model, []checkpoint.Tensor, error) {
 			m.Parameters += int64(len(d))
 			m.WeightBytes += 2 * int64(len(d))
 			types["F16"] = true
+		case []uint8: // MXFP4: two values a byte of the blocks; the scales are theirs
+			if strings.HasSuffix(t.Name, "_blocks") {
+				m.Parameters += 2 * int64(len(d))
+			}
+			m.WeightBytes += int64(len(d))
+			types["MXFP4"] = true
 		}
 	}
 	m.DTypes = slices.Sorted(maps.Keys(types))

@@ -157,7 +157,7 @@ func parseGptOss(c *Config, cf *configFile) error {
 		return err
 	}
 	mc := c.MoE
-	mc.Order, mc.Normalize, mc.RouterBias = RouteTopKSoftmax, false, true
+	mc.Order, mc.Normalize, mc.RouterBias, mc.MXFP4 = RouteTopKSoftmax, false, true, g.Quantization != nil
 	for _, f := range []struct {
 		name string
 		v    float64
@@ -230,7 +230,7 @@ func loadGptOssExperts(ld *loader, c *Config, p string) *moeLayer {
 	e.router, e.routerB = ld.weight(p+"router.weight", E, D), ld.get(p+"router.bias", E)
 	x := p + "experts."
 	var gu, down []Weight // each expert's [2F, D] and [D, F]
-	if ld.gen == nil && ld.has(x+"gate_up_proj_blocks") {
+	if ld.gen == nil && ld.has(x+"gate_up_proj_blocks") || ld.gen != nil && c.MoE.MXFP4 {
 		gu, down = ld.mxfp4(x+"gate_up_proj", E, 2*F, D), ld.mxfp4(x+"down_proj", E, D, F)
 	} else {
 		gus, downs := ld.stacked(x+"gate_up_proj", E, D, 2*F), ld.stacked(x+"down_proj", E, F, D)
@@ -272,6 +272,10 @@ func gptOssHFConfig(c *Config) map[string]any {
 	mc := c.MoE
 	m["num_local_experts"], m["num_experts_per_tok"] = mc.Experts, mc.TopK
 	m["swiglu_limit"], m["swiglu_alpha"] = float64(mc.SwiGLULimit), float64(mc.SwiGLUAlpha)
+	if mc.MXFP4 { // as the release declares it
+		m["quantization_config"] = map[string]any{"quant_method": "mxfp4",
+			"modules_to_not_convert": []string{"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}
+	}
 	return m
 }
 

@@ -56,6 +56,11 @@ type MoEConfig struct {
 	// MLP of width DMLP instead of the experts (Qwen3-MoE's
 	// mlp_only_layers and decoder_sparse_step); nil: every layer sparse.
 	Dense []bool
+	// MXFP4 says that config.json declares the experts' matrices stored in
+	// MXFP4 (gpt-oss's quantization_config, quant_method mxfp4: the
+	// `*_blocks`/`*_scales` tensors). A checkpoint's experts load by the
+	// tensors present; Generate makes them in MXFP4 when it is set.
+	MXFP4 bool
 }
 
 // RouterOrder is the order of the router's softmax and top-k selection.

@@ -389,7 +389,8 @@ func linearBlocks(dst, x []float32, n int, w *Weight, parts int) {
 // Tensors that are missing, of another dtype than U8 or of shapes that
 // disagree with each other or with config.json are collected as get
 // collects them, naming the tensor (zero stand-ins: no load returns
-// them). cols must be a multiple of 32.
+// them). cols must be a multiple of 32. A generator (Generate) makes them
+// instead (generator.mxfp4).
 func (ld *loader) mxfp4(name string, experts, rows, cols int) []Weight {
 	if cols%kern.MXFP4Block != 0 {
 		ld.errs = append(ld.errs, fmt.Sprintf("tensor %q: MXFP4 rows of %d values, not a multiple of %d", name+"_blocks", cols, kern.MXFP4Block))
@@ -421,9 +422,14 @@ func (ld *loader) mxfp4(name string, experts, rows, cols int) []Weight {
 		}
 		return ld.standInBytes(n, shape)
 	}
-	blocks := read("_blocks", experts, rows, groups, 16)
-	scales := read("_scales", experts, rows, groups)
-	ld.params += int64(experts) * int64(rows) * int64(cols)
+	var blocks, scales []uint8
+	if ld.gen != nil {
+		blocks, scales = ld.gen.mxfp4(name, experts, rows, cols)
+	} else {
+		blocks = read("_blocks", experts, rows, groups, 16)
+		scales = read("_scales", experts, rows, groups)
+		ld.params += int64(experts) * int64(rows) * int64(cols)
+	}
 	out := make([]Weight, experts)
 	per := rows * cols
 	for e := range out {

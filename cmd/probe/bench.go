@@ -163,7 +163,9 @@ func runBench(opts *BenchOptions) error {
 	}
 	defer stopProfile()
 	kernel, _ := probes.ParseKernel(opts.Kernel)
-	copts := probes.CollectorOptions{Kernel: kernel, Reductions: red}
+	// as probe sweep and probe diag: a model with learned sinks (gpt-oss)
+	// keeps each row's sink mass beside the diagnostics
+	copts := probes.CollectorOptions{Kernel: kernel, Reductions: red, Sinks: analysis.HasSinks(m)}
 	if opts.Modes != "" {
 		return benchCompare(opts.Stdout, m, ids, opt, opts.Modes, opts.Reps, benchModesResult{Tokens: T, Threads: res.Threads, Reps: opts.Reps,
 			LoadSeconds: res.LoadSeconds, WeightMiB: res.WeightMiB, HeapMiB: res.HeapMiB}, copts)
@@ -171,7 +173,8 @@ func runBench(opts *BenchOptions) error {
 	if !opts.NoDiagnostics {
 		// Every diagnostic of the App. I protocol streams on every layer
 		// (n_eff, S, λobs and K in the --reductions asked for, BOS mass,
-		// ‖e‖, gates), as probe sweep computes them; the Collector is
+		// ‖e‖, gates, the sink mass of a model with sinks), as probe sweep
+		// computes them; the Collector is
 		// allocated once, outside the timed passes.
 		if err := probes.CheckModelMemory(m, 1, T, opt, copts); err != nil {
 			return err

@@ -101,6 +101,40 @@ func TestBenchCommand(t *testing.T) {
 	}
 }
 
+// TestBenchSinks: on a model with learned sinks (gpt-oss) probe bench's
+// Collector keeps the sink mass, as probe sweep's does: its results are
+// those of a Collector with Sinks, larger than one without.
+func TestBenchSinks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if code, _, errs := probe(t, "generate", "--arch", "gpt_oss", "--layers", "2", "--d-model", "64", "--heads", "4",
+		"--kv-heads", "2", "--vocab", "300", "--max-pos", "512", "--expert-format", "mxfp4", "--out", dir); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	code, out, errs := probe(t, "bench", "--model", dir, "--tokens", "40", "--reps", "1")
+	if code != 0 {
+		t.Fatalf("bench: %s", errs)
+	}
+	var res benchResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytes := map[bool]float64{}
+	for _, sinks := range []bool{false, true} {
+		col, err := probes.NewModelCollector(1, &m.Config, 40, probes.CollectorOptions{Reductions: defaultReductions, Sinks: sinks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bytes[sinks] = mib(col.Bytes())
+	}
+	if res.DiagnosticsMiB != bytes[true] || !(bytes[true] > bytes[false]) {
+		t.Errorf("diagnostics_mib %v; a Collector with the sink mass holds %v MiB, one without %v", res.DiagnosticsMiB, bytes[true], bytes[false])
+	}
+}
+
 // TestBenchMomentsMatchCollector: the diagnostics formed from the pass's
 // moments (probes.MatrixKernel) equal probes.Collector's own row-by-row ones
 // within 1e-5 relative (hooks.AttnMoments: float32 products), for every metric and cell, on Qwen3 and gated

@@ -32,18 +32,24 @@ func archList() string { return strings.Join(generateArchNames(), ", ") }
 
 // GenerateOptions are the options of probe generate.
 type GenerateOptions struct {
-	Stdout    io.Writer
-	Arch      string
-	Layers    int
-	DModel    int
-	Heads     int
-	KVHeads   int
-	Shape     shapeFlags // widths beyond the model.Size ones (0: the family's default)
-	Vocab     int
-	MaxPos    int
-	Tied      bool
-	Seed      uint64
-	DType     string
+	Stdout  io.Writer
+	Arch    string
+	Layers  int
+	DModel  int
+	Heads   int
+	KVHeads int
+	Shape   shapeFlags // widths beyond the model.Size ones (0: the family's default)
+	Vocab   int
+	MaxPos  int
+	Tied    bool
+	Seed    uint64
+	DType   string
+	// ExpertFormat is how the experts' matrices are stored: "float" (the
+	// --dtype, the default) or "mxfp4" (gpt_oss's released layout).
+	ExpertFormat string
+	// Set are config.json fields field=JSON value, applied after the
+	// shape flags (--set).
+	Set       []string
 	ShardSize string
 	Out       string
 	Force     bool
@@ -79,6 +85,8 @@ func NewCmdGenerate(runF func(*GenerateOptions) error) *cobra.Command {
 	f.BoolVar(&opts.Tied, "tie-embeddings", true, "the LM head is the token embedding (config.json's tie_word_embeddings); false writes its own lm_head.weight, as Llama 3.1 8B has")
 	f.Uint64Var(&opts.Seed, "seed", 1, "random seed")
 	f.StringVar(&opts.DType, "dtype", "f32", "stored dtype of the weights: f32, bf16 or f16 (rounded to nearest even, as torch's .to(torch.bfloat16)); config.json's torch_dtype and dtype say it")
+	f.StringVar(&opts.ExpertFormat, "expert-format", "float", "stored format of the experts' matrices: float (the --dtype) or mxfp4 (gpt_oss only: the released layout, *_blocks and *_scales uint8 tensors with quantization_config quant_method mxfp4; each weight drawn as the float ones are, then rounded to MXFP4 per block of 32)")
+	f.StringArrayVar(&opts.Set, "set", nil, "a config.json field as field=value, the value in JSON (e.g. --set num_experts=64 --set state_size=128), applied after the shape flags; repeatable; a field the family does not read back with that value is refused")
 	f.StringVar(&opts.ShardSize, "shard-size", "", "split the weights into shards of at most this many bytes, as Hugging Face's save_pretrained(max_shard_size=...) does: model-00001-of-0000N.safetensors and model.safetensors.index.json; 500MB and 2GB are decimal, 5GiB binary (default: one model.safetensors)")
 	f.StringVar(&opts.Out, "out", "", "output folder; it must be new or empty unless --force")
 	f.BoolVar(&opts.Force, "force", false, "write into an --out that already holds files (config.json and the checkpoint's files are replaced; other files stay and are listed)")
@@ -155,7 +163,61 @@ func (opts *GenerateOptions) config() (model.Config, error) {
 			return cfg, fmt.Errorf("--tie-embeddings=false does not apply to --arch %s (its head is always the embedding)", opts.Arch)
 		}
 	}
+	if cfg, err = setFields(cfg, opts.Set); err != nil {
+		return cfg, fmt.Errorf("--arch %s: %w", opts.Arch, err)
+	}
+	switch opts.ExpertFormat {
+	case "float":
+	case "mxfp4":
+		var moe model.MoEConfig
+		if cfg.MoE != nil {
+			moe = *cfg.MoE // a copy: cfg's may be shared
+		}
+		moe.MXFP4 = true
+		cfg.MoE = &moe
+		if back, err := model.ParseConfig(mustJSON(cfg.HFConfig())); err != nil || back.MoE == nil || !back.MoE.MXFP4 {
+			return cfg, fmt.Errorf("--expert-format mxfp4 applies to gpt_oss (the layout of its released experts), not --arch %s", opts.Arch)
+		}
+	default:
+		return cfg, fmt.Errorf("--expert-format %q: want float or mxfp4", opts.ExpertFormat)
+	}
 	return cfg, nil
+}
+
+// setFields returns cfg with the config.json fields of sets (field=JSON
+// value, --set) written into its config.json and read back; a malformed
+// entry, a value the family refuses, or a field that does not read back
+// with the value given (one the family does not read) is an error naming
+// the entry.
+func setFields(cfg model.Config, sets []string) (model.Config, error) {
+	if len(sets) == 0 {
+		return cfg, nil
+	}
+	fields := cfg.HFConfig()
+	want := map[string]string{}
+	for _, kv := range sets {
+		k, v, ok := strings.Cut(kv, "=")
+		var val any
+		if !ok || k == "" || json.Unmarshal([]byte(v), &val) != nil {
+			return cfg, fmt.Errorf("--set %q: want field=value with the value in JSON (numbers, true/false, [lists], \"strings\" in quotes)", kv)
+		}
+		fields[k], want[k] = val, string(mustJSON(val))
+	}
+	back, err := model.ParseConfig(mustJSON(fields))
+	if err != nil {
+		return cfg, fmt.Errorf("--set: %w", err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(mustJSON(back.HFConfig()), &got); err != nil {
+		return cfg, err
+	}
+	for _, kv := range sets {
+		k, _, _ := strings.Cut(kv, "=")
+		if g, ok := got[k]; !ok || string(mustJSON(g)) != want[k] {
+			return cfg, fmt.Errorf("--set %q does not apply: config.json reads back %s = %s", kv, k, mustJSON(got[k]))
+		}
+	}
+	return *back, nil
 }
 
 // writeRandomCheckpoint generates the weights of cfg with seed (the weight

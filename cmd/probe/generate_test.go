@@ -435,3 +435,100 @@ func TestGenerateQwen35Shape(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateMXFP4Experts: --expert-format mxfp4 writes gpt_oss's experts
+// in the released layout (uint8 *_blocks [E, out, in/32, 16] and *_scales
+// [E, out, in/32], quantization_config quant_method mxfp4, no float expert
+// matrices), which loads with its experts kept in MXFP4 and runs to the
+// logits of the model generated in memory, bit for bit; the flag is
+// refused for a family without that layout, and --set for a field the
+// family does not read back.
+func TestGenerateMXFP4Experts(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "ck")
+	args := []string{"--arch", "gpt_oss", "--layers", "2", "--d-model", "64", "--heads", "4", "--kv-heads", "2", "--vocab", "80", "--max-pos", "128",
+		"--set", "num_local_experts=5", "--set", "num_experts_per_tok=3", "--set", "intermediate_size=96", "--expert-format", "mxfp4"}
+	if code, _, errs := probe(t, append(append([]string{"generate"}, args...), "--shard-size", "40KB", "--out", dir)...); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range ck.Names() {
+		info, _ := ck.Info(name)
+		switch {
+		case strings.HasSuffix(name, "proj_blocks") || strings.HasSuffix(name, "proj_scales"):
+			out, in := 2*96, 64
+			if strings.Contains(name, "down_proj") {
+				out, in = 64, 96
+			}
+			want := []int{5, out, in / 32, 16}
+			if strings.HasSuffix(name, "_scales") {
+				want = want[:3]
+			}
+			if info.DType != "U8" || !slices.Equal(info.Shape, want) {
+				t.Errorf("%s: %s %v, want U8 %v", name, info.DType, info.Shape, want)
+			}
+		case strings.Contains(name, "experts.") && !strings.HasSuffix(name, "_bias"):
+			t.Errorf("%s: a float expert matrix beside the MXFP4 ones", name)
+		}
+	}
+	ck.Close()
+	var fields struct {
+		Q struct {
+			Method string `json:"quant_method"`
+		} `json:"quantization_config"`
+	}
+	cj, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err := json.Unmarshal(cj, &fields); err != nil || fields.Q.Method != "mxfp4" {
+		t.Errorf("config.json quantization_config %+v (%v), want quant_method mxfp4", fields.Q, err)
+	}
+	m, err := model.Load(dir, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(m.DTypes) != "[F32 MXFP4]" || m.Config.MoE.Experts != 5 || m.Config.MoE.TopK != 3 || m.Config.MoE.DExpert != 96 {
+		t.Fatalf("loaded dtypes %v, experts %+v; want [F32 MXFP4], 5 experts of width 96, 3 a token", m.DTypes, *m.Config.MoE)
+	}
+	opts := GenerateOptions{Arch: "gpt_oss", Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 80, MaxPos: 128, Tied: true, ExpertFormat: "mxfp4",
+		Set: []string{"num_local_experts=5", "num_experts_per_tok=3", "intermediate_size=96"}}
+	cfg, err := opts.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := model.Generate(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := [][]int{{1, 5, 9, 2, 7, 3, 8, 4, 6, 0, 11, 12, 79}}
+	a, err := m.Forward(ids, model.Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := want.Forward(ids, model.Options{Logits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b.Logits {
+		if math.Float32bits(a.Logits[i]) != math.Float32bits(b.Logits[i]) || math.IsNaN(float64(a.Logits[i])) {
+			t.Fatalf("logit %d: %v from the written checkpoint, %v generated in memory", i, a.Logits[i], b.Logits[i])
+		}
+	}
+
+	base := []string{"generate", "--layers", "1", "--d-model", "32", "--heads", "2", "--kv-heads", "1", "--out", filepath.Join(tmp, "x")}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--arch", "mixtral", "--expert-format", "mxfp4"}, "--expert-format mxfp4 applies to gpt_oss"},
+		{[]string{"--arch", "gpt_oss", "--expert-format", "fp8"}, `--expert-format "fp8": want float or mxfp4`},
+		{[]string{"--arch", "llama", "--set", "hidden_size"}, `--set "hidden_size": want field=value`},
+		{[]string{"--arch", "llama", "--set", "no_such_field=3"}, `--set "no_such_field=3" does not apply`},
+		{[]string{"--arch", "gpt_oss", "--set", "num_experts_per_tok=9"}, "num_experts_per_tok 9 exceeds the 4 experts"},
+	} {
+		if code, _, errs := probe(t, append(base, c.args...)...); code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d: %s; want %q", c.args, code, errs, c.want)
+		}
+	}
+}

@@ -20,12 +20,46 @@
 #   llama8b    the Llama-3.1-8B shape (untied head) in bf16 at T = 8192
 #   qwen35     the Qwen3.5-0.8B shape in bf16 at T = 131072 (128k)
 #
+# Issues 27 and 31 (item 5 of each; docs/performance.md, "MoE, MXFP4 and
+# Mamba-2 at scale"). Each prints one JSON line per process, {"step":
+# …, "label": …} followed by probe bench's fields, and a summary line
+# with the target:
+#   gptoss20b    gpt-oss-20b's shape (24 layers, d_model 2880, 64 query / 8
+#                KV heads × 64, 32 experts of width 2880, top 4, vocabulary
+#                201088, window 128 on the even layers, sinks, untied) with
+#                its experts in MXFP4 as released, the rest bf16, at
+#                T = 4096 with every App. I diagnostic (--reductions all);
+#                target peak RSS ≤ 16 GiB
+#   olmoe        OLMoE-1B-7B's shape (16 layers, d_model 2048, 16 heads × 128,
+#                64 experts of width 1024, top 8, vocabulary 50304, untied)
+#                in bf16 at T = 4096, plain pass, alternating twice with a
+#                dense Llama-layout model of the same active parameters:
+#                the same attention, embeddings and head, and an MLP of
+#                width k·moe width = 8·1024 = 8192 (the 8 experts' matrices
+#                side by side; the router's 2048×64 per layer, 0.16 % of the
+#                active parameters, is the difference); targets peak RSS
+#                ≤ 16 GiB and tokens/s ratio MoE / dense ≥ 0.7
+#   mamba2_780m  Mamba-2-780M's shape (48 layers, d_model 1536, expand 2,
+#                48 heads × 64, state 128, one group, conv 4, chunk_size 256,
+#                vocabulary 50288, tied) in bf16 at T = 32768, the plain
+#                pass and probe gdn's default filter measurement (bench
+#                --modes gdn); target peak RSS ≤ 4 GiB
+#   falconh1_05b Falcon-H1-0.5B's shape (36 layers, d_model 1024, attention
+#                8 query / 2 KV heads × 64, Mamba-2 of 1536 channels in 24
+#                heads × 64, state 128, one group, conv 4, chunk_size 128,
+#                MLP 2048, vocabulary 32784, untied) likewise
+#   scan         BenchmarkSSMScan (one head of the 780M shape, P = 64,
+#                N = 128, T = 4096): the chunked scan's tokens/s per chunk
+#                and the default chunk's ratio to the recurrence
+#
 # Environment: WORK (default /tmp/probe-big; ~30 GB of checkpoints),
-# STEPS, GEN_MEMLIMIT (GOMEMLIMIT of probe generate, default 18GiB).
+# STEPS, GEN_MEMLIMIT (GOMEMLIMIT of probe generate, default 18GiB; the
+# 20B MXFP4 shape holds 13 GiB while it is written: 15GiB keeps a 24 GB
+# machine's peak under 17 GB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=${WORK:-/tmp/probe-big}
-steps=${STEPS:-load gated32k sweep sweepbf16 llama8b qwen35}
+steps=${STEPS:-load gated32k sweep sweepbf16 llama8b qwen35 gptoss20b olmoe mamba2_780m falconh1_05b scan}
 mkdir -p "$work"
 go build -C "$root" -o "$work/probe" ./cmd/probe
 probe=$work/probe
@@ -49,6 +83,29 @@ import json, sys
 r = json.load(sys.stdin)
 print("load %.2f s  first pass %.1f s  best pass %.1f s  %.0f tok/s  weights %.0f MiB  peak RSS %.0f MiB" % (
     r["load_seconds"], r["first_pass_seconds"], r["seconds"], r["tokens_per_s"], r["weight_mib"], r["peak_rss_mib"]))'
+}
+# jsonbench step label bench-flags...: one JSON line, {"step", "label"}
+# and probe bench's object, also kept as $work/<step>-<label>.json
+jsonbench() {
+	local step=$1 label=$2
+	shift 2
+	"$probe" bench "$@" >"$work/$step-$label.json"
+	python3 -c '
+import json, sys
+r = {"step": sys.argv[1], "label": sys.argv[2]}
+r.update(json.load(open(sys.argv[3])))
+print(json.dumps(r))' "$step" "$label" "$work/$step-$label.json"
+}
+# summary step json-expression: one JSON line computed by python from the
+# kept objects (b(label) reads $work/<step>-<label>.json)
+summary() {
+	python3 -c '
+import json, sys
+step, work = sys.argv[1], sys.argv[3]
+def b(label): return json.load(open("%s/%s-%s.json" % (work, step, label)))
+r = {"step": step, "summary": True}
+r.update(eval(sys.argv[2]))
+print(json.dumps(r))' "$1" "$2" "$work"
 }
 timed() { # label, command...
 	local label=$1
@@ -100,6 +157,62 @@ for step in $steps; do
 			--d-mlp 3584 --vocab 248320 --max-pos 262144 --dtype bf16
 		say "Qwen3.5-0.8B shape, bf16, T = 131072, every diagnostic"
 		bench "qwen3.5 0.8B bf16 128k" --model "$work/qwen35-0.8b-bf16" --tokens 131072 --reps 1
+		;;
+	gptoss20b)
+		# --heads 32 then num_attention_heads 64: the small gpt_oss config
+		# probe generate starts from needs d_model divisible by --heads
+		# (2880 is not by 64); the head width is --head-dim
+		GEN_MEMLIMIT=${GEN_MEMLIMIT:-15GiB} gen gptoss20b-mxfp4 --arch gpt_oss --layers 24 --d-model 2880 --heads 32 --kv-heads 8 --set num_attention_heads=64 \
+			--head-dim 64 --d-mlp 2880 --vocab 201088 --max-pos 131072 --set num_local_experts=32 --set num_experts_per_tok=4 \
+			--set sliding_window=128 --expert-format mxfp4 --dtype bf16 --shard-size 5GB
+		say "gpt-oss-20b shape, MXFP4 experts, T = 4096, every App. I diagnostic"
+		jsonbench gptoss20b mxfp4 --model "$work/gptoss20b-mxfp4" --tokens 4096 --reps 1 --reductions all
+		summary gptoss20b '{"peak_rss_mib": b("mxfp4")["peak_rss_mib"], "target_peak_rss_mib": 16384, "met": b("mxfp4")["peak_rss_mib"] <= 16384}'
+		;;
+	olmoe)
+		shape=(--layers 16 --d-model 2048 --heads 16 --kv-heads 16 --vocab 50304 --max-pos 4096 --tie-embeddings=false --dtype bf16)
+		gen olmoe-bf16 --arch olmoe "${shape[@]}" --set num_experts=64 --set num_experts_per_tok=8 --set intermediate_size=1024 --shard-size 5GB
+		gen olmoe-dense-bf16 --arch llama "${shape[@]}" --d-mlp 8192
+		say "OLMoE-1B-7B shape and its dense counterpart (MLP 8192), bf16, T = 4096, plain pass"
+		for r in 1 2; do
+			jsonbench olmoe "moe$r" --model "$work/olmoe-bf16" --tokens 4096 --reps 1 --no-diagnostics
+			jsonbench olmoe "dense$r" --model "$work/olmoe-dense-bf16" --tokens 4096 --reps 1 --no-diagnostics
+		done
+		summary olmoe '{"moe_tokens_per_s": max(b("moe1")["tokens_per_s"], b("moe2")["tokens_per_s"]),
+			"dense_tokens_per_s": max(b("dense1")["tokens_per_s"], b("dense2")["tokens_per_s"]),
+			"ratio": max(b("moe1")["tokens_per_s"], b("moe2")["tokens_per_s"]) / max(b("dense1")["tokens_per_s"], b("dense2")["tokens_per_s"]),
+			"target_ratio": 0.7, "moe_peak_rss_mib": max(b("moe1")["peak_rss_mib"], b("moe2")["peak_rss_mib"]), "target_peak_rss_mib": 16384}'
+		;;
+	mamba2_780m | falconh1_05b)
+		if [[ $step == mamba2_780m ]]; then
+			gen mamba2-780m-bf16 --arch mamba2 --layers 48 --d-model 1536 --vocab 50288 --set num_heads=48 --set head_dim=64 \
+				--set state_size=128 --set n_groups=1 --set chunk_size=256 --set tie_word_embeddings=true --dtype bf16
+			dir=mamba2-780m-bf16
+		else
+			gen falconh1-0.5b-bf16 --arch falcon_h1 --layers 36 --d-model 1024 --heads 8 --kv-heads 2 --d-mlp 2048 --vocab 32784 --head-dim 64 \
+				--max-pos 16384 --set mamba_d_ssm=1536 --set mamba_n_heads=24 --set mamba_d_head=64 --set mamba_d_state=128 \
+				--set mamba_n_groups=1 --set mamba_chunk_size=128 --dtype bf16
+			dir=falconh1-0.5b-bf16
+		fi
+		say "$step shape, bf16, T = 32768, plain pass and probe gdn's default measurement"
+		jsonbench "$step" gdn --model "$work/$dir" --tokens 32768 --reps 1 --modes gdn
+		summary "$step" '{"peak_rss_mib": b("gdn")["peak_rss_mib"], "target_peak_rss_mib": 4096, "met": b("gdn")["peak_rss_mib"] <= 4096,
+			"tokens_per_s": {m["mode"]: m["tokens_per_s"] for m in b("gdn")["modes"]}, "cpu_seconds": {m["mode"]: m["cpu_seconds"] for m in b("gdn")["modes"]}}'
+		;;
+	scan)
+		say "BenchmarkSSMScan: chunked scan against the recurrence"
+		go test -C "$root" ./model -run '^$' -bench '^BenchmarkSSMScan$' -benchtime 5x >"$work/scan.txt"
+		python3 -c '
+import json, re, sys
+tps = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"BenchmarkSSMScan/chunk=(-?\d+)\S*\s+\d+\s+\d+ ns/op\s+([\d.e+]+) tokens/s", line)
+    if m:
+        tps[int(m.group(1))] = float(m.group(2))
+rec = tps.pop(-1)
+print(json.dumps({"step": "scan", "head": "P 64, N 128, T 4096", "recurrence_tokens_per_s": rec,
+    "chunked_tokens_per_s": {str(c): v for c, v in sorted(tps.items())},
+    "ratio_default_chunk_64": tps[64] / rec, "ratio_best": max(tps.values()) / rec}))' "$work/scan.txt"
 		;;
 	*)
 		echo "big.sh: unknown step $step" >&2
