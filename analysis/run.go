@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
-	"gorgonia.org/tensor"
 
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
@@ -113,21 +112,11 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 	if err := s.checkMemory(mine); err != nil {
 		return fail(err)
 	}
-	remaining := 0.0 // estimated work of the passes not finished yet
-	for _, c := range mine {
-		remaining += passCost(&s.Model.Config, c.T)
-	}
-	pr := Progress{Passes: len(mine), Layers: s.Model.Config.Layers, WorkLeft: remaining}
-	report := func() {
-		if s.Progress != nil {
-			pr.Elapsed = time.Since(start)
-			s.Progress(pr)
-		}
-	}
+	// progress through the engine's (streamProgress): one forward pass
+	// of the model per chunk
+	pr := newStreamProgress(streamRun{RunSpec: &RunSpec{Progress: s.Progress}, model: s.Model}, mine, start)
 	passStart := time.Now()
 	for i, c := range mine {
-		cost := passCost(&s.Model.Config, c.T)
-		pr.Pass, pr.T, pr.Sample, pr.Layer, pr.Reused, pr.Done = i+1, c.T, c.Sample, 0, false, false
 		path := passPath(s.Out, c.T, c.Sample)
 		key := s.key(c)
 		if _, err := os.Stat(path); err == nil {
@@ -148,10 +137,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 				if rec.NonFinite != nil {
 					man.Flags = append(man.Flags, flagLine(rec))
 				}
-				remaining -= cost
-				pr.WorkLeft = remaining
-				pr.Reused, pr.Done = true, true
-				report()
+				pr.reused(i, c)
 				continue
 			}
 		}
@@ -160,14 +146,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 			return fail(fmt.Errorf("sweep %w: %d of %d passes finished", ErrStopped, len(man.Passes), len(mine)))
 		default:
 		}
-		report()
-		base := pr.Work
-		rec, rows, err := s.runPass(c, key, func(layers int) {
-			frac := float64(layers) / float64(pr.Layers)
-			pr.Layer = layers
-			pr.Work, pr.WorkLeft = base+cost*frac, remaining-cost*frac
-			report()
-		})
+		rec, rows, err := s.runPass(c, key, pr.watch(i, c))
 		if err != nil {
 			return fail(err)
 		}
@@ -179,11 +158,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 		if rec.NonFinite != nil {
 			man.Flags = append(man.Flags, flagLine(rec))
 		}
-		remaining -= cost
-		pr.Work, pr.WorkLeft = base+cost, remaining
-		pr.Tokens += int64(c.T)
-		pr.Layer, pr.Done = pr.Layers, true
-		report()
+		pr.done(c)
 	}
 	man.Timings.Passes = time.Since(passStart).Seconds()
 
@@ -333,8 +308,9 @@ func (s *Sweep) key(c Chunk) PassKey {
 }
 
 // runPass runs one forward pass with the Collector on every layer and the
-// gate hook, and summarizes it into bucket rows.
-func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, []BucketRow, error) {
+// gate hook (watch adds the progress's), and summarizes it into bucket
+// rows.
+func (s *Sweep) runPass(c Chunk, key PassKey, watch func(*hooks.Set)) (PassRecord, []BucketRow, error) {
 	m := s.Model
 	cfg := &m.Config
 	rec := PassRecord{Key: key, Hash: key.Hash(), File: passFileName(c.T, c.Sample), Threads: s.Threads}
@@ -346,12 +322,7 @@ func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, 
 		return rec, nil, err
 	}
 	hs := col.Hooks(cfg)
-	done := 0
-	hs.Watch(hooks.ResidPost, func(string, int, *tensor.Dense) error {
-		done++
-		layerDone(done)
-		return nil
-	})
+	watch(hs)
 	t0 := time.Now()
 	_, ferr := m.Forward([][]int{s.passIDs(c)}, model.Options{Hooks: hs, AllowExtrapolation: s.Options.AllowExtrapolation,
 		Threads: s.Threads})

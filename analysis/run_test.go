@@ -618,3 +618,56 @@ func refusedForMemory(t *testing.T, err error, what, manErr string, passes int, 
 		t.Errorf("pass files written before the refusal: %v", files)
 	}
 }
+
+// TestSweepProgress: a sweep reports through the engine's progress — each
+// pass at its start, after each layer its forward pass reaches (the last
+// layer's resid_post is past the diagnostics' readers: the watch does not
+// run the pass further), and done, its work growing to the whole sweep's
+// (the T² attention cost in passCost) — and a re-run reports every pass as
+// already finished, with no work.
+func TestSweepProgress(t *testing.T) {
+	dir, stream, opts, agg := smallSweep(t)
+	opts.Samples = 2
+	out := t.TempDir()
+	var got []Progress
+	sw := newSweep(t, dir, stream, out, opts, agg)
+	sw.Progress = func(p Progress) { got = append(got, p) }
+	if _, _, err := sw.Run(); err != nil {
+		t.Fatal(err)
+	}
+	const layers, passes = 3, 4
+	pass, layer := 0, 0
+	for i, p := range got {
+		if p.Layer == 0 && !p.Done { // a pass's start
+			pass, layer = pass+1, 0
+		}
+		if p.Pass != pass || p.Passes != passes || p.Layers != layers || p.Reused || p.Label != "" {
+			t.Fatalf("report %d: %+v, want pass %d of %d, %d layers", i, p, pass, passes, layers)
+		}
+		if p.Layer < layer || (p.Layer == layer && p.Layer > 0) || (p.Done && p.Layer != layers) || (!p.Done && p.Layer == layers) {
+			t.Fatalf("report %d: layer %d after %d, done %v", i, p.Layer, layer, p.Done)
+		}
+		layer = p.Layer
+		if i > 0 && p.Work < got[i-1].Work {
+			t.Fatalf("report %d: work %v fell from %v", i, p.Work, got[i-1].Work)
+		}
+	}
+	if pass != passes || !got[len(got)-1].Done || len(got) < passes*(2+layers-1) {
+		t.Fatalf("%d reports of %d passes, want %d passes each reported at its start, per layer and done", len(got), pass, passes)
+	}
+	last := got[len(got)-1]
+	if total := got[0].Work + got[0].WorkLeft; math.Abs(last.Work-total) > 1e-9*total || math.Abs(last.WorkLeft) > 1e-9*total || last.Tokens != 24+24+40+40 {
+		t.Errorf("last report %+v: want work %v, none left, 128 tokens", last, total)
+	}
+	if c := newSweep(t, dir, stream, out, opts, agg).Model.Config; got[0].WorkLeft != passCost(&c, 24)*2+passCost(&c, 40)*2 {
+		t.Errorf("first report's work left %v, want passCost's sum", got[0].WorkLeft)
+	}
+
+	got = nil
+	if _, _, err := sw.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != passes || !got[passes-1].Reused || !got[passes-1].Done || got[passes-1].Work != 0 || got[passes-1].WorkLeft > 1e-9 {
+		t.Errorf("re-run reports %+v, want %d reused passes and no work", got, passes)
+	}
+}
