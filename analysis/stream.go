@@ -26,12 +26,11 @@ import (
 // RunRecord is the part of the manifest that the measurements on the run
 // engine (probe sweep, gdn, sinks, massive, experts, retrieval, ppl) share; each
 // command's manifest embeds it beside its options (under the command's
-// name) and its own fields. Like a sweep, a run writes one set of pass
-// files per pass (Chunk: a (T, sample), and for ppl its model and variant)
-// into passes/, keeps finished ones when it is run again, runs one shard
-// of the passes with Shard, and writes its tables from the pass files only
-// (as a sweep's finalize does), so that probe merge of the shards gives
-// the same bytes as one unsharded run.
+// name) and its own fields. A run writes one set of pass files per pass
+// (Chunk: a (T, sample), and for ppl its model and variant) into passes/,
+// keeps finished ones when it is run again, runs one shard of the passes
+// with Shard, and writes its tables from the pass files only, so that
+// probe merge of the shards gives the same bytes as one unsharded run.
 type RunRecord struct {
 	Kind        string            `json:"kind"` // the measurement: sweep, gdn, sinks, massive, experts, retrieval or ppl
 	Tool        ToolInfo          `json:"tool"`
