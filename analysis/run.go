@@ -286,7 +286,7 @@ func (s *Sweep) runPass(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	watch(hs)
 	_, ferr := m.Forward([][]int{s.passIDs(c)}, model.Options{Hooks: hs, AllowExtrapolation: s.Options.AllowExtrapolation,
 		Threads: s.Threads})
-	where := fmt.Sprintf("pass T=%d sample %d (stream tokens [%d,%d))", c.T, c.Sample, c.Start, c.End)
+	where := fmt.Sprintf("stream tokens [%d,%d)", c.Start, c.End) // the engine names the pass before it
 	if ferr != nil {
 		var nf *probes.NonFiniteError
 		switch {

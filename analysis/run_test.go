@@ -511,7 +511,7 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 
 	out := t.TempDir()
 	_, _, err := newSweep(t, dir, stream, out, opts, agg).Run()
-	if err == nil || !strings.Contains(err.Error(), "pass T=24 sample 2 (stream tokens [48,72)): non-finite") ||
+	if err == nil || !strings.Contains(err.Error(), "T=24 sample 2: stream tokens [48,72): non-finite") ||
 		!strings.Contains(err.Error(), "in layer 0, head") || !strings.Contains(err.Error(), "query 10") {
 		t.Fatalf("stop: %v", err)
 	}

@@ -187,7 +187,7 @@ func TestNonFiniteWeightReported(t *testing.T) {
 	sweep := []string{"sweep", "--model", dir, "--ids", stream, "--lengths", "32,64", "--samples", "2", "--bootstrap", "0",
 		"--progress=false", "--out", filepath.Join(tmp, "sweep")}
 	code, _, errs = probe(t, sweep...)
-	if want := "pass T=32 sample 0 (stream tokens [0,32)): non-finite attention weights in layer 1, head 2, query 0"; code != 1 || !strings.Contains(errs, want) {
+	if want := "T=32 sample 0: stream tokens [0,32): non-finite attention weights in layer 1, head 2, query 0"; code != 1 || !strings.Contains(errs, want) {
 		t.Errorf("sweep: exit %d, stderr %q; want %q", code, errs, want)
 	}
 	man, err := analysis.ReadManifest(filepath.Join(tmp, "sweep", "manifest.json"))
