@@ -265,7 +265,7 @@ func newAggregator(shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOpti
 // rows of a sliding-window layer at queries t ≥ window (which cannot see
 // position 0, so their mass is 0 by construction) are left out of every
 // window's statistics and counted instead; a bucket straddling the window
-// is an error (the pass files cut their buckets there, PassKey.Cuts).
+// is an error (the pass files cut their buckets there, sweepKey.Cuts).
 func (a *aggregator) Add(rows []BucketRow) error {
 	sorted := slices.Clone(rows)
 	slices.SortFunc(sorted, func(x, y BucketRow) int {

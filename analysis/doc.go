@@ -27,12 +27,14 @@
 // ParseLengths reads "1k,2k,4k" with an explicit k (1000 or 1024);
 // PlanChunks cuts non-overlapping chunks from one token stream and records
 // their [start, end) offsets. Sweep.Run runs the passes (optionally one
-// shard of them), writing one Parquet pass file per (T, sample) atomically
-// (temporary file, fsync, rename); a finished file is recognised by its
-// Parquet footer, which holds the pass's record and the hash of everything
-// that determines it (model files, token ids, options), so a re-run skips
-// exactly the passes that are complete and were made the same way. Merge
-// combines shard folders into the tables an unsharded run writes.
+// shard of them) on the run engine that every measurement shares
+// (runStream, kind "sweep"), writing the Parquet pass files of each
+// (T, sample) atomically (temporary file, fsync, rename); a finished file
+// is recognised by its Parquet footer, which holds the pass's record and
+// the hash of everything that determines it (model files, token ids,
+// options), so a re-run skips exactly the passes that are complete and
+// were made the same way. MergeStream combines shard folders into the
+// tables an unsharded run writes.
 //
 // # Tables
 //
@@ -41,7 +43,7 @@
 // values (Moments). Buckets are cut at the window starts too, so every
 // aggregate of App. I (last 25 % of queries, last k layers, second-half BOS
 // mass, per-(layer, head) cells) is an exact combination of bucket rows,
-// not an approximation from bucket means. finalize writes, in Parquet and
+// not an approximation from bucket means. finishSweep writes, in Parquet and
 // optionally CSV/JSONL: buckets (all pass rows), heads (per (T, layer,
 // head, metric, window) summaries), fig2, fig3, fig4, plus summary.json and
 // manifest.json (checkpoint and tokenizer hashes, every option, chunk

@@ -67,3 +67,20 @@ func relErr(a, b float64) float64 {
 	}
 	return math.Abs(a-b) / math.Abs(b)
 }
+
+// sweepPass is the buckets pass file of (T, sample) in the sweep folder
+// dir.
+func sweepPass(dir string, T, sample int) string {
+	return streamPassPath(dir, "buckets", Chunk{T: T, Sample: sample})
+}
+
+// readBucketPass reads and checks a sweep's buckets pass file: its record
+// and rows.
+func readBucketPass(path string) (StreamPass, []BucketRow, error) {
+	rec, err := readStreamPass(path, "buckets")
+	if err != nil {
+		return rec, nil, err
+	}
+	rows, err := ReadTable[BucketRow](path)
+	return rec, rows, err
+}

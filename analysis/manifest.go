@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -295,44 +296,23 @@ type Timings struct {
 	Tables   float64 `json:"tables"`
 }
 
-// Manifest is a sweep's record: what ran on what, with which options, and
-// how long it took. It is written as manifest.json beside the tables (or
+// Manifest is a sweep's record (kind "sweep" on the run engine): the
+// RunRecord every measurement writes, plus the sweep's options, its
+// aggregation options and what the aggregation and the run measured. It is
+// written as manifest.json beside the tables (or
 // manifest-shard-I-of-N.json by a shard).
 type Manifest struct {
-	Tool     ToolInfo     `json:"tool"`
-	Created  string       `json:"created"`
-	Complete bool         `json:"complete"`
-	Error    string       `json:"error,omitempty"`
-	Args     []string     `json:"args,omitempty"`
-	Shard    Shard        `json:"shard"`
-	Model    ModelInfo    `json:"model"`
-	Source   SourceInfo   `json:"source"`
+	RunRecord
 	Sweep    SweepOptions `json:"sweep"`
 	Analysis AggOptions   `json:"analysis"`
 	// LayersUsed are the layers Figs. 2–3 pooled.
 	LayersUsed []int `json:"layers_used,omitempty"`
-	// Conventions spell out the readings behind the numbers.
-	Conventions map[string]string `json:"conventions"`
-	Chunks      []Chunk           `json:"chunks"`
-	Passes      []PassRecord      `json:"passes"`
-	// Reused lists the pass files a re-run found finished and kept.
-	Reused []string `json:"reused,omitempty"`
 	// Flags lists passes with non-finite activations (--on-nonfinite
 	// flag) and other conditions a reader must know.
 	Flags      []string `json:"flags,omitempty"`
-	Notes      []string `json:"notes,omitempty"`
-	Threads    int      `json:"threads"`
 	GOMAXPROCS int      `json:"gomaxprocs"`
 	NumCPU     int      `json:"num_cpu"`
 	Timings    Timings  `json:"timings"`
-	Options    []Option `json:"options,omitempty"`
-	Tables     []string `json:"tables,omitempty"`
-	// MergedFrom lists the folders probe merge combined.
-	MergedFrom []string `json:"merged_from,omitempty"`
-	// Deviation, for a sweep in bf16 arithmetic, is how far its logits
-	// and diagnostics lie from the float32 pass on the first tokens of the
-	// first pass (SweepOptions.DeviationTokens).
-	Deviation *Deviation `json:"compute_deviation,omitempty"`
 }
 
 // conventions describes the fixed readings of a sweep for its manifest.
@@ -366,21 +346,40 @@ func writeJSON(path string, v any) error {
 	return atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(b); return err })
 }
 
-// ReadManifest reads a manifest JSON file.
+// ReadManifest reads a sweep's manifest JSON file. A manifest written
+// before the sweep ran on the run engine (no kind) is refused with how to
+// convert its folder: its pass files cannot be read as the engine's.
 func ReadManifest(path string) (*Manifest, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	var head struct {
+		Kind string   `json:"kind"`
+		Tool ToolInfo `json:"tool"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("%s: not a sweep manifest: %w", path, err)
+	}
+	switch {
+	case head.Tool.Format != formatVersion:
+		return nil, fmt.Errorf("%s: format %q, this probe reads %q", path, head.Tool.Format, formatVersion)
+	case head.Kind == "":
+		return nil, fmt.Errorf("%s: %w", path, errOldSweep)
+	case head.Kind != "sweep":
+		return nil, fmt.Errorf("%s: a probe %s manifest, not a sweep's", path, head.Kind)
+	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: not a sweep manifest: %w", path, err)
 	}
-	if m.Tool.Format != formatVersion {
-		return nil, fmt.Errorf("%s: format %q, this probe reads %q", path, m.Tool.Format, formatVersion)
-	}
 	return &m, nil
 }
+
+// errOldSweep is the error of a sweep folder written before the sweep ran
+// on the run engine (a manifest with no kind, pass files
+// passes/T<T>-s<sample>.parquet).
+var errOldSweep = errors.New("a sweep written before the sweep ran on the run engine (its manifest has no kind), whose pass files this probe cannot resume or read: re-run the sweep with a new --out (or --force into this folder, which replaces its tables) to convert it")
 
 // ManifestName returns the manifest file name of a shard (manifest.json
 // for an unsharded run).
@@ -395,7 +394,7 @@ func manifestFile(base string, s Shard) string {
 	return fmt.Sprintf("%s-shard-%d-of-%d.json", base, s.Index, s.Count)
 }
 
-// keyDiff names the fields in which two pass keys (PassKey, StreamKey)
+// keyDiff names the fields in which two pass keys (StreamKey)
 // differ, nested fields as dotted paths ("probe.lambda_form (naive here,
 // reml in the file)").
 func keyDiff(a, b any) []string {

@@ -7,18 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
-
-	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // BucketRow is one row of the tidy per-bucket table: the exact summary of
@@ -133,35 +128,6 @@ func bucketRows(c *probes.Collector, b, T, sample int, edges []int, gated, sinks
 	return rows
 }
 
-// PassKey is everything that determines the rows of one pass. Its hash is
-// stored in the pass file, so that a re-run takes a finished file only
-// when it was made from the same model, tokens and options.
-type PassKey struct {
-	Format string `json:"format"` // formatVersion
-	// Model is the digest of the checkpoint's config.json and weight files
-	// (ModelInfo.Digest).
-	Model  string `json:"model"`
-	T      int    `json:"T"`
-	Sample int    `json:"sample"`
-	Start  int    `json:"start"`
-	End    int    `json:"end"`
-	// Tokens is the sha256 of the pass's token ids (BOS included) as
-	// little-endian int32.
-	Tokens   string       `json:"tokens"`
-	BOSToken int          `json:"bos_token"` // −1: none
-	Bucket   int          `json:"bucket"`
-	LastFrac float64      `json:"last_frac"`
-	BOSFrac  float64      `json:"bos_frac"`
-	Probe    ProbeOptions `json:"probe"`
-	// Cuts are the model's distinct sliding windows w, where the buckets
-	// are also cut (t < w sees position 0, t ≥ w does not), so that the
-	// BOS mass aggregates can leave the queries without position 0 out
-	// exactly (absent for a model without sliding windows).
-	Cuts []int `json:"window_cuts,omitempty"`
-	// Compute is SweepOptions.Compute (omitted for f32).
-	Compute model.Compute `json:"compute,omitempty"`
-}
-
 // windowCuts returns the distinct positive sliding windows of windows,
 // ascending (nil when none).
 func windowCuts(windows []int) []int {
@@ -173,13 +139,6 @@ func windowCuts(windows []int) []int {
 	}
 	slices.Sort(cuts)
 	return slices.Compact(cuts)
-}
-
-// Hash returns the hex sha256 of the key's JSON encoding.
-func (k PassKey) Hash() string {
-	b, _ := json.Marshal(k)
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // TokenDigest returns the hex sha256 of ids as little-endian int32.
@@ -207,39 +166,9 @@ type NonFiniteInfo struct {
 	Aborted string `json:"aborted,omitempty"`
 }
 
-// PassRecord describes one finished pass; it is stored as JSON in the
-// footer metadata of the pass's Parquet file under the key "probe.pass"
-// and repeated in the manifest.
-type PassRecord struct {
-	Key             PassKey        `json:"key"`
-	Hash            string         `json:"hash"`
-	File            string         `json:"file"`
-	Rows            int64          `json:"rows"`
-	Seconds         float64        `json:"seconds"` // forward pass with diagnostics
-	TokensPerSecond float64        `json:"tokens_per_second"`
-	Threads         int            `json:"threads"`
-	NonFinite       *NonFiniteInfo `json:"nonfinite,omitempty"`
-}
-
-// passMetaKey is the Parquet footer key of a pass file's PassRecord.
+// passMetaKey is the Parquet footer key of a pass file's record
+// (StreamPass).
 const passMetaKey = "probe.pass"
-
-// passFileName is the name of the pass file of (T, sample) inside a
-// sweep's passes/ folder.
-func passFileName(T, sample int) string { return fmt.Sprintf("T%d-s%d.parquet", T, sample) }
-
-// writePass writes a pass file atomically: rows plus the record in the
-// footer.
-func writePass(path string, rec PassRecord, rows []BucketRow) error {
-	rec.Rows = int64(len(rows))
-	meta, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(path, func(w io.Writer) error {
-		return writeParquet(w, rows, map[string]string{passMetaKey: string(meta)})
-	})
-}
 
 // errIncomplete is wrapped by errors about pass files that are not whole
 // (no valid Parquet footer, no pass record, fewer rows than recorded, or
@@ -270,50 +199,4 @@ func openPassFile(path string, rec any) (*os.File, *parquet.File, error) {
 	}
 	f.Close()
 	return nil, nil, err
-}
-
-// readPassRecord reads only the footer of a pass file: its record. It
-// fails with an error wrapping errIncomplete when the file is not a
-// complete pass file.
-func readPassRecord(path string) (PassRecord, error) {
-	var rec PassRecord
-	f, pf, err := openPassFile(path, &rec)
-	if err != nil {
-		return rec, err
-	}
-	defer f.Close()
-	if pf.NumRows() != rec.Rows {
-		return rec, fmt.Errorf("%s: %w: %d rows, the record says %d", path, errIncomplete, pf.NumRows(), rec.Rows)
-	}
-	if rec.Hash != rec.Key.Hash() {
-		return rec, fmt.Errorf("%s: %w: record hash %s does not match its key", path, errIncomplete, rec.Hash)
-	}
-	return rec, nil
-}
-
-// ReadPass reads a whole pass file: its record and rows.
-func ReadPass(path string) (PassRecord, []BucketRow, error) {
-	rec, err := readPassRecord(path)
-	if err != nil {
-		return rec, nil, err
-	}
-	rows, err := ReadTable[BucketRow](path)
-	if err != nil {
-		return rec, nil, fmt.Errorf("%w: %w", errIncomplete, err)
-	}
-	if int64(len(rows)) != rec.Rows {
-		return rec, nil, fmt.Errorf("%s: %w: read %d rows, the record says %d", path, errIncomplete, len(rows), rec.Rows)
-	}
-	for i := range rows {
-		if rows[i].T != int64(rec.Key.T) || rows[i].Sample != int64(rec.Key.Sample) {
-			return rec, nil, fmt.Errorf("%s: row %d is (T=%d, sample %d), the file is (T=%d, sample %d)",
-				path, i, rows[i].T, rows[i].Sample, rec.Key.T, rec.Key.Sample)
-		}
-	}
-	return rec, rows, nil
-}
-
-// passPath returns dir/passes/<file>.
-func passPath(dir string, T, sample int) string {
-	return filepath.Join(dir, "passes", passFileName(T, sample))
 }

@@ -62,7 +62,7 @@ func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results
 		return nil, nil, nil, err
 	}
 	for _, c := range chunks {
-		_, rows, err := readChunk(dir, man, c)
+		rows, err := readBuckets(dir, man, c)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -84,7 +84,7 @@ func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results
 func finishedSubset(dir string, man *Manifest) (SweepOptions, []Chunk, []Chunk, error) {
 	done := map[[2]int]bool{}
 	for _, c := range man.Chunks {
-		if _, err := readPassRecord(passPath(dir, c.T, c.Sample)); err == nil {
+		if _, err := readStreamPass(streamPassPath(dir, "buckets", c), "buckets"); err == nil {
 			done[[2]int{c.T, c.Sample}] = true
 		}
 	}

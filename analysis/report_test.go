@@ -67,7 +67,7 @@ func TestReportPrintsPaperBeside(t *testing.T) {
 		t.Errorf("fig4 layer 0: %+v", c)
 	}
 	var b bytes.Buffer
-	man := &Manifest{Sweep: sw, Analysis: agg, Model: ModelInfo{Dir: "m", Layers: 2, Heads: 1, DHead: 128}}
+	man := &Manifest{Sweep: sw, Analysis: agg, RunRecord: RunRecord{Model: ModelInfo{Dir: "m", Layers: 2, Heads: 1, DHead: 128}}}
 	man.Sweep.Probe = probe
 	if err := WriteReport(&b, man, res); err != nil {
 		t.Fatal(err)

@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
-	"gorgonia.org/tensor"
 
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
@@ -51,8 +49,10 @@ func passCost(c *model.Config, T int) float64 {
 	return float64(T) * (lin + attn)
 }
 
-// Sweep runs the passes of a sweep (or of one shard of it), writes one
-// pass file per (T, sample), and for an unsharded run the tables.
+// Sweep runs the passes of a sweep (or of one shard of it) on the run
+// engine (runStream, kind "sweep"): one pass per (T, sample), whose
+// tables buckets and nonfinite are written into passes/, and for an
+// unsharded run the tables from the pass files (finishSweep).
 type Sweep struct {
 	Model   *model.Model
 	Info    ModelInfo // DescribeModel(Model)
@@ -64,6 +64,8 @@ type Sweep struct {
 	Shard   Shard // zero value: the whole sweep
 	Threads int   // attention workers (0: GOMAXPROCS)
 	Formats []string
+	// Force runs into a folder whose manifest records another plan.
+	Force bool
 	// Options and arguments as given on the command line, for the manifest.
 	CLIOptions []Option
 	Args       []string
@@ -81,133 +83,65 @@ type Sweep struct {
 // commands' Run) when its Stop was closed before every pass was finished.
 var ErrStopped = errors.New("stopped before its last pass")
 
-// Run runs the sweep. The manifest is written first, marked incomplete
-// (unless the folder's manifest records a finished sweep, whose tables
-// stay valid until new ones are written), and completed at the end.
-// Finished pass files with the same key are kept; a pass file made with
-// other options is an error naming the file and the fields that differ.
-// On a failure or a stop every finished pass file stays, and the manifest
-// records the error and the passes finished. It returns the manifest it
-// wrote and, for an unsharded run, the aggregated results.
+// sweepTables are the tables of a sweep's pass: its bucket rows, and the
+// non-finite activations it met under --on-nonfinite flag (no row when
+// none).
+var sweepTables = []string{"buckets", "nonfinite"}
+
+// Run runs the sweep on the run engine: finished pass files with the same
+// key are kept, a pass file made with other options is an error naming the
+// file and the fields that differ, a folder whose manifest records another
+// plan is refused unless Force. On a failure or a stop every finished pass
+// file stays, and the manifest records the error and the passes finished.
+// It returns the manifest it wrote and, for an unsharded run, the
+// aggregated results.
 func (s *Sweep) Run() (*Manifest, *Results, error) {
 	start := time.Now()
-	man, chunks, err := s.prepare()
+	man, err := s.prepare()
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(s.Out, "passes"), 0o755); err != nil {
-		return nil, nil, err
+	var res *Results
+	passStart, passesEnd := time.Now(), time.Time{}
+	spec := &RunSpec{Out: s.Out, Formats: s.Formats, Threads: s.Threads, Shard: s.Shard, Force: s.Force, Stop: s.Stop, Progress: s.Progress}
+	err = runStream(man, streamRun{RunSpec: spec, tables: sweepTables, opts: sweepKeyOptions(s.Info, s.Options), ids: s.passIDs,
+		pass: s.runPass, forwards: 1, model: s.Model, checkMemory: s.checkMemory,
+		finish: func() error {
+			passesEnd = time.Now()
+			var err error
+			res, err = finishSweep(s.Out, man)
+			man.Timings.Tables = time.Since(passesEnd).Seconds()
+			s.timings(man, start, passStart, passesEnd)
+			return err
+		}})
+	s.timings(man, start, passStart, passesEnd)
+	if err != nil {
+		return man, nil, err
 	}
-	fail := func(err error) (*Manifest, *Results, error) {
-		man.Error = err.Error()
-		man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
-		return man, nil, recordFailure(filepath.Join(s.Out, ManifestName(s.Shard)), man, err)
-	}
-	if old, err := ReadManifest(filepath.Join(s.Out, ManifestName(s.Shard))); err != nil || !old.Complete {
-		if err := writeJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man); err != nil {
-			return nil, nil, err
-		}
-	}
-
-	mine := shardChunks(chunks, s.Shard, nil)
-	if err := s.checkMemory(mine); err != nil {
-		return fail(err)
-	}
-	remaining := 0.0 // estimated work of the passes not finished yet
-	for _, c := range mine {
-		remaining += passCost(&s.Model.Config, c.T)
-	}
-	pr := Progress{Passes: len(mine), Layers: s.Model.Config.Layers, WorkLeft: remaining}
-	report := func() {
-		if s.Progress != nil {
-			pr.Elapsed = time.Since(start)
-			s.Progress(pr)
-		}
-	}
-	passStart := time.Now()
-	for i, c := range mine {
-		cost := passCost(&s.Model.Config, c.T)
-		pr.Pass, pr.T, pr.Sample, pr.Layer, pr.Reused, pr.Done = i+1, c.T, c.Sample, 0, false, false
-		path := passPath(s.Out, c.T, c.Sample)
-		key := s.key(c)
-		if _, err := os.Stat(path); err == nil {
-			// Read it whole: a damaged page (CRC mismatch) makes it
-			// incomplete too, and it is run again.
-			rec, _, err := ReadPass(path)
-			switch {
-			case errors.Is(err, errIncomplete):
-				man.Notes = append(man.Notes, fmt.Sprintf("%s was incomplete (%v) and was run again", path, err))
-			case err != nil:
-				return fail(err)
-			case rec.Hash != key.Hash():
-				return fail(fmt.Errorf("%s was made from another model, text or options (%s); use another --out or remove the file",
-					path, strings.Join(keyDiff(key, rec.Key), "; ")))
-			default:
-				man.Passes = append(man.Passes, rec)
-				man.Reused = append(man.Reused, rec.File)
-				if rec.NonFinite != nil {
-					man.Flags = append(man.Flags, flagLine(rec))
-				}
-				remaining -= cost
-				pr.WorkLeft = remaining
-				pr.Reused, pr.Done = true, true
-				report()
-				continue
-			}
-		}
-		select {
-		case <-s.Stop:
-			return fail(fmt.Errorf("sweep %w: %d of %d passes finished", ErrStopped, len(man.Passes), len(mine)))
-		default:
-		}
-		report()
-		base := pr.Work
-		rec, rows, err := s.runPass(c, key, func(layers int) {
-			frac := float64(layers) / float64(pr.Layers)
-			pr.Layer = layers
-			pr.Work, pr.WorkLeft = base+cost*frac, remaining-cost*frac
-			report()
-		})
-		if err != nil {
-			return fail(err)
-		}
-		if err := writePass(path, rec, rows); err != nil {
-			return fail(err)
-		}
-		rec.Rows = int64(len(rows))
-		man.Passes = append(man.Passes, rec)
-		if rec.NonFinite != nil {
-			man.Flags = append(man.Flags, flagLine(rec))
-		}
-		remaining -= cost
-		pr.Work, pr.WorkLeft = base+cost, remaining
-		pr.Tokens += int64(c.T)
-		pr.Layer, pr.Done = pr.Layers, true
-		report()
-	}
-	man.Timings.Passes = time.Since(passStart).Seconds()
-
 	if s.Shard.Count > 1 {
-		man.Complete = true
-		man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
+		// the shard's flags, from its pass files, which finishSweep reads
+		// for a whole run
+		if man.Flags, err = sweepFlags(s.Out, man, shardChunks(man.Chunks, s.Shard, nil)); err != nil {
+			return man, nil, err
+		}
 		return man, nil, writeJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man)
 	}
-	t0 := time.Now()
-	res, err := finalize(s.Out, man, s.Formats)
-	if err != nil {
-		return fail(err)
-	}
-	man.Timings.Tables = time.Since(t0).Seconds()
-	man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
-	man.LayersUsed = res.Summary.LayersUsed
-	man.Complete = true
-	return man, res, writeJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man)
+	return man, res, nil
 }
 
-func flagLine(rec PassRecord) string {
-	nf := rec.NonFinite
+// timings sets the manifest's timings: the passes from passStart to
+// passesEnd (now when zero), the total since start with the caller's.
+func (s *Sweep) timings(man *Manifest, start, passStart, passesEnd time.Time) {
+	if passesEnd.IsZero() {
+		passesEnd = time.Now()
+	}
+	man.Timings.Passes = passesEnd.Sub(passStart).Seconds()
+	man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
+}
+
+func flagLine(c Chunk, nf NonFiniteInfo) string {
 	s := fmt.Sprintf("pass T=%d sample %d: %d attention rows with non-finite %s, first at layer %d, head %d, query %d",
-		rec.Key.T, rec.Key.Sample, nf.Rows, nf.Where, nf.Layer, nf.Head, nf.Query)
+		c.T, c.Sample, nf.Rows, nf.Where, nf.Layer, nf.Head, nf.Query)
 	if nf.Aborted != "" {
 		s += "; the forward pass stopped: " + nf.Aborted
 	}
@@ -215,68 +149,64 @@ func flagLine(rec PassRecord) string {
 }
 
 // prepare validates the options, plans the chunks and starts the manifest.
-func (s *Sweep) prepare() (*Manifest, []Chunk, error) {
+func (s *Sweep) prepare() (*Manifest, error) {
 	if s.Model == nil {
-		return nil, nil, errors.New("analysis: Sweep.Model is nil")
-	}
-	if s.Shard.Count == 0 {
-		s.Shard = Shard{0, 1}
-	}
-	if s.Shard.Index < 0 || s.Shard.Index >= s.Shard.Count {
-		return nil, nil, fmt.Errorf("shard %v: want 0 ≤ i < n", s.Shard)
+		return nil, errors.New("analysis: Sweep.Model is nil")
 	}
 	if len(s.Formats) == 0 {
 		s.Formats = []string{FormatParquet}
 	}
-	if s.Threads <= 0 {
-		s.Threads = runtime.GOMAXPROCS(0)
+	spec := RunSpec{Shard: s.Shard, Threads: s.Threads, Formats: s.Formats}
+	if err := spec.defaults(); err != nil {
+		return nil, err
 	}
+	s.Shard, s.Threads = spec.Shard, spec.Threads
 	cfg := &s.Model.Config
 	s.Options.Compute = s.Model.Compute.Recorded()
 	if !s.Model.Compute.BF16Products() {
 		s.Options.DeviationTokens = 0
 	}
 	if err := s.Options.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if cfg.LearnedPositions() && s.Options.Lengths[len(s.Options.Lengths)-1] > cfg.MaxPos {
-		return nil, nil, fmt.Errorf("length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)",
+		return nil, fmt.Errorf("length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)",
 			s.Options.Lengths[len(s.Options.Lengths)-1], cfg.MaxPos, cfg.Arch)
 	}
 	p, err := s.Options.Probe.Resolve(SigmaDHead(cfg))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	s.Options.Probe = p
 	if err := s.Agg.Validate(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	chunks, err := PlanChunks(len(s.Stream), s.Options.ChunkOptions())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", s.Source.File.Path, err)
+		return nil, fmt.Errorf("%s: %w", s.Source.File.Path, err)
 	}
 	for _, c := range chunks {
 		for i, id := range s.Stream[c.Start:c.End] {
 			if id < 0 || id >= cfg.Vocab {
-				return nil, nil, fmt.Errorf("%s: token %d at stream position %d is outside the model's vocabulary [0, %d)",
+				return nil, fmt.Errorf("%s: token %d at stream position %d is outside the model's vocabulary [0, %d)",
 					s.Source.File.Path, id, c.Start+i, cfg.Vocab)
 			}
 		}
 	}
-	man := &Manifest{Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args, Shard: s.Shard,
-		Model: s.Info, Source: s.Source, Sweep: s.Options, Analysis: s.Agg, Conventions: conventions(s.Options, s.Agg),
-		Chunks: chunks, Threads: s.Threads, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(),
-		Timings: s.Timings, Options: s.CLIOptions, Passes: []PassRecord{}}
+	man := &Manifest{RunRecord: RunRecord{Kind: "sweep", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args,
+		Shard: s.Shard, Model: s.Info, Source: s.Source, Conventions: conventions(s.Options, s.Agg), Chunks: chunks,
+		Passes: []StreamPass{}, Threads: s.Threads, Formats: s.Formats, CLIOptions: s.CLIOptions},
+		Sweep: s.Options, Analysis: s.Agg, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Timings: s.Timings}
 	if n := s.Options.DeviationTokens; n > 0 && len(chunks) > 0 {
 		ids := s.passIDs(chunks[0])
 		copts, _ := s.Options.Probe.collector()
 		d, err := MeasureDeviation(s.Model, [][]int{ids[:min(n, len(ids))]}, s.Options.Compute, copts, s.Options.AllowExtrapolation, s.Threads)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		man.Deviation = d
 	}
-	return man, chunks, nil
+	return man, nil
 }
 
 // passIDs returns the token ids of a pass: the optional BOS, then the chunk.
@@ -288,30 +218,43 @@ func (s *Sweep) passIDs(c Chunk) []int {
 	return append(ids, s.Stream[c.Start:c.End]...)
 }
 
-// expectedKey is the key of chunk c without its token digest.
-func expectedKey(info ModelInfo, o SweepOptions, c Chunk) PassKey {
+// sweepKey is what of a sweep's options and model decides the rows of
+// its passes beside the model digest, the chunk and its tokens (the
+// StreamKey's Options).
+type sweepKey struct {
+	BOSToken int          `json:"bos_token"` // −1: none
+	Bucket   int          `json:"bucket"`
+	LastFrac float64      `json:"last_frac"`
+	BOSFrac  float64      `json:"bos_frac"`
+	Probe    ProbeOptions `json:"probe"`
+	// Cuts are the model's distinct sliding windows w, where the buckets
+	// are also cut (t < w sees position 0, t ≥ w does not), so that the
+	// BOS mass aggregates can leave the queries without position 0 out
+	// exactly (absent for a model without sliding windows).
+	Cuts []int `json:"window_cuts,omitempty"`
+	// Compute is SweepOptions.Compute (omitted for f32).
+	Compute model.Compute `json:"compute,omitempty"`
+}
+
+// sweepKeyOptions is the sweepKey of a sweep of o on the model info.
+func sweepKeyOptions(info ModelInfo, o SweepOptions) sweepKey {
 	probe := o.Probe
 	if !info.Sinks {
-		probe.SinkRows = "" // decides nothing without sinks: absent, as in the keys from before the option
+		probe.SinkRows = "" // decides nothing without sinks: a re-run with another --sink-rows keeps the passes
 	}
-	return PassKey{Format: formatVersion, Model: info.Digest, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
-		BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: probe,
+	return sweepKey{BOSToken: o.BOSToken, Bucket: o.Bucket, LastFrac: o.LastFrac, BOSFrac: o.BOSFrac, Probe: probe,
 		Cuts: windowCuts(info.Windows), Compute: o.Compute}
 }
 
-// checkMemory checks, before the first pass, that the longest of chunks
-// fits with its Collector's results (model.Model.CheckMemory): a sweep
+// checkMemory checks, before the first pass, that a pass of length T
+// fits with its Collector's results (probes.CheckModelMemory): a sweep
 // that cannot is refused at its start, not at its last length.
-func (s *Sweep) checkMemory(chunks []Chunk) error {
-	T := longestT(chunks)
-	if T == 0 {
-		return nil
-	}
+func (s *Sweep) checkMemory(T int) error {
 	copts, _ := s.Options.Probe.collector()
 	copts.Sinks = s.Info.Sinks
 	err := probes.CheckModelMemory(s.Model, 1, T, model.Options{Threads: s.Threads}, copts)
 	if err != nil {
-		return fmt.Errorf("the sweep's longest pass (T=%d, with its diagnostics' results): %w", T, err)
+		return fmt.Errorf("with its diagnostics' results: %w", err)
 	}
 	return nil
 }
@@ -326,107 +269,110 @@ func longestT(chunks []Chunk) int {
 	return T
 }
 
-func (s *Sweep) key(c Chunk) PassKey {
-	k := expectedKey(s.Info, s.Options, c)
-	k.Tokens = TokenDigest(s.passIDs(c))
-	return k
-}
-
 // runPass runs one forward pass with the Collector on every layer and the
-// gate hook, and summarizes it into bucket rows.
-func (s *Sweep) runPass(c Chunk, key PassKey, layerDone func(int)) (PassRecord, []BucketRow, error) {
+// gate hook (watch adds the progress's), and summarizes it into bucket
+// rows, with the non-finite activations it met (sweepTables).
+func (s *Sweep) runPass(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	m := s.Model
 	cfg := &m.Config
-	rec := PassRecord{Key: key, Hash: key.Hash(), File: passFileName(c.T, c.Sample), Threads: s.Threads}
 	copts, _ := s.Options.Probe.collector()
 	copts.ContinueOnNonFinite = s.Options.OnNonFinite == NonFiniteFlag
 	copts.Sinks = s.Info.Sinks
 	col, err := probes.NewModelCollector(1, cfg, c.T, copts)
 	if err != nil {
-		return rec, nil, err
+		return nil, err
 	}
 	hs := col.Hooks(cfg)
-	done := 0
-	hs.Watch(hooks.ResidPost, func(string, int, *tensor.Dense) error {
-		done++
-		layerDone(done)
-		return nil
-	})
-	t0 := time.Now()
+	watch(hs)
 	_, ferr := m.Forward([][]int{s.passIDs(c)}, model.Options{Hooks: hs, AllowExtrapolation: s.Options.AllowExtrapolation,
 		Threads: s.Threads})
-	rec.Seconds = time.Since(t0).Seconds()
-	rec.TokensPerSecond = float64(c.T) / rec.Seconds
-	where := fmt.Sprintf("pass T=%d sample %d (stream tokens [%d,%d))", c.T, c.Sample, c.Start, c.End)
+	where := fmt.Sprintf("stream tokens [%d,%d)", c.Start, c.End) // the engine names the pass before it
 	if ferr != nil {
 		var nf *probes.NonFiniteError
 		switch {
 		case errors.As(ferr, &nf):
-			return rec, nil, fmt.Errorf("%s: non-finite %s in layer %d, head %d, query %d; the passes finished before it are kept in %s (--on-nonfinite flag records such passes and goes on)",
+			return nil, fmt.Errorf("%s: non-finite %s in layer %d, head %d, query %d; the passes finished before it are kept in %s (--on-nonfinite flag records such passes and goes on)",
 				where, nf.Where, nf.Layer, nf.Head, nf.Query, s.Out)
 		case copts.ContinueOnNonFinite && (col.NonFiniteRows() > 0 || strings.Contains(ferr.Error(), "non-finite")):
 			// recorded below
 		default:
-			return rec, nil, fmt.Errorf("%s: %w", where, ferr)
+			return nil, fmt.Errorf("%s: %w", where, ferr)
 		}
 	}
+	nonfinite := []NonFiniteInfo{}
 	if first, ok := col.FirstNonFinite(); ok || ferr != nil {
-		info := &NonFiniteInfo{Layer: -1, Head: -1, Query: -1, Rows: col.NonFiniteRows()}
+		info := NonFiniteInfo{Layer: -1, Head: -1, Query: -1, Rows: col.NonFiniteRows()}
 		if ok {
 			info.Layer, info.Head, info.Query, info.Where = first.Layer, first.Head, first.Query, first.Where
 		}
 		if ferr != nil {
 			info.Aborted = ferr.Error()
 		}
-		rec.NonFinite = info
+		nonfinite = append(nonfinite, info)
 	}
 	edges := bucketEdges(c.T, s.Options.Bucket, append([]int{windowStart(c.T, s.Options.LastFrac), windowStart(c.T, s.Options.BOSFrac)},
-		key.Cuts...)...)
+		windowCuts(s.Info.Windows)...)...)
 	rows := bucketRows(col, 0, c.T, c.Sample, edges, cfg.Gate != model.GateNone, s.Info.Sinks, cfg.SoftmaxLayers())
-	return rec, rows, nil
+	return []passTable{tableOf("buckets", rows), tableOf("nonfinite", nonfinite)}, nil
 }
 
-// finalize reads the pass files of every chunk of man (from dir/passes),
-// checks them against the manifest, and writes the tables (buckets, heads,
-// fig2, fig3, fig4 in each format, and summary.json) into dir. The
-// manifest's Passes and Tables are set from what it read and wrote.
-func finalize(dir string, man *Manifest, formats []string) (*Results, error) {
+// readBuckets reads and checks the bucket rows of chunk c's pass in dir.
+func readBuckets(dir string, man *Manifest, c Chunk) ([]BucketRow, error) {
+	return readPassRows[BucketRow](dir, "buckets", man, sweepKeyOptions(man.Model, man.Sweep), c)
+}
+
+// sweepFlags are the flags of the passes of chunks in dir: one line per
+// pass that met non-finite activations (its nonfinite pass table).
+func sweepFlags(dir string, man *Manifest, chunks []Chunk) ([]string, error) {
+	var flags []string
+	for _, c := range chunks {
+		nf, err := readPassRows[NonFiniteInfo](dir, "nonfinite", man, sweepKeyOptions(man.Model, man.Sweep), c)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range nf {
+			flags = append(flags, flagLine(c, f))
+		}
+	}
+	return flags, nil
+}
+
+// finishSweep is the sweep's finish step: it reads the pass files of every
+// chunk of man (from dir/passes), checks them against the manifest, and
+// writes the tables (buckets, heads, fig2, fig3, fig4 in each of the
+// manifest's formats, and summary.json) into dir. The manifest's Flags,
+// LayersUsed, Notes and Tables are set from what it read and wrote.
+func finishSweep(dir string, man *Manifest) (*Results, error) {
 	agg, err := newAggregator(man.Model.Shape(), man.Sweep, man.Sweep.Probe, man.Analysis)
 	if err != nil {
 		return nil, err
 	}
-	recs := make([]PassRecord, 0, len(man.Chunks))
 	for _, c := range man.Chunks {
-		rec, rows, err := readChunk(dir, man, c)
+		rows, err := readBuckets(dir, man, c)
 		if err != nil {
 			return nil, err
 		}
 		if err := agg.Add(rows); err != nil {
-			return nil, fmt.Errorf("%s: %w", passPath(dir, c.T, c.Sample), err)
+			return nil, fmt.Errorf("%s: %w", streamPassPath(dir, "buckets", c), err)
 		}
-		recs = append(recs, rec)
 	}
 	res, err := agg.Results()
 	if err != nil {
 		return nil, err
 	}
-	man.Passes = recs
-	man.Flags = nil
-	for _, r := range recs {
-		if r.NonFinite != nil {
-			man.Flags = append(man.Flags, flagLine(r))
-		}
+	if man.Flags, err = sweepFlags(dir, man, man.Chunks); err != nil {
+		return nil, err
 	}
 	man.LayersUsed = res.Summary.LayersUsed
 	man.Notes = append(man.Notes, res.Summary.Notes...)
 	man.Tables = nil
 	// buckets: streamed pass by pass (one Parquet row group per pass).
-	for _, f := range formats {
+	for _, f := range man.Formats {
 		path := filepath.Join(dir, "buckets."+f)
 		err := atomicfile.Write(path, func(w io.Writer) error {
 			return writeBuckets(w, f, func(emit func([]BucketRow) error) error {
 				for _, c := range man.Chunks {
-					_, rows, err := readChunk(dir, man, c)
+					rows, err := readBuckets(dir, man, c)
 					if err != nil {
 						return err
 					}
@@ -442,45 +388,17 @@ func finalize(dir string, man *Manifest, formats []string) (*Results, error) {
 		}
 		man.Tables = append(man.Tables, filepath.Base(path))
 	}
-	for _, t := range []struct {
-		name  string
-		write func() error
-	}{
-		{"heads", func() error { return writeTable(dir, "heads", res.Heads, formats) }},
-		{"fig2", func() error { return writeTable(dir, "fig2", res.Fig2, formats) }},
-		{"fig3", func() error { return writeTable(dir, "fig3", res.Fig3, formats) }},
-		{"fig4", func() error { return writeTable(dir, "fig4", res.Fig4, formats) }},
-	} {
-		if err := t.write(); err != nil {
-			return nil, err
-		}
-		for _, f := range formats {
-			man.Tables = append(man.Tables, t.name+"."+f)
-		}
+	tables := man.Tables
+	if err := man.writeTables(dir, tableOf("heads", res.Heads), tableOf("fig2", res.Fig2), tableOf("fig3", res.Fig3),
+		tableOf("fig4", res.Fig4)); err != nil {
+		return nil, err
 	}
+	man.Tables = append(tables, man.Tables...)
 	if err := writeJSON(filepath.Join(dir, "summary.json"), res.Summary); err != nil {
 		return nil, err
 	}
 	man.Tables = append(man.Tables, "summary.json")
 	return res, nil
-}
-
-// readChunk reads and checks the pass file of chunk c.
-func readChunk(dir string, man *Manifest, c Chunk) (PassRecord, []BucketRow, error) {
-	path := passPath(dir, c.T, c.Sample)
-	rec, rows, err := ReadPass(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return rec, nil, fmt.Errorf("pass (T=%d, sample %d) has no file %s: run its shard (or the sweep) again", c.T, c.Sample, path)
-		}
-		return rec, nil, err
-	}
-	want := expectedKey(man.Model, man.Sweep, c)
-	want.Tokens = rec.Key.Tokens
-	if rec.Hash != want.Hash() {
-		return rec, nil, fmt.Errorf("%s does not belong to this sweep: %s", path, strings.Join(keyDiff(want, rec.Key), "; "))
-	}
-	return rec, rows, nil
 }
 
 // writeBuckets streams bucket rows in one format; each(emit) calls emit

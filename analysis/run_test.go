@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -350,17 +351,17 @@ func TestShardsMergeToTheUnshardedTables(t *testing.T) {
 		shards = append(shards, d)
 	}
 
-	_, err := Merge(shards[:3], t.TempDir(), MergeOptions{})
-	if err == nil || !strings.Contains(err.Error(), "1 of 6 passes have no complete file") || !strings.Contains(err.Error(), "T=40 sample 0 (shard 3/4)") {
+	_, err := MergeStream(shards[:3], t.TempDir(), MergeOptions{})
+	if err == nil || !strings.Contains(err.Error(), "1 of 6 passes have no complete files") || !strings.Contains(err.Error(), "T=40 sample 0 (shard 3/4)") {
 		t.Errorf("merge without shard 3: %v", err)
 	}
 
 	merged := t.TempDir()
-	man, err := Merge(shards, merged, MergeOptions{Formats: formats})
+	mm, err := MergeStream(shards, merged, MergeOptions{Formats: formats})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !man.Complete || len(man.Passes) != 6 || len(man.MergedFrom) != 4 {
+	if man := mm.(*Manifest); !man.Complete || len(man.Passes) != 6 || len(man.MergedFrom) != 4 {
 		t.Errorf("merged manifest: %+v", man)
 	}
 	want, got := files(t, whole), files(t, merged)
@@ -374,8 +375,11 @@ func TestShardsMergeToTheUnshardedTables(t *testing.T) {
 	}
 	// The pass files hold their own timings; their rows must agree.
 	for name := range files(t, filepath.Join(whole, "passes")) {
-		_, wr, err1 := ReadPass(filepath.Join(whole, "passes", name))
-		_, gr, err2 := ReadPass(filepath.Join(merged, "passes", name))
+		if !strings.HasSuffix(name, ".buckets.parquet") {
+			continue
+		}
+		_, wr, err1 := readBucketPass(filepath.Join(whole, "passes", name))
+		_, gr, err2 := readBucketPass(filepath.Join(merged, "passes", name))
 		if err1 != nil || err2 != nil || !slices.Equal(wr, gr) {
 			t.Errorf("pass %s: rows differ (%v, %v)", name, err1, err2)
 		}
@@ -390,7 +394,8 @@ func TestShardsMergeToTheUnshardedTables(t *testing.T) {
 	if _, _, err := sw.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Merge([]string{shards[0], other}, t.TempDir(), MergeOptions{}); err == nil || !strings.Contains(err.Error(), "not shards of one sweep") {
+	if _, err := MergeStream([]string{shards[0], other}, t.TempDir(), MergeOptions{}); err == nil || !strings.Contains(err.Error(), "not shards of one run") ||
+		!strings.Contains(err.Error(), "sweep.bucket") {
 		t.Errorf("merging different sweeps: %v", err)
 	}
 }
@@ -409,8 +414,8 @@ func TestResumeSkipsOnlyCompletePasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := files(t, out)
-	p0 := filepath.Join(out, "passes", passFileName(24, 1))
-	p1 := filepath.Join(out, "passes", passFileName(40, 2))
+	p0 := sweepPass(out, 24, 1)
+	p1 := sweepPass(out, 40, 2)
 	whole, _ := os.ReadFile(p0)
 
 	// A second run reuses everything and rewrites identical tables.
@@ -435,7 +440,7 @@ func TestResumeSkipsOnlyCompletePasses(t *testing.T) {
 	bad, _ := os.ReadFile(p1)
 	bad[len(bad)-10] ^= 0xff
 	os.WriteFile(p1, bad, 0o644)
-	if _, err := readPassRecord(p0); !errors.Is(err, errIncomplete) {
+	if _, err := readStreamPass(p0, "buckets"); !errors.Is(err, errIncomplete) {
 		t.Errorf("truncated pass file: %v, want errIncomplete", err)
 	}
 	man, _, err = newSweep(t, dir, stream, out, opts, agg).Run()
@@ -452,11 +457,20 @@ func TestResumeSkipsOnlyCompletePasses(t *testing.T) {
 		}
 	}
 
-	// A pass file made with other options is not taken, and not overwritten.
+	// Another plan is refused, naming the field that differs; with Force,
+	// a pass file made with other options is not taken, and not
+	// overwritten.
 	o := opts
 	o.BOSToken = 3
 	_, _, err = newSweep(t, dir, stream, out, o, agg).Run()
-	if err == nil || !strings.Contains(err.Error(), "T24-s0.parquet was made from another model, text or options") ||
+	if err == nil || !strings.Contains(err.Error(), "holds a probe sweep run (manifest.json) with another plan") ||
+		!strings.Contains(err.Error(), "sweep.bos_token (3 here, -1 in the folder)") {
+		t.Errorf("another plan into the same folder: %v", err)
+	}
+	forced := newSweep(t, dir, stream, out, o, agg)
+	forced.Force = true
+	_, _, err = forced.Run()
+	if err == nil || !strings.Contains(err.Error(), "T24-s0.buckets.parquet was made from another model, text or options") ||
 		!strings.Contains(err.Error(), "bos_token (3 here, -1 in the file)") {
 		t.Errorf("other options into the same folder: %v", err)
 	}
@@ -497,12 +511,12 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 
 	out := t.TempDir()
 	_, _, err := newSweep(t, dir, stream, out, opts, agg).Run()
-	if err == nil || !strings.Contains(err.Error(), "pass T=24 sample 2 (stream tokens [48,72)): non-finite") ||
+	if err == nil || !strings.Contains(err.Error(), "T=24 sample 2: stream tokens [48,72): non-finite") ||
 		!strings.Contains(err.Error(), "in layer 0, head") || !strings.Contains(err.Error(), "query 10") {
 		t.Fatalf("stop: %v", err)
 	}
 	for _, s := range []int{0, 1} {
-		if _, err := readPassRecord(filepath.Join(out, "passes", passFileName(24, s))); err != nil {
+		if _, err := readStreamPass(sweepPass(out, 24, s), "buckets"); err != nil {
 			t.Errorf("the pass finished before the failure was lost: %v", err)
 		}
 	}
@@ -516,14 +530,9 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 		!strings.Contains(man.Flags[0], "first at layer 0") || !strings.Contains(man.Flags[0], "query 10") {
 		t.Errorf("flag: reused %v, flags %q", man.Reused, man.Flags)
 	}
-	var rec PassRecord
-	for _, p := range man.Passes {
-		if p.Key.T == 24 && p.Key.Sample == 2 {
-			rec = p
-		}
-	}
-	if rec.NonFinite == nil || rec.NonFinite.Query != 10 || rec.NonFinite.Layer != 0 || rec.NonFinite.Rows != 4*14 {
-		t.Errorf("pass record: %+v", rec.NonFinite)
+	nf, err := readPassRows[NonFiniteInfo](out, "nonfinite", man, sweepKeyOptions(man.Model, man.Sweep), Chunk{T: 24, Sample: 2, Start: 48, End: 72})
+	if err != nil || len(nf) != 1 || nf[0].Query != 10 || nf[0].Layer != 0 || nf[0].Rows != 4*14 {
+		t.Errorf("the pass's nonfinite table: %v %+v", err, nf)
 	}
 	// Layer 0: every metric but the gate (8 under the default reduction
 	// "mean") of 14 NaN rows × 4 heads, plus the gate of the poisoned
@@ -600,7 +609,7 @@ func TestSweepChecksMemoryFirst(t *testing.T) {
 	if man == nil {
 		t.Fatalf("no manifest; error %v", err)
 	}
-	refusedForMemory(t, err, "the sweep's longest pass (T=4194304", man.Error, len(man.Passes), out)
+	refusedForMemory(t, err, "the longest pass (T=4194304", man.Error, len(man.Passes), out)
 }
 
 // refusedForMemory checks a run refused for its longest pass's memory:
@@ -616,5 +625,99 @@ func refusedForMemory(t *testing.T, err error, what, manErr string, passes int, 
 	}
 	if files, _ := filepath.Glob(filepath.Join(out, "passes", "*")); len(files) != 0 {
 		t.Errorf("pass files written before the refusal: %v", files)
+	}
+}
+
+// TestSweepProgress: a sweep reports through the engine's progress — each
+// pass at its start, after each layer its forward pass reaches (the last
+// layer's resid_post is past the diagnostics' readers: the watch does not
+// run the pass further), and done, its work growing to the whole sweep's
+// (the T² attention cost in passCost) — and a re-run reports every pass as
+// already finished, with no work.
+func TestSweepProgress(t *testing.T) {
+	dir, stream, opts, agg := smallSweep(t)
+	opts.Samples = 2
+	out := t.TempDir()
+	var got []Progress
+	sw := newSweep(t, dir, stream, out, opts, agg)
+	sw.Progress = func(p Progress) { got = append(got, p) }
+	if _, _, err := sw.Run(); err != nil {
+		t.Fatal(err)
+	}
+	const layers, passes = 3, 4
+	pass, layer := 0, 0
+	for i, p := range got {
+		if p.Layer == 0 && !p.Done { // a pass's start
+			pass, layer = pass+1, 0
+		}
+		if p.Pass != pass || p.Passes != passes || p.Layers != layers || p.Reused || p.Label != "" {
+			t.Fatalf("report %d: %+v, want pass %d of %d, %d layers", i, p, pass, passes, layers)
+		}
+		if p.Layer < layer || (p.Layer == layer && p.Layer > 0) || (p.Done && p.Layer != layers) || (!p.Done && p.Layer == layers) {
+			t.Fatalf("report %d: layer %d after %d, done %v", i, p.Layer, layer, p.Done)
+		}
+		layer = p.Layer
+		if i > 0 && p.Work < got[i-1].Work {
+			t.Fatalf("report %d: work %v fell from %v", i, p.Work, got[i-1].Work)
+		}
+	}
+	if pass != passes || !got[len(got)-1].Done || len(got) < passes*(2+layers-1) {
+		t.Fatalf("%d reports of %d passes, want %d passes each reported at its start, per layer and done", len(got), pass, passes)
+	}
+	last := got[len(got)-1]
+	if total := got[0].Work + got[0].WorkLeft; math.Abs(last.Work-total) > 1e-9*total || math.Abs(last.WorkLeft) > 1e-9*total || last.Tokens != 24+24+40+40 {
+		t.Errorf("last report %+v: want work %v, none left, 128 tokens", last, total)
+	}
+	if c := newSweep(t, dir, stream, out, opts, agg).Model.Config; got[0].WorkLeft != passCost(&c, 24)*2+passCost(&c, 40)*2 {
+		t.Errorf("first report's work left %v, want passCost's sum", got[0].WorkLeft)
+	}
+
+	got = nil
+	if _, _, err := sw.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != passes || !got[passes-1].Reused || !got[passes-1].Done || got[passes-1].Work != 0 || got[passes-1].WorkLeft > 1e-9 {
+		t.Errorf("re-run reports %+v, want %d reused passes and no work", got, passes)
+	}
+}
+
+// TestSweepRefusesFolderOfOldForm: a sweep folder written before the sweep
+// ran on the run engine (a manifest without kind, pass files
+// passes/T<T>-s<s>.parquet) is refused by a run, by ReadManifest (report,
+// explore, summarize) and by merge, each saying how to convert it; the
+// folder is left as it was, and --force runs there anyway.
+func TestSweepRefusesFolderOfOldForm(t *testing.T) {
+	dir, stream, opts, agg := smallSweep(t)
+	out := t.TempDir()
+	old := map[string]any{"tool": ToolInfo{Format: formatVersion}, "complete": true, "shard": Shard{0, 1}, "sweep": opts,
+		"passes": []map[string]any{{"key": map[string]any{"T": 24, "sample": 0}, "hash": "x", "file": "T24-s0.parquet", "rows": 3}}}
+	b, _ := json.Marshal(old)
+	manifest := filepath.Join(out, "manifest.json")
+	os.MkdirAll(filepath.Join(out, "passes"), 0o755)
+	os.WriteFile(manifest, b, 0o644)
+	os.WriteFile(filepath.Join(out, "passes", "T24-s0.parquet"), []byte("PAR1"), 0o644)
+
+	convert := "re-run the sweep with a new --out"
+	_, _, err := newSweep(t, dir, stream, out, opts, agg).Run()
+	if err == nil || !strings.Contains(err.Error(), "--out "+out+" holds a sweep written before the sweep ran on the run engine") ||
+		!strings.Contains(err.Error(), convert) {
+		t.Errorf("run into the old folder: %v", err)
+	}
+	if now, _ := os.ReadFile(manifest); !bytes.Equal(now, b) {
+		t.Error("the refused run changed the old manifest")
+	}
+	if _, err := ReadManifest(manifest); !errors.Is(err, errOldSweep) || !strings.Contains(err.Error(), manifest) {
+		t.Errorf("ReadManifest of the old form: %v", err)
+	}
+	if _, err := MergeStream([]string{out}, t.TempDir(), MergeOptions{}); !errors.Is(err, errOldSweep) {
+		t.Errorf("merge of the old form: %v", err)
+	}
+	sw := newSweep(t, dir, stream, out, opts, agg)
+	sw.Force = true
+	if man, _, err := sw.Run(); err != nil || !man.Complete || len(man.Passes) != 6 {
+		t.Fatalf("--force into the old folder: %v", err)
+	}
+	if _, err := ReadManifest(manifest); err != nil {
+		t.Errorf("the forced run's manifest: %v", err)
 	}
 }

@@ -49,10 +49,13 @@ func TestSinkRowsOption(t *testing.T) {
 	old := sw
 	old.Probe.SinkRows = ""
 	ch := Chunk{T: 64, End: 64}
-	if a, b := expectedKey(ModelInfo{Digest: "x"}, sw, ch), expectedKey(ModelInfo{Digest: "x"}, old, ch); a.Hash() != b.Hash() {
-		t.Errorf("model without sinks: pass key %+v differs from the key without the option", a.Probe)
+	key := func(info ModelInfo, o SweepOptions) StreamKey {
+		return streamKey("sweep", info.Digest, sweepKeyOptions(info, o), ch, "")
 	}
-	if k := expectedKey(ModelInfo{Digest: "x", Sinks: true}, sw, ch); k.Probe.SinkRows != "renorm" {
+	if a, b := key(ModelInfo{Digest: "x"}, sw), key(ModelInfo{Digest: "x"}, old); a.Hash() != b.Hash() {
+		t.Errorf("model without sinks: pass key %s differs from the key without the option", a.Options)
+	}
+	if k := sweepKeyOptions(ModelInfo{Digest: "x", Sinks: true}, sw); k.Probe.SinkRows != "renorm" {
 		t.Errorf("sink model: pass key sink_rows %q, want renorm", k.Probe.SinkRows)
 	}
 	if d := DefaultSinksOptions(); d.SinkRows != "renorm" {

@@ -24,16 +24,15 @@ import (
 )
 
 // RunRecord is the part of the manifest that the measurements on the run
-// engine (probe gdn, sinks, massive, experts, retrieval, ppl) share; each
+// engine (probe sweep, gdn, sinks, massive, experts, retrieval, ppl) share; each
 // command's manifest embeds it beside its options (under the command's
-// name) and its own fields. Like a sweep, a run writes one set of pass
-// files per pass (Chunk: a (T, sample), and for ppl its model and variant)
-// into passes/, keeps finished ones when it is run again, runs one shard
-// of the passes with Shard, and writes its tables from the pass files only
-// (as a sweep's finalize does), so that probe merge of the shards gives
-// the same bytes as one unsharded run.
+// name) and its own fields. A run writes one set of pass files per pass
+// (Chunk: a (T, sample), and for ppl its model and variant) into passes/,
+// keeps finished ones when it is run again, runs one shard of the passes
+// with Shard, and writes its tables from the pass files only, so that
+// probe merge of the shards gives the same bytes as one unsharded run.
 type RunRecord struct {
-	Kind        string            `json:"kind"` // the measurement: gdn, sinks, massive, experts, retrieval or ppl
+	Kind        string            `json:"kind"` // the measurement: sweep, gdn, sinks, massive, experts, retrieval or ppl
 	Tool        ToolInfo          `json:"tool"`
 	Created     string            `json:"created"`
 	Complete    bool              `json:"complete"`
@@ -71,10 +70,20 @@ func (r *RunRecord) Record() *RunRecord { return r }
 // SinksManifest, MassiveManifest): a RunRecord plus the command's fields.
 type StreamManifest interface{ Record() *RunRecord }
 
-// StreamManifestName is the manifest's file name of a stream command's
-// run (kind gdn, sinks, massive, experts, retrieval or ppl) or of one
-// shard of it.
-func StreamManifestName(kind string, s Shard) string { return manifestFile(kind+"_manifest", s) }
+// StreamManifestName is the manifest's file name of a run of measurement
+// kind (sweep, gdn, sinks, massive, experts, retrieval or ppl) or of one
+// shard of it: <kind>_manifest.json, a sweep's manifest.json (ManifestName,
+// as before it ran on the engine).
+func StreamManifestName(kind string, s Shard) string { return manifestFile(manifestBase(kind), s) }
+
+// manifestBase is the manifest's file name of a run of kind without the
+// shard and ".json".
+func manifestBase(kind string) string {
+	if kind == "sweep" {
+		return "manifest"
+	}
+	return kind + "_manifest"
+}
 
 // StreamKey is everything that determines the pass files of one (T,
 // sample) of a stream command. Options are the command's options without
@@ -294,9 +303,11 @@ type streamRun struct {
 	// finish writes the tables from the pass files of every chunk.
 	finish func() error
 	// model: the longest pass's memory is checked before the first
-	// (model.Model.CheckMemory), so that a run whose last length cannot
-	// fit is refused at its start
-	model *model.Model
+	// (model.Model.CheckMemory, or checkMemory when set: the sweep's,
+	// with its diagnostics' results), so that a run whose last length
+	// cannot fit is refused at its start
+	model       *model.Model
+	checkMemory func(T int) error
 }
 
 // runStream runs the passes of man's shard that have no finished pass
@@ -337,8 +348,11 @@ func runStream(man StreamManifest, r streamRun) error {
 	}
 	rec.Passes = []StreamPass{}
 	mine := shardChunks(rec.Chunks, rec.Shard, r.shared)
-	if T := longestT(mine); T > 0 && r.model != nil {
-		if err := r.model.CheckMemory(1, T, model.Options{Threads: r.Threads}, 0); err != nil {
+	if r.checkMemory == nil && r.model != nil {
+		r.checkMemory = func(T int) error { return r.model.CheckMemory(1, T, model.Options{Threads: r.Threads}, 0) }
+	}
+	if T := longestT(mine); T > 0 && r.checkMemory != nil {
+		if err := r.checkMemory(T); err != nil {
 			return fail(fmt.Errorf("the longest pass (T=%d): %w", T, err))
 		}
 	}
@@ -515,9 +529,25 @@ func finishedPass(dir string, tables []string, c Chunk, key StreamKey) (*StreamP
 	return &rec, "", nil
 }
 
+// planSections are, per kind, the manifest sections beside its options
+// that are part of its plan (the sweep's aggregation options), the option
+// fields that are not (the sweep's: how its lengths were spelled, whether
+// to go on past non-finite values or max_position_embeddings, the tokens
+// of its bf16 deviation; so that a stopped sweep resumes with
+// --on-nonfinite flag), and what a refusal of another plan adds (%s: the
+// folder).
+var planSections = map[string]struct {
+	more, skip []string
+	hint       string
+}{
+	"sweep": {[]string{"analysis"}, []string{"lengths_arg", "on_nonfinite", "allow_extrapolation", "deviation_tokens"},
+		"; to aggregate its passes with other analysis options use probe summarize %s"},
+}
+
 // planOf is the part of a stream manifest that decides its passes and
 // tables: the command, model, token stream, shard count, chunks and
-// options (under the command's name), as flattened JSON.
+// options (under the command's name, and planSections), as flattened
+// JSON.
 func planOf(man any) map[string]string {
 	b, _ := json.Marshal(man)
 	var all map[string]json.RawMessage
@@ -533,6 +563,12 @@ func planOf(man any) map[string]string {
 	plan := map[string]string{"kind": kind, "model.digest": sub.Model.Digest, "source.digest": sub.Source.Digest,
 		"shard.count": fmt.Sprint(max(sub.Shard.Count, 1)), "chunks": string(all["chunks"])}
 	flattenJSON(plan, kind, all[kind])
+	for _, k := range planSections[kind].more {
+		flattenJSON(plan, k, all[k])
+	}
+	for _, k := range planSections[kind].skip {
+		delete(plan, kind+"."+k)
+	}
 	return plan
 }
 
@@ -558,7 +594,7 @@ func planDiffs(a, b map[string]string) []string {
 // tables), another plan would replace the tables a user made.
 func samePlan(out string, man StreamManifest) error {
 	kind := man.Record().Kind
-	paths, _ := filepath.Glob(filepath.Join(out, kind+"_manifest*.json"))
+	paths, _ := filepath.Glob(filepath.Join(out, manifestBase(kind)+"*.json"))
 	now := planOf(man)
 	for _, p := range paths {
 		if strings.HasSuffix(p, ".failed.json") {
@@ -572,13 +608,20 @@ func samePlan(out string, man StreamManifest) error {
 		if err := json.Unmarshal(b, &old); err != nil {
 			return fmt.Errorf("%s: %w; choose another --out, or pass --force to run there anyway", p, err)
 		}
+		if _, ok := old["kind"]; !ok && kind == "sweep" {
+			return fmt.Errorf("--out %s holds %w", out, errOldSweep)
+		}
 		if _, ok := old["passes"]; !ok {
 			return fmt.Errorf("--out %s holds a probe %s run (%s) written before it kept pass files, which cannot be resumed: re-run with --force to replace its tables, or choose a new --out",
 				out, kind, filepath.Base(p))
 		}
 		if diff := planDiffs(now, planOf(old)); len(diff) > 0 {
-			return fmt.Errorf("--out %s holds a probe %s run (%s) with another plan:\n  %s\nre-run with the folder's options to resume or reuse it, choose another --out, or pass --force to replace its tables (finished passes made with other options are then an error, never overwritten)",
-				out, kind, filepath.Base(p), strings.Join(diff, "\n  "))
+			hint := ""
+			if h := planSections[kind].hint; h != "" {
+				hint = fmt.Sprintf(h, out)
+			}
+			return fmt.Errorf("--out %s holds a probe %s run (%s) with another plan:\n  %s\nre-run with the folder's options to resume or reuse it, choose another --out, or pass --force to replace its tables (finished passes made with other options are then an error, never overwritten)%s",
+				out, kind, filepath.Base(p), strings.Join(diff, "\n  "), hint)
 		}
 	}
 	return nil

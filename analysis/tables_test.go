@@ -146,14 +146,14 @@ func TestParquetIndependentReader(t *testing.T) {
 		return 0
 	}
 
-	pass := filepath.Join(out, "passes", passFileName(40, 1))
-	rec, rows, err := ReadPass(pass)
+	pass := sweepPass(out, 40, 1)
+	rec, rows, err := readBucketPass(pass)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kv, js := read(pass)
-	var jrec PassRecord
-	if err := json.Unmarshal([]byte(kv[passMetaKey]), &jrec); err != nil || jrec.Hash != rec.Hash || jrec.Rows != int64(len(rows)) {
+	var jrec StreamPass
+	if err := json.Unmarshal([]byte(kv[passMetaKey]), &jrec); err != nil || jrec.Hash != rec.Hash || jrec.Rows["buckets"] != int64(len(rows)) {
 		t.Errorf("footer record via hyparquet: %v %+v", err, jrec)
 	}
 	if len(js) != len(rows) {

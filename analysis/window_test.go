@@ -95,7 +95,7 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	}
 	// Per-row output keeps the measured mass: 0 (not left out) in the
 	// buckets table.
-	_, rows, err := ReadPass(passPath(sw.Out, 40, 0))
+	_, rows, err := readBucketPass(sweepPass(sw.Out, 40, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func readAll(t *testing.T, dir string, man *Manifest) []BucketRow {
 	t.Helper()
 	var rows []BucketRow
 	for _, c := range man.Chunks {
-		_, rs, err := ReadPass(passPath(dir, c.T, c.Sample))
+		_, rs, err := readBucketPass(sweepPass(dir, c.T, c.Sample))
 		if err != nil {
 			t.Fatal(err)
 		}

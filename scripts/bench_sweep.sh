@@ -29,7 +29,8 @@ rss_kb=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$work/time.txt")
 wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { print $2 }' "$work/time.txt")
 weights=$(stat -c %s "$work/model/model.safetensors")
 budget=$(( weights + 64 * T * D * 4 ))
-tps=$(grep -o '"tokens_per_second": [0-9.]*' "$work/out/manifest.json" | head -1 | awk '{ print $2 }')
+secs=$(grep -o '"seconds": [0-9.e+-]*' "$work/out/manifest.json" | head -1 | awk '{ print $2 }')
+tps=$(awk -v t="$T" -v s="$secs" 'BEGIN { printf "%.1f", t / s }')
 echo "T = $T, GOMAXPROCS = ${GOMAXPROCS:-$(nproc)}"
 echo "sweep wall clock: $wall; pass tokens/s (forward + diagnostics): $tps"
 echo "peak RSS: $(( rss_kb / 1024 )) MiB; budget weights + 64·T·d_model·4 = $(( budget / 1048576 )) MiB (weights $(( weights / 1048576 )) MiB)"

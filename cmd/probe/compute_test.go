@@ -35,9 +35,9 @@ func TestComputeBF16Sweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Sweep.Compute != model.ComputeBF16 || !strings.HasPrefix(m.Model.Compute, "bf16") || m.Passes[0].Key.Compute != model.ComputeBF16 ||
+	if m.Sweep.Compute != model.ComputeBF16 || !strings.HasPrefix(m.Model.Compute, "bf16") || passCompute(m.Passes[0]) != model.ComputeBF16 ||
 		!strings.Contains(m.Model.Compute, "kernel "+model.BF16Kernel()) {
-		t.Errorf("compute in the manifest: sweep %q, model %q, pass key %q", m.Sweep.Compute, m.Model.Compute, m.Passes[0].Key.Compute)
+		t.Errorf("compute in the manifest: sweep %q, model %q, pass key %q", m.Sweep.Compute, m.Model.Compute, passCompute(m.Passes[0]))
 	}
 	d := m.Deviation
 	if d == nil || d.Kernel != model.BF16Kernel() || d.Tokens != 50 || d.Sequences != 1 || len(d.Columns) < 8 || d.Columns[0].Name != "logits" ||
@@ -55,7 +55,7 @@ func TestComputeBF16Sweep(t *testing.T) {
 	}
 	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100,200", "--samples", "1",
 		"--out", out, "--bootstrap", "0")
-	if code != 1 || !strings.Contains(errs, "--compute f32 here, bf16 in the folder") {
+	if code != 1 || !strings.Contains(errs, `sweep.compute (none here, "bf16" in the folder)`) {
 		t.Errorf("a float32 sweep into a bf16 sweep's folder: exit %d, %q", code, errs)
 	}
 	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100,200", "--samples", "1",
@@ -67,7 +67,7 @@ func TestComputeBF16Sweep(t *testing.T) {
 	// in the bf16 folder, recorded as such in its own
 	code, _, errs = probe(t, "sweep", "--model", modelDir, "--ids", idsFile, "--lengths", "100,200", "--samples", "1",
 		"--out", out, "--bootstrap", "0", "--compute", "bf16-proj")
-	if code != 1 || !strings.Contains(errs, "--compute bf16-proj here, bf16 in the folder") {
+	if code != 1 || !strings.Contains(errs, `sweep.compute ("bf16-proj" here, "bf16" in the folder)`) {
 		t.Errorf("a bf16-proj sweep into a bf16 sweep's folder: exit %d, %q", code, errs)
 	}
 	outProj := filepath.Join(t.TempDir(), "out")
@@ -77,7 +77,7 @@ func TestComputeBF16Sweep(t *testing.T) {
 		t.Fatal(errs)
 	}
 	if m, err := analysis.ReadManifest(filepath.Join(outProj, "manifest.json")); err != nil || m.Sweep.Compute != model.ComputeBF16Proj ||
-		m.Passes[0].Key.Compute != model.ComputeBF16Proj || !strings.Contains(m.Model.Compute, "attention and the rest float32") ||
+		passCompute(m.Passes[0]) != model.ComputeBF16Proj || !strings.Contains(m.Model.Compute, "attention and the rest float32") ||
 		m.Deviation == nil || m.Deviation.Compute != model.ComputeBF16Proj {
 		t.Errorf("bf16-proj sweep: %v, manifest compute %+v", err, m)
 	}
@@ -141,8 +141,8 @@ func TestComputeF32Kernels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Sweep.Compute != "" || m.Passes[0].Key.Compute != "" || !strings.Contains(m.Model.Compute, "(kernel "+kernel+")") {
-		t.Errorf("f32 sweep: sweep.compute %q, pass key %q, model.compute %q (want the kernel %s)", m.Sweep.Compute, m.Passes[0].Key.Compute, m.Model.Compute, kernel)
+	if m.Sweep.Compute != "" || passCompute(m.Passes[0]) != "" || !strings.Contains(m.Model.Compute, "(kernel "+kernel+")") {
+		t.Errorf("f32 sweep: sweep.compute %q, pass key %q, model.compute %q (want the kernel %s)", m.Sweep.Compute, passCompute(m.Passes[0]), m.Model.Compute, kernel)
 	}
 	outWide := filepath.Join(tmp, "widen")
 	if code, errs := sweep(outWide, "--compute", "f32-widen"); code != 0 {
@@ -151,11 +151,11 @@ func TestComputeF32Kernels(t *testing.T) {
 	if m, err = analysis.ReadManifest(filepath.Join(outWide, "manifest.json")); err != nil {
 		t.Fatal(err)
 	}
-	if m.Sweep.Compute != model.ComputeF32Widen || m.Passes[0].Key.Compute != model.ComputeF32Widen || m.Deviation != nil ||
+	if m.Sweep.Compute != model.ComputeF32Widen || passCompute(m.Passes[0]) != model.ComputeF32Widen || m.Deviation != nil ||
 		!strings.Contains(m.Model.Compute, "weights widened to float32") || !strings.Contains(m.Model.Compute, "(kernel "+model.BLAS()+")") {
-		t.Errorf("f32-widen sweep: sweep.compute %q, pass key %q, model.compute %q, deviation %+v", m.Sweep.Compute, m.Passes[0].Key.Compute, m.Model.Compute, m.Deviation)
+		t.Errorf("f32-widen sweep: sweep.compute %q, pass key %q, model.compute %q, deviation %+v", m.Sweep.Compute, passCompute(m.Passes[0]), m.Model.Compute, m.Deviation)
 	}
-	if code, errs := sweep(outWide); code != 1 || !strings.Contains(errs, "--compute f32 here, f32-widen in the folder") {
+	if code, errs := sweep(outWide); code != 1 || !strings.Contains(errs, `sweep.compute (none here, "f32-widen" in the folder)`) {
 		t.Errorf("an f32 sweep into an f32-widen sweep's folder: exit %d, %q", code, errs)
 	}
 }
@@ -258,4 +258,14 @@ func TestComputeBF16StreamCommands(t *testing.T) {
 			t.Errorf("%s: compute_deviation in %s: %+v", c.cmd, c.manifest, d)
 		}
 	}
+}
+
+// passCompute is the compute recorded in a sweep pass's key (omitted for
+// f32).
+func passCompute(p analysis.StreamPass) model.Compute {
+	var o struct {
+		Compute model.Compute `json:"compute"`
+	}
+	json.Unmarshal(p.Key.Options, &o)
+	return o.Compute
 }

@@ -85,12 +85,12 @@ func TestSweepSIGINTResumes(t *testing.T) {
 	if err != nil || m.Complete || len(m.Passes) != 1 || !strings.Contains(m.Error, "1 of 6 passes finished") {
 		t.Fatalf("manifest after the interrupt: %v %+v", err, m)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(cut, "passes")); len(ents) != 1 {
-		t.Errorf("%d files in passes/ (want the one finished pass, no temporary files)", len(ents))
+	if ents, _ := os.ReadDir(filepath.Join(cut, "passes")); len(ents) != 2 {
+		t.Errorf("%d files in passes/ (want the one finished pass's buckets and nonfinite, no temporary files)", len(ents))
 	}
 
 	code, sum, errs := probe(t, "summarize", cut)
-	if code != 0 || !strings.Contains(sum, "unfinished sweep (sweep stopped before its last pass: 1 of 6 passes finished): the numbers below use the 1 passes of T = [64] × 1 samples finished in "+cut+", of the 6 planned") ||
+	if code != 0 || !strings.Contains(sum, "unfinished sweep (probe sweep stopped before its last pass: 1 of 6 passes finished): the numbers below use the 1 passes of T = [64] × 1 samples finished in "+cut+", of the 6 planned") ||
 		!strings.Contains(sum, "Fig. 2") {
 		t.Errorf("summarize of the unfinished folder: exit %d %s\n%s", code, errs, sum)
 	}

@@ -62,8 +62,21 @@ func runMerge(opts *MergeOptions) error {
 			return err
 		}
 	}
-	if kind := analysis.StreamKindOf(dirs[0]); kind != "" {
-		// shards of a measurement on the run engine (gdn … ppl): no aggregation options;
+	kind := analysis.StreamKindOf(dirs[0])
+	mo := analysis.MergeOptions{Formats: fmts, CLIOptions: opts.CLIOptions, Args: append([]string{"merge"}, opts.CommandLine...)}
+	if kind == "" || kind == "sweep" {
+		// a sweep's tables are aggregated again, with the aggregation flags given
+		ms, _, err := analysis.FindManifests(dirs[0])
+		if err != nil {
+			return err
+		}
+		agg, err := opts.Agg.options(ms[0].Analysis, ms[0].Sweep.KUnit, true)
+		if err != nil {
+			return err
+		}
+		mo.Agg = &agg
+	} else {
+		// another measurement on the run engine (gdn … ppl): no aggregation options;
 		// the shards' formats unless --format is given
 		formatSet := false
 		for _, o := range opts.CLIOptions {
@@ -76,32 +89,21 @@ func runMerge(opts *MergeOptions) error {
 			}
 		}
 		if !formatSet {
-			fmts = nil
+			mo.Formats = nil
 		}
-		man, err := analysis.MergeStream(dirs, opts.Out, analysis.MergeOptions{Formats: fmts, CLIOptions: opts.CLIOptions,
-			Args: append([]string{"merge"}, opts.CommandLine...)})
-		if err != nil {
-			return err
-		}
-		rec := man.Record()
+	}
+	man, err := analysis.MergeStream(dirs, opts.Out, mo)
+	if err != nil {
+		return err
+	}
+	rec := man.Record()
+	sw, ok := man.(*analysis.Manifest)
+	if !ok {
 		fmt.Fprintf(opts.Stdout, "merged %d probe %s passes from %d folders into %s: %v\n", len(rec.Passes), kind, len(dirs), opts.Out, rec.Tables)
 		return nil
 	}
-	ms, _, err := analysis.FindManifests(dirs[0])
-	if err != nil {
-		return err
-	}
-	agg, err := opts.Agg.options(ms[0].Analysis, ms[0].Sweep.KUnit, true)
-	if err != nil {
-		return err
-	}
-	man, err := analysis.Merge(dirs, opts.Out, analysis.MergeOptions{Formats: fmts, Agg: &agg, CLIOptions: opts.CLIOptions,
-		Args: append([]string{"merge"}, opts.CommandLine...)})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(opts.Stdout, "merged %d passes from %d folders into %s: %v\n", len(man.Passes), len(dirs), opts.Out, man.Tables)
-	for _, f := range man.Flags {
+	fmt.Fprintf(opts.Stdout, "merged %d passes from %d folders into %s: %v\n", len(rec.Passes), len(dirs), opts.Out, rec.Tables)
+	for _, f := range sw.Flags {
 		fmt.Fprintf(opts.Stdout, "flagged: %s\n", f)
 	}
 	return nil

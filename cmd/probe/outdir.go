@@ -87,28 +87,3 @@ func isProbeReport(path string) bool {
 	n, _ := io.ReadFull(f, head)
 	return bytes.Contains(head[:n], []byte(`<meta name="generator" content="probe">`))
 }
-
-// isSweepFolder reports whether names (a folder's contents) are those of
-// a probe sweep: a passes/ folder or a manifest.
-func isSweepFolder(names []string) bool {
-	for _, n := range names {
-		if n == "passes/" || (strings.HasPrefix(n, "manifest") && strings.HasSuffix(n, ".json")) {
-			return true
-		}
-	}
-	return false
-}
-
-// sweepManifests returns the manifests in a sweep folder (manifest.json
-// and the shards' manifest-shard-I-of-N.json, not the .failed.json
-// records).
-func sweepManifests(dir string) []string {
-	m, _ := filepath.Glob(filepath.Join(dir, "manifest*.json"))
-	var out []string
-	for _, p := range m {
-		if !strings.HasSuffix(p, ".failed.json") {
-			out = append(out, p)
-		}
-	}
-	return out
-}

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/model"
 )
 
@@ -64,7 +62,7 @@ func TestGenerateKeepsExistingFolders(t *testing.T) {
 
 // TestSweepFolderKeepsOtherPlans: a sweep refuses a folder that is not a
 // sweep, and a finished sweep folder of another plan (a smaller one, other
-// analysis options) with the differing options named as flags, leaving
+// analysis options) with the differing manifest fields named, leaving
 // its tables byte for byte; the same plan resumes; --force replaces.
 func TestSweepFolderKeepsOtherPlans(t *testing.T) {
 	modelDir, idsFile := sweepFixture(t)
@@ -75,7 +73,7 @@ func TestSweepFolderKeepsOtherPlans(t *testing.T) {
 	os.WriteFile(filepath.Join(other, "draft.md"), []byte("mine"), 0o644)
 	base := []string{"sweep", "--model", modelDir, "--ids", idsFile, "--bootstrap", "0", "--format", "parquet,csv"}
 	code, _, errs := probe(t, append(base, "--lengths", "64", "--out", other)...)
-	if code != 1 || !strings.Contains(errs, "--out "+other+" holds 1 entries (draft.md) and is not a probe sweep folder") {
+	if code != 1 || !strings.Contains(errs, "--out "+other+" already holds 1 entries (draft.md); a probe sweep") {
 		t.Errorf("sweep into a notes folder: exit %d, %q", code, errs)
 	}
 	if _, err := os.Stat(filepath.Join(other, "passes")); err == nil {
@@ -92,11 +90,11 @@ func TestSweepFolderKeepsOtherPlans(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--lengths", "64", "--samples", "1"}, []string{"holds a finished sweep (manifest.json) with another plan:",
-			"--lengths [64] here, [64 128] in the folder", "--samples 1 here, 2 in the folder"}},
-		{[]string{"--lengths", "64,128", "--samples", "2", "--bucket", "16", "--lambda-form", "naive"}, []string{"--bucket 16 here, 64 in the folder", "--lambda-form naive here, reml in the folder"}},
-		{[]string{"--lengths", "64,128", "--samples", "2", "--last-layers", "1"}, []string{"--last-layers 1 here, 7 in the folder", "probe summarize " + out}},
-		{[]string{"--lengths", "64,128", "--samples", "2", "--offset", "5"}, []string{"--offset 5 here, 0 in the folder"}},
+		{[]string{"--lengths", "64", "--samples", "1"}, []string{"holds a probe sweep run (manifest.json) with another plan:",
+			"sweep.lengths ([64] here, [64,128] in the folder)", "sweep.samples (1 here, 2 in the folder)"}},
+		{[]string{"--lengths", "64,128", "--samples", "2", "--bucket", "16", "--lambda-form", "naive"}, []string{"sweep.bucket (16 here, 64 in the folder)", `sweep.probe.lambda_form ("naive" here, "reml" in the folder)`}},
+		{[]string{"--lengths", "64,128", "--samples", "2", "--last-layers", "1"}, []string{"analysis.last_layers (1 here, 7 in the folder)", "probe summarize " + out}},
+		{[]string{"--lengths", "64,128", "--samples", "2", "--offset", "5"}, []string{"sweep.offset (5 here, 0 in the folder)"}},
 	} {
 		code, _, errs := probe(t, append(append(base, "--out", out), c.args...)...)
 		for _, w := range c.want {
@@ -128,39 +126,6 @@ func TestSweepFolderKeepsOtherPlans(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, `probe.lambda_form ("naive" here, "reml" in the file)`) || strings.Contains(errs, "map[") {
 		t.Errorf("--force over other pass files: exit %d, %q", code, errs)
 	}
-}
-
-// TestPlanFieldsCoverOptions: every option a sweep manifest records is in
-// planFields (and so compared on a re-run) or listed here as not deciding
-// the passes or tables.
-func TestPlanFieldsCoverOptions(t *testing.T) {
-	notPlan := map[string]bool{
-		"sweep.lengths_arg":         true, // the lengths as typed; sweep.lengths is compared
-		"sweep.bos_counts_in_T":     true, // always true
-		"sweep.probe":               true, // its fields are compared
-		"sweep.allow_extrapolation": true, // permits lengths, computes nothing
-		"sweep.on_nonfinite":        true, // whether to go on after a non-finite pass (resume with flag)
-		"sweep.deviation_tokens":    true, // the slice the deviation is measured on; decides no pass or table
-	}
-	have := map[string]bool{}
-	for _, f := range planFields {
-		have[f.field] = true
-	}
-	var walk func(prefix string, typ reflect.Type)
-	walk = func(prefix string, typ reflect.Type) {
-		for i := 0; i < typ.NumField(); i++ {
-			tag := strings.Split(typ.Field(i).Tag.Get("json"), ",")[0]
-			path := prefix + "." + tag
-			if typ.Field(i).Type.Kind() == reflect.Struct {
-				walk(path, typ.Field(i).Type)
-			}
-			if !have[path] && !notPlan[path] {
-				t.Errorf("manifest field %s is neither compared on a re-run (planFields) nor listed as not deciding the results", path)
-			}
-		}
-	}
-	walk("sweep", reflect.TypeOf(analysis.SweepOptions{}))
-	walk("analysis", reflect.TypeOf(analysis.AggOptions{}))
 }
 
 // TestPPLAndMergeKeepExistingFolders: ppl and merge refuse an --out that

@@ -20,6 +20,7 @@ import (
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/checkpoint"
+	"github.com/parquet-go/parquet-go"
 )
 
 // relGenerate writes a random gated checkpoint with probe generate.
@@ -186,7 +187,7 @@ func TestNonFiniteWeightReported(t *testing.T) {
 	sweep := []string{"sweep", "--model", dir, "--ids", stream, "--lengths", "32,64", "--samples", "2", "--bootstrap", "0",
 		"--progress=false", "--out", filepath.Join(tmp, "sweep")}
 	code, _, errs = probe(t, sweep...)
-	if want := "pass T=32 sample 0 (stream tokens [0,32)): non-finite attention weights in layer 1, head 2, query 0"; code != 1 || !strings.Contains(errs, want) {
+	if want := "T=32 sample 0: stream tokens [0,32): non-finite attention weights in layer 1, head 2, query 0"; code != 1 || !strings.Contains(errs, want) {
 		t.Errorf("sweep: exit %d, stderr %q; want %q", code, errs, want)
 	}
 	man, err := analysis.ReadManifest(filepath.Join(tmp, "sweep", "manifest.json"))
@@ -305,9 +306,32 @@ func relPassRows(t *testing.T, dir string) map[string]relPass {
 		if strings.Contains(e.Name(), ".tmp-") {
 			continue
 		}
-		rec, rows, err := analysis.ReadPass(filepath.Join(dir, "passes", e.Name()))
+		path := filepath.Join(dir, "passes", e.Name())
+		f, err := os.Open(path)
 		if err != nil {
-			t.Fatalf("a pass file that is not complete is in place: %v", err)
+			t.Fatal(err)
+		}
+		defer f.Close()
+		st, _ := f.Stat()
+		pf, err := parquet.OpenFile(f, st.Size())
+		var rec struct {
+			Hash string           `json:"hash"`
+			Rows map[string]int64 `json:"rows"`
+		}
+		if err == nil {
+			meta, _ := pf.Lookup("probe.pass")
+			err = json.Unmarshal([]byte(meta), &rec)
+		}
+		if err != nil {
+			t.Fatalf("a pass file that is not complete is in place: %s: %v", path, err)
+		}
+		if !strings.HasSuffix(e.Name(), ".buckets.parquet") { // the pass's nonfinite table
+			out[e.Name()] = relPass{rec.Hash, nil}
+			continue
+		}
+		rows, err := analysis.ReadTable[analysis.BucketRow](path)
+		if err != nil || int64(len(rows)) != rec.Rows["buckets"] {
+			t.Fatalf("a pass file that is not complete is in place: %s: %v (%d rows, the record says %d)", path, err, len(rows), rec.Rows["buckets"])
 		}
 		out[e.Name()] = relPass{rec.Hash, rows}
 	}
@@ -421,7 +445,7 @@ func TestSweepSurvivesSIGKILL(t *testing.T) {
 	runOK(ref, 2, 2)
 	whole := time.Since(t0)
 	refTables, refPasses := relTables(t, ref), relPassRows(t, ref)
-	if len(refPasses) != 12 || len(refTables) != 11 {
+	if len(refPasses) != 24 || len(refTables) != 11 {
 		t.Fatalf("reference sweep: %d pass files, %d tables", len(refPasses), len(refTables))
 	}
 
@@ -574,11 +598,11 @@ func TestSweepSurvivesSIGKILL(t *testing.T) {
 	// Damaged pass files are never taken as complete.
 	passes := filepath.Join(out, "passes")
 	damage := map[string]func([]byte) []byte{
-		"T256-s1.parquet": func(b []byte) []byte { return b[:len(b)/2] },                                                // truncated
-		"T512-s0.parquet": func(b []byte) []byte { b[len(b)/3] ^= 0xff; return b },                                      // a data page corrupted
-		"T512-s3.parquet": func(b []byte) []byte { return nil },                                                         // emptied
-		"T256-s4.parquet": func(b []byte) []byte { i := bytes.LastIndex(b, []byte(`"hash":"`)); b[i+9] ^= 1; return b }, // the record in the footer corrupted
-		"T512-s5.parquet": func(b []byte) []byte { return append(b[:len(b)-8], "PAR1PAR1"...) },                         // the footer length lies
+		"T256-s1.buckets.parquet": func(b []byte) []byte { return b[:len(b)/2] },                                                // truncated
+		"T512-s0.buckets.parquet": func(b []byte) []byte { b[len(b)/3] ^= 0xff; return b },                                      // a data page corrupted
+		"T512-s3.buckets.parquet": func(b []byte) []byte { return nil },                                                         // emptied
+		"T256-s4.buckets.parquet": func(b []byte) []byte { i := bytes.LastIndex(b, []byte(`"hash":"`)); b[i+9] ^= 1; return b }, // the record in the footer corrupted
+		"T512-s5.buckets.parquet": func(b []byte) []byte { return append(b[:len(b)-8], "PAR1PAR1"...) },                         // the footer length lies
 	}
 	for name, f := range damage {
 		b, _ := os.ReadFile(filepath.Join(passes, name))
@@ -601,16 +625,16 @@ func TestSweepSurvivesSIGKILL(t *testing.T) {
 	check("after the damaged pass files were run again")
 
 	// A whole pass file of another pass is refused, by name, and kept.
-	b, _ := os.ReadFile(filepath.Join(passes, "T256-s0.parquet"))
-	os.WriteFile(filepath.Join(passes, "T256-s2.parquet"), b, 0o644)
+	b, _ := os.ReadFile(filepath.Join(passes, "T256-s0.buckets.parquet"))
+	os.WriteFile(filepath.Join(passes, "T256-s2.buckets.parquet"), b, 0o644)
 	cmd, stderr = sweep(out, 2, 2)
 	err := cmd.Run()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 ||
-		!strings.Contains(stderr.String(), filepath.Join(passes, "T256-s2.parquet")+" was made from another model, text or options") {
+		!strings.Contains(stderr.String(), filepath.Join(passes, "T256-s2.buckets.parquet")+" was made from another model, text or options") {
 		t.Errorf("a pass file of another pass: %v, %s", err, stderr)
 	}
-	if kept, _ := os.ReadFile(filepath.Join(passes, "T256-s2.parquet")); !bytes.Equal(kept, b) {
+	if kept, _ := os.ReadFile(filepath.Join(passes, "T256-s2.buckets.parquet")); !bytes.Equal(kept, b) {
 		t.Error("the refused pass file was changed")
 	}
 	t.Logf("took %v (one uninterrupted sweep: %v)", time.Since(start).Round(time.Millisecond), whole.Round(time.Millisecond))

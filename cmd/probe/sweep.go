@@ -166,127 +166,6 @@ func readTokenStream(idsFile, textFile, modelDir, tokFile string) ([]int, analys
 	return stream, src, nil
 }
 
-// planField is one manifest field that decides a sweep's passes or
-// tables, with the flag that sets it.
-type planField struct {
-	field string // JSON path in the manifest
-	flag  string
-	get   func(m *analysis.Manifest) any
-}
-
-// planFields are the fields a re-run into a sweep folder must share with
-// its manifest (TestPlanFieldsCoverOptions keeps the list complete).
-// --allow-extrapolation and --on-nonfinite are not among them: they say
-// whether to go on, not what a pass computes (a stopped sweep is resumed
-// with --on-nonfinite flag, as its error says).
-var planFields = []planField{
-	{"model.digest", "--model", func(m *analysis.Manifest) any { return m.Model.Digest }},
-	{"source.digest", "--ids/--text/--tokenizer", func(m *analysis.Manifest) any { return m.Source.Digest }},
-	{"shard.count", "--shard", func(m *analysis.Manifest) any { return m.Shard.Count }},
-	{"sweep.lengths", "--lengths", func(m *analysis.Manifest) any { return m.Sweep.Lengths }},
-	{"sweep.k", "--k", func(m *analysis.Manifest) any { return m.Sweep.KUnit }},
-	{"sweep.samples", "--samples", func(m *analysis.Manifest) any { return m.Sweep.Samples }},
-	{"sweep.disjoint", "--disjoint", func(m *analysis.Manifest) any { return m.Sweep.Disjoint }},
-	{"sweep.placement", "--placement", func(m *analysis.Manifest) any { return m.Sweep.Placement }},
-	{"sweep.seed", "--seed", func(m *analysis.Manifest) any { return m.Sweep.Seed }},
-	{"sweep.offset", "--offset", func(m *analysis.Manifest) any { return m.Sweep.Offset }},
-	{"sweep.bos_token", "--bos-token", func(m *analysis.Manifest) any { return m.Sweep.BOSToken }},
-	{"sweep.bucket", "--bucket", func(m *analysis.Manifest) any { return m.Sweep.Bucket }},
-	{"sweep.last_frac", "--last-frac", func(m *analysis.Manifest) any { return m.Sweep.LastFrac }},
-	{"sweep.bos_frac", "--bos-frac", func(m *analysis.Manifest) any { return m.Sweep.BOSFrac }},
-	{"sweep.compute", "--compute", func(m *analysis.Manifest) any {
-		if m.Sweep.Compute == "" {
-			return model.ComputeF32 // omitted for f32
-		}
-		return m.Sweep.Compute
-	}},
-	{"sweep.probe.lambda_form", "--lambda-form", func(m *analysis.Manifest) any { return m.Sweep.Probe.Form }},
-	{"sweep.probe.nu", "--nu", func(m *analysis.Manifest) any { return m.Sweep.Probe.Nu }},
-	{"sweep.probe.sigma02", "--sigma02", func(m *analysis.Manifest) any { return m.Sweep.Probe.Sigma02 }},
-	{"sweep.probe.lambda_prior", "--lambda-prior", func(m *analysis.Manifest) any { return m.Sweep.Probe.LambdaPrior }},
-	{"sweep.probe.lambda_max", "--lambda-max", func(m *analysis.Manifest) any { return m.Sweep.Probe.LambdaMax }},
-	{"sweep.probe.moments", "--moments", func(m *analysis.Manifest) any { return m.Sweep.Probe.Moments }},
-	{"sweep.probe.kernel", "--kernel", func(m *analysis.Manifest) any { return m.Sweep.Probe.Kernel }},
-	{"sweep.probe.reductions", "--reductions", func(m *analysis.Manifest) any {
-		if m.Sweep.Probe.Reductions == "" {
-			return "all" // written before the option existed
-		}
-		return m.Sweep.Probe.Reductions
-	}},
-	{"sweep.probe.sink_rows", "--sink-rows", func(m *analysis.Manifest) any {
-		if m.Sweep.Probe.SinkRows == "" {
-			return "renorm" // written before the option existed: the same numbers for a model without sinks
-		}
-		return m.Sweep.Probe.SinkRows
-	}},
-	{"analysis.last_layers", "--last-layers", func(m *analysis.Manifest) any { return m.Analysis.LastLayers }},
-	{"analysis.ddof", "--ddof", func(m *analysis.Manifest) any { return m.Analysis.DDOF }},
-	{"analysis.fig4_lengths", "--fig4-lengths", func(m *analysis.Manifest) any { return m.Analysis.Fig4Lengths }},
-	{"analysis.fig4_pool", "--fig4-pool", func(m *analysis.Manifest) any { return m.Analysis.Fig4Pool }},
-	{"analysis.bootstrap", "--bootstrap", func(m *analysis.Manifest) any { return m.Analysis.Bootstrap }},
-	{"analysis.seed", "--bootstrap-seed", func(m *analysis.Manifest) any { return m.Analysis.Seed }},
-	{"analysis.ci_level", "--ci-level", func(m *analysis.Manifest) any { return m.Analysis.CILevel }},
-	{"analysis.lambda_ratio", "--lambda-ratio", func(m *analysis.Manifest) any { return m.Analysis.LambdaRatio }},
-	{"analysis.local_layers", "--local-layers", func(m *analysis.Manifest) any {
-		if m.Analysis.LocalLayers == "" {
-			return analysis.LocalSeparate // written before the option existed
-		}
-		return m.Analysis.LocalLayers
-	}},
-}
-
-// planDiff names, as flags, how the plan now differs from the manifest
-// old of the folder: "--samples 2 here, 5 in the folder".
-func planDiff(now, old *analysis.Manifest) []string {
-	var diff []string
-	for _, f := range planFields {
-		a, b := fmt.Sprint(f.get(now)), fmt.Sprint(f.get(old))
-		if a == b {
-			continue
-		}
-		switch f.field {
-		case "model.digest":
-			diff = append(diff, fmt.Sprintf("--model: checkpoint %s here, %s (other files) in the folder", now.Model.Dir, old.Model.Dir))
-		case "source.digest":
-			diff = append(diff, fmt.Sprintf("%s: token stream of %s (%d tokens) here, of %s (%d tokens) in the folder",
-				f.flag, now.Source.File.Path, now.Source.Tokens, old.Source.File.Path, old.Source.Tokens))
-		default:
-			diff = append(diff, fmt.Sprintf("%s %s here, %s in the folder", f.flag, a, b))
-		}
-	}
-	return diff
-}
-
-// checkSweepFolder refuses to run plan into out when out holds something
-// that is not a probe sweep, or a sweep whose manifest records another
-// plan (model, tokens or any option of planFields); --force skips both
-// checks. Re-running the same plan resumes it.
-func checkSweepFolder(out string, plan *analysis.Manifest) error {
-	names, err := folderContents(out)
-	if err != nil || len(names) == 0 {
-		return err
-	}
-	if !isSweepFolder(names) {
-		return fmt.Errorf("--out %s holds %d entries (%s) and is not a probe sweep folder (no manifest.json, no passes/): choose another --out, or pass --force to write the sweep among them",
-			out, len(names), listNames(names))
-	}
-	for _, p := range sweepManifests(out) {
-		old, err := analysis.ReadManifest(p)
-		if err != nil {
-			return fmt.Errorf("--out %s: %v; choose another --out, or pass --force to run there anyway", out, err)
-		}
-		if diff := planDiff(plan, old); len(diff) > 0 {
-			what := "a finished sweep"
-			if !old.Complete {
-				what = "an unfinished sweep"
-			}
-			return fmt.Errorf("--out %s holds %s (%s) with another plan:\n  %s\nre-run with the folder's options to resume or reuse it, choose another --out for the new plan, or pass --force to replace its tables (finished passes made with other options are then an error, never overwritten); to re-aggregate with other analysis options use probe summarize %s",
-				out, what, filepath.Base(p), strings.Join(diff, "\n  "), out)
-		}
-	}
-	return nil
-}
-
 // onInterrupt handles SIGINT and SIGTERM while probe cmd (sweep, gdn,
 // sinks, massive) runs its passes: the first closes stop (the pass under
 // way finishes, then the run stops and says what is kept); a second
@@ -416,10 +295,11 @@ func runSweep(opts *SweepOptions) error {
 	if err != nil {
 		return err
 	}
-	if names, err := folderContents(opts.Out); err != nil {
-		return err
-	} else if len(names) > 0 && !isSweepFolder(names) && !opts.Force {
-		return checkSweepFolder(opts.Out, nil) // refused before any work; the plan is compared after hashing
+	if analysis.StreamKindOf(opts.Out) != "sweep" {
+		// refused before any work; the run compares the plan with a sweep's there
+		if err := refuseNonEmpty(opts.Out, "a probe sweep (its tables, manifest.json and passes/)", opts.Force); err != nil {
+			return err
+		}
 	}
 	sh, err := analysis.ParseShard(opts.Shard)
 	if err != nil {
@@ -452,7 +332,8 @@ func runSweep(opts *SweepOptions) error {
 
 // prepare makes the sweep of so over the stream: the cheap checks first
 // (options, lengths and the stream, before the weights), then the model
-// loaded and hashed, and an --out of another plan refused unless --force.
+// loaded and hashed (the run refuses an --out of another plan unless
+// --force).
 func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analysis.SweepOptions, agg analysis.AggOptions, sh analysis.Shard) (*analysis.Sweep, error) {
 	cfg, err := model.LoadConfig(dir)
 	if err != nil {
@@ -495,16 +376,7 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
 	so.Compute = m.Compute.Recorded() // as Sweep.Run records it
-	if !opts.Force {
-		plan := &analysis.Manifest{Model: info, Source: src, Sweep: so, Analysis: agg, Shard: sh}
-		if plan.Sweep.Probe, err = so.Probe.Resolve(analysis.SigmaDHead(cfg)); err != nil {
-			return nil, err
-		}
-		if err := checkSweepFolder(opts.Out, plan); err != nil {
-			return nil, err
-		}
-	}
-	return &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: so, Agg: agg, Out: opts.Out, Shard: sh,
+	return &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: so, Agg: agg, Out: opts.Out, Shard: sh, Force: opts.Force,
 		CLIOptions: opts.CLIOptions, Args: append([]string{"sweep"}, opts.CommandLine...), Timings: tm}, nil
 }
 

@@ -200,7 +200,7 @@ func TestSweepManifestRecordsOptions(t *testing.T) {
 		t.Errorf("hashes: %+v %+v", m.Model.Files, m.Source)
 	}
 	seen := map[string]analysis.Option{}
-	for _, o := range m.Options {
+	for _, o := range m.CLIOptions {
 		seen[o.Name] = o
 	}
 	if o := seen["bos-token"]; !o.Set || o.Value != "7" || o.Default != "-1" {
