@@ -146,13 +146,16 @@ def train(model, args, on_log=None, on_step=None, no_decay=lambda name, p: p.dim
     return log
 
 
-def load_weights(model, d):
+def load_weights(model, d, rename=None):
     """Load d/model.safetensors into model (widened to float32) and put it in
-    eval mode. A stored lm_head.weight of a tied model is accepted only when
-    it equals the embedding; missing, unexpected and misshapen tensors are refused by
-    name."""
+    eval mode. rename, when given, maps the stored tensors (a dict by name)
+    to the model's own names first. A stored lm_head.weight of a tied model
+    is accepted only when it equals the embedding; missing, unexpected and
+    misshapen tensors are refused by name."""
     st_path = os.path.join(d, "model.safetensors")
     tensors = {k: v.to(torch.float32) for k, v in safetensors_io.load(st_path).items()}
+    if rename is not None:
+        tensors = rename(tensors)
     if "lm_head.weight" in tensors and "lm_head.weight" not in model.state_dict():
         if not torch.equal(tensors["lm_head.weight"], tensors["model.embed_tokens.weight"]):
             sys.exit(f"{st_path}: lm_head.weight differs from model.embed_tokens.weight although tie_word_embeddings is true")

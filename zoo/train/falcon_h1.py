@@ -340,19 +340,7 @@ def load_checkpoint(d):
         model = LM(cfg)
     except ValueError as e:
         sys.exit(f"{cfg_path}: {e}")
-    st_path = os.path.join(d, "model.safetensors")
-    tensors = {k: v.to(torch.float32) for k, v in common.safetensors_io.load(st_path).items()}
-    tensors = model.load_hf(tensors)
-    want = model.state_dict()
-    missing, extra = sorted(set(want) - set(tensors)), sorted(set(tensors) - set(want))
-    if missing or extra:
-        sys.exit(f"{st_path}: missing tensors {missing}, unexpected tensors {extra}")
-    for k, v in tensors.items():
-        if tuple(v.shape) != tuple(want[k].shape):
-            sys.exit(f"{st_path}: tensor {k}: shape {list(v.shape)}, config.json implies {list(want[k].shape)}")
-    model.load_state_dict(tensors)
-    model.eval()
-    return model
+    return common.load_weights(model, d, rename=model.load_hf)
 
 
 def run_eval(args):
