@@ -123,15 +123,10 @@ type Corr struct {
 
 // Fig4Stats are the statistics of the Fig. 4 cells of one layer group.
 type Fig4Stats struct {
-	Layers   string      `json:"layers"`
-	Lengths  []int       `json:"lengths"`
-	Pool     string      `json:"pool"`
-	Cells    int         `json:"cells"`
-	R        Float       `json:"pearson_r"`
-	P        Float       `json:"p_two_sided"`
-	DF       int         `json:"df"`
-	Spearman Float       `json:"spearman_rho"`
-	CI       BootstrapCI `json:"bootstrap_ci"`
+	Layers  string `json:"layers"`
+	Lengths []int  `json:"lengths"`
+	Pool    string `json:"pool"`
+	Corr           // K against BOS mass over the cells
 	// The paper's threshold checks: the largest BOS mass; the heads with
 	// BOS mass > 0.05 (count, smallest K, layer range, −1 when none); heads
 	// above 0.3; the K range and mean BOS mass of the last layers.
@@ -746,11 +741,10 @@ func (a *aggregator) fig4Stats(g layerGroup, lengths []int, cells []Fig4Row) (Fi
 			gx, gy = append(gx, r.Gate), append(gy, r.BOS)
 		}
 	}
-	c, err := a.corr(xs, ys)
-	if err != nil {
+	var err error
+	if st.Corr, err = a.corr(xs, ys); err != nil {
 		return st, err
 	}
-	st.Cells, st.R, st.P, st.DF, st.Spearman, st.CI = c.Cells, c.R, c.P, c.DF, c.Spearman, c.CI
 	switch {
 	case st.Cells < 3 && len(a.groups) == 1:
 		a.note("Fig. 4 has %d cells: no correlation", st.Cells)
