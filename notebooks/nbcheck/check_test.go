@@ -150,7 +150,8 @@ func TestLintRejects(t *testing.T) {
 }
 
 // TestCommittedNotebooks lints the notebooks of this folder: one per paper
-// plus the two getting-started notebooks, committed without outputs, each
+// plus the two getting-started notebooks and the explorer's, committed
+// without outputs, each
 // with figure cells for CI to check.
 func TestCommittedNotebooks(t *testing.T) {
 	paths, err := filepath.Glob("../*.ipynb")
@@ -181,7 +182,7 @@ func TestCommittedNotebooks(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	want := "afa bft getting-started getting-started-gophernotes qwen35 rfa rt selrope sinks"
+	want := "afa bft explore getting-started getting-started-gophernotes qwen35 rfa rt selrope sinks"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("notebooks: %s, want %s", got, want)
 	}
