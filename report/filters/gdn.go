@@ -44,8 +44,9 @@ func GDN(man *analysis.GDNManifest, rows []analysis.GDNRow, heads []analysis.GDN
 		}
 	}
 	where := fmt.Sprintf("T = %d, %d sample(s)", T, samples)
-	figs := []*report.Figure{gdnHeads(man.Layers, nh, heads, T, where)}
-	if f := gdnTokens(man.Layers, rows, T, where); f != nil {
+	kind := mixerNames(heads)
+	figs := []*report.Figure{gdnHeads(kind, man.Layers, nh, heads, T, where)}
+	if f := gdnTokens(kind, man.Layers, rows, T, where); f != nil {
 		figs = append(figs, f)
 	}
 	if f := gdnGain(man.Layers, heads, T, where); f != nil {
@@ -54,7 +55,6 @@ func GDN(man *analysis.GDNManifest, rows []analysis.GDNRow, heads []analysis.GDN
 	if f := gdnSideBySide(man.Layers, nh, heads, attnHeads, T, where); f != nil {
 		figs = append(figs, f)
 	}
-	kind := mixerNames(heads)
 	return &report.Report{
 		Title:    kind + " as a filter — gain, forgetting, innovation and the effective-attention rows",
 		Subtitle: fmt.Sprintf("Model: %s (%s); %s layers %s; %d value heads each.", man.Model.Dir, man.Model.Arch, kind, fmtInts(man.Layers), nh),
@@ -109,7 +109,7 @@ var gdnQuantities = []gdnQuantity{
 
 // gdnHeads is one heat map per quantity: each (layer, value head) cell
 // the mean over samples of the head's mean over tokens.
-func gdnHeads(layers []int, nh int, heads []analysis.GDNHeadRow, T int, where string) *report.Figure {
+func gdnHeads(kind string, layers []int, nh int, heads []analysis.GDNHeadRow, T int, where string) *report.Figure {
 	var panels []report.Panel
 	missing := 0
 	for _, q := range gdnQuantities {
@@ -127,8 +127,8 @@ func gdnHeads(layers []int, nh int, heads []analysis.GDNHeadRow, T int, where st
 	}
 	f := &report.Figure{
 		ID:    "gdn-heads",
-		Title: "Gated DeltaNet filter quantities per (layer, value head)",
-		Caption: "Each cell is one value head of one Gated DeltaNet layer (rows: model layer index; columns: value head): the mean over the " +
+		Title: kind + " filter quantities per (layer, value head)",
+		Caption: "Each cell is one value head of one " + kind + " layer (rows: model layer index; columns: value head): the mean over the " +
 			"head's tokens (finite values; the horizon is the median over tokens, drawn as log10 of tokens) of each quantity, averaged over the " +
 			"samples (" + where + "). β, e^g and K^W are drawn on [0, 1]; the other maps on their own range. Quantities the run did not compute " +
 			"(without --w-rows, or with --no-dispersion) are not drawn.",
@@ -144,7 +144,7 @@ func gdnHeads(layers []int, nh int, heads []analysis.GDNHeadRow, T int, where st
 
 // gdnTokens draws each quantity against token position: one line per
 // layer, the mean over value heads and samples within position bins.
-func gdnTokens(layers []int, rows []analysis.GDNRow, T int, where string) *report.Figure {
+func gdnTokens(kind string, layers []int, rows []analysis.GDNRow, T int, where string) *report.Figure {
 	var panels []report.Panel
 	width := 0.0
 	for _, q := range gdnQuantities {
@@ -192,8 +192,8 @@ func gdnTokens(layers []int, rows []analysis.GDNRow, T int, where string) *repor
 	}
 	return &report.Figure{
 		ID:    "gdn-tokens",
-		Title: "Gated DeltaNet filter quantities vs token position",
-		Caption: fmt.Sprintf("Per Gated DeltaNet layer (one line each, legend), the mean over its value heads and the samples (%s) of each "+
+		Title: kind + " filter quantities vs token position",
+		Caption: fmt.Sprintf("Per "+kind+" layer (one line each, legend), the mean over its value heads and the samples (%s) of each "+
 			"quantity, within bins of %.4g consecutive positions, against the position t. On the n_eff^W panel (log scale) the dashed grey "+
 			"line is the largest possible value, t + 1 (a row spread evenly over every past token), at the bin centres.", where, width),
 		Panels:     panels,
