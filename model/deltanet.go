@@ -559,59 +559,86 @@ func gatedDeltaNet(out, x, scratch []float32, B, T int, w *deltaNet, l int, run 
 // does not change the pass). Nothing is computed when neither asks. q, k
 // [B, Hv, T, Dk], v [B, Hv, T, Dv], beta and g [B, T, Hv] are the layer's.
 func deltaAttention(q, k, v, beta, g []float32, B, T, Hv, Dk, Dv int, scale float32, l int, opt Options) error {
+	base := func(i int) hooks.AttnTile {
+		return hooks.AttnTile{DHead: Dv, VStride: Dv, V: v[i*T*Dv : (i+1)*T*Dv]}
+	}
+	return streamEffAttn(opt, hooks.GDNEffAttn, "", l, B, Hv, T, T*T*Dk, base, func() effRows {
+		bg := make([]float32, 2*T)
+		return func(i, tile int, emit tileEmit) error {
+			b, h := i/Hv, i%Hv
+			for t := 0; t < T; t++ {
+				bg[t], bg[T+t] = beta[(b*T+t)*Hv+h], g[(b*T+t)*Hv+h]
+			}
+			return deltaRuleAttention(q[i*T*Dk:(i+1)*T*Dk], k[i*T*Dk:(i+1)*T*Dk], bg[:T], bg[T:], T, Dk, scale, tile, 0, emit)
+		}
+	})
+}
+
+// tileEmit receives a tile of n effective-attention rows from row t0 on,
+// each width = t0 + n wide (rows [n, width]).
+type tileEmit func(t0, n, width int, rows []float32) error
+
+// effRows computes (sequence, head) i's effective-attention rows in tiles
+// of at most tile rows, handing each to emit.
+type effRows func(i, tile int, emit tileEmit) error
+
+// streamEffAttn streams the exact effective attention of layer l's H heads
+// of B sequences of T tokens — Gated DeltaNet's W, Mamba-2's and RWKV-7's
+// M — to the layer's hooks.DeltaConsumers, in tiles of opt.TileRows rows
+// (each head's tile carrying base(i)'s values: V, DHead, VStride), and
+// materializes it [B, H, T, T] for the hook hook (a capture: changing it
+// does not change the pass). Nothing is computed when neither asks. Each
+// worker of the pool gets its own effRows from worker (its scratch); work
+// is the cost of one head for parallelRows. Errors name the layer (what,
+// when set, the mixer: "Mamba-2 ").
+func streamEffAttn(opt Options, hook, what string, l, B, H, T, work int, base func(i int) hooks.AttnTile, worker func() effRows) error {
 	hs := opt.Hooks
-	effName := hooks.Name(hooks.GDNEffAttn, l)
 	var deltas []hooks.DeltaConsumer
 	for _, c := range hs.Consumers(l) {
 		if d, ok := c.(hooks.DeltaConsumer); ok {
 			deltas = append(deltas, d)
 		}
 	}
-	var W []float32
-	if hs.Has(effName) {
-		W = make([]float32, B*Hv*T*T)
+	var M []float32
+	if hs.Has(hooks.Name(hook, l)) {
+		M = make([]float32, B*H*T*T)
 	}
-	if W == nil && len(deltas) == 0 {
+	if M == nil && len(deltas) == 0 {
 		return nil
 	}
 	tile := opt.TileRows
 	if tile <= 0 {
 		tile = defaultTileRows
 	}
-	errs := make([]error, B*Hv)
-	parallelRows(B*Hv, T*T*Dk, func(lo, hi int) {
-		bg := make([]float32, 2*T)
+	errs := make([]error, B*H)
+	parallelRows(B*H, work, func(lo, hi int) {
+		rows := worker()
 		for i := lo; i < hi; i++ {
-			b, h := i/Hv, i%Hv
-			for t := 0; t < T; t++ {
-				bg[t], bg[T+t] = beta[(b*T+t)*Hv+h], g[(b*T+t)*Hv+h]
-			}
-			vi := v[i*T*Dv : (i+1)*T*Dv]
-			at := hooks.AttnTile{Batch: b, Layer: l, Head: h, T: T, DHead: Dv, VStride: Dv, V: vi}
-			errs[i] = deltaRuleAttention(q[i*T*Dk:(i+1)*T*Dk], k[i*T*Dk:(i+1)*T*Dk], bg[:T], bg[T:], T, Dk, scale, tile, 0,
-				func(t0, n, width int, rows []float32) error {
-					if W != nil {
-						for r := 0; r < n; r++ {
-							copy(W[(i*T+t0+r)*T:][:width], rows[r*width:(r+1)*width])
-						}
+			at := base(i)
+			at.Batch, at.Layer, at.Head, at.T = i/H, l, i%H, T
+			errs[i] = rows(i, tile, func(t0, n, width int, r []float32) error {
+				if M != nil {
+					for q := 0; q < n; q++ {
+						copy(M[(i*T+t0+q)*T:][:width], r[q*width:(q+1)*width])
 					}
-					at.Q0, at.Rows, at.Stride, at.Alpha = t0, n, width, rows
-					for _, d := range deltas {
-						if err := d.ConsumeDelta(&at); err != nil {
-							return err
-						}
+				}
+				at.Q0, at.Rows, at.Stride, at.Alpha = t0, n, width, r
+				for _, d := range deltas {
+					if err := d.ConsumeDelta(&at); err != nil {
+						return err
 					}
-					return nil
-				})
+				}
+				return nil
+			})
 		}
 	})
 	for _, err := range errs {
 		if err != nil {
-			return fmt.Errorf("model: layer %d effective attention: %w", l, err)
+			return fmt.Errorf("model: layer %d %seffective attention: %w", l, what, err)
 		}
 	}
-	if W != nil {
-		return hs.Run(hooks.GDNEffAttn, l, W, B, Hv, T, T)
+	if M != nil {
+		return hs.Run(hook, l, M, B, H, T, T)
 	}
 	return nil
 }

@@ -468,56 +468,16 @@ func rwkvAttention(r, w, k, kk, a []float32, off, T, stride, N, tile int, fn fun
 // changing it does not change the pass). Nothing is computed when neither
 // asks.
 func rwkvStream(r, w, k, kk, a, v []float32, B, T, H, N, l int, opt Options) error {
-	hs := opt.Hooks
-	var deltas []hooks.DeltaConsumer
-	for _, c := range hs.Consumers(l) {
-		if d, ok := c.(hooks.DeltaConsumer); ok {
-			deltas = append(deltas, d)
-		}
-	}
-	var M []float32
-	if hs.Has(hooks.Name(hooks.RWKVEffAttn, l)) {
-		M = make([]float32, B*H*T*T)
-	}
-	if M == nil && len(deltas) == 0 {
-		return nil
-	}
-	tile := opt.TileRows
-	if tile <= 0 {
-		tile = defaultTileRows
-	}
 	C := H * N
-	errs := make([]error, B*H)
-	parallelRows(B*H, T*T*N, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			b, h := i/H, i%H
-			off := b*T*C + h*N
-			at := hooks.AttnTile{Batch: b, Layer: l, Head: h, T: T, DHead: N, VStride: C, V: v[off : off+(T-1)*C+N]}
-			errs[i] = rwkvAttention(r, w, k, kk, a, off, T, C, N, tile, func(t0, n, width int, rows []float32) error {
-				if M != nil {
-					for q := 0; q < n; q++ {
-						copy(M[(i*T+t0+q)*T:][:width], rows[q*width:(q+1)*width])
-					}
-				}
-				at.Q0, at.Rows, at.Stride, at.Alpha = t0, n, width, rows
-				for _, d := range deltas {
-					if err := d.ConsumeDelta(&at); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+	base := func(i int) hooks.AttnTile {
+		off := (i/H)*T*C + (i%H)*N
+		return hooks.AttnTile{DHead: N, VStride: C, V: v[off : off+(T-1)*C+N]}
+	}
+	return streamEffAttn(opt, hooks.RWKVEffAttn, "", l, B, H, T, T*T*N, base, func() effRows {
+		return func(i, tile int, emit tileEmit) error {
+			return rwkvAttention(r, w, k, kk, a, (i/H)*T*C+(i%H)*N, T, C, N, tile, emit)
 		}
 	})
-	for _, err := range errs {
-		if err != nil {
-			return fmt.Errorf("model: layer %d effective attention: %w", l, err)
-		}
-	}
-	if M != nil {
-		return hs.Run(hooks.RWKVEffAttn, l, M, B, H, T, T)
-	}
-	return nil
 }
 
 // mixChannels runs the channel mix of layer l: out = W_v act(W_k x_k)

@@ -503,32 +503,18 @@ func ssmChunked(y, S, x, bb, cc, dt, a []float32, T, ldx, ldb, ldd, P, N int, d 
 // T²·(N + 2)/2 per head; memory one tile of rows per worker, never T×T
 // unless captured.
 func ssmAttention(bf *ssmBuffers, B, T, H, P, N, l int, opt Options) error {
-	hs := opt.Hooks
-	var deltas []hooks.DeltaConsumer
-	for _, c := range hs.Consumers(l) {
-		if d, ok := c.(hooks.DeltaConsumer); ok {
-			deltas = append(deltas, d)
-		}
-	}
-	var M []float32
-	if hs.Has(hooks.Name(hooks.SSMEffAttn, l)) {
-		M = make([]float32, B*H*T*T)
-	}
-	if M == nil && len(deltas) == 0 {
-		return nil
-	}
-	tile := opt.TileRows
-	if tile <= 0 {
-		tile = defaultTileRows
-	}
 	I := H * P
-	errs := make([]error, B*H)
-	parallelRows(B*H, T*T*N, func(lo, hi int) {
-		rows := make([]float32, tile*T)
-		for i := lo; i < hi && errs[i] == nil; i++ {
+	base := func(i int) hooks.AttnTile {
+		return hooks.AttnTile{DHead: P, VStride: I, V: bf.x[(i/H)*T*I+(i%H)*P:]}
+	}
+	return streamEffAttn(opt, hooks.SSMEffAttn, "Mamba-2 ", l, B, H, T, T*T*N, base, func() effRows {
+		var rows []float32 // one tile of rows, the worker's
+		return func(i, tile int, emit tileEmit) error {
+			if len(rows) < tile*T {
+				rows = make([]float32, tile*T)
+			}
 			b, hd := i/H, i%H
-			at := hooks.AttnTile{Batch: b, Layer: l, Head: hd, T: T, DHead: P, VStride: I, V: bf.x[b*T*I+hd*P:]}
-			for t0 := 0; t0 < T && errs[i] == nil; t0 += tile {
+			for t0 := 0; t0 < T; t0 += tile {
 				nr := min(tile, T-t0)
 				width := t0 + nr
 				for k := 0; k < nr; k++ {
@@ -549,29 +535,14 @@ func ssmAttention(bf *ssmBuffers, B, T, H, P, N, l int, opt Options) error {
 						row[s] = float32(float64(cb) * prod * float64(bf.dt[r*H+hd]))
 						prod *= float64(bf.decay[r*H+hd])
 					}
-					if M != nil {
-						copy(M[(i*T+t)*T:][:width], row)
-					}
 				}
-				at.Q0, at.Rows, at.Stride, at.Alpha = t0, nr, width, rows[:nr*width]
-				for _, d := range deltas {
-					if err := d.ConsumeDelta(&at); err != nil {
-						errs[i] = err
-						break
-					}
+				if err := emit(t0, nr, width, rows[:nr*width]); err != nil {
+					return err
 				}
 			}
+			return nil
 		}
 	})
-	for _, err := range errs {
-		if err != nil {
-			return fmt.Errorf("model: layer %d Mamba-2 effective attention: %w", l, err)
-		}
-	}
-	if M != nil {
-		return hs.Run(hooks.SSMEffAttn, l, M, B, H, T, T)
-	}
-	return nil
 }
 
 // timeStepLimit is time_step_limit as config.json holds it: [min, max],
