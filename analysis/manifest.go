@@ -122,24 +122,11 @@ func (m ModelInfo) Shape() Shape {
 		Measured: m.MeasuredLayers, Windows: m.Windows, LayerDHead: m.LayerDHead}
 }
 
-// layerDHeads is ModelInfo.LayerDHead: nil when every layer's heads have
-// one width.
-func layerDHeads(c *model.Config) []int {
-	w := make([]int, c.Layers)
-	for l := range w {
-		w[l] = c.LayerValueDim(l)
-	}
-	if len(w) == 0 || slices.Min(w) == slices.Max(w) {
-		return nil
-	}
-	return w
-}
-
 // SigmaDHead is the head width that ProbeOptions.Resolve takes σ₀²'s
 // default from: the model's, or 0 when its layers' heads differ in width
 // (σ₀² is then 1/d_head of each layer: probes.NewModelCollector).
 func SigmaDHead(c *model.Config) int {
-	if layerDHeads(c) != nil {
+	if c.LayerValueDims() != nil {
 		return 0
 	}
 	return c.DHead
@@ -171,7 +158,7 @@ func DescribeModel(m *model.Model) (ModelInfo, error) {
 		MeasuredLayers: measuredLayers(&m.Config), Windows: slidingWindows(&m.Config),
 		DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
 		Gate: string(m.Gate), DTypes: m.DTypes, Compute: ComputeDescription(m.Compute, m.ProductKernel(m.Compute)),
-		Parameters: m.Parameters, Sinks: HasSinks(m), LayerDHead: layerDHeads(&m.Config)}
+		Parameters: m.Parameters, Sinks: HasSinks(m), LayerDHead: m.Config.LayerValueDims()}
 	root, files := m.Dir, []string{filepath.Join(m.Dir, "config.json")}
 	for _, f := range m.Files {
 		if !filepath.IsAbs(f) && !strings.HasPrefix(f, m.Dir) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -336,6 +337,19 @@ func (c *Config) LayerValueDim(l int) int {
 		return c.GlobalDHead
 	}
 	return c.ValueDim()
+}
+
+// LayerValueDims returns every layer's LayerValueDim when they differ,
+// nil when every layer's heads are ValueDim wide.
+func (c *Config) LayerValueDims() []int {
+	w := make([]int, c.Layers)
+	for l := range w {
+		w[l] = c.LayerValueDim(l)
+	}
+	if len(w) == 0 || slices.Min(w) == slices.Max(w) {
+		return nil
+	}
+	return w
 }
 
 // roundTrip returns the configuration a reader of fields as config.json

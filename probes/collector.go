@@ -271,13 +271,8 @@ func NewModelCollector(b int, cfg *model.Config, seqLen int, opts CollectorOptio
 	if opts.Layers == nil {
 		opts.Layers = cfg.SoftmaxLayers()
 	}
-	width := make([]int, cfg.Layers)
-	uniform := true
-	for l := range width {
-		width[l] = cfg.LayerValueDim(l)
-		uniform = uniform && width[l] == width[0]
-	}
-	if uniform || len(width) == 0 {
+	width := cfg.LayerValueDims()
+	if width == nil {
 		return NewCollector(b, cfg.Layers, cfg.Heads, seqLen, cfg.ValueDim(), opts)
 	}
 	sigma02 := opts.Lambda.Sigma02
