@@ -238,6 +238,33 @@ func TestGDNShardsMergeCLI(t *testing.T) {
 	}
 }
 
+// gdnGoldenSeq0 runs probe gdn --w-rows (tiles of 5 rows) on sequence 0
+// of a golden case's input_ids and returns its length, the output folder
+// and the gdn table.
+func gdnGoldenSeq0(t *testing.T, dir string, gold *checkpoint.Checkpoint) (int, string, []analysis.GDNRow) {
+	t.Helper()
+	raw, _ := gold.Int64("input_ids")
+	info, _ := gold.Info("input_ids")
+	T := info.Shape[1]
+	ids := make([]int, T)
+	for i := range ids {
+		ids[i] = int(raw[i])
+	}
+	tmp := t.TempDir()
+	idsFile := filepath.Join(tmp, "ids.json")
+	data, _ := json.Marshal(ids)
+	os.WriteFile(idsFile, data, 0o644)
+	out := filepath.Join(tmp, "out")
+	if code, _, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5", "--w-rows"); code != 0 {
+		t.Fatalf("probe gdn: exit %d: %s", code, stderr)
+	}
+	pq, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return T, out, pq
+}
+
 // TestGDNCommandGoldenSSM runs probe gdn on sequence 0 of the Mamba-2 and
 // Falcon-H1 golden cases: every layer is measured with mixer mamba2, beta
 // and decay match the golden dt.l and decay.l, innovation is empty, and
@@ -257,25 +284,8 @@ func TestGDNCommandGoldenSSM(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw, _ := gold.Int64("input_ids")
-			info, _ := gold.Info("input_ids")
-			T, H := info.Shape[1], cfg.SSM.Heads
-			ids := make([]int, T)
-			for i := range ids {
-				ids[i] = int(raw[i])
-			}
-			tmp := t.TempDir()
-			idsFile := filepath.Join(tmp, "ids.json")
-			data, _ := json.Marshal(ids)
-			os.WriteFile(idsFile, data, 0o644)
-			out := filepath.Join(tmp, "out")
-			if code, _, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5", "--w-rows"); code != 0 {
-				t.Fatalf("probe gdn: exit %d: %s", code, stderr)
-			}
-			pq, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			H := cfg.SSM.Heads
+			T, _, pq := gdnGoldenSeq0(t, dir, gold)
 			Ha := 0 // Falcon-H1: its softmax heads beside, mixer "attention"
 			if cfg.SSM.Attention {
 				Ha = cfg.Heads
@@ -342,25 +352,8 @@ func TestGDNCommandGoldenRWKV7(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw, _ := gold.Int64("input_ids")
-			info, _ := gold.Info("input_ids")
-			T, H, N := info.Shape[1], cfg.Heads, cfg.DHead
-			ids := make([]int, T)
-			for i := range ids {
-				ids[i] = int(raw[i])
-			}
-			tmp := t.TempDir()
-			idsFile := filepath.Join(tmp, "ids.json")
-			data, _ := json.Marshal(ids)
-			os.WriteFile(idsFile, data, 0o644)
-			out := filepath.Join(tmp, "out")
-			if code, _, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5", "--w-rows"); code != 0 {
-				t.Fatalf("probe gdn: exit %d: %s", code, stderr)
-			}
-			pq, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			H, N := cfg.Heads, cfg.DHead
+			T, out, pq := gdnGoldenSeq0(t, dir, gold)
 			if want := cfg.Layers * H * T; len(pq) != want {
 				t.Fatalf("%d rows, want %d layers × %d heads × %d tokens = %d", len(pq), cfg.Layers, H, T, want)
 			}
@@ -393,7 +386,7 @@ func TestGDNCommandGoldenRWKV7(t *testing.T) {
 					worstGain, worstNorm, worstNeff, worstSum)
 			}
 			var man analysis.GDNManifest
-			data, err = os.ReadFile(filepath.Join(out, analysis.GDNManifestName))
+			data, err := os.ReadFile(filepath.Join(out, analysis.GDNManifestName))
 			if err != nil {
 				t.Fatal(err)
 			}
