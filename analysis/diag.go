@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,23 +17,66 @@ import (
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
-// DiagOptions are the options of one diag pass (probe diag, Diagnose).
+// DiagOptions are the options of a diag pass (Diagnose) and of a diag run
+// (DiagRun, recorded in its manifest under "diag").
 type DiagOptions struct {
 	// OnNonFinite is what NaN/Inf in the attention rows does:
 	// NonFiniteStop (default) ends the pass with an error, NonFiniteFlag
 	// writes NaN for the rows and reports them (Diag.ForwardErr).
-	OnNonFinite string
+	OnNonFinite string `json:"on_nonfinite"`
 	// Kernel is where the row moments come from (probes.ParseKernel):
 	// "matrix" (default, the attention pass's products, guarded) or "rows".
-	Kernel string
+	Kernel string `json:"kernel"`
 	// SinkRows is the reading of a model with learned attention sinks
 	// (probes.ParseSinkRows): "renorm" (default) or "raw".
-	SinkRows           string
-	AllowExtrapolation bool
-	Threads            int
+	SinkRows           string `json:"sink_rows"`
+	AllowExtrapolation bool   `json:"allow_extrapolation"`
+	// Tokens (a run's) stores each query's token text (DiagRun.Tokens)
+	// in the token column; LegacyNames writes the CSV header of earlier
+	// releases (DiagCSVOptions.Legacy).
+	Tokens      bool `json:"tokens"`
+	LegacyNames bool `json:"legacy_names"`
+	Threads     int  `json:"-"`
 	// Watch, when set, is given the pass's hooks before it runs (a
 	// progress display) and returns what to call with the pass's error.
-	Watch func(hs *hooks.Set) func(error)
+	Watch func(hs *hooks.Set) func(error) `json:"-"`
+}
+
+// collectorOptions fills o's defaults and returns the collector options
+// they give (ContinueOnNonFinite under NonFiniteFlag; Sinks: a model with
+// learned sinks), refusing an unknown value with its flag's name.
+func (o *DiagOptions) collectorOptions(sinks bool) (probes.CollectorOptions, error) {
+	if o.OnNonFinite == "" {
+		o.OnNonFinite = NonFiniteStop
+	}
+	if o.OnNonFinite != NonFiniteStop && o.OnNonFinite != NonFiniteFlag {
+		return probes.CollectorOptions{}, fmt.Errorf("--on-nonfinite %q: want stop or flag", o.OnNonFinite)
+	}
+	if o.Kernel == "" {
+		o.Kernel = probes.MatrixKernel.String()
+	}
+	k, ok := probes.ParseKernel(o.Kernel)
+	if !ok {
+		return probes.CollectorOptions{}, fmt.Errorf("--kernel %q: want %s or %s", o.Kernel, probes.MatrixKernel, probes.RowKernel)
+	}
+	if o.SinkRows == "" {
+		o.SinkRows = probes.RenormRows.String()
+	}
+	sr, ok := probes.ParseSinkRows(o.SinkRows)
+	if !ok {
+		return probes.CollectorOptions{}, fmt.Errorf("--sink-rows %q: want %s or %s", o.SinkRows, probes.RenormRows, probes.RawRows)
+	}
+	return probes.CollectorOptions{ContinueOnNonFinite: o.OnNonFinite == NonFiniteFlag, Kernel: k, SinkRows: sr, Sinks: sinks}, nil
+}
+
+// diagLayers returns m's softmax layers, refusing a model without any.
+func diagLayers(m *model.Model) ([]int, error) {
+	c := &m.Config
+	if l := c.SoftmaxLayers(); len(l) > 0 {
+		return l, nil
+	}
+	return nil, fmt.Errorf("%s (%s) has no softmax attention layers, so no attention rows to measure (its layers: %s; probe gdn reads recurrent layers)",
+		m.Dir, c.Arch, c.LayerKinds()[0])
 }
 
 // Diag is what one diag pass measured: every App. I diagnostic of every
@@ -55,34 +100,17 @@ type Diag struct {
 // λobs); probes.Collector), after checking that m has softmax layers and
 // that the pass and its collector fit in memory.
 func Diagnose(m *model.Model, ids [][]int, o DiagOptions) (*Diag, error) {
-	if o.OnNonFinite == "" {
-		o.OnNonFinite = NonFiniteStop
+	copts, err := o.collectorOptions(HasSinks(m))
+	if err != nil {
+		return nil, err
 	}
-	if o.OnNonFinite != NonFiniteStop && o.OnNonFinite != NonFiniteFlag {
-		return nil, fmt.Errorf("--on-nonfinite %q: want stop or flag", o.OnNonFinite)
-	}
-	if o.Kernel == "" {
-		o.Kernel = probes.MatrixKernel.String()
-	}
-	k, ok := probes.ParseKernel(o.Kernel)
-	if !ok {
-		return nil, fmt.Errorf("--kernel %q: want %s or %s", o.Kernel, probes.MatrixKernel, probes.RowKernel)
-	}
-	if o.SinkRows == "" {
-		o.SinkRows = probes.RenormRows.String()
-	}
-	sr, ok := probes.ParseSinkRows(o.SinkRows)
-	if !ok {
-		return nil, fmt.Errorf("--sink-rows %q: want %s or %s", o.SinkRows, probes.RenormRows, probes.RawRows)
+	layers, err := diagLayers(m)
+	if err != nil {
+		return nil, err
 	}
 	c := &m.Config
-	d := &Diag{Config: c, Layers: c.SoftmaxLayers(), Sinks: HasSinks(m)}
-	if len(d.Layers) == 0 {
-		return nil, fmt.Errorf("%s (%s) has no softmax attention layers, so no attention rows to measure (its layers: %s; probe gdn reads recurrent layers)",
-			m.Dir, c.Arch, c.LayerKinds()[0])
-	}
+	d := &Diag{Config: c, Layers: layers, Sinks: copts.Sinks, Options: copts}
 	B, T := len(ids), len(ids[0])
-	d.Options = probes.CollectorOptions{ContinueOnNonFinite: o.OnNonFinite == NonFiniteFlag, Kernel: k, SinkRows: sr, Sinks: d.Sinks}
 	opt := model.Options{AllowExtrapolation: o.AllowExtrapolation, Threads: o.Threads}
 	if err := probes.CheckModelMemory(m, B, T, opt, d.Options); err != nil { // before the Collector's results
 		return nil, err
@@ -116,76 +144,145 @@ var DiagColumns = []string{"sample", "layer", "head", "query", probes.MetricNEff
 // in WriteCSV), kept for one release.
 var legacyDiagNames = map[string]string{probes.MetricSMean: "s_mean", probes.MetricK: "k_bft", probes.MetricKDimMean: "k_dim_mean"}
 
-// WriteCSV writes the rows of d — per (sample, softmax layer, head,
-// query) — to path as CSV, atomically: the shortest decimal that reads
-// back as each stored float32, the gate column empty for an ungated
-// model, and with toks ([sample][query]) a last column, token, of the
-// query's token text; legacy writes the header of earlier releases
-// (s_mean, k_bft, k_dim_mean); with sinks a sink_mass column after
-// bos_mass.
-func (d *Diag) WriteCSV(path string, toks [][]string, legacy bool) error {
+// DiagRow is one row of probe diag's table: every App. I diagnostic of
+// one (sample, softmax layer, head, query) (DiagColumns), the sink mass σ
+// of a model with learned sinks, the gate of a gated one, and the query's
+// token text when asked for. A pass file of a diag run holds one sample's
+// rows.
+type DiagRow struct {
+	Sample      int     `parquet:"sample"`
+	Layer       int     `parquet:"layer"`
+	Head        int     `parquet:"head"`
+	Query       int     `parquet:"query"`
+	NEff        float32 `parquet:"neff"`
+	NEffEntropy float32 `parquet:"neff_entropy"`
+	SMean       float32 `parquet:"S_mean"`
+	LambdaObs   float32 `parquet:"lambda_obs"`
+	K           float32 `parquet:"K"`
+	KDimMean    float32 `parquet:"K_dim_mean"`
+	BOSMass     float32 `parquet:"bos_mass"`
+	SinkMass    float32 `parquet:"sink_mass"`
+	Gate        float32 `parquet:"gate"`
+	Token       string  `parquet:"token"`
+}
+
+// Rows returns d's rows in (sample, layer, head, query) order, the
+// samples numbered from first; toks ([sample][query], nil: none) gives
+// each query's token text.
+func (d *Diag) Rows(first int, toks [][]string) []DiagRow {
 	col, c := d.Collector, d.Config
-	B, T, gated := col.B, col.T, c.Gate != model.GateNone
+	rows := make([]DiagRow, 0, col.B*len(d.Layers)*c.Heads*col.T)
+	for b := 0; b < col.B; b++ {
+		for _, l := range d.Layers {
+			for h := 0; h < c.Heads; h++ {
+				for t := 0; t < col.T; t++ {
+					i := col.Index(b, l, h, t)
+					r := DiagRow{Sample: first + b, Layer: l, Head: h, Query: t, NEff: col.NEff[i], NEffEntropy: col.NEffEntropy[i],
+						SMean: col.SMean[i], LambdaObs: col.LambdaObs[i], K: col.K[i], KDimMean: col.KDimMean[i], BOSMass: col.BOSMass[i]}
+					if d.Sinks {
+						r.SinkMass = col.SinkMass[i]
+					}
+					if c.Gate != model.GateNone {
+						r.Gate = col.Gate[i]
+					}
+					if toks != nil {
+						r.Token = toks[b][t]
+					}
+					rows = append(rows, r)
+				}
+			}
+		}
+	}
+	return rows
+}
+
+// WriteCSV writes the rows of d — per (sample, softmax layer, head,
+// query) — to path as probe diag's CSV (WriteDiagCSV), with toks
+// ([sample][query], nil: none) as its token column.
+func (d *Diag) WriteCSV(path string, toks [][]string, legacy bool) error {
+	o := DiagCSVOptions{Sinks: d.Sinks, Gated: d.Config.Gate != model.GateNone, Tokens: toks != nil, Legacy: legacy}
+	_, err := WriteDiagCSV(path, o, 1, func(int) ([]DiagRow, error) { return d.Rows(0, toks), nil })
+	return err
+}
+
+// DiagCSVOptions say which of a DiagRow's optional columns probe diag's
+// CSV has, and which header it writes.
+type DiagCSVOptions struct {
+	Sinks  bool // a sink_mass column after bos_mass (a model with learned sinks)
+	Gated  bool // the gate column holds values (empty for an ungated model)
+	Tokens bool // a last column, token
+	// Legacy writes the header of earlier releases (s_mean, k_bft,
+	// k_dim_mean).
+	Legacy bool
+}
+
+// WriteDiagCSV writes the rows of parts parts (part(i): the i-th's, read
+// one at a time) to path as probe diag's CSV, atomically: the header
+// DiagColumns (with o's optional columns), then one line per row with the
+// shortest decimal that reads back as each stored float32. It returns the
+// rows written.
+func WriteDiagCSV(path string, o DiagCSVOptions, parts int, part func(i int) ([]DiagRow, error)) (int64, error) {
 	columns := DiagColumns
-	if d.Sinks { // σ beside the first-token mass
+	if o.Sinks { // σ beside the first-token mass
 		i := slices.Index(columns, probes.MetricBOSMass) + 1
 		columns = slices.Insert(slices.Clone(columns), i, probes.MetricSinkMass)
 	}
-	return atomicfile.Write(path, func(f io.Writer) error {
+	var n int64
+	err := atomicfile.Write(path, func(f io.Writer) error {
 		bw := bufio.NewWriterSize(f, 1<<20)
 		for i, name := range columns {
 			if i > 0 {
 				bw.WriteByte(',')
 			}
-			if old, ok := legacyDiagNames[name]; ok && legacy {
+			if old, ok := legacyDiagNames[name]; ok && o.Legacy {
 				name = old
 			}
 			bw.WriteString(name)
 		}
-		if toks != nil {
+		if o.Tokens {
 			bw.WriteString(",token")
 		}
 		bw.WriteByte('\n')
 		var buf []byte
-		for b := 0; b < B; b++ {
-			for _, l := range d.Layers {
-				for h := 0; h < c.Heads; h++ {
-					for t := 0; t < T; t++ {
-						i := col.Index(b, l, h, t)
-						buf = buf[:0]
-						buf = strconv.AppendInt(buf, int64(b), 10)
-						buf = append(buf, ',')
-						buf = strconv.AppendInt(buf, int64(l), 10)
-						buf = append(buf, ',')
-						buf = strconv.AppendInt(buf, int64(h), 10)
-						buf = append(buf, ',')
-						buf = strconv.AppendInt(buf, int64(t), 10)
-						// the shortest decimal that reads back as the stored float32
-						for _, x := range []float32{col.NEff[i], col.NEffEntropy[i], col.SMean[i], col.LambdaObs[i],
-							col.K[i], col.KDimMean[i], col.BOSMass[i]} {
-							buf = append(buf, ',')
-							buf = strconv.AppendFloat(buf, float64(x), 'g', -1, 32)
-						}
-						if d.Sinks {
-							buf = append(buf, ',')
-							buf = strconv.AppendFloat(buf, float64(col.SinkMass[i]), 'g', -1, 32)
-						}
-						buf = append(buf, ',')
-						if gated {
-							buf = strconv.AppendFloat(buf, float64(col.Gate[i]), 'g', -1, 32)
-						}
-						if toks != nil {
-							buf = append(buf, ',')
-							buf = appendCSVField(buf, toks[b][t])
-						}
-						buf = append(buf, '\n')
-						bw.Write(buf)
-					}
-				}
+		for i := range parts {
+			rows, err := part(i)
+			if err != nil {
+				return err
+			}
+			n += int64(len(rows))
+			for _, r := range rows {
+				buf = diagLine(buf[:0], r, o)
+				bw.Write(buf)
 			}
 		}
 		return bw.Flush()
 	})
+	return n, err
+}
+
+// diagLine appends row r's CSV line to buf.
+func diagLine(buf []byte, r DiagRow, o DiagCSVOptions) []byte {
+	for _, k := range []int{r.Sample, r.Layer, r.Head, r.Query} {
+		buf = strconv.AppendInt(buf, int64(k), 10)
+		buf = append(buf, ',')
+	}
+	for _, x := range []float32{r.NEff, r.NEffEntropy, r.SMean, r.LambdaObs, r.K, r.KDimMean, r.BOSMass} {
+		buf = strconv.AppendFloat(buf, float64(x), 'g', -1, 32)
+		buf = append(buf, ',')
+	}
+	if o.Sinks {
+		buf = strconv.AppendFloat(buf, float64(r.SinkMass), 'g', -1, 32)
+		buf = append(buf, ',')
+	}
+	if o.Gated {
+		buf = strconv.AppendFloat(buf, float64(r.Gate), 'g', -1, 32)
+	}
+	if o.Tokens {
+		buf = append(buf, ',')
+		buf = appendCSVField(buf, r.Token)
+	}
+	buf = append(buf, '\n')
+	return buf
 }
 
 // appendCSVField appends s as one CSV field (RFC 4180): quoted, with
@@ -198,4 +295,132 @@ func appendCSVField(buf []byte, s string) []byte {
 	buf = append(buf, '"')
 	buf = append(buf, strings.ReplaceAll(s, `"`, `""`)...)
 	return append(buf, '"')
+}
+
+// DiagManifest records a diag run (or one shard of it).
+type DiagManifest struct {
+	RunRecord
+	Options DiagOptions `json:"diag"`
+	Layers  []int       `json:"softmax_layers"` // the layers measured
+	// Rows is the CSV's row count once it is written; Flags name the
+	// passes (of this run, not reused ones) whose rows were flagged
+	// non-finite (OnNonFinite flag).
+	Rows  int64    `json:"rows"`
+	Flags []string `json:"flags,omitempty"`
+}
+
+// diagTables are the tables of a diag pass: one sample's rows.
+var diagTables = []string{"diag"}
+
+// DiagRunDir is the run folder of probe diag's CSV file csv: csv + ".run",
+// holding diag_manifest.json (or a shard's) and passes/.
+func DiagRunDir(csv string) string { return csv + ".run" }
+
+// DiagRun is one `probe diag` run on the run engine: one pass per sample
+// of IDs (Diagnose with batch 1), whose rows are a pass file in
+// Out/passes, then the CSV, written beside Out (whose name must end in
+// ".run": DiagRunDir) from the pass files. It resumes and shards as
+// GDNRun does: the CSV of probe merge of the shards is the unsharded
+// run's, byte for byte.
+type DiagRun struct {
+	RunSpec
+	IDs     [][]int    // the batch: B sequences of one length T (Stream: their concatenation)
+	Tokens  [][]string // each query's token text ([sample][query]; Options.Tokens: needed)
+	Options DiagOptions
+}
+
+// Run runs the passes and, unsharded, writes the CSV and the manifest. A
+// CSV at the run's path without a diag run folder (written by probe diag
+// before it ran on the engine) cannot be resumed and is refused unless
+// Force.
+func (r *DiagRun) Run() (*DiagManifest, error) {
+	o := &r.Options
+	csv, ok := strings.CutSuffix(r.Out, ".run")
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("diag run folder %s: want the CSV's path + .run (DiagRunDir)", r.Out)
+	case len(r.IDs) == 0 || len(r.IDs[0]) == 0:
+		return nil, fmt.Errorf("diag: no token ids")
+	case o.Tokens && len(r.Tokens) != len(r.IDs):
+		return nil, fmt.Errorf("diag: tokens of %d sequences for %d", len(r.Tokens), len(r.IDs))
+	}
+	if _, err := os.Stat(csv); err == nil && !r.Force && StreamKindOf(r.Out) != "diag" {
+		return nil, fmt.Errorf("%s was written by a probe diag that kept no run folder (%s), so it cannot be resumed (it records neither the model nor the ids): re-run with --force to measure again and replace it, or choose another --out",
+			csv, filepath.Base(r.Out))
+	}
+	copts, err := o.collectorOptions(false)
+	if err != nil {
+		return nil, err
+	}
+	T := len(r.IDs[0])
+	chunks := make([]Chunk, len(r.IDs))
+	for b, seq := range r.IDs {
+		if len(seq) != T {
+			return nil, fmt.Errorf("diag: sequence %d has %d tokens, sequence 0 has %d", b, len(seq), T)
+		}
+		chunks[b] = Chunk{T: T, Sample: b, Start: b * T, End: (b + 1) * T}
+	}
+	r.Stream = slices.Concat(r.IDs...)
+	m, rec, err := r.load("diag", chunks)
+	if err != nil {
+		return nil, err
+	}
+	layers, err := diagLayers(m)
+	if err != nil {
+		return nil, err
+	}
+	copts.Sinks = HasSinks(m)
+	if n := r.DeviationTokens; m.Compute.BF16Products() && n > 0 {
+		head := make([][]int, len(r.IDs))
+		for b, seq := range r.IDs {
+			head[b] = seq[:min(n, T)]
+		}
+		dev := copts
+		dev.ContinueOnNonFinite = false
+		if rec.Deviation, err = MeasureDeviation(m, head, m.Compute, dev, o.AllowExtrapolation, r.Threads); err != nil {
+			return nil, fmt.Errorf("--deviation-tokens %d: %w", n, err)
+		}
+	}
+	man := &DiagManifest{RunRecord: rec, Options: *o, Layers: layers}
+	man.Formats = []string{FormatCSV}
+	man.Conventions = map[string]string{"rows": "one per (sample, softmax layer, head, query) in that order; probe diag's CSV, written beside the run folder (its name without .run)"}
+	opt := model.Options{AllowExtrapolation: o.AllowExtrapolation, Threads: r.Threads}
+	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: diagTables, opts: man.Options, model: m, forwards: 1,
+		checkMemory: func(T int) error { return probes.CheckModelMemory(m, 1, T, opt, copts) },
+		pass: func(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+			po := *o
+			po.Threads, po.Watch = r.Threads, func(hs *hooks.Set) func(error) { watch(hs); return func(error) {} }
+			d, err := Diagnose(m, [][]int{r.Stream[c.Start:c.End]}, po)
+			if err != nil {
+				return nil, err
+			}
+			if nf, ok := d.Collector.FirstNonFinite(); ok {
+				f := fmt.Sprintf("sample %d: %d attention rows with non-finite inputs, first %s", c.Sample, d.Collector.NonFiniteRows(), nf.Error())
+				if d.ForwardErr != nil {
+					f += fmt.Sprintf("; the forward pass stopped early (%v), unreached layers are NaN", d.ForwardErr)
+				}
+				man.Flags = append(man.Flags, f)
+			}
+			var toks [][]string
+			if o.Tokens {
+				toks = r.Tokens[c.Sample : c.Sample+1]
+			}
+			return []passTable{tableOf("diag", d.Rows(c.Sample, toks))}, nil
+		},
+		finish: func() error { return finishDiag(r.Out, man) }})
+	return man, err
+}
+
+// finishDiag writes probe diag's CSV of the run folder dir (DiagRunDir)
+// from the pass files of every sample of man, one sample at a time.
+func finishDiag(dir string, man *DiagManifest) error {
+	o := DiagCSVOptions{Sinks: man.Model.Sinks, Gated: man.Model.Gate != string(model.GateNone), Tokens: man.Options.Tokens,
+		Legacy: man.Options.LegacyNames}
+	csv := strings.TrimSuffix(dir, ".run")
+	var err error
+	man.Rows, err = WriteDiagCSV(csv, o, len(man.Chunks), func(i int) ([]DiagRow, error) {
+		return readPassRows[DiagRow](dir, "diag", man, man.Options, man.Chunks[i])
+	})
+	man.Tables = []string{filepath.Base(csv)}
+	return err
 }

@@ -112,6 +112,10 @@ var streamMeasures = []streamMeasure{
 		m := &RetrievalManifest{}
 		return m, func() error { _, err := finishRetrieval(dir, m); return err }
 	}},
+	{"diag", diagTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
+		m := &DiagManifest{}
+		return m, func() error { return finishDiag(dir, m) }
+	}},
 	{"ppl", pplTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
 		m := &PPLManifest{}
 		return m, func() error { _, err := finishPPL(dir, m); return err }

@@ -131,7 +131,7 @@ var planKeys = []string{"lengths", "samples", "disjoint", "placement", "seed", "
 // StreamKey either, so that --force rewrites the tables from the finished
 // passes.
 var tableKeys = map[string][]string{"sinks": {"eps", "split_local"}, "retrieval": {"steps", "above"},
-	"ppl": {"variants", "train_length", "ci_level"}}
+	"ppl": {"variants", "train_length", "ci_level"}, "diag": {"legacy_names"}}
 
 // passOptions is the Options of a StreamKey of command kind: opts's JSON
 // without planKeys and the kind's tableKeys.

@@ -9,46 +9,47 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/filterlens/probe/analysis"
-	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
 
-// DiagOptions are the options of probe diag.
+// DiagOptions are the options of probe diag: runFlags (whose Out is the
+// CSV file; its run folder is analysis.DiagRunDir of it), the batch and
+// the diagnostics' options.
 type DiagOptions struct {
-	Stdout             io.Writer
-	Model              modelFlag
+	Stdout      io.Writer
+	CLIOptions  []analysis.Option // every flag with its value, for the manifest
+	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
+	runFlags
 	Input              tokenFlags
-	Out                string
 	AllowExtrapolation bool
-	Threads            int
 	OnNonFinite        string
-	WithTokens         bool
-	Legacy             bool
-	Kernel             string
-	SinkRows           string
-	Progress           bool
+	WithTokens, Legacy bool
+	Kernel, SinkRows   string
 }
 
 // NewCmdDiag builds probe diag; runF (nil: runDiag) runs it.
 func NewCmdDiag(runF func(*DiagOptions) error) *cobra.Command {
 	opts := &DiagOptions{}
 	cmd := &cobra.Command{
-		Use:     "diag --model <dir|org/name> (--ids <file> | --text <file> [--max-tokens N]) --out <file.csv>",
+		Use:     "diag --model <dir|org/name> (--ids <file> | --text <file> [--max-tokens N]) [--shard i/n] --out <file.csv>",
 		Short:   "per-(sample, layer, head, query) filter diagnostics of one batch as CSV",
 		Example: "probe diag --model zoo/checkpoints/gated_headwise --text README.md --max-tokens 128 --out diag.csv",
 		Args:    noArgs(""),
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Stdout = c.OutOrStdout()
+			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
 			return orDefault(runF, runDiag)(opts)
 		},
 	}
 	f := cmd.Flags()
 	opts.Model.registerModel(f, "checkpoint")
 	opts.Input.registerInput(f, true)
-	f.StringVar(&opts.Out, "out", "", "output CSV file")
+	f.StringVar(&opts.Out, "out", "", "output CSV file; its run folder <out>.run keeps one pass file per sample, so that re-running resumes")
 	extrapolationVar(f, &opts.AllowExtrapolation)
 	threadsVar(f, &opts.Threads)
+	shardVar(f, &opts.Shard)
+	f.BoolVar(&opts.Force, "force", false, "replace a CSV that has no run folder (written before probe diag kept one), or a run of another plan")
 	f.StringVar(&opts.OnNonFinite, "on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
 	f.BoolVar(&opts.WithTokens, "tokens", false, "add a last column, token: the text of each query's token (needs the model folder's tokenizer.json or --tokenizer)")
 	f.BoolVar(&opts.Legacy, "legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
@@ -61,10 +62,10 @@ func NewCmdDiag(runF func(*DiagOptions) error) *cobra.Command {
 	return cmd
 }
 
-// runDiag runs one forward pass of the batch with every App. I diagnostic
-// on the softmax layers (analysis.Diagnose) and writes them per (sample,
-// layer, head, query) as CSV, with the deviation from float32 under
-// --compute bf16.
+// runDiag runs one forward pass per sample of the batch with every App. I
+// diagnostic on the softmax layers (analysis.DiagRun) and writes them per
+// (sample, layer, head, query) as CSV, with the deviation from float32
+// under --compute bf16.
 func runDiag(opts *DiagOptions) error {
 	dir, err := opts.Model.dir()
 	if err != nil {
@@ -87,44 +88,66 @@ func runDiag(opts *DiagOptions) error {
 			return fmt.Errorf("--tokens: %w", err)
 		}
 	}
-	m, err := model.Load(dir, opts.Model.loadOptions())
+	run := opts.runFlags
+	run.Out, run.Formats = analysis.DiagRunDir(opts.Out), analysis.FormatCSV
+	fmts, err := run.formats()
 	if err != nil {
 		return err
 	}
-	B, T, c := len(ids), len(ids[0]), &m.Config
-	do := analysis.DiagOptions{OnNonFinite: opts.OnNonFinite, Kernel: opts.Kernel, SinkRows: opts.SinkRows,
-		AllowExtrapolation: opts.AllowExtrapolation, Threads: opts.Threads}
-	if opts.Progress {
-		do.Watch = func(hs *hooks.Set) func(error) { return passProgress(hs, c.Layers, T) }
-	}
-	d, err := analysis.Diagnose(m, ids, do)
+	spec, end, err := run.spec("diag", "probe diag's passes and manifest", fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
-	if err := d.WriteCSV(opts.Out, toks, opts.Legacy); err != nil {
+	spec.Dir, spec.Source = dir, diagSource(opts.Input, ids)
+	r := &analysis.DiagRun{RunSpec: spec, IDs: ids, Tokens: toks, Options: analysis.DiagOptions{OnNonFinite: opts.OnNonFinite,
+		Kernel: opts.Kernel, SinkRows: opts.SinkRows, AllowExtrapolation: opts.AllowExtrapolation, Tokens: opts.WithTokens, LegacyNames: opts.Legacy}}
+	man, err := r.Run()
+	end()
+	if err != nil {
+		if man != nil {
+			return run.stopped(opts.Stdout, "diag", opts.CommandLine, &man.RunRecord, err)
+		}
 		return err
 	}
-	fmt.Fprintf(opts.Stdout, "wrote %d rows (%d samples × %d layers × %d heads × %d queries) to %s\n", B*len(d.Layers)*c.Heads*T, B,
-		len(d.Layers), c.Heads, T, opts.Out)
-	if len(d.Layers) < c.Layers {
+	defer reportDiag(opts.Stdout, man, cfg)
+	if run.done(opts.Stdout, &man.RunRecord) {
+		return nil
+	}
+	B, T := len(ids), len(ids[0])
+	fmt.Fprintf(opts.Stdout, "wrote %d rows (%d samples × %d layers × %d heads × %d queries) to %s\n", man.Rows, B,
+		len(man.Layers), cfg.Heads, T, opts.Out)
+	return nil
+}
+
+// reportDiag prints what a diag run measured beyond its rows: the layers
+// it left out, the reading of learned sinks, the bf16 deviation and the
+// flagged rows.
+func reportDiag(w io.Writer, man *analysis.DiagManifest, c *model.Config) {
+	if len(man.Layers) < c.Layers {
 		kinds := c.LayerKinds()
-		for _, l := range d.Layers {
+		for _, l := range man.Layers {
 			kinds[l] = ""
 		}
 		other := slices.Compact(slices.DeleteFunc(kinds, func(k string) bool { return k == "" }))
-		fmt.Fprintf(opts.Stdout, "measured the softmax layers %v; the others (%s) have no softmax rows\n", d.Layers, strings.Join(other, "; "))
+		fmt.Fprintf(w, "measured the softmax layers %v; the others (%s) have no softmax rows\n", man.Layers, strings.Join(other, "; "))
 	}
-	if d.Sinks {
-		fmt.Fprintf(opts.Stdout, "learned attention sinks: the diagnostics read the rows %s (--sink-rows); sink_mass is the dropped sink column's weight\n", d.Options.SinkRows)
+	if man.Model.Sinks {
+		fmt.Fprintf(w, "learned attention sinks: the diagnostics read the rows %s (--sink-rows); sink_mass is the dropped sink column's weight\n", man.Options.SinkRows)
 	}
-	if _, err := opts.Model.deviation(opts.Stdout, m, ids, d.Options, opts.AllowExtrapolation, opts.Threads); err != nil {
-		return err
+	printDeviation(w, man.Deviation)
+	for _, f := range man.Flags {
+		fmt.Fprintf(w, "flagged: %s\n", f)
 	}
-	if nf, ok := d.Collector.FirstNonFinite(); ok {
-		fmt.Fprintf(opts.Stdout, "flagged: %d attention rows with non-finite inputs, first %s\n", d.Collector.NonFiniteRows(), nf.Error())
-		if d.ForwardErr != nil {
-			fmt.Fprintf(opts.Stdout, "flagged: the forward pass stopped early (%v); unreached layers are NaN\n", d.ForwardErr)
-		}
+}
+
+// diagSource describes probe diag's input: the file, and the token digest
+// of the batch's sequences back to back.
+func diagSource(in tokenFlags, ids [][]int) analysis.SourceInfo {
+	src := analysis.SourceInfo{Kind: "ids", File: analysis.FileHash{Path: inputName(in.IDs)}}
+	if in.Text != "" {
+		src = analysis.SourceInfo{Kind: "text", File: analysis.FileHash{Path: inputName(in.Text)}, AddSpecialTokens: true}
 	}
-	return nil
+	stream := slices.Concat(ids...)
+	src.Tokens, src.Digest = len(stream), analysis.TokenDigest(stream)
+	return src
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
-	"github.com/filterlens/probe/probes"
 	"github.com/filterlens/probe/tokenizer"
 	"github.com/spf13/pflag"
 )
@@ -128,27 +127,6 @@ func (m *modelFlag) positional(pos []string) error {
 // is checked by resolve).
 func (m modelFlag) loadOptions() model.LoadOptions {
 	return model.LoadOptions{AllowUnexpected: m.AllowUnexpected, Compute: model.Compute(m.Compute), NoMemoryCheck: !m.MemoryCheck}
-}
-
-// deviation measures, for a model loaded with --compute bf16 and
-// --deviation-tokens N > 0, the deviation of its passes from float32 on
-// the first N tokens of ids (each sequence) with the Collector options
-// copts, and prints it to w; nil, and nothing printed, otherwise.
-func (m modelFlag) deviation(w io.Writer, md *model.Model, ids [][]int, copts probes.CollectorOptions, allowExt bool, threads int) (*analysis.Deviation, error) {
-	n := m.DeviationTokens
-	if !md.Compute.BF16Products() || n <= 0 {
-		return nil, nil
-	}
-	slice := make([][]int, len(ids))
-	for i, seq := range ids {
-		slice[i] = seq[:min(n, len(seq))]
-	}
-	d, err := analysis.MeasureDeviation(md, slice, md.Compute, copts, allowExt, threads)
-	if err != nil {
-		return nil, fmt.Errorf("--deviation-tokens %d: %w", n, err)
-	}
-	printDeviation(w, d)
-	return d, nil
 }
 
 // checkFlags validates --compute and --deviation-tokens (resolve does).
