@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
@@ -456,4 +458,112 @@ func TestSinglePassProgress(t *testing.T) {
 			t.Errorf("%s --progress=false: exit %d (%s), progress %q", args[0], code, errs, b.String())
 		}
 	}
+}
+
+// TestDiagResumeShardMerge: probe diag runs one pass per sample into
+// <out>.run, so that SIGINT stops it with the finished passes kept and
+// the printed command resumes it; a run killed mid-way (one pass without
+// files, one pass file cut short, no CSV, the manifest unfinished)
+// resumes to the same bytes; two shards merged (named by their CSV files)
+// give the unsharded CSV; another plan into the folder is refused naming
+// the field; a CSV written before diag kept a run folder is refused, and
+// replaced with --force.
+func TestDiagResumeShardMerge(t *testing.T) {
+	needGolden(t)
+	guard := make(chan os.Signal, 4) // SIGINT never reaches the default handler
+	signal.Notify(guard, os.Interrupt)
+	defer signal.Stop(guard)
+	withProgress(t)
+	tmp := t.TempDir()
+	ids := filepath.Join(tmp, "ids.json")
+	var batch [][]int
+	for b := range 4 {
+		seq := make([]int, 24)
+		for i := range seq {
+			seq[i] = 1 + (7*i+13*b)%90
+		}
+		batch = append(batch, seq)
+	}
+	data, _ := json.Marshal(batch)
+	os.WriteFile(ids, data, 0o644)
+	plan := []string{"--model", filepath.Join(goldenDir, "gpt_oss"), "--ids", ids, "--tokens=false"}
+	diag := func(out string, more ...string) (int, string, string) {
+		return probe(t, append(append([]string{"diag", "--out", out}, plan...), more...)...)
+	}
+	whole := filepath.Join(tmp, "whole.csv")
+	if code, _, errs := diag(whole); code != 0 {
+		t.Fatal(errs)
+	}
+	want, _ := os.ReadFile(whole)
+	same := func(what, path string) {
+		t.Helper()
+		if got, err := os.ReadFile(path); err != nil || string(got) != string(want) {
+			t.Errorf("%s: %s differs from the uninterrupted run's CSV (%v)", what, path, err)
+		}
+	}
+
+	// SIGINT after the first pass: exit 130, the command that resumes it
+	cut := filepath.Join(tmp, "cut.csv")
+	iw := &interruptingWriter{seen: make(chan struct{})}
+	old := progressOut
+	progressOut = iw
+	code, out, errs := diag(cut, "--progress")
+	progressOut = old
+	if code != 130 || !strings.Contains(out, "interrupted: 1 passes are finished and kept in "+filepath.Join(cut+".run", "passes")) ||
+		!strings.Contains(errs, "diag stopped before its last pass: 1 of 4 passes finished") {
+		t.Fatalf("interrupted diag: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	if _, err := os.Stat(cut); err == nil {
+		t.Error("the interrupted run wrote its CSV")
+	}
+	line := out[strings.Index(out, "resume with"):]
+	line = strings.TrimPrefix(line[strings.Index(line, "probe "):], "probe ")
+	if code, out, errs := probe(t, strings.Fields(line)...); code != 0 || !strings.Contains(out, "4 passes (3 run, 1 already finished)") {
+		t.Fatalf("resume: exit %d %s\n%s", code, errs, out)
+	}
+	same("resumed after SIGINT", cut)
+
+	// killed mid-way: sample 1 has no pass file, sample 2's is cut short
+	runDir := cut + ".run"
+	os.Remove(filepath.Join(runDir, "passes", "T24-s1.diag.parquet"))
+	p2 := filepath.Join(runDir, "passes", "T24-s2.diag.parquet")
+	full, _ := os.ReadFile(p2)
+	os.WriteFile(p2, full[:len(full)/2], 0o644)
+	os.Remove(cut)
+	mp := filepath.Join(runDir, analysis.StreamManifestName("diag", analysis.Shard{}))
+	b, _ := os.ReadFile(mp)
+	os.WriteFile(mp, []byte(strings.Replace(string(b), `"complete": true`, `"complete": false`, 1)), 0o644)
+	if code, out, errs := diag(cut); code != 0 || !strings.Contains(out, "4 passes (2 run, 2 already finished)") {
+		t.Fatalf("resume after a kill: exit %d %s\n%s", code, errs, out)
+	}
+	same("resumed after a kill", cut)
+
+	// two shards, merged by their CSV names
+	s0, s1, merged := filepath.Join(tmp, "s0.csv"), filepath.Join(tmp, "s1.csv"), filepath.Join(tmp, "m", "merged.csv")
+	for i, s := range []string{s0, s1} {
+		if code, out, errs := diag(s, "--shard", fmt.Sprintf("%d/2", i)); code != 0 || !strings.Contains(out, "probe merge") {
+			t.Fatalf("shard %d/2: exit %d %s\n%s", i, code, errs, out)
+		}
+		if _, err := os.Stat(s); err == nil {
+			t.Errorf("shard %d/2 wrote a CSV", i)
+		}
+	}
+	if code, out, errs := probe(t, "merge", s0, s1, "--out", merged); code != 0 || !strings.Contains(out, "merged 4 probe diag passes") {
+		t.Fatalf("merge: exit %d %s\n%s", code, errs, out)
+	}
+	same("merged shards", merged)
+
+	// another plan, and a CSV of the code before the run folder
+	if code, _, errs := diag(whole, "--kernel", "rows"); code != 1 || !strings.Contains(errs, `diag.kernel ("rows" here, "matrix" in the folder)`) {
+		t.Errorf("another kernel into the folder: exit %d, %s", code, errs)
+	}
+	legacy := filepath.Join(tmp, "legacy.csv")
+	os.WriteFile(legacy, want, 0o644)
+	if code, _, errs := diag(legacy); code != 1 || !strings.Contains(errs, "cannot be resumed") || !strings.Contains(errs, "--force") {
+		t.Errorf("a CSV without a run folder: exit %d, %s", code, errs)
+	}
+	if code, _, errs := diag(legacy, "--force"); code != 0 {
+		t.Errorf("--force over a CSV without a run folder: %s", errs)
+	}
+	same("replaced with --force", legacy)
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/filterlens/probe/analysis"
 )
@@ -26,8 +28,8 @@ type MergeOptions struct {
 func NewCmdMerge(runF func(*MergeOptions) error) *cobra.Command {
 	opts := &MergeOptions{}
 	cmd := &cobra.Command{
-		Use:     "merge <shard-dir> ... --out <dir> [--force]",
-		Short:   "combine the shards of a sweep, gdn, sinks, massive, experts, retrieval or ppl run into the tables of an unsharded run",
+		Use:     "merge <shard-dir|diag-csv> ... --out <dir|file.csv> [--force]",
+		Short:   "combine the shards of a sweep, diag, gdn, sinks, massive, experts, retrieval or ppl run into the tables of an unsharded run",
 		Example: "probe merge /tmp/shard0 /tmp/shard1 --out /tmp/sweep",
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Stdout = c.OutOrStdout()
@@ -37,7 +39,7 @@ func NewCmdMerge(runF func(*MergeOptions) error) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Out, "out", "", "output folder (may be one of the shard folders)")
+	f.StringVar(&opts.Out, "out", "", "output folder (may be one of the shard folders); for probe diag's shards, the merged CSV file")
 	f.StringVar(&opts.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl (shards of probe gdn, sinks, massive, experts, retrieval or ppl: the shards' formats unless given)")
 	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files (not one of the shard folders)")
 	opts.Agg.registerAgg(f)
@@ -57,8 +59,19 @@ func runMerge(opts *MergeOptions) error {
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(dirs, func(d string) bool { return filepath.Clean(d) == filepath.Clean(opts.Out) }) {
-		if err := refuseNonEmpty(opts.Out, "the merged tables", opts.Force); err != nil {
+	// probe diag's shards and merged run may be named by their CSV files
+	dirs = slices.Clone(dirs)
+	for i, d := range dirs {
+		if analysis.StreamKindOf(analysis.DiagRunDir(d)) == "diag" {
+			dirs[i] = analysis.DiagRunDir(d)
+		}
+	}
+	out := opts.Out
+	if analysis.StreamKindOf(dirs[0]) == "diag" {
+		out = analysis.DiagRunDir(strings.TrimSuffix(out, ".run"))
+	}
+	if !slices.ContainsFunc(dirs, func(d string) bool { return filepath.Clean(d) == filepath.Clean(out) }) {
+		if err := refuseNonEmpty(out, "the merged tables", opts.Force); err != nil {
 			return err
 		}
 	}
@@ -92,14 +105,14 @@ func runMerge(opts *MergeOptions) error {
 			mo.Formats = nil
 		}
 	}
-	man, err := analysis.MergeStream(dirs, opts.Out, mo)
+	man, err := analysis.MergeStream(dirs, out, mo)
 	if err != nil {
 		return err
 	}
 	rec := man.Record()
 	sw, ok := man.(*analysis.Manifest)
 	if !ok {
-		fmt.Fprintf(opts.Stdout, "merged %d probe %s passes from %d folders into %s: %v\n", len(rec.Passes), kind, len(dirs), opts.Out, rec.Tables)
+		fmt.Fprintf(opts.Stdout, "merged %d probe %s passes from %d folders into %s: %v\n", len(rec.Passes), kind, len(dirs), out, rec.Tables)
 		return nil
 	}
 	fmt.Fprintf(opts.Stdout, "merged %d passes from %d folders into %s: %v\n", len(rec.Passes), len(dirs), opts.Out, rec.Tables)
