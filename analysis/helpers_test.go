@@ -54,7 +54,7 @@ func newSweep(t testing.TB, dir string, stream []int, out string, opts SweepOpti
 		t.Fatal(err)
 	}
 	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
-	return &Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: out, Threads: 2}
+	return &Sweep{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Threads: 2}, Model: m, Info: info, Options: opts, Agg: agg}
 }
 
 // relErr is |a − b|/|b| (absolute when b = 0); NaN = NaN counts as 0.

@@ -54,27 +54,15 @@ func passCost(c *model.Config, T int) float64 {
 // tables buckets and nonfinite are written into passes/, and for an
 // unsharded run the tables from the pass files (finishSweep).
 type Sweep struct {
+	// RunSpec: the token stream, output folder and formats, workers,
+	// shard (zero value: the whole sweep), force, stop, progress and
+	// command line. Dir and Load are not read (Model is loaded), nor
+	// DeviationTokens (Options.DeviationTokens, which the plan records).
+	RunSpec
 	Model   *model.Model
 	Info    ModelInfo // DescribeModel(Model)
-	Source  SourceInfo
-	Stream  []int // the token stream
 	Options SweepOptions
 	Agg     AggOptions
-	Out     string
-	Shard   Shard // zero value: the whole sweep
-	Threads int   // attention workers (0: GOMAXPROCS)
-	Formats []string
-	// Force runs into a folder whose manifest records another plan.
-	Force bool
-	// Options and arguments as given on the command line, for the manifest.
-	CLIOptions []Option
-	Args       []string
-	// Progress, when set, is called as the sweep advances.
-	Progress func(Progress)
-	// Stop, when closed, stops the sweep before its next pass: Run
-	// returns ErrStopped with the finished passes kept and the manifest
-	// saying the sweep is unfinished. A pass under way is finished first.
-	Stop <-chan struct{}
 	// Timings already spent (hashing, loading, tokenizing) by the caller.
 	Timings Timings
 }
@@ -103,8 +91,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 	}
 	var res *Results
 	passStart, passesEnd := time.Now(), time.Time{}
-	spec := &RunSpec{Out: s.Out, Formats: s.Formats, Threads: s.Threads, Shard: s.Shard, Force: s.Force, Stop: s.Stop, Progress: s.Progress}
-	err = runStream(man, streamRun{RunSpec: spec, tables: sweepTables, opts: sweepKeyOptions(s.Info, s.Options), ids: s.passIDs,
+	err = runStream(man, streamRun{RunSpec: &s.RunSpec, tables: sweepTables, opts: sweepKeyOptions(s.Info, s.Options), ids: s.passIDs,
 		pass: s.runPass, forwards: 1, model: s.Model, checkMemory: s.checkMemory,
 		finish: func() error {
 			passesEnd = time.Now()
@@ -156,11 +143,9 @@ func (s *Sweep) prepare() (*Manifest, error) {
 	if len(s.Formats) == 0 {
 		s.Formats = []string{FormatParquet}
 	}
-	spec := RunSpec{Shard: s.Shard, Threads: s.Threads, Formats: s.Formats}
-	if err := spec.defaults(); err != nil {
+	if err := s.defaults(); err != nil {
 		return nil, err
 	}
-	s.Shard, s.Threads = spec.Shard, spec.Threads
 	cfg := &s.Model.Config
 	s.Options.Compute = s.Model.Compute.Recorded()
 	if !s.Model.Compute.BF16Products() {

@@ -124,7 +124,7 @@ func gated4096() (string, *analysis.Manifest, error) {
 	agg := analysis.DefaultAggOptions()
 	agg.Bootstrap = 50
 	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
-	man, _, err := (&analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: out, Threads: 2}).Run()
+	man, _, err := (&analysis.Sweep{RunSpec: analysis.RunSpec{Source: src, Stream: stream, Out: out, Threads: 2}, Model: m, Info: info, Options: opts, Agg: agg}).Run()
 	return out, man, err
 }
 

@@ -230,7 +230,7 @@ func zooSweep(t *testing.T) string {
 	agg.Bootstrap = 50
 	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 	out := filepath.Join(root, "sweep")
-	if _, _, err := (&analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: out, Threads: 2}).Run(); err != nil {
+	if _, _, err := (&analysis.Sweep{RunSpec: analysis.RunSpec{Source: src, Stream: stream, Out: out, Threads: 2}, Model: m, Info: info, Options: opts, Agg: agg}).Run(); err != nil {
 		t.Fatal(err)
 	}
 	return out

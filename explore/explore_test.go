@@ -73,7 +73,7 @@ func makeSweep(t testing.TB, arch model.Arch, layers, dModel, heads, kv int) tes
 	agg.LastLayers, agg.Bootstrap = 1, 50
 	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 	out := filepath.Join(root, "sweep")
-	sw := &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: out, Threads: 2}
+	sw := &analysis.Sweep{RunSpec: analysis.RunSpec{Source: src, Stream: stream, Out: out, Threads: 2}, Model: m, Info: info, Options: opts, Agg: agg}
 	man, _, err := sw.Run()
 	if err != nil {
 		t.Fatal(err)

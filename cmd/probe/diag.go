@@ -89,12 +89,11 @@ func runDiag(opts *DiagOptions) error {
 		}
 	}
 	run := opts.runFlags
-	run.Out, run.Formats = analysis.DiagRunDir(opts.Out), analysis.FormatCSV
-	fmts, err := run.formats()
-	if err != nil {
-		return err
+	run.Out = analysis.DiagRunDir(opts.Out)
+	if run.sh, err = analysis.ParseShard(run.Shard); err != nil {
+		return fmt.Errorf("--shard: %w", err)
 	}
-	spec, end, err := run.spec("diag", "probe diag's passes and manifest", fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := run.spec("diag", "probe diag's passes and manifest", []string{analysis.FormatCSV}, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}

@@ -195,8 +195,9 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 		"on-nonfinite":        {"sweep", "diag"},                                                                                     // Sweep.Run, Diagnose
 		"kernel":              {"diag"},                                                                                              // Diagnose
 		"sink-rows":           {"diag"},                                                                                              // Diagnose
-		"out":                 {"sweep", "gdn", "sinks", "massive", "experts", "retrieval", "ppl"},                                   // Sweep.Run, runStream: a pass file of another plan
-		"force":               {"gdn", "sinks", "massive", "experts", "retrieval", "ppl"},                                            // runStream: a folder of another plan
+		"out":                 {"sweep", "diag", "gdn", "sinks", "massive", "experts", "retrieval", "ppl"},                           // Sweep.Run, runStream: a pass file of another plan
+		"force":               {"diag", "gdn", "sinks", "massive", "experts", "retrieval", "ppl"},                                    // runStream: a folder of another plan; DiagRun.Run: a CSV without a run folder
+		"deviation-tokens":    {"diag"},                                                                                              // DiagRun.Run
 		"revision":            {"capture", "diag", "sweep", "ppl", "bench", "params", "inspect", "tokenize", "figures"},              // checkpoint.ResolveModel
 		"model":               {"capture", "diag", "sweep", "bench", "hooks"},                                                        // Model.Forward: a hook the model does not issue
 		"steps":               {"retrieval"},                                                                                         // RetrievalRun.Run

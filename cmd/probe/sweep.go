@@ -217,19 +217,16 @@ func shellQuote(s string) string {
 
 // SweepOptions are the options of probe sweep.
 type SweepOptions struct {
-	Stdout             io.Writer
-	CLIOptions         []analysis.Option // every flag with its value, for the manifest
-	CommandLine        []string          // the arguments after the command name, for the manifest and the resume note
-	Model              modelFlag
+	Stdout      io.Writer
+	CLIOptions  []analysis.Option // every flag with its value, for the manifest
+	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
+	runFlags
 	Input              tokenFlags
 	Plan               planFlags
-	Out                string
-	Shard              string
 	BOSToken           int
 	Bucket             int
 	LastFrac           float64
 	BOSFrac            float64
-	Threads            int
 	AllowExtrapolation bool
 	OnNonFinite        string
 	Lambda             lambdaFlags
@@ -237,9 +234,6 @@ type SweepOptions struct {
 	Kernel             string
 	Reductions         string
 	SinkRows           string
-	Formats            string
-	Progress           bool
-	Force              bool
 	Agg                aggFlags
 }
 
@@ -295,17 +289,7 @@ func runSweep(opts *SweepOptions) error {
 	if err != nil {
 		return err
 	}
-	if analysis.StreamKindOf(opts.Out) != "sweep" {
-		// refused before any work; the run compares the plan with a sweep's there
-		if err := refuseNonEmpty(opts.Out, "a probe sweep (its tables, manifest.json and passes/)", opts.Force); err != nil {
-			return err
-		}
-	}
-	sh, err := analysis.ParseShard(opts.Shard)
-	if err != nil {
-		return err
-	}
-	fmts, err := analysis.ParseFormats(opts.Formats)
+	fmts, err := opts.formats()
 	if err != nil {
 		return err
 	}
@@ -322,11 +306,16 @@ func runSweep(opts *SweepOptions) error {
 	if err != nil {
 		return err
 	}
-	sw, err := opts.prepare(dir, hub, so, agg, sh)
+	// an --out of other files refused before any work; the run compares the plan with a sweep's there
+	spec, end, err := opts.spec("sweep", "a probe sweep (its tables, manifest.json and passes/)", fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
-	sw.Threads, sw.Formats = opts.Threads, fmts
+	defer end()
+	sw, err := opts.prepare(dir, hub, so, agg, spec)
+	if err != nil {
+		return err
+	}
 	return opts.runPasses(sw)
 }
 
@@ -334,7 +323,7 @@ func runSweep(opts *SweepOptions) error {
 // (options, lengths and the stream, before the weights), then the model
 // loaded and hashed (the run refuses an --out of another plan unless
 // --force).
-func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analysis.SweepOptions, agg analysis.AggOptions, sh analysis.Shard) (*analysis.Sweep, error) {
+func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analysis.SweepOptions, agg analysis.AggOptions, spec analysis.RunSpec) (*analysis.Sweep, error) {
 	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -352,6 +341,7 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	if err != nil {
 		return nil, err
 	}
+	spec.Dir, spec.Stream, spec.Source = dir, stream, src
 	if in.Text != "" {
 		tm.Tokenize = time.Since(t0).Seconds()
 	}
@@ -376,23 +366,15 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
 	so.Compute = m.Compute.Recorded() // as Sweep.Run records it
-	return &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: so, Agg: agg, Out: opts.Out, Shard: sh, Force: opts.Force,
-		CLIOptions: opts.CLIOptions, Args: append([]string{"sweep"}, opts.CommandLine...), Timings: tm}, nil
+	return &analysis.Sweep{RunSpec: spec, Model: m, Info: info, Options: so, Agg: agg, Timings: tm}, nil
 }
 
-// runPasses runs the sweep with its progress bar and SIGINT handling, and prints
+// runPasses runs the sweep (its progress bar and SIGINT handling in its
+// spec: runFlags.spec), and prints
 // what it did: the passes, flags, deviation and, for a whole run, the
 // tables and Figs. 2–4 beside the paper's numbers.
 func (opts *SweepOptions) runPasses(sw *analysis.Sweep) error {
 	w, sh := opts.Stdout, sw.Shard
-	if opts.Progress {
-		bar := newProgressBar(progressOut)
-		sw.Progress = bar.update
-		defer bar.finish()
-	}
-	stop := make(chan struct{})
-	sw.Stop = stop
-	defer onInterrupt("sweep", stop, func() string { return resumeNote("sweep", opts.CommandLine) })()
 	man, res, err := sw.Run()
 	if errors.Is(err, analysis.ErrStopped) {
 		mine := 0
