@@ -55,18 +55,12 @@ const (
 
 // PPLOptions are the options of a perplexity run, recorded in its manifest.
 type PPLOptions struct {
-	// Lengths are the context lengths T (tokens in a forward pass),
-	// ascending. A chunk holds T + 1 stream tokens.
-	Lengths []int `json:"lengths"`
-	// Samples is the number of chunks per length (N).
-	Samples int `json:"samples"`
-	// Disjoint, Placement, Seed and Offset lay the chunks out as in a
-	// sweep (ChunkOptions): by default back to back from Offset, every
-	// chunk of every length disjoint.
-	Disjoint  string `json:"disjoint"`
-	Placement string `json:"placement"`
-	Seed      uint64 `json:"seed"`
-	Offset    int    `json:"offset"`
+	// StreamPlan cuts the chunks as in the other measurements (lengths
+	// T ascending, samples per length, layout): a chunk holds T + 1 stream
+	// tokens. AllowExtrapolation (default true: every length runs, those
+	// past max_position_embeddings marked extrapolated) lets a pass run
+	// past the model's max_position_embeddings.
+	StreamPlan
 	// Positions selects the scored positions: "all" (default),
 	// "last-quarter" or "from:N" (positionsAll, …).
 	Positions string `json:"positions"`
@@ -100,8 +94,8 @@ type PPLOptions struct {
 // DefaultPPLOptions returns the defaults: T ∈ {256, 512, 1024, 2048,
 // 4096}, 4 samples, every position, every gate variant, K_BFT of App. I.
 func DefaultPPLOptions() PPLOptions {
-	return PPLOptions{Lengths: []int{256, 512, 1024, 2048, 4096}, Samples: 4, Disjoint: DisjointAll,
-		Placement: PlaceSequential, Positions: positionsAll, LambdaForm: "reml", CILevel: 0.95,
+	return PPLOptions{StreamPlan: StreamPlan{Lengths: []int{256, 512, 1024, 2048, 4096}, Samples: 4, Disjoint: DisjointAll,
+		Placement: PlaceSequential, AllowExtrapolation: true}, Positions: positionsAll, LambdaForm: "reml", CILevel: 0.95,
 		Variants: []string{VariantLearned, VariantOne, string(probes.MapK), string(probes.MapKMatched), string(probes.MapKLambda), string(probes.MapMean)}}
 }
 
@@ -607,7 +601,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			}
 		}
 		_, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, LogitRows: logits, Threads: r.Threads,
-			AllowExtrapolation: c.T > m.MaxPos})
+			AllowExtrapolation: r.Options.AllowExtrapolation})
 		if err != nil {
 			return fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", m.Dir, variant, c.T, c.Sample, c.Start, c.End, err)
 		}

@@ -542,6 +542,9 @@ var planSections = map[string]struct {
 }{
 	"sweep": {[]string{"analysis"}, []string{"lengths_arg", "on_nonfinite", "allow_extrapolation", "deviation_tokens"},
 		"; to aggregate its passes with other analysis options use probe summarize %s"},
+	// ppl recorded no allow_extrapolation before its options embedded
+	// StreamPlan; such folders keep resuming
+	"ppl": {skip: []string{"allow_extrapolation"}},
 }
 
 // planOf is the part of a stream manifest that decides its passes and

@@ -548,8 +548,14 @@ func (s *streamFlags) validate() (lengths []int, formats []string, err error) {
 // plan is the stream plan the flags give, with the lengths validate
 // parsed.
 func (s *streamFlags) plan(lengths []int) analysis.StreamPlan {
-	return analysis.StreamPlan{Lengths: lengths, Samples: s.Plan.Samples, Disjoint: s.Plan.Disjoint, Placement: s.Plan.Placement,
-		Seed: s.Plan.Seed, Offset: s.Plan.Offset, AllowExtrapolation: s.AllowExtrapolation}
+	return s.Plan.plan(lengths, s.AllowExtrapolation)
+}
+
+// plan is the stream plan of the parsed lengths, the layout flags and
+// allowExt (--allow-extrapolation, or ppl's true).
+func (p planFlags) plan(lengths []int, allowExt bool) analysis.StreamPlan {
+	return analysis.StreamPlan{Lengths: lengths, Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement,
+		Seed: p.Seed, Offset: p.Offset, AllowExtrapolation: allowExt}
 }
 
 // spec is the one place a measurement's command fills its run spec (all

@@ -84,14 +84,14 @@ func runPPL(opts *PPLOptions) error {
 			models, hubs = append(models, d), append(hubs, hub)
 		}
 	}
-	p := opts.Plan
-	po := analysis.PPLOptions{Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement, Seed: p.Seed, Offset: p.Offset,
-		Positions: opts.Positions, LambdaForm: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max,
-		CalibLength: opts.CalibLength, CalibSamples: opts.CalibSamples, TrainLength: opts.TrainLength, CILevel: opts.CILevel}
-	var err error
-	if po.Lengths, err = analysis.ParseLengths(p.Lengths, p.K); err != nil {
+	lengths, err := analysis.ParseLengths(opts.Plan.Lengths, opts.Plan.K)
+	if err != nil {
 		return fmt.Errorf("--lengths: %w", err)
 	}
+	// every length runs, those past max_position_embeddings marked extrapolated
+	po := analysis.PPLOptions{StreamPlan: opts.Plan.plan(lengths, true),
+		Positions: opts.Positions, LambdaForm: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max,
+		CalibLength: opts.CalibLength, CalibSamples: opts.CalibSamples, TrainLength: opts.TrainLength, CILevel: opts.CILevel}
 	if po.Variants, err = analysis.ParseVariants(opts.Gates); err != nil {
 		return fmt.Errorf("--gate: %w", err)
 	}

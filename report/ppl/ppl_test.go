@@ -15,7 +15,7 @@ import (
 func synthPPL() *analysis.PPLResults {
 	lengths := []int{256, 512, 1024}
 	man := &analysis.PPLManifest{RunRecord: analysis.RunRecord{Kind: "ppl", Complete: true, Source: analysis.SourceInfo{Kind: "ids", File: analysis.FileHash{Path: "heldout.ids.json", SHA256: "abcdef0123456789"}, Tokens: 1000}},
-		Options: analysis.PPLOptions{Lengths: lengths, Samples: 4, Disjoint: "all", Placement: "sequential", Positions: "all",
+		Options: analysis.PPLOptions{StreamPlan: analysis.StreamPlan{Lengths: lengths, Samples: 4, Disjoint: "all", Placement: "sequential"}, Positions: "all",
 			CILevel: 0.95, TrainLength: 256, CalibLength: 256, CalibSamples: 1, LambdaForm: "reml",
 			Variants: []string{"learned", "one", "k", "k-matched"}},
 		Models: []analysis.PPLModel{
