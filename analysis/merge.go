@@ -134,7 +134,7 @@ func StreamKindOf(dir string) string {
 }
 
 // MergeStream combines the pass files of the shard folders of one probe
-// sweep, gdn, sinks, massive, experts, retrieval or ppl run (--shard i/n
+// sweep, diag, gdn, sinks, massive, experts, retrieval or ppl run (--shard i/n
 // with the same model, text and options) into out: the pass files are
 // copied into out/passes, every pass must be there (a missing one is an
 // error naming it and the shard that runs it), and the tables and
@@ -148,7 +148,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 	}
 	kind := StreamKindOf(dirs[0])
 	if kind == "" {
-		return nil, fmt.Errorf("%s: no sweep, gdn, sinks, massive, experts, retrieval or ppl manifest", dirs[0])
+		return nil, fmt.Errorf("%s: no sweep, diag, gdn, sinks, massive, experts, retrieval or ppl manifest", dirs[0])
 	}
 	i := slices.IndexFunc(streamMeasures, func(m streamMeasure) bool { return m.kind == kind })
 	man, finish := streamMeasures[i].finish(out, opt)

@@ -24,7 +24,7 @@ import (
 )
 
 // RunRecord is the part of the manifest that the measurements on the run
-// engine (probe sweep, gdn, sinks, massive, experts, retrieval, ppl) share; each
+// engine (probe sweep, diag, gdn, sinks, massive, experts, retrieval, ppl) share; each
 // command's manifest embeds it beside its options (under the command's
 // name) and its own fields. A run writes one set of pass files per pass
 // (Chunk: a (T, sample), and for ppl its model and variant) into passes/,
@@ -32,7 +32,7 @@ import (
 // with Shard, and writes its tables from the pass files only, so that
 // probe merge of the shards gives the same bytes as one unsharded run.
 type RunRecord struct {
-	Kind        string            `json:"kind"` // the measurement: sweep, gdn, sinks, massive, experts, retrieval or ppl
+	Kind        string            `json:"kind"` // the measurement: sweep, diag, gdn, sinks, massive, experts, retrieval or ppl
 	Tool        ToolInfo          `json:"tool"`
 	Created     string            `json:"created"`
 	Complete    bool              `json:"complete"`
@@ -71,7 +71,7 @@ func (r *RunRecord) Record() *RunRecord { return r }
 type StreamManifest interface{ Record() *RunRecord }
 
 // StreamManifestName is the manifest's file name of a run of measurement
-// kind (sweep, gdn, sinks, massive, experts, retrieval or ppl) or of one
+// kind (sweep, diag, gdn, sinks, massive, experts, retrieval or ppl) or of one
 // shard of it: <kind>_manifest.json, a sweep's manifest.json (ManifestName,
 // as before it ran on the engine).
 func StreamManifestName(kind string, s Shard) string { return manifestFile(manifestBase(kind), s) }
@@ -127,7 +127,8 @@ var planKeys = []string{"lengths", "samples", "disjoint", "placement", "seed", "
 // tables written from the pass files (sinks: the sink rate's thresholds
 // and layer groups; retrieval: which copy steps count and the score
 // threshold; ppl: the intervals, the training length, and the variants,
-// each of whose passes names its own in its key); they are not in a
+// each of whose passes names its own in its key; diag: the CSV header's
+// names); they are not in a
 // StreamKey either, so that --force rewrites the tables from the finished
 // passes.
 var tableKeys = map[string][]string{"sinks": {"eps", "split_local"}, "retrieval": {"steps", "above"},

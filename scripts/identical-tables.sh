@@ -133,7 +133,7 @@ run() {
 	for side in A B; do
 		local dir=$work/$side/$model
 		mkdir -p "$dir"
-		rm -rf "${dir:?}/$name" "$dir/$name.csv"
+		rm -rf "${dir:?}/$name" "$dir/$name.csv" "$dir/$name.csv.run"
 		set +e
 		(cd "$dir" && "$work/probe-$side" "$@" >"$name.stdout" 2>"$name.stderr")
 		echo "exit $?: $(tail -n 1 "$dir/$name.stderr")" >"$dir/$name.status"
