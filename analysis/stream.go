@@ -128,11 +128,12 @@ var planKeys = []string{"lengths", "samples", "disjoint", "placement", "seed", "
 // and layer groups; retrieval: which copy steps count and the score
 // threshold; ppl: the intervals, the training length, and the variants,
 // each of whose passes names its own in its key; diag: the CSV header's
-// names); they are not in a
-// StreamKey either, so that --force rewrites the tables from the finished
-// passes.
+// names, and, as the sweep's key leaves it out, whether to go on past
+// non-finite rows, which a finished pass does not depend on); they are not
+// in a StreamKey either, so that --force rewrites the tables from the
+// finished passes.
 var tableKeys = map[string][]string{"sinks": {"eps", "split_local"}, "retrieval": {"steps", "above"},
-	"ppl": {"variants", "train_length", "ci_level"}, "diag": {"legacy_names"}}
+	"ppl": {"variants", "train_length", "ci_level"}, "diag": {"legacy_names", "on_nonfinite"}}
 
 // passOptions is the Options of a StreamKey of command kind: opts's JSON
 // without planKeys and the kind's tableKeys.
@@ -546,6 +547,9 @@ var planSections = map[string]struct {
 	// ppl recorded no allow_extrapolation before its options embedded
 	// StreamPlan; such folders keep resuming
 	"ppl": {skip: []string{"allow_extrapolation"}},
+	// as the sweep: a diag stopped at a non-finite row resumes with
+	// --on-nonfinite flag
+	"diag": {skip: []string{"on_nonfinite"}},
 }
 
 // planOf is the part of a stream manifest that decides its passes and
