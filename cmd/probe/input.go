@@ -430,10 +430,10 @@ func (f tokenFlags) batch(modelDir string) ([][]int, error) {
 	return [][]int{seq}, nil
 }
 
-// runFlags are the flags of every measurement on the run engine (gdn,
-// sinks, massive, experts, retrieval): model, output folder and formats,
-// workers, shard, force and progress, with the checks and the run spec
-// they fill.
+// runFlags are the flags of every measurement on the run engine (sweep,
+// diag, gdn, sinks, massive, experts, retrieval, ppl): model, output folder
+// and formats (diag: its CSV file, and no --format), workers, shard, force
+// and progress, with the checks and the run spec they fill.
 type runFlags struct {
 	Model               modelFlag
 	Force, Progress     bool
