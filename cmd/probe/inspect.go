@@ -202,26 +202,11 @@ func runInspect(opts *InspectOptions) error {
 	if err != nil {
 		return err
 	}
-	if file, ok, err := checkpoint.FindGGUF(dir); err != nil || ok { // a GGUF file: its tensors' types and bytes per parameter
+	if file, ok, err := checkpoint.FindGGUF(dir); err != nil || ok {
 		if err != nil {
 			return err
 		}
-		s, err := checkpoint.SummarizeGGUF(file)
-		if err != nil {
-			return err
-		}
-		if err := checkpoint.WriteGGUFSummary(opts.Stdout, s, opts.JSON); err != nil || opts.Tokens <= 0 {
-			return err
-		}
-		if opts.JSON {
-			return fmt.Errorf("--tokens with --json: the GGUF summary has no memory field; run without --json")
-		}
-		p, err := planMemory(file, opts.Tokens) // through model.Load: the quantized blocks as held
-		if err != nil {
-			return err
-		}
-		writeMemoryPlan(opts.Stdout, p)
-		return nil
+		return inspectGGUF(opts, file)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, os.ErrNotExist) {
 		if found := checkpointsUnder(dir); len(found) > 0 {
@@ -280,6 +265,27 @@ func runInspect(opts *InspectOptions) error {
 	if p := s.Memory; p != nil {
 		writeMemoryPlan(opts.Stdout, p)
 	}
+	return nil
+}
+
+// inspectGGUF prints the summary of a GGUF file (its tensors' types and
+// bytes per parameter) and, with --tokens, its memory plan.
+func inspectGGUF(opts *InspectOptions, file string) error {
+	s, err := checkpoint.SummarizeGGUF(file)
+	if err != nil {
+		return err
+	}
+	if err := checkpoint.WriteGGUFSummary(opts.Stdout, s, opts.JSON); err != nil || opts.Tokens <= 0 {
+		return err
+	}
+	if opts.JSON {
+		return fmt.Errorf("--tokens with --json: the GGUF summary has no memory field; run without --json")
+	}
+	p, err := planMemory(file, opts.Tokens) // through model.Load: the quantized blocks as held
+	if err != nil {
+		return err
+	}
+	writeMemoryPlan(opts.Stdout, p)
 	return nil
 }
 
