@@ -20,7 +20,6 @@ var drawOnly = []string{"model", "probes", "afatoy", "analysis"}
 var notYetDrawOnly = map[string]string{
 	"report/filters": "takes analysis's row and manifest types",
 	"report/sweep":   "loads sweep folders through analysis.LoadResults",
-	"report/papers":  "the AFA toy report runs afatoy's forward passes",
 	"report/ppl":     "takes analysis.PPLResults, whose manifest types the run-engine item (issue 28 item 2) is unifying",
 }
 
