@@ -80,8 +80,8 @@ type Chunk struct {
 	Pass string `json:"pass,omitempty"`
 }
 
-// name names the chunk in messages: "T=<T> sample <s>", after its pass.
-func (c Chunk) name() string {
+// chunkName names the chunk in messages: "T=<T> sample <s>", after its pass.
+func chunkName(c Chunk) string {
 	if c.Pass != "" {
 		return fmt.Sprintf("%s T=%d sample %d", c.Pass, c.T, c.Sample)
 	}

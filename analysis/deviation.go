@@ -24,7 +24,7 @@ const DefaultDeviationTokens = 256
 // as the golden tolerances are read: a column's small values do not
 // inflate it).
 type Deviation struct {
-	Compute model.Compute `json:"compute"`
+	Compute string `json:"compute"` // model.Compute
 	Kernel  string        `json:"kernel"` // of the bf16 products: model.BF16Kernel
 	// Reference says what the float32 pass multiplied: the weights as
 	// stored, or (LoadOptions.Compute bf16 on F32/F16 weights) the weights
@@ -76,7 +76,7 @@ func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes
 	if err != nil {
 		return nil, err
 	}
-	d := &Deviation{Compute: c, Kernel: model.BF16Kernel(), Sequences: B, Tokens: T, Reference: "float32 products of the weights as stored"}
+	d := &Deviation{Compute: string(c), Kernel: model.BF16Kernel(), Sequences: B, Tokens: T, Reference: "float32 products of the weights as stored"}
 	if m.Compute.BF16Products() && hasWide(m.DTypes) {
 		d.Reference = fmt.Sprintf("float32 products of the weights rounded to bf16 at load (stored %s; their rounding is not in this deviation)",
 			strings.Join(m.DTypes, ", "))

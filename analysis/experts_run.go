@@ -106,7 +106,7 @@ func finishExperts(dir string, man *ExpertsManifest) ([]ExpertLoadRow, []ExpertL
 		sums = append(sums, pass...)
 	}
 	loads, layers := ExpertRows(PoolExpertSums(sums))
-	return loads, layers, man.writeTables(dir, tableOf("experts_load", loads), tableOf("experts_layers", layers))
+	return loads, layers, writeTables(man.Record(), dir, tableOf("experts_load", loads), tableOf("experts_layers", layers))
 }
 
 // expertsConventions states the definitions behind the experts tables.

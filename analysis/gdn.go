@@ -283,7 +283,7 @@ func finishGDN(dir string, man *GDNManifest) ([]GDNRow, error) {
 		rows = append(rows, pass...)
 		heads = appendGDNHeads(heads, pass)
 	}
-	return rows, man.writeTables(dir, tableOf("gdn", rows), tableOf("gdn_heads", heads))
+	return rows, writeTables(man.Record(), dir, tableOf("gdn", rows), tableOf("gdn_heads", heads))
 }
 
 // appendGDNRows appends the rows of one pass (batch 1) in (layer, head,

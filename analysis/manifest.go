@@ -116,8 +116,8 @@ func ComputeDescription(c model.Compute, kernel string) string {
 	return products + ", attention and the rest float32 " + sums
 }
 
-// Shape returns the model's shape for aggregation.
-func (m ModelInfo) Shape() Shape {
+// shapeOf returns the model's shape for aggregation.
+func shapeOf(m ModelInfo) Shape {
 	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != "", Sinks: m.Sinks,
 		Measured: m.MeasuredLayers, Windows: m.Windows, LayerDHead: m.LayerDHead}
 }

@@ -216,7 +216,7 @@ func finishMassive(dir string, man *MassiveManifest) ([]MassiveTopRow, []Massive
 		}
 		tops, ppls = append(tops, top...), append(ppls, ppl...)
 	}
-	return tops, ppls, man.writeTables(dir, tableOf("massive_top", tops), tableOf("massive_ppl", ppls))
+	return tops, ppls, writeTables(man.Record(), dir, tableOf("massive_top", tops), tableOf("massive_ppl", ppls))
 }
 
 // nllRows returns a model.Options.LogitRows that adds the TokenNLL of

@@ -243,7 +243,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 // shard of s that runs it.
 func missingPass(c Chunk, i int, s Shard) string {
 	if n := s.Count; n > 1 {
-		return fmt.Sprintf("%s (shard %d/%d)", c.name(), i%n, n)
+		return fmt.Sprintf("%s (shard %d/%d)", chunkName(c), i%n, n)
 	}
-	return c.name()
+	return chunkName(c)
 }

@@ -791,7 +791,7 @@ func finishPPL(dir string, man *PPLManifest) (*PPLResults, error) {
 	if len(res.Calibration) > 0 {
 		tables = append(tables, tableOf("ppl_calibration", res.Calibration))
 	}
-	return res, man.writeTables(dir, tables...)
+	return res, writeTables(man.Record(), dir, tables...)
 }
 
 func hasCalibrated(variants []string) bool {

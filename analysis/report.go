@@ -57,7 +57,7 @@ func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results
 			return nil, nil, nil, err
 		}
 	}
-	a, err := newAggregator(man.Model.Shape(), sw, man.Sweep.Probe, man.Analysis)
+	a, err := newAggregator(shapeOf(man.Model), sw, man.Sweep.Probe, man.Analysis)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -316,7 +316,7 @@ func finishRetrieval(dir string, man *RetrievalManifest) ([]RetrievalHeadRow, er
 	if len(rows) > 0 && rows[0].Steps == 0 {
 		man.Notes = append(man.Notes, "the model copied at no copy step: every score is empty (NaN); --steps all scores every copy query")
 	}
-	return rows, man.writeTables(dir, tableOf("retrieval_heads", rows))
+	return rows, writeTables(man.Record(), dir, tableOf("retrieval_heads", rows))
 }
 
 // retrievalConventions states the definitions behind the retrieval table.

@@ -343,7 +343,7 @@ func sweepFlags(dir string, man *Manifest, chunks []Chunk) ([]string, error) {
 // manifest's formats, and summary.json) into dir. The manifest's Flags,
 // LayersUsed, Notes and Tables are set from what it read and wrote.
 func finishSweep(dir string, man *Manifest) (*Results, error) {
-	agg, err := newAggregator(man.Model.Shape(), man.Sweep, man.Sweep.Probe, man.Analysis)
+	agg, err := newAggregator(shapeOf(man.Model), man.Sweep, man.Sweep.Probe, man.Analysis)
 	if err != nil {
 		return nil, err
 	}
@@ -389,7 +389,7 @@ func finishSweep(dir string, man *Manifest) (*Results, error) {
 		man.Tables = append(man.Tables, filepath.Base(path))
 	}
 	tables := man.Tables
-	if err := man.writeTables(dir, tableOf("heads", res.Heads), tableOf("fig2", res.Fig2), tableOf("fig3", res.Fig3),
+	if err := writeTables(man.Record(), dir, tableOf("heads", res.Heads), tableOf("fig2", res.Fig2), tableOf("fig3", res.Fig3),
 		tableOf("fig4", res.Fig4)); err != nil {
 		return nil, err
 	}

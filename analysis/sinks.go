@@ -258,7 +258,7 @@ func finishSinks(dir string, man *SinksManifest) ([]SinkHeadRow, []SinkRateRow, 
 		heads = append(heads, pass...)
 	}
 	rates := SinkRates(heads, man.Options.Lengths, man.Options.Eps, man.Options.SplitLocal)
-	return heads, rates, man.writeTables(dir, tableOf("sinks_heads", heads), tableOf("sinks_rate", rates))
+	return heads, rates, writeTables(man.Record(), dir, tableOf("sinks_heads", heads), tableOf("sinks_rate", rates))
 }
 
 // SinkRates computes the sinks_rate rows from the per-sample head rows:

@@ -231,7 +231,7 @@ func readPassRows[T any](dir, table string, man StreamManifest, opts any, c Chun
 	path := streamPassPath(dir, table, c)
 	got, err := readStreamPass(path, table)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("pass (%s) has no file %s: run its shard (or the run) again", c.name(), path)
+		return nil, fmt.Errorf("pass (%s) has no file %s: run its shard (or the run) again", chunkName(c), path)
 	}
 	if err != nil {
 		return nil, err
@@ -360,7 +360,7 @@ func runStream(man StreamManifest, r streamRun) error {
 	for i, c := range mine {
 		if r.prepare != nil {
 			if err := r.prepare(c); err != nil {
-				return fail(fmt.Errorf("%s: %w", c.name(), err))
+				return fail(fmt.Errorf("%s: %w", chunkName(c), err))
 			}
 		}
 		key := streamKey(rec.Kind, digestOf(man, c), r.opts, c, TokenDigest(r.ids(c)))
@@ -373,7 +373,7 @@ func runStream(man StreamManifest, r streamRun) error {
 		}
 		if done != nil {
 			rec.Passes = append(rec.Passes, *done)
-			rec.Reused = append(rec.Reused, c.name())
+			rec.Reused = append(rec.Reused, chunkName(c))
 			pr.reused(i, c)
 			continue
 		}
@@ -385,7 +385,7 @@ func runStream(man StreamManifest, r streamRun) error {
 		t0 := time.Now()
 		tables, err := r.pass(c, pr.watch(i, c))
 		if err != nil {
-			return fail(fmt.Errorf("%s: %w", c.name(), err))
+			return fail(fmt.Errorf("%s: %w", chunkName(c), err))
 		}
 		pr.done(c)
 		p := StreamPass{Key: key, Hash: key.Hash(), Rows: map[string]int64{}, Seconds: time.Since(t0).Seconds()}
@@ -758,7 +758,7 @@ func (s *RunSpec) open(kind string, p StreamPlan, extra int) (*model.Model, RunR
 
 // writeTables writes each table of a finished run in the run's formats and
 // lists them in its record.
-func (r *RunRecord) writeTables(dir string, tables ...passTable) error {
+func writeTables(r *RunRecord, dir string, tables ...passTable) error {
 	r.Tables = nil
 	for _, t := range tables {
 		if err := t.writeAll(dir, r.Formats); err != nil {

@@ -200,7 +200,7 @@ func TestSweepGlobalGroupIsTheGlobalLayersAlone(t *testing.T) {
 
 	// Pooled: one group, all layers, the same queries left out.
 	agg.LocalLayers = LocalPooled
-	pooled, err := aggregate(readAll(t, sw.Out, man), man.Model.Shape(), man.Sweep, man.Sweep.Probe, agg)
+	pooled, err := aggregate(readAll(t, sw.Out, man), shapeOf(man.Model), man.Sweep, man.Sweep.Probe, agg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func TestComputeBF16Sweep(t *testing.T) {
 	}
 	if m, err := analysis.ReadManifest(filepath.Join(outProj, "manifest.json")); err != nil || m.Sweep.Compute != model.ComputeBF16Proj ||
 		passCompute(m.Passes[0]) != model.ComputeBF16Proj || !strings.Contains(m.Model.Compute, "attention and the rest float32") ||
-		m.Deviation == nil || m.Deviation.Compute != model.ComputeBF16Proj {
+		m.Deviation == nil || m.Deviation.Compute != string(model.ComputeBF16Proj) {
 		t.Errorf("bf16-proj sweep: %v, manifest compute %+v", err, m)
 	}
 	if !strings.Contains(stdout, "compute bf16-proj: deviation from the float32 pass on the first 50 tokens") {
