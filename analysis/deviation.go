@@ -25,7 +25,7 @@ const DefaultDeviationTokens = 256
 // inflate it).
 type Deviation struct {
 	Compute string `json:"compute"` // model.Compute
-	Kernel  string        `json:"kernel"` // of the bf16 products: model.BF16Kernel
+	Kernel  string `json:"kernel"`  // of the bf16 products: model.BF16Kernel
 	// Reference says what the float32 pass multiplied: the weights as
 	// stored, or (LoadOptions.Compute bf16 on F32/F16 weights) the weights
 	// rounded to bf16 at load, whose rounding is then not in the deviation.

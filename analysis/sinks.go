@@ -7,6 +7,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -315,7 +316,7 @@ func SinkRates(heads []SinkHeadRow, lengths []int, eps []float64, split bool) []
 				left += p.leftO
 			}
 			for _, e := range eps {
-				rate, n := probes.SinkRate(means, e)
+				rate, n := results.SinkRate(means, e)
 				above := 0
 				if n > 0 {
 					above = int(math.Round(rate * float64(n) / 100))
