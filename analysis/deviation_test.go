@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -99,7 +100,7 @@ func TestComputeBF16Golden(t *testing.T) {
 			}
 			l32, c32 := run(m32)
 			lb, cb := run(mb)
-			whole := []ColumnDeviation{columnDeviation("logits", lb, l32)}
+			whole := []results.ColumnDeviation{columnDeviation("logits", lb, l32)}
 			for _, c := range []struct {
 				name string
 				a, b []float32

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
@@ -40,7 +41,7 @@ type MergeOptions struct {
 	// Agg overrides the aggregation options of a sweep's shards' manifests
 	// when non-nil.
 	Agg        *AggOptions
-	CLIOptions []Option
+	CLIOptions []results.Option
 	Args       []string
 }
 
@@ -93,23 +94,23 @@ var streamMeasures = []streamMeasure{
 		}
 	}},
 	{"gdn", gdnTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &GDNManifest{}
+		m := &results.GDNManifest{}
 		return m, func() error { _, err := finishGDN(dir, m); return err }
 	}},
 	{"sinks", sinksTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &SinksManifest{}
+		m := &results.SinksManifest{}
 		return m, func() error { _, _, err := finishSinks(dir, m); return err }
 	}},
 	{"massive", massiveTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &MassiveManifest{}
+		m := &results.MassiveManifest{}
 		return m, func() error { _, _, err := finishMassive(dir, m); return err }
 	}},
 	{"experts", expertsTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &ExpertsManifest{}
+		m := &results.ExpertsManifest{}
 		return m, func() error { _, _, err := finishExperts(dir, m); return err }
 	}},
 	{"retrieval", retrievalTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &RetrievalManifest{}
+		m := &results.RetrievalManifest{}
 		return m, func() error { _, err := finishRetrieval(dir, m); return err }
 	}},
 	{"ppl", pplTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
@@ -188,10 +189,10 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 		return nil, err
 	}
 	var missing []string
-	rec.Passes = []StreamPass{}
+	rec.Passes = []results.StreamPass{}
 	for i, c := range rec.Chunks {
 		src := ""
-		var pass StreamPass
+		var pass results.StreamPass
 		for _, d := range dirs {
 			ok := true
 			for _, t := range tables {
@@ -224,7 +225,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 	}
 	rec.Tool = Tool()
 	rec.Created = time.Now().UTC().Format(time.RFC3339)
-	rec.Shard = Shard{0, 1}
+	rec.Shard = results.Shard{Index: 0, Count: 1}
 	rec.Error, rec.Reused, rec.Notes, rec.Complete = "", nil, nil, false
 	rec.MergedFrom = dirs
 	rec.Args, rec.CLIOptions = opt.Args, opt.CLIOptions
@@ -241,7 +242,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 
 // missingPass names pass i (chunk c) that no shard folder holds, with the
 // shard of s that runs it.
-func missingPass(c Chunk, i int, s Shard) string {
+func missingPass(c results.Chunk, i int, s results.Shard) string {
 	if n := s.Count; n > 1 {
 		return fmt.Sprintf("%s (shard %d/%d)", chunkName(c), i%n, n)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
@@ -248,11 +249,11 @@ func (o *PPLOptions) chunkOptions(calib int) ChunkOptions {
 // the chunk holds T + 1 tokens) and the calibration chunks (Chunk.T is
 // CalibLength; no calibration chunk unless a calibrated variant is asked
 // for) of a stream of streamLen tokens. The options must be validated.
-func planPPL(streamLen int, o PPLOptions) (eval, calib []Chunk, err error) {
+func planPPL(streamLen int, o PPLOptions) (eval, calib []results.Chunk, err error) {
 	ct := o.calibTokens()
 	for s := 0; ct > 0 && s < o.CalibSamples; s++ {
 		start := o.Offset + s*o.CalibLength
-		calib = append(calib, Chunk{T: o.CalibLength, Sample: s, Start: start, End: start + o.CalibLength})
+		calib = append(calib, results.Chunk{T: o.CalibLength, Sample: s, Start: start, End: start + o.CalibLength})
 	}
 	eval, err = PlanChunks(streamLen, o.chunkOptions(ct))
 	if err != nil {
@@ -328,10 +329,10 @@ type PPLCalibRow struct {
 
 // PPLModel is one model of a run in its manifest.
 type PPLModel struct {
-	Label    string    `json:"label"`
-	Info     ModelInfo `json:"info"`
-	Gated    bool      `json:"gated"`
-	Variants []string  `json:"variants"`
+	Label    string            `json:"label"`
+	Info     results.ModelInfo `json:"info"`
+	Gated    bool              `json:"gated"`
+	Variants []string          `json:"variants"`
 	// Seconds per variant of the evaluation passes, and of the
 	// calibration pass(es), loading and hashing.
 	Seconds     map[string]float64 `json:"seconds"`
@@ -342,27 +343,27 @@ type PPLModel struct {
 	// Deviation, for a model run in bf16 arithmetic, is how far its
 	// logits and diagnostics lie from the float32 pass on the first
 	// PPLRun.DeviationTokens tokens of the first evaluation chunk.
-	Deviation *Deviation `json:"compute_deviation,omitempty"`
+	Deviation *results.Deviation `json:"compute_deviation,omitempty"`
 }
 
 // PPLManifest is a perplexity run's record (ppl_manifest.json, or one
 // shard's): its chunks are the passes, each named by its model and gate
 // variant (Chunk.Pass "m<i>/<variant>") or "m<i>/calibration".
 type PPLManifest struct {
-	RunRecord
+	results.RunRecord
 	Models  []PPLModel `json:"models"`
 	Options PPLOptions `json:"ppl"`
 	// Eval and Calibration are the stream's evaluation chunks (Chunk.T is
 	// the context T; the chunk holds T + 1 tokens) and calibration chunks,
 	// which the passes run per model and variant.
-	Eval        []Chunk `json:"eval_chunks"`
-	Calibration []Chunk `json:"calibration_chunks,omitempty"`
-	GOMAXPROCS  int     `json:"gomaxprocs"`
-	NumCPU      int     `json:"num_cpu"`
+	Eval        []results.Chunk `json:"eval_chunks"`
+	Calibration []results.Chunk `json:"calibration_chunks,omitempty"`
+	GOMAXPROCS  int             `json:"gomaxprocs"`
+	NumCPU      int             `json:"num_cpu"`
 }
 
 // passDigest is the digest of chunk c's model (passDigester).
-func (m *PPLManifest) passDigest(c Chunk) string {
+func (m *PPLManifest) passDigest(c results.Chunk) string {
 	i, _ := pplPass(c)
 	if i < 0 || i >= len(m.Models) {
 		return ""
@@ -375,7 +376,7 @@ const pplCalibration = "calibration"
 
 // pplPass returns the model index and variant (pplCalibration for a
 // calibration pass) of a ppl pass; index −1 for a chunk of no ppl pass.
-func pplPass(c Chunk) (int, string) {
+func pplPass(c results.Chunk) (int, string) {
 	m, v, ok := strings.Cut(strings.TrimPrefix(c.Pass, "m"), "/")
 	i, err := strconv.Atoi(m)
 	if !ok || err != nil || !strings.HasPrefix(c.Pass, "m") {
@@ -465,11 +466,11 @@ func pplLabels(dirs []string, hubs []*checkpoint.HubModel) []string {
 // vocabulary, and returns each model's variants and the run's passes: per
 // model its calibration chunks (a gated model with a calibrated variant)
 // then each variant's evaluation chunks.
-func (r *PPLRun) plan(eval, calib []Chunk) ([]pplPlan, []Chunk, error) {
+func (r *PPLRun) plan(eval, calib []results.Chunk) ([]pplPlan, []results.Chunk, error) {
 	o := &r.Options
 	labels := pplLabels(r.Dirs, r.Hubs)
 	var plans []pplPlan
-	var passes []Chunk
+	var passes []results.Chunk
 	for i, dir := range r.Dirs {
 		cfg, err := model.LoadConfig(dir)
 		if err != nil {
@@ -541,8 +542,8 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 	if err != nil {
 		return nil, err
 	}
-	man := &PPLManifest{RunRecord: RunRecord{Kind: "ppl", Tool: Tool(), Created: start.UTC().Format(time.RFC3339), Args: r.Args,
-		Shard: r.Shard, Source: r.Source, Conventions: pplConventions(o), Chunks: passes, Passes: []StreamPass{}, Threads: r.Threads,
+	man := &PPLManifest{RunRecord: results.RunRecord{Kind: "ppl", Tool: Tool(), Created: start.UTC().Format(time.RFC3339), Args: r.Args,
+		Shard: r.Shard, Source: r.Source, Conventions: pplConventions(o), Chunks: passes, Passes: []results.StreamPass{}, Threads: r.Threads,
 		Formats: r.Formats, CLIOptions: r.CLIOptions},
 		Options: *o, Eval: eval, Calibration: calib, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU()}
 	for _, p := range plans {
@@ -589,7 +590,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		return nil
 	}
 	for i := range plans {
-		if !slices.ContainsFunc(mine, func(c Chunk) bool { n, _ := pplPass(c); return n == i }) {
+		if !slices.ContainsFunc(mine, func(c results.Chunk) bool { n, _ := pplPass(c); return n == i }) {
 			if err := load(i); err != nil {
 				return res, err
 			}
@@ -598,7 +599,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 
 	// one pass through the model under way; logits (nil: not computed)
 	// receives the logits in blocks of rows (model.Options.LogitRows)
-	pass := func(variant string, c Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride, watch func(*hooks.Set)) error {
+	pass := func(variant string, c results.Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride, watch func(*hooks.Set)) error {
 		hs := &hooks.Set{}
 		watch(hs)
 		if g != nil {
@@ -615,10 +616,10 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 	}
 	nll := make([]float64, 0, o.Lengths[len(o.Lengths)-1])
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: pplTables, opts: man.Options, forwards: 1, shared: isCalibration,
-		prepare: func(c Chunk) error { i, _ := pplPass(c); return load(i) },
-		config:  func(c Chunk) *model.Config { i, _ := pplPass(c); return plans[i].cfg },
-		label:   func(c Chunk) string { i, v := pplPass(c); return plans[i].label + " " + v },
-		pass: func(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+		prepare: func(c results.Chunk) error { i, _ := pplPass(c); return load(i) },
+		config:  func(c results.Chunk) *model.Config { i, _ := pplPass(c); return plans[i].cfg },
+		label:   func(c results.Chunk) string { i, v := pplPass(c); return plans[i].label + " " + v },
+		pass: func(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			i, v := pplPass(c)
 			if v == pplCalibration {
 				// the learned gate, every query row recorded for the
@@ -687,7 +688,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 
 // isCalibration reports whether c is a calibration pass of ppl, which
 // every shard runs (the calibrated variants' passes need it).
-func isCalibration(c Chunk) bool { _, v := pplPass(c); return v == pplCalibration }
+func isCalibration(c results.Chunk) bool { _, v := pplPass(c); return v == pplCalibration }
 
 // pplGates returns the calibrated gates of model i of man's run (config
 // cfg, or nil for the shape man records), one per calibrated variant:
@@ -935,14 +936,14 @@ func ReadPPL(dir string) (*PPLResults, error) {
 		return nil, fmt.Errorf("%s: a shard of a perplexity run holds no tables: combine the shards with probe merge", dir)
 	}
 	res := &PPLResults{Manifest: &man}
-	if res.Summary, err = ReadTable[PPLSummaryRow](filepath.Join(dir, "ppl_summary.parquet")); err != nil {
+	if res.Summary, err = results.ReadTable[PPLSummaryRow](filepath.Join(dir, "ppl_summary.parquet")); err != nil {
 		return nil, err
 	}
-	if res.Chunks, err = ReadTable[PPLChunkRow](filepath.Join(dir, "ppl_chunks.parquet")); err != nil {
+	if res.Chunks, err = results.ReadTable[PPLChunkRow](filepath.Join(dir, "ppl_chunks.parquet")); err != nil {
 		return nil, err
 	}
 	if slices.Contains(man.Tables, "ppl_calibration.parquet") || slices.Contains(man.Tables, "ppl_calibration") { // the latter: before passes/
-		if res.Calibration, err = ReadTable[PPLCalibRow](filepath.Join(dir, "ppl_calibration.parquet")); err != nil {
+		if res.Calibration, err = results.ReadTable[PPLCalibRow](filepath.Join(dir, "ppl_calibration.parquet")); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/probes"
 )
 
@@ -29,11 +30,11 @@ func LoadResults(dir string, agg *AggOptions) (*Manifest, *Results, error) {
 // samples 0..j−1 that are; it returns the chunks left out, in manifest
 // order. The results then describe that subset (Summary.Lengths and
 // Summary.Samples say which).
-func LoadPartialResults(dir string, agg *AggOptions) (*Manifest, *Results, []Chunk, error) {
+func LoadPartialResults(dir string, agg *AggOptions) (*Manifest, *Results, []results.Chunk, error) {
 	return loadResults(dir, agg, true)
 }
 
-func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results, []Chunk, error) {
+func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results, []results.Chunk, error) {
 	path := filepath.Join(dir, "manifest.json")
 	man, err := ReadManifest(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -51,7 +52,7 @@ func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results
 	if agg != nil {
 		man.Analysis = *agg
 	}
-	sw, chunks, missing := man.Sweep, man.Chunks, []Chunk(nil)
+	sw, chunks, missing := man.Sweep, man.Chunks, []results.Chunk(nil)
 	if !man.Complete {
 		if sw, chunks, missing, err = finishedSubset(dir, man); err != nil {
 			return nil, nil, nil, err
@@ -81,7 +82,7 @@ func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results
 // finishedSubset returns the part of an unfinished sweep that
 // LoadPartialResults aggregates: its options restricted to that subset,
 // its chunks, and the chunks left out.
-func finishedSubset(dir string, man *Manifest) (SweepOptions, []Chunk, []Chunk, error) {
+func finishedSubset(dir string, man *Manifest) (SweepOptions, []results.Chunk, []results.Chunk, error) {
 	done := map[[2]int]bool{}
 	for _, c := range man.Chunks {
 		if _, err := readStreamPass(streamPassPath(dir, "buckets", c), "buckets"); err == nil {
@@ -111,7 +112,7 @@ func finishedSubset(dir string, man *Manifest) (SweepOptions, []Chunk, []Chunk, 
 		}
 		sw.Lengths, sw.Samples = []int{T}, n
 	}
-	var use, missing []Chunk
+	var use, missing []results.Chunk
 	for _, c := range man.Chunks {
 		if slices.Contains(sw.Lengths, c.T) && c.Sample < sw.Samples {
 			use = append(use, c)

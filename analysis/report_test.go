@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/probes"
 )
 
@@ -67,7 +68,7 @@ func TestReportPrintsPaperBeside(t *testing.T) {
 		t.Errorf("fig4 layer 0: %+v", c)
 	}
 	var b bytes.Buffer
-	man := &Manifest{Sweep: sw, Analysis: agg, RunRecord: RunRecord{Model: ModelInfo{Dir: "m", Layers: 2, Heads: 1, DHead: 128}}}
+	man := &Manifest{Sweep: sw, Analysis: agg, RunRecord: results.RunRecord{Model: results.ModelInfo{Dir: "m", Layers: 2, Heads: 1, DHead: 128}}}
 	man.Sweep.Probe = probe
 	if err := WriteReport(&b, man, res); err != nil {
 		t.Fatal(err)

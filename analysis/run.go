@@ -15,6 +15,7 @@ import (
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
@@ -55,19 +56,19 @@ func passCost(c *model.Config, T int) float64 {
 // unsharded run the tables from the pass files (finishSweep).
 type Sweep struct {
 	Model   *model.Model
-	Info    ModelInfo // DescribeModel(Model)
-	Source  SourceInfo
+	Info    results.ModelInfo // DescribeModel(Model)
+	Source  results.SourceInfo
 	Stream  []int // the token stream
 	Options SweepOptions
 	Agg     AggOptions
 	Out     string
-	Shard   Shard // zero value: the whole sweep
-	Threads int   // attention workers (0: GOMAXPROCS)
+	Shard   results.Shard // zero value: the whole sweep
+	Threads int           // attention workers (0: GOMAXPROCS)
 	Formats []string
 	// Force runs into a folder whose manifest records another plan.
 	Force bool
 	// Options and arguments as given on the command line, for the manifest.
-	CLIOptions []Option
+	CLIOptions []results.Option
 	Args       []string
 	// Progress, when set, is called as the sweep advances.
 	Progress func(Progress)
@@ -139,7 +140,7 @@ func (s *Sweep) timings(man *Manifest, start, passStart, passesEnd time.Time) {
 	man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
 }
 
-func flagLine(c Chunk, nf NonFiniteInfo) string {
+func flagLine(c results.Chunk, nf NonFiniteInfo) string {
 	s := fmt.Sprintf("pass T=%d sample %d: %d attention rows with non-finite %s, first at layer %d, head %d, query %d",
 		c.T, c.Sample, nf.Rows, nf.Where, nf.Layer, nf.Head, nf.Query)
 	if nf.Aborted != "" {
@@ -193,9 +194,9 @@ func (s *Sweep) prepare() (*Manifest, error) {
 			}
 		}
 	}
-	man := &Manifest{RunRecord: RunRecord{Kind: "sweep", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args,
+	man := &Manifest{RunRecord: results.RunRecord{Kind: "sweep", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args,
 		Shard: s.Shard, Model: s.Info, Source: s.Source, Conventions: conventions(s.Options, s.Agg), Chunks: chunks,
-		Passes: []StreamPass{}, Threads: s.Threads, Formats: s.Formats, CLIOptions: s.CLIOptions},
+		Passes: []results.StreamPass{}, Threads: s.Threads, Formats: s.Formats, CLIOptions: s.CLIOptions},
 		Sweep: s.Options, Analysis: s.Agg, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Timings: s.Timings}
 	if n := s.Options.DeviationTokens; n > 0 && len(chunks) > 0 {
 		ids := s.passIDs(chunks[0])
@@ -210,7 +211,7 @@ func (s *Sweep) prepare() (*Manifest, error) {
 }
 
 // passIDs returns the token ids of a pass: the optional BOS, then the chunk.
-func (s *Sweep) passIDs(c Chunk) []int {
+func (s *Sweep) passIDs(c results.Chunk) []int {
 	ids := make([]int, 0, c.T)
 	if s.Options.BOSToken >= 0 {
 		ids = append(ids, s.Options.BOSToken)
@@ -237,7 +238,7 @@ type sweepKey struct {
 }
 
 // sweepKeyOptions is the sweepKey of a sweep of o on the model info.
-func sweepKeyOptions(info ModelInfo, o SweepOptions) sweepKey {
+func sweepKeyOptions(info results.ModelInfo, o SweepOptions) sweepKey {
 	probe := o.Probe
 	if !info.Sinks {
 		probe.SinkRows = "" // decides nothing without sinks: a re-run with another --sink-rows keeps the passes
@@ -261,7 +262,7 @@ func (s *Sweep) checkMemory(T int) error {
 
 // longestT is the longest T of chunks (0 for none): the pass whose memory
 // a run checks before its first.
-func longestT(chunks []Chunk) int {
+func longestT(chunks []results.Chunk) int {
 	T := 0
 	for _, c := range chunks {
 		T = max(T, c.T)
@@ -272,7 +273,7 @@ func longestT(chunks []Chunk) int {
 // runPass runs one forward pass with the Collector on every layer and the
 // gate hook (watch adds the progress's), and summarizes it into bucket
 // rows, with the non-finite activations it met (sweepTables).
-func (s *Sweep) runPass(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+func (s *Sweep) runPass(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	m := s.Model
 	cfg := &m.Config
 	copts, _ := s.Options.Probe.collector()
@@ -317,13 +318,13 @@ func (s *Sweep) runPass(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 }
 
 // readBuckets reads and checks the bucket rows of chunk c's pass in dir.
-func readBuckets(dir string, man *Manifest, c Chunk) ([]BucketRow, error) {
+func readBuckets(dir string, man *Manifest, c results.Chunk) ([]BucketRow, error) {
 	return readPassRows[BucketRow](dir, "buckets", man, sweepKeyOptions(man.Model, man.Sweep), c)
 }
 
 // sweepFlags are the flags of the passes of chunks in dir: one line per
 // pass that met non-finite activations (its nonfinite pass table).
-func sweepFlags(dir string, man *Manifest, chunks []Chunk) ([]string, error) {
+func sweepFlags(dir string, man *Manifest, chunks []results.Chunk) ([]string, error) {
 	var flags []string
 	for _, c := range chunks {
 		nf, err := readPassRows[NonFiniteInfo](dir, "nonfinite", man, sweepKeyOptions(man.Model, man.Sweep), c)

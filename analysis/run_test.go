@@ -15,6 +15,7 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -42,7 +43,7 @@ type naive struct {
 	ddof int
 }
 
-func newNaive(t *testing.T, sw *Sweep, chunks []Chunk, used []int, ddof int) *naive {
+func newNaive(t *testing.T, sw *Sweep, chunks []results.Chunk, used []int, ddof int) *naive {
 	n := &naive{sw: sw, cols: map[[2]int]*probes.Collector{}, used: used, ddof: ddof}
 	c := &sw.Model.Config
 	for _, ch := range chunks {
@@ -261,11 +262,11 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 	}
 
 	// The tables on disk are what Run returned.
-	f3, err := ReadTable[Fig3Row](filepath.Join(out, "fig3.parquet"))
+	f3, err := results.ReadTable[Fig3Row](filepath.Join(out, "fig3.parquet"))
 	if err != nil || fmt.Sprint(f3) != fmt.Sprint(res.Fig3) {
 		t.Errorf("fig3.parquet = %v, %v; want %v", f3, err, res.Fig3)
 	}
-	buckets, err := ReadTable[BucketRow](filepath.Join(out, "buckets.parquet"))
+	buckets, err := results.ReadTable[BucketRow](filepath.Join(out, "buckets.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestShardsMergeToTheUnshardedTables(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		d := t.TempDir()
 		sw := newSweep(t, dir, stream, d, opts, agg)
-		sw.Shard = Shard{i, 4}
+		sw.Shard = results.Shard{Index: i, Count: 4}
 		man, res, err := sw.Run()
 		if err != nil {
 			t.Fatal(err)
@@ -390,7 +391,7 @@ func TestShardsMergeToTheUnshardedTables(t *testing.T) {
 	o := opts
 	o.Bucket = 9
 	sw = newSweep(t, dir, stream, other, o, agg)
-	sw.Shard = Shard{0, 4}
+	sw.Shard = results.Shard{Index: 0, Count: 4}
 	if _, _, err := sw.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +531,7 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 		!strings.Contains(man.Flags[0], "first at layer 0") || !strings.Contains(man.Flags[0], "query 10") {
 		t.Errorf("flag: reused %v, flags %q", man.Reused, man.Flags)
 	}
-	nf, err := readPassRows[NonFiniteInfo](out, "nonfinite", man, sweepKeyOptions(man.Model, man.Sweep), Chunk{T: 24, Sample: 2, Start: 48, End: 72})
+	nf, err := readPassRows[NonFiniteInfo](out, "nonfinite", man, sweepKeyOptions(man.Model, man.Sweep), results.Chunk{T: 24, Sample: 2, Start: 48, End: 72})
 	if err != nil || len(nf) != 1 || nf[0].Query != 10 || nf[0].Layer != 0 || nf[0].Rows != 4*14 {
 		t.Errorf("the pass's nonfinite table: %v %+v", err, nf)
 	}
@@ -689,7 +690,7 @@ func TestSweepProgress(t *testing.T) {
 func TestSweepRefusesFolderOfOldForm(t *testing.T) {
 	dir, stream, opts, agg := smallSweep(t)
 	out := t.TempDir()
-	old := map[string]any{"tool": ToolInfo{Format: formatVersion}, "complete": true, "shard": Shard{0, 1}, "sweep": opts,
+	old := map[string]any{"tool": results.ToolInfo{Format: formatVersion}, "complete": true, "shard": results.Shard{Index: 0, Count: 1}, "sweep": opts,
 		"passes": []map[string]any{{"key": map[string]any{"T": 24, "sample": 0}, "hash": "x", "file": "T24-s0.parquet", "rows": 3}}}
 	b, _ := json.Marshal(old)
 	manifest := filepath.Join(out, "manifest.json")

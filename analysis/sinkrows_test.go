@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/probes"
 )
 
@@ -48,14 +49,14 @@ func TestSinkRowsOption(t *testing.T) {
 	sw := SweepOptions{Probe: p}
 	old := sw
 	old.Probe.SinkRows = ""
-	ch := Chunk{T: 64, End: 64}
-	key := func(info ModelInfo, o SweepOptions) StreamKey {
+	ch := results.Chunk{T: 64, End: 64}
+	key := func(info results.ModelInfo, o SweepOptions) results.StreamKey {
 		return streamKey("sweep", info.Digest, sweepKeyOptions(info, o), ch, "")
 	}
-	if a, b := key(ModelInfo{Digest: "x"}, sw), key(ModelInfo{Digest: "x"}, old); a.Hash() != b.Hash() {
+	if a, b := key(results.ModelInfo{Digest: "x"}, sw), key(results.ModelInfo{Digest: "x"}, old); a.Hash() != b.Hash() {
 		t.Errorf("model without sinks: pass key %s differs from the key without the option", a.Options)
 	}
-	if k := sweepKeyOptions(ModelInfo{Digest: "x", Sinks: true}, sw); k.Probe.SinkRows != "renorm" {
+	if k := sweepKeyOptions(results.ModelInfo{Digest: "x", Sinks: true}, sw); k.Probe.SinkRows != "renorm" {
 		t.Errorf("sink model: pass key sink_rows %q, want renorm", k.Probe.SinkRows)
 	}
 	if d := DefaultSinksOptions(); d.SinkRows != "renorm" {

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
 	"github.com/parquet-go/parquet-go"
@@ -123,7 +124,7 @@ func gated4096() (string, *analysis.Manifest, error) {
 	opts.LengthsArg, opts.Samples, opts.Bucket = "4096", 1, 16
 	agg := analysis.DefaultAggOptions()
 	agg.Bootstrap = 50
-	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 	man, _, err := (&analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: opts, Agg: agg, Out: out, Threads: 2}).Run()
 	return out, man, err
 }
@@ -219,11 +220,11 @@ func synthSweep(out string, tmpl *analysis.Manifest, bucket int) error {
 		return err
 	}
 	man := *tmpl
-	man.Model = analysis.ModelInfo{Arch: "qwen3 (1.72B shape; synthetic tables)", ModelType: "qwen3", Layers: s.Layers, DModel: s.DModel,
+	man.Model = results.ModelInfo{Arch: "qwen3 (1.72B shape; synthetic tables)", ModelType: "qwen3", Layers: s.Layers, DModel: s.DModel,
 		Heads: s.Heads, KVHeads: s.KVHeads, DHead: s.DHead, Dir: filepath.Join(out, "no-model")}
-	man.Source = analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
+	man.Source = results.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 	man.Sweep.Lengths, man.Sweep.Samples, man.Sweep.Bucket = []int{s.T}, 1, bucket
-	man.Chunks = []analysis.Chunk{{T: s.T, Sample: 0, Start: 0, End: s.T}}
+	man.Chunks = []results.Chunk{{T: s.T, Sample: 0, Start: 0, End: s.T}}
 	man.Passes, man.Tables, man.Complete = nil, []string{"buckets.parquet", "heads.parquet"}, true
 	b, err := json.MarshalIndent(&man, "", "  ")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
@@ -223,9 +224,9 @@ func TestComputeBF16StreamCommands(t *testing.T) {
 		cmd, manifest, length string
 	}{
 		{"ppl", analysis.PPLManifestName, "14"}, // after 32 calibration tokens
-		{"gdn", analysis.GDNManifestName, "32"},
-		{"sinks", analysis.SinksManifestName, "32"},
-		{"massive", analysis.MassiveManifestName, "32"},
+		{"gdn", results.GDNManifestName, "32"},
+		{"sinks", results.SinksManifestName, "32"},
+		{"massive", results.MassiveManifestName, "32"},
 	} {
 		out := filepath.Join(tmp, c.cmd)
 		args := []string{c.cmd, "--model", dir, "--ids", idsFile, "--lengths", c.length, "--samples", "1", "--out", out,
@@ -242,9 +243,9 @@ func TestComputeBF16StreamCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		var man struct {
-			Deviation *analysis.Deviation `json:"compute_deviation"`
+			Deviation *results.Deviation `json:"compute_deviation"`
 			Models    []struct {
-				Deviation *analysis.Deviation `json:"compute_deviation"`
+				Deviation *results.Deviation `json:"compute_deviation"`
 			} `json:"models"`
 		}
 		if err := json.Unmarshal(b, &man); err != nil {
@@ -262,7 +263,7 @@ func TestComputeBF16StreamCommands(t *testing.T) {
 
 // passCompute is the compute recorded in a sweep pass's key (omitted for
 // f32).
-func passCompute(p analysis.StreamPass) model.Compute {
+func passCompute(p results.StreamPass) model.Compute {
 	var o struct {
 		Compute model.Compute `json:"compute"`
 	}

@@ -2,21 +2,23 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"path/filepath"
 	"slices"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // MergeOptions are the options of probe merge.
 type MergeOptions struct {
 	Stdout      io.Writer
-	Args        []string          // positional arguments
-	CLIOptions  []analysis.Option // every flag with its value, for the manifest
-	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
-	Out         string            // the merged folder (may be one of the shards)
+	Args        []string         // positional arguments
+	CLIOptions  []results.Option // every flag with its value, for the manifest
+	CommandLine []string         // the arguments after the command name, for the manifest and the resume note
+	Out         string           // the merged folder (may be one of the shards)
 	Formats     string
 	Force       bool
 	Agg         aggFlags

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"math"
 	"path/filepath"
@@ -10,15 +9,18 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 )
 
 // PPLOptions are the options of probe ppl.
 type PPLOptions struct {
 	Stdout       io.Writer
-	CLIOptions   []analysis.Option // every flag with its value, for the manifest
-	CommandLine  []string          // the arguments after the command name, for the manifest and the resume note
+	CLIOptions   []results.Option // every flag with its value, for the manifest
+	CommandLine  []string         // the arguments after the command name, for the manifest and the resume note
 	Run          runFlags
 	Input        tokenFlags
 	Plan         planFlags
@@ -144,18 +146,18 @@ func runPPL(opts *PPLOptions) error {
 // tokenized by --tokenizer or by the models' tokenizer.json, which must
 // then be the same file for every model (one text cannot feed two
 // tokenizers).
-func pplStream(in tokenFlags, models []string) ([]int, analysis.SourceInfo, error) {
+func pplStream(in tokenFlags, models []string) ([]int, results.SourceInfo, error) {
 	if in.Text != "" && in.Tokenizer == "" {
-		var first analysis.FileHash
+		var first results.FileHash
 		for i, m := range models {
 			h, err := analysis.HashFile(filepath.Join(m, "tokenizer.json"))
 			if err != nil {
-				return nil, analysis.SourceInfo{}, fmt.Errorf("%s has no readable tokenizer.json (%v): pass --ids, or --tokenizer <file>", m, err)
+				return nil, results.SourceInfo{}, fmt.Errorf("%s has no readable tokenizer.json (%v): pass --ids, or --tokenizer <file>", m, err)
 			}
 			if i == 0 {
 				first = h
 			} else if h.SHA256 != first.SHA256 {
-				return nil, analysis.SourceInfo{}, fmt.Errorf("%s and %s have different tokenizer.json files: one text cannot feed both; pass --tokenizer or --ids", models[0], m)
+				return nil, results.SourceInfo{}, fmt.Errorf("%s and %s have different tokenizer.json files: one text cannot feed both; pass --tokenizer or --ids", models[0], m)
 			}
 		}
 	}

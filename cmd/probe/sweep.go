@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"os/signal"
@@ -12,7 +11,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
@@ -92,7 +94,7 @@ func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (a
 // cliOptions lists every flag of fs with its value and default, for the
 // manifest: given (Set) where the command line gave it or its value is
 // not the default.
-func cliOptions(fs *pflag.FlagSet) []analysis.Option {
+func cliOptions(fs *pflag.FlagSet) []results.Option {
 	opts, _ := flagRecord(fs)
 	return opts
 }
@@ -101,13 +103,13 @@ func cliOptions(fs *pflag.FlagSet) []analysis.Option {
 // flags' values where they are not the defaults ("--name value", a true
 // boolean "--name", a false one "--name=false"), for options filled
 // without a command line (defaultsOf).
-func flagRecord(fs *pflag.FlagSet) ([]analysis.Option, []string) {
-	var opts []analysis.Option
+func flagRecord(fs *pflag.FlagSet) ([]results.Option, []string) {
+	var opts []results.Option
 	var line []string
 	fs.VisitAll(func(f *pflag.Flag) {
 		v := f.Value.String()
 		set := f.Changed || v != f.DefValue
-		opts = append(opts, analysis.Option{Name: f.Name, Value: v, Default: f.DefValue, Set: set, Usage: f.Usage})
+		opts = append(opts, results.Option{Name: f.Name, Value: v, Default: f.DefValue, Set: set, Usage: f.Usage})
 		switch {
 		case v == f.DefValue:
 		case f.Value.Type() == "bool" && v == "true":
@@ -125,8 +127,8 @@ func flagRecord(fs *pflag.FlagSet) ([]analysis.Option, []string) {
 // text file tokenized with tokFile (default modelDir/tokenizer.json)
 // without special tokens, either "-" for standard input; and describes it
 // (kind, file and tokenizer hashes, length, digest).
-func readTokenStream(idsFile, textFile, modelDir, tokFile string) ([]int, analysis.SourceInfo, error) {
-	src := analysis.SourceInfo{Kind: "ids"}
+func readTokenStream(idsFile, textFile, modelDir, tokFile string) ([]int, results.SourceInfo, error) {
+	src := results.SourceInfo{Kind: "ids"}
 	path := idsFile
 	if textFile != "" {
 		path, src.Kind = textFile, "text"
@@ -218,8 +220,8 @@ func shellQuote(s string) string {
 // SweepOptions are the options of probe sweep.
 type SweepOptions struct {
 	Stdout             io.Writer
-	CLIOptions         []analysis.Option // every flag with its value, for the manifest
-	CommandLine        []string          // the arguments after the command name, for the manifest and the resume note
+	CLIOptions         []results.Option // every flag with its value, for the manifest
+	CommandLine        []string         // the arguments after the command name, for the manifest and the resume note
 	Model              modelFlag
 	Input              tokenFlags
 	Plan               planFlags
@@ -301,7 +303,7 @@ func runSweep(opts *SweepOptions) error {
 			return err
 		}
 	}
-	sh, err := analysis.ParseShard(opts.Shard)
+	sh, err := results.ParseShard(opts.Shard)
 	if err != nil {
 		return err
 	}
@@ -334,7 +336,7 @@ func runSweep(opts *SweepOptions) error {
 // (options, lengths and the stream, before the weights), then the model
 // loaded and hashed (the run refuses an --out of another plan unless
 // --force).
-func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analysis.SweepOptions, agg analysis.AggOptions, sh analysis.Shard) (*analysis.Sweep, error) {
+func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analysis.SweepOptions, agg analysis.AggOptions, sh results.Shard) (*analysis.Sweep, error) {
 	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // sweepFixture generates a small gated checkpoint and a 3000-token stream
@@ -199,7 +200,7 @@ func TestSweepManifestRecordsOptions(t *testing.T) {
 	if len(m.Model.Files) != 2 || len(m.Model.Files[1].SHA256) != 64 || m.Source.File.SHA256 == "" || m.Source.Tokens != 3000 {
 		t.Errorf("hashes: %+v %+v", m.Model.Files, m.Source)
 	}
-	seen := map[string]analysis.Option{}
+	seen := map[string]results.Option{}
 	for _, o := range m.CLIOptions {
 		seen[o.Name] = o
 	}

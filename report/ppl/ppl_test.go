@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
@@ -14,13 +15,13 @@ import (
 // an RFA model "rfa_m2_sc" (learned only).
 func synthPPL() *analysis.PPLResults {
 	lengths := []int{256, 512, 1024}
-	man := &analysis.PPLManifest{RunRecord: analysis.RunRecord{Kind: "ppl", Complete: true, Source: analysis.SourceInfo{Kind: "ids", File: analysis.FileHash{Path: "heldout.ids.json", SHA256: "abcdef0123456789"}, Tokens: 1000}},
+	man := &analysis.PPLManifest{RunRecord: results.RunRecord{Kind: "ppl", Complete: true, Source: results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "heldout.ids.json", SHA256: "abcdef0123456789"}, Tokens: 1000}},
 		Options: analysis.PPLOptions{Lengths: lengths, Samples: 4, Disjoint: "all", Placement: "sequential", Positions: "all",
 			CILevel: 0.95, TrainLength: 256, CalibLength: 256, CalibSamples: 1, LambdaForm: "reml",
 			Variants: []string{"learned", "one", "k", "k-matched"}},
 		Models: []analysis.PPLModel{
-			{Label: "gated_headwise", Gated: true, Variants: []string{"learned", "one", "k", "k-matched"}, Info: analysis.ModelInfo{Arch: "gated"}},
-			{Label: "rfa_m2_sc", Variants: []string{"learned"}, Info: analysis.ModelInfo{Arch: "rfa"}},
+			{Label: "gated_headwise", Gated: true, Variants: []string{"learned", "one", "k", "k-matched"}, Info: results.ModelInfo{Arch: "gated"}},
+			{Label: "rfa_m2_sc", Variants: []string{"learned"}, Info: results.ModelInfo{Arch: "rfa"}},
 		}}
 	res := &analysis.PPLResults{Manifest: man}
 	// ΔNLL per variant and length, and its half-width
