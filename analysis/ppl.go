@@ -49,9 +49,9 @@ const (
 
 // Position selections (PPLOptions.Positions).
 const (
-	positionsAll         = "all"          // every position t = 0 … T−1 (default)
-	positionsLastQuarter = "last-quarter" // t ≥ T − ⌊T/4⌋
-	positionsFromPrefix  = "from:"        // "from:N": t ≥ N (e.g. from:256 isolates extrapolation)
+	PositionsAll         = "all"          // every position t = 0 … T−1 (default)
+	PositionsLastQuarter = "last-quarter" // t ≥ T − ⌊T/4⌋
+	PositionsFromPrefix  = "from:"        // "from:N": t ≥ N (e.g. from:256 isolates extrapolation)
 )
 
 // PPLOptions are the options of a perplexity run, recorded in its manifest.
@@ -69,7 +69,7 @@ type PPLOptions struct {
 	Seed      uint64 `json:"seed"`
 	Offset    int    `json:"offset"`
 	// Positions selects the scored positions: "all" (default),
-	// "last-quarter" or "from:N" (positionsAll, …).
+	// "last-quarter" or "from:N" (PositionsAll, …).
 	Positions string `json:"positions"`
 	// Variants are the gate variants run on gated models, in order:
 	// VariantLearned, VariantOne and the probes.GateMapping names.
@@ -102,7 +102,7 @@ type PPLOptions struct {
 // 4096}, 4 samples, every position, every gate variant, K_BFT of App. I.
 func DefaultPPLOptions() PPLOptions {
 	return PPLOptions{Lengths: []int{256, 512, 1024, 2048, 4096}, Samples: 4, Disjoint: DisjointAll,
-		Placement: PlaceSequential, Positions: positionsAll, LambdaForm: "reml", CILevel: 0.95,
+		Placement: PlaceSequential, Positions: PositionsAll, LambdaForm: "reml", CILevel: 0.95,
 		Variants: []string{VariantLearned, VariantOne, string(probes.MapK), string(probes.MapKMatched), string(probes.MapKLambda), string(probes.MapMean)}}
 }
 
@@ -134,12 +134,12 @@ func ParseVariants(s string) ([]string, error) {
 // the Positions option.
 func (o *PPLOptions) FirstPosition(T int) (int, error) {
 	switch {
-	case o.Positions == "" || o.Positions == positionsAll:
+	case o.Positions == "" || o.Positions == PositionsAll:
 		return 0, nil
-	case o.Positions == positionsLastQuarter:
+	case o.Positions == PositionsLastQuarter:
 		return T - T/4, nil
-	case strings.HasPrefix(o.Positions, positionsFromPrefix):
-		n, err := strconv.Atoi(strings.TrimPrefix(o.Positions, positionsFromPrefix))
+	case strings.HasPrefix(o.Positions, PositionsFromPrefix):
+		n, err := strconv.Atoi(strings.TrimPrefix(o.Positions, PositionsFromPrefix))
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("positions %q: want from:N with N ≥ 0", o.Positions)
 		}
@@ -151,8 +151,8 @@ func (o *PPLOptions) FirstPosition(T int) (int, error) {
 	return 0, fmt.Errorf("positions %q: want all, last-quarter or from:N", o.Positions)
 }
 
-// calibrated reports whether any variant needs a calibration pass.
-func (o *PPLOptions) calibrated() bool {
+// pplCalibrated reports whether any variant of o needs a calibration pass.
+func pplCalibrated(o *PPLOptions) bool {
 	for _, v := range o.Variants {
 		if probes.GateMapping(v).Calibrated() {
 			return true
@@ -161,8 +161,8 @@ func (o *PPLOptions) calibrated() bool {
 	return false
 }
 
-// kGateOptions returns the probes options of mapping v.
-func (o *PPLOptions) kGateOptions(v string) (probes.KGateOptions, error) {
+// pplKGateOptions returns the probes options of mapping v under o.
+func pplKGateOptions(o *PPLOptions, v string) (probes.KGateOptions, error) {
 	k := probes.KGateOptions{Mapping: probes.GateMapping(v), Prior: o.Prior,
 		Lambda: probes.LambdaOptions{Nu: o.Nu, Sigma02: o.Sigma02, LambdaMax: o.LambdaMax}}
 	switch o.LambdaForm {
@@ -176,10 +176,10 @@ func (o *PPLOptions) kGateOptions(v string) (probes.KGateOptions, error) {
 	return k, nil
 }
 
-// Validate fills defaults and checks the options.
-func (o *PPLOptions) Validate() error {
+// ValidatePPLOptions fills o's defaults and checks it.
+func ValidatePPLOptions(o *PPLOptions) error {
 	if o.Positions == "" {
-		o.Positions = positionsAll
+		o.Positions = PositionsAll
 	}
 	if o.CILevel == 0 {
 		o.CILevel = 0.95
@@ -190,7 +190,7 @@ func (o *PPLOptions) Validate() error {
 	if o.LambdaForm == "" {
 		o.LambdaForm = "reml"
 	}
-	co := o.chunkOptions(0)
+	co := pplChunkOptions(o, 0)
 	if err := co.resolve(); err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func (o *PPLOptions) Validate() error {
 	case o.TrainLength < 0:
 		return fmt.Errorf("train length %d is negative", o.TrainLength)
 	}
-	if _, err := o.kGateOptions(string(probes.MapK)); err != nil {
+	if _, err := pplKGateOptions(o, string(probes.MapK)); err != nil {
 		return err
 	}
 	if _, err := probes.NewKGate(probes.KGateOptions{Prior: o.Prior, Lambda: probes.LambdaOptions{Nu: o.Nu, Sigma02: o.Sigma02, LambdaMax: o.LambdaMax}}, 1, 1, 1); err != nil {
@@ -226,17 +226,17 @@ func (o *PPLOptions) Validate() error {
 	return nil
 }
 
-// calibTokens is the stream tokens the calibration chunks take.
-func (o *PPLOptions) calibTokens() int {
-	if !o.calibrated() {
+// pplCalibTokens is the stream tokens the calibration chunks take.
+func pplCalibTokens(o *PPLOptions) int {
+	if !pplCalibrated(o) {
 		return 0
 	}
 	return o.CalibLength * o.CalibSamples
 }
 
-// chunkOptions lays out the evaluation chunks (T + 1 tokens each) after
-// the calibration chunks.
-func (o *PPLOptions) chunkOptions(calib int) ChunkOptions {
+// pplChunkOptions lays out the evaluation chunks (T + 1 tokens each)
+// after the calibration chunks.
+func pplChunkOptions(o *PPLOptions, calib int) ChunkOptions {
 	ls := make([]int, len(o.Lengths))
 	for i, T := range o.Lengths {
 		ls[i] = T + 1
@@ -250,12 +250,12 @@ func (o *PPLOptions) chunkOptions(calib int) ChunkOptions {
 // CalibLength; no calibration chunk unless a calibrated variant is asked
 // for) of a stream of streamLen tokens. The options must be validated.
 func planPPL(streamLen int, o PPLOptions) (eval, calib []results.Chunk, err error) {
-	ct := o.calibTokens()
+	ct := pplCalibTokens(&o)
 	for s := 0; ct > 0 && s < o.CalibSamples; s++ {
 		start := o.Offset + s*o.CalibLength
 		calib = append(calib, results.Chunk{T: o.CalibLength, Sample: s, Start: start, End: start + o.CalibLength})
 	}
-	eval, err = PlanChunks(streamLen, o.chunkOptions(ct))
+	eval, err = PlanChunks(streamLen, pplChunkOptions(&o, ct))
 	if err != nil {
 		if ct > 0 {
 			err = fmt.Errorf("%w (after %d calibration tokens)", err, ct)
@@ -362,9 +362,10 @@ type PPLManifest struct {
 	NumCPU      int             `json:"num_cpu"`
 }
 
-// passDigest is the digest of chunk c's model (passDigester).
-func (m *PPLManifest) passDigest(c results.Chunk) string {
-	i, _ := pplPass(c)
+// PassDigest is the digest of chunk c's model (ModelInfo.Digest), which
+// its pass key holds.
+func (m *PPLManifest) PassDigest(c results.Chunk) string {
+	i, _ := PPLPass(c)
 	if i < 0 || i >= len(m.Models) {
 		return ""
 	}
@@ -374,9 +375,9 @@ func (m *PPLManifest) passDigest(c results.Chunk) string {
 // pplCalibration is the variant name of a calibration pass.
 const pplCalibration = "calibration"
 
-// pplPass returns the model index and variant (pplCalibration for a
+// PPLPass returns the model index and variant ("calibration" for a
 // calibration pass) of a ppl pass; index −1 for a chunk of no ppl pass.
-func pplPass(c results.Chunk) (int, string) {
+func PPLPass(c results.Chunk) (int, string) {
 	m, v, ok := strings.Cut(strings.TrimPrefix(c.Pass, "m"), "/")
 	i, err := strconv.Atoi(m)
 	if !ok || err != nil || !strings.HasPrefix(c.Pass, "m") {
@@ -527,7 +528,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 	if len(r.Dirs) == 0 {
 		return nil, errors.New("analysis: no model folders")
 	}
-	if err := r.Options.Validate(); err != nil {
+	if err := ValidatePPLOptions(&r.Options); err != nil {
 		return nil, err
 	}
 	if err := r.defaults(); err != nil {
@@ -590,7 +591,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		return nil
 	}
 	for i := range plans {
-		if !slices.ContainsFunc(mine, func(c results.Chunk) bool { n, _ := pplPass(c); return n == i }) {
+		if !slices.ContainsFunc(mine, func(c results.Chunk) bool { n, _ := PPLPass(c); return n == i }) {
 			if err := load(i); err != nil {
 				return res, err
 			}
@@ -616,11 +617,11 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 	}
 	nll := make([]float64, 0, o.Lengths[len(o.Lengths)-1])
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: pplTables, opts: man.Options, forwards: 1, shared: isCalibration,
-		prepare: func(c results.Chunk) error { i, _ := pplPass(c); return load(i) },
-		config:  func(c results.Chunk) *model.Config { i, _ := pplPass(c); return plans[i].cfg },
-		label:   func(c results.Chunk) string { i, v := pplPass(c); return plans[i].label + " " + v },
+		prepare: func(c results.Chunk) error { i, _ := PPLPass(c); return load(i) },
+		config:  func(c results.Chunk) *model.Config { i, _ := PPLPass(c); return plans[i].cfg },
+		label:   func(c results.Chunk) string { i, v := PPLPass(c); return plans[i].label + " " + v },
 		pass: func(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
-			i, v := pplPass(c)
+			i, v := PPLPass(c)
 			if v == pplCalibration {
 				// the learned gate, every query row recorded for the
 				// calibrated mappings
@@ -649,7 +650,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				}
 				g = probes.RowGate(gates[v].Gate)
 			default:
-				ko, err := o.kGateOptions(v)
+				ko, err := pplKGateOptions(o, v)
 				if err != nil {
 					return nil, err
 				}
@@ -688,7 +689,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 
 // isCalibration reports whether c is a calibration pass of ppl, which
 // every shard runs (the calibrated variants' passes need it).
-func isCalibration(c results.Chunk) bool { _, v := pplPass(c); return v == pplCalibration }
+func isCalibration(c results.Chunk) bool { _, v := PPLPass(c); return v == pplCalibration }
 
 // pplGates returns the calibrated gates of model i of man's run (config
 // cfg, or nil for the shape man records), one per calibrated variant:
@@ -705,7 +706,7 @@ func pplGates(dir string, man *PPLManifest, i int, cfg *model.Config) (map[strin
 		if !probes.GateMapping(v).Calibrated() {
 			continue
 		}
-		ko, err := man.Options.kGateOptions(v)
+		ko, err := pplKGateOptions(&man.Options, v)
 		if err != nil {
 			return nil, err
 		}
@@ -717,7 +718,7 @@ func pplGates(dir string, man *PPLManifest, i int, cfg *model.Config) (map[strin
 		cals = append(cals, g.Calibrator())
 	}
 	for _, c := range man.Chunks {
-		if n, v := pplPass(c); n != i || v != pplCalibration {
+		if n, v := PPLPass(c); n != i || v != pplCalibration {
 			continue
 		}
 		rows, err := readPassRows[PPLGateRow](dir, "ppl", man, man.Options, c)
@@ -757,7 +758,7 @@ func finishPPL(dir string, man *PPLManifest) (*PPLResults, error) {
 		}
 	}
 	for _, c := range man.Chunks {
-		if _, v := pplPass(c); v == pplCalibration {
+		if _, v := PPLPass(c); v == pplCalibration {
 			continue
 		}
 		rows, err := readPassRows[PPLChunkRow](dir, "ppl", man, man.Options, c)
@@ -892,10 +893,10 @@ func tInterval(x []float64, level float64) (std, se, lo, hi float64) {
 func pplConventions(o *PPLOptions) map[string]string {
 	first := "every position t = 0 … T−1"
 	switch {
-	case o.Positions == positionsLastQuarter:
+	case o.Positions == PositionsLastQuarter:
 		first = "positions t ≥ T − ⌊T/4⌋ (the last quarter)"
-	case strings.HasPrefix(o.Positions, positionsFromPrefix):
-		first = "positions t ≥ " + strings.TrimPrefix(o.Positions, positionsFromPrefix)
+	case strings.HasPrefix(o.Positions, PositionsFromPrefix):
+		first = "positions t ≥ " + strings.TrimPrefix(o.Positions, PositionsFromPrefix)
 	}
 	return map[string]string{
 		"T":            "context length = tokens in the forward pass; a chunk holds T + 1 stream tokens x_0 … x_T, position t predicts x_{t+1} from x_0 … x_t",

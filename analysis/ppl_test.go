@@ -109,7 +109,7 @@ func TestPPLOptions(t *testing.T) {
 		t.Error("an unknown variant was accepted")
 	}
 	o.Offset = 3
-	if err := o.Validate(); err != nil {
+	if err := ValidatePPLOptions(&o); err != nil {
 		t.Fatal(err)
 	}
 	if o.CalibLength != 8 || o.CalibSamples != 1 {

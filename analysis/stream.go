@@ -83,13 +83,13 @@ func streamPassPath(dir, table string, c results.Chunk) string {
 }
 
 // passDigester is a manifest whose passes run more than one model (ppl):
-// passDigest is the ModelInfo.Digest of chunk c's model.
-type passDigester interface{ passDigest(c results.Chunk) string }
+// PassDigest is the ModelInfo.Digest of chunk c's model.
+type passDigester interface{ PassDigest(c results.Chunk) string }
 
 // digestOf is the model digest of chunk c's pass key in man's run.
 func digestOf(man StreamManifest, c results.Chunk) string {
 	if d, ok := man.(passDigester); ok {
-		return d.passDigest(c)
+		return d.PassDigest(c)
 	}
 	return man.Record().Model.Digest
 }

@@ -97,7 +97,7 @@ func runPPL(opts *PPLOptions) error {
 	if po.Variants, err = analysis.ParseVariants(opts.Gates); err != nil {
 		return fmt.Errorf("--gate: %w", err)
 	}
-	if err := po.Validate(); err != nil {
+	if err := analysis.ValidatePPLOptions(&po); err != nil {
 		return err
 	}
 	fmts, err := opts.Run.formats()
