@@ -114,7 +114,7 @@ var streamMeasures = []streamMeasure{
 		return m, func() error { _, err := finishRetrieval(dir, m); return err }
 	}},
 	{"ppl", pplTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &PPLManifest{}
+		m := &results.PPLManifest{}
 		return m, func() error { _, err := finishPPL(dir, m); return err }
 	}},
 }

@@ -135,7 +135,7 @@ func TestPPLOptions(t *testing.T) {
 	if _, _, err := planPPL(60, o); err == nil || !strings.Contains(err.Error(), "calibration tokens") {
 		t.Fatalf("short stream: err %v", err)
 	}
-	o.Variants = []string{VariantLearned, VariantOne, "k"}
+	o.Variants = []string{results.VariantLearned, results.VariantOne, "k"}
 	if eval, calib, _ := planPPL(100, o); len(calib) != 0 || eval[0].Start != 3 {
 		t.Fatalf("without a calibrated variant there is no calibration chunk: %v %v", calib, eval[0])
 	}
@@ -155,7 +155,7 @@ func TestPPLRun(t *testing.T) {
 	o.Lengths, o.Samples, o.TrainLength = []int{8, 24, 48}, 3, 24
 	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	var seen []Progress
-	run := func(out string) *PPLResults {
+	run := func(out string) *results.PPLResults {
 		r := &PPLRun{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Threads: 2, Progress: func(p Progress) { seen = append(seen, p) }},
 			Dirs: []string{gated, plain}, Options: o}
 		res, err := r.Run()
@@ -170,7 +170,7 @@ func TestPPLRun(t *testing.T) {
 	if !man.Complete || len(man.Models) != 2 || man.Models[0].Label != "gated" || man.Models[1].Label != "plain" {
 		t.Fatalf("manifest: complete %v, models %+v", man.Complete, man.Models)
 	}
-	if !reflect.DeepEqual(man.Models[0].Variants, o.Variants) || !reflect.DeepEqual(man.Models[1].Variants, []string{VariantLearned}) ||
+	if !reflect.DeepEqual(man.Models[0].Variants, o.Variants) || !reflect.DeepEqual(man.Models[1].Variants, []string{results.VariantLearned}) ||
 		len(man.Models[1].Notes) == 0 {
 		t.Fatalf("variants: gated %v, plain %v (notes %v)", man.Models[0].Variants, man.Models[1].Variants, man.Models[1].Notes)
 	}
@@ -196,11 +196,11 @@ func TestPPLRun(t *testing.T) {
 		hsOne.Add("blocks.*.attn.hook_gate", hooks.SetHead(h, 1))
 	}
 	for _, c := range res.Chunks {
-		if c.Model != "gated" || (c.Variant != VariantLearned && c.Variant != VariantOne) {
+		if c.Model != "gated" || (c.Variant != results.VariantLearned && c.Variant != results.VariantOne) {
 			continue
 		}
 		opt := model.Options{Logits: true, AllowExtrapolation: true}
-		if c.Variant == VariantOne {
+		if c.Variant == results.VariantOne {
 			opt.Hooks = hsOne
 		}
 		outp, err := m.Forward([][]int{stream[c.Start : c.End-1]}, opt)
@@ -234,7 +234,7 @@ func TestPPLRun(t *testing.T) {
 				sum += c.NLLSum
 				n += c.N
 				for _, b := range res.Chunks {
-					if b.Model == c.Model && b.Variant == VariantLearned && b.T == c.T && b.Sample == c.Sample {
+					if b.Model == c.Model && b.Variant == results.VariantLearned && b.T == c.T && b.Sample == c.Sample {
 						d += c.NLL - b.NLL
 					}
 				}
@@ -246,7 +246,7 @@ func TestPPLRun(t *testing.T) {
 		if !(s.PPLLo <= s.PPL && s.PPL <= s.PPLHi) {
 			t.Fatalf("summary %+v: ppl outside its interval", s)
 		}
-		if s.Variant == VariantLearned {
+		if s.Variant == results.VariantLearned {
 			if !math.IsNaN(s.DNLL) {
 				t.Fatalf("learned: d_nll %v, want NaN", s.DNLL)
 			}
@@ -334,8 +334,8 @@ func TestPPLShardsResumeCalibration(t *testing.T) {
 	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	o := DefaultPPLOptions()
 	o.Lengths, o.Samples, o.CalibSamples, o.CalibLength = []int{8, 16}, 2, 2, 12
-	o.Variants = []string{VariantLearned, string(probes.MapKMatched), string(probes.MapMean)}
-	run := func(out string, sh results.Shard) *PPLManifest {
+	o.Variants = []string{results.VariantLearned, string(probes.MapKMatched), string(probes.MapMean)}
+	run := func(out string, sh results.Shard) *results.PPLManifest {
 		t.Helper()
 		res, err := (&PPLRun{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Threads: 2, Shard: sh},
 			Dirs: []string{gated, plain}, Options: o}).Run()

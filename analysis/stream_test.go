@@ -76,7 +76,7 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh results.Shard, 
 		// the learned gate and gate 1 on two chunks of T = 24
 		"ppl": func(out string, sh results.Shard, force, other bool) (StreamManifest, error) {
 			o := DefaultPPLOptions()
-			o.Lengths, o.Samples, o.Variants = []int{24}, 2, []string{VariantLearned, VariantOne}
+			o.Lengths, o.Samples, o.Variants = []int{24}, 2, []string{results.VariantLearned, results.VariantOne}
 			if other {
 				o.Positions = "last-quarter"
 			}

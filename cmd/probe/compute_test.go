@@ -223,7 +223,7 @@ func TestComputeBF16StreamCommands(t *testing.T) {
 	for _, c := range []struct {
 		cmd, manifest, length string
 	}{
-		{"ppl", analysis.PPLManifestName, "14"}, // after 32 calibration tokens
+		{"ppl", results.PPLManifestName, "14"}, // after 32 calibration tokens
 		{"gdn", results.GDNManifestName, "32"},
 		{"sinks", results.SinksManifestName, "32"},
 		{"massive", results.MassiveManifestName, "32"},

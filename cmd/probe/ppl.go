@@ -87,7 +87,7 @@ func runPPL(opts *PPLOptions) error {
 		}
 	}
 	p := opts.Plan
-	po := analysis.PPLOptions{Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement, Seed: p.Seed, Offset: p.Offset,
+	po := results.PPLOptions{Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement, Seed: p.Seed, Offset: p.Offset,
 		Positions: opts.Positions, LambdaForm: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max,
 		CalibLength: opts.CalibLength, CalibSamples: opts.CalibSamples, TrainLength: opts.TrainLength, CILevel: opts.CILevel}
 	var err error
@@ -108,7 +108,7 @@ func runPPL(opts *PPLOptions) error {
 	if err != nil {
 		return err
 	}
-	spec, end, err := opts.Run.spec("ppl", "the perplexity tables and "+analysis.PPLManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := opts.Run.spec("ppl", "the perplexity tables and "+results.PPLManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func runPPL(opts *PPLOptions) error {
 		}
 	}
 	fmt.Fprintf(opts.Stdout, "%d models, %d passes in %.1f s; tables %s and %s in %s\n", len(res.Manifest.Models), len(res.Chunks),
-		res.Manifest.Seconds, strings.Join(tables, ", "), analysis.PPLManifestName, opts.Run.Out)
+		res.Manifest.Seconds, strings.Join(tables, ", "), results.PPLManifestName, opts.Run.Out)
 	for _, pm := range res.Manifest.Models {
 		if pm.Deviation != nil {
 			fmt.Fprintf(opts.Stdout, "%s: ", pm.Label)
@@ -167,13 +167,13 @@ func pplStream(in tokenFlags, models []string) ([]int, results.SourceInfo, error
 // writePPLSummary prints the summary table: perplexity with its interval
 // per (model, variant, T) and the paired NLL difference to the learned
 // gate.
-func writePPLSummary(w io.Writer, res *analysis.PPLResults) error {
+func writePPLSummary(w io.Writer, res *results.PPLResults) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	lvl := res.Manifest.Options.CILevel * 100
 	fmt.Fprintf(tw, "model\tvariant\tT\tppl\t%.0f%% interval\tΔNLL vs learned [%.0f%%]\textrapolated\n", lvl, lvl)
 	for _, s := range res.Summary {
 		d := "—"
-		if s.Variant != analysis.VariantLearned && !math.IsNaN(s.DNLL) {
+		if s.Variant != results.VariantLearned && !math.IsNaN(s.DNLL) {
 			d = fmt.Sprintf("%+.4f", s.DNLL)
 			if !math.IsNaN(s.DNLLLo) {
 				d += fmt.Sprintf(" [%+.4f, %+.4f]", s.DNLLLo, s.DNLLHi)
