@@ -602,7 +602,7 @@ func (a *aggregator) fig3(g layerGroup) ([]Fig3Row, float64, float64) {
 		n, _, _ := a.pool(T, probes.MetricNEff, g.used)
 		s, _, _ := a.pool(T, probes.MetricSMean, g.used)
 		k, _, _ := a.pool(T, probes.MetricK, g.used)
-		lam := a.probe.LambdaFromAggregates(n.Mean(), s.Mean(), a.groupDHead(g))
+		lam := lambdaFromAggregates(a.probe, n.Mean(), s.Mean(), a.groupDHead(g))
 		kMeas := k.Mean()
 		if i == 0 {
 			lamFit = lam * (1 - kMeas) / kMeas
@@ -692,7 +692,7 @@ func (a *aggregator) fig4Cells(lengths []int) []Fig4Row {
 			row := Fig4Row{Layer: int64(l), Head: int64(h), Layers: a.groupOf(l), KPasses: momentsOf(kp).Mean(), BOSPasses: momentsOf(bp).Mean(),
 				KQueries: kq.Mean(), BOSQueries: bq.Mean(), Passes: int64(len(kp)), LastLayers: last[l], BOSLeftOut: out}
 			row.K, row.BOS, row.Gate = row.KPasses, row.BOSPasses, momentsOf(gp).Mean()
-			if a.agg.Fig4Pool == poolQueries {
+			if a.agg.Fig4Pool == PoolQueries {
 				row.K, row.BOS, row.Gate = row.KQueries, row.BOSQueries, gq.Mean()
 			}
 			rows = append(rows, row)

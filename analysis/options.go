@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
 
@@ -63,10 +62,10 @@ type ProbeOptions struct {
 	SinkRows string `json:"sink_rows,omitempty"`
 }
 
-// Resolve fills in the defaults for head dimension dHead and checks the
+// ResolveProbeOptions fills in p's defaults for head dimension dHead and checks the
 // values. dHead 0 (SigmaDHead of a model whose layers' heads differ in
 // width) leaves Sigma02 0: 1/d_head of each layer.
-func (p ProbeOptions) Resolve(dHead int) (ProbeOptions, error) {
+func ResolveProbeOptions(p ProbeOptions, dHead int) (ProbeOptions, error) {
 	if p.Form == "" {
 		p.Form = "reml"
 	}
@@ -91,12 +90,12 @@ func (p ProbeOptions) Resolve(dHead int) (ProbeOptions, error) {
 	if p.LambdaPrior == 0 {
 		p.LambdaPrior = 1
 	}
-	_, err := p.collector()
+	_, err := collectorOptions(p)
 	return p, err
 }
 
-// collector converts resolved options.
-func (p ProbeOptions) collector() (probes.CollectorOptions, error) {
+// collectorOptions converts resolved options.
+func collectorOptions(p ProbeOptions) (probes.CollectorOptions, error) {
 	var o probes.CollectorOptions
 	switch p.Form {
 	case "reml":
@@ -145,13 +144,13 @@ func (p ProbeOptions) collector() (probes.CollectorOptions, error) {
 	return o, nil
 }
 
-// LambdaFromAggregates applies the options' λobs form to aggregate n_eff and
+// lambdaFromAggregates applies p's λobs form to aggregate n_eff and
 // S̄ (Fig. 3's "λobs predicted by Eq. 6 from the measured n_eff(T) and
 // S(T)"). The sandwich form needs Σα²(v−e)², which is not aggregated: it
 // gives NaN. Options that leave σ₀² to each layer (Sigma02 0) take it as
 // 1/dHead, the width of the aggregated layers' heads, and give NaN for
 // dHead 0 (layers of several widths).
-func (p ProbeOptions) LambdaFromAggregates(neff, s float64, dHead int) float64 {
+func lambdaFromAggregates(p ProbeOptions, neff, s float64, dHead int) float64 {
 	switch p.Form {
 	case "reml":
 		s02 := p.Sigma02
@@ -229,7 +228,7 @@ type SweepOptions struct {
 	// model's (model.Compute; omitted for f32, so that f32 pass keys are
 	// those of earlier releases, whose float32 products ran on the kernels
 	// that f32-widen names now).
-	Compute model.Compute `json:"compute,omitempty"`
+	Compute string `json:"compute,omitempty"`
 	// DeviationTokens: with Compute bf16, the first DeviationTokens tokens
 	// of the first pass also run in float32, and Manifest.Deviation records
 	// how far the bf16 logits and diagnostics lie from them (0: not
@@ -243,15 +242,15 @@ func DefaultSweepOptions() SweepOptions {
 		BOSCountsInT: true, Bucket: 64, LastFrac: 0.25, BOSFrac: 0.5, OnNonFinite: NonFiniteStop}
 }
 
-// ChunkOptions returns the chunk layout of the sweep.
-func (o *SweepOptions) ChunkOptions() ChunkOptions {
+// SweepChunkOptions returns the chunk layout of the sweep o.
+func SweepChunkOptions(o *SweepOptions) ChunkOptions {
 	return ChunkOptions{Lengths: o.Lengths, Samples: o.Samples, Disjoint: o.Disjoint, Placement: o.Placement,
 		Seed: o.Seed, Offset: o.Offset, BOS: o.BOSToken >= 0}
 }
 
-// Validate checks the options against a model configuration (layers are
+// ValidateSweepOptions checks o against a model configuration (layers are
 // not needed; max positions and vocabulary are).
-func (o *SweepOptions) Validate(maxPos, vocab int) error {
+func ValidateSweepOptions(o *SweepOptions, maxPos, vocab int) error {
 	o.BOSCountsInT = true
 	if len(o.Lengths) == 0 {
 		l, err := ParseLengths(o.LengthsArg, o.KUnit)
@@ -260,7 +259,7 @@ func (o *SweepOptions) Validate(maxPos, vocab int) error {
 		}
 		o.Lengths = l
 	}
-	co := o.ChunkOptions()
+	co := SweepChunkOptions(o)
 	if err := co.resolve(); err != nil {
 		return err
 	}
@@ -290,13 +289,13 @@ func (o *SweepOptions) Validate(maxPos, vocab int) error {
 
 // Fig. 4 weightings (AggOptions.Fig4Pool).
 const (
-	// poolPasses gives every (T, sample) pass the same weight: a cell's K
+	// PoolPasses gives every (T, sample) pass the same weight: a cell's K
 	// is the mean over passes of the pass's window mean (default: "aggregated
 	// over 5 samples and T ∈ {4k, 8k}" read as 10 equal passes).
-	poolPasses = "passes"
-	// poolQueries pools every query of every pass (an 8k pass then weighs
+	PoolPasses = "passes"
+	// PoolQueries pools every query of every pass (an 8k pass then weighs
 	// twice a 4k pass).
-	poolQueries = "queries"
+	PoolQueries = "queries"
 )
 
 // λobs ratio readings of Fig. 2(c) (AggOptions.LambdaRatio).
@@ -349,7 +348,7 @@ type AggOptions struct {
 	// Fig4Lengths are the lengths Fig. 4 aggregates (default: 4k and 8k in
 	// the sweep's k unit when present — the paper's choice —, else all).
 	Fig4Lengths []int `json:"fig4_lengths"`
-	// Fig4Pool is "passes" (default) or "queries" (poolPasses, poolQueries).
+	// Fig4Pool is "passes" (default) or "queries" (PoolPasses, PoolQueries).
 	Fig4Pool string `json:"fig4_pool"`
 	// Bootstrap is the number of bootstrap resamples of the Fig. 4 cells
 	// (default 10000), Seed their PCG seed (default 1) and CILevel the
@@ -369,7 +368,7 @@ type AggOptions struct {
 
 // DefaultAggOptions returns the defaults.
 func DefaultAggOptions() AggOptions {
-	return AggOptions{LastLayers: 7, DDOF: 0, Fig4Pool: poolPasses, Bootstrap: 10000, Seed: 1, CILevel: 0.95,
+	return AggOptions{LastLayers: 7, DDOF: 0, Fig4Pool: PoolPasses, Bootstrap: 10000, Seed: 1, CILevel: 0.95,
 		LambdaRatio: RatioOfMeans, LocalLayers: LocalSeparate}
 }
 
@@ -384,7 +383,7 @@ func (a *AggOptions) Validate() error {
 		return fmt.Errorf("last-layers = %d: want at least 1", a.LastLayers)
 	case a.DDOF != 0 && a.DDOF != 1:
 		return fmt.Errorf("ddof = %d: want 0 or 1", a.DDOF)
-	case a.Fig4Pool != poolPasses && a.Fig4Pool != poolQueries:
+	case a.Fig4Pool != PoolPasses && a.Fig4Pool != PoolQueries:
 		return fmt.Errorf("fig4-pool %q: want passes or queries", a.Fig4Pool)
 	case a.Bootstrap < 0:
 		return fmt.Errorf("bootstrap = %d: want ≥ 0 (0 skips the interval)", a.Bootstrap)

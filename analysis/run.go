@@ -163,18 +163,18 @@ func (s *Sweep) prepare() (*Manifest, error) {
 	}
 	s.Shard, s.Threads = spec.Shard, spec.Threads
 	cfg := &s.Model.Config
-	s.Options.Compute = s.Model.Compute.Recorded()
+	s.Options.Compute = string(s.Model.Compute.Recorded())
 	if !s.Model.Compute.BF16Products() {
 		s.Options.DeviationTokens = 0
 	}
-	if err := s.Options.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
+	if err := ValidateSweepOptions(&s.Options, cfg.MaxPos, cfg.Vocab); err != nil {
 		return nil, err
 	}
 	if cfg.LearnedPositions() && s.Options.Lengths[len(s.Options.Lengths)-1] > cfg.MaxPos {
 		return nil, fmt.Errorf("length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)",
 			s.Options.Lengths[len(s.Options.Lengths)-1], cfg.MaxPos, cfg.Arch)
 	}
-	p, err := s.Options.Probe.Resolve(SigmaDHead(cfg))
+	p, err := ResolveProbeOptions(s.Options.Probe, SigmaDHead(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (s *Sweep) prepare() (*Manifest, error) {
 	if err := s.Agg.Validate(); err != nil {
 		return nil, err
 	}
-	chunks, err := PlanChunks(len(s.Stream), s.Options.ChunkOptions())
+	chunks, err := PlanChunks(len(s.Stream), SweepChunkOptions(&s.Options))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Source.File.Path, err)
 	}
@@ -200,8 +200,8 @@ func (s *Sweep) prepare() (*Manifest, error) {
 		Sweep: s.Options, Analysis: s.Agg, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Timings: s.Timings}
 	if n := s.Options.DeviationTokens; n > 0 && len(chunks) > 0 {
 		ids := s.passIDs(chunks[0])
-		copts, _ := s.Options.Probe.collector()
-		d, err := MeasureDeviation(s.Model, [][]int{ids[:min(n, len(ids))]}, s.Options.Compute, copts, s.Options.AllowExtrapolation, s.Threads)
+		copts, _ := collectorOptions(s.Options.Probe)
+		d, err := MeasureDeviation(s.Model, [][]int{ids[:min(n, len(ids))]}, model.Compute(s.Options.Compute), copts, s.Options.AllowExtrapolation, s.Threads)
 		if err != nil {
 			return nil, err
 		}
@@ -234,7 +234,7 @@ type sweepKey struct {
 	// exactly (absent for a model without sliding windows).
 	Cuts []int `json:"window_cuts,omitempty"`
 	// Compute is SweepOptions.Compute (omitted for f32).
-	Compute model.Compute `json:"compute,omitempty"`
+	Compute string `json:"compute,omitempty"`
 }
 
 // sweepKeyOptions is the sweepKey of a sweep of o on the model info.
@@ -251,7 +251,7 @@ func sweepKeyOptions(info results.ModelInfo, o SweepOptions) sweepKey {
 // fits with its Collector's results (probes.CheckModelMemory): a sweep
 // that cannot is refused at its start, not at its last length.
 func (s *Sweep) checkMemory(T int) error {
-	copts, _ := s.Options.Probe.collector()
+	copts, _ := collectorOptions(s.Options.Probe)
 	copts.Sinks = s.Info.Sinks
 	err := probes.CheckModelMemory(s.Model, 1, T, model.Options{Threads: s.Threads}, copts)
 	if err != nil {
@@ -276,7 +276,7 @@ func longestT(chunks []results.Chunk) int {
 func (s *Sweep) runPass(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	m := s.Model
 	cfg := &m.Config
-	copts, _ := s.Options.Probe.collector()
+	copts, _ := collectorOptions(s.Options.Probe)
 	copts.ContinueOnNonFinite = s.Options.OnNonFinite == NonFiniteFlag
 	copts.Sinks = s.Info.Sinks
 	col, err := probes.NewModelCollector(1, cfg, c.T, copts)

@@ -17,7 +17,7 @@ import (
 // model only, so that the keys of other models are those from before the
 // option, bit for bit.
 func TestSinkRowsOption(t *testing.T) {
-	p, err := ProbeOptions{}.Resolve(16)
+	p, err := ResolveProbeOptions(ProbeOptions{}, 16)
 	if err != nil || p.SinkRows != "renorm" {
 		t.Fatalf("Resolve: sink_rows %q, error %v; want renorm", p.SinkRows, err)
 	}
@@ -27,14 +27,14 @@ func TestSinkRowsOption(t *testing.T) {
 	}{{"renorm", probes.RenormRows}, {"raw", probes.RawRows}, {"", probes.RenormRows}} {
 		q := p
 		q.SinkRows = c.in
-		o, err := q.collector()
+		o, err := collectorOptions(q)
 		if err != nil || o.SinkRows != c.want {
 			t.Errorf("sink_rows %q: Collector SinkRows %v, error %v; want %v", c.in, o.SinkRows, err, c.want)
 		}
 	}
 	q := p
 	q.SinkRows = "renormalised"
-	if _, err := q.Resolve(16); err == nil || !strings.Contains(err.Error(), `"renormalised"`) ||
+	if _, err := ResolveProbeOptions(q, 16); err == nil || !strings.Contains(err.Error(), `"renormalised"`) ||
 		!strings.Contains(err.Error(), "renorm or raw") {
 		t.Errorf("sink_rows renormalised: error %v, want one naming the value and renorm or raw", err)
 	}

@@ -36,7 +36,7 @@ func TestComputeBF16Sweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Sweep.Compute != model.ComputeBF16 || !strings.HasPrefix(m.Model.Compute, "bf16") || passCompute(m.Passes[0]) != model.ComputeBF16 ||
+	if m.Sweep.Compute != string(model.ComputeBF16) || !strings.HasPrefix(m.Model.Compute, "bf16") || passCompute(m.Passes[0]) != model.ComputeBF16 ||
 		!strings.Contains(m.Model.Compute, "kernel "+model.BF16Kernel()) {
 		t.Errorf("compute in the manifest: sweep %q, model %q, pass key %q", m.Sweep.Compute, m.Model.Compute, passCompute(m.Passes[0]))
 	}
@@ -77,7 +77,7 @@ func TestComputeBF16Sweep(t *testing.T) {
 	if code != 0 {
 		t.Fatal(errs)
 	}
-	if m, err := analysis.ReadManifest(filepath.Join(outProj, "manifest.json")); err != nil || m.Sweep.Compute != model.ComputeBF16Proj ||
+	if m, err := analysis.ReadManifest(filepath.Join(outProj, "manifest.json")); err != nil || m.Sweep.Compute != string(model.ComputeBF16Proj) ||
 		passCompute(m.Passes[0]) != model.ComputeBF16Proj || !strings.Contains(m.Model.Compute, "attention and the rest float32") ||
 		m.Deviation == nil || m.Deviation.Compute != string(model.ComputeBF16Proj) {
 		t.Errorf("bf16-proj sweep: %v, manifest compute %+v", err, m)
@@ -152,7 +152,7 @@ func TestComputeF32Kernels(t *testing.T) {
 	if m, err = analysis.ReadManifest(filepath.Join(outWide, "manifest.json")); err != nil {
 		t.Fatal(err)
 	}
-	if m.Sweep.Compute != model.ComputeF32Widen || passCompute(m.Passes[0]) != model.ComputeF32Widen || m.Deviation != nil ||
+	if m.Sweep.Compute != string(model.ComputeF32Widen) || passCompute(m.Passes[0]) != model.ComputeF32Widen || m.Deviation != nil ||
 		!strings.Contains(m.Model.Compute, "weights widened to float32") || !strings.Contains(m.Model.Compute, "(kernel "+model.BLAS()+")") {
 		t.Errorf("f32-widen sweep: sweep.compute %q, pass key %q, model.compute %q, deviation %+v", m.Sweep.Compute, passCompute(m.Passes[0]), m.Model.Compute, m.Deviation)
 	}

@@ -341,10 +341,10 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	if err != nil {
 		return nil, err
 	}
-	if err := so.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
+	if err := analysis.ValidateSweepOptions(&so, cfg.MaxPos, cfg.Vocab); err != nil {
 		return nil, err
 	}
-	if _, err := so.Probe.Resolve(analysis.SigmaDHead(cfg)); err != nil {
+	if _, err := analysis.ResolveProbeOptions(so.Probe, analysis.SigmaDHead(cfg)); err != nil {
 		return nil, err
 	}
 	var tm analysis.Timings
@@ -357,7 +357,7 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	if in.Text != "" {
 		tm.Tokenize = time.Since(t0).Seconds()
 	}
-	if _, err := analysis.PlanChunks(len(stream), so.ChunkOptions()); err != nil {
+	if _, err := analysis.PlanChunks(len(stream), analysis.SweepChunkOptions(&so)); err != nil {
 		what := in.IDs
 		if what == "" {
 			what = in.Text + " (tokenized)"
@@ -377,7 +377,7 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	}
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
-	so.Compute = m.Compute.Recorded() // as Sweep.Run records it
+	so.Compute = string(m.Compute.Recorded()) // as Sweep.Run records it
 	return &analysis.Sweep{Model: m, Info: info, Source: src, Stream: stream, Options: so, Agg: agg, Out: opts.Out, Shard: sh, Force: opts.Force,
 		CLIOptions: opts.CLIOptions, Args: append([]string{"sweep"}, opts.CommandLine...), Timings: tm}, nil
 }
