@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/filterlens/probe/probes"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // Query windows of the heads table (HeadRow.Window).
@@ -286,7 +286,7 @@ func (a *aggregator) Add(rows []BucketRow) error {
 		m := r.Moments()
 		ws.nonfinite += r.NonFinite
 		leftOut := false
-		if win := a.shape.window(k.layer); win > 0 && r.Metric == probes.MetricBOSMass && int(r.QHi) > win {
+		if win := a.shape.window(k.layer); win > 0 && r.Metric == results.MetricBOSMass && int(r.QHi) > win {
 			if int(r.QLo) < win {
 				return fmt.Errorf("bucket [%d,%d) of (T=%d, sample %d) straddles layer %d's sliding window %d: the passes were made without cutting the buckets there",
 					r.QLo, r.QHi, T, k.sample, k.layer, win)
@@ -548,10 +548,10 @@ func (a *aggregator) cellMean(T, l, h int, m string) float64 {
 func (a *aggregator) fig2(g layerGroup) []Fig2Row {
 	var rows []Fig2Row
 	ddof, unit := a.agg.DDOF, a.sw.KUnit
-	paper := map[string][]float64{probes.MetricNEff: Paper.NEff, probes.MetricGate: Paper.Gate}
+	paper := map[string][]float64{results.MetricNEff: Paper.NEff, results.MetricGate: Paper.Gate}
 	tmin := a.sw.Lengths[0]
-	lamMin, _, _ := a.pool(tmin, probes.MetricLambdaObs, g.used)
-	kMin, _, _ := a.pool(tmin, probes.MetricK, g.used)
+	lamMin, _, _ := a.pool(tmin, results.MetricLambdaObs, g.used)
+	kMin, _, _ := a.pool(tmin, results.MetricK, g.used)
 	lamFromK := func(k float64) float64 { return a.probe.LambdaPrior * k / (1 - k) }
 	for _, T := range a.sw.Lengths {
 		for _, m := range a.metrics {
@@ -565,7 +565,7 @@ func (a *aggregator) fig2(g layerGroup) []Fig2Row {
 		}
 		paperRatio := paperValue(Paper.LambdaRatio, T, unit)
 		// (c) ratio of means: λ̄(T)/λ̄(Tmin); stds scaled by the same λ̄(Tmin).
-		p, u, _ := a.pool(T, probes.MetricLambdaObs, g.used)
+		p, u, _ := a.pool(T, results.MetricLambdaObs, g.used)
 		den := lamMin.Mean()
 		rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + RatioOfMeans, N: p.N,
 			Mean: p.Mean() / den, StdPooled: p.Std(ddof) / den, Units: u.N, MeanUnits: u.Mean() / den,
@@ -574,7 +574,7 @@ func (a *aggregator) fig2(g layerGroup) []Fig2Row {
 		var ratios []float64
 		for _, l := range g.used {
 			for h := 0; h < a.shape.Heads; h++ {
-				if r := a.cellMean(T, l, h, probes.MetricLambdaObs) / a.cellMean(tmin, l, h, probes.MetricLambdaObs); !math.IsNaN(r) && !math.IsInf(r, 0) {
+				if r := a.cellMean(T, l, h, results.MetricLambdaObs) / a.cellMean(tmin, l, h, results.MetricLambdaObs); !math.IsNaN(r) && !math.IsInf(r, 0) {
 					ratios = append(ratios, r)
 				}
 			}
@@ -583,7 +583,7 @@ func (a *aggregator) fig2(g layerGroup) []Fig2Row {
 		rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + MeanOfRatios, N: c.N, Mean: c.Mean(),
 			StdPooled: math.NaN(), Units: c.N, MeanUnits: c.Mean(), StdUnits: c.Std(ddof), Paper: paperRatio})
 		// recovered from the mean gain.
-		kT, _, _ := a.pool(T, probes.MetricK, g.used)
+		kT, _, _ := a.pool(T, results.MetricK, g.used)
 		rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + RatioFromK, N: kT.N,
 			Mean: lamFromK(kT.Mean()) / lamFromK(kMin.Mean()), StdPooled: math.NaN(), MeanUnits: math.NaN(),
 			StdUnits: math.NaN(), Paper: paperRatio})
@@ -599,9 +599,9 @@ func (a *aggregator) fig3(g layerGroup) ([]Fig3Row, float64, float64) {
 	var lamFit, kMin float64
 	maxErr := math.NaN()
 	for i, T := range a.sw.Lengths {
-		n, _, _ := a.pool(T, probes.MetricNEff, g.used)
-		s, _, _ := a.pool(T, probes.MetricSMean, g.used)
-		k, _, _ := a.pool(T, probes.MetricK, g.used)
+		n, _, _ := a.pool(T, results.MetricNEff, g.used)
+		s, _, _ := a.pool(T, results.MetricSMean, g.used)
+		k, _, _ := a.pool(T, results.MetricK, g.used)
 		lam := lambdaFromAggregates(a.probe, n.Mean(), s.Mean(), a.groupDHead(g))
 		kMeas := k.Mean()
 		if i == 0 {
@@ -673,9 +673,9 @@ func (a *aggregator) fig4Cells(lengths []int) []Fig4Row {
 			var out int64
 			for _, T := range lengths {
 				for s := 0; s < a.sw.Samples; s++ {
-					k := a.get(T, s, l, h, probes.MetricK).last
-					bw := a.get(T, s, l, h, probes.MetricBOSMass)
-					g := a.get(T, s, l, h, probes.MetricGate).last
+					k := a.get(T, s, l, h, results.MetricK).last
+					bw := a.get(T, s, l, h, results.MetricBOSMass)
+					g := a.get(T, s, l, h, results.MetricGate).last
 					kq, bq, gq = kq.Combine(k), bq.Combine(bw.bos), gq.Combine(g)
 					out += bw.bosOut
 					if k.N > 0 {

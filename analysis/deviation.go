@@ -53,10 +53,10 @@ func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes
 			strings.Join(m.DTypes, ", "))
 	}
 	d.Columns = append(d.Columns, columnDeviation("logits", got.logits, ref.logits))
-	names := []string{probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSMean, probes.MetricLambdaObs,
-		probes.MetricK, probes.MetricKDimMean, probes.MetricBOSMass}
+	names := []string{results.MetricNEff, results.MetricNEffEntropy, results.MetricSMean, results.MetricLambdaObs,
+		results.MetricK, results.MetricKDimMean, results.MetricBOSMass}
 	if cfg.Gate != model.GateNone {
-		names = append(names, probes.MetricGate)
+		names = append(names, results.MetricGate)
 	}
 	for _, name := range names {
 		// a column the Collector options do not compute (K_dim_mean

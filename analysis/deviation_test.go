@@ -105,10 +105,10 @@ func TestComputeBF16Golden(t *testing.T) {
 				name string
 				a, b []float32
 			}{
-				{probes.MetricNEff, cb.NEff, c32.NEff}, {probes.MetricNEffEntropy, cb.NEffEntropy, c32.NEffEntropy},
-				{probes.MetricSMean, cb.SMean, c32.SMean}, {probes.MetricLambdaObs, cb.LambdaObs, c32.LambdaObs},
-				{probes.MetricK, cb.K, c32.K}, {probes.MetricKDimMean, cb.KDimMean, c32.KDimMean},
-				{probes.MetricBOSMass, cb.BOSMass, c32.BOSMass}, {probes.MetricGate, cb.Gate, c32.Gate},
+				{results.MetricNEff, cb.NEff, c32.NEff}, {results.MetricNEffEntropy, cb.NEffEntropy, c32.NEffEntropy},
+				{results.MetricSMean, cb.SMean, c32.SMean}, {results.MetricLambdaObs, cb.LambdaObs, c32.LambdaObs},
+				{results.MetricK, cb.K, c32.K}, {results.MetricKDimMean, cb.KDimMean, c32.KDimMean},
+				{results.MetricBOSMass, cb.BOSMass, c32.BOSMass}, {results.MetricGate, cb.Gate, c32.Gate},
 			} {
 				whole = append(whole, columnDeviation(c.name, c.a, c.b))
 			}

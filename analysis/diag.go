@@ -12,6 +12,7 @@ import (
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
@@ -109,12 +110,12 @@ func Diagnose(m *model.Model, ids [][]int, o DiagOptions) (*Diag, error) {
 
 // DiagColumns are the columns of the diag CSV (Diag.WriteCSV), in order: the metric names
 // of the library (probes.Metric*) and the sweep tables.
-var DiagColumns = []string{"sample", "layer", "head", "query", probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSMean,
-	probes.MetricLambdaObs, probes.MetricK, probes.MetricKDimMean, probes.MetricBOSMass, probes.MetricGate}
+var DiagColumns = []string{"sample", "layer", "head", "query", results.MetricNEff, results.MetricNEffEntropy, results.MetricSMean,
+	results.MetricLambdaObs, results.MetricK, results.MetricKDimMean, results.MetricBOSMass, results.MetricGate}
 
 // legacyDiagNames are the CSV header names of earlier releases (legacy
 // in WriteCSV), kept for one release.
-var legacyDiagNames = map[string]string{probes.MetricSMean: "s_mean", probes.MetricK: "k_bft", probes.MetricKDimMean: "k_dim_mean"}
+var legacyDiagNames = map[string]string{results.MetricSMean: "s_mean", results.MetricK: "k_bft", results.MetricKDimMean: "k_dim_mean"}
 
 // WriteCSV writes the rows of d — per (sample, softmax layer, head,
 // query) — to path as CSV, atomically: the shortest decimal that reads
@@ -128,8 +129,8 @@ func (d *Diag) WriteCSV(path string, toks [][]string, legacy bool) error {
 	B, T, gated := col.B, col.T, c.Gate != model.GateNone
 	columns := DiagColumns
 	if d.Sinks { // σ beside the first-token mass
-		i := slices.Index(columns, probes.MetricBOSMass) + 1
-		columns = slices.Insert(slices.Clone(columns), i, probes.MetricSinkMass)
+		i := slices.Index(columns, results.MetricBOSMass) + 1
+		columns = slices.Insert(slices.Clone(columns), i, results.MetricSinkMass)
 	}
 	return atomicfile.Write(path, func(f io.Writer) error {
 		bw := bufio.NewWriterSize(f, 1<<20)

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/filterlens/probe/analysis/results"
-	"github.com/filterlens/probe/probes"
 )
 
 // LoadResults reads a finished sweep folder (its manifest.json and pass
@@ -236,7 +235,7 @@ func writeGroup(w io.Writer, man *Manifest, res *Results, g GroupSummary, named 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "T\tn_eff\t± pooled\t± units\tpaper\t\tgate\t± pooled\t± units\tpaper\t\tλobs ratio\tpaper\tmean of ratios\tfrom K\t")
 	for _, T := range sw.Lengths {
-		n, g := get(T, probes.MetricNEff), get(T, probes.MetricGate)
+		n, g := get(T, results.MetricNEff), get(T, results.MetricGate)
 		rm, mr, fk := get(T, "lambda_obs_ratio/"+RatioOfMeans), get(T, "lambda_obs_ratio/"+MeanOfRatios), get(T, "lambda_obs_ratio/"+RatioFromK)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\t%s\t%s\t%s\t%s\t\t%s\t%s\t%s\t%s\t\n", L(T),
 			num(n.Mean, 2), num(n.StdPooled, 2), num(n.StdUnits, 2), num(paperValue(Paper.NEff, T, unit), 1),
@@ -246,8 +245,8 @@ func writeGroup(w io.Writer, man *Manifest, res *Results, g GroupSummary, named 
 	tw.Flush()
 	if len(sw.Lengths) > 1 {
 		first, last := sw.Lengths[0], sw.Lengths[len(sw.Lengths)-1]
-		n0, n1 := get(first, probes.MetricNEff).Mean, get(last, probes.MetricNEff).Mean
-		g0, g1 := get(first, probes.MetricGate).Mean, get(last, probes.MetricGate).Mean
+		n0, n1 := get(first, results.MetricNEff).Mean, get(last, results.MetricNEff).Mean
+		g0, g1 := get(first, results.MetricGate).Mean, get(last, results.MetricGate).Mean
 		p("  n_eff ×%s from %s to %s (paper ×2.18); gate drift %s (paper +0.027, within-length std %g); λobs ratio ×%s (paper ×1.28)\n",
 			num(n1/n0, 2), L(first), L(last), num(g1-g0, 3), Paper.GateSpread,
 			num(get(last, "lambda_obs_ratio/"+RatioOfMeans).Mean, 2))

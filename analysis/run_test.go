@@ -149,16 +149,16 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 				t.Errorf("fig2 T=%d %s: n %d units %d", T, m, r.N, r.Units)
 			}
 		}
-		lam, _, _, _ := nv.pool(T, probes.MetricLambdaObs)
-		lam0, _, _, _ := nv.pool(24, probes.MetricLambdaObs)
+		lam, _, _, _ := nv.pool(T, results.MetricLambdaObs)
+		lam0, _, _, _ := nv.pool(24, results.MetricLambdaObs)
 		check(fmt.Sprintf("T=%d ratio of means", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+RatioOfMeans)].Mean, lam/lam0)
 		var ratios []float64
 		for _, l := range []int{1, 2} {
 			for h := 0; h < 4; h++ {
 				var a, b []float64
 				for s := 0; s < 3; s++ {
-					a = append(a, nv.values(T, s, l, h, probes.MetricLambdaObs, windowStart(T, 0.25))...)
-					b = append(b, nv.values(24, s, l, h, probes.MetricLambdaObs, windowStart(24, 0.25))...)
+					a = append(a, nv.values(T, s, l, h, results.MetricLambdaObs, windowStart(T, 0.25))...)
+					b = append(b, nv.values(24, s, l, h, results.MetricLambdaObs, windowStart(24, 0.25))...)
 				}
 				ma, _ := meanStd(a, 0)
 				mb, _ := meanStd(b, 0)
@@ -167,23 +167,23 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 		}
 		mr, _ := meanStd(ratios, 0)
 		check(fmt.Sprintf("T=%d mean of ratios", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+MeanOfRatios)].Mean, mr)
-		k, _, _, _ := nv.pool(T, probes.MetricK)
-		k0, _, _, _ := nv.pool(24, probes.MetricK)
+		k, _, _, _ := nv.pool(T, results.MetricK)
+		k0, _, _, _ := nv.pool(24, results.MetricK)
 		check(fmt.Sprintf("T=%d ratio from K", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+RatioFromK)].Mean, (k/(1-k))/(k0/(1-k0)))
 	}
 
 	// Fig. 3: closed-form λ at Tmin, Eq. 6 from the pooled n_eff and S_mean.
 	dh := 8.0
-	n0, _, _, _ := nv.pool(24, probes.MetricNEff)
-	s0, _, _, _ := nv.pool(24, probes.MetricSMean)
-	k0, _, _, _ := nv.pool(24, probes.MetricK)
+	n0, _, _, _ := nv.pool(24, results.MetricNEff)
+	s0, _, _, _ := nv.pool(24, results.MetricSMean)
+	k0, _, _, _ := nv.pool(24, results.MetricK)
 	lamFit := (n0 + 1) / (s0 + 1/dh) * (1 - k0) / k0
 	check("fig3 lambda fit", float64(res.Summary.LambdaFit), lamFit)
 	for _, r := range res.Fig3 {
 		T := int(r.T)
-		n, _, _, _ := nv.pool(T, probes.MetricNEff)
-		s, _, _, _ := nv.pool(T, probes.MetricSMean)
-		k, _, _, _ := nv.pool(T, probes.MetricK)
+		n, _, _, _ := nv.pool(T, results.MetricNEff)
+		s, _, _, _ := nv.pool(T, results.MetricSMean)
+		k, _, _, _ := nv.pool(T, results.MetricK)
 		lam := (n + 1) / (s + 1/dh)
 		kOpt := lam / (lamFit + lam)
 		check(fmt.Sprintf("fig3 T=%d K_opt", T), r.KOpt, kOpt)
@@ -202,11 +202,11 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 		var kp, bp, kq, bq, gp []float64
 		for _, T := range []int{24, 40} {
 			for s := 0; s < 3; s++ {
-				k := nv.values(T, s, l, h, probes.MetricK, windowStart(T, 0.25))
-				b := nv.values(T, s, l, h, probes.MetricBOSMass, windowStart(T, 0.5))
+				k := nv.values(T, s, l, h, results.MetricK, windowStart(T, 0.25))
+				b := nv.values(T, s, l, h, results.MetricBOSMass, windowStart(T, 0.5))
 				mk, _ := meanStd(k, 0)
 				mb, _ := meanStd(b, 0)
-				mg, _ := meanStd(nv.values(T, s, l, h, probes.MetricGate, windowStart(T, 0.25)), 0)
+				mg, _ := meanStd(nv.values(T, s, l, h, results.MetricGate, windowStart(T, 0.25)), 0)
 				kp, bp, kq, bq, gp = append(kp, mk), append(bp, mb), append(kq, k...), append(bq, b...), append(gp, mg)
 			}
 		}
@@ -545,7 +545,7 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 	}
 	for _, r := range res.Fig2 {
 		// 6 window queries × 4 heads × 3 layers × 3 samples, less the flagged pass's 72
-		if r.T == 24 && r.Metric == probes.MetricNEff && (r.N != 144 || math.IsNaN(r.Mean)) {
+		if r.T == 24 && r.Metric == results.MetricNEff && (r.N != 144 || math.IsNaN(r.Mean)) {
 			t.Errorf("fig2 n_eff at T=24 should leave the flagged values out: %+v", r)
 		}
 	}

@@ -40,8 +40,8 @@ func TestSinkRowsOption(t *testing.T) {
 	}
 	for _, red := range []string{"mean", "all"} {
 		with, without := passMetrics(true, true, red), passMetrics(true, false, red)
-		i := slices.Index(with, probes.MetricSinkMass)
-		if i < 1 || with[i-1] != probes.MetricBOSMass || slices.Contains(without, probes.MetricSinkMass) ||
+		i := slices.Index(with, results.MetricSinkMass)
+		if i < 1 || with[i-1] != results.MetricBOSMass || slices.Contains(without, results.MetricSinkMass) ||
 			!slices.Equal(slices.Delete(slices.Clone(with), i, i+1), without) {
 			t.Errorf("reductions %s: metrics with sinks %v, without %v; want sink_mass after bos_mass only with sinks", red, with, without)
 		}

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
-	"github.com/filterlens/probe/probes"
 )
 
 // windowSweep runs a sweep on a generated Gemma-3-style model whose layers
@@ -65,7 +65,7 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	want := map[int]map[string]int64{24: {windowBOS: 8, windowLast: 6, windowAll: 8}, 40: {windowBOS: 20, windowLast: 10, windowAll: 24}}
 	for _, r := range res.Heads {
 		w := int64(0)
-		if r.Metric == probes.MetricBOSMass && r.Layer < 3 {
+		if r.Metric == results.MetricBOSMass && r.Layer < 3 {
 			w = 3 * want[int(r.T)][r.Window]
 		}
 		if r.LeftOut != w {
@@ -76,13 +76,13 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	// the per-query values: at T = 24 the queries 12…15, at T = 40 none.
 	nv := newNaive(t, sw, man.Chunks, nil, 0)
 	for _, r := range res.Heads {
-		if r.Metric != probes.MetricBOSMass || r.Window != windowBOS || r.Layer >= 3 {
+		if r.Metric != results.MetricBOSMass || r.Window != windowBOS || r.Layer >= 3 {
 			continue
 		}
 		var xs []float64
 		for s := 0; s < 3; s++ {
 			if r.T == 24 {
-				xs = append(xs, nv.values(24, s, int(r.Layer), int(r.Head), probes.MetricBOSMass, 12)[:4]...)
+				xs = append(xs, nv.values(24, s, int(r.Layer), int(r.Head), results.MetricBOSMass, 12)[:4]...)
 			}
 		}
 		m := math.NaN()
@@ -101,7 +101,7 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	}
 	var zeros int64
 	for _, r := range rows {
-		if r.Metric == probes.MetricBOSMass && r.Layer < 3 && r.QLo >= 16 {
+		if r.Metric == results.MetricBOSMass && r.Layer < 3 && r.QLo >= 16 {
 			if r.Sum != 0 || r.N != r.QHi-r.QLo {
 				t.Errorf("bucket [%d,%d) layer %d head %d: bos_mass n %d sum %g, want the measured zeros", r.QLo, r.QHi, r.Layer, r.Head, r.N, r.Sum)
 			}
@@ -135,7 +135,7 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	// left out): 3 samples × 2 layers × 4 heads × 6 or 10 queries.
 	for _, r := range res.Fig2 {
 		w := int64(0)
-		if r.Metric == probes.MetricBOSMass && r.Layers == LayersLocal {
+		if r.Metric == results.MetricBOSMass && r.Layers == LayersLocal {
 			w = 3 * 2 * 4 * want[int(r.T)][windowLast]
 		}
 		if r.LeftOut != w {
@@ -238,15 +238,15 @@ func TestSweepWindowOne(t *testing.T) {
 		}
 		T := r.T
 		switch r.Metric {
-		case probes.MetricNEff:
+		case results.MetricNEff:
 			if r.N != 3*T || math.Abs(r.Mean-1) > 1e-6 || r.Std > 1e-6 {
 				t.Errorf("T=%d layer %d head %d: n_eff mean %g std %g over %d, want 1, 0 over %d", T, r.Layer, r.Head, r.Mean, r.Std, r.N, 3*T)
 			}
-		case probes.MetricSMean:
+		case results.MetricSMean:
 			if math.Abs(r.Mean) > 1e-6 {
 				t.Errorf("T=%d layer %d head %d: S_mean %g, want 0", T, r.Layer, r.Head, r.Mean)
 			}
-		case probes.MetricBOSMass:
+		case results.MetricBOSMass:
 			if r.N != 3 || r.LeftOut != 3*(T-1) || math.Abs(r.Mean-1) > 1e-6 {
 				t.Errorf("T=%d layer %d head %d: bos_mass %g over %d, %d left out; want 1 over 3, %d", T, r.Layer, r.Head, r.Mean, r.N, r.LeftOut, 3*(T-1))
 			}

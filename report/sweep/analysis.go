@@ -6,7 +6,7 @@ import (
 	"sort"
 
 	"github.com/filterlens/probe/analysis"
-	"github.com/filterlens/probe/probes"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
@@ -73,8 +73,8 @@ func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*I
 	}
 	for _, T := range man.Sweep.Lengths {
 		in.Lengths = append(in.Lengths, Length{T: T,
-			NEff: stat(T, probes.MetricNEff), Gate: stat(T, probes.MetricGate), LambdaRatio: stat(T, ratio),
-			PaperNEff: paper(T, probes.MetricNEff), PaperGate: paper(T, probes.MetricGate), PaperLRRatio: paper(T, ratio)})
+			NEff: stat(T, results.MetricNEff), Gate: stat(T, results.MetricGate), LambdaRatio: stat(T, ratio),
+			PaperNEff: paper(T, results.MetricNEff), PaperGate: paper(T, results.MetricGate), PaperLRRatio: paper(T, ratio)})
 	}
 	for _, r := range res.Fig3 {
 		if r.Layers != group.Layers {
