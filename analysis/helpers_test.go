@@ -44,7 +44,7 @@ func randomStream(n, lo, vocab int, seed uint64) []int {
 }
 
 // newSweep loads dir and returns a Sweep over stream into out.
-func newSweep(t testing.TB, dir string, stream []int, out string, opts SweepOptions, agg AggOptions) *Sweep {
+func newSweep(t testing.TB, dir string, stream []int, out string, opts results.SweepOptions, agg results.AggOptions) *Sweep {
 	t.Helper()
 	m, err := model.Load(dir, model.LoadOptions{})
 	if err != nil {

@@ -159,37 +159,8 @@ func Tool() results.ToolInfo {
 	return t
 }
 
-// Timings are wall-clock seconds of the parts of a run.
-type Timings struct {
-	Total    float64 `json:"total"`
-	Hashing  float64 `json:"hashing"`
-	Loading  float64 `json:"loading"`
-	Tokenize float64 `json:"tokenize"`
-	Passes   float64 `json:"passes"` // forward passes with diagnostics run by this process
-	Tables   float64 `json:"tables"`
-}
-
-// Manifest is a sweep's record (kind "sweep" on the run engine): the
-// RunRecord every measurement writes, plus the sweep's options, its
-// aggregation options and what the aggregation and the run measured. It is
-// written as manifest.json beside the tables (or
-// manifest-shard-I-of-N.json by a shard).
-type Manifest struct {
-	results.RunRecord
-	Sweep    SweepOptions `json:"sweep"`
-	Analysis AggOptions   `json:"analysis"`
-	// LayersUsed are the layers Figs. 2–3 pooled.
-	LayersUsed []int `json:"layers_used,omitempty"`
-	// Flags lists passes with non-finite activations (--on-nonfinite
-	// flag) and other conditions a reader must know.
-	Flags      []string `json:"flags,omitempty"`
-	GOMAXPROCS int      `json:"gomaxprocs"`
-	NumCPU     int      `json:"num_cpu"`
-	Timings    Timings  `json:"timings"`
-}
-
 // conventions describes the fixed readings of a sweep for its manifest.
-func conventions(sw SweepOptions, agg AggOptions) map[string]string {
+func conventions(sw results.SweepOptions, agg results.AggOptions) map[string]string {
 	return map[string]string{
 		"T":            "context length of a pass = tokens in the forward pass; a prepended BOS token counts in T",
 		"queries":      "0-based query positions t = 0..T−1; windows are the last ⌊f·T⌋ queries: t ≥ T − ⌊f·T⌋",
@@ -203,7 +174,7 @@ func conventions(sw SweepOptions, agg AggOptions) map[string]string {
 		"fig3":         "λ = λobs(Tmin)(1 − K_meas(Tmin))/K_meas(Tmin), λobs from the pooled n_eff and S_mean via the sweep's λobs form; K_meas = pooled mean of per-element K",
 		"fig4":         "one cell per (layer, head) over all layers; K and the learned gate over window_last, BOS mass over window_bos; weighting analysis.fig4_pool; gate: the same cells with the gate in place of K",
 		"left_out":     "bos_mass aggregates (heads, fig2, fig4) leave out the queries t >= window of a sliding-window layer (position 0 is outside their window: not applicable) and count them in left_out / bos_left_out; the buckets table keeps their measured mass (0)",
-		"local_layers": fmt.Sprintf("%s: with both sliding-window (local) and global layers, fig2, fig3 and the fig4 statistics are per layer group (layers column: global, local; summary layer_groups); pooled: one group, all (analysis.local_layers = %s)", LocalSeparate, agg.LocalLayers),
+		"local_layers": fmt.Sprintf("%s: with both sliding-window (local) and global layers, fig2, fig3 and the fig4 statistics are per layer group (layers column: global, local; summary layer_groups); pooled: one group, all (analysis.local_layers = %s)", results.LocalSeparate, agg.LocalLayers),
 		"bucket_stats": "per bucket and metric: n finite values, sum, m2 = Σ(x − sum/n)²; raw Σx² = m2 + sum²/n",
 		"nonfinite":    "NaN/±Inf values are excluded from every statistic and counted in the nonfinite columns",
 	}
@@ -222,7 +193,7 @@ func writeJSON(path string, v any) error {
 // ReadManifest reads a sweep's manifest JSON file. A manifest written
 // before the sweep ran on the run engine (no kind) is refused with how to
 // convert its folder: its pass files cannot be read as the engine's.
-func ReadManifest(path string) (*Manifest, error) {
+func ReadManifest(path string) (*results.Manifest, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -242,7 +213,7 @@ func ReadManifest(path string) (*Manifest, error) {
 	case head.Kind != "sweep":
 		return nil, fmt.Errorf("%s: a probe %s manifest, not a sweep's", path, head.Kind)
 	}
-	var m Manifest
+	var m results.Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: not a sweep manifest: %w", path, err)
 	}

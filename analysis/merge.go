@@ -16,7 +16,7 @@ import (
 
 // FindManifests returns the manifests of a sweep folder: manifest.json
 // and/or manifest-shard-*.json.
-func FindManifests(dir string) ([]*Manifest, []string, error) {
+func FindManifests(dir string) ([]*results.Manifest, []string, error) {
 	paths, _ := filepath.Glob(filepath.Join(dir, "manifest-shard-*-of-*.json"))
 	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
 		paths = append([]string{filepath.Join(dir, "manifest.json")}, paths...)
@@ -24,7 +24,7 @@ func FindManifests(dir string) ([]*Manifest, []string, error) {
 	if len(paths) == 0 {
 		return nil, nil, fmt.Errorf("%s: no manifest.json or manifest-shard-*.json (not a probe sweep folder)", dir)
 	}
-	var ms []*Manifest
+	var ms []*results.Manifest
 	for _, p := range paths {
 		m, err := ReadManifest(p)
 		if err != nil {
@@ -40,7 +40,7 @@ type MergeOptions struct {
 	Formats []string
 	// Agg overrides the aggregation options of a sweep's shards' manifests
 	// when non-nil.
-	Agg        *AggOptions
+	Agg        *results.AggOptions
 	CLIOptions []results.Option
 	Args       []string
 }
@@ -76,7 +76,7 @@ type streamMeasure struct {
 // streamMeasures are the measurements whose folders MergeStream combines.
 var streamMeasures = []streamMeasure{
 	{"sweep", sweepTables, func(dir string, opt MergeOptions) (StreamManifest, func() error) {
-		m := &Manifest{}
+		m := &results.Manifest{}
 		return m, func() error {
 			if opt.Agg != nil {
 				m.Analysis = *opt.Agg
@@ -85,7 +85,7 @@ var streamMeasures = []streamMeasure{
 			m.Flags, m.LayersUsed = nil, nil
 			t0 := time.Now()
 			_, err := finishSweep(dir, m)
-			m.Timings = Timings{Tables: time.Since(t0).Seconds()}
+			m.Timings = results.Timings{Tables: time.Since(t0).Seconds()}
 			for _, p := range m.Passes {
 				m.Timings.Passes += p.Seconds
 			}

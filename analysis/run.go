@@ -59,8 +59,8 @@ type Sweep struct {
 	Info    results.ModelInfo // DescribeModel(Model)
 	Source  results.SourceInfo
 	Stream  []int // the token stream
-	Options SweepOptions
-	Agg     AggOptions
+	Options results.SweepOptions
+	Agg     results.AggOptions
 	Out     string
 	Shard   results.Shard // zero value: the whole sweep
 	Threads int           // attention workers (0: GOMAXPROCS)
@@ -77,7 +77,7 @@ type Sweep struct {
 	// saying the sweep is unfinished. A pass under way is finished first.
 	Stop <-chan struct{}
 	// Timings already spent (hashing, loading, tokenizing) by the caller.
-	Timings Timings
+	Timings results.Timings
 }
 
 // ErrStopped is wrapped by the error of Sweep.Run (and of the stream
@@ -96,13 +96,13 @@ var sweepTables = []string{"buckets", "nonfinite"}
 // file stays, and the manifest records the error and the passes finished.
 // It returns the manifest it wrote and, for an unsharded run, the
 // aggregated results.
-func (s *Sweep) Run() (*Manifest, *Results, error) {
+func (s *Sweep) Run() (*results.Manifest, *results.Results, error) {
 	start := time.Now()
 	man, err := s.prepare()
 	if err != nil {
 		return nil, nil, err
 	}
-	var res *Results
+	var res *results.Results
 	passStart, passesEnd := time.Now(), time.Time{}
 	spec := &RunSpec{Out: s.Out, Formats: s.Formats, Threads: s.Threads, Shard: s.Shard, Force: s.Force, Stop: s.Stop, Progress: s.Progress}
 	err = runStream(man, streamRun{RunSpec: spec, tables: sweepTables, opts: sweepKeyOptions(s.Info, s.Options), ids: s.passIDs,
@@ -132,7 +132,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 
 // timings sets the manifest's timings: the passes from passStart to
 // passesEnd (now when zero), the total since start with the caller's.
-func (s *Sweep) timings(man *Manifest, start, passStart, passesEnd time.Time) {
+func (s *Sweep) timings(man *results.Manifest, start, passStart, passesEnd time.Time) {
 	if passesEnd.IsZero() {
 		passesEnd = time.Now()
 	}
@@ -150,7 +150,7 @@ func flagLine(c results.Chunk, nf NonFiniteInfo) string {
 }
 
 // prepare validates the options, plans the chunks and starts the manifest.
-func (s *Sweep) prepare() (*Manifest, error) {
+func (s *Sweep) prepare() (*results.Manifest, error) {
 	if s.Model == nil {
 		return nil, errors.New("analysis: Sweep.Model is nil")
 	}
@@ -194,7 +194,7 @@ func (s *Sweep) prepare() (*Manifest, error) {
 			}
 		}
 	}
-	man := &Manifest{RunRecord: results.RunRecord{Kind: "sweep", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args,
+	man := &results.Manifest{RunRecord: results.RunRecord{Kind: "sweep", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args,
 		Shard: s.Shard, Model: s.Info, Source: s.Source, Conventions: conventions(s.Options, s.Agg), Chunks: chunks,
 		Passes: []results.StreamPass{}, Threads: s.Threads, Formats: s.Formats, CLIOptions: s.CLIOptions},
 		Sweep: s.Options, Analysis: s.Agg, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Timings: s.Timings}
@@ -223,11 +223,11 @@ func (s *Sweep) passIDs(c results.Chunk) []int {
 // its passes beside the model digest, the chunk and its tokens (the
 // StreamKey's Options).
 type sweepKey struct {
-	BOSToken int          `json:"bos_token"` // −1: none
-	Bucket   int          `json:"bucket"`
-	LastFrac float64      `json:"last_frac"`
-	BOSFrac  float64      `json:"bos_frac"`
-	Probe    ProbeOptions `json:"probe"`
+	BOSToken int                  `json:"bos_token"` // −1: none
+	Bucket   int                  `json:"bucket"`
+	LastFrac float64              `json:"last_frac"`
+	BOSFrac  float64              `json:"bos_frac"`
+	Probe    results.ProbeOptions `json:"probe"`
 	// Cuts are the model's distinct sliding windows w, where the buckets
 	// are also cut (t < w sees position 0, t ≥ w does not), so that the
 	// BOS mass aggregates can leave the queries without position 0 out
@@ -238,7 +238,7 @@ type sweepKey struct {
 }
 
 // sweepKeyOptions is the sweepKey of a sweep of o on the model info.
-func sweepKeyOptions(info results.ModelInfo, o SweepOptions) sweepKey {
+func sweepKeyOptions(info results.ModelInfo, o results.SweepOptions) sweepKey {
 	probe := o.Probe
 	if !info.Sinks {
 		probe.SinkRows = "" // decides nothing without sinks: a re-run with another --sink-rows keeps the passes
@@ -318,13 +318,13 @@ func (s *Sweep) runPass(c results.Chunk, watch func(*hooks.Set)) ([]passTable, e
 }
 
 // readBuckets reads and checks the bucket rows of chunk c's pass in dir.
-func readBuckets(dir string, man *Manifest, c results.Chunk) ([]BucketRow, error) {
+func readBuckets(dir string, man *results.Manifest, c results.Chunk) ([]BucketRow, error) {
 	return readPassRows[BucketRow](dir, "buckets", man, sweepKeyOptions(man.Model, man.Sweep), c)
 }
 
 // sweepFlags are the flags of the passes of chunks in dir: one line per
 // pass that met non-finite activations (its nonfinite pass table).
-func sweepFlags(dir string, man *Manifest, chunks []results.Chunk) ([]string, error) {
+func sweepFlags(dir string, man *results.Manifest, chunks []results.Chunk) ([]string, error) {
 	var flags []string
 	for _, c := range chunks {
 		nf, err := readPassRows[NonFiniteInfo](dir, "nonfinite", man, sweepKeyOptions(man.Model, man.Sweep), c)
@@ -343,7 +343,7 @@ func sweepFlags(dir string, man *Manifest, chunks []results.Chunk) ([]string, er
 // writes the tables (buckets, heads, fig2, fig3, fig4 in each of the
 // manifest's formats, and summary.json) into dir. The manifest's Flags,
 // LayersUsed, Notes and Tables are set from what it read and wrote.
-func finishSweep(dir string, man *Manifest) (*Results, error) {
+func finishSweep(dir string, man *results.Manifest) (*results.Results, error) {
 	agg, err := newAggregator(shapeOf(man.Model), man.Sweep, man.Sweep.Probe, man.Analysis)
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ import (
 
 // smallSweep is the sweep most tests run: a gated 3-layer model, lengths
 // 24 and 40, 3 samples, buckets of 7 queries (which divide neither window).
-func smallSweep(t testing.TB) (dir string, stream []int, opts SweepOptions, agg AggOptions) {
+func smallSweep(t testing.TB) (dir string, stream []int, opts results.SweepOptions, agg results.AggOptions) {
 	dir = genModel(t, model.ArchGated, 3, 32, 4, 2, 101, 512, nil)
 	stream = randomStream(400, 0, 101, 5)
 	opts = DefaultSweepOptions()
@@ -133,7 +133,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 	}
 
 	// Fig. 2: every metric under both conventions.
-	f2 := map[string]Fig2Row{}
+	f2 := map[string]results.Fig2Row{}
 	for _, r := range res.Fig2 {
 		f2[fmt.Sprint(r.T, r.Metric)] = r
 	}
@@ -151,7 +151,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 		}
 		lam, _, _, _ := nv.pool(T, results.MetricLambdaObs)
 		lam0, _, _, _ := nv.pool(24, results.MetricLambdaObs)
-		check(fmt.Sprintf("T=%d ratio of means", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+RatioOfMeans)].Mean, lam/lam0)
+		check(fmt.Sprintf("T=%d ratio of means", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+results.RatioOfMeans)].Mean, lam/lam0)
 		var ratios []float64
 		for _, l := range []int{1, 2} {
 			for h := 0; h < 4; h++ {
@@ -166,10 +166,10 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 			}
 		}
 		mr, _ := meanStd(ratios, 0)
-		check(fmt.Sprintf("T=%d mean of ratios", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+MeanOfRatios)].Mean, mr)
+		check(fmt.Sprintf("T=%d mean of ratios", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+results.MeanOfRatios)].Mean, mr)
 		k, _, _, _ := nv.pool(T, results.MetricK)
 		k0, _, _, _ := nv.pool(24, results.MetricK)
-		check(fmt.Sprintf("T=%d ratio from K", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+RatioFromK)].Mean, (k/(1-k))/(k0/(1-k0)))
+		check(fmt.Sprintf("T=%d ratio from K", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+results.RatioFromK)].Mean, (k/(1-k))/(k0/(1-k0)))
 	}
 
 	// Fig. 3: closed-form λ at Tmin, Eq. 6 from the pooled n_eff and S_mean.
@@ -262,7 +262,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 	}
 
 	// The tables on disk are what Run returned.
-	f3, err := results.ReadTable[Fig3Row](filepath.Join(out, "fig3.parquet"))
+	f3, err := results.ReadTable[results.Fig3Row](filepath.Join(out, "fig3.parquet"))
 	if err != nil || fmt.Sprint(f3) != fmt.Sprint(res.Fig3) {
 		t.Errorf("fig3.parquet = %v, %v; want %v", f3, err, res.Fig3)
 	}
@@ -280,7 +280,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 
 func TestBucketSizeDoesNotChangeAggregates(t *testing.T) {
 	dir, stream, opts, agg := smallSweep(t)
-	var results []*Results
+	var results []*results.Results
 	for _, b := range []int{1, 5, 64} {
 		o := opts
 		o.Bucket = b
@@ -362,7 +362,7 @@ func TestShardsMergeToTheUnshardedTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if man := mm.(*Manifest); !man.Complete || len(man.Passes) != 6 || len(man.MergedFrom) != 4 {
+	if man := mm.(*results.Manifest); !man.Complete || len(man.Passes) != 6 || len(man.MergedFrom) != 4 {
 		t.Errorf("merged manifest: %+v", man)
 	}
 	want, got := files(t, whole), files(t, merged)
@@ -554,18 +554,18 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 func TestSweepRefusesBadOptions(t *testing.T) {
 	dir, stream, opts, agg := smallSweep(t)
 	for _, c := range []struct {
-		edit func(*SweepOptions, *AggOptions)
+		edit func(*results.SweepOptions, *results.AggOptions)
 		msg  string
 	}{
-		{func(o *SweepOptions, _ *AggOptions) { o.LengthsArg = "24,24" }, "duplicate length"},
-		{func(o *SweepOptions, _ *AggOptions) { o.Samples = 0 }, "samples = 0"},
-		{func(o *SweepOptions, _ *AggOptions) { o.LengthsArg = "1k" }, "exceeds the model's max_position_embeddings 512"},
-		{func(o *SweepOptions, _ *AggOptions) { o.LengthsArg = "300" }, "the token stream has 400 tokens"},
-		{func(o *SweepOptions, _ *AggOptions) { o.OnNonFinite = "ignore" }, `on-nonfinite "ignore"`},
-		{func(o *SweepOptions, _ *AggOptions) { o.BOSToken = 101 }, "bos-token 101"},
-		{func(o *SweepOptions, _ *AggOptions) { o.Probe.Form = "mle" }, `lambda form "mle"`},
-		{func(_ *SweepOptions, a *AggOptions) { a.DDOF = 2 }, "ddof = 2"},
-		{func(_ *SweepOptions, a *AggOptions) { a.Fig4Pool = "cells" }, `fig4-pool "cells"`},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.LengthsArg = "24,24" }, "duplicate length"},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.Samples = 0 }, "samples = 0"},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.LengthsArg = "1k" }, "exceeds the model's max_position_embeddings 512"},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.LengthsArg = "300" }, "the token stream has 400 tokens"},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.OnNonFinite = "ignore" }, `on-nonfinite "ignore"`},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.BOSToken = 101 }, "bos-token 101"},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.Probe.Form = "mle" }, `lambda form "mle"`},
+		{func(_ *results.SweepOptions, a *results.AggOptions) { a.DDOF = 2 }, "ddof = 2"},
+		{func(_ *results.SweepOptions, a *results.AggOptions) { a.Fig4Pool = "cells" }, `fig4-pool "cells"`},
 	} {
 		o, a := opts, agg
 		c.edit(&o, &a)

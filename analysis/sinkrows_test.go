@@ -17,7 +17,7 @@ import (
 // model only, so that the keys of other models are those from before the
 // option, bit for bit.
 func TestSinkRowsOption(t *testing.T) {
-	p, err := ResolveProbeOptions(ProbeOptions{}, 16)
+	p, err := ResolveProbeOptions(results.ProbeOptions{}, 16)
 	if err != nil || p.SinkRows != "renorm" {
 		t.Fatalf("Resolve: sink_rows %q, error %v; want renorm", p.SinkRows, err)
 	}
@@ -46,11 +46,11 @@ func TestSinkRowsOption(t *testing.T) {
 			t.Errorf("reductions %s: metrics with sinks %v, without %v; want sink_mass after bos_mass only with sinks", red, with, without)
 		}
 	}
-	sw := SweepOptions{Probe: p}
+	sw := results.SweepOptions{Probe: p}
 	old := sw
 	old.Probe.SinkRows = ""
 	ch := results.Chunk{T: 64, End: 64}
-	key := func(info results.ModelInfo, o SweepOptions) results.StreamKey {
+	key := func(info results.ModelInfo, o results.SweepOptions) results.StreamKey {
 		return streamKey("sweep", info.Digest, sweepKeyOptions(info, o), ch, "")
 	}
 	if a, b := key(results.ModelInfo{Digest: "x"}, sw), key(results.ModelInfo{Digest: "x"}, old); a.Hash() != b.Hash() {

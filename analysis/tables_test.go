@@ -170,7 +170,7 @@ func TestParquetIndependentReader(t *testing.T) {
 		}
 	}
 
-	f3, _ := results.ReadTable[Fig3Row](filepath.Join(out, "fig3.parquet"))
+	f3, _ := results.ReadTable[results.Fig3Row](filepath.Join(out, "fig3.parquet"))
 	_, js = read(filepath.Join(out, "fig3.parquet"))
 	for i, r := range f3 {
 		got := []float64{num(js[i]["K_opt"]), num(js[i]["lambda_fit"]), num(js[i]["paper_rel_err"])}

@@ -25,7 +25,7 @@ import (
 type testSweep struct {
 	dir, modelDir string
 	stream        []int
-	man           *analysis.Manifest
+	man           *results.Manifest
 }
 
 // makeSweep generates a small model of arch, writes a token stream as a
@@ -150,7 +150,7 @@ func get(t testing.TB, ts *httptest.Server, path string, out any) (int, string) 
 func TestGridIsTheHeadsTable(t *testing.T) {
 	sw := gated(t)
 	_, ts := newTestServer(t, sw.dir, Options{})
-	rows, err := results.ReadTable[analysis.HeadRow](filepath.Join(sw.dir, "heads.parquet"))
+	rows, err := results.ReadTable[results.HeadRow](filepath.Join(sw.dir, "heads.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}

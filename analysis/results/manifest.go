@@ -119,3 +119,32 @@ func ParseShard(s string) (Shard, error) {
 }
 
 func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
+
+// Timings are wall-clock seconds of the parts of a run.
+type Timings struct {
+	Total    float64 `json:"total"`
+	Hashing  float64 `json:"hashing"`
+	Loading  float64 `json:"loading"`
+	Tokenize float64 `json:"tokenize"`
+	Passes   float64 `json:"passes"` // forward passes with diagnostics run by this process
+	Tables   float64 `json:"tables"`
+}
+
+// Manifest is a sweep's record (kind "sweep" on the run engine): the
+// RunRecord every measurement writes, plus the sweep's options, its
+// aggregation options and what the aggregation and the run measured. It is
+// written as manifest.json beside the tables (or
+// manifest-shard-I-of-N.json by a shard).
+type Manifest struct {
+	RunRecord
+	Sweep    SweepOptions `json:"sweep"`
+	Analysis AggOptions   `json:"analysis"`
+	// LayersUsed are the layers Figs. 2–3 pooled.
+	LayersUsed []int `json:"layers_used,omitempty"`
+	// Flags lists passes with non-finite activations (--on-nonfinite
+	// flag) and other conditions a reader must know.
+	Flags      []string `json:"flags,omitempty"`
+	GOMAXPROCS int      `json:"gomaxprocs"`
+	NumCPU     int      `json:"num_cpu"`
+	Timings    Timings  `json:"timings"`
+}

@@ -99,7 +99,7 @@ func runMerge(opts *MergeOptions) error {
 		return err
 	}
 	rec := man.Record()
-	sw, ok := man.(*analysis.Manifest)
+	sw, ok := man.(*results.Manifest)
 	if !ok {
 		fmt.Fprintf(opts.Stdout, "merged %d probe %s passes from %d folders into %s: %v\n", len(rec.Passes), kind, len(dirs), opts.Out, rec.Tables)
 		return nil

@@ -50,7 +50,7 @@ func (a *aggFlags) registerAgg(fs *pflag.FlagSet) {
 
 // options returns base with the aggregation flags applied: all of them
 // (onlySet false) or only those given on the command line.
-func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (analysis.AggOptions, error) {
+func (a *aggFlags) options(base results.AggOptions, kUnit int, onlySet bool) (results.AggOptions, error) {
 	set := map[string]bool{}
 	a.fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	use := func(name string) bool { return !onlySet || set[name] }
@@ -311,10 +311,10 @@ func runSweep(opts *SweepOptions) error {
 	if err != nil {
 		return err
 	}
-	so := analysis.SweepOptions{LengthsArg: opts.Plan.Lengths, KUnit: opts.Plan.K, Samples: opts.Plan.Samples, Disjoint: opts.Plan.Disjoint,
+	so := results.SweepOptions{LengthsArg: opts.Plan.Lengths, KUnit: opts.Plan.K, Samples: opts.Plan.Samples, Disjoint: opts.Plan.Disjoint,
 		Placement: opts.Plan.Placement, Seed: opts.Plan.Seed, Offset: opts.Plan.Offset, BOSToken: opts.BOSToken, Bucket: opts.Bucket, LastFrac: opts.LastFrac,
 		BOSFrac: opts.BOSFrac, AllowExtrapolation: opts.AllowExtrapolation, OnNonFinite: opts.OnNonFinite,
-		Probe: analysis.ProbeOptions{Form: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, LambdaPrior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max, Moments: opts.Moments, Kernel: opts.Kernel, Reductions: opts.Reductions,
+		Probe: results.ProbeOptions{Form: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, LambdaPrior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max, Moments: opts.Moments, Kernel: opts.Kernel, Reductions: opts.Reductions,
 			SinkRows: opts.SinkRows},
 		DeviationTokens: opts.Model.DeviationTokens}
 	if k := opts.Plan.K; k != 1000 && k != 1024 {
@@ -336,7 +336,7 @@ func runSweep(opts *SweepOptions) error {
 // (options, lengths and the stream, before the weights), then the model
 // loaded and hashed (the run refuses an --out of another plan unless
 // --force).
-func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analysis.SweepOptions, agg analysis.AggOptions, sh results.Shard) (*analysis.Sweep, error) {
+func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so results.SweepOptions, agg results.AggOptions, sh results.Shard) (*analysis.Sweep, error) {
 	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -347,7 +347,7 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	if _, err := analysis.ResolveProbeOptions(so.Probe, analysis.SigmaDHead(cfg)); err != nil {
 		return nil, err
 	}
-	var tm analysis.Timings
+	var tm results.Timings
 	t0 := time.Now()
 	in := opts.Input
 	stream, src, err := readTokenStream(in.IDs, in.Text, dir, in.Tokenizer)

@@ -157,7 +157,7 @@ func TestSweepShardsMergeSummarize(t *testing.T) {
 	}
 	// Overrides change the aggregation, not the passes.
 	code, js, _ := probe(t, "summarize", merged, "--json", "--last-layers", "1", "--ddof", "1")
-	var s analysis.Summary
+	var s results.Summary
 	if code != 0 || json.Unmarshal([]byte(js), &s) != nil || len(s.LayersUsed) != 1 || s.LayersUsed[0] != 2 || s.Agg.DDOF != 1 {
 		t.Errorf("summarize --json --last-layers 1: %s", js)
 	}

@@ -8,7 +8,8 @@
 //
 // Read picks the report from the folder's manifest; GDN, Sinks and Massive
 // build it from rows already in memory (the notebooks call them on the
-// rows a run returns).
+// rows a run returns). The manifests and rows are package results' types;
+// nothing here imports a package that runs a model.
 package filters
 
 import (
