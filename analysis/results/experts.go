@@ -1,6 +1,6 @@
 package results
 
-// Margins of the top-1 choice (ExpertOptions.Margin).
+// Margins of the top-1 choice (analysis.ExpertOptions.Margin).
 const (
 	MarginProb  = "prob"  // p₍₁₎ − p₍₂₎ of the softmax over all experts, in [0, 1]
 	MarginLogit = "logit" // z₍₁₎ − z₍₂₎ of the router logits
@@ -52,7 +52,7 @@ type ExpertLayerRow struct {
 type ExpertsRunOptions struct {
 	StreamPlan
 	// Margin is how the top-1 margin is measured: MarginProb (default) or
-	// MarginLogit (ExpertOptions.Margin).
+	// MarginLogit (analysis.ExpertOptions.Margin).
 	Margin string `json:"margin"`
 }
 
@@ -65,5 +65,5 @@ type ExpertsManifest struct {
 }
 
 // ExpertsManifestName is the manifest's file name in an unsharded experts
-// run's folder (StreamManifestName for a shard's).
+// run's folder (analysis.StreamManifestName for a shard's).
 const ExpertsManifestName = "experts_manifest.json"

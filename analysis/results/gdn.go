@@ -58,7 +58,7 @@ type GDNManifest struct {
 }
 
 // GDNManifestName is the manifest's file name in an unsharded gdn run's
-// folder (StreamManifestName for a shard's).
+// folder (analysis.StreamManifestName for a shard's).
 const GDNManifestName = "gdn_manifest.json"
 
 // The mixer column's values: the recurrent mixer a gdn row measures.

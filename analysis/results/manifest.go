@@ -68,7 +68,7 @@ type SourceInfo struct {
 	// its special tokens (never: a BOS is the sweep's explicit option).
 	AddSpecialTokens bool   `json:"add_special_tokens"`
 	Tokens           int    `json:"tokens"`
-	Digest           string `json:"digest"` // TokenDigest of the whole stream
+	Digest           string `json:"digest"` // analysis.TokenDigest of the whole stream
 }
 
 // ToolInfo identifies the program that wrote a result.

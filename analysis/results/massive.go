@@ -57,5 +57,5 @@ type MassiveManifest struct {
 }
 
 // MassiveManifestName is the manifest's file name in an unsharded massive
-// run's folder (StreamManifestName for a shard's).
+// run's folder (analysis.StreamManifestName for a shard's).
 const MassiveManifestName = "massive_manifest.json"

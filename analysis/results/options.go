@@ -6,7 +6,7 @@ import (
 
 // ProbeOptions are the per-row diagnostic options of a sweep (they become
 // probes.CollectorOptions). Zero values select the paper's App. I choices;
-// Resolve fills them in so that the manifest records the values used.
+// analysis.ResolveProbeOptions fills them in so that the manifest records the values used.
 type ProbeOptions struct {
 	// Form is the λobs estimator: "reml" (Eq. 6 with the conjugate prior,
 	// the App. I diagnostic; default), "naive" (Eq. 5) or "sandwich"
@@ -50,7 +50,7 @@ type ProbeOptions struct {
 	// argues the default. A model without sinks reads the same under both.
 	// A manifest without the field (written before it existed) means
 	// "renorm", which no model without sinks can tell apart; for such a
-	// model a pass key leaves it out (expectedKey), so that its pass files
+	// model a pass key leaves it out (analysis.expectedKey), so that its pass files
 	// from before the option stay valid.
 	SinkRows string `json:"sink_rows,omitempty"`
 }
@@ -67,9 +67,9 @@ type SweepOptions struct {
 	KUnit int `json:"k"`
 	// Samples is the number of chunks per length (paper: 5).
 	Samples int `json:"samples"`
-	// Disjoint is DisjointAll (default) or DisjointWithin; Placement is
-	// PlaceSequential (default) or PlaceShuffled with Seed; Offset is the
-	// first stream token used (default 0). See ChunkOptions.
+	// Disjoint is analysis.DisjointAll (default) or analysis.DisjointWithin; Placement is
+	// analysis.PlaceSequential (default) or analysis.PlaceShuffled with Seed; Offset is the
+	// first stream token used (default 0). See analysis.ChunkOptions.
 	Disjoint  string `json:"disjoint"`
 	Placement string `json:"placement"`
 	Seed      uint64 `json:"seed"`
@@ -96,7 +96,7 @@ type SweepOptions struct {
 	BOSFrac float64 `json:"bos_frac"`
 	// AllowExtrapolation runs lengths beyond max_position_embeddings.
 	AllowExtrapolation bool `json:"allow_extrapolation"`
-	// OnNonFinite is NonFiniteStop (default) or NonFiniteFlag.
+	// OnNonFinite is analysis.NonFiniteStop (default) or analysis.NonFiniteFlag.
 	OnNonFinite string `json:"on_nonfinite"`
 	// Probe are the per-row diagnostic options.
 	Probe ProbeOptions `json:"probe"`
@@ -108,7 +108,7 @@ type SweepOptions struct {
 	// DeviationTokens: with Compute bf16, the first DeviationTokens tokens
 	// of the first pass also run in float32, and Manifest.Deviation records
 	// how far the bf16 logits and diagnostics lie from them (0: not
-	// measured; DefaultDeviationTokens).
+	// measured; analysis.DefaultDeviationTokens).
 	DeviationTokens int `json:"deviation_tokens,omitempty"`
 }
 

@@ -31,7 +31,7 @@ type PPLOptions struct {
 	// Samples is the number of chunks per length (N).
 	Samples int `json:"samples"`
 	// Disjoint, Placement, Seed and Offset lay the chunks out as in a
-	// sweep (ChunkOptions): by default back to back from Offset, every
+	// sweep (analysis.ChunkOptions): by default back to back from Offset, every
 	// chunk of every length disjoint.
 	Disjoint  string `json:"disjoint"`
 	Placement string `json:"placement"`
@@ -162,7 +162,7 @@ type PPLModel struct {
 	Notes       []string           `json:"notes,omitempty"`
 	// Deviation, for a model run in bf16 arithmetic, is how far its
 	// logits and diagnostics lie from the float32 pass on the first
-	// PPLRun.DeviationTokens tokens of the first evaluation chunk.
+	// analysis.PPLRun.DeviationTokens tokens of the first evaluation chunk.
 	Deviation *Deviation `json:"compute_deviation,omitempty"`
 }
 
@@ -204,7 +204,7 @@ func PPLPass(c Chunk) (int, string) {
 }
 
 // PPLManifestName is the manifest's file name in an unsharded run's folder
-// (StreamManifestName for a shard's).
+// (analysis.StreamManifestName for a shard's).
 const PPLManifestName = "ppl_manifest.json"
 
 // PPLResults are a run's tables and manifest.

@@ -46,7 +46,7 @@ type RunRecord struct {
 }
 
 // Record returns the record itself, so that every manifest embedding it is
-// a StreamManifest.
+// an analysis.StreamManifest.
 func (r *RunRecord) Record() *RunRecord { return r }
 
 // StreamKey is everything that determines the pass files of one (T,
@@ -61,7 +61,7 @@ type StreamKey struct {
 	Sample  int             `json:"sample"`
 	Start   int             `json:"start"`
 	End     int             `json:"end"`
-	Tokens  string          `json:"tokens"` // TokenDigest of the pass's ids
+	Tokens  string          `json:"tokens"` // analysis.TokenDigest of the pass's ids
 	Options json.RawMessage `json:"options"`
 	Pass    string          `json:"pass,omitempty"` // Chunk.Pass
 }
@@ -84,7 +84,7 @@ type StreamPass struct {
 }
 
 // StreamPlan is how a stream measurement cuts its chunks from the token
-// stream (ChunkOptions), and whether lengths beyond the model's
+// stream (analysis.ChunkOptions), and whether lengths beyond the model's
 // max_position_embeddings run. Each measurement's options embed it, so
 // that the manifest records it under the measurement's name; its fields
 // are planKeys.

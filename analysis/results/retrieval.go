@@ -14,7 +14,7 @@ type RetrievalOptions struct {
 	// filler from a PCG seeded by (Seed, sample).
 	Samples int    `json:"samples"`
 	Seed    uint64 `json:"seed"`
-	// Steps is StepsCopied (default) or StepsAll.
+	// Steps is analysis.StepsCopied (default) or analysis.StepsAll.
 	Steps string `json:"steps"`
 	// Above is the score above which a head counts as a retrieval head
 	// (Wu et al.: 0.1).
@@ -44,7 +44,7 @@ type RetrievalSample struct {
 	CopyQueries int     `json:"copy_queries"`
 	Copied      int     `json:"copied"`
 	CopyRate    float64 `json:"copy_rate"`
-	Tokens      string  `json:"tokens"` // TokenDigest of the pass
+	Tokens      string  `json:"tokens"` // analysis.TokenDigest of the pass
 	Seconds     float64 `json:"seconds"`
 }
 
@@ -64,5 +64,5 @@ type RetrievalManifest struct {
 }
 
 // RetrievalManifestName is the manifest's file name in an unsharded
-// retrieval run's folder (StreamManifestName for a shard's).
+// retrieval run's folder (analysis.StreamManifestName for a shard's).
 const RetrievalManifestName = "retrieval_manifest.json"

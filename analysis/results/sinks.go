@@ -96,7 +96,7 @@ type SinksManifest struct {
 }
 
 // SinksManifestName is the manifest's file name in an unsharded sinks
-// run's folder (StreamManifestName for a shard's).
+// run's folder (analysis.StreamManifestName for a shard's).
 const SinksManifestName = "sinks_manifest.json"
 
 // SinkRates computes the sinks_rate rows from the per-sample head rows:
