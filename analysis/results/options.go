@@ -50,7 +50,7 @@ type ProbeOptions struct {
 	// argues the default. A model without sinks reads the same under both.
 	// A manifest without the field (written before it existed) means
 	// "renorm", which no model without sinks can tell apart; for such a
-	// model a pass key leaves it out (analysis.expectedKey), so that its pass files
+	// model a pass key leaves it out (analysis builds the key without it), so that its pass files
 	// from before the option stay valid.
 	SinkRows string `json:"sink_rows,omitempty"`
 }
