@@ -29,17 +29,18 @@ type afaToyMSE struct {
 	PredTrue, PredMeas, MeasTrue, LastTrue float64
 }
 
+// afaToyErrors returns r's Fig. 1 errors.
 func afaToyErrors(r *afatab.Run) afaToyMSE {
-	d, T := r, r.T
+	T := r.T
 	var e afaToyMSE
 	n := 0
-	for b := 0; b < d.N; b++ {
+	for b := 0; b < r.N; b++ {
 		for t := 0; t < T; t++ {
 			for c := 0; c < 2; c++ {
-				nxt := (b*d.M+t+1)*2 + c
-				truth, meas := float64(d.States[nxt]), float64(d.Measurements[nxt])
+				nxt := (b*r.M+t+1)*2 + c
+				truth, meas := float64(r.States[nxt]), float64(r.Measurements[nxt])
 				pred := float64(r.Pred[(b*T+t)*2+c])
-				last := float64(d.Measurements[(b*d.M+t)*2+c])
+				last := float64(r.Measurements[(b*r.M+t)*2+c])
 				e.PredTrue += (pred - truth) * (pred - truth)
 				e.PredMeas += (pred - meas) * (pred - meas)
 				e.MeasTrue += (meas - truth) * (meas - truth)
@@ -57,10 +58,9 @@ func afaToyErrors(r *afatab.Run) afaToyMSE {
 
 // trueFine returns trajectory b's fine-grid states from index lo on.
 func trueFine(r *afatab.Run, b, lo int) (xs, ys []float64) {
-	d := r
-	for k := lo; k < d.Fine; k++ {
-		xs = append(xs, float64(d.StatesFine[(b*d.Fine+k)*2]))
-		ys = append(ys, float64(d.StatesFine[(b*d.Fine+k)*2+1]))
+	for k := lo; k < r.Fine; k++ {
+		xs = append(xs, float64(r.StatesFine[(b*r.Fine+k)*2]))
+		ys = append(ys, float64(r.StatesFine[(b*r.Fine+k)*2+1]))
 	}
 	return xs, ys
 }
@@ -105,14 +105,13 @@ func AFAToyFigures(toy *afatab.Toy) ([]*report.Figure, error) {
 
 // afaToyCommon are the options every AFA toy figure shares.
 func afaToyCommon(r *afatab.Run) []report.Option {
-	c := r
-	d := &c.Data
+	d := &r.Data
 	return []report.Option{
 		{Name: "system", Value: fmt.Sprintf("dx = Ax dt + σ dw, A = %v (eigenvalues −0.1 ± i), Euler dt = %g, %d steps", d.A, d.Dt, d.Steps), Source: "paper §4.2; dt, steps: notes 001 §C.0 (author's code)"},
-		{Name: "measurements", Value: fmt.Sprintf("every %d steps (Δt = %g), z = x + η·N(0, I); %d input tokens, target = the next measurement", d.Stride, float64(d.Stride)*d.Dt, c.T), Source: "paper §4.2 (every 10 steps); 101 tokens: notes §C.0"},
+		{Name: "measurements", Value: fmt.Sprintf("every %d steps (Δt = %g), z = x + η·N(0, I); %d input tokens, target = the next measurement", d.Stride, float64(d.Stride)*d.Dt, r.T), Source: "paper §4.2 (every 10 steps); 101 tokens: notes §C.0"},
 		{Name: "noise numbers", Value: "used as " + d.Noise + " (the captions print σ², η²)", Source: "notes §C.0 and §F.27 (the author's code multiplies randn by them)"},
 		{Name: "initial state", Value: fmt.Sprintf("radius U(%g, %g), angle U(0, 2π)", d.R0[0], d.R0[1]), Source: "notes §C.0 (author's code)"},
-		{Name: "embedding", Value: fmt.Sprintf("d_e = %d, R = %s; back-projection: first 2 coordinates of Rᵀy", c.EmbedDim, c.Embedding), Source: "paper §4.2 (d_e = 128); R: notes §C.0"},
+		{Name: "embedding", Value: fmt.Sprintf("d_e = %d, R = %s; back-projection: first 2 coordinates of Rᵀy", r.EmbedDim, r.Embedding), Source: "paper §4.2 (d_e = 128); R: notes §C.0"},
 		{Name: "training", Value: fmt.Sprintf("Adam lr 1e-2, clip 1.0, full batch of %d trajectories, MSE of one-step prediction in the embedding", d.TrainN), Source: "notes §C.0' (author's code)"},
 		{Name: "evaluation data", Value: fmt.Sprintf("%d held-out trajectories (seed %d) stored in data.safetensors", d.TestN, d.TestSeed), Source: "choice (the paper shows a training trajectory)"},
 	}
@@ -135,12 +134,11 @@ func afaFig1(toy *afatab.Toy) (*report.Figure, error) {
 		}
 		tbl.Rows = append(tbl.Rows, []string{s.Dir, s.Caption, "— (qualitative)", g3(e.PredTrue), g3(e.MeasTrue), g3(e.LastTrue), g3(e.PredMeas),
 			g3(p.A), fmt.Sprintf("%s, %s, %s", g3(p.Sigma2), g3(p.Eta2), g3(p.TauS))})
-		d := r
 		stride := r.Data.Stride
 		fx, fy := trueFine(r, b, stride)
 		var mx, my, px, py []float64
 		for t := 0; t < r.T; t++ {
-			mx, my = append(mx, float64(d.Measurements[(b*d.M+t+1)*2])), append(my, float64(d.Measurements[(b*d.M+t+1)*2+1]))
+			mx, my = append(mx, float64(r.Measurements[(b*r.M+t+1)*2])), append(my, float64(r.Measurements[(b*r.M+t+1)*2+1]))
 			px, py = append(px, float64(r.Pred[(b*r.T+t)*2])), append(py, float64(r.Pred[(b*r.T+t)*2+1]))
 		}
 		panels = append(panels, report.Panel{
@@ -184,7 +182,6 @@ func afaFig2(toy *afatab.Toy) (*report.Figure, error) {
 	final, early, mid := toy.Runs[opt.Fig2Setting], toy.Early, toy.Mid
 	stages := []afaToyStage{{"(a) early in training", early}, {"(b) midway", mid}, {"(c) after training", final}}
 	b := opt.Trajectory
-	d := final
 	fx, fy := trueFine(final, b, 0)
 	stride := final.Data.Stride
 	// The window: the true trajectory's extent plus a margin (early clouds
@@ -210,10 +207,10 @@ func afaFig2(toy *afatab.Toy) (*report.Figure, error) {
 		outside, total := 0, 0
 		for k, i := range opt.Targets {
 			pf := st.run.Pulled[i]
-			if len(pf) != d.N*(i+1)*2 {
-				return nil, fmt.Errorf("papers: Fig. 2: %s has %d pulled-forward values for target %d, want %d (analysis.AFAToy with these targets)", st.run.Dir, len(pf), i, d.N*(i+1)*2)
+			if len(pf) != final.N*(i+1)*2 {
+				return nil, fmt.Errorf("papers: Fig. 2: %s has %d pulled-forward values for target %d, want %d (analysis.AFAToy with these targets)", st.run.Dir, len(pf), i, final.N*(i+1)*2)
 			}
-			tx, ty := float64(d.StatesFine[(b*d.Fine+i*stride)*2]), float64(d.StatesFine[(b*d.Fine+i*stride)*2+1])
+			tx, ty := float64(final.StatesFine[(b*final.Fine+i*stride)*2]), float64(final.StatesFine[(b*final.Fine+i*stride)*2+1])
 			var xs, ys []float64
 			var ss, mx, my float64
 			for j := 0; j <= i; j++ {
