@@ -52,6 +52,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/analysis/afatab"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
@@ -76,49 +77,12 @@ type Config struct {
 	Heads, DHead   int
 	QKVBias, OBias bool
 	AFA            model.AFAConfig
-	Softmax        SoftmaxConfig // "softmax" only
-	Data           DataOptions
+	Softmax        afatab.SoftmaxConfig // "softmax" only
+	Data           afatab.DataOptions
 
 	// lm is the config.json of the one-layer AFA language model that runs
 	// the AFA layer ("afa" only).
 	lm []byte
-}
-
-// SoftmaxConfig describes the standard-attention baseline.
-type SoftmaxConfig struct {
-	Layers, Heads, FFN int
-	// Positional is "sinusoidal" (additive, Vaswani et al.; the paper's
-	// "additive positional embedding"), "rope" (rotate-half) or "none".
-	Positional string
-	RoPETheta  float64
-	LNEps      float64
-}
-
-// DataOptions are the simulation options of the checkpoint's data (notes
-// 001 §C.0), as config.json "data" records them.
-type DataOptions struct {
-	A         [][]float64 `json:"A"`
-	Dt        float64     `json:"dt"`     // Euler step
-	Stride    int         `json:"stride"` // Euler steps per measurement
-	Steps     int         `json:"steps"`  // Euler steps simulated
-	Sigma     float64     `json:"sigma"`  // process noise (Fig. 1 caption's σ² number)
-	Eta       float64     `json:"eta"`    // measurement noise (caption's η² number)
-	Noise     string      `json:"noise"`  // "std": the numbers multiply randn; "variance": their roots do
-	R0        []float64   `json:"r0"`     // initial radius range
-	Setting   string      `json:"setting"`
-	TrainN    int         `json:"train_trajectories"`
-	TestN     int         `json:"test_trajectories"`
-	TrainSeed int         `json:"train_seed"`
-	TestSeed  int         `json:"test_seed"`
-}
-
-// NoiseStd returns the standard deviations of the process and measurement
-// noise the simulator used.
-func (d *DataOptions) NoiseStd() (sigma, eta float64) {
-	if d.Noise == "variance" {
-		return math.Sqrt(d.Sigma), math.Sqrt(d.Eta)
-	}
-	return d.Sigma, d.Eta
 }
 
 // Filter is a loaded toy filter.

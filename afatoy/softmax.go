@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/filterlens/probe/analysis/afatab"
 	"github.com/filterlens/probe/model"
 )
 
@@ -41,7 +42,7 @@ func parseSoftmax(c *Config, v json.RawMessage) error {
 		return fmt.Errorf("field softmax needs num_layers, num_heads, ffn_dim and positional")
 	}
 	sm := &c.Softmax
-	*sm = SoftmaxConfig{Layers: *s.Layers, Heads: *s.Heads, FFN: *s.FFN, Positional: *s.Positional, RoPETheta: 10000, LNEps: 1e-5}
+	*sm = afatab.SoftmaxConfig{Layers: *s.Layers, Heads: *s.Heads, FFN: *s.FFN, Positional: *s.Positional, RoPETheta: 10000, LNEps: 1e-5}
 	if p := sm.Positional; p != "sinusoidal" && p != "rope" && p != "none" {
 		return fmt.Errorf("field softmax.positional = %q is not one of [sinusoidal rope none]", p)
 	}

@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/filterlens/probe/probes"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // Query windows of the heads table (HeadRow.Window).
@@ -15,172 +15,6 @@ const (
 	windowBOS  = "bos"  // the last BOSFrac of the queries (BOS mass of Fig. 4)
 	windowAll  = "all"  // every query
 )
-
-// HeadRow is one row of the per-(layer, head) summary table: one metric of
-// one (T, layer, head) over one query window, pooled over the samples.
-type HeadRow struct {
-	T         int64   `parquet:"T"`
-	Layer     int64   `parquet:"layer"`
-	Head      int64   `parquet:"head"`
-	Metric    string  `parquet:"metric,dict"`
-	Window    string  `parquet:"window,dict"`
-	Samples   int64   `parquet:"samples"`
-	N         int64   `parquet:"n"`
-	Mean      float64 `parquet:"mean"`
-	Std       float64 `parquet:"std"`
-	NonFinite int64   `parquet:"nonfinite"`
-	// LeftOut counts the queries of the window left out as not
-	// applicable: for bos_mass, those of a sliding-window layer that cannot
-	// see position 0 (t ≥ window; their measured mass, 0, is in the
-	// buckets table). 0 for every other metric.
-	LeftOut int64 `parquet:"left_out"`
-}
-
-// Fig2Row is one metric at one length over the Figs. 2–3 pool (last
-// LastFrac queries, the last layers, every head, every sample) under both
-// std conventions: pooled elements (sample, layer, head, query), and the
-// means of the (sample, layer) units. The ratio metrics
-// ("lambda_obs_ratio/…") are Fig. 2(c) in its three readings; Paper is the
-// paper's value at this length where it has one. Layers is the layer
-// group (LayersAll, or LayersGlobal / LayersLocal under LocalSeparate);
-// LeftOut counts the pooled queries left out as not applicable (bos_mass
-// of sliding-window layers, see HeadRow.LeftOut).
-type Fig2Row struct {
-	T         int64   `parquet:"T"`
-	Layers    string  `parquet:"layers,dict"`
-	Metric    string  `parquet:"metric,dict"`
-	N         int64   `parquet:"n"`
-	Mean      float64 `parquet:"mean"`
-	StdPooled float64 `parquet:"std_pooled"`
-	Units     int64   `parquet:"units"`
-	MeanUnits float64 `parquet:"mean_units"`
-	StdUnits  float64 `parquet:"std_units"`
-	Paper     float64 `parquet:"paper"`
-	LeftOut   int64   `parquet:"left_out"`
-}
-
-// Fig3Row is Fig. 3 at one length: the aggregate n̄_eff and S̄, the λobs
-// that the options' form (Eq. 6) predicts from them, the measured mean gain
-// K_meas (mean of per-element K), λ fitted once at Tmin in closed form
-// (λ = λobs(Tmin)(1 − K_meas(Tmin))/K_meas(Tmin)), the predicted
-// K_opt = λobs/(λ + λobs), its relative error |K_opt − K_meas|/K_meas, the
-// signed difference K_opt − K_meas, and K_meas(T) − K_meas(Tmin), the
-// change the prediction has to follow; Layers is the layer group (see
-// Fig2Row), each group with its own λ.
-type Fig3Row struct {
-	T           int64   `parquet:"T"`
-	Layers      string  `parquet:"layers,dict"`
-	NEff        float64 `parquet:"neff"`
-	SMean       float64 `parquet:"S_mean"`
-	LambdaPred  float64 `parquet:"lambda_pred"`
-	KMeas       float64 `parquet:"K_meas"`
-	LambdaFit   float64 `parquet:"lambda_fit"`
-	KOpt        float64 `parquet:"K_opt"`
-	RelErr      float64 `parquet:"rel_err"`
-	DeltaK      float64 `parquet:"delta_K"`
-	KChange     float64 `parquet:"K_change"`
-	PaperRelErr float64 `parquet:"paper_rel_err"`
-}
-
-// Fig4Row is one (layer, head) cell of Fig. 4: K over the last-LastFrac
-// queries and BOS mass over the last-BOSFrac queries, over the Fig. 4
-// lengths and every sample, under the chosen weighting (K, BOS) and the
-// other one (KPasses/BOSPasses: equal weight per pass; KQueries/BOSQueries:
-// every query pooled). Passes counts the passes with K values. The BOS mass
-// leaves out the queries that cannot see position 0 (a sliding-window
-// layer's t ≥ window), counted in BOSLeftOut; a cell whose every BOS query
-// is left out has BOS mass NaN and is not in the statistics. Gate is the
-// learned output gate over the same queries and weighting as K (NaN for a
-// model without one): the analogue of Fig. 4 with the gate in place of K.
-// Layers is the cell's layer group (see Fig2Row).
-type Fig4Row struct {
-	Layer      int64   `parquet:"layer"`
-	Head       int64   `parquet:"head"`
-	Layers     string  `parquet:"layers,dict"`
-	K          float64 `parquet:"K"`
-	BOS        float64 `parquet:"bos_mass"`
-	KPasses    float64 `parquet:"K_passes"`
-	BOSPasses  float64 `parquet:"bos_mass_passes"`
-	KQueries   float64 `parquet:"K_queries"`
-	BOSQueries float64 `parquet:"bos_mass_queries"`
-	Passes     int64   `parquet:"passes"`
-	LastLayers bool    `parquet:"last_layers"`
-	BOSLeftOut int64   `parquet:"bos_left_out"`
-	Gate       float64 `parquet:"gate"`
-}
-
-// Corr is a correlation over the Fig. 4 cells: Pearson r with its
-// two-sided p (t with DF = Cells − 2 degrees of freedom), Spearman's ρ and
-// the bootstrap interval of r.
-type Corr struct {
-	Cells    int         `json:"cells"`
-	R        Float       `json:"pearson_r"`
-	P        Float       `json:"p_two_sided"`
-	DF       int         `json:"df"`
-	Spearman Float       `json:"spearman_rho"`
-	CI       BootstrapCI `json:"bootstrap_ci"`
-}
-
-// Fig4Stats are the statistics of the Fig. 4 cells of one layer group.
-type Fig4Stats struct {
-	Layers  string `json:"layers"`
-	Lengths []int  `json:"lengths"`
-	Pool    string `json:"pool"`
-	Corr           // K against BOS mass over the cells
-	// The paper's threshold checks: the largest BOS mass; the heads with
-	// BOS mass > 0.05 (count, smallest K, layer range, −1 when none); heads
-	// above 0.3; the K range and mean BOS mass of the last layers.
-	MaxBOS        Float    `json:"max_bos_mass"`
-	SinkHeads     int      `json:"heads_bos_over_0.05"`
-	SinkMinK      Float    `json:"min_K_of_those"`
-	SinkLayers    [2]int   `json:"layers_of_those"`
-	HeadsOver03   int      `json:"heads_bos_over_0.3"`
-	LastLayersK   [2]Float `json:"last_layers_K_range"`
-	LastLayersBOS Float    `json:"last_layers_mean_bos_mass"`
-	// BOSLeftOut counts the BOS-window queries of the group's cells left
-	// out as not applicable (Fig4Row.BOSLeftOut), over the Fig. 4 passes.
-	BOSLeftOut int64 `json:"bos_left_out"`
-	// Gate is BOS mass against the learned output gate in place of K
-	// (nil for a model without a learned gate).
-	Gate *Corr `json:"gate,omitempty"`
-}
-
-// GroupSummary is the scalar results of one layer group (Fig2Row.Layers).
-type GroupSummary struct {
-	Layers        string    `json:"layers"`
-	LayersUsed    []int     `json:"layers_used"`
-	LambdaFit     Float     `json:"fig3_lambda_fit"`
-	Fig3MaxRelErr Float     `json:"fig3_max_rel_err"`
-	Fig4          Fig4Stats `json:"fig4"`
-}
-
-// Summary gathers the scalar results of a sweep's aggregation. LayersUsed,
-// LambdaFit, Fig3MaxRelErr and Fig4 are those of the first layer group
-// (the only one unless the model has both global and sliding-window
-// layers and analysis.local_layers is separate; then "global"); Groups
-// holds every group's.
-type Summary struct {
-	Lengths       []int          `json:"lengths"`
-	TMin          int            `json:"T_min"`
-	Samples       int            `json:"samples"`
-	LayersUsed    []int          `json:"layers_used"`
-	LambdaFit     Float          `json:"fig3_lambda_fit"`
-	Fig3MaxRelErr Float          `json:"fig3_max_rel_err"`
-	Fig4          Fig4Stats      `json:"fig4"`
-	NonFinite     int64          `json:"nonfinite_values"`
-	Agg           AggOptions     `json:"analysis"`
-	Groups        []GroupSummary `json:"layer_groups"`
-	Notes         []string       `json:"notes"`
-}
-
-// Results are the tables and statistics built from a sweep's passes.
-type Results struct {
-	Heads   []HeadRow
-	Fig2    []Fig2Row
-	Fig3    []Fig3Row
-	Fig4    []Fig4Row
-	Summary Summary
-}
 
 // Shape is what the aggregation needs to know of the model.
 type Shape struct {
@@ -222,7 +56,7 @@ type windowStats struct {
 
 // aggregate builds the tables of App. I from the bucket rows of every pass
 // of a sweep, in any order (see aggregator).
-func aggregate(rows []BucketRow, shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOptions) (*Results, error) {
+func aggregate(rows []BucketRow, shape Shape, sw results.SweepOptions, probe results.ProbeOptions, agg results.AggOptions) (*results.Results, error) {
 	a, err := newAggregator(shape, sw, probe, agg)
 	if err != nil {
 		return nil, err
@@ -236,7 +70,7 @@ func aggregate(rows []BucketRow, shape Shape, sw SweepOptions, probe ProbeOption
 // newAggregator returns an aggregator: sw gives the lengths, samples,
 // windows and k unit, probe the resolved λobs options (for Fig. 3), agg
 // the aggregation options.
-func newAggregator(shape Shape, sw SweepOptions, probe ProbeOptions, agg AggOptions) (*aggregator, error) {
+func newAggregator(shape Shape, sw results.SweepOptions, probe results.ProbeOptions, agg results.AggOptions) (*aggregator, error) {
 	if err := agg.Validate(); err != nil {
 		return nil, err
 	}
@@ -286,7 +120,7 @@ func (a *aggregator) Add(rows []BucketRow) error {
 		m := r.Moments()
 		ws.nonfinite += r.NonFinite
 		leftOut := false
-		if win := a.shape.window(k.layer); win > 0 && r.Metric == probes.MetricBOSMass && int(r.QHi) > win {
+		if win := a.shape.window(k.layer); win > 0 && r.Metric == results.MetricBOSMass && int(r.QHi) > win {
 			if int(r.QLo) < win {
 				return fmt.Errorf("bucket [%d,%d) of (T=%d, sample %d) straddles layer %d's sliding window %d: the passes were made without cutting the buckets there",
 					r.QLo, r.QHi, T, k.sample, k.layer, win)
@@ -324,7 +158,7 @@ func (a *aggregator) Add(rows []BucketRow) error {
 }
 
 // Results checks that every pass was added and builds the tables.
-func (a *aggregator) Results() (*Results, error) {
+func (a *aggregator) Results() (*results.Results, error) {
 	for _, T := range a.sw.Lengths {
 		for s := 0; s < a.sw.Samples; s++ {
 			if !a.seen[[2]int{T, s}] {
@@ -334,8 +168,8 @@ func (a *aggregator) Results() (*Results, error) {
 	}
 	a.notes = nil
 	a.layers()
-	res := &Results{}
-	res.Summary = Summary{Lengths: a.sw.Lengths, TMin: a.sw.Lengths[0], Samples: a.sw.Samples, Agg: a.agg}
+	res := &results.Results{}
+	res.Summary = results.Summary{Lengths: a.sw.Lengths, TMin: a.sw.Lengths[0], Samples: a.sw.Samples, Agg: a.agg}
 	for _, ws := range a.stats {
 		res.Summary.NonFinite += ws.nonfinite
 	}
@@ -354,8 +188,8 @@ func (a *aggregator) Results() (*Results, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.Summary.Groups = append(res.Summary.Groups, GroupSummary{Layers: g.name, LayersUsed: g.used,
-			LambdaFit: Float(lamFit), Fig3MaxRelErr: Float(maxErr), Fig4: st})
+		res.Summary.Groups = append(res.Summary.Groups, results.GroupSummary{Layers: g.name, LayersUsed: g.used,
+			LambdaFit: results.Float(lamFit), Fig3MaxRelErr: results.Float(maxErr), Fig4: st})
 	}
 	first := res.Summary.Groups[0]
 	res.Summary.LayersUsed, res.Summary.LambdaFit, res.Summary.Fig3MaxRelErr = first.LayersUsed, first.LambdaFit, first.Fig3MaxRelErr
@@ -374,9 +208,9 @@ type aggregator struct {
 	seen    map[[2]int]bool
 	order   map[string]int
 	shape   Shape
-	sw      SweepOptions
-	probe   ProbeOptions
-	agg     AggOptions
+	sw      results.SweepOptions
+	probe   results.ProbeOptions
+	agg     results.AggOptions
 	metrics []string
 	groups  []layerGroup
 	notes   []string
@@ -430,14 +264,14 @@ func (a *aggregator) layers() {
 			global = append(global, l)
 		}
 	}
-	a.groups = []layerGroup{{name: LayersAll, measured: measured}}
+	a.groups = []layerGroup{{name: results.LayersAll, measured: measured}}
 	switch {
-	case len(global) > 0 && len(local) > 0 && a.agg.LocalLayers == LocalSeparate:
-		a.groups = []layerGroup{{name: LayersGlobal, measured: global}, {name: LayersLocal, measured: local}}
+	case len(global) > 0 && len(local) > 0 && a.agg.LocalLayers == results.LocalSeparate:
+		a.groups = []layerGroup{{name: results.LayersGlobal, measured: global}, {name: results.LayersLocal, measured: local}}
 		a.note("the global layers %v and the sliding-window (local) layers %v are aggregated separately (analysis.local_layers = %s): every fig2, fig3 and fig4 row says its group in the layers column",
-			global, local, LocalSeparate)
+			global, local, results.LocalSeparate)
 	case len(global) > 0 && len(local) > 0:
-		a.note("the global layers %v and the sliding-window layers %v are pooled (analysis.local_layers = %s)", global, local, LocalPooled)
+		a.note("the global layers %v and the sliding-window layers %v are pooled (analysis.local_layers = %s)", global, local, results.LocalPooled)
 	}
 	if len(local) > 0 {
 		a.note("BOS mass aggregates (heads, fig2, fig4) leave out the queries of sliding-window layers that cannot see position 0 (t ≥ window) and count them in left_out / bos_left_out; the buckets table keeps their measured mass, 0")
@@ -463,9 +297,9 @@ func (a *aggregator) groupOf(l int) string {
 		return a.groups[0].name
 	}
 	if a.shape.window(l) > 0 {
-		return LayersLocal
+		return results.LayersLocal
 	}
-	return LayersGlobal
+	return results.LayersGlobal
 }
 
 func (a *aggregator) get(T, s, l, h int, m string) *windowStats {
@@ -486,8 +320,8 @@ func pick(ws *windowStats, window string) (Moments, int64) {
 	return ws.all, ws.allOut
 }
 
-func (a *aggregator) heads() []HeadRow {
-	var rows []HeadRow
+func (a *aggregator) heads() []results.HeadRow {
+	var rows []results.HeadRow
 	for _, T := range a.sw.Lengths {
 		for l := 0; l < a.shape.Layers; l++ {
 			for h := 0; h < a.shape.Heads; h++ {
@@ -503,7 +337,7 @@ func (a *aggregator) heads() []HeadRow {
 								bad += ws.nonfinite
 							}
 						}
-						rows = append(rows, HeadRow{T: int64(T), Layer: int64(l), Head: int64(h), Metric: m, Window: w,
+						rows = append(rows, results.HeadRow{T: int64(T), Layer: int64(l), Head: int64(h), Metric: m, Window: w,
 							Samples: int64(a.sw.Samples), N: mo.N, Mean: mo.Mean(), Std: mo.Std(a.agg.DDOF), NonFinite: bad, LeftOut: out})
 					}
 				}
@@ -545,13 +379,13 @@ func (a *aggregator) cellMean(T, l, h int, m string) float64 {
 	return mo.Mean()
 }
 
-func (a *aggregator) fig2(g layerGroup) []Fig2Row {
-	var rows []Fig2Row
+func (a *aggregator) fig2(g layerGroup) []results.Fig2Row {
+	var rows []results.Fig2Row
 	ddof, unit := a.agg.DDOF, a.sw.KUnit
-	paper := map[string][]float64{probes.MetricNEff: Paper.NEff, probes.MetricGate: Paper.Gate}
+	paper := map[string][]float64{results.MetricNEff: results.Paper.NEff, results.MetricGate: results.Paper.Gate}
 	tmin := a.sw.Lengths[0]
-	lamMin, _, _ := a.pool(tmin, probes.MetricLambdaObs, g.used)
-	kMin, _, _ := a.pool(tmin, probes.MetricK, g.used)
+	lamMin, _, _ := a.pool(tmin, results.MetricLambdaObs, g.used)
+	kMin, _, _ := a.pool(tmin, results.MetricK, g.used)
 	lamFromK := func(k float64) float64 { return a.probe.LambdaPrior * k / (1 - k) }
 	for _, T := range a.sw.Lengths {
 		for _, m := range a.metrics {
@@ -560,49 +394,49 @@ func (a *aggregator) fig2(g layerGroup) []Fig2Row {
 			if xs, ok := paper[m]; ok {
 				pv = paperValue(xs, T, unit)
 			}
-			rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: m, N: p.N, Mean: p.Mean(), StdPooled: p.Std(ddof),
+			rows = append(rows, results.Fig2Row{T: int64(T), Layers: g.name, Metric: m, N: p.N, Mean: p.Mean(), StdPooled: p.Std(ddof),
 				Units: u.N, MeanUnits: u.Mean(), StdUnits: u.Std(ddof), Paper: pv, LeftOut: out})
 		}
-		paperRatio := paperValue(Paper.LambdaRatio, T, unit)
+		paperRatio := paperValue(results.Paper.LambdaRatio, T, unit)
 		// (c) ratio of means: λ̄(T)/λ̄(Tmin); stds scaled by the same λ̄(Tmin).
-		p, u, _ := a.pool(T, probes.MetricLambdaObs, g.used)
+		p, u, _ := a.pool(T, results.MetricLambdaObs, g.used)
 		den := lamMin.Mean()
-		rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + RatioOfMeans, N: p.N,
+		rows = append(rows, results.Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + results.RatioOfMeans, N: p.N,
 			Mean: p.Mean() / den, StdPooled: p.Std(ddof) / den, Units: u.N, MeanUnits: u.Mean() / den,
 			StdUnits: u.Std(ddof) / den, Paper: paperRatio})
 		// mean over (layer, head) cells of the last layers of the cell ratios.
 		var ratios []float64
 		for _, l := range g.used {
 			for h := 0; h < a.shape.Heads; h++ {
-				if r := a.cellMean(T, l, h, probes.MetricLambdaObs) / a.cellMean(tmin, l, h, probes.MetricLambdaObs); !math.IsNaN(r) && !math.IsInf(r, 0) {
+				if r := a.cellMean(T, l, h, results.MetricLambdaObs) / a.cellMean(tmin, l, h, results.MetricLambdaObs); !math.IsNaN(r) && !math.IsInf(r, 0) {
 					ratios = append(ratios, r)
 				}
 			}
 		}
 		c := momentsOf(ratios)
-		rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + MeanOfRatios, N: c.N, Mean: c.Mean(),
+		rows = append(rows, results.Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + results.MeanOfRatios, N: c.N, Mean: c.Mean(),
 			StdPooled: math.NaN(), Units: c.N, MeanUnits: c.Mean(), StdUnits: c.Std(ddof), Paper: paperRatio})
 		// recovered from the mean gain.
-		kT, _, _ := a.pool(T, probes.MetricK, g.used)
-		rows = append(rows, Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + RatioFromK, N: kT.N,
+		kT, _, _ := a.pool(T, results.MetricK, g.used)
+		rows = append(rows, results.Fig2Row{T: int64(T), Layers: g.name, Metric: "lambda_obs_ratio/" + results.RatioFromK, N: kT.N,
 			Mean: lamFromK(kT.Mean()) / lamFromK(kMin.Mean()), StdPooled: math.NaN(), MeanUnits: math.NaN(),
 			StdUnits: math.NaN(), Paper: paperRatio})
 	}
 	return rows
 }
 
-func (a *aggregator) fig3(g layerGroup) ([]Fig3Row, float64, float64) {
-	var rows []Fig3Row
+func (a *aggregator) fig3(g layerGroup) ([]results.Fig3Row, float64, float64) {
+	var rows []results.Fig3Row
 	if a.probe.Form == "sandwich" && g.name == a.groups[0].name {
 		a.note("Fig. 3 needs Eq. 5 or 6: with the sandwich form λobs cannot be predicted from n_eff and S")
 	}
 	var lamFit, kMin float64
 	maxErr := math.NaN()
 	for i, T := range a.sw.Lengths {
-		n, _, _ := a.pool(T, probes.MetricNEff, g.used)
-		s, _, _ := a.pool(T, probes.MetricSMean, g.used)
-		k, _, _ := a.pool(T, probes.MetricK, g.used)
-		lam := a.probe.LambdaFromAggregates(n.Mean(), s.Mean(), a.groupDHead(g))
+		n, _, _ := a.pool(T, results.MetricNEff, g.used)
+		s, _, _ := a.pool(T, results.MetricSMean, g.used)
+		k, _, _ := a.pool(T, results.MetricK, g.used)
+		lam := lambdaFromAggregates(a.probe, n.Mean(), s.Mean(), a.groupDHead(g))
 		kMeas := k.Mean()
 		if i == 0 {
 			lamFit = lam * (1 - kMeas) / kMeas
@@ -616,7 +450,7 @@ func (a *aggregator) fig3(g layerGroup) ([]Fig3Row, float64, float64) {
 		if i > 0 && (math.IsNaN(maxErr) || rel > maxErr) {
 			maxErr = rel
 		}
-		rows = append(rows, Fig3Row{T: int64(T), Layers: g.name, NEff: n.Mean(), SMean: s.Mean(), LambdaPred: lam, KMeas: kMeas,
+		rows = append(rows, results.Fig3Row{T: int64(T), Layers: g.name, NEff: n.Mean(), SMean: s.Mean(), LambdaPred: lam, KMeas: kMeas,
 			LambdaFit: lamFit, KOpt: kOpt, RelErr: rel, DeltaK: kOpt - kMeas, KChange: kMeas - kMin,
 			PaperRelErr: paperFig3(T, a.sw.KUnit)})
 	}
@@ -658,14 +492,14 @@ func (a *aggregator) fig4Lengths() ([]int, error) {
 }
 
 // fig4Cells builds the Fig. 4 cells of every (layer, head).
-func (a *aggregator) fig4Cells(lengths []int) []Fig4Row {
+func (a *aggregator) fig4Cells(lengths []int) []results.Fig4Row {
 	last := map[int]bool{} // a layer is in one group: its last layers
 	for _, g := range a.groups {
 		for _, l := range g.used {
 			last[l] = true
 		}
 	}
-	var rows []Fig4Row
+	var rows []results.Fig4Row
 	for l := 0; l < a.shape.Layers; l++ {
 		for h := 0; h < a.shape.Heads; h++ {
 			var kq, bq, gq Moments
@@ -673,9 +507,9 @@ func (a *aggregator) fig4Cells(lengths []int) []Fig4Row {
 			var out int64
 			for _, T := range lengths {
 				for s := 0; s < a.sw.Samples; s++ {
-					k := a.get(T, s, l, h, probes.MetricK).last
-					bw := a.get(T, s, l, h, probes.MetricBOSMass)
-					g := a.get(T, s, l, h, probes.MetricGate).last
+					k := a.get(T, s, l, h, results.MetricK).last
+					bw := a.get(T, s, l, h, results.MetricBOSMass)
+					g := a.get(T, s, l, h, results.MetricGate).last
 					kq, bq, gq = kq.Combine(k), bq.Combine(bw.bos), gq.Combine(g)
 					out += bw.bosOut
 					if k.N > 0 {
@@ -689,10 +523,10 @@ func (a *aggregator) fig4Cells(lengths []int) []Fig4Row {
 					}
 				}
 			}
-			row := Fig4Row{Layer: int64(l), Head: int64(h), Layers: a.groupOf(l), KPasses: momentsOf(kp).Mean(), BOSPasses: momentsOf(bp).Mean(),
+			row := results.Fig4Row{Layer: int64(l), Head: int64(h), Layers: a.groupOf(l), KPasses: momentsOf(kp).Mean(), BOSPasses: momentsOf(bp).Mean(),
 				KQueries: kq.Mean(), BOSQueries: bq.Mean(), Passes: int64(len(kp)), LastLayers: last[l], BOSLeftOut: out}
 			row.K, row.BOS, row.Gate = row.KPasses, row.BOSPasses, momentsOf(gp).Mean()
-			if a.agg.Fig4Pool == poolQueries {
+			if a.agg.Fig4Pool == results.PoolQueries {
 				row.K, row.BOS, row.Gate = row.KQueries, row.BOSQueries, gq.Mean()
 			}
 			rows = append(rows, row)
@@ -703,16 +537,16 @@ func (a *aggregator) fig4Cells(lengths []int) []Fig4Row {
 
 // corr is the correlation of the pairs (x, y), with the bootstrap
 // interval when the options ask for one.
-func (a *aggregator) corr(xs, ys []float64) (Corr, error) {
-	nan := Float(math.NaN())
-	c := Corr{Cells: len(xs), R: nan, P: nan, Spearman: nan, DF: len(xs) - 2,
-		CI: BootstrapCI{Lo: nan, Hi: nan, Level: a.agg.CILevel, Seed: a.agg.Seed}}
+func (a *aggregator) corr(xs, ys []float64) (results.Corr, error) {
+	nan := results.Float(math.NaN())
+	c := results.Corr{Cells: len(xs), R: nan, P: nan, Spearman: nan, DF: len(xs) - 2,
+		CI: results.BootstrapCI{Lo: nan, Hi: nan, Level: a.agg.CILevel, Seed: a.agg.Seed}}
 	if c.Cells < 3 {
 		return c, nil
 	}
 	r, _ := pearson(xs, ys)
 	rho, _ := spearman(xs, ys)
-	c.R, c.P, c.Spearman = Float(r), Float(pearsonP(r, c.Cells)), Float(rho)
+	c.R, c.P, c.Spearman = results.Float(r), results.Float(pearsonP(r, c.Cells)), results.Float(rho)
 	if a.agg.Bootstrap > 0 {
 		var err error
 		if c.CI, err = bootstrapPearson(xs, ys, a.agg.Bootstrap, a.agg.CILevel, a.agg.Seed); err != nil {
@@ -724,9 +558,9 @@ func (a *aggregator) corr(xs, ys []float64) (Corr, error) {
 
 // fig4Stats are the statistics of group g's Fig. 4 cells: K against BOS
 // mass, the paper's threshold checks, and the gate against BOS mass.
-func (a *aggregator) fig4Stats(g layerGroup, lengths []int, cells []Fig4Row) (Fig4Stats, error) {
-	st := Fig4Stats{Layers: g.name, Lengths: lengths, Pool: a.agg.Fig4Pool}
-	var rows []Fig4Row
+func (a *aggregator) fig4Stats(g layerGroup, lengths []int, cells []results.Fig4Row) (results.Fig4Stats, error) {
+	st := results.Fig4Stats{Layers: g.name, Lengths: lengths, Pool: a.agg.Fig4Pool}
+	var rows []results.Fig4Row
 	var xs, ys, gx, gy []float64
 	for _, r := range cells {
 		if r.Layers != g.name {
@@ -765,7 +599,7 @@ func (a *aggregator) fig4Stats(g layerGroup, lengths []int, cells []Fig4Row) (Fi
 		if math.IsNaN(maxBOS) || r.BOS > maxBOS {
 			maxBOS = r.BOS
 		}
-		if r.BOS > Paper.BOSSinkMass {
+		if r.BOS > results.Paper.BOSSinkMass {
 			st.SinkHeads++
 			if math.IsNaN(sinkMinK) || r.K < sinkMinK {
 				sinkMinK = r.K
@@ -775,19 +609,19 @@ func (a *aggregator) fig4Stats(g layerGroup, lengths []int, cells []Fig4Row) (Fi
 			}
 			st.SinkLayers[1] = max(st.SinkLayers[1], int(r.Layer))
 		}
-		if r.BOS > Paper.MaxBOS {
+		if r.BOS > results.Paper.MaxBOS {
 			st.HeadsOver03++
 		}
 		if r.LastLayers {
 			lastK, lastBOS = append(lastK, r.K), append(lastBOS, r.BOS)
 		}
 	}
-	nan := Float(math.NaN())
-	st.MaxBOS, st.SinkMinK = Float(maxBOS), Float(sinkMinK)
-	st.LastLayersK = [2]Float{nan, nan}
+	nan := results.Float(math.NaN())
+	st.MaxBOS, st.SinkMinK = results.Float(maxBOS), results.Float(sinkMinK)
+	st.LastLayersK = [2]results.Float{nan, nan}
 	if len(lastK) > 0 {
-		st.LastLayersK = [2]Float{Float(slices.Min(lastK)), Float(slices.Max(lastK))}
+		st.LastLayersK = [2]results.Float{results.Float(slices.Min(lastK)), results.Float(slices.Max(lastK))}
 	}
-	st.LastLayersBOS = Float(momentsOf(lastBOS).Mean())
+	st.LastLayersBOS = results.Float(momentsOf(lastBOS).Mean())
 	return st, nil
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // ParseLengths parses a comma-separated list of context lengths such as
@@ -65,23 +67,8 @@ func formatLength(T, unit int) string {
 	return strconv.Itoa(T)
 }
 
-// Chunk is the piece of the token stream that one (T, sample) pass reads:
-// stream tokens [Start, End). With a prepended BOS token the pass's
-// sequence is that token followed by the chunk, so End − Start = T − 1;
-// otherwise End − Start = T.
-type Chunk struct {
-	T      int `json:"T"`
-	Sample int `json:"sample"`
-	Start  int `json:"start"`
-	End    int `json:"end"`
-	// Pass names what a measurement does with the chunk when it runs
-	// more than one pass over chunks (ppl: "m<model index>/<variant>" or
-	// "m<model index>/calibration"); empty when a chunk is one pass.
-	Pass string `json:"pass,omitempty"`
-}
-
-// name names the chunk in messages: "T=<T> sample <s>", after its pass.
-func (c Chunk) name() string {
+// chunkName names the chunk in messages: "T=<T> sample <s>", after its pass.
+func chunkName(c results.Chunk) string {
 	if c.Pass != "" {
 		return fmt.Sprintf("%s T=%d sample %d", c.Pass, c.T, c.Sample)
 	}
@@ -183,7 +170,7 @@ func (o ChunkOptions) Needed() (int, error) {
 // PlanChunks cuts a stream of streamLen tokens into the sweep's chunks,
 // ordered by (T, sample). It fails when the stream is too short, saying how
 // many tokens there are and how many the layout needs.
-func PlanChunks(streamLen int, o ChunkOptions) ([]Chunk, error) {
+func PlanChunks(streamLen int, o ChunkOptions) ([]results.Chunk, error) {
 	need, err := o.Needed()
 	if err != nil {
 		return nil, err
@@ -206,11 +193,11 @@ func PlanChunks(streamLen int, o ChunkOptions) ([]Chunk, error) {
 		return nil, fmt.Errorf("the token stream has %d tokens (%d from offset %d) but the sweep needs %d (%s%s); use %s",
 			streamLen, max(avail, 0), o.Offset, need, layout, bos, hint(o.Disjoint))
 	}
-	var chunks []Chunk
+	var chunks []results.Chunk
 	if o.Disjoint == DisjointAll {
 		for _, T := range o.Lengths {
 			for s := 0; s < o.Samples; s++ {
-				chunks = append(chunks, Chunk{T: T, Sample: s})
+				chunks = append(chunks, results.Chunk{T: T, Sample: s})
 			}
 		}
 		order := make([]int, len(chunks))
@@ -241,7 +228,7 @@ func PlanChunks(streamLen int, o ChunkOptions) ([]Chunk, error) {
 		}
 		for s := 0; s < o.Samples; s++ {
 			start := o.Offset + slots[s]*n
-			chunks = append(chunks, Chunk{T: T, Sample: s, Start: start, End: start + n})
+			chunks = append(chunks, results.Chunk{T: T, Sample: s, Start: start, End: start + n})
 		}
 	}
 	return chunks, nil

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/filterlens/probe/analysis/results"
 )
 
 func TestParseLengths(t *testing.T) {
@@ -51,7 +53,7 @@ func TestParseLengths(t *testing.T) {
 
 // checkDisjoint fails when two chunks of the plan overlap (within a length
 // only when within is set).
-func checkDisjoint(t *testing.T, chunks []Chunk, within bool) {
+func checkDisjoint(t *testing.T, chunks []results.Chunk, within bool) {
 	t.Helper()
 	for i, a := range chunks {
 		for _, b := range chunks[i+1:] {
@@ -71,21 +73,21 @@ func TestPlanChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Chunk{{T: 10, Sample: 0, Start: 0, End: 10}, {T: 10, Sample: 1, Start: 10, End: 20}, {T: 10, Sample: 2, Start: 20, End: 30}, {T: 20, Sample: 0, Start: 30, End: 50}, {T: 20, Sample: 1, Start: 50, End: 70}, {T: 20, Sample: 2, Start: 70, End: 90}}
+	want := []results.Chunk{{T: 10, Sample: 0, Start: 0, End: 10}, {T: 10, Sample: 1, Start: 10, End: 20}, {T: 10, Sample: 2, Start: 20, End: 30}, {T: 20, Sample: 0, Start: 30, End: 50}, {T: 20, Sample: 1, Start: 50, End: 70}, {T: 20, Sample: 2, Start: 70, End: 90}}
 	if !slices.Equal(got, want) {
 		t.Errorf("sequential, disjoint across lengths:\n got %v\nwant %v", got, want)
 	}
 
 	o.Disjoint, o.Offset = DisjointWithin, 5
 	got, _ = PlanChunks(100, o)
-	want = []Chunk{{T: 10, Sample: 0, Start: 5, End: 15}, {T: 10, Sample: 1, Start: 15, End: 25}, {T: 10, Sample: 2, Start: 25, End: 35}, {T: 20, Sample: 0, Start: 5, End: 25}, {T: 20, Sample: 1, Start: 25, End: 45}, {T: 20, Sample: 2, Start: 45, End: 65}}
+	want = []results.Chunk{{T: 10, Sample: 0, Start: 5, End: 15}, {T: 10, Sample: 1, Start: 15, End: 25}, {T: 10, Sample: 2, Start: 25, End: 35}, {T: 20, Sample: 0, Start: 5, End: 25}, {T: 20, Sample: 1, Start: 25, End: 45}, {T: 20, Sample: 2, Start: 45, End: 65}}
 	if !slices.Equal(got, want) {
 		t.Errorf("within a length, offset 5:\n got %v\nwant %v", got, want)
 	}
 
 	// A prepended BOS counts in T: chunks hold T − 1 stream tokens.
 	got, _ = PlanChunks(100, ChunkOptions{Lengths: []int{10}, Samples: 2, BOS: true})
-	if want := []Chunk{{T: 10, Sample: 0, Start: 0, End: 9}, {T: 10, Sample: 1, Start: 9, End: 18}}; !slices.Equal(got, want) {
+	if want := []results.Chunk{{T: 10, Sample: 0, Start: 0, End: 9}, {T: 10, Sample: 1, Start: 9, End: 18}}; !slices.Equal(got, want) {
 		t.Errorf("BOS: got %v, want %v", got, want)
 	}
 

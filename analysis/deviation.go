@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -15,41 +16,11 @@ import (
 // (--deviation-tokens; 0 measures none).
 const DefaultDeviationTokens = 256
 
-// Deviation is how far a pass in another arithmetic (Compute, bf16) lies
-// from the float32 pass of the same model on the same tokens: per column
-// (the logits, then each diagnostic of probe diag's table), over the
-// values finite in both passes (a column no value of which is finite is
-// left out), the largest |x − x_f32| and that divided
-// by the largest |x_f32| of the column (a normwise relative deviation,
-// as the golden tolerances are read: a column's small values do not
-// inflate it).
-type Deviation struct {
-	Compute model.Compute `json:"compute"`
-	Kernel  string        `json:"kernel"` // of the bf16 products: model.BF16Kernel
-	// Reference says what the float32 pass multiplied: the weights as
-	// stored, or (LoadOptions.Compute bf16 on F32/F16 weights) the weights
-	// rounded to bf16 at load, whose rounding is then not in the deviation.
-	Reference string            `json:"reference"`
-	Sequences int               `json:"sequences"`
-	Tokens    int               `json:"tokens"` // per sequence: the first tokens of the pass
-	Columns   []ColumnDeviation `json:"columns"`
-}
-
-// ColumnDeviation is one column of a Deviation.
-type ColumnDeviation struct {
-	Name   string  `json:"name"`
-	MaxAbs float64 `json:"max_abs"`
-	MaxRel float64 `json:"max_rel"` // MaxAbs / max |float32 value|
-	Values int     `json:"values"`  // values finite in both passes
-	// Unmatched counts values finite in one pass and not in the other.
-	Unmatched int `json:"unmatched,omitempty"`
-}
-
 // MeasureDeviation runs the token ids (sequences of equal length) through
 // m twice, in float32 and in the arithmetic c, with a Collector of options
 // copts on every layer and the logits, and returns the Deviation of the
 // second pass from the first. allowExt is Options.AllowExtrapolation.
-func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes.CollectorOptions, allowExt bool, threads int) (*Deviation, error) {
+func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes.CollectorOptions, allowExt bool, threads int) (*results.Deviation, error) {
 	cfg := &m.Config
 	B, T := len(ids), len(ids[0])
 	type pass struct {
@@ -76,16 +47,16 @@ func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes
 	if err != nil {
 		return nil, err
 	}
-	d := &Deviation{Compute: c, Kernel: model.BF16Kernel(), Sequences: B, Tokens: T, Reference: "float32 products of the weights as stored"}
+	d := &results.Deviation{Compute: string(c), Kernel: model.BF16Kernel(), Sequences: B, Tokens: T, Reference: "float32 products of the weights as stored"}
 	if m.Compute.BF16Products() && hasWide(m.DTypes) {
 		d.Reference = fmt.Sprintf("float32 products of the weights rounded to bf16 at load (stored %s; their rounding is not in this deviation)",
 			strings.Join(m.DTypes, ", "))
 	}
 	d.Columns = append(d.Columns, columnDeviation("logits", got.logits, ref.logits))
-	names := []string{probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSMean, probes.MetricLambdaObs,
-		probes.MetricK, probes.MetricKDimMean, probes.MetricBOSMass}
+	names := []string{results.MetricNEff, results.MetricNEffEntropy, results.MetricSMean, results.MetricLambdaObs,
+		results.MetricK, results.MetricKDimMean, results.MetricBOSMass}
 	if cfg.Gate != model.GateNone {
-		names = append(names, probes.MetricGate)
+		names = append(names, results.MetricGate)
 	}
 	for _, name := range names {
 		// a column the Collector options do not compute (K_dim_mean
@@ -104,7 +75,7 @@ func MeasureDeviation(m *model.Model, ids [][]int, c model.Compute, copts probes
 // Collector options; nil unless m runs in bf16 and n > 0. Their tables
 // have columns of their own: the deviation reported for them is that of
 // the logits and of the diagnostics of probe diag's table.
-func streamDeviation(m *model.Model, stream []int, chunks []Chunk, n int, allowExt bool, threads int) (*Deviation, error) {
+func streamDeviation(m *model.Model, stream []int, chunks []results.Chunk, n int, allowExt bool, threads int) (*results.Deviation, error) {
 	if !m.Compute.BF16Products() || n <= 0 || len(chunks) == 0 {
 		return nil, nil
 	}
@@ -124,8 +95,8 @@ func hasWide(dtypes []string) bool {
 }
 
 // columnDeviation compares got with ref element by element, in float64.
-func columnDeviation(name string, got, ref []float32) ColumnDeviation {
-	c := ColumnDeviation{Name: name}
+func columnDeviation(name string, got, ref []float32) results.ColumnDeviation {
+	c := results.ColumnDeviation{Name: name}
 	var top float64
 	for i, r32 := range ref {
 		g, r := float64(got[i]), float64(r32)
@@ -144,19 +115,4 @@ func columnDeviation(name string, got, ref []float32) ColumnDeviation {
 		c.MaxRel = c.MaxAbs / top
 	}
 	return c
-}
-
-// Lines returns the deviation as lines for a terminal: one heading, one
-// line per column.
-func (d *Deviation) Lines() []string {
-	lines := []string{fmt.Sprintf("compute %s: deviation from the float32 pass on the first %d tokens of %d sequence(s) (reference: %s; kernel %s):",
-		d.Compute, d.Tokens, d.Sequences, d.Reference, d.Kernel)}
-	for _, c := range d.Columns {
-		l := fmt.Sprintf("  %-13s max abs %.3g, max rel %.3g (%d values)", c.Name, c.MaxAbs, c.MaxRel, c.Values)
-		if c.Unmatched > 0 {
-			l += fmt.Sprintf("; %d values finite in one pass only", c.Unmatched)
-		}
-		lines = append(lines, l)
-	}
-	return lines
 }

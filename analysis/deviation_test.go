@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -99,15 +100,15 @@ func TestComputeBF16Golden(t *testing.T) {
 			}
 			l32, c32 := run(m32)
 			lb, cb := run(mb)
-			whole := []ColumnDeviation{columnDeviation("logits", lb, l32)}
+			whole := []results.ColumnDeviation{columnDeviation("logits", lb, l32)}
 			for _, c := range []struct {
 				name string
 				a, b []float32
 			}{
-				{probes.MetricNEff, cb.NEff, c32.NEff}, {probes.MetricNEffEntropy, cb.NEffEntropy, c32.NEffEntropy},
-				{probes.MetricSMean, cb.SMean, c32.SMean}, {probes.MetricLambdaObs, cb.LambdaObs, c32.LambdaObs},
-				{probes.MetricK, cb.K, c32.K}, {probes.MetricKDimMean, cb.KDimMean, c32.KDimMean},
-				{probes.MetricBOSMass, cb.BOSMass, c32.BOSMass}, {probes.MetricGate, cb.Gate, c32.Gate},
+				{results.MetricNEff, cb.NEff, c32.NEff}, {results.MetricNEffEntropy, cb.NEffEntropy, c32.NEffEntropy},
+				{results.MetricSMean, cb.SMean, c32.SMean}, {results.MetricLambdaObs, cb.LambdaObs, c32.LambdaObs},
+				{results.MetricK, cb.K, c32.K}, {results.MetricKDimMean, cb.KDimMean, c32.KDimMean},
+				{results.MetricBOSMass, cb.BOSMass, c32.BOSMass}, {results.MetricGate, cb.Gate, c32.Gate},
 			} {
 				whole = append(whole, columnDeviation(c.name, c.a, c.b))
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
@@ -136,13 +137,13 @@ func Diagnose(m *model.Model, ids [][]int, o DiagOptions) (*Diag, error) {
 }
 
 // DiagColumns are the columns of the diag CSV (Diag.WriteCSV), in order: the metric names
-// of the library (probes.Metric*) and the sweep tables.
-var DiagColumns = []string{"sample", "layer", "head", "query", probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSMean,
-	probes.MetricLambdaObs, probes.MetricK, probes.MetricKDimMean, probes.MetricBOSMass, probes.MetricGate}
+// of the library (results.Metric*) and the sweep tables.
+var DiagColumns = []string{"sample", "layer", "head", "query", results.MetricNEff, results.MetricNEffEntropy, results.MetricSMean,
+	results.MetricLambdaObs, results.MetricK, results.MetricKDimMean, results.MetricBOSMass, results.MetricGate}
 
 // legacyDiagNames are the CSV header names of earlier releases (legacy
 // in WriteCSV), kept for one release.
-var legacyDiagNames = map[string]string{probes.MetricSMean: "s_mean", probes.MetricK: "k_bft", probes.MetricKDimMean: "k_dim_mean"}
+var legacyDiagNames = map[string]string{results.MetricSMean: "s_mean", results.MetricK: "k_bft", results.MetricKDimMean: "k_dim_mean"}
 
 // DiagRow is one row of probe diag's table: every App. I diagnostic of
 // one (sample, softmax layer, head, query) (DiagColumns), the sink mass σ
@@ -224,8 +225,8 @@ type DiagCSVOptions struct {
 func WriteDiagCSV(path string, o DiagCSVOptions, parts int, part func(i int) ([]DiagRow, error)) (int64, error) {
 	columns := DiagColumns
 	if o.Sinks { // σ beside the first-token mass
-		i := slices.Index(columns, probes.MetricBOSMass) + 1
-		columns = slices.Insert(slices.Clone(columns), i, probes.MetricSinkMass)
+		i := slices.Index(columns, results.MetricBOSMass) + 1
+		columns = slices.Insert(slices.Clone(columns), i, results.MetricSinkMass)
 	}
 	var n int64
 	err := atomicfile.Write(path, func(f io.Writer) error {
@@ -299,7 +300,7 @@ func appendCSVField(buf []byte, s string) []byte {
 
 // DiagManifest records a diag run (or one shard of it).
 type DiagManifest struct {
-	RunRecord
+	results.RunRecord
 	Options DiagOptions `json:"diag"`
 	Layers  []int       `json:"softmax_layers"` // the layers measured
 	// Rows is the CSV's row count once it is written; Flags name the
@@ -353,12 +354,12 @@ func (r *DiagRun) Run() (*DiagManifest, error) {
 		return nil, err
 	}
 	T := len(r.IDs[0])
-	chunks := make([]Chunk, len(r.IDs))
+	chunks := make([]results.Chunk, len(r.IDs))
 	for b, seq := range r.IDs {
 		if len(seq) != T {
 			return nil, fmt.Errorf("diag: sequence %d has %d tokens, sequence 0 has %d", b, len(seq), T)
 		}
-		chunks[b] = Chunk{T: T, Sample: b, Start: b * T, End: (b + 1) * T}
+		chunks[b] = results.Chunk{T: T, Sample: b, Start: b * T, End: (b + 1) * T}
 	}
 	r.Stream = slices.Concat(r.IDs...)
 	m, rec, err := r.load("diag", chunks)
@@ -387,7 +388,7 @@ func (r *DiagRun) Run() (*DiagManifest, error) {
 	opt := model.Options{AllowExtrapolation: o.AllowExtrapolation, Threads: r.Threads}
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: diagTables, opts: man.Options, model: m, forwards: 1,
 		checkMemory: func(T int) error { return probes.CheckModelMemory(m, 1, T, opt, copts) },
-		pass: func(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+		pass: func(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			po := *o
 			po.Threads, po.Watch = r.Threads, func(hs *hooks.Set) func(error) { watch(hs); return func(error) {} }
 			d, err := Diagnose(m, [][]int{r.Stream[c.Start:c.End]}, po)

@@ -10,7 +10,14 @@
 //     (deviation.go);
 //   - the shared pieces: chunk plans over a token stream (chunks.go),
 //     Parquet/CSV/JSONL tables (tables.go), manifests (manifest.go),
-//     statistics (stats.go).
+//     statistics (stats.go);
+//   - AFA Figs. 1–3's toy-system checkpoints evaluated (afatoy.go) into
+//     afatab.Toy, which report/papers draws.
+//
+// What the runs write and the reports read — the manifests (RunRecord and
+// every kind's), options, table rows, column-value and metric names — is
+// declared in the model-free package analysis/results, so that report/...
+// can draw it without depending on analysis, model or probes.
 //
 // # The App. I sweep
 //

@@ -8,6 +8,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 )
@@ -26,12 +27,6 @@ import (
 // and over the others: an expert the first tokens go to far more than the
 // rest is the routing's counterpart of an attention sink.
 
-// Margins of the top-1 choice (ExpertOptions.Margin).
-const (
-	MarginProb  = "prob"  // p₍₁₎ − p₍₂₎ of the softmax over all experts, in [0, 1]
-	MarginLogit = "logit" // z₍₁₎ − z₍₂₎ of the router logits
-)
-
 // ExpertOptions are the options of an experts measurement.
 type ExpertOptions struct {
 	// Margin is how the top-1 margin is measured: MarginProb (default,
@@ -42,47 +37,6 @@ type ExpertOptions struct {
 	// Batch is the number of sequences per forward pass of Experts (0:
 	// all at once).
 	Batch int `json:"batch"`
-}
-
-// ExpertLoadRow is one (layer, expert): the share of the routing
-// assignments it received, over all tokens and over the first token of
-// each sequence and the rest, the mean routing weight it was given, and
-// the share of the first tokens and of the rest whose top-1 it is. T is
-// the sequences' length (of Experts' last pass, when they differ).
-type ExpertLoadRow struct {
-	T           int     `parquet:"T"`
-	Layer       int     `parquet:"layer"`
-	Expert      int     `parquet:"expert"`
-	Assignments int64   `parquet:"assignments"`
-	Load        float64 `parquet:"load"`       // Assignments / (N·k)
-	FirstLoad   float64 `parquet:"first_load"` // over the sequences' position 0
-	RestLoad    float64 `parquet:"rest_load"`  // over positions ≥ 1
-	MeanWeight  float64 `parquet:"mean_weight"`
-	FirstTop1   float64 `parquet:"first_top1"` // share of the first tokens whose top-1 expert is this one
-	RestTop1    float64 `parquet:"rest_top1"`  // share of the other tokens whose top-1 expert is this one
-}
-
-// ExpertLayerRow is one sparse layer: the router's mean entropy and
-// top-1 margin over all tokens, over the first tokens and over the rest,
-// and the first tokens' top-1 expert: the one most of them pick (Mode,
-// the lowest index on a tie), the share of sequences whose first token
-// picks it, and the share of the other tokens that do.
-type ExpertLayerRow struct {
-	T            int     `parquet:"T"`
-	Layer        int     `parquet:"layer"`
-	Experts      int     `parquet:"experts"`
-	TopK         int     `parquet:"top_k"`
-	Sequences    int64   `parquet:"sequences"`
-	Tokens       int64   `parquet:"tokens"`
-	Entropy      float64 `parquet:"entropy"`
-	EntropyFirst float64 `parquet:"entropy_first"`
-	EntropyRest  float64 `parquet:"entropy_rest"`
-	Margin       float64 `parquet:"margin"`
-	MarginFirst  float64 `parquet:"margin_first"`
-	MarginRest   float64 `parquet:"margin_rest"`
-	FirstMode    int     `parquet:"first_top1_mode"`
-	FirstAgree   float64 `parquet:"first_top1_agree"`
-	RestAgree    float64 `parquet:"rest_top1_agree"`
 }
 
 // ExpertTokenRow is one token of one sparse layer (ExpertOptions.PerToken).
@@ -98,8 +52,8 @@ type ExpertTokenRow struct {
 // ExpertReport is the routing of a set of sequences, layers in order
 // (tokens by layer, sequence, position).
 type ExpertReport struct {
-	Loads  []ExpertLoadRow
-	Layers []ExpertLayerRow
+	Loads  []results.ExpertLoadRow
+	Layers []results.ExpertLayerRow
 	Tokens []ExpertTokenRow
 }
 
@@ -173,9 +127,9 @@ func expertSumHooks(hs *hooks.Set, c *model.Config, margin string, tokens *[]Exp
 		return nil, fmt.Errorf("analysis: %s has no mixture-of-experts layers to measure", c.Arch)
 	}
 	switch margin {
-	case "", MarginProb, MarginLogit:
+	case "", results.MarginProb, results.MarginLogit:
 	default:
-		return nil, fmt.Errorf("analysis: margin %q: want %s or %s", margin, MarginProb, MarginLogit)
+		return nil, fmt.Errorf("analysis: margin %q: want %s or %s", margin, results.MarginProb, results.MarginLogit)
 	}
 	layers := map[int]*expertLayer{}
 	var order []int
@@ -226,7 +180,7 @@ func expertSumHooks(hs *hooks.Set, c *model.Config, margin string, tokens *[]Exp
 			mg := 1.0 // one expert: nothing to compete with
 			if i2 >= 0 {
 				mg = p[i1] - p[i2]
-				if margin == MarginLogit {
+				if margin == results.MarginLogit {
 					mg = float64(zr[i1] - zr[i2])
 				}
 			}
@@ -328,9 +282,9 @@ func PoolExpertSums(rows []ExpertSumRow) []ExpertSumRow {
 // for an expert never chosen), first_top1 = top1_first/S, rest_top1 =
 // top1_rest/(N−S); the layer's entropy and margin are the sums over its
 // experts divided by N, S and N−S.
-func ExpertRows(sums []ExpertSumRow) ([]ExpertLoadRow, []ExpertLayerRow) {
-	var loads []ExpertLoadRow
-	var layers []ExpertLayerRow
+func ExpertRows(sums []ExpertSumRow) ([]results.ExpertLoadRow, []results.ExpertLayerRow) {
+	var loads []results.ExpertLoadRow
+	var layers []results.ExpertLayerRow
 	for i := 0; i < len(sums); {
 		j := i + 1
 		for j < len(sums) && sums[j].T == sums[i].T && sums[j].Layer == sums[i].Layer {
@@ -343,7 +297,7 @@ func ExpertRows(sums []ExpertSumRow) ([]ExpertLoadRow, []ExpertLayerRow) {
 		var entF, entR, mgF, mgR float64
 		var t1F, t1R []int64
 		for _, s := range g {
-			row := ExpertLoadRow{T: s.T, Layer: s.Layer, Expert: s.Expert, Assignments: s.Assignments,
+			row := results.ExpertLoadRow{T: s.T, Layer: s.Layer, Expert: s.Expert, Assignments: s.Assignments,
 				Load: float64(s.Assignments) / (N * K), FirstLoad: float64(s.FirstAssignments) / (S * K),
 				RestLoad:   float64(s.Assignments-s.FirstAssignments) / ((N - S) * K),
 				MeanWeight: math.NaN(), FirstTop1: float64(s.Top1First) / S, RestTop1: float64(s.Top1Rest) / (N - S)}
@@ -360,7 +314,7 @@ func ExpertRows(sums []ExpertSumRow) ([]ExpertLoadRow, []ExpertLayerRow) {
 				mode = e
 			}
 		}
-		layers = append(layers, ExpertLayerRow{
+		layers = append(layers, results.ExpertLayerRow{
 			T: s0.T, Layer: s0.Layer, Experts: s0.Experts, TopK: s0.TopK, Sequences: s0.Sequences, Tokens: s0.Tokens,
 			Entropy: (entF + entR) / N, EntropyFirst: entF / S, EntropyRest: entR / (N - S),
 			Margin: (mgF + mgR) / N, MarginFirst: mgF / S, MarginRest: mgR / (N - S),

@@ -3,35 +3,15 @@ package analysis
 import (
 	"fmt"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 )
 
-// ExpertsRunOptions are the options of an experts run, recorded in its
-// manifest.
-type ExpertsRunOptions struct {
-	StreamPlan
-	// Margin is how the top-1 margin is measured: MarginProb (default) or
-	// MarginLogit (ExpertOptions.Margin).
-	Margin string `json:"margin"`
-}
-
 // DefaultExpertsRunOptions are the command's defaults.
-func DefaultExpertsRunOptions() ExpertsRunOptions {
-	return ExpertsRunOptions{StreamPlan: defaultStreamPlan, Margin: MarginProb}
+func DefaultExpertsRunOptions() results.ExpertsRunOptions {
+	return results.ExpertsRunOptions{StreamPlan: defaultStreamPlan, Margin: results.MarginProb}
 }
-
-// ExpertsManifest records an experts run (or one shard of it).
-type ExpertsManifest struct {
-	RunRecord
-	Experts int               `json:"experts_per_layer"`
-	TopK    int               `json:"top_k"`
-	Options ExpertsRunOptions `json:"experts"`
-}
-
-// ExpertsManifestName is the manifest's file name in an unsharded experts
-// run's folder (StreamManifestName for a shard's).
-const ExpertsManifestName = "experts_manifest.json"
 
 // expertsTables are the tables of an experts pass: the sums of one
 // sequence, from which experts_load and experts_layers are written.
@@ -43,19 +23,19 @@ var expertsTables = []string{"experts_sums"}
 // experts_manifest.json. It resumes and shards as GDNRun does.
 type ExpertsRun struct {
 	RunSpec
-	Options ExpertsRunOptions
+	Options results.ExpertsRunOptions
 }
 
 // Run runs the passes and, unsharded, writes experts_load, experts_layers
 // and the manifest, returning the rows of both (none for a shard). A model
 // without a mixture-of-experts layer is refused, naming it.
-func (r *ExpertsRun) Run() (*ExpertsManifest, []ExpertLoadRow, []ExpertLayerRow, error) {
+func (r *ExpertsRun) Run() (*results.ExpertsManifest, []results.ExpertLoadRow, []results.ExpertLayerRow, error) {
 	o := &r.Options
 	if o.Margin == "" {
-		o.Margin = MarginProb
+		o.Margin = results.MarginProb
 	}
-	if o.Margin != MarginProb && o.Margin != MarginLogit {
-		return nil, nil, nil, fmt.Errorf("margin %q: want %s or %s", o.Margin, MarginProb, MarginLogit)
+	if o.Margin != results.MarginProb && o.Margin != results.MarginLogit {
+		return nil, nil, nil, fmt.Errorf("margin %q: want %s or %s", o.Margin, results.MarginProb, results.MarginLogit)
 	}
 	m, rec, err := r.open("experts", o.StreamPlan, 0)
 	if err != nil {
@@ -65,12 +45,12 @@ func (r *ExpertsRun) Run() (*ExpertsManifest, []ExpertLoadRow, []ExpertLayerRow,
 	if c.MoE == nil {
 		return nil, nil, nil, fmt.Errorf("%s (%s) has no mixture-of-experts layer: probe experts measures the router of a sparse model (mixtral, qwen3_moe, olmoe, gpt_oss)", r.Dir, c.Arch)
 	}
-	man := &ExpertsManifest{RunRecord: rec, Experts: c.MoE.Experts, TopK: c.MoE.TopK, Options: *o}
+	man := &results.ExpertsManifest{RunRecord: rec, Experts: c.MoE.Experts, TopK: c.MoE.TopK, Options: *o}
 	man.Conventions = expertsConventions()
-	var loads []ExpertLoadRow
-	var layers []ExpertLayerRow
+	var loads []results.ExpertLoadRow
+	var layers []results.ExpertLayerRow
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: expertsTables, opts: man.Options, model: m, forwards: 1,
-		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			hs := &hooks.Set{}
 			sums, err := expertSumHooks(hs, c, o.Margin, nil, nil)
 			if err != nil {
@@ -96,7 +76,7 @@ func (r *ExpertsRun) Run() (*ExpertsManifest, []ExpertLoadRow, []ExpertLayerRow,
 
 // finishExperts writes experts_load and experts_layers from the pass files
 // of every chunk of man in dir: the sums pooled per length over samples.
-func finishExperts(dir string, man *ExpertsManifest) ([]ExpertLoadRow, []ExpertLayerRow, error) {
+func finishExperts(dir string, man *results.ExpertsManifest) ([]results.ExpertLoadRow, []results.ExpertLayerRow, error) {
 	var sums []ExpertSumRow
 	for _, c := range man.Chunks {
 		pass, err := readPassRows[ExpertSumRow](dir, "experts_sums", man, man.Options, c)
@@ -106,7 +86,7 @@ func finishExperts(dir string, man *ExpertsManifest) ([]ExpertLoadRow, []ExpertL
 		sums = append(sums, pass...)
 	}
 	loads, layers := ExpertRows(PoolExpertSums(sums))
-	return loads, layers, man.writeTables(dir, tableOf("experts_load", loads), tableOf("experts_layers", layers))
+	return loads, layers, writeTables(man.Record(), dir, tableOf("experts_load", loads), tableOf("experts_layers", layers))
 }
 
 // expertsConventions states the definitions behind the experts tables.

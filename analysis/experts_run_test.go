@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestExpertsRunEqualsExperts(t *testing.T) {
 	dir := genModel(t, model.ArchMixtral, 3, 32, 4, 2, 128, 512, nil)
 	stream := randomStream(300, 0, 128, 9)
-	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	o := DefaultExpertsRunOptions()
 	o.Lengths, o.Samples = []int{16, 32}, 3
 	out := filepath.Join(t.TempDir(), "experts")
@@ -27,11 +28,11 @@ func TestExpertsRunEqualsExperts(t *testing.T) {
 	if !man.Complete || man.Experts != 4 || man.TopK != 2 {
 		t.Fatalf("manifest: complete %v, experts %d, top-k %d", man.Complete, man.Experts, man.TopK)
 	}
-	backLoads, err := ReadTable[ExpertLoadRow](filepath.Join(out, "experts_load.parquet"))
+	backLoads, err := results.ReadTable[results.ExpertLoadRow](filepath.Join(out, "experts_load.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	backLayers, err := ReadTable[ExpertLayerRow](filepath.Join(out, "experts_layers.parquet"))
+	backLayers, err := results.ReadTable[results.ExpertLayerRow](filepath.Join(out, "experts_layers.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +43,8 @@ func TestExpertsRunEqualsExperts(t *testing.T) {
 	near := func(a, b float64) bool {
 		return a == b || (math.IsNaN(a) && math.IsNaN(b)) || math.Abs(a-b) <= 1e-12*math.Max(1, math.Abs(b))
 	}
-	var wantLoads []ExpertLoadRow
-	var wantLayers []ExpertLayerRow
+	var wantLoads []results.ExpertLoadRow
+	var wantLayers []results.ExpertLayerRow
 	for _, T := range o.Lengths {
 		var ids [][]int
 		for _, c := range man.Chunks {
@@ -57,7 +58,7 @@ func TestExpertsRunEqualsExperts(t *testing.T) {
 		}
 		wantLoads, wantLayers = append(wantLoads, rep.Loads...), append(wantLayers, rep.Layers...)
 	}
-	for name, got := range map[string][]ExpertLoadRow{"returned": loads, "parquet": backLoads} {
+	for name, got := range map[string][]results.ExpertLoadRow{"returned": loads, "parquet": backLoads} {
 		if len(got) != len(wantLoads) || len(got) != 2*3*4 {
 			t.Fatalf("%s experts_load: %d rows, want %d", name, len(got), len(wantLoads))
 		}
@@ -70,7 +71,7 @@ func TestExpertsRunEqualsExperts(t *testing.T) {
 			}
 		}
 	}
-	for name, got := range map[string][]ExpertLayerRow{"returned": layers, "parquet": backLayers} {
+	for name, got := range map[string][]results.ExpertLayerRow{"returned": layers, "parquet": backLayers} {
 		if len(got) != len(wantLayers) || len(got) != 2*3 {
 			t.Fatalf("%s experts_layers: %d rows, want %d", name, len(got), len(wantLayers))
 		}
@@ -91,7 +92,7 @@ func TestExpertsRunEqualsExperts(t *testing.T) {
 func TestExpertsRunRefusesDense(t *testing.T) {
 	dir := genModel(t, model.ArchQwen3, 1, 32, 4, 2, 128, 512, nil)
 	stream := randomStream(100, 0, 128, 3)
-	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	o := DefaultExpertsRunOptions()
 	o.Lengths = []int{16}
 	_, _, _, err := (&ExpertsRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: t.TempDir()}, Options: o}).Run()

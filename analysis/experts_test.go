@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 )
@@ -142,7 +143,7 @@ func TestExpertsRefused(t *testing.T) {
 	if _, err := Experts(moeModel(t), ids, ExpertOptions{Margin: "gap"}); err == nil || !strings.Contains(err.Error(), `margin "gap"`) {
 		t.Errorf("margin gap: error %v", err)
 	}
-	rep, err := Experts(moeModel(t), ids, ExpertOptions{Margin: MarginLogit})
+	rep, err := Experts(moeModel(t), ids, ExpertOptions{Margin: results.MarginLogit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,71 +5,11 @@ import (
 	"math"
 	"slices"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
-
-// GDNRow is one row of the gdn table: the Gated DeltaNet filter quantities
-// of one (length, sample, layer, value head, token) (probes.GDNFilter).
-type GDNRow struct {
-	T          int     `parquet:"T"`
-	Sample     int     `parquet:"sample"`
-	Layer      int     `parquet:"layer"`
-	Head       int     `parquet:"head"`
-	Token      int     `parquet:"token"`
-	Mixer      string  `parquet:"mixer,dict"`
-	Beta       float64 `parquet:"beta"`
-	Decay      float64 `parquet:"decay"`
-	Horizon    float64 `parquet:"horizon"`
-	Innovation float64 `parquet:"innovation"`
-	StateNorm  float64 `parquet:"state_norm"`
-	NEffW      float64 `parquet:"neff_w"`
-	FirstShare float64 `parquet:"first_share"`
-	RowSum     float64 `parquet:"row_sum"`
-	NegShare   float64 `parquet:"neg_share"`
-	SMeanW     float64 `parquet:"S_mean_w"`
-	LambdaObsW float64 `parquet:"lambda_obs_w"`
-	KW         float64 `parquet:"K_w"`
-}
-
-// GDNOptions are the options of a gdn run, recorded in its manifest.
-type GDNOptions struct {
-	StreamPlan
-	// Innovation is probes.InnovationForm's name ("decayed", default, or
-	// "undecayed"); Weights is probes.EffAttnWeights' ("abs", default, or
-	// "signed"); Nu, Sigma02, Prior define λobs^W and K^W (0: 1, 1/d_v, 1);
-	// NoDispersion skips S̄^W, λobs^W, K^W.
-	Innovation   string  `json:"innovation"`
-	Weights      string  `json:"weights"`
-	Nu           float64 `json:"nu"`
-	Sigma02      float64 `json:"sigma0_sq"`
-	Prior        float64 `json:"lambda_prior"`
-	NoDispersion bool    `json:"no_dispersion"`
-	// RWKVDecay and RWKVGain are probes.DecaySummary's name ("geomean",
-	// default, "mean", "min", "max") and probes.GainSummary's ("removal",
-	// default, or "mean"): the per-head scalars of an RWKV-7 layer's
-	// per-channel decay w_t and learning rate a_t (decay and beta columns
-	// of mixer rwkv7; unused by the other mixers).
-	RWKVDecay string `json:"rwkv_decay"`
-	RWKVGain  string `json:"rwkv_gain"`
-	// WRows computes the effective-attention rows' statistics (neff_w …
-	// K_w; otherwise NaN): O(T²·d_k) per head against the recurrence's
-	// O(T·d_k·d_v), so off by default (docs/diagnostics.md, "Cost").
-	WRows    bool `json:"w_rows"`
-	TileRows int  `json:"tile_rows"`
-}
-
-// GDNManifest records a gdn run (or one shard of it).
-type GDNManifest struct {
-	RunRecord
-	Layers  []int      `json:"gdn_layers"`
-	Options GDNOptions `json:"gdn"`
-}
-
-// GDNManifestName is the manifest's file name in an unsharded gdn run's
-// folder (StreamManifestName for a shard's).
-const GDNManifestName = "gdn_manifest.json"
 
 // GDNRun is one `probe gdn` run: one forward pass per chunk of the stream
 // with a probes.GDNFilter on every Gated DeltaNet layer, one pass file
@@ -80,13 +20,13 @@ const GDNManifestName = "gdn_manifest.json"
 // another plan.
 type GDNRun struct {
 	RunSpec
-	Options GDNOptions
+	Options results.GDNOptions
 }
 
 // Run runs the passes and, unsharded, writes the tables, returning the
 // manifest and the rows of gdn (none for a shard); on a failure after the
 // output folder exists the manifest records the error.
-func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
+func (r *GDNRun) Run() (*results.GDNManifest, []results.GDNRow, error) {
 	o := &r.Options
 	if o.Innovation == "" {
 		o.Innovation = probes.InnovationDecayed.String()
@@ -127,11 +67,11 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 	if layers == nil {
 		return nil, nil, fmt.Errorf("%s: %s has no Gated DeltaNet, Mamba-2 or RWKV-7 layers (probe gdn measures recurrent mixers; use probe diag or probe sinks for softmax layers)", r.Dir, c.Arch)
 	}
-	man := &GDNManifest{RunRecord: rec, Layers: layers, Options: *o}
+	man := &results.GDNManifest{RunRecord: rec, Layers: layers, Options: *o}
 	man.Conventions = gdnConventions()
-	var rows []GDNRow
+	var rows []results.GDNRow
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: gdnTables, opts: man.Options, model: m, forwards: 1,
-		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			hs := &hooks.Set{}
 			f, fa, err := gdnFilters(hs, c, ch.T, *o, man.Threads)
 			if err != nil {
@@ -146,7 +86,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 			_, kind := recurrentLayers(c)
 			rows := appendGDNRows(nil, f, ch, kind)
 			if fa != nil {
-				rows = appendGDNRows(rows, fa, ch, MixerAttention)
+				rows = appendGDNRows(rows, fa, ch, results.MixerAttention)
 			}
 			return []passTable{tableOf("gdn", rows)}, nil
 		},
@@ -160,7 +100,7 @@ func (r *GDNRun) Run() (*GDNManifest, []GDNRow, error) {
 // GDNFilter returns the probes.GDNFilter that probe gdn attaches to one
 // length-T pass of a model with configuration c (one with Gated DeltaNet
 // layers) under options o, registered on hs (probe bench measures it).
-func GDNFilter(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int) (*probes.GDNFilter, error) {
+func GDNFilter(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, threads int) (*probes.GDNFilter, error) {
 	f, _, err := gdnFilters(hs, c, T, o, threads)
 	return f, err
 }
@@ -170,7 +110,7 @@ func GDNFilter(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int)
 // attention heads of the same layers fed their softmax rows (the rows of
 // mixer "attention": n_eff, first-token mass and dispersion beside the
 // SSM heads' n_eff^W; the per-token columns NaN); fa is nil otherwise.
-func gdnFilters(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int) (f, fa *probes.GDNFilter, err error) {
+func gdnFilters(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, threads int) (f, fa *probes.GDNFilter, err error) {
 	if o.Innovation == "" {
 		o.Innovation = probes.InnovationDecayed.String()
 	}
@@ -233,17 +173,6 @@ func gdnFilters(hs *hooks.Set, c *model.Config, T int, o GDNOptions, threads int
 	return nil, nil, fmt.Errorf("%s has no Gated DeltaNet, Mamba-2 or RWKV-7 layers", c.Arch)
 }
 
-// The mixer column's values: the recurrent mixer a gdn row measures.
-const (
-	MixerGatedDeltaNet = "gated_deltanet"
-	MixerMamba2        = "mamba2"
-	MixerRWKV7         = "rwkv7"
-	// MixerAttention rows are the softmax heads of a layer whose Mamba-2
-	// runs beside attention (Falcon-H1), with --w-rows: only the W-row
-	// columns are defined (n_eff^W is then Kish's n_eff).
-	MixerAttention = "attention"
-)
-
 // recurrentLayers returns the layers with a recurrent token mixer that
 // probe gdn measures and the mixer's kind: the Gated DeltaNet layers of a
 // hybrid, or every layer of a model with Mamba-2 mixers (Mamba-2's own,
@@ -258,11 +187,11 @@ func recurrentLayers(c *model.Config) ([]int, string) {
 	}
 	switch {
 	case c.DeltaNet != nil:
-		return c.DeltaNet.LinearLayers(), MixerGatedDeltaNet
+		return c.DeltaNet.LinearLayers(), results.MixerGatedDeltaNet
 	case c.SSM != nil:
-		return all(), MixerMamba2
+		return all(), results.MixerMamba2
 	case c.RWKV7 != nil:
-		return all(), MixerRWKV7
+		return all(), results.MixerRWKV7
 	}
 	return nil, ""
 }
@@ -272,28 +201,28 @@ var gdnTables = []string{"gdn"}
 
 // finishGDN writes gdn and gdn_heads from the pass files of every chunk of
 // man in dir, and returns the rows of gdn.
-func finishGDN(dir string, man *GDNManifest) ([]GDNRow, error) {
-	var rows []GDNRow
-	var heads []GDNHeadRow
+func finishGDN(dir string, man *results.GDNManifest) ([]results.GDNRow, error) {
+	var rows []results.GDNRow
+	var heads []results.GDNHeadRow
 	for _, c := range man.Chunks {
-		pass, err := readPassRows[GDNRow](dir, "gdn", man, man.Options, c)
+		pass, err := readPassRows[results.GDNRow](dir, "gdn", man, man.Options, c)
 		if err != nil {
 			return nil, err
 		}
 		rows = append(rows, pass...)
 		heads = appendGDNHeads(heads, pass)
 	}
-	return rows, man.writeTables(dir, tableOf("gdn", rows), tableOf("gdn_heads", heads))
+	return rows, writeTables(man.Record(), dir, tableOf("gdn", rows), tableOf("gdn_heads", heads))
 }
 
 // appendGDNRows appends the rows of one pass (batch 1) in (layer, head,
 // token) order.
-func appendGDNRows(rows []GDNRow, f *probes.GDNFilter, ch Chunk, mixer string) []GDNRow {
+func appendGDNRows(rows []results.GDNRow, f *probes.GDNFilter, ch results.Chunk, mixer string) []results.GDNRow {
 	for s, l := range f.Layers {
 		for h := 0; h < f.Hv; h++ {
 			for t := 0; t < f.T; t++ {
 				i := f.Index(0, s, h, t)
-				rows = append(rows, GDNRow{T: ch.T, Sample: ch.Sample, Layer: l, Head: h, Token: t, Mixer: mixer,
+				rows = append(rows, results.GDNRow{T: ch.T, Sample: ch.Sample, Layer: l, Head: h, Token: t, Mixer: mixer,
 					Beta: f.Beta[i], Decay: f.Decay[i], Horizon: f.Horizon[i], Innovation: f.Innovation[i],
 					StateNorm: f.StateNorm[i], NEffW: f.NEffW[i], FirstShare: f.FirstShare[i], RowSum: f.RowSum[i],
 					NegShare: f.NegShare[i], SMeanW: f.SMeanW[i], LambdaObsW: f.LambdaObsW[i], KW: f.KW[i]})
@@ -303,35 +232,9 @@ func appendGDNRows(rows []GDNRow, f *probes.GDNFilter, ch Chunk, mixer string) [
 	return rows
 }
 
-// GDNHeadRow is one row of the gdn_heads table: per (length, sample,
-// layer, value head) the mean over tokens of each column of gdn (over its
-// finite values; Nonfinite counts the others over every column), and the
-// median horizon, which a token with g = 0 (+Inf) would dominate as a mean.
-type GDNHeadRow struct {
-	T             int     `parquet:"T"`
-	Sample        int     `parquet:"sample"`
-	Layer         int     `parquet:"layer"`
-	Head          int     `parquet:"head"`
-	Mixer         string  `parquet:"mixer,dict"`
-	Tokens        int     `parquet:"tokens"`
-	Beta          float64 `parquet:"beta"`
-	Decay         float64 `parquet:"decay"`
-	HorizonMedian float64 `parquet:"horizon_median"`
-	Innovation    float64 `parquet:"innovation"`
-	StateNorm     float64 `parquet:"state_norm"`
-	NEffW         float64 `parquet:"neff_w"`
-	FirstShare    float64 `parquet:"first_share"`
-	RowSum        float64 `parquet:"row_sum"`
-	NegShare      float64 `parquet:"neg_share"`
-	SMeanW        float64 `parquet:"S_mean_w"`
-	LambdaObsW    float64 `parquet:"lambda_obs_w"`
-	KW            float64 `parquet:"K_w"`
-	Nonfinite     int     `parquet:"nonfinite"`
-}
-
 // appendGDNHeads appends the gdn_heads rows of one pass's gdn rows, which
 // are in (mixer, layer, head, token) order.
-func appendGDNHeads(heads []GDNHeadRow, rows []GDNRow) []GDNHeadRow {
+func appendGDNHeads(heads []results.GDNHeadRow, rows []results.GDNRow) []results.GDNHeadRow {
 	var hz []float64
 	for lo := 0; lo < len(rows); {
 		hi := lo + 1
@@ -340,16 +243,16 @@ func appendGDNHeads(heads []GDNHeadRow, rows []GDNRow) []GDNHeadRow {
 		}
 		head := rows[lo:hi]
 		r0 := head[0]
-		row := GDNHeadRow{T: r0.T, Sample: r0.Sample, Layer: r0.Layer, Head: r0.Head, Mixer: r0.Mixer, Tokens: len(head)}
+		row := results.GDNHeadRow{T: r0.T, Sample: r0.Sample, Layer: r0.Layer, Head: r0.Head, Mixer: r0.Mixer, Tokens: len(head)}
 		for _, c := range []struct {
 			dst *float64
-			get func(*GDNRow) float64
-		}{{&row.Beta, func(r *GDNRow) float64 { return r.Beta }}, {&row.Decay, func(r *GDNRow) float64 { return r.Decay }},
-			{&row.Innovation, func(r *GDNRow) float64 { return r.Innovation }}, {&row.StateNorm, func(r *GDNRow) float64 { return r.StateNorm }},
-			{&row.NEffW, func(r *GDNRow) float64 { return r.NEffW }}, {&row.FirstShare, func(r *GDNRow) float64 { return r.FirstShare }},
-			{&row.RowSum, func(r *GDNRow) float64 { return r.RowSum }}, {&row.NegShare, func(r *GDNRow) float64 { return r.NegShare }},
-			{&row.SMeanW, func(r *GDNRow) float64 { return r.SMeanW }}, {&row.LambdaObsW, func(r *GDNRow) float64 { return r.LambdaObsW }},
-			{&row.KW, func(r *GDNRow) float64 { return r.KW }}} {
+			get func(*results.GDNRow) float64
+		}{{&row.Beta, func(r *results.GDNRow) float64 { return r.Beta }}, {&row.Decay, func(r *results.GDNRow) float64 { return r.Decay }},
+			{&row.Innovation, func(r *results.GDNRow) float64 { return r.Innovation }}, {&row.StateNorm, func(r *results.GDNRow) float64 { return r.StateNorm }},
+			{&row.NEffW, func(r *results.GDNRow) float64 { return r.NEffW }}, {&row.FirstShare, func(r *results.GDNRow) float64 { return r.FirstShare }},
+			{&row.RowSum, func(r *results.GDNRow) float64 { return r.RowSum }}, {&row.NegShare, func(r *results.GDNRow) float64 { return r.NegShare }},
+			{&row.SMeanW, func(r *results.GDNRow) float64 { return r.SMeanW }}, {&row.LambdaObsW, func(r *results.GDNRow) float64 { return r.LambdaObsW }},
+			{&row.KW, func(r *results.GDNRow) float64 { return r.KW }}} {
 			var sum float64
 			n := 0
 			for i := range head {

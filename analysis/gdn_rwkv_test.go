@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -27,7 +28,7 @@ func TestGDNFilterRWKV7(t *testing.T) {
 	}
 	const T = 17
 	hs := &hooks.Set{}
-	f, fa, err := gdnFilters(hs, &m.Config, T, GDNOptions{WRows: true}, 1)
+	f, fa, err := gdnFilters(hs, &m.Config, T, results.GDNOptions{WRows: true}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +74,11 @@ func TestGDNFilterRWKV7(t *testing.T) {
 			}
 		}
 	}
-	rows := appendGDNRows(nil, f, Chunk{T: T}, MixerRWKV7)
-	if len(rows) != len(m.Layers)*H*T || rows[0].Mixer != MixerRWKV7 {
+	rows := appendGDNRows(nil, f, results.Chunk{T: T}, results.MixerRWKV7)
+	if len(rows) != len(m.Layers)*H*T || rows[0].Mixer != results.MixerRWKV7 {
 		t.Errorf("%d rows (want %d), mixer %q", len(rows), len(m.Layers)*H*T, rows[0].Mixer)
 	}
-	if ls, kind := recurrentLayers(&m.Config); len(ls) != len(m.Layers) || kind != MixerRWKV7 {
+	if ls, kind := recurrentLayers(&m.Config); len(ls) != len(m.Layers) || kind != results.MixerRWKV7 {
 		t.Errorf("recurrent layers %v of kind %q", ls, kind)
 	}
 }

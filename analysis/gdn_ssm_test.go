@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -28,7 +29,7 @@ func TestGDNFilterMamba2(t *testing.T) {
 			}
 			const T = 19
 			hs := &hooks.Set{}
-			f, fa, err := gdnFilters(hs, &m.Config, T, GDNOptions{WRows: true}, 1)
+			f, fa, err := gdnFilters(hs, &m.Config, T, results.GDNOptions{WRows: true}, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,13 +96,13 @@ func TestGDNFilterMamba2(t *testing.T) {
 						}
 					}
 				}
-				heads := appendGDNHeads(nil, appendGDNRows(appendGDNRows(nil, f, Chunk{T: T}, MixerMamba2), fa, Chunk{T: T}, MixerAttention))
-				if want := len(m.Layers) * (H + m.Heads); len(heads) != want || heads[len(heads)-1].Mixer != MixerAttention {
+				heads := appendGDNHeads(nil, appendGDNRows(appendGDNRows(nil, f, results.Chunk{T: T}, results.MixerMamba2), fa, results.Chunk{T: T}, results.MixerAttention))
+				if want := len(m.Layers) * (H + m.Heads); len(heads) != want || heads[len(heads)-1].Mixer != results.MixerAttention {
 					t.Errorf("%d head rows (want %d), last mixer %q", len(heads), want, heads[len(heads)-1].Mixer)
 				}
 			}
-			rows := appendGDNRows(nil, f, Chunk{T: T}, MixerMamba2)
-			if len(rows) != len(m.Layers)*H*T || rows[0].Mixer != MixerMamba2 {
+			rows := appendGDNRows(nil, f, results.Chunk{T: T}, results.MixerMamba2)
+			if len(rows) != len(m.Layers)*H*T || rows[0].Mixer != results.MixerMamba2 {
 				t.Errorf("%d rows (want %d), mixer %q", len(rows), len(m.Layers)*H*T, rows[0].Mixer)
 			}
 		})

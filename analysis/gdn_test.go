@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/probes"
 )
 
@@ -28,12 +29,12 @@ func TestGDNHeads(t *testing.T) {
 	}
 	f.Innovation[f.Index(0, 0, 1, 2)] = math.NaN()
 	f.Innovation[f.Index(0, 0, 1, 3)] = 4
-	heads := appendGDNHeads(nil, appendGDNRows(nil, f, Chunk{T: 4, Sample: 3}, MixerGatedDeltaNet))
+	heads := appendGDNHeads(nil, appendGDNRows(nil, f, results.Chunk{T: 4, Sample: 3}, results.MixerGatedDeltaNet))
 	if len(heads) != 2 {
 		t.Fatalf("%d rows, want 2", len(heads))
 	}
 	h0, h1 := heads[0], heads[1]
-	if h0.Layer != 1 || h0.Head != 0 || h0.Sample != 3 || h0.Mixer != MixerGatedDeltaNet || h0.Beta != 0.5 || h0.HorizonMedian != 2 || h0.Nonfinite != 0 || h0.KW != 6.0/7 {
+	if h0.Layer != 1 || h0.Head != 0 || h0.Sample != 3 || h0.Mixer != results.MixerGatedDeltaNet || h0.Beta != 0.5 || h0.HorizonMedian != 2 || h0.Nonfinite != 0 || h0.KW != 6.0/7 {
 		t.Errorf("head 0: %+v", h0)
 	}
 	if math.Abs(h1.Beta-0.5) > 1e-15 || h1.HorizonMedian != 3 || h1.Innovation != 2 || h1.Nonfinite != 1 {

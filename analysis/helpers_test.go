@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
@@ -43,7 +44,7 @@ func randomStream(n, lo, vocab int, seed uint64) []int {
 }
 
 // newSweep loads dir and returns a Sweep over stream into out.
-func newSweep(t testing.TB, dir string, stream []int, out string, opts SweepOptions, agg AggOptions) *Sweep {
+func newSweep(t testing.TB, dir string, stream []int, out string, opts results.SweepOptions, agg results.AggOptions) *Sweep {
 	t.Helper()
 	m, err := model.Load(dir, model.LoadOptions{})
 	if err != nil {
@@ -53,7 +54,7 @@ func newSweep(t testing.TB, dir string, stream []int, out string, opts SweepOpti
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	return &Sweep{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Threads: 2}, Model: m, Info: info, Options: opts, Agg: agg}
 }
 
@@ -71,16 +72,16 @@ func relErr(a, b float64) float64 {
 // sweepPass is the buckets pass file of (T, sample) in the sweep folder
 // dir.
 func sweepPass(dir string, T, sample int) string {
-	return streamPassPath(dir, "buckets", Chunk{T: T, Sample: sample})
+	return streamPassPath(dir, "buckets", results.Chunk{T: T, Sample: sample})
 }
 
 // readBucketPass reads and checks a sweep's buckets pass file: its record
 // and rows.
-func readBucketPass(path string) (StreamPass, []BucketRow, error) {
+func readBucketPass(path string) (results.StreamPass, []BucketRow, error) {
 	rec, err := readStreamPass(path, "buckets")
 	if err != nil {
 		return rec, nil, err
 	}
-	rows, err := ReadTable[BucketRow](path)
+	rows, err := results.ReadTable[BucketRow](path)
 	return rec, rows, err
 }

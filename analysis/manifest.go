@@ -15,85 +15,32 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
-// FileHash identifies a file by its sha256.
-type FileHash struct {
-	Path   string `json:"path"`
-	SHA256 string `json:"sha256"`
-	Bytes  int64  `json:"bytes"`
-}
-
 // HashFile returns the sha256 of the file at path.
-func HashFile(path string) (FileHash, error) {
+func HashFile(path string) (results.FileHash, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return FileHash{}, err
+		return results.FileHash{}, err
 	}
 	defer f.Close()
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
-		return FileHash{}, fmt.Errorf("%s: %w", path, err)
+		return results.FileHash{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return FileHash{Path: path, SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
+	return results.FileHash{Path: path, SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
 }
 
 // HashBytes describes data read from path (standard input, say) the way
 // HashFile describes a file.
-func HashBytes(path string, data []byte) FileHash {
+func HashBytes(path string, data []byte) results.FileHash {
 	s := sha256.Sum256(data)
-	return FileHash{Path: path, SHA256: hex.EncodeToString(s[:]), Bytes: int64(len(data))}
-}
-
-// ModelInfo describes the checkpoint a sweep ran on.
-type ModelInfo struct {
-	Dir        string   `json:"dir"`
-	Arch       string   `json:"arch"`
-	ModelType  string   `json:"model_type"`
-	Layers     int      `json:"layers"`
-	DModel     int      `json:"d_model"`
-	Heads      int      `json:"heads"`
-	KVHeads    int      `json:"kv_heads"`
-	DHead      int      `json:"d_head"`
-	Vocab      int      `json:"vocab"`
-	MaxPos     int      `json:"max_position_embeddings"`
-	Gate       string   `json:"gate"`
-	DTypes     []string `json:"stored_dtypes"`
-	Compute    string   `json:"compute_dtype"`
-	Parameters int64    `json:"parameters"`
-	// MeasuredLayers lists the layers whose attention rows the diagnostics
-	// measure when that is not every layer (a hybrid model's softmax
-	// layers; its Gated DeltaNet layers have no softmax rows).
-	MeasuredLayers []int `json:"measured_layers,omitempty"`
-	// Windows is each layer's sliding window (keys t−w+1 … t; 0: the
-	// layer sees every earlier position), nil when no layer has one (and in
-	// manifests written before the field, read as no window anywhere).
-	Windows []int `json:"windows,omitempty"`
-	// LayerDHead is each layer's value width per head when the layers
-	// differ (Gemma 4's global layers: global_head_dim); absent when every
-	// layer's heads are DHead wide. σ₀²'s default, 1/d_head, is then each
-	// layer's own (ProbeOptions.Sigma02 recorded as 0).
-	LayerDHead []int `json:"layer_d_head,omitempty"`
-	// Sinks says that the model's softmax attention has learned sink
-	// logits (gpt-oss: its pass issues blocks.{l}.attn.hook_sink_mass);
-	// absent for every other model.
-	Sinks bool `json:"sinks,omitempty"`
-	// Format is "gguf" for a model loaded from a GGUF file (whose
-	// DTypes are then ggml's types as stored: "Q4_K", "Q6_K", "F32", …);
-	// absent for a Hugging Face checkpoint.
-	Format string     `json:"format,omitempty"`
-	Files  []FileHash `json:"files"` // config.json and the weight files (a GGUF model: the file alone, which holds its config)
-	// Digest is the sha256 over the files' names and hashes: the model's
-	// identity in pass keys.
-	Digest string `json:"digest"`
-	// Hub says which hub model id, revision and commit Dir was resolved
-	// from when --model named one (nil for a folder given as such).
-	Hub *checkpoint.HubModel `json:"hub,omitempty"`
+	return results.FileHash{Path: path, SHA256: hex.EncodeToString(s[:]), Bytes: int64(len(data))}
 }
 
 // ComputeDescription is ModelInfo.Compute for a model's arithmetic and
@@ -116,8 +63,8 @@ func ComputeDescription(c model.Compute, kernel string) string {
 	return products + ", attention and the rest float32 " + sums
 }
 
-// Shape returns the model's shape for aggregation.
-func (m ModelInfo) Shape() Shape {
+// shapeOf returns the model's shape for aggregation.
+func shapeOf(m results.ModelInfo) Shape {
 	return Shape{Layers: m.Layers, Heads: m.Heads, Gated: m.Gate != string(model.GateNone) && m.Gate != "", Sinks: m.Sinks,
 		Measured: m.MeasuredLayers, Windows: m.Windows, LayerDHead: m.LayerDHead}
 }
@@ -153,8 +100,8 @@ func slidingWindows(c *model.Config) []int {
 
 // DescribeModel hashes the checkpoint's config.json and weight files and
 // describes the model.
-func DescribeModel(m *model.Model) (ModelInfo, error) {
-	info := ModelInfo{Dir: m.Dir, Arch: string(m.Arch), ModelType: m.ModelType, Layers: m.Config.Layers,
+func DescribeModel(m *model.Model) (results.ModelInfo, error) {
+	info := results.ModelInfo{Dir: m.Dir, Arch: string(m.Arch), ModelType: m.ModelType, Layers: m.Config.Layers,
 		MeasuredLayers: measuredLayers(&m.Config), Windows: slidingWindows(&m.Config),
 		DModel: m.DModel, Heads: m.Heads, KVHeads: m.KVHeads, DHead: m.DHead, Vocab: m.Vocab, MaxPos: m.MaxPos,
 		Gate: string(m.Gate), DTypes: m.DTypes, Compute: ComputeDescription(m.Compute, m.ProductKernel(m.Compute)),
@@ -185,44 +132,13 @@ func DescribeModel(m *model.Model) (ModelInfo, error) {
 	return info, nil
 }
 
-// SourceInfo describes the token stream a sweep cut its chunks from.
-type SourceInfo struct {
-	Kind      string    `json:"kind"` // "text" (tokenized here) or "ids" (a JSON list of ints)
-	File      FileHash  `json:"file"`
-	Tokenizer *FileHash `json:"tokenizer,omitempty"`
-	// AddSpecialTokens says whether the tokenizer's post-processor added
-	// its special tokens (never: a BOS is the sweep's explicit option).
-	AddSpecialTokens bool   `json:"add_special_tokens"`
-	Tokens           int    `json:"tokens"`
-	Digest           string `json:"digest"` // TokenDigest of the whole stream
-}
-
-// ToolInfo identifies the program that wrote a result.
-type ToolInfo struct {
-	Name    string `json:"name"`
-	Module  string `json:"module"`
-	Version string `json:"version"` // module version: a tag or pseudo-version (+dirty when modified); "(devel)" when the build recorded none
-	// Revision and Modified are the VCS commit the program was built from
-	// and whether its tree had uncommitted changes; empty and null when
-	// the build recorded no VCS information (go run, go test,
-	// -buildvcs=false, a linked git worktree), which BuildNote then says.
-	Revision  string `json:"vcs_revision,omitempty"`
-	Time      string `json:"vcs_time,omitempty"`
-	Modified  *bool  `json:"vcs_modified"`
-	BuildNote string `json:"build_note,omitempty"`
-	Go        string `json:"go"`
-	Platform  string `json:"platform"`
-	BLAS      string `json:"blas"` // matrix products: gonum (pure Go) or openblas (build tag)
-	Format    string `json:"format"`
-}
-
 // noVCS is ToolInfo.BuildNote when the build recorded no VCS information.
 const noVCS = "the build recorded no VCS revision (go run, go test, -buildvcs=false and builds in a linked git worktree, golang/go#58218, record none); go build or go install in a primary git checkout records it"
 
 // Tool returns the running program's identity from its build information
 // (runtime/debug.ReadBuildInfo).
-func Tool() ToolInfo {
-	t := ToolInfo{Name: "probe", Module: "github.com/filterlens/probe", Version: "(devel)", Go: runtime.Version(),
+func Tool() results.ToolInfo {
+	t := results.ToolInfo{Name: "probe", Module: "github.com/filterlens/probe", Version: "(devel)", Go: runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH, BLAS: model.BLAS(), Format: formatVersion, BuildNote: noVCS}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
@@ -243,67 +159,8 @@ func Tool() ToolInfo {
 	return t
 }
 
-// Option is one command-line option as given, with its default.
-type Option struct {
-	Name    string `json:"name"`
-	Value   string `json:"value"`
-	Default string `json:"default"`
-	Set     bool   `json:"set"` // given on the command line
-	Usage   string `json:"usage"`
-}
-
-// Shard selects the passes i, i+n, i+2n, … (0-based, in (T, sample)
-// order) of a sweep.
-type Shard struct {
-	Index int `json:"index"`
-	Count int `json:"count"`
-}
-
-// ParseShard parses "i/n" with 0 ≤ i < n.
-func ParseShard(s string) (Shard, error) {
-	var sh Shard
-	if _, err := fmt.Sscanf(s, "%d/%d", &sh.Index, &sh.Count); err != nil || fmt.Sprintf("%d/%d", sh.Index, sh.Count) != s {
-		return sh, fmt.Errorf("shard %q: want i/n, e.g. 0/4 (i is 0-based)", s)
-	}
-	if sh.Count < 1 || sh.Index < 0 || sh.Index >= sh.Count {
-		return sh, fmt.Errorf("shard %q: want 0 ≤ i < n (i is 0-based)", s)
-	}
-	return sh, nil
-}
-
-func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
-
-// Timings are wall-clock seconds of the parts of a run.
-type Timings struct {
-	Total    float64 `json:"total"`
-	Hashing  float64 `json:"hashing"`
-	Loading  float64 `json:"loading"`
-	Tokenize float64 `json:"tokenize"`
-	Passes   float64 `json:"passes"` // forward passes with diagnostics run by this process
-	Tables   float64 `json:"tables"`
-}
-
-// Manifest is a sweep's record (kind "sweep" on the run engine): the
-// RunRecord every measurement writes, plus the sweep's options, its
-// aggregation options and what the aggregation and the run measured. It is
-// written as manifest.json beside the tables (or
-// manifest-shard-I-of-N.json by a shard).
-type Manifest struct {
-	RunRecord
-	Sweep    SweepOptions `json:"sweep"`
-	Analysis AggOptions   `json:"analysis"`
-	// LayersUsed are the layers Figs. 2–3 pooled.
-	LayersUsed []int `json:"layers_used,omitempty"`
-	// Flags lists passes with non-finite activations (--on-nonfinite
-	// flag) and other conditions a reader must know.
-	Flags      []string `json:"flags,omitempty"`
-	GOMAXPROCS int      `json:"gomaxprocs"`
-	NumCPU     int      `json:"num_cpu"`
-	Timings    Timings  `json:"timings"`
-}
-
 // conventions describes the fixed readings of a sweep for its manifest.
-func conventions(sw SweepOptions, agg AggOptions) map[string]string {
+func conventions(sw results.SweepOptions, agg results.AggOptions) map[string]string {
 	return map[string]string{
 		"T":            "context length of a pass = tokens in the forward pass; a prepended BOS token counts in T",
 		"queries":      "0-based query positions t = 0..T−1; windows are the last ⌊f·T⌋ queries: t ≥ T − ⌊f·T⌋",
@@ -317,7 +174,7 @@ func conventions(sw SweepOptions, agg AggOptions) map[string]string {
 		"fig3":         "λ = λobs(Tmin)(1 − K_meas(Tmin))/K_meas(Tmin), λobs from the pooled n_eff and S_mean via the sweep's λobs form; K_meas = pooled mean of per-element K",
 		"fig4":         "one cell per (layer, head) over all layers; K and the learned gate over window_last, BOS mass over window_bos; weighting analysis.fig4_pool; gate: the same cells with the gate in place of K",
 		"left_out":     "bos_mass aggregates (heads, fig2, fig4) leave out the queries t >= window of a sliding-window layer (position 0 is outside their window: not applicable) and count them in left_out / bos_left_out; the buckets table keeps their measured mass (0)",
-		"local_layers": fmt.Sprintf("%s: with both sliding-window (local) and global layers, fig2, fig3 and the fig4 statistics are per layer group (layers column: global, local; summary layer_groups); pooled: one group, all (analysis.local_layers = %s)", LocalSeparate, agg.LocalLayers),
+		"local_layers": fmt.Sprintf("%s: with both sliding-window (local) and global layers, fig2, fig3 and the fig4 statistics are per layer group (layers column: global, local; summary layer_groups); pooled: one group, all (analysis.local_layers = %s)", results.LocalSeparate, agg.LocalLayers),
 		"bucket_stats": "per bucket and metric: n finite values, sum, m2 = Σ(x − sum/n)²; raw Σx² = m2 + sum²/n",
 		"nonfinite":    "NaN/±Inf values are excluded from every statistic and counted in the nonfinite columns",
 	}
@@ -336,14 +193,14 @@ func writeJSON(path string, v any) error {
 // ReadManifest reads a sweep's manifest JSON file. A manifest written
 // before the sweep ran on the run engine (no kind) is refused with how to
 // convert its folder: its pass files cannot be read as the engine's.
-func ReadManifest(path string) (*Manifest, error) {
+func ReadManifest(path string) (*results.Manifest, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	var head struct {
-		Kind string   `json:"kind"`
-		Tool ToolInfo `json:"tool"`
+		Kind string           `json:"kind"`
+		Tool results.ToolInfo `json:"tool"`
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
 		return nil, fmt.Errorf("%s: not a sweep manifest: %w", path, err)
@@ -356,7 +213,7 @@ func ReadManifest(path string) (*Manifest, error) {
 	case head.Kind != "sweep":
 		return nil, fmt.Errorf("%s: a probe %s manifest, not a sweep's", path, head.Kind)
 	}
-	var m Manifest
+	var m results.Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: not a sweep manifest: %w", path, err)
 	}
@@ -370,11 +227,11 @@ var errOldSweep = errors.New("a sweep written before the sweep ran on the run en
 
 // ManifestName returns the manifest file name of a shard (manifest.json
 // for an unsharded run).
-func ManifestName(s Shard) string { return manifestFile("manifest", s) }
+func ManifestName(s results.Shard) string { return manifestFile("manifest", s) }
 
 // manifestFile is <base>.json for an unsharded run and
 // <base>-shard-I-of-N.json for a shard.
-func manifestFile(base string, s Shard) string {
+func manifestFile(base string, s results.Shard) string {
 	if s.Count <= 1 {
 		return base + ".json"
 	}

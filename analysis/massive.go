@@ -6,76 +6,17 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
 
-// Interventions on massive activations (MassiveOptions.Interventions).
-const (
-	MassiveZero = "zero" // Sun et al.: set the entries to 0
-	MassiveMean = "mean" // control: set each entry to its channel's mean over the pass's positions
-)
-
-// MassiveTopRow is one row of the massive_top table: the rank-th largest
-// |h[t, i]| of layer l's residual stream (blocks.{l}.hook_resid_post) in one
-// pass, against the layer's median |h|.
-type MassiveTopRow struct {
-	T         int     `parquet:"T"`
-	Sample    int     `parquet:"sample"`
-	Layer     int     `parquet:"layer"`
-	Rank      int     `parquet:"rank"`
-	Position  int     `parquet:"position"`
-	Channel   int     `parquet:"channel"`
-	Value     float64 `parquet:"value"`
-	MedianAbs float64 `parquet:"median_abs"`
-	Ratio     float64 `parquet:"ratio"` // |value| / median_abs
-}
-
-// MassivePPLRow is one row of the massive_ppl table: the mean NLL of one
-// pass with the top entries of one layer replaced (or none).
-type MassivePPLRow struct {
-	T            int     `parquet:"T"`
-	Sample       int     `parquet:"sample"`
-	Intervention string  `parquet:"intervention"` // "none", "zero" or "mean"
-	Layer        int     `parquet:"layer"`        // the layer intervened on (−1 for none)
-	Entries      int     `parquet:"entries"`      // entries replaced
-	Tokens       int     `parquet:"tokens"`       // predicted tokens
-	NLL          float64 `parquet:"nll"`
-	PPL          float64 `parquet:"ppl"`
-	DNLL         float64 `parquet:"d_nll"` // NLL − NLL of none, same chunk
-}
-
-// MassiveOptions are the options of a massive run, recorded in its
-// manifest. A chunk holds T + 1 stream tokens: position t predicts x_{t+1}.
-type MassiveOptions struct {
-	StreamPlan
-	// TopK entries per layer are reported.
-	TopK int `json:"top_k"`
-	// Interventions run after the plain pass, each its own pass.
-	Interventions []string `json:"interventions"`
-	// Layer is the layer whose top Entries entries are replaced (−1: in
-	// each pass the layer with the largest top-1 ratio to its median).
-	Layer   int `json:"layer"`
-	Entries int `json:"entries"` // 0: TopK
-}
-
 // DefaultMassiveOptions are the command's defaults.
-func DefaultMassiveOptions() MassiveOptions {
-	return MassiveOptions{StreamPlan: defaultStreamPlan, TopK: 10,
-		Interventions: []string{MassiveZero, MassiveMean}, Layer: -1}
+func DefaultMassiveOptions() results.MassiveOptions {
+	return results.MassiveOptions{StreamPlan: defaultStreamPlan, TopK: 10,
+		Interventions: []string{results.MassiveZero, results.MassiveMean}, Layer: -1}
 }
-
-// MassiveManifest records a massive run (or one shard of it). Its chunks'
-// Start, End cover the T + 1 tokens of each chunk.
-type MassiveManifest struct {
-	RunRecord
-	Options MassiveOptions `json:"massive"`
-}
-
-// MassiveManifestName is the manifest's file name in an unsharded massive
-// run's folder (StreamManifestName for a shard's).
-const MassiveManifestName = "massive_manifest.json"
 
 // MassiveRun is one `probe massive` run: the plain pass and the
 // interventions of each chunk, one pass file per table and chunk in
@@ -83,12 +24,12 @@ const MassiveManifestName = "massive_manifest.json"
 // resumes and shards as GDNRun does.
 type MassiveRun struct {
 	RunSpec
-	Options MassiveOptions
+	Options results.MassiveOptions
 }
 
 // Run runs the passes and, unsharded, writes massive_top, massive_ppl and
 // the manifest, returning the rows of both (none for a shard).
-func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, error) {
+func (r *MassiveRun) Run() (*results.MassiveManifest, []results.MassiveTopRow, []results.MassivePPLRow, error) {
 	o := &r.Options
 	if o.TopK < 1 {
 		return nil, nil, nil, fmt.Errorf("top-k %d: want at least 1", o.TopK)
@@ -100,8 +41,8 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 		return nil, nil, nil, fmt.Errorf("entries %d: want 1 … top-k (%d)", o.Entries, o.TopK)
 	}
 	for _, iv := range o.Interventions {
-		if iv != MassiveZero && iv != MassiveMean {
-			return nil, nil, nil, fmt.Errorf("intervention %q: want %s or %s", iv, MassiveZero, MassiveMean)
+		if iv != results.MassiveZero && iv != results.MassiveMean {
+			return nil, nil, nil, fmt.Errorf("intervention %q: want %s or %s", iv, results.MassiveZero, results.MassiveMean)
 		}
 	}
 	m, rec, err := r.open("massive", o.StreamPlan, 1)
@@ -112,13 +53,13 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 	if o.Layer >= c.Layers {
 		return nil, nil, nil, fmt.Errorf("layer %d: the model has %d layers (0 … %d; −1 picks the layer with the largest ratio)", o.Layer, c.Layers, c.Layers-1)
 	}
-	man := &MassiveManifest{RunRecord: rec, Options: *o}
+	man := &results.MassiveManifest{RunRecord: rec, Options: *o}
 	man.Conventions = massiveConventions()
 	D := c.DModel
-	var tops []MassiveTopRow
-	var ppls []MassivePPLRow
+	var tops []results.MassiveTopRow
+	var ppls []results.MassivePPLRow
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: massiveTables, opts: man.Options, model: m, forwards: 1 + len(o.Interventions),
-		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			T := ch.T
 			ids := [][]int{r.Stream[ch.Start : ch.End-1]}
 			targets := r.Stream[ch.Start+1 : ch.End]
@@ -134,13 +75,13 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 				return nil, err
 			}
 			base := nllSum / float64(len(targets))
-			var tops []MassiveTopRow
-			ppls := []MassivePPLRow{{T: T, Sample: ch.Sample, Intervention: "none", Layer: -1, Tokens: T, NLL: base, PPL: math.Exp(base)}}
+			var tops []results.MassiveTopRow
+			ppls := []results.MassivePPLRow{{T: T, Sample: ch.Sample, Intervention: "none", Layer: -1, Tokens: T, NLL: base, PPL: math.Exp(base)}}
 			layer, best := o.Layer, -1.0
 			for l := 0; l < c.Layers; l++ {
 				for k, a := range top[l] {
 					ratio := math.Abs(float64(a.Value)) / med[l]
-					tops = append(tops, MassiveTopRow{T: T, Sample: ch.Sample, Layer: l, Rank: k, Position: a.Position, Channel: a.Channel,
+					tops = append(tops, results.MassiveTopRow{T: T, Sample: ch.Sample, Layer: l, Rank: k, Position: a.Position, Channel: a.Channel,
 						Value: float64(a.Value), MedianAbs: med[l], Ratio: ratio})
 					if k == 0 && o.Layer < 0 && ratio > best {
 						layer, best = l, ratio
@@ -153,7 +94,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 				hs.Add(hooks.Name(hooks.ResidPost, layer), func(_ string, _ int, x *tensor.Dense) error {
 					h := x.Data().([]float32)
 					var means []float64
-					if iv == MassiveMean {
+					if iv == results.MassiveMean {
 						means = make([]float64, D)
 						probes.ChannelMeans(means, h, T, D)
 					}
@@ -167,7 +108,7 @@ func (r *MassiveRun) Run() (*MassiveManifest, []MassiveTopRow, []MassivePPLRow, 
 					return nil, fmt.Errorf("intervention %s at layer %d: %w", iv, layer, err)
 				}
 				nll := nllSum / float64(len(targets))
-				ppls = append(ppls, MassivePPLRow{T: T, Sample: ch.Sample, Intervention: iv, Layer: layer, Entries: len(entries),
+				ppls = append(ppls, results.MassivePPLRow{T: T, Sample: ch.Sample, Intervention: iv, Layer: layer, Entries: len(entries),
 					Tokens: T, NLL: nll, PPL: math.Exp(nll), DNLL: nll - base})
 			}
 			return []passTable{tableOf("massive_top", tops), tableOf("massive_ppl", ppls)}, nil
@@ -202,21 +143,21 @@ var massiveTables = []string{"massive_top", "massive_ppl"}
 
 // finishMassive writes massive_top and massive_ppl from the pass files of
 // every chunk of man in dir.
-func finishMassive(dir string, man *MassiveManifest) ([]MassiveTopRow, []MassivePPLRow, error) {
-	var tops []MassiveTopRow
-	var ppls []MassivePPLRow
+func finishMassive(dir string, man *results.MassiveManifest) ([]results.MassiveTopRow, []results.MassivePPLRow, error) {
+	var tops []results.MassiveTopRow
+	var ppls []results.MassivePPLRow
 	for _, c := range man.Chunks {
-		top, err := readPassRows[MassiveTopRow](dir, "massive_top", man, man.Options, c)
+		top, err := readPassRows[results.MassiveTopRow](dir, "massive_top", man, man.Options, c)
 		if err != nil {
 			return nil, nil, err
 		}
-		ppl, err := readPassRows[MassivePPLRow](dir, "massive_ppl", man, man.Options, c)
+		ppl, err := readPassRows[results.MassivePPLRow](dir, "massive_ppl", man, man.Options, c)
 		if err != nil {
 			return nil, nil, err
 		}
 		tops, ppls = append(tops, top...), append(ppls, ppl...)
 	}
-	return tops, ppls, man.writeTables(dir, tableOf("massive_top", tops), tableOf("massive_ppl", ppls))
+	return tops, ppls, writeTables(man.Record(), dir, tableOf("massive_top", tops), tableOf("massive_ppl", ppls))
 }
 
 // nllRows returns a model.Options.LogitRows that adds the TokenNLL of

@@ -10,12 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
 // FindManifests returns the manifests of a sweep folder: manifest.json
 // and/or manifest-shard-*.json.
-func FindManifests(dir string) ([]*Manifest, []string, error) {
+func FindManifests(dir string) ([]*results.Manifest, []string, error) {
 	paths, _ := filepath.Glob(filepath.Join(dir, "manifest-shard-*-of-*.json"))
 	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err == nil {
 		paths = append([]string{filepath.Join(dir, "manifest.json")}, paths...)
@@ -23,7 +24,7 @@ func FindManifests(dir string) ([]*Manifest, []string, error) {
 	if len(paths) == 0 {
 		return nil, nil, fmt.Errorf("%s: no manifest.json or manifest-shard-*.json (not a probe sweep folder)", dir)
 	}
-	var ms []*Manifest
+	var ms []*results.Manifest
 	for _, p := range paths {
 		m, err := ReadManifest(p)
 		if err != nil {
@@ -39,8 +40,8 @@ type MergeOptions struct {
 	Formats []string
 	// Agg overrides the aggregation options of a sweep's shards' manifests
 	// when non-nil.
-	Agg        *AggOptions
-	CLIOptions []Option
+	Agg        *results.AggOptions
+	CLIOptions []results.Option
 	Args       []string
 }
 
@@ -75,7 +76,7 @@ type streamMeasure struct {
 // streamMeasures are the measurements whose folders MergeStream combines.
 var streamMeasures = []streamMeasure{
 	{"sweep", sweepTables, func(dir string, opt MergeOptions) (StreamManifest, func() error) {
-		m := &Manifest{}
+		m := &results.Manifest{}
 		return m, func() error {
 			if opt.Agg != nil {
 				m.Analysis = *opt.Agg
@@ -84,7 +85,7 @@ var streamMeasures = []streamMeasure{
 			m.Flags, m.LayersUsed = nil, nil
 			t0 := time.Now()
 			_, err := finishSweep(dir, m)
-			m.Timings = Timings{Tables: time.Since(t0).Seconds()}
+			m.Timings = results.Timings{Tables: time.Since(t0).Seconds()}
 			for _, p := range m.Passes {
 				m.Timings.Passes += p.Seconds
 			}
@@ -93,23 +94,23 @@ var streamMeasures = []streamMeasure{
 		}
 	}},
 	{"gdn", gdnTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &GDNManifest{}
+		m := &results.GDNManifest{}
 		return m, func() error { _, err := finishGDN(dir, m); return err }
 	}},
 	{"sinks", sinksTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &SinksManifest{}
+		m := &results.SinksManifest{}
 		return m, func() error { _, _, err := finishSinks(dir, m); return err }
 	}},
 	{"massive", massiveTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &MassiveManifest{}
+		m := &results.MassiveManifest{}
 		return m, func() error { _, _, err := finishMassive(dir, m); return err }
 	}},
 	{"experts", expertsTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &ExpertsManifest{}
+		m := &results.ExpertsManifest{}
 		return m, func() error { _, _, err := finishExperts(dir, m); return err }
 	}},
 	{"retrieval", retrievalTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &RetrievalManifest{}
+		m := &results.RetrievalManifest{}
 		return m, func() error { _, err := finishRetrieval(dir, m); return err }
 	}},
 	{"diag", diagTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
@@ -117,7 +118,7 @@ var streamMeasures = []streamMeasure{
 		return m, func() error { return finishDiag(dir, m) }
 	}},
 	{"ppl", pplTables, func(dir string, _ MergeOptions) (StreamManifest, func() error) {
-		m := &PPLManifest{}
+		m := &results.PPLManifest{}
 		return m, func() error { _, err := finishPPL(dir, m); return err }
 	}},
 }
@@ -192,10 +193,10 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 		return nil, err
 	}
 	var missing []string
-	rec.Passes = []StreamPass{}
+	rec.Passes = []results.StreamPass{}
 	for i, c := range rec.Chunks {
 		src := ""
-		var pass StreamPass
+		var pass results.StreamPass
 		for _, d := range dirs {
 			ok := true
 			for _, t := range tables {
@@ -228,7 +229,7 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 	}
 	rec.Tool = Tool()
 	rec.Created = time.Now().UTC().Format(time.RFC3339)
-	rec.Shard = Shard{0, 1}
+	rec.Shard = results.Shard{Index: 0, Count: 1}
 	rec.Error, rec.Reused, rec.Notes, rec.Complete = "", nil, nil, false
 	rec.MergedFrom = dirs
 	rec.Args, rec.CLIOptions = opt.Args, opt.CLIOptions
@@ -245,9 +246,9 @@ func MergeStream(dirs []string, out string, opt MergeOptions) (StreamManifest, e
 
 // missingPass names pass i (chunk c) that no shard folder holds, with the
 // shard of s that runs it.
-func missingPass(c Chunk, i int, s Shard) string {
+func missingPass(c results.Chunk, i int, s results.Shard) string {
 	if n := s.Count; n > 1 {
-		return fmt.Sprintf("%s (shard %d/%d)", c.name(), i%n, n)
+		return fmt.Sprintf("%s (shard %d/%d)", chunkName(c), i%n, n)
 	}
-	return c.name()
+	return chunkName(c)
 }

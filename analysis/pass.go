@@ -13,6 +13,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/probes"
 )
 
@@ -77,16 +78,16 @@ func passMetrics(gated, sinks bool, reductions string) []string {
 	if !ok {
 		red = probes.AllReductions
 	}
-	m := []string{probes.MetricNEff, probes.MetricNEffEntropy, probes.MetricSumAlpha, probes.MetricSMean,
-		probes.MetricLambdaObs, probes.MetricK, probes.MetricLambdaObsDimMean, probes.MetricKDimMean,
-		probes.MetricLambdaObsHarmonic, probes.MetricBOSMass, probes.MetricENorm}
+	m := []string{results.MetricNEff, results.MetricNEffEntropy, results.MetricSumAlpha, results.MetricSMean,
+		results.MetricLambdaObs, results.MetricK, results.MetricLambdaObsDimMean, results.MetricKDimMean,
+		results.MetricLambdaObsHarmonic, results.MetricBOSMass, results.MetricENorm}
 	m = slices.DeleteFunc(m, func(n string) bool { return !red.Stores(n) })
 	if sinks { // beside the first-token mass
-		i := slices.Index(m, probes.MetricBOSMass)
-		m = slices.Insert(m, i+1, probes.MetricSinkMass)
+		i := slices.Index(m, results.MetricBOSMass)
+		m = slices.Insert(m, i+1, results.MetricSinkMass)
 	}
 	if gated {
-		m = append(m, probes.MetricGate)
+		m = append(m, results.MetricGate)
 	}
 	return m
 }

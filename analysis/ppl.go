@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
@@ -36,67 +36,12 @@ import (
 // (PPLOptions.Positions); a length's is over all scored tokens of all its
 // chunks, and ppl = exp(mean NLL).
 
-// PPL gate variants besides the probes.GateMapping names (k, k-matched,
-// k-lambda, mean).
-const (
-	// VariantLearned is the checkpoint as trained: its learned output gate
-	// when it has one. Ungated models run this variant only.
-	VariantLearned = "learned"
-	// VariantOne sets every output gate to 1 (the gate removed).
-	VariantOne = "one"
-)
-
-// Position selections (PPLOptions.Positions).
-const (
-	positionsAll         = "all"          // every position t = 0 … T−1 (default)
-	positionsLastQuarter = "last-quarter" // t ≥ T − ⌊T/4⌋
-	positionsFromPrefix  = "from:"        // "from:N": t ≥ N (e.g. from:256 isolates extrapolation)
-)
-
-// PPLOptions are the options of a perplexity run, recorded in its manifest.
-type PPLOptions struct {
-	// StreamPlan cuts the chunks as in the other measurements (lengths
-	// T ascending, samples per length, layout): a chunk holds T + 1 stream
-	// tokens. AllowExtrapolation (default true: every length runs, those
-	// past max_position_embeddings marked extrapolated) lets a pass run
-	// past the model's max_position_embeddings.
-	StreamPlan
-	// Positions selects the scored positions: "all" (default),
-	// "last-quarter" or "from:N" (positionsAll, …).
-	Positions string `json:"positions"`
-	// Variants are the gate variants run on gated models, in order:
-	// VariantLearned, VariantOne and the probes.GateMapping names.
-	Variants []string `json:"variants"`
-	// LambdaForm is the λobs estimator of the K mappings: "reml" (Eq. 6,
-	// default) or "naive" (Eq. 5). Nu and Sigma02 are Eq. 6's ν and σ0²
-	// (0: the paper's 1 and 1/d_head); Prior is λ in K = λobs/(λ + λobs)
-	// for k and k-matched (0: 1); LambdaMax caps λobs (0: no cap).
-	LambdaForm string  `json:"lambda_form"`
-	Nu         float64 `json:"nu"`
-	Sigma02    float64 `json:"sigma02"`
-	Prior      float64 `json:"prior"`
-	LambdaMax  float64 `json:"lambda_max"`
-	// CalibLength and CalibSamples size the calibration chunks of the
-	// calibrated mappings (k-matched, k-lambda, mean): CalibSamples chunks
-	// of CalibLength tokens, run with the learned gate, placed at the start
-	// of the stream (from Offset) before every evaluation chunk, so no
-	// evaluated token is used for calibration. CalibLength 0 selects the
-	// smallest length; CalibSamples 0 selects 1.
-	CalibLength  int `json:"calib_length"`
-	CalibSamples int `json:"calib_samples"`
-	// TrainLength is the training context T_train of the models (0:
-	// unknown), for the figures and the T − T_train column only.
-	TrainLength int `json:"train_length"`
-	// CILevel is the level of the intervals (default 0.95).
-	CILevel float64 `json:"ci_level"`
-}
-
 // DefaultPPLOptions returns the defaults: T ∈ {256, 512, 1024, 2048,
 // 4096}, 4 samples, every position, every gate variant, K_BFT of App. I.
-func DefaultPPLOptions() PPLOptions {
-	return PPLOptions{StreamPlan: StreamPlan{Lengths: []int{256, 512, 1024, 2048, 4096}, Samples: 4, Disjoint: DisjointAll,
-		Placement: PlaceSequential, AllowExtrapolation: true}, Positions: positionsAll, LambdaForm: "reml", CILevel: 0.95,
-		Variants: []string{VariantLearned, VariantOne, string(probes.MapK), string(probes.MapKMatched), string(probes.MapKLambda), string(probes.MapMean)}}
+func DefaultPPLOptions() results.PPLOptions {
+	return results.PPLOptions{StreamPlan: results.StreamPlan{Lengths: []int{256, 512, 1024, 2048, 4096}, Samples: 4, Disjoint: DisjointAll,
+		Placement: PlaceSequential, AllowExtrapolation: true}, Positions: results.PositionsAll, LambdaForm: "reml", CILevel: 0.95,
+		Variants: []string{results.VariantLearned, results.VariantOne, string(probes.MapK), string(probes.MapKMatched), string(probes.MapKLambda), string(probes.MapMean)}}
 }
 
 // ParseVariants parses a comma-separated list of gate variants.
@@ -107,7 +52,7 @@ func ParseVariants(s string) ([]string, error) {
 		if v == "" {
 			continue
 		}
-		if v != VariantLearned && v != VariantOne {
+		if v != results.VariantLearned && v != results.VariantOne {
 			if _, err := probes.ParseGateMapping(v); err != nil {
 				return nil, fmt.Errorf("gate variant %q: want learned, one, k, k-matched, k-lambda or mean", v)
 			}
@@ -123,29 +68,8 @@ func ParseVariants(s string) ([]string, error) {
 	return out, nil
 }
 
-// FirstPosition returns the first scored position of a length-T pass under
-// the Positions option.
-func (o *PPLOptions) FirstPosition(T int) (int, error) {
-	switch {
-	case o.Positions == "" || o.Positions == positionsAll:
-		return 0, nil
-	case o.Positions == positionsLastQuarter:
-		return T - T/4, nil
-	case strings.HasPrefix(o.Positions, positionsFromPrefix):
-		n, err := strconv.Atoi(strings.TrimPrefix(o.Positions, positionsFromPrefix))
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("positions %q: want from:N with N ≥ 0", o.Positions)
-		}
-		if n >= T {
-			return 0, fmt.Errorf("positions %q score nothing at T = %d (positions are 0 … T−1)", o.Positions, T)
-		}
-		return n, nil
-	}
-	return 0, fmt.Errorf("positions %q: want all, last-quarter or from:N", o.Positions)
-}
-
-// calibrated reports whether any variant needs a calibration pass.
-func (o *PPLOptions) calibrated() bool {
+// pplCalibrated reports whether any variant of o needs a calibration pass.
+func pplCalibrated(o *results.PPLOptions) bool {
 	for _, v := range o.Variants {
 		if probes.GateMapping(v).Calibrated() {
 			return true
@@ -154,8 +78,8 @@ func (o *PPLOptions) calibrated() bool {
 	return false
 }
 
-// kGateOptions returns the probes options of mapping v.
-func (o *PPLOptions) kGateOptions(v string) (probes.KGateOptions, error) {
+// pplKGateOptions returns the probes options of mapping v under o.
+func pplKGateOptions(o *results.PPLOptions, v string) (probes.KGateOptions, error) {
 	k := probes.KGateOptions{Mapping: probes.GateMapping(v), Prior: o.Prior,
 		Lambda: probes.LambdaOptions{Nu: o.Nu, Sigma02: o.Sigma02, LambdaMax: o.LambdaMax}}
 	switch o.LambdaForm {
@@ -169,10 +93,10 @@ func (o *PPLOptions) kGateOptions(v string) (probes.KGateOptions, error) {
 	return k, nil
 }
 
-// Validate fills defaults and checks the options.
-func (o *PPLOptions) Validate() error {
+// ValidatePPLOptions fills o's defaults and checks it.
+func ValidatePPLOptions(o *results.PPLOptions) error {
 	if o.Positions == "" {
-		o.Positions = positionsAll
+		o.Positions = results.PositionsAll
 	}
 	if o.CILevel == 0 {
 		o.CILevel = 0.95
@@ -183,7 +107,7 @@ func (o *PPLOptions) Validate() error {
 	if o.LambdaForm == "" {
 		o.LambdaForm = "reml"
 	}
-	co := o.chunkOptions(0)
+	co := pplChunkOptions(o, 0)
 	if err := co.resolve(); err != nil {
 		return err
 	}
@@ -210,7 +134,7 @@ func (o *PPLOptions) Validate() error {
 	case o.TrainLength < 0:
 		return fmt.Errorf("train length %d is negative", o.TrainLength)
 	}
-	if _, err := o.kGateOptions(string(probes.MapK)); err != nil {
+	if _, err := pplKGateOptions(o, string(probes.MapK)); err != nil {
 		return err
 	}
 	if _, err := probes.NewKGate(probes.KGateOptions{Prior: o.Prior, Lambda: probes.LambdaOptions{Nu: o.Nu, Sigma02: o.Sigma02, LambdaMax: o.LambdaMax}}, 1, 1, 1); err != nil {
@@ -219,17 +143,17 @@ func (o *PPLOptions) Validate() error {
 	return nil
 }
 
-// calibTokens is the stream tokens the calibration chunks take.
-func (o *PPLOptions) calibTokens() int {
-	if !o.calibrated() {
+// pplCalibTokens is the stream tokens the calibration chunks take.
+func pplCalibTokens(o *results.PPLOptions) int {
+	if !pplCalibrated(o) {
 		return 0
 	}
 	return o.CalibLength * o.CalibSamples
 }
 
-// chunkOptions lays out the evaluation chunks (T + 1 tokens each) after
-// the calibration chunks.
-func (o *PPLOptions) chunkOptions(calib int) ChunkOptions {
+// pplChunkOptions lays out the evaluation chunks (T + 1 tokens each)
+// after the calibration chunks.
+func pplChunkOptions(o *results.PPLOptions, calib int) ChunkOptions {
 	ls := make([]int, len(o.Lengths))
 	for i, T := range o.Lengths {
 		ls[i] = T + 1
@@ -242,13 +166,13 @@ func (o *PPLOptions) chunkOptions(calib int) ChunkOptions {
 // the chunk holds T + 1 tokens) and the calibration chunks (Chunk.T is
 // CalibLength; no calibration chunk unless a calibrated variant is asked
 // for) of a stream of streamLen tokens. The options must be validated.
-func planPPL(streamLen int, o PPLOptions) (eval, calib []Chunk, err error) {
-	ct := o.calibTokens()
+func planPPL(streamLen int, o results.PPLOptions) (eval, calib []results.Chunk, err error) {
+	ct := pplCalibTokens(&o)
 	for s := 0; ct > 0 && s < o.CalibSamples; s++ {
 		start := o.Offset + s*o.CalibLength
-		calib = append(calib, Chunk{T: o.CalibLength, Sample: s, Start: start, End: start + o.CalibLength})
+		calib = append(calib, results.Chunk{T: o.CalibLength, Sample: s, Start: start, End: start + o.CalibLength})
 	}
-	eval, err = PlanChunks(streamLen, o.chunkOptions(ct))
+	eval, err = PlanChunks(streamLen, pplChunkOptions(&o, ct))
 	if err != nil {
 		if ct > 0 {
 			err = fmt.Errorf("%w (after %d calibration tokens)", err, ct)
@@ -261,134 +185,8 @@ func planPPL(streamLen int, o PPLOptions) (eval, calib []Chunk, err error) {
 	return eval, calib, nil
 }
 
-// PPLChunkRow is one (model, variant, T, sample) pass.
-type PPLChunkRow struct {
-	Model   string  `parquet:"model"`
-	Variant string  `parquet:"variant"`
-	T       int     `parquet:"T"`
-	Sample  int     `parquet:"sample"`
-	Start   int     `parquet:"start"` // stream tokens [start, end): inputs [start, end−1), targets [start+1, end)
-	End     int     `parquet:"end"`
-	First   int     `parquet:"first_pos"` // first scored position
-	N       int     `parquet:"n_pred"`
-	NLLSum  float64 `parquet:"nll_sum"`
-	NLL     float64 `parquet:"mean_nll"`
-	PPL     float64 `parquet:"ppl"`
-	Extrap  bool    `parquet:"extrapolated"` // T > max_position_embeddings
-}
-
-// PPLSummaryRow is one (model, variant, T): the mean NLL over every scored
-// token of the N chunks, ppl = exp of it, the std of the N chunk means
-// (ddof 1), their standard error, and a Student-t interval at CILevel on
-// the mean NLL, mapped through exp for ppl. DNLL is the mean paired
-// difference of chunk NLLs to the learned variant on the same chunks
-// (negative: better than the learned gate), with its interval; NaN for the
-// learned variant itself and when it did not run.
-type PPLSummaryRow struct {
-	Model    string  `parquet:"model"`
-	Variant  string  `parquet:"variant"`
-	T        int     `parquet:"T"`
-	Samples  int     `parquet:"samples"`
-	First    int     `parquet:"first_pos"`
-	N        int     `parquet:"n_pred"`
-	NLL      float64 `parquet:"mean_nll"`
-	Std      float64 `parquet:"chunk_std"`
-	SE       float64 `parquet:"se"`
-	NLLLo    float64 `parquet:"nll_lo"`
-	NLLHi    float64 `parquet:"nll_hi"`
-	PPL      float64 `parquet:"ppl"`
-	PPLLo    float64 `parquet:"ppl_lo"`
-	PPLHi    float64 `parquet:"ppl_hi"`
-	DNLL     float64 `parquet:"d_nll_vs_learned"`
-	DNLLLo   float64 `parquet:"d_nll_lo"`
-	DNLLHi   float64 `parquet:"d_nll_hi"`
-	Extrap   bool    `parquet:"extrapolated"`
-	MaxPos   int     `parquet:"max_pos"`
-	TMinusTr int     `parquet:"t_minus_train"` // T − TrainLength (T when it is unknown)
-}
-
-// PPLCalibRow is the calibration of one (model, mapping, layer, head).
-type PPLCalibRow struct {
-	Model    string  `parquet:"model"`
-	Variant  string  `parquet:"variant"`
-	Layer    int     `parquet:"layer"`
-	Head     int     `parquet:"head"`
-	Rows     int64   `parquet:"rows"`      // query rows of the calibration chunks
-	MeanGate float64 `parquet:"mean_gate"` // learned gate's mean
-	MeanK    float64 `parquet:"mean_k"`    // K_BFT's mean at the prior λ
-	Scale    float64 `parquet:"scale"`     // k-matched: mean_gate/mean_k
-	Lambda   float64 `parquet:"lambda"`    // k-lambda: fitted λ (NaN otherwise)
-}
-
-// PPLModel is one model of a run in its manifest.
-type PPLModel struct {
-	Label    string    `json:"label"`
-	Info     ModelInfo `json:"info"`
-	Gated    bool      `json:"gated"`
-	Variants []string  `json:"variants"`
-	// Seconds per variant of the evaluation passes, and of the
-	// calibration pass(es), loading and hashing.
-	Seconds     map[string]float64 `json:"seconds"`
-	CalibSecond float64            `json:"calibration_seconds"`
-	Loading     float64            `json:"loading_seconds"`
-	Hashing     float64            `json:"hashing_seconds"`
-	Notes       []string           `json:"notes,omitempty"`
-	// Deviation, for a model run in bf16 arithmetic, is how far its
-	// logits and diagnostics lie from the float32 pass on the first
-	// PPLRun.DeviationTokens tokens of the first evaluation chunk.
-	Deviation *Deviation `json:"compute_deviation,omitempty"`
-}
-
-// PPLManifest is a perplexity run's record (ppl_manifest.json, or one
-// shard's): its chunks are the passes, each named by its model and gate
-// variant (Chunk.Pass "m<i>/<variant>") or "m<i>/calibration".
-type PPLManifest struct {
-	RunRecord
-	Models  []PPLModel `json:"models"`
-	Options PPLOptions `json:"ppl"`
-	// Eval and Calibration are the stream's evaluation chunks (Chunk.T is
-	// the context T; the chunk holds T + 1 tokens) and calibration chunks,
-	// which the passes run per model and variant.
-	Eval        []Chunk `json:"eval_chunks"`
-	Calibration []Chunk `json:"calibration_chunks,omitempty"`
-	GOMAXPROCS  int     `json:"gomaxprocs"`
-	NumCPU      int     `json:"num_cpu"`
-}
-
-// passDigest is the digest of chunk c's model (passDigester).
-func (m *PPLManifest) passDigest(c Chunk) string {
-	i, _ := pplPass(c)
-	if i < 0 || i >= len(m.Models) {
-		return ""
-	}
-	return m.Models[i].Info.Digest
-}
-
 // pplCalibration is the variant name of a calibration pass.
 const pplCalibration = "calibration"
-
-// pplPass returns the model index and variant (pplCalibration for a
-// calibration pass) of a ppl pass; index −1 for a chunk of no ppl pass.
-func pplPass(c Chunk) (int, string) {
-	m, v, ok := strings.Cut(strings.TrimPrefix(c.Pass, "m"), "/")
-	i, err := strconv.Atoi(m)
-	if !ok || err != nil || !strings.HasPrefix(c.Pass, "m") {
-		return -1, ""
-	}
-	return i, v
-}
-
-// PPLManifestName is the manifest's file name in an unsharded run's folder
-// (StreamManifestName for a shard's).
-const PPLManifestName = "ppl_manifest.json"
-
-// PPLResults are a run's tables and manifest.
-type PPLResults struct {
-	Manifest    *PPLManifest
-	Summary     []PPLSummaryRow
-	Chunks      []PPLChunkRow
-	Calibration []PPLCalibRow
-}
 
 // PPLGateRow is one row of a calibration pass file: what the learned gate
 // and its query row were at one (layer, head, query), in the order the
@@ -419,7 +217,7 @@ type PPLRun struct {
 	// cache it was found (nil: a folder given as such); such a model is
 	// labelled by its hub id.
 	Hubs    []*checkpoint.HubModel
-	Options PPLOptions
+	Options results.PPLOptions
 }
 
 // pplPlan is one model's passes.
@@ -459,11 +257,11 @@ func pplLabels(dirs []string, hubs []*checkpoint.HubModel) []string {
 // vocabulary, and returns each model's variants and the run's passes: per
 // model its calibration chunks (a gated model with a calibrated variant)
 // then each variant's evaluation chunks.
-func (r *PPLRun) plan(eval, calib []Chunk) ([]pplPlan, []Chunk, error) {
+func (r *PPLRun) plan(eval, calib []results.Chunk) ([]pplPlan, []results.Chunk, error) {
 	o := &r.Options
 	labels := pplLabels(r.Dirs, r.Hubs)
 	var plans []pplPlan
-	var passes []Chunk
+	var passes []results.Chunk
 	for i, dir := range r.Dirs {
 		cfg, err := model.LoadConfig(dir)
 		if err != nil {
@@ -472,13 +270,13 @@ func (r *PPLRun) plan(eval, calib []Chunk) ([]pplPlan, []Chunk, error) {
 		p := pplPlan{dir: dir, label: labels[i], cfg: cfg}
 		gated := cfg.LearnedGate()
 		for _, v := range o.Variants {
-			if v == VariantLearned || gated {
+			if v == results.VariantLearned || gated {
 				p.variants = append(p.variants, v)
 			}
 		}
 		if !gated {
-			p.variants = []string{VariantLearned}
-			if len(o.Variants) > 1 || o.Variants[0] != VariantLearned {
+			p.variants = []string{results.VariantLearned}
+			if len(o.Variants) > 1 || o.Variants[0] != results.VariantLearned {
 				p.notes = append(p.notes, fmt.Sprintf("no learned output gate (%s): only the learned (as trained) variant runs", cfg.Arch))
 			}
 		}
@@ -515,12 +313,12 @@ func (r *PPLRun) plan(eval, calib []Chunk) ([]pplPlan, []Chunk, error) {
 // passes of its shard that are not finished in Out (loading each model
 // when its first pass comes), and, unsharded, writes the tables from the
 // pass files. On a failure the manifest records the error.
-func (r *PPLRun) Run() (*PPLResults, error) {
+func (r *PPLRun) Run() (*results.PPLResults, error) {
 	start := time.Now()
 	if len(r.Dirs) == 0 {
 		return nil, errors.New("analysis: no model folders")
 	}
-	if err := r.Options.Validate(); err != nil {
+	if err := ValidatePPLOptions(&r.Options); err != nil {
 		return nil, err
 	}
 	if err := r.defaults(); err != nil {
@@ -535,14 +333,14 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 	if err != nil {
 		return nil, err
 	}
-	man := &PPLManifest{RunRecord: RunRecord{Kind: "ppl", Tool: Tool(), Created: start.UTC().Format(time.RFC3339), Args: r.Args,
-		Shard: r.Shard, Source: r.Source, Conventions: pplConventions(o), Chunks: passes, Passes: []StreamPass{}, Threads: r.Threads,
+	man := &results.PPLManifest{RunRecord: results.RunRecord{Kind: "ppl", Tool: Tool(), Created: start.UTC().Format(time.RFC3339), Args: r.Args,
+		Shard: r.Shard, Source: r.Source, Conventions: pplConventions(o), Chunks: passes, Passes: []results.StreamPass{}, Threads: r.Threads,
 		Formats: r.Formats, CLIOptions: r.CLIOptions},
 		Options: *o, Eval: eval, Calibration: calib, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU()}
 	for _, p := range plans {
-		man.Models = append(man.Models, PPLModel{Label: p.label, Variants: p.variants, Seconds: map[string]float64{}, Notes: p.notes})
+		man.Models = append(man.Models, results.PPLModel{Label: p.label, Variants: p.variants, Seconds: map[string]float64{}, Notes: p.notes})
 	}
-	res := &PPLResults{Manifest: man}
+	res := &results.PPLResults{Manifest: man}
 	mine := shardChunks(passes, man.Shard, isCalibration)
 
 	// the model of the passes under way, loaded when its first pass comes
@@ -583,7 +381,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 		return nil
 	}
 	for i := range plans {
-		if !slices.ContainsFunc(mine, func(c Chunk) bool { n, _ := pplPass(c); return n == i }) {
+		if !slices.ContainsFunc(mine, func(c results.Chunk) bool { n, _ := results.PPLPass(c); return n == i }) {
 			if err := load(i); err != nil {
 				return res, err
 			}
@@ -592,7 +390,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 
 	// one pass through the model under way; logits (nil: not computed)
 	// receives the logits in blocks of rows (model.Options.LogitRows)
-	pass := func(variant string, c Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride, watch func(*hooks.Set)) error {
+	pass := func(variant string, c results.Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride, watch func(*hooks.Set)) error {
 		hs := &hooks.Set{}
 		watch(hs)
 		if g != nil {
@@ -609,11 +407,11 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 	}
 	nll := make([]float64, 0, o.Lengths[len(o.Lengths)-1])
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: pplTables, opts: man.Options, forwards: 1, shared: isCalibration,
-		prepare: func(c Chunk) error { i, _ := pplPass(c); return load(i) },
-		config:  func(c Chunk) *model.Config { i, _ := pplPass(c); return plans[i].cfg },
-		label:   func(c Chunk) string { i, v := pplPass(c); return plans[i].label + " " + v },
-		pass: func(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
-			i, v := pplPass(c)
+		prepare: func(c results.Chunk) error { i, _ := results.PPLPass(c); return load(i) },
+		config:  func(c results.Chunk) *model.Config { i, _ := results.PPLPass(c); return plans[i].cfg },
+		label:   func(c results.Chunk) string { i, v := results.PPLPass(c); return plans[i].label + " " + v },
+		pass: func(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+			i, v := results.PPLPass(c)
 			if v == pplCalibration {
 				// the learned gate, every query row recorded for the
 				// calibrated mappings
@@ -629,9 +427,9 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			}
 			var g *probes.GateOverride
 			switch {
-			case v == VariantOne:
+			case v == results.VariantOne:
 				g = probes.ConstGate(1)
-			case v == VariantLearned:
+			case v == results.VariantLearned:
 			case probes.GateMapping(v).Calibrated():
 				if gates == nil {
 					g, err := pplGates(r.Out, man, i, &m.Config)
@@ -642,7 +440,7 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 				}
 				g = probes.RowGate(gates[v].Gate)
 			default:
-				ko, err := o.kGateOptions(v)
+				ko, err := pplKGateOptions(o, v)
 				if err != nil {
 					return nil, err
 				}
@@ -660,14 +458,14 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 			}, g, watch); err != nil {
 				return nil, err
 			}
-			row := PPLChunkRow{Model: plans[i].label, Variant: v, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
+			row := results.PPLChunkRow{Model: plans[i].label, Variant: v, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
 				First: first, N: c.T - first, Extrap: c.T > m.MaxPos}
 			for _, x := range nll[first:] {
 				row.NLLSum += x
 			}
 			row.NLL = row.NLLSum / float64(row.N)
 			row.PPL = math.Exp(row.NLL)
-			return []passTable{tableOf("ppl", []PPLChunkRow{row})}, nil
+			return []passTable{tableOf("ppl", []results.PPLChunkRow{row})}, nil
 		},
 		finish: func() error {
 			r, err := finishPPL(r.Out, man)
@@ -681,13 +479,13 @@ func (r *PPLRun) Run() (*PPLResults, error) {
 
 // isCalibration reports whether c is a calibration pass of ppl, which
 // every shard runs (the calibrated variants' passes need it).
-func isCalibration(c Chunk) bool { _, v := pplPass(c); return v == pplCalibration }
+func isCalibration(c results.Chunk) bool { _, v := results.PPLPass(c); return v == pplCalibration }
 
 // pplGates returns the calibrated gates of model i of man's run (config
 // cfg, or nil for the shape man records), one per calibrated variant:
 // each mapping's calibrator replays the rows of the model's calibration
 // pass files in dir in order, as the pass fed them.
-func pplGates(dir string, man *PPLManifest, i int, cfg *model.Config) (map[string]*probes.KGate, error) {
+func pplGates(dir string, man *results.PPLManifest, i int, cfg *model.Config) (map[string]*probes.KGate, error) {
 	layers, heads, dHead := man.Models[i].Info.Layers, man.Models[i].Info.Heads, man.Models[i].Info.DHead
 	if cfg != nil {
 		layers, heads, dHead = cfg.Layers, cfg.Heads, cfg.DHead
@@ -698,7 +496,7 @@ func pplGates(dir string, man *PPLManifest, i int, cfg *model.Config) (map[strin
 		if !probes.GateMapping(v).Calibrated() {
 			continue
 		}
-		ko, err := man.Options.kGateOptions(v)
+		ko, err := pplKGateOptions(&man.Options, v)
 		if err != nil {
 			return nil, err
 		}
@@ -710,7 +508,7 @@ func pplGates(dir string, man *PPLManifest, i int, cfg *model.Config) (map[strin
 		cals = append(cals, g.Calibrator())
 	}
 	for _, c := range man.Chunks {
-		if n, v := pplPass(c); n != i || v != pplCalibration {
+		if n, v := results.PPLPass(c); n != i || v != pplCalibration {
 			continue
 		}
 		rows, err := readPassRows[PPLGateRow](dir, "ppl", man, man.Options, c)
@@ -734,8 +532,8 @@ func pplGates(dir string, man *PPLManifest, i int, cfg *model.Config) (map[strin
 // finishPPL writes ppl_summary, ppl_chunks and (with calibrated variants)
 // ppl_calibration from the pass files of every pass of man in dir, and
 // each model's seconds per variant from the passes' records.
-func finishPPL(dir string, man *PPLManifest) (*PPLResults, error) {
-	res := &PPLResults{Manifest: man}
+func finishPPL(dir string, man *results.PPLManifest) (*results.PPLResults, error) {
+	res := &results.PPLResults{Manifest: man}
 	o := &man.Options
 	seconds := map[string]float64{}
 	for _, p := range man.Passes {
@@ -750,10 +548,10 @@ func finishPPL(dir string, man *PPLManifest) (*PPLResults, error) {
 		}
 	}
 	for _, c := range man.Chunks {
-		if _, v := pplPass(c); v == pplCalibration {
+		if _, v := results.PPLPass(c); v == pplCalibration {
 			continue
 		}
-		rows, err := readPassRows[PPLChunkRow](dir, "ppl", man, man.Options, c)
+		rows, err := readPassRows[results.PPLChunkRow](dir, "ppl", man, man.Options, c)
 		if err != nil {
 			return nil, err
 		}
@@ -771,7 +569,7 @@ func finishPPL(dir string, man *PPLManifest) (*PPLResults, error) {
 						if cell.Rows == 0 {
 							continue // a layer without softmax rows (Gated DeltaNet)
 						}
-						res.Calibration = append(res.Calibration, PPLCalibRow{Model: pm.Label, Variant: v, Layer: cell.Layer, Head: cell.Head,
+						res.Calibration = append(res.Calibration, results.PPLCalibRow{Model: pm.Label, Variant: v, Layer: cell.Layer, Head: cell.Head,
 							Rows: cell.Rows, MeanGate: cell.MeanGate, MeanK: cell.MeanK, Scale: cell.Scale, Lambda: cell.Lambda})
 					}
 				}
@@ -785,7 +583,7 @@ func finishPPL(dir string, man *PPLManifest) (*PPLResults, error) {
 	if len(res.Calibration) > 0 {
 		tables = append(tables, tableOf("ppl_calibration", res.Calibration))
 	}
-	return res, man.writeTables(dir, tables...)
+	return res, writeTables(man.Record(), dir, tables...)
 }
 
 func hasCalibrated(variants []string) bool {
@@ -821,21 +619,21 @@ func TokenNLL(dst []float64, logits []float32, V int, targets []int) []float64 {
 
 // summarizePPL returns the summary rows of one model and length, one per
 // variant, from the chunk rows.
-func summarizePPL(chunks []PPLChunkRow, label string, variants []string, T, maxPos int, o *PPLOptions) []PPLSummaryRow {
-	by := map[string][]PPLChunkRow{}
+func summarizePPL(chunks []results.PPLChunkRow, label string, variants []string, T, maxPos int, o *results.PPLOptions) []results.PPLSummaryRow {
+	by := map[string][]results.PPLChunkRow{}
 	for _, c := range chunks {
 		if c.Model == label && c.T == T {
 			by[c.Variant] = append(by[c.Variant], c)
 		}
 	}
-	base := by[VariantLearned]
-	var out []PPLSummaryRow
+	base := by[results.VariantLearned]
+	var out []results.PPLSummaryRow
 	for _, v := range variants {
 		cs := by[v]
 		if len(cs) == 0 {
 			continue
 		}
-		row := PPLSummaryRow{Model: label, Variant: v, T: T, Samples: len(cs), First: cs[0].First, Extrap: T > maxPos, MaxPos: maxPos,
+		row := results.PPLSummaryRow{Model: label, Variant: v, T: T, Samples: len(cs), First: cs[0].First, Extrap: T > maxPos, MaxPos: maxPos,
 			TMinusTr: T - o.TrainLength}
 		var sum float64
 		means := make([]float64, len(cs))
@@ -849,7 +647,7 @@ func summarizePPL(chunks []PPLChunkRow, label string, variants []string, T, maxP
 		row.Std, row.SE, row.NLLLo, row.NLLHi = tInterval(means, o.CILevel)
 		row.PPLLo, row.PPLHi = math.Exp(row.NLLLo), math.Exp(row.NLLHi)
 		row.DNLL, row.DNLLLo, row.DNLLHi = math.NaN(), math.NaN(), math.NaN()
-		if v != VariantLearned && len(base) == len(cs) {
+		if v != results.VariantLearned && len(base) == len(cs) {
 			d := make([]float64, len(cs))
 			for i := range cs {
 				d[i] = cs[i].NLL - base[i].NLL
@@ -882,13 +680,13 @@ func tInterval(x []float64, level float64) (std, se, lo, hi float64) {
 }
 
 // pplConventions spells out the readings of a perplexity run.
-func pplConventions(o *PPLOptions) map[string]string {
+func pplConventions(o *results.PPLOptions) map[string]string {
 	first := "every position t = 0 … T−1"
 	switch {
-	case o.Positions == positionsLastQuarter:
+	case o.Positions == results.PositionsLastQuarter:
 		first = "positions t ≥ T − ⌊T/4⌋ (the last quarter)"
-	case strings.HasPrefix(o.Positions, positionsFromPrefix):
-		first = "positions t ≥ " + strings.TrimPrefix(o.Positions, positionsFromPrefix)
+	case strings.HasPrefix(o.Positions, results.PositionsFromPrefix):
+		first = "positions t ≥ " + strings.TrimPrefix(o.Positions, results.PositionsFromPrefix)
 	}
 	return map[string]string{
 		"T":            "context length = tokens in the forward pass; a chunk holds T + 1 stream tokens x_0 … x_T, position t predicts x_{t+1} from x_0 … x_t",
@@ -910,17 +708,17 @@ func pplConventions(o *PPLOptions) map[string]string {
 
 // ReadPPL reads the manifest and tables of a perplexity run folder (the
 // Parquet tables).
-func ReadPPL(dir string) (*PPLResults, error) {
-	b, err := os.ReadFile(filepath.Join(dir, PPLManifestName))
+func ReadPPL(dir string) (*results.PPLResults, error) {
+	b, err := os.ReadFile(filepath.Join(dir, results.PPLManifestName))
 	if err != nil {
 		return nil, err
 	}
-	var man PPLManifest
+	var man results.PPLManifest
 	if err := json.Unmarshal(b, &man); err != nil {
-		return nil, fmt.Errorf("%s: not a perplexity manifest: %w", filepath.Join(dir, PPLManifestName), err)
+		return nil, fmt.Errorf("%s: not a perplexity manifest: %w", filepath.Join(dir, results.PPLManifestName), err)
 	}
 	if man.Kind != "ppl" {
-		return nil, fmt.Errorf("%s: kind %q, not a perplexity run", filepath.Join(dir, PPLManifestName), man.Kind)
+		return nil, fmt.Errorf("%s: kind %q, not a perplexity run", filepath.Join(dir, results.PPLManifestName), man.Kind)
 	}
 	if !man.Complete {
 		return nil, fmt.Errorf("%s: the run did not finish (%s)", dir, man.Error)
@@ -928,15 +726,15 @@ func ReadPPL(dir string) (*PPLResults, error) {
 	if man.Shard.Count > 1 {
 		return nil, fmt.Errorf("%s: a shard of a perplexity run holds no tables: combine the shards with probe merge", dir)
 	}
-	res := &PPLResults{Manifest: &man}
-	if res.Summary, err = ReadTable[PPLSummaryRow](filepath.Join(dir, "ppl_summary.parquet")); err != nil {
+	res := &results.PPLResults{Manifest: &man}
+	if res.Summary, err = results.ReadTable[results.PPLSummaryRow](filepath.Join(dir, "ppl_summary.parquet")); err != nil {
 		return nil, err
 	}
-	if res.Chunks, err = ReadTable[PPLChunkRow](filepath.Join(dir, "ppl_chunks.parquet")); err != nil {
+	if res.Chunks, err = results.ReadTable[results.PPLChunkRow](filepath.Join(dir, "ppl_chunks.parquet")); err != nil {
 		return nil, err
 	}
 	if slices.Contains(man.Tables, "ppl_calibration.parquet") || slices.Contains(man.Tables, "ppl_calibration") { // the latter: before passes/
-		if res.Calibration, err = ReadTable[PPLCalibRow](filepath.Join(dir, "ppl_calibration.parquet")); err != nil {
+		if res.Calibration, err = results.ReadTable[results.PPLCalibRow](filepath.Join(dir, "ppl_calibration.parquet")); err != nil {
 			return nil, err
 		}
 	}

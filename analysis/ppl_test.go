@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -108,7 +109,7 @@ func TestPPLOptions(t *testing.T) {
 		t.Error("an unknown variant was accepted")
 	}
 	o.Offset = 3
-	if err := o.Validate(); err != nil {
+	if err := ValidatePPLOptions(&o); err != nil {
 		t.Fatal(err)
 	}
 	if o.CalibLength != 8 || o.CalibSamples != 1 {
@@ -134,7 +135,7 @@ func TestPPLOptions(t *testing.T) {
 	if _, _, err := planPPL(60, o); err == nil || !strings.Contains(err.Error(), "calibration tokens") {
 		t.Fatalf("short stream: err %v", err)
 	}
-	o.Variants = []string{VariantLearned, VariantOne, "k"}
+	o.Variants = []string{results.VariantLearned, results.VariantOne, "k"}
 	if eval, calib, _ := planPPL(100, o); len(calib) != 0 || eval[0].Start != 3 {
 		t.Fatalf("without a calibrated variant there is no calibration chunk: %v %v", calib, eval[0])
 	}
@@ -152,9 +153,9 @@ func TestPPLRun(t *testing.T) {
 	stream := randomStream(600, 0, 61, 5)
 	o := DefaultPPLOptions()
 	o.Lengths, o.Samples, o.TrainLength = []int{8, 24, 48}, 3, 24
-	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	var seen []Progress
-	run := func(out string) *PPLResults {
+	run := func(out string) *results.PPLResults {
 		r := &PPLRun{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Threads: 2, Progress: func(p Progress) { seen = append(seen, p) }},
 			Dirs: []string{gated, plain}, Options: o}
 		res, err := r.Run()
@@ -169,7 +170,7 @@ func TestPPLRun(t *testing.T) {
 	if !man.Complete || len(man.Models) != 2 || man.Models[0].Label != "gated" || man.Models[1].Label != "plain" {
 		t.Fatalf("manifest: complete %v, models %+v", man.Complete, man.Models)
 	}
-	if !reflect.DeepEqual(man.Models[0].Variants, o.Variants) || !reflect.DeepEqual(man.Models[1].Variants, []string{VariantLearned}) ||
+	if !reflect.DeepEqual(man.Models[0].Variants, o.Variants) || !reflect.DeepEqual(man.Models[1].Variants, []string{results.VariantLearned}) ||
 		len(man.Models[1].Notes) == 0 {
 		t.Fatalf("variants: gated %v, plain %v (notes %v)", man.Models[0].Variants, man.Models[1].Variants, man.Models[1].Notes)
 	}
@@ -195,11 +196,11 @@ func TestPPLRun(t *testing.T) {
 		hsOne.Add("blocks.*.attn.hook_gate", hooks.SetHead(h, 1))
 	}
 	for _, c := range res.Chunks {
-		if c.Model != "gated" || (c.Variant != VariantLearned && c.Variant != VariantOne) {
+		if c.Model != "gated" || (c.Variant != results.VariantLearned && c.Variant != results.VariantOne) {
 			continue
 		}
 		opt := model.Options{Logits: true, AllowExtrapolation: true}
-		if c.Variant == VariantOne {
+		if c.Variant == results.VariantOne {
 			opt.Hooks = hsOne
 		}
 		outp, err := m.Forward([][]int{stream[c.Start : c.End-1]}, opt)
@@ -233,7 +234,7 @@ func TestPPLRun(t *testing.T) {
 				sum += c.NLLSum
 				n += c.N
 				for _, b := range res.Chunks {
-					if b.Model == c.Model && b.Variant == VariantLearned && b.T == c.T && b.Sample == c.Sample {
+					if b.Model == c.Model && b.Variant == results.VariantLearned && b.T == c.T && b.Sample == c.Sample {
 						d += c.NLL - b.NLL
 					}
 				}
@@ -245,7 +246,7 @@ func TestPPLRun(t *testing.T) {
 		if !(s.PPLLo <= s.PPL && s.PPL <= s.PPLHi) {
 			t.Fatalf("summary %+v: ppl outside its interval", s)
 		}
-		if s.Variant == VariantLearned {
+		if s.Variant == results.VariantLearned {
 			if !math.IsNaN(s.DNLL) {
 				t.Fatalf("learned: d_nll %v, want NaN", s.DNLL)
 			}
@@ -296,7 +297,7 @@ func TestPPLRunErrors(t *testing.T) {
 	o.Lengths, o.Samples = []int{8}, 2
 	bad := randomStream(100, 0, 61, 1)
 	bad[20] = 99
-	src := SourceInfo{File: FileHash{Path: "ids.json"}}
+	src := results.SourceInfo{File: results.FileHash{Path: "ids.json"}}
 	for _, c := range []struct {
 		dirs   []string
 		stream []int
@@ -330,11 +331,11 @@ func TestPPLShardsResumeCalibration(t *testing.T) {
 	gated := pplModel(t, dir, "gated", model.ArchGated, 40)
 	plain := pplModel(t, dir, "plain", model.ArchQwen3, 40)
 	stream := randomStream(600, 0, 61, 9)
-	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	o := DefaultPPLOptions()
 	o.Lengths, o.Samples, o.CalibSamples, o.CalibLength = []int{8, 16}, 2, 2, 12
-	o.Variants = []string{VariantLearned, string(probes.MapKMatched), string(probes.MapMean)}
-	run := func(out string, sh Shard) *PPLManifest {
+	o.Variants = []string{results.VariantLearned, string(probes.MapKMatched), string(probes.MapMean)}
+	run := func(out string, sh results.Shard) *results.PPLManifest {
 		t.Helper()
 		res, err := (&PPLRun{RunSpec: RunSpec{Source: src, Stream: stream, Out: out, Threads: 2, Shard: sh},
 			Dirs: []string{gated, plain}, Options: o}).Run()
@@ -345,13 +346,13 @@ func TestPPLShardsResumeCalibration(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	whole := filepath.Join(tmp, "whole")
-	if man := run(whole, Shard{}); len(man.Passes) != 2+3*4+4 || len(man.Tables) != 6 {
+	if man := run(whole, results.Shard{}); len(man.Passes) != 2+3*4+4 || len(man.Tables) != 6 {
 		t.Fatalf("unsharded: %d passes, tables %v; want 2 calibration + 3 variants × 4 + 4 passes, 3 tables × 2 formats", len(man.Passes), man.Tables)
 	}
 	want := tableFiles(t, whole)
 	s0, s1 := filepath.Join(tmp, "s0"), filepath.Join(tmp, "s1")
 	for i, d := range []string{s0, s1} {
-		man := run(d, Shard{i, 2})
+		man := run(d, results.Shard{Index: i, Count: 2})
 		calib := 0
 		for _, p := range man.Passes {
 			if strings.HasSuffix(p.Key.Pass, "/"+pplCalibration) {
@@ -372,7 +373,7 @@ func TestPPLShardsResumeCalibration(t *testing.T) {
 	}
 
 	// a kill: one calibration pass and one k-matched pass lost, no tables
-	for _, c := range []Chunk{{T: 12, Sample: 1, Pass: "m0/calibration"}, {T: 16, Sample: 0, Pass: "m0/k-matched"}} {
+	for _, c := range []results.Chunk{{T: 12, Sample: 1, Pass: "m0/calibration"}, {T: 16, Sample: 0, Pass: "m0/k-matched"}} {
 		if err := os.Remove(streamPassPath(whole, "ppl", c)); err != nil {
 			t.Fatal(err)
 		}
@@ -380,7 +381,7 @@ func TestPPLShardsResumeCalibration(t *testing.T) {
 	for name := range want {
 		os.Remove(filepath.Join(whole, name))
 	}
-	man := run(whole, Shard{})
+	man := run(whole, results.Shard{})
 	if len(man.Reused) != len(man.Passes)-2 {
 		t.Errorf("resumed: %d of %d passes reused, want all but 2", len(man.Reused), len(man.Passes))
 	}

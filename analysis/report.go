@@ -11,13 +11,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/filterlens/probe/probes"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // LoadResults reads a finished sweep folder (its manifest.json and pass
 // files) and aggregates it again, with agg overriding the manifest's
 // aggregation options when non-nil. Nothing is written.
-func LoadResults(dir string, agg *AggOptions) (*Manifest, *Results, error) {
+func LoadResults(dir string, agg *results.AggOptions) (*results.Manifest, *results.Results, error) {
 	man, res, _, err := loadResults(dir, agg, false)
 	return man, res, err
 }
@@ -29,11 +29,11 @@ func LoadResults(dir string, agg *AggOptions) (*Manifest, *Results, error) {
 // samples 0..j−1 that are; it returns the chunks left out, in manifest
 // order. The results then describe that subset (Summary.Lengths and
 // Summary.Samples say which).
-func LoadPartialResults(dir string, agg *AggOptions) (*Manifest, *Results, []Chunk, error) {
+func LoadPartialResults(dir string, agg *results.AggOptions) (*results.Manifest, *results.Results, []results.Chunk, error) {
 	return loadResults(dir, agg, true)
 }
 
-func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results, []Chunk, error) {
+func loadResults(dir string, agg *results.AggOptions, partial bool) (*results.Manifest, *results.Results, []results.Chunk, error) {
 	path := filepath.Join(dir, "manifest.json")
 	man, err := ReadManifest(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -51,13 +51,13 @@ func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results
 	if agg != nil {
 		man.Analysis = *agg
 	}
-	sw, chunks, missing := man.Sweep, man.Chunks, []Chunk(nil)
+	sw, chunks, missing := man.Sweep, man.Chunks, []results.Chunk(nil)
 	if !man.Complete {
 		if sw, chunks, missing, err = finishedSubset(dir, man); err != nil {
 			return nil, nil, nil, err
 		}
 	}
-	a, err := newAggregator(man.Model.Shape(), sw, man.Sweep.Probe, man.Analysis)
+	a, err := newAggregator(shapeOf(man.Model), sw, man.Sweep.Probe, man.Analysis)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -81,7 +81,7 @@ func loadResults(dir string, agg *AggOptions, partial bool) (*Manifest, *Results
 // finishedSubset returns the part of an unfinished sweep that
 // LoadPartialResults aggregates: its options restricted to that subset,
 // its chunks, and the chunks left out.
-func finishedSubset(dir string, man *Manifest) (SweepOptions, []Chunk, []Chunk, error) {
+func finishedSubset(dir string, man *results.Manifest) (results.SweepOptions, []results.Chunk, []results.Chunk, error) {
 	done := map[[2]int]bool{}
 	for _, c := range man.Chunks {
 		if _, err := readStreamPass(streamPassPath(dir, "buckets", c), "buckets"); err == nil {
@@ -111,7 +111,7 @@ func finishedSubset(dir string, man *Manifest) (SweepOptions, []Chunk, []Chunk, 
 		}
 		sw.Lengths, sw.Samples = []int{T}, n
 	}
-	var use, missing []Chunk
+	var use, missing []results.Chunk
 	for _, c := range man.Chunks {
 		if slices.Contains(sw.Lengths, c.T) && c.Sample < sw.Samples {
 			use = append(use, c)
@@ -160,25 +160,25 @@ func series(xs []float64, prec int) string {
 }
 
 // fig2Lookup indexes the Fig2Rows of layer group layers by (T, metric).
-func fig2Lookup(rows []Fig2Row, layers string) func(T int, m string) Fig2Row {
-	idx := map[string]Fig2Row{}
+func fig2Lookup(rows []results.Fig2Row, layers string) func(T int, m string) results.Fig2Row {
+	idx := map[string]results.Fig2Row{}
 	for _, r := range rows {
 		if r.Layers == layers {
 			idx[fmt.Sprint(r.T, "/", r.Metric)] = r
 		}
 	}
-	return func(T int, m string) Fig2Row {
+	return func(T int, m string) results.Fig2Row {
 		if r, ok := idx[fmt.Sprint(T, "/", m)]; ok {
 			return r
 		}
 		nan := math.NaN()
-		return Fig2Row{Mean: nan, StdPooled: nan, StdUnits: nan, MeanUnits: nan, Paper: nan}
+		return results.Fig2Row{Mean: nan, StdPooled: nan, StdUnits: nan, MeanUnits: nan, Paper: nan}
 	}
 }
 
 // WriteReport prints the Fig. 2, 3 and 4 numbers of a sweep as text tables
 // beside the paper's published values (Paper).
-func WriteReport(w io.Writer, man *Manifest, res *Results) error {
+func WriteReport(w io.Writer, man *results.Manifest, res *results.Results) error {
 	sw, s := man.Sweep, res.Summary
 	unit := sw.KUnit
 	L := func(T int) string { return formatLength(T, unit) }
@@ -197,7 +197,7 @@ func WriteReport(w io.Writer, man *Manifest, res *Results) error {
 		man.Source.File.Path, man.Source.Tokens, strings.Join(lengths, ", "), unit, sw.Samples, sw.Disjoint, sw.Placement, bos)
 	p("  λobs: %s, ν = %g, σ0² = %g, K at λ = %g, reduction (i) (S̄ = mean_i S_i)\n", sw.Probe.Form, sw.Probe.Nu,
 		sw.Probe.Sigma02, sw.Probe.LambdaPrior)
-	p("  paper: %s; lengths 1k…10k, 5 samples\n", Paper.Model)
+	p("  paper: %s; lengths 1k…10k, 5 samples\n", results.Paper.Model)
 	for _, g := range s.Groups {
 		writeGroup(w, man, res, g, len(s.Groups) > 1)
 	}
@@ -218,7 +218,7 @@ func WriteReport(w io.Writer, man *Manifest, res *Results) error {
 
 // writeGroup prints Figs. 2–4 of one layer group (headed by its name
 // when the sweep has several).
-func writeGroup(w io.Writer, man *Manifest, res *Results, g GroupSummary, named bool) {
+func writeGroup(w io.Writer, man *results.Manifest, res *results.Results, g results.GroupSummary, named bool) {
 	sw, agg, s := man.Sweep, man.Analysis, res.Summary
 	unit := sw.KUnit
 	L := func(T int) string { return formatLength(T, unit) }
@@ -235,26 +235,26 @@ func writeGroup(w io.Writer, man *Manifest, res *Results, g GroupSummary, named 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "T\tn_eff\t± pooled\t± units\tpaper\t\tgate\t± pooled\t± units\tpaper\t\tλobs ratio\tpaper\tmean of ratios\tfrom K\t")
 	for _, T := range sw.Lengths {
-		n, g := get(T, probes.MetricNEff), get(T, probes.MetricGate)
-		rm, mr, fk := get(T, "lambda_obs_ratio/"+RatioOfMeans), get(T, "lambda_obs_ratio/"+MeanOfRatios), get(T, "lambda_obs_ratio/"+RatioFromK)
+		n, g := get(T, results.MetricNEff), get(T, results.MetricGate)
+		rm, mr, fk := get(T, "lambda_obs_ratio/"+results.RatioOfMeans), get(T, "lambda_obs_ratio/"+results.MeanOfRatios), get(T, "lambda_obs_ratio/"+results.RatioFromK)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\t%s\t%s\t%s\t%s\t\t%s\t%s\t%s\t%s\t\n", L(T),
-			num(n.Mean, 2), num(n.StdPooled, 2), num(n.StdUnits, 2), num(paperValue(Paper.NEff, T, unit), 1),
-			num(g.Mean, 3), num(g.StdPooled, 3), num(g.StdUnits, 3), num(paperValue(Paper.Gate, T, unit), 3),
-			num(rm.Mean, 3), num(paperValue(Paper.LambdaRatio, T, unit), 2), num(mr.Mean, 3), num(fk.Mean, 3))
+			num(n.Mean, 2), num(n.StdPooled, 2), num(n.StdUnits, 2), num(paperValue(results.Paper.NEff, T, unit), 1),
+			num(g.Mean, 3), num(g.StdPooled, 3), num(g.StdUnits, 3), num(paperValue(results.Paper.Gate, T, unit), 3),
+			num(rm.Mean, 3), num(paperValue(results.Paper.LambdaRatio, T, unit), 2), num(mr.Mean, 3), num(fk.Mean, 3))
 	}
 	tw.Flush()
 	if len(sw.Lengths) > 1 {
 		first, last := sw.Lengths[0], sw.Lengths[len(sw.Lengths)-1]
-		n0, n1 := get(first, probes.MetricNEff).Mean, get(last, probes.MetricNEff).Mean
-		g0, g1 := get(first, probes.MetricGate).Mean, get(last, probes.MetricGate).Mean
+		n0, n1 := get(first, results.MetricNEff).Mean, get(last, results.MetricNEff).Mean
+		g0, g1 := get(first, results.MetricGate).Mean, get(last, results.MetricGate).Mean
 		p("  n_eff ×%s from %s to %s (paper ×2.18); gate drift %s (paper +0.027, within-length std %g); λobs ratio ×%s (paper ×1.28)\n",
-			num(n1/n0, 2), L(first), L(last), num(g1-g0, 3), Paper.GateSpread,
-			num(get(last, "lambda_obs_ratio/"+RatioOfMeans).Mean, 2))
+			num(n1/n0, 2), L(first), L(last), num(g1-g0, 3), results.Paper.GateSpread,
+			num(get(last, "lambda_obs_ratio/"+results.RatioOfMeans).Mean, 2))
 	}
-	p("  paper at T = 1k…10k: n_eff %s; gate %s; λobs ratio %s\n", series(Paper.NEff, 1), series(Paper.Gate, 3), series(Paper.LambdaRatio, 2))
+	p("  paper at T = 1k…10k: n_eff %s; gate %s; λobs ratio %s\n", series(results.Paper.NEff, 1), series(results.Paper.Gate, 3), series(results.Paper.LambdaRatio, 2))
 	p("  (the first λobs-ratio column is the ratio of means; also stored: the mean over (layer, head) cells of their ratios, and λ recovered from mean K as λ·K/(1−K))\n\n")
 
-	var fig3 []Fig3Row
+	var fig3 []results.Fig3Row
 	for _, r := range res.Fig3 {
 		if r.Layers == g.Layers {
 			fig3 = append(fig3, r)
@@ -289,22 +289,22 @@ func writeGroup(w io.Writer, man *Manifest, res *Results, g GroupSummary, named 
 		f.Cells, strings.Join(fl, ", "), sw.Samples, f.Pool, sw.LastFrac, sw.BOSFrac)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "\tthis sweep\tpaper\t\n")
-	fmt.Fprintf(tw, "cells\t%d\t%d\t\n", f.Cells, Paper.Fig4Cells)
+	fmt.Fprintf(tw, "cells\t%d\t%d\t\n", f.Cells, results.Paper.Fig4Cells)
 	fmt.Fprintf(tw, "Pearson r\t%s  (%g%% bootstrap CI [%s, %s], %d resamples)\t+%.2f\t\n", num(float64(f.R), 3),
-		100*f.CI.Level, num(float64(f.CI.Lo), 3), num(float64(f.CI.Hi), 3), f.CI.Resamples, Paper.Fig4R)
-	fmt.Fprintf(tw, "p (two-sided, t with df = %d)\t%.3g\t%.2g\t\n", f.DF, float64(f.P), Paper.Fig4P)
+		100*f.CI.Level, num(float64(f.CI.Lo), 3), num(float64(f.CI.Hi), 3), f.CI.Resamples, results.Paper.Fig4R)
+	fmt.Fprintf(tw, "p (two-sided, t with df = %d)\t%.3g\t%.2g\t\n", f.DF, float64(f.P), results.Paper.Fig4P)
 	fmt.Fprintf(tw, "Spearman ρ\t%s\t—\t\n", num(float64(f.Spearman), 3))
-	fmt.Fprintf(tw, "max BOS mass\t%s\tbelow %g\t\n", num(float64(f.MaxBOS), 4), Paper.MaxBOS)
+	fmt.Fprintf(tw, "max BOS mass\t%s\tbelow %g\t\n", num(float64(f.MaxBOS), 4), results.Paper.MaxBOS)
 	sinkL := "—"
 	if f.SinkHeads > 0 {
 		sinkL = fmt.Sprintf("%d–%d", f.SinkLayers[0], f.SinkLayers[1])
 	}
-	fmt.Fprintf(tw, "heads with BOS mass > %g\t%d, min K %s, layers %s\tall K > %g, layers %d–%d\t\n", Paper.BOSSinkMass,
-		f.SinkHeads, num(float64(f.SinkMinK), 4), sinkL, Paper.BOSSinkK, Paper.SinkLayers[0], Paper.SinkLayers[1])
-	fmt.Fprintf(tw, "heads with BOS mass > %g\t%d\t0\t\n", Paper.MaxBOS, f.HeadsOver03)
+	fmt.Fprintf(tw, "heads with BOS mass > %g\t%d, min K %s, layers %s\tall K > %g, layers %d–%d\t\n", results.Paper.BOSSinkMass,
+		f.SinkHeads, num(float64(f.SinkMinK), 4), sinkL, results.Paper.BOSSinkK, results.Paper.SinkLayers[0], results.Paper.SinkLayers[1])
+	fmt.Fprintf(tw, "heads with BOS mass > %g\t%d\t0\t\n", results.Paper.MaxBOS, f.HeadsOver03)
 	fmt.Fprintf(tw, "last layers (%s): K range, mean BOS\t[%s, %s], %s\tK ∈ [%g, %g], BOS ≈ 0 (layers > 20)\t\n",
 		layerRange(g.LayersUsed), num(float64(f.LastLayersK[0]), 3), num(float64(f.LastLayersK[1]), 3),
-		num(float64(f.LastLayersBOS), 4), Paper.LateK[0], Paper.LateK[1])
+		num(float64(f.LastLayersBOS), 4), results.Paper.LateK[0], results.Paper.LateK[1])
 	if f.BOSLeftOut > 0 {
 		fmt.Fprintf(tw, "BOS queries left out (position 0 outside the sliding window)\t%d\t—\t\n", f.BOSLeftOut)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/filterlens/probe/probes"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // handRows builds the bucket rows of a one-sample sweep of a 2-layer,
@@ -33,13 +33,13 @@ func handRows(vals map[int]map[string][2]float64) []BucketRow {
 
 func TestReportPrintsPaperBeside(t *testing.T) {
 	rows := handRows(map[int]map[string][2]float64{
-		1000: {probes.MetricNEff: {20, 16}, probes.MetricSMean: {0.25, 0.25}, probes.MetricK: {0.4, 0.45},
-			probes.MetricLambdaObs: {40, 40}, probes.MetricBOSMass: {0.01, 0.03}},
-		2000: {probes.MetricNEff: {30, 24}, probes.MetricSMean: {0.3, 0.3}, probes.MetricK: {0.45, 0.475},
-			probes.MetricLambdaObs: {50, 50}, probes.MetricBOSMass: {0.01, 0.05}},
+		1000: {results.MetricNEff: {20, 16}, results.MetricSMean: {0.25, 0.25}, results.MetricK: {0.4, 0.45},
+			results.MetricLambdaObs: {40, 40}, results.MetricBOSMass: {0.01, 0.03}},
+		2000: {results.MetricNEff: {30, 24}, results.MetricSMean: {0.3, 0.3}, results.MetricK: {0.45, 0.475},
+			results.MetricLambdaObs: {50, 50}, results.MetricBOSMass: {0.01, 0.05}},
 	})
-	sw := SweepOptions{Lengths: []int{1000, 2000}, KUnit: 1000, Samples: 1, LastFrac: 0.25, BOSFrac: 0.5}
-	probe := ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1.0 / 128, LambdaPrior: 1}
+	sw := results.SweepOptions{Lengths: []int{1000, 2000}, KUnit: 1000, Samples: 1, LastFrac: 0.25, BOSFrac: 0.5}
+	probe := results.ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1.0 / 128, LambdaPrior: 1}
 	agg := DefaultAggOptions()
 	agg.LastLayers, agg.Bootstrap = 1, 0
 	res, err := aggregate(rows, Shape{Layers: 2, Heads: 1}, sw, probe, agg)
@@ -47,11 +47,11 @@ func TestReportPrintsPaperBeside(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Layer 1 alone (doubled values): n_eff 32 and 48; λ ratio 100/80.
-	get := fig2Lookup(res.Fig2, LayersAll)
-	if r := get(1000, probes.MetricNEff); r.Mean != 32 || r.N != 250 || r.Paper != 32.5 || r.StdPooled != 0 {
+	get := fig2Lookup(res.Fig2, results.LayersAll)
+	if r := get(1000, results.MetricNEff); r.Mean != 32 || r.N != 250 || r.Paper != 32.5 || r.StdPooled != 0 {
 		t.Errorf("fig2 n_eff at 1k: %+v", r)
 	}
-	if r := get(2000, "lambda_obs_ratio/"+RatioOfMeans); r.Mean != 1.25 || r.Paper != 1.09 {
+	if r := get(2000, "lambda_obs_ratio/"+results.RatioOfMeans); r.Mean != 1.25 || r.Paper != 1.09 {
 		t.Errorf("fig2 ratio at 2k: %+v", r)
 	}
 	// Fig. 3 by hand: λobs = (n + 1)/(S + 1/128); λ = λobs(1k)(1 − K)/K.
@@ -67,7 +67,7 @@ func TestReportPrintsPaperBeside(t *testing.T) {
 		t.Errorf("fig4 layer 0: %+v", c)
 	}
 	var b bytes.Buffer
-	man := &Manifest{Sweep: sw, Analysis: agg, RunRecord: RunRecord{Model: ModelInfo{Dir: "m", Layers: 2, Heads: 1, DHead: 128}}}
+	man := &results.Manifest{Sweep: sw, Analysis: agg, RunRecord: results.RunRecord{Model: results.ModelInfo{Dir: "m", Layers: 2, Heads: 1, DHead: 128}}}
 	man.Sweep.Probe = probe
 	if err := WriteReport(&b, man, res); err != nil {
 		t.Fatal(err)
@@ -87,15 +87,15 @@ func TestReportPrintsPaperBeside(t *testing.T) {
 }
 
 func TestAggregateRefusesMisalignedBuckets(t *testing.T) {
-	rows := []BucketRow{{T: 100, QLo: 0, QHi: 80, Metric: probes.MetricK, N: 80, Sum: 40}}
-	sw := SweepOptions{Lengths: []int{100}, KUnit: 1000, Samples: 1, LastFrac: 0.25, BOSFrac: 0.5}
-	_, err := aggregate(rows, Shape{Layers: 1, Heads: 1}, sw, ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1, LambdaPrior: 1}, DefaultAggOptions())
+	rows := []BucketRow{{T: 100, QLo: 0, QHi: 80, Metric: results.MetricK, N: 80, Sum: 40}}
+	sw := results.SweepOptions{Lengths: []int{100}, KUnit: 1000, Samples: 1, LastFrac: 0.25, BOSFrac: 0.5}
+	_, err := aggregate(rows, Shape{Layers: 1, Heads: 1}, sw, results.ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1, LambdaPrior: 1}, DefaultAggOptions())
 	if err == nil || !strings.Contains(err.Error(), "straddles the window start 75") {
 		t.Errorf("misaligned bucket: %v", err)
 	}
 	sw.Samples = 2
 	rows[0].QHi = 50
-	_, err = aggregate(rows, Shape{Layers: 1, Heads: 1}, sw, ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1, LambdaPrior: 1}, DefaultAggOptions())
+	_, err = aggregate(rows, Shape{Layers: 1, Heads: 1}, sw, results.ProbeOptions{Form: "reml", Nu: 1, Sigma02: 1, LambdaPrior: 1}, DefaultAggOptions())
 	if err == nil || !strings.Contains(err.Error(), "no rows for pass (T=100, sample 1)") {
 		t.Errorf("missing pass: %v", err)
 	}
@@ -104,7 +104,7 @@ func TestAggregateRefusesMisalignedBuckets(t *testing.T) {
 // TestPaperTable checks the transcribed App. I numbers against the
 // paper's own statements about them (notes §B.6).
 func TestPaperTable(t *testing.T) {
-	p := Paper
+	p := results.Paper
 	if len(p.LengthsK) != 6 || len(p.NEff) != 6 || len(p.Gate) != 6 || len(p.LambdaRatio) != 6 || len(p.Fig3RelErr) != 5 {
 		t.Fatalf("series lengths: %+v", p)
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -21,57 +22,9 @@ const (
 	StepsAll = "all"
 )
 
-// RetrievalOptions are the options of a retrieval run, recorded in its
-// manifest.
-type RetrievalOptions struct {
-	// Segment is the length n of the repeated segment (n distinct token
-	// ids drawn uniformly from the whole vocabulary); Gap the number of
-	// filler tokens between its two copies (drawn uniformly, with
-	// repetition, from the ids not in the segment). A pass is
-	// segment, filler, segment: T = 2n + gap.
-	Segment int `json:"segment"`
-	Gap     int `json:"gap"`
-	// Samples is the number of passes, each with its own segment and
-	// filler from a PCG seeded by (Seed, sample).
-	Samples int    `json:"samples"`
-	Seed    uint64 `json:"seed"`
-	// Steps is StepsCopied (default) or StepsAll.
-	Steps string `json:"steps"`
-	// Above is the score above which a head counts as a retrieval head
-	// (Wu et al.: 0.1).
-	Above              float64 `json:"above"`
-	TileRows           int     `json:"tile_rows"`
-	AllowExtrapolation bool    `json:"allow_extrapolation"`
-}
-
 // DefaultRetrievalOptions are the command's defaults.
-func DefaultRetrievalOptions() RetrievalOptions {
-	return RetrievalOptions{Segment: 64, Samples: 4, Seed: 1, Steps: StepsCopied, Above: 0.1}
-}
-
-// RetrievalHeadRow is one row of the retrieval_heads table: one softmax
-// (layer, head) over every sample (probes.RetrievalCollector).
-type RetrievalHeadRow struct {
-	Layer      int     `parquet:"layer"`
-	Kind       string  `parquet:"kind"`   // "global", or "local" for a sliding-window layer
-	Window     int     `parquet:"window"` // 0: none
-	Head       int     `parquet:"head"`
-	Steps      int64   `parquet:"steps"`
-	Hits       int64   `parquet:"hits"`
-	Score      float64 `parquet:"retrieval_score"`
-	SourceMass float64 `parquet:"source_mass"`
-}
-
-// RetrievalSample describes one pass of a retrieval run.
-type RetrievalSample struct {
-	Sample int `json:"sample"`
-	// CopyQueries are the queries with a copy source (n − 1), Copied
-	// those where the model's greedy next token is the copy.
-	CopyQueries int     `json:"copy_queries"`
-	Copied      int     `json:"copied"`
-	CopyRate    float64 `json:"copy_rate"`
-	Tokens      string  `json:"tokens"` // TokenDigest of the pass
-	Seconds     float64 `json:"seconds"`
+func DefaultRetrievalOptions() results.RetrievalOptions {
+	return results.RetrievalOptions{Segment: 64, Samples: 4, Seed: 1, Steps: StepsCopied, Above: 0.1}
 }
 
 // RetrievalCopyRow is one row of a retrieval pass file (table
@@ -102,25 +55,6 @@ type RetrievalStepRow struct {
 // retrieval_heads is written.
 var retrievalTables = []string{"retrieval_copies", "retrieval_steps"}
 
-// RetrievalManifest records a retrieval run (or one shard of it): its
-// chunks are the samples, each a pass of T tokens [0, T) of its own copy
-// task.
-type RetrievalManifest struct {
-	RunRecord
-	Layers  []int            `json:"softmax_layers"`
-	Windows []int            `json:"windows"` // per model layer; 0: none
-	Options RetrievalOptions `json:"retrieval"`
-	T       int              `json:"T"`
-	// Samples and HeadsAbove (the heads whose score exceeds
-	// Options.Above) are written with the table.
-	Samples    []RetrievalSample `json:"samples"`
-	HeadsAbove int               `json:"heads_above"`
-}
-
-// RetrievalManifestName is the manifest's file name in an unsharded
-// retrieval run's folder (StreamManifestName for a shard's).
-const RetrievalManifestName = "retrieval_manifest.json"
-
 // RetrievalRun is one `probe retrieval` run: one pass per sample, its
 // copy queries and every softmax head's argmax and source weight there in
 // two pass files in Out/passes, then retrieval_heads and
@@ -129,7 +63,7 @@ const RetrievalManifestName = "retrieval_manifest.json"
 // CopyTask).
 type RetrievalRun struct {
 	RunSpec
-	Options RetrievalOptions
+	Options results.RetrievalOptions
 }
 
 // CopyTask returns the token ids of one pass of the copy task: n distinct
@@ -151,7 +85,7 @@ func CopyTask(n, gap, vocab int, seed uint64, sample int) ([]int, error) {
 
 // Run runs the passes and, unsharded, writes retrieval_heads and the
 // manifest, returning the table's rows (none for a shard).
-func (r *RetrievalRun) Run() (*RetrievalManifest, []RetrievalHeadRow, error) {
+func (r *RetrievalRun) Run() (*results.RetrievalManifest, []results.RetrievalHeadRow, error) {
 	o := &r.Options
 	switch {
 	case o.Steps != StepsCopied && o.Steps != StepsAll:
@@ -162,9 +96,9 @@ func (r *RetrievalRun) Run() (*RetrievalManifest, []RetrievalHeadRow, error) {
 		return nil, nil, fmt.Errorf("above = %v: want a score threshold in [0, 1)", o.Above)
 	}
 	T := 2*o.Segment + o.Gap
-	chunks := make([]Chunk, o.Samples)
+	chunks := make([]results.Chunk, o.Samples)
 	for s := range chunks {
-		chunks[s] = Chunk{T: T, Sample: s, Start: 0, End: T}
+		chunks[s] = results.Chunk{T: T, Sample: s, Start: 0, End: T}
 	}
 	m, rec, err := r.load("retrieval", chunks)
 	if err != nil {
@@ -181,12 +115,15 @@ func (r *RetrievalRun) Run() (*RetrievalManifest, []RetrievalHeadRow, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	man := &RetrievalManifest{RunRecord: rec, Layers: c.SoftmaxLayers(), Windows: LayerWindows(c), Options: *o, T: T}
+	man := &results.RetrievalManifest{RunRecord: rec, Layers: c.SoftmaxLayers(), Windows: LayerWindows(c), Options: *o, T: T}
 	man.Conventions = retrievalConventions()
-	var rows []RetrievalHeadRow
+	var rows []results.RetrievalHeadRow
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: retrievalTables, opts: man.Options, model: m, forwards: 1,
-		ids: func(ch Chunk) []int { ids, _ := CopyTask(o.Segment, o.Gap, c.Vocab, o.Seed, ch.Sample); return ids },
-		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+		ids: func(ch results.Chunk) []int {
+			ids, _ := CopyTask(o.Segment, o.Gap, c.Vocab, o.Seed, ch.Sample)
+			return ids
+		},
+		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			ids, _ := CopyTask(o.Segment, o.Gap, c.Vocab, o.Seed, ch.Sample)
 			col, err := probes.NewRetrievalCollector(1, c.Layers, c.Heads, T, sources)
 			if err != nil {
@@ -250,7 +187,7 @@ func retrievalPass(sample int, ids, sources []int, logits []float32, V int, laye
 // every sample in order (retrieval.steps: copied or all), hits / steps and
 // the mean source weight (NaN without steps), as
 // probes.RetrievalCollector.Scores counts them.
-func finishRetrieval(dir string, man *RetrievalManifest) ([]RetrievalHeadRow, error) {
+func finishRetrieval(dir string, man *results.RetrievalManifest) ([]results.RetrievalHeadRow, error) {
 	o := &man.Options
 	var copies [][]RetrievalCopyRow
 	var steps [][]RetrievalStepRow
@@ -267,7 +204,7 @@ func finishRetrieval(dir string, man *RetrievalManifest) ([]RetrievalHeadRow, er
 		if (len(cp) > 0 && len(st)%len(cp) != 0) || (len(steps) > 0 && (len(st) != len(steps[0]) || len(cp) != len(copies[0]))) {
 			return nil, fmt.Errorf("pass of sample %d in %s: %d step rows for %d copy queries and layers %v", c.Sample, dir, len(st), len(cp), man.Layers)
 		}
-		s := RetrievalSample{Sample: c.Sample, CopyQueries: len(cp)}
+		s := results.RetrievalSample{Sample: c.Sample, CopyQueries: len(cp)}
 		for _, q := range cp {
 			if q.Copied {
 				s.Copied++
@@ -280,11 +217,11 @@ func finishRetrieval(dir string, man *RetrievalManifest) ([]RetrievalHeadRow, er
 		man.Samples = append(man.Samples, s)
 		copies, steps = append(copies, cp), append(steps, st)
 	}
-	var rows []RetrievalHeadRow
+	var rows []results.RetrievalHeadRow
 	Q := len(copies[0])
 	for k := 0; Q > 0 && k < len(steps[0])/Q; k++ {
 		first := steps[0][k*Q]
-		row := RetrievalHeadRow{Layer: first.Layer, Kind: "global", Window: man.Windows[first.Layer], Head: first.Head}
+		row := results.RetrievalHeadRow{Layer: first.Layer, Kind: "global", Window: man.Windows[first.Layer], Head: first.Head}
 		if row.Window > 0 {
 			row.Kind = "local"
 		}
@@ -316,7 +253,7 @@ func finishRetrieval(dir string, man *RetrievalManifest) ([]RetrievalHeadRow, er
 	if len(rows) > 0 && rows[0].Steps == 0 {
 		man.Notes = append(man.Notes, "the model copied at no copy step: every score is empty (NaN); --steps all scores every copy query")
 	}
-	return rows, man.writeTables(dir, tableOf("retrieval_heads", rows))
+	return rows, writeTables(man.Record(), dir, tableOf("retrieval_heads", rows))
 }
 
 // retrievalConventions states the definitions behind the retrieval table.

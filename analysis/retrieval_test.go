@@ -9,6 +9,7 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 )
@@ -101,16 +102,16 @@ func TestRetrievalMatchesPattern(t *testing.T) {
 	if !outside {
 		t.Error("no local head with zero source mass, though the sources 17 positions back lie outside the window 16")
 	}
-	var back RetrievalManifest
-	b, err := os.ReadFile(filepath.Join(out, RetrievalManifestName))
+	var back results.RetrievalManifest
+	b, err := os.ReadFile(filepath.Join(out, results.RetrievalManifestName))
 	if err != nil || json.Unmarshal(b, &back) != nil || back.Kind != "retrieval" || back.Options.Steps != StepsAll {
 		t.Errorf("manifest on disk: %v %+v", err, back.Options)
 	}
-	if _, err := ReadTable[RetrievalHeadRow](filepath.Join(out, "retrieval_heads.parquet")); err != nil {
+	if _, err := results.ReadTable[results.RetrievalHeadRow](filepath.Join(out, "retrieval_heads.parquet")); err != nil {
 		t.Error(err)
 	}
 	// Bad options name the option.
-	for _, bad := range []RetrievalOptions{{Segment: 12, Samples: 1, Steps: "some"}, {Segment: 200, Samples: 1, Steps: StepsAll}, {Segment: 12, Samples: 0, Steps: StepsAll}} {
+	for _, bad := range []results.RetrievalOptions{{Segment: 12, Samples: 1, Steps: "some"}, {Segment: 200, Samples: 1, Steps: StepsAll}, {Segment: 12, Samples: 0, Steps: StepsAll}} {
 		if _, _, err := (&RetrievalRun{RunSpec: RunSpec{Dir: dir, Out: t.TempDir()}, Options: bad}).Run(); err == nil {
 			t.Errorf("options %+v accepted", bad)
 		}

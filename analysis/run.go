@@ -15,6 +15,7 @@ import (
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
@@ -60,11 +61,11 @@ type Sweep struct {
 	// DeviationTokens (Options.DeviationTokens, which the plan records).
 	RunSpec
 	Model   *model.Model
-	Info    ModelInfo // DescribeModel(Model)
-	Options SweepOptions
-	Agg     AggOptions
+	Info    results.ModelInfo // DescribeModel(Model)
+	Options results.SweepOptions
+	Agg     results.AggOptions
 	// Timings already spent (hashing, loading, tokenizing) by the caller.
-	Timings Timings
+	Timings results.Timings
 }
 
 // ErrStopped is wrapped by the error of Sweep.Run (and of the stream
@@ -83,13 +84,13 @@ var sweepTables = []string{"buckets", "nonfinite"}
 // file stays, and the manifest records the error and the passes finished.
 // It returns the manifest it wrote and, for an unsharded run, the
 // aggregated results.
-func (s *Sweep) Run() (*Manifest, *Results, error) {
+func (s *Sweep) Run() (*results.Manifest, *results.Results, error) {
 	start := time.Now()
 	man, err := s.prepare()
 	if err != nil {
 		return nil, nil, err
 	}
-	var res *Results
+	var res *results.Results
 	passStart, passesEnd := time.Now(), time.Time{}
 	err = runStream(man, streamRun{RunSpec: &s.RunSpec, tables: sweepTables, opts: sweepKeyOptions(s.Info, s.Options), ids: s.passIDs,
 		pass: s.runPass, forwards: 1, model: s.Model, checkMemory: s.checkMemory,
@@ -118,7 +119,7 @@ func (s *Sweep) Run() (*Manifest, *Results, error) {
 
 // timings sets the manifest's timings: the passes from passStart to
 // passesEnd (now when zero), the total since start with the caller's.
-func (s *Sweep) timings(man *Manifest, start, passStart, passesEnd time.Time) {
+func (s *Sweep) timings(man *results.Manifest, start, passStart, passesEnd time.Time) {
 	if passesEnd.IsZero() {
 		passesEnd = time.Now()
 	}
@@ -126,7 +127,7 @@ func (s *Sweep) timings(man *Manifest, start, passStart, passesEnd time.Time) {
 	man.Timings.Total = time.Since(start).Seconds() + s.Timings.Hashing + s.Timings.Loading + s.Timings.Tokenize
 }
 
-func flagLine(c Chunk, nf NonFiniteInfo) string {
+func flagLine(c results.Chunk, nf NonFiniteInfo) string {
 	s := fmt.Sprintf("pass T=%d sample %d: %d attention rows with non-finite %s, first at layer %d, head %d, query %d",
 		c.T, c.Sample, nf.Rows, nf.Where, nf.Layer, nf.Head, nf.Query)
 	if nf.Aborted != "" {
@@ -136,7 +137,7 @@ func flagLine(c Chunk, nf NonFiniteInfo) string {
 }
 
 // prepare validates the options, plans the chunks and starts the manifest.
-func (s *Sweep) prepare() (*Manifest, error) {
+func (s *Sweep) prepare() (*results.Manifest, error) {
 	if s.Model == nil {
 		return nil, errors.New("analysis: Sweep.Model is nil")
 	}
@@ -147,18 +148,18 @@ func (s *Sweep) prepare() (*Manifest, error) {
 		return nil, err
 	}
 	cfg := &s.Model.Config
-	s.Options.Compute = s.Model.Compute.Recorded()
+	s.Options.Compute = string(s.Model.Compute.Recorded())
 	if !s.Model.Compute.BF16Products() {
 		s.Options.DeviationTokens = 0
 	}
-	if err := s.Options.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
+	if err := ValidateSweepOptions(&s.Options, cfg.MaxPos, cfg.Vocab); err != nil {
 		return nil, err
 	}
 	if cfg.LearnedPositions() && s.Options.Lengths[len(s.Options.Lengths)-1] > cfg.MaxPos {
 		return nil, fmt.Errorf("length %d exceeds the %d learned positions of this %s model (they cannot extrapolate)",
 			s.Options.Lengths[len(s.Options.Lengths)-1], cfg.MaxPos, cfg.Arch)
 	}
-	p, err := s.Options.Probe.Resolve(SigmaDHead(cfg))
+	p, err := ResolveProbeOptions(s.Options.Probe, SigmaDHead(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +167,7 @@ func (s *Sweep) prepare() (*Manifest, error) {
 	if err := s.Agg.Validate(); err != nil {
 		return nil, err
 	}
-	chunks, err := PlanChunks(len(s.Stream), s.Options.ChunkOptions())
+	chunks, err := PlanChunks(len(s.Stream), SweepChunkOptions(&s.Options))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Source.File.Path, err)
 	}
@@ -178,14 +179,14 @@ func (s *Sweep) prepare() (*Manifest, error) {
 			}
 		}
 	}
-	man := &Manifest{RunRecord: RunRecord{Kind: "sweep", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args,
+	man := &results.Manifest{RunRecord: results.RunRecord{Kind: "sweep", Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args,
 		Shard: s.Shard, Model: s.Info, Source: s.Source, Conventions: conventions(s.Options, s.Agg), Chunks: chunks,
-		Passes: []StreamPass{}, Threads: s.Threads, Formats: s.Formats, CLIOptions: s.CLIOptions},
+		Passes: []results.StreamPass{}, Threads: s.Threads, Formats: s.Formats, CLIOptions: s.CLIOptions},
 		Sweep: s.Options, Analysis: s.Agg, GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Timings: s.Timings}
 	if n := s.Options.DeviationTokens; n > 0 && len(chunks) > 0 {
 		ids := s.passIDs(chunks[0])
-		copts, _ := s.Options.Probe.collector()
-		d, err := MeasureDeviation(s.Model, [][]int{ids[:min(n, len(ids))]}, s.Options.Compute, copts, s.Options.AllowExtrapolation, s.Threads)
+		copts, _ := collectorOptions(s.Options.Probe)
+		d, err := MeasureDeviation(s.Model, [][]int{ids[:min(n, len(ids))]}, model.Compute(s.Options.Compute), copts, s.Options.AllowExtrapolation, s.Threads)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +196,7 @@ func (s *Sweep) prepare() (*Manifest, error) {
 }
 
 // passIDs returns the token ids of a pass: the optional BOS, then the chunk.
-func (s *Sweep) passIDs(c Chunk) []int {
+func (s *Sweep) passIDs(c results.Chunk) []int {
 	ids := make([]int, 0, c.T)
 	if s.Options.BOSToken >= 0 {
 		ids = append(ids, s.Options.BOSToken)
@@ -207,22 +208,22 @@ func (s *Sweep) passIDs(c Chunk) []int {
 // its passes beside the model digest, the chunk and its tokens (the
 // StreamKey's Options).
 type sweepKey struct {
-	BOSToken int          `json:"bos_token"` // −1: none
-	Bucket   int          `json:"bucket"`
-	LastFrac float64      `json:"last_frac"`
-	BOSFrac  float64      `json:"bos_frac"`
-	Probe    ProbeOptions `json:"probe"`
+	BOSToken int                  `json:"bos_token"` // −1: none
+	Bucket   int                  `json:"bucket"`
+	LastFrac float64              `json:"last_frac"`
+	BOSFrac  float64              `json:"bos_frac"`
+	Probe    results.ProbeOptions `json:"probe"`
 	// Cuts are the model's distinct sliding windows w, where the buckets
 	// are also cut (t < w sees position 0, t ≥ w does not), so that the
 	// BOS mass aggregates can leave the queries without position 0 out
 	// exactly (absent for a model without sliding windows).
 	Cuts []int `json:"window_cuts,omitempty"`
 	// Compute is SweepOptions.Compute (omitted for f32).
-	Compute model.Compute `json:"compute,omitempty"`
+	Compute string `json:"compute,omitempty"`
 }
 
 // sweepKeyOptions is the sweepKey of a sweep of o on the model info.
-func sweepKeyOptions(info ModelInfo, o SweepOptions) sweepKey {
+func sweepKeyOptions(info results.ModelInfo, o results.SweepOptions) sweepKey {
 	probe := o.Probe
 	if !info.Sinks {
 		probe.SinkRows = "" // decides nothing without sinks: a re-run with another --sink-rows keeps the passes
@@ -235,7 +236,7 @@ func sweepKeyOptions(info ModelInfo, o SweepOptions) sweepKey {
 // fits with its Collector's results (probes.CheckModelMemory): a sweep
 // that cannot is refused at its start, not at its last length.
 func (s *Sweep) checkMemory(T int) error {
-	copts, _ := s.Options.Probe.collector()
+	copts, _ := collectorOptions(s.Options.Probe)
 	copts.Sinks = s.Info.Sinks
 	err := probes.CheckModelMemory(s.Model, 1, T, model.Options{Threads: s.Threads}, copts)
 	if err != nil {
@@ -246,7 +247,7 @@ func (s *Sweep) checkMemory(T int) error {
 
 // longestT is the longest T of chunks (0 for none): the pass whose memory
 // a run checks before its first.
-func longestT(chunks []Chunk) int {
+func longestT(chunks []results.Chunk) int {
 	T := 0
 	for _, c := range chunks {
 		T = max(T, c.T)
@@ -257,10 +258,10 @@ func longestT(chunks []Chunk) int {
 // runPass runs one forward pass with the Collector on every layer and the
 // gate hook (watch adds the progress's), and summarizes it into bucket
 // rows, with the non-finite activations it met (sweepTables).
-func (s *Sweep) runPass(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+func (s *Sweep) runPass(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	m := s.Model
 	cfg := &m.Config
-	copts, _ := s.Options.Probe.collector()
+	copts, _ := collectorOptions(s.Options.Probe)
 	copts.ContinueOnNonFinite = s.Options.OnNonFinite == NonFiniteFlag
 	copts.Sinks = s.Info.Sinks
 	col, err := probes.NewModelCollector(1, cfg, c.T, copts)
@@ -302,13 +303,13 @@ func (s *Sweep) runPass(c Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 }
 
 // readBuckets reads and checks the bucket rows of chunk c's pass in dir.
-func readBuckets(dir string, man *Manifest, c Chunk) ([]BucketRow, error) {
+func readBuckets(dir string, man *results.Manifest, c results.Chunk) ([]BucketRow, error) {
 	return readPassRows[BucketRow](dir, "buckets", man, sweepKeyOptions(man.Model, man.Sweep), c)
 }
 
 // sweepFlags are the flags of the passes of chunks in dir: one line per
 // pass that met non-finite activations (its nonfinite pass table).
-func sweepFlags(dir string, man *Manifest, chunks []Chunk) ([]string, error) {
+func sweepFlags(dir string, man *results.Manifest, chunks []results.Chunk) ([]string, error) {
 	var flags []string
 	for _, c := range chunks {
 		nf, err := readPassRows[NonFiniteInfo](dir, "nonfinite", man, sweepKeyOptions(man.Model, man.Sweep), c)
@@ -327,8 +328,8 @@ func sweepFlags(dir string, man *Manifest, chunks []Chunk) ([]string, error) {
 // writes the tables (buckets, heads, fig2, fig3, fig4 in each of the
 // manifest's formats, and summary.json) into dir. The manifest's Flags,
 // LayersUsed, Notes and Tables are set from what it read and wrote.
-func finishSweep(dir string, man *Manifest) (*Results, error) {
-	agg, err := newAggregator(man.Model.Shape(), man.Sweep, man.Sweep.Probe, man.Analysis)
+func finishSweep(dir string, man *results.Manifest) (*results.Results, error) {
+	agg, err := newAggregator(shapeOf(man.Model), man.Sweep, man.Sweep.Probe, man.Analysis)
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +375,7 @@ func finishSweep(dir string, man *Manifest) (*Results, error) {
 		man.Tables = append(man.Tables, filepath.Base(path))
 	}
 	tables := man.Tables
-	if err := man.writeTables(dir, tableOf("heads", res.Heads), tableOf("fig2", res.Fig2), tableOf("fig3", res.Fig3),
+	if err := writeTables(man.Record(), dir, tableOf("heads", res.Heads), tableOf("fig2", res.Fig2), tableOf("fig3", res.Fig3),
 		tableOf("fig4", res.Fig4)); err != nil {
 		return nil, err
 	}

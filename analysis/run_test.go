@@ -15,6 +15,7 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -22,7 +23,7 @@ import (
 
 // smallSweep is the sweep most tests run: a gated 3-layer model, lengths
 // 24 and 40, 3 samples, buckets of 7 queries (which divide neither window).
-func smallSweep(t testing.TB) (dir string, stream []int, opts SweepOptions, agg AggOptions) {
+func smallSweep(t testing.TB) (dir string, stream []int, opts results.SweepOptions, agg results.AggOptions) {
 	dir = genModel(t, model.ArchGated, 3, 32, 4, 2, 101, 512, nil)
 	stream = randomStream(400, 0, 101, 5)
 	opts = DefaultSweepOptions()
@@ -42,7 +43,7 @@ type naive struct {
 	ddof int
 }
 
-func newNaive(t *testing.T, sw *Sweep, chunks []Chunk, used []int, ddof int) *naive {
+func newNaive(t *testing.T, sw *Sweep, chunks []results.Chunk, used []int, ddof int) *naive {
 	n := &naive{sw: sw, cols: map[[2]int]*probes.Collector{}, used: used, ddof: ddof}
 	c := &sw.Model.Config
 	for _, ch := range chunks {
@@ -132,7 +133,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 	}
 
 	// Fig. 2: every metric under both conventions.
-	f2 := map[string]Fig2Row{}
+	f2 := map[string]results.Fig2Row{}
 	for _, r := range res.Fig2 {
 		f2[fmt.Sprint(r.T, r.Metric)] = r
 	}
@@ -148,16 +149,16 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 				t.Errorf("fig2 T=%d %s: n %d units %d", T, m, r.N, r.Units)
 			}
 		}
-		lam, _, _, _ := nv.pool(T, probes.MetricLambdaObs)
-		lam0, _, _, _ := nv.pool(24, probes.MetricLambdaObs)
-		check(fmt.Sprintf("T=%d ratio of means", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+RatioOfMeans)].Mean, lam/lam0)
+		lam, _, _, _ := nv.pool(T, results.MetricLambdaObs)
+		lam0, _, _, _ := nv.pool(24, results.MetricLambdaObs)
+		check(fmt.Sprintf("T=%d ratio of means", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+results.RatioOfMeans)].Mean, lam/lam0)
 		var ratios []float64
 		for _, l := range []int{1, 2} {
 			for h := 0; h < 4; h++ {
 				var a, b []float64
 				for s := 0; s < 3; s++ {
-					a = append(a, nv.values(T, s, l, h, probes.MetricLambdaObs, windowStart(T, 0.25))...)
-					b = append(b, nv.values(24, s, l, h, probes.MetricLambdaObs, windowStart(24, 0.25))...)
+					a = append(a, nv.values(T, s, l, h, results.MetricLambdaObs, windowStart(T, 0.25))...)
+					b = append(b, nv.values(24, s, l, h, results.MetricLambdaObs, windowStart(24, 0.25))...)
 				}
 				ma, _ := meanStd(a, 0)
 				mb, _ := meanStd(b, 0)
@@ -165,24 +166,24 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 			}
 		}
 		mr, _ := meanStd(ratios, 0)
-		check(fmt.Sprintf("T=%d mean of ratios", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+MeanOfRatios)].Mean, mr)
-		k, _, _, _ := nv.pool(T, probes.MetricK)
-		k0, _, _, _ := nv.pool(24, probes.MetricK)
-		check(fmt.Sprintf("T=%d ratio from K", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+RatioFromK)].Mean, (k/(1-k))/(k0/(1-k0)))
+		check(fmt.Sprintf("T=%d mean of ratios", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+results.MeanOfRatios)].Mean, mr)
+		k, _, _, _ := nv.pool(T, results.MetricK)
+		k0, _, _, _ := nv.pool(24, results.MetricK)
+		check(fmt.Sprintf("T=%d ratio from K", T), f2[fmt.Sprint(T, "lambda_obs_ratio/"+results.RatioFromK)].Mean, (k/(1-k))/(k0/(1-k0)))
 	}
 
 	// Fig. 3: closed-form λ at Tmin, Eq. 6 from the pooled n_eff and S_mean.
 	dh := 8.0
-	n0, _, _, _ := nv.pool(24, probes.MetricNEff)
-	s0, _, _, _ := nv.pool(24, probes.MetricSMean)
-	k0, _, _, _ := nv.pool(24, probes.MetricK)
+	n0, _, _, _ := nv.pool(24, results.MetricNEff)
+	s0, _, _, _ := nv.pool(24, results.MetricSMean)
+	k0, _, _, _ := nv.pool(24, results.MetricK)
 	lamFit := (n0 + 1) / (s0 + 1/dh) * (1 - k0) / k0
 	check("fig3 lambda fit", float64(res.Summary.LambdaFit), lamFit)
 	for _, r := range res.Fig3 {
 		T := int(r.T)
-		n, _, _, _ := nv.pool(T, probes.MetricNEff)
-		s, _, _, _ := nv.pool(T, probes.MetricSMean)
-		k, _, _, _ := nv.pool(T, probes.MetricK)
+		n, _, _, _ := nv.pool(T, results.MetricNEff)
+		s, _, _, _ := nv.pool(T, results.MetricSMean)
+		k, _, _, _ := nv.pool(T, results.MetricK)
 		lam := (n + 1) / (s + 1/dh)
 		kOpt := lam / (lamFit + lam)
 		check(fmt.Sprintf("fig3 T=%d K_opt", T), r.KOpt, kOpt)
@@ -201,11 +202,11 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 		var kp, bp, kq, bq, gp []float64
 		for _, T := range []int{24, 40} {
 			for s := 0; s < 3; s++ {
-				k := nv.values(T, s, l, h, probes.MetricK, windowStart(T, 0.25))
-				b := nv.values(T, s, l, h, probes.MetricBOSMass, windowStart(T, 0.5))
+				k := nv.values(T, s, l, h, results.MetricK, windowStart(T, 0.25))
+				b := nv.values(T, s, l, h, results.MetricBOSMass, windowStart(T, 0.5))
 				mk, _ := meanStd(k, 0)
 				mb, _ := meanStd(b, 0)
-				mg, _ := meanStd(nv.values(T, s, l, h, probes.MetricGate, windowStart(T, 0.25)), 0)
+				mg, _ := meanStd(nv.values(T, s, l, h, results.MetricGate, windowStart(T, 0.25)), 0)
 				kp, bp, kq, bq, gp = append(kp, mk), append(bp, mb), append(kq, k...), append(bq, b...), append(gp, mg)
 			}
 		}
@@ -261,11 +262,11 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 	}
 
 	// The tables on disk are what Run returned.
-	f3, err := ReadTable[Fig3Row](filepath.Join(out, "fig3.parquet"))
+	f3, err := results.ReadTable[results.Fig3Row](filepath.Join(out, "fig3.parquet"))
 	if err != nil || fmt.Sprint(f3) != fmt.Sprint(res.Fig3) {
 		t.Errorf("fig3.parquet = %v, %v; want %v", f3, err, res.Fig3)
 	}
-	buckets, err := ReadTable[BucketRow](filepath.Join(out, "buckets.parquet"))
+	buckets, err := results.ReadTable[BucketRow](filepath.Join(out, "buckets.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func TestSweepAggregatesAreExact(t *testing.T) {
 
 func TestBucketSizeDoesNotChangeAggregates(t *testing.T) {
 	dir, stream, opts, agg := smallSweep(t)
-	var results []*Results
+	var results []*results.Results
 	for _, b := range []int{1, 5, 64} {
 		o := opts
 		o.Bucket = b
@@ -337,7 +338,7 @@ func TestShardsMergeToTheUnshardedTables(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		d := t.TempDir()
 		sw := newSweep(t, dir, stream, d, opts, agg)
-		sw.Shard = Shard{i, 4}
+		sw.Shard = results.Shard{Index: i, Count: 4}
 		man, res, err := sw.Run()
 		if err != nil {
 			t.Fatal(err)
@@ -361,7 +362,7 @@ func TestShardsMergeToTheUnshardedTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if man := mm.(*Manifest); !man.Complete || len(man.Passes) != 6 || len(man.MergedFrom) != 4 {
+	if man := mm.(*results.Manifest); !man.Complete || len(man.Passes) != 6 || len(man.MergedFrom) != 4 {
 		t.Errorf("merged manifest: %+v", man)
 	}
 	want, got := files(t, whole), files(t, merged)
@@ -390,7 +391,7 @@ func TestShardsMergeToTheUnshardedTables(t *testing.T) {
 	o := opts
 	o.Bucket = 9
 	sw = newSweep(t, dir, stream, other, o, agg)
-	sw.Shard = Shard{0, 4}
+	sw.Shard = results.Shard{Index: 0, Count: 4}
 	if _, _, err := sw.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +531,7 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 		!strings.Contains(man.Flags[0], "first at layer 0") || !strings.Contains(man.Flags[0], "query 10") {
 		t.Errorf("flag: reused %v, flags %q", man.Reused, man.Flags)
 	}
-	nf, err := readPassRows[NonFiniteInfo](out, "nonfinite", man, sweepKeyOptions(man.Model, man.Sweep), Chunk{T: 24, Sample: 2, Start: 48, End: 72})
+	nf, err := readPassRows[NonFiniteInfo](out, "nonfinite", man, sweepKeyOptions(man.Model, man.Sweep), results.Chunk{T: 24, Sample: 2, Start: 48, End: 72})
 	if err != nil || len(nf) != 1 || nf[0].Query != 10 || nf[0].Layer != 0 || nf[0].Rows != 4*14 {
 		t.Errorf("the pass's nonfinite table: %v %+v", err, nf)
 	}
@@ -544,7 +545,7 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 	}
 	for _, r := range res.Fig2 {
 		// 6 window queries × 4 heads × 3 layers × 3 samples, less the flagged pass's 72
-		if r.T == 24 && r.Metric == probes.MetricNEff && (r.N != 144 || math.IsNaN(r.Mean)) {
+		if r.T == 24 && r.Metric == results.MetricNEff && (r.N != 144 || math.IsNaN(r.Mean)) {
 			t.Errorf("fig2 n_eff at T=24 should leave the flagged values out: %+v", r)
 		}
 	}
@@ -553,18 +554,18 @@ func TestNonFiniteStopAndFlag(t *testing.T) {
 func TestSweepRefusesBadOptions(t *testing.T) {
 	dir, stream, opts, agg := smallSweep(t)
 	for _, c := range []struct {
-		edit func(*SweepOptions, *AggOptions)
+		edit func(*results.SweepOptions, *results.AggOptions)
 		msg  string
 	}{
-		{func(o *SweepOptions, _ *AggOptions) { o.LengthsArg = "24,24" }, "duplicate length"},
-		{func(o *SweepOptions, _ *AggOptions) { o.Samples = 0 }, "samples = 0"},
-		{func(o *SweepOptions, _ *AggOptions) { o.LengthsArg = "1k" }, "exceeds the model's max_position_embeddings 512"},
-		{func(o *SweepOptions, _ *AggOptions) { o.LengthsArg = "300" }, "the token stream has 400 tokens"},
-		{func(o *SweepOptions, _ *AggOptions) { o.OnNonFinite = "ignore" }, `on-nonfinite "ignore"`},
-		{func(o *SweepOptions, _ *AggOptions) { o.BOSToken = 101 }, "bos-token 101"},
-		{func(o *SweepOptions, _ *AggOptions) { o.Probe.Form = "mle" }, `lambda form "mle"`},
-		{func(_ *SweepOptions, a *AggOptions) { a.DDOF = 2 }, "ddof = 2"},
-		{func(_ *SweepOptions, a *AggOptions) { a.Fig4Pool = "cells" }, `fig4-pool "cells"`},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.LengthsArg = "24,24" }, "duplicate length"},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.Samples = 0 }, "samples = 0"},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.LengthsArg = "1k" }, "exceeds the model's max_position_embeddings 512"},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.LengthsArg = "300" }, "the token stream has 400 tokens"},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.OnNonFinite = "ignore" }, `on-nonfinite "ignore"`},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.BOSToken = 101 }, "bos-token 101"},
+		{func(o *results.SweepOptions, _ *results.AggOptions) { o.Probe.Form = "mle" }, `lambda form "mle"`},
+		{func(_ *results.SweepOptions, a *results.AggOptions) { a.DDOF = 2 }, "ddof = 2"},
+		{func(_ *results.SweepOptions, a *results.AggOptions) { a.Fig4Pool = "cells" }, `fig4-pool "cells"`},
 	} {
 		o, a := opts, agg
 		c.edit(&o, &a)
@@ -689,7 +690,7 @@ func TestSweepProgress(t *testing.T) {
 func TestSweepRefusesFolderOfOldForm(t *testing.T) {
 	dir, stream, opts, agg := smallSweep(t)
 	out := t.TempDir()
-	old := map[string]any{"tool": ToolInfo{Format: formatVersion}, "complete": true, "shard": Shard{0, 1}, "sweep": opts,
+	old := map[string]any{"tool": results.ToolInfo{Format: formatVersion}, "complete": true, "shard": results.Shard{Index: 0, Count: 1}, "sweep": opts,
 		"passes": []map[string]any{{"key": map[string]any{"T": 24, "sample": 0}, "hash": "x", "file": "T24-s0.parquet", "rows": 3}}}
 	b, _ := json.Marshal(old)
 	manifest := filepath.Join(out, "manifest.json")

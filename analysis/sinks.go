@@ -7,98 +7,24 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
 
-// SinkHeadRow is one row of the sinks_heads table: the measurements of one
-// (length, sample, softmax layer, head) (probes.SinkCollector,
-// probes.HeadGateStats).
-type SinkHeadRow struct {
-	T           int     `parquet:"T"`
-	Sample      int     `parquet:"sample"`
-	Layer       int     `parquet:"layer"`
-	Kind        string  `parquet:"kind"`   // "global", or "local" for a sliding-window layer
-	Window      int     `parquet:"window"` // 0: none
-	Head        int     `parquet:"head"`
-	Rows        int64   `parquet:"rows"`
-	BOSN        int64   `parquet:"bos_n"`
-	LeftOut     int64   `parquet:"left_out"`
-	BOSMass     float64 `parquet:"bos_mass"`
-	Entropy     float64 `parquet:"entropy"`
-	EntropyNorm float64 `parquet:"entropy_norm"`
-	LogT        float64 `parquet:"log_T"`
-	MaxWeight   float64 `parquet:"max_weight"`
-	MaxLast     float64 `parquet:"max_weight_last"`
-	NEff        float64 `parquet:"neff"`
-	SinkMass    float64 `parquet:"sink_mass"` // mean σ_t of a model with learned sinks; 0 without
-	GateMean    float64 `parquet:"gate_mean"`
-	GateMedian  float64 `parquet:"gate_median"`
-	GateBelow   float64 `parquet:"gate_below"`
-	GateFirst   float64 `parquet:"gate_first"`
-	GateRest    float64 `parquet:"gate_rest"`
-}
-
-// SinkRateRow is one row of the sinks_rate table: Gu et al.'s Sink_1^ε over
-// the (layer, head) pairs of one layer group at one length, each head's ā_0
-// pooled over the samples (weighted by their applicable queries).
-type SinkRateRow struct {
-	T           int     `parquet:"T"`
-	Eps         float64 `parquet:"eps"`
-	Layers      string  `parquet:"layers"` // "all", "global" or "local"
-	Heads       int     `parquet:"heads"`
-	HeadsAbove  int     `parquet:"heads_above"`
-	Rate        float64 `parquet:"rate"` // percent
-	Rows        int64   `parquet:"rows"`
-	RowsLeftOut int64   `parquet:"rows_left_out"`
-}
-
-// SinksOptions are the options of a sinks run, recorded in its manifest.
-type SinksOptions struct {
-	StreamPlan
-	// Eps are the thresholds ε of Sink_1^ε (Gu et al.: 0.3).
-	Eps []float64 `json:"eps"`
-	// IncludeFirstQuery counts query 0 (α[0,0] = 1) in ā_0, as Gu et al.'s
-	// mean over all queries does.
-	IncludeFirstQuery bool `json:"include_first_query"`
-	// GateBelow is the threshold of the gate sparsity (Qiu et al.: 0.1).
-	GateBelow float64 `json:"gate_below"`
-	// SinkRows is the reading of a model with learned attention sinks:
-	// "renorm" (default) or "raw" (probes.SinkRows; ProbeOptions.SinkRows).
-	// "" (a manifest from before the option) means "renorm".
-	SinkRows string `json:"sink_rows"`
-	// SplitLocal adds rate rows for global and local (sliding-window)
-	// layers separately when the model has both.
-	SplitLocal bool `json:"split_local"`
-	TileRows   int  `json:"tile_rows"`
-}
-
 // DefaultSinksOptions are the command's defaults.
-func DefaultSinksOptions() SinksOptions {
-	return SinksOptions{StreamPlan: defaultStreamPlan, Eps: []float64{0.3},
+func DefaultSinksOptions() results.SinksOptions {
+	return results.SinksOptions{StreamPlan: defaultStreamPlan, Eps: []float64{0.3},
 		IncludeFirstQuery: true, GateBelow: 0.1, SinkRows: probes.RenormRows.String(), SplitLocal: true}
 }
-
-// SinksManifest records a sinks run (or one shard of it).
-type SinksManifest struct {
-	RunRecord
-	Layers  []int        `json:"softmax_layers"`
-	Windows []int        `json:"windows"` // per model layer; 0: none
-	Options SinksOptions `json:"sinks"`
-	LeftOut int64        `json:"rows_left_out"` // over every pass and head (of the tables)
-}
-
-// SinksManifestName is the manifest's file name in an unsharded sinks
-// run's folder (StreamManifestName for a shard's).
-const SinksManifestName = "sinks_manifest.json"
 
 // SinksRun is one `probe sinks` run: one pass file per chunk in
 // Out/passes, then sinks_heads, sinks_rate and sinks_manifest.json. It
 // resumes and shards as GDNRun does.
 type SinksRun struct {
 	RunSpec
-	Options SinksOptions
+	Options results.SinksOptions
 }
 
 // HasSinks reports whether m's softmax attention has learned sink logits
@@ -131,7 +57,7 @@ func LayerWindows(c *model.Config) []int {
 
 // Run runs the passes and, unsharded, writes sinks_heads, sinks_rate and
 // the manifest, returning the rows of both tables (none for a shard).
-func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
+func (r *SinksRun) Run() (*results.SinksManifest, []results.SinkHeadRow, []results.SinkRateRow, error) {
 	o := &r.Options
 	if len(o.Eps) == 0 {
 		return nil, nil, nil, fmt.Errorf("no ε for the sink rate (give at least one, e.g. 0.3)")
@@ -153,7 +79,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	}
 	c := &m.Config
 	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
-	man := &SinksManifest{RunRecord: rec, Layers: layers, Windows: windows, Options: *o}
+	man := &results.SinksManifest{RunRecord: rec, Layers: layers, Windows: windows, Options: *o}
 	man.Conventions = sinksConventions()
 	if len(layers) < c.Layers {
 		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet or Mamba-2 layers (see probe gdn)", layers))
@@ -161,10 +87,10 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 	if c.GatePerHead() == 0 {
 		man.Notes = append(man.Notes, "no output gate: the gate columns are empty (NaN)")
 	}
-	var heads []SinkHeadRow
-	var rates []SinkRateRow
+	var heads []results.SinkHeadRow
+	var rates []results.SinkRateRow
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: sinksTables, opts: man.Options, model: m, forwards: 1,
-		pass: func(ch Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 			hs := &hooks.Set{}
 			rows, err := SinkHooks(hs, c, ch, *o)
 			if err != nil {
@@ -191,7 +117,7 @@ func (r *SinksRun) Run() (*SinksManifest, []SinkHeadRow, []SinkRateRow, error) {
 // statistics (probes.HeadGateStats) of a gated model. The returned
 // function gives the pass's sinks_heads rows once the pass has run (probe
 // bench measures the consumers without it).
-func SinkHooks(hs *hooks.Set, c *model.Config, ch Chunk, o SinksOptions) (func() []SinkHeadRow, error) {
+func SinkHooks(hs *hooks.Set, c *model.Config, ch results.Chunk, o results.SinksOptions) (func() []results.SinkHeadRow, error) {
 	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
 	sc, err := probes.NewSinkCollector(1, c.Layers, c.Heads, ch.T, windows, o.IncludeFirstQuery)
 	if err != nil {
@@ -219,10 +145,10 @@ func SinkHooks(hs *hooks.Set, c *model.Config, ch Chunk, o SinksOptions) (func()
 			return nil
 		})
 	}
-	return func() []SinkHeadRow {
-		var rows []SinkHeadRow
+	return func() []results.SinkHeadRow {
+		var rows []results.SinkHeadRow
 		for _, h := range sc.Heads(layers) {
-			row := SinkHeadRow{T: ch.T, Sample: ch.Sample, Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head,
+			row := results.SinkHeadRow{T: ch.T, Sample: ch.Sample, Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head,
 				Rows: h.Rows, BOSN: h.BOSN, LeftOut: h.LeftOut, BOSMass: h.BOSMass, Entropy: h.Entropy,
 				EntropyNorm: h.EntropyNorm, LogT: math.Log(float64(ch.T)), MaxWeight: h.MaxWeight, MaxLast: h.MaxLast, NEff: h.NEff,
 				SinkMass: h.SinkMass,
@@ -244,11 +170,11 @@ var sinksTables = []string{"sinks_heads"}
 
 // finishSinks writes sinks_heads and sinks_rate from the pass files of
 // every chunk of man in dir.
-func finishSinks(dir string, man *SinksManifest) ([]SinkHeadRow, []SinkRateRow, error) {
-	var heads []SinkHeadRow
+func finishSinks(dir string, man *results.SinksManifest) ([]results.SinkHeadRow, []results.SinkRateRow, error) {
+	var heads []results.SinkHeadRow
 	man.LeftOut = 0
 	for _, c := range man.Chunks {
-		pass, err := readPassRows[SinkHeadRow](dir, "sinks_heads", man, man.Options, c)
+		pass, err := readPassRows[results.SinkHeadRow](dir, "sinks_heads", man, man.Options, c)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -257,74 +183,8 @@ func finishSinks(dir string, man *SinksManifest) ([]SinkHeadRow, []SinkRateRow, 
 		}
 		heads = append(heads, pass...)
 	}
-	rates := SinkRates(heads, man.Options.Lengths, man.Options.Eps, man.Options.SplitLocal)
-	return heads, rates, man.writeTables(dir, tableOf("sinks_heads", heads), tableOf("sinks_rate", rates))
-}
-
-// SinkRates computes the sinks_rate rows from the per-sample head rows:
-// per length, each (layer, head)'s ā_0 pooled over samples (Σ bos_mass ·
-// bos_n / Σ bos_n), then probes.SinkRate at every ε over all layers
-// and, with split and a model that has both kinds, over the global and the
-// local layers separately.
-func SinkRates(heads []SinkHeadRow, lengths []int, eps []float64, split bool) []SinkRateRow {
-	type key struct{ T, l, h int }
-	type pool struct {
-		kind           string
-		sum            float64
-		n, rows, leftO int64
-	}
-	pools := map[key]*pool{}
-	var order []key
-	kinds := map[string]bool{}
-	for _, r := range heads {
-		k := key{r.T, r.Layer, r.Head}
-		p := pools[k]
-		if p == nil {
-			p = &pool{kind: r.Kind}
-			pools[k] = p
-			order = append(order, k)
-		}
-		if r.BOSN > 0 {
-			p.sum += r.BOSMass * float64(r.BOSN)
-		}
-		p.n += r.BOSN
-		p.rows += r.Rows
-		p.leftO += r.LeftOut
-		kinds[r.Kind] = true
-	}
-	groups := []string{"all"}
-	if split && kinds["global"] && kinds["local"] {
-		groups = append(groups, "global", "local")
-	}
-	var out []SinkRateRow
-	for _, T := range lengths {
-		for _, g := range groups {
-			var means []float64
-			var rows, left int64
-			for _, k := range order {
-				p := pools[k]
-				if k.T != T || (g != "all" && p.kind != g) {
-					continue
-				}
-				m := math.NaN()
-				if p.n > 0 {
-					m = p.sum / float64(p.n)
-				}
-				means = append(means, m)
-				rows += p.rows
-				left += p.leftO
-			}
-			for _, e := range eps {
-				rate, n := probes.SinkRate(means, e)
-				above := 0
-				if n > 0 {
-					above = int(math.Round(rate * float64(n) / 100))
-				}
-				out = append(out, SinkRateRow{T: T, Eps: e, Layers: g, Heads: n, HeadsAbove: above, Rate: rate, Rows: rows, RowsLeftOut: left})
-			}
-		}
-	}
-	return out
+	rates := results.SinkRates(heads, man.Options.Lengths, man.Options.Eps, man.Options.SplitLocal)
+	return heads, rates, writeTables(man.Record(), dir, tableOf("sinks_heads", heads), tableOf("sinks_rate", rates))
 }
 
 // sinksConventions states the definitions behind the sinks tables.

@@ -3,6 +3,8 @@ package analysis
 import (
 	"math"
 	"testing"
+
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // TestSinkRatesPooling: a head's ā_0 is pooled over samples by their
@@ -11,7 +13,7 @@ import (
 // group's rate falls with ε.
 func TestSinkRatesPooling(t *testing.T) {
 	nan := math.NaN()
-	heads := []SinkHeadRow{
+	heads := []results.SinkHeadRow{
 		// layer 0 head 0, global: samples 0.5 over 10 queries and 0.1 over 30 → 0.2 pooled (0.3 if averaged)
 		{T: 40, Sample: 0, Layer: 0, Head: 0, Kind: "global", Rows: 40, BOSN: 10, BOSMass: 0.5},
 		{T: 40, Sample: 1, Layer: 0, Head: 0, Kind: "global", Rows: 40, BOSN: 30, BOSMass: 0.1},
@@ -21,8 +23,8 @@ func TestSinkRatesPooling(t *testing.T) {
 		// layer 1 head 1: no applicable query (NaN), not counted
 		{T: 40, Sample: 0, Layer: 1, Head: 1, Kind: "local", Rows: 40, BOSN: 0, LeftOut: 40, BOSMass: nan},
 	}
-	rates := SinkRates(heads, []int{40}, []float64{0.15, 0.25}, true)
-	want := []SinkRateRow{
+	rates := results.SinkRates(heads, []int{40}, []float64{0.15, 0.25}, true)
+	want := []results.SinkRateRow{
 		{T: 40, Eps: 0.15, Layers: "all", Heads: 2, HeadsAbove: 2, Rate: 100, Rows: 200, RowsLeftOut: 104},
 		{T: 40, Eps: 0.25, Layers: "all", Heads: 2, HeadsAbove: 1, Rate: 50, Rows: 200, RowsLeftOut: 104},
 		{T: 40, Eps: 0.15, Layers: "global", Heads: 1, HeadsAbove: 1, Rate: 100, Rows: 80},
@@ -38,7 +40,7 @@ func TestSinkRatesPooling(t *testing.T) {
 			t.Errorf("row %d: %+v, want %+v", i, rates[i], want[i])
 		}
 	}
-	if r := SinkRates(heads, []int{40}, []float64{0.3}, false); len(r) != 1 || r[0].Layers != "all" {
+	if r := results.SinkRates(heads, []int{40}, []float64{0.3}, false); len(r) != 1 || r[0].Layers != "all" {
 		t.Errorf("without the split: %+v, want one row for all layers", r)
 	}
 }

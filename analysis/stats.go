@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"github.com/filterlens/probe/analysis/results"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
@@ -182,24 +183,13 @@ func quantile(sorted []float64, q float64) float64 {
 	return sorted[lo] + (h-float64(lo))*(sorted[lo+1]-sorted[lo])
 }
 
-// BootstrapCI is a percentile bootstrap confidence interval of a Pearson
-// correlation.
-type BootstrapCI struct {
-	Lo        Float   `json:"lo"`
-	Hi        Float   `json:"hi"`
-	Level     float64 `json:"level"`     // e.g. 0.95
-	Resamples int     `json:"resamples"` // resamples drawn
-	Valid     int     `json:"valid"`     // resamples whose r was defined (non-constant x and y)
-	Seed      uint64  `json:"seed"`
-}
-
 // bootstrapPearson resamples the pairs (x_i, y_i) with replacement
 // `resamples` times with a PCG generator seeded by seed, computes Pearson's r
 // of each resample and returns the percentile interval at the given level
 // (type-7 quantiles of the valid resamples). Resamples in which x or y is
 // constant have no r and are left out (counted in Resamples, not in Valid).
-func bootstrapPearson(x, y []float64, resamples int, level float64, seed uint64) (BootstrapCI, error) {
-	ci := BootstrapCI{Lo: Float(math.NaN()), Hi: Float(math.NaN()), Level: level, Resamples: resamples, Seed: seed}
+func bootstrapPearson(x, y []float64, resamples int, level float64, seed uint64) (results.BootstrapCI, error) {
+	ci := results.BootstrapCI{Lo: results.Float(math.NaN()), Hi: results.Float(math.NaN()), Level: level, Resamples: resamples, Seed: seed}
 	if len(x) != len(y) || len(x) < 2 {
 		return ci, fmt.Errorf("analysis: bootstrap: need ≥ 2 pairs of equal length, got %d and %d", len(x), len(y))
 	}
@@ -228,6 +218,6 @@ func bootstrapPearson(x, y []float64, resamples int, level float64, seed uint64)
 	}
 	sort.Float64s(rs)
 	a := (1 - level) / 2
-	ci.Lo, ci.Hi = Float(quantile(rs, a)), Float(quantile(rs, 1-a))
+	ci.Lo, ci.Hi = results.Float(quantile(rs, a)), results.Float(quantile(rs, 1-a))
 	return ci, nil
 }

@@ -1,8 +1,6 @@
 package analysis
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,61 +18,21 @@ import (
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
-// RunRecord is the part of the manifest that the measurements on the run
-// engine (probe sweep, diag, gdn, sinks, massive, experts, retrieval, ppl) share; each
-// command's manifest embeds it beside its options (under the command's
-// name) and its own fields. A run writes one set of pass files per pass
-// (Chunk: a (T, sample), and for ppl its model and variant) into passes/,
-// keeps finished ones when it is run again, runs one shard of the passes
-// with Shard, and writes its tables from the pass files only, so that
-// probe merge of the shards gives the same bytes as one unsharded run.
-type RunRecord struct {
-	Kind        string            `json:"kind"` // the measurement: sweep, diag, gdn, sinks, massive, experts, retrieval or ppl
-	Tool        ToolInfo          `json:"tool"`
-	Created     string            `json:"created"`
-	Complete    bool              `json:"complete"`
-	Error       string            `json:"error,omitempty"`
-	Args        []string          `json:"args,omitempty"`
-	Shard       Shard             `json:"shard"`
-	Model       ModelInfo         `json:"model"`
-	Source      SourceInfo        `json:"source"`
-	Conventions map[string]string `json:"conventions"`
-	Chunks      []Chunk           `json:"chunks"`
-	// Passes are the finished passes: this shard's, or every pass once
-	// the tables are written.
-	Passes []StreamPass `json:"passes"`
-	// Reused lists the passes a re-run found finished and kept.
-	Reused     []string `json:"reused,omitempty"`
-	Notes      []string `json:"notes,omitempty"`
-	Threads    int      `json:"threads"`
-	Seconds    float64  `json:"total_seconds"`
-	Formats    []string `json:"formats"`
-	CLIOptions []Option `json:"options,omitempty"`
-	Tables     []string `json:"tables,omitempty"`
-	// MergedFrom lists the folders probe merge combined.
-	MergedFrom []string `json:"merged_from,omitempty"`
-	// Deviation, for a model run in bf16 arithmetic, is how far its logits
-	// and diagnostics lie from float32 on the first tokens of the first
-	// chunk (streamDeviation).
-	Deviation *Deviation `json:"compute_deviation,omitempty"`
-}
-
-// Record returns the record itself, so that every manifest embedding it is
-// a StreamManifest.
-func (r *RunRecord) Record() *RunRecord { return r }
-
 // StreamManifest is a stream command's manifest (GDNManifest,
 // SinksManifest, MassiveManifest): a RunRecord plus the command's fields.
-type StreamManifest interface{ Record() *RunRecord }
+type StreamManifest interface{ Record() *results.RunRecord }
 
 // StreamManifestName is the manifest's file name of a run of measurement
 // kind (sweep, diag, gdn, sinks, massive, experts, retrieval or ppl) or of one
 // shard of it: <kind>_manifest.json, a sweep's manifest.json (ManifestName,
 // as before it ran on the engine).
-func StreamManifestName(kind string, s Shard) string { return manifestFile(manifestBase(kind), s) }
+func StreamManifestName(kind string, s results.Shard) string {
+	return manifestFile(manifestBase(kind), s)
+}
 
 // manifestBase is the manifest's file name of a run of kind without the
 // shard and ".json".
@@ -83,40 +41,6 @@ func manifestBase(kind string) string {
 		return "manifest"
 	}
 	return kind + "_manifest"
-}
-
-// StreamKey is everything that determines the pass files of one (T,
-// sample) of a stream command. Options are the command's options without
-// those that only choose the chunks (the chunk's place and tokens are in
-// the key) or say whether to go on (allow_extrapolation).
-type StreamKey struct {
-	Format  string          `json:"format"` // formatVersion
-	Kind    string          `json:"kind"`
-	Model   string          `json:"model"` // ModelInfo.Digest
-	T       int             `json:"T"`
-	Sample  int             `json:"sample"`
-	Start   int             `json:"start"`
-	End     int             `json:"end"`
-	Tokens  string          `json:"tokens"` // TokenDigest of the pass's ids
-	Options json.RawMessage `json:"options"`
-	Pass    string          `json:"pass,omitempty"` // Chunk.Pass
-}
-
-// Hash returns the hex sha256 of the key's JSON encoding.
-func (k StreamKey) Hash() string {
-	b, _ := json.Marshal(k)
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
-// StreamPass records one finished pass of a stream command: stored as JSON
-// in the footer of each of its pass files (key "probe.pass") and repeated
-// in the manifest.
-type StreamPass struct {
-	Key     StreamKey        `json:"key"`
-	Hash    string           `json:"hash"`
-	Rows    map[string]int64 `json:"rows"` // per table
-	Seconds float64          `json:"seconds"`
 }
 
 // planKeys are the option fields that only choose the chunks or say
@@ -152,7 +76,7 @@ func passOptions(kind string, opts any) json.RawMessage {
 
 // streamPassPath is dir/passes/T<T>-s<sample>.<table>.parquet, with the
 // chunk's pass (its "/" as "-") and a "-" before it when it has one.
-func streamPassPath(dir, table string, c Chunk) string {
+func streamPassPath(dir, table string, c results.Chunk) string {
 	prefix := ""
 	if c.Pass != "" {
 		prefix = strings.ReplaceAll(c.Pass, "/", "-") + "-"
@@ -161,13 +85,13 @@ func streamPassPath(dir, table string, c Chunk) string {
 }
 
 // passDigester is a manifest whose passes run more than one model (ppl):
-// passDigest is the ModelInfo.Digest of chunk c's model.
-type passDigester interface{ passDigest(c Chunk) string }
+// PassDigest is the ModelInfo.Digest of chunk c's model.
+type passDigester interface{ PassDigest(c results.Chunk) string }
 
 // digestOf is the model digest of chunk c's pass key in man's run.
-func digestOf(man StreamManifest, c Chunk) string {
+func digestOf(man StreamManifest, c results.Chunk) string {
 	if d, ok := man.(passDigester); ok {
-		return d.passDigest(c)
+		return d.PassDigest(c)
 	}
 	return man.Record().Model.Digest
 }
@@ -191,8 +115,8 @@ func tableOf[T any](name string, rows []T) passTable {
 // readStreamPass reads and checks one pass file: its record and every
 // page. It fails with an error wrapping errIncomplete when the file is not
 // whole.
-func readStreamPass(path, table string) (StreamPass, error) {
-	var rec StreamPass
+func readStreamPass(path, table string) (results.StreamPass, error) {
+	var rec results.StreamPass
 	f, pf, err := openPassFile(path, &rec)
 	if err != nil {
 		return rec, err
@@ -229,11 +153,11 @@ func readStreamPass(path, table string) (StreamPass, error) {
 // readPassRows reads the rows of one table of chunk c's pass in dir,
 // checking that the file belongs to the run described by man (its key
 // without the token digest, which only the stream gives).
-func readPassRows[T any](dir, table string, man StreamManifest, opts any, c Chunk) ([]T, error) {
+func readPassRows[T any](dir, table string, man StreamManifest, opts any, c results.Chunk) ([]T, error) {
 	path := streamPassPath(dir, table, c)
 	got, err := readStreamPass(path, table)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("pass (%s) has no file %s: run its shard (or the run) again", c.name(), path)
+		return nil, fmt.Errorf("pass (%s) has no file %s: run its shard (or the run) again", chunkName(c), path)
 	}
 	if err != nil {
 		return nil, err
@@ -242,19 +166,19 @@ func readPassRows[T any](dir, table string, man StreamManifest, opts any, c Chun
 	if got.Hash != want.Hash() {
 		return nil, fmt.Errorf("%s does not belong to this run: %s", path, strings.Join(keyDiff(want, got.Key), "; "))
 	}
-	return ReadTable[T](path)
+	return results.ReadTable[T](path)
 }
 
-func streamKey(kind, model string, opts any, c Chunk, tokens string) StreamKey {
-	return StreamKey{Format: formatVersion, Kind: kind, Model: model, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
+func streamKey(kind, model string, opts any, c results.Chunk, tokens string) results.StreamKey {
+	return results.StreamKey{Format: formatVersion, Kind: kind, Model: model, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
 		Tokens: tokens, Options: passOptions(kind, opts), Pass: c.Pass}
 }
 
 // shardChunks returns the chunks shard s runs: i, i+n, i+2n, …, and
 // those every shard runs (shared, when set: passes whose results the
 // others need, as ppl's calibration).
-func shardChunks(chunks []Chunk, s Shard, shared func(Chunk) bool) []Chunk {
-	var mine []Chunk
+func shardChunks(chunks []results.Chunk, s results.Shard, shared func(results.Chunk) bool) []results.Chunk {
+	var mine []results.Chunk
 	for i, c := range chunks {
 		if s.Count <= 1 || i%s.Count == s.Index || (shared != nil && shared(c)) {
 			mine = append(mine, c)
@@ -289,19 +213,19 @@ type streamRun struct {
 	// spec's Stream); pass runs it and returns its tables, calling watch
 	// on the hooks of each of its forward passes (forwards of them per
 	// chunk) so that the progress follows their layers.
-	ids      func(c Chunk) []int
-	pass     func(c Chunk, watch func(*hooks.Set)) ([]passTable, error)
+	ids      func(c results.Chunk) []int
+	pass     func(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error)
 	forwards int
 	// prepare, when set, runs before each chunk's key is made (ppl: loads
 	// the chunk's model, whose digest the key holds); shared, when set,
 	// says which chunks every shard runs (shardChunks).
-	prepare func(c Chunk) error
-	shared  func(c Chunk) bool
+	prepare func(c results.Chunk) error
+	shared  func(c results.Chunk) bool
 	// config and label, when set, give chunk c's model configuration for
 	// the progress (nil: model's) and its Progress.Label (ppl: each pass's
 	// model and variant).
-	config func(c Chunk) *model.Config
-	label  func(c Chunk) string
+	config func(c results.Chunk) *model.Config
+	label  func(c results.Chunk) string
 	// finish writes the tables from the pass files of every chunk.
 	finish func() error
 	// model: the longest pass's memory is checked before the first
@@ -325,7 +249,7 @@ func runStream(man StreamManifest, r streamRun) error {
 	rec := man.Record()
 	path := filepath.Join(r.Out, StreamManifestName(rec.Kind, rec.Shard))
 	if r.ids == nil {
-		r.ids = func(c Chunk) []int { return r.Stream[c.Start:c.End] }
+		r.ids = func(c results.Chunk) []int { return r.Stream[c.Start:c.End] }
 	}
 	fail := func(err error) error {
 		rec.Error = err.Error()
@@ -348,7 +272,7 @@ func runStream(man StreamManifest, r streamRun) error {
 			return err
 		}
 	}
-	rec.Passes = []StreamPass{}
+	rec.Passes = []results.StreamPass{}
 	mine := shardChunks(rec.Chunks, rec.Shard, r.shared)
 	if r.checkMemory == nil && r.model != nil {
 		r.checkMemory = func(T int) error { return r.model.CheckMemory(1, T, model.Options{Threads: r.Threads}, 0) }
@@ -362,7 +286,7 @@ func runStream(man StreamManifest, r streamRun) error {
 	for i, c := range mine {
 		if r.prepare != nil {
 			if err := r.prepare(c); err != nil {
-				return fail(fmt.Errorf("%s: %w", c.name(), err))
+				return fail(fmt.Errorf("%s: %w", chunkName(c), err))
 			}
 		}
 		key := streamKey(rec.Kind, digestOf(man, c), r.opts, c, TokenDigest(r.ids(c)))
@@ -375,7 +299,7 @@ func runStream(man StreamManifest, r streamRun) error {
 		}
 		if done != nil {
 			rec.Passes = append(rec.Passes, *done)
-			rec.Reused = append(rec.Reused, c.name())
+			rec.Reused = append(rec.Reused, chunkName(c))
 			pr.reused(i, c)
 			continue
 		}
@@ -387,10 +311,10 @@ func runStream(man StreamManifest, r streamRun) error {
 		t0 := time.Now()
 		tables, err := r.pass(c, pr.watch(i, c))
 		if err != nil {
-			return fail(fmt.Errorf("%s: %w", c.name(), err))
+			return fail(fmt.Errorf("%s: %w", chunkName(c), err))
 		}
 		pr.done(c)
-		p := StreamPass{Key: key, Hash: key.Hash(), Rows: map[string]int64{}, Seconds: time.Since(t0).Seconds()}
+		p := results.StreamPass{Key: key, Hash: key.Hash(), Rows: map[string]int64{}, Seconds: time.Since(t0).Seconds()}
 		for _, t := range tables {
 			p.Rows[t.name] = t.rows
 		}
@@ -425,18 +349,18 @@ type streamProgress struct {
 	report   func(Progress)
 	start    time.Time
 	forwards int
-	config   func(Chunk) *model.Config
-	label    func(Chunk) string
+	config   func(results.Chunk) *model.Config
+	label    func(results.Chunk) string
 	p        Progress
 }
 
-func newStreamProgress(r streamRun, mine []Chunk, start time.Time) *streamProgress {
+func newStreamProgress(r streamRun, mine []results.Chunk, start time.Time) *streamProgress {
 	sp := &streamProgress{start: start, forwards: max(1, r.forwards), config: r.config, label: r.label}
 	if sp.config == nil && r.model != nil {
-		sp.config = func(Chunk) *model.Config { return &r.model.Config }
+		sp.config = func(results.Chunk) *model.Config { return &r.model.Config }
 	}
 	if sp.label == nil {
-		sp.label = func(Chunk) string { return "" }
+		sp.label = func(results.Chunk) string { return "" }
 	}
 	if sp.config == nil || r.Progress == nil {
 		return sp // report nil: no progress
@@ -449,7 +373,7 @@ func newStreamProgress(r streamRun, mine []Chunk, start time.Time) *streamProgre
 	return sp
 }
 
-func (sp *streamProgress) cost(c Chunk) float64 {
+func (sp *streamProgress) cost(c results.Chunk) float64 {
 	return float64(sp.forwards) * passCost(sp.config(c), c.T)
 }
 
@@ -459,13 +383,13 @@ func (sp *streamProgress) send() {
 }
 
 // at makes chunk c (the i-th) the pass reported, at its first layer.
-func (sp *streamProgress) at(i int, c Chunk, reused bool) {
+func (sp *streamProgress) at(i int, c results.Chunk, reused bool) {
 	sp.p.Pass, sp.p.T, sp.p.Sample, sp.p.Label, sp.p.Layer, sp.p.Layers = i+1, c.T, c.Sample, sp.label(c), 0, sp.config(c).Layers*sp.forwards
 	sp.p.Reused, sp.p.Done = reused, reused
 }
 
 // reused reports chunk c (the i-th) as already finished.
-func (sp *streamProgress) reused(i int, c Chunk) {
+func (sp *streamProgress) reused(i int, c results.Chunk) {
 	if sp.report == nil {
 		return
 	}
@@ -477,7 +401,7 @@ func (sp *streamProgress) reused(i int, c Chunk) {
 // watch returns the hook installer of chunk c's forward passes (the i-th
 // chunk): each layer's resid_post that a pass reaches advances the progress
 // (a watch: it takes no pass further than its readers), done the rest.
-func (sp *streamProgress) watch(i int, c Chunk) func(*hooks.Set) {
+func (sp *streamProgress) watch(i int, c results.Chunk) func(*hooks.Set) {
 	if sp.report == nil {
 		return func(*hooks.Set) {}
 	}
@@ -496,7 +420,7 @@ func (sp *streamProgress) watch(i int, c Chunk) func(*hooks.Set) {
 }
 
 // done reports chunk c's pass as finished.
-func (sp *streamProgress) done(c Chunk) {
+func (sp *streamProgress) done(c results.Chunk) {
 	if sp.report == nil {
 		return
 	}
@@ -510,8 +434,8 @@ func (sp *streamProgress) done(c Chunk) {
 // files in dir is whole and made with key; nil (and a note when a file was
 // incomplete) when the pass must run; an error when a file was made with
 // another key, which is never overwritten.
-func finishedPass(dir string, tables []string, c Chunk, key StreamKey) (*StreamPass, string, error) {
-	var rec StreamPass
+func finishedPass(dir string, tables []string, c results.Chunk, key results.StreamKey) (*results.StreamPass, string, error) {
+	var rec results.StreamPass
 	for _, t := range tables {
 		path := streamPassPath(dir, t, c)
 		got, err := readStreamPass(path, t)
@@ -643,7 +567,7 @@ func samePlan(out string, man StreamManifest) error {
 type RunSpec struct {
 	Dir    string // checkpoint folder
 	Load   model.LoadOptions
-	Source SourceInfo
+	Source results.SourceInfo
 	Stream []int  // the token stream the chunks are cut from (none: the measurement makes its own ids)
 	Out    string // output folder: manifest, tables and passes/
 	// Formats of the tables (default Parquet and CSV); Threads are the
@@ -652,7 +576,7 @@ type RunSpec struct {
 	Threads int
 	// Shard runs passes i, i+n, … only (combined by MergeStream); Force
 	// runs into a folder that records another plan.
-	Shard Shard
+	Shard results.Shard
 	Force bool
 	// Stop, when closed, stops the run before its next pass: Run returns
 	// an error wrapping ErrStopped, the finished passes kept.
@@ -660,7 +584,7 @@ type RunSpec struct {
 	// Progress, when set, is called as the run advances (layer by layer).
 	Progress func(Progress)
 	// CLIOptions and Args are the command line, for the manifest.
-	CLIOptions []Option
+	CLIOptions []results.Option
 	Args       []string
 	// DeviationTokens: with a model loaded for bf16 arithmetic, the first
 	// DeviationTokens tokens of the first chunk also run in float32
@@ -668,31 +592,15 @@ type RunSpec struct {
 	DeviationTokens int
 }
 
-// StreamPlan is how a stream measurement cuts its chunks from the token
-// stream (ChunkOptions), and whether lengths beyond the model's
-// max_position_embeddings run. Each measurement's options embed it, so
-// that the manifest records it under the measurement's name; its fields
-// are planKeys.
-type StreamPlan struct {
-	Lengths   []int  `json:"lengths"`
-	Samples   int    `json:"samples"`
-	Disjoint  string `json:"disjoint"`
-	Placement string `json:"placement"`
-	Seed      uint64 `json:"seed"`
-	Offset    int    `json:"offset"`
-	// AllowExtrapolation runs lengths beyond max_position_embeddings.
-	AllowExtrapolation bool `json:"allow_extrapolation"`
-}
-
 // defaultStreamPlan is the stream measurements' default plan: one sample
 // per length, every chunk disjoint, back to back from the stream's start.
-var defaultStreamPlan = StreamPlan{Samples: 1, Disjoint: DisjointAll, Placement: PlaceSequential, Seed: 1}
+var defaultStreamPlan = results.StreamPlan{Samples: 1, Disjoint: DisjointAll, Placement: PlaceSequential, Seed: 1}
 
 // defaults fills the spec's defaults (formats Parquet and CSV, threads
 // GOMAXPROCS, shard 0/1) and checks its shard.
 func (s *RunSpec) defaults() error {
 	if s.Shard.Count == 0 {
-		s.Shard = Shard{0, 1}
+		s.Shard = results.Shard{Index: 0, Count: 1}
 	}
 	if s.Shard.Index < 0 || s.Shard.Index >= s.Shard.Count {
 		return fmt.Errorf("shard %v: want 0 ≤ i < n", s.Shard)
@@ -708,20 +616,20 @@ func (s *RunSpec) defaults() error {
 
 // load fills the spec's defaults, loads the model and returns it with
 // the record of a run of measurement kind over chunks.
-func (s *RunSpec) load(kind string, chunks []Chunk) (*model.Model, RunRecord, error) {
+func (s *RunSpec) load(kind string, chunks []results.Chunk) (*model.Model, results.RunRecord, error) {
 	if err := s.defaults(); err != nil {
-		return nil, RunRecord{}, err
+		return nil, results.RunRecord{}, err
 	}
 	m, err := model.Load(s.Dir, s.Load)
 	if err != nil {
-		return nil, RunRecord{}, err
+		return nil, results.RunRecord{}, err
 	}
 	info, err := DescribeModel(m)
 	if err != nil {
-		return nil, RunRecord{}, err
+		return nil, results.RunRecord{}, err
 	}
-	return m, RunRecord{Kind: kind, Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args, Shard: s.Shard,
-		Model: info, Source: s.Source, Chunks: chunks, Passes: []StreamPass{}, Threads: s.Threads, Formats: s.Formats,
+	return m, results.RunRecord{Kind: kind, Tool: Tool(), Created: time.Now().UTC().Format(time.RFC3339), Args: s.Args, Shard: s.Shard,
+		Model: info, Source: s.Source, Chunks: chunks, Passes: []results.StreamPass{}, Threads: s.Threads, Formats: s.Formats,
 		CLIOptions: s.CLIOptions}, nil
 }
 
@@ -730,8 +638,8 @@ func (s *RunSpec) load(kind string, chunks []Chunk) (*model.Model, RunRecord, er
 // target; the chunks' T is the planned length minus extra), loads the
 // model, checks the tokens against its vocabulary, and returns the model
 // and the run's record, with the bf16 deviation (streamDeviation).
-func (s *RunSpec) open(kind string, p StreamPlan, extra int) (*model.Model, RunRecord, error) {
-	var rec RunRecord
+func (s *RunSpec) open(kind string, p results.StreamPlan, extra int) (*model.Model, results.RunRecord, error) {
+	var rec results.RunRecord
 	plan := ChunkOptions{Lengths: slices.Clone(p.Lengths), Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement, Seed: p.Seed, Offset: p.Offset}
 	for i := range plan.Lengths {
 		plan.Lengths[i] += extra
@@ -766,7 +674,7 @@ func (s *RunSpec) open(kind string, p StreamPlan, extra int) (*model.Model, RunR
 
 // writeTables writes each table of a finished run in the run's formats and
 // lists them in its record.
-func (r *RunRecord) writeTables(dir string, tables ...passTable) error {
+func writeTables(r *results.RunRecord, dir string, tables ...passTable) error {
 	r.Tables = nil
 	for _, t := range tables {
 		if err := t.writeAll(dir, r.Formats); err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
 )
 
@@ -20,22 +21,22 @@ import (
 // small Qwen3.5 hybrid (Gated DeltaNet and gated softmax layers) over 2
 // lengths × 2 samples into out; other changes an option that decides the
 // passes.
-func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+func streamKindRuns(t *testing.T) map[string]func(out string, sh results.Shard, force, other bool) (StreamManifest, error) {
 	dir := genModel(t, model.ArchQwen35, 4, 64, 2, 1, 128, 512, nil)
 	moeDir := genModel(t, model.ArchMixtral, 2, 32, 4, 2, 128, 512, nil)
 	stream := randomStream(400, 0, 128, 5)
-	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	fm := []string{FormatParquet, FormatCSV}
-	return map[string]func(string, Shard, bool, bool) (StreamManifest, error){
-		"gdn": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
-			o := GDNOptions{StreamPlan: StreamPlan{Lengths: []int{24, 40}, Samples: 2}, WRows: true}
+	return map[string]func(string, results.Shard, bool, bool) (StreamManifest, error){
+		"gdn": func(out string, sh results.Shard, force, other bool) (StreamManifest, error) {
+			o := results.GDNOptions{StreamPlan: results.StreamPlan{Lengths: []int{24, 40}, Samples: 2}, WRows: true}
 			if other {
 				o.Innovation = "undecayed"
 			}
 			man, _, err := (&GDNRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
 			return man, err
 		},
-		"sinks": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+		"sinks": func(out string, sh results.Shard, force, other bool) (StreamManifest, error) {
 			o := DefaultSinksOptions()
 			o.Lengths, o.Samples = []int{24, 40}, 2
 			if other {
@@ -44,7 +45,7 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 			man, _, _, err := (&SinksRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
 			return man, err
 		},
-		"massive": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+		"massive": func(out string, sh results.Shard, force, other bool) (StreamManifest, error) {
 			o := DefaultMassiveOptions()
 			o.Lengths, o.Samples, o.TopK = []int{24, 40}, 2, 4
 			if other {
@@ -53,17 +54,17 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 			man, _, _, err := (&MassiveRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
 			return man, err
 		},
-		"experts": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+		"experts": func(out string, sh results.Shard, force, other bool) (StreamManifest, error) {
 			o := DefaultExpertsRunOptions()
 			o.Lengths, o.Samples = []int{24, 40}, 2
 			if other {
-				o.Margin = MarginLogit
+				o.Margin = results.MarginLogit
 			}
 			man, _, _, err := (&ExpertsRun{RunSpec: RunSpec{Dir: moeDir, Source: src, Stream: stream, Out: out, Formats: fm, Threads: 2, Shard: sh, Force: force}, Options: o}).Run()
 			return man, err
 		},
 		// four samples of one copy task of T = 24 (no token stream)
-		"retrieval": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+		"retrieval": func(out string, sh results.Shard, force, other bool) (StreamManifest, error) {
 			o := DefaultRetrievalOptions()
 			o.Segment, o.Gap, o.Samples, o.Steps = 8, 8, 4, StepsAll
 			if other {
@@ -73,9 +74,9 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 			return man, err
 		},
 		// the learned gate and gate 1 on two chunks of T = 24
-		"ppl": func(out string, sh Shard, force, other bool) (StreamManifest, error) {
+		"ppl": func(out string, sh results.Shard, force, other bool) (StreamManifest, error) {
 			o := DefaultPPLOptions()
-			o.Lengths, o.Samples, o.Variants = []int{24}, 2, []string{VariantLearned, VariantOne}
+			o.Lengths, o.Samples, o.Variants = []int{24}, 2, []string{results.VariantLearned, results.VariantOne}
 			if other {
 				o.Positions = "last-quarter"
 			}
@@ -93,16 +94,16 @@ func streamKindRuns(t *testing.T) map[string]func(out string, sh Shard, force, o
 // files and which pass file it cuts short in TestStreamShardsMergeAndResume.
 var streamKill = map[string]struct {
 	tables   []string
-	missing  Chunk
-	cut      Chunk
+	missing  results.Chunk
+	cut      results.Chunk
 	cutTable string
 }{
-	"gdn":       {gdnTables, Chunk{T: 40}, Chunk{T: 24, Sample: 1}, "gdn"},
-	"sinks":     {sinksTables, Chunk{T: 40}, Chunk{T: 24, Sample: 1}, "sinks_heads"},
-	"massive":   {massiveTables, Chunk{T: 40}, Chunk{T: 24, Sample: 1}, "massive_ppl"},
-	"experts":   {expertsTables, Chunk{T: 40}, Chunk{T: 24, Sample: 1}, "experts_sums"},
-	"retrieval": {retrievalTables, Chunk{T: 24, Sample: 2}, Chunk{T: 24, Sample: 1}, "retrieval_steps"},
-	"ppl":       {pplTables, Chunk{T: 24, Pass: "m0/one"}, Chunk{T: 24, Sample: 1, Pass: "m0/learned"}, "ppl"},
+	"gdn":       {gdnTables, results.Chunk{T: 40}, results.Chunk{T: 24, Sample: 1}, "gdn"},
+	"sinks":     {sinksTables, results.Chunk{T: 40}, results.Chunk{T: 24, Sample: 1}, "sinks_heads"},
+	"massive":   {massiveTables, results.Chunk{T: 40}, results.Chunk{T: 24, Sample: 1}, "massive_ppl"},
+	"experts":   {expertsTables, results.Chunk{T: 40}, results.Chunk{T: 24, Sample: 1}, "experts_sums"},
+	"retrieval": {retrievalTables, results.Chunk{T: 24, Sample: 2}, results.Chunk{T: 24, Sample: 1}, "retrieval_steps"},
+	"ppl":       {pplTables, results.Chunk{T: 24, Pass: "m0/one"}, results.Chunk{T: 24, Sample: 1, Pass: "m0/learned"}, "ppl"},
 }
 
 // tableFiles returns the tables (Parquet, CSV) of a run's folder by name.
@@ -146,19 +147,19 @@ func TestStreamShardsMergeAndResume(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			tmp := t.TempDir()
 			whole := filepath.Join(tmp, "whole")
-			man, err := run(whole, Shard{}, false, false)
+			man, err := run(whole, results.Shard{}, false, false)
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec := man.Record()
-			if !rec.Complete || rec.Kind != kind || len(rec.Passes) != 4 || rec.Shard != (Shard{0, 1}) {
+			if !rec.Complete || rec.Kind != kind || len(rec.Passes) != 4 || rec.Shard != (results.Shard{Index: 0, Count: 1}) {
 				t.Fatalf("unsharded manifest: complete %v kind %q passes %d shard %v", rec.Complete, rec.Kind, len(rec.Passes), rec.Shard)
 			}
 			want := tableFiles(t, whole)
 
 			s0, s1 := filepath.Join(tmp, "s0"), filepath.Join(tmp, "s1")
 			for i, d := range []string{s0, s1} {
-				man, err := run(d, Shard{i, 2}, false, false)
+				man, err := run(d, results.Shard{Index: i, Count: 2}, false, false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -166,7 +167,7 @@ func TestStreamShardsMergeAndResume(t *testing.T) {
 				if len(rec.Passes) != 2 || len(rec.Tables) != 0 || !rec.Complete {
 					t.Errorf("shard %d/2: %d passes, tables %v, complete %v; want 2 passes and no tables", i, len(rec.Passes), rec.Tables, rec.Complete)
 				}
-				if _, err := os.Stat(filepath.Join(d, StreamManifestName(kind, Shard{i, 2}))); err != nil {
+				if _, err := os.Stat(filepath.Join(d, StreamManifestName(kind, results.Shard{Index: i, Count: 2}))); err != nil {
 					t.Error(err)
 				}
 			}
@@ -206,7 +207,7 @@ func TestStreamShardsMergeAndResume(t *testing.T) {
 			mp := filepath.Join(whole, kind+"_manifest.json")
 			b, _ = os.ReadFile(mp)
 			os.WriteFile(mp, bytes.Replace(b, []byte(`"complete": true`), []byte(`"complete": false`), 1), 0o644)
-			man, err = run(whole, Shard{}, false, false)
+			man, err = run(whole, results.Shard{}, false, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -223,10 +224,10 @@ func TestStreamShardsMergeAndResume(t *testing.T) {
 			for _, p := range passes {
 				before[p], _ = os.ReadFile(p)
 			}
-			if _, err := run(whole, Shard{}, false, true); err == nil || !strings.Contains(err.Error(), "with another plan") {
+			if _, err := run(whole, results.Shard{}, false, true); err == nil || !strings.Contains(err.Error(), "with another plan") {
 				t.Errorf("another plan into the folder: %v", err)
 			}
-			if _, err := run(whole, Shard{}, true, true); err == nil || !strings.Contains(err.Error(), "was made from another model, text or options") {
+			if _, err := run(whole, results.Shard{}, true, true); err == nil || !strings.Contains(err.Error(), "was made from another model, text or options") {
 				t.Errorf("another plan with force: %v", err)
 			}
 			for p, b := range before {
@@ -248,9 +249,9 @@ func TestStreamShardsMergeAndResume(t *testing.T) {
 func TestSinksForceReaggregates(t *testing.T) {
 	dir := genModel(t, model.ArchQwen35, 4, 64, 2, 1, 128, 512, nil)
 	stream := randomStream(200, 0, 128, 6)
-	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	out := t.TempDir()
-	run := func(eps []float64, force bool) (*SinksManifest, []SinkRateRow, error) {
+	run := func(eps []float64, force bool) (*results.SinksManifest, []results.SinkRateRow, error) {
 		o := DefaultSinksOptions()
 		o.Lengths, o.Samples, o.Eps = []int{24, 40}, 2, eps
 		man, _, rates, err := (&SinksRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Threads: 2, Force: force}, Options: o}).Run()
@@ -269,7 +270,7 @@ func TestSinksForceReaggregates(t *testing.T) {
 	if len(man.Reused) != 4 || len(rates) != 2*2 {
 		t.Errorf("forced re-aggregation: reused %v, %d rate rows (want 4 passes kept and 2 lengths × 2 ε)", man.Reused, len(rates))
 	}
-	back, err := ReadTable[SinkRateRow](filepath.Join(out, "sinks_rate.parquet"))
+	back, err := results.ReadTable[results.SinkRateRow](filepath.Join(out, "sinks_rate.parquet"))
 	if err != nil || len(back) != 4 {
 		t.Errorf("sinks_rate.parquet: %d rows, %v", len(back), err)
 	}
@@ -281,17 +282,17 @@ func TestSinksForceReaggregates(t *testing.T) {
 func TestStreamStop(t *testing.T) {
 	dir := genModel(t, model.ArchQwen35, 4, 64, 2, 1, 128, 512, nil)
 	stream := randomStream(200, 0, 128, 7)
-	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	out := t.TempDir()
 	stop := make(chan struct{})
 	close(stop)
-	run := &GDNRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Threads: 2, Stop: stop}, Options: GDNOptions{StreamPlan: StreamPlan{Lengths: []int{24, 40}, Samples: 2}}}
+	run := &GDNRun{RunSpec: RunSpec{Dir: dir, Source: src, Stream: stream, Out: out, Threads: 2, Stop: stop}, Options: results.GDNOptions{StreamPlan: results.StreamPlan{Lengths: []int{24, 40}, Samples: 2}}}
 	man, _, err := run.Run()
 	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "probe gdn stopped before its last pass: 0 of 4 passes finished") {
 		t.Fatalf("stopped run: %v", err)
 	}
 	var back map[string]any
-	b, _ := os.ReadFile(filepath.Join(out, GDNManifestName))
+	b, _ := os.ReadFile(filepath.Join(out, results.GDNManifestName))
 	if json.Unmarshal(b, &back); back["complete"] != false || !strings.Contains(fmt.Sprint(back["error"]), "stopped") || man.Complete {
 		t.Errorf("manifest of the stopped run: %s", b)
 	}
@@ -313,7 +314,7 @@ func TestStreamChecksMemoryFirst(t *testing.T) {
 	dir := genModel(t, model.ArchQwen3, 1, 1024, 8, 8, 128, 512, nil)
 	const long = 1 << 22
 	stream := randomStream(long+64, 0, 128, 7)
-	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	o := DefaultSinksOptions()
 	o.Lengths, o.Samples, o.AllowExtrapolation = []int{64, long}, 1, true
 	out := t.TempDir()
@@ -332,7 +333,7 @@ func TestStreamProgress(t *testing.T) {
 	const layers = 4
 	dir := genModel(t, model.ArchQwen3, layers, 64, 2, 1, 128, 512, nil)
 	stream := randomStream(400, 0, 128, 5)
-	src := SourceInfo{Kind: "ids", File: FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: len(stream), Digest: TokenDigest(stream)}
 	o := DefaultMassiveOptions()
 	o.Lengths, o.Samples, o.TopK = []int{24, 40}, 2, 4
 	out := t.TempDir()
@@ -380,7 +381,7 @@ func TestStreamRefusesFolderWithoutPasses(t *testing.T) {
 	dir := genModel(t, model.ArchQwen3, 2, 32, 4, 2, 64, 128, nil)
 	out := t.TempDir()
 	old := `{"kind": "retrieval", "complete": true, "retrieval": {"segment": 8}, "samples": []}`
-	if err := os.WriteFile(filepath.Join(out, RetrievalManifestName), []byte(old), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(out, results.RetrievalManifestName), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	o := DefaultRetrievalOptions()

@@ -109,15 +109,6 @@ func writeTable[T any](dir, name string, rows []T, formats []string) error {
 	return nil
 }
 
-// ReadTable reads a Parquet file of rows of type T.
-func ReadTable[T any](path string) ([]T, error) {
-	rows, err := parquet.ReadFile[T](path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return rows, nil
-}
-
 type column struct {
 	index int
 	name  string

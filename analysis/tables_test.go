@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/filterlens/probe/analysis/results"
 )
 
 type tableRow struct {
@@ -58,7 +60,7 @@ func TestParquetRoundTrip(t *testing.T) {
 	if err := writeTable(dir, "t", tableRows, []string{FormatParquet}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadTable[tableRow](filepath.Join(dir, "t.parquet"))
+	got, err := results.ReadTable[tableRow](filepath.Join(dir, "t.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,7 @@ func TestParquetIndependentReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	kv, js := read(pass)
-	var jrec StreamPass
+	var jrec results.StreamPass
 	if err := json.Unmarshal([]byte(kv[passMetaKey]), &jrec); err != nil || jrec.Hash != rec.Hash || jrec.Rows["buckets"] != int64(len(rows)) {
 		t.Errorf("footer record via hyparquet: %v %+v", err, jrec)
 	}
@@ -168,7 +170,7 @@ func TestParquetIndependentReader(t *testing.T) {
 		}
 	}
 
-	f3, _ := ReadTable[Fig3Row](filepath.Join(out, "fig3.parquet"))
+	f3, _ := results.ReadTable[results.Fig3Row](filepath.Join(out, "fig3.parquet"))
 	_, js = read(filepath.Join(out, "fig3.parquet"))
 	for i, r := range f3 {
 		got := []float64{num(js[i]["K_opt"]), num(js[i]["lambda_fit"]), num(js[i]["paper_rel_err"])}

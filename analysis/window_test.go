@@ -7,20 +7,20 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
-	"github.com/filterlens/probe/probes"
 )
 
 // windowSweep runs a sweep on a generated Gemma-3-style model whose layers
 // 0–2 have a sliding window of 16 and layer 3 is global: lengths 24 and
 // 40, 3 samples, buckets of 7 queries (which divide neither the windows
 // nor the sliding window).
-func windowSweep(t *testing.T, agg AggOptions) (*Sweep, *Manifest, *Results) {
+func windowSweep(t *testing.T, agg results.AggOptions) (*Sweep, *results.Manifest, *results.Results) {
 	return windowSweepOf(t, agg, 16)
 }
 
 // windowSweepOf is windowSweep with sliding window w.
-func windowSweepOf(t *testing.T, agg AggOptions, w int) (*Sweep, *Manifest, *Results) {
+func windowSweepOf(t *testing.T, agg results.AggOptions, w int) (*Sweep, *results.Manifest, *results.Results) {
 	t.Helper()
 	cfg, err := model.SmallConfig(model.ArchGemma3, model.Size{Layers: 4, DModel: 32, Heads: 4, KVHeads: 2, Vocab: 101, MaxPos: 512})
 	if err != nil {
@@ -55,7 +55,7 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	agg := DefaultAggOptions()
 	agg.LastLayers, agg.Bootstrap = 2, 0
 	sw, man, res := windowSweep(t, agg)
-	if man.Analysis.LocalLayers != LocalSeparate || man.Conventions["local_layers"] == "" || man.Conventions["left_out"] == "" {
+	if man.Analysis.LocalLayers != results.LocalSeparate || man.Conventions["local_layers"] == "" || man.Conventions["left_out"] == "" {
 		t.Errorf("manifest: local_layers %q, conventions %v", man.Analysis.LocalLayers, man.Conventions)
 	}
 	// Counted by hand per pass and head of a local layer (window 16):
@@ -65,7 +65,7 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	want := map[int]map[string]int64{24: {windowBOS: 8, windowLast: 6, windowAll: 8}, 40: {windowBOS: 20, windowLast: 10, windowAll: 24}}
 	for _, r := range res.Heads {
 		w := int64(0)
-		if r.Metric == probes.MetricBOSMass && r.Layer < 3 {
+		if r.Metric == results.MetricBOSMass && r.Layer < 3 {
 			w = 3 * want[int(r.T)][r.Window]
 		}
 		if r.LeftOut != w {
@@ -76,13 +76,13 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	// the per-query values: at T = 24 the queries 12…15, at T = 40 none.
 	nv := newNaive(t, sw, man.Chunks, nil, 0)
 	for _, r := range res.Heads {
-		if r.Metric != probes.MetricBOSMass || r.Window != windowBOS || r.Layer >= 3 {
+		if r.Metric != results.MetricBOSMass || r.Window != windowBOS || r.Layer >= 3 {
 			continue
 		}
 		var xs []float64
 		for s := 0; s < 3; s++ {
 			if r.T == 24 {
-				xs = append(xs, nv.values(24, s, int(r.Layer), int(r.Head), probes.MetricBOSMass, 12)[:4]...)
+				xs = append(xs, nv.values(24, s, int(r.Layer), int(r.Head), results.MetricBOSMass, 12)[:4]...)
 			}
 		}
 		m := math.NaN()
@@ -101,7 +101,7 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	}
 	var zeros int64
 	for _, r := range rows {
-		if r.Metric == probes.MetricBOSMass && r.Layer < 3 && r.QLo >= 16 {
+		if r.Metric == results.MetricBOSMass && r.Layer < 3 && r.QLo >= 16 {
 			if r.Sum != 0 || r.N != r.QHi-r.QLo {
 				t.Errorf("bucket [%d,%d) layer %d head %d: bos_mass n %d sum %g, want the measured zeros", r.QLo, r.QHi, r.Layer, r.Head, r.N, r.Sum)
 			}
@@ -117,9 +117,9 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	// Fig. 4: every local cell leaves out 3 samples × (8 + 20) BOS queries.
 	var leftOut int64
 	for _, c := range res.Fig4 {
-		wantOut, group := int64(0), LayersGlobal
+		wantOut, group := int64(0), results.LayersGlobal
 		if c.Layer < 3 {
-			wantOut, group = 84, LayersLocal
+			wantOut, group = 84, results.LayersLocal
 		}
 		if c.BOSLeftOut != wantOut || c.Layers != group || !math.IsNaN(c.Gate) {
 			t.Errorf("fig4 (%d,%d): bos_left_out %d, layers %q, gate %g; want %d, %q, NaN (no gate)", c.Layer, c.Head, c.BOSLeftOut, c.Layers, c.Gate, wantOut, group)
@@ -127,7 +127,7 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 		leftOut += c.BOSLeftOut
 	}
 	g := res.Summary.Groups
-	if len(g) != 2 || g[0].Layers != LayersGlobal || g[1].Layers != LayersLocal || g[1].Fig4.BOSLeftOut != leftOut ||
+	if len(g) != 2 || g[0].Layers != results.LayersGlobal || g[1].Layers != results.LayersLocal || g[1].Fig4.BOSLeftOut != leftOut ||
 		g[0].Fig4.BOSLeftOut != 0 || !slices.Equal(g[0].LayersUsed, []int{3}) || !slices.Equal(g[1].LayersUsed, []int{1, 2}) {
 		t.Errorf("layer groups %+v", g)
 	}
@@ -135,7 +135,7 @@ func TestSweepLeavesOutQueriesWithoutPosition0(t *testing.T) {
 	// left out): 3 samples × 2 layers × 4 heads × 6 or 10 queries.
 	for _, r := range res.Fig2 {
 		w := int64(0)
-		if r.Metric == probes.MetricBOSMass && r.Layers == LayersLocal {
+		if r.Metric == results.MetricBOSMass && r.Layers == results.LayersLocal {
 			w = 3 * 2 * 4 * want[int(r.T)][windowLast]
 		}
 		if r.LeftOut != w {
@@ -164,12 +164,12 @@ func TestSweepGlobalGroupIsTheGlobalLayersAlone(t *testing.T) {
 	}
 	var f2, f3 int
 	for _, r := range res.Fig2 {
-		if r.Layers != LayersGlobal {
+		if r.Layers != results.LayersGlobal {
 			continue
 		}
 		o := old.Fig2[f2]
 		f2++
-		if o.T != r.T || o.Metric != r.Metric || o.Layers != LayersAll || o.N != r.N || o.Units != r.Units {
+		if o.T != r.T || o.Metric != r.Metric || o.Layers != results.LayersAll || o.N != r.N || o.Units != r.Units {
 			t.Errorf("fig2 row %+v against %+v", r, o)
 		}
 		for i, v := range [][2]float64{{r.Mean, o.Mean}, {r.StdPooled, o.StdPooled}, {r.MeanUnits, o.MeanUnits}, {r.StdUnits, o.StdUnits}} {
@@ -177,7 +177,7 @@ func TestSweepGlobalGroupIsTheGlobalLayersAlone(t *testing.T) {
 		}
 	}
 	for _, r := range res.Fig3 {
-		if r.Layers != LayersGlobal {
+		if r.Layers != results.LayersGlobal {
 			continue
 		}
 		o := old.Fig3[f3]
@@ -193,25 +193,25 @@ func TestSweepGlobalGroupIsTheGlobalLayersAlone(t *testing.T) {
 	if g.Cells != 4 || g.Cells != o.Cells || g.SinkHeads != o.SinkHeads || g.CI.Valid != o.CI.Valid {
 		t.Errorf("fig4 global group %+v, global layers alone %+v", g, o)
 	}
-	for i, v := range [][2]Float{{g.R, o.R}, {g.P, o.P}, {g.Spearman, o.Spearman}, {g.CI.Lo, o.CI.Lo}, {g.CI.Hi, o.CI.Hi}, {g.MaxBOS, o.MaxBOS}, {g.LastLayersBOS, o.LastLayersBOS}} {
+	for i, v := range [][2]results.Float{{g.R, o.R}, {g.P, o.P}, {g.Spearman, o.Spearman}, {g.CI.Lo, o.CI.Lo}, {g.CI.Hi, o.CI.Hi}, {g.MaxBOS, o.MaxBOS}, {g.LastLayersBOS, o.LastLayersBOS}} {
 		same(fmt.Sprintf("fig4 statistic %d", i), float64(v[0]), float64(v[1]))
 	}
 	same("fig3 λ fit", float64(res.Summary.LambdaFit), float64(old.Summary.LambdaFit))
 
 	// Pooled: one group, all layers, the same queries left out.
-	agg.LocalLayers = LocalPooled
-	pooled, err := aggregate(readAll(t, sw.Out, man), man.Model.Shape(), man.Sweep, man.Sweep.Probe, agg)
+	agg.LocalLayers = results.LocalPooled
+	pooled, err := aggregate(readAll(t, sw.Out, man), shapeOf(man.Model), man.Sweep, man.Sweep.Probe, agg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pooled.Summary.Groups) != 1 || pooled.Summary.Groups[0].Layers != LayersAll || !slices.Equal(pooled.Summary.LayersUsed, []int{2, 3}) ||
+	if len(pooled.Summary.Groups) != 1 || pooled.Summary.Groups[0].Layers != results.LayersAll || !slices.Equal(pooled.Summary.LayersUsed, []int{2, 3}) ||
 		pooled.Summary.Fig4.BOSLeftOut != 4*3*84 {
 		t.Errorf("pooled: groups %+v", pooled.Summary.Groups)
 	}
 }
 
 // readAll reads every pass file of a sweep.
-func readAll(t *testing.T, dir string, man *Manifest) []BucketRow {
+func readAll(t *testing.T, dir string, man *results.Manifest) []BucketRow {
 	t.Helper()
 	var rows []BucketRow
 	for _, c := range man.Chunks {
@@ -238,15 +238,15 @@ func TestSweepWindowOne(t *testing.T) {
 		}
 		T := r.T
 		switch r.Metric {
-		case probes.MetricNEff:
+		case results.MetricNEff:
 			if r.N != 3*T || math.Abs(r.Mean-1) > 1e-6 || r.Std > 1e-6 {
 				t.Errorf("T=%d layer %d head %d: n_eff mean %g std %g over %d, want 1, 0 over %d", T, r.Layer, r.Head, r.Mean, r.Std, r.N, 3*T)
 			}
-		case probes.MetricSMean:
+		case results.MetricSMean:
 			if math.Abs(r.Mean) > 1e-6 {
 				t.Errorf("T=%d layer %d head %d: S_mean %g, want 0", T, r.Layer, r.Head, r.Mean)
 			}
-		case probes.MetricBOSMass:
+		case results.MetricBOSMass:
 			if r.N != 3 || r.LeftOut != 3*(T-1) || math.Abs(r.Mean-1) > 1e-6 {
 				t.Errorf("T=%d layer %d head %d: bos_mass %g over %d, %d left out; want 1 over 3, %d", T, r.Layer, r.Head, r.Mean, r.N, r.LeftOut, 3*(T-1))
 			}

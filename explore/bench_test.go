@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
 	"github.com/parquet-go/parquet-go"
@@ -83,7 +84,7 @@ func benchFolders(b *testing.B) map[string]string {
 }
 
 // gated4096 runs the sweep of the zoo's gated_headwise at T = 4096.
-func gated4096() (string, *analysis.Manifest, error) {
+func gated4096() (string, *results.Manifest, error) {
 	zoo, err := filepath.Abs("../zoo/checkpoints/gated_headwise") // the manifest records it: absolute, for the probe binary too
 	if err != nil {
 		return "", nil, err
@@ -123,7 +124,7 @@ func gated4096() (string, *analysis.Manifest, error) {
 	opts.LengthsArg, opts.Samples, opts.Bucket = "4096", 1, 16
 	agg := analysis.DefaultAggOptions()
 	agg.Bootstrap = 50
-	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 	man, _, err := (&analysis.Sweep{RunSpec: analysis.RunSpec{Source: src, Stream: stream, Out: out, Threads: 2}, Model: m, Info: info, Options: opts, Agg: agg}).Run()
 	return out, man, err
 }
@@ -134,11 +135,11 @@ func gated4096() (string, *analysis.Manifest, error) {
 // with a sweep's rows (pass, layer, head, metric, then query order; n, sum,
 // m2 of smooth synthetic values), written as the sweep writes it
 // (parquet-go's GenericWriter of analysis.BucketRow, Snappy pages, one row
-// group per pass), heads.parquet (analysis.HeadRow, windows all, last,
+// group per pass), heads.parquet (results.HeadRow, windows all, last,
 // bos), a 32768-token ids source, and the manifest of tmpl (a real sweep's,
 // for its format version) with the big model's shape, no model folder (rows
 // are unavailable) and this plan.
-func synthSweep(out string, tmpl *analysis.Manifest, bucket int) error {
+func synthSweep(out string, tmpl *results.Manifest, bucket int) error {
 	if _, err := os.Stat(filepath.Join(out, "manifest.json")); err == nil {
 		return nil
 	}
@@ -166,7 +167,7 @@ func synthSweep(out string, tmpl *analysis.Manifest, bucket int) error {
 	}
 	pw := parquet.NewGenericWriter[analysis.BucketRow](fh, parquet.Compression(&parquet.Snappy))
 	rows := make([]analysis.BucketRow, 0, len(sweepMetrics)*s.T/bucket)
-	var heads []analysis.HeadRow
+	var heads []results.HeadRow
 	for l := range s.Layers {
 		for h := range s.Heads {
 			for mi, m := range sweepMetrics {
@@ -189,7 +190,7 @@ func synthSweep(out string, tmpl *analysis.Manifest, bucket int) error {
 					return err
 				}
 				for _, w := range gridWindows {
-					heads = append(heads, analysis.HeadRow{T: int64(s.T), Layer: int64(l), Head: int64(h), Metric: m, Window: w,
+					heads = append(heads, results.HeadRow{T: int64(s.T), Layer: int64(l), Head: int64(h), Metric: m, Window: w,
 						Samples: 1, N: int64(s.T), Mean: all / float64(s.T)})
 				}
 			}
@@ -206,7 +207,7 @@ func synthSweep(out string, tmpl *analysis.Manifest, bucket int) error {
 	if err != nil {
 		return err
 	}
-	hw := parquet.NewGenericWriter[analysis.HeadRow](hf, parquet.Compression(&parquet.Snappy))
+	hw := parquet.NewGenericWriter[results.HeadRow](hf, parquet.Compression(&parquet.Snappy))
 	if _, err := hw.Write(heads); err != nil {
 		hf.Close()
 		return err
@@ -219,11 +220,11 @@ func synthSweep(out string, tmpl *analysis.Manifest, bucket int) error {
 		return err
 	}
 	man := *tmpl
-	man.Model = analysis.ModelInfo{Arch: "qwen3 (1.72B shape; synthetic tables)", ModelType: "qwen3", Layers: s.Layers, DModel: s.DModel,
+	man.Model = results.ModelInfo{Arch: "qwen3 (1.72B shape; synthetic tables)", ModelType: "qwen3", Layers: s.Layers, DModel: s.DModel,
 		Heads: s.Heads, KVHeads: s.KVHeads, DHead: s.DHead, Dir: filepath.Join(out, "no-model")}
-	man.Source = analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
+	man.Source = results.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 	man.Sweep.Lengths, man.Sweep.Samples, man.Sweep.Bucket = []int{s.T}, 1, bucket
-	man.Chunks = []analysis.Chunk{{T: s.T, Sample: 0, Start: 0, End: s.T}}
+	man.Chunks = []results.Chunk{{T: s.T, Sample: 0, Start: 0, End: s.T}}
 	man.Passes, man.Tables, man.Complete = nil, []string{"buckets.parquet", "heads.parquet"}, true
 	b, err := json.MarshalIndent(&man, "", "  ")
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/browser"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
@@ -228,7 +229,7 @@ func zooSweep(t *testing.T) string {
 	opts.LengthsArg, opts.Samples, opts.Bucket = "1024", 1, 4
 	agg := analysis.DefaultAggOptions()
 	agg.Bootstrap = 50
-	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 	out := filepath.Join(root, "sweep")
 	if _, _, err := (&analysis.Sweep{RunSpec: analysis.RunSpec{Source: src, Stream: stream, Out: out, Threads: 2}, Model: m, Info: info, Options: opts, Agg: agg}).Run(); err != nil {
 		t.Fatal(err)

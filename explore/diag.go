@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // diagKeyColumns are the first columns of probe diag's CSV; every later
@@ -82,7 +82,7 @@ func openDiag(abs string) (*Folder, error) {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
 	f := &Folder{Dir: filepath.Dir(abs), Kind: "diag", Lengths: []int{ix.T}, Samples: len(ix.sampleList), Bucket: 1, BOSToken: -1,
-		Model:   analysis.ModelInfo{Arch: "probe diag CSV", Layers: ix.layers, Heads: ix.heads},
+		Model:   results.ModelInfo{Arch: "probe diag CSV", Layers: ix.layers, Heads: ix.heads},
 		windows: []string{"all"}, columns: "head", table: ix, only: filepath.Base(abs),
 		note:   "probe diag: one row per (sample, layer, head, query) of " + filepath.Base(abs),
 		noRows: "probe diag's CSV records neither the model nor the token ids it ran on: rows need a probe sweep folder (probe explore --model … --text … runs one)"}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"gorgonia.org/tensor"
@@ -24,7 +25,7 @@ import (
 type testSweep struct {
 	dir, modelDir string
 	stream        []int
-	man           *analysis.Manifest
+	man           *results.Manifest
 }
 
 // makeSweep generates a small model of arch, writes a token stream as a
@@ -71,7 +72,7 @@ func makeSweep(t testing.TB, arch model.Arch, layers, dModel, heads, kv int) tes
 	opts.LengthsArg, opts.Samples, opts.Bucket = "24,40", 2, 5
 	agg := analysis.DefaultAggOptions()
 	agg.LastLayers, agg.Bootstrap = 1, 50
-	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 	out := filepath.Join(root, "sweep")
 	sw := &analysis.Sweep{RunSpec: analysis.RunSpec{Source: src, Stream: stream, Out: out, Threads: 2}, Model: m, Info: info, Options: opts, Agg: agg}
 	man, _, err := sw.Run()
@@ -149,7 +150,7 @@ func get(t testing.TB, ts *httptest.Server, path string, out any) (int, string) 
 func TestGridIsTheHeadsTable(t *testing.T) {
 	sw := gated(t)
 	_, ts := newTestServer(t, sw.dir, Options{})
-	rows, err := analysis.ReadTable[analysis.HeadRow](filepath.Join(sw.dir, "heads.parquet"))
+	rows, err := results.ReadTable[results.HeadRow](filepath.Join(sw.dir, "heads.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestGridIsTheHeadsTable(t *testing.T) {
 func TestSeriesEnvelopes(t *testing.T) {
 	sw := gated(t)
 	_, ts := newTestServer(t, sw.dir, Options{})
-	rows, err := analysis.ReadTable[analysis.BucketRow](filepath.Join(sw.dir, "buckets.parquet"))
+	rows, err := results.ReadTable[analysis.BucketRow](filepath.Join(sw.dir, "buckets.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}

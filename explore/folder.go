@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // CacheDir is the folder, inside the measurement folder, where computed
@@ -21,9 +22,9 @@ const CacheDir = "explore-cache"
 type Folder struct {
 	Dir      string
 	Kind     string // "sweep", "gdn", "sinks", "massive", "experts" or "diag"
-	Model    analysis.ModelInfo
-	Source   analysis.SourceInfo
-	Chunks   []analysis.Chunk
+	Model    results.ModelInfo
+	Source   results.SourceInfo
+	Chunks   []results.Chunk
 	Lengths  []int // as planned
 	Samples  int
 	Bucket   int // queries per stored row of the per-query table (1: per query)
@@ -72,18 +73,18 @@ func Open(dir string) (*Folder, error) {
 		}
 		return nil, fmt.Errorf("explore: %s is a file, not a measurement folder nor probe diag's CSV (give the folder probe sweep, gdn, sinks, massive or experts wrote)", dir)
 	}
-	manPath := filepath.Join(abs, analysis.ManifestName(analysis.Shard{}))
+	manPath := filepath.Join(abs, analysis.ManifestName(results.Shard{}))
 	if _, err := os.Stat(manPath); errors.Is(err, os.ErrNotExist) {
-		if _, err := os.Stat(filepath.Join(abs, analysis.GDNManifestName)); err == nil {
+		if _, err := os.Stat(filepath.Join(abs, results.GDNManifestName)); err == nil {
 			return openGDN(dir, abs)
 		}
 		if kind := analysis.StreamKindOf(abs); kind != "" {
 			if _, ok := gridKinds[kind]; ok {
-				if _, err := os.Stat(filepath.Join(abs, analysis.StreamManifestName(kind, analysis.Shard{}))); err == nil {
+				if _, err := os.Stat(filepath.Join(abs, analysis.StreamManifestName(kind, results.Shard{}))); err == nil {
 					return openStream(dir, abs, kind)
 				}
 			}
-			return nil, fmt.Errorf("explore: %s holds probe %s shards but no merged %s: run probe merge first", dir, kind, analysis.StreamManifestName(kind, analysis.Shard{}))
+			return nil, fmt.Errorf("explore: %s holds probe %s shards but no merged %s: run probe merge first", dir, kind, analysis.StreamManifestName(kind, results.Shard{}))
 		}
 		if shards, _ := filepath.Glob(filepath.Join(abs, "manifest-shard-*.json")); len(shards) > 0 {
 			return nil, fmt.Errorf("explore: %s holds sweep shards (%s …) but no merged manifest.json: run probe merge first", dir, filepath.Base(shards[0]))

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -20,12 +20,12 @@ var gdnKeyColumns = []string{"T", "sample", "layer", "head", "token"}
 // row per (T, sample, layer, value head, token), one column per metric)
 // and gdn_heads.parquet (per (T, sample, layer, head) means).
 func openGDN(dir, abs string) (*Folder, error) {
-	path := filepath.Join(abs, analysis.GDNManifestName)
+	path := filepath.Join(abs, results.GDNManifestName)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
-	var man analysis.GDNManifest
+	var man results.GDNManifest
 	if err := json.Unmarshal(b, &man); err != nil {
 		return nil, fmt.Errorf("explore: %s: not a gdn manifest: %w", path, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // TestGDNFolder: a probe gdn folder opens; its series are gdn.parquet's
@@ -21,9 +22,9 @@ func TestGDNFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(sw.stream), Digest: analysis.TokenDigest(sw.stream)}
+	src := results.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(sw.stream), Digest: analysis.TokenDigest(sw.stream)}
 	out := filepath.Join(t.TempDir(), "gdn")
-	run := &analysis.GDNRun{RunSpec: analysis.RunSpec{Dir: sw.modelDir, Source: src, Stream: sw.stream, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 2}, Options: analysis.GDNOptions{StreamPlan: analysis.StreamPlan{Lengths: []int{40}, Samples: 1}, WRows: true}}
+	run := &analysis.GDNRun{RunSpec: analysis.RunSpec{Dir: sw.modelDir, Source: src, Stream: sw.stream, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 2}, Options: results.GDNOptions{StreamPlan: results.StreamPlan{Lengths: []int{40}, Samples: 1}, WRows: true}}
 	if _, _, err := run.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestGDNFolder(t *testing.T) {
 	if in.Kind != "gdn" || !in.Rows || !in.Tokens || len(in.Lengths) != 1 {
 		t.Fatalf("info: %+v", in)
 	}
-	rows, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
+	rows, err := results.ReadTable[results.GDNRow](filepath.Join(out, "gdn.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestGDNFolder(t *testing.T) {
 	if n != 40 {
 		t.Errorf("%d rows of layer %d head %d, want 40", n, r0.Layer, r0.Head)
 	}
-	heads, err := analysis.ReadTable[analysis.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
+	heads, err := results.ReadTable[results.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}

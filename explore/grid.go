@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -51,9 +51,9 @@ func (f *Folder) headsGrid(T int, metric, window string) (*Grid, error) {
 		return nil, err
 	}
 	defer fh.Close()
-	r := parquet.NewGenericReader[analysis.HeadRow](pf)
+	r := parquet.NewGenericReader[results.HeadRow](pf)
 	defer r.Close()
-	buf := make([]analysis.HeadRow, 512)
+	buf := make([]results.HeadRow, 512)
 	found := false
 	for {
 		n, err := r.Read(buf)

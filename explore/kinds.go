@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -46,12 +47,12 @@ var gridKeyColumns = []string{"T", "sample", "layer"}
 // lengths and samples are those of the manifest's chunks.
 func openStream(dir, abs, kind string) (*Folder, error) {
 	gk := gridKinds[kind]
-	path := filepath.Join(abs, analysis.StreamManifestName(kind, analysis.Shard{}))
+	path := filepath.Join(abs, analysis.StreamManifestName(kind, results.Shard{}))
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
-	var man analysis.RunRecord
+	var man results.RunRecord
 	if err := json.Unmarshal(b, &man); err != nil {
 		return nil, fmt.Errorf("explore: %s: not a %s manifest: %w", path, kind, err)
 	}

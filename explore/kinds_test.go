@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // zooGPTOSS is the zoo's gpt-oss-style checkpoint (learned sinks, sliding
@@ -20,7 +21,7 @@ const zooGPTOSS = "../zoo/checkpoints/gpt_oss_tiny"
 // zooStream writes 600 random token ids of the zoo model's vocabulary as
 // an ids file in a new folder and returns the folder, the stream and its
 // source record.
-func zooStream(t *testing.T) (string, []int, analysis.SourceInfo) {
+func zooStream(t *testing.T) (string, []int, results.SourceInfo) {
 	t.Helper()
 	root := t.TempDir()
 	rng := rand.New(rand.NewPCG(5, 9))
@@ -33,14 +34,14 @@ func zooStream(t *testing.T) (string, []int, analysis.SourceInfo) {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return root, stream, analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(p, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
+	return root, stream, results.SourceInfo{Kind: "ids", File: analysis.HashBytes(p, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 }
 
 // checkGrid compares /api/grid's cells with the mean and std over the
 // table's rows of (T, layer, column) computed here.
 func checkGrid[R any](t *testing.T, get1 func(string, any) (int, string), table string, T int, metric string, key func(R) (int, int, int), val func(R) float64) {
 	t.Helper()
-	rows, err := analysis.ReadTable[R](table)
+	rows, err := results.ReadTable[R](table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +146,8 @@ func TestStreamKindFolders(t *testing.T) {
 	get1 := func(p string, out any) (int, string) { return get(t, ts, p, out) }
 	for _, m := range []string{"bos_mass", "sink_mass", "neff", "max_weight"} {
 		checkGrid(t, get1, filepath.Join(sinks, "sinks_heads.parquet"), 160, m,
-			func(r analysis.SinkHeadRow) (int, int, int) { return r.T, r.Layer, r.Head },
-			func(r analysis.SinkHeadRow) float64 { return sinkMetric(r, m) })
+			func(r results.SinkHeadRow) (int, int, int) { return r.T, r.Layer, r.Head },
+			func(r results.SinkHeadRow) float64 { return sinkMetric(r, m) })
 	}
 	var row Row
 	if code, body := get1("/api/row?T=160&sample=1&layer=1&head=2&query=150", &row); code != 200 || len(row.Weights) != 151 {
@@ -166,15 +167,15 @@ func TestStreamKindFolders(t *testing.T) {
 	}
 	_, ts = newTestServer(t, massive, Options{})
 	checkGrid(t, func(p string, out any) (int, string) { return get(t, ts, p, out) }, filepath.Join(massive, "massive_top.parquet"), 96, "ratio",
-		func(r analysis.MassiveTopRow) (int, int, int) { return r.T, r.Layer, r.Rank },
-		func(r analysis.MassiveTopRow) float64 { return r.Ratio })
+		func(r results.MassiveTopRow) (int, int, int) { return r.T, r.Layer, r.Rank },
+		func(r results.MassiveTopRow) float64 { return r.Ratio })
 	_, ts = newTestServer(t, experts, Options{})
 	checkGrid(t, func(p string, out any) (int, string) { return get(t, ts, p, out) }, filepath.Join(experts, "experts_load.parquet"), 160, "load",
-		func(r analysis.ExpertLoadRow) (int, int, int) { return r.T, r.Layer, r.Expert },
-		func(r analysis.ExpertLoadRow) float64 { return r.Load })
+		func(r results.ExpertLoadRow) (int, int, int) { return r.T, r.Layer, r.Expert },
+		func(r results.ExpertLoadRow) float64 { return r.Load })
 }
 
-func sinkMetric(r analysis.SinkHeadRow, m string) float64 {
+func sinkMetric(r results.SinkHeadRow, m string) float64 {
 	return map[string]float64{"bos_mass": r.BOSMass, "sink_mass": r.SinkMass, "neff": r.NEff, "max_weight": r.MaxWeight}[m]
 }
 
@@ -194,15 +195,15 @@ func TestShardedStreamFolder(t *testing.T) {
 	root, stream, src := zooStream(t)
 	so := analysis.DefaultSinksOptions()
 	so.Lengths, so.Samples = []int{64}, 2
-	run := func(out string, sh analysis.Shard) {
+	run := func(out string, sh results.Shard) {
 		if _, _, _, err := (&analysis.SinksRun{RunSpec: analysis.RunSpec{Dir: zooGPTOSS, Source: src, Stream: stream, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 2, Shard: sh}, Options: so}).Run(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	whole, a, b, merged := filepath.Join(root, "whole"), filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "merged")
-	run(whole, analysis.Shard{})
-	run(a, analysis.Shard{Index: 0, Count: 2})
-	run(b, analysis.Shard{Index: 1, Count: 2})
+	run(whole, results.Shard{})
+	run(a, results.Shard{Index: 0, Count: 2})
+	run(b, results.Shard{Index: 1, Count: 2})
 	if _, err := Open(a); err == nil || !strings.Contains(err.Error(), "run probe merge first") {
 		t.Errorf("shard folder: %v", err)
 	}

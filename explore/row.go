@@ -17,6 +17,7 @@ import (
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/atomicfile"
 )
 
@@ -247,7 +248,7 @@ func (r *rowRunner) check(q RowRequest) error {
 
 // measured returns the layers with softmax rows (every layer unless the
 // manifest lists them).
-func measured(info analysis.ModelInfo) []int {
+func measured(info results.ModelInfo) []int {
 	if info.MeasuredLayers != nil {
 		return info.MeasuredLayers
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/tokenizer"
 )
 
@@ -50,7 +51,7 @@ func (f *Folder) loadSource() (*source, error) {
 	return s, s.err
 }
 
-func rebuild(dir string, info analysis.ModelInfo, src analysis.SourceInfo) ([]int, *tokenizer.Tokenizer, error) {
+func rebuild(dir string, info results.ModelInfo, src results.SourceInfo) ([]int, *tokenizer.Tokenizer, error) {
 	path := firstFile(candidates(dir, src.File.Path))
 	if path == "" {
 		return nil, nil, fmt.Errorf("the sweep's token source %q is not found (looked as given, in %s and beside it): token strings and rows are unavailable", src.File.Path, dir)
@@ -98,13 +99,13 @@ func rebuild(dir string, info analysis.ModelInfo, src analysis.SourceInfo) ([]in
 }
 
 // chunk returns the manifest's chunk of pass (T, sample).
-func (f *Folder) chunk(T, sample int) (analysis.Chunk, error) {
+func (f *Folder) chunk(T, sample int) (results.Chunk, error) {
 	for _, c := range f.Chunks {
 		if c.T == T && c.Sample == sample {
 			return c, nil
 		}
 	}
-	return analysis.Chunk{}, fmt.Errorf("no pass T %d sample %d in the %s (lengths %v, %d samples)", T, sample, f.Kind, f.Lengths, f.Samples)
+	return results.Chunk{}, fmt.Errorf("no pass T %d sample %d in the %s (lengths %v, %d samples)", T, sample, f.Kind, f.Lengths, f.Samples)
 }
 
 // passIDs returns the token ids of pass (T, sample) as the sweep ran it:

@@ -109,7 +109,7 @@ func (m *Model) amxParts(c Compute) int {
 	return 0
 }
 
-// Recorded is c as results record it (analysis.SweepOptions.Compute and
+// Recorded is c as results record it (results.SweepOptions.Compute and
 // pass keys): "" for ComputeF32 (and ""), so that float32 keys are those
 // of releases before the option; c itself otherwise.
 func (c Compute) Recorded() Compute {

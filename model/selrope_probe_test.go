@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -51,10 +52,10 @@ func TestSelRoPEFeedsCollector(t *testing.T) {
 					for _, a := range row {
 						s2 += float64(a) * float64(a)
 					}
-					if got, want := mustGet(t, col, probes.MetricNEff, b, l, h, q), 1/s2; math.Abs(got-want) > 1e-5*want {
+					if got, want := mustGet(t, col, results.MetricNEff, b, l, h, q), 1/s2; math.Abs(got-want) > 1e-5*want {
 						t.Fatalf("layer %d batch %d head %d query %d: n_eff %v, from the pattern %v", l, b, h, q, got, want)
 					}
-					if got, want := mustGet(t, col, probes.MetricBOSMass, b, l, h, q), float64(row[0]); math.Abs(got-want) > 1e-6 {
+					if got, want := mustGet(t, col, results.MetricBOSMass, b, l, h, q), float64(row[0]); math.Abs(got-want) > 1e-6 {
 						t.Fatalf("layer %d batch %d head %d query %d: BOS mass %v, pattern α_t0 %v", l, b, h, q, got, want)
 					}
 				}

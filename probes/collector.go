@@ -11,30 +11,9 @@ import (
 
 	"github.com/filterlens/probe/hooks"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
 	"gorgonia.org/tensor"
-)
-
-// Metric names accepted by Collector.Metric, Get and GetDim. The names of
-// the metrics that the golden diagnostics.safetensors files hold are the
-// same as there.
-const (
-	MetricNEff              = "neff"                // Kish n_eff = 1/Σα² (NEff)
-	MetricNEffEntropy       = "neff_entropy"        // exp(−Σα log α) (NEffEntropy)
-	MetricSumAlpha          = "sum_alpha"           // Σα (1 up to rounding for softmax rows)
-	MetricSMean             = "S_mean"              // S̄ = mean_i S_i
-	MetricLambdaObs         = "lambda_obs"          // λobs, reduction FromMean (i)
-	MetricK                 = "K"                   // K(λobs, λ), reduction FromMean (i)
-	MetricLambdaObsDimMean  = "lambda_obs_dim_mean" // mean_i λobs_i, reduction PerDimMean (ii)
-	MetricKDimMean          = "K_dim_mean"          // mean_i K(λobs_i, λ), reduction (ii)
-	MetricLambdaObsHarmonic = "lambda_obs_harmonic" // 1/mean_i Var_i, reduction Harmonic (iii)
-	MetricBOSMass           = "bos_mass"            // α mass on CollectorOptions.BOSKeys (default α_0)
-	MetricSinkMass          = "sink_mass"           // σ, the weight of the dropped sink column (learned sinks; 0 without)
-	MetricENorm             = "e_norm"              // ‖e‖, norm of the pre-gate head output Σα v
-	MetricGate              = "gate"                // output gate (SetGate); NaN where never set
-
-	MetricS            = "S"              // per-dimension S_i, [B,L,H,T,DHead] (KeepPerDim)
-	MetricLambdaObsDim = "lambda_obs_dim" // per-dimension λobs_i, [B,L,H,T,DHead] (KeepPerDim)
 )
 
 // CollectorOptions configures a Collector. The zero value reproduces the
@@ -339,13 +318,13 @@ type namedMetric struct {
 // cellMetrics returns the per-cell metrics the options ask for (see
 // Reductions.Stores), in table order.
 func (c *Collector) cellMetrics() []namedMetric {
-	all := []namedMetric{{MetricNEff, &c.NEff}, {MetricNEffEntropy, &c.NEffEntropy}, {MetricSumAlpha, &c.SumAlpha},
-		{MetricSMean, &c.SMean}, {MetricLambdaObs, &c.LambdaObs}, {MetricK, &c.K},
-		{MetricLambdaObsDimMean, &c.LambdaObsDimMean}, {MetricKDimMean, &c.KDimMean},
-		{MetricLambdaObsHarmonic, &c.LambdaObsHarmonic}, {MetricBOSMass, &c.BOSMass}, {MetricSinkMass, &c.SinkMass},
-		{MetricENorm, &c.ENorm}, {MetricGate, &c.Gate}}
+	all := []namedMetric{{results.MetricNEff, &c.NEff}, {results.MetricNEffEntropy, &c.NEffEntropy}, {results.MetricSumAlpha, &c.SumAlpha},
+		{results.MetricSMean, &c.SMean}, {results.MetricLambdaObs, &c.LambdaObs}, {results.MetricK, &c.K},
+		{results.MetricLambdaObsDimMean, &c.LambdaObsDimMean}, {results.MetricKDimMean, &c.KDimMean},
+		{results.MetricLambdaObsHarmonic, &c.LambdaObsHarmonic}, {results.MetricBOSMass, &c.BOSMass}, {results.MetricSinkMass, &c.SinkMass},
+		{results.MetricENorm, &c.ENorm}, {results.MetricGate, &c.Gate}}
 	return slices.DeleteFunc(all, func(m namedMetric) bool {
-		return !c.opts.Reductions.Stores(m.name) || (m.name == MetricSinkMass && !c.opts.Sinks)
+		return !c.opts.Reductions.Stores(m.name) || (m.name == results.MetricSinkMass && !c.opts.Sinks)
 	})
 }
 
@@ -354,7 +333,7 @@ func (c *Collector) cellMetrics() []namedMetric {
 func (c *Collector) metrics() []namedMetric {
 	m := c.cellMetrics()
 	if c.opts.KeepPerDim {
-		m = append(m, namedMetric{MetricS, &c.S}, namedMetric{MetricLambdaObsDim, &c.LambdaObsDim})
+		m = append(m, namedMetric{results.MetricS, &c.S}, namedMetric{results.MetricLambdaObsDim, &c.LambdaObsDim})
 	}
 	return m
 }
@@ -394,7 +373,7 @@ func (r Reductions) String() string {
 // MeanReduction.
 func (r Reductions) Stores(name string) bool {
 	switch name {
-	case MetricLambdaObsDimMean, MetricKDimMean, MetricLambdaObsHarmonic:
+	case results.MetricLambdaObsDimMean, results.MetricKDimMean, results.MetricLambdaObsHarmonic:
 		return r == AllReductions
 	}
 	return true
@@ -466,7 +445,7 @@ func (c *Collector) Metric(name string) ([]float32, bool) {
 // of that name, or naming the shape when an index is out of range.
 func (c *Collector) Get(metric string, b, l, h, t int) (float64, error) {
 	x, ok := c.Metric(metric)
-	if !ok || metric == MetricS || metric == MetricLambdaObsDim {
+	if !ok || metric == results.MetricS || metric == results.MetricLambdaObsDim {
 		return math.NaN(), fmt.Errorf("probes: Collector.Get: %q is not a per-cell metric of this Collector (it holds %s)", metric, strings.Join(c.Metrics(), ", "))
 	}
 	if err := c.checkCell(b, l, h, t); err != nil || !c.HasLayer(l) {
@@ -480,8 +459,8 @@ func (c *Collector) Get(metric string, b, l, h, t int) (float64, error) {
 // when the metric is not held or an index is out of range.
 func (c *Collector) GetDim(metric string, b, l, h, t, i int) (float64, error) {
 	x, ok := c.Metric(metric)
-	if !ok || (metric != MetricS && metric != MetricLambdaObsDim) {
-		return math.NaN(), fmt.Errorf("probes: Collector.GetDim: %q is not a per-dimension metric of this Collector (per-dimension metrics need KeepPerDim: %s, %s)", metric, MetricS, MetricLambdaObsDim)
+	if !ok || (metric != results.MetricS && metric != results.MetricLambdaObsDim) {
+		return math.NaN(), fmt.Errorf("probes: Collector.GetDim: %q is not a per-dimension metric of this Collector (per-dimension metrics need KeepPerDim: %s, %s)", metric, results.MetricS, results.MetricLambdaObsDim)
 	}
 	if err := c.checkCell(b, l, h, t); err != nil {
 		return math.NaN(), err

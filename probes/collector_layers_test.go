@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
 )
 
@@ -66,22 +67,22 @@ func TestCollectorLayers(t *testing.T) {
 				}
 			}
 		}
-		if name == MetricGate || name == MetricNEff {
+		if name == results.MetricGate || name == results.MetricNEff {
 			if v, err := some.Get(name, 0, soft[0], 1, T-1); err != nil || math.IsNaN(v) {
 				t.Fatalf("%s of a softmax layer: %v, %v", name, v, err)
 			}
 		}
 	}
 	gdn := 0 // a Gated DeltaNet layer
-	if v, err := some.Get(MetricNEff, 0, gdn, 0, 0); err != nil || !math.IsNaN(v) {
+	if v, err := some.Get(results.MetricNEff, 0, gdn, 0, 0); err != nil || !math.IsNaN(v) {
 		t.Fatalf("Get on a layer without cells: %v, %v; want NaN, nil", v, err)
 	}
-	if _, err := some.Get(MetricNEff, 0, cfg.Layers, 0, 0); err == nil {
+	if _, err := some.Get(results.MetricNEff, 0, cfg.Layers, 0, 0); err == nil {
 		t.Fatal("Get beyond the last layer: no error")
 	}
 	// rows and gates of a layer without cells are ignored, and the
 	// layers with cells keep their values
-	before, _ := some.Metric(MetricNEff)
+	before, _ := some.Metric(results.MetricNEff)
 	before = append([]float32(nil), before...)
 	syn := newSynth(rng, 1, cfg.Heads, T, cfg.ValueDim())
 	for _, tile := range tiles(syn.attn, syn.v, 1, cfg.Heads, T, cfg.ValueDim(), 0, gdn, 0, 16) {
@@ -93,7 +94,7 @@ func TestCollectorLayers(t *testing.T) {
 	if err := some.SetLayerGates(gdn, make([]float32, T*cfg.Heads), 1); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := some.Metric(MetricNEff)
+	after, _ := some.Metric(results.MetricNEff)
 	for i := range after {
 		if math.Float32bits(after[i]) != math.Float32bits(before[i]) {
 			t.Fatalf("cell %d changed by rows of a layer without cells: %v → %v", i, before[i], after[i])

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 )
 
@@ -112,10 +113,10 @@ func TestCollectorMatchesRowFunctions(t *testing.T) {
 							}
 						}
 						for i := 0; i < D; i++ {
-							if got := cellDim(t, c, MetricS, b, l, h, q, i); !storedFrom(got, S[i], 1e-13) {
+							if got := cellDim(t, c, results.MetricS, b, l, h, q, i); !storedFrom(got, S[i], 1e-13) {
 								t.Errorf("%v S[b=%d l=%d h=%d t=%d i=%d] = %.17g, want %.17g", form, b, l, h, q, i, got, S[i])
 							}
-							if got := cellDim(t, c, MetricLambdaObsDim, b, l, h, q, i); !storedFrom(got, dim[i], 1e-10*math.Abs(dim[i])) {
+							if got := cellDim(t, c, results.MetricLambdaObsDim, b, l, h, q, i); !storedFrom(got, dim[i], 1e-10*math.Abs(dim[i])) {
 								t.Errorf("%v lambda_obs_dim[b=%d l=%d h=%d t=%d i=%d] = %.17g, want %.17g", form, b, l, h, q, i, got, dim[i])
 							}
 						}
@@ -137,17 +138,17 @@ func rowWant(alpha []float32, v func(int) []float32, D int, form LambdaForm) (wa
 	o.LambdaDim(dim, st)
 	lam := o.Lambda(st)
 	return map[string]float64{
-		MetricNEff:              NEff(alpha),
-		MetricNEffEntropy:       NEffEntropy(alpha),
-		MetricSumAlpha:          SumAlpha(alpha),
-		MetricSMean:             Mean(S),
-		MetricLambdaObs:         lam,
-		MetricK:                 KalmanGain(lam, 1),
-		MetricLambdaObsDimMean:  LambdaOptions{Form: form, Reduction: PerDimMean}.Lambda(st),
-		MetricKDimMean:          KDimMean(dim, 1),
-		MetricLambdaObsHarmonic: LambdaOptions{Form: form, Reduction: Harmonic}.Lambda(st),
-		MetricBOSMass:           BOSMass(alpha),
-		MetricENorm:             Norm2(e),
+		results.MetricNEff:              NEff(alpha),
+		results.MetricNEffEntropy:       NEffEntropy(alpha),
+		results.MetricSumAlpha:          SumAlpha(alpha),
+		results.MetricSMean:             Mean(S),
+		results.MetricLambdaObs:         lam,
+		results.MetricK:                 KalmanGain(lam, 1),
+		results.MetricLambdaObsDimMean:  LambdaOptions{Form: form, Reduction: PerDimMean}.Lambda(st),
+		results.MetricKDimMean:          KDimMean(dim, 1),
+		results.MetricLambdaObsHarmonic: LambdaOptions{Form: form, Reduction: Harmonic}.Lambda(st),
+		results.MetricBOSMass:           BOSMass(alpha),
+		results.MetricENorm:             Norm2(e),
 	}, S, dim
 }
 
@@ -194,7 +195,7 @@ func TestCollectorRoundsOnce(t *testing.T) {
 				for _, m := range []struct {
 					name string
 					w    float64
-				}{{MetricS, S[i]}, {MetricLambdaObsDim, dim[i]}} {
+				}{{results.MetricS, S[i]}, {results.MetricLambdaObsDim, dim[i]}} {
 					if got := cellDim(t, c.c, m.name, 0, 0, 0, q, i); !storedFrom(got, m.w, 1e-13*math.Abs(m.w)) {
 						t.Errorf("%s: %s[t=%d i=%d] = %.17g, want float32(%.17g) = %.9g", c.name, m.name, q, i, got, m.w, float32(m.w))
 					}
@@ -278,11 +279,11 @@ func TestCollectorUnfilledCellsAreNaN(t *testing.T) {
 		l, q   int
 		filled bool
 	}{{1, 0, true}, {1, 9, true}, {1, 10, false}, {1, 11, false}, {0, 0, false}} {
-		if got := cell(t, c, MetricNEff, 0, x.l, 0, x.q); math.IsNaN(got) == x.filled {
+		if got := cell(t, c, results.MetricNEff, 0, x.l, 0, x.q); math.IsNaN(got) == x.filled {
 			t.Errorf("neff[l=%d t=%d] = %g, filled=%v", x.l, x.q, got, x.filled)
 		}
 	}
-	if g := cell(t, c, MetricGate, 0, 1, 0, 0); !math.IsNaN(g) {
+	if g := cell(t, c, results.MetricGate, 0, 1, 0, 0); !math.IsNaN(g) {
 		t.Errorf("gate never set = %g, want NaN", g)
 	}
 }
@@ -333,7 +334,7 @@ func TestCollectorNonFinite(t *testing.T) {
 				if n := c.NonFiniteRows(); n == 0 {
 					t.Errorf("%s (continue): NonFiniteRows = 0", tc.name)
 				}
-				if x := cell(t, c, MetricNEff, 0, 2, 0, T-1); math.IsNaN(x) {
+				if x := cell(t, c, results.MetricNEff, 0, 2, 0, T-1); math.IsNaN(x) {
 					t.Errorf("%s (continue): clean head 0 not stored", tc.name)
 				}
 				continue
@@ -348,7 +349,7 @@ func TestCollectorNonFinite(t *testing.T) {
 					t.Errorf("%s: error %q does not name %q", tc.name, msg, want)
 				}
 			}
-			if x := cell(t, c, MetricNEff, 0, 2, 1, tc.wantQuery-1); math.IsNaN(x) {
+			if x := cell(t, c, results.MetricNEff, 0, 2, 1, tc.wantQuery-1); math.IsNaN(x) {
 				t.Errorf("%s: row before the bad one not stored", tc.name)
 			}
 		}
@@ -416,21 +417,21 @@ func TestCollectorGates(t *testing.T) {
 		for q := 0; q < T; q++ {
 			for h := 0; h < H; h++ {
 				i := (b*T+q)*H + h
-				if got, want := cell(t, c, MetricGate, b, 0, h, q), float64(head[i]); got != want {
+				if got, want := cell(t, c, results.MetricGate, b, 0, h, q), float64(head[i]); got != want {
 					t.Errorf("headwise gate[b=%d t=%d h=%d] = %g, want %g", b, q, h, got, want)
 				}
-				if got, want := cell(t, c, MetricGate, b, 1, h, q), float64(float32(GateMean(elem[i*D:(i+1)*D]))); got != want {
+				if got, want := cell(t, c, results.MetricGate, b, 1, h, q), float64(float32(GateMean(elem[i*D:(i+1)*D]))); got != want {
 					t.Errorf("elementwise gate[b=%d t=%d h=%d] = %g, want %g", b, q, h, got, want)
 				}
 			}
 		}
 	}
 	c.SetGate(1, 1, 4, 2, 0.75)
-	if got := cell(t, c, MetricGate, 1, 1, 2, 4); got != 0.75 {
+	if got := cell(t, c, results.MetricGate, 1, 1, 2, 4); got != 0.75 {
 		t.Errorf("SetGate(1,1,4,2): gate = %g, want 0.75", got)
 	}
 	c.SetGateVector(0, 0, 3, 1, []float32{0.5, 1})
-	if got := cell(t, c, MetricGate, 0, 0, 1, 3); got != 0.75 {
+	if got := cell(t, c, results.MetricGate, 0, 0, 1, 3); got != 0.75 {
 		t.Errorf("SetGateVector: gate = %g, want 0.75", got)
 	}
 	if err := c.SetLayerGates(0, head[:7], 1); err == nil {
@@ -448,7 +449,7 @@ func TestCollectorBOSKeys(t *testing.T) {
 	feed(t, c, s, 0, 6)
 	for q := 0; q < 6; q++ {
 		row := s.attn[q*6 : q*6+q+1]
-		if got, want := cell(t, c, MetricBOSMass, 0, 0, 0, q), float64(float32(ColumnMass(row, []int{0, 1}))); got != want {
+		if got, want := cell(t, c, results.MetricBOSMass, 0, 0, 0, q), float64(float32(ColumnMass(row, []int{0, 1}))); got != want {
 			t.Errorf("bos_mass with keys {0,1} at t=%d = %g, want %g", q, got, want)
 		}
 	}
@@ -502,14 +503,14 @@ func TestCollectorGetErrors(t *testing.T) {
 		want       string
 	}{
 		{"k_bft", 0, 0, 0, 0, `"k_bft" is not a per-cell metric of this Collector (it holds neff,`},
-		{MetricS, 0, 0, 0, 0, "is not a per-cell metric"},
-		{MetricK, 0, 2, 0, 0, "out of range"},
+		{results.MetricS, 0, 0, 0, 0, "is not a per-cell metric"},
+		{results.MetricK, 0, 2, 0, 0, "out of range"},
 	} {
 		if _, err := c.Get(tc.metric, tc.b, tc.l, tc.h, tc.q); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Get(%q, %d, %d, %d, %d): %v, want an error containing %q", tc.metric, tc.b, tc.l, tc.h, tc.q, err, tc.want)
 		}
 	}
-	if _, err := c.GetDim(MetricS, 0, 0, 0, 0, 0); err == nil || !strings.Contains(err.Error(), "KeepPerDim") {
+	if _, err := c.GetDim(results.MetricS, 0, 0, 0, 0, 0); err == nil || !strings.Contains(err.Error(), "KeepPerDim") {
 		t.Errorf("GetDim without KeepPerDim: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 )
 
@@ -121,8 +122,8 @@ func maxErr(got []float32, want []float64) (rel, abs0 float64, at int) {
 func TestGoldenDiagnostics(t *testing.T) {
 	const relTol, absTol = 1e-6, 1e-9
 	metricOf := map[string]string{ // golden name → Collector metric
-		"neff": MetricNEff, "S_mean": MetricSMean, "lambda_obs": MetricLambdaObs, "K": MetricK,
-		"K_dim_mean": MetricKDimMean, "bos_mass": MetricBOSMass, "S": MetricS, "lambda_obs_dim": MetricLambdaObsDim,
+		"neff": results.MetricNEff, "S_mean": results.MetricSMean, "lambda_obs": results.MetricLambdaObs, "K": results.MetricK,
+		"K_dim_mean": results.MetricKDimMean, "bos_mass": results.MetricBOSMass, "S": results.MetricS, "lambda_obs_dim": results.MetricLambdaObsDim,
 	}
 	for _, name := range goldenCases {
 		t.Run(name, func(t *testing.T) {
@@ -158,7 +159,7 @@ func TestGoldenDiagnostics(t *testing.T) {
 				for b := 0; b < g.B; b++ {
 					for l := 0; l < g.L; l++ {
 						for h := 0; h < g.H; h++ {
-							if lam := cell(t, c, MetricLambdaObs, b, l, h, 0); lam != 2*float64(g.D) {
+							if lam := cell(t, c, results.MetricLambdaObs, b, l, h, 0); lam != 2*float64(g.D) {
 								t.Errorf("lambda_obs[b=%d l=%d h=%d t=0] = %.17g, want 2·d_head = %d", b, l, h, lam, 2*g.D)
 							}
 						}
@@ -200,7 +201,7 @@ func checkGoldenGates(t *testing.T, g *goldenCase) {
 						want += float64(g.gate[l][o+k])
 					}
 					want /= float64(g.gatePerHead)
-					got := cell(t, c, MetricGate, b, l, h, q)
+					got := cell(t, c, results.MetricGate, b, l, h, q)
 					if !storedFrom(got, want, 1e-15) || !(got > 0 && got < 1) {
 						t.Fatalf("gate[b=%d l=%d h=%d t=%d] = %.17g, want %.17g in (0,1)", b, l, h, q, got, want)
 					}

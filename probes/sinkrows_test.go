@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 )
@@ -165,8 +166,8 @@ func perturbMoments(rng *rand.Rand, am *hooks.AttnMoments) *hooks.AttnMoments {
 func TestGoldenSinkDiagnostics(t *testing.T) {
 	const relTol, absTol = 1e-5, 1e-9
 	metricOf := map[string]string{
-		"neff": MetricNEff, "S_mean": MetricSMean, "lambda_obs": MetricLambdaObs, "K": MetricK,
-		"K_dim_mean": MetricKDimMean, "bos_mass": MetricBOSMass, "S": MetricS, "lambda_obs_dim": MetricLambdaObsDim,
+		"neff": results.MetricNEff, "S_mean": results.MetricSMean, "lambda_obs": results.MetricLambdaObs, "K": results.MetricK,
+		"K_dim_mean": results.MetricKDimMean, "bos_mass": results.MetricBOSMass, "S": results.MetricS, "lambda_obs_dim": results.MetricLambdaObsDim,
 	}
 	for _, name := range sinkGoldenCases(t) {
 		t.Run(name, func(t *testing.T) {
@@ -286,7 +287,7 @@ func TestSinkRowsMoments(t *testing.T) {
 			}
 		}
 		for _, name := range rowsC.Metrics() {
-			if name == MetricGate {
+			if name == results.MetricGate {
 				continue
 			}
 			want, _ := rowsC.Metric(name)
@@ -328,7 +329,7 @@ func TestSinkRowsMoments(t *testing.T) {
 				}
 			}
 		}
-		if s, _ := cols[0].Metric(MetricSinkMass); s[0] != 0 {
+		if s, _ := cols[0].Metric(results.MetricSinkMass); s[0] != 0 {
 			t.Errorf("no Sink: sink_mass %v, want 0", s[0])
 		}
 	}

@@ -2,9 +2,9 @@ package probes
 
 import (
 	"math"
-	"math/rand/v2"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 )
@@ -74,10 +74,10 @@ func TestSinkCollectorConstructed(t *testing.T) {
 			}
 			means = append(means, h.BOSMass)
 		}
-		if r, n := SinkRate(means, 0.3); r != c.rate03 || n != 4 {
+		if r, n := results.SinkRate(means, 0.3); r != c.rate03 || n != 4 {
 			t.Errorf("first query %v: Sink^0.3 = %v %% of %d heads, want %v %% of 4", c.first, r, n, c.rate03)
 		}
-		if r, _ := SinkRate(means, 0.65); r != c.rate065 {
+		if r, _ := results.SinkRate(means, 0.65); r != c.rate065 {
 			t.Errorf("first query %v: Sink^0.65 = %v %%, want %v %%", c.first, r, c.rate065)
 		}
 	}
@@ -90,32 +90,6 @@ func TestSinkCollectorConstructed(t *testing.T) {
 		h.MaxLast != 1 || math.Abs(h.NEff-(1+2+2+1)/4.0) > 1e-12 {
 		t.Errorf("entropy %v (want ln2/2), normalised %v (want 2/3), max %v (0.75), max last quarter %v (1), n_eff %v (1.5)",
 			h.Entropy, h.EntropyNorm, h.MaxWeight, h.MaxLast, h.NEff)
-	}
-}
-
-// TestSinkRateMonotone: Sink_1^ε never increases with ε, on random heads
-// and NaN (not applicable) heads mixed in.
-func TestSinkRateMonotone(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for trial := 0; trial < 50; trial++ {
-		means := make([]float64, 1+rng.IntN(40))
-		for i := range means {
-			means[i] = rng.Float64()
-			if rng.IntN(10) == 0 {
-				means[i] = math.NaN()
-			}
-		}
-		prev := math.Inf(1)
-		for eps := 0.0; eps <= 1.0001; eps += 0.01 {
-			r, _ := SinkRate(means, eps)
-			if r > prev {
-				t.Fatalf("trial %d: Sink^%.2f = %v > Sink at the previous ε = %v", trial, eps, r, prev)
-			}
-			prev = r
-		}
-		if r, _ := SinkRate(means, 1); r != 0 && !math.IsNaN(r) {
-			t.Fatalf("trial %d: Sink^1 = %v, want 0 (means ≤ 1)", trial, r)
-		}
 	}
 }
 

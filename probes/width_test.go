@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 )
@@ -82,7 +83,7 @@ func TestCollectorPerLayerWidths(t *testing.T) {
 							}
 						}
 						for i := 0; i < col.DHead; i++ {
-							got, _ := col.GetDim(MetricS, 0, l, h, q, i)
+							got, _ := col.GetDim(results.MetricS, 0, l, h, q, i)
 							switch {
 							case i >= w && !math.IsNaN(got):
 								t.Fatalf("layer %d (width %d): S[%d] = %v beyond the layer's width, want NaN", l, w, i, got)

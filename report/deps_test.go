@@ -10,19 +10,10 @@ import (
 // drawOnly are the module packages that no report package may depend on,
 // even indirectly: report draws tables and structs, it does not run models
 // (model and its internal packages), diagnostics (probes) or the AFA toy
-// (afatoy). analysis does all three, so it is out too; the leaf packages
-// analysis/attngrid and friends carry the data across.
+// (afatoy). analysis does all three, so it is out too; its model-free
+// subpackages (analysis/results, attngrid, rfatab, afatab) carry the data
+// across.
 var drawOnly = []string{"model", "probes", "afatoy", "analysis"}
-
-// notYetDrawOnly are the report packages that still import one of drawOnly
-// (issue 28 item 4, under way). TestReportDrawsOnly fails when one of them
-// no longer does, so that the list only shrinks.
-var notYetDrawOnly = map[string]string{
-	"report/filters": "takes analysis's row and manifest types",
-	"report/sweep":   "loads sweep folders through analysis.LoadResults",
-	"report/papers":  "the AFA toy report runs afatoy's forward passes",
-	"report/ppl":     "takes analysis.PPLResults, whose manifest types the run-engine item (issue 28 item 2) is unifying",
-}
 
 // TestReportDrawsOnly runs `go list -deps` on every package under report/
 // and fails when one depends on a package of drawOnly.
@@ -51,12 +42,8 @@ func TestReportDrawsOnly(t *testing.T) {
 				bad = append(bad, rel)
 			}
 		}
-		why, pending := notYetDrawOnly[pkg]
-		switch {
-		case len(bad) > 0 && !pending:
+		if len(bad) > 0 {
 			t.Errorf("%s depends on %s: report packages draw tables and structs; move the computation to analysis", pkg, strings.Join(bad, ", "))
-		case len(bad) == 0 && pending:
-			t.Errorf("%s no longer depends on %v (%s): remove it from notYetDrawOnly", pkg, drawOnly, why)
 		}
 	}
 	if seen < 8 {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -17,7 +16,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -391,10 +393,10 @@ func benchHooks(mode string, c *model.Config, T, threads int, copt probes.Collec
 		}
 		return col.Hooks(c), nil
 	case "gdn", "gdn-w-rows":
-		_, err := analysis.GDNFilter(hs, c, T, analysis.GDNOptions{WRows: mode == "gdn-w-rows"}, threads)
+		_, err := analysis.GDNFilter(hs, c, T, results.GDNOptions{WRows: mode == "gdn-w-rows"}, threads)
 		return hs, err
 	case "sinks":
-		_, err := analysis.SinkHooks(hs, c, analysis.Chunk{T: T}, analysis.DefaultSinksOptions())
+		_, err := analysis.SinkHooks(hs, c, results.Chunk{T: T}, analysis.DefaultSinksOptions())
 		return hs, err
 	case "massive":
 		analysis.MassiveHooks(hs, c, T, analysis.DefaultMassiveOptions().TopK)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
@@ -35,7 +36,7 @@ func TestComputeBF16Sweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Sweep.Compute != model.ComputeBF16 || !strings.HasPrefix(m.Model.Compute, "bf16") || passCompute(m.Passes[0]) != model.ComputeBF16 ||
+	if m.Sweep.Compute != string(model.ComputeBF16) || !strings.HasPrefix(m.Model.Compute, "bf16") || passCompute(m.Passes[0]) != model.ComputeBF16 ||
 		!strings.Contains(m.Model.Compute, "kernel "+model.BF16Kernel()) {
 		t.Errorf("compute in the manifest: sweep %q, model %q, pass key %q", m.Sweep.Compute, m.Model.Compute, passCompute(m.Passes[0]))
 	}
@@ -76,9 +77,9 @@ func TestComputeBF16Sweep(t *testing.T) {
 	if code != 0 {
 		t.Fatal(errs)
 	}
-	if m, err := analysis.ReadManifest(filepath.Join(outProj, "manifest.json")); err != nil || m.Sweep.Compute != model.ComputeBF16Proj ||
+	if m, err := analysis.ReadManifest(filepath.Join(outProj, "manifest.json")); err != nil || m.Sweep.Compute != string(model.ComputeBF16Proj) ||
 		passCompute(m.Passes[0]) != model.ComputeBF16Proj || !strings.Contains(m.Model.Compute, "attention and the rest float32") ||
-		m.Deviation == nil || m.Deviation.Compute != model.ComputeBF16Proj {
+		m.Deviation == nil || m.Deviation.Compute != string(model.ComputeBF16Proj) {
 		t.Errorf("bf16-proj sweep: %v, manifest compute %+v", err, m)
 	}
 	if !strings.Contains(stdout, "compute bf16-proj: deviation from the float32 pass on the first 50 tokens") {
@@ -151,7 +152,7 @@ func TestComputeF32Kernels(t *testing.T) {
 	if m, err = analysis.ReadManifest(filepath.Join(outWide, "manifest.json")); err != nil {
 		t.Fatal(err)
 	}
-	if m.Sweep.Compute != model.ComputeF32Widen || passCompute(m.Passes[0]) != model.ComputeF32Widen || m.Deviation != nil ||
+	if m.Sweep.Compute != string(model.ComputeF32Widen) || passCompute(m.Passes[0]) != model.ComputeF32Widen || m.Deviation != nil ||
 		!strings.Contains(m.Model.Compute, "weights widened to float32") || !strings.Contains(m.Model.Compute, "(kernel "+model.BLAS()+")") {
 		t.Errorf("f32-widen sweep: sweep.compute %q, pass key %q, model.compute %q, deviation %+v", m.Sweep.Compute, passCompute(m.Passes[0]), m.Model.Compute, m.Deviation)
 	}
@@ -222,10 +223,10 @@ func TestComputeBF16StreamCommands(t *testing.T) {
 	for _, c := range []struct {
 		cmd, manifest, length string
 	}{
-		{"ppl", analysis.PPLManifestName, "14"}, // after 32 calibration tokens
-		{"gdn", analysis.GDNManifestName, "32"},
-		{"sinks", analysis.SinksManifestName, "32"},
-		{"massive", analysis.MassiveManifestName, "32"},
+		{"ppl", results.PPLManifestName, "14"}, // after 32 calibration tokens
+		{"gdn", results.GDNManifestName, "32"},
+		{"sinks", results.SinksManifestName, "32"},
+		{"massive", results.MassiveManifestName, "32"},
 	} {
 		out := filepath.Join(tmp, c.cmd)
 		args := []string{c.cmd, "--model", dir, "--ids", idsFile, "--lengths", c.length, "--samples", "1", "--out", out,
@@ -242,9 +243,9 @@ func TestComputeBF16StreamCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		var man struct {
-			Deviation *analysis.Deviation `json:"compute_deviation"`
+			Deviation *results.Deviation `json:"compute_deviation"`
 			Models    []struct {
-				Deviation *analysis.Deviation `json:"compute_deviation"`
+				Deviation *results.Deviation `json:"compute_deviation"`
 			} `json:"models"`
 		}
 		if err := json.Unmarshal(b, &man); err != nil {
@@ -262,7 +263,7 @@ func TestComputeBF16StreamCommands(t *testing.T) {
 
 // passCompute is the compute recorded in a sweep pass's key (omitted for
 // f32).
-func passCompute(p analysis.StreamPass) model.Compute {
+func passCompute(p results.StreamPass) model.Compute {
 	var o struct {
 		Compute model.Compute `json:"compute"`
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/afatab"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/filters"
 	"github.com/filterlens/probe/report/papers"
@@ -134,7 +135,11 @@ func runDemo(opts *DemoOptions) error {
 		return err
 	}
 	st.next("AFA: the 2-D LTI toy system, Figs. 1–3 from the trained one-layer filters")
-	af, err := papers.AFAToyFigures(d.afa)
+	toy, err := analysis.AFAToy(d.afa, afatab.Options{})
+	if err != nil {
+		return fmt.Errorf("demo: AFA figures: %w", err)
+	}
+	af, err := papers.AFAToyFigures(toy)
 	if err != nil {
 		return fmt.Errorf("demo: AFA figures: %w", err)
 	}

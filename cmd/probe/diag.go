@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -18,8 +19,8 @@ import (
 // the diagnostics' options.
 type DiagOptions struct {
 	Stdout      io.Writer
-	CLIOptions  []analysis.Option // every flag with its value, for the manifest
-	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
+	CLIOptions  []results.Option // every flag with its value, for the manifest
+	CommandLine []string         // the arguments after the command name, for the manifest and the resume note
 	runFlags
 	Input              tokenFlags
 	AllowExtrapolation bool
@@ -90,7 +91,7 @@ func runDiag(opts *DiagOptions) error {
 	}
 	run := opts.runFlags
 	run.Out = analysis.DiagRunDir(opts.Out)
-	if run.sh, err = analysis.ParseShard(run.Shard); err != nil {
+	if run.sh, err = results.ParseShard(run.Shard); err != nil {
 		return fmt.Errorf("--shard: %w", err)
 	}
 	spec, end, err := run.spec("diag", "probe diag's passes and manifest", []string{analysis.FormatCSV}, opts.CLIOptions, opts.CommandLine)
@@ -141,10 +142,10 @@ func reportDiag(w io.Writer, man *analysis.DiagManifest, c *model.Config) {
 
 // diagSource describes probe diag's input: the file, and the token digest
 // of the batch's sequences back to back.
-func diagSource(in tokenFlags, ids [][]int) analysis.SourceInfo {
-	src := analysis.SourceInfo{Kind: "ids", File: analysis.FileHash{Path: inputName(in.IDs)}}
+func diagSource(in tokenFlags, ids [][]int) results.SourceInfo {
+	src := results.SourceInfo{Kind: "ids", File: results.FileHash{Path: inputName(in.IDs)}}
 	if in.Text != "" {
-		src = analysis.SourceInfo{Kind: "text", File: analysis.FileHash{Path: inputName(in.Text)}, AddSpecialTokens: true}
+		src = results.SourceInfo{Kind: "text", File: results.FileHash{Path: inputName(in.Text)}, AddSpecialTokens: true}
 	}
 	stream := slices.Concat(ids...)
 	src.Tokens, src.Digest = len(stream), analysis.TokenDigest(stream)

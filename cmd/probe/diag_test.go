@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
@@ -530,7 +531,7 @@ func TestDiagResumeShardMerge(t *testing.T) {
 	full, _ := os.ReadFile(p2)
 	os.WriteFile(p2, full[:len(full)/2], 0o644)
 	os.Remove(cut)
-	mp := filepath.Join(runDir, analysis.StreamManifestName("diag", analysis.Shard{}))
+	mp := filepath.Join(runDir, analysis.StreamManifestName("diag", results.Shard{}))
 	b, _ := os.ReadFile(mp)
 	os.WriteFile(mp, []byte(strings.Replace(string(b), `"complete": true`, `"complete": false`, 1)), 0o644)
 	if code, out, errs := diag(cut); code != 0 || !strings.Contains(out, "4 passes (2 run, 2 already finished)") {

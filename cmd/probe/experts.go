@@ -7,13 +7,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // ExpertsOptions are the options of probe experts.
 type ExpertsOptions struct {
 	Stdout      io.Writer
-	CLIOptions  []analysis.Option // every flag with its value, for the manifest
-	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
+	CLIOptions  []results.Option // every flag with its value, for the manifest
+	CommandLine []string         // the arguments after the command name, for the manifest and the resume note
 	Stream      streamFlags
 	Margin      string
 }
@@ -49,8 +50,8 @@ func runExperts(opts *ExpertsOptions) error {
 	if err != nil {
 		return err
 	}
-	mo := analysis.ExpertsRunOptions{StreamPlan: opts.Stream.plan(lengths), Margin: opts.Margin}
-	spec, end, err := opts.Stream.streamSpec("experts", "the experts tables and "+analysis.ExpertsManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	mo := results.ExpertsRunOptions{StreamPlan: opts.Stream.plan(lengths), Margin: opts.Margin}
+	spec, end, err := opts.Stream.streamSpec("experts", "the experts tables and "+results.ExpertsManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
@@ -68,8 +68,8 @@ func TestExpertsCommandGolden(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: probe experts: exit %d: %s", name, code, stderr)
 		}
-		var man analysis.ExpertsManifest
-		b, _ := os.ReadFile(filepath.Join(out, analysis.ExpertsManifestName))
+		var man results.ExpertsManifest
+		b, _ := os.ReadFile(filepath.Join(out, results.ExpertsManifestName))
 		if err := json.Unmarshal(b, &man); err != nil {
 			t.Fatal(err)
 		}
@@ -78,11 +78,11 @@ func TestExpertsCommandGolden(t *testing.T) {
 				t.Fatalf("%s: chunk %d is [%d, %d), want golden sequence %d", name, i, c.Start, c.End, i)
 			}
 		}
-		loads, err := analysis.ReadTable[analysis.ExpertLoadRow](filepath.Join(out, "experts_load.parquet"))
+		loads, err := results.ReadTable[results.ExpertLoadRow](filepath.Join(out, "experts_load.parquet"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		layers, err := analysis.ReadTable[analysis.ExpertLayerRow](filepath.Join(out, "experts_layers.parquet"))
+		layers, err := results.ReadTable[results.ExpertLayerRow](filepath.Join(out, "experts_layers.parquet"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/afatab"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/papers"
 )
@@ -60,7 +62,11 @@ func runFigures(opts *FiguresOptions) error {
 		if opts.RFA.Model == "" {
 			return fmt.Errorf("--paper afa draws Figs. 1–3 from trained toy filters: give --model <afa_toy folder> (e.g. zoo/checkpoints/afa_toy)")
 		}
-		r, err := papers.AFAToyReport(opts.RFA.Model, papers.AFAToyOptions{})
+		toy, err := analysis.AFAToy(opts.RFA.Model, afatab.Options{})
+		if err != nil {
+			return err
+		}
+		r, err := papers.AFAToyReport(toy)
 		if err != nil {
 			return err
 		}

@@ -2,17 +2,19 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // GDNOptions are the options of probe gdn.
 type GDNOptions struct {
 	Stdout       io.Writer
-	CLIOptions   []analysis.Option // every flag with its value, for the manifest
-	CommandLine  []string          // the arguments after the command name, for the manifest and the resume note
+	CLIOptions   []results.Option // every flag with its value, for the manifest
+	CommandLine  []string         // the arguments after the command name, for the manifest and the resume note
 	Stream       streamFlags
 	Innovation   string
 	Weights      string
@@ -67,10 +69,10 @@ func runGDN(opts *GDNOptions) error {
 	if opts.NoDispersion && !opts.WRows {
 		return fmt.Errorf("--no-dispersion applies to the W-row statistics: give it with --w-rows")
 	}
-	mo := analysis.GDNOptions{StreamPlan: opts.Stream.plan(lengths),
+	mo := results.GDNOptions{StreamPlan: opts.Stream.plan(lengths),
 		Innovation: opts.Innovation, Weights: opts.Weights, RWKVDecay: opts.RWKVDecay, RWKVGain: opts.RWKVGain, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, NoDispersion: opts.NoDispersion,
 		WRows: opts.WRows, TileRows: opts.Tile}
-	spec, end, err := opts.Stream.streamSpec("gdn", "the gdn table and "+analysis.GDNManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := opts.Stream.streamSpec("gdn", "the gdn table and "+results.GDNManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
@@ -70,7 +70,7 @@ func TestGDNCommandGolden(t *testing.T) {
 			for i, h := range header {
 				col[h] = cols[i]
 			}
-			pq, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
+			pq, err := results.ReadTable[results.GDNRow](filepath.Join(out, "gdn.parquet"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,7 @@ func TestGDNCommandGolden(t *testing.T) {
 			if worstBeta > 3e-5 || worstNeff > 1e-4 || worstSum > 6e-5 {
 				t.Errorf("vs golden: β, e^g %.3g abs (tol 3e-5); n_eff^W %.3g rel (1e-4); row sum, first share %.3g abs (6e-5)", worstBeta, worstNeff, worstSum)
 			}
-			heads, err := analysis.ReadTable[analysis.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
+			heads, err := results.ReadTable[results.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,8 +122,8 @@ func TestGDNCommandGolden(t *testing.T) {
 					t.Errorf("layer %d head %d: mean innovation %v, the gdn table's tokens give %v", h.Layer, h.Head, h.Innovation, sum/float64(T))
 				}
 			}
-			var man analysis.GDNManifest
-			data, err = os.ReadFile(filepath.Join(out, analysis.GDNManifestName))
+			var man results.GDNManifest
+			data, err = os.ReadFile(filepath.Join(out, results.GDNManifestName))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,15 +212,15 @@ func TestGDNShardsMergeCLI(t *testing.T) {
 			t.Errorf("%s of the merged shards differs from the unsharded run's", name)
 		}
 	}
-	rows, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(whole, "gdn.parquet"))
+	rows, err := results.ReadTable[results.GDNRow](filepath.Join(whole, "gdn.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rows) != 2*(24+40)*3*4 || !math.IsNaN(rows[5].NEffW) || !math.IsNaN(rows[5].KW) || math.IsNaN(rows[5].Innovation) {
 		t.Errorf("%d rows; row 5 %+v: want 2·64 tokens × 3 layers × 4 heads, NaN W-row columns and a finite innovation", len(rows), rows[5])
 	}
-	var man analysis.GDNManifest
-	b, _ := os.ReadFile(filepath.Join(whole, analysis.GDNManifestName))
+	var man results.GDNManifest
+	b, _ := os.ReadFile(filepath.Join(whole, results.GDNManifestName))
 	if err := json.Unmarshal(b, &man); err != nil || man.Options.WRows || !strings.Contains(string(b), `"w_rows": false`) {
 		t.Errorf("manifest: %v; w_rows %v", err, man.Options.WRows)
 	}
@@ -241,7 +241,7 @@ func TestGDNShardsMergeCLI(t *testing.T) {
 // gdnGoldenSeq0 runs probe gdn --w-rows (tiles of 5 rows) on sequence 0
 // of a golden case's input_ids and returns its length, the output folder
 // and the gdn table.
-func gdnGoldenSeq0(t *testing.T, dir string, gold *checkpoint.Checkpoint) (int, string, []analysis.GDNRow) {
+func gdnGoldenSeq0(t *testing.T, dir string, gold *checkpoint.Checkpoint) (int, string, []results.GDNRow) {
 	t.Helper()
 	raw, _ := gold.Int64("input_ids")
 	info, _ := gold.Info("input_ids")
@@ -258,7 +258,7 @@ func gdnGoldenSeq0(t *testing.T, dir string, gold *checkpoint.Checkpoint) (int, 
 	if code, _, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5", "--w-rows"); code != 0 {
 		t.Fatalf("probe gdn: exit %d: %s", code, stderr)
 	}
-	pq, err := analysis.ReadTable[analysis.GDNRow](filepath.Join(out, "gdn.parquet"))
+	pq, err := results.ReadTable[results.GDNRow](filepath.Join(out, "gdn.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestGDNCommandGoldenSSM(t *testing.T) {
 			}
 			var worstDt, worstNeff, worstSum, worstAttn float64
 			for _, r := range pq {
-				if r.Mixer == analysis.MixerAttention {
+				if r.Mixer == results.MixerAttention {
 					A, _ := gold.Float32(fmt.Sprintf("attn.%d", r.Layer))
 					ref := probes.EffAttnRow(A[(r.Head*T+r.Token)*T:][:r.Token+1])
 					worstAttn = max(worstAttn, math.Abs(r.NEffW-ref.NEff)/ref.NEff, math.Abs(r.FirstShare-ref.FirstShare))
@@ -305,7 +305,7 @@ func TestGDNCommandGoldenSSM(t *testing.T) {
 				gdec, _ := gold.Float32(fmt.Sprintf("decay.%d", r.Layer))
 				M, _ := gold.Float32(fmt.Sprintf("eff_attn.%d", r.Layer))
 				j := r.Token*H + r.Head // batch 0
-				if r.Mixer != analysis.MixerMamba2 || !math.IsNaN(r.Innovation) {
+				if r.Mixer != results.MixerMamba2 || !math.IsNaN(r.Innovation) {
 					t.Fatalf("row %+v: want mixer mamba2 and no innovation", r)
 				}
 				worstDt = max(worstDt, math.Abs(r.Beta-float64(gdt[j])), math.Abs(r.Decay-float64(gdec[j])))
@@ -362,7 +362,7 @@ func TestGDNCommandGoldenRWKV7(t *testing.T) {
 				get := func(k string) []float32 { x, _ := gold.Float32(fmt.Sprintf("%s.%d", k, r.Layer)); return x }
 				o := (r.Token*H + r.Head) * N // batch 0
 				a, kk, w := get("a")[o:o+N], get("kk")[o:o+N], get("w")[o:o+N]
-				if r.Mixer != analysis.MixerRWKV7 || math.IsNaN(r.Innovation) {
+				if r.Mixer != results.MixerRWKV7 || math.IsNaN(r.Innovation) {
 					t.Fatalf("row %+v: want mixer rwkv7 with an innovation", r)
 				}
 				worstGain = max(worstGain, math.Abs(r.Beta-probes.GainRemoval.Of(a, kk)), math.Abs(r.Decay-probes.DecayGeoMean.Of(w)))
@@ -385,8 +385,8 @@ func TestGDNCommandGoldenRWKV7(t *testing.T) {
 				t.Errorf("vs golden: gain, decay %.3g abs (tol 1e-5); state norm at T %.3g rel (1e-4); n_eff^W %.3g rel (1e-4); row sum %.3g rel. to max(1, Σ|M|) (1e-4)",
 					worstGain, worstNorm, worstNeff, worstSum)
 			}
-			var man analysis.GDNManifest
-			data, err := os.ReadFile(filepath.Join(out, analysis.GDNManifestName))
+			var man results.GDNManifest
+			data, err := os.ReadFile(filepath.Join(out, results.GDNManifestName))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -190,7 +190,7 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 	// that can print those messages.
 	libraryHints := map[string][]string{
 		"allow-unexpected":    {"capture", "diag", "sweep", "ppl", "bench", "params", "figures"},                                     // model.Load
-		"allow-extrapolation": {"capture", "diag", "sweep", "figures"},                                                               // Forward, SweepOptions.Validate (ppl and bench always allow)
+		"allow-extrapolation": {"capture", "diag", "sweep", "figures"},                                                               // Forward, ValidateSweepOptions (ppl and bench always allow)
 		"disjoint":            {"sweep", "ppl"},                                                                                      // PlanChunks
 		"on-nonfinite":        {"sweep", "diag"},                                                                                     // Sweep.Run, Diagnose
 		"kernel":              {"diag"},                                                                                              // Diagnose

@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
@@ -141,7 +143,7 @@ func (m modelFlag) checkFlags() error {
 }
 
 // printDeviation prints a Deviation (nil: nothing).
-func printDeviation(w io.Writer, d *analysis.Deviation) {
+func printDeviation(w io.Writer, d *results.Deviation) {
 	if d == nil {
 		return
 	}
@@ -439,7 +441,7 @@ type runFlags struct {
 	Force, Progress     bool
 	Threads             int
 	Formats, Out, Shard string
-	sh                  analysis.Shard // --shard, parsed by formats
+	sh                  results.Shard // --shard, parsed by formats
 }
 
 // streamFlags are the flags of the measurements that cut one token stream
@@ -523,7 +525,7 @@ func (s *streamFlags) declareRelations(cmd *cobra.Command) {
 // formats parses --shard and --format, returning the table formats.
 func (s *runFlags) formats() ([]string, error) {
 	var err error
-	if s.sh, err = analysis.ParseShard(s.Shard); err != nil {
+	if s.sh, err = results.ParseShard(s.Shard); err != nil {
 		return nil, fmt.Errorf("--shard: %w", err)
 	}
 	formats, err := analysis.ParseFormats(s.Formats)
@@ -547,14 +549,14 @@ func (s *streamFlags) validate() (lengths []int, formats []string, err error) {
 
 // plan is the stream plan the flags give, with the lengths validate
 // parsed.
-func (s *streamFlags) plan(lengths []int) analysis.StreamPlan {
+func (s *streamFlags) plan(lengths []int) results.StreamPlan {
 	return s.Plan.plan(lengths, s.AllowExtrapolation)
 }
 
 // plan is the stream plan of the parsed lengths, the layout flags and
 // allowExt (--allow-extrapolation, or ppl's true).
-func (p planFlags) plan(lengths []int, allowExt bool) analysis.StreamPlan {
-	return analysis.StreamPlan{Lengths: lengths, Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement,
+func (p planFlags) plan(lengths []int, allowExt bool) results.StreamPlan {
+	return results.StreamPlan{Lengths: lengths, Samples: p.Samples, Disjoint: p.Disjoint, Placement: p.Placement,
 		Seed: p.Seed, Offset: p.Offset, AllowExtrapolation: allowExt}
 }
 
@@ -565,7 +567,7 @@ func (p planFlags) plan(lengths []int, allowExt bool) analysis.StreamPlan {
 // names the field), installs the interrupt handler that closes the spec's
 // Stop and the progress bar (--progress), and returns the spec and the
 // function that ends both once the run returns.
-func (s *runFlags) spec(kind, what string, formats []string, cli []analysis.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
+func (s *runFlags) spec(kind, what string, formats []string, cli []results.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
 	if analysis.StreamKindOf(s.Out) != kind {
 		if err := refuseNonEmpty(s.Out, what, s.Force); err != nil {
 			return analysis.RunSpec{}, nil, err
@@ -582,7 +584,7 @@ func (s *runFlags) spec(kind, what string, formats []string, cli []analysis.Opti
 
 // streamSpec is runFlags.spec with the model folder and the token stream (--ids
 // or --text).
-func (s *streamFlags) streamSpec(kind, what string, formats []string, cli []analysis.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
+func (s *streamFlags) streamSpec(kind, what string, formats []string, cli []results.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
 	dir, err := s.Model.dir()
 	if err != nil {
 		return analysis.RunSpec{}, nil, err
@@ -602,7 +604,7 @@ func (s *streamFlags) streamSpec(kind, what string, formats []string, cli []anal
 // stopped reports a stream run that SIGINT stopped (analysis.ErrStopped):
 // what is kept and the command that resumes it, exit status 130; other
 // errors pass through.
-func (s *runFlags) stopped(w io.Writer, cmd string, args []string, rec *analysis.RunRecord, err error) error {
+func (s *runFlags) stopped(w io.Writer, cmd string, args []string, rec *results.RunRecord, err error) error {
 	if !errors.Is(err, analysis.ErrStopped) {
 		return err
 	}
@@ -614,7 +616,7 @@ func (s *runFlags) stopped(w io.Writer, cmd string, args []string, rec *analysis
 // done reports the passes a stream command ran and kept, and for a shard
 // how to combine the shards; it returns whether the run was a shard (which
 // writes no tables).
-func (s *runFlags) done(w io.Writer, rec *analysis.RunRecord) bool {
+func (s *runFlags) done(w io.Writer, rec *results.RunRecord) bool {
 	if len(rec.Reused) > 0 || s.sh.Count > 1 {
 		fmt.Fprintf(w, "%d passes (%d run, %d already finished) in %s; manifest %s\n", len(rec.Passes), len(rec.Passes)-len(rec.Reused),
 			len(rec.Reused), s.Out, analysis.StreamManifestName(rec.Kind, s.sh))

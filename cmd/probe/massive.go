@@ -2,18 +2,20 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // MassiveOptions are the options of probe massive.
 type MassiveOptions struct {
 	Stdout        io.Writer
-	CLIOptions    []analysis.Option // every flag with its value, for the manifest
-	CommandLine   []string          // the arguments after the command name, for the manifest and the resume note
+	CLIOptions    []results.Option // every flag with its value, for the manifest
+	CommandLine   []string         // the arguments after the command name, for the manifest and the resume note
 	Stream        streamFlags
 	TopK          int
 	Interventions string
@@ -55,14 +57,14 @@ func runMassive(opts *MassiveOptions) error {
 	if err != nil {
 		return err
 	}
-	mo := analysis.MassiveOptions{StreamPlan: opts.Stream.plan(lengths),
+	mo := results.MassiveOptions{StreamPlan: opts.Stream.plan(lengths),
 		TopK: opts.TopK, Layer: opts.Layer, Entries: opts.Entries}
 	if opts.Interventions != "none" {
 		for _, s := range strings.Split(opts.Interventions, ",") {
 			mo.Interventions = append(mo.Interventions, strings.TrimSpace(s))
 		}
 	}
-	spec, end, err := opts.Stream.streamSpec("massive", "the massive tables and "+analysis.MassiveManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := opts.Stream.streamSpec("massive", "the massive tables and "+results.MassiveManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
@@ -53,11 +54,11 @@ func TestMassiveCommandGolden(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("probe massive: exit %d: %s", code, stderr)
 	}
-	tops, err := analysis.ReadTable[analysis.MassiveTopRow](filepath.Join(out, "massive_top.parquet"))
+	tops, err := results.ReadTable[results.MassiveTopRow](filepath.Join(out, "massive_top.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ppls, err := analysis.ReadTable[analysis.MassivePPLRow](filepath.Join(out, "massive_ppl.parquet"))
+	ppls, err := results.ReadTable[results.MassivePPLRow](filepath.Join(out, "massive_ppl.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestMassiveCommandGolden(t *testing.T) {
 			h := x.Data().([]float32)
 			for _, a := range entries {
 				v := float32(0)
-				if p.Intervention == analysis.MassiveMean {
+				if p.Intervention == results.MassiveMean {
 					var s float64
 					for q := 0; q < T; q++ {
 						s += float64(h[q*D+a.Channel])

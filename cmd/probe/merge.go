@@ -10,15 +10,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // MergeOptions are the options of probe merge.
 type MergeOptions struct {
 	Stdout      io.Writer
-	Args        []string          // positional arguments
-	CLIOptions  []analysis.Option // every flag with its value, for the manifest
-	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
-	Out         string            // the merged folder (may be one of the shards)
+	Args        []string         // positional arguments
+	CLIOptions  []results.Option // every flag with its value, for the manifest
+	CommandLine []string         // the arguments after the command name, for the manifest and the resume note
+	Out         string           // the merged folder (may be one of the shards)
 	Formats     string
 	Force       bool
 	Agg         aggFlags
@@ -110,7 +111,7 @@ func runMerge(opts *MergeOptions) error {
 		return err
 	}
 	rec := man.Record()
-	sw, ok := man.(*analysis.Manifest)
+	sw, ok := man.(*results.Manifest)
 	if !ok {
 		fmt.Fprintf(opts.Stdout, "merged %d probe %s passes from %d folders into %s: %v\n", len(rec.Passes), kind, len(dirs), out, rec.Tables)
 		return nil

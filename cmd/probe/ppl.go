@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"math"
 	"path/filepath"
@@ -10,15 +9,18 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 )
 
 // PPLOptions are the options of probe ppl.
 type PPLOptions struct {
 	Stdout       io.Writer
-	CLIOptions   []analysis.Option // every flag with its value, for the manifest
-	CommandLine  []string          // the arguments after the command name, for the manifest and the resume note
+	CLIOptions   []results.Option // every flag with its value, for the manifest
+	CommandLine  []string         // the arguments after the command name, for the manifest and the resume note
 	Run          runFlags
 	Input        tokenFlags
 	Plan         planFlags
@@ -89,13 +91,13 @@ func runPPL(opts *PPLOptions) error {
 		return fmt.Errorf("--lengths: %w", err)
 	}
 	// every length runs, those past max_position_embeddings marked extrapolated
-	po := analysis.PPLOptions{StreamPlan: opts.Plan.plan(lengths, true),
+	po := results.PPLOptions{StreamPlan: opts.Plan.plan(lengths, true),
 		Positions: opts.Positions, LambdaForm: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, Prior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max,
 		CalibLength: opts.CalibLength, CalibSamples: opts.CalibSamples, TrainLength: opts.TrainLength, CILevel: opts.CILevel}
 	if po.Variants, err = analysis.ParseVariants(opts.Gates); err != nil {
 		return fmt.Errorf("--gate: %w", err)
 	}
-	if err := po.Validate(); err != nil {
+	if err := analysis.ValidatePPLOptions(&po); err != nil {
 		return err
 	}
 	fmts, err := opts.Run.formats()
@@ -106,7 +108,7 @@ func runPPL(opts *PPLOptions) error {
 	if err != nil {
 		return err
 	}
-	spec, end, err := opts.Run.spec("ppl", "the perplexity tables and "+analysis.PPLManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := opts.Run.spec("ppl", "the perplexity tables and "+results.PPLManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
@@ -129,7 +131,7 @@ func runPPL(opts *PPLOptions) error {
 		}
 	}
 	fmt.Fprintf(opts.Stdout, "%d models, %d passes in %.1f s; tables %s and %s in %s\n", len(res.Manifest.Models), len(res.Chunks),
-		res.Manifest.Seconds, strings.Join(tables, ", "), analysis.PPLManifestName, opts.Run.Out)
+		res.Manifest.Seconds, strings.Join(tables, ", "), results.PPLManifestName, opts.Run.Out)
 	for _, pm := range res.Manifest.Models {
 		if pm.Deviation != nil {
 			fmt.Fprintf(opts.Stdout, "%s: ", pm.Label)
@@ -144,18 +146,18 @@ func runPPL(opts *PPLOptions) error {
 // tokenized by --tokenizer or by the models' tokenizer.json, which must
 // then be the same file for every model (one text cannot feed two
 // tokenizers).
-func pplStream(in tokenFlags, models []string) ([]int, analysis.SourceInfo, error) {
+func pplStream(in tokenFlags, models []string) ([]int, results.SourceInfo, error) {
 	if in.Text != "" && in.Tokenizer == "" {
-		var first analysis.FileHash
+		var first results.FileHash
 		for i, m := range models {
 			h, err := analysis.HashFile(filepath.Join(m, "tokenizer.json"))
 			if err != nil {
-				return nil, analysis.SourceInfo{}, fmt.Errorf("%s has no readable tokenizer.json (%v): pass --ids, or --tokenizer <file>", m, err)
+				return nil, results.SourceInfo{}, fmt.Errorf("%s has no readable tokenizer.json (%v): pass --ids, or --tokenizer <file>", m, err)
 			}
 			if i == 0 {
 				first = h
 			} else if h.SHA256 != first.SHA256 {
-				return nil, analysis.SourceInfo{}, fmt.Errorf("%s and %s have different tokenizer.json files: one text cannot feed both; pass --tokenizer or --ids", models[0], m)
+				return nil, results.SourceInfo{}, fmt.Errorf("%s and %s have different tokenizer.json files: one text cannot feed both; pass --tokenizer or --ids", models[0], m)
 			}
 		}
 	}
@@ -165,13 +167,13 @@ func pplStream(in tokenFlags, models []string) ([]int, analysis.SourceInfo, erro
 // writePPLSummary prints the summary table: perplexity with its interval
 // per (model, variant, T) and the paired NLL difference to the learned
 // gate.
-func writePPLSummary(w io.Writer, res *analysis.PPLResults) error {
+func writePPLSummary(w io.Writer, res *results.PPLResults) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	lvl := res.Manifest.Options.CILevel * 100
 	fmt.Fprintf(tw, "model\tvariant\tT\tppl\t%.0f%% interval\tΔNLL vs learned [%.0f%%]\textrapolated\n", lvl, lvl)
 	for _, s := range res.Summary {
 		d := "—"
-		if s.Variant != analysis.VariantLearned && !math.IsNaN(s.DNLL) {
+		if s.Variant != results.VariantLearned && !math.IsNaN(s.DNLL) {
 			d = fmt.Sprintf("%+.4f", s.DNLL)
 			if !math.IsNaN(s.DNLLLo) {
 				d += fmt.Sprintf(" [%+.4f, %+.4f]", s.DNLLLo, s.DNLLHi)

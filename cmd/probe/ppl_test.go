@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // pplFixture generates a gated and an ungated checkpoint (max positions
@@ -51,7 +52,7 @@ func TestPPLCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	for _, f := range []string{"ppl_summary.parquet", "ppl_summary.csv", "ppl_chunks.parquet", "ppl_chunks.csv",
-		"ppl_calibration.parquet", "ppl_calibration.csv", analysis.PPLManifestName} {
+		"ppl_calibration.parquet", "ppl_calibration.csv", results.PPLManifestName} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s", f)
 		}

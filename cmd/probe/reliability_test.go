@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/parquet-go/parquet-go"
 )
@@ -329,7 +330,7 @@ func relPassRows(t *testing.T, dir string) map[string]relPass {
 			out[e.Name()] = relPass{rec.Hash, nil}
 			continue
 		}
-		rows, err := analysis.ReadTable[analysis.BucketRow](path)
+		rows, err := results.ReadTable[analysis.BucketRow](path)
 		if err != nil || int64(len(rows)) != rec.Rows["buckets"] {
 			t.Fatalf("a pass file that is not complete is in place: %s: %v (%d rows, the record says %d)", path, err, len(rows), rec.Rows["buckets"])
 		}

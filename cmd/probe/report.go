@@ -10,6 +10,7 @@ import (
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/attngrid"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/explore"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/attnmap"
@@ -135,7 +136,7 @@ func newReportCmd() *cobra.Command {
 // isFilterFolder reports whether dir holds the manifest of a probe gdn,
 // sinks, massive, retrieval or experts run.
 func isFilterFolder(dir string) bool {
-	for _, name := range []string{analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName, analysis.RetrievalManifestName, analysis.ExpertsManifestName} {
+	for _, name := range []string{results.GDNManifestName, results.SinksManifestName, results.MassiveManifestName, results.RetrievalManifestName, results.ExpertsManifestName} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			return true
 		}

@@ -2,18 +2,20 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"sort"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // RetrievalOptions are the options of probe retrieval.
 type RetrievalOptions struct {
 	Stdout      io.Writer
-	CLIOptions  []analysis.Option // every flag with its value, for the manifest
-	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
+	CLIOptions  []results.Option // every flag with its value, for the manifest
+	CommandLine []string         // the arguments after the command name, for the manifest and the resume note
 	Run         runFlags
 	Segment     int
 	Gap         int
@@ -69,12 +71,12 @@ func runRetrieval(opts *RetrievalOptions) error {
 	if err != nil {
 		return err
 	}
-	spec, end, err := opts.Run.spec("retrieval", "retrieval_heads and "+analysis.RetrievalManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := opts.Run.spec("retrieval", "retrieval_heads and "+results.RetrievalManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}
 	spec.Dir = dir
-	man, rows, err := (&analysis.RetrievalRun{RunSpec: spec, Options: analysis.RetrievalOptions{Segment: opts.Segment, Gap: opts.Gap, Samples: opts.Samples,
+	man, rows, err := (&analysis.RetrievalRun{RunSpec: spec, Options: results.RetrievalOptions{Segment: opts.Segment, Gap: opts.Gap, Samples: opts.Samples,
 		Seed: opts.Seed, Steps: opts.Steps, Above: opts.Above, TileRows: opts.Tile, AllowExtrapolation: opts.AllowExtrapolation}}).Run()
 	end()
 	if err != nil {
@@ -92,7 +94,7 @@ func runRetrieval(opts *RetrievalOptions) error {
 	}
 	fmt.Fprintf(opts.Stdout, "wrote %d head rows to %s (%.1f s): T = %d, the model copied %d of %d copy steps; %d heads score above %g\n",
 		len(rows), opts.Run.Out, man.Seconds, man.T, copied, queries, man.HeadsAbove, man.Options.Above)
-	top := append([]analysis.RetrievalHeadRow{}, rows...)
+	top := append([]results.RetrievalHeadRow{}, rows...)
 	sort.SliceStable(top, func(i, j int) bool { return top[i].Score > top[j].Score })
 	for _, r := range top[:min(5, len(top))] {
 		if r.Steps > 0 {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // TestRetrievalCommand runs probe retrieval on the zoo's gated model with
@@ -20,7 +20,7 @@ func TestRetrievalCommand(t *testing.T) {
 	if !strings.Contains(stdout, "T = 50") || !strings.Contains(stdout, "copy steps") {
 		t.Errorf("stdout: %s", stdout)
 	}
-	rows, err := analysis.ReadTable[analysis.RetrievalHeadRow](filepath.Join(out, "retrieval_heads.parquet"))
+	rows, err := results.ReadTable[results.RetrievalHeadRow](filepath.Join(out, "retrieval_heads.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,19 +2,21 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // SinksOptions are the options of probe sinks.
 type SinksOptions struct {
 	Stdout            io.Writer
-	CLIOptions        []analysis.Option // every flag with its value, for the manifest
-	CommandLine       []string          // the arguments after the command name, for the manifest and the resume note
+	CLIOptions        []results.Option // every flag with its value, for the manifest
+	CommandLine       []string         // the arguments after the command name, for the manifest and the resume note
 	Stream            streamFlags
 	Eps               string
 	IncludeFirstQuery bool
@@ -60,7 +62,7 @@ func runSinks(opts *SinksOptions) error {
 	if err != nil {
 		return err
 	}
-	mo := analysis.SinksOptions{StreamPlan: opts.Stream.plan(lengths),
+	mo := results.SinksOptions{StreamPlan: opts.Stream.plan(lengths),
 		IncludeFirstQuery: opts.IncludeFirstQuery, GateBelow: opts.GateBelow, SinkRows: opts.SinkRows, SplitLocal: opts.SplitLocal, TileRows: opts.Tile}
 	for _, s := range strings.Split(opts.Eps, ",") {
 		e, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
@@ -69,7 +71,7 @@ func runSinks(opts *SinksOptions) error {
 		}
 		mo.Eps = append(mo.Eps, e)
 	}
-	spec, end, err := opts.Stream.streamSpec("sinks", "the sinks tables and "+analysis.SinksManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, end, err := opts.Stream.streamSpec("sinks", "the sinks tables and "+results.SinksManifestName, fmts, opts.CLIOptions, opts.CommandLine)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 )
@@ -59,7 +60,7 @@ func TestSinksCommandGolden(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: probe sinks: exit %d: %s", name, code, stderr)
 		}
-		heads, err := analysis.ReadTable[analysis.SinkHeadRow](filepath.Join(out, "sinks_heads.parquet"))
+		heads, err := results.ReadTable[results.SinkHeadRow](filepath.Join(out, "sinks_heads.parquet"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +154,7 @@ func TestSinksCommandGolden(t *testing.T) {
 		if leftOut > 0 && !strings.Contains(stdout, fmt.Sprintf("%d of", leftOut)) {
 			t.Errorf("%s: stdout does not report the %d left-out rows: %s", name, leftOut, stdout)
 		}
-		rates, err := analysis.ReadTable[analysis.SinkRateRow](filepath.Join(out, "sinks_rate.parquet"))
+		rates, err := results.ReadTable[results.SinkRateRow](filepath.Join(out, "sinks_rate.parquet"))
 		if err != nil {
 			t.Fatal(err)
 		}

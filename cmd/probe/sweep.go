@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"os/signal"
@@ -12,7 +11,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
@@ -48,7 +50,7 @@ func (a *aggFlags) registerAgg(fs *pflag.FlagSet) {
 
 // options returns base with the aggregation flags applied: all of them
 // (onlySet false) or only those given on the command line.
-func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (analysis.AggOptions, error) {
+func (a *aggFlags) options(base results.AggOptions, kUnit int, onlySet bool) (results.AggOptions, error) {
 	set := map[string]bool{}
 	a.fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	use := func(name string) bool { return !onlySet || set[name] }
@@ -92,7 +94,7 @@ func (a *aggFlags) options(base analysis.AggOptions, kUnit int, onlySet bool) (a
 // cliOptions lists every flag of fs with its value and default, for the
 // manifest: given (Set) where the command line gave it or its value is
 // not the default.
-func cliOptions(fs *pflag.FlagSet) []analysis.Option {
+func cliOptions(fs *pflag.FlagSet) []results.Option {
 	opts, _ := flagRecord(fs)
 	return opts
 }
@@ -101,13 +103,13 @@ func cliOptions(fs *pflag.FlagSet) []analysis.Option {
 // flags' values where they are not the defaults ("--name value", a true
 // boolean "--name", a false one "--name=false"), for options filled
 // without a command line (defaultsOf).
-func flagRecord(fs *pflag.FlagSet) ([]analysis.Option, []string) {
-	var opts []analysis.Option
+func flagRecord(fs *pflag.FlagSet) ([]results.Option, []string) {
+	var opts []results.Option
 	var line []string
 	fs.VisitAll(func(f *pflag.Flag) {
 		v := f.Value.String()
 		set := f.Changed || v != f.DefValue
-		opts = append(opts, analysis.Option{Name: f.Name, Value: v, Default: f.DefValue, Set: set, Usage: f.Usage})
+		opts = append(opts, results.Option{Name: f.Name, Value: v, Default: f.DefValue, Set: set, Usage: f.Usage})
 		switch {
 		case v == f.DefValue:
 		case f.Value.Type() == "bool" && v == "true":
@@ -125,8 +127,8 @@ func flagRecord(fs *pflag.FlagSet) ([]analysis.Option, []string) {
 // text file tokenized with tokFile (default modelDir/tokenizer.json)
 // without special tokens, either "-" for standard input; and describes it
 // (kind, file and tokenizer hashes, length, digest).
-func readTokenStream(idsFile, textFile, modelDir, tokFile string) ([]int, analysis.SourceInfo, error) {
-	src := analysis.SourceInfo{Kind: "ids"}
+func readTokenStream(idsFile, textFile, modelDir, tokFile string) ([]int, results.SourceInfo, error) {
+	src := results.SourceInfo{Kind: "ids"}
 	path := idsFile
 	if textFile != "" {
 		path, src.Kind = textFile, "text"
@@ -218,8 +220,8 @@ func shellQuote(s string) string {
 // SweepOptions are the options of probe sweep.
 type SweepOptions struct {
 	Stdout      io.Writer
-	CLIOptions  []analysis.Option // every flag with its value, for the manifest
-	CommandLine []string          // the arguments after the command name, for the manifest and the resume note
+	CLIOptions  []results.Option // every flag with its value, for the manifest
+	CommandLine []string         // the arguments after the command name, for the manifest and the resume note
 	runFlags
 	Input              tokenFlags
 	Plan               planFlags
@@ -293,10 +295,10 @@ func runSweep(opts *SweepOptions) error {
 	if err != nil {
 		return err
 	}
-	so := analysis.SweepOptions{LengthsArg: opts.Plan.Lengths, KUnit: opts.Plan.K, Samples: opts.Plan.Samples, Disjoint: opts.Plan.Disjoint,
+	so := results.SweepOptions{LengthsArg: opts.Plan.Lengths, KUnit: opts.Plan.K, Samples: opts.Plan.Samples, Disjoint: opts.Plan.Disjoint,
 		Placement: opts.Plan.Placement, Seed: opts.Plan.Seed, Offset: opts.Plan.Offset, BOSToken: opts.BOSToken, Bucket: opts.Bucket, LastFrac: opts.LastFrac,
 		BOSFrac: opts.BOSFrac, AllowExtrapolation: opts.AllowExtrapolation, OnNonFinite: opts.OnNonFinite,
-		Probe: analysis.ProbeOptions{Form: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, LambdaPrior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max, Moments: opts.Moments, Kernel: opts.Kernel, Reductions: opts.Reductions,
+		Probe: results.ProbeOptions{Form: opts.Lambda.Form, Nu: opts.Lambda.Nu, Sigma02: opts.Lambda.Sigma02, LambdaPrior: opts.Lambda.Prior, LambdaMax: opts.Lambda.Max, Moments: opts.Moments, Kernel: opts.Kernel, Reductions: opts.Reductions,
 			SinkRows: opts.SinkRows},
 		DeviationTokens: opts.Model.DeviationTokens}
 	if k := opts.Plan.K; k != 1000 && k != 1024 {
@@ -323,18 +325,18 @@ func runSweep(opts *SweepOptions) error {
 // (options, lengths and the stream, before the weights), then the model
 // loaded and hashed (the run refuses an --out of another plan unless
 // --force).
-func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analysis.SweepOptions, agg analysis.AggOptions, spec analysis.RunSpec) (*analysis.Sweep, error) {
+func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so results.SweepOptions, agg results.AggOptions, spec analysis.RunSpec) (*analysis.Sweep, error) {
 	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := so.Validate(cfg.MaxPos, cfg.Vocab); err != nil {
+	if err := analysis.ValidateSweepOptions(&so, cfg.MaxPos, cfg.Vocab); err != nil {
 		return nil, err
 	}
-	if _, err := so.Probe.Resolve(analysis.SigmaDHead(cfg)); err != nil {
+	if _, err := analysis.ResolveProbeOptions(so.Probe, analysis.SigmaDHead(cfg)); err != nil {
 		return nil, err
 	}
-	var tm analysis.Timings
+	var tm results.Timings
 	t0 := time.Now()
 	in := opts.Input
 	stream, src, err := readTokenStream(in.IDs, in.Text, dir, in.Tokenizer)
@@ -345,7 +347,7 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	if in.Text != "" {
 		tm.Tokenize = time.Since(t0).Seconds()
 	}
-	if _, err := analysis.PlanChunks(len(stream), so.ChunkOptions()); err != nil {
+	if _, err := analysis.PlanChunks(len(stream), analysis.SweepChunkOptions(&so)); err != nil {
 		what := in.IDs
 		if what == "" {
 			what = in.Text + " (tokenized)"
@@ -365,7 +367,7 @@ func (opts *SweepOptions) prepare(dir string, hub *checkpoint.HubModel, so analy
 	}
 	info.Hub = hub
 	tm.Hashing = time.Since(t0).Seconds()
-	so.Compute = m.Compute.Recorded() // as Sweep.Run records it
+	so.Compute = string(m.Compute.Recorded()) // as Sweep.Run records it
 	return &analysis.Sweep{RunSpec: spec, Model: m, Info: info, Options: so, Agg: agg, Timings: tm}, nil
 }
 

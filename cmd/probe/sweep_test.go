@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // sweepFixture generates a small gated checkpoint and a 3000-token stream
@@ -156,7 +157,7 @@ func TestSweepShardsMergeSummarize(t *testing.T) {
 	}
 	// Overrides change the aggregation, not the passes.
 	code, js, _ := probe(t, "summarize", merged, "--json", "--last-layers", "1", "--ddof", "1")
-	var s analysis.Summary
+	var s results.Summary
 	if code != 0 || json.Unmarshal([]byte(js), &s) != nil || len(s.LayersUsed) != 1 || s.LayersUsed[0] != 2 || s.Agg.DDOF != 1 {
 		t.Errorf("summarize --json --last-layers 1: %s", js)
 	}
@@ -199,7 +200,7 @@ func TestSweepManifestRecordsOptions(t *testing.T) {
 	if len(m.Model.Files) != 2 || len(m.Model.Files[1].SHA256) != 64 || m.Source.File.SHA256 == "" || m.Source.Tokens != 3000 {
 		t.Errorf("hashes: %+v %+v", m.Model.Files, m.Source)
 	}
-	seen := map[string]analysis.Option{}
+	seen := map[string]results.Option{}
 	for _, o := range m.CLIOptions {
 		seen[o.Name] = o
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report"
 )
@@ -221,7 +222,7 @@ func TestExplore(t *testing.T) {
 	root := t.TempDir()
 	idsPath := filepath.Join(root, "ids.json")
 	os.WriteFile(idsPath, data, 0o644)
-	src := analysis.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
+	src := results.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 	o := analysis.DefaultSinksOptions()
 	o.Lengths = []int{128}
 	out := filepath.Join(root, "sinks")

@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
@@ -14,20 +14,20 @@ import (
 // tokens and the rest (experts-load); the router's entropy and top-1
 // margin per layer (experts-router); and how the first tokens' top-1
 // expert compares with the rest's (experts-first).
-func Experts(man *analysis.ExpertsManifest, loads []analysis.ExpertLoadRow, layers []analysis.ExpertLayerRow) (*report.Report, error) {
+func Experts(man *results.ExpertsManifest, loads []results.ExpertLoadRow, layers []results.ExpertLayerRow) (*report.Report, error) {
 	if len(loads) == 0 || len(layers) == 0 {
 		return nil, fmt.Errorf("experts report: the experts_load or experts_layers table is empty")
 	}
 	lengths := slices.Clone(man.Options.Lengths)
 	slices.Sort(lengths)
 	T := longest(lengths)
-	var ls []analysis.ExpertLayerRow
+	var ls []results.ExpertLayerRow
 	for _, r := range layers {
 		if r.T == T {
 			ls = append(ls, r)
 		}
 	}
-	var ld []analysis.ExpertLoadRow
+	var ld []results.ExpertLoadRow
 	for _, r := range loads {
 		if r.T == T {
 			ld = append(ld, r)
@@ -43,14 +43,14 @@ func Experts(man *analysis.ExpertsManifest, loads []analysis.ExpertLoadRow, laye
 		Intro: []string{"Per sparse layer, read from blocks.{l}.mlp.hook_router_logits, hook_expert_indices and hook_expert_weights: the share of " +
 			"the k routing assignments per token each expert receives, over all tokens, the first token of each sequence and the rest; the " +
 			"entropy and top-1 margin of the router's softmax over all experts (definitions: docs/diagnostics.md, \"Mixture-of-experts routing\")."},
-		Manifest: manifestOptions(analysis.ExpertsManifestName, man.Tool, man.Created, man.Model, man.Source, man.Chunks, man.Options),
+		Manifest: manifestOptions(results.ExpertsManifestName, man.Tool, man.Created, man.Model, man.Source, man.Chunks, man.Options),
 		Figures:  []*report.Figure{expertsLoad(man, ld, ls, T), expertsRouter(man, ls, T), expertsFirst(ls, T)},
 	}, nil
 }
 
 // expertsLoad draws load, first_load and rest_load as (layer, expert)
 // heatmaps on one scale.
-func expertsLoad(man *analysis.ExpertsManifest, ld []analysis.ExpertLoadRow, ls []analysis.ExpertLayerRow, T int) *report.Figure {
+func expertsLoad(man *results.ExpertsManifest, ld []results.ExpertLoadRow, ls []results.ExpertLayerRow, T int) *report.Figure {
 	E := man.Experts
 	idx := make([]int, len(ls))
 	for i, r := range ls {
@@ -98,7 +98,7 @@ func expertsLoad(man *analysis.ExpertsManifest, ld []analysis.ExpertLoadRow, ls 
 
 // expertsRouter draws the mean entropy and top-1 margin per layer, over
 // all tokens, the first and the rest.
-func expertsRouter(man *analysis.ExpertsManifest, ls []analysis.ExpertLayerRow, T int) *report.Figure {
+func expertsRouter(man *results.ExpertsManifest, ls []results.ExpertLayerRow, T int) *report.Figure {
 	var x []float64
 	var ent, margin [3][]float64
 	for _, r := range ls {
@@ -128,7 +128,7 @@ func expertsRouter(man *analysis.ExpertsManifest, ls []analysis.ExpertLayerRow, 
 	es := append(series(ent), report.Series{Name: "ln E (uniform)", Kind: report.Line, X: []float64{xr.Min, xr.Max}, Y: []float64{lnE, lnE},
 		Color: report.Grey, Dash: true, Width: 1.2})
 	unit := "p₍₁₎ − p₍₂₎"
-	if man.Options.Margin == analysis.MarginLogit {
+	if man.Options.Margin == results.MarginLogit {
 		unit = "z₍₁₎ − z₍₂₎"
 	}
 	return &report.Figure{
@@ -148,7 +148,7 @@ func expertsRouter(man *analysis.ExpertsManifest, ls []analysis.ExpertLayerRow, 
 // expertsFirst draws per layer the share of the first tokens whose top-1
 // is the expert most of them pick, against the share of the other tokens
 // that pick it.
-func expertsFirst(ls []analysis.ExpertLayerRow, T int) *report.Figure {
+func expertsFirst(ls []results.ExpertLayerRow, T int) *report.Figure {
 	var x, first, rest []float64
 	tbl := report.Table{Caption: fmt.Sprintf("First tokens' top-1 expert per layer, T = %d", T),
 		Header: []string{"layer", "expert (mode)", "share of first tokens", "share of the rest", "sequences"}}

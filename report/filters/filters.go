@@ -8,7 +8,8 @@
 //
 // Read picks the report from the folder's manifest; GDN, Sinks and Massive
 // build it from rows already in memory (the notebooks call them on the
-// rows a run returns).
+// rows a run returns). The manifests and rows are package results' types;
+// nothing here imports a package that runs a model.
 package filters
 
 import (
@@ -20,7 +21,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
@@ -30,8 +31,8 @@ import (
 // Parquet files.
 func Read(dir string) (*report.Report, error) {
 	for _, c := range []struct{ name, kind string }{
-		{analysis.GDNManifestName, "gdn"}, {analysis.SinksManifestName, "sinks"}, {analysis.MassiveManifestName, "massive"},
-		{analysis.RetrievalManifestName, "retrieval"}, {analysis.ExpertsManifestName, "experts"},
+		{results.GDNManifestName, "gdn"}, {results.SinksManifestName, "sinks"}, {results.MassiveManifestName, "massive"},
+		{results.RetrievalManifestName, "retrieval"}, {results.ExpertsManifestName, "experts"},
 	} {
 		path := filepath.Join(dir, c.name)
 		data, err := os.ReadFile(path)
@@ -56,67 +57,67 @@ func Read(dir string) (*report.Report, error) {
 		}
 		switch c.kind {
 		case "gdn":
-			var man analysis.GDNManifest
+			var man results.GDNManifest
 			if err := json.Unmarshal(data, &man); err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
-			rows, err := readTable[analysis.GDNRow](dir, "gdn", man.Tables)
+			rows, err := readTable[results.GDNRow](dir, "gdn", man.Tables)
 			if err != nil {
 				return nil, err
 			}
-			heads, err := readTable[analysis.GDNHeadRow](dir, "gdn_heads", man.Tables)
+			heads, err := readTable[results.GDNHeadRow](dir, "gdn_heads", man.Tables)
 			if err != nil {
 				return nil, err
 			}
 			return GDN(&man, rows, heads)
 		case "sinks":
-			var man analysis.SinksManifest
+			var man results.SinksManifest
 			if err := json.Unmarshal(data, &man); err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
-			heads, err := readTable[analysis.SinkHeadRow](dir, "sinks_heads", man.Tables)
+			heads, err := readTable[results.SinkHeadRow](dir, "sinks_heads", man.Tables)
 			if err != nil {
 				return nil, err
 			}
-			rates, err := readTable[analysis.SinkRateRow](dir, "sinks_rate", man.Tables)
+			rates, err := readTable[results.SinkRateRow](dir, "sinks_rate", man.Tables)
 			if err != nil {
 				return nil, err
 			}
 			return Sinks(&man, heads, rates)
 		case "experts":
-			var man analysis.ExpertsManifest
+			var man results.ExpertsManifest
 			if err := json.Unmarshal(data, &man); err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
-			loads, err := readTable[analysis.ExpertLoadRow](dir, "experts_load", man.Tables)
+			loads, err := readTable[results.ExpertLoadRow](dir, "experts_load", man.Tables)
 			if err != nil {
 				return nil, err
 			}
-			layers, err := readTable[analysis.ExpertLayerRow](dir, "experts_layers", man.Tables)
+			layers, err := readTable[results.ExpertLayerRow](dir, "experts_layers", man.Tables)
 			if err != nil {
 				return nil, err
 			}
 			return Experts(&man, loads, layers)
 		case "retrieval":
-			var man analysis.RetrievalManifest
+			var man results.RetrievalManifest
 			if err := json.Unmarshal(data, &man); err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
-			rows, err := readTable[analysis.RetrievalHeadRow](dir, "retrieval_heads", man.Tables)
+			rows, err := readTable[results.RetrievalHeadRow](dir, "retrieval_heads", man.Tables)
 			if err != nil {
 				return nil, err
 			}
 			return Retrieval(&man, rows)
 		default:
-			var man analysis.MassiveManifest
+			var man results.MassiveManifest
 			if err := json.Unmarshal(data, &man); err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
-			top, err := readTable[analysis.MassiveTopRow](dir, "massive_top", man.Tables)
+			top, err := readTable[results.MassiveTopRow](dir, "massive_top", man.Tables)
 			if err != nil {
 				return nil, err
 			}
-			ppl, err := readTable[analysis.MassivePPLRow](dir, "massive_ppl", man.Tables)
+			ppl, err := readTable[results.MassivePPLRow](dir, "massive_ppl", man.Tables)
 			if err != nil {
 				return nil, err
 			}
@@ -124,7 +125,7 @@ func Read(dir string) (*report.Report, error) {
 		}
 	}
 	return nil, fmt.Errorf("%s holds none of %s, %s, %s, %s, %s: not a probe gdn, sinks, massive, retrieval or experts folder", dir,
-		analysis.GDNManifestName, analysis.SinksManifestName, analysis.MassiveManifestName, analysis.RetrievalManifestName, analysis.ExpertsManifestName)
+		results.GDNManifestName, results.SinksManifestName, results.MassiveManifestName, results.RetrievalManifestName, results.ExpertsManifestName)
 }
 
 // readTable reads dir/<name>.parquet, or says that the run wrote no
@@ -134,11 +135,11 @@ func readTable[T any](dir, name string, tables []string) ([]T, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%s: %v (the report reads the Parquet tables; the run wrote %v: re-run it with --format parquet)", path, err, tables)
 	}
-	return analysis.ReadTable[T](path)
+	return results.ReadTable[T](path)
 }
 
 // manifestOptions are the settings every report of this package shows.
-func manifestOptions(file string, tool analysis.ToolInfo, created string, mi analysis.ModelInfo, src analysis.SourceInfo, chunks []analysis.Chunk, opts any) []report.Option {
+func manifestOptions(file string, tool results.ToolInfo, created string, mi results.ModelInfo, src results.SourceInfo, chunks []results.Chunk, opts any) []report.Option {
 	o := []report.Option{
 		{Name: "tool", Value: fmt.Sprintf("%s %s %s (%s)", tool.Name, tool.Version, tool.Revision, tool.Go), Source: file},
 		{Name: "created", Value: created, Source: file},

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/reporttest"
@@ -32,13 +33,13 @@ func genModel(t *testing.T, arch model.Arch, s model.Size) string {
 	return dir
 }
 
-func stream(n, vocab int) ([]int, analysis.SourceInfo) {
+func stream(n, vocab int) ([]int, results.SourceInfo) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	ids := make([]int, n)
 	for i := range ids {
 		ids[i] = rng.IntN(vocab)
 	}
-	return ids, analysis.SourceInfo{Kind: "ids", File: analysis.FileHash{Path: "stream.json"}, Tokens: n, Digest: analysis.TokenDigest(ids)}
+	return ids, results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "stream.json"}, Tokens: n, Digest: analysis.TokenDigest(ids)}
 }
 
 // charts is the number of chart containers a report's HTML holds: one per
@@ -104,7 +105,7 @@ func TestGDNReport(t *testing.T) {
 	ids, src := stream(400, 128)
 	out := filepath.Join(t.TempDir(), "gdn")
 	run := &analysis.GDNRun{RunSpec: analysis.RunSpec{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1},
-		Options: analysis.GDNOptions{StreamPlan: analysis.StreamPlan{Lengths: []int{48, 96}, Samples: 2}, WRows: true}}
+		Options: results.GDNOptions{StreamPlan: results.StreamPlan{Lengths: []int{48, 96}, Samples: 2}, WRows: true}}
 	man, rows, err := run.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestGDNReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heads, err := analysis.ReadTable[analysis.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
+	heads, err := results.ReadTable[results.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestGDNReportFalconH1(t *testing.T) {
 	ids, src := stream(200, 128)
 	out := filepath.Join(t.TempDir(), "gdn")
 	run := &analysis.GDNRun{RunSpec: analysis.RunSpec{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1},
-		Options: analysis.GDNOptions{StreamPlan: analysis.StreamPlan{Lengths: []int{40}, Samples: 1}, WRows: true}}
+		Options: results.GDNOptions{StreamPlan: results.StreamPlan{Lengths: []int{40}, Samples: 1}, WRows: true}}
 	if _, _, err := run.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestGDNReportFalconH1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heads, err := analysis.ReadTable[analysis.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
+	heads, err := results.ReadTable[results.GDNHeadRow](filepath.Join(out, "gdn_heads.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestGDNReportFalconH1(t *testing.T) {
 			continue
 		}
 		p := f.Panels[1]
-		if h.Mixer == analysis.MixerAttention {
+		if h.Mixer == results.MixerAttention {
 			p = f.Panels[0]
 		}
 		if got, want := p.Heatmap.Z[1*p.Heatmap.Cols+3], math.Log10(h.NEffW); math.Abs(got-want) > 1e-12 {
@@ -328,7 +329,7 @@ func TestMassiveReport(t *testing.T) {
 	zero := fp.Panels[0].Series[0]
 	var want []float64
 	for _, row := range ppl {
-		if row.Intervention == analysis.MassiveZero {
+		if row.Intervention == results.MassiveZero {
 			want = append(want, row.DNLL)
 		}
 	}
@@ -352,15 +353,15 @@ func TestReadRefuses(t *testing.T) {
 	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "not a probe gdn, sinks, massive, retrieval or experts folder") {
 		t.Errorf("empty folder: %v", err)
 	}
-	os.WriteFile(filepath.Join(dir, analysis.SinksManifestName), []byte(`{"kind": "gdn"}`), 0o644)
+	os.WriteFile(filepath.Join(dir, results.SinksManifestName), []byte(`{"kind": "gdn"}`), 0o644)
 	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), `kind "gdn", want "sinks"`) {
 		t.Errorf("wrong kind: %v", err)
 	}
-	os.WriteFile(filepath.Join(dir, analysis.SinksManifestName), []byte(`{"kind": "sinks", "error": "boom"}`), 0o644)
+	os.WriteFile(filepath.Join(dir, results.SinksManifestName), []byte(`{"kind": "sinks", "error": "boom"}`), 0o644)
 	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "the run failed (boom)") {
 		t.Errorf("failed run: %v", err)
 	}
-	os.WriteFile(filepath.Join(dir, analysis.SinksManifestName), []byte(`{"kind": "sinks", "tables": ["sinks_heads.csv"]}`), 0o644)
+	os.WriteFile(filepath.Join(dir, results.SinksManifestName), []byte(`{"kind": "sinks", "tables": ["sinks_heads.csv"]}`), 0o644)
 	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "--format parquet") {
 		t.Errorf("CSV only: %v", err)
 	}

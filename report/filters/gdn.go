@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
@@ -17,17 +17,17 @@ const tokenBins = 256
 // over (layer, value head)), the filter quantities against token position,
 // and the learned gain β against BFT's K^W and against the forgetting e^g.
 // Every figure is drawn at the run's longest length, over all its samples.
-func GDN(man *analysis.GDNManifest, rows []analysis.GDNRow, heads []analysis.GDNHeadRow) (*report.Report, error) {
+func GDN(man *results.GDNManifest, rows []results.GDNRow, heads []results.GDNHeadRow) (*report.Report, error) {
 	if len(heads) == 0 || len(rows) == 0 {
 		return nil, fmt.Errorf("gdn report: the gdn and gdn_heads tables are empty (%d and %d rows)", len(rows), len(heads))
 	}
 	T := longest(man.Options.Lengths)
 	// Falcon-H1's softmax heads (mixer attention) are drawn beside the
 	// SSM heads in their own figure, not mixed into the recurrent ones'
-	rows = slices.DeleteFunc(slices.Clone(rows), func(r analysis.GDNRow) bool { return r.Mixer == analysis.MixerAttention })
-	var attnHeads []analysis.GDNHeadRow
-	heads = slices.DeleteFunc(slices.Clone(heads), func(h analysis.GDNHeadRow) bool {
-		if h.Mixer == analysis.MixerAttention {
+	rows = slices.DeleteFunc(slices.Clone(rows), func(r results.GDNRow) bool { return r.Mixer == results.MixerAttention })
+	var attnHeads []results.GDNHeadRow
+	heads = slices.DeleteFunc(slices.Clone(heads), func(h results.GDNHeadRow) bool {
+		if h.Mixer == results.MixerAttention {
 			attnHeads = append(attnHeads, h)
 			return true
 		}
@@ -61,7 +61,7 @@ func GDN(man *analysis.GDNManifest, rows []analysis.GDNRow, heads []analysis.GDN
 		Intro: []string{"Per (layer, value head, token) of every " + kind + " layer, as `probe gdn` wrote them (definitions: docs/diagnostics.md, " +
 			"\"Gated DeltaNet as a filter\"). β_t is the learned gain of the delta-rule update, e^{g_t} the forgetting of the memory, " +
 			"1/(1 − e^{g_t}) its horizon in tokens; n_eff^W, the first-token share and K^W are computed on the exact effective-attention row W[t, ·]."},
-		Manifest: manifestOptions(analysis.GDNManifestName, man.Tool, man.Created, man.Model, man.Source, man.Chunks, man.Options),
+		Manifest: manifestOptions(results.GDNManifestName, man.Tool, man.Created, man.Model, man.Source, man.Chunks, man.Options),
 		Figures:  figs,
 	}, nil
 }
@@ -69,8 +69,8 @@ func GDN(man *analysis.GDNManifest, rows []analysis.GDNRow, heads []analysis.GDN
 // mixerNames names the recurrent mixers of heads as a reader knows them
 // ("Gated DeltaNet", "Mamba-2", "RWKV-7", joined with " and "), in the
 // order they first appear.
-func mixerNames(heads []analysis.GDNHeadRow) string {
-	names := map[string]string{analysis.MixerGatedDeltaNet: "Gated DeltaNet", analysis.MixerMamba2: "Mamba-2", analysis.MixerRWKV7: "RWKV-7"}
+func mixerNames(heads []results.GDNHeadRow) string {
+	names := map[string]string{results.MixerGatedDeltaNet: "Gated DeltaNet", results.MixerMamba2: "Mamba-2", results.MixerRWKV7: "RWKV-7"}
 	var seen []string
 	for _, h := range heads {
 		n, ok := names[h.Mixer]
@@ -90,26 +90,26 @@ func mixerNames(heads []analysis.GDNHeadRow) string {
 // gdnQuantity is one column of the gdn tables drawn by the figures.
 type gdnQuantity struct {
 	title, label string
-	head         func(analysis.GDNHeadRow) float64
-	token        func(analysis.GDNRow) float64
+	head         func(results.GDNHeadRow) float64
+	token        func(results.GDNRow) float64
 	lo, hi       float64 // fixed colour range where lo < hi
 	ylog         bool
 }
 
 var gdnQuantities = []gdnQuantity{
-	{"gain β", "β", func(r analysis.GDNHeadRow) float64 { return r.Beta }, func(r analysis.GDNRow) float64 { return r.Beta }, 0, 1, false},
-	{"forgetting e^g", "e^g", func(r analysis.GDNHeadRow) float64 { return r.Decay }, func(r analysis.GDNRow) float64 { return r.Decay }, 0, 1, false},
-	{"horizon (median, log10 tokens)", "log10 1/(1−e^g)", func(r analysis.GDNHeadRow) float64 { return math.Log10(r.HorizonMedian) }, nil, 0, 0, false},
-	{"innovation ‖r_t‖", "‖r‖", func(r analysis.GDNHeadRow) float64 { return r.Innovation }, func(r analysis.GDNRow) float64 { return r.Innovation }, 0, 0, false},
-	{"state norm ‖S_t‖_F", "‖S‖_F", func(r analysis.GDNHeadRow) float64 { return r.StateNorm }, func(r analysis.GDNRow) float64 { return r.StateNorm }, 0, 0, false},
-	{"n_eff^W", "n_eff^W", func(r analysis.GDNHeadRow) float64 { return r.NEffW }, func(r analysis.GDNRow) float64 { return r.NEffW }, 0, 0, true},
-	{"first-token share", "|W_0|/Σ|W|", func(r analysis.GDNHeadRow) float64 { return r.FirstShare }, func(r analysis.GDNRow) float64 { return r.FirstShare }, 0, 0, false},
-	{"K^W (BFT gain of the W row)", "K^W", func(r analysis.GDNHeadRow) float64 { return r.KW }, func(r analysis.GDNRow) float64 { return r.KW }, 0, 1, false},
+	{"gain β", "β", func(r results.GDNHeadRow) float64 { return r.Beta }, func(r results.GDNRow) float64 { return r.Beta }, 0, 1, false},
+	{"forgetting e^g", "e^g", func(r results.GDNHeadRow) float64 { return r.Decay }, func(r results.GDNRow) float64 { return r.Decay }, 0, 1, false},
+	{"horizon (median, log10 tokens)", "log10 1/(1−e^g)", func(r results.GDNHeadRow) float64 { return math.Log10(r.HorizonMedian) }, nil, 0, 0, false},
+	{"innovation ‖r_t‖", "‖r‖", func(r results.GDNHeadRow) float64 { return r.Innovation }, func(r results.GDNRow) float64 { return r.Innovation }, 0, 0, false},
+	{"state norm ‖S_t‖_F", "‖S‖_F", func(r results.GDNHeadRow) float64 { return r.StateNorm }, func(r results.GDNRow) float64 { return r.StateNorm }, 0, 0, false},
+	{"n_eff^W", "n_eff^W", func(r results.GDNHeadRow) float64 { return r.NEffW }, func(r results.GDNRow) float64 { return r.NEffW }, 0, 0, true},
+	{"first-token share", "|W_0|/Σ|W|", func(r results.GDNHeadRow) float64 { return r.FirstShare }, func(r results.GDNRow) float64 { return r.FirstShare }, 0, 0, false},
+	{"K^W (BFT gain of the W row)", "K^W", func(r results.GDNHeadRow) float64 { return r.KW }, func(r results.GDNRow) float64 { return r.KW }, 0, 1, false},
 }
 
 // gdnHeads is one heat map per quantity: each (layer, value head) cell
 // the mean over samples of the head's mean over tokens.
-func gdnHeads(kind string, layers []int, nh int, heads []analysis.GDNHeadRow, T int, where string) *report.Figure {
+func gdnHeads(kind string, layers []int, nh int, heads []results.GDNHeadRow, T int, where string) *report.Figure {
 	var panels []report.Panel
 	missing := 0
 	for _, q := range gdnQuantities {
@@ -144,7 +144,7 @@ func gdnHeads(kind string, layers []int, nh int, heads []analysis.GDNHeadRow, T 
 
 // gdnTokens draws each quantity against token position: one line per
 // layer, the mean over value heads and samples within position bins.
-func gdnTokens(kind string, layers []int, rows []analysis.GDNRow, T int, where string) *report.Figure {
+func gdnTokens(kind string, layers []int, rows []results.GDNRow, T int, where string) *report.Figure {
 	var panels []report.Panel
 	width := 0.0
 	for _, q := range gdnQuantities {
@@ -214,7 +214,7 @@ func positive(x, y []float64) (xs, ys []float64) {
 
 // gdnGain compares per head the learned gain β with the BFT gain K^W of the
 // head's effective-attention rows, and with the forgetting e^g.
-func gdnGain(layers []int, heads []analysis.GDNHeadRow, T int, where string) *report.Figure {
+func gdnGain(layers []int, heads []results.GDNHeadRow, T int, where string) *report.Figure {
 	var beta, kw, decay, layer []float64
 	for _, h := range heads {
 		if h.T != T || !finite(h.Beta) {
@@ -270,7 +270,7 @@ func gdnGain(layers []int, heads []analysis.GDNHeadRow, T int, where string) *re
 // in every layer (Falcon-H1, probe gdn --w-rows), the attention heads'
 // n_eff and the SSM heads' n_eff^W of the same layers as two heat maps on
 // one colour range (log10); nil without attention rows.
-func gdnSideBySide(layers []int, nh int, ssm, attn []analysis.GDNHeadRow, T int, where string) *report.Figure {
+func gdnSideBySide(layers []int, nh int, ssm, attn []results.GDNHeadRow, T int, where string) *report.Figure {
 	na := 0
 	for _, h := range attn {
 		na = max(na, h.Head+1)

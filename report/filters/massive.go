@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
@@ -18,7 +18,7 @@ const (
 // Massive returns the report of a probe massive run: the top-k |h| of the
 // residual stream per layer against the layer's median, and the change in
 // NLL when the top entries of one layer are replaced.
-func Massive(man *analysis.MassiveManifest, top []analysis.MassiveTopRow, ppl []analysis.MassivePPLRow) (*report.Report, error) {
+func Massive(man *results.MassiveManifest, top []results.MassiveTopRow, ppl []results.MassivePPLRow) (*report.Report, error) {
 	if len(top) == 0 {
 		return nil, fmt.Errorf("massive report: the massive_top table is empty")
 	}
@@ -34,14 +34,14 @@ func Massive(man *analysis.MassiveManifest, top []analysis.MassiveTopRow, ppl []
 		Subtitle: fmt.Sprintf("Model: %s (%s), %d layers; lengths %v.", man.Model.Dir, man.Model.Arch, man.Model.Layers, lengths),
 		Intro: []string{"Per layer l, the largest |h[t, i]| of blocks.{l}.hook_resid_post (the residual leaving block l) with their position " +
 			"and channel, against the layer's median |h| (Sun, Chen, Kolter & Liu 2024; definitions: docs/diagnostics.md, \"Massive activations\")."},
-		Manifest: manifestOptions(analysis.MassiveManifestName, man.Tool, man.Created, man.Model, man.Source, man.Chunks, man.Options),
+		Manifest: manifestOptions(results.MassiveManifestName, man.Tool, man.Created, man.Model, man.Source, man.Chunks, man.Options),
 		Figures:  figs,
 	}, nil
 }
 
 // massiveTop draws per layer the top-k |h| (points), the median |h|
 // (line) and the top-1 ratio, at the longest length over its samples.
-func massiveTop(man *analysis.MassiveManifest, top []analysis.MassiveTopRow, T int) *report.Figure {
+func massiveTop(man *results.MassiveManifest, top []results.MassiveTopRow, T int) *report.Figure {
 	var lx, ly, mx, my, rx, ry []float64
 	medSum := map[int]float64{}
 	medN := map[int]float64{}
@@ -104,13 +104,13 @@ func massiveTop(man *analysis.MassiveManifest, top []analysis.MassiveTopRow, T i
 
 // massivePPL draws the NLL change of each intervention per sample and
 // length, and tabulates the mean NLL and perplexity of every variant.
-func massivePPL(man *analysis.MassiveManifest, ppl []analysis.MassivePPLRow, lengths []int) *report.Figure {
+func massivePPL(man *results.MassiveManifest, ppl []results.MassivePPLRow, lengths []int) *report.Figure {
 	styles := map[string]struct {
 		c     report.Series
 		label string
 	}{
-		analysis.MassiveZero: {report.Series{Color: report.Vermillion, Shape: report.Diamond}, "zero (Sun et al.)"},
-		analysis.MassiveMean: {report.Series{Color: report.Blue, Shape: report.Circle}, "channel mean (control)"},
+		results.MassiveZero: {report.Series{Color: report.Vermillion, Shape: report.Diamond}, "zero (Sun et al.)"},
+		results.MassiveMean: {report.Series{Color: report.Blue, Shape: report.Circle}, "channel mean (control)"},
 	}
 	tbl := report.Table{Caption: "Mean over samples, per length and variant",
 		Header: []string{"T", "variant", "layer(s) replaced", "entries", "mean NLL", "ppl", "mean ΔNLL"}}
@@ -190,7 +190,7 @@ func massivePPL(man *analysis.MassiveManifest, ppl []analysis.MassivePPLRow, len
 	}
 }
 
-func entriesOf(man *analysis.MassiveManifest) int {
+func entriesOf(man *results.MassiveManifest) int {
 	if man.Options.Entries > 0 {
 		return man.Options.Entries
 	}

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
 // Retrieval returns the report of a probe retrieval run: Wu et al.'s
 // retrieval score and the mean attention on the copy source per (layer,
 // head), with the heads that score highest.
-func Retrieval(man *analysis.RetrievalManifest, rows []analysis.RetrievalHeadRow) (*report.Report, error) {
+func Retrieval(man *results.RetrievalManifest, rows []results.RetrievalHeadRow) (*report.Report, error) {
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("retrieval report: the retrieval_heads table is empty")
 	}
@@ -35,10 +35,10 @@ func Retrieval(man *analysis.RetrievalManifest, rows []analysis.RetrievalHeadRow
 	}
 	for _, q := range []struct {
 		title, label string
-		get          func(analysis.RetrievalHeadRow) float64
+		get          func(results.RetrievalHeadRow) float64
 	}{
-		{"retrieval score", "score", func(r analysis.RetrievalHeadRow) float64 { return r.Score }},
-		{"mean weight on the copy source", "α[t, s(t)]", func(r analysis.RetrievalHeadRow) float64 { return r.SourceMass }},
+		{"retrieval score", "score", func(r results.RetrievalHeadRow) float64 { return r.Score }},
+		{"mean weight on the copy source", "α[t, s(t)]", func(r results.RetrievalHeadRow) float64 { return r.SourceMass }},
 	} {
 		g := newGrid(man.Layers, nh)
 		for _, r := range rows {
@@ -55,7 +55,7 @@ func Retrieval(man *analysis.RetrievalManifest, rows []analysis.RetrievalHeadRow
 		}
 		f.Panels = append(f.Panels, p)
 	}
-	top := append([]analysis.RetrievalHeadRow{}, rows...)
+	top := append([]results.RetrievalHeadRow{}, rows...)
 	sort.SliceStable(top, func(i, j int) bool { return top[i].Score > top[j].Score })
 	tbl := report.Table{Caption: "highest retrieval scores", Header: []string{"layer", "head", "kind", "score", "hits / steps", "source mass"}}
 	for _, r := range top[:min(8, len(top))] {
@@ -67,7 +67,7 @@ func Retrieval(man *analysis.RetrievalManifest, rows []analysis.RetrievalHeadRow
 	if len(tbl.Rows) > 0 {
 		f.Tables = []report.Table{tbl}
 	}
-	opts := manifestOptions(analysis.RetrievalManifestName, man.Tool, man.Created, man.Model, analysis.SourceInfo{Kind: "synthetic copy task", Tokens: man.T}, nil, o)
+	opts := manifestOptions(results.RetrievalManifestName, man.Tool, man.Created, man.Model, results.SourceInfo{Kind: "synthetic copy task", Tokens: man.T}, nil, o)
 	return &report.Report{
 		Title:    "Retrieval heads on a copy task",
 		Subtitle: fmt.Sprintf("Model: %s (%s); softmax layers %s.", man.Model.Dir, man.Model.Arch, fmtInts(man.Layers)),

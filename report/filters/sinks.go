@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
@@ -22,7 +22,7 @@ func epsGrid() []float64 {
 // attention per (layer, head), Gu et al.'s sink rate against ε, entropy
 // and largest weight against T per head, and the output-gate statistics
 // (for a gated model).
-func Sinks(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, rates []analysis.SinkRateRow) (*report.Report, error) {
+func Sinks(man *results.SinksManifest, heads []results.SinkHeadRow, rates []results.SinkRateRow) (*report.Report, error) {
 	if len(heads) == 0 {
 		return nil, fmt.Errorf("sinks report: the sinks_heads table is empty")
 	}
@@ -46,14 +46,14 @@ func Sinks(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, rates []an
 		Intro: []string{"Per (length, sample, softmax layer, head), from the post-softmax, pre-gate rows the pass streams (definitions: " +
 			"docs/diagnostics.md, \"Attention sinks, entropy, fading and output gates\"). Queries of a sliding-window layer that cannot see " +
 			fmt.Sprintf("position 0 are left out of the first-token mean: %d rows over the run.", man.LeftOut)},
-		Manifest: manifestOptions(analysis.SinksManifestName, man.Tool, man.Created, man.Model, man.Source, man.Chunks, man.Options),
+		Manifest: manifestOptions(results.SinksManifestName, man.Tool, man.Created, man.Model, man.Source, man.Chunks, man.Options),
 		Figures:  figs,
 	}, nil
 }
 
 // sinksFirst is the heat map of ā_0 per (layer, head) at the longest
 // length, pooled over samples by their applicable queries.
-func sinksFirst(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, T, nh int) *report.Figure {
+func sinksFirst(man *results.SinksManifest, heads []results.SinkHeadRow, T, nh int) *report.Figure {
 	g := newGrid(man.Layers, nh)
 	for _, h := range heads {
 		if h.T == T {
@@ -88,9 +88,9 @@ func sinksFirst(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, T, nh
 // sinksRate draws Sink_1^ε against ε for each length (and layer group):
 // curves on a fine ε grid from the head rows, markers at the run's --eps
 // from its sinks_rate table.
-func sinksRate(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, rates []analysis.SinkRateRow, lengths []int) *report.Figure {
+func sinksRate(man *results.SinksManifest, heads []results.SinkHeadRow, rates []results.SinkRateRow, lengths []int) *report.Figure {
 	grid := epsGrid()
-	curves := analysis.SinkRates(heads, lengths, grid, man.Options.SplitLocal)
+	curves := results.SinkRates(heads, lengths, grid, man.Options.SplitLocal)
 	groups := []string{"all"}
 	for _, r := range curves {
 		if !slices.Contains(groups, r.Layers) {
@@ -147,7 +147,7 @@ func sinksRate(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, rates 
 
 // pooledHeads returns, per (T, layer, head), the mean of get over the
 // samples (equal weights: every sample has T queries).
-func pooledHeads(heads []analysis.SinkHeadRow, get func(analysis.SinkHeadRow) float64) (T, layer, val []float64) {
+func pooledHeads(heads []results.SinkHeadRow, get func(results.SinkHeadRow) float64) (T, layer, val []float64) {
 	type key struct{ T, l, h int }
 	sum, n := map[key]float64{}, map[key]float64{}
 	var order []key
@@ -171,13 +171,13 @@ func pooledHeads(heads []analysis.SinkHeadRow, get func(analysis.SinkHeadRow) fl
 
 // sinksLength draws entropy against ln T and the largest weight against T,
 // one point per (length, layer, head), with the mean over heads.
-func sinksLength(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, lengths []int) *report.Figure {
+func sinksLength(man *results.SinksManifest, heads []results.SinkHeadRow, lengths []int) *report.Figure {
 	lo, hi := float64(slices.Min(man.Layers)), float64(slices.Max(man.Layers))
 	if hi == lo {
 		hi = lo + 1
 	}
 	colors := &report.ColorScale{Label: "layer ℓ", Map: report.Viridis(lo, hi), Integer: true}
-	panel := func(title, xlabel, ylabel string, get func(analysis.SinkHeadRow) float64, xOf func(T float64) float64, bound func(T float64) float64, boundName string) (report.Panel, bool) {
+	panel := func(title, xlabel, ylabel string, get func(results.SinkHeadRow) float64, xOf func(T float64) float64, bound func(T float64) float64, boundName string) (report.Panel, bool) {
 		Ts, layer, v := pooledHeads(heads, get)
 		if len(v) == 0 {
 			return report.Panel{}, false
@@ -213,20 +213,20 @@ func sinksLength(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, leng
 		return report.Panel{Title: title, XLabel: xlabel, YLabel: ylabel, Series: ss, Colors: colors, Legend: report.LegendNone}, true
 	}
 	var panels []report.Panel
-	if p, ok := panel("entropy vs ln T", "ln T", "mean entropy H_t (nats)", func(r analysis.SinkHeadRow) float64 { return r.Entropy },
+	if p, ok := panel("entropy vs ln T", "ln T", "mean entropy H_t (nats)", func(r results.SinkHeadRow) float64 { return r.Entropy },
 		math.Log, math.Log, "ln T (uniform over T keys)"); ok {
 		panels = append(panels, p)
 	}
-	if p, ok := panel("normalised entropy vs T", "context length T", "mean H_t / ln(visible keys)", func(r analysis.SinkHeadRow) float64 { return r.EntropyNorm },
+	if p, ok := panel("normalised entropy vs T", "context length T", "mean H_t / ln(visible keys)", func(r results.SinkHeadRow) float64 { return r.EntropyNorm },
 		func(T float64) float64 { return T }, nil, ""); ok {
 		panels = append(panels, p)
 	}
-	if p, ok := panel("largest weight vs T (fading)", "context length T", "mean max_j α_tj", func(r analysis.SinkHeadRow) float64 { return r.MaxWeight },
+	if p, ok := panel("largest weight vs T (fading)", "context length T", "mean max_j α_tj", func(r results.SinkHeadRow) float64 { return r.MaxWeight },
 		func(T float64) float64 { return T }, nil, ""); ok {
 		panels = append(panels, p)
 	}
 	if p, ok := panel("largest weight, last quarter of queries", "context length T", "mean max_j α_tj, t ≥ T − ⌊T/4⌋",
-		func(r analysis.SinkHeadRow) float64 { return r.MaxLast }, func(T float64) float64 { return T }, nil, ""); ok {
+		func(r results.SinkHeadRow) float64 { return r.MaxLast }, func(T float64) float64 { return T }, nil, ""); ok {
 		panels = append(panels, p)
 	}
 	if len(panels) == 0 {
@@ -248,7 +248,7 @@ func sinksLength(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, leng
 // sinksGates draws the output-gate statistics per (layer, head) at the
 // longest length: mean gate and Qiu et al.'s sparsity as heat maps, and
 // the gate at token 0 against the gate after it. Nil for an ungated model.
-func sinksGates(man *analysis.SinksManifest, heads []analysis.SinkHeadRow, T, nh int) *report.Figure {
+func sinksGates(man *results.SinksManifest, heads []results.SinkHeadRow, T, nh int) *report.Figure {
 	var first, rest, layer []float64
 	gm, gb := newGrid(man.Layers, nh), newGrid(man.Layers, nh)
 	for _, h := range heads {

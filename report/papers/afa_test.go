@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/afatab"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/reporttest"
 )
@@ -33,7 +35,11 @@ func firstNumber(t *testing.T, cell string) float64 {
 
 func TestAFAToyFigures(t *testing.T) {
 	dir := afaToyCheckpoints(t)
-	figs, err := AFAToyFigures(dir)
+	toy, err := analysis.AFAToy(dir, afatab.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	figs, err := AFAToyFigures(toy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +103,7 @@ func TestAFAToyFigures(t *testing.T) {
 		}
 	}
 
-	r, err := AFAToyReport(dir, AFAToyOptions{})
+	r, err := AFAToyReport(toy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,17 +118,4 @@ func TestAFAToyFigures(t *testing.T) {
 		t.Errorf("wrote %v", w.Files)
 	}
 	reporttest.Check(t, reporttest.Browser(t), w.HTML, 3)
-}
-
-func TestAFAToyFiguresErrors(t *testing.T) {
-	if _, err := AFAToyFigures(filepath.Join(t.TempDir(), "none")); err == nil || !strings.Contains(err.Error(), "fig1a") {
-		t.Errorf("missing folder: error %v", err)
-	}
-	dir := afaToyCheckpoints(t)
-	if _, err := AFAToyFiguresWith(dir, AFAToyOptions{Trajectory: 1000}); err == nil || !strings.Contains(err.Error(), "trajectory 1000") {
-		t.Errorf("trajectory out of range: error %v", err)
-	}
-	if _, err := AFAToyFiguresWith(dir, AFAToyOptions{Targets: []int{5000}}); err == nil || !strings.Contains(err.Error(), "target 5000") {
-		t.Errorf("target out of range: error %v", err)
-	}
 }

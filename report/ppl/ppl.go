@@ -1,8 +1,9 @@
-// Package ppl draws `probe ppl` runs (analysis.PPLResults) over the
-// reference zoo: perplexity against context length beside RFA's Table 1
-// (ExtrapolationFigure), the inference-time test of BFT's Prediction 3
-// (Prediction3Figure, Prediction3Verdicts) and the report of both
-// (ZooReport). It only draws; analysis.PPLRun measures.
+// Package ppl draws `probe ppl` runs (results.PPLResults, which
+// analysis.PPLRun writes) over the reference zoo: perplexity against
+// context length beside RFA's Table 1 (ExtrapolationFigure), the
+// inference-time test of BFT's Prediction 3 (Prediction3Figure,
+// Prediction3Verdicts) and the report of both (ZooReport). It only draws;
+// it imports no package that runs a model.
 package ppl
 
 import (
@@ -12,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
@@ -67,7 +68,7 @@ func PaperCounterpart(label, arch string) string {
 }
 
 // pplModelArch returns each model's architecture from the manifest.
-func pplModelArch(res *analysis.PPLResults) map[string]string {
+func pplModelArch(res *results.PPLResults) map[string]string {
 	out := map[string]string{}
 	for _, m := range res.Manifest.Models {
 		out[m.Label] = m.Info.Arch
@@ -76,20 +77,20 @@ func pplModelArch(res *analysis.PPLResults) map[string]string {
 }
 
 // pplSeries returns the summary rows of (model, variant) by ascending T.
-func pplSeries(res *analysis.PPLResults, model, variant string) []analysis.PPLSummaryRow {
-	var rows []analysis.PPLSummaryRow
+func pplSeries(res *results.PPLResults, model, variant string) []results.PPLSummaryRow {
+	var rows []results.PPLSummaryRow
 	for _, s := range res.Summary {
 		if s.Model == model && s.Variant == variant {
 			rows = append(rows, s)
 		}
 	}
-	slices.SortFunc(rows, func(a, b analysis.PPLSummaryRow) int { return a.T - b.T })
+	slices.SortFunc(rows, func(a, b results.PPLSummaryRow) int { return a.T - b.T })
 	return rows
 }
 
 // refRow returns the index of the reference length among rows: the
 // training length when it is one of them, else the smallest.
-func refRow(rows []analysis.PPLSummaryRow, train int) int {
+func refRow(rows []results.PPLSummaryRow, train int) int {
 	for i, r := range rows {
 		if r.T == train {
 			return i
@@ -109,7 +110,7 @@ func finite(xs ...float64) bool {
 
 // lineWithBars returns a line through the rows' ppl (times scale) and,
 // when every interval is finite, error bars for it.
-func lineWithBars(name string, rows []analysis.PPLSummaryRow, c report.Series, val func(analysis.PPLSummaryRow) (y, lo, hi float64)) []report.Series {
+func lineWithBars(name string, rows []results.PPLSummaryRow, c report.Series, val func(results.PPLSummaryRow) (y, lo, hi float64)) []report.Series {
 	var x, y, lo, hi []float64
 	bars := true
 	for _, r := range rows {
@@ -129,7 +130,7 @@ func lineWithBars(name string, rows []analysis.PPLSummaryRow, c report.Series, v
 }
 
 // runOptions lists the options of a ppl run shared by the figures.
-func runOptions(res *analysis.PPLResults) []report.Option {
+func runOptions(res *results.PPLResults) []report.Option {
 	o := res.Manifest.Options
 	train := "unknown (--train-length 0): the smallest length is the reference"
 	if o.TrainLength > 0 {
@@ -153,7 +154,7 @@ func runOptions(res *analysis.PPLResults) []report.Option {
 // evaluated, else the smallest) and the paper's main rows
 // (ppl(L)/ppl(512)), the only comparison the two settings allow. A table
 // puts the paper's numbers beside ours.
-func ExtrapolationFigure(res *analysis.PPLResults) (*report.Figure, error) {
+func ExtrapolationFigure(res *results.PPLResults) (*report.Figure, error) {
 	if res == nil || res.Manifest == nil || len(res.Summary) == 0 {
 		return nil, fmt.Errorf("papers: no perplexity results")
 	}
@@ -201,17 +202,17 @@ func ExtrapolationFigure(res *analysis.PPLResults) (*report.Figure, error) {
 		}
 	}
 	for _, m := range res.Manifest.Models {
-		rows := pplSeries(res, m.Label, analysis.VariantLearned)
+		rows := pplSeries(res, m.Label, results.VariantLearned)
 		if len(rows) == 0 {
 			continue
 		}
 		cp := PaperCounterpart(m.Label, arch[m.Label])
 		col := colors[m.Label]
 		abs = append(abs, lineWithBars(m.Label, rows, report.Series{Color: col, Width: 2, Radius: 3.5},
-			func(r analysis.PPLSummaryRow) (float64, float64, float64) { return r.PPL, r.PPLLo, r.PPLHi })...)
+			func(r results.PPLSummaryRow) (float64, float64, float64) { return r.PPL, r.PPLLo, r.PPLHi })...)
 		ref := rows[refRow(rows, o.TrainLength)].PPL
 		rel = append(rel, lineWithBars(m.Label+" (ours)", rows, report.Series{Color: col, Width: 2, Radius: 3.5},
-			func(r analysis.PPLSummaryRow) (float64, float64, float64) {
+			func(r results.PPLSummaryRow) (float64, float64, float64) {
 				return r.PPL / ref, r.PPLLo / ref, r.PPLHi / ref
 			})...)
 		name := m.Label
@@ -313,11 +314,11 @@ const MatchTol = 0.01
 
 // Prediction3Verdicts reads every non-learned variant of model against
 // Prediction 3.
-func Prediction3Verdicts(res *analysis.PPLResults, model string) []Prediction3Verdict {
+func Prediction3Verdicts(res *results.PPLResults, model string) []Prediction3Verdict {
 	o := res.Manifest.Options
 	var out []Prediction3Verdict
 	for _, v := range variantsOf(res, model) {
-		if v == analysis.VariantLearned {
+		if v == results.VariantLearned {
 			continue
 		}
 		rows := pplSeries(res, model, v)
@@ -348,7 +349,7 @@ func Prediction3Verdicts(res *analysis.PPLResults, model string) []Prediction3Ve
 }
 
 // variantsOf returns the variants run on model, in the manifest's order.
-func variantsOf(res *analysis.PPLResults, model string) []string {
+func variantsOf(res *results.PPLResults, model string) []string {
 	for _, m := range res.Manifest.Models {
 		if m.Label == model {
 			return m.Variants
@@ -359,12 +360,12 @@ func variantsOf(res *analysis.PPLResults, model string) []string {
 
 // variantLabel describes a gate variant in legends.
 var variantLabel = map[string]string{
-	analysis.VariantLearned: "learned gate σ(xW_θ)",
-	analysis.VariantOne:     "gate = 1 (removed)",
-	"k":                     "K_BFT (λ = 1)",
-	"k-matched":             "K_BFT rescaled to the gate's mean",
-	"k-lambda":              "λobs/(λ_lh + λobs), λ_lh fitted",
-	"mean":                  "constant: gate's mean (control)",
+	results.VariantLearned: "learned gate σ(xW_θ)",
+	results.VariantOne:     "gate = 1 (removed)",
+	"k":                    "K_BFT (λ = 1)",
+	"k-matched":            "K_BFT rescaled to the gate's mean",
+	"k-lambda":             "λobs/(λ_lh + λobs), λ_lh fitted",
+	"mean":                 "constant: gate's mean (control)",
 }
 
 // Prediction3Figure draws the inference-time test of BFT's Prediction 3 on
@@ -374,7 +375,7 @@ var variantLabel = map[string]string{
 // with intervals, against T. A table reads each variant against the three
 // parts of the prediction (match at T_train, better beyond it, improvement
 // growing with T − T_train).
-func Prediction3Figure(res *analysis.PPLResults, model string) (*report.Figure, error) {
+func Prediction3Figure(res *results.PPLResults, model string) (*report.Figure, error) {
 	if res == nil || res.Manifest == nil {
 		return nil, fmt.Errorf("papers: no perplexity results")
 	}
@@ -405,13 +406,13 @@ func Prediction3Figure(res *analysis.PPLResults, model string) (*report.Figure, 
 		if lbl == "" {
 			lbl = v
 		}
-		st := report.Series{Color: report.Category(i), Width: 2, Radius: 3.5, Dash: v == "mean" || v == analysis.VariantOne}
-		if v == analysis.VariantLearned {
+		st := report.Series{Color: report.Category(i), Width: 2, Radius: 3.5, Dash: v == "mean" || v == results.VariantOne}
+		if v == results.VariantLearned {
 			st.Color, st.Width = report.Black, 2.6
 		}
 		pplS = append(pplS, lineWithBars(lbl, rows, st,
-			func(r analysis.PPLSummaryRow) (float64, float64, float64) { return r.PPL, r.PPLLo, r.PPLHi })...)
-		if v == analysis.VariantLearned {
+			func(r results.PPLSummaryRow) (float64, float64, float64) { return r.PPL, r.PPLLo, r.PPLHi })...)
+		if v == results.VariantLearned {
 			xs = nil
 			for _, r := range rows {
 				xs = append(xs, float64(r.T))
@@ -419,7 +420,7 @@ func Prediction3Figure(res *analysis.PPLResults, model string) (*report.Figure, 
 			continue
 		}
 		dS = append(dS, lineWithBars(lbl, rows, st,
-			func(r analysis.PPLSummaryRow) (float64, float64, float64) { return r.DNLL, r.DNLLLo, r.DNLLHi })...)
+			func(r results.PPLSummaryRow) (float64, float64, float64) { return r.DNLL, r.DNLLLo, r.DNLLHi })...)
 	}
 	if len(xs) == 0 || len(dS) == 0 {
 		return nil, fmt.Errorf("papers: model %q lacks the learned variant or a replacement in the results", model)
@@ -454,7 +455,7 @@ func Prediction3Figure(res *analysis.PPLResults, model string) (*report.Figure, 
 			for _, r := range pplSeries(res, model, v) {
 				if r.T == int(x) {
 					cell = fmt.Sprintf("%.3f", r.PPL)
-					if v != analysis.VariantLearned && finite(r.DNLL) {
+					if v != results.VariantLearned && finite(r.DNLL) {
 						cell += fmt.Sprintf(" (%+.4f)", r.DNLL)
 					}
 				}
@@ -516,7 +517,7 @@ func orDefault(x float64, def string) string {
 
 // ZooReport returns a report page with ExtrapolationFigure and, when the
 // run has a gated model with gate variants, Prediction3Figure.
-func ZooReport(res *analysis.PPLResults) (*report.Report, error) {
+func ZooReport(res *results.PPLResults) (*report.Report, error) {
 	ext, err := ExtrapolationFigure(res)
 	if err != nil {
 		return nil, err

@@ -5,24 +5,24 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
 // synthPPL builds ppl results by hand: a gated model "gated_headwise"
 // (learned, one, k, k-matched over T = 256, 512, 1024, T_train = 256) and
 // an RFA model "rfa_m2_sc" (learned only).
-func synthPPL() *analysis.PPLResults {
+func synthPPL() *results.PPLResults {
 	lengths := []int{256, 512, 1024}
-	man := &analysis.PPLManifest{RunRecord: analysis.RunRecord{Kind: "ppl", Complete: true, Source: analysis.SourceInfo{Kind: "ids", File: analysis.FileHash{Path: "heldout.ids.json", SHA256: "abcdef0123456789"}, Tokens: 1000}},
-		Options: analysis.PPLOptions{StreamPlan: analysis.StreamPlan{Lengths: lengths, Samples: 4, Disjoint: "all", Placement: "sequential"}, Positions: "all",
+	man := &results.PPLManifest{RunRecord: results.RunRecord{Kind: "ppl", Complete: true, Source: results.SourceInfo{Kind: "ids", File: results.FileHash{Path: "heldout.ids.json", SHA256: "abcdef0123456789"}, Tokens: 1000}},
+		Options: results.PPLOptions{StreamPlan: results.StreamPlan{Lengths: lengths, Samples: 4, Disjoint: "all", Placement: "sequential"}, Positions: "all",
 			CILevel: 0.95, TrainLength: 256, CalibLength: 256, CalibSamples: 1, LambdaForm: "reml",
 			Variants: []string{"learned", "one", "k", "k-matched"}},
-		Models: []analysis.PPLModel{
-			{Label: "gated_headwise", Gated: true, Variants: []string{"learned", "one", "k", "k-matched"}, Info: analysis.ModelInfo{Arch: "gated"}},
-			{Label: "rfa_m2_sc", Variants: []string{"learned"}, Info: analysis.ModelInfo{Arch: "rfa"}},
+		Models: []results.PPLModel{
+			{Label: "gated_headwise", Gated: true, Variants: []string{"learned", "one", "k", "k-matched"}, Info: results.ModelInfo{Arch: "gated"}},
+			{Label: "rfa_m2_sc", Variants: []string{"learned"}, Info: results.ModelInfo{Arch: "rfa"}},
 		}}
-	res := &analysis.PPLResults{Manifest: man}
+	res := &results.PPLResults{Manifest: man}
 	// ΔNLL per variant and length, and its half-width
 	d := map[string][3]float64{"learned": {math.NaN(), math.NaN(), math.NaN()}, "one": {0.2, 0.3, 0.5}, "k": {0.001, -0.02, -0.05}, "k-matched": {0.004, -0.01, 0.02}}
 	base := [3]float64{4.0, 4.1, 4.4}
@@ -32,7 +32,7 @@ func synthPPL() *analysis.PPLResults {
 			if v != "learned" {
 				nll += d[v][i]
 			}
-			r := analysis.PPLSummaryRow{Model: "gated_headwise", Variant: v, T: T, Samples: 4, N: 4 * T, NLL: nll,
+			r := results.PPLSummaryRow{Model: "gated_headwise", Variant: v, T: T, Samples: 4, N: 4 * T, NLL: nll,
 				NLLLo: nll - 0.05, NLLHi: nll + 0.05, DNLL: d[v][i], DNLLLo: d[v][i] - 0.012, DNLLHi: d[v][i] + 0.008, Extrap: false, MaxPos: 4096}
 			r.PPL, r.PPLLo, r.PPLHi = math.Exp(r.NLL), math.Exp(r.NLLLo), math.Exp(r.NLLHi)
 			res.Summary = append(res.Summary, r)
@@ -40,7 +40,7 @@ func synthPPL() *analysis.PPLResults {
 	}
 	for i, T := range lengths {
 		nll := 3.9 + 0.05*float64(i)
-		res.Summary = append(res.Summary, analysis.PPLSummaryRow{Model: "rfa_m2_sc", Variant: "learned", T: T, Samples: 4, NLL: nll,
+		res.Summary = append(res.Summary, results.PPLSummaryRow{Model: "rfa_m2_sc", Variant: "learned", T: T, Samples: 4, NLL: nll,
 			PPL: math.Exp(nll), PPLLo: math.Exp(nll - 0.04), PPLHi: math.Exp(nll + 0.04), DNLL: math.NaN(), DNLLLo: math.NaN(), DNLLHi: math.NaN()})
 	}
 	return res
@@ -101,7 +101,7 @@ func TestExtrapolationFigure(t *testing.T) {
 	if _, err := f.SVG(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ExtrapolationFigure(&analysis.PPLResults{Manifest: &analysis.PPLManifest{}}); err == nil {
+	if _, err := ExtrapolationFigure(&results.PPLResults{Manifest: &results.PPLManifest{}}); err == nil {
 		t.Fatal("empty results accepted")
 	}
 }

@@ -5,8 +5,7 @@ import (
 	"math"
 	"sort"
 
-	"github.com/filterlens/probe/analysis"
-	"github.com/filterlens/probe/probes"
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/report"
 )
 
@@ -20,19 +19,19 @@ const (
 )
 
 // FromAnalysis fills an Input from a sweep folder's manifest and its
-// aggregated results (analysis.LoadResults). std picks the Fig. 2 band
+// aggregated results (as analysis.LoadResults returns them). std picks the Fig. 2 band
 // convention (StdUnits or StdPooled). The figures show the first layer
 // group (the global layers when the model also has sliding-window layers
 // aggregated apart; the notes say where the other group's rows are).
-func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*Input, error) {
+func FromAnalysis(man *results.Manifest, res *results.Results, std string) (*Input, error) {
 	if std != StdUnits && std != StdPooled {
 		return nil, fmt.Errorf("sweep: --std %q: want %s or %s", std, StdUnits, StdPooled)
 	}
-	group := analysis.GroupSummary{Layers: analysis.LayersAll, LayersUsed: res.Summary.LayersUsed, Fig4: res.Summary.Fig4}
+	group := results.GroupSummary{Layers: results.LayersAll, LayersUsed: res.Summary.LayersUsed, Fig4: res.Summary.Fig4}
 	if len(res.Summary.Groups) > 0 {
 		group = res.Summary.Groups[0]
 	}
-	rows := map[string]analysis.Fig2Row{}
+	rows := map[string]results.Fig2Row{}
 	key := func(T int64, m string) string { return fmt.Sprint(T, "/", m) }
 	for _, r := range res.Fig2 {
 		if r.Layers == group.Layers {
@@ -57,7 +56,7 @@ func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*I
 	}
 	ratio := "lambda_obs_ratio/" + man.Analysis.LambdaRatio
 	if man.Analysis.LambdaRatio == "" {
-		ratio = "lambda_obs_ratio/" + analysis.RatioOfMeans
+		ratio = "lambda_obs_ratio/" + results.RatioOfMeans
 	}
 	in := &Input{
 		Model:     fmt.Sprintf("%s (%s, %d layers × %d heads, d_head %d)", man.Model.Dir, man.Model.Arch, man.Model.Layers, man.Model.Heads, man.Model.DHead),
@@ -73,8 +72,8 @@ func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*I
 	}
 	for _, T := range man.Sweep.Lengths {
 		in.Lengths = append(in.Lengths, Length{T: T,
-			NEff: stat(T, probes.MetricNEff), Gate: stat(T, probes.MetricGate), LambdaRatio: stat(T, ratio),
-			PaperNEff: paper(T, probes.MetricNEff), PaperGate: paper(T, probes.MetricGate), PaperLRRatio: paper(T, ratio)})
+			NEff: stat(T, results.MetricNEff), Gate: stat(T, results.MetricGate), LambdaRatio: stat(T, ratio),
+			PaperNEff: paper(T, results.MetricNEff), PaperGate: paper(T, results.MetricGate), PaperLRRatio: paper(T, ratio)})
 	}
 	for _, r := range res.Fig3 {
 		if r.Layers != group.Layers {
@@ -90,16 +89,16 @@ func FromAnalysis(man *analysis.Manifest, res *analysis.Results, std string) (*I
 	if ci := group.Fig4.CI; ci.Resamples > 0 {
 		in.CI = [2]float64{float64(ci.Lo), float64(ci.Hi)}
 	}
-	p := analysis.Paper
+	p := results.Paper
 	in.Paper = Paper{Cells: p.Fig4Cells, R: p.Fig4R, P: p.Fig4P, SinkBOS: p.BOSSinkMass, SinkK: p.BOSSinkK,
 		SinkLayers: p.SinkLayers, LateK: p.LateK, MaxBOS: p.MaxBOS, Model: p.Model}
 	sw, ag := man.Sweep, man.Analysis
 	stdText := map[string]string{StdUnits: "the std of the (sample, layer) unit means (--std units)", StdPooled: "the std over pooled (sample, layer, head, query) elements (--std pooled)"}
 	in.Fig2Std = stdText[std]
 	in.Fig2Ratio = map[string]string{
-		analysis.RatioOfMeans: "the ratio of pooled means λ̄obs(T)/λ̄obs(T_min), band scaled by λ̄obs(T_min)",
-		analysis.MeanOfRatios: "the mean over last-layer (layer, head) cells of the cell ratios",
-		analysis.RatioFromK:   "λobs recovered from the mean gain, λK̄/(1 − K̄), as a ratio (no band)",
+		results.RatioOfMeans: "the ratio of pooled means λ̄obs(T)/λ̄obs(T_min), band scaled by λ̄obs(T_min)",
+		results.MeanOfRatios: "the mean over last-layer (layer, head) cells of the cell ratios",
+		results.RatioFromK:   "λobs recovered from the mean gain, λK̄/(1 − K̄), as a ratio (no band)",
 	}[ag.LambdaRatio]
 	if in.Fig2Ratio == "" {
 		in.Fig2Ratio = "the ratio of pooled means"

@@ -3,9 +3,10 @@
 // sweep`, with the paper's numbers (notes 003 §B.6) beside ours.
 //
 // Its input is the small Input struct, so the figures do not depend on how
-// a sweep stores its tables: FromAnalysis (analysis.go) fills it from
-// package analysis (a sweep folder's manifest and aggregated tables), and
-// tests fill it by hand.
+// a sweep stores its tables: FromAnalysis (analysis.go) fills it from a
+// sweep folder's manifest and aggregated tables (results.Manifest and
+// results.Results, which analysis.LoadResults returns), and tests fill it
+// by hand. It imports no package that runs a model.
 package sweep
 
 import (
