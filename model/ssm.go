@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -343,10 +344,7 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 	}
 
 	// the scan, per (sequence, head): chunked (default) or the recurrence
-	chunk := w.Scan
-	if chunk == 0 {
-		chunk = ssmChunkRows
-	}
+	chunk := cmp.Or(opt.SSMScan, w.Scan, ssmChunkRows)
 	parallelRows(B*H, T*P*N, func(lo, hi int) {
 		var sc *ssmChunk
 		if chunk > 0 {
