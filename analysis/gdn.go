@@ -174,8 +174,9 @@ func gdnPass(m *model.Model, ids []int, ch Chunk, o GDNOptions, threads int, tmp
 	}
 	_, kind := recurrentLayers(c)
 	written := 0 // f.Layers[:written] are in rw
+	buf := make([]GDNRow, 0, ch.T)
 	next := func() error {
-		if err := appendGDNLayerRows(rw, f, written, ch, kind); err != nil {
+		if err := appendGDNLayerRows(rw, buf, f, written, ch, kind); err != nil {
 			return err
 		}
 		f.Clear()
@@ -200,7 +201,7 @@ func gdnPass(m *model.Model, ids []int, ch Chunk, o GDNOptions, threads int, tmp
 	}
 	for s := range f.Layers {
 		if err == nil && fa != nil {
-			err = appendGDNLayerRows(rw, fa, s, ch, MixerAttention)
+			err = appendGDNLayerRows(rw, buf, fa, s, ch, MixerAttention)
 		}
 	}
 	if err != nil {
@@ -211,9 +212,9 @@ func gdnPass(m *model.Model, ids []int, ch Chunk, o GDNOptions, threads int, tmp
 }
 
 // appendGDNLayerRows appends the rows of layer slot s of f (batch 1) to
-// rw in (head, token) order.
-func appendGDNLayerRows(rw *rowWriter[GDNRow], f *probes.GDNFilter, s int, ch Chunk, mixer string) error {
-	var rows []GDNRow
+// rw in (head, token) order, one head's at a time in buf's storage.
+func appendGDNLayerRows(rw *rowWriter[GDNRow], buf []GDNRow, f *probes.GDNFilter, s int, ch Chunk, mixer string) error {
+	rows := buf[:0]
 	for h := 0; h < f.Hv; h++ {
 		rows = appendGDNHeadRows(rows[:0], f, s, h, ch, mixer)
 		for _, r := range rows {
