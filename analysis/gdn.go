@@ -1,12 +1,20 @@
 package analysis
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/filterlens/probe/analysis/results"
+	"github.com/parquet-go/parquet-go"
+	"gorgonia.org/tensor"
+
 	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/internal/atomicfile"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
 )
@@ -24,9 +32,13 @@ type GDNRun struct {
 }
 
 // Run runs the passes and, unsharded, writes the tables, returning the
-// manifest and the rows of gdn (none for a shard); on a failure after the
-// output folder exists the manifest records the error.
-func (r *GDNRun) Run() (*results.GDNManifest, []results.GDNRow, error) {
+// manifest and the number of rows of gdn (0 for a shard); on a failure
+// after the output folder exists the manifest records the error. Neither
+// a pass nor the tables hold the rows: a pass holds one layer's filter
+// values and writes them to its pass file at the layer's end (gdnPass),
+// and the tables are written from the pass files a batch of rows at a
+// time (finishGDN), so that memory does not grow with layers × heads × T.
+func (r *GDNRun) Run() (*results.GDNManifest, int64, error) {
 	o := &r.Options
 	if o.Innovation == "" {
 		o.Innovation = probes.InnovationDecayed.String()
@@ -47,61 +59,120 @@ func (r *GDNRun) Run() (*results.GDNManifest, []results.GDNRow, error) {
 		o.Placement = PlaceSequential
 	}
 	if _, err := probes.ParseInnovationForm(o.Innovation); err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	if _, err := probes.ParseEffAttnWeights(o.Weights); err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	if _, err := probes.ParseDecaySummary(o.RWKVDecay); err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	if _, err := probes.ParseGainSummary(o.RWKVGain); err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	m, rec, err := r.open("gdn", o.StreamPlan, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	c := &m.Config
 	layers, _ := recurrentLayers(c)
 	if layers == nil {
-		return nil, nil, fmt.Errorf("%s: %s has no Gated DeltaNet, Mamba-2 or RWKV-7 layers (probe gdn measures recurrent mixers; use probe diag or probe sinks for softmax layers)", r.Dir, c.Arch)
+		return nil, 0, fmt.Errorf("%s: %s has no Gated DeltaNet, Mamba-2 or RWKV-7 layers (probe gdn measures recurrent mixers; use probe diag or probe sinks for softmax layers)", r.Dir, c.Arch)
 	}
 	man := &results.GDNManifest{RunRecord: rec, Layers: layers, Options: *o}
 	man.Conventions = gdnConventions()
-	var rows []results.GDNRow
+	var rows int64
 	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: gdnTables, opts: man.Options, model: m, forwards: 1,
 		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
-			hs := &hooks.Set{}
-			f, fa, err := gdnFilters(hs, c, ch.T, *o, man.Threads)
-			if err != nil {
-				return nil, err
-			}
-			watch(hs)
-			ids := [][]int{r.Stream[ch.Start:ch.End]}
-			if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
-				Threads: man.Threads}); err != nil {
-				return nil, err
-			}
-			_, kind := recurrentLayers(c)
-			rows := appendGDNRows(nil, f, ch, kind)
-			if fa != nil {
-				rows = appendGDNRows(rows, fa, ch, results.MixerAttention)
-			}
-			return []passTable{tableOf("gdn", rows)}, nil
+			return gdnPass(m, r.Stream[ch.Start:ch.End], ch, *o, man.Threads, filepath.Join(r.Out, "passes"), watch)
 		},
 		finish: func() (err error) { rows, err = finishGDN(r.Out, man); return err }})
 	if err != nil {
-		return man, nil, err
+		return man, 0, err
 	}
 	return man, rows, nil
 }
 
+// gdnPass runs one pass of probe gdn over ids (chunk ch) and returns its
+// gdn table: the rows of the recurrent mixer's filter in (layer, head,
+// token) order, then, for Falcon-H1 with o.WRows, those of its attention
+// heads. The mixer's filter holds one layer (probes.GDNOptions.OneLayer):
+// each layer's rows go to the pass file's writer at its
+// blocks.{l}.hook_resid_post (a watch: the pass runs no further for it),
+// the last one's after the pass if the pass stopped before that point;
+// the pages wait in temporary files in tmp until runStream writes the file.
+func gdnPass(m *model.Model, ids []int, ch results.Chunk, o results.GDNOptions, threads int, tmp string, watch func(*hooks.Set)) ([]passTable, error) {
+	c := &m.Config
+	hs := &hooks.Set{}
+	f, fa, err := gdnFilters(hs, c, ch.T, o, threads, true)
+	if err != nil {
+		return nil, err
+	}
+	rw, err := newRowWriter[results.GDNRow](FormatParquet, nil, tmp)
+	if err != nil {
+		return nil, err
+	}
+	_, kind := recurrentLayers(c)
+	written := 0 // f.Layers[:written] are in rw
+	buf := make([]results.GDNRow, 0, ch.T)
+	next := func() error {
+		if err := appendGDNLayerRows(rw, buf, f, written, ch, kind); err != nil {
+			return err
+		}
+		f.Clear()
+		written++
+		return nil
+	}
+	for _, l := range f.Layers {
+		hs.Watch(hooks.Name(hooks.ResidPost, l), func(string, int, *tensor.Dense) error {
+			if written < len(f.Layers) && f.Layers[written] == l {
+				return next()
+			}
+			return nil
+		})
+	}
+	watch(hs)
+	_, err = m.Forward([][]int{ids}, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows, Threads: threads})
+	if err == nil && written == len(f.Layers)-1 {
+		err = next()
+	}
+	if err == nil && written != len(f.Layers) {
+		err = fmt.Errorf("probe gdn: the pass wrote the rows of %d of its %d recurrent layers %v (a layer's hook_resid_post was not reached)", written, len(f.Layers), f.Layers)
+	}
+	for s := range f.Layers {
+		if err == nil && fa != nil {
+			err = appendGDNLayerRows(rw, buf, fa, s, ch, results.MixerAttention)
+		}
+	}
+	if err != nil {
+		rw.Close(io.Discard, nil)
+		return nil, err
+	}
+	return []passTable{rw.passTable("gdn")}, nil
+}
+
+// appendGDNLayerRows appends the rows of layer slot s of f (batch 1) to
+// rw in (head, token) order, one head's at a time in buf's storage.
+func appendGDNLayerRows(rw *rowWriter[results.GDNRow], buf []results.GDNRow, f *probes.GDNFilter, s int, ch results.Chunk, mixer string) error {
+	rows := buf[:0]
+	for h := 0; h < f.Hv; h++ {
+		rows = appendGDNHeadRows(rows[:0], f, s, h, ch, mixer)
+		for _, r := range rows {
+			if err := rw.Append(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // GDNFilter returns the probes.GDNFilter that probe gdn attaches to one
 // length-T pass of a model with configuration c (one with Gated DeltaNet
-// layers) under options o, registered on hs (probe bench measures it).
+// layers) under options o, registered on hs (probe bench measures it). It
+// holds one layer's values at a time, as probe gdn's does
+// (probes.GDNOptions.OneLayer): each layer's overwrite the last's.
 func GDNFilter(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, threads int) (*probes.GDNFilter, error) {
-	f, _, err := gdnFilters(hs, c, T, o, threads)
+	f, _, err := gdnFilters(hs, c, T, o, threads, true)
 	return f, err
 }
 
@@ -110,7 +181,9 @@ func GDNFilter(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, thre
 // attention heads of the same layers fed their softmax rows (the rows of
 // mixer "attention": n_eff, first-token mass and dispersion beside the
 // SSM heads' n_eff^W; the per-token columns NaN); fa is nil otherwise.
-func gdnFilters(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, threads int) (f, fa *probes.GDNFilter, err error) {
+// With oneLayer f holds one layer at a time (probes.GDNOptions.OneLayer);
+// fa holds every layer.
+func gdnFilters(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, threads int, oneLayer bool) (f, fa *probes.GDNFilter, err error) {
 	if o.Innovation == "" {
 		o.Innovation = probes.InnovationDecayed.String()
 	}
@@ -138,7 +211,7 @@ func gdnFilters(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, thr
 		}
 	}
 	opt := probes.GDNOptions{Innovation: innov, Weights: weights, Decay: decay, Gain: gain, Nu: o.Nu, Sigma02: o.Sigma02, Prior: o.Prior,
-		NoDispersion: o.NoDispersion, NoRows: !o.WRows, Threads: threads}
+		NoDispersion: o.NoDispersion, NoRows: !o.WRows, Threads: threads, OneLayer: oneLayer}
 	layers, _ := recurrentLayers(c)
 	switch {
 	case c.DeltaNet != nil:
@@ -156,7 +229,9 @@ func gdnFilters(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, thr
 			return nil, nil, err
 		}
 		if sc.Attention && o.WRows {
-			if fa, err = probes.NewGDNFilter(1, T, c.Layers, layers, c.Heads, c.DHead, c.DHead, opt); err != nil {
+			all := opt
+			all.OneLayer = false
+			if fa, err = probes.NewGDNFilter(1, T, c.Layers, layers, c.Heads, c.DHead, c.DHead, all); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -200,34 +275,110 @@ func recurrentLayers(c *model.Config) ([]int, string) {
 var gdnTables = []string{"gdn"}
 
 // finishGDN writes gdn and gdn_heads from the pass files of every chunk of
-// man in dir, and returns the rows of gdn.
-func finishGDN(dir string, man *results.GDNManifest) ([]results.GDNRow, error) {
-	var rows []results.GDNRow
+// man in dir and returns the number of rows of gdn. The rows are read a
+// batch at a time, once per format of gdn, into a rowWriter each (the
+// bytes of writing them all at once); gdn_heads is formed from the
+// first, one head's rows (T of them) at a time.
+func finishGDN(dir string, man *results.GDNManifest) (int64, error) {
 	var heads []results.GDNHeadRow
-	for _, c := range man.Chunks {
-		pass, err := readPassRows[results.GDNRow](dir, "gdn", man, man.Options, c)
-		if err != nil {
-			return nil, err
+	var n int64
+	gdn := passTable{name: "gdn", writeAll: func(dir string, formats []string) error {
+		for i, format := range formats {
+			path := filepath.Join(dir, "gdn."+format)
+			err := atomicfile.Write(path, func(w io.Writer) error {
+				rw, err := newRowWriter[results.GDNRow](format, w, dir)
+				if err != nil {
+					return err
+				}
+				var head []results.GDNRow // the current pass and (mixer, layer, head)'s rows, for gdn_heads
+				pass := -1
+				err = eachGDNRow(dir, man, func(ci int, r *results.GDNRow) error {
+					if i == 0 {
+						if len(head) > 0 && (ci != pass || r.Layer != head[0].Layer || r.Head != head[0].Head || r.Mixer != head[0].Mixer) {
+							heads = appendGDNHeads(heads, head)
+							head = head[:0]
+						}
+						head, pass = append(head, *r), ci
+					}
+					return rw.Append(*r)
+				})
+				if i == 0 && len(head) > 0 {
+					heads = appendGDNHeads(heads, head)
+				}
+				if err != nil {
+					rw.Close(io.Discard, nil)
+					return err
+				}
+				n = rw.rows
+				return rw.Close(w, nil)
+			})
+			if err != nil {
+				return err
+			}
 		}
-		rows = append(rows, pass...)
-		heads = appendGDNHeads(heads, pass)
+		return nil
+	}}
+	headsTable := passTable{name: "gdn_heads", writeAll: func(dir string, formats []string) error {
+		return writeTable(dir, "gdn_heads", heads, formats)
+	}}
+	return n, writeTables(man.Record(), dir, gdn, headsTable)
+}
+
+// eachGDNRow calls fn on every row of the gdn pass files of man's chunks
+// in dir with the chunk's index, in chunk order, reading a batch of rows
+// at a time; each file is checked as readPassRows checks it.
+func eachGDNRow(dir string, man *results.GDNManifest, fn func(ci int, r *results.GDNRow) error) error {
+	buf := make([]results.GDNRow, rowBatch)
+	for ci, c := range man.Chunks {
+		path, err := checkPassFile(dir, "gdn", man, man.Options, c)
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		rd := parquet.NewGenericReader[results.GDNRow](f)
+		for err == nil {
+			var k int
+			k, err = rd.Read(buf)
+			for i := range buf[:k] {
+				if ferr := fn(ci, &buf[i]); ferr != nil {
+					err = ferr
+					break
+				}
+			}
+		}
+		rd.Close()
+		f.Close()
+		if !errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
 	}
-	return rows, writeTables(man.Record(), dir, tableOf("gdn", rows), tableOf("gdn_heads", heads))
+	return nil
 }
 
 // appendGDNRows appends the rows of one pass (batch 1) in (layer, head,
 // token) order.
 func appendGDNRows(rows []results.GDNRow, f *probes.GDNFilter, ch results.Chunk, mixer string) []results.GDNRow {
-	for s, l := range f.Layers {
+	for s := range f.Layers {
 		for h := 0; h < f.Hv; h++ {
-			for t := 0; t < f.T; t++ {
-				i := f.Index(0, s, h, t)
-				rows = append(rows, results.GDNRow{T: ch.T, Sample: ch.Sample, Layer: l, Head: h, Token: t, Mixer: mixer,
-					Beta: f.Beta[i], Decay: f.Decay[i], Horizon: f.Horizon[i], Innovation: f.Innovation[i],
-					StateNorm: f.StateNorm[i], NEffW: f.NEffW[i], FirstShare: f.FirstShare[i], RowSum: f.RowSum[i],
-					NegShare: f.NegShare[i], SMeanW: f.SMeanW[i], LambdaObsW: f.LambdaObsW[i], KW: f.KW[i]})
-			}
+			rows = appendGDNHeadRows(rows, f, s, h, ch, mixer)
 		}
+	}
+	return rows
+}
+
+// appendGDNHeadRows appends the rows of layer slot s and head h of one
+// pass (batch 1) in token order.
+func appendGDNHeadRows(rows []results.GDNRow, f *probes.GDNFilter, s, h int, ch results.Chunk, mixer string) []results.GDNRow {
+	l := f.Layers[s]
+	for t := 0; t < f.T; t++ {
+		i := f.Index(0, s, h, t)
+		rows = append(rows, results.GDNRow{T: ch.T, Sample: ch.Sample, Layer: l, Head: h, Token: t, Mixer: mixer,
+			Beta: f.Beta[i], Decay: f.Decay[i], Horizon: f.Horizon[i], Innovation: f.Innovation[i],
+			StateNorm: f.StateNorm[i], NEffW: f.NEffW[i], FirstShare: f.FirstShare[i], RowSum: f.RowSum[i],
+			NegShare: f.NegShare[i], SMeanW: f.SMeanW[i], LambdaObsW: f.LambdaObsW[i], KW: f.KW[i]})
 	}
 	return rows
 }

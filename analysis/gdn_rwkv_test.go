@@ -28,7 +28,7 @@ func TestGDNFilterRWKV7(t *testing.T) {
 	}
 	const T = 17
 	hs := &hooks.Set{}
-	f, fa, err := gdnFilters(hs, &m.Config, T, results.GDNOptions{WRows: true}, 1)
+	f, fa, err := gdnFilters(hs, &m.Config, T, results.GDNOptions{WRows: true}, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

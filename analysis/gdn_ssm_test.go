@@ -29,7 +29,7 @@ func TestGDNFilterMamba2(t *testing.T) {
 			}
 			const T = 19
 			hs := &hooks.Set{}
-			f, fa, err := gdnFilters(hs, &m.Config, T, results.GDNOptions{WRows: true}, 1)
+			f, fa, err := gdnFilters(hs, &m.Config, T, results.GDNOptions{WRows: true}, 1, false)
 			if err != nil {
 				t.Fatal(err)
 			}

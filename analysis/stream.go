@@ -154,19 +154,29 @@ func readStreamPass(path, table string) (results.StreamPass, error) {
 // checking that the file belongs to the run described by man (its key
 // without the token digest, which only the stream gives).
 func readPassRows[T any](dir, table string, man StreamManifest, opts any, c results.Chunk) ([]T, error) {
-	path := streamPassPath(dir, table, c)
-	got, err := readStreamPass(path, table)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("pass (%s) has no file %s: run its shard (or the run) again", chunkName(c), path)
-	}
+	path, err := checkPassFile(dir, table, man, opts, c)
 	if err != nil {
 		return nil, err
 	}
+	return results.ReadTable[T](path)
+}
+
+// checkPassFile returns the path of one table of chunk c's pass in dir
+// after checking the file as readPassRows does.
+func checkPassFile(dir, table string, man StreamManifest, opts any, c results.Chunk) (string, error) {
+	path := streamPassPath(dir, table, c)
+	got, err := readStreamPass(path, table)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("pass (%s) has no file %s: run its shard (or the run) again", chunkName(c), path)
+	}
+	if err != nil {
+		return "", err
+	}
 	want := streamKey(man.Record().Kind, digestOf(man, c), opts, c, got.Key.Tokens)
 	if got.Hash != want.Hash() {
-		return nil, fmt.Errorf("%s does not belong to this run: %s", path, strings.Join(keyDiff(want, got.Key), "; "))
+		return "", fmt.Errorf("%s does not belong to this run: %s", path, strings.Join(keyDiff(want, got.Key), "; "))
 	}
-	return results.ReadTable[T](path)
+	return path, nil
 }
 
 func streamKey(kind, model string, opts any, c results.Chunk, tokens string) results.StreamKey {

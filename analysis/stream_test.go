@@ -298,8 +298,8 @@ func TestStreamStop(t *testing.T) {
 	}
 	run.Stop = nil
 	man, rows, err := run.Run()
-	if err != nil || !man.Complete || len(man.Passes) != 4 || len(rows) == 0 {
-		t.Errorf("resumed run: %v, complete %v, %d passes, %d rows", err, man.Complete, len(man.Passes), len(rows))
+	if err != nil || !man.Complete || len(man.Passes) != 4 || rows == 0 {
+		t.Errorf("resumed run: %v, complete %v, %d passes, %d rows", err, man.Complete, len(man.Passes), rows)
 	}
 }
 

@@ -413,3 +413,45 @@ func TestSSMBGroupHook(t *testing.T) {
 		}
 	}
 }
+
+// TestSSMScanOption: Options.SSMScan runs a whole Mamba-2 or Falcon-H1
+// model with the recurrence (−1) or chunks of a given size, and every
+// choice gives the default chunked scan's logits and each layer's y within
+// 1e-5 relative (what probe bench --modes ssm-recurrent times).
+func TestSSMScanOption(t *testing.T) {
+	for _, arch := range []Arch{ArchMamba2, ArchFalconH1} {
+		t.Run(string(arch), func(t *testing.T) {
+			cfg, err := SmallConfig(arch, Size{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 96, MaxPos: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _, err := Generate(cfg, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := seqs(1, 150, m.Vocab)
+			run := func(scan int) (*Output, *hooks.Capture) {
+				hs := &hooks.Set{}
+				cap := hs.Capture("blocks.*.ssm.hook_y")
+				out, err := m.Forward(ids, Options{Hooks: hs, Logits: true, SSMScan: scan})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out, cap
+			}
+			ref, refCap := run(0)
+			for _, scan := range []int{-1, 1, 33, 256} {
+				out, cap := run(scan)
+				if rel, i := relErr(out.Logits, ref.Logits); rel > 1e-5 {
+					t.Errorf("SSMScan %d: logits differ from the default scan's by %.3g at %d", scan, rel, i)
+				}
+				for l := range m.Layers {
+					name := hooks.Name("blocks.{l}.ssm.hook_y", l)
+					if rel, i := relErr(cap.Get(name).Data().([]float32), refCap.Get(name).Data().([]float32)); rel > 1e-5 {
+						t.Errorf("SSMScan %d: %s differs by %.3g at %d", scan, name, rel, i)
+					}
+				}
+			}
+		})
+	}
+}

@@ -465,6 +465,13 @@ type Options struct {
 	// bf16 (see Compute); "" is the model's (LoadOptions.Compute, default
 	// f32).
 	Compute Compute
+	// SSMScan selects how Mamba-2 mixers (mamba2, Falcon-H1) run their
+	// scan: 0, the default, the chunked scan in chunks of the mixer's own
+	// setting (64 rows unless a test set ssmMixer.Scan); c > 0 chunks of c
+	// rows; −1 (any negative value) the step-by-step recurrence. All give
+	// the same values to float32 rounding (TestSSMScanOption); the choice
+	// is one of speed (probe bench --modes ssm-recurrent).
+	SSMScan int
 }
 
 // Output holds what a forward pass returns beyond its hooks.

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -153,8 +154,12 @@ func readSSM(ld *loader, p string, D int, sc *SSMConfig) *ssmMixer {
 // ssmBuffers are the mixer's per-pass values, token-major as the hooks
 // show them (n = B·T rows).
 type ssmBuffers struct {
-	proj []float32 // [n, P] in_proj output (× InScale·Mup)
-	z, x []float32 // [n, I]
+	// proj is in_proj's output [n, P] (× InScale·Mup); once the
+	// convolution and dt have read it, z [n, I] is packed into its first
+	// n·I values and y [n, I] takes the next n·I (P ≥ 2·I), so that z and
+	// y cost no storage of their own
+	proj    []float32
+	z, x, y []float32 // [n, I]
 	// bb, c hold B and C [n, G, N] per group, or [n, H, N] repeated per
 	// head when their hooks are registered (perHead; the hooks show, and
 	// an intervention changes, each head's); bg, cg are the per-group
@@ -166,15 +171,16 @@ type ssmBuffers struct {
 	dt      []float32 // [n, H]
 	decay   []float32 // [n, H]
 	a       []float32 // [H]
-	y       []float32 // [n, I]
 	state   []float32 // [B, H, P, N]
 }
 
 // scratchFloats is the storage of ssmBuffers for B sequences of T tokens,
-// which the decoder pass lends from its arena.
+// which the decoder pass lends from its arena: n·(P + I + 2·G·N + 2·H) +
+// H + B·I·N floats (in_proj's output, which z and y reuse; x; B and C per
+// group; dt and the decay; A; the final states).
 func (w *ssmMixer) scratchFloats(B, T int) int {
 	n, sc := B*T, w.SSMConfig
-	return n*(sc.projDim()+3*sc.Inner+2*sc.Groups*sc.State+2*sc.Heads) + sc.Heads + B*sc.Inner*sc.State
+	return n*(sc.projDim()+sc.Inner+2*sc.Groups*sc.State+2*sc.Heads) + sc.Heads + B*sc.Inner*sc.State
 }
 
 // bOff returns the offset of head hd's B and C at row r, and ldb the
@@ -197,9 +203,10 @@ func (w *ssmMixer) buffers(scratch []float32, B, T int, perHead bool) *ssmBuffer
 		return s
 	}
 	GN := sc.Groups * sc.State
-	bf := &ssmBuffers{proj: take(n * sc.projDim()), z: take(n * sc.Inner), x: take(n * sc.Inner),
+	bf := &ssmBuffers{proj: take(n * sc.projDim()), x: take(n * sc.Inner),
 		bb: take(n * GN), c: take(n * GN), dt: take(n * sc.Heads), decay: take(n * sc.Heads), a: take(sc.Heads),
-		y: take(n * sc.Inner), state: take(B * sc.Inner * sc.State), perHead: perHead, G: sc.Groups, H: sc.Heads, N: sc.State}
+		state: take(B * sc.Inner * sc.State), perHead: perHead, G: sc.Groups, H: sc.Heads, N: sc.State}
+	bf.z, bf.y = bf.proj[:n*sc.Inner:n*sc.Inner], bf.proj[n*sc.Inner:2*n*sc.Inner:2*n*sc.Inner]
 	bf.bg, bf.cg = bf.bb, bf.c
 	if perHead {
 		bf.bb, bf.c = make([]float32, n*sc.Heads*sc.State), make([]float32, n*sc.Heads*sc.State)
@@ -264,14 +271,8 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 			}
 		})
 	}
-	for r := 0; r < n; r++ {
-		copy(bf.z[r*I:(r+1)*I], bf.proj[r*Pr:r*Pr+I])
-	}
-	run(hooks.SSMZ, l, bf.z, B, T, I)
-
 	// causal depthwise convolution (left zero padding) + bias, SiLU, one
-	// row at a time, split into [x | B | C] per group; then, for their
-	// hooks, B and C repeated to the heads of their group
+	// row at a time, split into [x | B | C] per group
 	rep := H / G
 	parallelRows(n, Cv*K, func(lo, hi int) {
 		o := make([]float32, Cv)
@@ -296,6 +297,23 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 			copy(bf.cg[r*G*N:(r+1)*G*N], o[I+G*N:])
 		}
 	})
+	// dt = clamp(softplus(dt_raw + dt_bias)), A = −exp(A_log), decay = exp(dt·A)
+	lo, hi := sc.DtMin, sc.DtMax
+	for r := 0; r < n; r++ {
+		raw := bf.proj[r*Pr+I+Cv:][:H]
+		for hd, v := range raw {
+			bf.dt[r*H+hd] = float32(min(max(float64(float32(softplus(v+w.DtB[hd]))), lo), hi))
+		}
+	}
+	// in_proj's output is read: z packed into its first n·I values (row r
+	// moves down from r·P to r·I, in row order, so that no row is
+	// overwritten before it moves)
+	for r := 0; r < n; r++ {
+		copy(bf.z[r*I:(r+1)*I], bf.proj[r*Pr:r*Pr+I])
+	}
+	run(hooks.SSMZ, l, bf.z, B, T, I)
+	// x and B per group; then, for their hooks, B and C repeated to the
+	// heads of their group
 	run(hooks.SSMX, l, bf.x, B, T, H, P)
 	run(hooks.SSMBGroup, l, bf.bg, B, T, G, N)
 	if perHead {
@@ -312,14 +330,6 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 		run(hooks.SSMC, l, bf.c, B, T, H, N)
 	}
 
-	// dt = clamp(softplus(dt_raw + dt_bias)), A = −exp(A_log), decay = exp(dt·A)
-	lo, hi := sc.DtMin, sc.DtMax
-	for r := 0; r < n; r++ {
-		raw := bf.proj[r*Pr+I+Cv:][:H]
-		for hd, v := range raw {
-			bf.dt[r*H+hd] = float32(min(max(float64(float32(softplus(v+w.DtB[hd]))), lo), hi))
-		}
-	}
 	for hd := range bf.a {
 		bf.a[hd] = float32(-math.Exp(float64(w.ALog[hd])))
 	}
@@ -334,10 +344,7 @@ func (w *ssmMixer) mix(m *Model, out, h, scratch []float32, l, B, T int, opt Opt
 	}
 
 	// the scan, per (sequence, head): chunked (default) or the recurrence
-	chunk := w.Scan
-	if chunk == 0 {
-		chunk = ssmChunkRows
-	}
+	chunk := cmp.Or(opt.SSMScan, w.Scan, ssmChunkRows)
 	parallelRows(B*H, T*P*N, func(lo, hi int) {
 		var sc *ssmChunk
 		if chunk > 0 {

@@ -330,21 +330,30 @@ type GDNOptions struct {
 	NoRows bool
 	// Threads bounds the goroutines of the recurrence (0: GOMAXPROCS).
 	Threads int
+	// OneLayer holds the values of one measured layer at a time: the
+	// columns have B·Hv·T cells, every layer's slot maps to the same ones
+	// (Index ignores the slot), and the caller reads a layer out before
+	// the next measured layer runs (probe gdn writes its rows per layer
+	// at the layer's hook_resid_post). Default false: every layer's
+	// values are kept until the pass ends.
+	OneLayer bool
 }
 
 // GDNFilter collects the filter quantities of every Gated DeltaNet layer
 // of one forward pass, per (batch, layer, value head, token): it is a
 // hooks.DeltaConsumer for the effective-attention rows and reads β, g, k, v
 // at the layer's gdn hooks (Register). Memory: 12 float64 per (batch,
-// layer, value head, token) with the W rows and dispersion, 9 with
+// layer held, value head, token) with the W rows and dispersion, 9 with
 // NoDispersion, 6 with NoRows (the columns not computed share one NaN
-// slice), linear in T; nothing T×T.
+// slice), linear in T; nothing T×T. The layers held are all measured ones,
+// or one with Opt.OneLayer.
 type GDNFilter struct {
 	B, T, Hv, Dk, Dv int
 	Layers           []int // the Gated DeltaNet layers measured, in slot order
 	Opt              GDNOptions
 
 	slot []int // model layer → slot (−1: not measured)
+	held int   // layer slots the columns hold: len(Layers), or 1 (Opt.OneLayer)
 
 	// Per (b, slot, h, t) at Index(b, slot, h, t).
 	Beta, Decay, Horizon, Innovation, StateNorm []float64
@@ -388,7 +397,11 @@ func NewGDNFilter(B, T, nLayers int, layers []int, Hv, dk, dv int, opt GDNOption
 	if f.Opt.Prior == 0 {
 		f.Opt.Prior = 1
 	}
-	n := B * len(layers) * Hv * T
+	f.held = len(layers)
+	if opt.OneLayer {
+		f.held = 1
+	}
+	n := B * f.held * Hv * T
 	nan := func() []float64 {
 		x := make([]float64, n)
 		for i := range x {
@@ -422,8 +435,23 @@ func NewGDNFilter(B, T, nLayers int, layers []int, Hv, dk, dv int, opt GDNOption
 	return f, nil
 }
 
-// Index returns the flat index of (batch b, layer slot s, value head h, token t).
-func (f *GDNFilter) Index(b, s, h, t int) int { return ((b*len(f.Layers)+s)*f.Hv+h)*f.T + t }
+// Index returns the flat index of (batch b, layer slot s, value head h,
+// token t): ((b·held + s mod held)·Hv + h)·T + t, where held is the number
+// of layer slots the columns hold (1 under Opt.OneLayer: every slot shares
+// the cells of slot 0).
+func (f *GDNFilter) Index(b, s, h, t int) int { return ((b*f.held+s%f.held)*f.Hv+h)*f.T + t }
+
+// Clear sets every cell of every column to NaN, as NewGDNFilter leaves
+// them: under Opt.OneLayer, after a layer is read out, so that a value the
+// next layer does not write reads NaN rather than the previous layer's.
+func (f *GDNFilter) Clear() {
+	for _, c := range [][]float64{f.Beta, f.Decay, f.Horizon, f.Innovation, f.StateNorm, f.NEffW, f.FirstShare, f.RowSum,
+		f.NegShare, f.SMeanW, f.LambdaObsW, f.KW} {
+		for i := range c {
+			c[i] = math.NaN()
+		}
+	}
+}
 
 // Register adds f to hs: the effective-attention stream of every measured
 // layer (unless Opt.NoRows) and functions at its gdn.hook_k, hook_v,

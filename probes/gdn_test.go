@@ -472,3 +472,23 @@ func TestGDNFilterNoRows(t *testing.T) {
 		})
 	}
 }
+
+// TestGDNFilterOneLayer: under OneLayer the columns hold one layer (B·Hv·T
+// cells), every slot's index is slot 0's, and Clear makes them NaN again.
+func TestGDNFilterOneLayer(t *testing.T) {
+	f, err := NewGDNFilter(2, 5, 4, []int{1, 3}, 3, 2, 2, GDNOptions{OneLayer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Beta) != 2*3*5 || len(f.NEffW) != 2*3*5 {
+		t.Fatalf("columns of %d and %d cells, want B·Hv·T = 30", len(f.Beta), len(f.NEffW))
+	}
+	if a, b := f.Index(1, 1, 2, 4), f.Index(1, 0, 2, 4); a != b || a != len(f.Beta)-1 {
+		t.Errorf("Index(1, slot 1, 2, 4) = %d, slot 0's %d, want both %d", a, b, len(f.Beta)-1)
+	}
+	f.Beta[7], f.StateNorm[3] = 1, 2
+	f.Clear()
+	if !math.IsNaN(f.Beta[7]) || !math.IsNaN(f.StateNorm[3]) {
+		t.Errorf("after Clear: beta %v, state norm %v, want NaN", f.Beta[7], f.StateNorm[3])
+	}
+}

@@ -85,7 +85,7 @@ type BenchOptions struct {
 func NewCmdBench(runF func(*BenchOptions) error) *cobra.Command {
 	opts := &BenchOptions{}
 	cmd := &cobra.Command{
-		Use:     "bench --model <dir|org/name> [--tokens T] [--reps N] [--no-diagnostics | --modes forward,gdn,gdn-w-rows,sinks,massive|all] [--ids <file> | --text <file>]",
+		Use:     "bench --model <dir|org/name> [--tokens T] [--reps N] [--no-diagnostics | --modes forward,ssm-recurrent,gdn,gdn-w-rows,sinks,massive|all] [--ids <file> | --text <file>]",
 		Short:   "forward-pass speed and peak RSS as one JSON object, alone or beside each diagnostic's consumers (--modes)",
 		Example: "probe bench --model zoo/checkpoints/qwen3_base --tokens 1024 --reps 3",
 		Args:    noArgs(""),
@@ -318,8 +318,23 @@ func peakRSSMiB() float64 {
 // innovation, state norm) and with the W-row statistics (gdn-w-rows),
 // probe sinks' SinkCollector and gate statistics (sinks), and probe
 // massive's top-k and median of every residual stream (massive: its plain
-// pass; each intervention is one more forward pass).
-var benchModes = []string{"forward", "sweep", "gdn", "gdn-w-rows", "sinks", "massive"}
+// pass; each intervention is one more forward pass); and, for models with
+// Mamba-2 mixers, the plain pass with the step-by-step recurrence in place
+// of the chunked scan (ssm-recurrent: model.Options.SSMScan −1), whose
+// ratio to forward is the chunked scan's gain on the whole model.
+var benchModes = []string{"forward", "ssm-recurrent", "sweep", "gdn", "gdn-w-rows", "sinks", "massive"}
+
+// benchModeFits says whether mode applies to a model of configuration c:
+// the gdn modes need recurrent mixers, ssm-recurrent Mamba-2 ones.
+func benchModeFits(mode string, c *model.Config) bool {
+	switch {
+	case strings.HasPrefix(mode, "gdn"):
+		return c.DeltaNet != nil || c.SSM != nil || c.RWKV7 != nil
+	case mode == "ssm-recurrent":
+		return c.SSM != nil
+	}
+	return true
+}
 
 // benchModesResult is the one JSON object probe bench --modes prints.
 type benchModesResult struct {
@@ -359,10 +374,13 @@ func parseBenchModes(s string, c *model.Config) ([]string, error) {
 		switch {
 		case f == "all":
 			for _, m := range benchModes {
-				want[m] = c.DeltaNet != nil || c.SSM != nil || c.RWKV7 != nil || !strings.HasPrefix(m, "gdn")
+				want[m] = benchModeFits(m, c)
 			}
 		case slices.Contains(benchModes, f):
-			if strings.HasPrefix(f, "gdn") && c.DeltaNet == nil && c.SSM == nil && c.RWKV7 == nil {
+			if !benchModeFits(f, c) && f == "ssm-recurrent" {
+				return nil, fmt.Errorf("--modes %s: %s has no Mamba-2 layers", f, c.Arch)
+			}
+			if !benchModeFits(f, c) {
 				return nil, fmt.Errorf("--modes %s: %s has no Gated DeltaNet, Mamba-2 or RWKV-7 layers", f, c.Arch)
 			}
 			want[f] = true
@@ -384,7 +402,7 @@ func parseBenchModes(s string, c *model.Config) ([]string, error) {
 func benchHooks(mode string, c *model.Config, T, threads int, copt probes.CollectorOptions) (*hooks.Set, error) {
 	hs := &hooks.Set{}
 	switch mode {
-	case "forward":
+	case "forward", "ssm-recurrent":
 		return nil, nil
 	case "sweep":
 		col, err := probes.NewModelCollector(1, c, T, copt)
@@ -427,6 +445,9 @@ func benchCompare(w io.Writer, m *model.Model, ids []int, opt model.Options, mod
 			}
 			o := opt
 			o.Hooks = hs
+			if modes[i] == "ssm-recurrent" {
+				o.SSMScan = -1
+			}
 			debug.FreeOSMemory() // the previous pass's buffers, returned to the OS before the peak is reset
 			if os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) != nil {
 				res.RSSPerMode = false

@@ -405,7 +405,7 @@ func TestBenchModes(t *testing.T) {
 		t.Errorf("--modes all without Gated DeltaNet layers: exit %d, %v: %s", code, err, out)
 	}
 	for _, c := range []struct{ modes, want string }{
-		{"gdn", "no Gated DeltaNet, Mamba-2 or RWKV-7 layers"}, {"sinks,foo", `"foo" is not one of`},
+		{"gdn", "no Gated DeltaNet, Mamba-2 or RWKV-7 layers"}, {"ssm-recurrent", "has no Mamba-2 layers"}, {"sinks,foo", `"foo" is not one of`},
 	} {
 		if code, _, errs := probe(t, "bench", "--model", llama, "--tokens", "32", "--modes", c.modes); code == 0 || !strings.Contains(errs, c.want) {
 			t.Errorf("--modes %s: exit %d: %s", c.modes, code, errs)

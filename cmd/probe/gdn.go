@@ -89,6 +89,6 @@ func runGDN(opts *GDNOptions) error {
 		return nil
 	}
 	fmt.Fprintf(opts.Stdout, "wrote %d rows (%d passes × recurrent layers %v × heads × tokens) to %s (%.1f s)\n",
-		len(rows), len(man.Chunks), man.Layers, opts.Stream.Out, man.Seconds)
+		rows, len(man.Chunks), man.Layers, opts.Stream.Out, man.Seconds)
 	return nil
 }

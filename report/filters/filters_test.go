@@ -106,7 +106,11 @@ func TestGDNReport(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "gdn")
 	run := &analysis.GDNRun{RunSpec: analysis.RunSpec{Dir: dir, Source: src, Stream: ids, Out: out, Formats: []string{analysis.FormatParquet}, Threads: 1},
 		Options: results.GDNOptions{StreamPlan: results.StreamPlan{Lengths: []int{48, 96}, Samples: 2}, WRows: true}}
-	man, rows, err := run.Run()
+	man, _, err := run.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := results.ReadTable[results.GDNRow](filepath.Join(out, "gdn.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,9 +41,11 @@
 #                ≤ 16 GiB and tokens/s ratio MoE / dense ≥ 0.7
 #   mamba2_780m  Mamba-2-780M's shape (48 layers, d_model 1536, expand 2,
 #                48 heads × 64, state 128, one group, conv 4, chunk_size 256,
-#                vocabulary 50288, tied) in bf16 at T = 32768, the plain
-#                pass and probe gdn's default filter measurement (bench
-#                --modes gdn); target peak RSS ≤ 4 GiB
+#                vocabulary 50288, tied) in bf16 at T = 32768: `probe gdn`
+#                itself with its defaults (Parquet only: the CSV of 75 M
+#                rows would be ~10 GB) on 32768 random ids, under GNU time
+#                (peak RSS, user + system CPU seconds); target peak RSS
+#                ≤ 4 GiB
 #   falconh1_05b Falcon-H1-0.5B's shape (36 layers, d_model 1024, attention
 #                8 query / 2 KV heads × 64, Mamba-2 of 1536 channels in 24
 #                heads × 64, state 128, one group, conv 4, chunk_size 128,
@@ -51,6 +53,11 @@
 #   scan         BenchmarkSSMScan (one head of the 780M shape, P = 64,
 #                N = 128, T = 4096): the chunked scan's tokens/s per chunk
 #                and the default chunk's ratio to the recurrence
+#   scanmodel    the whole Mamba-2-780M shape at T = SCAN_T (default 4096),
+#                probe bench --modes ssm-recurrent --reps 2: the plain pass
+#                with the chunked scan and with the recurrence alternating
+#                in one process; tokens/s and CPU seconds of each and the
+#                ratio
 #
 # Environment: WORK (default /tmp/probe-big; ~30 GB of checkpoints),
 # STEPS, GEN_MEMLIMIT (GOMEMLIMIT of probe generate, default 18GiB; the
@@ -59,7 +66,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=${WORK:-/tmp/probe-big}
-steps=${STEPS:-load gated32k sweep sweepbf16 llama8b qwen35 gptoss20b olmoe mamba2_780m falconh1_05b scan}
+steps=${STEPS:-load gated32k sweep sweepbf16 llama8b qwen35 gptoss20b olmoe mamba2_780m falconh1_05b scan scanmodel}
 mkdir -p "$work"
 go build -C "$root" -o "$work/probe" ./cmd/probe
 probe=$work/probe
@@ -187,17 +194,29 @@ for step in $steps; do
 		if [[ $step == mamba2_780m ]]; then
 			gen mamba2-780m-bf16 --arch mamba2 --layers 48 --d-model 1536 --vocab 50288 --set num_heads=48 --set head_dim=64 \
 				--set state_size=128 --set n_groups=1 --set chunk_size=256 --set tie_word_embeddings=true --dtype bf16
-			dir=mamba2-780m-bf16
+			dir=mamba2-780m-bf16 vocab=50288
 		else
 			gen falconh1-0.5b-bf16 --arch falcon_h1 --layers 36 --d-model 1024 --heads 8 --kv-heads 2 --d-mlp 2048 --vocab 32784 --head-dim 64 \
 				--max-pos 16384 --set mamba_d_ssm=1536 --set mamba_n_heads=24 --set mamba_d_head=64 --set mamba_d_state=128 \
 				--set mamba_n_groups=1 --set mamba_chunk_size=128 --dtype bf16
-			dir=falconh1-0.5b-bf16
+			dir=falconh1-0.5b-bf16 vocab=32784
 		fi
-		say "$step shape, bf16, T = 32768, plain pass and probe gdn's default measurement"
-		jsonbench "$step" gdn --model "$work/$dir" --tokens 32768 --reps 1 --modes gdn
-		summary "$step" '{"peak_rss_mib": b("gdn")["peak_rss_mib"], "target_peak_rss_mib": 4096, "met": b("gdn")["peak_rss_mib"] <= 4096,
-			"tokens_per_s": {m["mode"]: m["tokens_per_s"] for m in b("gdn")["modes"]}, "cpu_seconds": {m["mode"]: m["cpu_seconds"] for m in b("gdn")["modes"]}}'
+		python3 -c 'import json, random, sys; random.seed(1); json.dump([random.randrange(int(sys.argv[1])) for _ in range(32768)], open(sys.argv[2], "w"))' \
+			"$vocab" "$work/$step-ids.json"
+		say "$step shape, bf16, T = 32768, probe gdn with its default measurement"
+		rm -rf "$work/$step-gdn"
+		# --allow-extrapolation: Falcon-H1-0.5B's max_position_embeddings is 16384
+		/usr/bin/time -f "%e %U %S %M" -o "$work/$step-time.txt" "$probe" gdn --model "$work/$dir" --ids "$work/$step-ids.json" \
+			--lengths 32768 --samples 1 --format parquet --allow-extrapolation --out "$work/$step-gdn" >"$work/$step-gdn.txt"
+		read -r secs user sys kb <"$work/$step-time.txt"
+		python3 -c '
+import json, sys
+secs, user, sys_, kb = map(float, sys.argv[2:6])
+mib = kb / 1024
+print(json.dumps({"step": sys.argv[1], "summary": True, "peak_rss_mib": mib, "target_peak_rss_mib": 4096, "met": mib <= 4096,
+    "wall_seconds": secs, "cpu_seconds": user + sys_, "tokens_per_s": 32768 / secs, "out": open(sys.argv[6]).read().strip()}))' \
+			"$step" "$secs" "$user" "$sys" "$kb" "$work/$step-gdn.txt"
+		rm -rf "$work/$step-gdn"
 		;;
 	scan)
 		say "BenchmarkSSMScan: chunked scan against the recurrence"
@@ -213,6 +232,14 @@ rec = tps.pop(-1)
 print(json.dumps({"step": "scan", "head": "P 64, N 128, T 4096", "recurrence_tokens_per_s": rec,
     "chunked_tokens_per_s": {str(c): v for c, v in sorted(tps.items())},
     "ratio_default_chunk_64": tps[64] / rec, "ratio_best": max(tps.values()) / rec}))' "$work/scan.txt"
+		;;
+	scanmodel)
+		gen mamba2-780m-bf16 --arch mamba2 --layers 48 --d-model 1536 --vocab 50288 --set num_heads=48 --set head_dim=64 \
+			--set state_size=128 --set n_groups=1 --set chunk_size=256 --set tie_word_embeddings=true --dtype bf16
+		say "scanmodel: Mamba-2-780M shape, T = ${SCAN_T:-4096}, chunked scan and recurrence alternating"
+		jsonbench scanmodel t${SCAN_T:-4096} --model "$work/mamba2-780m-bf16" --tokens "${SCAN_T:-4096}" --reps 2 --modes ssm-recurrent
+		summary scanmodel '{m["mode"]: {"tokens_per_s": m["tokens_per_s"], "cpu_seconds": m["cpu_seconds"]} for m in b("t'"${SCAN_T:-4096}"'")["modes"]} | {
+			"chunked_speedup_cpu": b("t'"${SCAN_T:-4096}"'")["modes"][1]["cpu_seconds"] / b("t'"${SCAN_T:-4096}"'")["modes"][0]["cpu_seconds"]}'
 		;;
 	*)
 		echo "big.sh: unknown step $step" >&2
