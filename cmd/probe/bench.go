@@ -110,7 +110,7 @@ func NewCmdBench(runF func(*BenchOptions) error) *cobra.Command {
 	tileVar(f, &opts.Tile)
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
 	f.StringVar(&opts.Modes, "modes", "", "compare consumers in one run: comma-separated of "+strings.Join(benchModes, ", ")+", or all (every one the model has layers for); forward is always included, each rep runs every mode once in rotating order, and one JSON object gives each mode's best wall and CPU seconds, peak RSS and overhead vs forward")
-	f.BoolVar(&opts.Resident, "resident", false, "after the passes, report per group of tensors (layer and expert indices as *) how much of the memory-mapped weights is resident in this process (Linux /proc/self/pagemap) and how many tensors or experts were touched")
+	f.BoolVar(&opts.Resident, "resident", false, "after the passes, report per tensor (per-expert tensors of a layer together) how much of the memory-mapped weights is resident in this process (Linux /proc/self/pagemap) and how many tensors or experts were touched")
 	markRequired(cmd, "model", modelHint)
 	cmd.MarkFlagsMutuallyExclusive("ids", "text")
 	return cmd

@@ -14,8 +14,9 @@ import (
 	"strings"
 )
 
-// residentGroup is one line of probe bench --resident: the tensors whose
-// names agree once every layer and expert index is replaced by *.
+// residentGroup is one line of probe bench --resident: a tensor, or the
+// tensors of one layer's experts stored one by one
+// (mlp.experts.{e}.gate_proj.weight: the expert index replaced by *).
 type residentGroup struct {
 	Group       string  `json:"group"`
 	MappedMiB   float64 `json:"mapped_mib"`   // the tensors' bytes in the mapped files
@@ -27,8 +28,8 @@ type residentGroup struct {
 	Touched int `json:"touched"`
 }
 
-// indexPart matches a dot-separated name component that is an index.
-var indexPart = regexp.MustCompile(`\.\d+\.`)
+// expertIndex matches the expert index of a per-expert tensor name.
+var expertIndex = regexp.MustCompile(`\.experts\.\d+\.`)
 
 // residentTensors measures which weights of the safetensors files under
 // dir this process holds in memory. A mapped file page counts in the
@@ -125,7 +126,7 @@ func residentTensors(dir string) ([]residentGroup, error) {
 			if hi <= lo {
 				continue
 			}
-			g := indexPart.ReplaceAllString(indexPart.ReplaceAllString(name, ".*."), ".*.")
+			g := expertIndex.ReplaceAllString(name, ".experts.*.")
 			gr := groups[g]
 			if gr == nil {
 				gr = &residentGroup{Group: g}

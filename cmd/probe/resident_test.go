@@ -11,8 +11,9 @@ import (
 	"github.com/filterlens/probe/checkpoint"
 )
 
-// TestResidentTensors: of a memory-mapped file of two 16 MiB BF16 tensors
-// and a fused expert tensor [4, 2048, 2048] (8 MiB an expert), after
+// TestResidentTensors: of a memory-mapped file of two 16 MiB BF16 tensors,
+// a fused expert tensor [4, 2048, 2048] (8 MiB an expert) and two
+// experts stored one by one (one group of two items), after
 // reading all of "read" and the middle MiB of expert 2 only,
 // residentTensors finds "read" wholly resident, one expert touched of
 // four and "unread" untouched but for the kernel's fault-around: a fault
@@ -28,6 +29,9 @@ func TestResidentTensors(t *testing.T) {
 		"read":                          map[string]any{"dtype": "BF16", "shape": []int{4096, 2048}, "data_offsets": []int{0, 2 * n}},
 		"unread":                        map[string]any{"dtype": "BF16", "shape": []int{4096, 2048}, "data_offsets": []int{2 * n, 4 * n}},
 		"model.layers.0.mlp.experts.up": map[string]any{"dtype": "BF16", "shape": []int{4, 2048, 2048}, "data_offsets": []int{4 * n, 8 * n}},
+		// experts stored one by one: one group, an item each
+		"model.layers.1.mlp.experts.0.up.weight": map[string]any{"dtype": "BF16", "shape": []int{2048, 2048}, "data_offsets": []int{8 * n, 9 * n}},
+		"model.layers.1.mlp.experts.1.up.weight": map[string]any{"dtype": "BF16", "shape": []int{2048, 2048}, "data_offsets": []int{9 * n, 10 * n}},
 	}
 	h, err := json.Marshal(hdr)
 	if err != nil {
@@ -42,7 +46,7 @@ func TestResidentTensors(t *testing.T) {
 	}
 	binary.Write(f, binary.LittleEndian, uint64(len(h)))
 	f.Write(h)
-	f.Write(make([]byte, 8*n))
+	f.Write(make([]byte, 10*n))
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +82,10 @@ func TestResidentTensors(t *testing.T) {
 		items, touched int
 		mapped, lo, hi float64 // MiB
 	}{
-		"read":                          {1, 1, 16, 16, 16},
-		"unread":                        {1, 1, 16, 0, 2}, // fault-around of the pages after "read"
-		"model.layers.*.mlp.experts.up": {4, 1, 32, 1, 5}, // the MiB read, and fault-around
+		"read":                                   {1, 1, 16, 16, 16},
+		"unread":                                 {1, 1, 16, 0, 2}, // fault-around of the pages after "read"
+		"model.layers.0.mlp.experts.up":          {4, 1, 32, 1, 5}, // the MiB read, and fault-around
+		"model.layers.1.mlp.experts.*.up.weight": {2, 0, 16, 0, 2}, // unread but for fault-around
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d groups %+v, want %d", len(got), got, len(want))
@@ -94,7 +99,7 @@ func TestResidentTensors(t *testing.T) {
 			t.Errorf("%s: mapped %.3f MiB, resident %.3f MiB, %d items; want 16 MiB, resident in [%g, %g], %d items", g.Group,
 				g.MappedMiB, g.ResidentMiB, g.Items, w.lo, w.hi, w.items)
 		}
-		if g.Group == "model.layers.*.mlp.experts.up" && g.Touched != w.touched {
+		if g.Group == "model.layers.0.mlp.experts.up" && g.Touched != w.touched {
 			t.Errorf("%s: %d experts touched, want %d (of 4; only expert 2 was read)", g.Group, g.Touched, w.touched)
 		}
 	}
