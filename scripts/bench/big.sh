@@ -178,10 +178,11 @@ for step in $steps; do
 		# OLMOE_ROUNDS processes of each, alternating; each process times two
 		# passes (--modes forward: wall and user+sys CPU seconds) and keeps
 		# its better one, so that faulting the weights in from the page
-		# cache (or the disk) after the other model ran is not counted
+		# cache (or the disk) after the other model ran is not counted; the
+		# MoE processes also report which weights were resident (--resident)
 		rounds=${OLMOE_ROUNDS:-3}
 		for r in $(seq "$rounds"); do
-			jsonbench olmoe "moe$r" --model "$work/olmoe-bf16" --tokens 4096 --reps 2 --modes forward
+			jsonbench olmoe "moe$r" --model "$work/olmoe-bf16" --tokens 4096 --reps 2 --modes forward --resident
 			jsonbench olmoe "dense$r" --model "$work/olmoe-dense-bf16" --tokens 4096 --reps 2 --modes forward
 		done
 		# the summary: medians over the rounds of each process's better pass;
