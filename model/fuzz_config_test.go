@@ -151,7 +151,8 @@ var notYet = map[string]bool{}
 
 // TestFuzzParseConfigSeeds checks that the corpus holds every golden
 // config.json (byte for byte, so the fuzzer starts from the real files)
-// and that every seed a generator wrote is accepted.
+// and that every seed a generator wrote, and every released model's
+// config written here from its published values (real_*), is accepted.
 func TestFuzzParseConfigSeeds(t *testing.T) {
 	seeds := map[string][]byte{}
 	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzParseConfig", "*"))
@@ -172,7 +173,7 @@ func TestFuzzParseConfigSeeds(t *testing.T) {
 		seeds[filepath.Base(file)] = []byte(data)
 	}
 	for name, data := range seeds {
-		if !strings.HasPrefix(name, "golden_") && !strings.HasPrefix(name, "gen_") {
+		if !strings.HasPrefix(name, "golden_") && !strings.HasPrefix(name, "gen_") && !strings.HasPrefix(name, "real_") {
 			continue // hand-written seeds, some deliberately invalid
 		}
 		c, err := ParseConfig(data)

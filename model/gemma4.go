@@ -85,10 +85,16 @@ func parseGemma4(c *Config, cf *configFile) error {
 			return fmt.Errorf("config.json: hidden_activation %q is not supported", r.HiddenAct)
 		}
 	}
-	for _, f := range []string{"use_bidirectional_attention", "attn_logit_softcapping"} {
-		if b, ok := cf.raw[f]; ok && string(b) != "null" && string(b) != "false" {
-			return fmt.Errorf("config.json: %s = %s is not implemented for Gemma 4 (causal attention without a score cap only)", f, b)
-		}
+	// use_bidirectional_attention "vision" (the released 12B, 26B-A4B and
+	// 31B configs; E2B and E4B leave it null) lets the tokens of one image
+	// attend to each other on the sliding layers of the multimodal model:
+	// a text-only pass has no image tokens, so its mask is causal, as here.
+	// "all" (or true) makes every layer bidirectional and is refused.
+	if b, ok := cf.raw["use_bidirectional_attention"]; ok && string(b) != "null" && string(b) != "false" && string(b) != `"vision"` {
+		return fmt.Errorf("config.json: use_bidirectional_attention = %s is not implemented for Gemma 4 (causal attention; \"vision\" is accepted: it concerns image tokens only, which a text pass has none of)", b)
+	}
+	if b, ok := cf.raw["attn_logit_softcapping"]; ok && string(b) != "null" && string(b) != "false" {
+		return fmt.Errorf("config.json: attn_logit_softcapping = %s is not implemented for Gemma 4 (attention without a score cap only)", b)
 	}
 	if b, ok := cf.raw["attention_bias"]; ok && string(b) == "true" {
 		return fmt.Errorf("config.json: attention_bias = true is not implemented for Gemma 4")
@@ -354,6 +360,10 @@ func loadGemma4(m *Model, ld *loader) {
 		L.QNorm = ld.get(a+"q_norm.weight", dh)
 		if s := gemma4KVSource(c, l); s >= 0 {
 			L.KVFrom = s + 1
+			// a KV-shared layer's own k_proj, v_proj and k_norm, where
+			// the checkpoint stores them (the released E2B's does), are
+			// not used, as transformers does not build them: skipped
+			m.Skipped = append(m.Skipped, ld.skip([]string{a + "k_proj.", a + "v_proj.", a + "k_norm."})...)
 		} else {
 			L.Wk = ld.weight(a+"k_proj.weight", kv*dh, D)
 			L.KNorm = ld.get(a+"k_norm.weight", dh)

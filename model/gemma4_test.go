@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -79,7 +80,8 @@ func TestGemma4ConfigRefused(t *testing.T) {
 		change func(m map[string]any)
 		want   string
 	}{
-		{"bidirectional", func(m map[string]any) { m["use_bidirectional_attention"] = "vision" }, "use_bidirectional_attention"},
+		{"bidirectional", func(m map[string]any) { m["use_bidirectional_attention"] = "all" }, `use_bidirectional_attention = "all"`},
+		{"bidirectional true", func(m map[string]any) { m["use_bidirectional_attention"] = true }, "use_bidirectional_attention = true"},
 		{"attention bias", func(m map[string]any) { m["attention_bias"] = true }, "attention_bias = true"},
 		{"attention soft-cap", func(m map[string]any) { m["attn_logit_softcapping"] = 50 }, "attn_logit_softcapping"},
 		{"no rope_parameters", func(m map[string]any) { delete(m, "rope_parameters") }, "field rope_parameters is missing"},
@@ -170,8 +172,13 @@ func TestGemma4Multimodal(t *testing.T) {
 		}
 		tensors = append(tensors, checkpoint.Tensor{Name: "model.language_model." + strings.TrimPrefix(n, "model."), Shape: info.Shape, Data: x})
 	}
+	// the towers, and (as the released E2B stores them) k_proj, v_proj and
+	// k_norm of KV-shared layer 4 (sliding: 2 KV heads × 16), which
+	// transformers does not build
 	others := []string{"model.audio_tower.layers.0.weight", "model.embed_audio.embedding_projection.weight",
-		"model.embed_vision.embedding_projection.weight", "model.vision_tower.patch_embedder.weight"}
+		"model.embed_vision.embedding_projection.weight", "model.language_model.layers.4.self_attn.k_norm.weight",
+		"model.language_model.layers.4.self_attn.k_proj.weight", "model.language_model.layers.4.self_attn.v_proj.weight",
+		"model.vision_tower.patch_embedder.weight"}
 	for _, n := range others {
 		tensors = append(tensors, checkpoint.Tensor{Name: n, Shape: []int{2, 3}, Data: make([]float32, 6)})
 	}
@@ -204,5 +211,78 @@ func TestGemma4Multimodal(t *testing.T) {
 	if !reflect.DeepEqual(got.Logits, want.Logits) {
 		rel, _ := relErr(got.Logits, want.Logits)
 		t.Fatalf("logits differ from the text checkpoint's: rel %g", rel)
+	}
+}
+
+// TestGemma4RealConfigs: the released Gemma 4 E2B and E4B config.json
+// (google/gemma-4-E2B, google/gemma-4-E4B: Gemma4ForConditionalGeneration
+// with the text model in text_config), written here from their published
+// values as the fuzz seeds real_gemma4_e2b and real_gemma4_e4b, parse to
+// the shapes the releases describe: a full layer every 5th (E2B) or 6th
+// (E4B) layer with head width 512 and 64 of its 256 rotation pairs
+// rotated, the last 20 (18) layers taking k and v from the last earlier
+// layer of their type, per-layer inputs of 256, double-wide MLPs on the
+// shared layers of E2B only.
+func TestGemma4RealConfigs(t *testing.T) {
+	cases := []struct {
+		seed                     string
+		layers, d, kv, f, period int
+		shared, fromSliding      int
+		fromFull                 int
+		doubleWide               bool
+	}{
+		{"real_gemma4_e2b", 35, 1536, 1, 6144, 5, 20, 13, 14, true},
+		{"real_gemma4_e4b", 42, 2560, 2, 10240, 6, 18, 22, 23, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.seed, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", "fuzz", "FuzzParseConfig", tc.seed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, body, _ := strings.Cut(strings.TrimSpace(string(raw)), "\n")
+			data, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(body, "[]byte("), ")"))
+			if err != nil {
+				t.Fatalf("%s: %v", tc.seed, err)
+			}
+			c, err := ParseConfig([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Arch != ArchGemma4 || c.ModelType != "gemma4" || c.Layers != tc.layers || c.DModel != tc.d || c.Heads != 8 ||
+				c.KVHeads != tc.kv || c.GlobalKVHeads != tc.kv || c.DHead != 256 || c.GlobalDHead != 512 || c.DMLP != tc.f ||
+				c.Vocab != 262144 || c.PerLayerDim != 256 || c.PerLayerVocab != 262144 || c.KVShared != tc.shared ||
+				c.DoubleWideMLP != tc.doubleWide || c.KEqV || c.MoEBeside || c.Sliding != 512 || c.FinalSoftcap != 30 || !c.TiedHead {
+				t.Fatalf("parsed %+v", c)
+			}
+			// the larger releases' "vision" (image tokens attend to each
+			// other) leaves a text pass causal: accepted, the same model
+			vision := strings.Replace(data, `"use_bidirectional_attention": null`, `"use_bidirectional_attention": "vision"`, 1)
+			if vision == data {
+				t.Fatal("the seed has no use_bidirectional_attention null")
+			}
+			if cv, err := ParseConfig([]byte(vision)); err != nil || jsonOf(t, cv) != jsonOf(t, c) {
+				t.Errorf("with use_bidirectional_attention \"vision\": %v, or another configuration", err)
+			}
+			if c.RoPE.Type != "proportional" || c.RoPE.Pairs != 64 || c.RoPE.Theta != 1e6 || c.LocalRoPE == nil || c.LocalRoPE.Theta != 1e4 {
+				t.Fatalf("RoPE %+v, local %+v", c.RoPE, c.LocalRoPE)
+			}
+			for l := 0; l < c.Layers; l++ {
+				full := (l+1)%tc.period == 0
+				if (c.layerWindow(l) == 0) != full {
+					t.Errorf("layer %d: window %d, want a full layer: %v", l, c.layerWindow(l), full)
+				}
+				want := -1
+				if l >= c.Layers-tc.shared {
+					want = tc.fromSliding
+					if full {
+						want = tc.fromFull
+					}
+				}
+				if got := gemma4KVSource(c, l); got != want {
+					t.Errorf("layer %d takes k and v from layer %d, want %d", l, got, want)
+				}
+			}
+		})
 	}
 }

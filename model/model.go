@@ -120,7 +120,8 @@ type Model struct {
 	WeightBytes int64
 	// Skipped lists the stored tensors the text model does not use and
 	// the family skips by design (a vision-language wrapper's vision tower,
-	// a multi-token-prediction head); they are not counted in Parameters.
+	// a multi-token-prediction head, Gemma 4's k and v projections of a
+	// KV-shared layer), sorted; they are not counted in Parameters.
 	Skipped []string
 	// NoMemoryCheck runs passes without first comparing their estimated
 	// memory (PassBytes) with the memory available; by default a pass that
@@ -179,7 +180,8 @@ func Load(dir string, opt LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("model: %s: %w", dir, err)
 	}
 	ld.guard(func() { f.load(m, ld) })
-	m.Skipped = ld.skip(f.skips)
+	m.Skipped = append(m.Skipped, ld.skip(f.skips)...) // after those the family's load skipped
+	sort.Strings(m.Skipped)
 	if err := ld.finish(opt.AllowUnexpected); err != nil {
 		return nil, err
 	}

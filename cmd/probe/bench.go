@@ -62,6 +62,9 @@ type benchResult struct {
 	// after them, so the pass skips that block's o_proj and MLP).
 	Blocks             int  `json:"blocks"`
 	LastBlockHeadsOnly bool `json:"last_block_heads_only"`
+	// Resident (--resident) is, after the passes, how much of each group
+	// of mapped weights this process holds (residentTensors).
+	Resident []residentGroup `json:"resident,omitempty"`
 }
 
 // BenchOptions are the options of probe bench.
@@ -79,6 +82,7 @@ type BenchOptions struct {
 	Threads, Tile int
 	CPUProfile    string
 	Modes         string
+	Resident      bool // report which mapped weights are resident after the passes
 }
 
 // NewCmdBench builds probe bench; runF (nil: runBench) runs it.
@@ -108,6 +112,7 @@ func NewCmdBench(runF func(*BenchOptions) error) *cobra.Command {
 	tileVar(f, &opts.Tile)
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
 	f.StringVar(&opts.Modes, "modes", "", "compare consumers in one run: comma-separated of "+strings.Join(benchModes, ", ")+", or all (every one the model has layers for); forward is always included, each rep runs every mode once in rotating order, and one JSON object gives each mode's best wall and CPU seconds, peak RSS and overhead vs forward")
+	f.BoolVar(&opts.Resident, "resident", false, "after the passes, report per tensor (per-expert tensors of a layer together) how much of the memory-mapped weights is resident in this process (Linux /proc/self/pagemap) and how many tensors or experts were touched")
 	markRequired(cmd, "model", modelHint)
 	cmd.MarkFlagsMutuallyExclusive("ids", "text")
 	return cmd
@@ -168,9 +173,13 @@ func runBench(opts *BenchOptions) error {
 	// as probe sweep and probe diag: a model with learned sinks (gpt-oss)
 	// keeps each row's sink mass beside the diagnostics
 	copts := probes.CollectorOptions{Kernel: kernel, Reductions: red, Sinks: analysis.HasSinks(m)}
+	resident := func() ([]residentGroup, error) { return nil, nil }
+	if opts.Resident {
+		resident = func() ([]residentGroup, error) { return residentTensors(dir) }
+	}
 	if opts.Modes != "" {
 		return benchCompare(opts.Stdout, m, ids, opt, opts.Modes, opts.Reps, benchModesResult{Tokens: T, Threads: res.Threads, Reps: opts.Reps,
-			LoadSeconds: res.LoadSeconds, WeightMiB: res.WeightMiB, HeapMiB: res.HeapMiB}, copts)
+			LoadSeconds: res.LoadSeconds, WeightMiB: res.WeightMiB, HeapMiB: res.HeapMiB}, copts, resident)
 	}
 	if !opts.NoDiagnostics {
 		// Every diagnostic of the App. I protocol streams on every layer
@@ -189,6 +198,9 @@ func runBench(opts *BenchOptions) error {
 		res.DiagnosticsMiB = mib(col.Bytes())
 	}
 	if err := benchPasses(&res, m, ids, opt, opts.Reps); err != nil {
+		return err
+	}
+	if res.Resident, err = resident(); err != nil {
 		return err
 	}
 	out, err := json.Marshal(res)
@@ -349,8 +361,9 @@ type benchModesResult struct {
 	// kernel's peak counter reset before each pass through
 	// /proc/self/clear_refs, after returning freed memory to the OS) or,
 	// where that is not possible, the process's peak so far.
-	RSSPerMode bool        `json:"peak_rss_per_mode"`
-	Modes      []benchMode `json:"modes"`
+	RSSPerMode bool            `json:"peak_rss_per_mode"`
+	Modes      []benchMode     `json:"modes"`
+	Resident   []residentGroup `json:"resident,omitempty"` // as benchResult's
 }
 
 // benchMode is one mode's line of benchModesResult.
@@ -425,8 +438,9 @@ func benchHooks(mode string, c *model.Config, T, threads int, copt probes.Collec
 
 // benchCompare runs reps rounds of every mode of --modes, each round in an
 // order rotated by one (so that no mode always follows the same one), and
-// prints res with each mode's times, peak RSS and overheads.
-func benchCompare(w io.Writer, m *model.Model, ids []int, opt model.Options, modeList string, reps int, res benchModesResult, copt probes.CollectorOptions) error {
+// prints res with each mode's times, peak RSS and overheads, and what
+// resident returns after the passes.
+func benchCompare(w io.Writer, m *model.Model, ids []int, opt model.Options, modeList string, reps int, res benchModesResult, copt probes.CollectorOptions, resident func() ([]residentGroup, error)) error {
 	c := &m.Config
 	modes, err := parseBenchModes(modeList, c)
 	if err != nil {
@@ -475,6 +489,9 @@ func benchCompare(w io.Writer, m *model.Model, ids []int, opt model.Options, mod
 		res.Modes = append(res.Modes, bm)
 	}
 	res.PeakRSSMiB = slices.Max(peak)
+	if res.Resident, err = resident(); err != nil {
+		return err
+	}
 	out, err := json.Marshal(res)
 	if err != nil {
 		return err
