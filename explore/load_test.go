@@ -70,7 +70,7 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// TestStatusWhileARowRuns: while a row's pass runs (slowed to 150 ms a
+// TestStatusWhileARowRuns: while a row's pass runs (slowed to 300 ms a
 // block), /api/status long-polled with ?since= reports each block as it
 // finishes (layers_done 1, 2 of layers 3 for a row of layer 2), names the
 // pass under way, and says where a second request stands (queued, one pass
@@ -78,7 +78,7 @@ func TestLoad(t *testing.T) {
 func TestStatusWhileARowRuns(t *testing.T) {
 	sw := gated(t)
 	s, ts := newTestServer(t, sw.dir, Options{})
-	s.rows.layerDelay = 150 * time.Millisecond
+	s.rows.layerDelay = 300 * time.Millisecond
 	a, b := RowRequest{T: 24, Layer: 2, Head: 1, Query: 19}, RowRequest{T: 24, Layer: 1, Head: 0, Query: 20}
 	param := func(q RowRequest) string {
 		return fmt.Sprintf("T=%d&sample=%d&layer=%d&head=%d&query=%d", q.T, q.Sample, q.Layer, q.Head, q.Query)
