@@ -54,8 +54,8 @@ func benchRoot() string {
 }
 
 // BigModelEnv names the environment variable of a checkpoint folder of the
-// 1.72B shape (scripts/bench/explore.sh's row32k part generates one with
-// probe generate): when set, benchFolders also makes "rows32k", a sweep
+// 1.72B shape or of its first layers (scripts/bench/explore.sh's rows32k
+// part generates one with probe generate): when set, benchFolders also makes "rows32k", a sweep
 // folder at T = 32768 whose tables are synthetic but whose manifest names
 // that model (its digest) and whose token stream is real, so that
 // /api/row runs the model.
@@ -118,8 +118,12 @@ func describe(dir string) (analysis.ModelInfo, error) {
 	if err != nil {
 		return analysis.ModelInfo{}, err
 	}
-	if m.Config.Layers != bigShape.Layers || m.Heads != bigShape.Heads {
-		return analysis.ModelInfo{}, fmt.Errorf("%s: %d layers × %d heads, not the 1.72B shape's %d × %d", dir, m.Config.Layers, m.Heads, bigShape.Layers, bigShape.Heads)
+	// The 1.72B shape, or its first layers: a row of layer L and the pass
+	// through it run layers 0 … L only, so a checkpoint of L+1 layers of the
+	// same widths costs them the same.
+	if m.Config.Layers > bigShape.Layers || m.Heads != bigShape.Heads || m.KVHeads != bigShape.KVHeads || m.DModel != bigShape.DModel || m.DHead != bigShape.DHead {
+		return analysis.ModelInfo{}, fmt.Errorf("%s: %d layers × %d heads (%d KV) × %d, d_model %d: not the 1.72B shape (%d × %d (%d) × %d, %d) or its first layers",
+			dir, m.Config.Layers, m.Heads, m.KVHeads, m.DHead, m.DModel, bigShape.Layers, bigShape.Heads, bigShape.KVHeads, bigShape.DHead, bigShape.DModel)
 	}
 	return analysis.DescribeModel(m)
 }
@@ -191,7 +195,7 @@ func gated4096() (string, *analysis.Manifest, error) {
 // bos), a T-token ids source (random ids, seed 1), and the manifest of
 // tmpl (a real sweep's, for its format version) with this plan and the big
 // model's shape with no model folder (rows are unavailable), or, when mi is
-// not nil, that model (rows run it).
+// not nil, that model (rows run it; the tables have its layers).
 func synthSweep(out string, tmpl *analysis.Manifest, T, bucket int, mi *analysis.ModelInfo) error {
 	if _, err := os.Stat(filepath.Join(out, "manifest.json")); err == nil {
 		return nil
@@ -201,6 +205,9 @@ func synthSweep(out string, tmpl *analysis.Manifest, T, bucket int, mi *analysis
 	}
 	s := bigShape
 	s.T = T
+	if mi != nil {
+		s.Layers = mi.Layers // the model's tables: all its layers
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	stream := make([]int, s.T)
 	for i := range stream {

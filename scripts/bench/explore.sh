@@ -22,7 +22,9 @@
 #            and of the 1.72B shape at T = 131072 (buckets of 64, 8.3 M
 #            rows): VmRSS and VmHWM, which should not grow with T;
 #   rows32k  an attention row at T = 32768 of the 1.72B shape (generated
-#            with probe generate, bf16, big.sh's gated flags; or $BIG_MODEL)
+#            with probe generate, bf16, big.sh's gated flags, or only its
+#            first BIG_LAYERS layers: a row of layer L and the pass through
+#            it run layers 0 … L alone, so they cost the same; or $BIG_MODEL)
 #            against the plain pass through the same layer (probe bench
 #            --no-diagnostics --through-layer L) on the same 32768 tokens,
 #            alternating, for each layer of ROW_LAYERS (default "0 1"):
@@ -33,10 +35,12 @@
 #   OUT=/tmp/xb BENCHTIME=10x scripts/bench/explore.sh
 #   OUT=/tmp/xb PARTS="cold rss128k" scripts/bench/explore.sh
 #   OUT=/tmp/xb PARTS=rows32k ROW_LAYERS="0 1 3" flock /tmp/heavy.lock scripts/bench/explore.sh
+#   OUT=/tmp/xb PARTS=rows32k ROW_LAYERS="0 1" BIG_LAYERS=2 scripts/bench/explore.sh   # < 3 GB a process
 #
 # Environment: OUT (work folder, kept; the folders are made once there),
 # BENCHTIME (go test -benchtime, default 5x), PARTS, ROW_LAYERS, BIG_MODEL
-# (a checkpoint of the 1.72B shape; default $OUT/gated-bf16, generated).
+# (a checkpoint of the 1.72B shape; default $OUT/gated-bf16-l$BIG_LAYERS,
+# generated), BIG_LAYERS (default 28).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -49,10 +53,11 @@ go build -o "$out/probe" ./cmd/probe
 
 big_model=
 if has rows32k; then
-  big_model=${BIG_MODEL:-$out/gated-bf16}
+  layers=${BIG_LAYERS:-28}
+  big_model=${BIG_MODEL:-$out/gated-bf16-l$layers}
   if [[ ! -f $big_model/config.json ]]; then
-    echo "## generating the 1.72B shape (bf16) in $big_model"
-    "$out/probe" generate --arch gated --layers 28 --d-model 2048 --heads 16 --kv-heads 8 --d-mlp 6144 --vocab 151936 \
+    echo "## generating the 1.72B shape (bf16, its first $layers of 28 layers) in $big_model"
+    "$out/probe" generate --arch gated --layers "$layers" --d-model 2048 --heads 16 --kv-heads 8 --d-mlp 6144 --vocab 151936 \
       --max-pos 40960 --dtype bf16 --shard-size 2GB --out "$big_model" >/dev/null
   fi
 fi
