@@ -54,12 +54,22 @@ func benchRoot() string {
 	return tmpRoot
 }
 
+// BigModelEnv names the environment variable of a checkpoint folder of the
+// 1.72B shape or of its first layers (scripts/bench/explore.sh's rows32k
+// part generates one with probe generate): when set, benchFolders also makes "rows32k", a sweep
+// folder at T = 32768 whose tables are synthetic but whose manifest names
+// that model (its digest) and whose token stream is real, so that
+// /api/row runs the model.
+const BigModelEnv = "PROBE_EXPLORE_BIG_MODEL"
+
 // benchFolders makes, once per test binary (or once in $PROBE_EXPLORE_BENCH_DIR): "gated4096", a real sweep of
-// the zoo's gated_headwise at T = 4096 over the Brown corpus (--bucket 16),
-// and "big64", "big16", sweep folders of the 1.72B shape at T = 32768 with
+// the zoo's gated_headwise at T = 4096 over the Brown corpus (--bucket 16);
+// "big64", "big16", sweep folders of the 1.72B shape at T = 32768 with
 // buckets of 64 queries (probe sweep's default) and 16 (probe explore
-// --model's), whose tables are synthetic (see synthSweep).
-func benchFolders(b *testing.B) map[string]string {
+// --model's), and "big128k", that shape at T = 131072 with buckets of 64
+// (as many rows as big16), whose tables are synthetic (see synthSweep);
+// and "rows32k" when $PROBE_EXPLORE_BIG_MODEL names a model.
+func benchFolders(b testing.TB) map[string]string {
 	benchOnce.Do(func() {
 		dir, man, err := gated4096()
 		if err != nil {
@@ -67,20 +77,67 @@ func benchFolders(b *testing.B) map[string]string {
 			return
 		}
 		benchDirs["gated4096"] = dir
-		for _, bucket := range []int{64, 16} {
-			name := "big" + strconv.Itoa(bucket)
-			out := filepath.Join(benchRoot(), name)
-			if err := synthSweep(out, man, bucket); err != nil {
+		for _, c := range []struct {
+			name      string
+			T, bucket int
+		}{{"big64", 32768, 64}, {"big16", 32768, 16}, {"big128k", 131072, 64}} {
+			out := filepath.Join(benchRoot(), c.name)
+			if err := synthSweep(out, man, c.T, c.bucket, nil); err != nil {
 				benchError = err
 				return
 			}
-			benchDirs[name] = out
+			benchDirs[c.name] = out
+		}
+		if md := os.Getenv(BigModelEnv); md != "" {
+			info, err := describe(md)
+			if err != nil {
+				benchError = fmt.Errorf("$%s: %w", BigModelEnv, err)
+				return
+			}
+			out := filepath.Join(benchRoot(), "rows32k")
+			if err := synthSweep(out, man, 32768, 64, &info); err != nil {
+				benchError = err
+				return
+			}
+			benchDirs["rows32k"] = out
 		}
 	})
 	if benchError != nil {
 		b.Fatal(benchError)
 	}
 	return benchDirs
+}
+
+// describe loads the model in dir (its weights mapped, not read) and
+// returns its manifest description, digest included.
+func describe(dir string) (results.ModelInfo, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return results.ModelInfo{}, err
+	}
+	m, err := model.Load(abs, model.LoadOptions{})
+	if err != nil {
+		return results.ModelInfo{}, err
+	}
+	// The 1.72B shape, or its first layers: a row of layer L and the pass
+	// through it run layers 0 … L only, so a checkpoint of L+1 layers of the
+	// same widths costs them the same.
+	if m.Config.Layers > bigShape.Layers || m.Heads != bigShape.Heads || m.KVHeads != bigShape.KVHeads || m.DModel != bigShape.DModel || m.DHead != bigShape.DHead {
+		return results.ModelInfo{}, fmt.Errorf("%s: %d layers × %d heads (%d KV) × %d, d_model %d: not the 1.72B shape (%d × %d (%d) × %d, %d) or its first layers",
+			dir, m.Config.Layers, m.Heads, m.KVHeads, m.DHead, m.DModel, bigShape.Layers, bigShape.Heads, bigShape.KVHeads, bigShape.DHead, bigShape.DModel)
+	}
+	return analysis.DescribeModel(m)
+}
+
+// TestBenchFolders makes the benchmark folders in $PROBE_EXPLORE_BENCH_DIR
+// for scripts/bench/explore.sh to serve (skipped when it is unset).
+func TestBenchFolders(t *testing.T) {
+	if os.Getenv(BenchDirEnv) == "" {
+		t.Skipf("$%s is unset: scripts/bench/explore.sh sets it", BenchDirEnv)
+	}
+	for name, dir := range benchFolders(t) {
+		t.Logf("%s: %s", name, dir)
+	}
 }
 
 // gated4096 runs the sweep of the zoo's gated_headwise at T = 4096.
@@ -129,17 +186,18 @@ func gated4096() (string, *results.Manifest, error) {
 	return out, man, err
 }
 
-// synthSweep writes a finished sweep folder of the 1.72B shape at T =
-// 32768, one sample, without running the model (a real 32k pass of the
-// 1.72B checkpoint takes hours on the benchmark's 2 cores): buckets.parquet
+// synthSweep writes a finished sweep folder of the 1.72B shape at length T,
+// one sample, buckets of bucket queries, without running the model (a real
+// 32k pass of the 1.72B checkpoint takes hours on the benchmark's 2 cores): buckets.parquet
 // with a sweep's rows (pass, layer, head, metric, then query order; n, sum,
 // m2 of smooth synthetic values), written as the sweep writes it
 // (parquet-go's GenericWriter of analysis.BucketRow, Snappy pages, one row
 // group per pass), heads.parquet (results.HeadRow, windows all, last,
-// bos), a 32768-token ids source, and the manifest of tmpl (a real sweep's,
-// for its format version) with the big model's shape, no model folder (rows
-// are unavailable) and this plan.
-func synthSweep(out string, tmpl *results.Manifest, bucket int) error {
+// bos), a T-token ids source (random ids, seed 1), and the manifest of
+// tmpl (a real sweep's, for its format version) with this plan and the big
+// model's shape with no model folder (rows are unavailable), or, when mi is
+// not nil, that model (rows run it; the tables have its layers).
+func synthSweep(out string, tmpl *results.Manifest, T, bucket int, mi *results.ModelInfo) error {
 	if _, err := os.Stat(filepath.Join(out, "manifest.json")); err == nil {
 		return nil
 	}
@@ -147,6 +205,10 @@ func synthSweep(out string, tmpl *results.Manifest, bucket int) error {
 		return err
 	}
 	s := bigShape
+	s.T = T
+	if mi != nil {
+		s.Layers = mi.Layers // the model's tables: all its layers
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	stream := make([]int, s.T)
 	for i := range stream {
@@ -222,6 +284,9 @@ func synthSweep(out string, tmpl *results.Manifest, bucket int) error {
 	man := *tmpl
 	man.Model = results.ModelInfo{Arch: "qwen3 (1.72B shape; synthetic tables)", ModelType: "qwen3", Layers: s.Layers, DModel: s.DModel,
 		Heads: s.Heads, KVHeads: s.KVHeads, DHead: s.DHead, Dir: filepath.Join(out, "no-model")}
+	if mi != nil {
+		man.Model = *mi
+	}
 	man.Source = results.SourceInfo{Kind: "ids", File: analysis.HashBytes(idsPath, data), Tokens: len(stream), Digest: analysis.TokenDigest(stream)}
 	man.Sweep.Lengths, man.Sweep.Samples, man.Sweep.Bucket = []int{s.T}, 1, bucket
 	man.Chunks = []results.Chunk{{T: s.T, Sample: 0, Start: 0, End: s.T}}
@@ -266,10 +331,12 @@ func rssMiB() float64 {
 // BenchmarkFirstView: what the page asks for when it opens the folder —
 // Open (the index of buckets.parquet) and a server, then /, app.js,
 // style.css, echarts.min.js, /api/info and /api/grid — at the 1.72B shape,
-// T = 32768, buckets of 64 and 16 queries (2.1 M and 8.3 M rows).
+// T = 32768, buckets of 64 and 16 queries (2.1 M and 8.3 M rows), and at
+// T = 131072 with buckets of 64 (8.3 M rows): MiB-kept, the heap the opened
+// folder keeps, must not grow with T.
 func BenchmarkFirstView(b *testing.B) {
 	dirs := benchFolders(b)
-	for _, name := range []string{"big64", "big16"} {
+	for _, name := range []string{"big64", "big16", "big128k"} {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				f, err := Open(dirs[name])

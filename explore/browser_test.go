@@ -75,6 +75,100 @@ func TestPageInChromium(t *testing.T) {
 	}
 }
 
+// TestRowProgressInChromium: while the row a click asks for is computed
+// (the pass slowed to 400 ms a block), the page shows its progress — the
+// progress bar visible with the blocks done of the 3 the row of layer 2
+// needs — and then the row, equal to hook_pattern's, with no console error.
+func TestRowProgressInChromium(t *testing.T) {
+	chromium, err := browser.Find()
+	if err != nil {
+		t.Skipf("no browser check: %v", err)
+	}
+	sw := gated(t)
+	s, ts := newTestServer(t, sw.dir, Options{})
+	if s.echErr != nil {
+		t.Skipf("no echarts: %v", s.echErr)
+	}
+	s.rows.layerDelay = 400 * time.Millisecond
+	os.Remove(s.rows.cachePath(RowRequest{T: 40, Layer: 2, Head: 3, Query: 38})) // the row the self-test asks for
+	res := selftestPage(t, chromium, ts.URL, 1024)
+	t.Logf("progress seen: %+v", res.Progress)
+	if res.Failure != "" || len(res.Errors) > 0 {
+		t.Fatalf("failure %q, console errors %q", res.Failure, res.Errors)
+	}
+	shown := 0
+	for _, p := range res.Progress {
+		if p.State == "running" && p.Shown && p.Layers == 3 && p.Tokens == 39 && p.LayersDone >= 1 {
+			shown++
+		}
+	}
+	if shown == 0 {
+		t.Errorf("the page showed no progress of the running pass (want blocks done ≥ 1 of 3, 39 tokens): %+v", res.Progress)
+	}
+	if res.Row.Layer != 2 || res.Row.Head != 3 || res.Row.Query != 38 {
+		t.Fatalf("row layer %d head %d query %d; want layer 2 head 3 query 38", res.Row.Layer, res.Row.Head, res.Row.Query)
+	}
+	want := patternRow(t, sw.modelDir, passIDs(sw, 40, 0), 2, 3, 38)
+	for j := range want {
+		if d := float64(res.Row.Weights[j] - want[j]); d*d > 1e-12*float64(want[j]*want[j]) {
+			t.Errorf("key %d: page %v, hook_pattern %v", j, res.Row.Weights[j], want[j])
+		}
+	}
+}
+
+// TestDiagPageInChromium: probe diag's CSV (with its token column) of the
+// zoo's gated_headwise on 100 tokens opens in headless Chromium: the
+// self-test clicks a grid cell (layer 3, head 3), then a position of that
+// head's series; the series is drawn, the page says rows are unavailable
+// (the CSV records neither the model nor the ids) instead of asking for
+// one, and logs no error.
+func TestDiagPageInChromium(t *testing.T) {
+	chromium, err := browser.Find()
+	if err != nil {
+		t.Skipf("no browser check: %v", err)
+	}
+	const zoo = "../zoo/checkpoints/gated_headwise"
+	m, err := model.Load(zoo, model.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(filepath.Join(zoo, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Encode(strings.Repeat("The filter keeps what the head attends to, token by token. ", 20), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = ids[:100]
+	d, err := analysis.Diagnose(m, [][]int{ids}, analysis.DiagOptions{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	csvPath := filepath.Join(t.TempDir(), "diag.csv")
+	if err := d.WriteCSV(csvPath, [][]string{tokenStrings(tok, ids)}, false); err != nil {
+		t.Fatal(err)
+	}
+	s, ts := newTestServer(t, csvPath, Options{})
+	if s.echErr != nil {
+		t.Skipf("no echarts: %v", s.echErr)
+	}
+	res := selftestPage(t, chromium, ts.URL, 1024)
+	t.Logf("grid %+v, head %+v, row asked %v: %q, %d text lines", res.Grid, res.Head, res.RowAsked, res.RowCaption, res.TextLines)
+	if res.Failure != "" || len(res.Errors) > 0 || res.ScrollWidth > res.InnerWidth {
+		t.Fatalf("failure %q, console errors %q, %d px wide", res.Failure, res.Errors, res.ScrollWidth)
+	}
+	if res.Grid.Kind != "diag" || res.Grid.Layers != 4 || res.Grid.Columns != 4 || !res.Grid.Series || res.Grid.Rows {
+		t.Errorf("grid %+v: want a diag folder's 4 × 4 grid with series and no rows", res.Grid)
+	}
+	if res.Head.Layer != 3 || res.Head.Head != 3 || res.RowAsked == nil || *res.RowAsked != 98 {
+		t.Errorf("head %+v, row asked %v: want layer 3 head 3, query 98", res.Head, res.RowAsked)
+	}
+	if !strings.HasPrefix(res.RowCaption, "rows are unavailable: ") || len(res.Overlay.Names) != 4 || res.TextLines == 0 {
+		t.Errorf("row caption %q, overlay %v, %d text lines: want rows unavailable, the overlay drawn, the text", res.RowCaption, res.Overlay.Names, res.TextLines)
+	}
+}
+
 // TestGridOnlyPagesInChromium: a probe sinks folder's page opens the row
 // of a head's last query when its grid cell is clicked (equal to
 // hook_pattern's), a probe experts folder's page shows its layer × expert
@@ -144,6 +238,14 @@ type selftestResult struct {
 	OverlayRemoved []string
 	RowAsked       *int
 	RowCaption     string
+	// Progress is every /api/status the page saw while its row was computed.
+	Progress []struct {
+		State         string
+		Ahead, Layers int
+		LayersDone    int `json:"layers_done"`
+		Tokens        int
+		Shown         bool
+	}
 }
 
 // selftestPage opens base/?selftest=1 in headless Chromium at width px

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -69,34 +70,81 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// TestStatusWhileARowRuns: /api/status names the pass under way and the
-// queue while a row is computed, and nothing once it is done.
+// TestStatusWhileARowRuns: while a row's pass runs (slowed to 300 ms a
+// block), /api/status long-polled with ?since= reports each block as it
+// finishes (layers_done 1, 2 of layers 3 for a row of layer 2), names the
+// pass under way, and says where a second request stands (queued, one pass
+// ahead of it); once both rows are there it says "cached" and nothing runs.
 func TestStatusWhileARowRuns(t *testing.T) {
 	sw := gated(t)
 	s, ts := newTestServer(t, sw.dir, Options{})
-	s.rows.sem <- struct{}{} // hold the model: the row waits in the queue
-	done := make(chan int)
-	go func() {
-		code, _ := get(t, ts, "/api/row?T=24&layer=1&head=2&query=17", nil)
-		done <- code
-	}()
+	s.rows.layerDelay = 300 * time.Millisecond
+	a, b := RowRequest{T: 24, Layer: 2, Head: 1, Query: 19}, RowRequest{T: 24, Layer: 1, Head: 0, Query: 20}
+	param := func(q RowRequest) string {
+		return fmt.Sprintf("T=%d&sample=%d&layer=%d&head=%d&query=%d", q.T, q.Sample, q.Layer, q.Head, q.Query)
+	}
+	codes := make(chan int, 2)
+	ask := func(q RowRequest) {
+		os.Remove(s.rows.cachePath(q))
+		go func() {
+			resp, err := http.Get(ts.URL + "/api/row?" + param(q))
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
 	var st RowStatus
-	for range 200 {
-		get(t, ts, "/api/status", &st)
-		if st.Waiting == 1 {
-			break
+	// poll long-polls the status of q (each answer after a change, or after
+	// statusLongPoll) until cond holds, recording the layers done of a's pass.
+	done := map[int]bool{}
+	poll := func(q RowRequest, what string, cond func() bool) {
+		t.Helper()
+		path := "/api/status?" + param(q)
+		for start := time.Now(); time.Since(start) < 20*time.Second; {
+			if code, body := get(t, ts, path, &st); code != 200 {
+				t.Fatalf("%s: %d %s", path, code, body)
+			}
+			if st.Running != nil && *st.Running == a {
+				done[st.LayersDone] = true
+			}
+			if cond() {
+				return
+			}
+			path = fmt.Sprintf("/api/status?since=%d&%s", st.Version, param(q))
 		}
-		time.Sleep(5 * time.Millisecond)
+		t.Fatalf("waiting for %s: last status %+v", what, st)
 	}
-	if st.Waiting != 1 || st.Running != nil {
-		t.Errorf("while queued: %+v", st)
+	ask(a)
+	poll(a, "a running", func() bool { return st.Request.State == "running" })
+	if st.Layers != 3 || st.Tokens != 20 || st.Waiting != 1 {
+		t.Errorf("a running: %+v; want layers 3, tokens 20, 1 waiting", st)
 	}
-	<-s.rows.sem
-	if code := <-done; code != 200 {
-		t.Fatalf("row: %d", code)
+	ask(b)
+	poll(b, "b queued", func() bool { return st.Request.State == "queued" })
+	if st.Request.Ahead != 1 || len(st.Queue) != 1 || st.Queue[0] != b || st.Running == nil || *st.Running != a || st.Waiting != 2 {
+		t.Errorf("b queued: %+v, request %+v; want a running, b alone in the queue with 1 ahead", st, *st.Request)
 	}
-	get(t, ts, "/api/status", &st)
-	if st.Waiting != 0 || st.Running != nil {
-		t.Errorf("after: %+v", st)
+	poll(b, "b running", func() bool { return st.Request.State == "running" })
+	if !done[1] || !done[2] {
+		t.Errorf("a's pass: layers done seen %v, want 1 and 2 (of 3)", done)
+	}
+	for range 2 {
+		if code := <-codes; code != 200 {
+			t.Fatalf("row: %d", code)
+		}
+	}
+	for _, q := range []RowRequest{a, b} {
+		get(t, ts, "/api/status?"+param(q), &st)
+		if st.Waiting != 0 || st.Running != nil || st.Request.State != "cached" || len(st.Queue) != 0 {
+			t.Errorf("after: %+v, request %+v; want nothing running, the row cached", st, *st.Request)
+		}
+	}
+	for _, bad := range []string{"since=x", "since=-1", "query=3&layer=x&head=0", "query=99&layer=0&head=0&T=5"} {
+		if code, body := get(t, ts, "/api/status?"+bad, nil); code != 400 {
+			t.Errorf("/api/status?%s: %d %s, want 400", bad, code, body)
+		}
 	}
 }

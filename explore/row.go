@@ -19,6 +19,7 @@ import (
 
 	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/internal/atomicfile"
+	"gorgonia.org/tensor"
 )
 
 // RowRequest names one attention row: query Query of head Head of layer
@@ -69,17 +70,23 @@ var ErrNoHead = errors.New("no such head")
 var ErrBusy = errors.New("row queue full")
 
 // rowRunner runs the model passes behind row requests one at a time, in
-// arrival order, sharing the pass of identical requests in flight.
+// arrival order (a FIFO queue), sharing the pass of identical requests in
+// flight, and tells how far the running pass is and where a request
+// waits (status).
 type rowRunner struct {
 	f        *Folder
 	opts     Options
-	sem      chan struct{}
 	mu       sync.Mutex
-	waiting  int
+	turn     *sync.Cond // signalled when the running pass ends, under mu
+	queue    []*rowCall // the passes waiting for the model, in arrival order, under mu
+	running  *rowCall   // the pass under way (nil: none), under mu
 	inflight map[RowRequest]*rowCall
+	version  uint64        // counts the changes of status, under mu
+	changed  chan struct{} // closed (and replaced) at each change, under mu
 
-	running *RowRequest // the pass under way (nil: none), under mu
-	started time.Time
+	// layerDelay, when > 0, sleeps after each block of a pass (tests
+	// only: a pass slow enough to watch its progress).
+	layerDelay time.Duration
 
 	loadOnce sync.Once
 	m        *model.Model
@@ -87,13 +94,21 @@ type rowRunner struct {
 }
 
 type rowCall struct {
+	q    RowRequest
 	done chan struct{}
 	row  *Row
 	err  error
+
+	started    time.Time // under rowRunner.mu, like the progress below
+	layersDone int       // whole blocks the pass has run
+	layers     int       // blocks the pass runs: 0 … layer (the last through its heads only)
+	tokens     int       // positions the pass runs
 }
 
 func newRowRunner(f *Folder, o Options) *rowRunner {
-	return &rowRunner{f: f, opts: o, sem: make(chan struct{}, 1), inflight: map[RowRequest]*rowCall{}}
+	r := &rowRunner{f: f, opts: o, inflight: map[RowRequest]*rowCall{}, changed: make(chan struct{})}
+	r.turn = sync.NewCond(&r.mu)
+	return r
 }
 
 // modelDir is where the row passes load the model from: Options.ModelDir,
@@ -160,41 +175,24 @@ func (r *rowRunner) row(ctx context.Context, q RowRequest) (*Row, error) {
 		return row, nil
 	}
 	r.mu.Lock()
-	if c, ok := r.inflight[q]; ok {
-		r.mu.Unlock()
-		select {
-		case <-c.done:
-			return c.row, c.err
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	c, ok := r.inflight[q]
+	if !ok {
+		if n := len(r.queue) + btoi(r.running != nil); n >= r.opts.MaxQueue {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("%w: %d row passes already waiting (try again when they finish)", ErrBusy, n)
 		}
-	}
-	if r.waiting >= r.opts.MaxQueue {
-		r.mu.Unlock()
-		return nil, fmt.Errorf("%w: %d row passes already waiting (try again when they finish)", ErrBusy, r.waiting)
-	}
-	c := &rowCall{done: make(chan struct{})}
-	r.inflight[q] = c
-	r.waiting++
-	r.mu.Unlock()
-	go func() {
+		c = &rowCall{q: q, done: make(chan struct{}), layers: q.Layer + 1, tokens: q.Query + 1}
+		if r.opts.FullPass {
+			c.tokens = q.T
+		}
+		r.inflight[q] = c
+		r.queue = append(r.queue, c)
+		r.changedLocked()
 		// The pass runs to its end even when the asking request gives up,
 		// so that its row lands in the cache for the next ask.
-		r.sem <- struct{}{}
-		r.mu.Lock()
-		r.running, r.started = &q, time.Now()
-		r.mu.Unlock()
-		c.row, c.err = r.compute(q)
-		r.mu.Lock()
-		r.running = nil
-		r.mu.Unlock()
-		<-r.sem
-		r.mu.Lock()
-		delete(r.inflight, q)
-		r.waiting--
-		r.mu.Unlock()
-		close(c.done)
-	}()
+		go r.run(c)
+	}
+	r.mu.Unlock()
 	select {
 	case <-c.done:
 		return c.row, c.err
@@ -203,20 +201,106 @@ func (r *rowRunner) row(ctx context.Context, q RowRequest) (*Row, error) {
 	}
 }
 
-// RowStatus is /api/status: the row pass under way, for how long, and
-// how many distinct passes are queued or running.
-type RowStatus struct {
-	Running *RowRequest `json:"running"`
-	Seconds float64     `json:"seconds"`
-	Waiting int         `json:"waiting"`
+// run waits for c's turn (the head of the queue, nothing running), runs
+// its pass and hands the model to the next.
+func (r *rowRunner) run(c *rowCall) {
+	r.mu.Lock()
+	for r.running != nil || r.queue[0] != c {
+		r.turn.Wait()
+	}
+	r.queue = r.queue[1:]
+	r.running, c.started = c, time.Now()
+	r.changedLocked()
+	r.mu.Unlock()
+	c.row, c.err = r.compute(c)
+	r.mu.Lock()
+	r.running = nil
+	delete(r.inflight, c.q)
+	r.changedLocked()
+	r.turn.Broadcast()
+	r.mu.Unlock()
+	close(c.done)
 }
 
-func (r *rowRunner) status() RowStatus {
+// changedLocked records a change of status and wakes its long polls.
+func (r *rowRunner) changedLocked() {
+	r.version++
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// RowStatus is /api/status: the row pass under way and how far it is,
+// the passes waiting, and where one request stands.
+type RowStatus struct {
+	Running *RowRequest `json:"running"` // the request whose pass is under way (null: none)
+	Seconds float64     `json:"seconds"` // how long it has run
+	// LayersDone of Layers: the whole blocks the running pass has run, of
+	// the blocks 0 … layer it runs (the last only through its heads, so
+	// LayersDone stays below Layers until the row is there); Tokens the
+	// positions it runs (query + 1, or T with --full-pass).
+	LayersDone int          `json:"layers_done"`
+	Layers     int          `json:"layers"`
+	Tokens     int          `json:"tokens"`
+	Queue      []RowRequest `json:"queue"`   // the passes waiting, in the order they will run
+	Waiting    int          `json:"waiting"` // distinct passes queued or running
+	Version    uint64       `json:"version"` // changes with every change of the above; ?since= waits for it
+	// Request is where the request named by the status query stands
+	// (absent when none is named).
+	Request *RequestStatus `json:"request,omitempty"`
+}
+
+// RequestStatus is where one row request stands: "running", "queued" with
+// Ahead passes to run before it (the running one included), "cached"
+// (its row is in the cache) or "idle" (neither asked nor cached).
+type RequestStatus struct {
+	State string `json:"state"`
+	Ahead int    `json:"ahead"`
+}
+
+// status returns the status; with since equal to the current version it
+// first waits (until ctx ends) for a change, so that a page long-polls
+// instead of polling on a timer. q, when not nil, is the request whose
+// standing is wanted.
+func (r *rowRunner) status(ctx context.Context, since *uint64, q *RowRequest) RowStatus {
 	r.mu.Lock()
+	if since != nil && *since == r.version {
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		r.mu.Lock()
+	}
 	defer r.mu.Unlock()
-	st := RowStatus{Running: r.running, Waiting: r.waiting}
-	if r.running != nil {
-		st.Seconds = time.Since(r.started).Seconds()
+	st := RowStatus{Waiting: len(r.queue) + btoi(r.running != nil), Version: r.version, Queue: []RowRequest{}}
+	if c := r.running; c != nil {
+		st.Running = &c.q
+		st.Seconds = time.Since(c.started).Seconds()
+		st.LayersDone, st.Layers, st.Tokens = c.layersDone, c.layers, c.tokens
+	}
+	for _, c := range r.queue {
+		st.Queue = append(st.Queue, c.q)
+	}
+	if q != nil {
+		st.Request = &RequestStatus{State: "idle"}
+		switch i := slices.IndexFunc(r.queue, func(c *rowCall) bool { return c.q == *q }); {
+		case r.running != nil && r.running.q == *q:
+			st.Request.State = "running"
+		case i >= 0:
+			st.Request.State, st.Request.Ahead = "queued", i+btoi(r.running != nil)
+		default:
+			if _, err := os.Stat(r.cachePath(*q)); err == nil {
+				st.Request.State = "cached"
+			}
+		}
 	}
 	return st
 }
@@ -296,9 +380,9 @@ func (r *rowRunner) writeCache(q RowRequest, row *Row) error {
 	return atomicfile.WriteBytes(p, b)
 }
 
-// compute runs the pass for q and caches its row.
-func (r *rowRunner) compute(q RowRequest) (*Row, error) {
-	start := time.Now()
+// compute runs c's pass and caches its row.
+func (r *rowRunner) compute(c *rowCall) (*Row, error) {
+	q, start := c.q, time.Now()
 	m, err := r.load()
 	if err != nil {
 		return nil, err
@@ -307,7 +391,16 @@ func (r *rowRunner) compute(q RowRequest) (*Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	weights, kind, err := OneRow(m, ids, q.Layer, q.Head, q.Query, r.opts.FullPass, r.opts.Threads)
+	done := func(l int) {
+		r.mu.Lock()
+		c.layersDone = l + 1
+		r.changedLocked()
+		r.mu.Unlock()
+		if r.layerDelay > 0 {
+			time.Sleep(r.layerDelay)
+		}
+	}
+	weights, kind, err := OneRow(m, ids, q.Layer, q.Head, q.Query, r.opts.FullPass, r.opts.Threads, done)
 	if err != nil {
 		return nil, err
 	}
@@ -381,8 +474,10 @@ func (k *rowKeeper) ConsumeDelta(t *hooks.AttnTile) error { return k.keep(t, "ga
 // DeltaNet layer. Nothing T×T and no whole-T capture is kept: a consumer
 // copies the one row. Unless full, only the tokens 0 … t are run: the pass
 // is causal, so the row is the same (up to the rounding of a different
-// tiling) and the pass costs t+1 tokens, not T.
-func OneRow(m *model.Model, ids []int, layer, h, t int, full bool, threads int) ([]float32, string, error) {
+// tiling) and the pass costs t+1 tokens, not T. done, when not nil, is
+// called after each whole block l the pass runs (blocks 0 … layer−1; layer
+// itself runs only through its heads), for progress.
+func OneRow(m *model.Model, ids []int, layer, h, t int, full bool, threads int, done func(l int)) ([]float32, string, error) {
 	if t < 0 || t >= len(ids) {
 		return nil, "", fmt.Errorf("query %d outside the %d-token pass", t, len(ids))
 	}
@@ -392,6 +487,10 @@ func OneRow(m *model.Model, ids []int, layer, h, t int, full bool, threads int) 
 	k := &rowKeeper{layer: layer, head: h, query: t}
 	set := &hooks.Set{}
 	set.Stream(layer, k)
+	if done != nil {
+		// a watch: it does not make the pass run further than the row needs
+		set.Watch(hooks.ResidPost, func(_ string, l int, _ *tensor.Dense) error { done(l); return nil })
+	}
 	if _, err := m.Forward([][]int{ids}, model.Options{Hooks: set, Threads: threads, AllowExtrapolation: true}); err != nil {
 		return nil, "", err
 	}

@@ -137,7 +137,7 @@ func NewServer(f *Folder, o Options) (*Server, error) {
 	s.mux.HandleFunc("GET /api/series", s.api(s.seriesAPI))
 	s.mux.HandleFunc("GET /api/tokens", s.api(s.tokensAPI))
 	s.mux.HandleFunc("GET /api/row", s.rowAPI)
-	s.mux.HandleFunc("GET /api/status", s.api(func(*http.Request) (any, error) { return s.rows.status(), nil }))
+	s.mux.HandleFunc("GET /api/status", s.api(s.statusAPI))
 	s.mux.HandleFunc("GET /files/", s.file)
 	return s, nil
 }
@@ -544,17 +544,13 @@ func (s *Server) tokensAPI(r *http.Request) (any, error) {
 	return map[string]any{"T": T, "sample": sample, "from": from, "to": to, "ids": ids, "tokens": toks}, nil
 }
 
-func (s *Server) rowAPI(w http.ResponseWriter, r *http.Request) {
+// rowParams reads a row request: T (default the longest length), sample
+// (default 0), layer, head and query.
+func (s *Server) rowParams(r *http.Request) (RowRequest, error) {
 	var q RowRequest
 	var err error
-	defer func() {
-		if p := recover(); p != nil {
-			httpError(w, http.StatusInternalServerError, fmt.Sprintf("internal error: %v", p))
-		}
-	}()
 	if q.T, err = s.lengthParam(r); err != nil {
-		writeResult(w, nil, err)
-		return
+		return q, err
 	}
 	for _, p := range []struct {
 		name string
@@ -562,9 +558,51 @@ func (s *Server) rowAPI(w http.ResponseWriter, r *http.Request) {
 		def  *int
 	}{{"sample", &q.Sample, ptr(0)}, {"layer", &q.Layer, nil}, {"head", &q.Head, nil}, {"query", &q.Query, nil}} {
 		if *p.dst, err = intParam(r, p.name, p.def); err != nil {
-			writeResult(w, nil, err)
-			return
+			return q, err
 		}
+	}
+	return q, nil
+}
+
+// statusLongPoll is the longest /api/status?since= waits for a change.
+const statusLongPoll = 5 * time.Second
+
+// statusAPI is /api/status[?since=V][&T=&sample=&layer=&head=&query=]:
+// the row passes' status (RowStatus); with since equal to its current
+// version it answers at the next change or after statusLongPoll; with a
+// query (layer, head and query given) it says where that request stands.
+func (s *Server) statusAPI(r *http.Request) (any, error) {
+	var since *uint64
+	if v := r.URL.Query().Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, bad("parameter since=%q: want the version of an earlier status (a non-negative integer)", truncate(v, 40))
+		}
+		since = &n
+	}
+	var q *RowRequest
+	if r.URL.Query().Has("query") {
+		rq, err := s.rowParams(r)
+		if err != nil {
+			return nil, err
+		}
+		q = &rq
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), min(statusLongPoll, s.o.RequestTimeout/2))
+	defer cancel()
+	return s.rows.status(ctx, since, q), nil
+}
+
+func (s *Server) rowAPI(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			httpError(w, http.StatusInternalServerError, fmt.Sprintf("internal error: %v", p))
+		}
+	}()
+	q, err := s.rowParams(r)
+	if err != nil {
+		writeResult(w, nil, err)
+		return
 	}
 	if why := cmp.Or(s.f.noRows, s.f.noHeads); why != "" {
 		httpError(w, http.StatusUnprocessableEntity, "rows are unavailable: "+why)

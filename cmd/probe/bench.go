@@ -23,6 +23,7 @@ import (
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
+	"gorgonia.org/tensor"
 )
 
 // benchResult is the one JSON object probe bench prints.
@@ -83,6 +84,12 @@ type BenchOptions struct {
 	CPUProfile    string
 	Modes         string
 	Resident      bool // report which mapped weights are resident after the passes
+	// ThroughLayer, when ≥ 0, stops the timed plain pass after block
+	// ThroughLayer (its MLP and hook_resid_post included): a no-op reader
+	// of that block's hook_resid_post makes model.Model.Reach end there.
+	// It times "the pass up to layer L", against which probe explore's
+	// rows (which stop after layer L's heads) are measured. -1: every block.
+	ThroughLayer int
 }
 
 // NewCmdBench builds probe bench; runF (nil: runBench) runs it.
@@ -113,6 +120,7 @@ func NewCmdBench(runF func(*BenchOptions) error) *cobra.Command {
 	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
 	f.StringVar(&opts.Modes, "modes", "", "compare consumers in one run: comma-separated of "+strings.Join(benchModes, ", ")+", or all (every one the model has layers for); forward is always included, each rep runs every mode once in rotating order, and one JSON object gives each mode's best wall and CPU seconds, peak RSS and overhead vs forward")
 	f.BoolVar(&opts.Resident, "resident", false, "after the passes, report per tensor (per-expert tensors of a layer together) how much of the memory-mapped weights is resident in this process (Linux /proc/self/pagemap) and how many tensors or experts were touched")
+	f.IntVar(&opts.ThroughLayer, "through-layer", -1, "with --no-diagnostics: time the pass through blocks 0 … L only (block L whole, no logits), as if nothing read further; -1: every block")
 	markRequired(cmd, "model", modelHint)
 	cmd.MarkFlagsMutuallyExclusive("ids", "text")
 	return cmd
@@ -134,6 +142,10 @@ func runBench(opts *BenchOptions) error {
 		return fmt.Errorf("--kernel %q: want %s or %s", opts.Kernel, probes.MatrixKernel, probes.RowKernel)
 	case opts.Modes != "" && opts.NoDiagnostics:
 		return fmt.Errorf("--modes includes the plain forward pass (forward); drop --no-diagnostics")
+	case opts.ThroughLayer < -1:
+		return fmt.Errorf("--through-layer %d: want a layer ≥ 0, or -1 for every block", opts.ThroughLayer)
+	case opts.ThroughLayer >= 0 && !opts.NoDiagnostics:
+		return fmt.Errorf("--through-layer %d times a plain pass (the diagnostics read every layer): add --no-diagnostics", opts.ThroughLayer)
 	}
 	red, ok := probes.ParseReductions(opts.Reductions)
 	if !ok {
@@ -147,6 +159,9 @@ func runBench(opts *BenchOptions) error {
 	m, err := model.Load(dir, opts.Model.loadOptions())
 	if err != nil {
 		return err
+	}
+	if L := opts.ThroughLayer; L >= len(m.Layers) {
+		return fmt.Errorf("--through-layer %d: the model has layers 0 … %d", L, len(m.Layers)-1)
 	}
 	res := benchResult{LoadSeconds: time.Since(tLoad).Seconds(), WeightMiB: float64(m.WeightBytes) / (1 << 20)}
 	runtime.GC()
@@ -196,6 +211,11 @@ func runBench(opts *BenchOptions) error {
 		}
 		opt.Hooks = col.Hooks(&m.Config)
 		res.DiagnosticsMiB = mib(col.Bytes())
+	}
+	if L := opts.ThroughLayer; L >= 0 {
+		// nothing is read after block L's hook_resid_post, so the pass stops there
+		opt.Hooks = &hooks.Set{}
+		opt.Hooks.Add(hooks.Name(hooks.ResidPost, L), func(string, int, *tensor.Dense) error { return nil })
 	}
 	if err := benchPasses(&res, m, ids, opt, opts.Reps); err != nil {
 		return err

@@ -101,6 +101,37 @@ func TestBenchCommand(t *testing.T) {
 	}
 }
 
+// TestBenchThroughLayer: --through-layer L times a plain pass through
+// blocks 0 … L whole (the pass probe explore's rows are measured against);
+// a layer the model lacks, a negative one and the diagnostics beside it are
+// refused.
+func TestBenchThroughLayer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if code, _, errs := probe(t, "generate", "--arch", "gated", "--layers", "3", "--d-model", "64", "--heads", "4",
+		"--kv-heads", "2", "--vocab", "300", "--max-pos", "512", "--out", dir); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	for L, want := range []float64{1, 2, 3} {
+		code, out, errs := probe(t, "bench", "--model", dir, "--tokens", "40", "--reps", "1", "--no-diagnostics", "--through-layer", strconv.Itoa(L))
+		if code != 0 {
+			t.Fatalf("--through-layer %d: exit %d: %s", L, code, errs)
+		}
+		var r benchResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("--through-layer %d: %v\n%s", L, err, out)
+		}
+		if float64(r.Blocks) != want || r.LastBlockHeadsOnly {
+			t.Errorf("--through-layer %d: blocks %d, last_block_heads_only %v; want %v whole blocks", L, r.Blocks, r.LastBlockHeadsOnly, want)
+		}
+	}
+	for _, bad := range [][]string{{"--no-diagnostics", "--through-layer", "3"}, {"--no-diagnostics", "--through-layer", "-2"}, {"--through-layer", "0"}} {
+		code, _, errs := probe(t, append([]string{"bench", "--model", dir, "--tokens", "40"}, bad...)...)
+		if code != 1 || !strings.Contains(errs, "--through-layer") {
+			t.Errorf("bench %v: exit %d, %q; want 1 naming --through-layer", bad, code, errs)
+		}
+	}
+}
+
 // TestBenchSinks: on a model with learned sinks (gpt-oss) probe bench's
 // Collector keeps the sink mass, as probe sweep's does: its results are
 // those of a Collector with Sinks, larger than one without.

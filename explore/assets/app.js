@@ -15,10 +15,10 @@ const $ = id => document.getElementById(id);
 const state = { info: null, sel: null, overlays: [], view: null, row: null, tokens: new Map(), tokensKey: '', seriesRange: [0, 1], pending: 0 };
 const LINE = 16, LINE_PX = 22;
 
-async function api(path) {
+async function api(path, signal) {
   state.pending++;
   try {
-    const r = await fetch(path, { headers: token ? { 'X-Probe-Token': token } : {} });
+    const r = await fetch(path, { headers: token ? { 'X-Probe-Token': token } : {}, signal });
     const body = await r.json().catch(() => ({ error: r.statusText }));
     if (!r.ok) throw new Error(body.error || r.statusText);
     return body;
@@ -269,19 +269,19 @@ async function openRow(query) {
   state.rowAsked = query;
   if (!state.info.rows) { $('row-caption').textContent = 'rows are unavailable: ' + state.info.rows_reason; return; }
   $('row-caption').textContent = 'computing the row of query ' + query + ' (layer ' + layer + ', head ' + head + ') …';
-  const asked = 'computing the row of query ' + query + ' (layer ' + layer + ', head ' + head + ')';
-  const progress = setInterval(async () => {
-    const st = await api('/api/status').catch(() => null);
-    if (st && st.running) $('row-caption').textContent = asked + ': pass running for ' + st.seconds.toFixed(1) + ' s, ' + st.waiting + ' queued or running';
-  }, 1000);
+  const req = { T: T(), sample: sample(), layer, head, query };
+  const stop = new AbortController();
+  const progress = rowProgress(req, stop.signal);
   let r;
   try {
-    r = await api('/api/row?' + q({ T: T(), sample: sample(), layer, head, query }));
+    r = await api('/api/row?' + q(req));
   } catch (e) {
     $('row-caption').textContent = e.message;
     return;
   } finally {
-    clearInterval(progress);
+    stop.abort();
+    await progress;
+    $('row-progress-line').hidden = true;
   }
   state.row = r;
   const kind = r.kind === 'gated_deltanet' ? 'effective attention W[t, :] (Gated DeltaNet)' : 'softmax weights α[t, :]';
@@ -303,6 +303,36 @@ async function openRow(query) {
     for (const v of [k.key, fmt(k.weight), JSON.stringify(k.token)]) { const td = document.createElement('td'); td.textContent = v; tr.append(td); }
     return tr;
   }));
+}
+
+// rowProgress shows how far the pass of row request req is until signal
+// aborts: /api/status long-polled (each answer comes at the next change:
+// a block done, the queue moving), so no timer runs while the row is
+// computed. Each status seen is logged in state.progressLog (the self-test
+// reports it).
+async function rowProgress(req, signal) {
+  state.progressLog = [];
+  let since = '';
+  while (!signal.aborted) {
+    let st;
+    try { st = await api('/api/status?' + q(req) + since, signal); } catch (e) { return; }
+    if (signal.aborted) return;
+    const me = st.request || { state: 'idle', ahead: 0 };
+    state.progressLog.push({ state: me.state, ahead: me.ahead, layers_done: st.layers_done, layers: st.layers, tokens: st.tokens });
+    let text = '';
+    if (me.state === 'running') {
+      $('row-progress').max = st.layers;
+      $('row-progress').value = st.layers_done;
+      text = 'blocks ' + st.layers_done + ' of ' + st.layers + ' done (the last through its heads), ' + st.tokens + ' tokens, ' + st.seconds.toFixed(1) + ' s';
+    } else if (me.state === 'queued') {
+      $('row-progress').removeAttribute('value'); // indeterminate
+      text = 'queued: ' + me.ahead + ' pass' + (me.ahead === 1 ? '' : 'es') + ' to run before it';
+    }
+    $('row-progress-text').textContent = text;
+    $('row-progress-line').hidden = !text;
+    state.progressLog[state.progressLog.length - 1].shown = !$('row-progress-line').hidden && $('row-progress').getBoundingClientRect().width > 0;
+    since = '&since=' + st.version;
+  }
 }
 
 // ?selftest=1: click the grid, then the head's series, as a person would
@@ -366,6 +396,7 @@ async function selftest() {
     await new Promise(r => setTimeout(r, 200));
   }
   out.rowAsked = state.rowAsked;
+  out.progress = state.progressLog;
   out.rowCaption = $('row-caption').textContent;
   out.scrollWidth = document.documentElement.scrollWidth;
   out.innerWidth = window.innerWidth;
