@@ -9,6 +9,7 @@ import (
 	"image/color"
 	"image/png"
 	"math"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,15 +33,7 @@ import (
 // error and scroll no page sideways. It then overlays head 1 of layer 0
 // through the form (its mean must be /api/series's) and removes it.
 func TestPageInChromium(t *testing.T) {
-	chromium, err := browser.Find()
-	if err != nil {
-		t.Skipf("no browser check: %v", err)
-	}
-	sw := gated(t)
-	s, ts := newTestServer(t, sw.dir, Options{})
-	if s.echErr != nil {
-		t.Skipf("no echarts: %v", s.echErr)
-	}
+	chromium, sw, _, ts := gatedPage(t)
 	for _, width := range []int{1024, 1920} {
 		res := selftestPage(t, chromium, ts.URL, width)
 		t.Logf("%d px: head %+v, row query %d, %d weights, %d text lines, %d/%d px, overlay %v", width, res.Head, res.Row.Query, len(res.Row.Weights), res.TextLines, res.ScrollWidth, res.InnerWidth, res.Overlay.Names)
@@ -80,15 +73,7 @@ func TestPageInChromium(t *testing.T) {
 // progress bar visible with the blocks done of the 3 the row of layer 2
 // needs — and then the row, equal to hook_pattern's, with no console error.
 func TestRowProgressInChromium(t *testing.T) {
-	chromium, err := browser.Find()
-	if err != nil {
-		t.Skipf("no browser check: %v", err)
-	}
-	sw := gated(t)
-	s, ts := newTestServer(t, sw.dir, Options{})
-	if s.echErr != nil {
-		t.Skipf("no echarts: %v", s.echErr)
-	}
+	chromium, sw, s, ts := gatedPage(t)
 	s.rows.layerDelay = 400 * time.Millisecond
 	os.Remove(s.rows.cachePath(RowRequest{T: 40, Layer: 2, Head: 3, Query: 38})) // the row the self-test asks for
 	res := selftestPage(t, chromium, ts.URL, 1024)
@@ -401,4 +386,19 @@ func TestScreenshots(t *testing.T) {
 			t.Errorf("%s: %v, %d colours, %d bytes: want 960 px wide, drawn, at most 300 KiB", view, bounds.Size(), len(colors), len(b))
 		}
 	}
+}
+
+// gatedPage starts a server on the gated model's sweep folder for a check
+// in Chromium, skipping the test where Chromium or echarts is missing.
+func gatedPage(t *testing.T) (chromium string, sw testSweep, s *Server, ts *httptest.Server) {
+	chromium, err := browser.Find()
+	if err != nil {
+		t.Skipf("no browser check: %v", err)
+	}
+	sw = gated(t)
+	s, ts = newTestServer(t, sw.dir, Options{})
+	if s.echErr != nil {
+		t.Skipf("no echarts: %v", s.echErr)
+	}
+	return chromium, sw, s, ts
 }
