@@ -22,8 +22,8 @@
 #              (scripts/gguf/hf2gguf -type bf16), quantized to Q4_K_M by
 #              llama.cpp's llama_model_quantize (scripts/gguf/ggml_ref.py,
 #              2 threads; the BF16 GGUF is deleted after), and probe bench
-#              at T = 8192 with every App. I diagnostic on the bf16
-#              checkpoint and the Q4_K_M file alternating, ROUNDS8B rounds
+#              at T = 8192 with every App. I diagnostic on the Q4_K_M file
+#              and the bf16 checkpoint alternating, ROUNDS8B rounds
 #              (default 1; 8–20 min a pass on 2 cores); one JSON line per
 #              process and a summary: targets Q4_K_M peak RSS ≤ 8 GB
 #              (8·10⁹ bytes, 7,629 MiB) and bf16 tokens/s ≤ 1.3 × Q4_K_M's
@@ -182,8 +182,8 @@ for step in $steps; do
 		fi
 		say "Llama-3.1-8B shape, bf16 checkpoint and Q4_K_M GGUF alternating, T = 8192, every diagnostic"
 		for ((r = 1; r <= ${ROUNDS8B:-1}; r++)); do
-			jsonbench llama8b_q4km "bf16_$r" --model "$work/llama8b-bf16" --tokens 8192 --reps 1
 			jsonbench llama8b_q4km "q4km_$r" --model "$q4" --tokens 8192 --reps 1
+			jsonbench llama8b_q4km "bf16_$r" --model "$work/llama8b-bf16" --tokens 8192 --reps 1
 		done
 		# fastest pass of each file; the targets: bf16 / Q4_K_M tokens/s ≤ 1.3, Q4_K_M peak RSS ≤ 8·10⁹ bytes
 		summary llama8b_q4km "(lambda bf, q: (lambda bt, qt, qr: {'bf16_tokens_per_s': bt, 'q4km_tokens_per_s': qt,
