@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"unsafe"
 
 	"github.com/filterlens/probe/internal/atomicfile"
 )
@@ -88,6 +89,25 @@ func F32Bytes(x []float32) []byte {
 	b := make([]byte, 4*len(x))
 	for i, v := range x {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+// BF16Bytes returns bfloat16 bit patterns as GGUF stores them
+// (little-endian), for a GGUFWriteTensor of type BF16: on a little-endian
+// machine a view of x's own memory, not a copy (a tensor viewed from a
+// mapped checkpoint is written without reading it onto the heap), else a
+// copy with the bytes swapped.
+func BF16Bytes(x BFloat16) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	if littleEndian {
+		return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 2*len(x))
+	}
+	b := make([]byte, 2*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint16(b[2*i:], v)
 	}
 	return b
 }

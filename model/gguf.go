@@ -581,8 +581,15 @@ func ConvertGGUF(src, dir string, opt GGUFOptions) error {
 }
 
 // WriteGGUFFromHF writes a Hugging Face checkpoint of a family above (its
-// Config and tensors under their Hugging Face names, float32) to an F32
-// GGUF file as llama.cpp's converter lays it out: the "<arch>."
+// Config and tensors under their Hugging Face names) to a GGUF file as
+// llama.cpp's converter lays it out. Each tensor's Data decides its GGUF
+// type: []float32 is stored F32; checkpoint.BFloat16 is stored BF16 (the
+// bits as given, not rounded again) when it has two or more dimensions and
+// widened to F32 when it has one, as the converter keeps norms in F32;
+// general.file_type says BF16 (llama_ftype 32) when any tensor is, else
+// F32 (0). A BFloat16 tensor that needs no permutation is written from
+// its own memory (a view of a mapped checkpoint stays a view), so an 8B
+// model is converted without holding its 16 GB on the heap. The "<arch>."
 // hyper-parameters GGUFConfig reads, the GGUF tensor names, llama's q/k
 // rows permuted (LlamaModel.permute) and Gemma's norms stored as 1 + w,
 // and a placeholder byte-level tokenizer of tokens "<tN>" without merges
@@ -607,7 +614,6 @@ func WriteGGUFFromHF(path string, cfg *Config, tensors []checkpoint.Tensor) erro
 		{Key: "general.architecture", Type: checkpoint.GGUFString, Value: arch},
 		{Key: "general.name", Type: checkpoint.GGUFString, Value: "probe " + arch},
 		{Key: "general.alignment", Type: checkpoint.GGUFUint32, Value: uint32(32)},
-		{Key: "general.file_type", Type: checkpoint.GGUFUint32, Value: uint32(0)},
 	}
 	add := func(key string, t checkpoint.GGUFValueType, v any) {
 		kv = append(kv, checkpoint.GGUFKV{Key: arch + "." + key, Type: t, Value: v})
@@ -686,10 +692,18 @@ func WriteGGUFFromHF(path string, cfg *Config, tensors []checkpoint.Tensor) erro
 		toGGUF[hf] = g
 	}
 	var out []checkpoint.GGUFWriteTensor
+	fileType := uint32(0) // LLAMA_FTYPE_ALL_F32
 	for _, t := range tensors {
-		x, ok := t.Data.([]float32)
-		if !ok {
-			return fail("tensor %q holds %T: convert it to float32 first", t.Name, t.Data)
+		x, isF32 := t.Data.([]float32)
+		xb, isBF16 := t.Data.(checkpoint.BFloat16)
+		if !isF32 && !isBF16 {
+			return fail("tensor %q holds %T: convert it to float32 or checkpoint.BFloat16 first", t.Name, t.Data)
+		}
+		if isBF16 && len(t.Shape) < 2 {
+			x, isF32, isBF16 = make([]float32, len(xb)), true, false
+			for i, b := range xb {
+				x[i] = checkpoint.BF16ToFloat32(b)
+			}
 		}
 		name, ok := toGGUF[t.Name]
 		if rest, isLayer := strings.CutPrefix(t.Name, "model.layers."); !ok && isLayer {
@@ -703,31 +717,45 @@ func WriteGGUFFromHF(path string, cfg *Config, tensors []checkpoint.Tensor) erro
 		if !ok {
 			return fail("tensor %q has no GGUF name in the %s family", t.Name, arch)
 		}
-		x = append([]float32(nil), x...)
+		heads := 0 // the heads whose rows LlamaModel.permute reorders
 		switch {
 		case f.permuteQK && strings.Contains(name, ".attn_q."):
-			x = ggufPermute(x, t.Shape, cfg.Heads, cfg.DHead)
+			heads = cfg.Heads
 		case f.permuteQK && strings.Contains(name, ".attn_k."):
-			x = ggufPermute(x, t.Shape, cfg.KVHeads, cfg.DHead)
-		case f.normPlusOne && strings.HasSuffix(name, "norm.weight"):
-			for i := range x {
-				x[i] += 1
-			}
+			heads = cfg.KVHeads
 		}
 		dims := make([]int64, len(t.Shape))
 		for i, d := range t.Shape {
 			dims[len(dims)-1-i] = int64(d)
 		}
+		if isBF16 {
+			if heads > 0 {
+				xb = ggufPermute(xb, t.Shape, heads, cfg.DHead)
+			}
+			fileType = 32 // LLAMA_FTYPE_MOSTLY_BF16
+			out = append(out, checkpoint.GGUFWriteTensor{Name: name, Type: checkpoint.GGMLBF16, Dims: dims, Data: checkpoint.BF16Bytes(xb)})
+			continue
+		}
+		x = append([]float32(nil), x...)
+		if heads > 0 {
+			x = ggufPermute(x, t.Shape, heads, cfg.DHead)
+		}
+		if f.normPlusOne && strings.HasSuffix(name, "norm.weight") {
+			for i := range x {
+				x[i] += 1
+			}
+		}
 		out = append(out, checkpoint.GGUFWriteTensor{Name: name, Type: checkpoint.GGMLF32, Dims: dims, Data: checkpoint.F32Bytes(x)})
 	}
+	kv = append(kv, checkpoint.GGUFKV{Key: "general.file_type", Type: checkpoint.GGUFUint32, Value: fileType})
 	return checkpoint.WriteGGUF(path, kv, out)
 }
 
 // ggufPermute is LlamaModel.permute on the rows of x ([n·d, …]): row
 // h·d + s·d/2 + i moves to h·d + 2i + s (ggufUnpermute's inverse).
-func ggufPermute(x []float32, shape []int, n, d int) []float32 {
+func ggufPermute[E float32 | uint16, S ~[]E](x S, shape []int, n, d int) S {
 	cols := len(x) / shape[0]
-	out := make([]float32, len(x))
+	out := make(S, len(x))
 	for h := 0; h < n; h++ {
 		for s := 0; s < 2; s++ {
 			for i := 0; i < d/2; i++ {

@@ -307,6 +307,77 @@ func TestGGUFRoundTrip(t *testing.T) {
 	}
 }
 
+// TestGGUFWriteBF16: BFloat16 tensors are written as llama.cpp's converter
+// does with --outtype bf16 — matrices BF16 with their bits as given (q/k
+// rows permuted all the same), vectors widened to F32, general.file_type
+// 32 — and read back to the checkpoint's values exactly.
+func TestGGUFWriteBF16(t *testing.T) {
+	cfg, err := SmallConfig(ArchLlama, Size{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, Vocab: 96, MaxPos: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tensors, err := Generate(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]float32{}
+	for i, w := range tensors {
+		b, err := checkpoint.Convert(w.Data.([]float32), "BF16")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tensors[i].Data = b
+		x := make([]float32, len(w.Data.([]float32)))
+		for j, v := range b.(checkpoint.BFloat16) {
+			x[j] = checkpoint.BF16ToFloat32(v)
+		}
+		want[w.Name] = x
+	}
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := WriteGGUFFromHF(p, &cfg, tensors); err != nil {
+		t.Fatal(err)
+	}
+	g, err := checkpoint.OpenGGUF(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if ft, err := g.MetaInt("general.file_type"); err != nil || ft != 32 {
+		t.Errorf("general.file_type = %d (%v), want 32 (LLAMA_FTYPE_MOSTLY_BF16)", ft, err)
+	}
+	for _, gt := range g.Tensors {
+		wantType := checkpoint.GGMLBF16
+		if len(gt.Dims) == 1 {
+			wantType = checkpoint.GGMLF32
+		}
+		if gt.Type != wantType {
+			t.Errorf("%s %v: stored as %v, want %v", gt.Name, gt.Dims, gt.Type, wantType)
+		}
+	}
+	fields, err := GGUFConfig(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := GGUFTensors(g, fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(want) {
+		t.Fatalf("%d tensors read back, %d written", len(back), len(want))
+	}
+	for _, b := range back {
+		x, y := b.Data.([]float32), want[b.Name]
+		if len(x) != len(y) {
+			t.Fatalf("%s: %d values read back, %d written", b.Name, len(x), len(y))
+		}
+		for i := range y {
+			if x[i] != y[i] {
+				t.Fatalf("%s[%d] = %g, written %g", b.Name, i, x[i], y[i])
+			}
+		}
+	}
+}
+
 // TestGGUFRefuses: what GGUF or this mapping cannot say is refused naming
 // the key, tensor or field.
 func TestGGUFRefuses(t *testing.T) {

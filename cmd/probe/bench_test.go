@@ -62,9 +62,12 @@ func TestBenchCommand(t *testing.T) {
 			}
 		}
 		diag := !slices.Contains(args, "--no-diagnostics")
-		want := 12 // and diagnostics_mib with the diagnostics
+		want := 13 // and diagnostics_mib with the diagnostics
 		if diag {
-			want = 13
+			want = 14
+		}
+		if c, ok := raw["cpu_seconds"].(float64); !ok || c < 0 {
+			t.Errorf("bench %v: cpu_seconds = %v, want a number ≥ 0", args, raw["cpu_seconds"])
 		}
 		if raw["products_kernel"] != model.BLAS() { // float32 weights
 			t.Errorf("bench %v: products_kernel %v, want %s", args, raw["products_kernel"], model.BLAS())

@@ -18,6 +18,15 @@
 #              --samples 5, 155k tokens) on the bf16 file, f32 arithmetic
 #   sweepbf16  the same sweep with --compute bf16
 #   llama8b    the Llama-3.1-8B shape (untied head) in bf16 at T = 8192
+#   llama8b_q4km  issue 30 item 3: that checkpoint written to a BF16 GGUF
+#              (scripts/gguf/hf2gguf -type bf16), quantized to Q4_K_M by
+#              llama.cpp's llama_model_quantize (scripts/gguf/ggml_ref.py,
+#              2 threads; the BF16 GGUF is deleted after), and probe bench
+#              at T = 8192 with every App. I diagnostic on the Q4_K_M file
+#              and the bf16 checkpoint alternating, ROUNDS8B rounds
+#              (default 1; 8–20 min a pass on 2 cores); one JSON line per
+#              process and a summary: targets Q4_K_M peak RSS ≤ 8 GB
+#              (8·10⁹ bytes, 7,629 MiB) and bf16 tokens/s ≤ 1.3 × Q4_K_M's
 #   qwen35     the Qwen3.5-0.8B shape in bf16 at T = 131072 (128k)
 #
 # Issues 27 and 31 (item 5 of each; docs/performance.md, "MoE, MXFP4 and
@@ -61,13 +70,15 @@
 #                ratio
 #
 # Environment: WORK (default /tmp/probe-big; ~30 GB of checkpoints),
+# ROUNDS8B (llama8b_q4km's rounds, default 1), NLC (node-llama-cpp's
+# folder, default third_party/node-llama-cpp),
 # STEPS, GEN_MEMLIMIT (GOMEMLIMIT of probe generate, default 18GiB; the
 # 20B MXFP4 shape holds 13 GiB while it is written: 15GiB keeps a 24 GB
 # machine's peak under 17 GB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=${WORK:-/tmp/probe-big}
-steps=${STEPS:-load gated32k sweep sweepbf16 llama8b qwen35 gptoss20b olmoe mamba2_780m falconh1_05b scan scanmodel}
+steps=${STEPS:-load gated32k sweep sweepbf16 llama8b llama8b_q4km qwen35 gptoss20b olmoe mamba2_780m falconh1_05b scan scanmodel}
 mkdir -p "$work"
 go build -C "$root" -o "$work/probe" ./cmd/probe
 probe=$work/probe
@@ -81,6 +92,8 @@ gen() { # dir, generate flags...
 	# collector's headroom off the 16 GB of an 8B model's bf16 weights
 	GOMEMLIMIT=${GEN_MEMLIMIT:-18GiB} "$probe" generate "$@" --out "$work/$dir" >/dev/null
 }
+llama8b=(--arch llama --layers 32 --d-model 4096 --heads 32 --kv-heads 8 --d-mlp 14336 --vocab 128256
+	--max-pos 131072 --tie-embeddings=false --dtype bf16 --shard-size 5GB)
 gated=(--arch gated --layers 28 --d-model 2048 --heads 16 --kv-heads 8 --d-mlp 6144 --vocab 151936 --max-pos 40960)
 bench() { # label, bench flags...
 	local label=$1
@@ -92,17 +105,20 @@ r = json.load(sys.stdin)
 print("load %.2f s  first pass %.1f s  best pass %.1f s  %.0f tok/s  weights %.0f MiB  peak RSS %.0f MiB" % (
     r["load_seconds"], r["first_pass_seconds"], r["seconds"], r["tokens_per_s"], r["weight_mib"], r["peak_rss_mib"]))'
 }
-# jsonbench step label bench-flags...: one JSON line, {"step", "label"}
-# and probe bench's object, also kept as $work/<step>-<label>.json
+# jsonbench step label bench-flags...: one JSON line, {"step", "label"},
+# the process's user and system CPU seconds (GNU time) and probe bench's
+# object, also kept as $work/<step>-<label>.json
 jsonbench() {
 	local step=$1 label=$2
 	shift 2
-	"$probe" bench "$@" >"$work/$step-$label.json"
+	/usr/bin/time -f '{"user_s": %U, "sys_s": %S}' -o "$work/$step-$label.time" "$probe" bench "$@" >"$work/$step-$label.json"
 	python3 -c '
 import json, sys
 r = {"step": sys.argv[1], "label": sys.argv[2]}
+r.update(json.load(open(sys.argv[4])))
 r.update(json.load(open(sys.argv[3])))
-print(json.dumps(r))' "$step" "$label" "$work/$step-$label.json"
+json.dump(r, open(sys.argv[3], "w"))
+print(json.dumps(r))' "$step" "$label" "$work/$step-$label.json" "$work/$step-$label.time"
 }
 # summary step json-expression: one JSON line computed by python from the
 # kept objects (b(label) reads $work/<step>-<label>.json)
@@ -154,10 +170,36 @@ for step in $steps; do
 		grep -i "deviation" "$work/out.txt" || true
 		;;
 	llama8b)
-		gen llama8b-bf16 --arch llama --layers 32 --d-model 4096 --heads 32 --kv-heads 8 --d-mlp 14336 --vocab 128256 \
-			--max-pos 131072 --tie-embeddings=false --dtype bf16 --shard-size 5GB
+		gen llama8b-bf16 "${llama8b[@]}"
 		say "Llama-3.1-8B shape, bf16, T = 8192, every diagnostic"
 		bench "llama 8B bf16" --model "$work/llama8b-bf16" --tokens 8192 --reps 1
+		;;
+	llama8b_q4km)
+		gen llama8b-bf16 "${llama8b[@]}"
+		q4=$work/llama8b-q4_k_m.gguf
+		if [[ ! -f $q4 ]]; then
+			lib=${NLC:-$root/third_party/node-llama-cpp}/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+			[[ -f $lib/libggml-base.so ]] || { echo "big.sh: no llama.cpp library in $lib (bash .ci/setup.sh installs it)" >&2; exit 2; }
+			say "Llama-3.1-8B shape: bf16 checkpoint -> BF16 GGUF -> Q4_K_M (llama.cpp)"
+			go run -C "$root" ./scripts/gguf/hf2gguf -type bf16 "$work/llama8b-bf16" "$work/llama8b-bf16.gguf"
+			python3 "$root/scripts/gguf/ggml_ref.py" "$lib" quantize "$work/llama8b-bf16.gguf" "$q4.tmp" 15 2 >"$work/quantize.log" 2>&1 ||
+				{ tail -20 "$work/quantize.log"; exit 1; }
+			grep "size  =" "$work/quantize.log" || true
+			mv "$q4.tmp" "$q4"
+			rm -f "$work/llama8b-bf16.gguf"
+		fi
+		say "Llama-3.1-8B shape, bf16 checkpoint and Q4_K_M GGUF alternating, T = 8192, every diagnostic"
+		for ((r = 1; r <= ${ROUNDS8B:-1}; r++)); do
+			jsonbench llama8b_q4km "q4km_$r" --model "$q4" --tokens 8192 --reps 1
+			jsonbench llama8b_q4km "bf16_$r" --model "$work/llama8b-bf16" --tokens 8192 --reps 1
+		done
+		# fastest pass of each file; the targets: bf16 / Q4_K_M tokens/s ≤ 1.3, Q4_K_M peak RSS ≤ 8·10⁹ bytes
+		summary llama8b_q4km "(lambda bf, q: (lambda bt, qt, qr: {'bf16_tokens_per_s': bt, 'q4km_tokens_per_s': qt,
+			'ratio_bf16_over_q4km': bt / qt, 'target_ratio_max': 1.3, 'ratio_met': bt / qt <= 1.3,
+			'q4km_peak_rss_mib': qr, 'bf16_peak_rss_mib': max(x['peak_rss_mib'] for x in bf), 'target_peak_rss_mib': 7629, 'rss_met': qr <= 7629,
+			'cpu_s_bf16': [x['user_s'] + x['sys_s'] for x in bf], 'cpu_s_q4km': [x['user_s'] + x['sys_s'] for x in q]})(
+			max(x['tokens_per_s'] for x in bf), max(x['tokens_per_s'] for x in q), max(x['peak_rss_mib'] for x in q)))(
+			[b('bf16_%d' % r) for r in range(1, ${ROUNDS8B:-1} + 1)], [b('q4km_%d' % r) for r in range(1, ${ROUNDS8B:-1} + 1)])"
 		;;
 	qwen35)
 		gen qwen35-0.8b-bf16 --arch qwen3_5 --layers 24 --d-model 1024 --heads 8 --kv-heads 2 --head-dim 256 \

@@ -13,9 +13,10 @@ libllama*.so.
       are widened by ggml_get_type_traits(TYPE)->to_float and written to OUT
       as little-endian float32 (F32, which has no to_float, is copied; Q8_K,
       whose traits have none, goes through the exported dequantize_row_q8_K)
-  ggml_ref.py LIBDIR quantize IN OUT FTYPE
+  ggml_ref.py LIBDIR quantize IN OUT FTYPE [NTHREAD]
       llama_model_quantize(IN, OUT) with llama_model_quantize_default_params(),
-      ftype FTYPE (enum llama_ftype) and one thread
+      ftype FTYPE (enum llama_ftype) and NTHREAD threads (default 1; the
+      quantized bytes do not depend on it)
 """
 import ctypes
 import glob
@@ -88,7 +89,7 @@ class QuantizeParams(ctypes.Structure):
     _fields_ = [("nthread", ctypes.c_int32), ("ftype", ctypes.c_int32), ("rest", ctypes.c_uint8 * 504)]
 
 
-def quantize(libdir, src, dst, ftype):
+def quantize(libdir, src, dst, ftype, nthread=1):
     ctypes.CDLL(os.path.join(libdir, "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
     libs = sorted(glob.glob(os.path.join(libdir, "libllama.*so*")))
     if not libs:
@@ -97,7 +98,7 @@ def quantize(libdir, src, dst, ftype):
     lib.llama_backend_init()
     lib.llama_model_quantize_default_params.restype = QuantizeParams
     p = lib.llama_model_quantize_default_params()
-    p.nthread, p.ftype = 1, int(ftype)
+    p.nthread, p.ftype = int(nthread), int(ftype)
     lib.llama_model_quantize.restype = ctypes.c_uint32
     lib.llama_model_quantize.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(QuantizeParams)]
     rc = lib.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(p))
@@ -113,8 +114,8 @@ def main(argv):
         traits(libdir, argv[3:])
     elif cmd == "dequant":
         dequant(libdir, sys.stdin.read().splitlines())
-    elif cmd == "quantize" and len(argv) == 6:
-        quantize(libdir, argv[3], argv[4], argv[5])
+    elif cmd == "quantize" and len(argv) in (6, 7):
+        quantize(libdir, *argv[3:])
     else:
         sys.exit(__doc__)
 

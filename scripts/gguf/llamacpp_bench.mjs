@@ -8,7 +8,8 @@
 // whole prompt, flash attention on or off, the default F16 KV cache) and
 // evaluates the ids once without generating (llama_decode of the prompt).
 // Prints one JSON line: tokens, threads, flash_attention, seconds,
-// tokens_per_s. One evaluation per process: the script that calls it
+// cpu_seconds (the process's user + system CPU time over the evaluation,
+// process.cpuUsage: every thread of llama.cpp's pool), tokens_per_s. One evaluation per process: the script that calls it
 // alternates runs.
 import { readFileSync } from "node:fs";
 import path from "node:path";
@@ -36,9 +37,12 @@ const context = await model.createContext({
 });
 const seq = context.getSequence();
 const t0 = process.hrtime.bigint();
+const c0 = process.cpuUsage();
 await seq.evaluateWithoutGeneratingNewTokens(ids);
 const s = Number(process.hrtime.bigint() - t0) / 1e9;
-console.log(JSON.stringify({ tokens: ids.length, threads, flash_attention: flash, seconds: s, tokens_per_s: ids.length / s }));
+const c = process.cpuUsage(c0);
+const cpu = (c.user + c.system) / 1e6;
+console.log(JSON.stringify({ tokens: ids.length, threads, flash_attention: flash, seconds: s, cpu_seconds: cpu, tokens_per_s: ids.length / s }));
 await context.dispose();
 await model.dispose();
 await llama.dispose();

@@ -46,6 +46,24 @@ func randomBlocks(t *testing.T, rng *rand.Rand, typ checkpoint.GGMLType, n int) 
 var testGGMLTypes = []checkpoint.GGMLType{checkpoint.GGMLQ8_0, checkpoint.GGMLQ4_0, checkpoint.GGMLQ4_1, checkpoint.GGMLQ5_0,
 	checkpoint.GGMLQ5_1, checkpoint.GGMLQ2_K, checkpoint.GGMLQ3_K, checkpoint.GGMLQ4_K, checkpoint.GGMLQ5_K, checkpoint.GGMLQ6_K}
 
+// TestBlocksDequantAllocs: the runs the products' packing asks for
+// (gemmKC columns from a multiple of gemmKC, whole blocks of every type)
+// allocate nothing: the packing dequantizes every weight once per panel,
+// so a 1 KiB allocation per run became the garbage collector's work.
+func TestBlocksDequantAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	dst := make([]float32, gemmKC)
+	for _, typ := range testGGMLTypes {
+		q, _ := randomBlocks(t, rng, typ, 2*gemmKC/32) // ≥ 2·gemmKC elements: blocks hold ≥ 32
+		if gemmKC%q.Block != 0 {
+			t.Fatalf("%v: gemmKC %d is not a multiple of its block %d", typ, gemmKC, q.Block)
+		}
+		if n := testing.AllocsPerRun(10, func() { q.Dequant(dst, gemmKC) }); n != 0 {
+			t.Errorf("%v: Dequant of %d elements from %d: %g allocations, want 0", typ, gemmKC, gemmKC, n)
+		}
+	}
+}
+
 // TestBlocksDequant: any run of elements (starting and ending inside a
 // block or on its boundary) reads the values of the whole-block reading.
 func TestBlocksDequant(t *testing.T) {
