@@ -399,6 +399,7 @@ type diagMeasure struct {
 }
 
 func (d *diagMeasure) tables() []string { return diagTables }
+func (d *diagMeasure) finish() error    { return finishDiag(d.Out, d.man) }
 
 func (d *diagMeasure) checkMemory(T int) error {
 	opt := model.Options{AllowExtrapolation: d.Options.AllowExtrapolation, Threads: d.Threads}
@@ -425,8 +426,6 @@ func (d *diagMeasure) pass(c results.Chunk, watch func(*hooks.Set)) ([]passTable
 	}
 	return []passTable{tableOf("diag", res.Rows(c.Sample, toks))}, nil
 }
-
-func (d *diagMeasure) finish() error { return finishDiag(d.Out, d.man) }
 
 // finishDiag writes probe diag's CSV of the run folder dir (DiagRunDir)
 // from the pass files of every sample of man, one sample at a time.

@@ -67,6 +67,11 @@ type expertsMeasure struct {
 
 func (e *expertsMeasure) tables() []string { return expertsTables }
 
+func (e *expertsMeasure) finish() (err error) {
+	e.loads, e.layers, err = finishExperts(e.Out, e.man)
+	return err
+}
+
 func (e *expertsMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	hs := &hooks.Set{}
 	sums, err := expertSumHooks(hs, &e.m.Config, e.Options.Margin, nil, nil)
@@ -83,11 +88,6 @@ func (e *expertsMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passT
 		rows[i].Sample = ch.Sample
 	}
 	return []passTable{tableOf("experts_sums", rows)}, nil
-}
-
-func (e *expertsMeasure) finish() (err error) {
-	e.loads, e.layers, err = finishExperts(e.Out, e.man)
-	return err
 }
 
 // finishExperts writes experts_load and experts_layers from the pass files

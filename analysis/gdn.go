@@ -97,13 +97,12 @@ type gdnMeasure struct {
 	rows int64
 }
 
-func (g *gdnMeasure) tables() []string { return gdnTables }
+func (g *gdnMeasure) tables() []string    { return gdnTables }
+func (g *gdnMeasure) finish() (err error) { g.rows, err = finishGDN(g.Out, g.man); return err }
 
 func (g *gdnMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	return gdnPass(g.m, g.Stream[ch.Start:ch.End], ch, g.Options, g.Threads, filepath.Join(g.Out, "passes"), watch)
 }
-
-func (g *gdnMeasure) finish() (err error) { g.rows, err = finishGDN(g.Out, g.man); return err }
 
 // gdnPass runs one pass of probe gdn over ids (chunk ch) and returns its
 // gdn table: the rows of the recurrent mixer's filter in (layer, head,

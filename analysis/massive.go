@@ -74,8 +74,7 @@ type massiveMeasure struct {
 }
 
 func (r *massiveMeasure) tables() []string { return massiveTables }
-
-func (r *massiveMeasure) forwards() int { return 1 + len(r.Options.Interventions) }
+func (r *massiveMeasure) forwards() int    { return 1 + len(r.Options.Interventions) }
 
 func (r *massiveMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	o, c := &r.Options, &r.m.Config

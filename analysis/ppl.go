@@ -375,8 +375,7 @@ type pplMeasure struct {
 	nll   []float64 // a pass's token NLLs
 }
 
-func (p *pplMeasure) tables() []string { return pplTables }
-
+func (p *pplMeasure) tables() []string              { return pplTables }
 func (p *pplMeasure) prepare(c results.Chunk) error { i, _ := results.PPLPass(c); return p.load(i) }
 
 func (p *pplMeasure) config(c results.Chunk) *model.Config {

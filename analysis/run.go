@@ -118,8 +118,7 @@ type sweepMeasure struct {
 	start, passStart, passesEnd time.Time
 }
 
-func (s *sweepMeasure) tables() []string { return sweepTables }
-
+func (s *sweepMeasure) tables() []string          { return sweepTables }
 func (s *sweepMeasure) ids(c results.Chunk) []int { return s.passIDs(c) }
 
 func (s *sweepMeasure) finish() (err error) {
