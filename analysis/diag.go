@@ -385,31 +385,46 @@ func (r *DiagRun) Run() (*DiagManifest, error) {
 	man := &DiagManifest{RunRecord: rec, Options: *o, Layers: layers}
 	man.Formats = []string{FormatCSV}
 	man.Conventions = map[string]string{"rows": "one per (sample, softmax layer, head, query) in that order; probe diag's CSV, written beside the run folder (its name without .run)"}
-	opt := model.Options{AllowExtrapolation: o.AllowExtrapolation, Threads: r.Threads}
-	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: diagTables, opts: man.Options, model: m, forwards: 1,
-		checkMemory: func(T int) error { return probes.CheckModelMemory(m, 1, T, opt, copts) },
-		pass: func(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
-			po := *o
-			po.Threads, po.Watch = r.Threads, func(hs *hooks.Set) func(error) { watch(hs); return func(error) {} }
-			d, err := Diagnose(m, [][]int{r.Stream[c.Start:c.End]}, po)
-			if err != nil {
-				return nil, err
-			}
-			if nf, ok := d.Collector.FirstNonFinite(); ok {
-				f := fmt.Sprintf("sample %d: %d attention rows with non-finite inputs, first %s", c.Sample, d.Collector.NonFiniteRows(), nf.Error())
-				if d.ForwardErr != nil {
-					f += fmt.Sprintf("; the forward pass stopped early (%v), unreached layers are NaN", d.ForwardErr)
-				}
-				man.Flags = append(man.Flags, f)
-			}
-			var toks [][]string
-			if o.Tokens {
-				toks = r.Tokens[c.Sample : c.Sample+1]
-			}
-			return []passTable{tableOf("diag", d.Rows(c.Sample, toks))}, nil
-		},
-		finish: func() error { return finishDiag(r.Out, man) }})
+	err = runStream(&r.RunSpec, man, man.Options, m, &diagMeasure{DiagRun: r, m: m, man: man, copts: copts})
 	return man, err
+}
+
+// diagMeasure is probe diag's measurement: one Diagnose pass per sample,
+// whose rows finishDiag writes as the CSV.
+type diagMeasure struct {
+	*DiagRun
+	m     *model.Model
+	man   *DiagManifest
+	copts probes.CollectorOptions // the Collector's, for the memory check
+}
+
+func (d *diagMeasure) tables() []string { return diagTables }
+func (d *diagMeasure) finish() error    { return finishDiag(d.Out, d.man) }
+
+func (d *diagMeasure) checkMemory(T int) error {
+	opt := model.Options{AllowExtrapolation: d.Options.AllowExtrapolation, Threads: d.Threads}
+	return probes.CheckModelMemory(d.m, 1, T, opt, d.copts)
+}
+
+func (d *diagMeasure) pass(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+	po := d.Options
+	po.Threads, po.Watch = d.Threads, func(hs *hooks.Set) func(error) { watch(hs); return func(error) {} }
+	res, err := Diagnose(d.m, [][]int{d.Stream[c.Start:c.End]}, po)
+	if err != nil {
+		return nil, err
+	}
+	if nf, ok := res.Collector.FirstNonFinite(); ok {
+		f := fmt.Sprintf("sample %d: %d attention rows with non-finite inputs, first %s", c.Sample, res.Collector.NonFiniteRows(), nf.Error())
+		if res.ForwardErr != nil {
+			f += fmt.Sprintf("; the forward pass stopped early (%v), unreached layers are NaN", res.ForwardErr)
+		}
+		d.man.Flags = append(d.man.Flags, f)
+	}
+	var toks [][]string
+	if d.Options.Tokens {
+		toks = d.Tokens[c.Sample : c.Sample+1]
+	}
+	return []passTable{tableOf("diag", res.Rows(c.Sample, toks))}, nil
 }
 
 // finishDiag writes probe diag's CSV of the run folder dir (DiagRunDir)

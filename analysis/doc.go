@@ -1,13 +1,16 @@
 // Package analysis runs the measurements that need many forward passes
 // and writes their tables, manifests and pass files:
 //
-//   - the App. I sweep (run.go, aggregate.go, paper.go, report.go; below);
-//   - the stream measurements `probe gdn`, `probe sinks`, `probe massive`
-//     and `probe experts` (stream.go with gdn.go, sinks.go, massive.go,
-//     experts_run.go): RunRecord, resume, shards and Merge;
-//   - perplexity and BFT's Prediction 3 (ppl.go), Wu et al.'s retrieval
-//     heads (retrieval.go), and the bf16-against-float32 deviation tables
-//     (deviation.go);
+//   - the run engine (stream.go, merge.go): one run spec (RunSpec), one
+//     manifest type (RunRecord), resume, shards and MergeStream for every
+//     measurement, a type with tables, pass and finish (measurement; a new
+//     diagnostic is one probes consumer plus one such type);
+//   - the measurements on it: the App. I sweep (run.go, aggregate.go,
+//     paper.go, report.go; below), `probe diag` (diag.go), `probe gdn`,
+//     `probe sinks`, `probe massive` and `probe experts` (gdn.go, sinks.go,
+//     massive.go, experts_run.go), perplexity and BFT's Prediction 3
+//     (ppl.go) and Wu et al.'s retrieval heads (retrieval.go);
+//   - the bf16-against-float32 deviation tables (deviation.go);
 //   - the shared pieces: chunk plans over a token stream (chunks.go),
 //     Parquet/CSV/JSONL tables (tables.go), manifests (manifest.go),
 //     statistics (stats.go);

@@ -47,31 +47,47 @@ func (r *ExpertsRun) Run() (*results.ExpertsManifest, []results.ExpertLoadRow, [
 	}
 	man := &results.ExpertsManifest{RunRecord: rec, Experts: c.MoE.Experts, TopK: c.MoE.TopK, Options: *o}
 	man.Conventions = expertsConventions()
-	var loads []results.ExpertLoadRow
-	var layers []results.ExpertLayerRow
-	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: expertsTables, opts: man.Options, model: m, forwards: 1,
-		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
-			hs := &hooks.Set{}
-			sums, err := expertSumHooks(hs, c, o.Margin, nil, nil)
-			if err != nil {
-				return nil, err
-			}
-			watch(hs)
-			ids := [][]int{r.Stream[ch.Start:ch.End]}
-			if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, Threads: man.Threads}); err != nil {
-				return nil, err
-			}
-			rows := sums()
-			for i := range rows {
-				rows[i].Sample = ch.Sample
-			}
-			return []passTable{tableOf("experts_sums", rows)}, nil
-		},
-		finish: func() (err error) { loads, layers, err = finishExperts(r.Out, man); return err }})
-	if err != nil {
+	ms := &expertsMeasure{ExpertsRun: r, m: m, man: man}
+	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
 		return man, nil, nil, err
 	}
-	return man, loads, layers, nil
+	return man, ms.loads, ms.layers, nil
+}
+
+// expertsMeasure is probe experts' measurement: one experts_sums table
+// per chunk (expertSumHooks), then experts_load and experts_layers
+// (finishExperts).
+type expertsMeasure struct {
+	*ExpertsRun
+	m      *model.Model
+	man    *results.ExpertsManifest
+	loads  []results.ExpertLoadRow
+	layers []results.ExpertLayerRow
+}
+
+func (e *expertsMeasure) tables() []string { return expertsTables }
+
+func (e *expertsMeasure) finish() (err error) {
+	e.loads, e.layers, err = finishExperts(e.Out, e.man)
+	return err
+}
+
+func (e *expertsMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+	hs := &hooks.Set{}
+	sums, err := expertSumHooks(hs, &e.m.Config, e.Options.Margin, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	watch(hs)
+	ids := [][]int{e.Stream[ch.Start:ch.End]}
+	if _, err := e.m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: e.Options.AllowExtrapolation, Threads: e.Threads}); err != nil {
+		return nil, err
+	}
+	rows := sums()
+	for i := range rows {
+		rows[i].Sample = ch.Sample
+	}
+	return []passTable{tableOf("experts_sums", rows)}, nil
 }
 
 // finishExperts writes experts_load and experts_layers from the pass files

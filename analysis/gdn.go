@@ -81,16 +81,27 @@ func (r *GDNRun) Run() (*results.GDNManifest, int64, error) {
 	}
 	man := &results.GDNManifest{RunRecord: rec, Layers: layers, Options: *o}
 	man.Conventions = gdnConventions()
-	var rows int64
-	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: gdnTables, opts: man.Options, model: m, forwards: 1,
-		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
-			return gdnPass(m, r.Stream[ch.Start:ch.End], ch, *o, man.Threads, filepath.Join(r.Out, "passes"), watch)
-		},
-		finish: func() (err error) { rows, err = finishGDN(r.Out, man); return err }})
-	if err != nil {
+	ms := &gdnMeasure{GDNRun: r, m: m, man: man}
+	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
 		return man, 0, err
 	}
-	return man, rows, nil
+	return man, ms.rows, nil
+}
+
+// gdnMeasure is probe gdn's measurement: one gdn table per chunk
+// (gdnPass), then gdn (finishGDN).
+type gdnMeasure struct {
+	*GDNRun
+	m    *model.Model
+	man  *results.GDNManifest
+	rows int64
+}
+
+func (g *gdnMeasure) tables() []string    { return gdnTables }
+func (g *gdnMeasure) finish() (err error) { g.rows, err = finishGDN(g.Out, g.man); return err }
+
+func (g *gdnMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+	return gdnPass(g.m, g.Stream[ch.Start:ch.End], ch, g.Options, g.Threads, filepath.Join(g.Out, "passes"), watch)
 }
 
 // gdnPass runs one pass of probe gdn over ids (chunk ch) and returns its

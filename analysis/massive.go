@@ -55,69 +55,87 @@ func (r *MassiveRun) Run() (*results.MassiveManifest, []results.MassiveTopRow, [
 	}
 	man := &results.MassiveManifest{RunRecord: rec, Options: *o}
 	man.Conventions = massiveConventions()
-	D := c.DModel
-	var tops []results.MassiveTopRow
-	var ppls []results.MassivePPLRow
-	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: massiveTables, opts: man.Options, model: m, forwards: 1 + len(o.Interventions),
-		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
-			T := ch.T
-			ids := [][]int{r.Stream[ch.Start : ch.End-1]}
-			targets := r.Stream[ch.Start+1 : ch.End]
-			var nllSum float64 // of the pass that runs, from its logits' row blocks
-			opt := model.Options{AllowExtrapolation: o.AllowExtrapolation, Threads: man.Threads, LogitRows: nllRows(&nllSum, m.Vocab, targets)}
-
-			// plain pass: top entries and median of every layer
-			hs := &hooks.Set{}
-			top, med := MassiveHooks(hs, c, T, o.TopK)
-			watch(hs)
-			opt.Hooks = hs
-			if _, err := m.Forward(ids, opt); err != nil {
-				return nil, err
-			}
-			base := nllSum / float64(len(targets))
-			var tops []results.MassiveTopRow
-			ppls := []results.MassivePPLRow{{T: T, Sample: ch.Sample, Intervention: "none", Layer: -1, Tokens: T, NLL: base, PPL: math.Exp(base)}}
-			layer, best := o.Layer, -1.0
-			for l := 0; l < c.Layers; l++ {
-				for k, a := range top[l] {
-					ratio := math.Abs(float64(a.Value)) / med[l]
-					tops = append(tops, results.MassiveTopRow{T: T, Sample: ch.Sample, Layer: l, Rank: k, Position: a.Position, Channel: a.Channel,
-						Value: float64(a.Value), MedianAbs: med[l], Ratio: ratio})
-					if k == 0 && o.Layer < 0 && ratio > best {
-						layer, best = l, ratio
-					}
-				}
-			}
-			entries := top[layer][:min(o.Entries, len(top[layer]))]
-			for _, iv := range o.Interventions {
-				hs := &hooks.Set{}
-				hs.Add(hooks.Name(hooks.ResidPost, layer), func(_ string, _ int, x *tensor.Dense) error {
-					h := x.Data().([]float32)
-					var means []float64
-					if iv == results.MassiveMean {
-						means = make([]float64, D)
-						probes.ChannelMeans(means, h, T, D)
-					}
-					probes.ReplaceEntries(h, D, entries, means)
-					return nil
-				})
-				watch(hs)
-				opt.Hooks = hs
-				nllSum = 0
-				if _, err := m.Forward(ids, opt); err != nil {
-					return nil, fmt.Errorf("intervention %s at layer %d: %w", iv, layer, err)
-				}
-				nll := nllSum / float64(len(targets))
-				ppls = append(ppls, results.MassivePPLRow{T: T, Sample: ch.Sample, Intervention: iv, Layer: layer, Entries: len(entries),
-					Tokens: T, NLL: nll, PPL: math.Exp(nll), DNLL: nll - base})
-			}
-			return []passTable{tableOf("massive_top", tops), tableOf("massive_ppl", ppls)}, nil
-		},
-		finish: func() (err error) { tops, ppls, err = finishMassive(r.Out, man); return err }})
-	if err != nil {
+	ms := &massiveMeasure{MassiveRun: r, m: m, man: man}
+	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
 		return man, nil, nil, err
 	}
-	return man, tops, ppls, nil
+	return man, ms.tops, ms.ppls, nil
+}
+
+// massiveMeasure is probe massive's measurement: per chunk the plain pass
+// (MassiveHooks) and one pass per intervention, whose massive_top and
+// massive_ppl tables finishMassive writes.
+type massiveMeasure struct {
+	*MassiveRun
+	m    *model.Model
+	man  *results.MassiveManifest
+	tops []results.MassiveTopRow
+	ppls []results.MassivePPLRow
+}
+
+func (r *massiveMeasure) tables() []string { return massiveTables }
+func (r *massiveMeasure) forwards() int    { return 1 + len(r.Options.Interventions) }
+
+func (r *massiveMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+	o, c := &r.Options, &r.m.Config
+	D := c.DModel
+	T := ch.T
+	ids := [][]int{r.Stream[ch.Start : ch.End-1]}
+	targets := r.Stream[ch.Start+1 : ch.End]
+	var nllSum float64 // of the pass that runs, from its logits' row blocks
+	opt := model.Options{AllowExtrapolation: o.AllowExtrapolation, Threads: r.Threads, LogitRows: nllRows(&nllSum, r.m.Vocab, targets)}
+
+	// plain pass: top entries and median of every layer
+	hs := &hooks.Set{}
+	top, med := MassiveHooks(hs, c, T, o.TopK)
+	watch(hs)
+	opt.Hooks = hs
+	if _, err := r.m.Forward(ids, opt); err != nil {
+		return nil, err
+	}
+	base := nllSum / float64(len(targets))
+	var tops []results.MassiveTopRow
+	ppls := []results.MassivePPLRow{{T: T, Sample: ch.Sample, Intervention: "none", Layer: -1, Tokens: T, NLL: base, PPL: math.Exp(base)}}
+	layer, best := o.Layer, -1.0
+	for l := 0; l < c.Layers; l++ {
+		for k, a := range top[l] {
+			ratio := math.Abs(float64(a.Value)) / med[l]
+			tops = append(tops, results.MassiveTopRow{T: T, Sample: ch.Sample, Layer: l, Rank: k, Position: a.Position, Channel: a.Channel,
+				Value: float64(a.Value), MedianAbs: med[l], Ratio: ratio})
+			if k == 0 && o.Layer < 0 && ratio > best {
+				layer, best = l, ratio
+			}
+		}
+	}
+	entries := top[layer][:min(o.Entries, len(top[layer]))]
+	for _, iv := range o.Interventions {
+		hs := &hooks.Set{}
+		hs.Add(hooks.Name(hooks.ResidPost, layer), func(_ string, _ int, x *tensor.Dense) error {
+			h := x.Data().([]float32)
+			var means []float64
+			if iv == results.MassiveMean {
+				means = make([]float64, D)
+				probes.ChannelMeans(means, h, T, D)
+			}
+			probes.ReplaceEntries(h, D, entries, means)
+			return nil
+		})
+		watch(hs)
+		opt.Hooks = hs
+		nllSum = 0
+		if _, err := r.m.Forward(ids, opt); err != nil {
+			return nil, fmt.Errorf("intervention %s at layer %d: %w", iv, layer, err)
+		}
+		nll := nllSum / float64(len(targets))
+		ppls = append(ppls, results.MassivePPLRow{T: T, Sample: ch.Sample, Intervention: iv, Layer: layer, Entries: len(entries),
+			Tokens: T, NLL: nll, PPL: math.Exp(nll), DNLL: nll - base})
+	}
+	return []passTable{tableOf("massive_top", tops), tableOf("massive_ppl", ppls)}, nil
+}
+
+func (r *massiveMeasure) finish() (err error) {
+	r.tops, r.ppls, err = finishMassive(r.Out, r.man)
+	return err
 }
 
 // MassiveHooks registers on hs what probe massive attaches to its plain

@@ -343,138 +343,171 @@ func (r *PPLRun) Run() (*results.PPLResults, error) {
 	res := &results.PPLResults{Manifest: man}
 	mine := shardChunks(passes, man.Shard, isCalibration)
 
-	// the model of the passes under way, loaded when its first pass comes
-	// (and for a shard, every model its passes do not load, whose digest
-	// the manifest records)
-	var m *model.Model
-	cur := -1
-	var gates map[string]*probes.KGate
-	load := func(i int) error {
-		if i == cur {
-			return nil
-		}
-		m, gates, cur = nil, nil, -1
-		rec := &man.Models[i]
-		t0 := time.Now()
-		mm, err := model.Load(plans[i].dir, r.Load)
-		if err != nil {
-			return err
-		}
-		rec.Loading = time.Since(t0).Seconds()
-		t0 = time.Now()
-		if rec.Info, err = DescribeModel(mm); err != nil {
-			return err
-		}
-		if i < len(r.Hubs) {
-			rec.Info.Hub = r.Hubs[i]
-		}
-		rec.Hashing = time.Since(t0).Seconds()
-		rec.Gated = mm.LearnedGate()
-		if n := r.DeviationTokens; n > 0 && mm.Compute.BF16Products() && len(eval) > 0 {
-			c := eval[0]
-			ids := r.Stream[c.Start : c.Start+min(n, c.T)]
-			if rec.Deviation, err = MeasureDeviation(mm, [][]int{ids}, mm.Compute, probes.CollectorOptions{}, len(ids) > mm.MaxPos, r.Threads); err != nil {
-				return fmt.Errorf("%s: %w", plans[i].dir, err)
-			}
-		}
-		m, cur = mm, i
-		return nil
-	}
+	// a shard loads every model its passes do not, whose digest the
+	// manifest records
+	ms := &pplMeasure{PPLRun: r, man: man, res: res, plans: plans, eval: eval, cur: -1,
+		nll: make([]float64, 0, o.Lengths[len(o.Lengths)-1])}
 	for i := range plans {
 		if !slices.ContainsFunc(mine, func(c results.Chunk) bool { n, _ := results.PPLPass(c); return n == i }) {
-			if err := load(i); err != nil {
+			if err := ms.load(i); err != nil {
 				return res, err
 			}
 		}
 	}
+	return res, runStream(&r.RunSpec, man, man.Options, nil, ms)
+}
 
-	// one pass through the model under way; logits (nil: not computed)
-	// receives the logits in blocks of rows (model.Options.LogitRows)
-	pass := func(variant string, c results.Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride, watch func(*hooks.Set)) error {
-		hs := &hooks.Set{}
-		watch(hs)
-		if g != nil {
-			if err := g.Register(hs, &m.Config, 1, len(ids)); err != nil {
-				return err
-			}
-		}
-		_, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, LogitRows: logits, Threads: r.Threads,
-			AllowExtrapolation: r.Options.AllowExtrapolation})
-		if err != nil {
-			return fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", m.Dir, variant, c.T, c.Sample, c.Start, c.End, err)
-		}
+// pplMeasure is probe ppl's measurement, a multiModel: per model its
+// calibration passes (the learned gate's rows) and per variant and chunk
+// one pass's NLL row, whose tables finishPPL writes into res.
+type pplMeasure struct {
+	*PPLRun
+	man   *results.PPLManifest
+	res   *results.PPLResults
+	plans []pplPlan
+	eval  []results.Chunk
+	// m is the model of the passes under way (plans[cur]; cur −1: none),
+	// loaded when its first pass comes, with its calibrated gates once a
+	// pass needs them
+	m     *model.Model
+	cur   int
+	gates map[string]*probes.KGate
+	nll   []float64 // a pass's token NLLs
+}
+
+func (p *pplMeasure) tables() []string              { return pplTables }
+func (p *pplMeasure) prepare(c results.Chunk) error { i, _ := results.PPLPass(c); return p.load(i) }
+
+func (p *pplMeasure) config(c results.Chunk) *model.Config {
+	i, _ := results.PPLPass(c)
+	return p.plans[i].cfg
+}
+
+func (p *pplMeasure) label(c results.Chunk) string {
+	i, v := results.PPLPass(c)
+	return p.plans[i].label + " " + v
+}
+
+func (p *pplMeasure) shared(c results.Chunk) bool { return isCalibration(c) }
+
+// load makes model i the model under way, recording its info, load time
+// and bf16 deviation in the manifest.
+func (p *pplMeasure) load(i int) error {
+	if i == p.cur {
 		return nil
 	}
-	nll := make([]float64, 0, o.Lengths[len(o.Lengths)-1])
-	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: pplTables, opts: man.Options, forwards: 1, shared: isCalibration,
-		prepare: func(c results.Chunk) error { i, _ := results.PPLPass(c); return load(i) },
-		config:  func(c results.Chunk) *model.Config { i, _ := results.PPLPass(c); return plans[i].cfg },
-		label:   func(c results.Chunk) string { i, v := results.PPLPass(c); return plans[i].label + " " + v },
-		pass: func(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
-			i, v := results.PPLPass(c)
-			if v == pplCalibration {
-				// the learned gate, every query row recorded for the
-				// calibrated mappings
-				var rows []PPLGateRow
-				observe := func(g probes.GateRow) float64 {
-					rows = append(rows, PPLGateRow{Layer: g.Layer, Head: g.Head, NEff: g.NEff, SBar: g.SBar, Learned: g.Learned})
-					return g.Learned
-				}
-				if err := pass(v, c, r.Stream[c.Start:c.End], nil, probes.RowGate(observe), watch); err != nil {
-					return nil, err
-				}
-				return []passTable{tableOf("ppl", rows)}, nil
-			}
-			var g *probes.GateOverride
-			switch {
-			case v == results.VariantOne:
-				g = probes.ConstGate(1)
-			case v == results.VariantLearned:
-			case probes.GateMapping(v).Calibrated():
-				if gates == nil {
-					g, err := pplGates(r.Out, man, i, &m.Config)
-					if err != nil {
-						return nil, err
-					}
-					gates = g
-				}
-				g = probes.RowGate(gates[v].Gate)
-			default:
-				ko, err := pplKGateOptions(o, v)
-				if err != nil {
-					return nil, err
-				}
-				kg, err := probes.NewKGate(ko, m.Config.Layers, m.Heads, m.DHead)
-				if err != nil {
-					return nil, err
-				}
-				g = probes.RowGate(kg.Gate)
-			}
-			first, _ := o.FirstPosition(c.T)
-			targets := r.Stream[c.Start+1 : c.End]
-			nll = nll[:0]
-			if err := pass(v, c, r.Stream[c.Start:c.Start+c.T], func(first int, z []float32) {
-				nll = TokenNLL(nll, z, m.Vocab, targets[first:first+len(z)/m.Vocab])
-			}, g, watch); err != nil {
+	p.m, p.gates, p.cur = nil, nil, -1
+	rec := &p.man.Models[i]
+	t0 := time.Now()
+	mm, err := model.Load(p.plans[i].dir, p.Load)
+	if err != nil {
+		return err
+	}
+	rec.Loading = time.Since(t0).Seconds()
+	t0 = time.Now()
+	if rec.Info, err = DescribeModel(mm); err != nil {
+		return err
+	}
+	if i < len(p.Hubs) {
+		rec.Info.Hub = p.Hubs[i]
+	}
+	rec.Hashing = time.Since(t0).Seconds()
+	rec.Gated = mm.LearnedGate()
+	if n := p.DeviationTokens; n > 0 && mm.Compute.BF16Products() && len(p.eval) > 0 {
+		c := p.eval[0]
+		ids := p.Stream[c.Start : c.Start+min(n, c.T)]
+		if rec.Deviation, err = MeasureDeviation(mm, [][]int{ids}, mm.Compute, probes.CollectorOptions{}, len(ids) > mm.MaxPos, p.Threads); err != nil {
+			return fmt.Errorf("%s: %w", p.plans[i].dir, err)
+		}
+	}
+	p.m, p.cur = mm, i
+	return nil
+}
+
+// forward runs one pass of chunk c through the model under way; logits
+// (nil: not computed) receives the logits in blocks of rows
+// (model.Options.LogitRows).
+func (p *pplMeasure) forward(variant string, c results.Chunk, ids []int, logits func(int, []float32), g *probes.GateOverride, watch func(*hooks.Set)) error {
+	hs := &hooks.Set{}
+	watch(hs)
+	if g != nil {
+		if err := g.Register(hs, &p.m.Config, 1, len(ids)); err != nil {
+			return err
+		}
+	}
+	_, err := p.m.Forward([][]int{ids}, model.Options{Hooks: hs, LogitRows: logits, Threads: p.Threads,
+		AllowExtrapolation: p.Options.AllowExtrapolation})
+	if err != nil {
+		return fmt.Errorf("%s, %s, T=%d sample %d (stream tokens [%d,%d)): %w", p.m.Dir, variant, c.T, c.Sample, c.Start, c.End, err)
+	}
+	return nil
+}
+
+func (p *pplMeasure) pass(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+	o, m := &p.Options, p.m
+	i, v := results.PPLPass(c)
+	if v == pplCalibration {
+		// the learned gate, every query row recorded for the
+		// calibrated mappings
+		var rows []PPLGateRow
+		observe := func(g probes.GateRow) float64 {
+			rows = append(rows, PPLGateRow{Layer: g.Layer, Head: g.Head, NEff: g.NEff, SBar: g.SBar, Learned: g.Learned})
+			return g.Learned
+		}
+		if err := p.forward(v, c, p.Stream[c.Start:c.End], nil, probes.RowGate(observe), watch); err != nil {
+			return nil, err
+		}
+		return []passTable{tableOf("ppl", rows)}, nil
+	}
+	var g *probes.GateOverride
+	switch {
+	case v == results.VariantOne:
+		g = probes.ConstGate(1)
+	case v == results.VariantLearned:
+	case probes.GateMapping(v).Calibrated():
+		if p.gates == nil {
+			gates, err := pplGates(p.Out, p.man, i, &m.Config)
+			if err != nil {
 				return nil, err
 			}
-			row := results.PPLChunkRow{Model: plans[i].label, Variant: v, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
-				First: first, N: c.T - first, Extrap: c.T > m.MaxPos}
-			for _, x := range nll[first:] {
-				row.NLLSum += x
-			}
-			row.NLL = row.NLLSum / float64(row.N)
-			row.PPL = math.Exp(row.NLL)
-			return []passTable{tableOf("ppl", []results.PPLChunkRow{row})}, nil
-		},
-		finish: func() error {
-			r, err := finishPPL(r.Out, man)
-			if r != nil {
-				*res = *r
-			}
-			return err
-		}})
-	return res, err
+			p.gates = gates
+		}
+		g = probes.RowGate(p.gates[v].Gate)
+	default:
+		ko, err := pplKGateOptions(o, v)
+		if err != nil {
+			return nil, err
+		}
+		kg, err := probes.NewKGate(ko, m.Config.Layers, m.Heads, m.DHead)
+		if err != nil {
+			return nil, err
+		}
+		g = probes.RowGate(kg.Gate)
+	}
+	first, _ := o.FirstPosition(c.T)
+	targets := p.Stream[c.Start+1 : c.End]
+	p.nll = p.nll[:0]
+	if err := p.forward(v, c, p.Stream[c.Start:c.Start+c.T], func(first int, z []float32) {
+		p.nll = TokenNLL(p.nll, z, m.Vocab, targets[first:first+len(z)/m.Vocab])
+	}, g, watch); err != nil {
+		return nil, err
+	}
+	row := results.PPLChunkRow{Model: p.plans[i].label, Variant: v, T: c.T, Sample: c.Sample, Start: c.Start, End: c.End,
+		First: first, N: c.T - first, Extrap: c.T > m.MaxPos}
+	for _, x := range p.nll[first:] {
+		row.NLLSum += x
+	}
+	row.NLL = row.NLLSum / float64(row.N)
+	row.PPL = math.Exp(row.NLL)
+	return []passTable{tableOf("ppl", []results.PPLChunkRow{row})}, nil
+}
+
+func (p *pplMeasure) finish() error {
+	res, err := finishPPL(p.Out, p.man)
+	if res != nil {
+		*p.res = *res
+	}
+	return err
 }
 
 // isCalibration reports whether c is a calibration pass of ppl, which

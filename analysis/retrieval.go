@@ -117,35 +117,53 @@ func (r *RetrievalRun) Run() (*results.RetrievalManifest, []results.RetrievalHea
 	}
 	man := &results.RetrievalManifest{RunRecord: rec, Layers: c.SoftmaxLayers(), Windows: LayerWindows(c), Options: *o, T: T}
 	man.Conventions = retrievalConventions()
-	var rows []results.RetrievalHeadRow
-	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: retrievalTables, opts: man.Options, model: m, forwards: 1,
-		ids: func(ch results.Chunk) []int {
-			ids, _ := CopyTask(o.Segment, o.Gap, c.Vocab, o.Seed, ch.Sample)
-			return ids
-		},
-		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
-			ids, _ := CopyTask(o.Segment, o.Gap, c.Vocab, o.Seed, ch.Sample)
-			col, err := probes.NewRetrievalCollector(1, c.Layers, c.Heads, T, sources)
-			if err != nil {
-				return nil, err
-			}
-			hs := &hooks.Set{}
-			for _, l := range man.Layers {
-				hs.Stream(l, col)
-			}
-			watch(hs)
-			out, err := m.Forward([][]int{ids}, model.Options{Hooks: hs, Logits: true, AllowExtrapolation: o.AllowExtrapolation,
-				TileRows: o.TileRows, Threads: r.Threads})
-			if err != nil {
-				return nil, err
-			}
-			return retrievalPass(ch.Sample, ids, sources, out.Logits, c.Vocab, man.Layers, c.Heads, col)
-		},
-		finish: func() (err error) { rows, err = finishRetrieval(r.Out, man); return err }})
-	if err != nil {
+	ms := &retrievalMeasure{RetrievalRun: r, m: m, man: man, sources: sources}
+	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
 		return man, nil, err
 	}
-	return man, rows, nil
+	return man, ms.rows, nil
+}
+
+// retrievalMeasure is probe retrieval's measurement: per sample one pass
+// over its copy task (CopyTask) with a probes.RetrievalCollector on the
+// softmax layers, whose tables (retrievalPass) finishRetrieval pools.
+type retrievalMeasure struct {
+	*RetrievalRun
+	m       *model.Model
+	man     *results.RetrievalManifest
+	sources []int // each query's copy source (probes.CopySources)
+	rows    []results.RetrievalHeadRow
+}
+
+func (r *retrievalMeasure) tables() []string { return retrievalTables }
+
+func (r *retrievalMeasure) ids(ch results.Chunk) []int {
+	ids, _ := CopyTask(r.Options.Segment, r.Options.Gap, r.m.Vocab, r.Options.Seed, ch.Sample)
+	return ids
+}
+
+func (r *retrievalMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+	c, ids := &r.m.Config, r.ids(ch)
+	col, err := probes.NewRetrievalCollector(1, c.Layers, c.Heads, r.man.T, r.sources)
+	if err != nil {
+		return nil, err
+	}
+	hs := &hooks.Set{}
+	for _, l := range r.man.Layers {
+		hs.Stream(l, col)
+	}
+	watch(hs)
+	out, err := r.m.Forward([][]int{ids}, model.Options{Hooks: hs, Logits: true, AllowExtrapolation: r.Options.AllowExtrapolation,
+		TileRows: r.Options.TileRows, Threads: r.Threads})
+	if err != nil {
+		return nil, err
+	}
+	return retrievalPass(ch.Sample, ids, r.sources, out.Logits, c.Vocab, r.man.Layers, c.Heads, col)
+}
+
+func (r *retrievalMeasure) finish() (err error) {
+	r.rows, err = finishRetrieval(r.Out, r.man)
+	return err
 }
 
 // retrievalPass returns the pass tables of one sample: its copy queries

@@ -90,19 +90,9 @@ func (s *Sweep) Run() (*results.Manifest, *results.Results, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var res *results.Results
-	passStart, passesEnd := time.Now(), time.Time{}
-	err = runStream(man, streamRun{RunSpec: &s.RunSpec, tables: sweepTables, opts: sweepKeyOptions(s.Info, s.Options), ids: s.passIDs,
-		pass: s.runPass, forwards: 1, model: s.Model, checkMemory: s.checkMemory,
-		finish: func() error {
-			passesEnd = time.Now()
-			var err error
-			res, err = finishSweep(s.Out, man)
-			man.Timings.Tables = time.Since(passesEnd).Seconds()
-			s.timings(man, start, passStart, passesEnd)
-			return err
-		}})
-	s.timings(man, start, passStart, passesEnd)
+	ms := &sweepMeasure{Sweep: s, man: man, start: start, passStart: time.Now()}
+	err = runStream(&s.RunSpec, man, sweepKeyOptions(s.Info, s.Options), s.Model, ms)
+	ms.timings(man, start, ms.passStart, ms.passesEnd)
 	if err != nil {
 		return man, nil, err
 	}
@@ -114,7 +104,29 @@ func (s *Sweep) Run() (*results.Manifest, *results.Results, error) {
 		}
 		return man, nil, writeJSON(filepath.Join(s.Out, ManifestName(s.Shard)), man)
 	}
-	return man, res, nil
+	return man, ms.res, nil
+}
+
+// sweepMeasure is the sweep's measurement: one pass per chunk
+// (Sweep.pass), whose buckets finishSweep aggregates into res; its
+// manifest records the timings from start, passStart and passesEnd (zero
+// until the last pass ended).
+type sweepMeasure struct {
+	*Sweep
+	man                         *results.Manifest
+	res                         *results.Results
+	start, passStart, passesEnd time.Time
+}
+
+func (s *sweepMeasure) tables() []string          { return sweepTables }
+func (s *sweepMeasure) ids(c results.Chunk) []int { return s.passIDs(c) }
+
+func (s *sweepMeasure) finish() (err error) {
+	s.passesEnd = time.Now()
+	s.res, err = finishSweep(s.Out, s.man)
+	s.man.Timings.Tables = time.Since(s.passesEnd).Seconds()
+	s.timings(s.man, s.start, s.passStart, s.passesEnd)
+	return err
 }
 
 // timings sets the manifest's timings: the passes from passStart to
@@ -255,10 +267,10 @@ func longestT(chunks []results.Chunk) int {
 	return T
 }
 
-// runPass runs one forward pass with the Collector on every layer and the
+// pass runs one forward pass with the Collector on every layer and the
 // gate hook (watch adds the progress's), and summarizes it into bucket
 // rows, with the non-finite activations it met (sweepTables).
-func (s *Sweep) runPass(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+func (s *Sweep) pass(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	m := s.Model
 	cfg := &m.Config
 	copts, _ := collectorOptions(s.Options.Probe)

@@ -87,28 +87,43 @@ func (r *SinksRun) Run() (*results.SinksManifest, []results.SinkHeadRow, []resul
 	if c.GatePerHead() == 0 {
 		man.Notes = append(man.Notes, "no output gate: the gate columns are empty (NaN)")
 	}
-	var heads []results.SinkHeadRow
-	var rates []results.SinkRateRow
-	err = runStream(man, streamRun{RunSpec: &r.RunSpec, tables: sinksTables, opts: man.Options, model: m, forwards: 1,
-		pass: func(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
-			hs := &hooks.Set{}
-			rows, err := SinkHooks(hs, c, ch, *o)
-			if err != nil {
-				return nil, err
-			}
-			watch(hs)
-			ids := [][]int{r.Stream[ch.Start:ch.End]}
-			if _, err := m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: o.AllowExtrapolation, TileRows: o.TileRows,
-				Threads: man.Threads}); err != nil {
-				return nil, err
-			}
-			return []passTable{tableOf("sinks_heads", rows())}, nil
-		},
-		finish: func() (err error) { heads, rates, err = finishSinks(r.Out, man); return err }})
-	if err != nil {
+	ms := &sinksMeasure{SinksRun: r, m: m, man: man}
+	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
 		return man, nil, nil, err
 	}
-	return man, heads, rates, nil
+	return man, ms.heads, ms.rates, nil
+}
+
+// sinksMeasure is probe sinks' measurement: one sinks_heads table per
+// chunk (SinkHooks), then sinks_heads and sinks_rate (finishSinks).
+type sinksMeasure struct {
+	*SinksRun
+	m     *model.Model
+	man   *results.SinksManifest
+	heads []results.SinkHeadRow
+	rates []results.SinkRateRow
+}
+
+func (s *sinksMeasure) tables() []string { return sinksTables }
+
+func (s *sinksMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
+	hs := &hooks.Set{}
+	rows, err := SinkHooks(hs, &s.m.Config, ch, s.Options)
+	if err != nil {
+		return nil, err
+	}
+	watch(hs)
+	ids := [][]int{s.Stream[ch.Start:ch.End]}
+	if _, err := s.m.Forward(ids, model.Options{Hooks: hs, AllowExtrapolation: s.Options.AllowExtrapolation, TileRows: s.Options.TileRows,
+		Threads: s.Threads}); err != nil {
+		return nil, err
+	}
+	return []passTable{tableOf("sinks_heads", rows())}, nil
+}
+
+func (s *sinksMeasure) finish() (err error) {
+	s.heads, s.rates, err = finishSinks(s.Out, s.man)
+	return err
 }
 
 // SinkHooks registers on hs what probe sinks attaches to the pass of

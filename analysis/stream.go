@@ -213,37 +213,51 @@ func recordFailure(path string, man any, err error) error {
 	return err
 }
 
-// streamRun is what runStream needs of a measurement's run beside its
-// manifest and spec.
-type streamRun struct {
-	*RunSpec
-	tables []string // the pass tables, in the order they are written
-	opts   any      // the measurement's options (the manifest's, under its kind)
-	// ids returns a pass's token ids (nil: the chunk's span of the
-	// spec's Stream); pass runs it and returns its tables, calling watch
-	// on the hooks of each of its forward passes (forwards of them per
-	// chunk) so that the progress follows their layers.
-	ids      func(c results.Chunk) []int
-	pass     func(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error)
-	forwards int
-	// prepare, when set, runs before each chunk's key is made (ppl: loads
-	// the chunk's model, whose digest the key holds); shared, when set,
-	// says which chunks every shard runs (shardChunks).
-	prepare func(c results.Chunk) error
-	shared  func(c results.Chunk) bool
-	// config and label, when set, give chunk c's model configuration for
-	// the progress (nil: model's) and its Progress.Label (ppl: each pass's
-	// model and variant).
-	config func(c results.Chunk) *model.Config
-	label  func(c results.Chunk) string
-	// finish writes the tables from the pass files of every chunk.
-	finish func() error
-	// model: the longest pass's memory is checked before the first
-	// (model.Model.CheckMemory, or checkMemory when set: the sweep's,
-	// with its diagnostics' results), so that a run whose last length
-	// cannot fit is refused at its start
-	model       *model.Model
-	checkMemory func(T int) error
+// measurement is one diagnostic on the run engine: the passes of its
+// run's chunks and the tables written from their files. It holds what its
+// passes need (the loaded model, the manifest, the options); runStream
+// keys, resumes, shards, stops and reports the passes. As io.Copy finds
+// WriterTo beside Writer, runStream finds by type assertion the optional
+// interfaces below (passIDer, memoryChecker, multiForward, multiModel) for
+// what only some measurements need.
+type measurement interface {
+	// tables are the names of a pass's tables, in the order pass returns
+	// them.
+	tables() []string
+	// pass runs chunk c and returns its tables, calling watch on the
+	// hooks of each of its forward passes before it runs (the progress
+	// follows their layers).
+	pass(c results.Chunk, watch func(*hooks.Set)) ([]passTable, error)
+	// finish writes the run's tables from the pass files of every chunk;
+	// runStream calls it after the last pass of an unsharded run.
+	finish() error
+}
+
+// passIDer is a measurement whose passes do not read the chunk's span of
+// the spec's Stream (the sweep: a BOS token first; retrieval: the copy
+// task): ids are chunk c's token ids, whose digest the pass key holds.
+type passIDer interface{ ids(c results.Chunk) []int }
+
+// memoryChecker is a measurement whose pass holds more than the model's
+// forward pass (the sweep and diag: the Collector's results):
+// checkMemory refuses a length-T pass that cannot fit, before the first.
+type memoryChecker interface{ checkMemory(T int) error }
+
+// multiForward is a measurement that runs forwards forward passes per
+// chunk (massive: the plain one and each intervention), each counted by
+// the progress.
+type multiForward interface{ forwards() int }
+
+// multiModel is a measurement whose chunks run different models (ppl):
+// prepare loads chunk c's model before its key, which holds its digest,
+// is made; config and label give that model's configuration and the
+// chunk's Progress.Label; shared says which chunks every shard runs
+// (shardChunks).
+type multiModel interface {
+	prepare(c results.Chunk) error
+	config(c results.Chunk) *model.Config
+	label(c results.Chunk) string
+	shared(c results.Chunk) bool
 }
 
 // runStream runs the passes of man's shard that have no finished pass
@@ -254,13 +268,20 @@ type streamRun struct {
 // run of the same plan, whose tables stay valid until new ones are
 // written), and completed at the end; on a failure it records the error.
 // A folder whose manifest records another plan is refused unless force.
-func runStream(man StreamManifest, r streamRun) error {
+// The passes are measurement ms's, keyed with opts (the measurement's
+// options, the manifest's under its kind); m is the model of every pass
+// (nil for a multiModel), whose memory for the longest pass is checked
+// before the first (model.Model.CheckMemory, unless ms is a memoryChecker)
+// and whose layers the progress counts.
+func runStream(r *RunSpec, man StreamManifest, opts any, m *model.Model, ms measurement) error {
 	start := time.Now()
 	rec := man.Record()
 	path := filepath.Join(r.Out, StreamManifestName(rec.Kind, rec.Shard))
-	if r.ids == nil {
-		r.ids = func(c results.Chunk) []int { return r.Stream[c.Start:c.End] }
+	ids := func(c results.Chunk) []int { return r.Stream[c.Start:c.End] }
+	if p, ok := ms.(passIDer); ok {
+		ids = p.ids
 	}
+	mm, multi := ms.(multiModel)
 	fail := func(err error) error {
 		rec.Error = err.Error()
 		rec.Seconds = time.Since(start).Seconds()
@@ -283,24 +304,31 @@ func runStream(man StreamManifest, r streamRun) error {
 		}
 	}
 	rec.Passes = []results.StreamPass{}
-	mine := shardChunks(rec.Chunks, rec.Shard, r.shared)
-	if r.checkMemory == nil && r.model != nil {
-		r.checkMemory = func(T int) error { return r.model.CheckMemory(1, T, model.Options{Threads: r.Threads}, 0) }
+	var shared func(results.Chunk) bool
+	if multi {
+		shared = mm.shared
 	}
-	if T := longestT(mine); T > 0 && r.checkMemory != nil {
-		if err := r.checkMemory(T); err != nil {
+	mine := shardChunks(rec.Chunks, rec.Shard, shared)
+	var checkMemory func(T int) error
+	if mc, ok := ms.(memoryChecker); ok {
+		checkMemory = mc.checkMemory
+	} else if m != nil {
+		checkMemory = func(T int) error { return m.CheckMemory(1, T, model.Options{Threads: r.Threads}, 0) }
+	}
+	if T := longestT(mine); T > 0 && checkMemory != nil {
+		if err := checkMemory(T); err != nil {
 			return fail(fmt.Errorf("the longest pass (T=%d): %w", T, err))
 		}
 	}
-	pr := newStreamProgress(r, mine, start)
+	pr := newStreamProgress(r.Progress, m, ms, mine, start)
 	for i, c := range mine {
-		if r.prepare != nil {
-			if err := r.prepare(c); err != nil {
+		if multi {
+			if err := mm.prepare(c); err != nil {
 				return fail(fmt.Errorf("%s: %w", chunkName(c), err))
 			}
 		}
-		key := streamKey(rec.Kind, digestOf(man, c), r.opts, c, TokenDigest(r.ids(c)))
-		done, note, err := finishedPass(r.Out, r.tables, c, key)
+		key := streamKey(rec.Kind, digestOf(man, c), opts, c, TokenDigest(ids(c)))
+		done, note, err := finishedPass(r.Out, ms.tables(), c, key)
 		if err != nil {
 			return fail(err)
 		}
@@ -319,7 +347,7 @@ func runStream(man StreamManifest, r streamRun) error {
 		default:
 		}
 		t0 := time.Now()
-		tables, err := r.pass(c, pr.watch(i, c))
+		tables, err := ms.pass(c, pr.watch(i, c))
 		if err != nil {
 			return fail(fmt.Errorf("%s: %w", chunkName(c), err))
 		}
@@ -343,7 +371,7 @@ func runStream(man StreamManifest, r streamRun) error {
 		rec.Passes = append(rec.Passes, p)
 	}
 	if rec.Shard.Count <= 1 {
-		if err := r.finish(); err != nil {
+		if err := ms.finish(); err != nil {
 			return fail(err)
 		}
 	}
@@ -364,18 +392,22 @@ type streamProgress struct {
 	p        Progress
 }
 
-func newStreamProgress(r streamRun, mine []results.Chunk, start time.Time) *streamProgress {
-	sp := &streamProgress{start: start, forwards: max(1, r.forwards), config: r.config, label: r.label}
-	if sp.config == nil && r.model != nil {
-		sp.config = func(results.Chunk) *model.Config { return &r.model.Config }
+// newStreamProgress reports to report (nil: no progress) the passes of ms
+// over mine, with model m (a multiModel's own per chunk).
+func newStreamProgress(report func(Progress), m *model.Model, ms measurement, mine []results.Chunk, start time.Time) *streamProgress {
+	sp := &streamProgress{start: start, forwards: 1, label: func(results.Chunk) string { return "" }}
+	if f, ok := ms.(multiForward); ok {
+		sp.forwards = max(1, f.forwards())
 	}
-	if sp.label == nil {
-		sp.label = func(results.Chunk) string { return "" }
+	if mm, ok := ms.(multiModel); ok {
+		sp.config, sp.label = mm.config, mm.label
+	} else if m != nil {
+		sp.config = func(results.Chunk) *model.Config { return &m.Config }
 	}
-	if sp.config == nil || r.Progress == nil {
+	if sp.config == nil || report == nil {
 		return sp // report nil: no progress
 	}
-	sp.report = r.Progress
+	sp.report = report
 	sp.p = Progress{Passes: len(mine)}
 	for _, c := range mine {
 		sp.p.WorkLeft += sp.cost(c)
