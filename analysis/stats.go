@@ -88,30 +88,7 @@ func pearson(x, y []float64) (float64, error) {
 	if len(x) < 2 {
 		return math.NaN(), fmt.Errorf("analysis: Pearson: %d pairs, need at least 2", len(x))
 	}
-	return pearsonR(x, y), nil
-}
-
-func pearsonR(x, y []float64) float64 {
-	n := float64(len(x))
-	var mx, my float64
-	for i := range x {
-		mx += x[i]
-		my += y[i]
-	}
-	mx /= n
-	my /= n
-	var sxy, sxx, syy float64
-	for i := range x {
-		dx, dy := x[i]-mx, y[i]-my
-		sxy += dx * dy
-		sxx += dx * dx
-		syy += dy * dy
-	}
-	if sxx == 0 || syy == 0 {
-		return math.NaN()
-	}
-	r := sxy / math.Sqrt(sxx*syy)
-	return math.Max(-1, math.Min(1, r))
+	return results.PearsonR(x, y), nil
 }
 
 // pearsonP returns the two-sided p-value of the test of zero correlation for
@@ -164,7 +141,7 @@ func spearman(x, y []float64) (float64, error) {
 	if len(x) < 2 {
 		return math.NaN(), fmt.Errorf("analysis: Spearman: %d pairs, need at least 2", len(x))
 	}
-	return pearsonR(ranks(x), ranks(y)), nil
+	return results.PearsonR(ranks(x), ranks(y)), nil
 }
 
 // quantile returns the q-quantile of sorted data by linear interpolation
@@ -208,7 +185,7 @@ func bootstrapPearson(x, y []float64, resamples int, level float64, seed uint64)
 			k := rng.IntN(n)
 			bx[i], by[i] = x[k], y[k]
 		}
-		if r := pearsonR(bx, by); !math.IsNaN(r) {
+		if r := results.PearsonR(bx, by); !math.IsNaN(r) {
 			rs = append(rs, r)
 		}
 	}

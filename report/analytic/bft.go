@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/filterlens/probe/analysis/results"
 )
 
 // BFTLambdaObs returns BFT's observation precision from the kriging
@@ -33,24 +35,9 @@ func Pearson(x, y []float64) (r, p float64, err error) {
 	if n != len(y) || n < 3 {
 		return 0, 0, fmt.Errorf("analytic: Pearson needs two equal-length series of at least 3 points (got %d, %d)", len(x), len(y))
 	}
-	var mx, my float64
-	for i := range x {
-		mx += x[i]
-		my += y[i]
-	}
-	mx /= float64(n)
-	my /= float64(n)
-	var sxy, sxx, syy float64
-	for i := range x {
-		dx, dy := x[i]-mx, y[i]-my
-		sxy += dx * dy
-		sxx += dx * dx
-		syy += dy * dy
-	}
-	if sxx == 0 || syy == 0 {
+	if r = results.PearsonR(x, y); math.IsNaN(r) {
 		return 0, 0, fmt.Errorf("analytic: Pearson of a constant series is undefined")
 	}
-	r = sxy / math.Sqrt(sxx*syy)
 	return r, PearsonP(r, n), nil
 }
 
