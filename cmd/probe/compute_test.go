@@ -209,17 +209,9 @@ func TestComputeBF16StreamCommands(t *testing.T) {
 	if err != nil {
 		t.Skipf("no golden case qwen35_text: %v", err)
 	}
-	raw, _ := g.Int64("input_ids")
-	info, _ := g.Info("input_ids")
+	idsFile, _, _ := goldenIDs(t, g, false)
 	g.Close()
-	ids := make([]int, info.Shape[1])
-	for i := range ids {
-		ids[i] = int(raw[i])
-	}
-	tmp := t.TempDir()
-	idsFile := filepath.Join(tmp, "ids.json")
-	data, _ := json.Marshal(ids)
-	os.WriteFile(idsFile, data, 0o644)
+	tmp := filepath.Dir(idsFile)
 	for _, c := range []struct {
 		cmd, manifest, length string
 	}{

@@ -52,18 +52,9 @@ func TestExpertsCommandGolden(t *testing.T) {
 			continue
 		}
 		ran++
-		raw, _ := gold.Int64("input_ids")
-		info, _ := gold.Info("input_ids")
-		B, T := info.Shape[0], info.Shape[1]
-		ids := make([]int, B*T)
-		for i := range ids {
-			ids[i] = int(raw[i])
-		}
-		tmp := t.TempDir()
-		idsFile := filepath.Join(tmp, "ids.json")
-		data, _ := json.Marshal(ids)
-		os.WriteFile(idsFile, data, 0o644)
-		out := filepath.Join(tmp, "out")
+		idsFile, ids, T := goldenIDs(t, gold, true)
+		B := len(ids) / T
+		out := filepath.Join(filepath.Dir(idsFile), "out")
 		code, stdout, stderr := probe(t, "experts", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--samples", fmt.Sprint(B), "--out", out)
 		if code != 0 {
 			t.Fatalf("%s: probe experts: exit %d: %s", name, code, stderr)

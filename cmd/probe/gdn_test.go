@@ -46,17 +46,8 @@ func TestGDNCommandGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer gold.Close()
-			raw, _ := gold.Int64("input_ids")
-			info, _ := gold.Info("input_ids")
-			T := info.Shape[1]
-			ids := make([]int, T)
-			for i := range ids {
-				ids[i] = int(raw[i])
-			}
-			tmp := t.TempDir()
-			idsFile := filepath.Join(tmp, "ids.json")
-			data, _ := json.Marshal(ids)
-			os.WriteFile(idsFile, data, 0o644)
+			idsFile, _, T := goldenIDs(t, gold, false)
+			tmp := filepath.Dir(idsFile)
 			out := filepath.Join(tmp, "out")
 			code, stdout, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5", "--w-rows")
 			if code != 0 {
@@ -123,7 +114,7 @@ func TestGDNCommandGolden(t *testing.T) {
 				}
 			}
 			var man results.GDNManifest
-			data, err = os.ReadFile(filepath.Join(out, results.GDNManifestName))
+			data, err := os.ReadFile(filepath.Join(out, results.GDNManifestName))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,17 +234,8 @@ func TestGDNShardsMergeCLI(t *testing.T) {
 // and the gdn table.
 func gdnGoldenSeq0(t *testing.T, dir string, gold *checkpoint.Checkpoint) (int, string, []results.GDNRow) {
 	t.Helper()
-	raw, _ := gold.Int64("input_ids")
-	info, _ := gold.Info("input_ids")
-	T := info.Shape[1]
-	ids := make([]int, T)
-	for i := range ids {
-		ids[i] = int(raw[i])
-	}
-	tmp := t.TempDir()
-	idsFile := filepath.Join(tmp, "ids.json")
-	data, _ := json.Marshal(ids)
-	os.WriteFile(idsFile, data, 0o644)
+	idsFile, _, T := goldenIDs(t, gold, false)
+	tmp := filepath.Dir(idsFile)
 	out := filepath.Join(tmp, "out")
 	if code, _, stderr := probe(t, "gdn", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--out", out, "--tile", "5", "--w-rows"); code != 0 {
 		t.Fatalf("probe gdn: exit %d: %s", code, stderr)
@@ -414,4 +396,37 @@ func TestDiagRefusesMamba2(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "no softmax attention layers") || !strings.Contains(stderr, "probe gdn") {
 		t.Errorf("exit %d, stderr %q; want a refusal naming probe gdn", code, stderr)
 	}
+}
+
+// goldenIDs writes a golden file's input_ids ([B, T]) as one token stream
+// to ids.json in a new temporary folder — sequence 0 only, or all B
+// sequences back to back — and returns its path, the stream and T.
+func goldenIDs(t *testing.T, gold *checkpoint.Checkpoint, all bool) (idsFile string, ids []int, T int) {
+	t.Helper()
+	raw, err := gold.Int64("input_ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, ok := gold.Info("input_ids")
+	if !ok || len(info.Shape) != 2 {
+		t.Fatalf("input_ids: no [B, T] tensor in the golden file")
+	}
+	T = info.Shape[1]
+	n := T
+	if all {
+		n = info.Shape[0] * T
+	}
+	ids = make([]int, n)
+	for i := range ids {
+		ids[i] = int(raw[i])
+	}
+	data, err := json.Marshal(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idsFile = filepath.Join(t.TempDir(), "ids.json")
+	if err := os.WriteFile(idsFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return idsFile, ids, T
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -36,17 +35,8 @@ func TestMassiveCommandGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gold.Close()
-	raw, _ := gold.Int64("input_ids")
-	info, _ := gold.Info("input_ids")
-	n := info.Shape[1]
-	ids := make([]int, n)
-	for i := range ids {
-		ids[i] = int(raw[i])
-	}
-	tmp := t.TempDir()
-	idsFile := filepath.Join(tmp, "ids.json")
-	data, _ := json.Marshal(ids)
-	os.WriteFile(idsFile, data, 0o644)
+	idsFile, ids, n := goldenIDs(t, gold, false)
+	tmp := filepath.Dir(idsFile)
 	out := filepath.Join(tmp, "out")
 	const topK = 4
 	code, _, stderr := probe(t, "massive", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(n-1), "--top-k", fmt.Sprint(topK),

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,17 +41,9 @@ func TestSinksCommandGolden(t *testing.T) {
 		}
 		defer gold.Close()
 		ran++
-		raw, _ := gold.Int64("input_ids")
-		info, _ := gold.Info("input_ids")
-		T := info.Shape[1]
-		ids := make([]int, T)
-		for i := range ids {
-			ids[i] = int(raw[i])
-		}
-		tmp := t.TempDir()
-		idsFile := filepath.Join(tmp, "ids.json")
-		data, _ := json.Marshal(ids)
-		os.WriteFile(idsFile, data, 0o644)
+		idsFile, _, T := goldenIDs(t, gold, false)
+		info, _ := gold.Info("input_ids") // [B, T]: the gate tensor's layout
+		tmp := filepath.Dir(idsFile)
 		out := filepath.Join(tmp, "out")
 		code, stdout, stderr := probe(t, "sinks", "--model", dir, "--ids", idsFile, "--lengths", fmt.Sprint(T), "--eps", "0.05,0.1,0.3",
 			"--out", out, "--tile", "5")
