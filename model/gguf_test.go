@@ -255,15 +255,7 @@ func TestGGUFRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := filepath.Join(t.TempDir(), "m.gguf")
-			if err := WriteGGUFFromHF(p, &cfg, tensors); err != nil {
-				t.Fatal(err)
-			}
-			g, err := checkpoint.OpenGGUF(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
+			g := writeOpenGGUF(t, &cfg, tensors)
 			fields, err := GGUFConfig(g)
 			if err != nil {
 				t.Fatal(err)
@@ -333,15 +325,7 @@ func TestGGUFWriteBF16(t *testing.T) {
 		}
 		want[w.Name] = x
 	}
-	p := filepath.Join(t.TempDir(), "m.gguf")
-	if err := WriteGGUFFromHF(p, &cfg, tensors); err != nil {
-		t.Fatal(err)
-	}
-	g, err := checkpoint.OpenGGUF(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := writeOpenGGUF(t, &cfg, tensors)
 	if ft, err := g.MetaInt("general.file_type"); err != nil || ft != 32 {
 		t.Errorf("general.file_type = %d (%v), want 32 (LLAMA_FTYPE_MOSTLY_BF16)", ft, err)
 	}
@@ -411,12 +395,7 @@ func TestGGUFRefuses(t *testing.T) {
 				{Key: "llama.feed_forward_length", Type: checkpoint.GGUFArrayT, Value: checkpoint.GGUFArray{Elem: checkpoint.GGUFInt32, Values: []int32{8}}}}, nil)
 		}, `metadata "llama.feed_forward_length" is a array`},
 		{"llama3 rope factors", func() string {
-			p := filepath.Join(dir, "l3.gguf")
-			if err := WriteGGUFFromHF(p, &cfg, tensors); err != nil {
-				t.Fatal(err)
-			}
-			g, _ := checkpoint.OpenGGUF(p)
-			defer g.Close()
+			g := writeOpenGGUF(t, &cfg, tensors)
 			var ts []checkpoint.GGUFWriteTensor
 			for _, ti := range g.Tensors {
 				b, _ := g.TensorData(ti.Name)
@@ -570,4 +549,20 @@ func TestGGUFLlama3FactorsMatchRoPE(t *testing.T) {
 			t.Errorf("factor %g: no frequency in the blended band: the test does not reach it", factor)
 		}
 	}
+}
+
+// writeOpenGGUF writes cfg's tensors as a GGUF file in a temporary folder
+// (WriteGGUFFromHF) and opens it; the file is closed when the test ends.
+func writeOpenGGUF(t *testing.T, cfg *Config, tensors []checkpoint.Tensor) *checkpoint.GGUFFile {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := WriteGGUFFromHF(p, cfg, tensors); err != nil {
+		t.Fatal(err)
+	}
+	g, err := checkpoint.OpenGGUF(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
 }
