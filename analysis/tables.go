@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"bytes"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -134,26 +133,16 @@ func columnsOf(t reflect.Type) []column {
 
 // writeCSV writes rows as CSV with a header line (see writeTable).
 func writeCSV[T any](w io.Writer, rows []T) error {
-	cols := columnsOf(reflect.TypeFor[T]())
-	cw := csv.NewWriter(w)
-	rec := make([]string, len(cols))
-	for i, c := range cols {
-		rec[i] = c.name
-	}
-	if err := cw.Write(rec); err != nil {
+	rw, err := newRowWriter[T](FormatCSV, w, "")
+	if err != nil {
 		return err
 	}
 	for _, r := range rows {
-		v := reflect.ValueOf(r)
-		for i, c := range cols {
-			rec[i] = csvValue(v.Field(c.index))
-		}
-		if err := cw.Write(rec); err != nil {
+		if err := rw.Append(r); err != nil {
 			return err
 		}
 	}
-	cw.Flush()
-	return cw.Error()
+	return rw.Close(w, nil)
 }
 
 func csvValue(v reflect.Value) string {
