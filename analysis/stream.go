@@ -292,16 +292,22 @@ func runStream(r *RunSpec, man StreamManifest, opts any, m *model.Model, ms meas
 			return err
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(r.Out, "passes"), 0o755); err != nil {
-		return err
-	}
+	// the manifest first, then passes/: a folder with pass files always
+	// has a manifest that names its kind, so that a run killed at any
+	// moment resumes without --force
 	var old struct {
 		Complete bool `json:"complete"`
 	}
 	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &old) != nil || !old.Complete {
+		if err := os.MkdirAll(r.Out, 0o755); err != nil {
+			return err
+		}
 		if err := writeJSON(path, man); err != nil {
 			return err
 		}
+	}
+	if err := os.MkdirAll(filepath.Join(r.Out, "passes"), 0o755); err != nil {
+		return err
 	}
 	rec.Passes = []results.StreamPass{}
 	var shared func(results.Chunk) bool

@@ -27,12 +27,16 @@ func folderContents(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(ents))
-	for i, e := range ents {
-		names[i] = e.Name()
-		if e.IsDir() {
-			names[i] += "/"
+	var names []string
+	for _, e := range ents {
+		if n := e.Name(); !e.IsDir() && strings.HasPrefix(n, ".") && strings.Contains(n, ".tmp-") {
+			continue // an atomic write's temporary file, left by a killed run
 		}
+		n := e.Name()
+		if e.IsDir() {
+			n += "/"
+		}
+		names = append(names, n)
 	}
 	return names, nil
 }
