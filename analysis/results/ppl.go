@@ -208,3 +208,6 @@ type PPLResults struct {
 	Chunks      []PPLChunkRow
 	Calibration []PPLCalibRow
 }
+
+// Record returns the manifest's run record.
+func (r *PPLResults) Record() *RunRecord { return &r.Manifest.RunRecord }

@@ -17,13 +17,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"gorgonia.org/tensor"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/probes"
-	"gorgonia.org/tensor"
 )
 
 // benchResult is the one JSON object probe bench prints.
@@ -73,7 +74,7 @@ type benchResult struct {
 
 // BenchOptions are the options of probe bench.
 type BenchOptions struct {
-	Stdout        io.Writer
+	cmdIO
 	Model         modelFlag
 	Input         tokenFlags // instead of random ids: the first Tokens of them, all when TokensGiven is false
 	Tokens        int        // sequence length T
@@ -95,38 +96,25 @@ type BenchOptions struct {
 	ThroughLayer int
 }
 
-// NewCmdBench builds probe bench; runF (nil: runBench) runs it.
-func NewCmdBench(runF func(*BenchOptions) error) *cobra.Command {
-	opts := &BenchOptions{}
-	cmd := &cobra.Command{
-		Use:     "bench --model <dir|org/name> [--tokens T] [--reps N] [--no-diagnostics | --modes forward,ssm-recurrent,gdn,gdn-w-rows,sinks,massive|all] [--ids <file> | --text <file>]",
-		Short:   "forward-pass speed and peak RSS as one JSON object, alone or beside each diagnostic's consumers (--modes)",
-		Example: "probe bench --model zoo/checkpoints/qwen3_base --tokens 1024 --reps 3",
-		Args:    noArgs(""),
-		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.TokensGiven = c.Flags().Changed("tokens")
-			return orDefault(runF, runBench)(opts)
-		},
-	}
-	f := cmd.Flags()
-	opts.Model.registerModel(f, "checkpoint")
-	f.IntVar(&opts.Tokens, "tokens", 1024, "sequence length T (one batch of T random tokens)")
-	f.IntVar(&opts.Reps, "reps", 3, "forward passes; the fastest is reported")
-	f.BoolVar(&opts.NoDiagnostics, "no-diagnostics", false, "plain forward pass, no attention consumer")
-	f.StringVar(&opts.Kernel, "kernel", probes.MatrixKernel.String(), "where the diagnostics' row moments come from: matrix (the attention pass's matrix products) or rows (probes.Collector row by row); see probes.Kernel")
-	f.StringVar(&opts.Reductions, "reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic, which need S per dimension); see probes.Reductions")
-	f.Uint64Var(&opts.Seed, "seed", 1, "seed of the random tokens")
-	opts.Input.registerInput(f, false)
-	threadsVar(f, &opts.Threads)
-	tileVar(f, &opts.Tile)
-	f.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
-	f.StringVar(&opts.Modes, "modes", "", "compare consumers in one run: comma-separated of "+strings.Join(benchModes, ", ")+", or all (every one the model has layers for); forward is always included, each rep runs every mode once in rotating order, and one JSON object gives each mode's best wall and CPU seconds, peak RSS and overhead vs forward")
-	f.BoolVar(&opts.Resident, "resident", false, "after the passes, report per tensor (per-expert tensors of a layer together) how much of the memory-mapped weights is resident in this process (Linux /proc/self/pagemap) and how many tensors or experts were touched")
-	f.IntVar(&opts.ThroughLayer, "through-layer", -1, "with --no-diagnostics: time the pass through blocks 0 … L only (block L whole, no logits), as if nothing read further; -1: every block")
+// flags declares the flags of probe bench into f and their relations.
+func (o *BenchOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	cmd.PreRun = func(c *cobra.Command, _ []string) { o.TokensGiven = c.Flags().Changed("tokens") }
+	o.Model.registerModel(f, "checkpoint")
+	f.IntVar(&o.Tokens, "tokens", 1024, "sequence length T (one batch of T random tokens)")
+	f.IntVar(&o.Reps, "reps", 3, "forward passes; the fastest is reported")
+	f.BoolVar(&o.NoDiagnostics, "no-diagnostics", false, "plain forward pass, no attention consumer")
+	f.StringVar(&o.Kernel, "kernel", probes.MatrixKernel.String(), "where the diagnostics' row moments come from: matrix (the attention pass's matrix products) or rows (probes.Collector row by row); see probes.Kernel")
+	f.StringVar(&o.Reductions, "reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic, which need S per dimension); see probes.Reductions")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed of the random tokens")
+	o.Input.registerInput(f, false)
+	threadsVar(f, &o.Threads)
+	tileVar(f, &o.Tile)
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed passes to this file (go tool pprof)")
+	f.StringVar(&o.Modes, "modes", "", "compare consumers in one run: comma-separated of "+strings.Join(benchModes, ", ")+", or all (every one the model has layers for); forward is always included, each rep runs every mode once in rotating order, and one JSON object gives each mode's best wall and CPU seconds, peak RSS and overhead vs forward")
+	f.BoolVar(&o.Resident, "resident", false, "after the passes, report per tensor (per-expert tensors of a layer together) how much of the memory-mapped weights is resident in this process (Linux /proc/self/pagemap) and how many tensors or experts were touched")
+	f.IntVar(&o.ThroughLayer, "through-layer", -1, "with --no-diagnostics: time the pass through blocks 0 … L only (block L whole, no logits), as if nothing read further; -1: every block")
 	markRequired(cmd, "model", modelHint)
 	cmd.MarkFlagsMutuallyExclusive("ids", "text")
-	return cmd
 }
 
 // runBench runs probe bench: one batch of T random (seeded) tokens through
@@ -136,23 +124,9 @@ func NewCmdBench(runF func(*BenchOptions) error) *cobra.Command {
 // (load_seconds, first_pass_seconds); the peak RSS is the whole process's.
 // scripts/bench/compare.sh runs it beside PyTorch (docs/performance.md).
 func runBench(opts *BenchOptions) error {
-	switch {
-	case opts.Tokens <= 0:
-		return fmt.Errorf("--tokens %d: want a positive length", opts.Tokens)
-	case opts.Reps <= 0:
-		return fmt.Errorf("--reps %d: want at least 1", opts.Reps)
-	case !validKernel(opts.Kernel):
-		return fmt.Errorf("--kernel %q: want %s or %s", opts.Kernel, probes.MatrixKernel, probes.RowKernel)
-	case opts.Modes != "" && opts.NoDiagnostics:
-		return fmt.Errorf("--modes includes the plain forward pass (forward); drop --no-diagnostics")
-	case opts.ThroughLayer < -1:
-		return fmt.Errorf("--through-layer %d: want a layer ≥ 0, or -1 for every block", opts.ThroughLayer)
-	case opts.ThroughLayer >= 0 && !opts.NoDiagnostics:
-		return fmt.Errorf("--through-layer %d times a plain pass (the diagnostics read every layer): add --no-diagnostics", opts.ThroughLayer)
-	}
-	red, ok := probes.ParseReductions(opts.Reductions)
-	if !ok {
-		return fmt.Errorf("--reductions %q: want %s or %s", opts.Reductions, probes.MeanReduction, probes.AllReductions)
+	red, err := opts.check()
+	if err != nil {
+		return err
 	}
 	dir, err := opts.Model.dir()
 	if err != nil {
@@ -199,26 +173,8 @@ func runBench(opts *BenchOptions) error {
 		return benchCompare(opts.Stdout, m, ids, opt, opts.Modes, opts.Reps, benchModesResult{Tokens: T, Threads: res.Threads, Reps: opts.Reps,
 			LoadSeconds: res.LoadSeconds, WeightMiB: res.WeightMiB, HeapMiB: res.HeapMiB}, copts, resident)
 	}
-	if !opts.NoDiagnostics {
-		// Every diagnostic of the App. I protocol streams on every layer
-		// (n_eff, S, λobs and K in the --reductions asked for, BOS mass,
-		// ‖e‖, gates, the sink mass of a model with sinks), as probe sweep
-		// computes them; the Collector is
-		// allocated once, outside the timed passes.
-		if err := probes.CheckModelMemory(m, 1, T, opt, copts); err != nil {
-			return err
-		}
-		col, err := probes.NewModelCollector(1, &m.Config, T, copts)
-		if err != nil {
-			return err
-		}
-		opt.Hooks = col.Hooks(&m.Config)
-		res.DiagnosticsMiB = mib(col.Bytes())
-	}
-	if L := opts.ThroughLayer; L >= 0 {
-		// nothing is read after block L's hook_resid_post, so the pass stops there
-		opt.Hooks = &hooks.Set{}
-		opt.Hooks.Add(hooks.Name(hooks.ResidPost, L), func(string, int, *tensor.Dense) error { return nil })
+	if res.DiagnosticsMiB, err = opts.passHooks(m, T, &opt, copts); err != nil {
+		return err
 	}
 	if err := benchPasses(&res, m, ids, opt, opts.Reps); err != nil {
 		return err
@@ -232,6 +188,57 @@ func runBench(opts *BenchOptions) error {
 	}
 	_, err = fmt.Fprintln(opts.Stdout, string(out))
 	return err
+}
+
+// passHooks sets the hooks of the timed passes in opt and returns the
+// diagnostics' memory (MiB). Unless --no-diagnostics every diagnostic of
+// the App. I protocol streams on every layer (n_eff, S, λobs and K in the
+// --reductions asked for, BOS mass, ‖e‖, gates, the sink mass of a model
+// with sinks), as probe sweep computes them, from a Collector allocated
+// once, outside the timed passes; with --through-layer L the pass stops
+// after block L's hook_resid_post, after which nothing is read.
+func (opts *BenchOptions) passHooks(m *model.Model, T int, opt *model.Options, copts probes.CollectorOptions) (float64, error) {
+	if L := opts.ThroughLayer; L >= 0 {
+		opt.Hooks = &hooks.Set{}
+		opt.Hooks.Add(hooks.Name(hooks.ResidPost, L), func(string, int, *tensor.Dense) error { return nil })
+		return 0, nil
+	}
+	if opts.NoDiagnostics {
+		return 0, nil
+	}
+	if err := probes.CheckModelMemory(m, 1, T, *opt, copts); err != nil {
+		return 0, err
+	}
+	col, err := probes.NewModelCollector(1, &m.Config, T, copts)
+	if err != nil {
+		return 0, err
+	}
+	opt.Hooks = col.Hooks(&m.Config)
+	return mib(col.Bytes()), nil
+}
+
+// check refuses the flag values and combinations that cannot run, and
+// returns --reductions parsed.
+func (opts *BenchOptions) check() (probes.Reductions, error) {
+	switch {
+	case opts.Tokens <= 0:
+		return 0, fmt.Errorf("--tokens %d: want a positive length", opts.Tokens)
+	case opts.Reps <= 0:
+		return 0, fmt.Errorf("--reps %d: want at least 1", opts.Reps)
+	case !validKernel(opts.Kernel):
+		return 0, fmt.Errorf("--kernel %q: want %s or %s", opts.Kernel, probes.MatrixKernel, probes.RowKernel)
+	case opts.Modes != "" && opts.NoDiagnostics:
+		return 0, fmt.Errorf("--modes includes the plain forward pass (forward); drop --no-diagnostics")
+	case opts.ThroughLayer < -1:
+		return 0, fmt.Errorf("--through-layer %d: want a layer ≥ 0, or -1 for every block", opts.ThroughLayer)
+	case opts.ThroughLayer >= 0 && !opts.NoDiagnostics:
+		return 0, fmt.Errorf("--through-layer %d times a plain pass (the diagnostics read every layer): add --no-diagnostics", opts.ThroughLayer)
+	}
+	red, ok := probes.ParseReductions(opts.Reductions)
+	if !ok {
+		return 0, fmt.Errorf("--reductions %q: want %s or %s", opts.Reductions, probes.MeanReduction, probes.AllReductions)
+	}
+	return red, nil
 }
 
 // ids returns the tokens of the timed passes: those of --ids or --text

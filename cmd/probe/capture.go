@@ -3,17 +3,18 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
-	"github.com/spf13/cobra"
 )
 
 // CaptureOptions are the options of probe capture.
 type CaptureOptions struct {
-	Stdout             io.Writer
+	cmdIO
 	Model              modelFlag
 	Input              tokenFlags
 	Hooks              []string // hook points or patterns (* matches every layer)
@@ -22,41 +23,24 @@ type CaptureOptions struct {
 	Progress           bool
 }
 
-// NewCmdCapture builds probe capture; runF (nil: runCapture) runs it.
-func NewCmdCapture(runF func(*CaptureOptions) error) *cobra.Command {
-	opts := &CaptureOptions{}
-	cmd := &cobra.Command{
-		Use:     "capture --model <dir|org/name> (--ids <file> | --text <file> [--max-tokens N] [--tokenizer F]) --hook <name> ... --out <file.safetensors>",
-		Short:   "run one forward pass and write the chosen hook points' activations to a safetensors file",
-		Example: "probe capture --model zoo/checkpoints/gated_headwise --text README.md --max-tokens 256 --hook 'blocks.*.attn.hook_pattern' --out cap.safetensors",
-		Args:    noArgs(""),
-		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Stdout = c.OutOrStdout()
-			return orDefault(runF, runCapture)(opts)
-		},
-	}
-	f := cmd.Flags()
-	opts.Model.registerModel(f, "checkpoint")
-	opts.Input.registerInput(f, true)
-	f.StringVar(&opts.File, "out", "", "output .safetensors file")
-	extrapolationVar(f, &opts.AllowExtrapolation)
-	f.StringArrayVar(&opts.Hooks, "hook", nil, "hook point to capture, a `name` as probe hooks lists them (repeatable; * matches every layer)")
-	progressVar(f, &opts.Progress)
+// flags declares the flags of probe capture into f and their relations.
+func (o *CaptureOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	o.Model.registerModel(f, "checkpoint")
+	o.Input.registerInput(f, true)
+	f.StringVar(&o.File, "out", "", "output .safetensors file")
+	extrapolationVar(f, &o.AllowExtrapolation)
+	f.StringArrayVar(&o.Hooks, "hook", nil, "hook point to capture, a `name` as probe hooks lists them (repeatable; * matches every layer)")
+	progressVar(f, &o.Progress)
 	markRequired(cmd, "model", modelHint)
 	markRequired(cmd, "out", "")
 	markRequired(cmd, "hook", "at least one; probe hooks lists them")
 	markExactlyOne(cmd, "ids", "text")
-	return cmd
 }
 
 // runCapture runs one forward pass with the hooks captured and writes
 // them, with the input ids and the token strings, to opts.File.
 func runCapture(opts *CaptureOptions) error {
-	dir, err := opts.Model.dir()
-	if err != nil {
-		return err
-	}
-	cfg, err := model.LoadConfig(dir)
+	dir, cfg, err := opts.Model.loadConfig()
 	if err != nil {
 		return err
 	}
@@ -65,11 +49,8 @@ func runCapture(opts *CaptureOptions) error {
 			return err
 		}
 	}
-	ids, err := opts.Input.batch(dir)
+	ids, err := opts.Input.checkedBatch(dir, cfg, opts.AllowExtrapolation)
 	if err != nil {
-		return err
-	}
-	if err := checkLength(len(ids[0]), cfg, &opts.Input, opts.AllowExtrapolation); err != nil {
 		return err
 	}
 	m, err := model.Load(dir, opts.Model.loadOptions())

@@ -7,11 +7,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report/papers"
-	"github.com/spf13/cobra"
 )
 
 // registerCompletions registers the completion of every flag

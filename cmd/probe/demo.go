@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/afatab"
@@ -48,33 +50,17 @@ var demoFalconFigs = []string{"gdn-side-by-side"}
 
 // DemoOptions are the options of probe demo.
 type DemoOptions struct {
-	Stdout      io.Writer
-	Args        []string // positional arguments
-	CommandLine []string // the arguments after the command name, for the manifest and the resume note
-	Out         string
-	Force       bool
-	Static      bool
+	cmdIO
+	Out    string
+	Force  bool
+	Static bool
 }
 
-// NewCmdDemo builds probe demo; runF (nil: runDemo) runs it.
-func NewCmdDemo(runF func(*DemoOptions) error) *cobra.Command {
-	opts := &DemoOptions{}
-	cmd := &cobra.Command{
-		Use:     "demo [--out <dir>] [--static]",
-		Short:   "the whole story on the embedded zoo checkpoints (BFT App. I, RFA parameters, AFA figures, sinks and experts, attention beside Mamba-2, perplexity, Prediction 3) in one report.html",
-		Example: "probe demo --out /tmp/probe-demo",
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.Args = args
-			opts.CommandLine = commandArgs(c)
-			return orDefault(runF, runDemo)(opts)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&opts.Out, "out", "probe-demo", "output directory: new, empty, or holding an earlier demo (replaced)")
-	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files")
-	f.BoolVar(&opts.Static, "static", false, "inline SVG charts, no JavaScript (chosen anyway when echarts.min.js is not installed)")
-	return cmd
+// flags declares the flags of probe demo into f and their relations.
+func (o *DemoOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	f.StringVar(&o.Out, "out", "probe-demo", "output directory: new, empty, or holding an earlier demo (replaced)")
+	f.BoolVar(&o.Force, "force", false, "write into an --out that holds other files")
+	f.BoolVar(&o.Static, "static", false, "inline SVG charts, no JavaScript (chosen anyway when echarts.min.js is not installed)")
 }
 
 // runDemo runs the whole story on the zoo checkpoints embedded in the
@@ -237,30 +223,34 @@ func (d *demo) hybridFilters() error {
 	} {
 		s := run.stream
 		s.Model.Name, s.Input.IDs, s.Plan.Lengths, s.Formats, s.Force, s.Out = d.hybrid, d.ids, run.lengths, "parquet", true, run.dir
-		if err := run.run(); err != nil {
-			return fmt.Errorf("demo: %s of the hybrid: %w", run.what, err)
-		}
-		fr, err := filters.Read(run.dir)
+		figs, err := measureFigures(run.what+" of the hybrid", run.dir, run.run)
 		if err != nil {
 			return err
 		}
-		d.figs = append(d.figs, fr.Figures...)
+		d.figs = append(d.figs, figs...)
 	}
 	// Wu et al.'s retrieval score of its softmax heads on a copy task
 	// (probe retrieval; every copy step scored: the zoo models copy none).
 	d.retrievalDir = filepath.Join(d.out, "hybrid-retrieval")
 	ro, flags := defaultsOf(NewCmdRetrieval)
-	ro.Stdout, ro.Run.Model.Name, ro.Gap, ro.Steps, ro.Run.Formats, ro.Run.Force, ro.Run.Out = io.Discard, d.hybrid, 64, "all", "parquet", true, d.retrievalDir
+	ro.Stdout, ro.Run.Model.Name, ro.Options.Gap, ro.Options.Steps, ro.Run.Formats, ro.Run.Force, ro.Run.Out = io.Discard, d.hybrid, 64, "all", "parquet", true, d.retrievalDir
 	ro.CLIOptions, ro.CommandLine = flagRecord(flags)
-	if err := runRetrieval(ro); err != nil {
-		return fmt.Errorf("demo: retrieval heads of the hybrid: %w", err)
+	figs, err := measureFigures("retrieval heads of the hybrid", d.retrievalDir, func() error { return runRetrieval(ro) })
+	d.figs = append(d.figs, figs...)
+	return err
+}
+
+// measureFigures runs one of the demo's measurements into dir (what: its
+// words in the error) and returns the figures drawn from its tables.
+func measureFigures(what, dir string, run func() error) ([]*report.Figure, error) {
+	if err := run(); err != nil {
+		return nil, fmt.Errorf("demo: %s: %w", what, err)
 	}
-	fr, err := filters.Read(d.retrievalDir)
+	fr, err := filters.Read(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	d.figs = append(d.figs, fr.Figures...)
-	return nil
+	return fr.Figures, nil
 }
 
 // falconFilters reads the Falcon-H1-style model's layers as filters
@@ -277,14 +267,11 @@ func (d *demo) falconFilters() error {
 	s := &o.Stream
 	s.Model.Name, s.Input.IDs, s.Plan.Lengths, s.Formats, s.Force, s.Out = d.falcon, d.ids, demoFalconLength, "parquet", true, d.falconDir
 	o.CLIOptions, o.CommandLine = flagRecord(flags)
-	if err := runGDN(o); err != nil {
-		return fmt.Errorf("demo: the Falcon-H1-style model as a filter: %w", err)
-	}
-	fr, err := filters.Read(d.falconDir)
+	figs, err := measureFigures("the Falcon-H1-style model as a filter", d.falconDir, func() error { return runGDN(o) })
 	if err != nil {
 		return err
 	}
-	for _, f := range fr.Figures {
+	for _, f := range figs {
 		if slices.Contains(demoFalconFigs, f.ID) {
 			f.ID, f.Title = "falcon-h1-"+f.ID, "Falcon-H1-style model: "+f.Title
 			d.figs = append(d.figs, f)
@@ -318,17 +305,14 @@ func (d *demo) moe() error {
 	} {
 		s := run.stream
 		s.Model.Name, s.Input.IDs, s.Plan.Lengths, s.Plan.Samples, s.Formats, s.Force, s.Out = d.gptoss, d.ids, demoMoELengths, demoMoESamples, "parquet", true, run.dir
-		if err := run.run(); err != nil {
-			return fmt.Errorf("demo: %s of the gpt-oss-style model: %w", run.what, err)
-		}
-		fr, err := filters.Read(run.dir)
+		figs, err := measureFigures(run.what+" of the gpt-oss-style model", run.dir, run.run)
 		if err != nil {
 			return err
 		}
-		for _, f := range fr.Figures {
+		for _, f := range figs {
 			f.ID, f.Title = "gpt-oss-"+f.ID, "gpt-oss-style model: "+f.Title
 		}
-		d.figs = append(d.figs, fr.Figures...)
+		d.figs = append(d.figs, figs...)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/results"
@@ -18,9 +19,7 @@ import (
 // CSV file; its run folder is analysis.DiagRunDir of it), the batch and
 // the diagnostics' options.
 type DiagOptions struct {
-	Stdout      io.Writer
-	CLIOptions  []results.Option // every flag with its value, for the manifest
-	CommandLine []string         // the arguments after the command name, for the manifest and the resume note
+	cmdIO
 	runFlags
 	Input              tokenFlags
 	AllowExtrapolation bool
@@ -29,38 +28,24 @@ type DiagOptions struct {
 	Kernel, SinkRows   string
 }
 
-// NewCmdDiag builds probe diag; runF (nil: runDiag) runs it.
-func NewCmdDiag(runF func(*DiagOptions) error) *cobra.Command {
-	opts := &DiagOptions{}
-	cmd := &cobra.Command{
-		Use:     "diag --model <dir|org/name> (--ids <file> | --text <file> [--max-tokens N]) [--shard i/n] --out <file.csv>",
-		Short:   "per-(sample, layer, head, query) filter diagnostics of one batch as CSV",
-		Example: "probe diag --model zoo/checkpoints/gated_headwise --text README.md --max-tokens 128 --out diag.csv",
-		Args:    noArgs(""),
-		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
-			return orDefault(runF, runDiag)(opts)
-		},
-	}
-	f := cmd.Flags()
-	opts.Model.registerModel(f, "checkpoint")
-	opts.Input.registerInput(f, true)
-	f.StringVar(&opts.Out, "out", "", "output CSV file; its run folder <out>.run keeps one pass file per sample, so that re-running resumes")
-	extrapolationVar(f, &opts.AllowExtrapolation)
-	threadsVar(f, &opts.Threads)
-	shardVar(f, &opts.Shard)
-	f.BoolVar(&opts.Force, "force", false, "replace a CSV that has no run folder (written before probe diag kept one), or a run of another plan")
-	f.StringVar(&opts.OnNonFinite, "on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
-	f.BoolVar(&opts.WithTokens, "tokens", false, "add a last column, token: the text of each query's token (needs the model folder's tokenizer.json or --tokenizer)")
-	f.BoolVar(&opts.Legacy, "legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
-	f.StringVar(&opts.SinkRows, "sink-rows", probes.RenormRows.String(), "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in a sink_mass column after bos_mass) or raw (as the model returns them); docs/diagnostics.md")
-	f.StringVar(&opts.Kernel, "kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
-	progressVar(f, &opts.Progress)
+// flags declares the flags of probe diag into f and their relations.
+func (o *DiagOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	o.Model.registerModel(f, "checkpoint")
+	o.Input.registerInput(f, true)
+	f.StringVar(&o.Out, "out", "", "output CSV file; its run folder <out>.run keeps one pass file per sample, so that re-running resumes")
+	extrapolationVar(f, &o.AllowExtrapolation)
+	threadsVar(f, &o.Threads)
+	shardVar(f, &o.Shard)
+	f.BoolVar(&o.Force, "force", false, "replace a CSV that has no run folder (written before probe diag kept one), or a run of another plan")
+	f.StringVar(&o.OnNonFinite, "on-nonfinite", analysis.NonFiniteStop, "NaN/Inf in attention rows: stop, or flag (write NaN and report)")
+	f.BoolVar(&o.WithTokens, "tokens", false, "add a last column, token: the text of each query's token (needs the model folder's tokenizer.json or --tokenizer)")
+	f.BoolVar(&o.Legacy, "legacy-names", false, "write the CSV header of earlier releases (s_mean, k_bft, k_dim_mean for S_mean, K, K_dim_mean); kept for one release")
+	f.StringVar(&o.SinkRows, "sink-rows", probes.RenormRows.String(), "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in a sink_mass column after bos_mass) or raw (as the model returns them); docs/diagnostics.md")
+	f.StringVar(&o.Kernel, "kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
+	progressVar(f, &o.Progress)
 	markRequired(cmd, "model", modelHint)
 	markRequired(cmd, "out", "")
 	markExactlyOne(cmd, "ids", "text")
-	return cmd
 }
 
 // runDiag runs one forward pass per sample of the batch with every App. I
@@ -68,19 +53,18 @@ func NewCmdDiag(runF func(*DiagOptions) error) *cobra.Command {
 // (sample, layer, head, query) as CSV, with the deviation from float32
 // under --compute bf16.
 func runDiag(opts *DiagOptions) error {
-	dir, err := opts.Model.dir()
+	run := opts.runFlags // its run folder beside the CSV file
+	run.Out = analysis.DiagRunDir(opts.Out)
+	var err error
+	if run.sh, err = results.ParseShard(run.Shard); err != nil {
+		return fmt.Errorf("--shard: %w", err)
+	}
+	dir, cfg, err := opts.Model.loadConfig()
 	if err != nil {
 		return err
 	}
-	cfg, err := model.LoadConfig(dir)
+	ids, err := opts.Input.checkedBatch(dir, cfg, opts.AllowExtrapolation)
 	if err != nil {
-		return err
-	}
-	ids, err := opts.Input.batch(dir)
-	if err != nil {
-		return err
-	}
-	if err := checkLength(len(ids[0]), cfg, &opts.Input, opts.AllowExtrapolation); err != nil {
 		return err
 	}
 	var toks [][]string
@@ -89,12 +73,7 @@ func runDiag(opts *DiagOptions) error {
 			return fmt.Errorf("--tokens: %w", err)
 		}
 	}
-	run := opts.runFlags
-	run.Out = analysis.DiagRunDir(opts.Out)
-	if run.sh, err = results.ParseShard(run.Shard); err != nil {
-		return fmt.Errorf("--shard: %w", err)
-	}
-	spec, end, err := run.spec("diag", "probe diag's passes and manifest", []string{analysis.FormatCSV}, opts.CLIOptions, opts.CommandLine)
+	spec, er, err := run.spec("diag", "probe diag's passes and manifest", []string{analysis.FormatCSV}, &opts.cmdIO)
 	if err != nil {
 		return err
 	}
@@ -102,7 +81,7 @@ func runDiag(opts *DiagOptions) error {
 	r := &analysis.DiagRun{RunSpec: spec, IDs: ids, Tokens: toks, Options: analysis.DiagOptions{OnNonFinite: opts.OnNonFinite,
 		Kernel: opts.Kernel, SinkRows: opts.SinkRows, AllowExtrapolation: opts.AllowExtrapolation, Tokens: opts.WithTokens, LegacyNames: opts.Legacy}}
 	man, err := r.Run()
-	end()
+	er.end()
 	if err != nil {
 		if man != nil {
 			return run.stopped(opts.Stdout, "diag", opts.CommandLine, &man.RunRecord, err)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -13,16 +12,16 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/explore"
 )
 
 // ExploreOptions are the options of probe explore.
 type ExploreOptions struct {
-	Stdout io.Writer
-	Args   []string // the measurement folder
-	Addr   string
-	Port   int
+	cmdIO
+	Addr string
+	Port int
 	// Model: in folder mode, the model folder for rows when the manifest's
 	// is elsewhere now; with Text or IDs, the model the default sweep runs.
 	Model              string
@@ -39,40 +38,24 @@ type ExploreOptions struct {
 	ready func(url string) bool
 }
 
-// NewCmdExplore builds probe explore; runF (nil: runExplore) runs it.
-func NewCmdExplore(runF func(*ExploreOptions) error) *cobra.Command {
-	opts := &ExploreOptions{}
+// flags declares the flags of probe explore into f and their relations.
+func (o *ExploreOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
 	d := explore.Defaults()
-	cmd := &cobra.Command{
-		Use:   "explore <folder|diag.csv> [--addr 127.0.0.1] [--port 8457] | explore --model <dir> (--text <file> | --ids <file>) [--lengths 4k]",
-		Short: "a local web app over a measurement folder (sweep, gdn, sinks, massive, experts; probe diag's CSV): every head's metric, one head over positions, one attention row computed on demand",
-		Example: "probe explore /tmp/sweep\n" +
-			"probe explore /tmp/sinks\n" +
-			"probe explore diag.csv\n" +
-			"probe explore --model zoo/checkpoints/gated_headwise --text README.md --lengths 256",
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.Args = args
-			return orDefault(runF, runExplore)(opts)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&opts.Addr, "addr", "127.0.0.1", "address to listen on; any but a loopback one requires the token printed at start on every request")
-	f.IntVar(&opts.Port, "port", 8457, "port to listen on (0: any free port)")
-	f.StringVar(&opts.Model, "model", "", "with a folder: the model folder for rows when the manifest's is not found; with --text/--ids: the model to sweep first")
-	f.StringVar(&opts.Text, "text", "", "run the default sweep on this text first (with --model), then explore it")
-	f.StringVar(&opts.IDs, "ids", "", "run the default sweep on this JSON list of token ids first (with --model), then explore it")
-	f.StringVar(&opts.Lengths, "lengths", "4k", "with --text/--ids: the sweep's context lengths")
-	f.IntVar(&opts.Samples, "samples", 1, "with --text/--ids: the sweep's samples per length")
-	f.IntVar(&opts.Bucket, "bucket", 16, "with --text/--ids: the sweep's query bucket (the finest resolution of Head over positions)")
-	f.StringVar(&opts.Out, "out", "", "with --text/--ids: the sweep's folder (default probe-explore-<text name> in the working directory)")
-	f.BoolVar(&opts.FullPass, "full-pass", false, "run all T tokens for a row instead of the tokens 0 … query (the pass is causal: same row)")
-	threadsVar(f, &opts.Threads)
-	f.IntVar(&opts.MaxQueue, "max-queue", d.MaxQueue, "distinct row passes that may wait for the model (more are answered 503)")
-	f.StringVar(&opts.FrameAncestors, "frame-ancestors", d.FrameAncestors, "pages that may show the explorer in a frame (CSP frame-ancestors sources; a notebook's iframe on loopback: 'http://127.0.0.1:* http://localhost:*')")
-	extrapolationVar(f, &opts.AllowExtrapolation)
+	f.StringVar(&o.Addr, "addr", "127.0.0.1", "address to listen on; any but a loopback one requires the token printed at start on every request")
+	f.IntVar(&o.Port, "port", 8457, "port to listen on (0: any free port)")
+	f.StringVar(&o.Model, "model", "", "with a folder: the model folder for rows when the manifest's is not found; with --text/--ids: the model to sweep first")
+	f.StringVar(&o.Text, "text", "", "run the default sweep on this text first (with --model), then explore it")
+	f.StringVar(&o.IDs, "ids", "", "run the default sweep on this JSON list of token ids first (with --model), then explore it")
+	f.StringVar(&o.Lengths, "lengths", "4k", "with --text/--ids: the sweep's context lengths")
+	f.IntVar(&o.Samples, "samples", 1, "with --text/--ids: the sweep's samples per length")
+	f.IntVar(&o.Bucket, "bucket", 16, "with --text/--ids: the sweep's query bucket (the finest resolution of Head over positions)")
+	f.StringVar(&o.Out, "out", "", "with --text/--ids: the sweep's folder (default probe-explore-<text name> in the working directory)")
+	f.BoolVar(&o.FullPass, "full-pass", false, "run all T tokens for a row instead of the tokens 0 … query (the pass is causal: same row)")
+	threadsVar(f, &o.Threads)
+	f.IntVar(&o.MaxQueue, "max-queue", d.MaxQueue, "distinct row passes that may wait for the model (more are answered 503)")
+	f.StringVar(&o.FrameAncestors, "frame-ancestors", d.FrameAncestors, "pages that may show the explorer in a frame (CSP frame-ancestors sources; a notebook's iframe on loopback: 'http://127.0.0.1:* http://localhost:*')")
+	extrapolationVar(f, &o.AllowExtrapolation)
 	cmd.MarkFlagsMutuallyExclusive("ids", "text")
-	return cmd
 }
 
 // runExplore opens the folder (after sweeping it when given --text or

@@ -27,7 +27,7 @@ func TestExploreSweepsThenServes(t *testing.T) {
 	var stdout bytes.Buffer
 	var info explore.Info
 	var status int
-	opts := &ExploreOptions{Stdout: &stdout, Addr: "127.0.0.1", Port: 0, Model: modelDir, IDs: idsFile, Lengths: "64,128",
+	opts := &ExploreOptions{cmdIO: cmdIO{Stdout: &stdout}, Addr: "127.0.0.1", Port: 0, Model: modelDir, IDs: idsFile, Lengths: "64,128",
 		Samples: 1, Bucket: 4, Out: out, MaxQueue: 4}
 	opts.ready = func(url string) bool {
 		resp, err := http.Get(url + "api/info")

@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/afatab"
@@ -16,39 +17,22 @@ import (
 
 // FiguresOptions are the options of probe figures.
 type FiguresOptions struct {
-	Stdout  io.Writer
-	Paper   string
-	Out     string
-	Force   bool
-	Static  bool
-	ECharts string
-	DPI     int
-	RFA     rfaFigureFlags
+	cmdIO
+	Paper string
+	Out   string
+	Force bool
+	drawFlags
+	RFA rfaFigureFlags
 }
 
-// NewCmdFigures builds probe figures; runF (nil: runFigures) runs it.
-func NewCmdFigures(runF func(*FiguresOptions) error) *cobra.Command {
-	opts := &FiguresOptions{}
-	cmd := &cobra.Command{
-		Use:     "figures --paper rfa|selrope|rt|bft|afa|all --out <dir> [--static] [--model <dir|org/name> | --series <dirs> | --history <file>]",
-		Short:   "the papers' figures: analytic from their formulas, or RFA/AFA from checkpoints",
-		Example: "probe figures --paper bft --out /tmp/figures",
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.Stdout = c.OutOrStdout()
-			return orDefault(runF, runFigures)(opts)
-		},
-	}
-	cmd.Args = noArgs("")
-	f := cmd.Flags()
-	f.StringVar(&opts.Paper, "paper", "", "rfa, selrope, rt or bft (or all): analytic figures; afa with --model: Figs. 1–3 of trained toy filters")
-	f.StringVar(&opts.Out, "out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
-	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files")
-	f.BoolVar(&opts.Static, "static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
-	f.StringVar(&opts.ECharts, "echarts", "", echartsFlagHelp)
-	f.IntVar(&opts.DPI, "dpi", 150, "PNG resolution")
-	opts.RFA.registerRFAFigures(f)
+// flags declares the flags of probe figures into f and their relations.
+func (o *FiguresOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	f.StringVar(&o.Paper, "paper", "", "rfa, selrope, rt or bft (or all): analytic figures; afa with --model: Figs. 1–3 of trained toy filters")
+	f.StringVar(&o.Out, "out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
+	f.BoolVar(&o.Force, "force", false, "write into an --out that holds other files")
+	o.registerDraw(f)
+	o.RFA.registerRFAFigures(f)
 	markRequired(cmd, "out", "")
-	return cmd
 }
 
 // runFigures writes a paper's analytic figures (no checkpoint): PNG and SVG
@@ -56,7 +40,7 @@ func NewCmdFigures(runF func(*FiguresOptions) error) *cobra.Command {
 // --model, --series or --history it draws the RFA figures of checkpoints
 // instead (figures_rfa.go).
 func runFigures(opts *FiguresOptions) error {
-	wo := report.ChooseCharts(report.WriteOptions{Static: opts.Static, ECharts: opts.ECharts, DPI: opts.DPI}, opts.Stdout)
+	wo := opts.writeOptions("", opts.Stdout)
 	if opts.Paper == "afa" {
 		// AFA's figures exist only from trained toy filters (zoo/checkpoints/afa_toy).
 		if opts.RFA.Model == "" {

@@ -7,13 +7,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/attngrid"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/report"
 	"github.com/filterlens/probe/report/papers"
-	"github.com/spf13/pflag"
 )
 
 // rfaFigureFlags are the options of `probe figures --paper rfa` that draw

@@ -7,9 +7,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/filterlens/probe/internal/names"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/filterlens/probe/internal/names"
 )
 
 // longFlags rewrites the single-dash long flags of the command that args

@@ -3,13 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/spf13/cobra"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
@@ -32,7 +33,7 @@ func archList() string { return strings.Join(generateArchNames(), ", ") }
 
 // GenerateOptions are the options of probe generate.
 type GenerateOptions struct {
-	Stdout  io.Writer
+	cmdIO
 	Arch    string
 	Layers  int
 	DModel  int
@@ -55,43 +56,30 @@ type GenerateOptions struct {
 	Force     bool
 }
 
-// NewCmdGenerate builds probe generate; runF (nil: runGenerate) runs it.
-func NewCmdGenerate(runF func(*GenerateOptions) error) *cobra.Command {
-	opts := &GenerateOptions{}
-	cmd := &cobra.Command{
-		Use:     "generate --arch <arch> [--layers N --d-model D --heads H --kv-heads K --vocab V --max-pos P] --out <new-dir> [--force]",
-		Short:   "write a randomly initialized Hugging Face checkpoint of a supported architecture",
-		Example: "probe generate --arch gated --layers 2 --d-model 64 --heads 4 --kv-heads 2 --out /tmp/random-gated",
-		Args:    noArgs(""),
-		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Stdout = c.OutOrStdout()
-			return orDefault(runF, runGenerate)(opts)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&opts.Arch, "arch", "qwen3", "architecture: "+archList()+" (gated: Qiu et al.'s headwise output gate)")
-	f.IntVar(&opts.Layers, "layers", 4, "layers")
-	f.IntVar(&opts.DModel, "d-model", 256, "model width")
-	f.IntVar(&opts.Heads, "heads", 8, "query heads")
-	f.IntVar(&opts.KVHeads, "kv-heads", 4, "key/value heads")
-	f.IntVar(&opts.Shape.DMLP, "d-mlp", 0, "MLP width (default 3·d_model; GPT-2 4·d_model)")
-	f.IntVar(&opts.Shape.HeadDim, "head-dim", 0, "softmax attention head width, head_dim (default d_model/heads; a partial rotary factor is kept)")
-	f.IntVar(&opts.Shape.LinearKeyHeads, "linear-key-heads", 0, "qwen3_5: Gated DeltaNet key heads, linear_num_key_heads (default --heads)")
-	f.IntVar(&opts.Shape.LinearValueHeads, "linear-value-heads", 0, "qwen3_5: Gated DeltaNet value heads, linear_num_value_heads (default 2·--heads)")
-	f.IntVar(&opts.Shape.LinearKeyDim, "linear-key-dim", 0, "qwen3_5: Gated DeltaNet key head width, linear_key_head_dim (default d_model/heads)")
-	f.IntVar(&opts.Shape.LinearValueDim, "linear-value-dim", 0, "qwen3_5: Gated DeltaNet value head width, linear_value_head_dim (default d_model/heads)")
-	f.IntVar(&opts.Vocab, "vocab", 1024, "vocabulary size")
-	f.IntVar(&opts.MaxPos, "max-pos", 32768, "max_position_embeddings")
-	f.BoolVar(&opts.Tied, "tie-embeddings", true, "the LM head is the token embedding (config.json's tie_word_embeddings); false writes its own lm_head.weight, as Llama 3.1 8B has")
-	f.Uint64Var(&opts.Seed, "seed", 1, "random seed")
-	f.StringVar(&opts.DType, "dtype", "f32", "stored dtype of the weights: f32, bf16 or f16 (rounded to nearest even, as torch's .to(torch.bfloat16)); config.json's torch_dtype and dtype say it")
-	f.StringVar(&opts.ExpertFormat, "expert-format", "float", "stored format of the experts' matrices: float (the --dtype) or mxfp4 (gpt_oss only: the released layout, *_blocks and *_scales uint8 tensors with quantization_config quant_method mxfp4; each weight drawn as the float ones are, then rounded to MXFP4 per block of 32)")
-	f.StringArrayVar(&opts.Set, "set", nil, "a config.json field as field=value, the value in JSON (e.g. --set num_experts=64 --set state_size=128), applied after the shape flags; repeatable; a field the family does not read back with that value is refused")
-	f.StringVar(&opts.ShardSize, "shard-size", "", "split the weights into shards of at most this many bytes, as Hugging Face's save_pretrained(max_shard_size=...) does: model-00001-of-0000N.safetensors and model.safetensors.index.json; 500MB and 2GB are decimal, 5GiB binary (default: one model.safetensors)")
-	f.StringVar(&opts.Out, "out", "", "output folder; it must be new or empty unless --force")
-	f.BoolVar(&opts.Force, "force", false, "write into an --out that already holds files (config.json and the checkpoint's files are replaced; other files stay and are listed)")
+// flags declares the flags of probe generate into f and their relations.
+func (o *GenerateOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	f.StringVar(&o.Arch, "arch", "qwen3", "architecture: "+archList()+" (gated: Qiu et al.'s headwise output gate)")
+	f.IntVar(&o.Layers, "layers", 4, "layers")
+	f.IntVar(&o.DModel, "d-model", 256, "model width")
+	f.IntVar(&o.Heads, "heads", 8, "query heads")
+	f.IntVar(&o.KVHeads, "kv-heads", 4, "key/value heads")
+	f.IntVar(&o.Shape.DMLP, "d-mlp", 0, "MLP width (default 3·d_model; GPT-2 4·d_model)")
+	f.IntVar(&o.Shape.HeadDim, "head-dim", 0, "softmax attention head width, head_dim (default d_model/heads; a partial rotary factor is kept)")
+	f.IntVar(&o.Shape.LinearKeyHeads, "linear-key-heads", 0, "qwen3_5: Gated DeltaNet key heads, linear_num_key_heads (default --heads)")
+	f.IntVar(&o.Shape.LinearValueHeads, "linear-value-heads", 0, "qwen3_5: Gated DeltaNet value heads, linear_num_value_heads (default 2·--heads)")
+	f.IntVar(&o.Shape.LinearKeyDim, "linear-key-dim", 0, "qwen3_5: Gated DeltaNet key head width, linear_key_head_dim (default d_model/heads)")
+	f.IntVar(&o.Shape.LinearValueDim, "linear-value-dim", 0, "qwen3_5: Gated DeltaNet value head width, linear_value_head_dim (default d_model/heads)")
+	f.IntVar(&o.Vocab, "vocab", 1024, "vocabulary size")
+	f.IntVar(&o.MaxPos, "max-pos", 32768, "max_position_embeddings")
+	f.BoolVar(&o.Tied, "tie-embeddings", true, "the LM head is the token embedding (config.json's tie_word_embeddings); false writes its own lm_head.weight, as Llama 3.1 8B has")
+	f.Uint64Var(&o.Seed, "seed", 1, "random seed")
+	f.StringVar(&o.DType, "dtype", "f32", "stored dtype of the weights: f32, bf16 or f16 (rounded to nearest even, as torch's .to(torch.bfloat16)); config.json's torch_dtype and dtype say it")
+	f.StringVar(&o.ExpertFormat, "expert-format", "float", "stored format of the experts' matrices: float (the --dtype) or mxfp4 (gpt_oss only: the released layout, *_blocks and *_scales uint8 tensors with quantization_config quant_method mxfp4; each weight drawn as the float ones are, then rounded to MXFP4 per block of 32)")
+	f.StringArrayVar(&o.Set, "set", nil, "a config.json field as field=value, the value in JSON (e.g. --set num_experts=64 --set state_size=128), applied after the shape flags; repeatable; a field the family does not read back with that value is refused")
+	f.StringVar(&o.ShardSize, "shard-size", "", "split the weights into shards of at most this many bytes, as Hugging Face's save_pretrained(max_shard_size=...) does: model-00001-of-0000N.safetensors and model.safetensors.index.json; 500MB and 2GB are decimal, 5GiB binary (default: one model.safetensors)")
+	f.StringVar(&o.Out, "out", "", "output folder; it must be new or empty unless --force")
+	f.BoolVar(&o.Force, "force", false, "write into an --out that already holds files (config.json and the checkpoint's files are replaced; other files stay and are listed)")
 	markRequired(cmd, "out", "")
-	return cmd
 }
 
 // runGenerate writes a random checkpoint of opts.Arch to opts.Out:

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/filterlens/probe/analysis"
 	"github.com/spf13/cobra"
+
+	"github.com/filterlens/probe/analysis"
 )
 
 // TestHelpOnStdout: probe --help, probe help <cmd> and probe <cmd> --help

@@ -103,6 +103,17 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 				continue
 			}
 			name := fd.Name.Name
+			if fd.Recv != nil {
+				// a command's options type declares its flags in a method
+				// every options type has (flags): it is that command's
+				rt := fd.Recv.List[0].Type
+				if st, ok := rt.(*ast.StarExpr); ok {
+					rt = st.X
+				}
+				if id, ok := rt.(*ast.Ident); ok && strings.HasSuffix(id.Name, "Options") {
+					name = id.Name + "." + name
+				}
+			}
 			if calls[name] == nil {
 				calls[name] = map[string]bool{}
 			}
@@ -128,16 +139,19 @@ func TestHintsNameAcceptedFlags(t *testing.T) {
 	}
 	// The commands that reach each function; a command's function called
 	// by another command (demo runs sweep, ppl, …) prints its own flags.
-	// A command's functions are, by name, NewCmdX and runX (cmdX before
-	// its conversion), X its path without spaces in any case.
+	// A command's functions are, by name, NewCmdX, runX and XOptions'
+	// methods (flags), X its path without spaces in any case.
 	cmdFuncs := map[string]string{}
 	for _, c := range testCommands() {
 		x := strings.ReplaceAll(c.name, " ", "")
 		for fn := range calls {
-			for _, prefix := range []string{"newcmd", "run", "cmd"} {
+			for _, prefix := range []string{"newcmd", "run"} {
 				if strings.EqualFold(fn, prefix+x) {
 					cmdFuncs[fn] = c.name
 				}
+			}
+			if typ, _, ok := strings.Cut(fn, "."); ok && strings.EqualFold(typ, x+"options") {
+				cmdFuncs[fn] = c.name
 			}
 		}
 	}

@@ -11,13 +11,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
-	"github.com/spf13/pflag"
 )
 
 // lambdaFlags are the λ-prior flags of the commands that compute λobs and K
@@ -167,6 +167,16 @@ func (m modelFlag) load() (string, *model.Model, error) {
 func (m modelFlag) dir() (string, error) {
 	d, _, err := m.resolve()
 	return d, err
+}
+
+// loadConfig returns the checkpoint folder --model names and its config.
+func (m modelFlag) loadConfig() (string, *model.Config, error) {
+	dir, err := m.dir()
+	if err != nil {
+		return "", nil, err
+	}
+	cfg, err := model.LoadConfig(dir)
+	return dir, cfg, err
 }
 
 // resolve is dir, also returning where in the hub cache the folder was
@@ -420,6 +430,16 @@ func (f *tokenFlags) registerInput(fs *pflag.FlagSet, batch bool) {
 	}
 }
 
+// checkedBatch is batch, refusing sequences longer than cfg's positions
+// unless allowExt (checkLength).
+func (f *tokenFlags) checkedBatch(modelDir string, cfg *model.Config, allowExt bool) ([][]int, error) {
+	ids, err := f.batch(modelDir)
+	if err != nil {
+		return nil, err
+	}
+	return ids, checkLength(len(ids[0]), cfg, f, allowExt)
+}
+
 // batch reads the ids: the --ids batch, or --text as one sequence.
 func (f tokenFlags) batch(modelDir string) ([][]int, error) {
 	if f.IDs != "" {
@@ -535,22 +555,18 @@ func (s *runFlags) formats() ([]string, error) {
 	return formats, nil
 }
 
-// validate parses --shard, --format and --lengths, returning the lengths
-// and table formats.
-func (s *streamFlags) validate() (lengths []int, formats []string, err error) {
-	if formats, err = s.formats(); err != nil {
-		return nil, nil, err
+// validate parses --shard, --format and --lengths, returning the stream
+// plan and the table formats.
+func (s *streamFlags) validate() (results.StreamPlan, []string, error) {
+	formats, err := s.formats()
+	if err != nil {
+		return results.StreamPlan{}, nil, err
 	}
-	if lengths, err = analysis.ParseLengths(s.Plan.Lengths, s.Plan.K); err != nil {
-		return nil, nil, fmt.Errorf("--lengths: %w", err)
+	lengths, err := analysis.ParseLengths(s.Plan.Lengths, s.Plan.K)
+	if err != nil {
+		return results.StreamPlan{}, nil, fmt.Errorf("--lengths: %w", err)
 	}
-	return lengths, formats, nil
-}
-
-// plan is the stream plan the flags give, with the lengths validate
-// parsed.
-func (s *streamFlags) plan(lengths []int) results.StreamPlan {
-	return s.Plan.plan(lengths, s.AllowExtrapolation)
+	return s.Plan.plan(lengths, s.AllowExtrapolation), formats, nil
 }
 
 // plan is the stream plan of the parsed lengths, the layout flags and
@@ -560,45 +576,82 @@ func (p planFlags) plan(lengths []int, allowExt bool) results.StreamPlan {
 		Seed: p.Seed, Offset: p.Offset, AllowExtrapolation: allowExt}
 }
 
+// engineRun is a command's run on the engine between runFlags.spec and
+// finish: its flags, where its lines go, its kind, and the function that
+// ends its interrupt handler and progress bar.
+type engineRun struct {
+	*runFlags
+	io   *cmdIO
+	kind string
+	end  func()
+}
+
 // spec is the one place a measurement's command fills its run spec (all
 // but the model and the token stream): it refuses an --out that holds
 // files other than a run of kind (what: the files the run writes) unless
 // --force (a run of kind with another plan is refused by the run, which
 // names the field), installs the interrupt handler that closes the spec's
 // Stop and the progress bar (--progress), and returns the spec and the
-// function that ends both once the run returns.
-func (s *runFlags) spec(kind, what string, formats []string, cli []results.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
+// run that finish (or the caller's end) ends once the run returns.
+func (s *runFlags) spec(kind, what string, formats []string, io *cmdIO) (analysis.RunSpec, *engineRun, error) {
 	if analysis.StreamKindOf(s.Out) != kind {
 		if err := refuseNonEmpty(s.Out, what, s.Force); err != nil {
 			return analysis.RunSpec{}, nil, err
 		}
 	}
 	stop := make(chan struct{})
-	endInterrupt := onInterrupt(kind, stop, func() string { return resumeNote(kind, cmdLine) })
+	endInterrupt := onInterrupt(kind, stop, func() string { return resumeNote(kind, io.CommandLine) })
 	progress, endBar := s.progressBar()
 	spec := analysis.RunSpec{Load: s.Model.loadOptions(), Out: s.Out, Formats: formats, Threads: s.Threads, Shard: s.sh,
-		Force: s.Force, Stop: stop, Progress: progress, CLIOptions: cli, Args: append([]string{kind}, cmdLine...),
+		Force: s.Force, Stop: stop, Progress: progress, CLIOptions: io.CLIOptions, Args: append([]string{kind}, io.CommandLine...),
 		DeviationTokens: s.Model.DeviationTokens}
-	return spec, func() { endBar(); endInterrupt() }, nil
+	return spec, &engineRun{s, io, kind, func() { endBar(); endInterrupt() }}, nil
 }
 
 // streamSpec is runFlags.spec with the model folder and the token stream (--ids
 // or --text).
-func (s *streamFlags) streamSpec(kind, what string, formats []string, cli []results.Option, cmdLine []string) (analysis.RunSpec, func(), error) {
+func (s *streamFlags) streamSpec(kind, what string, formats []string, io *cmdIO) (analysis.RunSpec, *engineRun, error) {
 	dir, err := s.Model.dir()
 	if err != nil {
 		return analysis.RunSpec{}, nil, err
 	}
-	spec, end, err := s.runFlags.spec(kind, what, formats, cli, cmdLine)
+	spec, run, err := s.runFlags.spec(kind, what, formats, io)
 	if err != nil {
 		return spec, nil, err
 	}
 	spec.Dir = dir
 	if spec.Stream, spec.Source, err = readTokenStream(s.Input.IDs, s.Input.Text, dir, s.Input.Tokenizer); err != nil {
-		end()
+		run.end()
 		return spec, nil, err
 	}
-	return spec, end, nil
+	return spec, run, nil
+}
+
+// finish ends r, whose run returned man and err: a stop (SIGINT) says what
+// is kept and how to resume, with exit status 130, and other errors pass
+// through; otherwise done says what ran, report (unless the run was a
+// shard, which writes no tables) prints the command's lines on its tables,
+// and the bf16 deviation comes last.
+func finish[M interface {
+	*T
+	Record() *results.RunRecord
+}, T any](r *engineRun, man M, err error, report func() error) error {
+	r.end()
+	w := r.io.Stdout
+	if err != nil {
+		if man != nil {
+			return r.stopped(w, r.kind, r.io.CommandLine, man.Record(), err)
+		}
+		return err
+	}
+	rec := man.Record()
+	if !r.done(w, rec) {
+		if err := report(); err != nil {
+			return err
+		}
+	}
+	printDeviation(w, rec.Deviation)
+	return nil
 }
 
 // stopped reports a stream run that SIGINT stopped (analysis.ErrStopped):

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
@@ -161,33 +163,19 @@ func checkpointsUnder(dir string) []string {
 
 // InspectOptions are the options of probe inspect.
 type InspectOptions struct {
-	Stdout   io.Writer
-	Args     []string // positional arguments
-	JSON     bool     // print JSON
-	Revision string   // with a hub model id: the snapshot's branch, tag or commit
-	Tokens   int      // also estimate the memory of one pass of this many tokens (0: none)
+	cmdIO
+	JSON     bool   // print JSON
+	Revision string // with a hub model id: the snapshot's branch, tag or commit
+	Tokens   int    // also estimate the memory of one pass of this many tokens (0: none)
 }
 
-// NewCmdInspect builds probe inspect; runF (nil: runInspect) runs it.
-func NewCmdInspect(runF func(*InspectOptions) error) *cobra.Command {
-	opts := &InspectOptions{}
-	cmd := &cobra.Command{
-		Use:     "inspect <dir|org/name> [--revision R] [--json]",
-		Short:   "architecture, shapes, dtypes, parameter count and gate type of a checkpoint (no weights read); a folder of checkpoints is listed",
-		Example: "probe inspect zoo/checkpoints/gated_headwise",
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.Args = args
-			return orDefault(runF, runInspect)(opts)
-		},
-	}
-	f := cmd.Flags()
-	f.BoolVar(&opts.JSON, "json", false, "print JSON")
-	f.StringVar(&opts.Revision, "revision", "", "with a hub model id org/name: the branch, tag or commit of the snapshot (default main)")
-	f.IntVar(&opts.Tokens, "tokens", 0, "also estimate the memory of one pass of this many tokens with every App. I diagnostic "+
+// flags declares the flags of probe inspect into f and their relations.
+func (o *InspectOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	f.BoolVar(&o.JSON, "json", false, "print JSON")
+	f.StringVar(&o.Revision, "revision", "", "with a hub model id org/name: the branch, tag or commit of the snapshot (default main)")
+	f.IntVar(&o.Tokens, "tokens", 0, "also estimate the memory of one pass of this many tokens with every App. I diagnostic "+
 		"(float32 compute; safetensors are mapped, no weights read, a .bin checkpoint is read whole) beside the memory available (0: none)")
 	cmd.ValidArgsFunction = completeModelDir
-	return cmd
 }
 
 // runInspect prints the summary of one checkpoint (config.json and the

@@ -2,9 +2,11 @@
 // measures attention as a filter (see README.md). probe help lists the
 // commands; probe help <command> shows one's flags and an example.
 //
-// Each command is a cobra command built by NewCmdX(runF) in its own file:
-// its flags fill an XOptions, and runX(opts) does the work by calling the
-// library (tests pass a runF to see the options a command line gives).
+// Each command is a cobra command built by NewCmdX(runF) (command.go, on
+// newCmd, with its text from usage.go); its own file holds its XOptions,
+// whose flags method declares the flags that fill them, and runX(opts),
+// which does the work by calling the library (tests pass a runF to see the
+// options a command line gives).
 package main
 
 import (
@@ -16,9 +18,10 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/filterlens/probe/internal/names"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/filterlens/probe/internal/names"
 )
 
 // defaultGOGC is the collector's GOGC — how far, in percent of the live

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/results"
@@ -15,37 +15,20 @@ import (
 
 // MergeOptions are the options of probe merge.
 type MergeOptions struct {
-	Stdout      io.Writer
-	Args        []string         // positional arguments
-	CLIOptions  []results.Option // every flag with its value, for the manifest
-	CommandLine []string         // the arguments after the command name, for the manifest and the resume note
-	Out         string           // the merged folder (may be one of the shards)
-	Formats     string
-	Force       bool
-	Agg         aggFlags
+	cmdIO
+	Out     string // the merged folder (may be one of the shards)
+	Formats string
+	Force   bool
+	Agg     aggFlags
 }
 
-// NewCmdMerge builds probe merge; runF (nil: runMerge) runs it.
-func NewCmdMerge(runF func(*MergeOptions) error) *cobra.Command {
-	opts := &MergeOptions{}
-	cmd := &cobra.Command{
-		Use:     "merge <shard-dir|diag-csv> ... --out <dir|file.csv> [--force]",
-		Short:   "combine the shards of a sweep, diag, gdn, sinks, massive, experts, retrieval or ppl run into the tables of an unsharded run",
-		Example: "probe merge /tmp/shard0 /tmp/shard1 --out /tmp/sweep",
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.Args = args
-			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
-			return orDefault(runF, runMerge)(opts)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&opts.Out, "out", "", "output folder (may be one of the shard folders); for probe diag's shards, the merged CSV file")
-	f.StringVar(&opts.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl (shards of probe gdn, sinks, massive, experts, retrieval or ppl: the shards' formats unless given)")
-	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files (not one of the shard folders)")
-	opts.Agg.registerAgg(f)
+// flags declares the flags of probe merge into f and their relations.
+func (o *MergeOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	f.StringVar(&o.Out, "out", "", "output folder (may be one of the shard folders); for probe diag's shards, the merged CSV file")
+	f.StringVar(&o.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl (shards of probe gdn, sinks, massive, experts, retrieval or ppl: the shards' formats unless given)")
+	f.BoolVar(&o.Force, "force", false, "write into an --out that holds other files (not one of the shard folders)")
+	o.Agg.registerAgg(f)
 	markRequired(cmd, "out", "")
-	return cmd
 }
 
 // runMerge merges the shard folders opts.Args into opts.Out: a sweep's

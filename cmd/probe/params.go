@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/spf13/cobra"
-	"io"
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/model"
 )
@@ -67,30 +68,16 @@ func paramsCell(v any) string {
 
 // ParamsOptions are the options of probe params.
 type ParamsOptions struct {
-	Stdout io.Writer
-	Args   []string // positional arguments
-	JSON   bool
-	Model  modelFlag
+	cmdIO
+	JSON  bool
+	Model modelFlag
 }
 
-// NewCmdParams builds probe params; runF (nil: runParams) runs it.
-func NewCmdParams(runF func(*ParamsOptions) error) *cobra.Command {
-	opts := &ParamsOptions{}
-	cmd := &cobra.Command{
-		Use:     "params <dir|org/name> [--json]",
-		Short:   "learned per-head filter parameters of the families that have them: RFA (μ, ω band, σ², η², γ², τ, ν/d, α, β, regime, ALiBi slope), AFA (a, ω band, σ², η², τ_s, s) and RT (μ, ω band, σ̃², η², γ², τ_θ², ν, β_s)",
-		Example: "probe params zoo/checkpoints/rfa_m2_sc",
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.Args = args
-			return orDefault(runF, runParams)(opts)
-		},
-	}
+// flags declares the flags of probe params into f and their relations.
+func (o *ParamsOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
 	cmd.ValidArgsFunction = completeModelDir
-	f := cmd.Flags()
-	f.BoolVar(&opts.JSON, "json", false, "print a JSON list of objects, one per (layer, head)")
-	opts.Model.registerModel(f, "checkpoint of a family with learned per-head filter parameters: RFA, AFA or RT (or give it as the argument)")
-	return cmd
+	f.BoolVar(&o.JSON, "json", false, "print a JSON list of objects, one per (layer, head)")
+	o.Model.registerModel(f, "checkpoint of a family with learned per-head filter parameters: RFA, AFA or RT (or give it as the argument)")
 }
 
 // runParams prints the learned per-head filter parameters of the

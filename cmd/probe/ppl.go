@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/results"
@@ -18,51 +19,33 @@ import (
 
 // PPLOptions are the options of probe ppl.
 type PPLOptions struct {
-	Stdout       io.Writer
-	CLIOptions   []results.Option // every flag with its value, for the manifest
-	CommandLine  []string         // the arguments after the command name, for the manifest and the resume note
-	Run          runFlags
-	Input        tokenFlags
-	Plan         planFlags
-	Gates        string
-	Positions    string
-	Lambda       lambdaFlags
-	CalibLength  int
-	CalibSamples int
-	TrainLength  int
-	CILevel      float64
+	cmdIO
+	Run                                    runFlags
+	Input                                  tokenFlags
+	Plan                                   planFlags
+	Gates                                  string
+	Positions                              string
+	Lambda                                 lambdaFlags
+	CalibLength, CalibSamples, TrainLength int
+	CILevel                                float64
 }
 
-// NewCmdPPL builds probe ppl; runF (nil: runPPL) runs it.
-func NewCmdPPL(runF func(*PPLOptions) error) *cobra.Command {
-	opts := &PPLOptions{}
-	cmd := &cobra.Command{
-		Use:     "ppl --model <dir|org/name>[,...] (--ids <file> | --text <file>) [--lengths 256,...,4096] [--samples N] [--gate learned,one,k,k-matched] [--shard i/n] --out <dir> [--force]",
-		Short:   "perplexity vs context length and gate variants (BFT Prediction 3)",
-		Example: "probe ppl --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/ppl",
-		Args:    noArgs(""),
-		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
-			return orDefault(runF, runPPL)(opts)
-		},
-	}
-	f := cmd.Flags()
+// flags declares the flags of probe ppl into f and their relations.
+func (o *PPLOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
 	d := analysis.DefaultPPLOptions()
-	opts.Run.registerRun(f, "checkpoints, comma-separated (required)")
-	opts.Input.registerInput(f, false) // one token stream (the models must share the tokenizer for --text)
-	opts.Plan.registerPlan(f, planDefaults{Lengths: "256,512,1024,2048,4096", K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	f.StringVar(&opts.Gates, "gate", strings.Join(d.Variants, ","), "gate variants of gated models: learned, one (gate = 1), k (K_BFT), k-matched, k-lambda, mean (see docs/diagnostics.md)")
-	f.StringVar(&opts.Positions, "positions", d.Positions, "scored positions: all, last-quarter, or from:N (t ≥ N)")
-	opts.Lambda.registerLambda(f, "reml (Eq. 6) or naive (Eq. 5), for the K gates")
-	f.IntVar(&opts.CalibLength, "calib-length", 0, "tokens per calibration chunk of k-matched, k-lambda and mean (0: the smallest length)")
-	f.IntVar(&opts.CalibSamples, "calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
-	f.IntVar(&opts.TrainLength, "train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
-	f.Float64Var(&opts.CILevel, "ci-level", d.CILevel, "level of the Student-t intervals over chunks")
+	o.Run.registerRun(f, "checkpoints, comma-separated (required)")
+	o.Input.registerInput(f, false) // one token stream (the models must share the tokenizer for --text)
+	o.Plan.registerPlan(f, planDefaults{Lengths: "256,512,1024,2048,4096", K: 1024, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
+	f.StringVar(&o.Gates, "gate", strings.Join(d.Variants, ","), "gate variants of gated models: learned, one (gate = 1), k (K_BFT), k-matched, k-lambda, mean (see docs/diagnostics.md)")
+	f.StringVar(&o.Positions, "positions", d.Positions, "scored positions: all, last-quarter, or from:N (t ≥ N)")
+	o.Lambda.registerLambda(f, "reml (Eq. 6) or naive (Eq. 5), for the K gates")
+	f.IntVar(&o.CalibLength, "calib-length", 0, "tokens per calibration chunk of k-matched, k-lambda and mean (0: the smallest length)")
+	f.IntVar(&o.CalibSamples, "calib-samples", 1, "calibration chunks (taken from the stream before the evaluation chunks)")
+	f.IntVar(&o.TrainLength, "train-length", 0, "the models' training context T_train, for the figures (0: unknown)")
+	f.Float64Var(&o.CILevel, "ci-level", d.CILevel, "level of the Student-t intervals over chunks")
 	markRequired(cmd, "model", "one checkpoint, or several separated by commas")
 	markRequired(cmd, "out", "")
 	markExactlyOne(cmd, "ids", "text")
-	return cmd
 }
 
 // runPPL measures perplexity against context length (RFA Table 1's
@@ -108,38 +91,30 @@ func runPPL(opts *PPLOptions) error {
 	if err != nil {
 		return err
 	}
-	spec, end, err := opts.Run.spec("ppl", "the perplexity tables and "+results.PPLManifestName, fmts, opts.CLIOptions, opts.CommandLine)
+	spec, run, err := opts.Run.spec("ppl", "the perplexity tables and "+results.PPLManifestName, fmts, &opts.cmdIO)
 	if err != nil {
 		return err
 	}
 	spec.Stream, spec.Source = stream, src
 	res, err := (&analysis.PPLRun{RunSpec: spec, Dirs: models, Hubs: hubs, Options: po}).Run()
-	end()
-	if err != nil {
-		if res != nil {
-			return opts.Run.stopped(opts.Stdout, "ppl", opts.CommandLine, &res.Manifest.RunRecord, err)
+	return finish(run, res, err, func() error {
+		var tables []string // the tables' names, without their formats
+		for _, t := range res.Manifest.Tables {
+			if t = strings.TrimSuffix(t, filepath.Ext(t)); !slices.Contains(tables, t) {
+				tables = append(tables, t)
+			}
 		}
-		return err
-	}
-	if opts.Run.done(opts.Stdout, &res.Manifest.RunRecord) {
-		return nil
-	}
-	var tables []string // the tables' names, without their formats
-	for _, t := range res.Manifest.Tables {
-		if t = strings.TrimSuffix(t, filepath.Ext(t)); !slices.Contains(tables, t) {
-			tables = append(tables, t)
+		fmt.Fprintf(opts.Stdout, "%d models, %d passes in %.1f s; tables %s and %s in %s\n", len(res.Manifest.Models), len(res.Chunks),
+			res.Manifest.Seconds, strings.Join(tables, ", "), results.PPLManifestName, opts.Run.Out)
+		for _, pm := range res.Manifest.Models {
+			if pm.Deviation != nil {
+				fmt.Fprintf(opts.Stdout, "%s: ", pm.Label)
+				printDeviation(opts.Stdout, pm.Deviation)
+			}
 		}
-	}
-	fmt.Fprintf(opts.Stdout, "%d models, %d passes in %.1f s; tables %s and %s in %s\n", len(res.Manifest.Models), len(res.Chunks),
-		res.Manifest.Seconds, strings.Join(tables, ", "), results.PPLManifestName, opts.Run.Out)
-	for _, pm := range res.Manifest.Models {
-		if pm.Deviation != nil {
-			fmt.Fprintf(opts.Stdout, "%s: ", pm.Label)
-			printDeviation(opts.Stdout, pm.Deviation)
-		}
-	}
-	fmt.Fprintln(opts.Stdout)
-	return writePPLSummary(opts.Stdout, res)
+		fmt.Fprintln(opts.Stdout)
+		return writePPLSummary(opts.Stdout, res)
+	})
 }
 
 // pplStream reads the token stream of a ppl run: --ids, or --text

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/filterlens/probe/analysis"
-	"github.com/filterlens/probe/hooks"
 	"github.com/spf13/pflag"
 	"gorgonia.org/tensor"
+
+	"github.com/filterlens/probe/analysis"
+	"github.com/filterlens/probe/hooks"
 )
 
 // progressVar declares --progress into p.

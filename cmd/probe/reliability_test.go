@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
-	"github.com/parquet-go/parquet-go"
 )
 
 // relGenerate writes a random gated checkpoint with probe generate.

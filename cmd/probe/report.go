@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/attngrid"
 	"github.com/filterlens/probe/analysis/results"
@@ -17,42 +20,22 @@ import (
 	"github.com/filterlens/probe/report/filters"
 	"github.com/filterlens/probe/report/ppl"
 	"github.com/filterlens/probe/report/sweep"
-	"github.com/spf13/cobra"
 )
 
 // ReportOptions are the options of probe report.
 type ReportOptions struct {
-	Stdout  io.Writer
-	Args    []string // positional arguments
-	Out     string
-	Force   bool
-	Std     string
-	Static  bool
-	ECharts string
-	DPI     int
+	cmdIO
+	Out, Std string
+	Force    bool
+	drawFlags
 }
 
-// NewCmdReport builds probe report; runF (nil: runReport) runs it.
-func NewCmdReport(runF func(*ReportOptions) error) *cobra.Command {
-	opts := &ReportOptions{}
-	cmd := &cobra.Command{
-		Use:     "report <results-dir> [--out report.html] [--static]",
-		Short:   "HTML report of a finished sweep, ppl, gdn, sinks, massive, retrieval or experts folder; `report attention` draws captured attention maps",
-		Example: "probe report /tmp/sweep",
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.Args = args
-			return orDefault(runF, runReport)(opts)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&opts.Out, "out", "", "HTML file to write (default <results-dir>/report.html); PNG and SVG go beside it. An existing file that is not a probe report is refused unless --force")
-	f.BoolVar(&opts.Force, "force", false, "replace an --out file that is not a probe report")
-	f.StringVar(&opts.Std, "std", sweep.StdUnits, "Fig. 2 bands: units (std of (sample, layer) means) or pooled (std of all pooled elements)")
-	f.BoolVar(&opts.Static, "static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
-	f.StringVar(&opts.ECharts, "echarts", "", echartsFlagHelp)
-	f.IntVar(&opts.DPI, "dpi", 150, "PNG resolution")
-	return cmd
+// flags declares the flags of probe report into f and their relations.
+func (o *ReportOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	f.StringVar(&o.Out, "out", "", "HTML file to write (default <results-dir>/report.html); PNG and SVG go beside it. An existing file that is not a probe report is refused unless --force")
+	f.BoolVar(&o.Force, "force", false, "replace an --out file that is not a probe report")
+	f.StringVar(&o.Std, "std", sweep.StdUnits, "Fig. 2 bands: units (std of (sample, layer) means) or pooled (std of all pooled elements)")
+	o.registerDraw(f)
 }
 
 // runReport writes the BFT Figs. 2–4 report of a finished `probe sweep`
@@ -104,7 +87,7 @@ func runReport(opts *ReportOptions) error {
 			return err
 		}
 	}
-	wo := report.ChooseCharts(report.WriteOptions{HTML: filepath.Base(html), Static: opts.Static, ECharts: opts.ECharts, DPI: opts.DPI}, opts.Stdout)
+	wo := opts.writeOptions(filepath.Base(html), opts.Stdout)
 	wr, err := r.Write(filepath.Dir(html), wo)
 	if err != nil {
 		return err
@@ -148,53 +131,53 @@ func isFilterFolder(dir string) bool {
 const echartsFlagHelp = "echarts.min.js to inline (default: $" + report.EChartsEnv + ", the repository's " + report.EChartsRelPath +
 	", or the user cache that `probe setup` fills; without one the charts are static SVG)"
 
-// ReportAttentionOptions are the options of probe report attention.
-type ReportAttentionOptions struct {
-	Stdout  io.Writer
-	Capture string
-	Layer   int
-	Heads   string
-	Batch   int
-	Gamma   float64
-	Pool    string
-	MaxSize int
-	Out     string
-	Force   bool
+// drawFlags are the chart flags of the commands that draw (figures, report,
+// report attention): --static, --echarts and --dpi.
+type drawFlags struct {
 	Static  bool
 	ECharts string
 	DPI     int
 }
 
-// NewCmdReportAttention builds probe report attention; runF (nil: runReportAttention) runs it.
-func NewCmdReportAttention(runF func(*ReportAttentionOptions) error) *cobra.Command {
-	opts := &ReportAttentionOptions{}
-	cmd := &cobra.Command{
-		Use:     "attention --capture <file.safetensors> --layer L [--heads 0,1] [--gamma 0.25] --out <dir>",
-		Short:   "attention maps of one captured layer (blocks.{l}.attn.hook_pattern), downsampled and contrast-stretched",
-		Example: "probe report attention --capture cap.safetensors --layer 1 --out /tmp/maps",
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.Stdout = c.OutOrStdout()
-			return orDefault(runF, runReportAttention)(opts)
-		},
-	}
-	cmd.Args = noArgs("")
-	f := cmd.Flags()
-	f.StringVar(&opts.Capture, "capture", "", "safetensors file written by probe capture with blocks.{l}.attn.hook_pattern")
-	f.IntVar(&opts.Layer, "layer", -1, "layer to draw")
-	f.StringVar(&opts.Heads, "heads", "", "comma-separated heads (default: all)")
-	f.IntVar(&opts.Batch, "batch", 0, "sequence of the captured batch")
-	f.Float64Var(&opts.Gamma, "gamma", 0.25, "contrast exponent: draw Â^γ (RFA App. F.3: 0.25; 1 for plain Â)")
-	f.StringVar(&opts.Pool, "pool", attngrid.PoolMax, "downsampling of long T: max or mean over each block")
-	f.IntVar(&opts.MaxSize, "max-size", 128, "largest number of blocks per side (0: one cell per token pair)")
-	f.StringVar(&opts.Out, "out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
-	f.BoolVar(&opts.Force, "force", false, "write into an --out that holds other files")
-	f.BoolVar(&opts.Static, "static", false, "inline SVG instead of interactive echarts charts")
-	f.StringVar(&opts.ECharts, "echarts", "", echartsFlagHelp)
-	f.IntVar(&opts.DPI, "dpi", 150, "PNG resolution")
+// registerDraw declares --static, --echarts and --dpi into f.
+func (d *drawFlags) registerDraw(f *pflag.FlagSet) {
+	f.BoolVar(&d.Static, "static", false, "inline SVG instead of interactive echarts charts (no JavaScript)")
+	f.StringVar(&d.ECharts, "echarts", "", echartsFlagHelp)
+	f.IntVar(&d.DPI, "dpi", 150, "PNG resolution")
+}
+
+// writeOptions are the report.WriteOptions of the flags, with the HTML file
+// name html ("": the default), the charts chosen by report.ChooseCharts
+// (which says on w why they are static when it falls back).
+func (d drawFlags) writeOptions(html string, w io.Writer) report.WriteOptions {
+	return report.ChooseCharts(report.WriteOptions{HTML: html, Static: d.Static, ECharts: d.ECharts, DPI: d.DPI}, w)
+}
+
+// ReportAttentionOptions are the options of probe report attention.
+type ReportAttentionOptions struct {
+	cmdIO
+	Capture, Heads, Pool, Out string
+	Layer, Batch, MaxSize     int
+	Gamma                     float64
+	Force                     bool
+	drawFlags
+}
+
+// flags declares the flags of probe report attention into f and their relations.
+func (o *ReportAttentionOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	f.StringVar(&o.Capture, "capture", "", "safetensors file written by probe capture with blocks.{l}.attn.hook_pattern")
+	f.IntVar(&o.Layer, "layer", -1, "layer to draw")
+	f.StringVar(&o.Heads, "heads", "", "comma-separated heads (default: all)")
+	f.IntVar(&o.Batch, "batch", 0, "sequence of the captured batch")
+	f.Float64Var(&o.Gamma, "gamma", 0.25, "contrast exponent: draw Â^γ (RFA App. F.3: 0.25; 1 for plain Â)")
+	f.StringVar(&o.Pool, "pool", attngrid.PoolMax, "downsampling of long T: max or mean over each block")
+	f.IntVar(&o.MaxSize, "max-size", 128, "largest number of blocks per side (0: one cell per token pair)")
+	f.StringVar(&o.Out, "out", "", "output directory: new, empty, or holding an earlier probe report (replaced)")
+	f.BoolVar(&o.Force, "force", false, "write into an --out that holds other files")
+	o.registerDraw(f)
 	markRequired(cmd, "capture", "")
 	markRequired(cmd, "layer", "")
 	markRequired(cmd, "out", "")
-	return cmd
 }
 
 // runReportAttention draws attention maps of one captured layer.
@@ -223,7 +206,7 @@ func runReportAttention(opts *ReportAttentionOptions) error {
 		return err
 	}
 	r := &report.Report{Title: fmt.Sprintf("Attention maps — %s, layer %d", filepath.Base(opts.Capture), opts.Layer), Figures: []*report.Figure{f}}
-	wr, err := r.Write(opts.Out, report.ChooseCharts(report.WriteOptions{Static: opts.Static, ECharts: opts.ECharts, DPI: opts.DPI}, opts.Stdout))
+	wr, err := r.Write(opts.Out, opts.writeOptions("", opts.Stdout))
 	if err != nil {
 		return err
 	}

@@ -49,60 +49,16 @@ func residentTensors(dir string) ([]residentGroup, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
-	maps, err := os.Open("/proc/self/maps")
+	mm, err := safetensorsMappings(abs)
 	if err != nil {
-		return nil, fmt.Errorf("--resident: %w", err)
-	}
-	defer maps.Close()
-	type mapping struct {
-		lo, hi, off uint64
-		path        string
-	}
-	var mm []mapping
-	sc := bufio.NewScanner(maps)
-	for sc.Scan() {
-		// lo-hi perms offset dev inode path
-		f := strings.Fields(sc.Text())
-		if len(f) < 6 || !strings.HasSuffix(f[5], ".safetensors") || !strings.HasPrefix(f[5], abs+"/") {
-			continue
-		}
-		lohi := strings.SplitN(f[0], "-", 2)
-		lo, err1 := strconv.ParseUint(lohi[0], 16, 64)
-		hi, err2 := strconv.ParseUint(lohi[1], 16, 64)
-		off, err3 := strconv.ParseUint(f[2], 16, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("/proc/self/maps: cannot read line %q", sc.Text())
-		}
-		mm = append(mm, mapping{lo, hi, off, f[5]})
-	}
-	if err := sc.Err(); err != nil {
 		return nil, err
-	}
-	if len(mm) == 0 {
-		return nil, fmt.Errorf("--resident: no safetensors file under %s is memory-mapped by this process", abs)
 	}
 	pm, err := os.Open("/proc/self/pagemap")
 	if err != nil {
 		return nil, fmt.Errorf("--resident: %w", err)
 	}
 	defer pm.Close()
-	ps := uint64(os.Getpagesize())
-	// present returns how many bytes of [lo, hi) (addresses) lie on
-	// present pages.
-	present := func(lo, hi uint64) (uint64, error) {
-		first, last := lo/ps, (hi-1)/ps
-		buf := make([]byte, 8*(last-first+1))
-		if _, err := pm.ReadAt(buf, int64(first*8)); err != nil {
-			return 0, fmt.Errorf("/proc/self/pagemap: %w", err)
-		}
-		var n uint64
-		for p := first; p <= last; p++ {
-			if binary.LittleEndian.Uint64(buf[8*(p-first):])>>63 == 1 {
-				n += min(hi, (p+1)*ps) - max(lo, p*ps)
-			}
-		}
-		return n, nil
-	}
+	pages := pagemap{pm, uint64(os.Getpagesize())}
 	groups := map[string]*residentGroup{}
 	for _, m := range mm {
 		hdr, data, err := safetensorsHeader(m.path)
@@ -120,38 +76,16 @@ func residentTensors(dir string) ([]residentGroup, error) {
 			if err := json.Unmarshal(t, &ti); err != nil || len(ti.Offsets) != 2 {
 				return nil, fmt.Errorf("%s: tensor %s: cannot read its header entry", m.path, name)
 			}
-			start, end := data+ti.Offsets[0], data+ti.Offsets[1]
-			// the part of the tensor inside this mapping, as addresses
-			lo, hi := max(start, m.off), min(end, m.off+m.hi-m.lo)
-			if hi <= lo {
-				continue
-			}
 			g := expertIndex.ReplaceAllString(name, ".experts.*.")
-			gr := groups[g]
-			if gr == nil {
-				gr = &residentGroup{Group: g}
-				groups[g] = gr
+			if groups[g] == nil {
+				groups[g] = &residentGroup{Group: g}
 			}
 			items := 1
 			if strings.Contains(name, ".experts.") && !strings.Contains(g, ".experts.*.") && len(ti.Shape) == 3 {
 				items = ti.Shape[0] // fused experts [E, …]: one item an expert
 			}
-			step := (end - start) / uint64(items)
-			for i := range items {
-				a, b := max(lo, start+uint64(i)*step), min(hi, start+uint64(i+1)*step)
-				if b <= a {
-					continue
-				}
-				n, err := present(m.lo+a-m.off, m.lo+b-m.off)
-				if err != nil {
-					return nil, err
-				}
-				gr.Items++
-				gr.MappedMiB += float64(b-a) / (1 << 20)
-				gr.ResidentMiB += float64(n) / (1 << 20)
-				if n > 0 {
-					gr.Touched++
-				}
+			if err := groups[g].add(pages, m, data+ti.Offsets[0], data+ti.Offsets[1], items); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -161,6 +95,96 @@ func residentTensors(dir string) ([]residentGroup, error) {
 	}
 	slices.SortFunc(out, func(a, b residentGroup) int { return strings.Compare(a.Group, b.Group) })
 	return out, nil
+}
+
+// add counts in g the tensor at file offsets [start, end) of mapping m, cut
+// into items equal slices (the experts of a fused tensor), as far as m
+// maps it.
+func (g *residentGroup) add(pages pagemap, m fileMapping, start, end uint64, items int) error {
+	// the part of the tensor inside this mapping, as file offsets
+	lo, hi := max(start, m.off), min(end, m.off+m.hi-m.lo)
+	step := (end - start) / uint64(items)
+	for i := range items {
+		a, b := max(lo, start+uint64(i)*step), min(hi, start+uint64(i+1)*step)
+		if b <= a {
+			continue
+		}
+		n, err := pages.present(m.lo+a-m.off, m.lo+b-m.off)
+		if err != nil {
+			return err
+		}
+		g.Items++
+		g.MappedMiB += float64(b-a) / (1 << 20)
+		g.ResidentMiB += float64(n) / (1 << 20)
+		if n > 0 {
+			g.Touched++
+		}
+	}
+	return nil
+}
+
+// fileMapping is one line of /proc/self/maps: addresses [lo, hi) map the
+// file path from offset off.
+type fileMapping struct {
+	lo, hi, off uint64
+	path        string
+}
+
+// safetensorsMappings lists this process's mappings of the safetensors
+// files under the folder abs.
+func safetensorsMappings(abs string) ([]fileMapping, error) {
+	maps, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return nil, fmt.Errorf("--resident: %w", err)
+	}
+	defer maps.Close()
+	var mm []fileMapping
+	sc := bufio.NewScanner(maps)
+	for sc.Scan() {
+		// lo-hi perms offset dev inode path
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || !strings.HasSuffix(f[5], ".safetensors") || !strings.HasPrefix(f[5], abs+"/") {
+			continue
+		}
+		lohi := strings.SplitN(f[0], "-", 2)
+		lo, err1 := strconv.ParseUint(lohi[0], 16, 64)
+		hi, err2 := strconv.ParseUint(lohi[1], 16, 64)
+		off, err3 := strconv.ParseUint(f[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("/proc/self/maps: cannot read line %q", sc.Text())
+		}
+		mm = append(mm, fileMapping{lo, hi, off, f[5]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(mm) == 0 {
+		return nil, fmt.Errorf("--resident: no safetensors file under %s is memory-mapped by this process", abs)
+	}
+	return mm, nil
+}
+
+// pagemap reads /proc/self/pagemap, one 64-bit entry a page of ps bytes.
+type pagemap struct {
+	f  *os.File
+	ps uint64
+}
+
+// present returns how many bytes of the addresses [lo, hi) lie on present
+// pages (bit 63 of their entries).
+func (pm pagemap) present(lo, hi uint64) (uint64, error) {
+	first, last := lo/pm.ps, (hi-1)/pm.ps
+	buf := make([]byte, 8*(last-first+1))
+	if _, err := pm.f.ReadAt(buf, int64(first*8)); err != nil {
+		return 0, fmt.Errorf("/proc/self/pagemap: %w", err)
+	}
+	var n uint64
+	for p := first; p <= last; p++ {
+		if binary.LittleEndian.Uint64(buf[8*(p-first):])>>63 == 1 {
+			n += min(hi, (p+1)*pm.ps) - max(lo, p*pm.ps)
+		}
+	}
+	return n, nil
 }
 
 // safetensorsHeader reads the JSON header of a safetensors file and the

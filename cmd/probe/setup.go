@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/spf13/cobra"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/report"
 )
@@ -18,26 +19,13 @@ import (
 // --tgz installs from a tarball already at hand (offline machines).
 // SetupOptions are the options of probe setup.
 type SetupOptions struct {
-	Stdout io.Writer
-	Tgz    string
+	cmdIO
+	Tgz string
 }
 
-// NewCmdSetup builds probe setup; runF (nil: runSetup) runs it.
-func NewCmdSetup(runF func(*SetupOptions) error) *cobra.Command {
-	opts := &SetupOptions{}
-	cmd := &cobra.Command{
-		Use:     "setup [--tgz <echarts-5.6.0.tgz>]",
-		Short:   "put echarts.min.js in the user cache (from npm) so that reports made anywhere are interactive",
-		Example: "probe setup",
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.Stdout = c.OutOrStdout()
-			return orDefault(runF, runSetup)(opts)
-		},
-	}
-	cmd.Args = noArgs("")
-	f := cmd.Flags()
-	f.StringVar(&opts.Tgz, "tgz", "", "install from this npm tarball of echarts@"+report.EChartsVersion+" instead of running npm pack")
-	return cmd
+// flags declares the flags of probe setup into f and their relations.
+func (o *SetupOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	f.StringVar(&o.Tgz, "tgz", "", "install from this npm tarball of echarts@"+report.EChartsVersion+" instead of running npm pack")
 }
 
 // runSetup installs echarts.min.js in the user cache: from opts.Tgz, or

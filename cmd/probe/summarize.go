@@ -3,38 +3,25 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/spf13/cobra"
-	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/analysis"
 )
 
 // SummarizeOptions are the options of probe summarize.
 type SummarizeOptions struct {
-	Stdout io.Writer
-	Args   []string // positional arguments
-	JSON   bool
-	Agg    aggFlags
+	cmdIO
+	JSON bool
+	Agg  aggFlags
 }
 
-// NewCmdSummarize builds probe summarize; runF (nil: runSummarize) runs it.
-func NewCmdSummarize(runF func(*SummarizeOptions) error) *cobra.Command {
-	opts := &SummarizeOptions{}
-	cmd := &cobra.Command{
-		Use:     "summarize <dir> [--json] [--last-layers N --ddof 0|1 ...]",
-		Short:   "Figs. 2–4 of a sweep folder beside the paper's numbers, optionally re-aggregated",
-		Example: "probe summarize /tmp/sweep --last-layers 2",
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.Args = args
-			return orDefault(runF, runSummarize)(opts)
-		},
-	}
-	f := cmd.Flags()
-	f.BoolVar(&opts.JSON, "json", false, "print summary.json's content instead of the tables")
-	opts.Agg.registerAgg(f)
-	return cmd
+// flags declares the flags of probe summarize into f and their relations.
+func (o *SummarizeOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	f.BoolVar(&o.JSON, "json", false, "print summary.json's content instead of the tables")
+	o.Agg.registerAgg(f)
 }
 
 // runSummarize prints Figs. 2–4 of the sweep folder opts.Args[0] beside

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,13 +11,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/analysis"
 	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/checkpoint"
 	"github.com/filterlens/probe/model"
 	"github.com/filterlens/probe/tokenizer"
-	"github.com/spf13/pflag"
 )
 
 // aggFlags are the App. I aggregation options shared by sweep, summarize
@@ -54,12 +53,8 @@ func (a *aggFlags) options(base results.AggOptions, kUnit int, onlySet bool) (re
 	set := map[string]bool{}
 	a.fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	use := func(name string) bool { return !onlySet || set[name] }
-	if use("last-layers") {
-		base.LastLayers = a.LastLayers
-	}
-	if use("ddof") {
-		base.DDOF = a.DDOF
-	}
+	setIf(use("last-layers"), &base.LastLayers, a.LastLayers)
+	setIf(use("ddof"), &base.DDOF, a.DDOF)
 	if use("fig4-lengths") {
 		base.Fig4Lengths = nil
 		if a.Fig4Lengths != "" {
@@ -70,25 +65,20 @@ func (a *aggFlags) options(base results.AggOptions, kUnit int, onlySet bool) (re
 			base.Fig4Lengths = ls
 		}
 	}
-	if use("fig4-pool") {
-		base.Fig4Pool = a.Fig4Pool
-	}
-	if use("bootstrap") {
-		base.Bootstrap = a.Bootstrap
-	}
-	if use("bootstrap-seed") {
-		base.Seed = a.Seed
-	}
-	if use("ci-level") {
-		base.CILevel = a.CILevel
-	}
-	if use("lambda-ratio") {
-		base.LambdaRatio = a.LambdaRatio
-	}
-	if use("local-layers") {
-		base.LocalLayers = a.LocalLayers
-	}
+	setIf(use("fig4-pool"), &base.Fig4Pool, a.Fig4Pool)
+	setIf(use("bootstrap"), &base.Bootstrap, a.Bootstrap)
+	setIf(use("bootstrap-seed"), &base.Seed, a.Seed)
+	setIf(use("ci-level"), &base.CILevel, a.CILevel)
+	setIf(use("lambda-ratio"), &base.LambdaRatio, a.LambdaRatio)
+	setIf(use("local-layers"), &base.LocalLayers, a.LocalLayers)
 	return base, base.Validate()
+}
+
+// setIf sets *dst to v when ok.
+func setIf[T any](ok bool, dst *T, v T) {
+	if ok {
+		*dst = v
+	}
 }
 
 // cliOptions lists every flag of fs with its value and default, for the
@@ -219,79 +209,60 @@ func shellQuote(s string) string {
 
 // SweepOptions are the options of probe sweep.
 type SweepOptions struct {
-	Stdout      io.Writer
-	CLIOptions  []results.Option // every flag with its value, for the manifest
-	CommandLine []string         // the arguments after the command name, for the manifest and the resume note
+	cmdIO
 	runFlags
-	Input              tokenFlags
-	Plan               planFlags
-	BOSToken           int
-	Bucket             int
-	LastFrac           float64
-	BOSFrac            float64
-	AllowExtrapolation bool
-	OnNonFinite        string
-	Lambda             lambdaFlags
-	Moments            string
-	Kernel             string
-	Reductions         string
-	SinkRows           string
-	Agg                aggFlags
+	Input                                 tokenFlags
+	Plan                                  planFlags
+	BOSToken                              int
+	Bucket                                int
+	LastFrac                              float64
+	BOSFrac                               float64
+	AllowExtrapolation                    bool
+	OnNonFinite                           string
+	Lambda                                lambdaFlags
+	Moments, Kernel, Reductions, SinkRows string
+	Agg                                   aggFlags
 }
 
-// NewCmdSweep builds probe sweep; runF (nil: runSweep) runs it.
-func NewCmdSweep(runF func(*SweepOptions) error) *cobra.Command {
-	opts := &SweepOptions{}
-	cmd := &cobra.Command{
-		Use:     "sweep --model <dir|org/name> (--text <file> | --ids <file>) --lengths 1k,2k,4k [--samples 5] --out <dir> [--force]",
-		Short:   "BFT App. I diagnostic sweep: filter diagnostics over context lengths and samples, tables and Figs. 2–4",
-		Example: "probe sweep --model zoo/checkpoints/gated_headwise --text README.md --lengths 128,256 --samples 2 --out /tmp/sweep",
-		Args:    noArgs(""),
-		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Stdout = c.OutOrStdout()
-			opts.CLIOptions, opts.CommandLine = cliOptions(c.Flags()), commandArgs(c)
-			return orDefault(runF, runSweep)(opts)
-		},
-	}
-	f := cmd.Flags()
+// flags declares the flags of probe sweep into f and their relations.
+func (o *SweepOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
 	d := analysis.DefaultSweepOptions()
-	opts.Model.registerModel(f, "checkpoint")
-	opts.Input.registerInput(f, false) // one token stream, cut into the chunks of the plan
-	opts.Plan.registerPlan(f, planDefaults{K: d.KUnit, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
-	f.StringVar(&opts.Out, "out", "", "output folder (required); re-running into it skips finished passes")
-	shardVar(f, &opts.Shard)
-	f.IntVar(&opts.BOSToken, "bos-token", d.BOSToken, "token id prepended to every pass, counted in T (-1: none)")
-	f.IntVar(&opts.Bucket, "bucket", d.Bucket, "query bucket size of the per-bucket table")
-	f.Float64Var(&opts.LastFrac, "last-frac", d.LastFrac, "query window of Figs. 2–3 and of K in Fig. 4: the last fraction of queries")
-	f.Float64Var(&opts.BOSFrac, "bos-frac", d.BOSFrac, "query window of the BOS mass in Fig. 4: the last fraction of queries")
-	threadsVar(f, &opts.Threads)
-	extrapolationVar(f, &opts.AllowExtrapolation)
-	f.StringVar(&opts.OnNonFinite, "on-nonfinite", d.OnNonFinite, "NaN/Inf in attention rows: stop (report layer, head, query) or flag (record, leave out, go on)")
-	opts.Lambda.registerLambda(f, "reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)")
-	f.StringVar(&opts.Moments, "moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
-	f.StringVar(&opts.Kernel, "kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
-	f.StringVar(&opts.SinkRows, "sink-rows", "renorm", "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in the sink_mass column) or raw (as the model returns them); docs/diagnostics.md")
-	f.StringVar(&opts.Reductions, "reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about a third more time at 16k)")
-	f.StringVar(&opts.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl")
-	progressVar(f, &opts.Progress)
-	f.BoolVar(&opts.Force, "force", false, "run into an --out that holds other files, or a sweep of another plan (its tables are replaced)")
-	opts.Agg.registerAgg(f)
+	o.Model.registerModel(f, "checkpoint")
+	o.Input.registerInput(f, false) // one token stream, cut into the chunks of the plan
+	o.Plan.registerPlan(f, planDefaults{K: d.KUnit, Samples: d.Samples, Disjoint: d.Disjoint, Placement: d.Placement, Seed: d.Seed, Offset: d.Offset})
+	f.StringVar(&o.Out, "out", "", "output folder (required); re-running into it skips finished passes")
+	shardVar(f, &o.Shard)
+	f.IntVar(&o.BOSToken, "bos-token", d.BOSToken, "token id prepended to every pass, counted in T (-1: none)")
+	f.IntVar(&o.Bucket, "bucket", d.Bucket, "query bucket size of the per-bucket table")
+	f.Float64Var(&o.LastFrac, "last-frac", d.LastFrac, "query window of Figs. 2–3 and of K in Fig. 4: the last fraction of queries")
+	f.Float64Var(&o.BOSFrac, "bos-frac", d.BOSFrac, "query window of the BOS mass in Fig. 4: the last fraction of queries")
+	threadsVar(f, &o.Threads)
+	extrapolationVar(f, &o.AllowExtrapolation)
+	f.StringVar(&o.OnNonFinite, "on-nonfinite", d.OnNonFinite, "NaN/Inf in attention rows: stop (report layer, head, query) or flag (record, leave out, go on)")
+	o.Lambda.registerLambda(f, "reml (Eq. 6), naive (Eq. 5) or sandwich (Eq. 13)")
+	f.StringVar(&o.Moments, "moments", "two-pass", "how S is computed: two-pass or expanded (comparison only)")
+	f.StringVar(&o.Kernel, "kernel", "matrix", "where the row moments come from: matrix (the attention pass's matrix products, guarded) or rows (each row walked twice); see probes.Kernel")
+	f.StringVar(&o.SinkRows, "sink-rows", "renorm", "models with learned attention sinks (gpt-oss), whose rows sum to 1 − σ: the rows every diagnostic reads, renorm (divided by their own sum; σ in the sink_mass column) or raw (as the model returns them); docs/diagnostics.md")
+	f.StringVar(&o.Reductions, "reductions", defaultReductions.String(), "reductions of S over the head dimension: mean (λobs and K from S̄, reduction (i)) or all (also (ii) per-dimension mean and (iii) harmonic: S per dimension, about a third more time at 16k)")
+	f.StringVar(&o.Formats, "format", "parquet", "table formats: any of parquet,csv,jsonl")
+	progressVar(f, &o.Progress)
+	f.BoolVar(&o.Force, "force", false, "run into an --out that holds other files, or a sweep of another plan (its tables are replaced)")
+	o.Agg.registerAgg(f)
 	markRequired(cmd, "model", modelHint)
 	markRequired(cmd, "out", "")
 	markRequired(cmd, "lengths", "e.g. --lengths 1k,2k,4k")
 	markExactlyOne(cmd, "ids", "text")
-	return cmd
 }
 
 // runSweep runs BFT App. I's sweep — the diagnostics of the chunks the plan
 // cuts from the stream at each length — into opts.Out, resuming the passes
 // a run of the same plan finished, and prints Figs. 2–4 beside the paper's numbers.
 func runSweep(opts *SweepOptions) error {
-	dir, hub, err := opts.Model.resolve()
+	fmts, err := opts.formats() // the cheap checks before the model
 	if err != nil {
 		return err
 	}
-	fmts, err := opts.formats()
+	dir, hub, err := opts.Model.resolve()
 	if err != nil {
 		return err
 	}
@@ -309,11 +280,11 @@ func runSweep(opts *SweepOptions) error {
 		return err
 	}
 	// an --out of other files refused before any work; the run compares the plan with a sweep's there
-	spec, end, err := opts.spec("sweep", "a probe sweep (its tables, manifest.json and passes/)", fmts, opts.CLIOptions, opts.CommandLine)
+	spec, run, err := opts.spec("sweep", "a probe sweep (its tables, manifest.json and passes/)", fmts, &opts.cmdIO)
 	if err != nil {
 		return err
 	}
-	defer end()
+	defer run.end()
 	sw, err := opts.prepare(dir, hub, so, agg, spec)
 	if err != nil {
 		return err

@@ -3,14 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // TokenizeOptions are the options of probe tokenize.
 type TokenizeOptions struct {
-	Stdout    io.Writer
+	cmdIO
 	Model     modelFlag
 	Tokenizer string // a tokenizer.json (instead of Model)
 	Text      string // the text file; - reads standard input
@@ -18,28 +18,15 @@ type TokenizeOptions struct {
 	Tokens    bool   // print the token strings instead of the ids
 }
 
-// NewCmdTokenize builds probe tokenize; runF (nil: runTokenize) runs it.
-func NewCmdTokenize(runF func(*TokenizeOptions) error) *cobra.Command {
-	opts := &TokenizeOptions{}
-	cmd := &cobra.Command{
-		Use:     "tokenize (--model <dir|org/name> | --tokenizer <tokenizer.json>) --text <file|-> [--tokens] [--no-special-tokens]",
-		Short:   "token ids (or --tokens: token strings) of a text as a JSON list: the file probe capture --ids (and every --ids) reads",
-		Example: "echo 'The jury said' | probe tokenize --model zoo/checkpoints/gated_headwise --text - --tokens",
-		Args:    noArgs("the text is given with --text <file>, or --text - for standard input"),
-		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Stdout = c.OutOrStdout()
-			return orDefault(runF, runTokenize)(opts)
-		},
-	}
-	f := cmd.Flags()
-	opts.Model.registerModelRef(f, "checkpoint whose tokenizer.json to use")
-	f.StringVar(&opts.Tokenizer, "tokenizer", "", "tokenizer.json file (instead of --model)")
-	f.StringVar(&opts.Text, "text", "", "text file to tokenize; - reads standard input")
-	f.BoolVar(&opts.NoSpecial, "no-special-tokens", false, "do not add the post-processor's special tokens")
-	f.BoolVar(&opts.Tokens, "tokens", false, "print the token strings (a JSON list parallel to the ids) instead of the ids")
+// flags declares the flags of probe tokenize into f and their relations.
+func (o *TokenizeOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	o.Model.registerModelRef(f, "checkpoint whose tokenizer.json to use")
+	f.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer.json file (instead of --model)")
+	f.StringVar(&o.Text, "text", "", "text file to tokenize; - reads standard input")
+	f.BoolVar(&o.NoSpecial, "no-special-tokens", false, "do not add the post-processor's special tokens")
+	f.BoolVar(&o.Tokens, "tokens", false, "print the token strings (a JSON list parallel to the ids) instead of the ids")
 	markExactlyOne(cmd, "model", "tokenizer")
 	markRequired(cmd, "text", "a file, or - for standard input")
-	return cmd
 }
 
 // runTokenize prints the ids (or token strings) of the text as JSON.

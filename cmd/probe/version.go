@@ -3,39 +3,28 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/filterlens/probe/analysis"
-	"github.com/spf13/cobra"
 )
 
 // VersionOptions are the options of probe version.
 type VersionOptions struct {
-	Out  io.Writer
+	cmdIO
 	JSON bool // the build information as JSON (the tool field of the manifests)
 }
 
-// NewCmdVersion builds probe version; runF (nil: runVersion) runs it.
-func NewCmdVersion(runF func(*VersionOptions) error) *cobra.Command {
-	opts := &VersionOptions{}
-	cmd := &cobra.Command{
-		Use:     "version [--json]",
-		Short:   "module version, VCS revision and whether the tree was modified, from the build information",
-		Example: "probe version",
-		Args:    noArgs(""),
-		RunE: func(c *cobra.Command, _ []string) error {
-			opts.Out = c.OutOrStdout()
-			return orDefault(runF, runVersion)(opts)
-		},
-	}
-	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the build information as JSON (the tool field of the manifests)")
-	return cmd
+// flags declares the flags of probe version into f and their relations.
+func (o *VersionOptions) flags(cmd *cobra.Command, f *pflag.FlagSet) {
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the build information as JSON (the tool field of the manifests)")
 }
 
 // runVersion prints analysis.Tool(): module, version, VCS revision and
 // whether the tree was modified, Go, platform and matrix products.
 func runVersion(opts *VersionOptions) error {
-	w, t := opts.Out, analysis.Tool()
+	w, t := opts.Stdout, analysis.Tool()
 	if opts.JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -54,26 +43,4 @@ func runVersion(opts *VersionOptions) error {
 	}
 	fmt.Fprintf(w, "go: %s %s, matrix products: %s, results format %s\n", t.Go, t.Platform, t.BLAS, t.Format)
 	return nil
-}
-
-// orDefault returns runF, or def when runF is nil.
-func orDefault[O any](runF, def func(*O) error) func(*O) error {
-	if runF != nil {
-		return runF
-	}
-	return def
-}
-
-// noArgs refuses positional arguments: `unexpected argument "x"`, with why
-// (a hint in parentheses) when given.
-func noArgs(why string) cobra.PositionalArgs {
-	return func(_ *cobra.Command, args []string) error {
-		if len(args) == 0 {
-			return nil
-		}
-		if why != "" {
-			return fmt.Errorf("unexpected argument %q (%s)", args[0], why)
-		}
-		return fmt.Errorf("unexpected argument %q", args[0])
-	}
 }
