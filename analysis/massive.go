@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"math"
 
 	"gorgonia.org/tensor"
@@ -54,7 +55,7 @@ func (r *MassiveRun) Run() (*results.MassiveManifest, []results.MassiveTopRow, [
 		return nil, nil, nil, fmt.Errorf("layer %d: the model has %d layers (0 … %d; −1 picks the layer with the largest ratio)", o.Layer, c.Layers, c.Layers-1)
 	}
 	man := &results.MassiveManifest{RunRecord: rec, Options: *o}
-	man.Conventions = massiveConventions()
+	man.Conventions = maps.Clone(massiveConventions)
 	ms := &massiveMeasure{MassiveRun: r, m: m, man: man}
 	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
 		return man, nil, nil, err
@@ -191,13 +192,12 @@ func nllRows(sum *float64, V int, targets []int) func(int, []float32) {
 	}
 }
 
-// massiveConventions states the definitions behind the massive tables.
-func massiveConventions() map[string]string {
-	return map[string]string{
-		"activation":   "blocks.{l}.hook_resid_post, the residual stream leaving block l, batch 1",
-		"top":          "the top_k entries by |h[t,i]| (ties: earlier position, then earlier channel), ratio = |h| / median over all T x d_model entries of |h| (exact)",
-		"massive":      "Sun et al. 2024 call an entry massive when |h| > 100 and about 1000 x the median; the table reports the top entries, whatever their size",
-		"intervention": "a second pass with the top `entries` entries of `layer` (default: the layer with the largest top-1 ratio in that pass) set to 0 (zero) or to their channel's mean over the pass's positions (mean, computed from the live activation at that layer); later layers see the change",
-		"nll":          "mean over the T predicted tokens of logsumexp(z_t) - z_t[x_{t+1}] in float64; ppl = exp(nll); d_nll = nll - nll(none) on the same chunk",
-	}
+// massiveConventions states the definitions behind the massive tables; Run
+// records a copy in each manifest.
+var massiveConventions = map[string]string{
+	"activation":   "blocks.{l}.hook_resid_post, the residual stream leaving block l, batch 1",
+	"top":          "the top_k entries by |h[t,i]| (ties: earlier position, then earlier channel), ratio = |h| / median over all T x d_model entries of |h| (exact)",
+	"massive":      "Sun et al. 2024 call an entry massive when |h| > 100 and about 1000 x the median; the table reports the top entries, whatever their size",
+	"intervention": "a second pass with the top `entries` entries of `layer` (default: the layer with the largest top-1 ratio in that pass) set to 0 (zero) or to their channel's mean over the pass's positions (mean, computed from the live activation at that layer); later layers see the change",
+	"nll":          "mean over the T predicted tokens of logsumexp(z_t) - z_t[x_{t+1}] in float64; ppl = exp(nll); d_nll = nll - nll(none) on the same chunk",
 }

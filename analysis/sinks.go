@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 
@@ -80,7 +81,7 @@ func (r *SinksRun) Run() (*results.SinksManifest, []results.SinkHeadRow, []resul
 	c := &m.Config
 	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
 	man := &results.SinksManifest{RunRecord: rec, Layers: layers, Windows: windows, Options: *o}
-	man.Conventions = sinksConventions()
+	man.Conventions = maps.Clone(sinksConventions)
 	if len(layers) < c.Layers {
 		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet or Mamba-2 layers (see probe gdn)", layers))
 	}
@@ -202,18 +203,17 @@ func finishSinks(dir string, man *results.SinksManifest) ([]results.SinkHeadRow,
 	return heads, rates, writeTables(man.Record(), dir, tableOf("sinks_heads", heads), tableOf("sinks_rate", rates))
 }
 
-// sinksConventions states the definitions behind the sinks tables.
-func sinksConventions() map[string]string {
-	return map[string]string{
-		"bos_mass":        "mean over applicable queries t of alpha[t,0] (Gu et al. 2024, alpha_1^{l,h}); a query of a sliding-window layer with t >= window cannot see position 0 and is counted in left_out, not in the mean",
-		"sink_rate":       "Sink_1^eps = 100 * #{(layer, head): bos_mass > eps} / #heads, bos_mass pooled over samples weighted by bos_n",
-		"entropy":         "mean over queries of H_t = -sum_j alpha_tj ln alpha_tj (nats); entropy_norm = mean of H_t / ln(visible keys) over queries with >= 2 visible keys; log_T = ln T",
-		"max_weight":      "mean over queries of max_j alpha_tj; max_weight_last over t >= T - floor(T/4)",
-		"neff":            "mean over queries of 1/sum_j alpha_tj^2",
-		"sink_mass":       "mean over queries of sigma_t, the weight of the sink column a model with learned attention sinks (gpt-oss) drops after its softmax; 0 without sinks",
-		"sink_rows":       "models with learned sinks: every other column reads the rows as sinks.sink_rows says — renorm: alpha divided by its own sum 1 - sigma_t; raw: as the model returns them (sum 1 - sigma_t)",
-		"gate":            "over every gate value of the head in the pass (tokens x dims for an element-wise gate): mean, exact median, fraction below gate_below; gate_first = mean at token 0, gate_rest = mean at tokens >= 1",
-		"attention_rows":  "post-softmax, pre-gate rows of the softmax layers, streamed in tiles; never a T x T matrix",
-		"batch_and_chunk": "one sequence per pass; chunks as in a sweep (disjoint, placement, offset)",
-	}
+// sinksConventions states the definitions behind the sinks tables; Run
+// records a copy in each manifest.
+var sinksConventions = map[string]string{
+	"bos_mass":        "mean over applicable queries t of alpha[t,0] (Gu et al. 2024, alpha_1^{l,h}); a query of a sliding-window layer with t >= window cannot see position 0 and is counted in left_out, not in the mean",
+	"sink_rate":       "Sink_1^eps = 100 * #{(layer, head): bos_mass > eps} / #heads, bos_mass pooled over samples weighted by bos_n",
+	"entropy":         "mean over queries of H_t = -sum_j alpha_tj ln alpha_tj (nats); entropy_norm = mean of H_t / ln(visible keys) over queries with >= 2 visible keys; log_T = ln T",
+	"max_weight":      "mean over queries of max_j alpha_tj; max_weight_last over t >= T - floor(T/4)",
+	"neff":            "mean over queries of 1/sum_j alpha_tj^2",
+	"sink_mass":       "mean over queries of sigma_t, the weight of the sink column a model with learned attention sinks (gpt-oss) drops after its softmax; 0 without sinks",
+	"sink_rows":       "models with learned sinks: every other column reads the rows as sinks.sink_rows says — renorm: alpha divided by its own sum 1 - sigma_t; raw: as the model returns them (sum 1 - sigma_t)",
+	"gate":            "over every gate value of the head in the pass (tokens x dims for an element-wise gate): mean, exact median, fraction below gate_below; gate_first = mean at token 0, gate_rest = mean at tokens >= 1",
+	"attention_rows":  "post-softmax, pre-gate rows of the softmax layers, streamed in tiles; never a T x T matrix",
+	"batch_and_chunk": "one sequence per pass; chunks as in a sweep (disjoint, placement, offset)",
 }
