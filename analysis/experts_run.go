@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 
@@ -32,9 +33,7 @@ type ExpertsRun struct {
 // without a mixture-of-experts layer is refused, naming it.
 func (r *ExpertsRun) Run() (*results.ExpertsManifest, []results.ExpertLoadRow, []results.ExpertLayerRow, error) {
 	o := &r.Options
-	if o.Margin == "" {
-		o.Margin = results.MarginProb
-	}
+	o.Margin = cmp.Or(o.Margin, results.MarginProb)
 	if o.Margin != results.MarginProb && o.Margin != results.MarginLogit {
 		return nil, nil, nil, fmt.Errorf("margin %q: want %s or %s", o.Margin, results.MarginProb, results.MarginLogit)
 	}

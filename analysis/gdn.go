@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -41,24 +42,12 @@ type GDNRun struct {
 // time (finishGDN), so that memory does not grow with layers × heads × T.
 func (r *GDNRun) Run() (*results.GDNManifest, int64, error) {
 	o := &r.Options
-	if o.Innovation == "" {
-		o.Innovation = probes.InnovationDecayed.String()
-	}
-	if o.Weights == "" {
-		o.Weights = probes.WeightsAbs.String()
-	}
-	if o.RWKVDecay == "" {
-		o.RWKVDecay = probes.DecayGeoMean.String()
-	}
-	if o.RWKVGain == "" {
-		o.RWKVGain = probes.GainRemoval.String()
-	}
-	if o.Disjoint == "" {
-		o.Disjoint = DisjointAll
-	}
-	if o.Placement == "" {
-		o.Placement = PlaceSequential
-	}
+	o.Innovation = cmp.Or(o.Innovation, probes.InnovationDecayed.String())
+	o.Weights = cmp.Or(o.Weights, probes.WeightsAbs.String())
+	o.RWKVDecay = cmp.Or(o.RWKVDecay, probes.DecayGeoMean.String())
+	o.RWKVGain = cmp.Or(o.RWKVGain, probes.GainRemoval.String())
+	o.Disjoint = cmp.Or(o.Disjoint, DisjointAll)
+	o.Placement = cmp.Or(o.Placement, PlaceSequential)
 	if _, err := probes.ParseInnovationForm(o.Innovation); err != nil {
 		return nil, 0, err
 	}
@@ -196,12 +185,8 @@ func GDNFilter(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, thre
 // With oneLayer f holds one layer at a time (probes.GDNOptions.OneLayer);
 // fa holds every layer.
 func gdnFilters(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, threads int, oneLayer bool) (f, fa *probes.GDNFilter, err error) {
-	if o.Innovation == "" {
-		o.Innovation = probes.InnovationDecayed.String()
-	}
-	if o.Weights == "" {
-		o.Weights = probes.WeightsAbs.String()
-	}
+	o.Innovation = cmp.Or(o.Innovation, probes.InnovationDecayed.String())
+	o.Weights = cmp.Or(o.Weights, probes.WeightsAbs.String())
 	innov, err := probes.ParseInnovationForm(o.Innovation)
 	if err != nil {
 		return nil, nil, err

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -35,9 +36,7 @@ func (r *MassiveRun) Run() (*results.MassiveManifest, []results.MassiveTopRow, [
 	if o.TopK < 1 {
 		return nil, nil, nil, fmt.Errorf("top-k %d: want at least 1", o.TopK)
 	}
-	if o.Entries == 0 {
-		o.Entries = o.TopK
-	}
+	o.Entries = cmp.Or(o.Entries, o.TopK)
 	if o.Entries < 1 || o.Entries > o.TopK {
 		return nil, nil, nil, fmt.Errorf("entries %d: want 1 … top-k (%d)", o.Entries, o.TopK)
 	}

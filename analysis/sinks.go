@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -68,9 +69,7 @@ func (r *SinksRun) Run() (*results.SinksManifest, []results.SinkHeadRow, []resul
 			return nil, nil, nil, fmt.Errorf("ε = %v: want 0 ≤ ε < 1 (a mean attention above ε)", e)
 		}
 	}
-	if o.SinkRows == "" {
-		o.SinkRows = probes.RenormRows.String()
-	}
+	o.SinkRows = cmp.Or(o.SinkRows, probes.RenormRows.String())
 	if _, ok := probes.ParseSinkRows(o.SinkRows); !ok {
 		return nil, nil, nil, fmt.Errorf("sink rows %q: want %s or %s", o.SinkRows, probes.RenormRows, probes.RawRows)
 	}
