@@ -160,17 +160,40 @@ func csvValue(v reflect.Value) string {
 }
 
 // formatFloat writes x in the shortest form that reads back exactly, with
-// NaN as the empty string and infinities as +Inf / -Inf.
+// the non-finite values spelled by tableNonFinite.
 func formatFloat(x float64) string {
-	switch {
-	case math.IsNaN(x):
-		return ""
-	case math.IsInf(x, 1):
-		return "+Inf"
-	case math.IsInf(x, -1):
-		return "-Inf"
+	if s, ok := tableNonFinite.spell(x); ok {
+		return s
 	}
 	return strconv.FormatFloat(x, 'g', -1, 64)
+}
+
+// nonFinite spells the float64 values a cell cannot print as a number:
+// NaN, +Inf and −Inf, in that order.
+type nonFinite [3]string
+
+var (
+	// tableNonFinite is the CSV tables' spelling: NaN an empty (missing)
+	// cell, the infinities as strconv.ParseFloat reads them (JSONL writes
+	// null for all three).
+	tableNonFinite = nonFinite{"", "+Inf", "-Inf"}
+	// reportNonFinite is the printed report's: an em dash for NaN, and
+	// the typographic minus sign (U+2212) of its other numbers' text.
+	reportNonFinite = nonFinite{"—", "+Inf", "−Inf"}
+)
+
+// spell returns s's spelling of x and true when x is NaN or ±Inf, and
+// false for a finite x.
+func (s nonFinite) spell(x float64) (string, bool) {
+	switch {
+	case math.IsNaN(x):
+		return s[0], true
+	case math.IsInf(x, 1):
+		return s[1], true
+	case math.IsInf(x, -1):
+		return s[2], true
+	}
+	return "", false
 }
 
 // writeJSONL writes rows as one JSON object per line (see writeTable).

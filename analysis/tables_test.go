@@ -182,3 +182,25 @@ func TestParquetIndependentReader(t *testing.T) {
 		}
 	}
 }
+
+// TestNonFiniteSpellings pins the two spellings of NaN and ±Inf: the CSV
+// tables' (empty, -Inf) and the printed report's (em dash, U+2212).
+func TestNonFiniteSpellings(t *testing.T) {
+	for _, c := range []struct {
+		x           float64
+		table, text string
+	}{
+		{math.NaN(), "", "—"},
+		{math.Inf(1), "+Inf", "+Inf"},
+		{math.Inf(-1), "-Inf", "−Inf"},
+		{-1.25, "-1.25", "-1.250"},
+		{0, "0", "0.000"},
+	} {
+		if got := formatFloat(c.x); got != c.table {
+			t.Errorf("formatFloat(%v) = %q, want %q", c.x, got, c.table)
+		}
+		if got := num(c.x, 3); got != c.text {
+			t.Errorf("num(%v, 3) = %q, want %q", c.x, got, c.text)
+		}
+	}
+}
