@@ -116,7 +116,7 @@ func (r *RetrievalRun) Run() (*results.RetrievalManifest, []results.RetrievalHea
 	if err != nil {
 		return nil, nil, err
 	}
-	man := &results.RetrievalManifest{RunRecord: rec, Layers: c.SoftmaxLayers(), Windows: LayerWindows(c), Options: *o, T: T}
+	man := &results.RetrievalManifest{RunRecord: rec, SoftmaxLayers: softmaxLayers(c), Options: *o, T: T}
 	man.Conventions = maps.Clone(retrievalConventions)
 	ms := &retrievalMeasure{RetrievalRun: r, m: m, man: man, sources: sources}
 	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {

@@ -57,6 +57,12 @@ func LayerWindows(c *model.Config) []int {
 	return w
 }
 
+// softmaxLayers returns the manifest record of c's softmax layers and
+// every layer's window (LayerWindows).
+func softmaxLayers(c *model.Config) results.SoftmaxLayers {
+	return results.SoftmaxLayers{Layers: c.SoftmaxLayers(), Windows: LayerWindows(c)}
+}
+
 // Run runs the passes and, unsharded, writes sinks_heads, sinks_rate and
 // the manifest, returning the rows of both tables (none for a shard).
 func (r *SinksRun) Run() (*results.SinksManifest, []results.SinkHeadRow, []results.SinkRateRow, error) {
@@ -78,11 +84,10 @@ func (r *SinksRun) Run() (*results.SinksManifest, []results.SinkHeadRow, []resul
 		return nil, nil, nil, err
 	}
 	c := &m.Config
-	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
-	man := &results.SinksManifest{RunRecord: rec, Layers: layers, Windows: windows, Options: *o}
+	man := &results.SinksManifest{RunRecord: rec, SoftmaxLayers: softmaxLayers(c), Options: *o}
 	man.Conventions = maps.Clone(sinksConventions)
-	if len(layers) < c.Layers {
-		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet or Mamba-2 layers (see probe gdn)", layers))
+	if len(man.Layers) < c.Layers {
+		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet or Mamba-2 layers (see probe gdn)", man.Layers))
 	}
 	if c.GatePerHead() == 0 {
 		man.Notes = append(man.Notes, "no output gate: the gate columns are empty (NaN)")

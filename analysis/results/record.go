@@ -45,6 +45,16 @@ type RunRecord struct {
 	Deviation *Deviation `json:"compute_deviation,omitempty"`
 }
 
+// SoftmaxLayers is the part of a manifest that names the layers whose
+// softmax attention rows a measurement reads (a hybrid model's others are
+// Gated DeltaNet or Mamba-2 layers) and every model layer's sliding
+// window (keys t−w+1 … t; 0: none). The sinks and retrieval manifests
+// embed it, so its fields sit at their top level.
+type SoftmaxLayers struct {
+	Layers  []int `json:"softmax_layers"`
+	Windows []int `json:"windows"` // per model layer; 0: none
+}
+
 // Record returns the record itself, so that every manifest embedding it is
 // an analysis.StreamManifest.
 func (r *RunRecord) Record() *RunRecord { return r }

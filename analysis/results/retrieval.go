@@ -53,8 +53,7 @@ type RetrievalSample struct {
 // task.
 type RetrievalManifest struct {
 	RunRecord
-	Layers  []int            `json:"softmax_layers"`
-	Windows []int            `json:"windows"` // per model layer; 0: none
+	SoftmaxLayers
 	Options RetrievalOptions `json:"retrieval"`
 	T       int              `json:"T"`
 	// Samples and HeadsAbove (the heads whose score exceeds

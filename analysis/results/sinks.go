@@ -89,8 +89,7 @@ type SinksOptions struct {
 // SinksManifest records a sinks run (or one shard of it).
 type SinksManifest struct {
 	RunRecord
-	Layers  []int        `json:"softmax_layers"`
-	Windows []int        `json:"windows"` // per model layer; 0: none
+	SoftmaxLayers
 	Options SinksOptions `json:"sinks"`
 	LeftOut int64        `json:"rows_left_out"` // over every pass and head (of the tables)
 }
