@@ -47,11 +47,7 @@ func (r *ExpertsRun) Run() (*results.ExpertsManifest, []results.ExpertLoadRow, [
 	}
 	man := &results.ExpertsManifest{RunRecord: rec, Experts: c.MoE.Experts, TopK: c.MoE.TopK, Options: *o}
 	man.Conventions = maps.Clone(expertsConventions)
-	ms := &expertsMeasure{ExpertsRun: r, m: m, man: man}
-	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
-		return man, nil, nil, err
-	}
-	return man, ms.loads, ms.layers, nil
+	return runRows(&r.RunSpec, man, man.Options, m, &expertsMeasure{ExpertsRun: r, m: m, man: man})
 }
 
 // expertsMeasure is probe experts' measurement: one experts_sums table
@@ -59,18 +55,14 @@ func (r *ExpertsRun) Run() (*results.ExpertsManifest, []results.ExpertLoadRow, [
 // (finishExperts).
 type expertsMeasure struct {
 	*ExpertsRun
-	m      *model.Model
-	man    *results.ExpertsManifest
-	loads  []results.ExpertLoadRow
-	layers []results.ExpertLayerRow
+	m   *model.Model
+	man *results.ExpertsManifest
+	finishedRows[results.ExpertLoadRow, results.ExpertLayerRow]
 }
 
 func (e *expertsMeasure) tables() []string { return expertsTables }
 
-func (e *expertsMeasure) finish() (err error) {
-	e.loads, e.layers, err = finishExperts(e.Out, e.man)
-	return err
-}
+func (e *expertsMeasure) finish() error { return e.keep(finishExperts(e.Out, e.man)) }
 
 func (e *expertsMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	hs := &hooks.Set{}

@@ -55,11 +55,7 @@ func (r *MassiveRun) Run() (*results.MassiveManifest, []results.MassiveTopRow, [
 	}
 	man := &results.MassiveManifest{RunRecord: rec, Options: *o}
 	man.Conventions = maps.Clone(massiveConventions)
-	ms := &massiveMeasure{MassiveRun: r, m: m, man: man}
-	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
-		return man, nil, nil, err
-	}
-	return man, ms.tops, ms.ppls, nil
+	return runRows(&r.RunSpec, man, man.Options, m, &massiveMeasure{MassiveRun: r, m: m, man: man})
 }
 
 // massiveMeasure is probe massive's measurement: per chunk the plain pass
@@ -67,10 +63,9 @@ func (r *MassiveRun) Run() (*results.MassiveManifest, []results.MassiveTopRow, [
 // massive_ppl tables finishMassive writes.
 type massiveMeasure struct {
 	*MassiveRun
-	m    *model.Model
-	man  *results.MassiveManifest
-	tops []results.MassiveTopRow
-	ppls []results.MassivePPLRow
+	m   *model.Model
+	man *results.MassiveManifest
+	finishedRows[results.MassiveTopRow, results.MassivePPLRow]
 }
 
 func (r *massiveMeasure) tables() []string { return massiveTables }
@@ -133,10 +128,7 @@ func (r *massiveMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passT
 	return []passTable{tableOf("massive_top", tops), tableOf("massive_ppl", ppls)}, nil
 }
 
-func (r *massiveMeasure) finish() (err error) {
-	r.tops, r.ppls, err = finishMassive(r.Out, r.man)
-	return err
-}
+func (r *massiveMeasure) finish() error { return r.keep(finishMassive(r.Out, r.man)) }
 
 // MassiveHooks registers on hs what probe massive attaches to its plain
 // length-T pass of a model with configuration c: per layer the topK

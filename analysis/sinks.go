@@ -92,21 +92,16 @@ func (r *SinksRun) Run() (*results.SinksManifest, []results.SinkHeadRow, []resul
 	if c.GatePerHead() == 0 {
 		man.Notes = append(man.Notes, "no output gate: the gate columns are empty (NaN)")
 	}
-	ms := &sinksMeasure{SinksRun: r, m: m, man: man}
-	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
-		return man, nil, nil, err
-	}
-	return man, ms.heads, ms.rates, nil
+	return runRows(&r.RunSpec, man, man.Options, m, &sinksMeasure{SinksRun: r, m: m, man: man})
 }
 
 // sinksMeasure is probe sinks' measurement: one sinks_heads table per
 // chunk (SinkHooks), then sinks_heads and sinks_rate (finishSinks).
 type sinksMeasure struct {
 	*SinksRun
-	m     *model.Model
-	man   *results.SinksManifest
-	heads []results.SinkHeadRow
-	rates []results.SinkRateRow
+	m   *model.Model
+	man *results.SinksManifest
+	finishedRows[results.SinkHeadRow, results.SinkRateRow]
 }
 
 func (s *sinksMeasure) tables() []string { return sinksTables }
@@ -126,10 +121,7 @@ func (s *sinksMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTab
 	return []passTable{tableOf("sinks_heads", rows())}, nil
 }
 
-func (s *sinksMeasure) finish() (err error) {
-	s.heads, s.rates, err = finishSinks(s.Out, s.man)
-	return err
-}
+func (s *sinksMeasure) finish() error { return s.keep(finishSinks(s.Out, s.man)) }
 
 // SinkHooks registers on hs what probe sinks attaches to the pass of
 // chunk ch of a model with configuration c under options o: a
