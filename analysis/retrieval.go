@@ -240,10 +240,7 @@ func finishRetrieval(dir string, man *results.RetrievalManifest) ([]results.Retr
 	Q := len(copies[0])
 	for k := 0; Q > 0 && k < len(steps[0])/Q; k++ {
 		first := steps[0][k*Q]
-		row := results.RetrievalHeadRow{Layer: first.Layer, Kind: "global", Window: man.Windows[first.Layer], Head: first.Head}
-		if row.Window > 0 {
-			row.Kind = "local"
-		}
+		row := results.RetrievalHeadRow{SoftmaxHead: man.HeadOf(first.Layer, first.Head)}
 		var mass float64
 		for b := range steps {
 			for q, st := range steps[b][k*Q : (k+1)*Q] {

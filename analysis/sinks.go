@@ -130,8 +130,8 @@ func (s *sinksMeasure) finish() error { return s.keep(finishSinks(s.Out, s.man))
 // function gives the pass's sinks_heads rows once the pass has run (probe
 // bench measures the consumers without it).
 func SinkHooks(hs *hooks.Set, c *model.Config, ch results.Chunk, o results.SinksOptions) (func() []results.SinkHeadRow, error) {
-	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
-	sc, err := probes.NewSinkCollector(1, c.Layers, c.Heads, ch.T, windows, o.IncludeFirstQuery)
+	sl := softmaxLayers(c)
+	sc, err := probes.NewSinkCollector(1, c.Layers, c.Heads, ch.T, sl.Windows, o.IncludeFirstQuery)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func SinkHooks(hs *hooks.Set, c *model.Config, ch results.Chunk, o results.Sinks
 			return nil, fmt.Errorf("sink rows %q: want %s or %s", o.SinkRows, probes.RenormRows, probes.RawRows)
 		}
 	}
-	for _, l := range layers {
+	for _, l := range sl.Layers {
 		hs.Stream(l, sc)
 	}
 	gates := map[[2]int]probes.GateStats{}
@@ -159,15 +159,12 @@ func SinkHooks(hs *hooks.Set, c *model.Config, ch results.Chunk, o results.Sinks
 	}
 	return func() []results.SinkHeadRow {
 		var rows []results.SinkHeadRow
-		for _, h := range sc.Heads(layers) {
-			row := results.SinkHeadRow{T: ch.T, Sample: ch.Sample, Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head,
+		for _, h := range sc.Heads(sl.Layers) {
+			row := results.SinkHeadRow{T: ch.T, Sample: ch.Sample, SoftmaxHead: sl.HeadOf(h.Layer, h.Head),
 				Rows: h.Rows, BOSN: h.BOSN, LeftOut: h.LeftOut, BOSMass: h.BOSMass, Entropy: h.Entropy,
 				EntropyNorm: h.EntropyNorm, LogT: math.Log(float64(ch.T)), MaxWeight: h.MaxWeight, MaxLast: h.MaxLast, NEff: h.NEff,
 				SinkMass: h.SinkMass,
 				GateMean: math.NaN(), GateMedian: math.NaN(), GateBelow: math.NaN(), GateFirst: math.NaN(), GateRest: math.NaN()}
-			if windows[h.Layer] > 0 {
-				row.Kind = "local"
-			}
 			if st, ok := gates[[2]int{h.Layer, h.Head}]; ok {
 				row.GateMean, row.GateMedian, row.GateBelow, row.GateFirst, row.GateRest = st.Mean, st.Median, st.Below, st.First, st.Rest
 			}

@@ -109,24 +109,25 @@ func writeTable[T any](dir, name string, rows []T, formats []string) error {
 }
 
 type column struct {
-	index int
+	index []int // reflect.Value.FieldByIndex's
 	name  string
 }
 
-// columnsOf lists the tagged fields of struct type t.
+// columnsOf lists the tagged fields of struct type t in order, with the
+// fields of an embedded struct in its place, as parquet-go lays out the
+// columns.
 func columnsOf(t reflect.Type) []column {
 	var cols []column
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
+	for _, f := range reflect.VisibleFields(t) {
 		tag := f.Tag.Get("parquet")
-		if !f.IsExported() || tag == "-" {
+		if f.Anonymous || !f.IsExported() || tag == "-" {
 			continue
 		}
 		name, _, _ := strings.Cut(tag, ",")
 		if name == "" {
 			name = f.Name
 		}
-		cols = append(cols, column{i, name})
+		cols = append(cols, column{f.Index, name})
 	}
 	return cols
 }
@@ -211,7 +212,7 @@ func writeJSONL[T any](w io.Writer, rows []T) error {
 			key, _ := json.Marshal(c.name)
 			b.Write(key)
 			b.WriteByte(':')
-			f := v.Field(c.index)
+			f := v.FieldByIndex(c.index)
 			switch f.Kind() {
 			case reflect.Float64, reflect.Float32:
 				x := f.Float()

@@ -28,12 +28,9 @@ func SinkRate(firstMeans []float64, eps float64) (rate float64, heads int) {
 // (length, sample, softmax layer, head) (probes.SinkCollector,
 // probes.HeadGateStats).
 type SinkHeadRow struct {
-	T           int     `parquet:"T"`
-	Sample      int     `parquet:"sample"`
-	Layer       int     `parquet:"layer"`
-	Kind        string  `parquet:"kind"`   // "global", or "local" for a sliding-window layer
-	Window      int     `parquet:"window"` // 0: none
-	Head        int     `parquet:"head"`
+	T      int `parquet:"T"`
+	Sample int `parquet:"sample"`
+	SoftmaxHead
 	Rows        int64   `parquet:"rows"`
 	BOSN        int64   `parquet:"bos_n"`
 	LeftOut     int64   `parquet:"left_out"`
