@@ -373,9 +373,9 @@ func appendGDNHeadRows(rows []results.GDNRow, f *probes.GDNFilter, s, h int, ch 
 	for t := 0; t < f.T; t++ {
 		i := f.Index(0, s, h, t)
 		rows = append(rows, results.GDNRow{T: ch.T, Sample: ch.Sample, Layer: l, Head: h, Token: t, Mixer: mixer,
-			Beta: f.Beta[i], Decay: f.Decay[i], Horizon: f.Horizon[i], Innovation: f.Innovation[i],
-			StateNorm: f.StateNorm[i], NEffW: f.NEffW[i], FirstShare: f.FirstShare[i], RowSum: f.RowSum[i],
-			NegShare: f.NegShare[i], SMeanW: f.SMeanW[i], LambdaObsW: f.LambdaObsW[i], KW: f.KW[i]})
+			Beta: f.Beta[i], Decay: f.Decay[i], Horizon: f.Horizon[i], GDNFilterValues: results.GDNFilterValues{Innovation: f.Innovation[i],
+				StateNorm: f.StateNorm[i], NEffW: f.NEffW[i], FirstShare: f.FirstShare[i], RowSum: f.RowSum[i],
+				NegShare: f.NegShare[i], SMeanW: f.SMeanW[i], LambdaObsW: f.LambdaObsW[i], KW: f.KW[i]}})
 	}
 	return rows
 }
