@@ -256,9 +256,9 @@ type rowsMeasurement[A, B any] interface {
 	rows() ([]A, []B)
 }
 
-// finishedRows keeps the rows of the two tables a measurement's finish writes
-// from the pass files; it stays empty for a shard, whose finish does not
-// run.
+// finishedRows keeps the rows of the two tables a measurement's finish
+// writes from the pass files; it stays empty for a shard, whose finish
+// does not run.
 type finishedRows[A, B any] struct {
 	first  []A
 	second []B
