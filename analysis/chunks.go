@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -113,12 +114,8 @@ type ChunkOptions struct {
 }
 
 func (o *ChunkOptions) resolve() error {
-	if o.Disjoint == "" {
-		o.Disjoint = DisjointAll
-	}
-	if o.Placement == "" {
-		o.Placement = PlaceSequential
-	}
+	o.Disjoint = cmp.Or(o.Disjoint, DisjointAll)
+	o.Placement = cmp.Or(o.Placement, PlaceSequential)
 	switch {
 	case o.Disjoint != DisjointAll && o.Disjoint != DisjointWithin:
 		return fmt.Errorf("disjoint %q: want %q or %q", o.Disjoint, DisjointAll, DisjointWithin)

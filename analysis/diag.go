@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -47,22 +48,16 @@ type DiagOptions struct {
 // they give (ContinueOnNonFinite under NonFiniteFlag; Sinks: a model with
 // learned sinks), refusing an unknown value with its flag's name.
 func (o *DiagOptions) collectorOptions(sinks bool) (probes.CollectorOptions, error) {
-	if o.OnNonFinite == "" {
-		o.OnNonFinite = NonFiniteStop
-	}
+	o.OnNonFinite = cmp.Or(o.OnNonFinite, NonFiniteStop)
 	if o.OnNonFinite != NonFiniteStop && o.OnNonFinite != NonFiniteFlag {
 		return probes.CollectorOptions{}, fmt.Errorf("--on-nonfinite %q: want stop or flag", o.OnNonFinite)
 	}
-	if o.Kernel == "" {
-		o.Kernel = probes.MatrixKernel.String()
-	}
+	o.Kernel = cmp.Or(o.Kernel, probes.MatrixKernel.String())
 	k, ok := probes.ParseKernel(o.Kernel)
 	if !ok {
 		return probes.CollectorOptions{}, fmt.Errorf("--kernel %q: want %s or %s", o.Kernel, probes.MatrixKernel, probes.RowKernel)
 	}
-	if o.SinkRows == "" {
-		o.SinkRows = probes.RenormRows.String()
-	}
+	o.SinkRows = cmp.Or(o.SinkRows, probes.RenormRows.String())
 	sr, ok := probes.ParseSinkRows(o.SinkRows)
 	if !ok {
 		return probes.CollectorOptions{}, fmt.Errorf("--sink-rows %q: want %s or %s", o.SinkRows, probes.RenormRows, probes.RawRows)

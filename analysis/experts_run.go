@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 
 	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
@@ -31,9 +33,7 @@ type ExpertsRun struct {
 // without a mixture-of-experts layer is refused, naming it.
 func (r *ExpertsRun) Run() (*results.ExpertsManifest, []results.ExpertLoadRow, []results.ExpertLayerRow, error) {
 	o := &r.Options
-	if o.Margin == "" {
-		o.Margin = results.MarginProb
-	}
+	o.Margin = cmp.Or(o.Margin, results.MarginProb)
 	if o.Margin != results.MarginProb && o.Margin != results.MarginLogit {
 		return nil, nil, nil, fmt.Errorf("margin %q: want %s or %s", o.Margin, results.MarginProb, results.MarginLogit)
 	}
@@ -46,12 +46,8 @@ func (r *ExpertsRun) Run() (*results.ExpertsManifest, []results.ExpertLoadRow, [
 		return nil, nil, nil, fmt.Errorf("%s (%s) has no mixture-of-experts layer: probe experts measures the router of a sparse model (mixtral, qwen3_moe, olmoe, gpt_oss)", r.Dir, c.Arch)
 	}
 	man := &results.ExpertsManifest{RunRecord: rec, Experts: c.MoE.Experts, TopK: c.MoE.TopK, Options: *o}
-	man.Conventions = expertsConventions()
-	ms := &expertsMeasure{ExpertsRun: r, m: m, man: man}
-	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
-		return man, nil, nil, err
-	}
-	return man, ms.loads, ms.layers, nil
+	man.Conventions = maps.Clone(expertsConventions)
+	return runRows(&r.RunSpec, man, man.Options, m, &expertsMeasure{ExpertsRun: r, m: m, man: man})
 }
 
 // expertsMeasure is probe experts' measurement: one experts_sums table
@@ -59,18 +55,14 @@ func (r *ExpertsRun) Run() (*results.ExpertsManifest, []results.ExpertLoadRow, [
 // (finishExperts).
 type expertsMeasure struct {
 	*ExpertsRun
-	m      *model.Model
-	man    *results.ExpertsManifest
-	loads  []results.ExpertLoadRow
-	layers []results.ExpertLayerRow
+	m   *model.Model
+	man *results.ExpertsManifest
+	finishedRows[results.ExpertLoadRow, results.ExpertLayerRow]
 }
 
 func (e *expertsMeasure) tables() []string { return expertsTables }
 
-func (e *expertsMeasure) finish() (err error) {
-	e.loads, e.layers, err = finishExperts(e.Out, e.man)
-	return err
-}
+func (e *expertsMeasure) finish() error { return e.keep(finishExperts(e.Out, e.man)) }
 
 func (e *expertsMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTable, error) {
 	hs := &hooks.Set{}
@@ -105,15 +97,14 @@ func finishExperts(dir string, man *results.ExpertsManifest) ([]results.ExpertLo
 	return loads, layers, writeTables(man.Record(), dir, tableOf("experts_load", loads), tableOf("experts_layers", layers))
 }
 
-// expertsConventions states the definitions behind the experts tables.
-func expertsConventions() map[string]string {
-	return map[string]string{
-		"routing":     "blocks.{l}.mlp.hook_router_logits z [batch, pos, E] and hook_expert_indices / hook_expert_weights [batch, pos, k] of every sparse layer, batch 1, one sequence per pass",
-		"load":        "assignments / (N*k) over the N tokens of every sample of the length; first_load over the S position-0 tokens (S*k assignments), rest_load over the others; each sums to 1 over the experts",
-		"mean_weight": "mean routing weight the expert received when chosen (the weights the layer multiplies its output by); NaN for an expert never chosen",
-		"top1":        "top-1 expert = argmax of p = softmax(z) over all E experts (lowest index on ties); first_top1 / rest_top1 = share of the position-0 tokens / other tokens whose top-1 it is; first_top1_mode = the expert most position-0 tokens pick, first_top1_agree its share of them, rest_top1_agree its share of the other tokens",
-		"entropy":     "H = -sum_e p_e ln p_e in nats (<= ln E), mean over tokens; _first over position 0, _rest over the others",
-		"margin":      "experts.margin prob: p_(1) - p_(2); logit: z_(1) - z_(2); 1 with a single expert; mean over tokens as entropy",
-		"pooling":     "per length: the sums of every sample added (passes/*.experts_sums), then divided; a shard's pass files merge to the same tables",
-	}
+// expertsConventions states the definitions behind the experts tables; Run
+// records a copy in each manifest.
+var expertsConventions = map[string]string{
+	"routing":     "blocks.{l}.mlp.hook_router_logits z [batch, pos, E] and hook_expert_indices / hook_expert_weights [batch, pos, k] of every sparse layer, batch 1, one sequence per pass",
+	"load":        "assignments / (N*k) over the N tokens of every sample of the length; first_load over the S position-0 tokens (S*k assignments), rest_load over the others; each sums to 1 over the experts",
+	"mean_weight": "mean routing weight the expert received when chosen (the weights the layer multiplies its output by); NaN for an expert never chosen",
+	"top1":        "top-1 expert = argmax of p = softmax(z) over all E experts (lowest index on ties); first_top1 / rest_top1 = share of the position-0 tokens / other tokens whose top-1 it is; first_top1_mode = the expert most position-0 tokens pick, first_top1_agree its share of them, rest_top1_agree its share of the other tokens",
+	"entropy":     "H = -sum_e p_e ln p_e in nats (<= ln E), mean over tokens; _first over position 0, _rest over the others",
+	"margin":      "experts.margin prob: p_(1) - p_(2); logit: z_(1) - z_(2); 1 with a single expert; mean over tokens as entropy",
+	"pooling":     "per length: the sums of every sample added (passes/*.experts_sums), then divided; a shard's pass files merge to the same tables",
 }

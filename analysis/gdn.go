@@ -1,9 +1,11 @@
 package analysis
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -40,24 +42,12 @@ type GDNRun struct {
 // time (finishGDN), so that memory does not grow with layers × heads × T.
 func (r *GDNRun) Run() (*results.GDNManifest, int64, error) {
 	o := &r.Options
-	if o.Innovation == "" {
-		o.Innovation = probes.InnovationDecayed.String()
-	}
-	if o.Weights == "" {
-		o.Weights = probes.WeightsAbs.String()
-	}
-	if o.RWKVDecay == "" {
-		o.RWKVDecay = probes.DecayGeoMean.String()
-	}
-	if o.RWKVGain == "" {
-		o.RWKVGain = probes.GainRemoval.String()
-	}
-	if o.Disjoint == "" {
-		o.Disjoint = DisjointAll
-	}
-	if o.Placement == "" {
-		o.Placement = PlaceSequential
-	}
+	o.Innovation = cmp.Or(o.Innovation, probes.InnovationDecayed.String())
+	o.Weights = cmp.Or(o.Weights, probes.WeightsAbs.String())
+	o.RWKVDecay = cmp.Or(o.RWKVDecay, probes.DecayGeoMean.String())
+	o.RWKVGain = cmp.Or(o.RWKVGain, probes.GainRemoval.String())
+	o.Disjoint = cmp.Or(o.Disjoint, DisjointAll)
+	o.Placement = cmp.Or(o.Placement, PlaceSequential)
 	if _, err := probes.ParseInnovationForm(o.Innovation); err != nil {
 		return nil, 0, err
 	}
@@ -80,7 +70,7 @@ func (r *GDNRun) Run() (*results.GDNManifest, int64, error) {
 		return nil, 0, fmt.Errorf("%s: %s has no Gated DeltaNet, Mamba-2 or RWKV-7 layers (probe gdn measures recurrent mixers; use probe diag or probe sinks for softmax layers)", r.Dir, c.Arch)
 	}
 	man := &results.GDNManifest{RunRecord: rec, Layers: layers, Options: *o}
-	man.Conventions = gdnConventions()
+	man.Conventions = maps.Clone(gdnConventions)
 	ms := &gdnMeasure{GDNRun: r, m: m, man: man}
 	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
 		return man, 0, err
@@ -195,12 +185,8 @@ func GDNFilter(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, thre
 // With oneLayer f holds one layer at a time (probes.GDNOptions.OneLayer);
 // fa holds every layer.
 func gdnFilters(hs *hooks.Set, c *model.Config, T int, o results.GDNOptions, threads int, oneLayer bool) (f, fa *probes.GDNFilter, err error) {
-	if o.Innovation == "" {
-		o.Innovation = probes.InnovationDecayed.String()
-	}
-	if o.Weights == "" {
-		o.Weights = probes.WeightsAbs.String()
-	}
+	o.Innovation = cmp.Or(o.Innovation, probes.InnovationDecayed.String())
+	o.Weights = cmp.Or(o.Weights, probes.WeightsAbs.String())
 	innov, err := probes.ParseInnovationForm(o.Innovation)
 	if err != nil {
 		return nil, nil, err
@@ -387,9 +373,9 @@ func appendGDNHeadRows(rows []results.GDNRow, f *probes.GDNFilter, s, h int, ch 
 	for t := 0; t < f.T; t++ {
 		i := f.Index(0, s, h, t)
 		rows = append(rows, results.GDNRow{T: ch.T, Sample: ch.Sample, Layer: l, Head: h, Token: t, Mixer: mixer,
-			Beta: f.Beta[i], Decay: f.Decay[i], Horizon: f.Horizon[i], Innovation: f.Innovation[i],
-			StateNorm: f.StateNorm[i], NEffW: f.NEffW[i], FirstShare: f.FirstShare[i], RowSum: f.RowSum[i],
-			NegShare: f.NegShare[i], SMeanW: f.SMeanW[i], LambdaObsW: f.LambdaObsW[i], KW: f.KW[i]})
+			Beta: f.Beta[i], Decay: f.Decay[i], Horizon: f.Horizon[i], GDNFilterValues: results.GDNFilterValues{Innovation: f.Innovation[i],
+				StateNorm: f.StateNorm[i], NEffW: f.NEffW[i], FirstShare: f.FirstShare[i], RowSum: f.RowSum[i],
+				NegShare: f.NegShare[i], SMeanW: f.SMeanW[i], LambdaObsW: f.LambdaObsW[i], KW: f.KW[i]}})
 	}
 	return rows
 }
@@ -446,22 +432,21 @@ func appendGDNHeads(heads []results.GDNHeadRow, rows []results.GDNRow) []results
 	return heads
 }
 
-// gdnConventions states the definitions behind the gdn table's columns.
-func gdnConventions() map[string]string {
-	return map[string]string{
-		"recurrence":   "S_t = e^{g_t} S_{t-1} + beta_t k_t (v_t - e^{g_t} S_{t-1}^T k_t)^T, o_t = S_t^T q_t / sqrt(d_k); k, q L2-normalised (blocks.{l}.gdn.hook_*)",
-		"decay":        "e^{g_t}; horizon = 1/(1 - e^{g_t}) tokens (+Inf at g = 0)",
-		"innovation":   "||r_t||_2, r_t = v_t - e^{g_t} S_{t-1}^T k_t (decayed) or v_t - S_{t-1}^T k_t (undecayed); float64 recurrence on the hooked k, v, beta, g",
-		"state_norm":   "||S_t||_F after step t",
-		"neff_w":       "(sum_s |W[t,s]|)^2 / sum_s W[t,s]^2 over the exact effective-attention row (o_t = sum_s W[t,s] v_s)",
-		"first_share":  "|W[t,0]| / sum_s |W[t,s]|",
-		"row_sum":      "sum_s W[t,s]",
-		"neg_share":    "sum_{W<0} |W[t,s]| / sum_s |W[t,s]|",
-		"S_mean_w":     "mean_i sum_s pi_s (v_si - m_i)^2, m = sum_s pi_s v_s; pi = |W|/sum|W| (abs) or W/sum W where all entries share the sum's sign (signed; NaN elsewhere)",
-		"lambda_obs_w": "(neff_w + nu)/(S_mean_w + nu sigma0^2) (BFT Eq. 6 on pi), K_w = lambda_obs_w/(lambda + lambda_obs_w)",
-		"w_rows":       "neff_w, first_share, row_sum, neg_share, S_mean_w, lambda_obs_w, K_w are computed only when gdn.w_rows is true (the effective-attention rows, O(T^2 d_k) per head); otherwise NaN",
-		"batch":        "one sequence per pass (batch 1); the token column is the position in the chunk",
-		"rwkv7":        "mixer rwkv7: S_t = S_{t-1}(diag(w_t) - kk_t (a_t*kk_t)^T) + v_t k_t^T, wkv_t = S_t r_t, S [value, key], kk unit-L2 (blocks.{l}.rwkv.hook_*); beta = kk_t^T diag(a_t) kk_t (rwkv_gain removal) or mean_j a_tj (mean); decay = geometric mean of w_t over the head's channels (rwkv_decay geomean), or its mean, min, max; horizon 1/(1 - decay); innovation ||v_t - S_{t-1} diag(w_t) kk_t|| (decayed) or ||v_t - S_{t-1} kk_t|| (undecayed); state_norm ||S_t||_F (float64 recurrence); W rows M[t,s] = k_s^T G_{s+1}...G_t r_t, G_u = diag(w_u) - kk_u (a_u*kk_u)^T (wkv_t = sum_s M[t,s] v_s; the bonus term is not in M), values v",
-		"mixer":        "gated_deltanet, rwkv7 (above), or mamba2: S_t = a_t S_{t-1} + dt_t x_t B_t^T, y_t = S_t C_t + D x_t (blocks.{l}.ssm.hook_*), where beta is dt_t (the input gain), decay a_t = exp(dt_t A), innovation NaN (not defined), state_norm ||S_t||_F, and the W rows are M[t,s] = (C_t.B_s) prod_{r=s+1..t} a_r dt_s (y_t - D x_t = sum_s M[t,s] x_s)",
-	}
+// gdnConventions states the definitions behind the gdn table's columns; Run
+// records a copy in each manifest.
+var gdnConventions = map[string]string{
+	"recurrence":   "S_t = e^{g_t} S_{t-1} + beta_t k_t (v_t - e^{g_t} S_{t-1}^T k_t)^T, o_t = S_t^T q_t / sqrt(d_k); k, q L2-normalised (blocks.{l}.gdn.hook_*)",
+	"decay":        "e^{g_t}; horizon = 1/(1 - e^{g_t}) tokens (+Inf at g = 0)",
+	"innovation":   "||r_t||_2, r_t = v_t - e^{g_t} S_{t-1}^T k_t (decayed) or v_t - S_{t-1}^T k_t (undecayed); float64 recurrence on the hooked k, v, beta, g",
+	"state_norm":   "||S_t||_F after step t",
+	"neff_w":       "(sum_s |W[t,s]|)^2 / sum_s W[t,s]^2 over the exact effective-attention row (o_t = sum_s W[t,s] v_s)",
+	"first_share":  "|W[t,0]| / sum_s |W[t,s]|",
+	"row_sum":      "sum_s W[t,s]",
+	"neg_share":    "sum_{W<0} |W[t,s]| / sum_s |W[t,s]|",
+	"S_mean_w":     "mean_i sum_s pi_s (v_si - m_i)^2, m = sum_s pi_s v_s; pi = |W|/sum|W| (abs) or W/sum W where all entries share the sum's sign (signed; NaN elsewhere)",
+	"lambda_obs_w": "(neff_w + nu)/(S_mean_w + nu sigma0^2) (BFT Eq. 6 on pi), K_w = lambda_obs_w/(lambda + lambda_obs_w)",
+	"w_rows":       "neff_w, first_share, row_sum, neg_share, S_mean_w, lambda_obs_w, K_w are computed only when gdn.w_rows is true (the effective-attention rows, O(T^2 d_k) per head); otherwise NaN",
+	"batch":        "one sequence per pass (batch 1); the token column is the position in the chunk",
+	"rwkv7":        "mixer rwkv7: S_t = S_{t-1}(diag(w_t) - kk_t (a_t*kk_t)^T) + v_t k_t^T, wkv_t = S_t r_t, S [value, key], kk unit-L2 (blocks.{l}.rwkv.hook_*); beta = kk_t^T diag(a_t) kk_t (rwkv_gain removal) or mean_j a_tj (mean); decay = geometric mean of w_t over the head's channels (rwkv_decay geomean), or its mean, min, max; horizon 1/(1 - decay); innovation ||v_t - S_{t-1} diag(w_t) kk_t|| (decayed) or ||v_t - S_{t-1} kk_t|| (undecayed); state_norm ||S_t||_F (float64 recurrence); W rows M[t,s] = k_s^T G_{s+1}...G_t r_t, G_u = diag(w_u) - kk_u (a_u*kk_u)^T (wkv_t = sum_s M[t,s] v_s; the bonus term is not in M), values v",
+	"mixer":        "gated_deltanet, rwkv7 (above), or mamba2: S_t = a_t S_{t-1} + dt_t x_t B_t^T, y_t = S_t C_t + D x_t (blocks.{l}.ssm.hook_*), where beta is dt_t (the input gain), decay a_t = exp(dt_t A), innovation NaN (not defined), state_norm ||S_t||_F, and the W rows are M[t,s] = (C_t.B_s) prod_{r=s+1..t} a_r dt_s (y_t - D x_t = sum_s M[t,s] x_s)",
 }

@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 
 	"gorgonia.org/tensor"
@@ -34,9 +36,7 @@ func (r *MassiveRun) Run() (*results.MassiveManifest, []results.MassiveTopRow, [
 	if o.TopK < 1 {
 		return nil, nil, nil, fmt.Errorf("top-k %d: want at least 1", o.TopK)
 	}
-	if o.Entries == 0 {
-		o.Entries = o.TopK
-	}
+	o.Entries = cmp.Or(o.Entries, o.TopK)
 	if o.Entries < 1 || o.Entries > o.TopK {
 		return nil, nil, nil, fmt.Errorf("entries %d: want 1 … top-k (%d)", o.Entries, o.TopK)
 	}
@@ -54,12 +54,8 @@ func (r *MassiveRun) Run() (*results.MassiveManifest, []results.MassiveTopRow, [
 		return nil, nil, nil, fmt.Errorf("layer %d: the model has %d layers (0 … %d; −1 picks the layer with the largest ratio)", o.Layer, c.Layers, c.Layers-1)
 	}
 	man := &results.MassiveManifest{RunRecord: rec, Options: *o}
-	man.Conventions = massiveConventions()
-	ms := &massiveMeasure{MassiveRun: r, m: m, man: man}
-	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
-		return man, nil, nil, err
-	}
-	return man, ms.tops, ms.ppls, nil
+	man.Conventions = maps.Clone(massiveConventions)
+	return runRows(&r.RunSpec, man, man.Options, m, &massiveMeasure{MassiveRun: r, m: m, man: man})
 }
 
 // massiveMeasure is probe massive's measurement: per chunk the plain pass
@@ -67,10 +63,9 @@ func (r *MassiveRun) Run() (*results.MassiveManifest, []results.MassiveTopRow, [
 // massive_ppl tables finishMassive writes.
 type massiveMeasure struct {
 	*MassiveRun
-	m    *model.Model
-	man  *results.MassiveManifest
-	tops []results.MassiveTopRow
-	ppls []results.MassivePPLRow
+	m   *model.Model
+	man *results.MassiveManifest
+	finishedRows[results.MassiveTopRow, results.MassivePPLRow]
 }
 
 func (r *massiveMeasure) tables() []string { return massiveTables }
@@ -133,10 +128,7 @@ func (r *massiveMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passT
 	return []passTable{tableOf("massive_top", tops), tableOf("massive_ppl", ppls)}, nil
 }
 
-func (r *massiveMeasure) finish() (err error) {
-	r.tops, r.ppls, err = finishMassive(r.Out, r.man)
-	return err
-}
+func (r *massiveMeasure) finish() error { return r.keep(finishMassive(r.Out, r.man)) }
 
 // MassiveHooks registers on hs what probe massive attaches to its plain
 // length-T pass of a model with configuration c: per layer the topK
@@ -191,13 +183,12 @@ func nllRows(sum *float64, V int, targets []int) func(int, []float32) {
 	}
 }
 
-// massiveConventions states the definitions behind the massive tables.
-func massiveConventions() map[string]string {
-	return map[string]string{
-		"activation":   "blocks.{l}.hook_resid_post, the residual stream leaving block l, batch 1",
-		"top":          "the top_k entries by |h[t,i]| (ties: earlier position, then earlier channel), ratio = |h| / median over all T x d_model entries of |h| (exact)",
-		"massive":      "Sun et al. 2024 call an entry massive when |h| > 100 and about 1000 x the median; the table reports the top entries, whatever their size",
-		"intervention": "a second pass with the top `entries` entries of `layer` (default: the layer with the largest top-1 ratio in that pass) set to 0 (zero) or to their channel's mean over the pass's positions (mean, computed from the live activation at that layer); later layers see the change",
-		"nll":          "mean over the T predicted tokens of logsumexp(z_t) - z_t[x_{t+1}] in float64; ppl = exp(nll); d_nll = nll - nll(none) on the same chunk",
-	}
+// massiveConventions states the definitions behind the massive tables; Run
+// records a copy in each manifest.
+var massiveConventions = map[string]string{
+	"activation":   "blocks.{l}.hook_resid_post, the residual stream leaving block l, batch 1",
+	"top":          "the top_k entries by |h[t,i]| (ties: earlier position, then earlier channel), ratio = |h| / median over all T x d_model entries of |h| (exact)",
+	"massive":      "Sun et al. 2024 call an entry massive when |h| > 100 and about 1000 x the median; the table reports the top entries, whatever their size",
+	"intervention": "a second pass with the top `entries` entries of `layer` (default: the layer with the largest top-1 ratio in that pass) set to 0 (zero) or to their channel's mean over the pass's positions (mean, computed from the live activation at that layer); later layers see the change",
+	"nll":          "mean over the T predicted tokens of logsumexp(z_t) - z_t[x_{t+1}] in float64; ppl = exp(nll); d_nll = nll - nll(none) on the same chunk",
 }

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -16,30 +17,16 @@ const formatVersion = "probe-sweep/1"
 // values. dHead 0 (SigmaDHead of a model whose layers' heads differ in
 // width) leaves Sigma02 0: 1/d_head of each layer.
 func ResolveProbeOptions(p results.ProbeOptions, dHead int) (results.ProbeOptions, error) {
-	if p.Form == "" {
-		p.Form = "reml"
-	}
-	if p.Moments == "" {
-		p.Moments = "two-pass"
-	}
-	if p.Kernel == "" {
-		p.Kernel = probes.MatrixKernel.String()
-	}
-	if p.Reductions == "" {
-		p.Reductions = probes.MeanReduction.String()
-	}
-	if p.SinkRows == "" {
-		p.SinkRows = probes.RenormRows.String()
-	}
-	if p.Nu == 0 {
-		p.Nu = 1
-	}
+	p.Form = cmp.Or(p.Form, "reml")
+	p.Moments = cmp.Or(p.Moments, "two-pass")
+	p.Kernel = cmp.Or(p.Kernel, probes.MatrixKernel.String())
+	p.Reductions = cmp.Or(p.Reductions, probes.MeanReduction.String())
+	p.SinkRows = cmp.Or(p.SinkRows, probes.RenormRows.String())
+	p.Nu = cmp.Or(p.Nu, 1)
 	if p.Sigma02 == 0 && dHead > 0 {
 		p.Sigma02 = 1 / float64(dHead)
 	}
-	if p.LambdaPrior == 0 {
-		p.LambdaPrior = 1
-	}
+	p.LambdaPrior = cmp.Or(p.LambdaPrior, 1)
 	_, err := collectorOptions(p)
 	return p, err
 }

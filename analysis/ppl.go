@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,18 +96,10 @@ func pplKGateOptions(o *results.PPLOptions, v string) (probes.KGateOptions, erro
 
 // ValidatePPLOptions fills o's defaults and checks it.
 func ValidatePPLOptions(o *results.PPLOptions) error {
-	if o.Positions == "" {
-		o.Positions = results.PositionsAll
-	}
-	if o.CILevel == 0 {
-		o.CILevel = 0.95
-	}
-	if o.CalibSamples == 0 {
-		o.CalibSamples = 1
-	}
-	if o.LambdaForm == "" {
-		o.LambdaForm = "reml"
-	}
+	o.Positions = cmp.Or(o.Positions, results.PositionsAll)
+	o.CILevel = cmp.Or(o.CILevel, 0.95)
+	o.CalibSamples = cmp.Or(o.CalibSamples, 1)
+	o.LambdaForm = cmp.Or(o.LambdaForm, "reml")
 	co := pplChunkOptions(o, 0)
 	if err := co.resolve(); err != nil {
 		return err

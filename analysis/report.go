@@ -122,14 +122,10 @@ func finishedSubset(dir string, man *results.Manifest) (results.SweepOptions, []
 	return sw, use, missing, nil
 }
 
+// num writes x with prec decimals, or its reportNonFinite spelling.
 func num(x float64, prec int) string {
-	switch {
-	case math.IsNaN(x):
-		return "—"
-	case math.IsInf(x, 1):
-		return "+Inf"
-	case math.IsInf(x, -1):
-		return "−Inf"
+	if s, ok := reportNonFinite.spell(x); ok {
+		return s
 	}
 	return fmt.Sprintf("%.*f", prec, x)
 }

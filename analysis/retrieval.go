@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 
@@ -115,8 +116,8 @@ func (r *RetrievalRun) Run() (*results.RetrievalManifest, []results.RetrievalHea
 	if err != nil {
 		return nil, nil, err
 	}
-	man := &results.RetrievalManifest{RunRecord: rec, Layers: c.SoftmaxLayers(), Windows: LayerWindows(c), Options: *o, T: T}
-	man.Conventions = retrievalConventions()
+	man := &results.RetrievalManifest{RunRecord: rec, SoftmaxLayers: softmaxLayers(c), Options: *o, T: T}
+	man.Conventions = maps.Clone(retrievalConventions)
 	ms := &retrievalMeasure{RetrievalRun: r, m: m, man: man, sources: sources}
 	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
 		return man, nil, err
@@ -239,10 +240,7 @@ func finishRetrieval(dir string, man *results.RetrievalManifest) ([]results.Retr
 	Q := len(copies[0])
 	for k := 0; Q > 0 && k < len(steps[0])/Q; k++ {
 		first := steps[0][k*Q]
-		row := results.RetrievalHeadRow{Layer: first.Layer, Kind: "global", Window: man.Windows[first.Layer], Head: first.Head}
-		if row.Window > 0 {
-			row.Kind = "local"
-		}
+		row := results.RetrievalHeadRow{SoftmaxHead: man.HeadOf(first.Layer, first.Head)}
 		var mass float64
 		for b := range steps {
 			for q, st := range steps[b][k*Q : (k+1)*Q] {
@@ -274,14 +272,13 @@ func finishRetrieval(dir string, man *results.RetrievalManifest) ([]results.Retr
 	return rows, writeTables(man.Record(), dir, tableOf("retrieval_heads", rows))
 }
 
-// retrievalConventions states the definitions behind the retrieval table.
-func retrievalConventions() map[string]string {
-	return map[string]string{
-		"task":            "a pass is a segment of n distinct token ids, gap filler ids not in the segment, and the segment again (T = 2n + gap), from PCG(seed, sample) over the whole vocabulary",
-		"copy_step":       "query t = n + gap + i − 1 (i = 1 … n − 1) of the second copy, whose next token is the copy of x[i] (its source s(t) = i); counted per retrieval.steps: copied (the model's greedy next token is the copy, Wu et al. 2024) or all",
-		"retrieval_score": "hits / steps over the counted copy steps of every sample, a hit when argmax_j alpha[t, j] = s(t) (first maximum on ties): Wu et al.'s copy-paste condition, since no other visible position holds the copied token",
-		"source_mass":     "mean over the counted copy steps of alpha[t, s(t)] (0 where s(t) is outside a sliding window); 1/(t + 1) for uniform attention",
-		"heads_above":     "heads whose retrieval_score exceeds retrieval.above (Wu et al.'s retrieval heads: > 0.1)",
-		"attention_rows":  "post-softmax, pre-gate rows of the softmax layers, streamed in tiles; never a T x T matrix",
-	}
+// retrievalConventions states the definitions behind the retrieval table;
+// Run records a copy in each manifest.
+var retrievalConventions = map[string]string{
+	"task":            "a pass is a segment of n distinct token ids, gap filler ids not in the segment, and the segment again (T = 2n + gap), from PCG(seed, sample) over the whole vocabulary",
+	"copy_step":       "query t = n + gap + i − 1 (i = 1 … n − 1) of the second copy, whose next token is the copy of x[i] (its source s(t) = i); counted per retrieval.steps: copied (the model's greedy next token is the copy, Wu et al. 2024) or all",
+	"retrieval_score": "hits / steps over the counted copy steps of every sample, a hit when argmax_j alpha[t, j] = s(t) (first maximum on ties): Wu et al.'s copy-paste condition, since no other visible position holds the copied token",
+	"source_mass":     "mean over the counted copy steps of alpha[t, s(t)] (0 where s(t) is outside a sliding window); 1/(t + 1) for uniform attention",
+	"heads_above":     "heads whose retrieval_score exceeds retrieval.above (Wu et al.'s retrieval heads: > 0.1)",
+	"attention_rows":  "post-softmax, pre-gate rows of the softmax layers, streamed in tiles; never a T x T matrix",
 }

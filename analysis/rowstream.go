@@ -85,7 +85,7 @@ func (rw *rowWriter[T]) flush() error {
 		for _, r := range rw.buf {
 			v := reflect.ValueOf(r)
 			for i, c := range rw.cols {
-				rw.rec[i] = csvValue(v.Field(c.index))
+				rw.rec[i] = csvValue(v.FieldByIndex(c.index))
 			}
 			if err = rw.csv.Write(rw.rec); err != nil {
 				break

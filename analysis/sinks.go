@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 
@@ -55,6 +57,12 @@ func LayerWindows(c *model.Config) []int {
 	return w
 }
 
+// softmaxLayers returns the manifest record of c's softmax layers and
+// every layer's window (LayerWindows).
+func softmaxLayers(c *model.Config) results.SoftmaxLayers {
+	return results.SoftmaxLayers{Layers: c.SoftmaxLayers(), Windows: LayerWindows(c)}
+}
+
 // Run runs the passes and, unsharded, writes sinks_heads, sinks_rate and
 // the manifest, returning the rows of both tables (none for a shard).
 func (r *SinksRun) Run() (*results.SinksManifest, []results.SinkHeadRow, []results.SinkRateRow, error) {
@@ -67,9 +75,7 @@ func (r *SinksRun) Run() (*results.SinksManifest, []results.SinkHeadRow, []resul
 			return nil, nil, nil, fmt.Errorf("ε = %v: want 0 ≤ ε < 1 (a mean attention above ε)", e)
 		}
 	}
-	if o.SinkRows == "" {
-		o.SinkRows = probes.RenormRows.String()
-	}
+	o.SinkRows = cmp.Or(o.SinkRows, probes.RenormRows.String())
 	if _, ok := probes.ParseSinkRows(o.SinkRows); !ok {
 		return nil, nil, nil, fmt.Errorf("sink rows %q: want %s or %s", o.SinkRows, probes.RenormRows, probes.RawRows)
 	}
@@ -78,30 +84,24 @@ func (r *SinksRun) Run() (*results.SinksManifest, []results.SinkHeadRow, []resul
 		return nil, nil, nil, err
 	}
 	c := &m.Config
-	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
-	man := &results.SinksManifest{RunRecord: rec, Layers: layers, Windows: windows, Options: *o}
-	man.Conventions = sinksConventions()
-	if len(layers) < c.Layers {
-		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet or Mamba-2 layers (see probe gdn)", layers))
+	man := &results.SinksManifest{RunRecord: rec, SoftmaxLayers: softmaxLayers(c), Options: *o}
+	man.Conventions = maps.Clone(sinksConventions)
+	if len(man.Layers) < c.Layers {
+		man.Notes = append(man.Notes, fmt.Sprintf("measured the softmax layers %v; the others are Gated DeltaNet or Mamba-2 layers (see probe gdn)", man.Layers))
 	}
 	if c.GatePerHead() == 0 {
 		man.Notes = append(man.Notes, "no output gate: the gate columns are empty (NaN)")
 	}
-	ms := &sinksMeasure{SinksRun: r, m: m, man: man}
-	if err := runStream(&r.RunSpec, man, man.Options, m, ms); err != nil {
-		return man, nil, nil, err
-	}
-	return man, ms.heads, ms.rates, nil
+	return runRows(&r.RunSpec, man, man.Options, m, &sinksMeasure{SinksRun: r, m: m, man: man})
 }
 
 // sinksMeasure is probe sinks' measurement: one sinks_heads table per
 // chunk (SinkHooks), then sinks_heads and sinks_rate (finishSinks).
 type sinksMeasure struct {
 	*SinksRun
-	m     *model.Model
-	man   *results.SinksManifest
-	heads []results.SinkHeadRow
-	rates []results.SinkRateRow
+	m   *model.Model
+	man *results.SinksManifest
+	finishedRows[results.SinkHeadRow, results.SinkRateRow]
 }
 
 func (s *sinksMeasure) tables() []string { return sinksTables }
@@ -121,10 +121,7 @@ func (s *sinksMeasure) pass(ch results.Chunk, watch func(*hooks.Set)) ([]passTab
 	return []passTable{tableOf("sinks_heads", rows())}, nil
 }
 
-func (s *sinksMeasure) finish() (err error) {
-	s.heads, s.rates, err = finishSinks(s.Out, s.man)
-	return err
-}
+func (s *sinksMeasure) finish() error { return s.keep(finishSinks(s.Out, s.man)) }
 
 // SinkHooks registers on hs what probe sinks attaches to the pass of
 // chunk ch of a model with configuration c under options o: a
@@ -133,8 +130,8 @@ func (s *sinksMeasure) finish() (err error) {
 // function gives the pass's sinks_heads rows once the pass has run (probe
 // bench measures the consumers without it).
 func SinkHooks(hs *hooks.Set, c *model.Config, ch results.Chunk, o results.SinksOptions) (func() []results.SinkHeadRow, error) {
-	layers, windows := c.SoftmaxLayers(), LayerWindows(c)
-	sc, err := probes.NewSinkCollector(1, c.Layers, c.Heads, ch.T, windows, o.IncludeFirstQuery)
+	sl := softmaxLayers(c)
+	sc, err := probes.NewSinkCollector(1, c.Layers, c.Heads, ch.T, sl.Windows, o.IncludeFirstQuery)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +141,7 @@ func SinkHooks(hs *hooks.Set, c *model.Config, ch results.Chunk, o results.Sinks
 			return nil, fmt.Errorf("sink rows %q: want %s or %s", o.SinkRows, probes.RenormRows, probes.RawRows)
 		}
 	}
-	for _, l := range layers {
+	for _, l := range sl.Layers {
 		hs.Stream(l, sc)
 	}
 	gates := map[[2]int]probes.GateStats{}
@@ -162,15 +159,12 @@ func SinkHooks(hs *hooks.Set, c *model.Config, ch results.Chunk, o results.Sinks
 	}
 	return func() []results.SinkHeadRow {
 		var rows []results.SinkHeadRow
-		for _, h := range sc.Heads(layers) {
-			row := results.SinkHeadRow{T: ch.T, Sample: ch.Sample, Layer: h.Layer, Kind: "global", Window: windows[h.Layer], Head: h.Head,
+		for _, h := range sc.Heads(sl.Layers) {
+			row := results.SinkHeadRow{T: ch.T, Sample: ch.Sample, SoftmaxHead: sl.HeadOf(h.Layer, h.Head),
 				Rows: h.Rows, BOSN: h.BOSN, LeftOut: h.LeftOut, BOSMass: h.BOSMass, Entropy: h.Entropy,
 				EntropyNorm: h.EntropyNorm, LogT: math.Log(float64(ch.T)), MaxWeight: h.MaxWeight, MaxLast: h.MaxLast, NEff: h.NEff,
 				SinkMass: h.SinkMass,
 				GateMean: math.NaN(), GateMedian: math.NaN(), GateBelow: math.NaN(), GateFirst: math.NaN(), GateRest: math.NaN()}
-			if windows[h.Layer] > 0 {
-				row.Kind = "local"
-			}
 			if st, ok := gates[[2]int{h.Layer, h.Head}]; ok {
 				row.GateMean, row.GateMedian, row.GateBelow, row.GateFirst, row.GateRest = st.Mean, st.Median, st.Below, st.First, st.Rest
 			}
@@ -202,18 +196,17 @@ func finishSinks(dir string, man *results.SinksManifest) ([]results.SinkHeadRow,
 	return heads, rates, writeTables(man.Record(), dir, tableOf("sinks_heads", heads), tableOf("sinks_rate", rates))
 }
 
-// sinksConventions states the definitions behind the sinks tables.
-func sinksConventions() map[string]string {
-	return map[string]string{
-		"bos_mass":        "mean over applicable queries t of alpha[t,0] (Gu et al. 2024, alpha_1^{l,h}); a query of a sliding-window layer with t >= window cannot see position 0 and is counted in left_out, not in the mean",
-		"sink_rate":       "Sink_1^eps = 100 * #{(layer, head): bos_mass > eps} / #heads, bos_mass pooled over samples weighted by bos_n",
-		"entropy":         "mean over queries of H_t = -sum_j alpha_tj ln alpha_tj (nats); entropy_norm = mean of H_t / ln(visible keys) over queries with >= 2 visible keys; log_T = ln T",
-		"max_weight":      "mean over queries of max_j alpha_tj; max_weight_last over t >= T - floor(T/4)",
-		"neff":            "mean over queries of 1/sum_j alpha_tj^2",
-		"sink_mass":       "mean over queries of sigma_t, the weight of the sink column a model with learned attention sinks (gpt-oss) drops after its softmax; 0 without sinks",
-		"sink_rows":       "models with learned sinks: every other column reads the rows as sinks.sink_rows says — renorm: alpha divided by its own sum 1 - sigma_t; raw: as the model returns them (sum 1 - sigma_t)",
-		"gate":            "over every gate value of the head in the pass (tokens x dims for an element-wise gate): mean, exact median, fraction below gate_below; gate_first = mean at token 0, gate_rest = mean at tokens >= 1",
-		"attention_rows":  "post-softmax, pre-gate rows of the softmax layers, streamed in tiles; never a T x T matrix",
-		"batch_and_chunk": "one sequence per pass; chunks as in a sweep (disjoint, placement, offset)",
-	}
+// sinksConventions states the definitions behind the sinks tables; Run
+// records a copy in each manifest.
+var sinksConventions = map[string]string{
+	"bos_mass":        "mean over applicable queries t of alpha[t,0] (Gu et al. 2024, alpha_1^{l,h}); a query of a sliding-window layer with t >= window cannot see position 0 and is counted in left_out, not in the mean",
+	"sink_rate":       "Sink_1^eps = 100 * #{(layer, head): bos_mass > eps} / #heads, bos_mass pooled over samples weighted by bos_n",
+	"entropy":         "mean over queries of H_t = -sum_j alpha_tj ln alpha_tj (nats); entropy_norm = mean of H_t / ln(visible keys) over queries with >= 2 visible keys; log_T = ln T",
+	"max_weight":      "mean over queries of max_j alpha_tj; max_weight_last over t >= T - floor(T/4)",
+	"neff":            "mean over queries of 1/sum_j alpha_tj^2",
+	"sink_mass":       "mean over queries of sigma_t, the weight of the sink column a model with learned attention sinks (gpt-oss) drops after its softmax; 0 without sinks",
+	"sink_rows":       "models with learned sinks: every other column reads the rows as sinks.sink_rows says — renorm: alpha divided by its own sum 1 - sigma_t; raw: as the model returns them (sum 1 - sigma_t)",
+	"gate":            "over every gate value of the head in the pass (tokens x dims for an element-wise gate): mean, exact median, fraction below gate_below; gate_first = mean at token 0, gate_rest = mean at tokens >= 1",
+	"attention_rows":  "post-softmax, pre-gate rows of the softmax layers, streamed in tiles; never a T x T matrix",
+	"batch_and_chunk": "one sequence per pass; chunks as in a sweep (disjoint, placement, offset)",
 }

@@ -15,13 +15,13 @@ func TestSinkRatesPooling(t *testing.T) {
 	nan := math.NaN()
 	heads := []results.SinkHeadRow{
 		// layer 0 head 0, global: samples 0.5 over 10 queries and 0.1 over 30 → 0.2 pooled (0.3 if averaged)
-		{T: 40, Sample: 0, Layer: 0, Head: 0, Kind: "global", Rows: 40, BOSN: 10, BOSMass: 0.5},
-		{T: 40, Sample: 1, Layer: 0, Head: 0, Kind: "global", Rows: 40, BOSN: 30, BOSMass: 0.1},
+		{T: 40, Sample: 0, SoftmaxHead: results.SoftmaxHead{Layer: 0, Head: 0, Kind: "global"}, Rows: 40, BOSN: 10, BOSMass: 0.5},
+		{T: 40, Sample: 1, SoftmaxHead: results.SoftmaxHead{Layer: 0, Head: 0, Kind: "global"}, Rows: 40, BOSN: 30, BOSMass: 0.1},
 		// layer 1 head 0, local: 0.9, with left-out rows
-		{T: 40, Sample: 0, Layer: 1, Head: 0, Kind: "local", Rows: 40, BOSN: 8, LeftOut: 32, BOSMass: 0.9},
-		{T: 40, Sample: 1, Layer: 1, Head: 0, Kind: "local", Rows: 40, BOSN: 8, LeftOut: 32, BOSMass: 0.9},
+		{T: 40, Sample: 0, SoftmaxHead: results.SoftmaxHead{Layer: 1, Head: 0, Kind: "local"}, Rows: 40, BOSN: 8, LeftOut: 32, BOSMass: 0.9},
+		{T: 40, Sample: 1, SoftmaxHead: results.SoftmaxHead{Layer: 1, Head: 0, Kind: "local"}, Rows: 40, BOSN: 8, LeftOut: 32, BOSMass: 0.9},
 		// layer 1 head 1: no applicable query (NaN), not counted
-		{T: 40, Sample: 0, Layer: 1, Head: 1, Kind: "local", Rows: 40, BOSN: 0, LeftOut: 40, BOSMass: nan},
+		{T: 40, Sample: 0, SoftmaxHead: results.SoftmaxHead{Layer: 1, Head: 1, Kind: "local"}, Rows: 40, BOSN: 0, LeftOut: 40, BOSMass: nan},
 	}
 	rates := results.SinkRates(heads, []int{40}, []float64{0.15, 0.25}, true)
 	want := []results.SinkRateRow{

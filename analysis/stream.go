@@ -248,6 +248,42 @@ type memoryChecker interface{ checkMemory(T int) error }
 // the progress.
 type multiForward interface{ forwards() int }
 
+// rowsMeasurement is a measurement whose finish writes two tables and
+// keeps their rows (finishedRows) for its Run to return (experts, massive,
+// sinks).
+type rowsMeasurement[A, B any] interface {
+	measurement
+	rows() ([]A, []B)
+}
+
+// finishedRows keeps the rows of the two tables a measurement's finish
+// writes from the pass files; it stays empty for a shard, whose finish
+// does not run.
+type finishedRows[A, B any] struct {
+	first  []A
+	second []B
+}
+
+// keep records the rows a finish function (finishExperts, finishMassive,
+// finishSinks) returns and passes on its error.
+func (t *finishedRows[A, B]) keep(a []A, b []B, err error) error {
+	t.first, t.second = a, b
+	return err
+}
+
+func (t *finishedRows[A, B]) rows() ([]A, []B) { return t.first, t.second }
+
+// runRows runs ms as runStream does and returns man with the rows of the
+// two tables ms's finish wrote (none for a shard), or man and the error
+// (no rows).
+func runRows[M StreamManifest, A, B any](r *RunSpec, man M, opts any, m *model.Model, ms rowsMeasurement[A, B]) (M, []A, []B, error) {
+	if err := runStream(r, man, opts, m, ms); err != nil {
+		return man, nil, nil, err
+	}
+	a, b := ms.rows()
+	return man, a, b, nil
+}
+
 // multiModel is a measurement whose chunks run different models (ppl):
 // prepare loads chunk c's model before its key, which holds its digest,
 // is made; config and label give that model's configuration and the

@@ -109,24 +109,25 @@ func writeTable[T any](dir, name string, rows []T, formats []string) error {
 }
 
 type column struct {
-	index int
+	index []int // reflect.Value.FieldByIndex's
 	name  string
 }
 
-// columnsOf lists the tagged fields of struct type t.
+// columnsOf lists the tagged fields of struct type t in order, with the
+// fields of an embedded struct in its place, as parquet-go lays out the
+// columns.
 func columnsOf(t reflect.Type) []column {
 	var cols []column
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
+	for _, f := range reflect.VisibleFields(t) {
 		tag := f.Tag.Get("parquet")
-		if !f.IsExported() || tag == "-" {
+		if f.Anonymous || !f.IsExported() || tag == "-" {
 			continue
 		}
 		name, _, _ := strings.Cut(tag, ",")
 		if name == "" {
 			name = f.Name
 		}
-		cols = append(cols, column{i, name})
+		cols = append(cols, column{f.Index, name})
 	}
 	return cols
 }
@@ -160,17 +161,40 @@ func csvValue(v reflect.Value) string {
 }
 
 // formatFloat writes x in the shortest form that reads back exactly, with
-// NaN as the empty string and infinities as +Inf / -Inf.
+// the non-finite values spelled by tableNonFinite.
 func formatFloat(x float64) string {
-	switch {
-	case math.IsNaN(x):
-		return ""
-	case math.IsInf(x, 1):
-		return "+Inf"
-	case math.IsInf(x, -1):
-		return "-Inf"
+	if s, ok := tableNonFinite.spell(x); ok {
+		return s
 	}
 	return strconv.FormatFloat(x, 'g', -1, 64)
+}
+
+// nonFinite spells the float64 values a cell cannot print as a number:
+// NaN, +Inf and −Inf, in that order.
+type nonFinite [3]string
+
+var (
+	// tableNonFinite is the CSV tables' spelling: NaN an empty (missing)
+	// cell, the infinities as strconv.ParseFloat reads them (JSONL writes
+	// null for all three).
+	tableNonFinite = nonFinite{"", "+Inf", "-Inf"}
+	// reportNonFinite is the printed report's: an em dash for NaN, and
+	// the typographic minus sign (U+2212) of its other numbers' text.
+	reportNonFinite = nonFinite{"—", "+Inf", "−Inf"}
+)
+
+// spell returns s's spelling of x and true when x is NaN or ±Inf, and
+// false for a finite x.
+func (s nonFinite) spell(x float64) (string, bool) {
+	switch {
+	case math.IsNaN(x):
+		return s[0], true
+	case math.IsInf(x, 1):
+		return s[1], true
+	case math.IsInf(x, -1):
+		return s[2], true
+	}
+	return "", false
 }
 
 // writeJSONL writes rows as one JSON object per line (see writeTable).
@@ -188,7 +212,7 @@ func writeJSONL[T any](w io.Writer, rows []T) error {
 			key, _ := json.Marshal(c.name)
 			b.Write(key)
 			b.WriteByte(':')
-			f := v.Field(c.index)
+			f := v.FieldByIndex(c.index)
 			switch f.Kind() {
 			case reflect.Float64, reflect.Float32:
 				x := f.Float()

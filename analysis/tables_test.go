@@ -182,3 +182,58 @@ func TestParquetIndependentReader(t *testing.T) {
 		}
 	}
 }
+
+// TestNonFiniteSpellings pins the two spellings of NaN and ±Inf: the CSV
+// tables' (empty, -Inf) and the printed report's (em dash, U+2212).
+func TestNonFiniteSpellings(t *testing.T) {
+	for _, c := range []struct {
+		x           float64
+		table, text string
+	}{
+		{math.NaN(), "", "—"},
+		{math.Inf(1), "+Inf", "+Inf"},
+		{math.Inf(-1), "-Inf", "−Inf"},
+		{-1.25, "-1.25", "-1.250"},
+		{0, "0", "0.000"},
+	} {
+		if got := formatFloat(c.x); got != c.table {
+			t.Errorf("formatFloat(%v) = %q, want %q", c.x, got, c.table)
+		}
+		if got := num(c.x, 3); got != c.text {
+			t.Errorf("num(%v, 3) = %q, want %q", c.x, got, c.text)
+		}
+	}
+}
+
+// TestEmbeddedColumns: the fields of an embedded struct are columns in its
+// place, in CSV and JSONL as in Parquet (results.SoftmaxHead in the
+// sinks_heads and retrieval_heads rows).
+func TestEmbeddedColumns(t *testing.T) {
+	type row struct {
+		T int `parquet:"T"`
+		results.SoftmaxHead
+		X float64 `parquet:"x"`
+	}
+	rows := []row{{T: 8, SoftmaxHead: results.SoftmaxHead{Layer: 1, Kind: "local", Window: 4, Head: 2}, X: 0.5}}
+	var c, j bytes.Buffer
+	if err := writeCSV(&c, rows); err != nil {
+		t.Fatal(err)
+	}
+	if want := "T,layer,kind,window,head,x\n8,1,local,4,2,0.5\n"; c.String() != want {
+		t.Errorf("CSV %q, want %q", c.String(), want)
+	}
+	if err := writeJSONL(&j, rows); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"T":8,"layer":1,"kind":"local","window":4,"head":2,"x":0.5}` + "\n"; j.String() != want {
+		t.Errorf("JSONL %q, want %q", j.String(), want)
+	}
+	dir := t.TempDir()
+	if err := writeTable(dir, "e", rows, []string{FormatParquet}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := results.ReadTable[row](filepath.Join(dir, "e.parquet"))
+	if err != nil || !reflect.DeepEqual(back, rows) {
+		t.Errorf("Parquet read back %+v (%v), want %+v", back, err, rows)
+	}
+}

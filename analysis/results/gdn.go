@@ -3,15 +3,24 @@ package results
 // GDNRow is one row of the gdn table: the Gated DeltaNet filter quantities
 // of one (length, sample, layer, value head, token) (probes.GDNFilter).
 type GDNRow struct {
-	T          int     `parquet:"T"`
-	Sample     int     `parquet:"sample"`
-	Layer      int     `parquet:"layer"`
-	Head       int     `parquet:"head"`
-	Token      int     `parquet:"token"`
-	Mixer      string  `parquet:"mixer,dict"`
-	Beta       float64 `parquet:"beta"`
-	Decay      float64 `parquet:"decay"`
-	Horizon    float64 `parquet:"horizon"`
+	T       int     `parquet:"T"`
+	Sample  int     `parquet:"sample"`
+	Layer   int     `parquet:"layer"`
+	Head    int     `parquet:"head"`
+	Token   int     `parquet:"token"`
+	Mixer   string  `parquet:"mixer,dict"`
+	Beta    float64 `parquet:"beta"`
+	Decay   float64 `parquet:"decay"`
+	Horizon float64 `parquet:"horizon"`
+	GDNFilterValues
+}
+
+// GDNFilterValues are the columns of gdn from the innovation on, which
+// gdn_heads holds too, as means over a head's tokens under the same names:
+// the innovation, the state norm and the statistics of the effective-
+// attention row W[t, ·] (NaN without gdn.w_rows). GDNRow and GDNHeadRow
+// embed it; Parquet, CSV and JSONL lay its fields out in its place.
+type GDNFilterValues struct {
 	Innovation float64 `parquet:"innovation"`
 	StateNorm  float64 `parquet:"state_norm"`
 	NEffW      float64 `parquet:"neff_w"`
@@ -86,14 +95,6 @@ type GDNHeadRow struct {
 	Beta          float64 `parquet:"beta"`
 	Decay         float64 `parquet:"decay"`
 	HorizonMedian float64 `parquet:"horizon_median"`
-	Innovation    float64 `parquet:"innovation"`
-	StateNorm     float64 `parquet:"state_norm"`
-	NEffW         float64 `parquet:"neff_w"`
-	FirstShare    float64 `parquet:"first_share"`
-	RowSum        float64 `parquet:"row_sum"`
-	NegShare      float64 `parquet:"neg_share"`
-	SMeanW        float64 `parquet:"S_mean_w"`
-	LambdaObsW    float64 `parquet:"lambda_obs_w"`
-	KW            float64 `parquet:"K_w"`
-	Nonfinite     int     `parquet:"nonfinite"`
+	GDNFilterValues
+	Nonfinite int `parquet:"nonfinite"`
 }

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"cmp"
 	"fmt"
 )
 
@@ -194,9 +195,7 @@ type AggOptions struct {
 // Validate checks the options (an empty LocalLayers becomes
 // LocalSeparate).
 func (a *AggOptions) Validate() error {
-	if a.LocalLayers == "" {
-		a.LocalLayers = LocalSeparate
-	}
+	a.LocalLayers = cmp.Or(a.LocalLayers, LocalSeparate)
 	switch {
 	case a.LastLayers < 1:
 		return fmt.Errorf("last-layers = %d: want at least 1", a.LastLayers)

@@ -45,6 +45,37 @@ type RunRecord struct {
 	Deviation *Deviation `json:"compute_deviation,omitempty"`
 }
 
+// SoftmaxLayers is the part of a manifest that names the layers whose
+// softmax attention rows a measurement reads (a hybrid model's others are
+// Gated DeltaNet or Mamba-2 layers) and every model layer's sliding
+// window (keys t−w+1 … t; 0: none). The sinks and retrieval manifests
+// embed it, so its fields sit at their top level.
+type SoftmaxLayers struct {
+	Layers  []int `json:"softmax_layers"`
+	Windows []int `json:"windows"` // per model layer; 0: none
+}
+
+// SoftmaxHead is the part of a table row that names a softmax head: its
+// layer, the layer's kind and window, and the head. The sinks_heads and
+// retrieval_heads rows embed it, which Parquet (and analysis's CSV and
+// JSONL writers) flatten into these four columns in place.
+type SoftmaxHead struct {
+	Layer  int    `parquet:"layer"`
+	Kind   string `parquet:"kind"`   // "global", or "local" for a sliding-window layer
+	Window int    `parquet:"window"` // 0: none
+	Head   int    `parquet:"head"`
+}
+
+// HeadOf returns head h of layer l, whose sliding window is windows[l]
+// (0: none, a "global" layer; otherwise "local").
+func (s SoftmaxLayers) HeadOf(l, h int) SoftmaxHead {
+	kind := "global"
+	if s.Windows[l] > 0 {
+		kind = "local"
+	}
+	return SoftmaxHead{Layer: l, Kind: kind, Window: s.Windows[l], Head: h}
+}
+
 // Record returns the record itself, so that every manifest embedding it is
 // an analysis.StreamManifest.
 func (r *RunRecord) Record() *RunRecord { return r }

@@ -26,10 +26,7 @@ type RetrievalOptions struct {
 // RetrievalHeadRow is one row of the retrieval_heads table: one softmax
 // (layer, head) over every sample (probes.RetrievalCollector).
 type RetrievalHeadRow struct {
-	Layer      int     `parquet:"layer"`
-	Kind       string  `parquet:"kind"`   // "global", or "local" for a sliding-window layer
-	Window     int     `parquet:"window"` // 0: none
-	Head       int     `parquet:"head"`
+	SoftmaxHead
 	Steps      int64   `parquet:"steps"`
 	Hits       int64   `parquet:"hits"`
 	Score      float64 `parquet:"retrieval_score"`
@@ -53,8 +50,7 @@ type RetrievalSample struct {
 // task.
 type RetrievalManifest struct {
 	RunRecord
-	Layers  []int            `json:"softmax_layers"`
-	Windows []int            `json:"windows"` // per model layer; 0: none
+	SoftmaxLayers
 	Options RetrievalOptions `json:"retrieval"`
 	T       int              `json:"T"`
 	// Samples and HeadsAbove (the heads whose score exceeds

@@ -28,12 +28,9 @@ func SinkRate(firstMeans []float64, eps float64) (rate float64, heads int) {
 // (length, sample, softmax layer, head) (probes.SinkCollector,
 // probes.HeadGateStats).
 type SinkHeadRow struct {
-	T           int     `parquet:"T"`
-	Sample      int     `parquet:"sample"`
-	Layer       int     `parquet:"layer"`
-	Kind        string  `parquet:"kind"`   // "global", or "local" for a sliding-window layer
-	Window      int     `parquet:"window"` // 0: none
-	Head        int     `parquet:"head"`
+	T      int `parquet:"T"`
+	Sample int `parquet:"sample"`
+	SoftmaxHead
 	Rows        int64   `parquet:"rows"`
 	BOSN        int64   `parquet:"bos_n"`
 	LeftOut     int64   `parquet:"left_out"`
@@ -89,8 +86,7 @@ type SinksOptions struct {
 // SinksManifest records a sinks run (or one shard of it).
 type SinksManifest struct {
 	RunRecord
-	Layers  []int        `json:"softmax_layers"`
-	Windows []int        `json:"windows"` // per model layer; 0: none
+	SoftmaxLayers
 	Options SinksOptions `json:"sinks"`
 	LeftOut int64        `json:"rows_left_out"` // over every pass and head (of the tables)
 }
