@@ -5,6 +5,10 @@ package tree
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,6 +100,37 @@ func TestConflictLine(t *testing.T) {
 	} {
 		if got := conflictLine(c.line); got != c.want {
 			t.Errorf("conflictLine(%q) = %v, want %v", c.line, got, c.want)
+		}
+	}
+}
+
+// maxCommandFunc is the longest function cmd/ may hold: a command's run
+// function calls the library, and what grows past this belongs in a
+// helper of its own or in the library.
+const maxCommandFunc = 80
+
+// TestThinCommands fails on a function in cmd/ (tests aside) longer than
+// maxCommandFunc lines.
+func TestThinCommands(t *testing.T) {
+	root, files := tracked(t)
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if !strings.HasPrefix(f, "cmd/") || !strings.HasSuffix(f, ".go") || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, filepath.Join(root, f), nil, 0)
+		if err != nil {
+			if os.IsNotExist(errors.Unwrap(err)) {
+				continue // deleted in the work tree, not yet committed
+			}
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok {
+				if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1; n > maxCommandFunc {
+					t.Errorf("%s: %s is %d lines (at most %d in cmd/): move its parts into helpers or the library", f, fd.Name.Name, n, maxCommandFunc)
+				}
+			}
 		}
 	}
 }
