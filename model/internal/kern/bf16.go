@@ -3,7 +3,7 @@ package kern
 import (
 	"fmt"
 	"math"
-	"sync"
+	"runtime"
 )
 
 // The bf16 compute of package model (its option Compute "bf16"): C =
@@ -80,12 +80,13 @@ func PackPairsF32(dst []uint32, j int, row []float32, kp int) {
 	}
 }
 
-// bfNR and bfMR are the micro-tile (32 columns, 6 rows). Blocking: bfMA
-// rows of X are rounded and packed at once, in panels of bfMR rows per
-// block of bfKP pairs of k; W is packed bfNC rows (columns of C) × bfKP
-// pairs at a time (512 KiB, in L2), and each 32-column panel of that
-// block (16 KiB) stays in L1 while the micro-tiles of the bfMA rows pass
-// over it.
+// bfNR and bfMR are the micro-tile (32 columns, 6 rows). Blocking: the
+// rows of X are rounded and packed a super-block at a time (bfSuperRows),
+// in blocks of bfMA rows laid out as panels of bfMR rows per block of
+// bfKP pairs of k; W is packed bfNC rows (columns of C) × bfKP pairs at a
+// time (512 KiB, in L2) once per super-block, and each 32-column panel of
+// that block (16 KiB) stays in L1 while the micro-tiles of one bfMA-row
+// block (192 KiB of X's pairs, in L2 beside W's block) pass over it.
 const (
 	bfNR, bfMR = 32, 6
 	bfKP       = 128
@@ -103,13 +104,53 @@ func RoundBF16(x float32) uint16 {
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
-// bfBuffers are one call's packed rows of X, block of W and edge tile.
+// bfBuffers are one call's packed rows of X (a super-block of them), block
+// of W and edge tile.
 type bfBuffers struct {
 	ap, bp []uint32
 	ct     [bfMR * bfNR]float32
 }
 
-var bfPool = sync.Pool{New: func() any { return &bfBuffers{bp: make([]uint32, bfNC*bfKP)} }}
+// bfKept holds the buffers of finished products for the next ones, up to
+// one per P of the process (the goroutines a projection is split over).
+// Not a sync.Pool: that drops them at every collection, and a pass
+// collects between its projections, so that the packed super-block of X
+// (up to bfABytes) would be allocated again after each collection. What
+// stays allocated between passes is at most GOMAXPROCS of them, each for
+// the largest super-block packed so far.
+var bfKept = make(chan *bfBuffers, max(2, runtime.GOMAXPROCS(0)))
+
+// bfGet returns kept buffers, or new ones; bfPut keeps b if there is room.
+func bfGet() *bfBuffers {
+	select {
+	case b := <-bfKept:
+		return b
+	default:
+		return &bfBuffers{bp: make([]uint32, bfNC*bfKP)}
+	}
+}
+
+func bfPut(b *bfBuffers) {
+	select {
+	case bfKept <- b:
+	default:
+	}
+}
+
+// bfABytes bounds the packed rows of X that one product holds at once, its
+// row super-block: 16 MiB, so that every block of W is packed once per
+// super-block rather than once per bfMA rows while a long input (T = 32k
+// rows of k = 6144: 384 MiB as packed pairs) is still taken a slice at a
+// time. A variable so that tests can make the super-blocks small.
+var bfABytes = 16 << 20
+
+// bfSuperRows is the rows of X in one super-block of a product of m rows
+// and kpAll pairs of k: the most whole blocks of bfMA rows whose packed
+// pairs (4·kpAll bytes a row) fit in bfABytes, at least one block, and no
+// more than m.
+func bfSuperRows(m, kpAll int) int {
+	return min(m, max(bfMA, bfABytes/(4*kpAll)/bfMA*bfMA))
+}
 
 // bfKernel is the micro-kernel: C[6×32] = C0 + Ap·Bp over kp ≥ 1 pairs
 // (C0 = C when load, else 0). kernelBF6x32Go unless bf16_amd64.go installs
@@ -171,18 +212,29 @@ func checkBF16(m, n, k int, x []float32, ldx int, c []float32, ldc int) bool {
 }
 
 // gemmBF16 is the product on kernel, the arguments checked (checkBF16).
+// Loop order: super-blocks of ms rows of X (bfSuperRows), each rounded and
+// packed whole (packXBF16 per block of bfMA rows, one after the other) →
+// bfNC columns of C → bfKP pairs of k → the block of W packed once → each
+// bfMA-row block of the super-block → 32-column panels → 6-row tiles. The
+// pairs of k reach each element in the same order whatever ms, so that C
+// does not depend on it (TestGemmBF16SuperBlocks); a block of W is packed
+// ceil(m/ms) times per call (ms = bfMA is the loop before super-blocks).
 func gemmBF16(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int,
 	kernel func(kp int, ap, bp []uint32, c []float32, ldc int, load bool)) {
 	kpAll := (k + 1) / 2
-	buf := bfPool.Get().(*bfBuffers)
-	defer bfPool.Put(buf)
-	if need := bfMA * kpAll; cap(buf.ap) < need {
+	ms := bfSuperRows(m, kpAll)
+	buf := bfGet()
+	defer bfPut(buf)
+	if need := (ms + bfMR - 1) / bfMR * bfMR * kpAll; cap(buf.ap) < need {
 		buf.ap = make([]uint32, need)
 	}
-	for i0 := 0; i0 < m; i0 += bfMA {
-		ma := min(bfMA, m-i0)
-		ma6 := (ma + bfMR - 1) / bfMR * bfMR
-		packXBF16(x[i0*ldx:], ldx, k, ma, buf.ap)
+	for s0 := 0; s0 < m; s0 += ms {
+		sm := min(ms, m-s0)
+		// the super-block's blocks of bfMA rows, block b (rows s0 + b·bfMA …)
+		// at b·bfMA·kpAll, each as packXBF16 lays out its ma rows
+		for b0 := 0; b0 < sm; b0 += bfMA {
+			packXBF16(x[(s0+b0)*ldx:], ldx, k, min(bfMA, sm-b0), buf.ap[b0*kpAll:])
+		}
 		for jc := 0; jc < n; jc += bfNC {
 			nc := min(bfNC, n-jc)
 			for pc := 0; pc < kpAll; pc += bfKP {
@@ -191,26 +243,31 @@ func gemmBF16(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc 
 				for jr := 0; jr < nc; jr += bfNR {
 					w.PackPairs(buf.bp[jr*kp:(jr+bfNR)*kp], jc+jr, min(bfNR, nc-jr), pc, kp)
 				}
-				ablk := buf.ap[pc*ma6 : pc*ma6+ma6*kp] // X's pairs pc … pc+kp−1 (packXBF16)
-				for jr := 0; jr < nc; jr += bfNR {
-					bp := buf.bp[jr*kp : (jr+bfNR)*kp]
-					for ir := 0; ir < ma; ir += bfMR {
-						ap := ablk[ir*kp : (ir+bfMR)*kp]
-						ci := (i0+ir)*ldc + jc + jr
-						if ir+bfMR <= ma && jr+bfNR <= nc {
-							kernel(kp, ap, bp, c[ci:], ldc, load)
-							continue
-						}
-						rows, cols := min(bfMR, ma-ir), min(bfNR, nc-jr)
-						ct := buf.ct[:]
-						if load {
-							for i := 0; i < rows; i++ {
-								copy(ct[i*bfNR:i*bfNR+cols], c[ci+i*ldc:])
+				for b0 := 0; b0 < sm; b0 += bfMA {
+					ma := min(bfMA, sm-b0)
+					ma6 := (ma + bfMR - 1) / bfMR * bfMR
+					at := b0*kpAll + pc*ma6
+					ablk := buf.ap[at : at+ma6*kp] // rows s0+b0 …, X's pairs pc … pc+kp−1 (packXBF16)
+					for jr := 0; jr < nc; jr += bfNR {
+						bp := buf.bp[jr*kp : (jr+bfNR)*kp]
+						for ir := 0; ir < ma; ir += bfMR {
+							ap := ablk[ir*kp : (ir+bfMR)*kp]
+							ci := (s0+b0+ir)*ldc + jc + jr
+							if ir+bfMR <= ma && jr+bfNR <= nc {
+								kernel(kp, ap, bp, c[ci:], ldc, load)
+								continue
 							}
-						}
-						kernel(kp, ap, bp, ct, bfNR, load)
-						for i := 0; i < rows; i++ {
-							copy(c[ci+i*ldc:][:cols], ct[i*bfNR:])
+							rows, cols := min(bfMR, ma-ir), min(bfNR, nc-jr)
+							ct := buf.ct[:]
+							if load {
+								for i := 0; i < rows; i++ {
+									copy(ct[i*bfNR:i*bfNR+cols], c[ci+i*ldc:])
+								}
+							}
+							kernel(kp, ap, bp, ct, bfNR, load)
+							for i := 0; i < rows; i++ {
+								copy(c[ci+i*ldc:][:cols], ct[i*bfNR:])
+							}
 						}
 					}
 				}

@@ -3,6 +3,7 @@
 package kern
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -54,6 +55,49 @@ func benchBF16(b *testing.B, gemm func(m, n, k int, x []float32, ldx int, w Pair
 	}
 	c := make([]float32, m*n)
 	benchGFLOPS(b, 2*m*n*k, func() { gemm(m, n, k, x, k, denseBF16{bits, k, k}, c, n) })
+}
+
+// BenchmarkGemmBF16SuperBlocks: gemmBF16 on bfKernel at the 1.7B-shaped
+// projections' sizes (m rows: 1024 and 4096 tokens; n × k: q/o 2048 ×
+// 2048, gate/up 6144 × 2048, down 2048 × 6144) with W packed once per
+// bfMA rows ("per384", the loop before super-blocks: bfABytes = 1) and
+// once per super-block ("super", the default bfABytes), one after the
+// other in each round of -count.
+func BenchmarkGemmBF16SuperBlocks(b *testing.B) {
+	for _, sh := range [][3]int{{1024, 2048, 2048}, {1024, 6144, 2048}, {1024, 2048, 6144},
+		{4096, 2048, 2048}, {4096, 6144, 2048}, {4096, 2048, 6144}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		rng := rand.New(rand.NewPCG(13, 14))
+		x, bits := normal32(rng, m*k, 1), make([]uint16, n*k)
+		for i := range bits {
+			bits[i] = RoundBF16(float32(rng.NormFloat64() * 0.05))
+		}
+		c := make([]float32, m*n)
+		for _, v := range []struct {
+			name   string
+			aBytes int
+		}{{"per384", 1}, {"super", bfABytes}} {
+			b.Run(fmt.Sprintf("m=%d/n=%d/k=%d/%s", m, n, k, v.name), func(b *testing.B) {
+				defer func(a int) { bfABytes = a }(bfABytes)
+				bfABytes = v.aBytes
+				benchGFLOPS(b, 2*float64(m)*float64(n)*float64(k), func() {
+					gemmBF16(m, n, k, x, k, panelsBF16{bits, k}, c, n, bfKernel)
+				})
+			})
+		}
+	}
+}
+
+// panelsBF16 is a row-major n × k matrix of bfloat16 bits (n a multiple of
+// 32, k even) packed a whole panel at a time, as the model's BF16 weights
+// are (PackPanelBF16).
+type panelsBF16 struct {
+	bits []uint16
+	k    int
+}
+
+func (d panelsBF16) PackPairs(dst []uint32, r0, rows, p0, kp int) {
+	PackPanelBF16(dst, d.bits[r0*d.k+2*p0:], d.k, kp)
 }
 
 func BenchmarkSgemmNT(b *testing.B) {

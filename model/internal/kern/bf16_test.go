@@ -1,9 +1,11 @@
 package kern
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -308,5 +310,71 @@ func TestPackPanelBF16(t *testing.T) {
 				t.Fatalf("kp=%d stride=%d: step %d column %d: %#08x, want %#08x", kp, stride, i/bfNR, i%bfNR, got[i], want[i])
 			}
 		}
+	}
+}
+
+// TestGemmBF16SuperBlocks: the product with row super-blocks of 2 and 3
+// blocks of bfMA rows, and of the default size (bfABytes), gives the bits
+// of the loop that packs W once per bfMA rows (super-blocks of bfMA rows,
+// the loop before super-blocks), on bfKernel: m not a multiple of bfMA
+// nor of 6 and spanning several super-blocks, n not a multiple of 32 and
+// across blocks of bfNC columns, odd k across blocks of bfKP pairs, with
+// strided operands.
+func TestGemmBF16SuperBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	defer func(b int) { bfABytes = b }(bfABytes)
+	for _, sh := range [][3]int{{1607, 1060, 7}, {1601, 70, 259}, {769, 33, 1}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		ldx, ldc := k+3, n+1
+		kpAll := (k + 1) / 2
+		x, w := normal32(rng, m*ldx, 1), normal32(rng, n*k, 0.05)
+		bits := make([]uint16, len(w))
+		for i, v := range w {
+			bits[i] = RoundBF16(v)
+		}
+		product := func() []float32 {
+			c := normal32(rng, m*ldc, 1) // overwritten
+			gemmBF16(m, n, k, x, ldx, denseBF16{bits, k, k}, c, ldc, bfKernel)
+			return c
+		}
+		bfABytes = 1 // super-blocks of bfMA rows
+		want := product()
+		for _, blocks := range []int{2, 3, 0} {
+			aBytes, name := blocks*bfMA*4*kpAll, fmt.Sprintf("%d·bfMA rows", blocks)
+			if blocks == 0 {
+				aBytes, name = 16<<20, "default"
+			}
+			bfABytes = aBytes
+			if got := bfSuperRows(m, kpAll); blocks > 0 && got != min(m, blocks*bfMA) {
+				t.Fatalf("bfSuperRows(%d, %d) = %d with bfABytes for %d blocks", m, kpAll, got, blocks)
+			}
+			got := product()
+			for i := 0; i < m; i++ {
+				for j := 0; j < n; j++ {
+					if g, v := got[i*ldc+j], want[i*ldc+j]; math.Float32bits(g) != math.Float32bits(v) {
+						t.Fatalf("m=%d n=%d k=%d, super-blocks of %s: C[%d,%d] = %v (%#08x), per bfMA rows %v (%#08x)",
+							m, n, k, name, i, j, g, math.Float32bits(g), v, math.Float32bits(v))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestBF16BuffersKept: GemmBF16 keeps its buffers across collections
+// (bfKept, not a sync.Pool): after a first product, products of the same
+// shape with collections between them allocate nothing — so that the
+// packed super-block of X is not made again after every collection.
+func TestBF16BuffersKept(t *testing.T) {
+	const m, n, k = 400, 64, 700
+	rng := rand.New(rand.NewPCG(29, 30))
+	x, w, c := normal32(rng, m*k, 1), normal32(rng, n*k, 0.05), make([]float32, m*n)
+	var src PairSource = denseF32{w, k, k}
+	gemmBF16(m, n, k, x, k, src, c, n, bfKernel)
+	if a := testing.AllocsPerRun(5, func() {
+		runtime.GC()
+		gemmBF16(m, n, k, x, k, src, c, n, bfKernel)
+	}); a != 0 {
+		t.Errorf("%v allocations per product after collections, want 0", a)
 	}
 }
