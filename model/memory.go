@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/filterlens/probe/hooks"
+	"github.com/filterlens/probe/model/internal/kern"
 )
 
 // PassBytes estimates the memory one forward pass of B sequences of T
@@ -34,7 +35,9 @@ import (
 //	+ G·q·min(n, 1024)·i/2                     the AMX products' packed activations: q = 3 parts
 //	                                           for ComputeF32 on bf16 weights, 1 for bf16 products
 //	                                           (on AMX only), i the widest projection input; kept
-//	                                           for later passes (amxScratchFloats)
+//	                                           for later passes (amxScratchFloats); off AMX, bf16
+//	                                           products keep G super-blocks of packed rows
+//	                                           instead (kern.BF16PackedXBytes, ≤ 64 MiB in all)
 //	+ n·V or min(n, headRows)·V                logits: returned (or hooked), or streamed (LogitRows)
 //	+ B·H·T²                                   the attention pattern, when hook_pattern is hooked
 //
@@ -200,18 +203,23 @@ func (m *Model) layerDataFloats(B, T int) int {
 }
 
 // amxScratchFloats is PassBytes' term for the AMX products' packed
-// activations of a pass of n rows: G·q·min(n, 1024)·i/2. kern keeps those
+// activations of a pass of n rows: G·q·min(n, 1024)·i/2, or off AMX for
+// bf16 products G super-blocks of packed rows (kern.BF16PackedXBytes). kern keeps those
 // buffers for the next products (one per P), so that the first pass
 // allocates them and later passes reuse them.
 func (m *Model) amxScratchFloats(n int, opt Options) int {
-	q := m.amxParts(cmp.Or(opt.Compute, m.Compute))
-	if q == 0 {
-		return 0
-	}
 	c := &m.Config
 	in := max(c.DModel, c.Heads*c.DHead, c.DMLP)
 	if dc := c.DeltaNet; dc != nil {
 		in = max(in, dc.ValueHeads*dc.ValueDim)
+	}
+	compute := cmp.Or(opt.Compute, m.Compute)
+	q := m.amxParts(compute)
+	if q == 0 {
+		if compute.BF16Products() {
+			return runtime.GOMAXPROCS(0) * kern.BF16PackedXBytes(n, in) / 4 // the VDPBF16PS products' super-blocks
+		}
+		return 0
 	}
 	return runtime.GOMAXPROCS(0) * q * min(n, amxRowsAtOnce) * in / 2
 }

@@ -138,11 +138,23 @@ func bfPut(b *bfBuffers) {
 }
 
 // bfABytes bounds the packed rows of X that one product holds at once, its
-// row super-block: 16 MiB, so that every block of W is packed once per
-// super-block rather than once per bfMA rows while a long input (T = 32k
-// rows of k = 6144: 384 MiB as packed pairs) is still taken a slice at a
-// time. A variable so that tests can make the super-blocks small.
-var bfABytes = 16 << 20
+// row super-block, so that every block of W is packed once per super-block
+// rather than once per bfMA rows while a long input (T = 32k rows of
+// k = 6144: 384 MiB as packed pairs) is still taken a slice at a time:
+// 64 MiB shared by the GOMAXPROCS goroutines a projection is split over
+// (32 MiB each on 2 cores; from 32 cores on, 2 MiB or less, which is one
+// bfMA block at the widest k: the loop before super-blocks), which also
+// bounds what bfKept holds between passes. A variable so that tests can
+// make the super-blocks small.
+var bfABytes = (64 << 20) / max(1, runtime.GOMAXPROCS(0))
+
+// BF16PackedXBytes is the packed rows of X that GemmBF16 holds, and keeps
+// for later products, for a product of m rows and k columns of X off AMX:
+// one super-block (bfSuperRows), at most about bfABytes.
+func BF16PackedXBytes(m, k int) int {
+	kpAll := (k + 1) / 2
+	return (bfSuperRows(m, kpAll) + bfMR - 1) / bfMR * bfMR * kpAll * 4
+}
 
 // bfSuperRows is the rows of X in one super-block of a product of m rows
 // and kpAll pairs of k: the most whole blocks of bfMA rows whose packed
