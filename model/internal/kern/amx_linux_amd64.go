@@ -2,7 +2,6 @@ package kern
 
 import (
 	"math"
-	"runtime"
 	"sync"
 	"unsafe"
 
@@ -101,33 +100,9 @@ type amxBuffers struct {
 	ct     [amxT * amxT]float32
 }
 
-// amxKept holds the buffers of finished products for the next ones, up
-// to one per P of the process (the goroutines a projection is split
-// over). Not a sync.Pool: that drops them at every collection, and a long
-// pass collects between its projections, so that the packed activations
-// (up to 3 × amxMA rows × k/2 dwords, 37.7 MB at k = 6144) were made
-// again after each collection, and the garbage grew with the pass's
-// length. What stays allocated between passes is at most GOMAXPROCS of
-// them, for the widest input multiplied so far.
-var amxKept = make(chan *amxBuffers, max(2, runtime.GOMAXPROCS(0)))
-
-// amxGet returns kept buffers, or new ones; amxPut keeps b if there is
-// room.
-func amxGet() *amxBuffers {
-	select {
-	case b := <-amxKept:
-		return b
-	default:
-		return &amxBuffers{bp: make([]uint32, bfNC*bfKP)}
-	}
-}
-
-func amxPut(b *amxBuffers) {
-	select {
-	case amxKept <- b:
-	default:
-	}
-}
+// amxKept are the AMX products' buffers (kept: up to 3 × amxMA rows ×
+// k/2 dwords of packed activations, 37.7 MB at k = 6144).
+var amxKept = newKept(func() *amxBuffers { return &amxBuffers{bp: make([]uint32, bfNC*bfKP)} })
 
 // gemmAMX is GemmBF16 on AMX (arguments checked, m, n, k > 0).
 func gemmAMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int) {
@@ -158,8 +133,8 @@ func GemmF32AMX(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ld
 // X laid out by pack in parts planes.
 func productPairs(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc int,
 	pack func(x []float32, ldx, k, ma int, ap []uint32), parts int) {
-	buf := amxGet()
-	defer amxPut(buf)
+	buf := amxKept.get()
+	defer amxKept.put(buf)
 	amxProduct(m, n, (k+1)/2, x, ldx, k, pack, func(jc, pc, nc, kp, kp16 int) ([]uint32, int) {
 		for jr := 0; jr < nc; jr += bfNR {
 			pan := buf.bp[jr*kp16 : (jr+bfNR)*kp16]

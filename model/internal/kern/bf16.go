@@ -111,31 +111,43 @@ type bfBuffers struct {
 	ct     [bfMR * bfNR]float32
 }
 
-// bfKept holds the buffers of finished products for the next ones, up to
+// kept holds the buffers of finished products for the next ones, up to
 // one per P of the process (the goroutines a projection is split over).
 // Not a sync.Pool: that drops them at every collection, and a pass
-// collects between its projections, so that the packed super-block of X
-// (up to bfABytes) would be allocated again after each collection. What
-// stays allocated between passes is at most GOMAXPROCS of them, each for
-// the largest super-block packed so far.
-var bfKept = make(chan *bfBuffers, max(2, runtime.GOMAXPROCS(0)))
+// collects between its projections, so that the packed activations (the
+// super-block of X, up to bfABytes; AMX's up to 37.7 MB at k = 6144) would
+// be made again after each collection and the garbage grow with the
+// pass. What stays allocated between passes is at most GOMAXPROCS of
+// them, each as large as the largest product it served.
+type kept[T any] struct {
+	ch    chan *T
+	fresh func() *T
+}
 
-// bfGet returns kept buffers, or new ones; bfPut keeps b if there is room.
-func bfGet() *bfBuffers {
+func newKept[T any](fresh func() *T) kept[T] {
+	return kept[T]{make(chan *T, max(2, runtime.GOMAXPROCS(0))), fresh}
+}
+
+// get returns kept buffers, or new ones.
+func (k kept[T]) get() *T {
 	select {
-	case b := <-bfKept:
+	case b := <-k.ch:
 		return b
 	default:
-		return &bfBuffers{bp: make([]uint32, bfNC*bfKP)}
+		return k.fresh()
 	}
 }
 
-func bfPut(b *bfBuffers) {
+// put keeps b if there is room.
+func (k kept[T]) put(b *T) {
 	select {
-	case bfKept <- b:
+	case k.ch <- b:
 	default:
 	}
 }
+
+// bfKept are the VDPBF16PS products' buffers.
+var bfKept = newKept(func() *bfBuffers { return &bfBuffers{bp: make([]uint32, bfNC*bfKP)} })
 
 // bfABytes bounds the packed rows of X that one product holds at once, its
 // row super-block, so that every block of W is packed once per super-block
@@ -235,8 +247,8 @@ func gemmBF16(m, n, k int, x []float32, ldx int, w PairSource, c []float32, ldc 
 	kernel func(kp int, ap, bp []uint32, c []float32, ldc int, load bool)) {
 	kpAll := (k + 1) / 2
 	ms := bfSuperRows(m, kpAll)
-	buf := bfGet()
-	defer bfPut(buf)
+	buf := bfKept.get()
+	defer bfKept.put(buf)
 	if need := (ms + bfMR - 1) / bfMR * bfMR * kpAll; cap(buf.ap) < need {
 		buf.ap = make([]uint32, need)
 	}
