@@ -116,6 +116,30 @@ func tableOf[T any](name string, rows []T) passTable {
 // page. It fails with an error wrapping errIncomplete when the file is not
 // whole.
 func readStreamPass(path, table string) (results.StreamPass, error) {
+	return readPass(path, table, func(pf *parquet.File) (int64, error) {
+		r := parquet.NewReader(pf)
+		defer r.Close()
+		buf := make([]parquet.Row, 512)
+		var read int64
+		for {
+			n, err := r.ReadRows(buf)
+			read += int64(n)
+			if errors.Is(err, io.EOF) {
+				return read, nil
+			}
+			if err != nil {
+				return read, err
+			}
+		}
+	})
+}
+
+// readPass opens the pass file at path once, checks its record (hash and
+// the row count of table) and reads every page with read (a damaged page,
+// CRC mismatch, makes the file incomplete too), which returns the rows it
+// read: they must be the record's. Errors wrap errIncomplete where the
+// file is not whole.
+func readPass(path, table string, read func(*parquet.File) (int64, error)) (results.StreamPass, error) {
 	var rec results.StreamPass
 	f, pf, err := openPassFile(path, &rec)
 	if err != nil {
@@ -128,37 +152,45 @@ func readStreamPass(path, table string) (results.StreamPass, error) {
 	if n, ok := rec.Rows[table]; !ok || pf.NumRows() != n {
 		return rec, fmt.Errorf("%s: %w: %d rows, the record says %d", path, errIncomplete, pf.NumRows(), n)
 	}
-	// Every page read back: a damaged one (CRC mismatch) makes the file
-	// incomplete too.
-	r := parquet.NewReader(pf)
-	defer r.Close()
-	buf := make([]parquet.Row, 512)
-	var read int64
-	for {
-		n, err := r.ReadRows(buf)
-		read += int64(n)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return rec, fmt.Errorf("%s: %w: %v", path, errIncomplete, err)
-		}
+	n, err := read(pf)
+	if err != nil {
+		return rec, fmt.Errorf("%s: %w: %v", path, errIncomplete, err)
 	}
-	if read != rec.Rows[table] {
-		return rec, fmt.Errorf("%s: %w: read %d rows, the record says %d", path, errIncomplete, read, rec.Rows[table])
+	if n != rec.Rows[table] {
+		return rec, fmt.Errorf("%s: %w: read %d rows, the record says %d", path, errIncomplete, n, rec.Rows[table])
 	}
 	return rec, nil
 }
 
 // readPassRows reads the rows of one table of chunk c's pass in dir,
 // checking that the file belongs to the run described by man (its key
-// without the token digest, which only the stream gives).
+// without the token digest, which only the stream gives) and that it is
+// whole — one reading of the file: its pages decoded as T rows.
 func readPassRows[T any](dir, table string, man StreamManifest, opts any, c results.Chunk) ([]T, error) {
-	path, err := checkPassFile(dir, table, man, opts, c)
-	if err != nil {
+	path := streamPassPath(dir, table, c)
+	var rows []T
+	got, err := readPass(path, table, func(pf *parquet.File) (int64, error) {
+		r := parquet.NewGenericReader[T](pf)
+		defer r.Close()
+		rows = make([]T, pf.NumRows())
+		var read int
+		for read < len(rows) {
+			n, err := r.Read(rows[read:])
+			read += n
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return int64(read), err
+			}
+		}
+		rows = rows[:read]
+		return int64(read), nil
+	})
+	if err := passOfRun(path, got, err, man, opts, c); err != nil {
 		return nil, err
 	}
-	return results.ReadTable[T](path)
+	return rows, nil
 }
 
 // checkPassFile returns the path of one table of chunk c's pass in dir
@@ -166,17 +198,24 @@ func readPassRows[T any](dir, table string, man StreamManifest, opts any, c resu
 func checkPassFile(dir, table string, man StreamManifest, opts any, c results.Chunk) (string, error) {
 	path := streamPassPath(dir, table, c)
 	got, err := readStreamPass(path, table)
+	return path, passOfRun(path, got, err, man, opts, c)
+}
+
+// passOfRun says why the pass file at path, read as got with err, is not
+// chunk c's pass of the run described by man: missing, incomplete, or
+// another run's.
+func passOfRun(path string, got results.StreamPass, err error, man StreamManifest, opts any, c results.Chunk) error {
 	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("pass (%s) has no file %s: run its shard (or the run) again", chunkName(c), path)
+		return fmt.Errorf("pass (%s) has no file %s: run its shard (or the run) again", chunkName(c), path)
 	}
 	if err != nil {
-		return "", err
+		return err
 	}
 	want := streamKey(man.Record().Kind, digestOf(man, c), opts, c, got.Key.Tokens)
 	if got.Hash != want.Hash() {
-		return "", fmt.Errorf("%s does not belong to this run: %s", path, strings.Join(keyDiff(want, got.Key), "; "))
+		return fmt.Errorf("%s does not belong to this run: %s", path, strings.Join(keyDiff(want, got.Key), "; "))
 	}
-	return path, nil
+	return nil
 }
 
 func streamKey(kind, model string, opts any, c results.Chunk, tokens string) results.StreamKey {
