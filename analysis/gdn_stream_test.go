@@ -3,11 +3,11 @@ package analysis
 import (
 	"bytes"
 	"fmt"
-	"github.com/filterlens/probe/analysis/results"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/filterlens/probe/analysis/results"
 	"github.com/filterlens/probe/hooks"
 	"github.com/filterlens/probe/model"
 )
